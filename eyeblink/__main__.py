@@ -1,0 +1,3 @@
+from eyeblink.cli import main
+
+raise SystemExit(main())

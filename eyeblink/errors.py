@@ -1,0 +1,59 @@
+"""One error hierarchy for everything a user can get wrong.
+
+Every message names the offending value and the fix; the CLI prints it on one
+line and exits non-zero without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class EyeblinkError(Exception):
+    """Base class of all errors eyeblink reports to users."""
+
+    exit_code = 2
+
+
+class InputNotFoundError(EyeblinkError):
+    """A path given as input does not exist."""
+
+
+class VideoOpenError(EyeblinkError):
+    """A file exists but is not a video FFmpeg can open (or has no video stream)."""
+
+
+class VideoDecodeError(EyeblinkError):
+    """Decoding failed part-way: the file is truncated or corrupt."""
+
+
+class EmptySourceError(EyeblinkError):
+    """A video with zero frames, or a folder with no images."""
+
+
+class ModelFileError(EyeblinkError):
+    """A model file is missing, corrupt, or fails its sha256 check."""
+
+
+class BackendUnavailableError(EyeblinkError):
+    """A detector backend was asked for but cannot run here."""
+
+
+class ConfigError(EyeblinkError):
+    """Contradictory or invalid options or preset values."""
+
+
+class OutputError(EyeblinkError):
+    """The output directory cannot be created or written."""
+
+
+class NoFaceError(EyeblinkError):
+    """No face was found in any frame of an input."""
+
+
+class DatasetError(EyeblinkError):
+    """An evaluation dataset is missing, empty or malformed."""
+
+
+class WorkerError(EyeblinkError):
+    """A pipeline worker process failed; carries its traceback text."""
+
+    exit_code = 3
