@@ -1,0 +1,156 @@
+"""One configuration tree of frozen dataclasses.
+
+CLI flags and TOML presets (``pipelines/*.toml``) load into the same classes,
+so a preset and the equivalent flags give the same run. Values are validated on
+construction; an invalid value raises :class:`~eyeblink.errors.ConfigError`
+naming the field, the value and the accepted range.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from eyeblink.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+def _require(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ConfigError(msg)
+
+
+@dataclass(frozen=True)
+class DetectConfig:
+    """Face detection (BlazeFace short-range).
+
+    ``detect_every``: run the detector on every N-th frame and reuse the last
+    face box in between (the box is re-detected early when the landmark fit
+    drifts). 1 = detect on every frame, as the original study did.
+    """
+
+    backend: str = "litert"
+    score_threshold: float = 0.5
+    nms_iou: float = 0.3
+    num_threads: int = 1
+    batch_size: int = 1
+    detect_every: int = 1
+
+    def __post_init__(self) -> None:
+        _require(0.0 < self.score_threshold < 1.0,
+                 f"detect.score_threshold must be in (0, 1), got {self.score_threshold}")
+        _require(0.0 < self.nms_iou < 1.0, f"detect.nms_iou must be in (0, 1), got {self.nms_iou}")
+        _require(self.num_threads >= 1, f"detect.num_threads must be >= 1, got {self.num_threads}")
+        _require(self.batch_size >= 1, f"detect.batch_size must be >= 1, got {self.batch_size}")
+        _require(self.detect_every >= 1, f"--detect-every must be >= 1, got {self.detect_every}")
+
+
+@dataclass(frozen=True)
+class LandmarkConfig:
+    """dlib ERT landmarks. ``model`` names the predictor (``face68``)."""
+
+    model: str = "face68"
+    derotate: bool = True
+
+    def __post_init__(self) -> None:
+        _require(self.model in ("face68",), f"landmarks.model must be 'face68', got {self.model!r}")
+
+
+@dataclass(frozen=True)
+class BlinkConfig:
+    """Online blink detection over the EAR trace (all times in milliseconds).
+
+    The threshold is relative to the subject's own open-eye baseline: the
+    median EAR over the last ``baseline_window_ms`` of frames outside blinks.
+    A blink starts when EAR/baseline falls below ``close_ratio`` and ends when
+    it climbs back above ``open_ratio`` (hysteresis). Its reported span is
+    widened to where the ratio left / regained ``onset_ratio``.
+    """
+
+    close_ratio: float = 0.75
+    open_ratio: float = 0.85
+    onset_ratio: float = 0.92
+    baseline_window_ms: float = 3000.0
+    min_baseline_ms: float = 100.0
+    min_duration_ms: float = 30.0
+    max_gap_ms: float = 100.0
+
+    def __post_init__(self) -> None:
+        _require(0.0 < self.close_ratio < self.open_ratio <= self.onset_ratio < 1.0,
+                 "blink ratios must satisfy 0 < close_ratio < open_ratio <= onset_ratio < 1, got "
+                 f"close={self.close_ratio}, open={self.open_ratio}, onset={self.onset_ratio}")
+        for name in ("baseline_window_ms", "min_baseline_ms", "max_gap_ms"):
+            _require(getattr(self, name) > 0, f"blinks.{name} must be > 0, got {getattr(self, name)}")
+        _require(self.min_duration_ms >= 0, f"blinks.min_duration_ms must be >= 0, got {self.min_duration_ms}")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A whole run: the stages' settings plus input timing."""
+
+    detect: DetectConfig = field(default_factory=DetectConfig)
+    landmarks: LandmarkConfig = field(default_factory=LandmarkConfig)
+    blinks: BlinkConfig = field(default_factory=BlinkConfig)
+    fps: float | None = None
+    max_frames: int | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.fps is None or self.fps > 0, f"--fps must be > 0, got {self.fps}")
+        _require(self.max_frames is None or self.max_frames > 0,
+                 f"--max-frames must be > 0, got {self.max_frames}")
+
+    def with_overrides(self, section: str, **values: Any) -> RunConfig:
+        """A copy with some fields of one section replaced (``None`` values are ignored)."""
+        values = {k: v for k, v in values.items() if v is not None}
+        if not values:
+            return self
+        return replace(self, **{section: replace(getattr(self, section), **values)})
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+_SECTIONS = {"detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig}
+
+
+def load_preset(path: str | Path) -> RunConfig:
+    """Read a TOML preset into a :class:`RunConfig`; unknown keys are errors, not ignored."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"preset not found: {p} — give a TOML file or a name from pipelines/")
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"preset {p} is not valid TOML: {exc}") from None
+    return config_from_dict(data, source=str(p))
+
+
+def config_from_dict(data: dict[str, Any], *, source: str = "config") -> RunConfig:
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in _SECTIONS:
+            cls = _SECTIONS[key]
+            if not isinstance(value, dict):
+                raise ConfigError(f"{source}: [{key}] must be a table, got {type(value).__name__}")
+            valid = {f.name for f in fields(cls)}
+            unknown = sorted(set(value) - valid)
+            if unknown:
+                raise ConfigError(f"{source}: unknown key(s) {unknown} in [{key}]; valid keys: {sorted(valid)}")
+            try:
+                kwargs[key] = cls(**value)
+            except TypeError as exc:
+                raise ConfigError(f"{source}: [{key}] {exc}") from None
+        elif key in ("fps", "max_frames", "name", "description"):
+            if key in ("fps", "max_frames"):
+                kwargs[key] = value
+        else:
+            raise ConfigError(f"{source}: unknown section or key {key!r}; valid: {sorted(_SECTIONS)}")
+    return RunConfig(**kwargs)

@@ -1,0 +1,158 @@
+"""The detector seam: one small protocol, a registry of backends, lazily imported.
+
+A backend runs the BlazeFace short-range network and nothing else: it takes a batch of
+pre-processed images (float32 ``[B, 128, 128, 3]`` in [-1, 1], see
+:func:`eyeblink.detect.blazeface.letterbox`) and returns the raw network outputs
+``(regressors [B, 896, 16], scores [B, 896])`` in the canonical anchor order of
+:func:`eyeblink.detect.anchors.blazeface_short_range_anchors`. Decoding, non-max suppression
+and mapping to frame pixels are shared, backend-independent numpy code in
+:mod:`eyeblink.detect.blazeface`, so every backend is checked against the same reference.
+
+Heavy imports (``ai_edge_litert``, ``tensorflow``, the Poplar SDK) live only inside the backend
+modules, which :func:`create_detector` imports on demand: ``import eyeblink.detect`` stays light.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from eyeblink.errors import BackendUnavailableError, ConfigError
+
+__all__ = ["INPUT_SIZE", "NUM_ANCHORS", "NUM_COORDS", "BackendName", "Detector", "create_detector"]
+
+#: Side of the square network input, in pixels.
+INPUT_SIZE = 128
+#: Number of SSD anchors (16x16x2 + 8x8x6).
+NUM_ANCHORS = 896
+#: Regressor values per anchor: box (4) + 6 keypoints x (x, y).
+NUM_COORDS = 16
+
+
+class BackendName(str, enum.Enum):
+    """Names of the detector backends (the only place these strings are spelled out)."""
+
+    LITERT = "litert"
+    TENSORFLOW = "tensorflow"
+    IPU = "ipu"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@runtime_checkable
+class Detector(Protocol):
+    """A BlazeFace backend.
+
+    ``detect`` takes float32 ``[B, 128, 128, 3]`` in [-1, 1] (RGB, letterboxed) and returns raw
+    ``(regressors float32 [B, 896, 16], scores float32 [B, 896])``; scores are logits (before the
+    sigmoid), rows are in canonical anchor order whatever the batch size. Backends are not
+    thread-safe: use one instance per thread or process. ``close()`` releases the runtime; the
+    instance is a context manager that closes on exit.
+    """
+
+    def detect(self, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Detector: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _BackendEntry:
+    """Where a backend lives and what it needs: ``module:attr`` plus its pip extra."""
+
+    module: str
+    attr: str
+    requires: str | None  # top-level module that must be importable, checked before importing
+    install: str  # how to get it
+
+
+_REGISTRY: dict[BackendName, _BackendEntry] = {
+    BackendName.LITERT: _BackendEntry(
+        "eyeblink.detect.litert", "LiteRTDetector", "ai_edge_litert", 'pip install "ai-edge-litert>=1.2"'
+    ),
+    BackendName.TENSORFLOW: _BackendEntry(
+        "eyeblink.detect.tensorflow", "TensorFlowDetector", "tensorflow", 'pip install "eyeblink[tf]"'
+    ),
+    BackendName.IPU: _BackendEntry(
+        "eyeblink.detect.ipu",
+        "IPUDetector",
+        "tensorflow.python.ipu",
+        "install Graphcore's TensorFlow wheel from the Poplar SDK (extra: eyeblink[ipu])",
+    ),
+}
+
+
+def _choices() -> str:
+    return ", ".join(b.value for b in BackendName)
+
+
+def _parse_backend(backend: BackendName | str) -> BackendName:
+    if isinstance(backend, BackendName):
+        return backend
+    try:
+        return BackendName(str(backend).strip().lower())
+    except ValueError:
+        raise ConfigError(f"unknown detector backend {backend!r}; valid choices: {_choices()}") from None
+
+
+def _requirement_importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package is missing or broken
+        return False
+
+
+def create_detector(
+    backend: BackendName | str = BackendName.LITERT,
+    *,
+    model_path: Path | None = None,
+    num_threads: int = 1,
+    batch_size: int = 1,
+) -> Detector:
+    """Build a detector backend by name.
+
+    ``model_path`` defaults to the packaged BlazeFace short-range model; ``num_threads`` is the
+    CPU thread count for CPU backends (1 is best when several worker processes share the cores);
+    ``batch_size`` is the batch the backend allocates for up front (other sizes still work).
+
+    Raises :class:`ConfigError` for an unknown name or invalid numbers,
+    :class:`BackendUnavailableError` when the backend cannot run here (names the fix), and
+    :class:`eyeblink.errors.ModelFileError` when the model file is missing or corrupt.
+    """
+    name = _parse_backend(backend)
+    if num_threads < 1:
+        raise ConfigError(f"num_threads must be >= 1, got {num_threads}")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+    entry = _REGISTRY[name]
+    if entry.requires is not None and not _requirement_importable(entry.requires):
+        raise BackendUnavailableError(
+            f"detector backend {name.value!r} needs the module {entry.requires!r}, which is not "
+            f"installed; {entry.install}, or choose another backend (valid choices: {_choices()})"
+        )
+    try:
+        module = importlib.import_module(entry.module)
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            f"detector backend {name.value!r} cannot be imported ({exc}); {entry.install}, "
+            f"or choose another backend (valid choices: {_choices()})"
+        ) from exc
+    factory = getattr(module, entry.attr)
+    detector: Detector = factory(model_path=model_path, num_threads=num_threads, batch_size=batch_size)
+    return detector

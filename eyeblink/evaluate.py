@@ -1,0 +1,253 @@
+"""Event-level evaluation on blinkingmatters ``.tag`` datasets (ZJU, Eyeblink8, Talking Face, ...).
+
+Ground truth: every run of frames sharing one ``blinkID`` (!= -1) is a blink,
+spanning closing start to reopening end. ``frameID`` is the frame's position in
+the original stream; a decoded frame's ID is ``round(timestamp_s * fps)`` from
+its container presentation timestamp (this is what makes the ZJU AVIs, whose
+null packets decode to nothing, line up).
+
+Scoring convention (the dataset README): a detected blink matches a ground-truth
+blink when their frame spans overlap; matching is one-to-one (largest overlap
+first); precision, recall, F1 and the onset error in frames (detected - true).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eyeblink.config import RunConfig
+from eyeblink.errors import DatasetError, EyeblinkError
+
+VIDEO_EXTENSIONS = (".avi", ".mp4", ".mkv", ".mov", ".wmv", ".mpg")
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """An inclusive frame span [start, end] in the dataset's frame-ID space."""
+
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        if self.end < self.start:
+            raise ValueError(f"Span end {self.end} < start {self.start}")
+
+    def overlap(self, other: Span) -> int:
+        return max(0, min(self.end, other.end) - max(self.start, other.start) + 1)
+
+
+@dataclass(frozen=True)
+class TagFile:
+    """A parsed ``.tag``: the annotated frame IDs and the ground-truth blink spans."""
+
+    path: Path
+    frame_ids: tuple[int, ...]
+    blinks: tuple[Span, ...]
+    header: dict[str, str] = field(default_factory=dict)
+
+
+def read_tag(path: str | Path) -> TagFile:
+    """Parse a blinkingmatters ``.tag`` file (lines between ``#start`` and ``#end``)."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as exc:
+        raise DatasetError(f"cannot read annotation {p}: {exc.strerror or exc}") from None
+    header: dict[str, str] = {}
+    frame_ids: list[int] = []
+    by_blink: dict[int, list[int]] = defaultdict(list)
+    inside = False
+    for n, line in enumerate(lines, 1):
+        s = line.strip()
+        if s == "#start":
+            inside = True
+            continue
+        if s == "#end":
+            break
+        if not inside:
+            m = re.match(r"#\s*([\w ]+?)\s*:\s*(.*)$", s)
+            if m:
+                header[m.group(1).lower()] = m.group(2).strip()
+            continue
+        if not s:
+            continue
+        parts = [x.strip() for x in s.split(":")]
+        try:
+            fid, bid = int(parts[0]), int(parts[1])
+        except (ValueError, IndexError):
+            raise DatasetError(f"{p}:{n}: expected 'frameID : blinkID : ...', got {s[:60]!r}") from None
+        frame_ids.append(fid)
+        if bid >= 0:
+            by_blink[bid].append(fid)
+    if not frame_ids:
+        raise DatasetError(f"{p} has no annotated frames between #start and #end")
+    spans = sorted((Span(min(v), max(v)) for v in by_blink.values()), key=lambda s: s.start)
+    return TagFile(p, tuple(frame_ids), tuple(spans), header)
+
+
+@dataclass(frozen=True)
+class Score:
+    tp: int
+    fp: int
+    fn: int
+    onset_errors: tuple[int, ...]
+
+    @property
+    def precision(self) -> float:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else math.nan
+
+    @property
+    def recall(self) -> float:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else math.nan
+
+    @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        if math.isnan(p) or math.isnan(r):
+            return 1.0 if self.tp + self.fp + self.fn == 0 else 0.0
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+    @property
+    def mean_abs_onset(self) -> float:
+        e = self.onset_errors
+        return sum(abs(x) for x in e) / len(e) if e else math.nan
+
+    @property
+    def mean_onset(self) -> float:
+        e = self.onset_errors
+        return sum(e) / len(e) if e else math.nan
+
+    def __add__(self, other: Score) -> Score:
+        return Score(self.tp + other.tp, self.fp + other.fp, self.fn + other.fn,
+                     self.onset_errors + other.onset_errors)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tp": self.tp, "fp": self.fp, "fn": self.fn, "precision": self.precision,
+                "recall": self.recall, "f1": self.f1, "onset_error_mean_abs_frames": self.mean_abs_onset,
+                "onset_error_mean_frames": self.mean_onset}
+
+
+EMPTY = Score(0, 0, 0, ())
+
+
+def match_events(truth: Sequence[Span], detected: Sequence[Span]) -> Score:
+    """One-to-one matching of overlapping spans, largest overlap first."""
+    pairs = [(t.overlap(d), i, j) for i, t in enumerate(truth) for j, d in enumerate(detected)
+             if t.overlap(d) > 0]
+    pairs.sort(key=lambda x: (-x[0], x[1], x[2]))
+    used_t: set[int] = set()
+    used_d: set[int] = set()
+    onsets: list[int] = []
+    for _, i, j in pairs:
+        if i in used_t or j in used_d:
+            continue
+        used_t.add(i)
+        used_d.add(j)
+        onsets.append(detected[j].start - truth[i].start)
+    tp = len(used_t)
+    return Score(tp, len(detected) - tp, len(truth) - tp, tuple(onsets))
+
+
+def find_pairs(dataset: Path) -> list[tuple[Path, Path]]:
+    """(video, tag) pairs in ``dataset`` (recursively): a ``.tag`` with a video of the same stem."""
+    if not dataset.is_dir():
+        raise DatasetError(f"dataset folder not found: {dataset} — give the folder holding videos and .tag files")
+    pairs = []
+    for tag in sorted(dataset.rglob("*.tag")):
+        for ext in VIDEO_EXTENSIONS:
+            v = tag.with_suffix(ext)
+            if v.is_file():
+                pairs.append((v, tag))
+                break
+    if not pairs:
+        raise DatasetError(f"no <video> + <video>.tag pairs found under {dataset}; expected files such as "
+                           "clip.avi beside clip.tag")
+    return pairs
+
+
+def group_of(video: Path) -> str:
+    """A condition label from the file name (ZJU: 000001M_FBN -> FBN), else 'all'."""
+    m = re.search(r"_([A-Z]{3})$", video.stem)
+    return m.group(1) if m else "all"
+
+
+def detected_spans(blinks: Iterable[Any], fps: float) -> list[Span]:
+    """Blink events (with start_s/end_s) -> spans of frame IDs (round(t * fps))."""
+    return [Span(round(b.start_s * fps), max(round(b.start_s * fps), round(b.end_s * fps))) for b in blinks]
+
+
+def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, json_path: Path | None = None,
+             progress: Any = None) -> int:
+    """``eyeblink eval``: process every annotated video and print the scores."""
+    from eyeblink.export import ensure_output_dir
+    from eyeblink.pipeline import process_source
+    from eyeblink.runner import build_analyzer
+    from eyeblink.sources import open_source
+
+    pairs = find_pairs(dataset)
+    tmp = None
+    if outdir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="eyeblink-eval-")
+        outdir = Path(tmp.name)
+    ensure_output_dir(outdir)
+    analyzer = build_analyzer(config)
+    rows: list[dict[str, Any]] = []
+    total = EMPTY
+    groups: dict[str, Score] = defaultdict(lambda: EMPTY)
+    print(f"{'video':<28} {'truth':>5} {'det':>4} {'TP':>3} {'FP':>3} {'FN':>3} {'P':>6} {'R':>6} "
+          f"{'F1':>6} {'onset':>6}")
+    try:
+        for video, tag_path in pairs:
+            tag = read_tag(tag_path)
+            try:
+                with open_source(video, fps=config.fps) as src:
+                    fps = src.nominal_fps or config.fps
+                    if not fps:
+                        raise DatasetError(f"{video} has no nominal frame rate; pass --fps")
+                    analyzer.reset()
+                    res = process_source(src, outdir, config, analyzer=analyzer, progress=progress)
+            except DatasetError:
+                raise
+            except EyeblinkError as exc:
+                print(f"{video.stem:<28} failed: {exc}")
+                rows.append({"video": str(video), "error": str(exc)})
+                sc = Score(0, 0, len(tag.blinks), ())
+            else:
+                sc = match_events(tag.blinks, detected_spans(res.blinks, fps))
+                rows.append({"video": str(video), "group": group_of(video), "truth": len(tag.blinks),
+                             "detected": len(res.blinks), **sc.as_dict()})
+                print(f"{video.stem:<28} {len(tag.blinks):>5} {len(res.blinks):>4} {sc.tp:>3} {sc.fp:>3} "
+                      f"{sc.fn:>3} {sc.precision:>6.3f} {sc.recall:>6.3f} {sc.f1:>6.3f} {sc.mean_onset:>+6.2f}")
+            total = total + sc
+            groups[group_of(video)] = groups[group_of(video)] + sc
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    print()
+    if len(groups) > 1:
+        for g in sorted(groups):
+            s = groups[g]
+            print(f"{g:<28} {s.tp + s.fn:>5} {s.tp + s.fp:>4} {s.tp:>3} {s.fp:>3} {s.fn:>3} {s.precision:>6.3f} "
+                  f"{s.recall:>6.3f} {s.f1:>6.3f} {s.mean_onset:>+6.2f}")
+    print(f"{'OVERALL':<28} {total.tp + total.fn:>5} {total.tp + total.fp:>4} {total.tp:>3} {total.fp:>3} "
+          f"{total.fn:>3} {total.precision:>6.3f} {total.recall:>6.3f} {total.f1:>6.3f} {total.mean_onset:>+6.2f}")
+    print(f"onset error: mean {total.mean_onset:+.2f} frames, mean |error| {total.mean_abs_onset:.2f} frames")
+    if json_path is not None:
+        from eyeblink.export import clean_json
+
+        report = {"dataset": str(dataset), "overall": total.as_dict(),
+                  "groups": {g: s.as_dict() for g, s in groups.items()}, "videos": rows,
+                  "settings": config.to_dict()}
+        json_path.write_text(json.dumps(clean_json(report), indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+__all__ = ["Score", "Span", "TagFile", "asdict", "match_events", "read_tag", "run_eval"]

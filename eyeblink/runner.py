@@ -1,0 +1,76 @@
+"""Running the reference pipeline over several inputs.
+
+Everything that can be checked before the first frame is checked first
+(inputs exist, output names do not collide, the output directory is writable,
+the backend and models load), so a bad option never costs a half-processed run.
+An input that fails part-way (truncated, no face, not a video) is reported and
+the others still run; the exit status is non-zero if any failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from eyeblink.config import RunConfig
+from eyeblink.errors import (
+    BackendUnavailableError,
+    ConfigError,
+    EyeblinkError,
+    InputNotFoundError,
+    ModelFileError,
+    OutputError,
+)
+from eyeblink.export import ensure_output_dir
+from eyeblink.pipeline import FrameAnalyzer, ProgressFactory, RunResult, StageClock, process_source
+
+# errors that concern the whole run, not one input: stop at once
+FATAL = (ConfigError, ModelFileError, BackendUnavailableError, OutputError)
+
+
+def check_inputs(paths: Sequence[Path]) -> None:
+    """Fail early on missing inputs and on two inputs that would write the same ``<stem>.*`` files."""
+    seen: dict[str, Path] = {}
+    for p in paths:
+        if not p.exists():
+            raise InputNotFoundError(f"input not found: {p} — check the path")
+        stem = p.name if p.is_dir() else p.stem
+        if stem in seen:
+            raise ConfigError(f"inputs {seen[stem]} and {p} would both write {stem}.*; "
+                              "rename one or process them into different -o directories")
+        seen[stem] = p
+
+
+def build_analyzer(config: RunConfig) -> FrameAnalyzer:
+    """Load the detector backend and the landmark model once for the whole run."""
+    from eyeblink.detect.blazeface import FaceDetector
+    from eyeblink.landmarks import LandmarkFitter
+
+    d = config.detect
+    detector = FaceDetector(backend=d.backend, num_threads=d.num_threads, batch_size=d.batch_size,
+                            score_threshold=d.score_threshold, iou_threshold=d.nms_iou)
+    fitter = LandmarkFitter(derotate=config.landmarks.derotate)
+    return FrameAnalyzer(config, detector, fitter, StageClock())
+
+
+def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
+                  progress: ProgressFactory | None = None,
+                  analyzer: FrameAnalyzer | None = None) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
+    """Process every input into ``outdir``; returns the results and the per-input failures."""
+    from eyeblink.sources import open_source
+
+    check_inputs(paths)
+    ensure_output_dir(outdir)
+    analyzer = analyzer or build_analyzer(config)
+    results: list[RunResult] = []
+    failures: list[tuple[Path, EyeblinkError]] = []
+    for path in paths:
+        try:
+            with open_source(path, fps=config.fps) as source:
+                analyzer.reset()
+                results.append(process_source(source, outdir, config, analyzer=analyzer, progress=progress))
+        except FATAL:
+            raise
+        except EyeblinkError as exc:
+            failures.append((path, exc))
+    return results, failures

@@ -1,0 +1,162 @@
+"""Where eyeblink's model files live, and how they are checked before use.
+
+Two model files are used:
+
+* ``face_detection_short_range.tflite`` — MediaPipe's BlazeFace short-range face detector
+  (Apache-2.0, 230 KB). Its documented home is the repository's ``weights/`` folder (see
+  ``weights/README.md``); a byte-identical copy ships inside the package as
+  ``eyeblink/models/face_detection_short_range.tflite`` so that a non-editable
+  ``pip install`` works. It is verified with a full sha256 at every load: hashing 230 KB costs
+  well under a millisecond.
+* ``shape_predictor_68_face_landmarks.dat`` — dlib's 68-point ERT landmark predictor (100 MB),
+  installed by the ``face-recognition-models`` PyPI package. It was trained on iBUG 300-W, whose
+  terms exclude commercial use. Hashing 100 MB takes ~0.1 s (0.07 s measured on a 2-core dev
+  VM) and reads the whole file (cold page cache: seconds), which every landmark worker process
+  would pay at start-up, so :func:`dlib68_path` checks existence and the exact byte size by
+  default (catches truncated downloads and the wrong model) and does the full sha256 only when
+  asked (``full_check=True``, e.g. from a ``doctor`` command or a test).
+
+Every digest is computed at most once per process for a given ``(path, size, mtime)``
+(:func:`file_sha256` is cached), so repeated loads in one process are free.
+
+The sha256 constants below are the single source of truth in code; ``weights/SHA256SUMS``
+repeats them in ``sha256sum`` format for people, and a test checks the two agree.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+from pathlib import Path
+
+from eyeblink.errors import ModelFileError
+
+__all__ = [
+    "BLAZEFACE_FILENAME",
+    "BLAZEFACE_SHA256",
+    "DLIB68_FILENAME",
+    "DLIB68_SHA256",
+    "DLIB68_SIZE",
+    "PACKAGE_MODELS_DIR",
+    "WEIGHTS_DIR",
+    "blazeface_path",
+    "dlib68_path",
+    "file_sha256",
+    "verify_sha256",
+    "verify_size",
+]
+
+#: The repository's ``weights/`` folder: the documented home of model files (README, SHA256SUMS,
+#: licences). It exists in a source checkout or an editable install, not in a wheel install.
+WEIGHTS_DIR: Path = Path(__file__).resolve().parent.parent / "weights"
+
+#: The model files shipped inside the package (present in every kind of install).
+PACKAGE_MODELS_DIR: Path = Path(__file__).resolve().parent / "models"
+
+BLAZEFACE_FILENAME = "face_detection_short_range.tflite"
+#: sha256 of face_detection_short_range.tflite from the PyPI wheel mediapipe==0.10.21.
+BLAZEFACE_SHA256 = "bbff11cebd1eb27a1e004cae0b0e63ec8c551cbf34a4451148b4908b8db3eca8"
+
+DLIB68_FILENAME = "shape_predictor_68_face_landmarks.dat"
+#: sha256 and size of models/shape_predictor_68_face_landmarks.dat in face-recognition-models 0.3.0.
+DLIB68_SHA256 = "fbdc2cb80eb9aa7a758672cbfdda32ba6300efe9b6e6c7a299ff7e736b11b92f"
+DLIB68_SIZE = 99_693_937
+
+_BLAZEFACE_FIX = (
+    "restore it (the repository's weights/ folder holds the reference copy, see weights/README.md) "
+    'or reinstall eyeblink: pip install --force-reinstall --no-deps "eyeblink"'
+)
+_DLIB68_FIX = 'reinstall it: pip install --force-reinstall --no-deps "face-recognition-models>=0.3"'
+
+
+@functools.lru_cache(maxsize=32)
+def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
+    """Hash ``path``; the cache key includes size and mtime so an edited file is re-hashed."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_sha256(path: Path | str) -> str:
+    """Return the hex sha256 of ``path``, cached per process by ``(path, size, mtime)``.
+
+    Raises :class:`ModelFileError` when the file is missing or unreadable.
+    """
+    p = Path(path)
+    try:
+        st = p.stat()
+        return _sha256_cached(str(p.resolve()), st.st_size, st.st_mtime_ns)
+    except OSError as exc:
+        raise ModelFileError(f"model file {p} cannot be read: {exc.strerror or exc}") from exc
+
+
+def verify_sha256(path: Path | str, expected: str, *, fix: str = _BLAZEFACE_FIX) -> None:
+    """Raise :class:`ModelFileError` unless ``path`` exists and its sha256 equals ``expected``.
+
+    The message is one line naming the file, the expected and actual digests and ``fix``
+    (how to get a good copy back).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ModelFileError(f"model file {p} does not exist; {fix}")
+    actual = file_sha256(p)
+    if actual != expected.lower():
+        raise ModelFileError(
+            f"model file {p} fails its sha256 check (expected {expected.lower()}, got {actual}): "
+            f"the file is corrupt, truncated or a different model; {fix}"
+        )
+
+
+def verify_size(path: Path | str, expected_size: int, *, fix: str = _DLIB68_FIX) -> None:
+    """Cheap integrity check: raise :class:`ModelFileError` unless ``path`` has ``expected_size`` bytes."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except OSError as exc:
+        raise ModelFileError(f"model file {p} cannot be read: {exc.strerror or exc}; {fix}") from exc
+    if size != expected_size:
+        raise ModelFileError(
+            f"model file {p} has {size} bytes, expected {expected_size}: "
+            f"the file is truncated or a different model; {fix}"
+        )
+
+
+def blazeface_path() -> Path:
+    """Path of the BlazeFace short-range ``.tflite`` (not verified here; backends verify at load).
+
+    The repository's ``weights/`` copy is preferred when it exists (source checkout or editable
+    install), so that what ``weights/README.md`` documents is what runs; otherwise the copy
+    shipped inside the package is used.
+    """
+    for folder in (WEIGHTS_DIR, PACKAGE_MODELS_DIR):
+        candidate = folder / BLAZEFACE_FILENAME
+        if candidate.is_file():
+            return candidate
+    raise ModelFileError(f"{BLAZEFACE_FILENAME} not found in {WEIGHTS_DIR} or {PACKAGE_MODELS_DIR}; {_BLAZEFACE_FIX}")
+
+
+def dlib68_path(*, full_check: bool = False) -> Path:
+    """Path of dlib's 68-point landmark predictor from the ``face-recognition-models`` package.
+
+    Always checks that the file exists and has exactly :data:`DLIB68_SIZE` bytes (a stat call);
+    with ``full_check=True`` also verifies its sha256 (~0.1 s once per process, then cached).
+    Raises :class:`ModelFileError` with the install command when the package or file is missing.
+    """
+    spec = importlib.util.find_spec("face_recognition_models")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelFileError(
+            f"{DLIB68_FILENAME} is missing: the face-recognition-models package is not installed; "
+            'install it: pip install "face-recognition-models>=0.3" '
+            "(the model is trained on iBUG 300-W: non-commercial use only)"
+        )
+    package_dir = Path(next(iter(spec.submodule_search_locations)))
+    path = package_dir / "models" / DLIB68_FILENAME
+    if not path.is_file():
+        raise ModelFileError(f"model file {path} does not exist; {_DLIB68_FIX}")
+    verify_size(path, DLIB68_SIZE, fix=_DLIB68_FIX)
+    if full_check:
+        verify_sha256(path, DLIB68_SHA256, fix=_DLIB68_FIX)
+    return path

@@ -1,0 +1,1 @@
+"""Device presets (TOML). Installed as ``eyeblink.pipelines`` so ``--pipeline NAME`` finds them."""
