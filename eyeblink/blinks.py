@@ -18,6 +18,11 @@ Definition (first version; all times in milliseconds so it behaves the same at
   blink). The reported span is widened to the frames where the ratio left and
   regained ``onset_ratio``, i.e. from the first closing frame to the last frame
   before the eye is open again; both ends are inclusive frames.
+* With enough frames per closing phase (high-speed cameras) the onset is
+  refined by fitting the eyelid's start from rest, ``baseline - a·(t - t0)²``,
+  to the frames before confirmation (see :func:`quadratic_onset`): a threshold
+  crossing is late by the time the lid needs to move past the noise (4-6 frames
+  at 500 FPS), the knee of the fit is not.
 * Shorter than ``min_duration_ms`` (end_s - start_s): discarded as noise.
 * Timestamps, not frame counts, drive everything. A gap longer than
   ``max_gap_ms`` (dropped frames, face lost) inside a blink ends it as
@@ -79,6 +84,37 @@ class BlinkEvent:
         return asdict(self)
 
 
+def quadratic_onset(t: np.ndarray, y: np.ndarray, *, steps_per_frame: int = 4) -> float | None:
+    """Time ``t0`` of the best fit of ``y = b - a·max(0, t - t0)²`` (a > 0), or None.
+
+    ``t``/``y`` are the samples from before the lid moved up to the frame where
+    the blink was confirmed. Every candidate ``t0`` on a grid of
+    ``steps_per_frame`` per frame interval is solved in closed form (two-parameter
+    least squares), all at once.
+    """
+    n = len(t)
+    if n < 4:
+        return None
+    dt = float(np.median(np.diff(t))) if n > 1 else 0.0
+    if dt <= 0:
+        return None
+    cands = np.arange(t[0], t[-2], dt / steps_per_frame)
+    if len(cands) == 0:
+        return None
+    h = np.maximum(0.0, t[None, :] - cands[:, None]) ** 2  # (C, n)
+    # least squares of y ~ b - a h for each candidate: closed-form 2x2 normal equations
+    sh, shh = h.sum(1), (h * h).sum(1)
+    sy, shy = y.sum(), (h * y[None, :]).sum(1)
+    det = n * shh - sh * sh
+    ok = det > 1e-18
+    a = np.where(ok, -(n * shy - sh * sy) / np.where(ok, det, 1.0), 0.0)
+    b = np.where(ok, (sy + a * sh) / n, sy / n)
+    sse = ((b[:, None] - a[:, None] * h - y[None, :]) ** 2).sum(1)
+    sse = np.where(ok & (a > 0), sse, np.inf)
+    k = int(np.argmin(sse))
+    return float(cands[k]) if np.isfinite(sse[k]) else None
+
+
 def _nanmin(a: float, b: float) -> float:
     if math.isnan(a):
         return b
@@ -113,6 +149,8 @@ class BlinkDetector:
         # the run of frames below onset_ratio before the blink was confirmed
         self._dip_start: tuple[int, float] | None = None
         self._ev: dict[str, Any] = {}
+        # recent valid samples (frame, t, signal) for the onset fit
+        self._recent: deque[tuple[int, float, float]] = deque()
 
     # -- baseline ---------------------------------------------------------------------------------------
     @property
@@ -152,8 +190,14 @@ class BlinkDetector:
                 if ev is not None:
                     out.append(ev)
             self._dip_start = None
+            self._recent.clear()
         base = self.baseline
         ratio = sig / base if base > 0 else math.nan
+        if self.cfg.onset_model == "quadratic":
+            self._recent.append((frame, t, sig))
+            horizon = t - self.cfg.onset_search_ms / 1000
+            while self._recent[0][1] < horizon:
+                self._recent.popleft()
 
         if self._state == self._OPEN:
             if math.isnan(ratio) or ratio >= self.cfg.onset_ratio:
@@ -191,8 +235,30 @@ class BlinkDetector:
         self._ev = {
             "start": start, "end": start, "baseline": (bs, bl, br),
             "min": math.inf, "peak": start, "min_left": math.nan, "min_right": math.nan,
+            # the frames before confirmation and during the blink, for the onset fit at the end
+            "samples": list(self._recent) if self.cfg.onset_model == "quadratic" else None,
         }
         self._state = self._CLOSED
+
+    def _refined_onset(self, ev: dict[str, Any]) -> tuple[int, float] | None:
+        """Onset from the quadratic fit over the closing phase up to half depth (None: too few frames)."""
+        samples = ev["samples"]
+        if not samples or len(samples) < self.cfg.onset_min_samples:
+            return None
+        rec = np.asarray(samples, dtype=np.float64)
+        base = ev["baseline"][0]
+        peak_t = ev["peak"][1]
+        half = base - 0.5 * (base - ev["min"])
+        # up to the first frame at or below half depth, on the way down to the peak
+        below = np.nonzero((rec[:, 2] <= half) & (rec[:, 1] <= peak_t))[0]
+        stop = int(below[0]) + 1 if len(below) else len(rec)
+        if stop < self.cfg.onset_min_samples:
+            return None
+        t0 = quadratic_onset(rec[:stop, 1], rec[:stop, 2])
+        if t0 is None:
+            return None
+        k = int(np.argmin(np.abs(rec[:stop, 1] - t0)))  # the frame nearest the knee
+        return int(rec[k, 0]), float(rec[k, 1])
 
     def _track(self, frame: int, t: float, sig: float, ratio: float, left: float, right: float) -> None:
         ev = self._ev
@@ -201,6 +267,8 @@ class BlinkDetector:
         if sig < ev["min"]:
             ev["min"] = sig
             ev["peak"] = (frame, t)
+        if ev["samples"] is not None:
+            ev["samples"].append((frame, t, sig))
         ev["min_left"] = _nanmin(ev["min_left"], left)
         ev["min_right"] = _nanmin(ev["min_right"], right)
 
@@ -209,7 +277,7 @@ class BlinkDetector:
         self._state = self._OPEN
         self._dip_start = None
         self._ev = {}
-        (f0, t0), (f1, t1) = ev["start"], ev["end"]
+        (f0, t0), (f1, t1) = self._refined_onset(ev) or ev["start"], ev["end"]
         if not complete and self._last is not None and self._last[0] > f1:
             f1, t1 = self._last  # incomplete: up to the last frame seen
         duration_ms = (t1 - t0) * 1000

@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="+", metavar="VIDEO_OR_DIR", help="recordings or image folders")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="output directory (created)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on terminals)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="landmark worker processes (default: physical cores); 0 or 1 = single process")
     _add_run_options(p)
 
     d = sub.add_parser("demo", help="generate a 500 FPS recording with planted blinks and process it",
@@ -146,8 +148,11 @@ def cmd_process(args: argparse.Namespace) -> int:
     from eyeblink.runner import process_paths
 
     cfg = _config_from_args(args)
+    from eyeblink.parallel import physical_cores
+
     results, failures = process_paths([Path(p) for p in args.inputs], Path(args.output), cfg,
-                                      progress=_progress_factory(args.no_progress))
+                                      progress=_progress_factory(args.no_progress),
+                                      workers=physical_cores() if args.workers is None else args.workers)
     for r in results:
         s = r.summary
         print(f"{r.stem}: {r.frames} frames, face in {r.faces}, {len(r.blinks)} blinks, "

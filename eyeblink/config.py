@@ -80,8 +80,15 @@ class BlinkConfig:
     min_baseline_ms: float = 100.0
     min_duration_ms: float = 30.0
     max_gap_ms: float = 100.0
+    onset_model: str = "quadratic"
+    onset_search_ms: float = 100.0
+    onset_min_samples: int = 8
 
     def __post_init__(self) -> None:
+        _require(self.onset_model in ("quadratic", "threshold"),
+                 f"blinks.onset_model must be 'quadratic' or 'threshold', got {self.onset_model!r}")
+        _require(self.onset_min_samples >= 4, f"blinks.onset_min_samples must be >= 4, got {self.onset_min_samples}")
+        _require(self.onset_search_ms > 0, f"blinks.onset_search_ms must be > 0, got {self.onset_search_ms}")
         _require(0.0 < self.close_ratio < self.open_ratio <= self.onset_ratio < 1.0,
                  "blink ratios must satisfy 0 < close_ratio < open_ratio <= onset_ratio < 1, got "
                  f"close={self.close_ratio}, open={self.open_ratio}, onset={self.onset_ratio}")

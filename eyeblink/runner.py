@@ -9,8 +9,9 @@ the others still run; the exit status is non-zero if any failed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eyeblink.config import RunConfig
 from eyeblink.errors import (
@@ -23,6 +24,9 @@ from eyeblink.errors import (
 )
 from eyeblink.export import ensure_output_dir
 from eyeblink.pipeline import FrameAnalyzer, ProgressFactory, RunResult, StageClock, process_source
+
+if TYPE_CHECKING:
+    from eyeblink.sources import FrameSource
 
 # errors that concern the whole run, not one input: stop at once
 FATAL = (ConfigError, ModelFileError, BackendUnavailableError, OutputError)
@@ -55,20 +59,39 @@ def build_analyzer(config: RunConfig) -> FrameAnalyzer:
 
 def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
                   progress: ProgressFactory | None = None,
-                  analyzer: FrameAnalyzer | None = None) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
-    """Process every input into ``outdir``; returns the results and the per-input failures."""
-    from eyeblink.sources import open_source
+                  analyzer: FrameAnalyzer | None = None,
+                  workers: int = 1) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
+    """Process every input into ``outdir``; returns the results and the per-input failures.
 
+    ``workers`` > 1 runs the multiprocess pipeline (:mod:`eyeblink.parallel`) with that many
+    landmark workers; 0 or 1 runs the single-process reference.
+    """
     check_inputs(paths)
     ensure_output_dir(outdir)
-    analyzer = analyzer or build_analyzer(config)
+    if workers > 1 and analyzer is None:
+        from eyeblink.parallel import ParallelConfig, ParallelPipeline
+
+        pipe = ParallelPipeline(config, ParallelConfig(workers=workers))
+        return _run_each(paths, config, lambda src: pipe.process_source(src, outdir, progress=progress))
+    ref = analyzer or build_analyzer(config)
+
+    def one(source: FrameSource) -> RunResult:
+        ref.reset()
+        return process_source(source, outdir, config, analyzer=ref, progress=progress)
+
+    return _run_each(paths, config, one)
+
+
+def _run_each(paths: Sequence[Path], config: RunConfig,
+              run: Callable[[FrameSource], RunResult]) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
+    from eyeblink.sources import open_source
+
     results: list[RunResult] = []
     failures: list[tuple[Path, EyeblinkError]] = []
     for path in paths:
         try:
             with open_source(path, fps=config.fps) as source:
-                analyzer.reset()
-                results.append(process_source(source, outdir, config, analyzer=analyzer, progress=progress))
+                results.append(run(source))
         except FATAL:
             raise
         except EyeblinkError as exc:

