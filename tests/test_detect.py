@@ -447,10 +447,9 @@ def test_sha256sums_file_matches_constants() -> None:
     }
 
 
-@pytest.mark.parametrize("folder", [weights.WEIGHTS_DIR, weights.PACKAGE_MODELS_DIR])
-def test_blazeface_copies_verify(folder: Path) -> None:
-    weights.verify_sha256(folder / weights.BLAZEFACE_FILENAME, weights.BLAZEFACE_SHA256)
-    assert weights.blazeface_path().is_file()
+def test_blazeface_model_verifies() -> None:
+    weights.verify_sha256(weights.blazeface_path(), weights.BLAZEFACE_SHA256)
+    assert weights.blazeface_path().parent == weights.WEIGHTS_DIR
 
 
 def test_verify_sha256_message_is_one_line_with_both_digests(tmp_path: Path) -> None:
@@ -503,11 +502,20 @@ def test_dlib68_path_when_installed() -> None:
 # LiteRT backend and the real model
 
 
-def test_truncated_model_file_is_a_model_file_error(tmp_path: Path) -> None:
-    pytest.importorskip("ai_edge_litert.interpreter")
+def test_corrupt_shipped_model_fails_its_sha256(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    litert = pytest.importorskip("eyeblink.detect.litert")
     truncated = tmp_path / "face_detection_short_range.tflite"
     truncated.write_bytes(weights.blazeface_path().read_bytes()[:100_000])
+    monkeypatch.setattr(litert, "blazeface_path", lambda: truncated)
     with pytest.raises(ModelFileError, match="sha256"):
+        create_detector("litert")
+
+
+def test_truncated_own_model_is_a_model_file_error(tmp_path: Path) -> None:
+    pytest.importorskip("ai_edge_litert.interpreter")
+    truncated = tmp_path / "my_face_model.tflite"
+    truncated.write_bytes(weights.blazeface_path().read_bytes()[:100_000])
+    with pytest.raises(ModelFileError, match="my_face_model"):
         create_detector("litert", model_path=truncated)
 
 

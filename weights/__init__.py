@@ -1,0 +1,1 @@
+"""Model files (installed as ``eyeblink.models``): see README.md in this folder."""
