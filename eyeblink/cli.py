@@ -28,6 +28,11 @@ Outputs per input <stem> (see `eyeblink process --help`):
 """
 
 
+def one_line(exc: BaseException) -> str:
+    """The message on one line (native libraries such as dlib put newlines in theirs)."""
+    return " ".join(str(exc).split())
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -193,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except EyeblinkError as exc:
-        print(f"eyeblink: error: {exc}", file=sys.stderr)
+        print(f"eyeblink: error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("eyeblink: interrupted; rows computed so far are on disk", file=sys.stderr)

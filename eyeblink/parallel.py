@@ -69,7 +69,16 @@ from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError, EyeblinkError, NoFaceError, WorkerError
 from eyeblink.export import ResultWriter, clean_json
 from eyeblink.frames import Frame
-from eyeblink.pipeline import FrameAnalyzer, FrameResult, ProgressFactory, RunResult, SessionSink, StageClock
+from eyeblink.pipeline import (
+    FrameAnalyzer,
+    FrameResult,
+    ProgressFactory,
+    RunResult,
+    SessionSink,
+    StageClock,
+    build_detector,
+    build_fitter,
+)
 from eyeblink.shm import FrameRing, RingSpec
 
 if TYPE_CHECKING:
@@ -206,18 +215,14 @@ class ParallelPipeline:
 
     def __init__(self, config: RunConfig, parallel: ParallelConfig | None = None,
                  fitter: LandmarkFitter | None = None) -> None:
-        from eyeblink.detect import create_detector
-        from eyeblink.landmarks import LandmarkFitter
-
         if sys.platform == "win32" or "fork" not in mp.get_all_start_methods():
             raise ConfigError("the multiprocess pipeline needs the 'fork' start method (Linux, macOS); "
                               "use --workers 1 here")
         self.cfg = config
         self.par = parallel or ParallelConfig()
-        self.fitter = fitter or LandmarkFitter(derotate=config.landmarks.derotate)
-        # fail early (in the parent, with the registry's message) if the backend cannot run here
-        d = config.detect
-        create_detector(d.backend, num_threads=d.num_threads, batch_size=d.batch_size).close()
+        self.fitter = fitter or build_fitter(config)
+        # fail early (in the parent, with the registry's message) if the backend or model cannot load
+        build_detector(config).close()
         self._ctx = mp.get_context("fork")
 
     # ------------------------------------------------------------------ parent side
@@ -255,10 +260,6 @@ class _Run:
 
     def _child_setup(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides how to stop
-        with contextlib.suppress(ImportError):
-            import cv2
-
-            cv2.setNumThreads(1)  # one process per core already: no nested thread pools
 
     def _get(self, q: Any) -> Any:
         while True:
@@ -354,11 +355,7 @@ class _Run:
         self._child_setup()
         frame_index = -1
         try:
-            from eyeblink.detect.blazeface import FaceDetector
-
-            d = self.cfg.detect
-            detector = FaceDetector(backend=d.backend, num_threads=d.num_threads, batch_size=d.batch_size,
-                                    score_threshold=d.score_threshold, iou_threshold=d.nms_iou)
+            detector = build_detector(self.cfg)
             analyzer = FrameAnalyzer(self.cfg, detector, self.pipe.fitter, StageClock())
             ring = self.ring
             assert ring is not None
@@ -437,9 +434,19 @@ class _Run:
         loader = ctx.Process(target=self._loader_main, name="eyeblink-loader", daemon=True)
         workers = [ctx.Process(target=self._worker_main, args=(w,), name=f"eyeblink-worker-{w}", daemon=True)
                    for w in range(self.W)]
-        for p in (*workers, loader):  # workers first: they load LiteRT while the loader fills the ring
-            p.start()
-            self.procs.append(p)
+        # OpenCV's thread pool does not survive a fork (a child that touches it deadlocks): fork with
+        # the pool torn down, so the children run cv2 single-threaded (one process per core already).
+        cv2 = sys.modules.get("cv2")
+        threads = cv2.getNumThreads() if cv2 is not None else None
+        if cv2 is not None:
+            cv2.setNumThreads(1)
+        try:
+            for p in (*workers, loader):  # workers first: they load LiteRT while the loader fills the ring
+                p.start()
+                self.procs.append(p)
+        finally:
+            if cv2 is not None and threads is not None:
+                cv2.setNumThreads(threads)
         self.loader, self.workers = loader, workers
 
     def _shutdown(self) -> None:

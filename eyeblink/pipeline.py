@@ -66,6 +66,24 @@ class StageClock:
         return {k: (v * 1000 / frames if frames else math.nan) for k, v in self.seconds.items()}
 
 
+def build_detector(config: RunConfig) -> FaceDetector:
+    """The face detector of a run (backend, model, threads, thresholds from ``config.detect``)."""
+    from eyeblink.detect.blazeface import FaceDetector
+
+    d = config.detect
+    return FaceDetector(backend=d.backend, model_path=Path(d.model_path) if d.model_path else None,
+                        num_threads=d.num_threads, batch_size=d.batch_size,
+                        score_threshold=d.score_threshold, iou_threshold=d.nms_iou)
+
+
+def build_fitter(config: RunConfig) -> LandmarkFitter:
+    """The landmark fitter of a run (model and derotation from ``config.landmarks``)."""
+    from eyeblink.landmarks import LandmarkFitter
+
+    lm = config.landmarks
+    return LandmarkFitter(lm.model_path, derotate=lm.derotate)
+
+
 class FrameAnalyzer:
     """Per-frame work: detection under the keyframe policy, then the eye fit.
 

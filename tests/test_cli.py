@@ -1,0 +1,282 @@
+"""End-to-end runs of the real CLI on real decoded video, and every bad input a user can give it.
+
+Each bad input must give a one-line ``eyeblink: error: ...`` naming the problem and the fix, a
+non-zero exit, no traceback, and every row computed before the failure on disk.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eyeblink import __version__
+from eyeblink.export import FRAME_COLUMNS
+
+from conftest import write_video
+
+pytestmark = pytest.mark.slow
+
+
+def run_cli(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "eyeblink", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def error_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """stderr without the native libraries' start-up chatter (LiteRT prints an INFO line)."""
+    return [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("INFO:")]
+
+
+def assert_user_error(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
+    lines = error_lines(proc)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert len(lines) == 1, lines
+    line = lines[0]
+    assert line.startswith("eyeblink: error: "), line
+    for n in needles:
+        assert n.lower() in line.lower(), (n, line)
+    return line
+
+
+# ------------------------------------------------------------------------------------------ basics
+
+
+def test_version_and_help() -> None:
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"eyeblink {__version__}"
+    proc = run_cli("--help")
+    assert proc.returncode == 0
+    for cmd in ("process", "demo", "eval"):
+        assert cmd in proc.stdout
+
+
+def test_every_option_is_explained() -> None:
+    from eyeblink.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    for name, p in sub.choices.items():  # type: ignore[attr-defined]
+        for action in p._actions:
+            if action.dest == "help":
+                continue
+            assert action.help and len(action.help) > 10, f"eyeblink {name}: {action.option_strings or action.dest}"
+
+
+def test_import_is_light() -> None:
+    code = "import sys, eyeblink, eyeblink.cli; print(sorted(m for m in ('dlib','av','ai_edge_litert','cv2','tensorflow') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# ------------------------------------------------------------------------------------------ real runs
+
+
+def test_process_writes_the_output_contract(face_recording: tuple[Path, object], tmp_path: Path) -> None:
+    video, truth = face_recording
+    out = tmp_path / "out"
+    proc = run_cli("process", video, "-o", out, "--detect-every", "1")
+    assert proc.returncode == 0, proc.stderr
+    rows = read_rows(out / "subject.frames.csv")
+    assert list(rows[0].keys()) == list(FRAME_COLUMNS)
+    assert len(rows) == len(truth.timestamps_s)  # type: ignore[attr-defined]
+    assert [int(r["frame"]) for r in rows] == list(range(len(rows)))
+    ts = np.array([float(r["timestamp_s"]) for r in rows])
+    np.testing.assert_allclose(ts, truth.timestamps_s, atol=1e-9)  # type: ignore[attr-defined]
+    assert all(r["face"] == "1" for r in rows)
+    ear = np.array([float(r["ear"]) for r in rows])
+    assert 0.2 < np.median(ear) < 0.45
+    blinks = read_rows(out / "subject.blinks.csv")
+    assert len(blinks) == 1
+    planted = truth.blinks[0]  # type: ignore[attr-defined]
+    assert abs(float(blinks[0]["start_s"]) - planted.onset_s) <= 2 / 500 + 1e-9
+    assert float(blinks[0]["amplitude"]) > 0.5 and blinks[0]["complete"] == "1"
+    summary = json.loads((out / "subject.summary.json").read_text())
+    assert summary["status"] == "ok" and summary["frames"] == len(rows) and summary["blinks"] == 1
+    assert summary["frames_without_face"] == 0 and summary["timestamp_gaps"] == 0
+    assert summary["versions"]["eyeblink"] == __version__
+    assert summary["settings"]["detect"]["detect_every"] == 1
+    for stage in ("decode", "detect", "landmarks", "blinks", "write"):
+        assert summary["timings"]["ms_per_frame"][stage] >= 0
+
+
+def test_several_inputs_and_an_image_folder(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    from PIL import Image
+
+    folder = tmp_path / "session_imgs"
+    folder.mkdir()
+    for i, img in enumerate(face_frames[:60]):
+        Image.fromarray(img).save(folder / f"frame{i}.png")  # natural sort: frame2 before frame10
+    video = write_video(tmp_path / "short.mkv", face_frames[:40], codec="ffv1", pix_fmt="gray")
+    out = tmp_path / "out"
+    proc = run_cli("process", folder, video, "-o", out, "--fps", "500")
+    assert proc.returncode == 0, proc.stderr
+    rows = read_rows(out / "session_imgs.frames.csv")
+    assert len(rows) == 60 and float(rows[59]["timestamp_s"]) == pytest.approx(59 / 500)
+    assert all(r["face"] == "1" for r in rows)
+    assert len(read_rows(out / "short.frames.csv")) == 40
+
+
+def test_face_leaves_and_returns(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    frames = [f.copy() for f in face_frames[:300]]
+    background = int(np.median(frames[0][:20, :20]))
+    for f in frames[100:160]:
+        f[:] = background  # the subject leaves the field of view for 60 frames
+    video = write_video(tmp_path / "away.avi", frames, codec="mjpeg", pix_fmt="yuvj420p")
+    out = tmp_path / "out"
+    proc = run_cli("process", video, "-o", out, "--detect-every", "5")
+    assert proc.returncode == 0, proc.stderr
+    face = np.array([int(r["face"]) for r in read_rows(out / "away.frames.csv")])
+    assert face[:100].all() and not face[100:160].any() and face[165:].all()
+    summary = json.loads((out / "away.summary.json").read_text())
+    assert summary["frames_without_face"] == 60
+    assert read_rows(out / "away.blinks.csv") == []  # losing the face is not a blink
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+BadInput = Callable[[Path], list[str | Path]]
+
+
+def _missing(tmp: Path) -> list[str | Path]:
+    return ["process", tmp / "nope.avi", "-o", tmp / "out"]
+
+
+def _empty_dir(tmp: Path) -> list[str | Path]:
+    (tmp / "empty").mkdir()
+    (tmp / "empty" / "notes.txt").write_text("no images here")
+    return ["process", tmp / "empty", "-o", tmp / "out", "--fps", "500"]
+
+
+def _not_a_video(tmp: Path) -> list[str | Path]:
+    (tmp / "notes.avi").write_text("this is a text file\n" * 100)
+    return ["process", tmp / "notes.avi", "-o", tmp / "out"]
+
+
+def _zero_frames(tmp: Path) -> list[str | Path]:
+    write_video(tmp / "empty.avi", [], codec="mjpeg", pix_fmt="yuvj420p", width=640, height=480)
+    return ["process", tmp / "empty.avi", "-o", tmp / "out"]
+
+
+def _unwritable_output(tmp: Path) -> list[str | Path]:
+    (tmp / "a_file").write_text("x")
+    write_video(tmp / "v.mkv", 3)
+    return ["process", tmp / "v.mkv", "-o", tmp / "a_file" / "out"]
+
+
+def _corrupt_landmarks(tmp: Path) -> list[str | Path]:
+    from eyeblink.weights import dlib68_path
+
+    (tmp / "bad.dat").write_bytes(dlib68_path().read_bytes()[:1_000_000])
+    write_video(tmp / "v.mkv", 3)
+    return ["process", tmp / "v.mkv", "-o", tmp / "out", "--landmark-model", tmp / "bad.dat"]
+
+
+def _corrupt_face_model(tmp: Path) -> list[str | Path]:
+    from eyeblink.weights import blazeface_path
+
+    (tmp / "bad.tflite").write_bytes(blazeface_path().read_bytes()[:50_000])
+    write_video(tmp / "v.mkv", 3)
+    return ["process", tmp / "v.mkv", "-o", tmp / "out", "--face-model", tmp / "bad.tflite"]
+
+
+def _contradictory_ratios(tmp: Path) -> list[str | Path]:
+    write_video(tmp / "v.mkv", 3)
+    return ["process", tmp / "v.mkv", "-o", tmp / "out", "--close-ratio", "0.9", "--open-ratio", "0.8"]
+
+
+def _folder_without_fps(tmp: Path) -> list[str | Path]:
+    from PIL import Image
+
+    (tmp / "imgs").mkdir()
+    Image.fromarray(np.zeros((48, 64), np.uint8)).save(tmp / "imgs" / "a.png")
+    return ["process", tmp / "imgs", "-o", tmp / "out"]
+
+
+def _same_stem_twice(tmp: Path) -> list[str | Path]:
+    (tmp / "a").mkdir()
+    (tmp / "b").mkdir()
+    write_video(tmp / "a" / "s.mkv", 3)
+    write_video(tmp / "b" / "s.mkv", 3)
+    return ["process", tmp / "a" / "s.mkv", tmp / "b" / "s.mkv", "-o", tmp / "out"]
+
+
+def _unknown_preset(tmp: Path) -> list[str | Path]:
+    write_video(tmp / "v.mkv", 3)
+    return ["process", tmp / "v.mkv", "-o", tmp / "out", "--pipeline", "nosuchdevice"]
+
+
+def _unknown_backend(tmp: Path) -> list[str | Path]:
+    write_video(tmp / "v.mkv", 3)
+    return ["process", tmp / "v.mkv", "-o", tmp / "out", "--backend", "cuda"]
+
+
+def _eval_without_tags(tmp: Path) -> list[str | Path]:
+    (tmp / "ds").mkdir()
+    return ["eval", tmp / "ds"]
+
+
+@pytest.mark.parametrize(("build", "needles"), [
+    (_missing, ["input not found", "nope.avi"]),
+    (_empty_dir, ["empty"]),
+    (_not_a_video, ["notes.avi"]),
+    (_zero_frames, ["empty.avi"]),
+    (_unwritable_output, ["output", "-o"]),
+    (_corrupt_landmarks, ["bad.dat"]),
+    (_corrupt_face_model, ["bad.tflite"]),
+    (_contradictory_ratios, ["close_ratio", "open_ratio"]),
+    (_folder_without_fps, ["--fps"]),
+    (_same_stem_twice, ["s.mkv"]),
+    (_unknown_preset, ["nosuchdevice", "cpu"]),
+    (_unknown_backend, ["cuda", "litert"]),
+    (_eval_without_tags, [".tag"]),
+], ids=lambda v: v.__name__.strip("_") if callable(v) else "")
+def test_bad_input_is_one_clear_line(build: BadInput, needles: list[str], tmp_path: Path) -> None:
+    assert_user_error(run_cli(*build(tmp_path)), *needles)
+
+
+def test_truncated_video_keeps_the_rows_before_the_cut(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    full = write_video(tmp_path / "full.avi", face_frames[:200], codec="mjpeg", pix_fmt="yuvj420p")
+    data = full.read_bytes()
+    cut = tmp_path / "cut.avi"
+    cut.write_bytes(data[: len(data) // 2])
+    out = tmp_path / "out"
+    proc = run_cli("process", cut, "-o", out)
+    assert_user_error(proc, "cut.avi", "truncated")
+    rows = read_rows(out / "cut.frames.csv")
+    assert 50 < len(rows) < 200 and all(r["face"] == "1" for r in rows)
+    summary = json.loads((out / "cut.summary.json").read_text())
+    assert summary["status"] == "failed" and "truncated" in summary["error"]
+    assert summary["frames"] == len(rows)
+
+
+def test_video_without_a_face(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    frames = [rng.integers(90, 110, (480, 640), dtype=np.uint8) for _ in range(30)]
+    video = write_video(tmp_path / "wall.avi", frames, codec="mjpeg", pix_fmt="yuvj420p")
+    out = tmp_path / "out"
+    proc = run_cli("process", video, "-o", out)
+    assert_user_error(proc, "no face", "wall.avi")
+    rows = read_rows(out / "wall.frames.csv")
+    assert len(rows) == 30 and all(r["face"] == "0" and r["ear"] == "" for r in rows)
+
+
+def test_one_bad_input_does_not_stop_the_others(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    good = write_video(tmp_path / "good.mkv", face_frames[:30], codec="ffv1", pix_fmt="gray")
+    (tmp_path / "bad.avi").write_text("not a video")
+    out = tmp_path / "out"
+    proc = run_cli("process", tmp_path / "bad.avi", good, "-o", out)
+    assert_user_error(proc, "bad.avi")
+    assert len(read_rows(out / "good.frames.csv")) == 30
