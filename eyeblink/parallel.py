@@ -249,6 +249,7 @@ class _Run:
         self.spec = RingSpec(pipe.par.slots, (source.height, source.width))
         self.parent_pid = os.getpid()
         self.ring: FrameRing | None = None
+        self.ring_name: str | None = None
         self.work_qs: list[Any] = []
         self.free_q: Any = None
         self.out_q: Any = None
@@ -431,6 +432,7 @@ class _Run:
         self.free_q = ctx.Queue(maxsize=n + 2)
         self.out_q = ctx.Queue(maxsize=max(8, 4 * self.W))
         self.ring = FrameRing(self.spec)
+        self.ring_name = self.ring.name
         loader = ctx.Process(target=self._loader_main, name="eyeblink-loader", daemon=True)
         workers = [ctx.Process(target=self._worker_main, args=(w,), name=f"eyeblink-worker-{w}", daemon=True)
                    for w in range(self.W)]
@@ -522,6 +524,7 @@ class _Run:
                 summary["parallel"] = clean_json({
                     "workers": self.W, "chunk_frames": self.C, "batch_frames": self.B,
                     "ring_slots": self.spec.slots, "ring_mb": self.spec.nbytes / 2**20,
+                    "ring_name": self.ring_name,
                     "detector": "fused",
                 })
                 if error_tb:

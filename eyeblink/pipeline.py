@@ -81,7 +81,7 @@ def build_fitter(config: RunConfig) -> LandmarkFitter:
     from eyeblink.landmarks import LandmarkFitter
 
     lm = config.landmarks
-    return LandmarkFitter(lm.model_path, derotate=lm.derotate)
+    return LandmarkFitter(lm.model_path, derotate=lm.derotate, min_face_px=lm.min_face_px)
 
 
 class FrameAnalyzer:

@@ -1,0 +1,377 @@
+"""``eyeblink bench``: end-to-end throughput, latency and memory of the pipeline on this machine.
+
+Modes (each run in a fresh Python process, ``--repeats`` times, so that memory and caches do
+not carry over from one mode to the next):
+
+* ``decode``    — decode only (:mod:`eyeblink.sources`, gray fast path): the ceiling.
+* ``default``   — the multiprocess pipeline with the preset's keyframe policy (``detect_every``).
+* ``every``     — the multiprocess pipeline detecting on every frame.
+* ``reference`` — the single-process reference (:func:`eyeblink.pipeline.process_source`), every frame.
+
+Reported per mode: FPS (median and min–max over the repeats; frames / wall time of the run,
+worker start-up included), per-stage milliseconds per frame (summed over processes: CPU-side
+cost, not wall), p50/p99 latency from a frame's decode to its row being written, the peak of the
+process tree's memory (sum of PSS over every process, sampled from ``/proc/<pid>/smaps_rollup``
+every 50 ms: shared pages — the dlib model, the frame ring — are counted once), and the share of
+the machine's CPU used by *other* processes during the run (a busy machine makes numbers
+meaningless; it is printed so that nobody trusts them by accident).
+
+The input is ``--input VIDEO`` or a synthetic 640x480 gray 500 FPS MJPG recording of
+``--frames`` frames (:func:`eyeblink.synth.write_recording`), rendered once and cached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+MODES = ("decode", "default", "every", "reference")
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "bench", help="measure FPS, latency and memory of the pipeline on this machine",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--input", metavar="VIDEO", default=None,
+                   help="recording to use (default: a cached synthetic 640x480 500 FPS MJPG recording)")
+    p.add_argument("--frames", type=int, default=5000, metavar="N",
+                   help="frames of the synthetic recording, or at most N frames of --input (default 5000)")
+    p.add_argument("--repeats", type=int, default=3, metavar="R", help="runs per mode (default 3)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="landmark workers of the multiprocess modes (default: physical cores)")
+    p.add_argument("--detect-every", type=int, default=None, metavar="N",
+                   help="keyframe interval of the 'default' mode (default: from the preset)")
+    p.add_argument("--pipeline", metavar="PRESET", default="cpu", help="device preset (default: cpu)")
+    p.add_argument("--modes", default=",".join(MODES),
+                   help=f"comma-separated subset of {', '.join(MODES)} (default: all)")
+    p.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="where the synthetic recording is cached (default: $XDG_CACHE_HOME/eyeblink or ~/.cache)")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from eyeblink.config import load_preset
+    from eyeblink.errors import ConfigError
+    from eyeblink.parallel import physical_cores
+    from eyeblink.presets import resolve_preset
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise ConfigError(f"--modes must be a comma-separated subset of {', '.join(MODES)}, got {args.modes!r}")
+    if args.frames < 1 or args.repeats < 1:
+        raise ConfigError(f"--frames and --repeats must be >= 1, got {args.frames} and {args.repeats}")
+    cfg = load_preset(resolve_preset(args.pipeline))
+    every_n = args.detect_every or cfg.detect.detect_every
+    workers = args.workers if args.workers is not None else physical_cores()
+    video = Path(args.input) if args.input else synthetic_recording(args.frames, args.cache_dir)
+    machine = machine_info()
+    print(f"eyeblink bench: {video} ({args.frames} frames max), {args.repeats} repeats, {workers} workers, "
+          f"default policy detect_every={every_n}", flush=True)
+    print(f"machine: {machine['cpu']}, {machine['logical_cpus']} CPUs ({machine['physical_cores']} physical "
+          f"cores), {machine['ram_gb']:.0f} GB RAM, Python {machine['python']}", flush=True)
+    results: dict[str, Any] = {}
+    for mode in modes:
+        runs = []
+        for _ in range(args.repeats):
+            child = {"decode": ["decode", "0", "0"], "default": ["parallel", str(workers), str(every_n)],
+                     "every": ["parallel", str(workers), "1"], "reference": ["reference", "1", "1"]}[mode]
+            runs.append(_run_child([*child, str(video), str(args.frames), args.pipeline]))
+        results[mode] = _aggregate(mode, runs)
+        _print_mode(mode, results[mode])
+    decode_fps = results.get("decode", {}).get("fps_median")
+    if decode_fps and "default" in results:
+        results["default"]["fraction_of_decode"] = results["default"]["fps_median"] / decode_fps
+        print(f"default policy: {100 * results['default']['fraction_of_decode']:.0f}% of decode-only FPS")
+    report = {"input": str(video), "frames": args.frames, "repeats": args.repeats, "workers": workers,
+              "detect_every_default": every_n, "machine": machine, "modes": results}
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
+    return 0
+
+
+# --------------------------------------------------------------------------- inputs and machine
+
+
+def cache_dir(explicit: str | None = None) -> Path:
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "eyeblink" / "bench"
+
+
+def synthetic_recording(frames: int, where: str | None = None) -> Path:
+    """A cached synthetic demo recording of ``frames`` frames (rendered on first use, ~2 ms/frame)."""
+    from eyeblink.synth import SynthConfig, write_recording
+
+    folder = cache_dir(where)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"synth-demo-{frames}f-seed0.avi"
+    if not path.is_file():
+        print(f"rendering {frames} synthetic frames into {path} (once) ...", flush=True)
+        with tempfile.TemporaryDirectory(dir=folder) as tmp:
+            part = Path(tmp) / path.name
+            write_recording(part, SynthConfig.demo(frames / 500.0))
+            part.replace(path)
+    return path
+
+
+def machine_info() -> dict[str, Any]:
+    from importlib import metadata
+
+    from eyeblink import __version__
+    from eyeblink.parallel import physical_cores
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    ram = 0.0
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    ram = int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    versions = {"eyeblink": __version__}
+    for dist in ("numpy", "av", "dlib-bin", "ai-edge-litert", "opencv-python-headless"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[dist] = metadata.version(dist)
+    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "physical_cores": physical_cores(), "ram_gb": ram,
+            "python": platform.python_version(), "platform": platform.platform(), "versions": versions}
+
+
+# --------------------------------------------------------------------------- measuring a child run
+
+
+def _tree(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children", encoding="utf-8") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def tree_pss_bytes(pid: int) -> int:
+    """Sum of PSS over ``pid`` and its descendants (shared pages counted once overall)."""
+    total = 0
+    for p in _tree(pid):
+        try:
+            with open(f"/proc/{p}/smaps_rollup", encoding="utf-8") as fh:
+                for line in fh:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            pass
+    return total
+
+
+def _busy_seconds() -> float:
+    with open("/proc/stat", encoding="utf-8") as fh:
+        f = [int(v) for v in fh.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = f[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _run_child(argv: list[str]) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "eyeblink.bench", "--child", *argv]
+    busy0 = _busy_seconds()
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, tree_pss_bytes(proc.pid))
+            done.wait(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        # wait4 reaps the child with its rusage, which includes the grandchildren it joined
+        _, status, usage = os.wait4(proc.pid, 0)
+    except KeyboardInterrupt:
+        proc.kill()
+        raise
+    finally:
+        done.set()
+        sampler.join(timeout=1)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    stdout, stderr = proc.communicate()
+    wall = time.monotonic() - t0
+    busy = _busy_seconds() - busy0
+    ours = usage.ru_utime + usage.ru_stime
+    if proc.returncode != 0:
+        from eyeblink.errors import WorkerError
+
+        tail = stderr.strip().splitlines()[-1:] or ["(no output)"]
+        raise WorkerError(f"benchmark run {' '.join(argv[:3])} failed with status {proc.returncode}: {tail[0]}")
+    result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+    result["peak_pss_mb"] = peak / 2**20
+    result["cpu_s"] = ours
+    ncpu = os.cpu_count() or 1
+    result["other_cpu_pct"] = max(0.0, 100 * (busy - ours) / (wall * ncpu))
+    return result
+
+
+def _aggregate(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    fps = [r["fps"] for r in runs]
+    out: dict[str, Any] = {
+        "fps_median": statistics.median(fps), "fps_min": min(fps), "fps_max": max(fps), "fps_runs": fps,
+        "frames": runs[0]["frames"],
+        "peak_pss_mb": max(r["peak_pss_mb"] for r in runs),
+        "other_cpu_pct_max": max(r["other_cpu_pct"] for r in runs),
+        "cpu_s_per_frame_ms": statistics.median(1000 * r["cpu_s"] / max(r["frames"], 1) for r in runs),
+    }
+    if runs[0].get("ms_per_frame"):
+        keys = runs[0]["ms_per_frame"].keys()
+        out["ms_per_frame"] = {k: statistics.median(r["ms_per_frame"][k] or 0.0 for r in runs) for k in keys}
+    for k in ("latency_ms_p50", "latency_ms_p99"):
+        vals = [r[k] for r in runs if r.get(k) is not None]
+        if vals:
+            out[k] = statistics.median(vals)
+    for k in ("detector_runs", "redetections_on_drift", "mean_abs_ear_diff"):
+        if k in runs[0]:
+            out[k] = runs[0][k]
+    return out
+
+
+def _print_mode(mode: str, r: dict[str, Any]) -> None:
+    line = (f"{mode:>9}: {r['fps_median']:7.0f} FPS [{r['fps_min']:.0f}–{r['fps_max']:.0f}]  "
+            f"peak mem {r['peak_pss_mb']:6.0f} MB  CPU {r['cpu_s_per_frame_ms']:.2f} ms/frame")
+    if "latency_ms_p50" in r:
+        line += f"  latency p50 {r['latency_ms_p50']:.0f} ms p99 {r['latency_ms_p99']:.0f} ms"
+    if "ms_per_frame" in r:
+        line += "\n           stages ms/frame: " + ", ".join(f"{k} {v:.2f}" for k, v in r["ms_per_frame"].items())
+    if "detector_runs" in r:
+        line += f"\n           detector runs {r['detector_runs']} ({r.get('redetections_on_drift', 0)} on drift)"
+    if r["other_cpu_pct_max"] > 10:
+        line += f"\n           WARNING: other processes used up to {r['other_cpu_pct_max']:.0f}% of the CPUs"
+    print(line, flush=True)
+
+
+# --------------------------------------------------------------------------- the child side
+
+
+def _child(argv: list[str]) -> dict[str, Any]:
+    kind, workers, every, video, max_frames, preset = argv
+    from dataclasses import replace
+
+    from eyeblink.config import load_preset
+    from eyeblink.presets import resolve_preset
+    from eyeblink.sources import open_source
+
+    limit = int(max_frames)
+    if kind == "decode":
+        with open_source(video) as src:
+            t0 = time.perf_counter()
+            n = 0
+            for _ in src:
+                n += 1
+                if n >= limit:
+                    break
+            wall = time.perf_counter() - t0
+        return {"frames": n, "fps": n / wall, "ms_per_frame": {"decode": 1000 * wall / n}}
+    cfg = load_preset(resolve_preset(preset))
+    cfg = replace(cfg.with_overrides("detect", detect_every=int(every)), max_frames=limit)
+    out = Path(tempfile.mkdtemp(prefix="eyeblink-bench-"))
+    if kind == "parallel":
+        from eyeblink.parallel import ParallelConfig, ParallelPipeline
+
+        pipe = ParallelPipeline(cfg, ParallelConfig(workers=int(workers)))
+        with open_source(video) as src:
+            result = pipe.process_source(src, out)
+        s = result.summary
+    else:
+        s = _reference_run(cfg, video, out)
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)
+    t = s["timings"]
+    return {"frames": s["frames"], "fps": t["fps"], "ms_per_frame": t["ms_per_frame"],
+            "latency_ms_p50": t.get("latency_ms_p50"), "latency_ms_p99": t.get("latency_ms_p99"),
+            "detector_runs": s["detector_runs"], "redetections_on_drift": s["redetections_on_drift"],
+            "output": str(out)}
+
+
+def _reference_run(cfg: Any, video: str, out: Path) -> dict[str, Any]:
+    """The reference path, with decode->row latency taken from a timing source wrapper and the progress hook."""
+    import numpy as np
+
+    from eyeblink.pipeline import process_source
+    from eyeblink.runner import build_analyzer
+    from eyeblink.sources import open_source
+
+    decoded: list[float] = []
+    written: list[float] = []
+
+    class Bar:
+        def update(self, n: int) -> None:
+            written.append(time.perf_counter())
+
+        def close(self) -> None:
+            pass
+
+    class Timed:
+        def __init__(self, src: Any) -> None:
+            self._src = src
+            self.path, self.name = src.path, src.name
+            self.frame_count_hint = src.frame_count_hint
+
+        def __iter__(self) -> Any:
+            for f in self._src:
+                decoded.append(time.perf_counter())
+                yield f
+
+        def describe(self) -> dict[str, Any]:
+            return dict(self._src.describe())
+
+    analyzer = build_analyzer(cfg)
+    with open_source(video) as src:
+        result = process_source(Timed(src), out, cfg, analyzer=analyzer,  # type: ignore[arg-type]
+                                progress=lambda name, total: Bar())
+    n = min(len(decoded), len(written))
+    lat = (np.asarray(written[:n]) - np.asarray(decoded[:n])) * 1000
+    s = result.summary
+    s["timings"]["latency_ms_p50"] = float(np.percentile(lat, 50)) if n else None
+    s["timings"]["latency_ms_p99"] = float(np.percentile(lat, 99)) if n else None
+    return s
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        print(json.dumps(_child(sys.argv[2:])))
+        raise SystemExit(0)
+    raise SystemExit("usage: eyeblink bench ... (python -m eyeblink.bench is for internal use)")
