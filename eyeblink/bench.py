@@ -61,6 +61,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help=f"comma-separated subset of {', '.join(MODES)} (default: all)")
     p.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="where the synthetic recording is cached (default: $XDG_CACHE_HOME/eyeblink or ~/.cache)")
+    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                   help="before each run, wait up to S seconds for the machine to be idle (other processes "
+                        "under 10%% of the CPUs over one second); for shared machines (default: do not wait)")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON")
     return p
 
@@ -92,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         for _ in range(args.repeats):
             child = {"decode": ["decode", "0", "0"], "default": ["parallel", str(workers), str(every_n)],
                      "every": ["parallel", str(workers), "1"], "reference": ["reference", "1", "1"]}[mode]
+            if args.wait_quiet > 0:
+                wait_quiet(args.wait_quiet)
             runs.append(_run_child([*child, str(video), str(args.frames), args.pipeline]))
         results[mode] = _aggregate(mode, runs)
         _print_mode(mode, results[mode])
@@ -201,6 +206,19 @@ def _busy_seconds() -> float:
         f = [int(v) for v in fh.readline().split()[1:]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = f[:8]
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_quiet(timeout_s: float, *, threshold: float = 0.10) -> bool:
+    """Wait until the CPUs were less than ``threshold`` busy over one second; False on timeout."""
+    deadline = time.monotonic() + timeout_s
+    ncpu = os.cpu_count() or 1
+    while True:
+        b0, t0 = _busy_seconds(), time.monotonic()
+        time.sleep(1.0)
+        if (_busy_seconds() - b0) / ((time.monotonic() - t0) * ncpu) < threshold:
+            return True
+        if time.monotonic() > deadline:
+            return False
 
 
 def _run_child(argv: list[str]) -> dict[str, Any]:

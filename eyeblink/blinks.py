@@ -1,33 +1,63 @@
-"""Online blink detection over the EAR trace.
+"""Online blink detection over the per-eye EAR traces (plus an optional eye-patch appearance cue).
 
-The detector sees one sample per frame, in order, and emits a blink as soon as
-it has ended: it is what the sink of a live run uses, and what the offline
-``process`` runs use too, so both give the same events.
+The detector sees one sample per frame, in order, and emits each blink a
+bounded time after it has ended (``merge_gap_ms``, so that a blink split by
+noise can still be merged): it is what the sink of a live run uses, and what
+the offline ``process`` runs use too, so both give the same events.
 
-Definition (first version; all times in milliseconds so it behaves the same at
-30 and 500 FPS):
+Definition (all times in milliseconds, never frames, so it behaves the same at
+30 and 500 FPS; every parameter is a field of :class:`~eyeblink.config.BlinkConfig`):
 
-* The signal is the mean EAR of the eyes that were fitted in that frame.
-* The subject's open-eye **baseline** is the median of the signal over the last
-  ``baseline_window_ms`` of frames that were not inside a blink. A fixed EAR
-  threshold (the common 0.2) fails across subjects, cameras and head pitch; a
-  ratio to the subject's own baseline does not.
-* A blink **starts** when signal/baseline falls below ``close_ratio`` and
-  **ends** when it rises back above ``open_ratio`` and then reaches
-  ``onset_ratio`` (hysteresis: noise around one level cannot split or start a
-  blink). The reported span is widened to the frames where the ratio left and
-  regained ``onset_ratio``, i.e. from the first closing frame to the last frame
-  before the eye is open again; both ends are inclusive frames.
-* With enough frames per closing phase (high-speed cameras) the onset is
-  refined by fitting the eyelid's start from rest, ``baseline - a·(t - t0)²``,
-  to the frames before confirmation (see :func:`quadratic_onset`): a threshold
-  crossing is late by the time the lid needs to move past the noise (4-6 frames
-  at 500 FPS), the knee of the fit is not.
-* Shorter than ``min_duration_ms`` (end_s - start_s): discarded as noise.
-* Timestamps, not frame counts, drive everything. A gap longer than
-  ``max_gap_ms`` (dropped frames, face lost) inside a blink ends it as
-  ``complete = False`` at the last frame seen, so an event never spans
-  frames nobody saw.
+* **Signal.** Each eye's EAR is divided by that eye's own open-eye baseline
+  (the median over the last ``baseline_window_ms`` of samples outside blinks);
+  the combined signal ``ratio`` is the mean of the per-eye ratios of the eyes
+  fitted in that frame (per-eye normalisation: an eye with a larger EAR does not
+  dominate, and a frame where one eye is missing is not a step).
+* **Noise-adaptive depth.** A drop counts only when it exceeds
+  ``max(1 - close_ratio, noise_k * sigma)``, ``sigma`` being the robust
+  (MAD) standard deviation of the ratio over the baseline window: for a noisy
+  fit (small face, glasses) the thresholds widen instead of firing on noise.
+* **Appearance cue** (when the landmark stage supplies eye patches, see
+  :func:`eyeblink.landmarks.eye_patches`): each eye's patch, aligned on its
+  fitted corners, is compared with that eye's open-eye template (median of the
+  patches of the baseline window) by normalised cross-correlation;
+  ``1 - NCC`` in robust z-units of its own baseline noise, the smaller of the two
+  eyes (a blink closes both), is mapped onto the ratio scale so that
+  ``appearance_z`` equals ``close_ratio``. The detection signal is the smaller
+  of the EAR ratio and that appearance ratio. dlib's eyelid points barely move
+  on some faces (looking up, glasses) while the eye patch changes a lot.
+* **Hysteresis.** A blink starts when the detection signal falls below the
+  (noise-adapted) ``close_ratio`` level and ends when it rises back above
+  ``open_ratio`` and then reaches ``onset_ratio``. The reported span is widened
+  to the frames where the signal left and regained ``onset_ratio``: from the
+  first closing frame to the last frame before the eye is open again; both ends
+  are inclusive frames.
+* **Onset refinement.** With at least ``onset_min_samples`` frames in the
+  closing phase (high-speed cameras) the onset is the knee of a least-squares
+  fit of the lid's start from rest, ``baseline - a (t - t0)^2`` (see
+  :func:`quadratic_onset`): a threshold crossing is late by the time the lid
+  needs to move past the noise (4-6 frames at 500 FPS), the knee is not. At
+  30 FPS (2-3 frames per closing phase) the threshold crossing is kept.
+* **Warm-up.** The first ``min_baseline_ms`` of samples are buffered; once the
+  baseline exists they are re-scanned, so a blink in the very first frames is
+  found (the median is robust to a blink filling less than half the buffer).
+* **Merging.** Blinks whose gap (next start - previous end) is shorter than
+  ``merge_gap_ms`` are one blink; shorter than ``min_duration_ms``: discarded.
+* **Gaps.** Timestamps drive everything. A gap longer than ``max_gap_ms``
+  (dropped frames, face lost) inside a blink ends it as ``complete = False``
+  at the last frame seen, so an event never spans frames nobody saw.
+
+Measures of each blink (``BlinkEvent``): onset/peak/offset, combined and per
+eye (per-eye spans: the run of that eye's ratio below ``onset_ratio`` around its
+minimum); ``amplitude`` = closing amplitude ``1 - min/baseline`` of the combined
+signal (0 open, 1 EAR zero), clipped to [0, 1]; ``opening_amplitude`` = the
+ratio regained from the minimum to the offset; peak closing and opening
+velocities of the ratio smoothed over ``smooth_ms`` (EAR-ratio units per
+second, both positive); ``partial`` when ``amplitude`` is below
+``partial_fraction`` of the subject's full closure, estimated as the
+``full_closure_quantile`` of the amplitudes of this session's blinks (the prior
+``full_closure_amplitude`` until ``full_closure_min_events`` blinks were seen);
+``cue`` says which signal crossed the threshold (``ear``, ``appearance``, ``both``).
 """
 
 from __future__ import annotations
@@ -45,14 +75,22 @@ BLINK_COLUMNS = (
     "blink", "start_frame", "end_frame", "start_s", "end_s", "duration_ms", "peak_frame", "peak_s",
     "baseline_ear", "min_ear", "amplitude", "baseline_ear_left", "min_ear_left", "amplitude_left",
     "baseline_ear_right", "min_ear_right", "amplitude_right", "complete",
+    # appended in 0.2 (columns never change meaning; new ones go at the end)
+    "start_frame_left", "end_frame_left", "start_s_left", "end_s_left",
+    "start_frame_right", "end_frame_right", "start_s_right", "end_s_right",
+    "opening_amplitude", "closing_velocity", "opening_velocity", "partial", "full_closure_amplitude", "cue",
 )
+
+_NAN = math.nan
+_MAD_TO_SIGMA = 1.4826
 
 
 @dataclass(frozen=True, slots=True)
 class BlinkEvent:
-    """One blink. ``amplitude`` = 1 - min/baseline of the signal (0 open, 1 fully closed).
+    """One blink. ``amplitude`` = 1 - min/baseline of the combined EAR ratio (0 open, 1 fully closed).
 
-    Per-eye fields are NaN when that eye was never fitted during the blink.
+    Per-eye fields are NaN (frames: None) when that eye was never fitted, or never went below
+    ``onset_ratio``, during the blink. Velocities are in EAR-ratio units per second.
     """
 
     blink: int
@@ -73,12 +111,31 @@ class BlinkEvent:
     min_ear_right: float
     amplitude_right: float
     complete: bool
+    start_frame_left: int | None = None
+    end_frame_left: int | None = None
+    start_s_left: float = _NAN
+    end_s_left: float = _NAN
+    start_frame_right: int | None = None
+    end_frame_right: int | None = None
+    start_s_right: float = _NAN
+    end_s_right: float = _NAN
+    opening_amplitude: float = _NAN
+    closing_velocity: float = _NAN
+    opening_velocity: float = _NAN
+    partial: bool = False
+    full_closure_amplitude: float = _NAN
+    cue: str = "ear"
 
     def __post_init__(self) -> None:
         if self.end_frame < self.start_frame:
             raise ValueError(f"BlinkEvent end_frame {self.end_frame} < start_frame {self.start_frame}")
         if self.end_s < self.start_s:
             raise ValueError(f"BlinkEvent end_s {self.end_s} < start_s {self.start_s}")
+        if not (self.start_frame <= self.peak_frame <= self.end_frame):
+            raise ValueError(f"BlinkEvent peak_frame {self.peak_frame} outside [{self.start_frame}, "
+                             f"{self.end_frame}]")
+        if self.cue not in ("ear", "appearance", "both"):
+            raise ValueError(f"BlinkEvent cue must be 'ear', 'appearance' or 'both', got {self.cue!r}")
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,181 +172,419 @@ def quadratic_onset(t: np.ndarray, y: np.ndarray, *, steps_per_frame: int = 4) -
     return float(cands[k]) if np.isfinite(sse[k]) else None
 
 
-def _nanmin(a: float, b: float) -> float:
-    if math.isnan(a):
-        return b
-    if math.isnan(b):
-        return a
-    return min(a, b)
+def patch_dissimilarity(patch: np.ndarray, template: np.ndarray) -> float:
+    """``1 - NCC`` of two equally shaped patches (0 identical, up to 2); NaN for a flat patch."""
+    a = np.asarray(patch, dtype=np.float64)
+    b = np.asarray(template, dtype=np.float64)
+    a = a - a.mean()
+    b = b - b.mean()
+    den = math.sqrt(float((a * a).sum()) * float((b * b).sum()))
+    if den <= 1e-9:
+        return _NAN
+    return 1.0 - float((a * b).sum()) / den
+
+
+def _nanmean(vals: tuple[float, ...]) -> float:
+    v = [x for x in vals if not math.isnan(x)]
+    return sum(v) / len(v) if v else _NAN
 
 
 def _amp(minimum: float, base: float) -> float:
     if math.isnan(minimum) or math.isnan(base) or base <= 0:
-        return float("nan")
-    return 1.0 - minimum / base
+        return _NAN
+    return min(1.0, max(0.0, 1.0 - minimum / base))
+
+
+def _smooth(y: np.ndarray, t: np.ndarray, window_ms: float) -> np.ndarray:
+    """Centred moving average over ``window_ms`` (no smoothing when it spans fewer than 3 samples)."""
+    if len(y) < 3:
+        return y
+    dt = float(np.median(np.diff(t)))
+    k = round(window_ms / 1000 / dt) if dt > 0 else 1
+    if k < 3:
+        return y
+    k |= 1
+    pad = np.pad(y, k // 2, mode="edge")
+    return np.convolve(pad, np.ones(k) / k, mode="valid")
+
+
+# sample layout in the per-event traces (float64 columns)
+_F, _T, _R, _RL, _RR, _D, _EL, _ER = range(8)
 
 
 class BlinkDetector:
-    """Feed ``update(frame, t, ear_left, ear_right)`` per frame; collect finished blinks.
+    """Feed ``update(frame, t, ear_left, ear_right[, patches])`` per frame; collect finished blinks.
 
-    ``ear_left``/``ear_right`` may be NaN (eye or face not found). Call
-    ``finish()`` at the end of the input to close a blink still open.
+    ``ear_left``/``ear_right`` may be NaN (eye or face not found). ``patches`` is the optional
+    ``(2, h, w)`` uint8 pair of eye patches (subject's left, right) from
+    :func:`eyeblink.landmarks.eye_patches`; without it only the EAR is used. Call ``finish()`` at
+    the end of the input to emit what is still pending and close a blink still open.
     """
 
     _OPEN, _CLOSED, _REOPENING = 0, 1, 2
 
     def __init__(self, config: BlinkConfig | None = None) -> None:
         self.cfg = config or BlinkConfig()
-        self._base: deque[tuple[float, float, float, float]] = deque()  # (t, signal, left, right)
-        self._baseline = (math.nan, math.nan, math.nan)
-        self._baseline_t = -math.inf
+        # open-eye samples of the baseline window: (t, ear, left, right, ratio, dis_left, dis_right)
+        self._base: deque[tuple[float, ...]] = deque()
+        self._stats = np.full(7, _NAN)  # medians of the columns above (index 0 unused)
+        self._sigma = np.full(7, _NAN)  # robust sigmas
+        self._stats_t = -math.inf
+        self._patches: deque[tuple[float, np.ndarray]] = deque()  # (t, (2, h, w)) open-eye patches
+        self._template: np.ndarray | None = None
+        self._template_t = -math.inf
+        self._warm: list[tuple[int, float, float, float, np.ndarray | None]] | None = []
+        self._warm_t0 = _NAN
         self._state = self._OPEN
         self._count = 0
         self._last: tuple[int, float] | None = None  # last valid (frame, t)
-        # the run of frames below onset_ratio before the blink was confirmed
-        self._dip_start: tuple[int, float] | None = None
+        self._dip: list[tuple[float, ...]] = []  # samples below onset level before the blink was confirmed
+        self._recent: deque[tuple[float, ...]] = deque()  # last onset_search_ms of samples
         self._ev: dict[str, Any] = {}
-        # recent valid samples (frame, t, signal) for the onset fit
-        self._recent: deque[tuple[int, float, float]] = deque()
+        self._pending: dict[str, Any] | None = None  # ended blink held for merge_gap_ms
+        self._ready: list[dict[str, Any]] = []  # ended blinks that can no longer merge
+        self._amplitudes: list[float] = []
+        self._floor_t = -math.inf  # end of the last blink: the next one's onset fit starts after it
 
     # -- baseline ---------------------------------------------------------------------------------------
     @property
     def baseline(self) -> float:
-        """Current open-eye baseline of the signal (NaN while warming up)."""
-        return self._baseline[0] if self._ready() else math.nan
+        """Current open-eye baseline of the mean EAR (NaN while warming up)."""
+        return float(self._stats[1]) if self._warm is None else _NAN
 
-    def _ready(self) -> bool:
-        return len(self._base) >= 3 and (self._base[-1][0] - self._base[0][0]) * 1000 >= self.cfg.min_baseline_ms
-
-    def _add_baseline(self, t: float, sig: float, left: float, right: float) -> None:
-        self._base.append((t, sig, left, right))
+    def _push_baseline(self, t: float, row: tuple[float, ...], patches: np.ndarray | None) -> None:
+        self._base.append((t, *row))
         horizon = t - self.cfg.baseline_window_ms / 1000
         while self._base and self._base[0][0] < horizon:
             self._base.popleft()
+        if patches is not None and self.cfg.appearance:
+            every = self.cfg.baseline_window_ms / 1000 / 128  # at most ~128 patches in the template
+            if not self._patches or t - self._patches[-1][0] >= every:
+                self._patches.append((t, patches))
+            while self._patches and self._patches[0][0] < horizon:
+                self._patches.popleft()
         # recompute the medians at most every 10 ms: a 3 s window at 500 FPS is 1,500 samples
-        if t - self._baseline_t >= 0.01 or not self._ready():
-            arr = np.asarray(self._base, dtype=np.float64)
-            with np.errstate(all="ignore"):
-                cols = [float(np.nanmedian(arr[:, k])) if np.isfinite(arr[:, k]).any() else math.nan
-                        for k in (1, 2, 3)]
-            self._baseline = (cols[0], cols[1], cols[2])
-            self._baseline_t = t
+        if t - self._stats_t >= 0.01:
+            self._recompute(t)
+
+    def _recompute(self, t: float) -> None:
+        arr = np.asarray(self._base, dtype=np.float64)
+        stats = np.full(7, _NAN)
+        sigma = np.full(7, _NAN)
+        with np.errstate(all="ignore"):
+            for k in range(1, 7):
+                col = arr[:, k] if len(arr) else np.empty(0)
+                col = col[np.isfinite(col)]
+                if len(col):
+                    med = float(np.median(col))
+                    stats[k] = med
+                    sigma[k] = _MAD_TO_SIGMA * float(np.median(np.abs(col - med)))
+        self._stats, self._sigma, self._stats_t = stats, sigma, t
+        if self._patches and t - self._template_t >= 0.1:
+            self._template = np.median(np.stack([p for _, p in self._patches]).astype(np.float32), axis=0)
+            self._template_t = t
+
+    # -- per-sample signals -----------------------------------------------------------------------------
+    def _measure(self, frame: int, t: float, el: float, er: float,
+                 patches: np.ndarray | None) -> tuple[tuple[float, ...], float, float, float]:
+        """(sample row, ear ratio level, appearance level, detection level) of one frame."""
+        s = self._stats
+        rl = el / s[2] if s[2] > 0 else _NAN
+        rr = er / s[3] if s[3] > 0 else _NAN
+        ratio = _nanmean((rl, rr))
+        dl = dr = _NAN
+        if patches is not None and self._template is not None and self.cfg.appearance:
+            dl = patch_dissimilarity(patches[0], self._template[0])
+            dr = patch_dissimilarity(patches[1], self._template[1])
+        # noise-adapted EAR level: deviations shrunk so that noise_k sigma of the ratio never crosses
+        depth = 1.0 - self.cfg.close_ratio
+        sig_r = self._sigma[4]
+        scale = depth / max(depth, self.cfg.noise_k * sig_r) if sig_r == sig_r else 1.0
+        ear_level = 1.0 - (1.0 - ratio) * scale if ratio == ratio else _NAN
+        app_level = _NAN
+        zs = []
+        for d, k in ((dl, 5), (dr, 6)):
+            if d == d and self._stats[k] == self._stats[k]:
+                sig = max(self._sigma[k], self.cfg.appearance_min_sigma)
+                zs.append((d - self._stats[k]) / sig)
+        if zs:
+            app_level = 1.0 - depth * min(zs) / self.cfg.appearance_z
+        level = ear_level if app_level != app_level else (
+            app_level if ear_level != ear_level else min(ear_level, app_level))
+        row = (float(frame), t, ratio, rl, rr, level, el, er)
+        return row, ear_level, app_level, level
+
+    # -- input ------------------------------------------------------------------------------------------
+    def update(self, frame: int, t: float, ear_left: float, ear_right: float,
+               patches: np.ndarray | None = None) -> list[BlinkEvent]:
+        """Process one frame; returns the blinks that were settled with it (usually none)."""
+        if math.isnan(ear_left) and math.isnan(ear_right):
+            return []  # face or eyes not found: a gap, judged when the next valid sample arrives
+        if self._warm is not None:
+            return self._warm_up(frame, t, ear_left, ear_right, patches)
+        return self._step(frame, t, ear_left, ear_right, patches, learn=True)
+
+    def _warm_up(self, frame: int, t: float, el: float, er: float,
+                 patches: np.ndarray | None) -> list[BlinkEvent]:
+        assert self._warm is not None
+        if self._warm and (t - self._warm[-1][1]) * 1000 > self.cfg.max_gap_ms:
+            self._warm.clear()  # a gap: start the warm-up again
+        self._warm.append((frame, t, el, er, patches))
+        if (t - self._warm[0][1]) * 1000 < self.cfg.min_baseline_ms or len(self._warm) < 3:
+            return []
+        return self._start()
+
+    def _start(self) -> list[BlinkEvent]:
+        """Warm-up done: baseline from the whole buffer (robust medians), then re-scan the buffer."""
+        assert self._warm is not None
+        warm, self._warm = self._warm, None
+        t_end = warm[-1][1]
+        for _, ts, a, b, p in warm:
+            self._base.append((ts, _nanmean((a, b)), a, b, _NAN, _NAN, _NAN))
+            if p is not None and self.cfg.appearance:
+                self._patches.append((ts, p))
+        self._recompute(t_end)  # EAR medians and the patch template
+        s = self._stats
+        rows = []
+        for _, ts, a, b, p in warm:
+            ratio = _nanmean((a / s[2] if s[2] > 0 else _NAN, b / s[3] if s[3] > 0 else _NAN))
+            rows.append((ts, _nanmean((a, b)), a, b, ratio, *self._dis(p)))
+        self._base = deque(rows)
+        self._recompute(t_end)  # ratio and appearance noise
+        out: list[BlinkEvent] = []
+        for f, ts, a, b, p in warm:
+            out += self._step(f, ts, a, b, p, learn=False)
+        return out
 
     # -- state machine ----------------------------------------------------------------------------------
-    def update(self, frame: int, t: float, ear_left: float, ear_right: float) -> list[BlinkEvent]:
-        """Process one frame; returns the blinks that ended with it (usually none)."""
+    def _step(self, frame: int, t: float, el: float, er: float, patches: np.ndarray | None,
+              *, learn: bool) -> list[BlinkEvent]:
+        cfg = self.cfg
         out: list[BlinkEvent] = []
-        valid = [e for e in (ear_left, ear_right) if not math.isnan(e)]
-        if not valid:
-            return out  # face or eyes not found: a gap, judged when the next valid sample arrives
-        sig = sum(valid) / len(valid)
-        gap = self._last is not None and (t - self._last[1]) * 1000 > self.cfg.max_gap_ms
+        gap = self._last is not None and (t - self._last[1]) * 1000 > cfg.max_gap_ms
         if gap:
             if self._state != self._OPEN:
-                ev = self._close(complete=False)
-                if ev is not None:
-                    out.append(ev)
-            self._dip_start = None
+                self._end(complete=False)
+            out += self._flush()
+            self._dip = []
             self._recent.clear()
-        base = self.baseline
-        ratio = sig / base if base > 0 else math.nan
-        if self.cfg.onset_model == "quadratic":
-            self._recent.append((frame, t, sig))
-            horizon = t - self.cfg.onset_search_ms / 1000
-            while self._recent[0][1] < horizon:
-                self._recent.popleft()
+        elif self._pending is not None and self._state == self._OPEN and (
+                (self._dip[0][_T] if self._dip else t) - self._pending["end"][1]) * 1000 >= cfg.merge_gap_ms:
+            out += self._flush()  # a dip that began within the merge gap may still merge: wait for it
+        row, ear_level, app_level, level = self._measure(frame, t, el, er, patches)
+        self._recent.append(row)
+        horizon = t - cfg.onset_search_ms / 1000
+        while self._recent[0][_T] < horizon:
+            self._recent.popleft()
+
+        def learn_open() -> None:
+            if learn:
+                self._push_baseline(t, (_nanmean((el, er)), el, er, row[_R], *self._dis(patches)), patches)
 
         if self._state == self._OPEN:
-            if math.isnan(ratio) or ratio >= self.cfg.onset_ratio:
-                self._dip_start = None
-                self._add_baseline(t, sig, ear_left, ear_right)
+            if math.isnan(level) or level >= cfg.onset_ratio:
+                self._dip = []
+                if self._pending is not None:
+                    self._pending["after"].append(row)
+                learn_open()
             else:
-                if self._dip_start is None:
-                    self._dip_start = (frame, t)
-                if ratio < self.cfg.close_ratio:
-                    self._begin(frame, t)
-        if self._state in (self._CLOSED, self._REOPENING):
-            self._track(frame, t, sig, ratio, ear_left, ear_right)
-            if self._state == self._CLOSED and ratio >= self.cfg.open_ratio:
+                self._dip.append(row)
+                if level < cfg.close_ratio:
+                    self._begin(ear_level, app_level)
+        elif self._state in (self._CLOSED, self._REOPENING):
+            self._ev["samples"].append(row)
+            self._note_cue(ear_level, app_level)
+            if level < cfg.onset_ratio:
+                self._ev["end"] = (frame, t)
+            if self._state == self._CLOSED and level >= cfg.open_ratio:
                 self._state = self._REOPENING
-            elif self._state == self._REOPENING and ratio < self.cfg.close_ratio:
+            elif self._state == self._REOPENING and level < cfg.close_ratio:
                 self._state = self._CLOSED
-            if self._state == self._REOPENING and ratio >= self.cfg.onset_ratio:
-                ev = self._close(complete=True)
-                if ev is not None:
-                    out.append(ev)
-                self._add_baseline(t, sig, ear_left, ear_right)
+            if self._state == self._REOPENING and level >= cfg.onset_ratio:
+                self._end(complete=True)
+                learn_open()
         self._last = (frame, t)
         return out
 
-    def finish(self) -> list[BlinkEvent]:
-        """End of input: a blink still open is reported as incomplete."""
-        if self._state == self._OPEN:
-            return []
-        ev = self._close(complete=False)
-        return [ev] if ev is not None else []
+    def _dis(self, patches: np.ndarray | None) -> tuple[float, float]:
+        if patches is None or self._template is None or not self.cfg.appearance:
+            return _NAN, _NAN
+        return (patch_dissimilarity(patches[0], self._template[0]),
+                patch_dissimilarity(patches[1], self._template[1]))
 
-    def _begin(self, frame: int, t: float) -> None:
-        start = self._dip_start or (frame, t)
-        bs, bl, br = self._baseline
+    def _note_cue(self, ear_level: float, app_level: float) -> None:
+        if ear_level < self.cfg.close_ratio:
+            self._ev["cue_ear"] = True
+        if app_level < self.cfg.close_ratio:
+            self._ev["cue_app"] = True
+
+    def finish(self) -> list[BlinkEvent]:
+        """End of input: emit what is pending; a blink still open is reported as incomplete."""
+        out: list[BlinkEvent] = []
+        if self._warm is not None:
+            # an input shorter than the warm-up: judge it against its own medians
+            out += self._start() if len(self._warm) >= 3 else []
+            self._warm = None
+        if self._state != self._OPEN:
+            self._end(complete=False)
+        out += self._flush()
+        return out
+
+    def _begin(self, ear_level: float, app_level: float) -> None:
+        dip = self._dip or [self._recent[-1]]
+        first = dip[0]
+        # the samples before the dip, for the onset fit -- never from the previous blink
+        pre = [r for r in self._recent if self._floor_t < r[_T] < first[_T]]
         self._ev = {
-            "start": start, "end": start, "baseline": (bs, bl, br),
-            "min": math.inf, "peak": start, "min_left": math.nan, "min_right": math.nan,
-            # the frames before confirmation and during the blink, for the onset fit at the end
-            "samples": list(self._recent) if self.cfg.onset_model == "quadratic" else None,
+            "start": (int(first[_F]), first[_T]), "end": (int(first[_F]), first[_T]),
+            "baseline": (float(self._stats[1]), float(self._stats[2]), float(self._stats[3])),
+            "samples": list(dip), "pre": pre, "cue_ear": False, "cue_app": False, "complete": True,
         }
+        self._note_cue(ear_level, app_level)
+        self._dip = []
         self._state = self._CLOSED
 
-    def _refined_onset(self, ev: dict[str, Any]) -> tuple[int, float] | None:
-        """Onset from the quadratic fit over the closing phase up to half depth (None: too few frames)."""
-        samples = ev["samples"]
-        if not samples or len(samples) < self.cfg.onset_min_samples:
+    def _end(self, *, complete: bool) -> None:
+        """The blink in progress ended: hold it for merge_gap_ms (merge with a close successor)."""
+        ev = self._ev
+        self._ev = {}
+        self._state = self._OPEN
+        self._dip = []
+        ev["complete"] = complete
+        if not complete and self._last is not None and self._last[0] > ev["end"][0]:
+            ev["end"] = self._last
+        self._floor_t = ev["end"][1]
+        ev["after"] = []
+        prev = self._pending
+        if prev is not None and complete and (ev["start"][1] - prev["end"][1]) * 1000 < self.cfg.merge_gap_ms:
+            prev["samples"] = prev["samples"] + prev["after"] + ev["samples"]
+            prev["end"] = ev["end"]
+            prev["cue_ear"] |= ev["cue_ear"]
+            prev["cue_app"] |= ev["cue_app"]
+            prev["complete"] = complete
+            prev["after"] = []
+            return
+        if prev is not None:
+            # not mergeable: settle the previous one first (it is emitted at the next flush)
+            self._ready.append(prev)
+        self._pending = ev
+
+    def _flush(self) -> list[BlinkEvent]:
+        evs = self._ready + ([self._pending] if self._pending is not None else [])
+        self._ready = []
+        self._pending = None
+        out = []
+        for ev in evs:
+            b = self._event(ev)
+            if b is not None:
+                out.append(b)
+        return out
+
+    # -- measures ---------------------------------------------------------------------------------------
+    def _onset_fit(self, rows: np.ndarray, col: int, base: float, peak_t: float) -> int | None:
+        """Row index of the quadratic-fit onset over the closing phase up to half depth (None: too few)."""
+        if self.cfg.onset_model != "quadratic" or len(rows) < self.cfg.onset_min_samples:
             return None
-        rec = np.asarray(samples, dtype=np.float64)
-        base = ev["baseline"][0]
-        peak_t = ev["peak"][1]
-        half = base - 0.5 * (base - ev["min"])
-        # up to the first frame at or below half depth, on the way down to the peak
-        below = np.nonzero((rec[:, 2] <= half) & (rec[:, 1] <= peak_t))[0]
-        stop = int(below[0]) + 1 if len(below) else len(rec)
-        if stop < self.cfg.onset_min_samples:
+        y = rows[:, col]
+        ok = np.isfinite(y)
+        if ok.sum() < self.cfg.onset_min_samples:
             return None
-        t0 = quadratic_onset(rec[:stop, 1], rec[:stop, 2])
+        ymin = float(np.nanmin(y[rows[:, _T] <= peak_t])) if (rows[:, _T] <= peak_t).any() else math.nan
+        if math.isnan(ymin):
+            return None
+        half = base - 0.5 * (base - ymin)
+        below = np.nonzero(ok & (y <= half) & (rows[:, _T] <= peak_t))[0]
+        stop = int(below[0]) + 1 if len(below) else len(rows)
+        sel = np.nonzero(ok[:stop])[0]
+        if len(sel) < self.cfg.onset_min_samples:
+            return None
+        t0 = quadratic_onset(rows[sel, _T], y[sel])
         if t0 is None:
             return None
-        k = int(np.argmin(np.abs(rec[:stop, 1] - t0)))  # the frame nearest the knee
-        return int(rec[k, 0]), float(rec[k, 1])
+        return int(sel[int(np.argmin(np.abs(rows[sel, _T] - t0)))])
 
-    def _track(self, frame: int, t: float, sig: float, ratio: float, left: float, right: float) -> None:
-        ev = self._ev
-        if ratio < self.cfg.onset_ratio:
-            ev["end"] = (frame, t)  # last frame still below the open level
-        if sig < ev["min"]:
-            ev["min"] = sig
-            ev["peak"] = (frame, t)
-        if ev["samples"] is not None:
-            ev["samples"].append((frame, t, sig))
-        ev["min_left"] = _nanmin(ev["min_left"], left)
-        ev["min_right"] = _nanmin(ev["min_right"], right)
-
-    def _close(self, *, complete: bool) -> BlinkEvent | None:
-        ev = self._ev
-        self._state = self._OPEN
-        self._dip_start = None
-        self._ev = {}
-        (f0, t0), (f1, t1) = self._refined_onset(ev) or ev["start"], ev["end"]
-        if not complete and self._last is not None and self._last[0] > f1:
-            f1, t1 = self._last  # incomplete: up to the last frame seen
+    def _event(self, ev: dict[str, Any]) -> BlinkEvent | None:
+        cfg = self.cfg
+        inside = np.asarray(ev["samples"], dtype=np.float64).reshape(-1, 8)
+        pre = np.asarray(ev["pre"], dtype=np.float64).reshape(-1, 8)
+        f1, t1 = ev["end"]
+        inside = inside[inside[:, _T] <= t1]
+        if len(inside) == 0:
+            return None
+        # peak: deepest combined EAR ratio (detection level where the EAR is missing)
+        depth_sig = np.where(np.isfinite(inside[:, _R]), inside[:, _R], inside[:, _D])
+        k_peak = int(np.nanargmin(depth_sig)) if np.isfinite(depth_sig).any() else 0
+        peak_f, peak_t = int(inside[k_peak, _F]), float(inside[k_peak, _T])
+        f0, t0 = ev["start"]
+        trace = np.concatenate([pre, inside]) if len(pre) else inside
+        k0 = self._onset_fit(trace[trace[:, _T] <= peak_t], _R, 1.0, peak_t)
+        if k0 is not None and trace[k0, _T] <= t0:
+            f0, t0 = int(trace[k0, _F]), float(trace[k0, _T])
         duration_ms = (t1 - t0) * 1000
-        if complete and duration_ms < self.cfg.min_duration_ms:
+        if ev["complete"] and duration_ms < cfg.min_duration_ms:
             return None
         bs, bl, br = ev["baseline"]
+        with np.errstate(all="ignore"):
+            min_ratio = float(np.nanmin(inside[:, _R])) if np.isfinite(inside[:, _R]).any() else _NAN
+            min_l = float(np.nanmin(inside[:, _EL])) if np.isfinite(inside[:, _EL]).any() else _NAN
+            min_r = float(np.nanmin(inside[:, _ER])) if np.isfinite(inside[:, _ER]).any() else _NAN
+        amplitude = _amp(min_ratio, 1.0)
+        min_ear = bs * min_ratio if not math.isnan(min_ratio) else _NAN
+        # per-eye spans: the run below onset_ratio around that eye's minimum (onset refined as above)
+        eye: dict[str, Any] = {}
+        for side, col in (("left", _RL), ("right", _RR)):
+            span = self._eye_span(trace, col, float(trace[0, _T]), t1)
+            for key, val in zip(("start_frame", "end_frame", "start_s", "end_s"), span, strict=True):
+                eye[f"{key}_{side}"] = val
+        # velocities of the smoothed ratio over onset..offset
+        seg = trace[(trace[:, _T] >= t0) & (trace[:, _T] <= t1) & np.isfinite(trace[:, _R])]
+        closing_v = opening_v = _NAN
+        if len(seg) >= 2:
+            ys = _smooth(seg[:, _R], seg[:, _T], cfg.smooth_ms)
+            v = np.gradient(ys, seg[:, _T]) if len(seg) >= 2 else np.zeros(1)
+            before, after = seg[:, _T] <= peak_t, seg[:, _T] >= peak_t
+            closing_v = float(max(0.0, -v[before].min())) if before.any() else _NAN
+            opening_v = float(max(0.0, v[after].max())) if after.any() else _NAN
+        end_ratio = float(inside[-1, _R]) if np.isfinite(inside[-1, _R]) else _NAN
+        opening_amplitude = (end_ratio - min_ratio) if not (math.isnan(end_ratio) or math.isnan(min_ratio)) else _NAN
+        # partial vs full: relative to the subject's full closure (a high quantile of this session's amplitudes)
+        if not math.isnan(amplitude):
+            self._amplitudes.append(amplitude)
+        if len(self._amplitudes) >= cfg.full_closure_min_events:
+            full = float(np.quantile(self._amplitudes, cfg.full_closure_quantile))
+        else:
+            full = cfg.full_closure_amplitude
+        partial = bool(math.isnan(amplitude) or amplitude < cfg.partial_fraction * full)
+        cue = "both" if ev["cue_ear"] and ev["cue_app"] else ("appearance" if ev["cue_app"] else "ear")
         self._count += 1
         return BlinkEvent(
             blink=self._count, start_frame=f0, end_frame=f1, start_s=t0, end_s=t1,
-            duration_ms=duration_ms, peak_frame=ev["peak"][0], peak_s=ev["peak"][1],
-            baseline_ear=bs, min_ear=ev["min"], amplitude=_amp(ev["min"], bs),
-            baseline_ear_left=bl, min_ear_left=ev["min_left"], amplitude_left=_amp(ev["min_left"], bl),
-            baseline_ear_right=br, min_ear_right=ev["min_right"], amplitude_right=_amp(ev["min_right"], br),
-            complete=complete,
+            duration_ms=duration_ms, peak_frame=min(max(peak_f, f0), f1), peak_s=min(max(peak_t, t0), t1),
+            baseline_ear=bs, min_ear=min_ear, amplitude=amplitude,
+            baseline_ear_left=bl, min_ear_left=min_l, amplitude_left=_amp(min_l, bl),
+            baseline_ear_right=br, min_ear_right=min_r, amplitude_right=_amp(min_r, br),
+            complete=bool(ev["complete"]), **eye,
+            opening_amplitude=opening_amplitude, closing_velocity=closing_v, opening_velocity=opening_v,
+            partial=partial, full_closure_amplitude=full, cue=cue,
         )
+
+    def _eye_span(self, trace: np.ndarray, col: int, t_lo: float,
+                  t_hi: float) -> tuple[int | None, int | None, float, float]:
+        sel = trace[(trace[:, _T] >= t_lo) & (trace[:, _T] <= t_hi)]
+        y = sel[:, col]
+        if not np.isfinite(y).any():
+            return None, None, _NAN, _NAN
+        k = int(np.nanargmin(y))
+        if not y[k] < self.cfg.onset_ratio:
+            return None, None, _NAN, _NAN
+        a = k
+        while a > 0 and np.isfinite(y[a - 1]) and y[a - 1] < self.cfg.onset_ratio:
+            a -= 1
+        b = k
+        while b + 1 < len(y) and np.isfinite(y[b + 1]) and y[b + 1] < self.cfg.onset_ratio:
+            b += 1
+        lo = sel[: k + 1]
+        fit = self._onset_fit(sel[: k + 1], col, 1.0, float(sel[k, _T])) if len(lo) else None
+        if fit is not None and fit <= a:
+            a = fit
+        return int(sel[a, _F]), int(sel[b, _F]), float(sel[a, _T]), float(sel[b, _T])

@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="landmark worker processes (default: physical cores); 0 or 1 = single process")
     _add_run_options(p)
+    from eyeblink.analysis import add_cli_options
+
+    add_cli_options(p)  # conditioning: --trials, --calibration, --plots, --nwb, ...
 
     d = sub.add_parser("demo", help="generate a 500 FPS recording with planted blinks and process it",
                        description="Render a 640x480 grayscale 500 FPS recording of a real face photo "
@@ -156,18 +159,25 @@ def _progress_factory(disabled: bool) -> Any:
 
 
 def cmd_process(args: argparse.Namespace) -> int:
+    from eyeblink.analysis import config_from_args, options_from_args
     from eyeblink.runner import process_paths
 
-    cfg = _config_from_args(args)
+    cfg = config_from_args(_config_from_args(args), args)
     from eyeblink.parallel import physical_cores
 
     results, failures = process_paths([Path(p) for p in args.inputs], Path(args.output), cfg,
                                       progress=_progress_factory(args.no_progress),
-                                      workers=physical_cores() if args.workers is None else args.workers)
+                                      workers=physical_cores() if args.workers is None else args.workers,
+                                      analysis=options_from_args(args))
     for r in results:
         s = r.summary
         print(f"{r.stem}: {r.frames} frames, face in {r.faces}, {len(r.blinks)} blinks, "
               f"{(s['timings'].get('fps') or 0):.0f} FPS -> {r.outputs['frames'].parent}")
+        if s.get("trials"):
+            tr = s["trials"]
+            pct = tr["percent_cr"]
+            print(f"{r.stem}: {tr['trials']} trials, {tr['scored_trials']} with a valid baseline, CR in "
+                  f"{tr['cr_trials']} ({'-' if pct is None else f'{pct:.0f}%'})")
     for _path, err in failures:
         print(f"eyeblink: error: {err}", file=sys.stderr)
     return failures[0][1].exit_code if failures else 0

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eyeblink.errors import ConfigError
+from eyeblink.science_config import ClosureConfig, TrialConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -33,6 +34,12 @@ class DetectConfig:
     ``detect_every``: run the detector on every N-th frame and reuse the last
     face box in between (the box is re-detected early when the landmark fit
     drifts). 1 = detect on every frame, as the original study did.
+
+    Accelerator settings (``tensorflow`` and ``ipu`` backends; the CPU backend ignores them),
+    see :class:`eyeblink.detect.AcceleratorOptions`: ``jit_compile`` (XLA), ``prefetch_depth``
+    (batches prepared ahead of the device, 1..255), ``io_tiles`` (IPU tiles reserved for I/O:
+    0 or even in [32, 192]) and ``replicas`` (IPUs each running a copy); ``io_tiles`` and
+    ``replicas`` > 1 are only valid with ``backend = "ipu"``.
     """
 
     backend: str = "litert"
@@ -42,6 +49,10 @@ class DetectConfig:
     num_threads: int = 1
     batch_size: int = 1
     detect_every: int = 1
+    jit_compile: bool = True
+    prefetch_depth: int = 2
+    io_tiles: int = 0
+    replicas: int = 1
 
     def __post_init__(self) -> None:
         _require(0.0 < self.score_threshold < 1.0,
@@ -50,6 +61,24 @@ class DetectConfig:
         _require(self.num_threads >= 1, f"detect.num_threads must be >= 1, got {self.num_threads}")
         _require(self.batch_size >= 1, f"detect.batch_size must be >= 1, got {self.batch_size}")
         _require(self.detect_every >= 1, f"--detect-every must be >= 1, got {self.detect_every}")
+        self.accelerator()  # validates jit_compile, prefetch_depth, io_tiles, replicas
+        from eyeblink.detect import BackendName
+
+        if str(self.backend).strip().lower() != BackendName.IPU.value:
+            _require(self.io_tiles == 0 and self.replicas == 1,
+                     f"detect.io_tiles and detect.replicas are IPU settings, but detect.backend is "
+                     f"{self.backend!r} (io_tiles={self.io_tiles}, replicas={self.replicas}); "
+                     "set backend = \"ipu\" or remove them")
+
+    def accelerator(self) -> Any:
+        """These settings as :class:`eyeblink.detect.AcceleratorOptions` (raises ConfigError if invalid)."""
+        from eyeblink.detect import AcceleratorOptions
+
+        try:
+            return AcceleratorOptions(jit_compile=self.jit_compile, prefetch_depth=self.prefetch_depth,
+                                      io_tiles=self.io_tiles, replicas=self.replicas)
+        except ConfigError as exc:
+            raise ConfigError(f"detect.{exc}") from None
 
 
 @dataclass(frozen=True)
@@ -68,25 +97,40 @@ class LandmarkConfig:
 
 @dataclass(frozen=True)
 class BlinkConfig:
-    """Online blink detection over the EAR trace (all times in milliseconds).
+    """Online blink detection over the per-eye EAR traces (all times in milliseconds, never frames).
 
-    The threshold is relative to the subject's own open-eye baseline: the
-    median EAR over the last ``baseline_window_ms`` of frames outside blinks.
-    A blink starts when EAR/baseline falls below ``close_ratio`` and ends when
-    it climbs back above ``open_ratio`` (hysteresis). Its reported span is
-    widened to where the ratio left / regained ``onset_ratio``.
+    The full definition is in :mod:`eyeblink.blinks`. In short: each eye's EAR is divided by its
+    own open-eye baseline (median over ``baseline_window_ms`` outside blinks); a blink starts
+    when the mean ratio falls below ``close_ratio`` -- or below ``1 - noise_k`` robust sigmas of
+    its own noise when that is deeper -- or when the eye patches differ from their open-eye
+    templates by ``appearance_z`` robust sigmas (``appearance``), and ends when the signal climbs
+    back above ``open_ratio`` then ``onset_ratio`` (hysteresis). The first ``min_baseline_ms`` are
+    buffered and re-scanned once the baseline exists. Blinks closer than ``merge_gap_ms`` merge.
+    A blink is ``partial`` when its amplitude is below ``partial_fraction`` of the subject's full
+    closure: the ``full_closure_quantile`` of the session's blink amplitudes (the prior
+    ``full_closure_amplitude`` until ``full_closure_min_events`` blinks were seen).
     """
 
     close_ratio: float = 0.80
     open_ratio: float = 0.87
     onset_ratio: float = 0.92
     baseline_window_ms: float = 3000.0
-    min_baseline_ms: float = 100.0
+    min_baseline_ms: float = 1000.0
     min_duration_ms: float = 30.0
     max_gap_ms: float = 100.0
     onset_model: str = "quadratic"
     onset_search_ms: float = 100.0
     onset_min_samples: int = 8
+    noise_k: float = 0.0  # off by default: k = 2..4 lost recall on zju-dev
+    appearance: bool = True
+    appearance_z: float = 6.0
+    appearance_min_sigma: float = 0.005
+    merge_gap_ms: float = 30.0
+    smooth_ms: float = 10.0
+    partial_fraction: float = 0.6
+    full_closure_quantile: float = 0.9
+    full_closure_min_events: int = 3
+    full_closure_amplitude: float = 0.5
 
     def __post_init__(self) -> None:
         _require(self.onset_model in ("quadratic", "threshold"),
@@ -96,9 +140,17 @@ class BlinkConfig:
         _require(0.0 < self.close_ratio < self.open_ratio <= self.onset_ratio < 1.0,
                  "blink ratios must satisfy 0 < close_ratio < open_ratio <= onset_ratio < 1, got "
                  f"close={self.close_ratio}, open={self.open_ratio}, onset={self.onset_ratio}")
-        for name in ("baseline_window_ms", "min_baseline_ms", "max_gap_ms"):
+        for name in ("baseline_window_ms", "min_baseline_ms", "max_gap_ms", "appearance_z", "appearance_min_sigma"):
             _require(getattr(self, name) > 0, f"blinks.{name} must be > 0, got {getattr(self, name)}")
-        _require(self.min_duration_ms >= 0, f"blinks.min_duration_ms must be >= 0, got {self.min_duration_ms}")
+        for name in ("min_duration_ms", "noise_k", "merge_gap_ms", "smooth_ms"):
+            _require(getattr(self, name) >= 0, f"blinks.{name} must be >= 0, got {getattr(self, name)}")
+        _require(self.min_baseline_ms <= self.baseline_window_ms,
+                 f"blinks.min_baseline_ms ({self.min_baseline_ms}) must be <= baseline_window_ms "
+                 f"({self.baseline_window_ms})")
+        for name in ("partial_fraction", "full_closure_quantile", "full_closure_amplitude"):
+            _require(0.0 < getattr(self, name) <= 1.0, f"blinks.{name} must be in (0, 1], got {getattr(self, name)}")
+        _require(self.full_closure_min_events >= 1,
+                 f"blinks.full_closure_min_events must be >= 1, got {self.full_closure_min_events}")
 
 
 @dataclass(frozen=True)
@@ -108,6 +160,8 @@ class RunConfig:
     detect: DetectConfig = field(default_factory=DetectConfig)
     landmarks: LandmarkConfig = field(default_factory=LandmarkConfig)
     blinks: BlinkConfig = field(default_factory=BlinkConfig)
+    closure: ClosureConfig = field(default_factory=ClosureConfig)
+    trials: TrialConfig = field(default_factory=TrialConfig)
     fps: float | None = None
     max_frames: int | None = None
 
@@ -129,7 +183,8 @@ class RunConfig:
         return asdict(self)
 
 
-_SECTIONS = {"detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig}
+_SECTIONS = {"detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig,
+             "closure": ClosureConfig, "trials": TrialConfig}
 
 
 def load_preset(path: str | Path) -> RunConfig:

@@ -49,7 +49,9 @@ def score_demo(truth: SyntheticTruth, events: list[BlinkEvent]) -> DemoScore:
     """Match detections to planted blinks by time overlap, one to one, in time order."""
     fps = truth.config.fps
     used: set[int] = set()
-    pairs, missed, partial = [], [], []
+    pairs: list[tuple[PlantedBlink, BlinkEvent]] = []
+    partial: list[tuple[PlantedBlink, BlinkEvent]] = []
+    missed: list[PlantedBlink] = []
     for p in truth.blinks:
         cands = [i for i, e in enumerate(events)
                  if i not in used and e.start_s <= p.end_s and e.end_s >= p.onset_s]

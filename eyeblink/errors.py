@@ -57,3 +57,19 @@ class WorkerError(EyeblinkError):
     """A pipeline worker process failed; carries its traceback text."""
 
     exit_code = 3
+
+
+class TrialFileError(EyeblinkError):
+    """A trials file or sync CSV is missing, malformed, or contradicts itself (e.g. US before CS).
+
+    Checked before the first frame (the run stops); a mismatch only visible after an input was processed
+    (a frame number beyond its last frame) fails that input only.
+    """
+
+
+class CalibrationError(EyeblinkError):
+    """The eyelid-closure (FEC) calibration cannot be made from the named segment or session."""
+
+
+class MissingExtraError(ConfigError):
+    """An option needs an optional dependency (an extra such as ``plots`` or ``nwb``) that is not installed."""

@@ -9,6 +9,10 @@ null packets decode to nothing, line up).
 Scoring convention (the dataset README): a detected blink matches a ground-truth
 blink when their frame spans overlap; matching is one-to-one (largest overlap
 first); precision, recall, F1 and the onset error in frames (detected - true).
+Only the annotated frames can be judged: a detection lying entirely before the
+first or after the last ``frameID`` of the ``.tag`` is neither a hit nor a false
+positive (ZJU tags often start a few frames in and stop up to 12 frames before
+the video ends); it is counted as ``unscored``.
 """
 
 from __future__ import annotations
@@ -52,6 +56,17 @@ class TagFile:
     frame_ids: tuple[int, ...]
     blinks: tuple[Span, ...]
     header: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def annotated(self) -> Span:
+        """The span of annotated frame IDs (first to last line)."""
+        return Span(min(self.frame_ids), max(self.frame_ids))
+
+
+def within(spans: Sequence[Span], annotated: Span) -> tuple[list[Span], int]:
+    """(spans overlapping the annotated range, number of spans entirely outside it)."""
+    kept = [s for s in spans if s.overlap(annotated) > 0]
+    return kept, len(spans) - len(kept)
 
 
 def read_tag(path: str | Path) -> TagFile:
@@ -218,6 +233,7 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
     analyzer = build_analyzer(config)
     rows: list[dict[str, Any]] = []
     total = EMPTY
+    unscored = 0
     groups: dict[str, Score] = defaultdict(lambda: EMPTY)
     print(f"{'video':<28} {'truth':>5} {'det':>4} {'TP':>3} {'FP':>3} {'FN':>3} {'P':>6} {'R':>6} "
           f"{'F1':>6} {'onset':>6}")
@@ -231,7 +247,7 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
                         raise DatasetError(f"{video} has no nominal frame rate; pass --fps")
                     analyzer.reset()
                     res = process_source(src, outdir, config, analyzer=analyzer, progress=progress)
-                    spans = detected_spans(res.blinks, src, fps)
+                    spans, outside = within(detected_spans(res.blinks, src, fps), tag.annotated)
             except DatasetError:
                 raise
             except EyeblinkError as exc:
@@ -241,7 +257,8 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
             else:
                 sc = match_events(tag.blinks, spans)
                 rows.append({"video": str(video), "group": group_of(video), "truth": len(tag.blinks),
-                             "detected": len(res.blinks), **sc.as_dict()})
+                             "detected": len(res.blinks), "unscored": outside, **sc.as_dict()})
+                unscored += outside
                 print(f"{video.stem:<28} {len(tag.blinks):>5} {len(res.blinks):>4} {sc.tp:>3} {sc.fp:>3} "
                       f"{sc.fn:>3} {sc.precision:>6.3f} {sc.recall:>6.3f} {sc.f1:>6.3f} {sc.mean_onset:>+6.2f}")
             total = total + sc
@@ -258,14 +275,15 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
     print(f"{'OVERALL':<28} {total.tp + total.fn:>5} {total.tp + total.fp:>4} {total.tp:>3} {total.fp:>3} "
           f"{total.fn:>3} {total.precision:>6.3f} {total.recall:>6.3f} {total.f1:>6.3f} {total.mean_onset:>+6.2f}")
     print(f"onset error: mean {total.mean_onset:+.2f} frames, mean |error| {total.mean_abs_onset:.2f} frames")
+    print(f"unscored: {unscored} detection(s) entirely outside the annotated frames")
     if json_path is not None:
         from eyeblink.export import clean_json
 
-        report = {"dataset": str(dataset), "overall": total.as_dict(),
+        report = {"dataset": str(dataset), "overall": total.as_dict(), "unscored": unscored,
                   "groups": {g: s.as_dict() for g, s in groups.items()}, "videos": rows,
                   "settings": config.to_dict()}
         json_path.write_text(json.dumps(clean_json(report), indent=2) + "\n", encoding="utf-8")
     return 0
 
 
-__all__ = ["Score", "Span", "TagFile", "asdict", "match_events", "read_tag", "run_eval"]
+__all__ = ["Score", "Span", "TagFile", "asdict", "match_events", "read_tag", "run_eval", "within"]

@@ -645,7 +645,8 @@ class _Run:
             elif kind == "error":
                 _, role, wid, frame, line, tb, user_error = msg
                 pid = self.loader.pid if role == "loader" else self.workers[wid].pid
-                self._reported.add(pid)
+                if pid is not None:
+                    self._reported.add(pid)
                 if role == "loader" and isinstance(user_error, EyeblinkError) and failure is None:
                     source_error = user_error
                     limit = min(limit, frame)

@@ -21,6 +21,7 @@ import numpy as np
 
 from eyeblink import __version__
 from eyeblink.blinks import BlinkDetector, BlinkEvent
+from eyeblink.closure import OnlineClosure
 from eyeblink.config import RunConfig
 from eyeblink.errors import EyeblinkError, NoFaceError
 from eyeblink.export import ResultWriter, clean_json
@@ -44,6 +45,7 @@ class FrameResult:
     detected: bool
     ear_left: float = math.nan
     ear_right: float = math.nan
+    eye_patches: np.ndarray | None = None  # (2, 12, 24) uint8 (landmarks.eye_patches): the blink appearance cue
 
     @property
     def ear(self) -> float:
@@ -149,7 +151,8 @@ class FrameAnalyzer:
         if detected:
             self._iod_ref = fit.inter_ocular
         self._face = face
-        return FrameResult(frame.index, frame.timestamp_s, face, detected, fit.ear_left, fit.ear_right)
+        return FrameResult(frame.index, frame.timestamp_s, face, detected, fit.ear_left, fit.ear_right,
+                           fit.patches)
 
     def _drifted(self, face: FaceDetection, pts: np.ndarray, iod: float) -> bool:
         x0, y0, x1, y1 = face.box
@@ -167,6 +170,7 @@ class SessionSink:
         self.cfg = config
         self.clock = clock
         self.blinks = BlinkDetector(config.blinks)
+        self.closure = OnlineClosure(config.closure)  # provisional FEC; finalised after the run
         self.events: list[BlinkEvent] = []
         self.frames = 0
         self.faces = 0
@@ -178,15 +182,17 @@ class SessionSink:
 
     def add(self, r: FrameResult) -> None:
         t0 = time.perf_counter()
-        for ev in self.blinks.update(r.index, r.timestamp_s, r.ear_left, r.ear_right):
+        for ev in self.blinks.update(r.index, r.timestamp_s, r.ear_left, r.ear_right, r.eye_patches):
             self._blink(ev)
         t1 = time.perf_counter()
         self.clock.add("blinks", t1 - t0)
         f = r.face
         box = f.box if f is not None else (None, None, None, None)
+        base = self.blinks.baseline
         self.writer.write_frame((
             r.index, r.timestamp_s, int(f is not None), r.ear_left, r.ear_right, r.ear,
-            self.blinks.baseline, int(r.detected), f.score if f is not None else None, *box,
+            base, int(r.detected), f.score if f is not None else None, *box,
+            self.closure.update(r.timestamp_s, r.ear, base),
         ))
         self.clock.add("write", time.perf_counter() - t1)
         self.frames += 1
@@ -201,6 +207,8 @@ class SessionSink:
     def _blink(self, ev: BlinkEvent) -> None:
         self.events.append(ev)
         self.writer.write_blink(ev)
+        if ev.complete:
+            self.closure.add_response(ev.amplitude)
 
     def finish(self) -> None:
         for ev in self.blinks.finish():
@@ -330,6 +338,7 @@ def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clo
         "blink_rate_per_min": len(complete) / dur * 60 if dur > 0 else None,
         "mean_blink_duration_ms": float(np.mean([e.duration_ms for e in complete])) if complete else None,
         "mean_blink_amplitude": float(np.mean([e.amplitude for e in complete])) if complete else None,
+        "closure": sink.closure.calibration.as_dict(),  # replaced by the session calibration after the run
         "timings": {
             "wall_s": wall_s,
             "fps": sink.frames / wall_s if wall_s > 0 else None,

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eyeblink.analysis import AnalysisOptions, finalize
 from eyeblink.config import RunConfig
 from eyeblink.errors import (
     BackendUnavailableError,
@@ -61,24 +62,30 @@ def build_analyzer(config: RunConfig) -> FrameAnalyzer:
 def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
                   progress: ProgressFactory | None = None,
                   analyzer: FrameAnalyzer | None = None,
-                  workers: int = 1) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
+                  workers: int = 1,
+                  analysis: AnalysisOptions | None = None) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     """Process every input into ``outdir``; returns the results and the per-input failures.
 
     ``workers`` > 1 runs the multiprocess pipeline (:mod:`eyeblink.parallel`) with that many
-    landmark workers; 0 or 1 runs the single-process reference.
+    landmark workers; 0 or 1 runs the single-process reference. After each input,
+    :func:`eyeblink.analysis.finalize` calibrates its FEC column and writes trials, plots and NWB as
+    ``analysis`` asks (checked before the first frame).
     """
     check_inputs(paths)
+    opts = analysis or AnalysisOptions()
+    opts.check(paths)
     ensure_output_dir(outdir)
     if workers > 1 and analyzer is None:
         from eyeblink.parallel import ParallelConfig, ParallelPipeline
 
         pipe = ParallelPipeline(config, ParallelConfig(workers=workers))
-        return _run_each(paths, config, lambda src: pipe.process_source(src, outdir, progress=progress))
+        return _run_each(paths, config,
+                         lambda src: finalize(pipe.process_source(src, outdir, progress=progress), config, opts))
     ref = analyzer or build_analyzer(config)
 
     def one(source: FrameSource) -> RunResult:
         ref.reset()
-        return process_source(source, outdir, config, analyzer=ref, progress=progress)
+        return finalize(process_source(source, outdir, config, analyzer=ref, progress=progress), config, opts)
 
     return _run_each(paths, config, one)
 

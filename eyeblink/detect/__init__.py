@@ -26,7 +26,15 @@ import numpy as np
 
 from eyeblink.errors import BackendUnavailableError, ConfigError
 
-__all__ = ["INPUT_SIZE", "NUM_ANCHORS", "NUM_COORDS", "BackendName", "Detector", "create_detector"]
+__all__ = [
+    "INPUT_SIZE",
+    "NUM_ANCHORS",
+    "NUM_COORDS",
+    "AcceleratorOptions",
+    "BackendName",
+    "Detector",
+    "create_detector",
+]
 
 #: Side of the square network input, in pixels.
 INPUT_SIZE = 128
@@ -72,6 +80,41 @@ class Detector(Protocol):
     ) -> None: ...
 
 
+#: I/O tiles: 0 (off) or an even number in this range (Poplar's limits).
+IO_TILES_RANGE = (32, 192)
+
+
+@dataclass(frozen=True, slots=True)
+class AcceleratorOptions:
+    """Settings of the accelerator backends (``tensorflow``, ``ipu``); CPU backends ignore them.
+
+    ``jit_compile``: compile the network with XLA (``tf.function(jit_compile=True)``); on GPUs
+    this fuses the depthwise/pointwise pairs and is what makes batch 512 fast. ``prefetch_depth``:
+    batches the host prepares ahead of the device (``tf.data`` prefetch; the IPU infeed's
+    ``prefetch_depth``, 1..255); 2 was best in the seed study. ``io_tiles``: IPU tiles reserved for
+    host I/O so that transfers overlap compute (0 = off, else even, 32..192; 64 for throughput,
+    32 for low latency). ``replicas``: IPUs running a copy of the model each (data parallel).
+    """
+
+    jit_compile: bool = True
+    prefetch_depth: int = 2
+    io_tiles: int = 0
+    replicas: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.jit_compile, bool):
+            raise ConfigError(f"jit_compile must be true or false, got {self.jit_compile!r}")
+        if not isinstance(self.prefetch_depth, int) or not 1 <= self.prefetch_depth <= 255:
+            raise ConfigError(f"prefetch_depth must be a whole number in [1, 255], got {self.prefetch_depth!r}")
+        lo, hi = IO_TILES_RANGE
+        if not isinstance(self.io_tiles, int) or not (
+            self.io_tiles == 0 or (lo <= self.io_tiles <= hi and self.io_tiles % 2 == 0)
+        ):
+            raise ConfigError(f"io_tiles must be 0 (off) or an even number in [{lo}, {hi}], got {self.io_tiles!r}")
+        if not isinstance(self.replicas, int) or self.replicas < 1:
+            raise ConfigError(f"replicas must be a whole number >= 1, got {self.replicas!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class _BackendEntry:
     """Where a backend lives and what it needs: ``module:attr`` plus its pip extra."""
@@ -80,6 +123,7 @@ class _BackendEntry:
     attr: str
     requires: str | None  # top-level module that must be importable, checked before importing
     install: str  # how to get it
+    accelerated: bool = False  # the factory takes ``accelerator=AcceleratorOptions``
 
 
 _REGISTRY: dict[BackendName, _BackendEntry] = {
@@ -87,13 +131,18 @@ _REGISTRY: dict[BackendName, _BackendEntry] = {
         "eyeblink.detect.litert", "LiteRTDetector", "ai_edge_litert", 'pip install "ai-edge-litert>=1.2"'
     ),
     BackendName.TENSORFLOW: _BackendEntry(
-        "eyeblink.detect.tensorflow", "TensorFlowDetector", "tensorflow", 'pip install "eyeblink[tf]"'
+        "eyeblink.detect.tensorflow",
+        "TensorFlowDetector",
+        "tensorflow",
+        'pip install "eyeblink[tf]" (CPU; on NVIDIA GPUs: pip install "tensorflow[and-cuda]")',
+        accelerated=True,
     ),
     BackendName.IPU: _BackendEntry(
         "eyeblink.detect.ipu",
         "IPUDetector",
         "tensorflow.python.ipu",
         "install Graphcore's TensorFlow wheel from the Poplar SDK (extra: eyeblink[ipu])",
+        accelerated=True,
     ),
 }
 
@@ -112,10 +161,26 @@ def _parse_backend(backend: BackendName | str) -> BackendName:
 
 
 def _requirement_importable(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it.
+
+    For a dotted name (``tensorflow.python.ipu``) only the top-level package is located by
+    ``find_spec``; the rest is looked up on disk, so asking whether the IPU build of TensorFlow is
+    there does not import the whole of TensorFlow (seconds, and log noise) to find out it is not.
+    """
+    top, _, rest = module.partition(".")
     try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package is missing or broken
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):  # a broken package
         return False
+    if spec is None:
+        return False
+    if not rest:
+        return True
+    for location in spec.submodule_search_locations or ():
+        base = Path(location).joinpath(*rest.split("."))
+        if (base / "__init__.py").is_file() or base.with_suffix(".py").is_file():
+            return True
+    return False
 
 
 def create_detector(
@@ -124,6 +189,7 @@ def create_detector(
     model_path: Path | None = None,
     num_threads: int = 1,
     batch_size: int = 1,
+    accelerator: AcceleratorOptions | None = None,
 ) -> Detector:
     """Build a detector backend by name.
 
@@ -154,5 +220,9 @@ def create_detector(
             f"or choose another backend (valid choices: {_choices()})"
         ) from exc
     factory = getattr(module, entry.attr)
-    detector: Detector = factory(model_path=model_path, num_threads=num_threads, batch_size=batch_size)
+    if entry.accelerated:
+        detector: Detector = factory(model_path=model_path, num_threads=num_threads, batch_size=batch_size,
+                                     accelerator=accelerator or AcceleratorOptions())
+    else:  # CPU backends have no accelerator settings; presets may still carry them (ignored here)
+        detector = factory(model_path=model_path, num_threads=num_threads, batch_size=batch_size)
     return detector

@@ -1,0 +1,308 @@
+"""After a recording is processed: the session's FEC calibration, trials, plots and NWB.
+
+:func:`finalize` runs once per input when the pipeline has written every frame row:
+
+1. reads ``<stem>.frames.csv`` back, calibrates FEC on the whole session (:mod:`eyeblink.closure`) and
+   rewrites the file's ``closure`` column atomically (temporary file + rename: a crash during the
+   rewrite leaves the provisional file, never a half-written one);
+2. with trials (``--trials``): scores them (:mod:`eyeblink.trials`) into ``<stem>.trials.csv`` and
+   ``<stem>.traces.csv``;
+3. adds ``closure`` and ``trials`` sections to ``<stem>.summary.json``;
+4. ``--plots``: ``<stem>.trace.png``, ``<stem>.heatmap.png``, ``<stem>.cr_blocks.png`` (:mod:`eyeblink.plots`);
+5. ``--nwb``: ``<stem>.nwb`` (:mod:`eyeblink.nwb`).
+
+Everything that can be checked before the first frame (trials files parse, the extras import) is
+checked by :meth:`AnalysisOptions.check` first. Only the standard library is imported at module level
+(the CLI imports this module to build its parser).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eyeblink.errors import ConfigError, MissingExtraError, TrialFileError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from eyeblink.closure import ClosureCalibration
+    from eyeblink.config import RunConfig
+    from eyeblink.pipeline import RunResult
+    from eyeblink.trials import Trial, TrialFile, TrialResult
+
+EXTRAS = {"plots": ("matplotlib", "--plots"), "nwb": ("pynwb", "--nwb")}
+
+
+def require_extra(extra: str) -> None:
+    """Raise :class:`MissingExtraError` naming the pip command when ``extra``'s package is missing."""
+    import importlib.util
+
+    module, flag = EXTRAS[extra]
+    if importlib.util.find_spec(module) is None:
+        raise MissingExtraError(f"{flag} needs {module}, which is not installed; "
+                                f"pip install 'eyeblink[{extra}]' (or pip install {module})")
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """What to do after each input beyond the frame/blink files (the per-session inputs and outputs).
+
+    ``trials``: a trials file or sync CSV used for every input, or a folder holding ``<stem>.csv`` per
+    input. ``sync_column`` / ``us_sync_column``: read ``trials`` as a sync CSV (TTL rising edges).
+    """
+
+    trials: Path | None = None
+    sync_column: str | None = None
+    us_sync_column: str | None = None
+    plots: bool = False
+    nwb: bool = False
+
+    def __post_init__(self) -> None:
+        if self.sync_column is not None and self.trials is None:
+            raise ConfigError("--sync-column needs --trials SYNC.csv (the CSV that holds the column)")
+        if self.us_sync_column is not None and self.sync_column is None:
+            raise ConfigError("--us-sync-column needs --sync-column (the CS line) as well")
+
+    def trials_path(self, stem: str) -> Path | None:
+        if self.trials is None:
+            return None
+        if self.trials.is_dir():
+            return self.trials / f"{stem}.csv"
+        return self.trials
+
+    def load_trials(self, stem: str) -> TrialFile | None:
+        from eyeblink.trials import read_sync, read_trials
+
+        path = self.trials_path(stem)
+        if path is None:
+            return None
+        if self.trials is not None and self.trials.is_dir() and not path.is_file():
+            raise TrialFileError(f"no trials file for input {stem!r}: expected {path} in the --trials folder")
+        if self.sync_column is not None:
+            return read_sync(path, self.sync_column, self.us_sync_column)
+        return read_trials(path)
+
+    def check(self, inputs: Sequence[Path]) -> None:
+        """Fail before any frame is processed: extras installed, trials files present and well formed."""
+        if self.plots:
+            require_extra("plots")
+        if self.nwb:
+            require_extra("nwb")
+        if self.trials is None:
+            return
+        if not self.trials.exists():
+            raise TrialFileError(f"trials file not found: {self.trials} — check the path given to --trials")
+        if self.trials.is_file() and len(inputs) > 1:
+            raise TrialFileError(f"one trials file ({self.trials}) for {len(inputs)} inputs; give a folder with "
+                                 "<stem>.csv per input to --trials, or process the inputs one at a time")
+        for p in inputs:
+            self.load_trials(p.name if p.is_dir() else p.stem)
+
+
+# ------------------------------------------------------------------------------------------ CLI
+
+
+def add_cli_options(p: argparse.ArgumentParser) -> None:
+    """The ``process`` options for conditioning sessions."""
+    g = p.add_argument_group("conditioning: eyelid closure (FEC), trials, CRs, plots, NWB")
+    g.add_argument("--trials", metavar="CSV_OR_DIR", default=None,
+                   help="trials file: one row per trial with cs_onset_s (or _ms, _frame), optional us_onset_*, "
+                        "cs_duration_*, us_duration_*, trial, trial_type, cs_type, us_type; or a folder with "
+                        "<stem>.csv per input. Writes <stem>.trials.csv and <stem>.traces.csv")
+    g.add_argument("--sync-column", metavar="NAME", default=None,
+                   help="read --trials as a per-sample sync CSV (time column timestamp_s, time_ms or frame) and "
+                        "take CS onsets from the rising edges of this TTL column")
+    g.add_argument("--us-sync-column", metavar="NAME", default=None,
+                   help="with --sync-column: take US onsets from the rising edges of this column")
+    g.add_argument("--calibration", metavar="START_S:END_S", default=None, type=_segment,
+                   help="calibrate full eyelid closure (FEC = 1) on this segment of the recording, e.g. US-alone "
+                        "puffs (default: the session's largest blinks and URs)")
+    g.add_argument("--cr-threshold", metavar="FEC", type=float, default=None,
+                   help="a CR is FEC at least this far above the pre-CS baseline in the CR window (default 0.1)")
+    g.add_argument("--block-size", metavar="N", type=int, default=None,
+                   help="trials per block for the average-CR plot and the block column (default 10)")
+    g.add_argument("--plots", action="store_true",
+                   help="also write PNG plots: EAR/FEC trace, per-trial closure heat map, mean CR per block "
+                        "(needs the plots extra: matplotlib)")
+    g.add_argument("--nwb", action="store_true",
+                   help="also write <stem>.nwb: EAR, FEC, blinks and trials with CR metrics (needs the nwb extra)")
+
+
+def _segment(text: str) -> tuple[float, float]:
+    start, sep, end = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        seg = (float(start), float(end))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected START_S:END_S in seconds (e.g. 0:5), got {text!r}") from None
+    if not 0 <= seg[0] < seg[1]:
+        raise argparse.ArgumentTypeError(f"expected 0 <= START_S < END_S, got {text!r}")
+    return seg
+
+
+def config_from_args(cfg: RunConfig, args: argparse.Namespace) -> RunConfig:
+    """Apply the conditioning flags to the config tree (``None`` = keep the preset's value)."""
+    cfg = cfg.with_overrides("closure", calibration_s=getattr(args, "calibration", None))
+    return cfg.with_overrides("trials", cr_threshold=getattr(args, "cr_threshold", None),
+                              block_size=getattr(args, "block_size", None))
+
+
+def options_from_args(args: argparse.Namespace) -> AnalysisOptions:
+    trials = getattr(args, "trials", None)
+    return AnalysisOptions(trials=Path(trials) if trials else None, sync_column=getattr(args, "sync_column", None),
+                           us_sync_column=getattr(args, "us_sync_column", None),
+                           plots=bool(getattr(args, "plots", False)), nwb=bool(getattr(args, "nwb", False)))
+
+
+# ------------------------------------------------------------------------------------------ session data
+
+
+@dataclass(frozen=True)
+class SessionData:
+    """The frame rows of one processed input, as arrays, plus its calibration and trials."""
+
+    frame: np.ndarray
+    t: np.ndarray
+    ear: np.ndarray
+    ear_left: np.ndarray
+    ear_right: np.ndarray
+    baseline: np.ndarray  # the running baseline, warm-up back-filled
+    amplitude: np.ndarray  # 1 - ear / baseline
+    closure: np.ndarray  # FEC
+    calibration: ClosureCalibration
+    trials: tuple[Trial, ...] = ()
+    results: tuple[TrialResult, ...] = ()
+
+
+def read_frames(path: Path) -> tuple[list[str], list[list[str]]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        raise ConfigError(f"{path} is empty; it should start with the header {path.name} was written with")
+    return rows[0], rows[1:]
+
+
+def _column(header: list[str], rows: list[list[str]], name: str) -> np.ndarray:
+    import numpy as np
+
+    k = header.index(name)
+    return np.array([float(r[k]) if r[k] != "" else np.nan for r in rows], dtype=np.float64)
+
+
+def _filled(baseline: np.ndarray) -> np.ndarray:
+    """The running baseline with its warm-up (leading NaNs) and any later holes filled by the nearest value."""
+    import numpy as np
+
+    b = baseline.copy()
+    ok = np.isfinite(b)
+    if not ok.any():
+        return b
+    idx = np.where(ok, np.arange(len(b)), 0)
+    np.maximum.accumulate(idx, out=idx)
+    b = b[idx]
+    first = int(np.argmax(ok))
+    b[:first] = b[first]
+    return b
+
+
+def calibrate_session(cfg: RunConfig, t: np.ndarray, amplitude: np.ndarray, blink_amplitudes: Sequence[float],
+                      trials: Sequence[Trial]) -> ClosureCalibration:
+    """The final calibration: the named segment, else the blinks' and URs' amplitudes (see eyeblink.closure)."""
+    import numpy as np
+
+    from eyeblink.closure import from_responses, from_segment, running_median, smoothing_samples
+
+    if cfg.closure.calibration_s is not None:
+        return from_segment(cfg.closure, t, amplitude)
+    smooth = running_median(amplitude, smoothing_samples(t, cfg.closure.smooth_ms))
+    urs = []
+    for tr in trials:
+        if tr.paired:
+            m = (t >= tr.us_onset_s) & (t <= tr.us_onset_s + cfg.trials.ur_window_ms / 1000.0)
+            if np.isfinite(smooth[m]).any():
+                urs.append(float(np.nanmax(smooth[m])))
+    return from_responses(cfg.closure, [*blink_amplitudes, *urs])
+
+
+def _write_csv_atomic(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    from eyeblink.export import _cell
+
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(header)
+        w.writerows([_cell(v) for v in r] for r in rows)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+def finalize(result: RunResult, config: RunConfig, options: AnalysisOptions | None = None) -> RunResult:
+    """The post-run pass over one processed input (see the module docstring); returns the result with
+    the new outputs and summary."""
+    import numpy as np
+
+    from eyeblink.closure import closure_amplitude
+    from eyeblink.export import _cell, clean_json
+    from eyeblink.trials import TRACE_COLUMNS, TRIAL_COLUMNS, score_trials, session_summary, trial_traces
+
+    options = options or AnalysisOptions()
+    frames_path = result.outputs["frames"]
+    header, rows = read_frames(frames_path)
+    if "closure" not in header:
+        raise ConfigError(f"{frames_path} has no closure column; it was written by another eyeblink version")
+    frame = _column(header, rows, "frame").astype(np.int64)
+    t = _column(header, rows, "timestamp_s")
+    ear, ear_l, ear_r = (_column(header, rows, c) for c in ("ear", "ear_left", "ear_right"))
+    baseline = _filled(_column(header, rows, "baseline_ear"))
+    amplitude = closure_amplitude(ear, baseline)
+
+    tf = options.load_trials(result.stem)
+    trials = tf.resolve(frame_times=t, fps=config.fps) if tf is not None else ()
+    blink_amps = [e.amplitude for e in result.blinks if e.complete]
+    cal = calibrate_session(config, t, amplitude, blink_amps, trials)
+    fec = cal.fec(amplitude)
+
+    k = header.index("closure")
+    for r, v in zip(rows, fec, strict=True):
+        r[k] = _cell(float(v))
+    _write_csv_atomic(frames_path, header, rows)
+
+    outputs = dict(result.outputs)
+    summary = dict(result.summary)
+    summary["closure"] = cal.as_dict()
+    results: list[TrialResult] = []
+    if trials:
+        results = score_trials(trials, t, fec, config.trials, frames=frame)
+        stem = result.stem
+        outdir = frames_path.parent
+        outputs["trials"] = outdir / f"{stem}.trials.csv"
+        outputs["traces"] = outdir / f"{stem}.traces.csv"
+        _write_csv_atomic(outputs["trials"], TRIAL_COLUMNS, [r.as_row() for r in results])
+        _write_csv_atomic(outputs["traces"], TRACE_COLUMNS,
+                          trial_traces(trials, results, t, fec, ear, config.trials, frames=frame))
+        summary["trials"] = {"source": str(tf.path) if tf is not None else None, **session_summary(results)}
+    data = SessionData(frame, t, ear, ear_l, ear_r, baseline, amplitude, fec, cal, tuple(trials), tuple(results))
+    if options.plots:
+        from eyeblink.plots import write_plots
+
+        outputs.update(write_plots(data, result.blinks, config, frames_path.parent, result.stem))
+    if options.nwb:
+        from eyeblink.nwb import write_nwb
+
+        outputs["nwb"] = write_nwb(data, result.blinks, config, frames_path.parent / f"{result.stem}.nwb", summary)
+    summary["outputs"] = {k: str(v) for k, v in outputs.items()}
+    summary = clean_json(summary)
+    spath = outputs["summary"]
+    tmp = spath.with_name(spath.name + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    tmp.replace(spath)
+    return replace(result, summary=summary, outputs=outputs)

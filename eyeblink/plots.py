@@ -1,0 +1,222 @@
+"""PNG figures of a processed session (the ``plots`` extra: matplotlib; ``eyeblink process --plots``).
+
+* ``<stem>.trace.png``: EAR per eye with the open-eye baseline (top) and FEC (bottom) over the
+  whole recording, blinks shaded, CS (shaded for its duration) and US (line) of each trial marked.
+  Long recordings are drawn as a min/max envelope per pixel column, so every blink stays visible.
+* ``<stem>.heatmap.png`` (with trials): one row per trial, FEC against time from CS onset on the
+  frame-interval grid, CS onset and US onset marked, CR trials ticked on the right.
+* ``<stem>.cr_blocks.png`` (with trials): mean FEC above the pre-CS baseline per block of
+  ``trials.block_size`` trials against time from CS onset (early blocks dark, late blocks light),
+  ±SEM shaded, CR window start, US onset and the CR criterion marked.
+
+matplotlib is imported inside the functions, with the non-interactive Agg backend.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from eyeblink.analysis import SessionData
+    from eyeblink.blinks import BlinkEvent
+    from eyeblink.config import RunConfig
+
+CS_COLOUR = "#1f77b4"
+US_COLOUR = "#d62728"
+BLINK_COLOUR = "#ff7f0e"
+DPI = 120
+_CALIBRATED_ON = {"segment": "the calibration segment", "responses": "the session's blinks and URs",
+                  "default": "nothing: default"}
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def envelope(t: np.ndarray, y: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """A min/max envelope of ``y`` in ``bins`` time bins (``t`` and ``y`` as they are when short)."""
+    if len(t) <= 2 * bins:
+        return t, y
+    edges = np.linspace(t[0], t[-1], bins + 1)
+    idx = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, bins - 1)
+    lo = np.full(bins, np.nan)
+    hi = np.full(bins, np.nan)
+    ok = np.isfinite(y)
+    np.fmin.at(lo, idx[ok], y[ok])
+    np.fmax.at(hi, idx[ok], y[ok])
+    mid = (edges[:-1] + edges[1:]) / 2
+    return np.repeat(mid, 2), np.column_stack([lo, hi]).ravel()
+
+
+def trial_grid(data: SessionData, config: RunConfig) -> tuple[np.ndarray, np.ndarray]:
+    """FEC per trial on a regular grid of times from CS onset (ms): ``(grid_ms, matrix[trials, grid])``.
+
+    Each grid point takes the nearest frame; a grid point farther than 1.5 frame intervals from any
+    frame (dropped frames, outside the recording) is NaN.
+    """
+    cfg = config.trials
+    t = data.t
+    dt_ms = float(np.median(np.diff(t))) * 1000.0 if len(t) > 1 else 2.0
+    grid = np.arange(-cfg.trace_pre_ms, cfg.trace_post_ms + dt_ms / 2, dt_ms)
+    out = np.full((len(data.trials), len(grid)), np.nan)
+    for k, tr in enumerate(data.trials):
+        want = tr.cs_onset_s + grid / 1000.0
+        j = np.clip(np.searchsorted(t, want), 1, max(1, len(t) - 1))
+        left = np.clip(j - 1, 0, len(t) - 1)
+        right = np.clip(j, 0, len(t) - 1)
+        near = np.where(np.abs(t[left] - want) <= np.abs(t[right] - want), left, right)
+        vals = data.closure[near]
+        far = np.abs(t[near] - want) * 1000.0 > 1.5 * dt_ms
+        out[k] = np.where(far, np.nan, vals)
+    return grid, out
+
+
+def plot_trace(data: SessionData, blinks: Sequence[BlinkEvent], path: Path, title: str) -> Path:
+    plt = _pyplot()
+    fig, (ax_ear, ax_fec) = plt.subplots(2, 1, figsize=(12, 5.5), sharex=True,
+                                         gridspec_kw={"height_ratios": [1, 1.2]}, constrained_layout=True)
+    bins = 2000
+    for y, label, colour in ((data.ear_left, "left eye", "#2ca02c"), (data.ear_right, "right eye", "#9467bd")):
+        ax_ear.plot(*envelope(data.t, y, bins), lw=0.7, color=colour, label=label)
+    ax_ear.plot(*envelope(data.t, data.baseline, bins), lw=1.0, ls="--", color="0.3", label="open-eye baseline")
+    ax_ear.set_ylabel("EAR")
+    ax_ear.set_title(title)
+    ax_fec.plot(*envelope(data.t, data.closure, bins), lw=0.8, color="black", label="FEC")
+    ax_fec.axhline(0, color="0.6", lw=0.6)
+    ax_fec.axhline(1, color="0.6", lw=0.6, ls=":")
+    for k, ev in enumerate(blinks):
+        for ax in (ax_ear, ax_fec):
+            ax.axvspan(ev.start_s, max(ev.end_s, ev.start_s + 0.002), color=BLINK_COLOUR, alpha=0.25, lw=0,
+                       label="blink" if (k == 0 and ax is ax_fec) else None)
+    for k, tr in enumerate(data.trials):
+        cs_end = tr.cs_onset_s + (tr.cs_duration_ms / 1000.0 if math.isfinite(tr.cs_duration_ms) else 0.0)
+        if cs_end > tr.cs_onset_s:
+            ax_fec.axvspan(tr.cs_onset_s, cs_end, ymin=0.92, ymax=1.0, color=CS_COLOUR, alpha=0.6, lw=0,
+                           label="CS" if k == 0 else None)
+        else:
+            ax_fec.axvline(tr.cs_onset_s, color=CS_COLOUR, lw=0.8, label="CS" if k == 0 else None)
+        if tr.paired:
+            ax_fec.axvline(tr.us_onset_s, color=US_COLOUR, lw=0.8, label="US" if k == 0 else None)
+    ax_fec.set_ylabel("eyelid closure (FEC)")
+    ax_fec.set_xlabel("time (s, recording timestamps)")
+    lo = np.nanpercentile(data.closure, 0.5) if np.isfinite(data.closure).any() else 0.0
+    hi = np.nanmax(data.closure) if np.isfinite(data.closure).any() else 1.0
+    ax_fec.set_ylim(min(-0.1, lo - 0.05), max(1.15, hi + 0.05))
+    if len(data.t):
+        ax_fec.set_xlim(data.t[0], data.t[-1])
+    ax_ear.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
+    ax_fec.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def plot_heatmap(data: SessionData, config: RunConfig, path: Path, title: str) -> Path:
+    plt = _pyplot()
+    grid, mat = trial_grid(data, config)
+    n = len(data.trials)
+    fig, ax = plt.subplots(figsize=(8, 2.6 + min(6.0, 0.13 * n)), constrained_layout=True)
+    dt = grid[1] - grid[0] if len(grid) > 1 else 1.0
+    cmap = plt.get_cmap("viridis").with_extremes(bad="0.85")  # grey: no frame (outside the recording, gaps)
+    im = ax.imshow(np.ma.masked_invalid(mat), aspect="auto", interpolation="nearest", cmap=cmap, vmin=0.0, vmax=1.0,
+                   extent=(grid[0] - dt / 2, grid[-1] + dt / 2, n + 0.5, 0.5))
+    ax.axvline(0, color="#4fc3f7", lw=1.5, ls="--", label="CS onset")  # visible on viridis and on white
+    isis = [tr.isi_ms for tr in data.trials if tr.paired]
+    if isis and len(isis) == n and np.ptp(isis) < dt:  # one line only when every trial has the same US
+        ax.axvline(float(np.median(isis)), color=US_COLOUR, lw=1.5, label="US onset")
+    else:
+        for k, tr in enumerate(data.trials):
+            if tr.paired:
+                ax.plot([tr.isi_ms] * 2, [k + 0.5, k + 1.5], color=US_COLOUR, lw=1.5,
+                        label="US onset" if k == next(i for i, x in enumerate(data.trials) if x.paired) else None)
+    ax.set_xlabel("time from CS onset (ms)")
+    ax.set_ylabel("trial (* = CR)")
+    labels = [f"{tr.trial}{'*' if r.cr else ''}" for tr, r in zip(data.trials, data.results, strict=True)]
+    step = max(1, math.ceil(n / 25))
+    ax.set_yticks(range(1, n + 1, step), labels[::step])
+    ax.set_title(title)
+    handles, labels = ax.get_legend_handles_labels()
+    if np.isnan(mat).any():
+        from matplotlib.patches import Patch
+
+        handles.append(Patch(color="0.85"))
+        labels.append("no frame (outside the recording or dropped)")
+    cb = fig.colorbar(im, ax=ax, extend="both", pad=0.02, fraction=0.05, aspect=25)
+    cb.set_label("eyelid closure (FEC)")
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def plot_blocks(data: SessionData, config: RunConfig, path: Path, title: str) -> Path:
+    plt = _pyplot()
+    cfg = config.trials
+    grid, mat = trial_grid(data, config)
+    base = np.array([r.baseline_fec for r in data.results])
+    mat = mat - base[:, None]
+    blocks = sorted({r.block for r in data.results})
+    cmap = plt.get_cmap("viridis")
+    fig, ax = plt.subplots(figsize=(10, 4.5), constrained_layout=True)
+    for b in blocks:
+        rows = [k for k, r in enumerate(data.results) if r.block == b and r.baseline_valid]
+        if not rows:
+            continue
+        colour = cmap(0.85 * (blocks.index(b) / max(1, len(blocks) - 1)))
+        with np.errstate(all="ignore"):
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns (outside the recording)
+                mean = np.nanmean(mat[rows], axis=0)
+                sem = np.nanstd(mat[rows], axis=0) / np.sqrt(np.maximum(1, np.isfinite(mat[rows]).sum(0)))
+        first, last = data.trials[rows[0]].trial, data.trials[rows[-1]].trial
+        label = f"block {b}: trial {first}" if first == last else f"block {b}: trials {first}–{last}"
+        ax.plot(grid, mean, color=colour, lw=1.5, label=f"{label} (n={len(rows)})")
+        if len(rows) > 1:
+            ax.fill_between(grid, mean - sem, mean + sem, color=colour, alpha=0.2, lw=0)
+    isis = [tr.isi_ms for tr in data.trials if tr.paired]
+    durs = [tr.cs_duration_ms for tr in data.trials if math.isfinite(tr.cs_duration_ms)]
+    if durs:
+        ax.axvspan(0, float(np.median(durs)), color=CS_COLOUR, alpha=0.08, lw=0, label="CS")
+    ax.axvline(0, color=CS_COLOUR, lw=1, ls="--", label="CS onset")
+    ax.axvline(cfg.cr_start_ms, color="0.5", lw=0.8, ls=":", label=f"CR window start ({cfg.cr_start_ms:g} ms)")
+    if isis:
+        ax.axvline(float(np.median(isis)), color=US_COLOUR, lw=1.2, label="US onset")
+    ax.axhline(cfg.cr_threshold, color="0.3", lw=0.8, ls="-.", label=f"CR criterion (+{cfg.cr_threshold:g})")
+    ax.axhline(0, color="0.7", lw=0.6)
+    ax.set_xlim(grid[0], grid[-1])
+    ax.set_xlabel("time from CS onset (ms)")
+    ax.set_ylabel("eyelid closure above baseline (FEC)")
+    ax.set_title(title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def write_plots(data: SessionData, blinks: Sequence[BlinkEvent], config: RunConfig, outdir: Path,
+                stem: str) -> dict[str, Path]:
+    """Write the session's PNGs into ``outdir``; returns ``{"plot_trace": path, ...}``."""
+    out = {"plot_trace": plot_trace(data, blinks, outdir / f"{stem}.trace.png",
+                                    f"{stem}: eye aspect ratio and eyelid closure (FEC = 1 at 1 - EAR/baseline = "
+                                    f"{data.calibration.full_amplitude:.2f}, calibrated on "
+                                    f"{_CALIBRATED_ON[data.calibration.method]})")}
+    if data.trials:
+        out["plot_heatmap"] = plot_heatmap(data, config, outdir / f"{stem}.heatmap.png",
+                                           f"{stem}: eyelid closure per trial, aligned to CS onset")
+        out["plot_cr_blocks"] = plot_blocks(
+            data, config, outdir / f"{stem}.cr_blocks.png",
+            f"{stem}: mean conditioned response per block of {config.trials.block_size} "
+            f"trial{'s' if config.trials.block_size != 1 else ''}")
+    return out

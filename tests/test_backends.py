@@ -1,0 +1,397 @@
+"""Accelerator backends: the .tflite reader, the Keras/XLA rebuild vs LiteRT, IPU settings, presets, bench.
+
+The TensorFlow tests skip only when ``tensorflow`` cannot be imported (``pip install
+"eyeblink[tf]"``). The IPU backend cannot run without Graphcore hardware and SDK; its settings,
+``IPUConfig`` mapping and outfeed plumbing are tested here as plain Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from eyeblink.config import DetectConfig, load_preset
+from eyeblink.detect import AcceleratorOptions, create_detector
+from eyeblink.detect.blazeface import letterbox
+from eyeblink.detect.ipu_settings import IPUSettings, OutfeedDrainer, ResultRouter, apply_ipu_config, ipu_settings
+from eyeblink.detect.tflite_graph import read_tflite_graph
+from eyeblink.errors import BackendUnavailableError, ConfigError, ModelFileError
+from eyeblink.presets import resolve_preset
+from eyeblink.weights import blazeface_path
+
+# --------------------------------------------------------------------------- .tflite reader
+
+
+def test_tflite_graph_reads_the_shipped_model() -> None:
+    g = read_tflite_graph(blazeface_path())
+    assert g.op_counts() == {"CONV_2D": 21, "RELU": 17, "DEPTHWISE_CONV_2D": 16, "ADD": 16, "PAD": 11,
+                             "MAX_POOL_2D": 3, "RESHAPE": 4, "CONCATENATION": 2}
+    assert set(g.outputs) == {"regressors", "classificators"}
+    assert g.shapes[g.input] == (1, 128, 128, 3)
+    first = g.ops[0]
+    assert first.kind == "CONV_2D" and first.options["strides"] == (2, 2) and first.options["padding"] == "same"
+    kernel = g.constants[first.inputs[1]]
+    assert kernel.dtype == np.float32 and kernel.shape == (24, 5, 5, 3)
+    # the float16 weights were widened exactly
+    assert np.array_equal(kernel, kernel.astype(np.float16).astype(np.float32))
+    pads = [op.options["paddings"] for op in g.ops if op.kind == "PAD"]
+    assert all(p[:3].sum() == 0 and p[3, 0] == 0 and p[3, 1] > 0 for p in pads)  # channel padding only
+
+
+@pytest.mark.parametrize("content", [b"", b"not a model at all", b"\x00" * 64])
+def test_tflite_graph_rejects_other_files(tmp_path: Path, content: bytes) -> None:
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(content)
+    with pytest.raises(ModelFileError, match=r"bad\.tflite"):
+        read_tflite_graph(bad)
+
+
+def test_tflite_graph_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ModelFileError, match="cannot be read"):
+        read_tflite_graph(tmp_path / "missing.tflite")
+
+
+# --------------------------------------------------------------------------- options, config, presets
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({}, None),
+        ({"io_tiles": 32}, None),
+        ({"io_tiles": 192, "prefetch_depth": 255, "replicas": 4, "jit_compile": False}, None),
+        ({"io_tiles": 30}, "io_tiles"),
+        ({"io_tiles": 63}, "io_tiles"),
+        ({"io_tiles": 194}, "io_tiles"),
+        ({"prefetch_depth": 0}, "prefetch_depth"),
+        ({"prefetch_depth": 256}, "prefetch_depth"),
+        ({"replicas": 0}, "replicas"),
+        ({"jit_compile": "yes"}, "jit_compile"),
+    ],
+)
+def test_accelerator_options_validation(kwargs: dict, error: str | None) -> None:
+    if error is None:
+        AcceleratorOptions(**kwargs)
+    else:
+        with pytest.raises(ConfigError, match=error):
+            AcceleratorOptions(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"backend": "ipu", "io_tiles": 64, "replicas": 2}, None),
+        ({"backend": "tensorflow", "jit_compile": False, "prefetch_depth": 4}, None),
+        ({"backend": "litert", "io_tiles": 64}, "IPU settings"),
+        ({"backend": "tensorflow", "replicas": 2}, "IPU settings"),
+        ({"backend": "ipu", "io_tiles": 10}, r"detect\.io_tiles"),
+        ({"backend": "tensorflow", "prefetch_depth": 0}, r"detect\.prefetch_depth"),
+    ],
+)
+def test_detect_config_accelerator_fields(kwargs: dict, error: str | None) -> None:
+    if error is None:
+        cfg = DetectConfig(**kwargs)
+        assert cfg.accelerator() == AcceleratorOptions(
+            **{k: v for k, v in kwargs.items() if k in ("jit_compile", "prefetch_depth", "io_tiles", "replicas")})
+    else:
+        with pytest.raises(ConfigError, match=error):
+            DetectConfig(**kwargs)
+
+
+PRESETS = {
+    # name: (backend, batch_size, jit_compile, prefetch_depth, io_tiles, replicas)
+    "cpu": ("litert", 1, False, 2, 0, 1),
+    "gpu": ("tensorflow", 512, True, 2, 0, 1),
+    "ipu-mk1": ("ipu", 32, True, 2, 64, 1),
+    "ipu-mk2": ("ipu", 64, True, 2, 64, 1),
+    "low-latency": ("ipu", 16, True, 1, 32, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_device_presets(name: str) -> None:
+    d = load_preset(resolve_preset(name)).detect
+    assert (d.backend, d.batch_size, d.jit_compile, d.prefetch_depth, d.io_tiles, d.replicas) == PRESETS[name]
+    if name == "low-latency":
+        assert d.batch_size <= 16
+
+
+def test_preset_with_invalid_io_tiles(tmp_path: Path) -> None:
+    p = tmp_path / "bad.toml"
+    p.write_text('[detect]\nbackend = "ipu"\nio_tiles = 33\n')
+    with pytest.raises(ConfigError, match="io_tiles"):
+        load_preset(p)
+
+
+# --------------------------------------------------------------------------- IPU settings (no SDK needed)
+
+
+@pytest.mark.parametrize(
+    ("preset", "fields"),
+    [
+        ("ipu-mk1", {"auto_select_ipus": 1, "io_tiles.num_io_tiles": 64, "io_tiles.place_ops_on_io_tiles": True,
+                     "io_tiles.available_memory_proportion": 0.9}),
+        ("ipu-mk2", {"auto_select_ipus": 1, "io_tiles.num_io_tiles": 64, "io_tiles.place_ops_on_io_tiles": True,
+                     "io_tiles.available_memory_proportion": 0.9}),
+        ("low-latency", {"auto_select_ipus": 1, "io_tiles.num_io_tiles": 32, "io_tiles.place_ops_on_io_tiles": True,
+                         "io_tiles.available_memory_proportion": 0.9}),
+    ],
+)
+def test_ipu_settings_from_presets(preset: str, fields: dict) -> None:
+    d = load_preset(resolve_preset(preset)).detect
+    s = ipu_settings(batch_size=d.batch_size, accelerator=d.accelerator())
+    assert s.ipu_config_fields() == fields
+    assert s.batch_size == d.batch_size and s.prefetch_depth == d.prefetch_depth
+    assert s.images_per_execution == d.batch_size
+
+
+def test_ipu_settings_without_io_tiles_and_replicas() -> None:
+    s = ipu_settings(batch_size=8, accelerator=AcceleratorOptions(replicas=4), steps_per_execution=3)
+    assert s.ipu_config_fields() == {"auto_select_ipus": 4}
+    assert not s.place_ops_on_io_tiles
+    assert (s.images_per_step, s.images_per_execution) == (32, 96)
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"batch_size": 0}, "batch_size"),
+        ({"steps_per_execution": 0}, "steps_per_execution"),
+        ({"replicas": 17}, "replicas"),
+        ({"num_io_tiles": 31}, "io_tiles"),
+        ({"num_io_tiles": 0, "place_ops_on_io_tiles": True}, "place_ops_on_io_tiles"),
+        ({"io_tiles_available_memory_proportion": 0.0}, "available_memory_proportion"),
+        ({"prefetch_depth": 0}, "prefetch_depth"),
+    ],
+)
+def test_ipu_settings_validation(change: dict, error: str) -> None:
+    base = ipu_settings(batch_size=32, accelerator=AcceleratorOptions(io_tiles=64)).to_dict()
+    with pytest.raises(ConfigError, match=error):
+        IPUSettings(**{**base, **change})
+
+
+def _fake_ipu_config() -> SimpleNamespace:
+    """The attribute tree of Graphcore's IPUConfig that the backend touches."""
+    return SimpleNamespace(auto_select_ipus=[], io_tiles=SimpleNamespace(
+        num_io_tiles=0, place_ops_on_io_tiles=False, available_memory_proportion=0.9))
+
+
+def test_apply_ipu_config_sets_fields() -> None:
+    s = ipu_settings(batch_size=64, accelerator=AcceleratorOptions(io_tiles=64, replicas=2))
+    cfg = apply_ipu_config(s, _fake_ipu_config())
+    assert cfg.auto_select_ipus == 2
+    assert (cfg.io_tiles.num_io_tiles, cfg.io_tiles.place_ops_on_io_tiles) == (64, True)
+
+
+def test_apply_ipu_config_old_sdk() -> None:
+    s = ipu_settings(batch_size=64, accelerator=AcceleratorOptions(io_tiles=64))
+    with pytest.raises(BackendUnavailableError, match=r"io_tiles\.num_io_tiles.*newer Poplar SDK"):
+        apply_ipu_config(s, SimpleNamespace(auto_select_ipus=[]))
+
+
+class FakeOutfeed:
+    """Stands in for IPUOutfeedQueue: ``enqueue`` from the 'device', ``dequeue`` returns all since last."""
+
+    def __init__(self) -> None:
+        self._items: list[int] = []
+        self._lock = threading.Lock()
+
+    def enqueue(self, item: int) -> None:
+        with self._lock:
+            self._items.append(item)
+
+    def dequeue(self) -> list[int]:
+        with self._lock:
+            items, self._items = self._items, []
+        return items
+
+
+def test_outfeed_drainer_routes_results_in_order() -> None:
+    outfeed = FakeOutfeed()
+    router = ResultRouter()
+    drainer = OutfeedDrainer(outfeed.dequeue, router.deliver, poll_s=0.001).start()
+    tickets = [router.expect(3), router.expect(1), router.expect(2)]
+
+    def device() -> None:
+        for i in range(6):
+            time.sleep(0.002)
+            outfeed.enqueue(i)
+
+    threading.Thread(target=device).start()
+    got = [router.wait(t, timeout_s=5, check=drainer.check) for t in tickets]
+    drainer.stop()
+    assert got == [[0, 1, 2], [3], [4, 5]]
+    assert not drainer.alive
+
+
+def test_outfeed_drainer_failure_reaches_the_owner() -> None:
+    def broken() -> list[int]:
+        raise RuntimeError("device lost")
+
+    router = ResultRouter()
+    drainer = OutfeedDrainer(broken, router.deliver, poll_s=0.001).start()
+    ticket = router.expect(1)
+    with pytest.raises(RuntimeError, match="device lost"):
+        router.wait(ticket, timeout_s=5, check=drainer.check)
+    with pytest.raises(RuntimeError, match="device lost"):
+        drainer.stop()
+
+
+def test_result_router_unexpected_result() -> None:
+    with pytest.raises(RuntimeError, match="nobody asked"):
+        ResultRouter().deliver(1)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is not None
+                    and importlib.util.find_spec("tensorflow.python.ipu") is not None,
+                    reason="Graphcore's TensorFlow is installed: the IPU backend is available here")
+def test_ipu_backend_unavailable_names_the_sdk() -> None:
+    with pytest.raises(BackendUnavailableError, match="Poplar SDK"):
+        create_detector("ipu", batch_size=32, accelerator=AcceleratorOptions(io_tiles=64))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is not None
+                    and importlib.util.find_spec("tensorflow.python.ipu") is not None,
+                    reason="Graphcore's TensorFlow is installed: the IPU backend is available here")
+def test_cli_unavailable_backend_fails_before_reading_frames(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from eyeblink.cli import main
+
+    video = tmp_path / "not_a_video.avi"
+    video.write_bytes(b"garbage, never opened")  # a VideoOpenError would mean frames were read first
+    code = main(["process", str(video), "-o", str(tmp_path / "out"), "--pipeline", "ipu-mk2", "--workers", "1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1
+    assert "'ipu'" in err and "Poplar SDK" in err
+
+
+# --------------------------------------------------------------------------- TensorFlow vs LiteRT
+
+
+def _real_frames() -> np.ndarray:
+    """The astronaut letterboxed, and frames of the synthetic 500 FPS recording (gray -> RGB)."""
+    from skimage import data
+
+    from eyeblink.synth import render_frame
+
+    rng = np.random.default_rng(3)
+    frames = [letterbox(data.astronaut())[0]]
+    for t, closure in [(0.0, 0.0), (0.31, 0.5), (0.77, 1.0)]:
+        frames.append(letterbox(render_frame(t, closure, closure, rng))[0])
+    return np.stack(frames).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def tf_detector_factory():
+    pytest.importorskip("tensorflow")
+    return lambda batch, jit=True: create_detector("tensorflow", batch_size=batch, num_threads=1,
+                                                   accelerator=AcceleratorOptions(jit_compile=jit))
+
+
+def _batch(frames: np.ndarray, n: int) -> np.ndarray:
+    """``n`` real frames, cycled, with mild per-image brightness changes so that none repeat exactly."""
+    idx = np.arange(n) % frames.shape[0]
+    gain = np.linspace(0.85, 1.0, n, dtype=np.float32)[:, None, None, None]
+    return np.clip(frames[idx] * gain, -1.0, 1.0).astype(np.float32)
+
+
+def assert_matches_litert(r1: np.ndarray, s1: np.ndarray, r0: np.ndarray, s0: np.ndarray) -> None:
+    """The TF outputs agree with LiteRT's to float32 round-off of a 30-layer network.
+
+    Box/keypoint regressors (pixels of the 128x128 input, up to ~160): 99.9% within 2e-4 (the
+    "~1e-4" of the design), all within 1e-3. Score logits reach |150| on background anchors, so
+    they are compared relative to 1 + |logit| (1e-4), and as face probabilities (1e-5). For scale:
+    LiteRT's own two CPU kernels (XNNPACK vs the builtin reference kernels) differ by up to
+    3.5e-4 (regressors) and 1.0e-3 (logits) on these frames.
+    """
+    d = np.abs(r1.astype(np.float64) - r0)
+    assert np.percentile(d, 99.9) <= 2e-4, f"regressors: 99.9th percentile of |diff| = {np.percentile(d, 99.9):.2e}"
+    assert d.max() <= 1e-3, f"regressors: max |diff| = {d.max():.2e}"
+    rel = np.abs(s1.astype(np.float64) - s0) / (1.0 + np.abs(s0))
+    assert rel.max() <= 1e-4, f"scores: max |diff| / (1 + |logit|) = {rel.max():.2e}"
+    sigmoid = lambda v: 1.0 / (1.0 + np.exp(-np.clip(v.astype(np.float64), -80, 80)))  # noqa: E731
+    assert np.abs(sigmoid(s1) - sigmoid(s0)).max() <= 1e-5
+    assert np.array_equal(s1 > 0, s0 > 0)  # the same anchors see a face
+
+
+@pytest.mark.parametrize("batch", [1, 7, 64])
+def test_tensorflow_matches_litert(tf_detector_factory, batch: int) -> None:
+    x = _batch(_real_frames(), batch)
+    with create_detector("litert", batch_size=batch) as ref:
+        r0, s0 = ref.detect(x)
+    with tf_detector_factory(batch) as det:
+        r1, s1 = det.detect(x)
+        assert det.compile_seconds  # the first call compiled a program
+    assert r1.shape == (batch, 896, 16) and s1.shape == (batch, 896)
+    assert r1.dtype == np.float32 and s1.dtype == np.float32
+    assert_matches_litert(r1, s1, r0, s0)
+
+
+def test_tensorflow_without_xla_streams_and_buckets(tf_detector_factory) -> None:
+    x = _batch(_real_frames(), 11)
+    with create_detector("litert", batch_size=11) as ref:
+        r0, s0 = ref.detect(x)
+    with tf_detector_factory(8, jit=False) as det:
+        assert det.buckets == (1, 2, 4, 8)
+        r1, s1 = det.detect(x)  # 8 + 3 (padded to the bucket of 4)
+        assert set(det.compile_seconds) == {4, 8}
+        outs = list(det.detect_stream([x, x[:1], x[:5]]))
+    assert_matches_litert(r1, s1, r0, s0)
+    assert [o[0].shape[0] for o in outs] == [11, 1, 5]
+    np.testing.assert_array_equal(outs[0][0], r1)  # same program, same numbers
+    np.testing.assert_array_equal(outs[2][1], s1[:5])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [np.zeros((2, 128, 128, 3), np.float64), np.zeros((2, 64, 64, 3), np.float32), np.zeros((128, 128, 3), np.float32)],
+)
+def test_tensorflow_rejects_bad_batches(tf_detector_factory, bad: np.ndarray) -> None:
+    with tf_detector_factory(2, jit=False) as det, pytest.raises(ValueError, match="batch must"):
+        det.detect(bad)
+    with tf_detector_factory(2, jit=False) as det, pytest.raises(ValueError, match="batch must"):
+        list(det.detect_stream([bad]))
+
+
+def test_tensorflow_closed(tf_detector_factory) -> None:
+    det = tf_detector_factory(1, jit=False)
+    det.close()
+    det.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        det.detect(np.zeros((1, 128, 128, 3), np.float32))
+
+
+# --------------------------------------------------------------------------- bench detector
+
+
+def test_bench_detector_litert(tmp_path: Path) -> None:
+    from eyeblink import bench_detector
+
+    parser = bench_detector.add_arguments(argparse.ArgumentParser())
+    out_json, out_md = tmp_path / "b.json", tmp_path / "b.md"
+    args = parser.parse_args(["--backends", "litert", "--batch-sizes", "1,4", "--latency-batches", "1,2",
+                              "--images", "8", "--json", str(out_json), "--markdown", str(out_md)])
+    assert bench_detector.run(args) == 0
+    data = json.loads(out_json.read_text())
+    assert [p["batch_size"] for p in data["sweep"]] == [1, 4]
+    assert all(p["images_per_s"] > 0 and p["ms_per_image"] > 0 for p in data["sweep"])
+    assert [q["batch_size"] for q in data["latency"]] == [1, 2]
+    md = out_md.read_text()
+    assert "| litert | 4 |" in md and "images/s/W" in md
+
+
+@pytest.mark.parametrize(("text", "error"), [("1,x", "whole numbers"), ("0,2", ">= 1")])
+def test_bench_detector_bad_lists(text: str, error: str) -> None:
+    from eyeblink import bench_detector
+
+    parser = bench_detector.add_arguments(argparse.ArgumentParser())
+    with pytest.raises(ConfigError, match=error):
+        bench_detector.run_benchmark(parser.parse_args(["--batch-sizes", text]))

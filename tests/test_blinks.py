@@ -1,0 +1,336 @@
+"""The online blink detector: invariants of the state machine (hypothesis) and tables of cases.
+
+Traces are synthetic EAR signals ``ear(t)`` sampled at a chosen frame rate, so the same blink can
+be seen at 30 and at 500 FPS. No video, no dlib: these tests are fast.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eyeblink.blinks import BLINK_COLUMNS, BlinkDetector, BlinkEvent, patch_dissimilarity, quadratic_onset
+from eyeblink.config import BlinkConfig
+from eyeblink.errors import ConfigError
+
+OPEN = 0.30  # open-eye EAR of the synthetic subject
+
+
+def closure(t: np.ndarray, blinks: Sequence[tuple[float, float, float, float, float]]) -> np.ndarray:
+    """Lid closure in [0, 1] at times ``t`` for blinks ``(onset_s, closing_ms, closed_ms, opening_ms, depth)``.
+
+    Closing and opening are half cosines: the lid starts from rest, as real lids do.
+    """
+    c = np.zeros_like(t)
+    for onset, closing, closed, opening, depth in blinks:
+        a, b = onset + closing / 1000, onset + (closing + closed) / 1000
+        e = b + opening / 1000
+        x = np.where(t < onset, 0.0, np.where(t < a, (t - onset) / (a - onset), np.where(
+            t < b, 1.0, np.where(t < e, 1.0 - (t - b) / (e - b), 0.0))))
+        c = np.maximum(c, depth * (1 - np.cos(np.pi * x)) / 2)  # the lid starts and stops from rest
+    return c
+
+
+def run(ears: np.ndarray | Sequence[tuple[float, float]], fps: float, cfg: BlinkConfig | None = None,
+        t: np.ndarray | None = None, patches: Callable[[int], np.ndarray | None] | None = None) -> list[BlinkEvent]:
+    """Feed ``(left, right)`` EAR samples at ``fps`` (or at times ``t``); all events, in order."""
+    det = BlinkDetector(cfg)
+    arr = np.asarray(ears, dtype=np.float64).reshape(-1, 2)
+    times = np.arange(len(arr)) / fps if t is None else t
+    out: list[BlinkEvent] = []
+    for i, (el, er) in enumerate(arr):
+        out += det.update(i, float(times[i]), float(el), float(er), patches(i) if patches else None)
+    out += det.finish()
+    return out
+
+
+def trace(fps: float, duration_s: float, blinks: Sequence[tuple[float, float, float, float, float]],
+          *, left: float = OPEN, right: float = OPEN) -> np.ndarray:
+    t = np.arange(int(round(duration_s * fps))) / fps
+    c = closure(t, blinks)
+    return np.stack([left * (1 - c), right * (1 - c)], axis=1)
+
+
+def check_invariants(events: Sequence[BlinkEvent], cfg: BlinkConfig) -> None:
+    for e in events:
+        assert e.start_frame <= e.peak_frame <= e.end_frame
+        assert e.start_s <= e.peak_s <= e.end_s
+        assert e.duration_ms == pytest.approx((e.end_s - e.start_s) * 1000)
+        if e.complete:
+            assert e.duration_ms >= cfg.min_duration_ms - 1e-9
+        assert math.isnan(e.amplitude) or 0.0 <= e.amplitude <= 1.0
+        for v in (e.closing_velocity, e.opening_velocity):
+            assert math.isnan(v) or v >= 0.0
+        assert e.cue in ("ear", "appearance", "both")
+    for a, b in zip(events, events[1:], strict=False):
+        assert a.end_frame < b.start_frame, "events overlap or are out of order"
+        assert a.end_s < b.start_s
+        assert b.blink == a.blink + 1
+
+
+# --------------------------------------------------------------------------------------------- tables
+
+
+def test_columns_are_appended_not_changed() -> None:
+    first = ("blink", "start_frame", "end_frame", "start_s", "end_s", "duration_ms", "peak_frame", "peak_s",
+             "baseline_ear", "min_ear", "amplitude", "baseline_ear_left", "min_ear_left", "amplitude_left",
+             "baseline_ear_right", "min_ear_right", "amplitude_right", "complete")
+    assert BLINK_COLUMNS[: len(first)] == first
+    assert {"start_s_left", "end_s_right", "closing_velocity", "opening_velocity", "partial", "cue"} <= set(
+        BLINK_COLUMNS)
+    ev = run(trace(500, 2.0, [(1.3, 60, 40, 120, 0.8)]), 500)[0]
+    assert set(ev.as_row()) == set(BLINK_COLUMNS)
+
+
+@pytest.mark.parametrize("fps", [30.0, 60.0, 250.0, 500.0])
+@pytest.mark.parametrize(("closing", "closed", "opening", "depth"), [
+    (70, 30, 140, 1.0),
+    (50, 0, 100, 0.7),
+    (100, 200, 200, 0.9),
+])
+def test_one_blink_found_at_any_frame_rate(fps: float, closing: float, closed: float, opening: float,
+                                           depth: float) -> None:
+    onset = 1.5
+    events = run(trace(fps, 3.0, [(onset, closing, closed, opening, depth)]), fps)
+    assert len(events) == 1
+    e = events[0]
+    assert e.complete
+    # the span runs from / to where the ratio crosses onset_ratio (at 500 FPS the start is the quadratic knee)
+    x = math.acos(1 - 2 * (1 - BlinkConfig().onset_ratio) / depth) / math.pi
+    crossing = onset + x * closing / 1000
+    end = onset + (closing + closed + (1 - x) * opening) / 1000
+    assert onset - 1.5 / fps - 0.004 <= e.start_s <= crossing + 1.5 / fps  # knee (quadratic) or crossing
+    if fps >= 250:
+        assert abs(e.start_s - onset) <= 0.004 + 1e-9  # 2 frames at 500 FPS
+    assert abs(e.end_s - end) <= 1.5 / fps
+    assert e.amplitude == pytest.approx(depth, abs=0.05 + (0.5 if fps < 100 and closed == 0 else 0))
+    assert e.closing_velocity > 0 and e.opening_velocity > 0
+
+
+@pytest.mark.parametrize(("left_depth", "right_depth", "left_found", "right_found"), [
+    (0.9, 0.9, True, True),
+    (0.9, 0.0, True, False),
+    (0.0, 0.9, False, True),
+])
+def test_per_eye_spans(left_depth: float, right_depth: float, left_found: bool, right_found: bool) -> None:
+    fps = 500.0
+    t = np.arange(int(3 * fps)) / fps
+    ears = np.stack([OPEN * (1 - closure(t, [(1.5, 70, 30, 140, left_depth)])),
+                     OPEN * (1 - closure(t, [(1.5, 70, 30, 140, right_depth)]))], axis=1)
+    (e,) = run(ears, fps)
+    assert (e.start_frame_left is not None) == left_found
+    assert (e.start_frame_right is not None) == right_found
+    if left_found:
+        assert e.start_s_left <= e.end_s_left
+        assert abs(e.start_s_left - 1.5) <= 0.01
+        assert e.amplitude_left == pytest.approx(0.9, abs=0.02)
+    else:
+        assert math.isnan(e.start_s_left) and e.amplitude_left == pytest.approx(0.0, abs=0.02)
+
+
+def test_per_eye_normalisation_weights_eyes_equally() -> None:
+    """An eye with twice the EAR does not dominate: the ratio is the mean of per-eye ratios."""
+    fps = 500.0
+    t = np.arange(int(3 * fps)) / fps
+    c = closure(t, [(1.5, 70, 30, 140, 0.5)])
+    ears = np.stack([0.4 * np.ones_like(t), 0.2 * (1 - c)], axis=1)  # only the small eye closes
+    (e,) = run(ears, fps, BlinkConfig(close_ratio=0.8))
+    assert e.amplitude == pytest.approx(0.25, abs=0.02)  # mean of ratios 1.0 and 0.5
+
+
+def test_blink_in_the_first_frames_is_found_by_the_warm_up_rescan() -> None:
+    fps = 30.0
+    events = run(trace(fps, 4.0, [(0.05, 70, 100, 150, 0.9), (2.0, 70, 30, 140, 0.9)]), fps)
+    assert [round(e.start_s, 1) for e in events] == [0.1, 2.0]
+
+
+def test_input_shorter_than_the_warm_up_is_still_judged() -> None:
+    fps = 500.0
+    events = run(trace(fps, 0.8, [(0.4, 60, 30, 120, 0.9)]), fps)
+    assert len(events) == 1 and abs(events[0].start_s - 0.4) < 0.01
+
+
+@pytest.mark.parametrize(("gap_ms", "merged"), [(0.0, True), (10.0, True), (40.0, False), (200.0, False)])
+def test_blinks_closer_than_merge_gap_are_one(gap_ms: float, merged: bool) -> None:
+    """Two blinks whose eyes are open (ratio >= onset_ratio) for less than merge_gap_ms are one blink."""
+    fps = 1000.0
+    first_end = 1.5 + 0.03 + 0.02 + 0.05
+    ears = trace(fps, 3.0, [(1.5, 30, 20, 50, 0.9), (first_end + gap_ms / 1000, 30, 20, 50, 0.9)])
+    events = run(ears, fps, BlinkConfig(merge_gap_ms=30.0, onset_model="threshold"))
+    assert len(events) == (1 if merged else 2)
+    if len(events) == 2:
+        assert (events[1].start_s - events[0].end_s) * 1000 >= 30.0
+    else:
+        assert events[0].end_s > first_end + gap_ms / 1000
+
+
+def test_events_are_emitted_with_a_bounded_delay() -> None:
+    """Online: a blink comes out at most merge_gap_ms (+ one frame) after its last frame."""
+    cfg = BlinkConfig()
+    fps = 500.0
+    ears = trace(fps, 3.0, [(1.5, 70, 30, 140, 0.9)])
+    det = BlinkDetector(cfg)
+    for i, (el, er) in enumerate(ears):
+        out = det.update(i, i / fps, float(el), float(er))
+        if out:
+            (e,) = out
+            assert (i / fps - e.end_s) * 1000 <= cfg.merge_gap_ms + 1000 / fps + 1e-9
+            break
+    else:
+        pytest.fail("the blink was only reported by finish()")
+
+
+@pytest.mark.parametrize(("fps", "gap_at_s"), [(30.0, 1.56), (500.0, 1.56), (500.0, 1.53)])
+def test_gap_inside_a_blink_ends_it_incomplete(fps: float, gap_at_s: float) -> None:
+    ears = trace(fps, 3.0, [(1.5, 70, 100, 140, 0.9)])
+    t = np.arange(len(ears)) / fps
+    keep = (t < gap_at_s) | (t > gap_at_s + 0.3)  # 300 ms without frames > max_gap_ms
+    events = run(ears[keep], fps, t=t[keep])
+    assert events and not events[0].complete
+    assert events[0].end_s < gap_at_s
+    check_invariants(events, BlinkConfig())
+
+
+def test_missing_eye_samples_are_gaps_not_blinks() -> None:
+    fps = 500.0
+    ears = trace(fps, 3.0, []).copy()
+    ears[700:720] = np.nan  # face lost for 40 ms: shorter than max_gap_ms
+    assert run(ears, fps) == []
+
+
+@pytest.mark.parametrize(("amplitudes", "partial"), [
+    ([0.9, 0.9, 0.9, 0.3], [False, False, False, True]),
+    ([0.9, 0.9, 0.9, 0.9], [False, False, False, False]),
+    ([0.25], [True]),  # prior full closure 0.5, fraction 0.6: 0.25 < 0.30
+    ([0.4], [False]),
+])
+def test_partial_relative_to_the_subjects_full_closure(amplitudes: list[float], partial: list[bool]) -> None:
+    fps = 500.0
+    blinks = [(1.2 + 0.8 * i, 70, 30, 140, a) for i, a in enumerate(amplitudes)]
+    events = run(trace(fps, 1.5 + 0.8 * len(amplitudes), blinks), fps, BlinkConfig(close_ratio=0.85))
+    assert [e.partial for e in events] == partial
+
+
+def test_appearance_cue_finds_a_blink_the_ear_misses() -> None:
+    """EAR flat, eye patch changes (dlib on glasses): the appearance cue alone reports it."""
+    fps = 30.0
+    n = 150
+    rng = np.random.default_rng(0)
+    open_patch = np.zeros((12, 24), np.uint8)
+    open_patch[3:9, 8:16] = 200  # the iris
+    closed_patch = np.zeros((12, 24), np.uint8)
+    closed_patch[6:8, :] = 200  # the lash line
+
+    def patches(i: int) -> np.ndarray:
+        p = (closed_patch if 80 <= i < 86 else open_patch).astype(np.int16)
+        p = np.clip(p + rng.integers(-8, 9, size=p.shape) + 20, 0, 255).astype(np.uint8)
+        return np.stack([p, p])
+
+    ears = np.full((n, 2), OPEN) + rng.normal(0, 0.003, size=(n, 2))
+    events = run(ears, fps, patches=patches)
+    assert len(events) == 1 and events[0].cue == "appearance"
+    assert 79 <= events[0].start_frame <= 80 and 85 <= events[0].end_frame <= 86
+    assert run(ears, fps, BlinkConfig(appearance=False), patches=patches) == []
+
+
+@pytest.mark.parametrize(("a", "b", "expected"), [
+    (np.eye(4), np.eye(4), 0.0),
+    (np.eye(4), 1 - np.eye(4), 2.0),
+    (np.eye(4), 3 * np.eye(4) + 7, 0.0),  # brightness and contrast do not matter
+])
+def test_patch_dissimilarity(a: np.ndarray, b: np.ndarray, expected: float) -> None:
+    assert patch_dissimilarity(a, b) == pytest.approx(expected, abs=1e-9)
+
+
+def test_patch_dissimilarity_of_a_flat_patch_is_nan() -> None:
+    assert math.isnan(patch_dissimilarity(np.ones((4, 4)), np.eye(4)))
+
+
+def test_quadratic_onset_recovers_the_knee() -> None:
+    t = np.arange(0, 0.06, 0.002)
+    y = 0.3 - 40.0 * np.maximum(0.0, t - 0.02) ** 2
+    assert quadratic_onset(t, y) == pytest.approx(0.02, abs=0.001)
+    assert quadratic_onset(t[:3], y[:3]) is None
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("close_ratio", 0.9, "close_ratio < open_ratio"),
+    ("onset_model", "cubic", "onset_model"),
+    ("noise_k", -1.0, "noise_k"),
+    ("merge_gap_ms", -5.0, "merge_gap_ms"),
+    ("appearance_z", 0.0, "appearance_z"),
+    ("partial_fraction", 1.5, "partial_fraction"),
+    ("full_closure_quantile", 0.0, "full_closure_quantile"),
+    ("full_closure_min_events", 0, "full_closure_min_events"),
+    ("min_baseline_ms", 5000.0, "min_baseline_ms"),
+    ("onset_min_samples", 2, "onset_min_samples"),
+])
+def test_config_rejects_bad_values(field: str, value: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        replace(BlinkConfig(), **{field: value})
+
+
+# --------------------------------------------------------------------------------------------- hypothesis
+
+blink_st = st.tuples(
+    st.floats(0.0, 1.0),       # onset offset inside its slot
+    st.floats(40.0, 120.0),    # closing ms
+    st.floats(0.0, 150.0),     # closed ms
+    st.floats(60.0, 250.0),    # opening ms
+    st.floats(0.05, 1.0),      # depth
+)
+
+
+def _plan(slots: list[tuple[float, float, float, float, float]], start: float = 1.2,
+          slot_s: float = 1.0) -> list[tuple[float, float, float, float, float]]:
+    return [(start + i * slot_s + off * 0.3, c, d, o, depth) for i, (off, c, d, o, depth) in enumerate(slots)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(slots=st.lists(blink_st, max_size=5), fps=st.sampled_from([30.0, 120.0, 500.0]),
+       noise=st.floats(0.0, 0.02), seed=st.integers(0, 2**16),
+       nan_frac=st.floats(0.0, 0.3), left=st.floats(0.15, 0.4), right=st.floats(0.15, 0.4))
+def test_state_machine_invariants(slots: list[tuple[float, float, float, float, float]], fps: float, noise: float,
+                                  seed: int, nan_frac: float, left: float, right: float) -> None:
+    """No overlap, in order, start <= peak <= end, durations >= min, amplitude in [0, 1]; NaNs never crash."""
+    cfg = BlinkConfig()
+    rng = np.random.default_rng(seed)
+    ears = trace(fps, 1.5 + len(slots), _plan(slots), left=left, right=right)
+    ears = np.abs(ears + rng.normal(0, noise, size=ears.shape))  # non-negative signal
+    ears[rng.random(ears.shape) < nan_frac] = np.nan
+    check_invariants(run(ears, fps, cfg), cfg)
+
+
+@settings(max_examples=40, deadline=None)
+@given(raw=st.lists(st.one_of(st.floats(min_value=-1, max_value=2),
+                              st.just(math.nan)), min_size=0, max_size=400),
+       fps=st.sampled_from([30.0, 500.0]))
+def test_arbitrary_samples_never_crash(raw: list[float], fps: float) -> None:
+    cfg = BlinkConfig()
+    pairs = [(raw[i], raw[(i * 7 + 3) % len(raw)]) for i in range(len(raw))]
+    events = run(pairs, fps, cfg) if pairs else run(np.empty((0, 2)), fps, cfg)
+    for e in events:
+        assert e.start_frame <= e.peak_frame <= e.end_frame
+
+
+@settings(max_examples=40, deadline=None)
+@given(slots=st.lists(st.tuples(st.floats(0.0, 1.0), st.floats(50.0, 120.0), st.floats(40.0, 150.0),
+                                st.floats(80.0, 250.0), st.floats(0.45, 1.0)), min_size=1, max_size=4))
+def test_same_blinks_at_30_and_500_fps(slots: list[tuple[float, float, float, float, float]]) -> None:
+    """The same trace sampled at 30 and 500 FPS gives the same blinks to within a 30 FPS frame period."""
+    cfg = BlinkConfig(onset_model="threshold")
+    plan = _plan(slots)
+    dur = 1.5 + len(slots)
+    slow, fast = run(trace(30.0, dur, plan), 30.0, cfg), run(trace(500.0, dur, plan), 500.0, cfg)
+    assert len(slow) == len(fast) == len(plan)
+    period = 1 / 30 + 1 / 500 + 1e-9
+    for a, b in zip(slow, fast, strict=True):
+        assert abs(a.start_s - b.start_s) <= period
+        assert abs(a.end_s - b.end_s) <= period
+        assert a.complete == b.complete
