@@ -158,6 +158,25 @@ def _progress_factory(disabled: bool) -> Any:
     return make
 
 
+def _process_workers(requested: int | None, cfg: Any, physical_cores: Any) -> int:
+    """Worker processes for ``process``: physical cores by default, 1 with an accelerator backend.
+
+    The TensorFlow and Poplar runtimes are not fork-safe (a worker forked after the parent has
+    loaded the backend hangs), and on an accelerator the detector is meant to be one batching
+    stage, not one copy per worker; until the multiprocess pipeline has that stage, the
+    ``tensorflow`` and ``ipu`` backends run in one process.
+    """
+    from eyeblink.detect import BackendName
+
+    accelerated = str(cfg.detect.backend).strip().lower() in (BackendName.TENSORFLOW.value, BackendName.IPU.value)
+    if not accelerated:
+        return int(physical_cores()) if requested is None else requested
+    if requested is not None and requested > 1:
+        raise ConfigError(f"--workers {requested} is not supported with the {cfg.detect.backend!r} backend yet "
+                          "(its runtime is not fork-safe); use --workers 1 or the litert backend")
+    return 1
+
+
 def cmd_process(args: argparse.Namespace) -> int:
     from eyeblink.analysis import config_from_args, options_from_args
     from eyeblink.runner import process_paths
@@ -167,7 +186,7 @@ def cmd_process(args: argparse.Namespace) -> int:
 
     results, failures = process_paths([Path(p) for p in args.inputs], Path(args.output), cfg,
                                       progress=_progress_factory(args.no_progress),
-                                      workers=physical_cores() if args.workers is None else args.workers,
+                                      workers=_process_workers(args.workers, cfg, physical_cores),
                                       analysis=options_from_args(args))
     for r in results:
         s = r.summary

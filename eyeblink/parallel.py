@@ -91,6 +91,7 @@ __all__ = [
     "ParallelConfig",
     "ParallelPipeline",
     "physical_cores",
+    "supports",
 ]
 
 #: Environment variable of the fault-injection test hook (see the module docstring).
@@ -171,6 +172,19 @@ class ParallelConfig:
         if self.ring_slots:
             return max(self.ring_slots, 1)
         return self.n_workers * self.chunk_frames + 2 * self.batch_frames
+
+
+def supports(config: RunConfig) -> bool:
+    """Whether :class:`ParallelPipeline` can run ``config``: CPU detection fused into the workers.
+
+    Only the LiteRT backend is fused into forked workers. Accelerator backends (TensorFlow, IPU)
+    must neither be initialised before a fork nor run one instance per worker; they need the
+    separate batching detector stage, which is not built yet, so those runs use the
+    single-process reference.
+    """
+    from eyeblink.detect import BackendName
+
+    return str(config.detect.backend).strip().lower() == BackendName.LITERT.value
 
 
 class _Stop(Exception):

@@ -75,9 +75,9 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
     opts = analysis or AnalysisOptions()
     opts.check(paths)
     ensure_output_dir(outdir)
-    if workers > 1 and analyzer is None:
-        from eyeblink.parallel import ParallelConfig, ParallelPipeline
+    from eyeblink.parallel import ParallelConfig, ParallelPipeline, supports
 
+    if workers > 1 and analyzer is None and supports(config):
         pipe = ParallelPipeline(config, ParallelConfig(workers=workers))
         return _run_each(paths, config,
                          lambda src: finalize(pipe.process_source(src, outdir, progress=progress), config, opts))

@@ -395,3 +395,114 @@ def test_bench_detector_bad_lists(text: str, error: str) -> None:
     parser = bench_detector.add_arguments(argparse.ArgumentParser())
     with pytest.raises(ConfigError, match=error):
         bench_detector.run_benchmark(parser.parse_args(["--batch-sizes", text]))
+
+
+# --------------------------------------------------------------------------- IPU host plumbing on a fake SDK
+
+
+class _FakeIPU:
+    """A stand-in for ``tensorflow.python.ipu`` that runs eagerly on the CPU.
+
+    It has only what :mod:`eyeblink.detect.ipu` uses (IPUConfig, IPUStrategy, IPUInfeedQueue,
+    IPUOutfeedQueue, loops.repeat) and records the configuration it was given. It checks the
+    host side of the backend (settings applied, feeding, outfeed draining on the callback thread,
+    padding and reassembly), not Graphcore's runtime.
+    """
+
+    def __init__(self, tf) -> None:
+        import contextlib
+
+        fake = self
+        self.configured: list = []
+        self.executions = 0
+
+        class IPUConfig:
+            def __init__(self) -> None:
+                self.auto_select_ipus = []
+                self.io_tiles = SimpleNamespace(num_io_tiles=0, place_ops_on_io_tiles=False,
+                                                available_memory_proportion=0.9)
+
+            def configure_ipu_system(self) -> None:
+                fake.configured.append(self)
+
+        class IPUStrategy:
+            def scope(self):
+                return contextlib.nullcontext()
+
+            def run(self, fn):
+                fake.executions += 1
+                return fn()
+
+        class IPUInfeedQueue:
+            def __init__(self, dataset, prefetch_depth=None) -> None:
+                self.prefetch_depth = prefetch_depth
+                self._dataset = dataset
+                self._it = None
+
+            @property
+            def initializer(self):
+                self._it = iter(self._dataset)
+
+            def __next__(self):
+                return next(self._it)
+
+        class IPUOutfeedQueue:
+            def __init__(self) -> None:
+                self._items: list = []
+                self._lock = threading.Lock()
+
+            def enqueue(self, tensors):
+                with self._lock:
+                    self._items.append(tuple(np.asarray(t) for t in tensors))
+
+            def dequeue(self):
+                with self._lock:
+                    items, self._items = self._items, []
+                if not items:
+                    return np.zeros((0, 1, 896, 16), np.float32), np.zeros((0, 1, 896), np.float32)
+                return np.stack([r for r, _ in items]), np.stack([s for _, s in items])
+
+        def repeat(n, body, inputs, infeed_queue):
+            for _ in range(n):
+                body(next(infeed_queue))
+
+        self.config = SimpleNamespace(IPUConfig=IPUConfig)
+        self.ipu_strategy = SimpleNamespace(IPUStrategy=IPUStrategy)
+        self.ipu_infeed_queue = SimpleNamespace(IPUInfeedQueue=IPUInfeedQueue)
+        self.ipu_outfeed_queue = SimpleNamespace(IPUOutfeedQueue=IPUOutfeedQueue)
+        self.loops = SimpleNamespace(repeat=repeat)
+
+
+@pytest.mark.filterwarnings("ignore:Even though the:UserWarning")
+@pytest.mark.parametrize(("batch_size", "steps", "n"), [(4, 1, 10), (4, 2, 3), (2, 1, 2)])
+def test_ipu_backend_host_side_on_a_fake_sdk(monkeypatch: pytest.MonkeyPatch, batch_size: int, steps: int,
+                                             n: int) -> None:
+    tf = pytest.importorskip("tensorflow")
+    import importlib
+    import sys
+
+    fake = _FakeIPU(tf)
+    monkeypatch.setitem(sys.modules, "tensorflow.python.ipu", fake)
+    monkeypatch.delitem(sys.modules, "eyeblink.detect.ipu", raising=False)
+    ipu_backend = importlib.import_module("eyeblink.detect.ipu")
+    tf.config.run_functions_eagerly(True)  # the fake's Python-side queues need eager execution
+    try:
+        x = _batch(_real_frames(), n)
+        with create_detector("litert", batch_size=n) as ref:
+            r0, s0 = ref.detect(x)
+        det = ipu_backend.IPUDetector(batch_size=batch_size, steps_per_execution=steps,
+                                      accelerator=AcceleratorOptions(io_tiles=64, prefetch_depth=2, jit_compile=False))
+        with det:
+            cfg = fake.configured[-1]
+            io = cfg.io_tiles
+            assert (cfg.auto_select_ipus, io.num_io_tiles, io.place_ops_on_io_tiles) == (1, 64, True)
+            assert det._infeed.prefetch_depth == 2
+            r1, s1 = det.detect(x)
+            r2, _ = det.detect(x[:1])
+        per_exec = batch_size * steps
+        assert fake.executions == -(-n // per_exec) + 1
+        assert r1.shape == (n, 896, 16) and s1.shape == (n, 896)
+        assert_matches_litert(r1, s1, r0, s0)
+        np.testing.assert_allclose(r2[0], r1[0], atol=1e-5)
+    finally:
+        tf.config.run_functions_eagerly(False)

@@ -6,6 +6,7 @@ be seen at 30 and at 500 FPS. No video, no dlib: these tests are fast.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -52,7 +53,7 @@ def run(ears: np.ndarray | Sequence[tuple[float, float]], fps: float, cfg: Blink
 
 def trace(fps: float, duration_s: float, blinks: Sequence[tuple[float, float, float, float, float]],
           *, left: float = OPEN, right: float = OPEN) -> np.ndarray:
-    t = np.arange(int(round(duration_s * fps))) / fps
+    t = np.arange(round(duration_s * fps)) / fps
     c = closure(t, blinks)
     return np.stack([left * (1 - c), right * (1 - c)], axis=1)
 
@@ -68,7 +69,7 @@ def check_invariants(events: Sequence[BlinkEvent], cfg: BlinkConfig) -> None:
         for v in (e.closing_velocity, e.opening_velocity):
             assert math.isnan(v) or v >= 0.0
         assert e.cue in ("ear", "appearance", "both")
-    for a, b in zip(events, events[1:], strict=False):
+    for a, b in itertools.pairwise(events):
         assert a.end_frame < b.start_frame, "events overlap or are out of order"
         assert a.end_s < b.start_s
         assert b.blink == a.blink + 1

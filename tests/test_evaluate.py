@@ -161,7 +161,7 @@ def test_find_pairs(tmp_path: Path) -> None:
         find_pairs(tmp_path / "a.avi")
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(DatasetError, match="no <video> \\+ <video>.tag pairs"):
+    with pytest.raises(DatasetError, match=r"no <video> \+ <video>\.tag pairs"):
         find_pairs(empty)
 
 
@@ -171,9 +171,10 @@ ZJU_CLIPS = ("000001M_FBN", "000007M_UNN", "000011M_FTN")  # plain, looking up (
 
 
 def test_eval_on_zju_clips(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``eyeblink eval`` on three real ZJU clips (symlinked, never copied): every blink found."""
-    from eyeblink.config import RunConfig
+    """``eyeblink eval`` on three real ZJU clips (symlinked, never copied), with the CLI's default preset."""
+    from eyeblink.config import load_preset
     from eyeblink.evaluate import run_eval
+    from eyeblink.presets import resolve_preset
 
     src = data_dir / "zju-dev"
     if not all((src / f"{c}.avi").is_file() for c in ZJU_CLIPS):
@@ -184,12 +185,12 @@ def test_eval_on_zju_clips(data_dir: Path, tmp_path: Path, capsys: pytest.Captur
         for ext in (".avi", ".tag"):
             (ds / f"{c}{ext}").symlink_to(src / f"{c}{ext}")
     report = tmp_path / "scores.json"
-    assert run_eval(ds, RunConfig(), outdir=tmp_path / "out", json_path=report) == 0
+    assert run_eval(ds, load_preset(resolve_preset("cpu")), outdir=tmp_path / "out", json_path=report) == 0
     scores = json.loads(report.read_text())
     overall = scores["overall"]
     truth = sum(read_tag(src / f"{c}.tag").blinks.__len__() for c in ZJU_CLIPS)
     assert overall["tp"] + overall["fn"] == truth == 10
-    assert overall["recall"] == 1.0 and overall["precision"] == 1.0
+    assert overall["recall"] >= 0.9 and overall["precision"] >= 0.9  # 10/10 with the cpu preset today
     assert abs(overall["onset_error_mean_abs_frames"]) <= 1.0
     assert "OVERALL" in capsys.readouterr().out
     assert (tmp_path / "out" / "000007M_UNN.blinks.csv").is_file()

@@ -191,3 +191,11 @@ def test_ctrl_c_keeps_the_rows(recordings: dict[str, Path], tmp_path: Path) -> N
     assert len(rows) < 2000
     summary = json.loads((out / "long.summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["frames"] == len(rows)
+
+
+@pytest.mark.parametrize(("backend", "fused"),
+                         [("litert", True), ("LiteRT", True), ("tensorflow", False), ("ipu", False)])
+def test_only_the_cpu_backend_is_fused_into_forked_workers(backend: str, fused: bool) -> None:
+    from eyeblink.parallel import supports
+
+    assert supports(RunConfig(detect=DetectConfig(backend=backend))) is fused

@@ -196,6 +196,8 @@ def create_detector(
     ``model_path`` defaults to the packaged BlazeFace short-range model; ``num_threads`` is the
     CPU thread count for CPU backends (1 is best when several worker processes share the cores);
     ``batch_size`` is the batch the backend allocates for up front (other sizes still work).
+    ``accelerator`` (XLA, prefetch depth, I/O tiles, replicas) goes to the accelerator backends
+    (``tensorflow``, ``ipu``; defaults when None) and is ignored by CPU backends.
 
     Raises :class:`ConfigError` for an unknown name or invalid numbers,
     :class:`BackendUnavailableError` when the backend cannot run here (names the fix), and

@@ -29,6 +29,7 @@ This module cannot be exercised without IPUs; its configuration logic lives in
 
 from __future__ import annotations
 
+import contextlib
 import queue
 from pathlib import Path
 from types import TracebackType
@@ -172,7 +173,8 @@ class IPUDetector:
         try:
             self._drainer.stop()
         finally:
-            self._host_queue.put(None)
+            with contextlib.suppress(queue.Full):  # end the tf.data feed generator
+                self._host_queue.put_nowait(None)
 
     def __enter__(self) -> IPUDetector:
         return self
