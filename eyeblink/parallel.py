@@ -102,6 +102,8 @@ RESULT_DTYPE = np.dtype([
     ("index", "i8"), ("timestamp_s", "f8"), ("face", "?"), ("detected", "?"),
     ("ear_left", "f8"), ("ear_right", "f8"), ("box", "f8", (4,)), ("score", "f8"),
     ("keypoints", "f8", (6, 2)), ("t_decoded", "f8"),
+    # the blink detector's appearance cue (landmarks.eye_patches): 576 bytes a frame
+    ("has_patches", "?"), ("patches", "u1", (2, 12, 24)),
 ])
 
 _POLL_S = 0.05  # how often a blocked get/put wakes up to check the stop event and its peers
@@ -404,6 +406,9 @@ class _Run:
                     row["ear_left"] = r.ear_left
                     row["ear_right"] = r.ear_right
                     row["t_decoded"] = td[j]
+                    if r.eye_patches is not None:
+                        row["has_patches"] = True
+                        row["patches"] = r.eye_patches
                     if r.face is not None:
                         row["face"] = True
                         row["box"] = r.face.box
@@ -563,7 +568,8 @@ class _Run:
         for r in rows:
             face = FaceDetection(tuple(r["box"].tolist()), float(r["score"]), r["keypoints"]) if r["face"] else None
             add(FrameResult(int(r["index"]), float(r["timestamp_s"]), face, bool(r["detected"]),
-                            float(r["ear_left"]), float(r["ear_right"])))
+                            float(r["ear_left"]), float(r["ear_right"]),
+                            r["patches"].copy() if r["has_patches"] else None))
         self.latencies.append(time.perf_counter() - rows["t_decoded"])
 
     def _sink_loop(self, sink: SessionSink, clock: StageClock, redet: _Redetections,
