@@ -65,10 +65,23 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="before each run, wait up to S seconds for the machine to be idle (other processes "
                         "under 10%% of the CPUs over one second); for shared machines (default: do not wait)")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON")
+    from eyeblink import bench_detector
+
+    bsub = p.add_subparsers(dest="bench_command", metavar="WHAT")
+    d = bsub.add_parser("detector", help="the face detector alone, per backend: batch-size sweep, latency sweep, "
+                                         "images/s/W (the paper's experiment)",
+                        description="Batch-size sweep (run time, images/s, time per image, compile time), "
+                                    "low-latency sweep (batch 1-16) and energy efficiency of each detector backend "
+                                    "on this machine; Markdown and JSON output.")
+    bench_detector.add_arguments(d)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "bench_command", None) == "detector":
+        from eyeblink import bench_detector
+
+        return bench_detector.run(args)
     from eyeblink.config import load_preset
     from eyeblink.errors import ConfigError
     from eyeblink.parallel import physical_cores

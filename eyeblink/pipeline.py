@@ -69,13 +69,15 @@ class StageClock:
 
 
 def build_detector(config: RunConfig) -> FaceDetector:
-    """The face detector of a run (backend, model, threads, thresholds from ``config.detect``)."""
+    """The face detector of a run: backend, model, threads, accelerator options and thresholds."""
+    from eyeblink.detect import create_detector
     from eyeblink.detect.blazeface import FaceDetector
 
     d = config.detect
-    return FaceDetector(backend=d.backend, model_path=Path(d.model_path) if d.model_path else None,
-                        num_threads=d.num_threads, batch_size=d.batch_size,
-                        score_threshold=d.score_threshold, iou_threshold=d.nms_iou)
+    backend = create_detector(d.backend, model_path=Path(d.model_path) if d.model_path else None,
+                              num_threads=d.num_threads, batch_size=d.batch_size, accelerator=d.accelerator())
+    return FaceDetector.from_detector(backend, batch_size=d.batch_size, score_threshold=d.score_threshold,
+                                      iou_threshold=d.nms_iou)
 
 
 def build_fitter(config: RunConfig) -> LandmarkFitter:

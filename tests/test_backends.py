@@ -506,3 +506,19 @@ def test_ipu_backend_host_side_on_a_fake_sdk(monkeypatch: pytest.MonkeyPatch, ba
         np.testing.assert_allclose(r2[0], r1[0], atol=1e-5)
     finally:
         tf.config.run_functions_eagerly(False)
+
+
+@pytest.mark.parametrize(
+    ("preset", "requested", "expected"),
+    [("cpu", None, 2), ("cpu", 3, 3), ("gpu", None, 1), ("gpu", 1, 1), ("gpu", 2, ConfigError),
+     ("ipu-mk2", None, 1), ("ipu-mk2", 4, ConfigError)],
+)
+def test_process_workers_with_accelerator_backends(preset: str, requested: int | None, expected) -> None:
+    from eyeblink.cli import _process_workers
+
+    cfg = load_preset(resolve_preset(preset))
+    if expected is ConfigError:
+        with pytest.raises(ConfigError, match="not fork-safe"):
+            _process_workers(requested, cfg, lambda: 2)
+    else:
+        assert _process_workers(requested, cfg, lambda: 2) == expected
