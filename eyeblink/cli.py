@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eyeblink import __version__, bench
+from eyeblink import __version__, bench, train
 from eyeblink.errors import ConfigError, EyeblinkError
 
 DESCRIPTION = """\
@@ -62,8 +62,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="face detector backend: litert (CPU, default), tensorflow, ipu")
     g.add_argument("--face-model", metavar="TFLITE", default=None,
                    help="a BlazeFace-compatible .tflite of your own (default: the shipped short-range model)")
+    g.add_argument("--landmarks", choices=("eye12", "face68"), default=None,
+                   help="landmark model: eye12 (the project's 12-point eye model, 4 MB, fast) or face68 (dlib's "
+                        "68-point model, 100 MB) (default from the preset: face68)")
     g.add_argument("--landmark-model", metavar="DAT", default=None,
-                   help="a dlib shape predictor .dat of your own (default: dlib's 68-point model)")
+                   help="a dlib shape predictor .dat of your own, 68-point or 12-point eye model "
+                        "(eyeblink train-landmarks) (default: the file of --landmarks)")
     g.add_argument("--threads", type=_positive_int, default=None, metavar="N",
                    help="threads for the face detector backend (default from the preset: 1)")
     g.add_argument("--detect-every", type=_positive_int, default=None, metavar="N",
@@ -85,6 +89,13 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="discard blinks shorter than this (default 30 ms)")
 
 
+def _add_log_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("logging (every process logs through one queue: eyeblink.logs)")
+    g.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
+                   help="least severe messages shown (default: %(default)s)")
+    g.add_argument("--log-file", metavar="FILE", default=None, help="also append the log to FILE")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eyeblink", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -101,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="landmark worker processes (default: physical cores); 0 or 1 = single process")
     _add_run_options(p)
+    _add_log_options(p)
     from eyeblink.analysis import add_cli_options
 
     add_cli_options(p)  # conditioning: --trials, --calibration, --plots, --nwb, ...
@@ -129,6 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_run_options(e)
     bench.add_parser(sub)
+    train.add_parser(sub)
+    from eyeblink import batch as _batch  # no Ray import: the CLI stays light
+
+    _batch.add_parser(sub, _add_run_options)
+    from eyeblink import live as _live  # no heavy import: PyAV, pypylon, prometheus load when a run starts
+
+    _live.add_parser(sub, _add_run_options, _add_log_options)
     return parser
 
 
@@ -137,7 +156,7 @@ def _config_from_args(args: argparse.Namespace) -> Any:
     from eyeblink.presets import resolve_preset
 
     cfg: RunConfig = load_preset(resolve_preset(args.pipeline))
-    cfg = cfg.with_overrides("landmarks", model_path=args.landmark_model)
+    cfg = cfg.with_overrides("landmarks", model=args.landmarks, model_path=args.landmark_model)
     cfg = cfg.with_overrides("detect", backend=args.backend, model_path=args.face_model, num_threads=args.threads,
                              detect_every=args.detect_every, score_threshold=args.score_threshold)
     cfg = cfg.with_overrides("blinks", close_ratio=args.close_ratio, open_ratio=args.open_ratio,
@@ -218,14 +237,32 @@ def cmd_eval(args: argparse.Namespace) -> int:
                     progress=_progress_factory(args.no_progress))
 
 
+def _run_batch(args: argparse.Namespace) -> int:
+    from eyeblink.batch import run
+
+    return run(args)
+
+
+def cmd_live(args: argparse.Namespace) -> int:
+    from eyeblink.live import run
+
+    return int(run(args, _config_from_args(args)))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
-    handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval, "bench": bench.run}[args.command]
+    handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval, "bench": bench.run,
+               "train-landmarks": train.run, "batch": _run_batch, "live": cmd_live}[args.command]
+    logs = None
     try:
+        if getattr(args, "log_level", None) is not None:
+            from eyeblink.logs import setup_logging
+
+            logs = setup_logging(args.log_level, args.log_file)
         return handler(args)
     except EyeblinkError as exc:
         print(f"eyeblink: error: {one_line(exc)}", file=sys.stderr)
@@ -235,6 +272,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
+    finally:
+        if logs is not None:
+            logs.close()
 
 
 __all__ = ["ConfigError", "build_parser", "main"]

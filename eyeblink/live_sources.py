@@ -1,0 +1,538 @@
+"""Live frame sources: a camera, a network stream, a Basler/GenICam camera.
+
+A live source is a :class:`~eyeblink.sources.FrameSource` whose frames arrive in real time. Besides
+``__iter__`` (``Frame`` records, as for files) it has :meth:`LiveSource.capture`, which yields
+:class:`Captured` records ``(image, timestamp_s, arrival_s)``: ``arrival_s`` is
+``time.perf_counter()`` (``CLOCK_MONOTONIC`` on Linux, one clock for every process) taken the moment
+the frame was received and decoded; the live pipeline measures every latency from it.
+
+``timestamp_s`` is the source's own clock when it has one (a stream's presentation timestamps, a
+Basler camera's tick counter), else the arrival time; both are relative to the first frame.
+``describe()["timestamps"]`` records which (``stream_pts``, ``camera_clock``, ``arrival_monotonic``)
+and ``describe()["timestamps_from"]`` counts the frames that used each.
+
+Source syntax (:func:`open_live_source`)::
+
+    0, camera:0, /dev/video0          a V4L2 camera through OpenCV
+    udp://…, tcp://…, rtsp://…, rtp://…, srt://…, http(s)://…
+                                      a network stream FFmpeg can open (PyAV, low-latency options)
+    basler:, basler:SERIAL            a Basler / GenICam camera through pypylon (extra ``basler``)
+
+A stream that ends or fails, or a camera that disconnects, ends the capture: end of stream returns
+normally (the run ends cleanly, with a message); a lost connection raises :class:`SourceLostError`
+after ``reconnect`` attempts (streams only).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from eyeblink.errors import ConfigError, EyeblinkError, MissingExtraError, VideoOpenError
+from eyeblink.frames import Frame
+from eyeblink.sources import FrameSource
+
+__all__ = [
+    "STREAM_SCHEMES",
+    "BaslerSource",
+    "CameraSource",
+    "Captured",
+    "LiveSource",
+    "SourceLostError",
+    "StreamOptions",
+    "StreamSource",
+    "open_live_source",
+]
+
+log = logging.getLogger("eyeblink.live")
+
+#: URL schemes handed to FFmpeg (PyAV) as network streams.
+STREAM_SCHEMES: tuple[str, ...] = ("udp", "tcp", "rtsp", "rtsps", "rtp", "srt", "http", "https", "rtmp")
+
+#: FFmpeg demuxer options of live mode: probe as little as possible before the first frame
+#: (``probesize``/``analyzeduration``), and ask demuxers for their low-delay path. Not
+#: ``fflags=nobuffer``: it discards the packets read while probing (the first frames are lost; measured
+#: with rawvideo in NUT over TCP). A stream whose frame size is unknown after this short probe is
+#: reopened once with FFmpeg's default probing.
+LOW_LATENCY_OPTIONS: dict[str, str] = {"probesize": "32", "analyzeduration": "0", "flags": "low_delay"}
+
+
+class SourceLostError(EyeblinkError):
+    """A live source failed part-way (connection lost, camera unplugged, read timeout)."""
+
+    exit_code = 4
+
+
+class Captured(NamedTuple):
+    """One frame as a live source delivers it."""
+
+    image: np.ndarray  # uint8 (H, W) gray
+    timestamp_s: float  # the source's clock (or arrival), seconds since the first frame
+    arrival_s: float  # time.perf_counter() when the frame was received and decoded
+
+
+class LiveSource(FrameSource):
+    """A source whose frames arrive in real time (see the module docstring)."""
+
+    kind: str = "live"
+    spec: str
+
+    def __init__(self, spec: str, name: str) -> None:
+        self.spec = spec
+        self.path = spec  # type: ignore[assignment]  # the summary's "input": the source as given
+        self.name = name
+        self.nominal_fps: float | None = None
+        self.frame_count_hint = None
+        self.width = 0
+        self.height = 0
+        self._ts_counts: dict[str, int] = {}
+        self._t0_arrival: float | None = None
+        self.end_reason: str | None = None
+
+    def capture(self) -> Iterator[Captured]:
+        """Yield frames as they arrive, until the source ends (returns) or fails (raises)."""
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[Frame]:
+        for i, cap in enumerate(self.capture()):
+            yield Frame(i, cap.timestamp_s, cap.image)
+
+    def _arrival_ts(self, arrival: float) -> float:
+        if self._t0_arrival is None:
+            self._t0_arrival = arrival
+        self._ts_counts["arrival_monotonic"] = self._ts_counts.get("arrival_monotonic", 0) + 1
+        return arrival - self._t0_arrival
+
+    def _gray(self, img: np.ndarray) -> np.ndarray:
+        if img.ndim == 3:
+            import cv2
+
+            img = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY if img.shape[2] == 3 else cv2.COLOR_BGRA2GRAY)
+        if img.dtype != np.uint8:
+            img = (img >> 8).astype(np.uint8) if img.dtype == np.uint16 else img.astype(np.uint8)
+        if self.width and (img.shape[1], img.shape[0]) != (self.width, self.height):
+            raise SourceLostError(f"{self.spec}: frame size changed from {self.width}x{self.height} to "
+                                  f"{img.shape[1]}x{img.shape[0]} mid-run; restart the run with the new size")
+        return np.ascontiguousarray(img)
+
+    def _timestamps_kind(self) -> str:
+        if not self._ts_counts:
+            return "none"
+        return max(self._ts_counts, key=lambda k: self._ts_counts[k])
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "source": self.spec, "width": self.width, "height": self.height,
+                "nominal_fps": self.nominal_fps, "output": "gray",
+                "timestamps": self._timestamps_kind(), "timestamps_from": dict(self._ts_counts),
+                "end_reason": self.end_reason}
+
+
+# --------------------------------------------------------------------------- network streams
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """How a network stream is opened and read.
+
+    ``options``: FFmpeg demuxer/protocol options added to :data:`LOW_LATENCY_OPTIONS` (``--stream-option
+    KEY=VALUE``). ``open_timeout_s``: how long to wait for the sender (a refused TCP connection is
+    retried until then; an RTSP handshake). ``read_timeout_s``: a stream silent for this long counts
+    as lost. ``reconnect``: how many times a lost or ended stream is reopened before the run ends
+    (``--reconnect N``), waiting ``reconnect_delay_s`` between tries.
+    """
+
+    options: dict[str, str] = field(default_factory=dict)
+    open_timeout_s: float = 10.0
+    read_timeout_s: float = 5.0
+    reconnect: int = 0
+    reconnect_delay_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (self.open_timeout_s > 0 and self.read_timeout_s > 0 and self.reconnect_delay_s >= 0):
+            raise ConfigError("stream timeouts must be > 0 and the reconnect delay >= 0, got "
+                              f"open {self.open_timeout_s}, read {self.read_timeout_s}, delay {self.reconnect_delay_s}")
+        if self.reconnect < 0:
+            raise ConfigError(f"--reconnect must be >= 0, got {self.reconnect}")
+
+
+class StreamSource(LiveSource):
+    """A network stream opened by FFmpeg through PyAV (udp, tcp, rtsp, rtp, srt, http(s), rtmp).
+
+    Timestamps are the stream's presentation timestamps (``stream_pts``) relative to its first
+    frame; frames without one get their arrival time. After a reconnect the new segment's
+    timestamps continue from the arrival time of its first frame, so they keep increasing.
+    Opening checks that the sender is there and reads the frame size: it fails with
+    :class:`~eyeblink.errors.VideoOpenError` (no retries at start-up: a wrong URL should say so at once).
+    """
+
+    kind = "stream"
+
+    def __init__(self, url: str, *, name: str | None = None, options: StreamOptions | None = None) -> None:
+        super().__init__(url, name or _stream_name(url))
+        self.opts = options or StreamOptions()
+        self.reconnects = 0
+        self._container: Any = None
+        container = self._open()
+        self._container = container  # kept open: the first frames wait in its buffer
+
+    def _open(self) -> Any:
+        import av
+
+        opts = {**LOW_LATENCY_OPTIONS, **self.opts.options}
+        deadline = time.monotonic() + self.opts.open_timeout_s
+        for attempt in (0, 1):
+            try:
+                while True:  # a sender that is starting up refuses connections for a moment: wait for it
+                    try:
+                        container = av.open(self.spec, mode="r", options=opts,
+                                            timeout=(self.opts.open_timeout_s, self.opts.read_timeout_s))
+                        break
+                    except ConnectionRefusedError:
+                        if time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.05)
+            except (av.error.FFmpegError, OSError) as exc:
+                raise VideoOpenError(f"cannot open stream {self.spec} ({getattr(exc, 'strerror', None) or exc}); "
+                                     "check that the sender is running and the URL (scheme, host, port)") from exc
+            if not container.streams.video:
+                container.close()
+                raise VideoOpenError(f"stream {self.spec} has no video stream; send video")
+            cc = container.streams.video[0].codec_context
+            if cc.width > 0 and cc.height > 0:
+                break
+            container.close()
+            if attempt:
+                raise VideoOpenError(f"stream {self.spec}: FFmpeg cannot tell the frame size; send a stream with "
+                                     "codec parameters in-band (e.g. rawvideo in NUT, or H.264 with SPS/PPS)")
+            opts = dict(self.opts.options)  # default probing on the second try
+        stream = container.streams.video[0]
+        w, h = int(stream.codec_context.width), int(stream.codec_context.height)
+        if self.width and (w, h) != (self.width, self.height):
+            container.close()
+            raise SourceLostError(f"{self.spec}: the reconnected stream is {w}x{h}, not {self.width}x{self.height}")
+        self.width, self.height = w, h
+        rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+        self.nominal_fps = float(rate) if rate else None
+        self._info = {"container": container.format.name, "codec": stream.codec_context.name,
+                      "pixel_format": stream.codec_context.pix_fmt, "time_base": str(stream.time_base)}
+        return container
+
+    def close(self) -> None:
+        if self._container is not None:
+            self._container.close()
+            self._container = None
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), **self._info, "reconnects": self.reconnects,
+                "ffmpeg_options": {**LOW_LATENCY_OPTIONS, **self.opts.options}}
+
+    def capture(self) -> Iterator[Captured]:
+        import av
+
+        segment_offset = 0.0  # seconds added to this segment's PTS (after a reconnect)
+        last_ts = -1.0
+        while True:
+            container = self._container or self._open()
+            self._container = container
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO" if stream.codec_context.name != "rawvideo" else "SLICE"
+            tb = stream.time_base
+            first_pts: int | None = None
+            failure: BaseException | None = None
+            try:
+                for packet in container.demux(stream):
+                    for frame in packet.decode():
+                        arrival = time.perf_counter()
+                        image = self._gray(_luma(frame))
+                        if self._t0_arrival is None:
+                            self._t0_arrival = arrival
+                        if frame.pts is not None and tb is not None:
+                            if first_pts is None:
+                                first_pts = frame.pts
+                                if last_ts >= 0:  # a new segment continues on the arrival clock
+                                    segment_offset = arrival - self._t0_arrival
+                            ts = segment_offset + float((frame.pts - first_pts) * tb)
+                            self._ts_counts["stream_pts"] = self._ts_counts.get("stream_pts", 0) + 1
+                        else:
+                            ts = self._arrival_ts(arrival)
+                        last_ts = ts
+                        yield Captured(image, ts, arrival)
+                reason = "end of stream"
+            except av.error.FFmpegError as exc:
+                failure = exc
+                reason = f"stream lost ({exc.strerror or exc})"
+            finally:
+                self.close()
+            if self.reconnects >= self.opts.reconnect:
+                self.end_reason = reason
+                if failure is not None:
+                    raise SourceLostError(f"{self.spec}: {reason}"
+                                          f"{f' after {self.reconnects} reconnects' if self.reconnects else ''}; "
+                                          "rows so far are on disk (use --reconnect N to retry)") from failure
+                log.warning("%s: %s; the live run ends", self.spec, reason)
+                return
+            self.reconnects += 1
+            log.warning("%s: %s; reconnecting (%d of %d)", self.spec, reason, self.reconnects, self.opts.reconnect)
+            time.sleep(self.opts.reconnect_delay_s)
+            deadline = time.monotonic() + self.opts.open_timeout_s
+            while self._container is None:
+                try:
+                    self._container = self._open()
+                except VideoOpenError as exc:
+                    if time.monotonic() > deadline:
+                        self.end_reason = f"{reason}; reconnect failed"
+                        raise SourceLostError(f"{self.spec}: {reason}; reconnect {self.reconnects} failed ({exc})") \
+                            from exc
+                    time.sleep(min(0.5, self.opts.reconnect_delay_s or 0.5))
+
+
+def _luma(frame: Any) -> np.ndarray:
+    """A decoded frame's luma as (H, W) uint8: the Y plane as is (full range) or stretched (TV range)."""
+    from eyeblink.sources import _AVCOL_RANGE_JPEG, _FULL_RANGE_LUMA, _TV_TO_PC_LUMA, _YUV_LUMA
+
+    fmt = frame.format.name
+    if fmt in _FULL_RANGE_LUMA or fmt in _YUV_LUMA:
+        plane = frame.planes[0]
+        rows = np.frombuffer(memoryview(plane), dtype=np.uint8).reshape(-1, plane.line_size)
+        y = rows[: frame.height, : frame.width]
+        if fmt in _FULL_RANGE_LUMA or frame.color_range == _AVCOL_RANGE_JPEG:
+            return np.array(y)  # a copy: the decoder reuses its buffers
+        return _TV_TO_PC_LUMA[y]
+    return np.asarray(frame.to_ndarray(format="gray"))
+
+
+def _stream_name(url: str) -> str:
+    """A file stem for a stream URL: ``tcp://127.0.0.1:5000?listen`` -> ``tcp-127.0.0.1-5000``."""
+    m = re.match(r"^([a-z0-9+.-]+)://([^/?#]*)(/[^?#]*)?", url, re.IGNORECASE)
+    if not m:
+        return "stream"
+    parts = [m.group(1), *re.split(r"[:@]", m.group(2).rsplit("@", 1)[-1])]
+    if m.group(3) and m.group(3).strip("/"):
+        parts.append(m.group(3).strip("/"))
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", "-".join(p for p in parts if p)).strip("-") or "stream"
+
+
+# --------------------------------------------------------------------------- V4L2 / OpenCV cameras
+
+
+class CameraSource(LiveSource):
+    """A camera through OpenCV's V4L2 backend (``0``, ``camera:0``, ``/dev/video0``).
+
+    Frames are timestamped on arrival (``arrival_monotonic``): OpenCV does not expose the V4L2 buffer
+    timestamps portably. ``fps``/``width``/``height`` are requested from the driver when given (a
+    high-speed camera needs its mode set); what the driver accepted is in the summary. A camera that
+    stops delivering frames (unplugged) raises :class:`SourceLostError`.
+    """
+
+    kind = "camera"
+
+    def __init__(self, device: int | str, *, name: str | None = None, fps: float | None = None,
+                 width: int | None = None, height: int | None = None) -> None:
+        import cv2
+
+        label = f"camera:{device}"
+        super().__init__(label, name or (f"camera{device}" if isinstance(device, int) else
+                                         re.sub(r"[^A-Za-z0-9._-]+", "-", str(device)).strip("-")))
+        self.device = device
+        cap = cv2.VideoCapture(device, cv2.CAP_V4L2)
+        if not cap.isOpened():
+            cap.release()
+            raise VideoOpenError(f"cannot open camera {device!r} (V4L2): no such device or it is busy; "
+                                 "list cameras with `v4l2-ctl --list-devices` and give its index or /dev/videoN")
+        for prop, value in ((cv2.CAP_PROP_FRAME_WIDTH, width), (cv2.CAP_PROP_FRAME_HEIGHT, height),
+                            (cv2.CAP_PROP_FPS, fps)):
+            if value:
+                cap.set(prop, float(value))
+        self._cap: Any = cap
+        self.width = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH))
+        self.height = int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        self.nominal_fps = float(cap.get(cv2.CAP_PROP_FPS)) or None
+
+    def close(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+            self._cap = None
+
+    def capture(self) -> Iterator[Captured]:
+        n = 0
+        try:
+            while self._cap is not None:
+                ok, img = self._cap.read()
+                arrival = time.perf_counter()
+                if not ok or img is None:
+                    self.end_reason = "camera stopped delivering frames"
+                    raise SourceLostError(f"{self.spec}: the camera stopped delivering frames after {n} "
+                                          "(unplugged or claimed by another program); rows so far are on disk")
+                n += 1
+                yield Captured(self._gray(img), self._arrival_ts(arrival), arrival)
+        finally:
+            self.close()
+
+
+# --------------------------------------------------------------------------- Basler / GenICam
+
+
+class BaslerSource(LiveSource):
+    """A Basler (or other GenICam) camera through pypylon (``basler:`` or ``basler:SERIAL``).
+
+    The camera is set to ``Mono8`` and grabbed one buffer at a time (``GrabStrategy_OneByOne``, a
+    ring of ``buffers`` driver buffers), so a slow consumer makes the camera skip frames, which its
+    frame counter reveals: ``describe()["camera_skipped_frames"]``. Timestamps are the camera's tick
+    counter (``camera_clock``; ``tick_hz`` ticks per second: 1 GHz on USB3 cameras and the emulator,
+    ``GevTimestampTickFrequency`` on GigE). ``PYLON_CAMEMU=N`` makes pylon offer N emulated cameras.
+    ``features`` are set as is before grabbing (``Width``, ``AcquisitionFrameRate``, ...).
+    """
+
+    kind = "basler"
+
+    def __init__(self, serial: str | None = None, *, name: str | None = None, buffers: int = 64,
+                 features: dict[str, Any] | None = None, grab_timeout_s: float = 5.0) -> None:
+        try:
+            from pypylon import pylon
+        except ImportError as exc:
+            raise MissingExtraError("a Basler camera needs pypylon: pip install 'eyeblink[basler]'") from exc
+        super().__init__(f"basler:{serial or ''}", name or f"basler-{serial or 'camera'}")
+        self._pylon = pylon
+        tl = pylon.TlFactory.GetInstance()
+        devices = tl.EnumerateDevices()
+        if serial:
+            devices = [d for d in devices if d.GetSerialNumber() == serial]
+        if not devices:
+            raise VideoOpenError(f"no Basler camera {'with serial ' + serial if serial else 'found'}; check the "
+                                 "cable and pylon Viewer (PYLON_CAMEMU=1 offers an emulated camera)")
+        dev = devices[0]
+        self.serial = dev.GetSerialNumber()
+        self.model = dev.GetModelName()
+        self.features = {"PixelFormat": "Mono8", **(features or {})}
+        self.buffers = buffers
+        self._cam: Any = None
+        cam = self._open()
+        self.width = int(cam.Width.GetValue())
+        self.height = int(cam.Height.GetValue())
+        self.nominal_fps = _feature(cam, "ResultingFrameRate", "ResultingFrameRateAbs", "AcquisitionFrameRate",
+                                    "AcquisitionFrameRateAbs")
+        self.tick_hz = _feature(cam, "GevTimestampTickFrequency") or 1e9
+        self.grab_timeout_ms = int(grab_timeout_s * 1000)
+        self.skipped = 0
+        # closed again: the capture (in the live loader, a forked process) opens its own handle
+        self.close()
+
+    def _open(self) -> Any:
+        pylon = self._pylon
+        tl = pylon.TlFactory.GetInstance()
+        devices = [d for d in tl.EnumerateDevices() if d.GetSerialNumber() == self.serial]
+        if not devices:
+            raise SourceLostError(f"{self.spec}: Basler camera {self.serial} is gone")
+        try:
+            cam = pylon.InstantCamera(tl.CreateDevice(devices[0]))
+            cam.Open()
+            for key, value in self.features.items():
+                getattr(cam, key).SetValue(value)
+            cam.MaxNumBuffer.SetValue(self.buffers)
+        except Exception as exc:  # pylon raises its own GenICam exception types
+            raise VideoOpenError(f"cannot configure Basler camera {self.serial}: {exc}".strip()) from exc
+        self._cam = cam
+        return cam
+
+    def close(self) -> None:
+        cam, self._cam = getattr(self, "_cam", None), None
+        if cam is not None:
+            if cam.IsGrabbing():
+                cam.StopGrabbing()
+            cam.Close()
+            cam.DestroyDevice()
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "serial": self.serial, "model": self.model, "tick_hz": self.tick_hz,
+                "camera_skipped_frames": self.skipped}
+
+    def capture(self) -> Iterator[Captured]:
+        pylon = self._pylon
+        cam = self._cam or self._open()
+        cam.StartGrabbing(pylon.GrabStrategy_OneByOne)
+        t0_ticks: int | None = None
+        last_id: int | None = None
+        try:
+            while cam.IsGrabbing():
+                try:
+                    res = cam.RetrieveResult(self.grab_timeout_ms, pylon.TimeoutHandling_Return)
+                except Exception as exc:  # pylon's RuntimeException: the device is gone
+                    self.end_reason = "camera disconnected"
+                    raise SourceLostError(f"{self.spec}: camera {self.serial} disconnected ({exc}); rows so far are "
+                                          "on disk") from exc
+                if res is None or not res.IsValid():
+                    if cam.IsCameraDeviceRemoved():
+                        self.end_reason = "camera disconnected"
+                        raise SourceLostError(f"{self.spec}: camera {self.serial} was removed; rows so far are on disk")
+                    self.end_reason = "grab timeout"
+                    raise SourceLostError(f"{self.spec}: no frame for {self.grab_timeout_ms / 1000:g} s (is the "
+                                          "camera waiting for a hardware trigger?)")
+                try:
+                    arrival = time.perf_counter()
+                    if not res.GrabSucceeded():
+                        log.warning("%s: grab failed (%s); frame skipped", self.spec, res.GetErrorDescription())
+                        self.skipped += 1
+                        continue
+                    image = self._gray(np.array(res.Array, copy=True))
+                    ticks = int(res.TimeStamp)
+                    block = int(res.BlockID) if hasattr(res, "BlockID") else None
+                finally:
+                    res.Release()
+                if block is not None and last_id is not None and block > last_id + 1:
+                    self.skipped += block - last_id - 1
+                last_id = block
+                if ticks > 0:
+                    if t0_ticks is None:
+                        t0_ticks = ticks
+                        self._t0_arrival = arrival
+                    ts = (ticks - t0_ticks) / self.tick_hz
+                    self._ts_counts["camera_clock"] = self._ts_counts.get("camera_clock", 0) + 1
+                else:
+                    ts = self._arrival_ts(arrival)
+                yield Captured(image, ts, arrival)
+        finally:
+            self.close()
+
+
+def _feature(cam: Any, *names: str) -> float | None:
+    for n in names:
+        try:
+            node = getattr(cam, n)
+            return float(node.GetValue())
+        except Exception:  # an absent GenICam feature raises a pylon exception; try the next name
+            continue
+    return None
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def open_live_source(spec: str, *, name: str | None = None, stream: StreamOptions | None = None,
+                     fps: float | None = None, basler_features: dict[str, Any] | None = None) -> LiveSource:
+    """Open a live source from its command-line spelling (see the module docstring)."""
+    text = spec.strip()
+    if re.fullmatch(r"\d+", text):
+        return CameraSource(int(text), name=name, fps=fps)
+    low = text.lower()
+    if low.startswith("camera:"):
+        rest = text.split(":", 1)[1]
+        if not re.fullmatch(r"\d+|/dev/\S+", rest):
+            raise ConfigError(f"camera source {spec!r}: expected camera:INDEX (camera:0) or camera:/dev/videoN")
+        return CameraSource(int(rest) if rest.isdigit() else rest, name=name, fps=fps)
+    if text.startswith("/dev/"):
+        return CameraSource(text, name=name, fps=fps)
+    if low == "basler" or low.startswith("basler:"):
+        serial = text.split(":", 1)[1] if ":" in text else ""
+        return BaslerSource(serial or None, name=name, features=basler_features)
+    scheme = low.split("://", 1)[0] if "://" in low else None
+    if scheme in STREAM_SCHEMES:
+        return StreamSource(text, name=name, options=stream)
+    raise ConfigError(f"unknown live source {spec!r}; give a camera (0, camera:0, /dev/video0), a stream URL "
+                      f"({', '.join(s + '://' for s in STREAM_SCHEMES)}) or basler:[SERIAL]; "
+                      "for a recorded file use `eyeblink process`")

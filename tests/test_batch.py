@@ -1,0 +1,291 @@
+"""``eyeblink batch`` (:mod:`eyeblink.batch`): planning, inputs, manifest, and real runs on a local Ray cluster.
+
+The Ray tests start one real local cluster (2 CPUs, no dashboard) for the session and process real
+synthetic recordings (``eyeblink.synth``: a face with planted blinks, MJPG) with the real detector and
+landmark model. Recordings are 100 FPS to keep the suite short: the blink detector works in
+milliseconds, so its warm-up, baseline window and therefore the chunk overlap are the same seconds as
+at 500 FPS. Tests that need Ray skip only when ``ray`` is not installed (extra ``eyeblink[ray]``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eyeblink.batch import (
+    ALIGN_FRAMES,
+    FAULT_ENV,
+    MANIFEST_NAME,
+    BatchConfig,
+    FrameRange,
+    Manifest,
+    expand_inputs,
+    min_overlap_s,
+    plan_chunks,
+    run_batch,
+    settings_hash,
+)
+from eyeblink.config import BlinkConfig, DetectConfig, RunConfig
+from eyeblink.errors import ConfigError, InputNotFoundError
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")
+
+CFG = RunConfig()
+
+
+# --------------------------------------------------------------------------- planning (no Ray)
+
+
+@pytest.mark.parametrize(("frames", "fps", "chunk_s", "overlap_s", "expected"), [
+    (None, 500.0, 300.0, 5.0, [(0, None, 0, None)]),            # unknown length: one task
+    (1000, None, 300.0, 5.0, [(0, None, 0, None)]),             # unknown rate: one task
+    (10**6, 500.0, 0.0, 5.0, [(0, None, 0, None)]),             # splitting off
+    (2300, 100.0, 4.0, 5.0, [(0, 512, 0, 1024), (512, 1024, 0, 1536), (1024, 1536, 512, 2048),
+                             (1536, None, 1024, None)]),
+    (1000, 100.0, 4.0, 5.0, [(0, None, 0, None)]),              # not longer than chunk + overlap
+    (2000, 100.0, 4.0, 5.0, [(0, 512, 0, 1024), (512, 1024, 0, 1536), (1024, None, 512, None)]),  # short tail
+])
+def test_plan_chunks(frames: int | None, fps: float | None, chunk_s: float, overlap_s: float,
+                     expected: list[tuple[int, int | None, int, int | None]]) -> None:
+    plan = plan_chunks(frames, fps, chunk_s, overlap_s)
+    assert plan == expected
+    starts = [s for s, *_ in plan]
+    assert starts[0] == 0 and all(s % ALIGN_FRAMES == 0 and lo % ALIGN_FRAMES == 0 for s, _, lo, _ in plan)
+    for (s, e, lo, hi), nxt in zip(plan, [*plan[1:], None], strict=True):
+        assert lo <= s and (e is None) == (nxt is None) and (nxt is None or e == nxt[0])  # owned ranges tile
+        if hi is not None and e is not None:
+            assert hi >= e
+
+
+def test_min_overlap_covers_warm_up_and_baseline_window() -> None:
+    assert min_overlap_s(CFG) == pytest.approx(5.0)
+    cfg = RunConfig(blinks=BlinkConfig(min_baseline_ms=500.0, baseline_window_ms=2000.0))
+    assert min_overlap_s(cfg) == pytest.approx(3.5)
+    with pytest.raises(ConfigError, match=r"--overlap-s 2.0 is shorter .* use --overlap-s 5"):
+        BatchConfig(overlap_s=2.0).overlap_for(CFG)
+    assert BatchConfig(overlap_s=8.0).overlap_for(CFG) == 8.0
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"cpus_per_task": 0}, "--cpus-per-task must be >= 1, got 0"),
+    ({"gpus_per_task": -1.0}, "--gpus-per-task must be >= 0"),
+    ({"chunk_s": -3.0}, "--chunk-s must be >= 0 seconds"),
+    ({"overlap_s": float("nan")}, "--overlap-s must be >= 0"),
+    ({"max_retries": -1}, "--max-retries must be >= 0, got -1"),
+    ({"local_cpus": 0}, "--local-cpus must be >= 1, got 0"),
+])
+def test_batch_config_errors(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        BatchConfig(**kwargs)
+
+
+def test_expand_inputs(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "s1.avi").write_bytes(b"x")
+    (tmp_path / "a" / "notes.txt").write_text("x")
+    (tmp_path / "b.mp4").write_bytes(b"x")
+    lst = tmp_path / "list.txt"
+    lst.write_text("# archive\nb.mp4\n\na/s1.avi\n")
+    assert expand_inputs([str(tmp_path / "**" / "*.avi")]) == [tmp_path / "a" / "s1.avi"]
+    assert expand_inputs([str(tmp_path / "a")]) == [tmp_path / "a" / "s1.avi"]
+    assert expand_inputs([f"@{lst}", str(tmp_path / "b.mp4")]) == [tmp_path / "b.mp4", tmp_path / "a" / "s1.avi"]
+    with pytest.raises(InputNotFoundError, match="matches no file"):
+        expand_inputs([str(tmp_path / "*.mkv")])
+    with pytest.raises(InputNotFoundError, match="list file not found"):
+        expand_inputs([f"@{tmp_path / 'nope.txt'}"])
+    with pytest.raises(InputNotFoundError, match="input not found"):
+        expand_inputs([str(tmp_path / "missing.avi")])
+
+
+def test_settings_hash_changes_with_results_not_scheduling() -> None:
+    assert settings_hash(CFG) == settings_hash(RunConfig())
+    assert settings_hash(CFG) != settings_hash(RunConfig(detect=DetectConfig(detect_every=2)))
+
+
+def test_manifest_ignores_torn_line_and_requires_outputs(tmp_path: Path) -> None:
+    m = Manifest(tmp_path)
+    m.append({"key": "k1", "stem": "v1", "status": "done"})
+    m.append({"key": "k2", "stem": "v2", "status": "failed", "error": "bad"})
+    with m.path.open("a") as fh:
+        fh.write('{"key": "k3", "sta')  # a crash while writing
+    assert [r["key"] for r in m.records()] == ["k1", "k2"]
+    assert m.done_keys(tmp_path) == set()  # v1's files are missing: not done
+    for kind in ("frames.csv", "blinks.csv", "summary.json"):
+        (tmp_path / f"v1.{kind}").write_text("x")
+    assert m.done_keys(tmp_path) == {"k1"}
+
+
+def test_frame_range_renumbers_and_stops(tmp_path: Path) -> None:
+    from conftest import write_video
+
+    from eyeblink.sources import open_source
+
+    path = write_video(tmp_path / "v.mkv", 20)
+    with open_source(path) as src:
+        frames = list(FrameRange(src, 5, 9))
+    assert [f.index for f in frames] == [0, 1, 2, 3]
+    assert [round(f.timestamp_s * 500) for f in frames] == [5, 6, 7, 8]
+    with open_source(path) as src:
+        assert len(list(FrameRange(src, 16, None))) == 4
+    with pytest.raises(ConfigError, match="frame range"):
+        FrameRange(open_source(path), 5, 5)
+
+
+# --------------------------------------------------------------------------- real runs on a local Ray cluster
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Any:
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Three 2.5 s recordings, a truncated one, a non-video, and a 20 s one (100 FPS, 640x480 MJPG)."""
+    from eyeblink.synth import SynthConfig, write_recording
+
+    root = tmp_path_factory.mktemp("archive")
+    vids = root / "videos"
+    vids.mkdir()
+    out: dict[str, Path] = {}
+    for i in range(3):
+        p = vids / f"s{i}.avi"
+        write_recording(p, SynthConfig.demo(2.5, fps=100.0, seed=i, mjpeg_qscale=4))
+        out[f"s{i}"] = p
+    cut = vids / "truncated.avi"
+    cut.write_bytes(out["s0"].read_bytes()[: out["s0"].stat().st_size // 2])
+    out["truncated"] = cut
+    junk = vids / "junk.avi"
+    junk.write_bytes(b"this is not a video\n" * 100)
+    out["junk"] = junk
+    long = root / "long" / "long.avi"
+    long.parent.mkdir()
+    write_recording(long, SynthConfig.demo(20.0, fps=100.0, seed=3, mjpeg_qscale=4))
+    out["long"] = long
+    return out
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_batch_runs_archive_reports_corrupt_and_resumes(ray_cluster: Any, archive: dict[str, Path],
+                                                        tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    seen: list[dict[str, Any]] = []
+    pattern = str(archive["s0"].parent / "*.avi")
+    rep = run_batch([pattern], out, CFG, BatchConfig(cpus_per_task=1, progress=False), on_video=seen.append)
+
+    assert sorted(r["stem"] for r in rep.done) == ["s0", "s1", "s2"]
+    failed = {r["stem"]: r["error"] for r in rep.failed}
+    assert sorted(failed) == ["junk", "truncated"]
+    assert "truncated.avi" in failed["truncated"] and "truncated or corrupt" in failed["truncated"]
+    assert "junk.avi" in failed["junk"]
+    assert all("\n" not in e for e in failed.values())
+    assert len(seen) == 5 and rep.frames == 3 * 250
+
+    # exactly the files `process` writes (same rows; the summary differs only in timings)
+    from eyeblink.runner import process_paths
+
+    ref = tmp_path / "ref"
+    process_paths([archive["s1"]], ref, CFG, workers=1)
+    for kind in ("frames.csv", "blinks.csv"):
+        assert (out / f"s1.{kind}").read_bytes() == (ref / f"s1.{kind}").read_bytes(), kind
+    s_batch = json.loads((out / "s1.summary.json").read_text())
+    s_ref = json.loads((ref / "s1.summary.json").read_text())
+    assert set(s_batch) == set(s_ref)
+    assert {k: s_batch[k] for k in ("frames", "blinks", "closure", "settings", "status")} == \
+        {k: s_ref[k] for k in ("frames", "blinks", "closure", "settings", "status")}
+    assert s_batch["blinks"] >= 1
+
+    # manifest: one line per video, the identity fields
+    lines = [json.loads(x) for x in (out / MANIFEST_NAME).read_text().splitlines()]
+    assert len(lines) == 5
+    for rec in lines:
+        assert {"key", "input", "size", "mtime_ns", "settings", "stem", "status", "finished"} <= set(rec)
+        assert Path(rec["input"]).is_absolute()
+
+    # rerun: the done ones are skipped, the failed ones tried again (and fail again)
+    rep2 = run_batch([pattern], out, CFG, BatchConfig(cpus_per_task=1, progress=False))
+    assert sorted(p.stem for p in rep2.skipped) == ["s0", "s1", "s2"]
+    assert rep2.done == [] and sorted(r["stem"] for r in rep2.failed) == ["junk", "truncated"]
+
+    # a changed input (new mtime) or changed settings: processed again
+    os.utime(archive["s2"], ns=(archive["s2"].stat().st_atime_ns, archive["s2"].stat().st_mtime_ns + 10**9))
+    rep3 = run_batch([str(archive["s2"]), str(archive["s0"])], out, CFG, BatchConfig(cpus_per_task=1, progress=False))
+    assert [r["stem"] for r in rep3.done] == ["s2"] and [p.stem for p in rep3.skipped] == ["s0"]
+
+
+def test_batch_retries_a_crashed_task(ray_cluster: Any, archive: dict[str, Path], tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = tmp_path / "crashed-once"
+    monkeypatch.setenv(FAULT_ENV, f"crash-once:s1:{marker}")
+    rep = run_batch([str(archive["s1"])], tmp_path / "out", CFG,
+                    BatchConfig(cpus_per_task=1, max_retries=1, progress=False))
+    assert marker.exists(), "the first attempt did not crash"
+    assert [r["stem"] for r in rep.done] == ["s1"] and rep.failed == []
+
+    monkeypatch.setenv(FAULT_ENV, f"crash-once:s0:{tmp_path / 'again'}")
+    rep = run_batch([str(archive["s0"])], tmp_path / "out0", CFG,
+                    BatchConfig(cpus_per_task=1, max_retries=0, progress=False))
+    assert rep.done == [] and len(rep.failed) == 1
+    assert "after 0 retries" in rep.failed[0]["error"]
+
+
+def test_chunked_video_equals_unsplit_run(ray_cluster: Any, archive: dict[str, Path], tmp_path: Path) -> None:
+    """20 s in 512-frame chunks (5 s overlap; the short tail joins the last) == one unsplit run, 2 workers each."""
+    from eyeblink.runner import process_paths
+
+    out = tmp_path / "chunked"
+    rep = run_batch([str(archive["long"])], out, CFG, BatchConfig(cpus_per_task=2, chunk_s=4.0, progress=False))
+    assert [r["chunks"] for r in rep.done] == [3], rep.failed
+    assert not (out / ".eyeblink-batch").exists()
+    ref = tmp_path / "ref"
+    process_paths([archive["long"]], ref, CFG, workers=2)
+
+    got, want = _rows(out / "long.frames.csv"), _rows(ref / "long.frames.csv")
+    assert [r["frame"] for r in got] == [str(i) for i in range(2000)]
+    exact = ("frame", "timestamp_s", "face", "ear_left", "ear_right", "ear", "detected", "face_score",
+             "face_x0", "face_y0", "face_x1", "face_y1")
+    assert [[r[c] for c in exact] for r in got] == [[r[c] for c in exact] for r in want]
+    for col, tol in (("baseline_ear", 1e-3), ("closure", 1e-2)):
+        worst = max(abs(float(a[col] or 0) - float(b[col] or 0)) for a, b in zip(got, want, strict=True))
+        assert worst < tol, (col, worst)
+
+    bg, bw = _rows(out / "long.blinks.csv"), _rows(ref / "long.blinks.csv")
+    assert len(bg) == len(bw) >= 10
+    frames_cols = ("blink", "start_frame", "end_frame", "peak_frame", "complete", "partial", "cue")
+    assert [[r[c] for c in frames_cols] for r in bg] == [[r[c] for c in frames_cols] for r in bw]
+    for a, b in zip(bg, bw, strict=True):
+        assert float(a["amplitude"]) == pytest.approx(float(b["amplitude"]), abs=2e-3)
+
+    summary = json.loads((out / "long.summary.json").read_text())
+    assert summary["frames"] == 2000 and summary["blinks"] == len(bw) and summary["status"] == "ok"
+    assert len(summary["batch"]["chunks"]) == 3
+    assert set(summary) - {"batch"} == set(json.loads((ref / "long.summary.json").read_text())) - {"parallel"}
+
+
+def test_cli_batch(ray_cluster: Any, archive: dict[str, Path], tmp_path: Path,
+                   capsys: pytest.CaptureFixture[str]) -> None:
+    from eyeblink.cli import main
+
+    lst = tmp_path / "videos.txt"
+    lst.write_text(f"{archive['s0']}\n{archive['junk']}\n")
+    rc = main(["batch", f"@{lst}", "-o", str(tmp_path / "out"), "--cpus-per-task", "1", "--no-progress"])
+    cap = capsys.readouterr()
+    assert rc == 2
+    assert "s0: done" in cap.out and "1 done, 1 failed" in cap.out
+    assert cap.err.startswith("eyeblink: error: junk: ") and len(cap.err.strip().splitlines()) == 1
+    rc = main(["batch", str(archive["s0"]), "-o", str(tmp_path / "out"), "--no-progress"])
+    assert rc == 0 and "1 skipped" in capsys.readouterr().out

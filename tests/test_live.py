@@ -1,0 +1,255 @@
+"""Live mode: real senders on loopback, the real ``eyeblink live`` CLI, the real metrics endpoint.
+
+The sender is ``python -m eyeblink.loopback`` (PyAV muxing raw gray video in NUT to
+``tcp://127.0.0.1:PORT?listen``): FFmpeg's own network code on both sides, no ``ffmpeg`` binary
+needed, so these tests always run. The Basler test runs pylon's camera emulation
+(``PYLON_CAMEMU=1``) fed with rendered face frames; it skips only when pypylon is not installed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from eyeblink.errors import ConfigError, VideoOpenError
+from eyeblink.live import LIVE_FRAME_COLUMNS, LiveConfig
+from eyeblink.live_sources import _stream_name, open_live_source
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_sender(port: int, *args: str) -> subprocess.Popen[str]:
+    """The loopback sender; returns once it has rendered its frames and is about to listen."""
+    proc = subprocess.Popen([sys.executable, "-m", "eyeblink.loopback", "--port", str(port), "--distinct", "50",
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "listening", proc.stderr.read() if proc.stderr else ""
+    return proc
+
+
+def start_live(url: str, out: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "eyeblink", "live", url, "-o", str(out), "--name", "cam",
+                             "--log-level", "info", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+
+def rows(out: Path) -> list[dict[str, str]]:
+    with (out / "cam.frames.csv").open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def summary(out: Path) -> dict:
+    return json.loads((out / "cam.summary.json").read_text())
+
+
+def wait_rows(out: Path, n: int, proc: subprocess.Popen[str], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    path = out / "cam.frames.csv"
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().count("\n") > n:
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    raise AssertionError(f"no {n} rows in {path} after {timeout} s")
+
+
+def scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ parsing
+
+
+@pytest.mark.parametrize(("url", "stem"), [
+    ("tcp://127.0.0.1:5000", "tcp-127.0.0.1-5000"),
+    ("tcp://127.0.0.1:5000?listen=1", "tcp-127.0.0.1-5000"),
+    ("rtsp://user:pw@cam.lab:554/stream1", "rtsp-cam.lab-554-stream1"),
+    ("udp://@:1234", "udp-1234"),
+])
+def test_stream_names(url: str, stem: str) -> None:
+    assert _stream_name(url) == stem
+
+
+@pytest.mark.parametrize(("spec", "error", "match"), [
+    ("ftp://host/x", ConfigError, "unknown live source"),
+    ("video.avi", ConfigError, "eyeblink process"),
+    ("camera:front", ConfigError, "camera:INDEX"),
+    ("camera:97", VideoOpenError, "cannot open camera 97"),
+    ("/dev/video97", VideoOpenError, "cannot open camera"),
+])
+def test_bad_sources(spec: str, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        open_live_source(spec)
+
+
+def test_stream_not_there_fails_at_open() -> None:
+    from eyeblink.live_sources import StreamOptions
+
+    t0 = time.monotonic()
+    with pytest.raises(VideoOpenError, match="check that the sender is running"):
+        open_live_source(f"tcp://127.0.0.1:{free_port()}", stream=StreamOptions(open_timeout_s=0.5))
+    assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"overload": "skip"}, "--on-overload must be one of drop, block"),
+    ({"buffer_s": 0}, "--buffer must be > 0"),
+    ({"chunk_frames": 0}, "chunk_frames must be >= 1"),
+    ({"duration_s": -1.0}, "--duration must be > 0"),
+])
+def test_live_config_errors(kwargs: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        LiveConfig(**kwargs)
+
+
+# ------------------------------------------------------------------------------------------ end to end
+
+
+def test_stream_end_to_end_with_metrics(tmp_path: Path) -> None:
+    """1,000 frames at 500 FPS over TCP: one row per frame, stream timestamps, metrics scraped mid-run."""
+    port, mport = free_port(), free_port()
+    sender = start_sender(port, "--fps", "500", "--stop-after", "1000")
+    live = start_live(f"tcp://127.0.0.1:{port}", tmp_path, "--on-overload", "block", "--metrics-port", str(mport),
+                      "--log-file", str(tmp_path / "live.log"))
+    try:
+        wait_rows(tmp_path, 50, live)
+        m = scrape(mport)
+        for name in ("eyeblink_frames_in_total", "eyeblink_frames_processed_total", "eyeblink_frames_dropped_total",
+                     'eyeblink_fps{direction="in"}', 'eyeblink_queue_depth{queue="ring"}',
+                     'eyeblink_stage_latency_seconds_count{stage="total"}', "eyeblink_face_lost_ratio",
+                     "eyeblink_blinks_total", 'eyeblink_ear{eye="left"}', "eyeblink_worker_restarts_total"):
+            assert name in m, name
+        assert m["eyeblink_frames_processed_total"] > 0
+        assert m['eyeblink_stage_latency_seconds_count{stage="analyze"}'] > 0
+        _, err = live.communicate(timeout=60)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, err
+    assert "end of stream" in err
+    r = rows(tmp_path)
+    assert list(r[0]) == list(LIVE_FRAME_COLUMNS)
+    assert len(r) == 1000
+    assert [int(x["frame"]) for x in r] == list(range(1000))
+    assert all(x["dropped"] == "0" for x in r)
+    assert abs(float(r[999]["timestamp_s"]) - 999 / 500) < 1e-6  # the stream's PTS, not the arrival time
+    assert sum(x["face"] == "1" for x in r) > 950
+    s = summary(tmp_path)
+    assert s["status"] == "ok"
+    assert s["source"]["timestamps"] == "stream_pts"
+    assert s["live"]["frames_in"] == 1000 and s["live"]["frames_dropped"] == 0
+    assert s["live"]["stop_reason"] == "end of stream"
+    log = (tmp_path / "live.log").read_text()
+    assert "MainProcess[" in log and "eyeblink-loader[" in log and "capture stopped" in log
+
+
+def test_sigterm_drains_and_exits_0(tmp_path: Path) -> None:
+    port = free_port()
+    sender = start_sender(port, "--fps", "500", "--duration", "60")
+    live = start_live(f"tcp://127.0.0.1:{port}", tmp_path)
+    try:
+        wait_rows(tmp_path, 200, live)
+        live.send_signal(signal.SIGTERM)
+        _, err = live.communicate(timeout=30)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, err
+    assert "stopped by SIGTERM" in err
+    s = summary(tmp_path)
+    r = rows(tmp_path)
+    assert s["status"] == "ok" and s["live"]["stop_reason"] == "stopped by SIGTERM"
+    assert len(r) == s["frames"] == s["live"]["frames_in"] >= 200  # every captured frame has its row
+    assert [int(x["frame"]) for x in r] == list(range(len(r)))
+
+
+def test_sender_dies_mid_stream(tmp_path: Path) -> None:
+    """The sender is killed (SIGKILL) mid-stream: the run ends by itself, rows and summary on disk."""
+    port = free_port()
+    sender = start_sender(port, "--fps", "500", "--duration", "60")
+    live = start_live(f"tcp://127.0.0.1:{port}", tmp_path, "--read-timeout", "2")
+    try:
+        wait_rows(tmp_path, 200, live)
+        sender.kill()
+        _, err = live.communicate(timeout=30)
+    finally:
+        live.kill()
+    assert live.returncode in (0, 4), err
+    assert ("end of stream" in err) or ("stream lost" in err), err
+    s = summary(tmp_path)
+    assert len(rows(tmp_path)) == s["frames"] >= 200
+
+
+def test_drop_policy_writes_gap_rows(tmp_path: Path) -> None:
+    """One worker detecting on every frame cannot keep up with 1,500 FPS: drops become gap rows."""
+    port, mport = free_port(), free_port()
+    sender = start_sender(port, "--fps", "1500", "--stop-after", "1500")
+    live = start_live(f"tcp://127.0.0.1:{port}", tmp_path, "--workers", "1", "--detect-every", "1",
+                      "--buffer", "0.02", "--metrics-port", str(mport))
+    try:
+        _, err = live.communicate(timeout=60)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, err
+    r = rows(tmp_path)
+    s = summary(tmp_path)
+    dropped = [x for x in r if x["dropped"] == "1"]
+    assert len(r) == 1500 and [int(x["frame"]) for x in r] == list(range(1500))
+    assert dropped and len(dropped) == s["live"]["frames_dropped"]
+    assert all(x["face"] == "0" and x["ear"] == "" and x["timestamp_s"] != "" for x in dropped)
+    assert any(x["face"] == "1" for x in r)
+
+
+def test_basler_emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pylon's camera emulation replays rendered face frames through the live pipeline."""
+    pytest.importorskip("pypylon")
+    import cv2
+
+    from eyeblink.config import RunConfig
+    from eyeblink.live import LivePipeline
+    from eyeblink.live_sources import BaslerSource
+    from eyeblink.loopback import render_loop_frames
+
+    monkeypatch.setenv("PYLON_CAMEMU", "1")
+    images = tmp_path / "images"
+    images.mkdir()
+    frames = render_loop_frames(8)
+    for i, f in enumerate(frames):
+        cv2.imwrite(str(images / f"f{i:03d}.png"), f)
+    source = BaslerSource(None, name="cam", features={
+        "Width": 640, "Height": 480, "ImageFilename": str(images), "ImageFileMode": "On",
+        "TestImageSelector": "Off", "AcquisitionFrameRateAbs": 500.0})
+    assert (source.width, source.height) == (640, 480)
+    cfg = RunConfig(max_frames=60)
+    with source:
+        result, _ = LivePipeline(cfg, LiveConfig(workers=1, overload="block"), source.nominal_fps).run(
+            source, tmp_path / "out")
+    s = result.summary
+    assert s["status"] == "ok" and s["frames"] == 60
+    assert s["source"]["kind"] == "basler" and s["source"]["model"] == "Emulation"
+    assert s["live"]["stop_reason"] == "--max-frames 60 reached"
+    assert result.faces == 60
