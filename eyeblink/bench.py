@@ -68,7 +68,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     from eyeblink import bench_detector
 
     bsub = p.add_subparsers(dest="bench_command", metavar="WHAT",
-                            help="what to measure instead of the whole pipeline: `detector` (see `eyeblink bench detector -h`)")
+                            help="what to measure instead of the whole pipeline: `detector` "
+                                 "(see `eyeblink bench detector -h`)")
     d = bsub.add_parser("detector", help="the face detector alone, per backend: batch-size sweep, latency sweep, "
                                          "images/s/W (the paper's experiment)",
                         description="Batch-size sweep (run time, images/s, time per image, compile time), "
