@@ -66,18 +66,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from eyeblink.config import RunConfig
-from eyeblink.errors import ConfigError, EyeblinkError, NoFaceError, WorkerError
+from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
 from eyeblink.export import ResultWriter, clean_json
 from eyeblink.frames import Frame
 from eyeblink.pipeline import (
     FrameAnalyzer,
     FrameResult,
+    Outcome,
     ProgressFactory,
     RunResult,
     SessionSink,
     StageClock,
     build_detector,
     build_fitter,
+    session_outcome,
 )
 from eyeblink.shm import FrameRing, RingSpec
 
@@ -511,7 +513,6 @@ class _Run:
         writer = self._make_writer(outdir, source.name)
         sink = SessionSink(writer, cfg, clock)
         redet = _Redetections()
-        status, error, error_tb = "ok", None, None
         info: dict[str, Any] | None = None
         self.latencies: list[np.ndarray] = []
         started = time.perf_counter()
@@ -520,39 +521,20 @@ class _Run:
             bar = progress(source.name, source.frame_count_hint) if progress else None
             if bar is not None:
                 stack.callback(bar.close)
+            outcome = Outcome()
             try:
-                try:
-                    self._start()
-                    info = self._sink_loop(sink, clock, redet, bar)
-                finally:
-                    self._shutdown()
-                sink.finish()
-                if sink.frames > 0 and sink.faces == 0:
-                    raise NoFaceError(
-                        f"no face found in any of the {sink.frames} frames of {source.path}; check that the "
-                        "face is in view, lit and at least ~60 px wide (rows written with face=0)"
-                    )
-            except WorkerError as exc:
-                status, error, error_tb = "failed", str(exc), getattr(exc, "traceback_text", None)
-                sink.finish()
-                raise
-            except EyeblinkError as exc:
-                status, error = "failed", str(exc)
-                sink.finish()
-                raise
-            except KeyboardInterrupt:
-                status, error = "interrupted", "interrupted by the user"
-                sink.finish()
-                raise
-            except Exception as exc:
-                status, error = "failed", f"internal error: {type(exc).__name__}: {exc}"
-                raise
+                with session_outcome(sink, source) as outcome:
+                    try:
+                        self._start()
+                        info = self._sink_loop(sink, clock, redet, bar)
+                    finally:
+                        self._shutdown()
             finally:
                 from eyeblink.pipeline import build_summary
 
                 wall = time.perf_counter() - started
                 summary = build_summary(_SourceView(source, info or self._info), cfg, sink, clock,  # type: ignore[arg-type]
-                                        redet, wall, status, error)  # type: ignore[arg-type]
+                                        redet, wall, outcome.status, outcome.error)  # type: ignore[arg-type]
                 summary["timings"].update(self._latency_summary())
                 summary["parallel"] = clean_json({
                     "workers": self.W, "chunk_frames": self.C, "batch_frames": self.B,
@@ -561,8 +543,8 @@ class _Run:
                     "detector": "fused",
                 })
                 summary.update(self._extra_summary())
-                if error_tb:
-                    summary["error_traceback"] = error_tb
+                if outcome.traceback:
+                    summary["error_traceback"] = outcome.traceback
                 writer.close()
                 writer.write_summary(summary)
         return RunResult(source.name, sink.frames, sink.faces, sink.events, summary,

@@ -12,7 +12,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -268,6 +268,46 @@ def _timed(frames: Iterator[Frame], clock: StageClock) -> Iterator[Frame]:
         yield f
 
 
+@dataclass
+class Outcome:
+    """How a session ended, for its summary: ``ok``, ``failed`` or ``interrupted``."""
+
+    status: str = "ok"
+    error: str | None = None
+    traceback: str | None = None
+
+
+@contextmanager
+def session_outcome(sink: SessionSink, source: FrameSource) -> Iterator[Outcome]:
+    """Run a session's body; record how it ended, close its blinks, and re-raise any failure.
+
+    Shared by the reference and the multiprocess pipelines so both end a session the same way:
+    the open blink is closed (``finish``) on success, failure and Ctrl-C alike, and a session in
+    which no frame had a face fails with :class:`NoFaceError` after its rows are written.
+    """
+    out = Outcome()
+    try:
+        yield out
+        sink.finish()
+        if sink.frames > 0 and sink.faces == 0:
+            raise NoFaceError(
+                f"no face found in any of the {sink.frames} frames of {source.path}; check that the "
+                "face is in view, lit and at least ~60 px wide (rows written with face=0)"
+            )
+    except EyeblinkError as exc:
+        out.status, out.error = "failed", str(exc)
+        out.traceback = getattr(exc, "traceback_text", None)
+        sink.finish()
+        raise
+    except KeyboardInterrupt:
+        out.status, out.error = "interrupted", "interrupted by the user"
+        sink.finish()
+        raise
+    except Exception as exc:  # a bug: record it in the summary, then let it surface
+        out.status, out.error = "failed", f"internal error: {type(exc).__name__}: {exc}"
+        raise
+
+
 def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, analyzer: FrameAnalyzer,
                    progress: ProgressFactory | None = None) -> RunResult:
     """Run the reference pipeline on one opened source; writes the output contract into ``outdir``.
@@ -279,40 +319,24 @@ def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, anal
     clock = analyzer.clock
     writer = ResultWriter(outdir, source.name)
     sink = SessionSink(writer, config, clock)
-    status, error = "ok", None
     started = time.perf_counter()
     with ExitStack() as stack:
         stack.callback(writer.close)
         bar = progress(source.name, source.frame_count_hint) if progress else None
         if bar is not None:
             stack.callback(bar.close)
+        outcome = Outcome()
         try:
-            for n, frame in enumerate(_timed(iter(source), clock)):
-                if config.max_frames is not None and n >= config.max_frames:
-                    break
-                sink.add(analyzer.analyze(frame))
-                if bar is not None:
-                    bar.update(1)
-            sink.finish()
-            if sink.frames > 0 and sink.faces == 0:
-                raise NoFaceError(
-                    f"no face found in any of the {sink.frames} frames of {source.path}; check that the "
-                    "face is in view, lit and at least ~60 px wide (rows written with face=0)"
-                )
-        except EyeblinkError as exc:
-            status, error = "failed", str(exc)
-            sink.finish()
-            raise
-        except KeyboardInterrupt:
-            status, error = "interrupted", "interrupted by the user"
-            sink.finish()
-            raise
-        except Exception as exc:  # a bug: record it in the summary, then let it surface
-            status, error = "failed", f"internal error: {type(exc).__name__}: {exc}"
-            raise
+            with session_outcome(sink, source) as outcome:
+                for n, frame in enumerate(_timed(iter(source), clock)):
+                    if config.max_frames is not None and n >= config.max_frames:
+                        break
+                    sink.add(analyzer.analyze(frame))
+                    if bar is not None:
+                        bar.update(1)
         finally:
             wall = time.perf_counter() - started
-            summary = build_summary(source, config, sink, clock, analyzer, wall, status, error)
+            summary = build_summary(source, config, sink, clock, analyzer, wall, outcome.status, outcome.error)
             writer.close()
             writer.write_summary(summary)
     return RunResult(source.name, sink.frames, sink.faces, sink.events, summary,
