@@ -31,7 +31,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,7 +120,7 @@ class Sample:
     gray: np.ndarray
     face: Any  # FaceDetection
     points: np.ndarray  # (12, 2)
-    extra: dict[str, float] = field(default_factory=dict)
+    augmented: bool = False
 
 
 # --------------------------------------------------------------------------- frames
@@ -273,7 +273,7 @@ def build_samples(frames: Sequence[LabelledFrame], detector: Any, *, augment_cop
             img, pts = augment(fr.gray, fr.points, rng, strength=0.0 if k == 0 else 1.0)
             face = match_face(detector.detect(img), pts)
             if face is not None:
-                out.append(Sample(fr.source, fr.kind, img, face, pts))
+                out.append(Sample(fr.source, fr.kind, img, face, pts, augmented=k > 0))
     return out
 
 
@@ -373,7 +373,12 @@ def eye_error(pts: np.ndarray, ref: np.ndarray) -> float:
 
 
 def compare(samples: Sequence[Sample], fitters: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
-    """Per fitter and per sample kind: error/IOD (mean, median, p90), |dEAR| vs reference, fit ms (median, p99)."""
+    """Per fitter and per sample kind: error/IOD (mean, median, p90), |dEAR| vs reference, fit ms (median, p99).
+
+    Groups: each sample kind, ``<kind>+aug`` (its augmented copies only: where the reference is the
+    teacher's fit on the clean frame, the teacher itself scores 0 on the clean copy, so only the
+    augmented rows compare teacher and student fairly) and ``all``.
+    """
     import numpy as np
 
     from eyeblink.landmarks import eye_ears
@@ -386,7 +391,7 @@ def compare(samples: Sequence[Sample], fitters: dict[str, Any]) -> dict[str, dic
             fit = fitter.fit(s.gray, s.face)
             dt = (time.perf_counter() - t0) * 1e3
             dear = float(np.nanmean(np.abs(np.array([fit.ear_left, fit.ear_right]) - np.array(eye_ears(s.points)))))
-            for key in (s.kind, "all"):
+            for key in (s.kind, "all", *((f"{s.kind}+aug",) if s.augmented else ())):
                 rows.setdefault(key, []).append((eye_error(fit.points, s.points), dear, dt))
         out[name] = {}
         for key, r in rows.items():
@@ -398,11 +403,11 @@ def compare(samples: Sequence[Sample], fitters: dict[str, Any]) -> dict[str, dic
 
 
 def format_comparison(table: dict[str, dict[str, dict[str, float]]]) -> str:
-    lines = [f"{'model':8} {'frames':10} {'n':>5} {'err/IOD':>8} {'median':>7} {'p90':>7} {'|dEAR|':>7} "
+    lines = [f"{'model':8} {'frames':14} {'n':>5} {'err/IOD':>8} {'median':>7} {'p90':>7} {'|dEAR|':>7} "
              f"{'ms med':>7} {'ms p99':>7}"]
     for name, per in table.items():
         for key, v in sorted(per.items()):
-            lines.append(f"{name:8} {key:10} {v['n']:5d} {v['err_mean']:8.4f} {v['err_median']:7.4f} "
+            lines.append(f"{name:8} {key:14} {v['n']:5d} {v['err_mean']:8.4f} {v['err_median']:7.4f} "
                          f"{v['err_p90']:7.4f} {v['dear_mean']:7.4f} {v['ms_median']:7.3f} {v['ms_p99']:7.3f}")
     return "\n".join(lines)
 

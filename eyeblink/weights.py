@@ -71,7 +71,7 @@ DLIB68_SIZE = 99_693_937
 EYE12_FILENAME = "eye12_v1.dat"
 #: sha256 of weights/eye12_v1.dat, the project's 12-point eye-contour predictor (eyeblink.train,
 #: scripts/train_eye12.py; see weights/README.md). Verified in full at every load (a few MB: milliseconds).
-EYE12_SHA256 = "PLACEHOLDER"
+EYE12_SHA256 = "4d7307f46e9bb52b515c2bd2abc855bf0f3b6a40b5571be348334cfb3308815b"
 
 _BLAZEFACE_FIX = (
     "restore it (the repository's weights/ folder holds the reference copy, see weights/README.md) "

@@ -444,6 +444,7 @@ def test_sha256sums_file_matches_constants() -> None:
     assert sums == {
         weights.BLAZEFACE_FILENAME: weights.BLAZEFACE_SHA256,
         weights.DLIB68_FILENAME: weights.DLIB68_SHA256,
+        weights.EYE12_FILENAME: weights.EYE12_SHA256,
     }
 
 
