@@ -217,7 +217,7 @@ def cmd_process(args: argparse.Namespace) -> int:
             print(f"{r.stem}: {tr['trials']} trials, {tr['scored_trials']} with a valid baseline, CR in "
                   f"{tr['cr_trials']} ({'-' if pct is None else f'{pct:.0f}%'})")
     for _path, err in failures:
-        print(f"eyeblink: error: {err}", file=sys.stderr)
+        print(f"eyeblink: error: {one_line(err)}", file=sys.stderr)
     return failures[0][1].exit_code if failures else 0
 
 

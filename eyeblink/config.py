@@ -49,6 +49,8 @@ class DetectConfig:
     num_threads: int = 1
     batch_size: int = 1
     detect_every: int = 1
+    hold_iou: float = 0.9  # keep the tracked box while a new detection overlaps it this much (0: never)
+    hold_max_ms: float = 250.0  # ... but adopt a new box at least this often
     jit_compile: bool = True
     prefetch_depth: int = 2
     io_tiles: int = 0
@@ -61,6 +63,8 @@ class DetectConfig:
         _require(self.num_threads >= 1, f"detect.num_threads must be >= 1, got {self.num_threads}")
         _require(self.batch_size >= 1, f"detect.batch_size must be >= 1, got {self.batch_size}")
         _require(self.detect_every >= 1, f"--detect-every must be >= 1, got {self.detect_every}")
+        _require(0.0 <= self.hold_iou < 1.0, f"detect.hold_iou must be in [0, 1), got {self.hold_iou}")
+        _require(self.hold_max_ms > 0, f"detect.hold_max_ms must be > 0, got {self.hold_max_ms}")
         self.accelerator()  # validates jit_compile, prefetch_depth, io_tiles, replicas
         from eyeblink.detect import BackendName
 

@@ -104,8 +104,13 @@ def run_demo(outdir: Path, *, duration_s: float = 10.0, seed: int = 0, progress:
           f"with {len(synth.blinks)} planted blinks -> {video}")
     truth = write_recording(video, synth)
     (outdir / "demo.truth.json").write_text(truth.to_json(indent=2) + "\n", encoding="utf-8")
-    cfg = config or RunConfig()
-    results, failures = process_paths([video], outdir, cfg, progress=progress)
+    # the run a user gets from `eyeblink process`: the cpu preset, one worker per physical core
+    from eyeblink.config import load_preset
+    from eyeblink.parallel import physical_cores
+    from eyeblink.presets import resolve_preset
+
+    cfg = config or load_preset(resolve_preset("cpu"))
+    results, failures = process_paths([video], outdir, cfg, progress=progress, workers=physical_cores())
     if failures:
         raise failures[0][1]
     res = results[0]

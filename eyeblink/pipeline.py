@@ -111,6 +111,7 @@ class FrameAnalyzer:
         self._face: FaceDetection | None = None
         self._since_detect = 0
         self._iod_ref = math.nan
+        self._face_t = -math.inf  # when the tracked box was adopted (hold_max_ms)
         self.redetections = 0
 
     def reset(self) -> None:
@@ -118,21 +119,41 @@ class FrameAnalyzer:
         self._face = None
         self._since_detect = 0
         self._iod_ref = math.nan
+        self._face_t = -math.inf
         self.redetections = 0
         self.clock = StageClock()
 
-    def analyze(self, frame: Frame) -> FrameResult:
+    def _detect(self, frame: Frame, *, hold: bool = True) -> FaceDetection | None:
+        """Run the detector; keep the tracked box when the new one is nearly the same.
+
+        BlazeFace's box wobbles by a pixel or two from frame to frame, and dlib's fit (hence
+        the EAR) follows the box: every new box is a small step in the EAR trace. While the new
+        detection overlaps the tracked box with IoU >= ``detect.hold_iou``, the tracked box is
+        kept, for at most ``detect.hold_max_ms``; a real head movement (or the drift check)
+        replaces it. Only under the keyframe policy: with ``--detect-every 1`` every frame uses its
+        own detection (the original every-frame mode, identical in every pipeline layout).
+        """
         from eyeblink.detect.blazeface import select_subject
 
+        t0 = time.perf_counter()
+        face = select_subject(self.detector.detect(frame.image), self._face)
+        self.clock.add("detect", time.perf_counter() - t0)
+        self._since_detect = 0
+        d = self.cfg.detect
+        if (hold and d.detect_every > 1 and face is not None and self._face is not None and d.hold_iou > 0
+                and face.iou(self._face) >= d.hold_iou
+                and (frame.timestamp_s - self._face_t) * 1000 < d.hold_max_ms):
+            return self._face
+        self._face_t = frame.timestamp_s
+        return face
+
+    def analyze(self, frame: Frame) -> FrameResult:
         every = self.cfg.detect.detect_every
         detected = False
         face = self._face
         if face is None or self._since_detect + 1 >= every:
-            t0 = time.perf_counter()
-            face = select_subject(self.detector.detect(frame.image), self._face)
-            self.clock.add("detect", time.perf_counter() - t0)
+            face = self._detect(frame)
             detected = True
-            self._since_detect = 0
         else:
             self._since_detect += 1
         if face is None:
@@ -142,13 +163,10 @@ class FrameAnalyzer:
         fit = self.fitter.fit(frame.gray, face)
         self.clock.add("landmarks", time.perf_counter() - t0)
         if not detected and self._drifted(face, fit.points, fit.inter_ocular):
-            # the reused box no longer fits the face: detect now and refit
+            # the reused box no longer fits the face: detect now (without holding it) and refit
             self.redetections += 1
-            t0 = time.perf_counter()
-            face = select_subject(self.detector.detect(frame.image), self._face)
-            self.clock.add("detect", time.perf_counter() - t0)
+            face = self._detect(frame, hold=False)
             detected = True
-            self._since_detect = 0
             if face is None:
                 self._face = None
                 return FrameResult(frame.index, frame.timestamp_s, None, detected)
