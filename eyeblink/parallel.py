@@ -114,6 +114,19 @@ RESULT_DTYPE = np.dtype([
 _POLL_S = 0.05  # how often a blocked get/put wakes up to check the stop event and its peers
 
 
+def _warm_up(analyzer: FrameAnalyzer, source: Any) -> None:
+    """One detection and one fit on a blank frame before the first real one.
+
+    The first LiteRT invoke packs XNNPACK's weights and the first dlib fit pages in the model,
+    together ~100-200 ms: paid here, before a live capture starts, instead of on the first frames.
+    """
+    h, w = int(getattr(source, "height", 0) or 480), int(getattr(source, "width", 0) or 640)
+    blank = np.full((h, w), 128, np.uint8)
+    analyzer.detector.detect(blank)
+    side = min(h, w) / 2
+    analyzer.fitter.fit_box(blank, (w / 2 - side / 2, h / 2 - side / 2, w / 2 + side / 2, h / 2 + side / 2))
+
+
 def physical_cores() -> int:
     """Physical cores this process may run on (hyper-threads do not help the cache-bound dlib fit)."""
     try:
@@ -379,6 +392,7 @@ class _Run:
         try:
             detector = build_detector(self.cfg)
             analyzer = FrameAnalyzer(self.cfg, detector, self.pipe.fitter, StageClock())
+            _warm_up(analyzer, self.source)
             self._worker_ready(wid)
             ring = self.ring
             assert ring is not None
