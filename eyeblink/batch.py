@@ -81,6 +81,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eyeblink import __version__
+from eyeblink.closing import Closing
 from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError, EyeblinkError, InputNotFoundError, MissingExtraError, WorkerError
 
@@ -316,7 +317,7 @@ class Manifest:
 # ----------------------------------------------------------------------------------------- chunks
 
 
-class FrameRange:
+class FrameRange(Closing):
     """Frames ``[lo, hi)`` of another source, renumbered from 0 (the merge shifts them back by ``lo``).
 
     Frames before ``lo`` are decoded and dropped (decode order defines the frame number, so a seek
@@ -355,12 +356,6 @@ class FrameRange:
 
     def close(self) -> None:
         self.inner.close()
-
-    def __enter__(self) -> FrameRange:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _align_up(n: int, step: int = ALIGN_FRAMES) -> int:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from eyeblink.blinks import BLINK_COLUMNS, BlinkEvent
+from eyeblink.closing import Closing
 from eyeblink.errors import OutputError
 
 FRAME_COLUMNS = (
@@ -96,7 +97,7 @@ class _CsvStream:
             self._fh.close()
 
 
-class ResultWriter:
+class ResultWriter(Closing):
     """The sink's writer for one input. Use as a context manager; ``close`` is idempotent."""
 
     def __init__(self, outdir: str | Path, stem: str, *, flush_interval_s: float = 0.5) -> None:
@@ -133,12 +134,6 @@ class ResultWriter:
     def close(self) -> None:
         self._frames.close()
         self._blinks.close()
-
-    def __enter__(self) -> ResultWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _json_default(o: Any) -> Any:

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eyeblink.closing import Closing
 from eyeblink.errors import ConfigError, OutputError
 
 __all__ = ["LOG_FORMAT", "LOG_LEVELS", "LogSetup", "setup_logging"]
@@ -31,7 +32,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)-5s %(processName)s[%(process)d] %(name)s:
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-class LogSetup:
+class LogSetup(Closing):
     """The running listener; :meth:`close` flushes and detaches it (idempotent)."""
 
     def __init__(self, listener: logging.handlers.QueueListener, handler: logging.Handler,
@@ -52,12 +53,6 @@ class LogSetup:
         for h in self.outputs:
             h.close()
         self.queue.close()
-
-    def __enter__(self) -> LogSetup:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def setup_logging(level: str = "info", log_file: str | Path | None = None) -> LogSetup:

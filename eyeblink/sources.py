@@ -25,11 +25,11 @@ from array import array
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from eyeblink.closing import Closing
 from eyeblink.errors import (
     ConfigError,
     EmptySourceError,
@@ -84,7 +84,7 @@ def natural_sort_key(name: str) -> tuple[Any, ...]:
     return tuple(int(p) if i % 2 else p.casefold() for i, p in enumerate(parts))
 
 
-class FrameSource(ABC):
+class FrameSource(ABC, Closing):
     """An input that yields :class:`Frame` records in decode order.
 
     Use it as a context manager so the underlying file handles are closed even when the consumer
@@ -113,19 +113,8 @@ class FrameSource(ABC):
     def describe(self) -> dict[str, Any]:
         """Facts about the input for the run summary (codec, pixel format, container, rates)."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook, sources without handles need nothing
+    def close(self) -> None:
         """Release file handles held by an unfinished iteration (idempotent)."""
-
-    def __enter__(self) -> FrameSource:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _validate_fps(fps: float | None, what: str) -> float | None:

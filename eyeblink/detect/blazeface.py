@@ -37,11 +37,11 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 import cv2
 import numpy as np
 
+from eyeblink.closing import Closing
 from eyeblink.detect import INPUT_SIZE, NUM_COORDS, BackendName, Detector, create_detector
 from eyeblink.detect.anchors import blazeface_short_range_anchors
 
@@ -411,7 +411,7 @@ def postprocess(
     return faces
 
 
-class FaceDetector:
+class FaceDetector(Closing):
     """Face detection on whole frames: letterbox, a :class:`~eyeblink.detect.Detector` backend, post-process.
 
     ``batch_size`` is how many frames :meth:`detect_many` sends to the backend per call (on the
@@ -503,17 +503,6 @@ class FaceDetector:
     def close(self) -> None:
         """Close the backend."""
         self._detector.close()
-
-    def __enter__(self) -> FaceDetector:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 # --------------------------------------------------------------------------------------------

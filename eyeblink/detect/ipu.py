@@ -32,11 +32,11 @@ from __future__ import annotations
 import contextlib
 import queue
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 
+from eyeblink.closing import Closing
 from eyeblink.detect import INPUT_SIZE, NUM_ANCHORS, NUM_COORDS, AcceleratorOptions
 from eyeblink.detect._tf import tf, tf_ipu
 from eyeblink.detect.ipu_settings import IPUSettings, OutfeedDrainer, ResultRouter, apply_ipu_config, ipu_settings
@@ -52,7 +52,7 @@ ipu = tf_ipu()  # Graphcore's TensorFlow only; the registry checked it is there
 RESULT_TIMEOUT_S = 900.0
 
 
-class IPUDetector:
+class IPUDetector(Closing):
     """BlazeFace on Graphcore IPUs. Implements :class:`eyeblink.detect.Detector`.
 
     ``batch_size`` is the static per-replica batch compiled for the device; a call with a
@@ -176,13 +176,3 @@ class IPUDetector:
             with contextlib.suppress(queue.Full):  # end the tf.data feed generator
                 self._host_queue.put_nowait(None)
 
-    def __enter__(self) -> IPUDetector:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

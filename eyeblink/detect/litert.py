@@ -22,11 +22,11 @@ order; the result is bit-identical to running the images one by one
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter
 
+from eyeblink.closing import Closing
 from eyeblink.detect import INPUT_SIZE, NUM_ANCHORS, NUM_COORDS
 from eyeblink.errors import ModelFileError
 from eyeblink.weights import BLAZEFACE_SHA256, blazeface_path, verify_sha256
@@ -37,7 +37,7 @@ __all__ = ["LiteRTDetector"]
 _FIRST_GRID_ROWS = 16 * 16 * 2
 
 
-class LiteRTDetector:
+class LiteRTDetector(Closing):
     """BlazeFace short-range on ai-edge-litert (XNNPACK). Implements :class:`eyeblink.detect.Detector`.
 
     Not thread-safe (one interpreter holds one set of tensors): use one instance per thread or
@@ -139,13 +139,3 @@ class LiteRTDetector:
         """Release the interpreter; further ``detect`` calls raise ``RuntimeError``. Idempotent."""
         self._interpreter = None
 
-    def __enter__(self) -> LiteRTDetector:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -34,11 +34,11 @@ import contextlib
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 
+from eyeblink.closing import Closing
 from eyeblink.detect import INPUT_SIZE, AcceleratorOptions
 from eyeblink.detect._tf import tf
 from eyeblink.detect.keras_blazeface import build_keras_blazeface
@@ -101,7 +101,7 @@ def _check_batch(batch: np.ndarray) -> None:
         raise ValueError(f"batch must have shape [B>=1, {INPUT_SIZE}, {INPUT_SIZE}, 3], got {batch.shape}")
 
 
-class TensorFlowDetector:
+class TensorFlowDetector(Closing):
     """BlazeFace on TensorFlow (XLA). Implements :class:`eyeblink.detect.Detector`.
 
     ``batch_size`` is the largest batch compiled (see the module docstring for buckets);
@@ -253,14 +253,4 @@ class TensorFlowDetector:
         self._fn = None
         self._model = None
 
-    def __enter__(self) -> TensorFlowDetector:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
