@@ -183,11 +183,12 @@ class SessionData:
 
 
 def read_frames(path: Path) -> tuple[list[str], list[list[str]]]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.reader(fh))
-    if not rows:
+    from eyeblink.export import read_table
+
+    header, rows = read_table(path)
+    if not header:
         raise ConfigError(f"{path} is empty; it should start with the header {path.name} was written with")
-    return rows[0], rows[1:]
+    return header, rows
 
 
 def _column(header: list[str], rows: list[list[str]], name: str) -> np.ndarray:

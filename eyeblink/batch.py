@@ -66,7 +66,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import glob
 import hashlib
 import json
@@ -472,11 +471,12 @@ def _process(source: Any, outdir: Path, cfg: RunConfig, workers: int) -> RunResu
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.reader(fh))
-    if not rows:
+    from eyeblink.export import read_table
+
+    header, rows = read_table(path)
+    if not header:
         raise EyeblinkError(f"{path} is empty; the chunk's output is incomplete — rerun the batch")
-    return rows[0], rows[1:]
+    return header, rows
 
 
 def _event_from_row(header: list[str], row: list[str]) -> BlinkEvent:

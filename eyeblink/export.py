@@ -136,6 +136,13 @@ class ResultWriter(Closing):
         self._blinks.close()
 
 
+def read_table(path: Path) -> tuple[list[str], list[list[str]]]:
+    """A CSV written by :class:`ResultWriter`: (header, rows); an empty file gives ``([], [])``."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    return (rows[0], rows[1:]) if rows else ([], [])
+
+
 def _json_default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)

@@ -79,6 +79,7 @@ from eyeblink.pipeline import (
     StageClock,
     build_detector,
     build_fitter,
+    progress_bar,
     session_outcome,
 )
 from eyeblink.shm import FrameRing, RingSpec
@@ -532,9 +533,7 @@ class _Run:
         started = time.perf_counter()
         with ExitStack() as stack:
             stack.callback(writer.close)
-            bar = progress(source.name, source.frame_count_hint) if progress else None
-            if bar is not None:
-                stack.callback(bar.close)
+            bar = progress_bar(stack, progress, source)
             outcome = Outcome()
             try:
                 with session_outcome(sink, source) as outcome:

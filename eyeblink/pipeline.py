@@ -286,6 +286,14 @@ def _timed(frames: Iterator[Frame], clock: StageClock) -> Iterator[Frame]:
         yield f
 
 
+def progress_bar(stack: ExitStack, progress: ProgressFactory | None, source: FrameSource) -> Any:
+    """The run's progress bar (or None), closed with ``stack``."""
+    bar = progress(source.name, source.frame_count_hint) if progress else None
+    if bar is not None:
+        stack.callback(bar.close)
+    return bar
+
+
 @dataclass
 class Outcome:
     """How a session ended, for its summary: ``ok``, ``failed`` or ``interrupted``."""
@@ -340,9 +348,7 @@ def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, anal
     started = time.perf_counter()
     with ExitStack() as stack:
         stack.callback(writer.close)
-        bar = progress(source.name, source.frame_count_hint) if progress else None
-        if bar is not None:
-            stack.callback(bar.close)
+        bar = progress_bar(stack, progress, source)
         outcome = Outcome()
         try:
             with session_outcome(sink, source) as outcome:
