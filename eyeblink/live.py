@@ -37,15 +37,16 @@ import queue
 import signal
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eyeblink.errors import ConfigError, EyeblinkError
+from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
 from eyeblink.export import FRAME_COLUMNS, ResultWriter, _CsvStream
-from eyeblink.parallel import _POLL_S, ParallelConfig, ParallelPipeline, _Run, _Stop
+from eyeblink.parallel import _POLL_S, PREFAULT_SLOTS, ParallelConfig, ParallelPipeline, _Run, _Stop
+from eyeblink.shm import FrameRing, RingSpec
 
 if TYPE_CHECKING:
     from eyeblink.config import RunConfig
@@ -90,10 +91,11 @@ class LiveConfig:
             raise ConfigError(f"--duration must be > 0 seconds, got {self.duration_s}")
         ParallelConfig(workers=self.workers, chunk_frames=self.chunk_frames, batch_frames=self.batch_frames)
 
-    def parallel(self, fps: float | None) -> ParallelConfig:
-        base = ParallelConfig(workers=self.workers, chunk_frames=self.chunk_frames, batch_frames=self.batch_frames)
-        return ParallelConfig(workers=self.workers, chunk_frames=self.chunk_frames, batch_frames=self.batch_frames,
-                              ring_slots=max(base.slots, round(self.buffer_s * (fps or 500.0))))
+    def parallel(self, fps: float | None, base: ParallelConfig | None = None) -> ParallelConfig:
+        """The pipeline layout; the ring holds ``buffer_s`` seconds at ``fps`` (500 when unknown)."""
+        base = base or ParallelConfig(workers=self.workers, chunk_frames=self.chunk_frames,
+                                      batch_frames=self.batch_frames, track_across_chunks=True)
+        return replace(base, ring_slots=max(replace(base, ring_slots=0).slots, round(self.buffer_s * (fps or 500.0))))
 
 
 class LiveResultWriter(ResultWriter):
@@ -125,6 +127,42 @@ class _LiveRun(_Run):
         self.stop_reason: str | None = None
         self.metrics: LiveMetrics | None = None
 
+    def _ring_spec(self) -> RingSpec | None:
+        return None  # sized in _start, once the stream is open and its frame size and rate are known
+
+    def _start(self) -> None:
+        """Workers first, warmed up; then open the stream, size the ring and start the capture.
+
+        A network stream starts sending when it is opened: every frame that arrives before the
+        workers can analyse it waits in the socket (a paced sender then catches up in a burst)
+        and comes out late. So the workers are forked and warmed up (LiteRT's first invoke, the
+        dlib model paged in) before :meth:`LiveSource.start` connects, and attach to the ring by
+        name when it exists.
+        """
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()  # one tracker for the ring, shared by the children (see shm)
+        self._make_queues(0)  # the ring bounds the frames in flight; its size is not known yet
+        self.workers = self._fork(*[(self._worker_main, (w,), f"eyeblink-worker-{w}") for w in range(self.W)])
+        deadline = time.monotonic() + self.par.stall_timeout_s
+        for _ in range(self.W):
+            while not self.ready.acquire(timeout=_POLL_S):
+                if any(p.exitcode is not None for p in self.workers):
+                    return  # a worker failed while loading: the sink loop reports it
+                if time.monotonic() > deadline:
+                    raise WorkerError(f"the workers did not load their models within "
+                                      f"{self.par.stall_timeout_s:.0f} s")
+        source: LiveSource = self.source  # type: ignore[assignment]
+        source.start()
+        self.par = self.live.parallel(source.nominal_fps, base=self.par)
+        self.spec = RingSpec(self.par.slots, (source.height, source.width))
+        self.ring = FrameRing(self.spec)
+        self.ring.prefault(PREFAULT_SLOTS)
+        self.ring_name = self.ring.name
+        for q in self.work_qs:
+            q.put(("ring", self.ring.name, self.spec))
+        (self.loader,) = self._fork((self._loader_main, (), "eyeblink-loader"))
+
     # ------------------------------------------------------------ children
 
     def _child_setup(self) -> None:
@@ -143,6 +181,7 @@ class _LiveRun(_Run):
         self._child_setup()
         ring, W, C, B = self.ring, self.W, self.C, self.B
         assert ring is not None
+        ring.prefault(PREFAULT_SLOTS)  # a fork does not copy the page tables of a shared mapping
         source: LiveSource = self.source  # type: ignore[assignment]
         block = self.live.overload == "block"
         max_frames = self.cfg.max_frames
@@ -218,12 +257,6 @@ class _LiveRun(_Run):
         try:
             log.info("capture started: %s (%dx%d, %s FPS nominal), overload policy %s", source.spec, source.width,
                      source.height, f"{source.nominal_fps:g}" if source.nominal_fps else "?", self.live.overload)
-            # capture once every worker can analyse: frames of the first ~0.1 s would wait for LiteRT otherwise
-            deadline = time.monotonic() + 30.0
-            for _ in range(W):
-                while not self.ready.acquire(timeout=_POLL_S):
-                    if self.stop.is_set() or time.monotonic() > deadline:
-                        raise _Stop
             thread = threading.Thread(target=capture, name="eyeblink-capture", daemon=True)
             thread.start()
             next_tick = time.monotonic() + 1.0
@@ -291,7 +324,7 @@ class _LiveRun(_Run):
         info = (self._info or {}).get("live", {})
         return {"live": {
             **asdict(self.live),
-            "ring_slots": self.spec.slots,
+            "ring_slots": self.spec.slots if self.spec else None,
             "frames_in": int(self.n_in.value),
             "frames_dropped": int(self.n_dropped.value),
             "stop_reason": self.stop_reason or info.get("stop_reason"),
@@ -335,9 +368,10 @@ class _LiveRun(_Run):
 class LivePipeline(ParallelPipeline):
     """The multiprocess pipeline with live defaults; :meth:`run` processes one live source."""
 
-    def __init__(self, config: RunConfig, live: LiveConfig, fps: float | None) -> None:
+    def __init__(self, config: RunConfig, live: LiveConfig) -> None:
+        """Load the models (before the source is opened: see :meth:`_LiveRun._start`)."""
         self.live = live
-        super().__init__(config, live.parallel(fps))
+        super().__init__(config, live.parallel(None))
 
     def run(self, source: LiveSource, outdir: Path, *, metrics: bool = True) -> tuple[RunResult, _LiveRun]:
         from eyeblink.export import ensure_output_dir
@@ -432,11 +466,11 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
     if not supports(cfg):
         raise ConfigError(f"live mode runs the multiprocess pipeline, which needs the litert backend; got "
                           f"{cfg.detect.backend!r}")
-    source = open_live_source(args.source, name=args.name, fps=cfg.fps,
+    pipe = LivePipeline(cfg, live)  # models first: a stream is connected only once the workers are ready
+    source = open_live_source(args.source, name=args.name, fps=cfg.fps, connect=False,
                               stream=StreamOptions(options=options, read_timeout_s=args.read_timeout,
                                                    reconnect=args.reconnect))
     with source:
-        pipe = LivePipeline(cfg, live, source.nominal_fps)
         result, _ = pipe.run(source, outdir)
     s = result.summary
     lv = s.get("live", {})

@@ -95,6 +95,14 @@ class LiveSource(FrameSource):
         self._t0_arrival: float | None = None
         self.end_reason: str | None = None
 
+    def start(self) -> None:
+        """Connect a source opened with ``connect=False`` (a stream); a no-op for the others.
+
+        Live runs call this once their workers are ready, just before the capture: a stream
+        sends from the moment it is connected, and what it sends before the capture reads it
+        waits in the socket and comes out late (cameras only start streaming in :meth:`capture`).
+        """
+
     def capture(self) -> Iterator[Captured]:
         """Yield frames as they arrive, until the source ends (returns) or fails (raises)."""
         raise NotImplementedError
@@ -169,17 +177,25 @@ class StreamSource(LiveSource):
     timestamps continue from the arrival time of its first frame, so they keep increasing.
     Opening checks that the sender is there and reads the frame size: it fails with
     :class:`~eyeblink.errors.VideoOpenError` (no retries at start-up: a wrong URL should say so at once).
+    With ``connect=False`` that happens in :meth:`start` (live runs connect once their workers
+    are ready); until then ``width``, ``height`` and ``nominal_fps`` are unknown (0, 0, None).
     """
 
     kind = "stream"
 
-    def __init__(self, url: str, *, name: str | None = None, options: StreamOptions | None = None) -> None:
+    def __init__(self, url: str, *, name: str | None = None, options: StreamOptions | None = None,
+                 connect: bool = True) -> None:
         super().__init__(url, name or _stream_name(url))
         self.opts = options or StreamOptions()
         self.reconnects = 0
         self._container: Any = None
-        container = self._open()
-        self._container = container  # kept open: the first frames wait in its buffer
+        self._info: dict[str, Any] = {}
+        if connect:
+            self.start()
+
+    def start(self) -> None:
+        if self._container is None and not self.width:
+            self._container = self._open()  # kept open: the first frames wait in its buffer
 
     def _open(self) -> Any:
         import av
@@ -514,8 +530,12 @@ def _feature(cam: Any, *names: str) -> float | None:
 
 
 def open_live_source(spec: str, *, name: str | None = None, stream: StreamOptions | None = None,
-                     fps: float | None = None, basler_features: dict[str, Any] | None = None) -> LiveSource:
-    """Open a live source from its command-line spelling (see the module docstring)."""
+                     fps: float | None = None, basler_features: dict[str, Any] | None = None,
+                     connect: bool = True) -> LiveSource:
+    """Open a live source from its command-line spelling (see the module docstring).
+
+    ``connect=False`` defers connecting a stream to :meth:`LiveSource.start` (cameras open at once).
+    """
     text = spec.strip()
     if re.fullmatch(r"\d+", text):
         return CameraSource(int(text), name=name, fps=fps)
@@ -532,7 +552,7 @@ def open_live_source(spec: str, *, name: str | None = None, stream: StreamOption
         return BaslerSource(serial or None, name=name, features=basler_features)
     scheme = low.split("://", 1)[0] if "://" in low else None
     if scheme in STREAM_SCHEMES:
-        return StreamSource(text, name=name, options=stream)
+        return StreamSource(text, name=name, options=stream, connect=connect)
     raise ConfigError(f"unknown live source {spec!r}; give a camera (0, camera:0, /dev/video0), a stream URL "
                       f"({', '.join(s + '://' for s in STREAM_SCHEMES)}) or basler:[SERIAL]; "
                       "for a recorded file use `eyeblink process`")

@@ -112,6 +112,9 @@ RESULT_DTYPE = np.dtype([
     ("t_start", "f8"), ("t_end", "f8"), ("dropped", "?"),
 ])
 
+#: Ring slots a live run maps into every process before its capture starts (FrameRing.prefault):
+#: the frames in flight cycle through the lowest slots, ~10 at 500 FPS with the live defaults.
+PREFAULT_SLOTS = 64
 _POLL_S = 0.05  # how often a blocked get/put wakes up to check the stop event and its peers
 
 
@@ -158,7 +161,11 @@ class ParallelConfig:
 
     ``workers``: detect+landmark worker processes (default: physical cores). ``chunk_frames``:
     contiguous frames a worker owns (its keyframe-tracking unit; see the module docstring for the
-    trade-off). ``batch_frames``: frame records per queue message. ``ring_slots``: frames in
+    trade-off). ``track_across_chunks``: a worker keeps its tracked face from one of its chunks
+    to its next one instead of re-detecting on each chunk's first frame (live mode: chunks of one
+    frame dealt round-robin, each worker tracking the face over every W-th frame; the output then
+    depends on the layout, which live input does anyway). ``batch_frames``: frame records per queue
+    message (at most one chunk). ``ring_slots``: frames in
     flight (default ``workers x chunk_frames + 2 x batch_frames``). ``stall_timeout_s``: the run
     fails if no stage makes progress for this long. ``drain_timeout_s``: after a failure, how long
     the sink waits for the other workers' rows below the failing frame.
@@ -168,6 +175,7 @@ class ParallelConfig:
     chunk_frames: int = 128
     batch_frames: int = 16
     ring_slots: int = 0  # 0 = derived
+    track_across_chunks: bool = False
     stall_timeout_s: float = 60.0
     drain_timeout_s: float = 10.0
 
@@ -281,7 +289,7 @@ class _Run:
         self.C = pipe.par.chunk_frames
         self.B = pipe.par.batch_frames
         self.fault = _parse_fault()
-        self.spec = RingSpec(pipe.par.slots, (source.height, source.width))
+        self.spec: RingSpec | None = self._ring_spec()
         self.parent_pid = os.getpid()
         self.ring: FrameRing | None = None
         self.ring_name: str | None = None
@@ -289,8 +297,14 @@ class _Run:
         self.free_q: Any = None
         self.out_q: Any = None
         self.procs: list[Any] = []
+        self.loader: Any = None
+        self.workers: list[Any] = []
         self._reported: set[int] = set()  # pids whose failure is already known
         self._info: dict[str, Any] | None = None
+
+    def _ring_spec(self) -> RingSpec | None:
+        """The ring's geometry (a hook: live mode sizes it once the stream is open)."""
+        return RingSpec(self.par.slots, (self.source.height, self.source.width))
 
     # ---------------------------------------------------------------- children
 
@@ -395,16 +409,21 @@ class _Run:
             analyzer = FrameAnalyzer(self.cfg, detector, self.pipe.fitter, StageClock())
             _warm_up(analyzer, self.source)
             self._worker_ready(wid)
-            ring = self.ring
-            assert ring is not None
+            ring = self.ring  # None: forked before the ring existed; its first message names it
             fault = self.fault
+            track = self.par.track_across_chunks
             chunk = -1
             while True:
                 msg = self._get(self.work_qs[wid])
                 if msg is None:
                     break
+                if msg[0] == "ring":
+                    ring = self.ring = FrameRing.attach(msg[1], msg[2])
+                    ring.prefault(PREFAULT_SLOTS)
+                    continue
+                assert ring is not None
                 c, first, slots, ts, td = msg
-                if c != chunk:  # a new chunk: forget the tracked face (keyframe on its first frame)
+                if c != chunk and not track:  # a new chunk: forget the tracked face (keyframe on its first frame)
                     clock, redet = analyzer.clock, analyzer.redetections
                     analyzer.reset()
                     analyzer.clock, analyzer.redetections = clock, redet
@@ -475,17 +494,25 @@ class _Run:
         return (c + ahead) * self.C
 
     def _start(self) -> None:
-        ctx = self.pipe._ctx
-        n = self.spec.slots
-        self.stop = ctx.Event()
-        self.work_qs = [ctx.Queue(maxsize=n + 2) for _ in range(self.W)]
-        self.free_q = ctx.Queue(maxsize=n + 2)
-        self.out_q = ctx.Queue(maxsize=max(8, 4 * self.W))
+        self._make_queues(self.spec.slots + 2)
         self.ring = FrameRing(self.spec)
         self.ring_name = self.ring.name
-        loader = ctx.Process(target=self._loader_main, name="eyeblink-loader", daemon=True)
-        workers = [ctx.Process(target=self._worker_main, args=(w,), name=f"eyeblink-worker-{w}", daemon=True)
-                   for w in range(self.W)]
+        # workers first: they load LiteRT while the loader fills the ring
+        self.workers = self._fork(*[(self._worker_main, (w,), f"eyeblink-worker-{w}") for w in range(self.W)])
+        (self.loader,) = self._fork((self._loader_main, (), "eyeblink-loader"))
+
+    def _make_queues(self, work_size: int) -> None:
+        """The stop event and the queues (``work_size`` 0 = unbounded work and free-slot queues)."""
+        ctx = self.pipe._ctx
+        self.stop = ctx.Event()
+        self.work_qs = [ctx.Queue(maxsize=work_size) for _ in range(self.W)]
+        self.free_q = ctx.Queue(maxsize=work_size)
+        self.out_q = ctx.Queue(maxsize=max(8, 4 * self.W))
+
+    def _fork(self, *targets: tuple[Any, tuple[Any, ...], str]) -> list[Any]:
+        """Start one daemon child per ``(function, args, name)``; they are added to :attr:`procs`."""
+        ctx = self.pipe._ctx
+        procs = [ctx.Process(target=fn, args=args, name=name, daemon=True) for fn, args, name in targets]
         # OpenCV's thread pool does not survive a fork (a child that touches it deadlocks): fork with
         # the pool torn down, so the children run cv2 single-threaded (one process per core already).
         cv2 = sys.modules.get("cv2")
@@ -493,13 +520,13 @@ class _Run:
         if cv2 is not None:
             cv2.setNumThreads(1)
         try:
-            for p in (*workers, loader):  # workers first: they load LiteRT while the loader fills the ring
+            for p in procs:
                 p.start()
                 self.procs.append(p)
         finally:
             if cv2 is not None and threads is not None:
                 cv2.setNumThreads(threads)
-        self.loader, self.workers = loader, workers
+        return procs
 
     def _shutdown(self) -> None:
         if hasattr(self, "stop"):
@@ -551,7 +578,8 @@ class _Run:
                 summary["timings"].update(self._latency_summary())
                 summary["parallel"] = clean_json({
                     "workers": self.W, "chunk_frames": self.C, "batch_frames": self.B,
-                    "ring_slots": self.spec.slots, "ring_mb": self.spec.nbytes / 2**20,
+                    "ring_slots": self.spec.slots if self.spec else None,
+                    "ring_mb": self.spec.nbytes / 2**20 if self.spec else None,
                     "ring_name": self.ring_name,
                     "detector": "fused",
                 })

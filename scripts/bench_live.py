@@ -51,6 +51,8 @@ def main() -> int:
     ap.add_argument("--buffer", type=float, default=1.0)
     ap.add_argument("--landmarks", choices=("face68", "eye12"), default=None, help="landmark model (default: preset)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--latencies", default=None, metavar="NPY",
+                    help="save the per-frame arrival-to-row latencies (ms, in frame order) to this .npy file")
     a = ap.parse_args()
 
     with socket.socket() as s:
@@ -67,9 +69,9 @@ def main() -> int:
     live = LiveConfig(overload=a.overload, workers=a.workers, chunk_frames=a.chunk_frames,
                       batch_frames=a.batch_frames, buffer_s=a.buffer)
     with tempfile.TemporaryDirectory() as tmp:
-        source = open_live_source(f"tcp://127.0.0.1:{port}", name="bench")
+        pipe = LivePipeline(cfg, live)
+        source = open_live_source(f"tcp://127.0.0.1:{port}", name="bench", connect=False)
         with source:
-            pipe = LivePipeline(cfg, live, source.nominal_fps)
             cpu0, cpu0c, t0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
             result, run = pipe.run(source, Path(tmp))
             wall = time.perf_counter() - t0
@@ -96,6 +98,8 @@ def main() -> int:
         "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
     }
     print(json.dumps(out, indent=1))
+    if a.latencies:
+        np.save(a.latencies, lat)
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
     return 0

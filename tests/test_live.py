@@ -246,7 +246,7 @@ def test_basler_emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert (source.width, source.height) == (640, 480)
     cfg = RunConfig(max_frames=60)
     with source:
-        result, _ = LivePipeline(cfg, LiveConfig(workers=1, overload="block"), source.nominal_fps).run(
+        result, _ = LivePipeline(cfg, LiveConfig(workers=1, overload="block")).run(
             source, tmp_path / "out")
     s = result.summary
     assert s["status"] == "ok" and s["frames"] == 60
