@@ -61,12 +61,39 @@ log = logging.getLogger("eyeblink.live")
 
 #: Frames a worker owns in a row (its keyframe-tracking unit). 128 (the file default) makes a
 #: frame at the start of a chunk wait for the previous chunk's backlog: p99 ~100+ ms at 500 FPS.
-LIVE_CHUNK_FRAMES = 32
+LIVE_CHUNK_FRAMES = 2
 #: Frames per queue message: a frame waits for its batch to fill (4 frames = 8 ms at 500 FPS).
-LIVE_BATCH_FRAMES = 4
+LIVE_BATCH_FRAMES = 2
 #: frames.csv of a live run: the contract's columns, then ``dropped`` (1 = a gap row of the overload policy).
 LIVE_FRAME_COLUMNS = (*FRAME_COLUMNS, "dropped")
 OVERLOAD_POLICIES = ("drop", "block")
+#: ``--landmarks`` in live mode: a model, or ``auto`` (the default; see :func:`choose_landmarks`)
+LIVE_LANDMARKS = ("auto", "face68", "eye12")
+#: CPU ms a frame costs in live mode besides its landmark fit (capture, detection on keyframes, IPC,
+#: blinks, writing), and one 68-point fit at the slow end of what this project measured (0.7-2.6 ms on
+#: a shared 2-core VM: the fit is bound by memory latency over its 100 MB model, so other tenants'
+#: memory traffic slows it)
+LIVE_OVERHEAD_MS = 0.8
+FACE68_FIT_MS = 2.5
+#: the live pipeline keeps its cores at most this busy: above it, queueing makes the latency tail grow fast
+LIVE_MAX_LOAD = 0.7
+
+
+def choose_landmarks(fps: float | None, cores: int) -> tuple[str, str]:
+    """``--landmarks auto``: the 68-point model when ``cores`` can fit it at ``fps`` in real time, else eye12.
+
+    The 68-point model is the more accurate (zju-dev F1 on unseen people 0.945 vs 0.876), eye12
+    is ~4x cheaper (0.33 vs 1.32 ms a fit, and far less sensitive to memory contention). Real
+    time needs ``fps x (FACE68_FIT_MS + LIVE_OVERHEAD_MS)`` of CPU at most ``LIVE_MAX_LOAD`` of
+    the cores: 500 FPS needs 2.4 cores (so a 2-core machine runs eye12), 250 FPS 1.2. An
+    unknown rate counts as 500 FPS, the rate the product is built for. Returns (model, reason).
+    """
+    rate = fps if fps and fps > 0 else 500.0
+    need = rate * (FACE68_FIT_MS + LIVE_OVERHEAD_MS) / 1000.0 / LIVE_MAX_LOAD
+    if need <= cores:
+        return "face68", f"face68: {rate:g} FPS needs ~{need:.1f} of the {cores} cores"
+    return "eye12", (f"eye12: the 68-point model at {rate:g} FPS would need ~{need:.1f} cores for real time, "
+                     f"this machine has {cores} (--landmarks face68 forces it)")
 
 
 @dataclass(frozen=True)
@@ -81,8 +108,11 @@ class LiveConfig:
     duration_s: float | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    landmarks: str = "auto"  # or a model: the run's config decides (see choose_landmarks)
 
     def __post_init__(self) -> None:
+        if self.landmarks not in LIVE_LANDMARKS:
+            raise ConfigError(f"live landmarks must be one of {', '.join(LIVE_LANDMARKS)}, got {self.landmarks!r}")
         if self.overload not in OVERLOAD_POLICIES:
             raise ConfigError(f"--on-overload must be one of {', '.join(OVERLOAD_POLICIES)}, got {self.overload!r}")
         if not self.buffer_s > 0:
@@ -123,6 +153,9 @@ class _LiveRun(_Run):
         self.n_dropped = ctx.RawValue("q", 0)
         self.n_reconnects = ctx.RawValue("q", 0)
         self.ready = ctx.Semaphore(0)  # one release per worker whose detector is built
+        self.prefault_slots = 0  # ring slots every process maps before the capture (see _start)
+        self.model: str | None = None if not pipe.fitters else "face68"  # chosen in _start (auto)
+        self.model_reason: str | None = None
         self.n_written = 0
         self.stop_reason: str | None = None
         self.metrics: LiveMetrics | None = None
@@ -137,30 +170,53 @@ class _LiveRun(_Run):
         workers can analyse it waits in the socket (a paced sender then catches up in a burst)
         and comes out late. So the workers are forked and warmed up (LiteRT's first invoke, the
         dlib model paged in) before :meth:`LiveSource.start` connects, and attach to the ring by
-        name when it exists.
+        name when it exists. The ring's memory is reserved and faulted in meanwhile: a frame that
+        lands on a fresh page pays the fault in the loader and again in its worker (up to ~2 ms
+        a frame in a VM), and on the first second of a stream that is a backlog that feeds itself.
         """
         from multiprocessing import resource_tracker
 
         resource_tracker.ensure_running()  # one tracker for the ring, shared by the children (see shm)
         self._make_queues(0)  # the ring bounds the frames in flight; its size is not known yet
         self.workers = self._fork(*[(self._worker_main, (w,), f"eyeblink-worker-{w}") for w in range(self.W)])
-        deadline = time.monotonic() + self.par.stall_timeout_s
-        for _ in range(self.W):
-            while not self.ready.acquire(timeout=_POLL_S):
-                if any(p.exitcode is not None for p in self.workers):
-                    return  # a worker failed while loading: the sink loop reports it
-                if time.monotonic() > deadline:
-                    raise WorkerError(f"the workers did not load their models within "
-                                      f"{self.par.stall_timeout_s:.0f} s")
         source: LiveSource = self.source  # type: ignore[assignment]
-        source.start()
-        self.par = self.live.parallel(source.nominal_fps, base=self.par)
-        self.spec = RingSpec(self.par.slots, (source.height, source.width))
-        self.ring = FrameRing(self.spec)
-        self.ring.prefault(PREFAULT_SLOTS)
+        # while the workers load: reserve the ring for the likely geometry (the configured or the
+        # camera's rate and size, else 500 FPS 640x480), so that its page faults come now
+        likely = RingSpec(self.live.parallel(self.cfg.fps or source.nominal_fps, base=self.par).slots,
+                          (source.height or 480, source.width or 640))
+        block: Any = FrameRing.reserve(likely.nbytes)
+        try:
+            deadline = time.monotonic() + self.par.stall_timeout_s
+            for _ in range(self.W):
+                while not self.ready.acquire(timeout=_POLL_S):
+                    if any(p.exitcode is not None for p in self.workers):
+                        return  # a worker failed while loading: the sink loop reports it
+                    if time.monotonic() > deadline:
+                        raise WorkerError(f"the workers did not load their models within "
+                                          f"{self.par.stall_timeout_s:.0f} s")
+            source.start()
+            if self.pipe.fitters:  # --landmarks auto: now that the rate is known
+                from eyeblink.parallel import physical_cores
+
+                self.model, self.model_reason = choose_landmarks(source.nominal_fps, physical_cores())
+                self.cfg = replace(self.cfg, landmarks=replace(self.cfg.landmarks, model=self.model))
+                log.info("landmark model %s", self.model_reason)
+            self.par = self.live.parallel(source.nominal_fps, base=self.par)
+            self.spec = RingSpec(self.par.slots, (source.height, source.width))
+            if self.spec.nbytes <= block.size:
+                self.ring, block = FrameRing(self.spec, block=block), None
+                self.prefault_slots = self.spec.slots
+            else:  # a bigger stream than reserved for: a fresh block, the slots in use faulted in now
+                self.ring = FrameRing(self.spec)
+                self.prefault_slots = PREFAULT_SLOTS
+                self.ring.prefault(self.prefault_slots)
+        finally:
+            if block is not None:
+                block.close()
+                block.unlink()
         self.ring_name = self.ring.name
         for q in self.work_qs:
-            q.put(("ring", self.ring.name, self.spec))
+            q.put(("ring", self.ring.name, self.spec, self.prefault_slots, self.model))
         (self.loader,) = self._fork((self._loader_main, (), "eyeblink-loader"))
 
     # ------------------------------------------------------------ children
@@ -181,7 +237,7 @@ class _LiveRun(_Run):
         self._child_setup()
         ring, W, C, B = self.ring, self.W, self.C, self.B
         assert ring is not None
-        ring.prefault(PREFAULT_SLOTS)  # a fork does not copy the page tables of a shared mapping
+        ring.prefault(self.prefault_slots)  # a fork does not copy the page tables of a shared mapping
         source: LiveSource = self.source  # type: ignore[assignment]
         block = self.live.overload == "block"
         max_frames = self.cfg.max_frames
@@ -325,6 +381,8 @@ class _LiveRun(_Run):
         return {"live": {
             **asdict(self.live),
             "ring_slots": self.spec.slots if self.spec else None,
+            "landmarks_model": self.cfg.landmarks.model,
+            "landmarks_choice": self.model_reason or "as configured",
             "frames_in": int(self.n_in.value),
             "frames_dropped": int(self.n_dropped.value),
             "stop_reason": self.stop_reason or info.get("stop_reason"),
@@ -369,9 +427,25 @@ class LivePipeline(ParallelPipeline):
     """The multiprocess pipeline with live defaults; :meth:`run` processes one live source."""
 
     def __init__(self, config: RunConfig, live: LiveConfig) -> None:
-        """Load the models (before the source is opened: see :meth:`_LiveRun._start`)."""
+        """Load the models (before the source is opened: see :meth:`_LiveRun._start`).
+
+        With ``live.landmarks == "auto"`` both landmark models are loaded (eye12 is 7 MB) and the
+        run picks one once the source's rate is known (:func:`choose_landmarks`); otherwise the
+        model of ``config.landmarks``.
+        """
+        from dataclasses import replace as _replace
+
+        from eyeblink.pipeline import build_fitter
+
         self.live = live
-        super().__init__(config, live.parallel(None))
+        self.fitters: dict[str, Any] = {}
+        if live.landmarks == "auto":
+            for model in ("face68", "eye12"):
+                self.fitters[model] = build_fitter(_replace(config, landmarks=_replace(
+                    config.landmarks, model=model, model_path=None)))
+        elif live.landmarks != config.landmarks.model:
+            config = _replace(config, landmarks=_replace(config.landmarks, model=live.landmarks))
+        super().__init__(config, live.parallel(None), fitter=self.fitters.get("face68"))
 
     def run(self, source: LiveSource, outdir: Path, *, metrics: bool = True) -> tuple[RunResult, _LiveRun]:
         from eyeblink.export import ensure_output_dir
@@ -457,9 +531,12 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
         if not sep or not key:
             raise ConfigError(f"--stream-option must be KEY=VALUE, got {item!r}")
         options[key] = value
+    # no --landmarks / --landmark-model: auto, the model this machine can run at the source's rate
+    landmarks = ("auto" if args.landmarks is None and args.landmark_model is None
+                 else cfg.landmarks.model)
     live = LiveConfig(overload=args.on_overload, workers=args.workers, chunk_frames=args.chunk_frames,
                       batch_frames=args.batch_frames, buffer_s=args.buffer, duration_s=args.duration,
-                      metrics_port=args.metrics_port, metrics_host=args.metrics_host)
+                      metrics_port=args.metrics_port, metrics_host=args.metrics_host, landmarks=landmarks)
     outdir = ensure_output_dir(Path(args.output))
     from eyeblink.parallel import supports
 

@@ -407,7 +407,11 @@ class _Run:
         try:
             detector = build_detector(self.cfg)
             analyzer = FrameAnalyzer(self.cfg, detector, self.pipe.fitter, StageClock())
-            _warm_up(analyzer, self.source)
+            fitters = getattr(self.pipe, "fitters", None) or {"": self.pipe.fitter}  # live: models to pick from
+            for fitter in fitters.values():
+                analyzer.fitter = fitter
+                _warm_up(analyzer, self.source)
+            analyzer.fitter = self.pipe.fitter
             self._worker_ready(wid)
             ring = self.ring  # None: forked before the ring existed; its first message names it
             fault = self.fault
@@ -418,8 +422,11 @@ class _Run:
                 if msg is None:
                     break
                 if msg[0] == "ring":
-                    ring = self.ring = FrameRing.attach(msg[1], msg[2])
-                    ring.prefault(PREFAULT_SLOTS)
+                    _, name, spec, prefault, model = msg
+                    ring = self.ring = FrameRing.attach(name, spec)
+                    ring.prefault(prefault)
+                    if model is not None:  # live --landmarks auto: the model picked for the source's rate
+                        analyzer.fitter = fitters[model]
                     continue
                 assert ring is not None
                 c, first, slots, ts, td = msg
@@ -573,7 +580,8 @@ class _Run:
                 from eyeblink.pipeline import build_summary
 
                 wall = time.perf_counter() - started
-                summary = build_summary(_SourceView(source, info or self._info), cfg, sink, clock,  # type: ignore[arg-type]
+                # self.cfg: live mode may settle the landmark model once the source is open
+                summary = build_summary(_SourceView(source, info or self._info), self.cfg, sink, clock,  # type: ignore[arg-type]
                                         redet, wall, outcome.status, outcome.error)  # type: ignore[arg-type]
                 summary["timings"].update(self._latency_summary())
                 summary["parallel"] = clean_json({

@@ -60,17 +60,33 @@ class FrameRing:
     moment the slot is handed back.
     """
 
-    def __init__(self, spec: RingSpec, *, name: str | None = None) -> None:
+    def __init__(self, spec: RingSpec, *, name: str | None = None,
+                 block: shared_memory.SharedMemory | None = None) -> None:
         self.spec = spec
-        self._shm: shared_memory.SharedMemory | None = (
-            shared_memory.SharedMemory(create=True, size=spec.nbytes) if name is None
-            else _attach(name))
+        if block is not None:  # one this process created with reserve(): it owns it
+            self._shm: shared_memory.SharedMemory | None = block
+        else:
+            self._shm = shared_memory.SharedMemory(create=True, size=spec.nbytes) if name is None else _attach(name)
         self._owner_pid = _pid() if name is None else -1  # an attached ring is never unlinked by its user
         if self._shm.size < spec.nbytes:
-            raise ValueError(f"shared-memory block {name} holds {self._shm.size} bytes, fewer than {spec}")
+            raise ValueError(f"shared-memory block {self._shm.name} holds {self._shm.size} bytes, fewer than {spec}")
         buf = self._shm.buf
         assert buf is not None
         self._frames: np.ndarray | None = np.ndarray((spec.slots, *spec.shape), dtype=np.uint8, buffer=buf)
+
+    @staticmethod
+    def reserve(nbytes: int) -> shared_memory.SharedMemory:
+        """A block of ``nbytes`` created and faulted in now, for a ring whose geometry comes later.
+
+        Live mode reserves its ring before it connects to the stream (whose frame size it does
+        not know yet), so that the page faults (see :meth:`prefault`) are paid before the first
+        frame; ``FrameRing(spec, block=block)`` then lays the ring out in it. The caller owns
+        the block until then (``close()`` and ``unlink()`` it if it goes unused).
+        """
+        block = shared_memory.SharedMemory(create=True, size=max(1, int(nbytes)))
+        assert block.buf is not None
+        np.ndarray((block.size,), np.uint8, buffer=block.buf)[::_PAGE] = 0
+        return block
 
     @classmethod
     def attach(cls, name: str, spec: RingSpec) -> FrameRing:
