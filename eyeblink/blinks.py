@@ -265,8 +265,17 @@ class BlinkDetector:
 
     _OPEN, _CLOSED, _REOPENING = 0, 1, 2
 
-    def __init__(self, config: BlinkConfig | None = None) -> None:
+    def __init__(self, config: BlinkConfig | None = None, *, rescan_per_frame: int | None = None) -> None:
+        """``rescan_per_frame``: when the warm-up ends, its frames are judged again against the new
+        baseline; None does that at once (~0.2 ms a frame: ~100 ms for a 1 s warm-up at 500 FPS,
+        fine for a file), N does N of them per later frame (live mode: no 100 ms stall of the
+        sink; the blinks come out the same, a few frames later)."""
         self.cfg = config or BlinkConfig()
+        if rescan_per_frame is not None and rescan_per_frame < 2:
+            raise ValueError(f"rescan_per_frame must be None or >= 2 (to catch up), got {rescan_per_frame}")
+        self._rescan_step = rescan_per_frame
+        # frames waiting for the state machine, in order, after the warm-up: (frame, t, left, right, patches, learn)
+        self._backlog: deque[tuple[int, float, float, float, np.ndarray | None, bool]] = deque()
         # open-eye samples of the baseline window: (t, ear, left, right, ratio, dis_left, dis_right)
         self._base = _Window(7)
         self._stats = np.full(7, _NAN)  # medians of the columns above (index 0 unused)
@@ -364,7 +373,21 @@ class BlinkDetector:
             return []  # face or eyes not found: a gap, judged when the next valid sample arrives
         if self._warm is not None:
             return self._warm_up(frame, t, ear_left, ear_right, patches)
+        if self._backlog:
+            self._backlog.append((frame, t, ear_left, ear_right, patches, True))
+            return self._drain(self._rescan_step)
         return self._step(frame, t, ear_left, ear_right, patches, learn=True)
+
+    def _drain(self, n: int | None) -> list[BlinkEvent]:
+        """Run up to ``n`` (None: all) frames of the backlog through the state machine, in order."""
+        out: list[BlinkEvent] = []
+        backlog = self._backlog
+        k = 0
+        while backlog and (n is None or k < n):
+            f, ts, a, b, p, learn = backlog.popleft()
+            out += self._step(f, ts, a, b, p, learn=learn)
+            k += 1
+        return out
 
     def _warm_up(self, frame: int, t: float, el: float, er: float,
                  patches: np.ndarray | None) -> list[BlinkEvent]:
@@ -395,10 +418,8 @@ class BlinkDetector:
         for row in rows:
             self._base.append(row)
         self._recompute(t_end)  # ratio and appearance noise
-        out: list[BlinkEvent] = []
-        for f, ts, a, b, p in warm:
-            out += self._step(f, ts, a, b, p, learn=False)
-        return out
+        self._backlog.extend((f, ts, a, b, p, False) for f, ts, a, b, p in warm)
+        return self._drain(self._rescan_step)
 
     # -- state machine ----------------------------------------------------------------------------------
     def _step(self, frame: int, t: float, el: float, er: float, patches: np.ndarray | None,
@@ -469,6 +490,7 @@ class BlinkDetector:
             # an input shorter than the warm-up: judge it against its own medians
             out += self._start() if len(self._warm) >= 3 else []
             self._warm = None
+        out += self._drain(None)
         if self._state != self._OPEN:
             self._end(complete=False)
         out += self._flush()

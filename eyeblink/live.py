@@ -67,6 +67,8 @@ LIVE_BATCH_FRAMES = 2
 #: frames.csv of a live run: the contract's columns, then ``dropped`` (1 = a gap row of the overload policy).
 LIVE_FRAME_COLUMNS = (*FRAME_COLUMNS, "dropped")
 OVERLOAD_POLICIES = ("drop", "block")
+#: warm-up frames the blink detector re-judges per new frame (BlinkDetector rescan_per_frame)
+LIVE_RESCAN_PER_FRAME = 25
 #: ``--landmarks`` in live mode: a model, or ``auto`` (the default; see :func:`choose_landmarks`)
 LIVE_LANDMARKS = ("auto", "face68", "eye12")
 #: CPU ms a frame costs in live mode besides its landmark fit (capture, detection on keyframes, IPC,
@@ -156,6 +158,9 @@ class _LiveRun(_Run):
         self.prefault_slots = 0  # ring slots every process maps before the capture (see _start)
         self.model: str | None = None if not pipe.fitters else "face68"  # chosen in _start (auto)
         self.model_reason: str | None = None
+        # the blink detector re-scans its warm-up (~1 s of frames) 25 frames per new frame, not in one
+        # ~100 ms go that would hold every row behind it
+        self.rescan_per_frame = LIVE_RESCAN_PER_FRAME
         self.n_written = 0
         self.stop_reason: str | None = None
         self.metrics: LiveMetrics | None = None

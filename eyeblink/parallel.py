@@ -300,6 +300,7 @@ class _Run:
         self.loader: Any = None
         self.workers: list[Any] = []
         self._reported: set[int] = set()  # pids whose failure is already known
+        self.rescan_per_frame: int | None = None  # the blink detector's warm-up re-scan: at once (files)
         self._info: dict[str, Any] | None = None
 
     def _ring_spec(self) -> RingSpec | None:
@@ -560,7 +561,7 @@ class _Run:
         cfg, source = self.cfg, self.source
         clock = StageClock()
         writer = self._make_writer(outdir, source.name)
-        sink = SessionSink(writer, cfg, clock)
+        sink = SessionSink(writer, cfg, clock, rescan_per_frame=self.rescan_per_frame)
         redet = _Redetections()
         info: dict[str, Any] | None = None
         self.latencies: list[np.ndarray] = []

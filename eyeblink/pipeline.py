@@ -190,11 +190,12 @@ class FrameAnalyzer:
 class SessionSink:
     """The ordered sink for one input: blink detection, rows, summary. The only writer."""
 
-    def __init__(self, writer: ResultWriter, config: RunConfig, clock: StageClock) -> None:
+    def __init__(self, writer: ResultWriter, config: RunConfig, clock: StageClock, *,
+                 rescan_per_frame: int | None = None) -> None:
         self.writer = writer
         self.cfg = config
         self.clock = clock
-        self.blinks = BlinkDetector(config.blinks)
+        self.blinks = BlinkDetector(config.blinks, rescan_per_frame=rescan_per_frame)
         self.closure = OnlineClosure(config.closure)  # provisional FEC; finalised after the run
         self.events: list[BlinkEvent] = []
         self.frames = 0

@@ -39,9 +39,10 @@ def closure(t: np.ndarray, blinks: Sequence[tuple[float, float, float, float, fl
 
 
 def run(ears: np.ndarray | Sequence[tuple[float, float]], fps: float, cfg: BlinkConfig | None = None,
-        t: np.ndarray | None = None, patches: Callable[[int], np.ndarray | None] | None = None) -> list[BlinkEvent]:
+        t: np.ndarray | None = None, patches: Callable[[int], np.ndarray | None] | None = None,
+        rescan_per_frame: int | None = None) -> list[BlinkEvent]:
     """Feed ``(left, right)`` EAR samples at ``fps`` (or at times ``t``); all events, in order."""
-    det = BlinkDetector(cfg)
+    det = BlinkDetector(cfg, rescan_per_frame=rescan_per_frame)
     arr = np.asarray(ears, dtype=np.float64).reshape(-1, 2)
     times = np.arange(len(arr)) / fps if t is None else t
     out: list[BlinkEvent] = []
@@ -149,6 +150,32 @@ def test_blink_in_the_first_frames_is_found_by_the_warm_up_rescan() -> None:
     fps = 30.0
     events = run(trace(fps, 4.0, [(0.05, 70, 100, 150, 0.9), (2.0, 70, 30, 140, 0.9)]), fps)
     assert [round(e.start_s, 1) for e in events] == [0.1, 2.0]
+
+
+@pytest.mark.parametrize("step", [2, 25])
+@pytest.mark.parametrize(("duration_s", "blinks"), [
+    (4.0, [(0.3, 60, 40, 120, 0.9), (1.05, 60, 40, 120, 0.9), (2.0, 70, 30, 140, 0.9)]),  # in, at, after the warm-up
+    (1.2, [(0.5, 60, 40, 120, 0.9)]),  # the input ends before the backlog is caught up: finish() drains it
+])
+def test_warm_up_rescan_spread_over_later_frames_finds_the_same_blinks(
+        step: int, duration_s: float, blinks: list[tuple[float, float, float, float, float]]) -> None:
+    fps = 500.0
+    ears = trace(fps, duration_s, blinks)
+    at_once = run(ears, fps)
+    spread = run(ears, fps, rescan_per_frame=step)
+    assert [e.as_row() for e in spread] == [e.as_row() for e in at_once]
+    assert len(at_once) == len(blinks)
+
+
+def test_warm_up_rescan_spread_catches_up_while_frames_arrive() -> None:
+    fps, warm_frames = 500.0, 500
+    det = BlinkDetector(rescan_per_frame=25)
+    ears = trace(fps, 3.0, [])
+    for i, (el, er) in enumerate(ears[: warm_frames + 30]):
+        det.update(i, i / fps, float(el), float(er))
+    assert not det._backlog  # ~warm/(25-1) frames after the warm-up, the state machine is current again
+    with pytest.raises(ValueError, match="rescan_per_frame"):
+        BlinkDetector(rescan_per_frame=1)
 
 
 def test_input_shorter_than_the_warm_up_is_still_judged() -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from eyeblink.errors import ConfigError, VideoOpenError
-from eyeblink.live import LIVE_FRAME_COLUMNS, LiveConfig
+from eyeblink.live import LIVE_FRAME_COLUMNS, LiveConfig, choose_landmarks
 from eyeblink.live_sources import _stream_name, open_live_source
 
 REPO = Path(__file__).resolve().parent.parent
@@ -114,7 +114,48 @@ def test_stream_not_there_fails_at_open() -> None:
     assert time.monotonic() - t0 < 5
 
 
+def test_stream_not_there_fails_in_one_line_after_loading(tmp_path: Path) -> None:
+    """The CLI connects once its workers are ready: a wrong URL still ends in one line, exit 2, no traceback."""
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{free_port()}",
+                           "-o", str(tmp_path), "--name", "cam"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == VideoOpenError.exit_code, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("eyeblink: error:")]
+    assert len(lines) == 1 and "check that the sender is running" in lines[0]
+    assert "Traceback" not in proc.stderr
+    assert summary(tmp_path)["status"] == "failed"
+
+
+def test_stream_connects_on_start_when_deferred() -> None:
+    from eyeblink.live_sources import StreamOptions
+
+    port = free_port()
+    src = open_live_source(f"tcp://127.0.0.1:{port}", stream=StreamOptions(open_timeout_s=0.5), connect=False)
+    assert (src.width, src.height, src.nominal_fps) == (0, 0, None)  # nothing opened yet: no error either
+    with pytest.raises(VideoOpenError, match="check that the sender is running"):
+        src.start()
+    sender = start_sender(port, "--fps", "500", "--stop-after", "20")
+    try:
+        src = open_live_source(f"tcp://127.0.0.1:{port}", connect=False)
+        src.start()
+        assert (src.width, src.height, src.nominal_fps) == (640, 480, 500.0)
+        assert sum(1 for _ in src.capture()) == 20
+    finally:
+        src.close()
+        sender.kill()
+
+
+@pytest.mark.parametrize(("fps", "cores", "model"), [
+    (500.0, 2, "eye12"), (500.0, 3, "face68"), (500.0, 16, "face68"), (250.0, 2, "face68"), (None, 2, "eye12"),
+    (1000.0, 4, "eye12"),
+])
+def test_auto_landmarks_fit_the_rate_to_the_cores(fps: float | None, cores: int, model: str) -> None:
+    chosen, reason = choose_landmarks(fps, cores)
+    assert chosen == model and reason.startswith(model)
+    assert ("--landmarks face68 forces it" in reason) == (model == "eye12")
+
+
 @pytest.mark.parametrize(("kwargs", "match"), [
+    ({"landmarks": "face5"}, "live landmarks must be one of auto, face68, eye12"),
     ({"overload": "skip"}, "--on-overload must be one of drop, block"),
     ({"buffer_s": 0}, "--buffer must be > 0"),
     ({"chunk_frames": 0}, "chunk_frames must be >= 1"),
@@ -162,7 +203,14 @@ def test_stream_end_to_end_with_metrics(tmp_path: Path) -> None:
     assert s["source"]["timestamps"] == "stream_pts"
     assert s["live"]["frames_in"] == 1000 and s["live"]["frames_dropped"] == 0
     assert s["live"]["stop_reason"] == "end of stream"
+    # --landmarks auto: the model this machine runs at 500 FPS, stated in the summary and the log
+    from eyeblink.parallel import physical_cores
+
+    model, reason = choose_landmarks(500.0, physical_cores())
+    assert s["live"]["landmarks_model"] == s["settings"]["landmarks"]["model"] == model
+    assert s["live"]["landmarks_choice"] == reason
     log = (tmp_path / "live.log").read_text()
+    assert f"landmark model {reason}" in log
     assert "MainProcess[" in log and "eyeblink-loader[" in log and "capture stopped" in log
 
 
@@ -204,11 +252,12 @@ def test_sender_dies_mid_stream(tmp_path: Path) -> None:
 
 
 def test_drop_policy_writes_gap_rows(tmp_path: Path) -> None:
-    """One worker detecting on every frame cannot keep up with 1,500 FPS: drops become gap rows."""
+    """One worker detecting and fitting 68 points on every frame (~370 FPS) cannot keep up with 1,500 FPS:
+    drops become gap rows."""
     port, mport = free_port(), free_port()
     sender = start_sender(port, "--fps", "1500", "--stop-after", "1500")
     live = start_live(f"tcp://127.0.0.1:{port}", tmp_path, "--workers", "1", "--detect-every", "1",
-                      "--buffer", "0.02", "--metrics-port", str(mport))
+                      "--landmarks", "face68", "--buffer", "0.02", "--metrics-port", str(mport))
     try:
         _, err = live.communicate(timeout=60)
     finally:

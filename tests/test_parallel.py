@@ -199,3 +199,45 @@ def test_only_the_cpu_backend_is_fused_into_forked_workers(backend: str, fused: 
     from eyeblink.parallel import supports
 
     assert supports(RunConfig(detect=DetectConfig(backend=backend))) is fused
+
+
+def test_frame_ring_reserved_before_its_geometry_and_attached_by_name_in_a_child() -> None:
+    """Live mode's ring: reserved (faulted in) before the frame size is known, laid out later,
+    attached by name in a child forked before it existed, and unlinked by its creator only."""
+    import multiprocessing as mp
+    from multiprocessing import resource_tracker, shared_memory
+
+    import numpy as np
+
+    from eyeblink.shm import FrameRing, RingSpec
+
+    resource_tracker.ensure_running()
+    ctx = mp.get_context("fork")
+    names, sums = ctx.Queue(), ctx.Queue()
+
+    def child() -> None:
+        name, spec = names.get(timeout=30)
+        ring = FrameRing.attach(name, spec)
+        ring.prefault()
+        sums.put([int(ring[i].sum()) for i in range(len(ring))])
+        ring.unlink()  # not the creator: a no-op
+        ring.close()
+
+    proc = ctx.Process(target=child)
+    proc.start()
+    block = FrameRing.reserve(4 * 48 * 64)
+    with pytest.raises(ValueError, match="fewer than"):
+        FrameRing(RingSpec(5, (48, 64)), block=block)
+    ring = FrameRing(RingSpec(4, (48, 64)), block=block)
+    for i in range(4):
+        ring.put(i, np.full((48, 64), i + 1, np.uint8))
+    names.put((ring.name, ring.spec))
+    assert sums.get(timeout=30) == [(i + 1) * 48 * 64 for i in range(4)]
+    proc.join(timeout=30)
+    assert proc.exitcode == 0
+    name = ring.name
+    shared_memory.SharedMemory(name=name).close()  # still there after the child's unlink
+    ring.unlink()
+    ring.close()
+    with pytest.raises(FileNotFoundError):
+        shared_memory.SharedMemory(name=name)
