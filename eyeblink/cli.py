@@ -246,6 +246,9 @@ def _run_batch(args: argparse.Namespace) -> int:
 def cmd_live(args: argparse.Namespace) -> int:
     from eyeblink.live import run
 
+    if args.landmarks == "auto":  # live's default (settled once the source's rate is known): not a config value
+        args.landmarks = None
+
     return int(run(args, _config_from_args(args)))
 
 

@@ -17,10 +17,16 @@ Overload policy (``--on-overload``), applied when a frame arrives and the ring h
   backs up: a TCP sender slows down, a camera's driver drops frames (visible as timestamp gaps,
   ``timestamp_gaps`` in the summary, and for Basler cameras ``camera_skipped_frames``).
 
-Low-latency defaults (measured with ``scripts/bench_live.py``, see its docstring): chunks of
-:data:`LIVE_CHUNK_FRAMES` frames per worker and messages of :data:`LIVE_BATCH_FRAMES` frames, against
-128/16 for files, and a ring holding ``--buffer`` seconds of frames, which absorbs a hiccup of
-the machine (another process, a disk flush) without dropping.
+Low-latency layout (measured with ``scripts/bench_live.py``, see its docstring): frames go to the
+workers in chunks of :data:`LIVE_CHUNK_FRAMES` dealt round-robin, in messages of
+:data:`LIVE_BATCH_FRAMES`, and each worker keeps tracking the face from one of its chunks to the
+next (``ParallelConfig.track_across_chunks``), so no chunk starts with a forced detection. Every
+worker then works at 1/W of the camera's rate all the time, instead of one worker at the full rate
+for a whole chunk (files: contiguous chunks of 128, throughput first). The workers load and warm up
+before the source is connected and the ring (``--buffer`` seconds of frames, which absorbs a hiccup
+of the machine without dropping) is reserved and faulted in meanwhile (:meth:`_LiveRun._start`).
+``--landmarks auto`` (the default) picks the landmark model the machine can run at the source's
+rate (:func:`choose_landmarks`).
 
 Stopping: SIGINT (Ctrl-C) or SIGTERM stops the capture; frames already captured are analysed, every
 file is flushed and the run exits 0 (a second Ctrl-C stops at once, status ``interrupted``). A
@@ -59,10 +65,11 @@ __all__ = ["LIVE_BATCH_FRAMES", "LIVE_CHUNK_FRAMES", "LIVE_FRAME_COLUMNS", "Live
 
 log = logging.getLogger("eyeblink.live")
 
-#: Frames a worker owns in a row (its keyframe-tracking unit). 128 (the file default) makes a
-#: frame at the start of a chunk wait for the previous chunk's backlog: p99 ~100+ ms at 500 FPS.
+#: Frames dealt to one worker at a time (tracking continues across a worker's chunks). Contiguous
+#: chunks of 32 (the previous live default) kept one worker at the camera's full rate for 64 ms while
+#: the other idled: p99 70-125 ms at 500 FPS, against ~12-20 ms dealt in pairs.
 LIVE_CHUNK_FRAMES = 2
-#: Frames per queue message: a frame waits for its batch to fill (4 frames = 8 ms at 500 FPS).
+#: Frames per queue message: a frame waits for its batch to fill (2 frames = 2 ms at 500 FPS).
 LIVE_BATCH_FRAMES = 2
 #: frames.csv of a live run: the contract's columns, then ``dropped`` (1 = a gap row of the overload policy).
 LIVE_FRAME_COLUMNS = (*FRAME_COLUMNS, "dropped")
@@ -203,7 +210,7 @@ class _LiveRun(_Run):
             if self.pipe.fitters:  # --landmarks auto: now that the rate is known
                 from eyeblink.parallel import physical_cores
 
-                self.model, self.model_reason = choose_landmarks(source.nominal_fps, physical_cores())
+                self.model, self.model_reason = choose_landmarks(source.nominal_fps or self.cfg.fps, physical_cores())
                 self.cfg = replace(self.cfg, landmarks=replace(self.cfg.landmarks, model=self.model))
                 log.info("landmark model %s", self.model_reason)
             self.par = self.live.parallel(source.nominal_fps, base=self.par)
@@ -503,7 +510,8 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
                    help="frames buffered in shared memory, in seconds at the source's rate (default: %(default)s)")
     g.add_argument("--workers", type=int, default=0, metavar="N", help="worker processes (default: physical cores)")
     g.add_argument("--chunk-frames", type=int, default=LIVE_CHUNK_FRAMES, metavar="N",
-                   help="contiguous frames per worker (lower = lower latency, more keyframes) (default: %(default)s)")
+                   help="frames dealt to one worker at a time; each worker keeps tracking the face across its "
+                        "chunks (default: %(default)s)")
     g.add_argument("--batch-frames", type=int, default=LIVE_BATCH_FRAMES, metavar="N",
                    help="frames per queue message (default: %(default)s)")
     g.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds of capture")
@@ -521,6 +529,11 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
                    help="address the metrics server binds (default: %(default)s; 0.0.0.0 exposes it)")
     add_log_options(p)
     add_run_options(p)
+    for action in p._actions:  # live mode also takes --landmarks auto, its default
+        if "--landmarks" in action.option_strings:
+            action.choices = LIVE_LANDMARKS
+            action.help = ("landmark model: auto (default: the 68-point model when this machine can run it at the "
+                           "source's rate, else eye12; see README 'Live mode'), face68 or eye12")
 
 
 def run(args: argparse.Namespace, cfg: RunConfig) -> int:
@@ -537,8 +550,7 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
             raise ConfigError(f"--stream-option must be KEY=VALUE, got {item!r}")
         options[key] = value
     # no --landmarks / --landmark-model: auto, the model this machine can run at the source's rate
-    landmarks = ("auto" if args.landmarks is None and args.landmark_model is None
-                 else cfg.landmarks.model)
+    landmarks = "auto" if args.landmarks is None and args.landmark_model is None else cfg.landmarks.model
     live = LiveConfig(overload=args.on_overload, workers=args.workers, chunk_frames=args.chunk_frames,
                       batch_frames=args.batch_frames, buffer_s=args.buffer, duration_s=args.duration,
                       metrics_port=args.metrics_port, metrics_host=args.metrics_host, landmarks=landmarks)

@@ -3,8 +3,10 @@
 It pre-renders ``distinct`` face frames (:class:`eyeblink.synth.FaceRenderer`, with a blink or two
 in them), then muxes them in a loop as raw gray video in NUT (``rawvideo``: no encoder CPU; NUT
 carries the frame size and exact timestamps) to ``tcp://127.0.0.1:PORT?listen`` through PyAV, paced
-at ``fps`` against the monotonic clock. It needs no ``ffmpeg`` binary: PyAV ships FFmpeg's
-libraries, so CI can always run it. Sending 640x480 at 500 FPS costs ~15% of one core.
+at ``fps`` against the monotonic clock from the moment the receiver connects (as a camera would:
+frames are not owed for the time nobody listened). It needs no ``ffmpeg`` binary: PyAV ships
+FFmpeg's libraries, so CI can always run it. Sending 640x480 at 500 FPS costs ~10% of one core
+(the packets are the pre-rendered frames' bytes, built once).
 
 Run it as ``python -m eyeblink.loopback --port P [--fps 500] [--duration S] [--stop-after N]``;
 it prints ``listening`` on stdout once the socket is bound (then waits for one receiver) and exits

@@ -27,7 +27,9 @@ Why this shape (measured on a 2-core x86 VM, 640x480 MJPG, see ``eyeblink bench`
   worker busy), a bigger reorder buffer in the sink and a higher frame-to-row latency (a frame at
   the start of chunk ``c+1`` waits for chunk ``c`` to be written: ~``chunk / per-worker FPS``).
   The default, 128 frames (0.26 s at 500 FPS), keeps p99 latency well under a second and the
-  ring under 100 MB for two workers.
+  ring under 100 MB for two workers. Live mode (:mod:`eyeblink.live`) deals chunks of 2 frames
+  round-robin instead and lets each worker track the face across its chunks
+  (``track_across_chunks``): latency first, and no forced keyframe per chunk.
 * The 100 MB dlib model is loaded once in the parent before the workers are forked
   (copy-on-write: its pages stay shared); each worker builds its own LiteRT interpreter after the
   fork (interpreters and their thread pools must not cross a fork).

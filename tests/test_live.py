@@ -2,7 +2,8 @@
 
 The sender is ``python -m eyeblink.loopback`` (PyAV muxing raw gray video in NUT to
 ``tcp://127.0.0.1:PORT?listen``): FFmpeg's own network code on both sides, no ``ffmpeg`` binary
-needed, so these tests always run. The Basler test runs pylon's camera emulation
+needed, so these tests always run. One test streams with a real ``ffmpeg`` process (the static
+binary of the ``imageio-ffmpeg`` wheel, in the ``test`` extra) from a recorded video. The Basler test runs pylon's camera emulation
 (``PYLON_CAMEMU=1``) fed with rendered face frames; it skips only when pypylon is not installed.
 """
 
@@ -117,7 +118,8 @@ def test_stream_not_there_fails_at_open() -> None:
 def test_stream_not_there_fails_in_one_line_after_loading(tmp_path: Path) -> None:
     """The CLI connects once its workers are ready: a wrong URL still ends in one line, exit 2, no traceback."""
     proc = subprocess.run([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{free_port()}",
-                           "-o", str(tmp_path), "--name", "cam"], capture_output=True, text=True, timeout=120, cwd=REPO)
+                           "-o", str(tmp_path), "--name", "cam", "--landmarks", "auto"],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == VideoOpenError.exit_code, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("eyeblink: error:")]
     assert len(lines) == 1 and "check that the sender is running" in lines[0]
@@ -212,6 +214,36 @@ def test_stream_end_to_end_with_metrics(tmp_path: Path) -> None:
     log = (tmp_path / "live.log").read_text()
     assert f"landmark model {reason}" in log
     assert "MainProcess[" in log and "eyeblink-loader[" in log and "capture stopped" in log
+
+
+def test_real_ffmpeg_process_streams_a_recording_to_loopback(tmp_path: Path, make_video) -> None:
+    """``ffmpeg -re -i rec.mkv -f nut tcp://...?listen=1`` -> ``eyeblink live``: every frame, on the stream's clock."""
+    ffmpeg = pytest.importorskip("imageio_ffmpeg").get_ffmpeg_exe()
+    from eyeblink.loopback import render_loop_frames
+
+    n = 300
+    video = make_video(render_loop_frames(n, fps=500.0), container="mkv", codec="ffv1", fps=500)
+    port = free_port()
+    sender = subprocess.Popen([ffmpeg, "-hide_banner", "-loglevel", "error", "-re", "-i", str(video),
+                               "-c:v", "rawvideo", "-pix_fmt", "gray", "-f", "nut", f"tcp://127.0.0.1:{port}?listen=1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    out = tmp_path / "out"
+    live = start_live(f"tcp://127.0.0.1:{port}", out, "--on-overload", "block")  # waits for ffmpeg to listen
+    try:
+        _, err = live.communicate(timeout=120)
+        sender.wait(timeout=30)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, err
+    assert sender.returncode == 0, sender.stderr.read() if sender.stderr else ""
+    r = rows(out)
+    assert [int(x["frame"]) for x in r] == list(range(n))
+    assert abs(float(r[-1]["timestamp_s"]) - (n - 1) / 500) < 1e-6
+    assert sum(x["face"] == "1" for x in r) > 0.95 * n
+    s = summary(out)
+    assert s["status"] == "ok" and s["source"]["timestamps"] == "stream_pts"
+    assert s["live"]["stop_reason"] == "end of stream"
 
 
 def test_sigterm_drains_and_exits_0(tmp_path: Path) -> None:
