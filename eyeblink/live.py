@@ -163,6 +163,7 @@ class _LiveRun(_Run):
         self.n_reconnects = ctx.RawValue("q", 0)
         self.ready = ctx.Semaphore(0)  # one release per worker whose detector is built
         self.prefault_slots = 0  # ring slots every process maps before the capture (see _start)
+        self.fitters = pipe.fitters  # --landmarks auto: the models to pick from
         self.model: str | None = None if not pipe.fitters else "face68"  # chosen in _start (auto)
         self.model_reason: str | None = None
         # the blink detector re-scans its warm-up (~1 s of frames) 25 frames per new frame, not in one
@@ -207,7 +208,7 @@ class _LiveRun(_Run):
                         raise WorkerError(f"the workers did not load their models within "
                                           f"{self.par.stall_timeout_s:.0f} s")
             source.start()
-            if self.pipe.fitters:  # --landmarks auto: now that the rate is known
+            if self.fitters:  # --landmarks auto: now that the rate is known
                 from eyeblink.parallel import physical_cores
 
                 self.model, self.model_reason = choose_landmarks(source.nominal_fps or self.cfg.fps, physical_cores())
@@ -227,6 +228,8 @@ class _LiveRun(_Run):
                 block.close()
                 block.unlink()
         self.ring_name = self.ring.name
+        if self.metrics is not None:
+            self.metrics.landmark_model.labels(model=self.cfg.landmarks.model).set(1)
         for q in self.work_qs:
             q.put(("ring", self.ring.name, self.spec, self.prefault_slots, self.model))
         (self.loader,) = self._fork((self._loader_main, (), "eyeblink-loader"))

@@ -28,6 +28,8 @@ Metrics (all prefixed ``eyeblink_``):
                                             stops on a worker failure (WorkerError) instead
 ``source_reconnects_total``                 stream reconnects (``--reconnect``)
 ``info{source, version, overload}``         constant 1, labels describe the run
+``landmark_model{model}``                   1 for the landmark model the run uses (``--landmarks
+                                            auto`` settles it once the source is open)
 ==========================================  =====================================================
 """
 
@@ -86,6 +88,8 @@ class LiveMetrics:
                                     ["stage"], buckets=LATENCY_BUCKETS, registry=r)
         info = pc.Gauge("eyeblink_info", "The live run", ["source", "version", "overload"], registry=r)
         info.labels(source=source, version=__version__, overload=overload).set(1)
+        self.landmark_model = pc.Gauge("eyeblink_landmark_model", "The landmark model of the run (1)", ["model"],
+                                       registry=r)
         for eye in ("left", "right"):
             self.ear.labels(eye=eye).set(math.nan)
         for d in ("in", "processed"):

@@ -504,8 +504,10 @@ class _Run:
         return (c + ahead) * self.C
 
     def _start(self) -> None:
-        self._make_queues(self.spec.slots + 2)
-        self.ring = FrameRing(self.spec)
+        spec = self.spec
+        assert spec is not None  # files: known from the opened source (_ring_spec)
+        self._make_queues(spec.slots + 2)
+        self.ring = FrameRing(spec)
         self.ring_name = self.ring.name
         # workers first: they load LiteRT while the loader fills the ring
         self.workers = self._fork(*[(self._worker_main, (w,), f"eyeblink-worker-{w}") for w in range(self.W)])

@@ -3,9 +3,9 @@
 The sender (``python -m eyeblink.loopback``, a separate process on the same machine, so its CPU
 counts) pre-renders ``--distinct`` synthetic face frames and loops them as raw video in NUT, paced
 at ``--fps`` against the monotonic clock from the moment the pipeline connects (like a camera: no
-backlog of frames "sent" while nobody listened). Its rendering CPU is not counted, its sending CPU is. The pipeline runs here with the live defaults
-(``LiveConfig()``: drop policy, chunk/batch sizes of :mod:`eyeblink.live`, ``--landmarks auto``)
-unless flags change them.
+backlog of frames "sent" while nobody listened). Its rendering CPU is not counted, its sending CPU
+is. The pipeline runs here with the live defaults (``LiveConfig()``: drop policy, chunk/batch sizes
+of :mod:`eyeblink.live`, ``--landmarks auto``) unless flags change them.
 
 Reports frames in / processed / dropped by the pipeline, the arrival-to-row latency (p50/p99/max,
 overall and after the first second), CPU seconds of the pipeline and of the sender, the CPU share

@@ -3,8 +3,9 @@
 The sender is ``python -m eyeblink.loopback`` (PyAV muxing raw gray video in NUT to
 ``tcp://127.0.0.1:PORT?listen``): FFmpeg's own network code on both sides, no ``ffmpeg`` binary
 needed, so these tests always run. One test streams with a real ``ffmpeg`` process (the static
-binary of the ``imageio-ffmpeg`` wheel, in the ``test`` extra) from a recorded video. The Basler test runs pylon's camera emulation
-(``PYLON_CAMEMU=1``) fed with rendered face frames; it skips only when pypylon is not installed.
+binary of the ``imageio-ffmpeg`` wheel, in the ``test`` extra) from a recorded video. The Basler
+test runs pylon's camera emulation (``PYLON_CAMEMU=1``) fed with rendered face frames; it skips
+only when pypylon is not installed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 from eyeblink.errors import ConfigError, VideoOpenError
 from eyeblink.live import LIVE_FRAME_COLUMNS, LiveConfig, choose_landmarks
 from eyeblink.live_sources import _stream_name, open_live_source
+from eyeblink.parallel import physical_cores
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
@@ -185,6 +187,7 @@ def test_stream_end_to_end_with_metrics(tmp_path: Path) -> None:
                      'eyeblink_stage_latency_seconds_count{stage="total"}', "eyeblink_face_lost_ratio",
                      "eyeblink_blinks_total", 'eyeblink_ear{eye="left"}', "eyeblink_worker_restarts_total"):
             assert name in m, name
+        assert m[f'eyeblink_landmark_model{{model="{choose_landmarks(500.0, physical_cores())[0]}"}}'] == 1
         assert m["eyeblink_frames_processed_total"] > 0
         assert m['eyeblink_stage_latency_seconds_count{stage="analyze"}'] > 0
         _, err = live.communicate(timeout=60)
@@ -206,8 +209,6 @@ def test_stream_end_to_end_with_metrics(tmp_path: Path) -> None:
     assert s["live"]["frames_in"] == 1000 and s["live"]["frames_dropped"] == 0
     assert s["live"]["stop_reason"] == "end of stream"
     # --landmarks auto: the model this machine runs at 500 FPS, stated in the summary and the log
-    from eyeblink.parallel import physical_cores
-
     model, reason = choose_landmarks(500.0, physical_cores())
     assert s["live"]["landmarks_model"] == s["settings"]["landmarks"]["model"] == model
     assert s["live"]["landmarks_choice"] == reason
