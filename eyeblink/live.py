@@ -552,8 +552,9 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
         if not sep or not key:
             raise ConfigError(f"--stream-option must be KEY=VALUE, got {item!r}")
         options[key] = value
-    # no --landmarks / --landmark-model: auto, the model this machine can run at the source's rate
-    landmarks = "auto" if args.landmarks is None and args.landmark_model is None else cfg.landmarks.model
+    # no --landmarks and no model file (flag or preset): auto, the model this machine runs at the source's rate
+    auto = args.landmarks is None and cfg.landmarks.model_path is None
+    landmarks = "auto" if auto else cfg.landmarks.model
     live = LiveConfig(overload=args.on_overload, workers=args.workers, chunk_frames=args.chunk_frames,
                       batch_frames=args.batch_frames, buffer_s=args.buffer, duration_s=args.duration,
                       metrics_port=args.metrics_port, metrics_host=args.metrics_host, landmarks=landmarks)
