@@ -91,6 +91,10 @@ class AnalysisOptions:
 
     def check(self, inputs: Sequence[Path]) -> None:
         """Fail before any frame is processed: extras installed, trials files present and well formed."""
+        self.check_stems([p.name if p.is_dir() else p.stem for p in inputs])
+
+    def check_stems(self, stems: Sequence[str]) -> None:
+        """:meth:`check` for inputs known by their output stems (a live source)."""
         if self.plots:
             require_extra("plots")
         if self.nwb:
@@ -99,18 +103,18 @@ class AnalysisOptions:
             return
         if not self.trials.exists():
             raise TrialFileError(f"trials file not found: {self.trials} — check the path given to --trials")
-        if self.trials.is_file() and len(inputs) > 1:
-            raise TrialFileError(f"one trials file ({self.trials}) for {len(inputs)} inputs; give a folder with "
+        if self.trials.is_file() and len(stems) > 1:
+            raise TrialFileError(f"one trials file ({self.trials}) for {len(stems)} inputs; give a folder with "
                                  "<stem>.csv per input to --trials, or process the inputs one at a time")
-        for p in inputs:
-            self.load_trials(p.name if p.is_dir() else p.stem)
+        for stem in stems:
+            self.load_trials(stem)
 
 
 # ------------------------------------------------------------------------------------------ CLI
 
 
 def add_cli_options(p: argparse.ArgumentParser) -> None:
-    """The ``process`` options for conditioning sessions."""
+    """The ``process`` (and ``live``) options for conditioning sessions."""
     g = p.add_argument_group("conditioning: eyelid closure (FEC), trials, CRs, plots, NWB")
     g.add_argument("--trials", metavar="CSV_OR_DIR", default=None,
                    help="trials file: one row per trial with cs_onset_s (or _ms, _frame), optional us_onset_*, "

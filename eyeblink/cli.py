@@ -248,8 +248,9 @@ def cmd_live(args: argparse.Namespace) -> int:
 
     if args.landmarks == "auto":  # live's default (settled once the source's rate is known): not a config value
         args.landmarks = None
+    from eyeblink.analysis import config_from_args
 
-    return int(run(args, _config_from_args(args)))
+    return int(run(args, config_from_args(_config_from_args(args), args)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

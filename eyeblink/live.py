@@ -2,7 +2,9 @@
 
 ``eyeblink live SOURCE -o OUTDIR`` runs the multiprocess pipeline of :mod:`eyeblink.parallel` with a
 live loader and writes the same files as ``process`` (``<stem>.frames.csv`` with one appended
-column, ``dropped``; ``<stem>.blinks.csv``; ``<stem>.summary.json``), incrementally.
+column, ``dropped``; ``<stem>.blinks.csv``; ``<stem>.summary.json``), incrementally. When the capture
+ends normally, :func:`eyeblink.analysis.finalize` calibrates the FEC column and writes the trials,
+traces, plots and NWB that the conditioning options ask for, exactly as after ``process``.
 
 The live loader (a forked process) runs a capture thread that stamps every frame on arrival
 (:class:`~eyeblink.live_sources.Captured`), gives it the next frame index and puts it into a free
@@ -530,6 +532,9 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
                    help="serve Prometheus metrics on http://HOST:PORT/metrics (0 = any free port)")
     m.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                    help="address the metrics server binds (default: %(default)s; 0.0.0.0 exposes it)")
+    from eyeblink.analysis import add_cli_options
+
+    add_cli_options(p)  # FEC calibration, trials, plots, NWB: done when the capture has ended, as in process
     add_log_options(p)
     add_run_options(p)
     for action in p._actions:  # live mode also takes --landmarks auto, its default
@@ -543,6 +548,7 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
     """``eyeblink live``: open the source, run, print one line; the exit status."""
     import sys
 
+    from eyeblink.analysis import finalize, options_from_args
     from eyeblink.export import ensure_output_dir
     from eyeblink.live_sources import StreamOptions, open_live_source
 
@@ -568,8 +574,13 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
     source = open_live_source(args.source, name=args.name, fps=cfg.fps, connect=False,
                               stream=StreamOptions(options=options, read_timeout_s=args.read_timeout,
                                                    reconnect=args.reconnect))
+    analysis = options_from_args(args)
+    analysis.check_stems([source.name])  # before the capture: extras installed, trials file readable
     with source:
         result, _ = pipe.run(source, outdir)
+    # the capture ended normally (end of stream, --duration, a signal): calibrate the session's FEC column
+    # and write trials, traces, plots and NWB as `process` does (a failed run keeps its provisional rows)
+    result = finalize(result, cfg, analysis)
     s = result.summary
     lv = s.get("live", {})
     t = s.get("timings", {})

@@ -247,6 +247,39 @@ def test_real_ffmpeg_process_streams_a_recording_to_loopback(tmp_path: Path, mak
     assert s["live"]["stop_reason"] == "end of stream"
 
 
+def test_live_session_is_finalised_like_process(tmp_path: Path) -> None:
+    """When the capture ends: FEC calibrated (frames.csv rewritten), trials and traces written, as `process` does."""
+    trials = tmp_path / "trials.csv"
+    trials.write_text("trial,cs_onset_s,us_onset_s\n1,0.4,0.65\n2,1.2,1.45\n", encoding="utf-8")
+    port = free_port()
+    sender = start_sender(port, "--fps", "500", "--stop-after", "1000")
+    out = tmp_path / "out"
+    live = start_live(f"tcp://127.0.0.1:{port}", out, "--on-overload", "block", "--trials", str(trials))
+    try:
+        _, err = live.communicate(timeout=120)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, err
+    s = summary(out)
+    assert s["closure"]["provisional"] is False and s["closure"]["method"] in ("responses", "default")
+    assert s["trials"]["trials"] == 2
+    with (out / "cam.trials.csv").open(newline="") as fh:
+        assert [r["trial"] for r in csv.DictReader(fh)] == ["1", "2"]
+    assert (out / "cam.traces.csv").stat().st_size > 0
+    r = rows(out)
+    assert len(r) == 1000 and list(r[0]) == list(LIVE_FRAME_COLUMNS)
+    assert sum(x["closure"] != "" for x in r) > 900
+
+
+def test_live_checks_its_trials_file_before_the_capture(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{free_port()}",
+                           "-o", str(tmp_path), "--trials", str(tmp_path / "missing.csv")],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "trials file not found" in proc.stderr and "missing.csv" in proc.stderr
+
+
 def test_sigterm_drains_and_exits_0(tmp_path: Path) -> None:
     port = free_port()
     sender = start_sender(port, "--fps", "500", "--duration", "60")
