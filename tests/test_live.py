@@ -52,6 +52,20 @@ def start_live(url: str, out: Path, *args: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
 
 
+def live_run(out: Path, sender_args: list[str], *live_args: str, timeout: float = 120) -> str:
+    """Stream the loopback sender (``sender_args``) through ``eyeblink live`` to its end; the run's stderr."""
+    port = free_port()
+    sender = start_sender(port, *sender_args)
+    live = start_live(f"tcp://127.0.0.1:{port}", out, *live_args)
+    try:
+        _, err = live.communicate(timeout=timeout)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, err
+    return err
+
+
 def rows(out: Path) -> list[dict[str, str]]:
     with (out / "cam.frames.csv").open(newline="") as fh:
         return list(csv.DictReader(fh))
@@ -251,16 +265,8 @@ def test_live_session_is_finalised_like_process(tmp_path: Path) -> None:
     """When the capture ends: FEC calibrated (frames.csv rewritten), trials and traces written, as `process` does."""
     trials = tmp_path / "trials.csv"
     trials.write_text("trial,cs_onset_s,us_onset_s\n1,0.4,0.65\n2,1.2,1.45\n", encoding="utf-8")
-    port = free_port()
-    sender = start_sender(port, "--fps", "500", "--stop-after", "1000")
     out = tmp_path / "out"
-    live = start_live(f"tcp://127.0.0.1:{port}", out, "--on-overload", "block", "--trials", str(trials))
-    try:
-        _, err = live.communicate(timeout=120)
-    finally:
-        live.kill()
-        sender.kill()
-    assert live.returncode == 0, err
+    live_run(out, ["--fps", "500", "--stop-after", "1000"], "--on-overload", "block", "--trials", str(trials))
     s = summary(out)
     assert s["closure"]["provisional"] is False and s["closure"]["method"] in ("responses", "default")
     assert s["trials"]["trials"] == 2
@@ -320,16 +326,8 @@ def test_sender_dies_mid_stream(tmp_path: Path) -> None:
 def test_drop_policy_writes_gap_rows(tmp_path: Path) -> None:
     """One worker detecting and fitting 68 points on every frame (~370 FPS) cannot keep up with 1,500 FPS:
     drops become gap rows."""
-    port, mport = free_port(), free_port()
-    sender = start_sender(port, "--fps", "1500", "--stop-after", "1500")
-    live = start_live(f"tcp://127.0.0.1:{port}", tmp_path, "--workers", "1", "--detect-every", "1",
-                      "--landmarks", "face68", "--buffer", "0.02", "--metrics-port", str(mport))
-    try:
-        _, err = live.communicate(timeout=60)
-    finally:
-        live.kill()
-        sender.kill()
-    assert live.returncode == 0, err
+    live_run(tmp_path, ["--fps", "1500", "--stop-after", "1500"], "--workers", "1", "--detect-every", "1",
+             "--landmarks", "face68", "--buffer", "0.02", "--metrics-port", str(free_port()), timeout=60)
     r = rows(tmp_path)
     s = summary(tmp_path)
     dropped = [x for x in r if x["dropped"] == "1"]
