@@ -53,7 +53,7 @@ import numpy as np
 
 from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
 from eyeblink.export import FRAME_COLUMNS, ResultWriter, _CsvStream
-from eyeblink.parallel import _POLL_S, PREFAULT_SLOTS, ParallelConfig, ParallelPipeline, _Run, _Stop
+from eyeblink.parallel import _POLL_S, ParallelConfig, ParallelPipeline, _Batcher, _Run, _Stop
 from eyeblink.shm import FrameRing, RingSpec
 
 if TYPE_CHECKING:
@@ -76,6 +76,9 @@ LIVE_BATCH_FRAMES = 2
 #: frames.csv of a live run: the contract's columns, then ``dropped`` (1 = a gap row of the overload policy).
 LIVE_FRAME_COLUMNS = (*FRAME_COLUMNS, "dropped")
 OVERLOAD_POLICIES = ("drop", "block")
+#: Ring slots mapped into every process before the capture when the ring could not be reserved in
+#: advance (FrameRing.prefault): the frames in flight cycle through the lowest slots, ~10 at 500 FPS.
+PREFAULT_SLOTS = 64
 #: warm-up frames the blink detector re-judges per new frame (BlinkDetector rescan_per_frame)
 LIVE_RESCAN_PER_FRAME = 25
 #: ``--landmarks`` in live mode: a model, or ``auto`` (the default; see :func:`choose_landmarks`)
@@ -252,7 +255,7 @@ class _LiveRun(_Run):
 
     def _loader_main(self) -> None:
         self._child_setup()
-        ring, W, C, B = self.ring, self.W, self.C, self.B
+        ring = self.ring
         assert ring is not None
         ring.prefault(self.prefault_slots)  # a fork does not copy the page tables of a shared mapping
         source: LiveSource = self.source  # type: ignore[assignment]
@@ -261,22 +264,8 @@ class _LiveRun(_Run):
         duration = self.live.duration_s
         lock = threading.Lock()
         free: list[int] = list(range(len(ring) - 1, -1, -1))
-        batch_slots: list[int] = []
-        batch_ts: list[float] = []
-        batch_td: list[float] = []
-        st: dict[str, Any] = {"n": 0, "first": 0, "closed": False, "reason": None, "error": None, "bug": None,
-                              "t0": None}
-
-        def flush() -> None:
-            if batch_slots:
-                first = st["first"]
-                c = first // C
-                self._put(self.work_qs[c % W], (c, first, np.asarray(batch_slots, np.int32),
-                                                np.asarray(batch_ts), np.asarray(batch_td)))
-                batch_slots.clear()
-                batch_ts.clear()
-                batch_td.clear()
-            st["first"] = st["n"]
+        batch = _Batcher(self)
+        st: dict[str, Any] = {"closed": False, "reason": None, "error": None, "bug": None, "t0": None}
 
         def take_slot() -> int:
             if not free:
@@ -296,12 +285,7 @@ class _LiveRun(_Run):
             else:
                 self.n_dropped.value += 1
             self.n_in.value += 1
-            batch_slots.append(slot)
-            batch_ts.append(ts)
-            batch_td.append(arrival)
-            st["n"] += 1
-            if len(batch_slots) >= B or st["n"] % C == 0:
-                flush()
+            batch.add(slot, ts, arrival)
 
         def capture() -> None:
             try:
@@ -312,7 +296,7 @@ class _LiveRun(_Run):
                         place(cap.image, cap.timestamp_s, cap.arrival_s)
                         if st["t0"] is None:
                             st["t0"] = cap.arrival_s
-                        if max_frames is not None and st["n"] >= max_frames:
+                        if max_frames is not None and batch.n >= max_frames:
                             st["reason"] = f"--max-frames {max_frames} reached"
                             return
                         if duration is not None and cap.arrival_s - st["t0"] >= duration:
@@ -348,8 +332,8 @@ class _LiveRun(_Run):
                 raise st["bug"]
             with lock:  # the capture thread may still be blocked in a read: it stops at its next frame
                 st["closed"] = True
-                flush()
-            n = st["n"]
+                batch.flush()
+            n = batch.n
             info = source.describe()
             info["live"] = {"stop_reason": st["reason"], "frames_in": n, "frames_dropped": int(self.n_dropped.value)}
             log.info("capture stopped: %s; %d frames in, %d dropped", st["reason"], n, self.n_dropped.value)
@@ -360,7 +344,7 @@ class _LiveRun(_Run):
         except _Stop:
             self._quit()
         except BaseException as exc:
-            self._report("loader", -1, st["n"], exc)
+            self._report("loader", -1, batch.n, exc)
             self._quit()
             raise SystemExit(1) from None
 

@@ -114,9 +114,6 @@ RESULT_DTYPE = np.dtype([
     ("t_start", "f8"), ("t_end", "f8"), ("dropped", "?"),
 ])
 
-#: Ring slots a live run maps into every process before its capture starts (FrameRing.prefault):
-#: the frames in flight cycle through the lowest slots, ~10 at 500 FPS with the live defaults.
-PREFAULT_SLOTS = 64
 _POLL_S = 0.05  # how often a blocked get/put wakes up to check the stop event and its peers
 
 
@@ -164,8 +161,8 @@ class ParallelConfig:
     ``workers``: detect+landmark worker processes (default: physical cores). ``chunk_frames``:
     contiguous frames a worker owns (its keyframe-tracking unit; see the module docstring for the
     trade-off). ``track_across_chunks``: a worker keeps its tracked face from one of its chunks
-    to its next one instead of re-detecting on each chunk's first frame (live mode: chunks of one
-    frame dealt round-robin, each worker tracking the face over every W-th frame; the output then
+    to its next one instead of re-detecting on each chunk's first frame (live mode: chunks of two
+    frames dealt round-robin, each worker tracking the face over its own frames; the output then
     depends on the layout, which live input does anyway). ``batch_frames``: frame records per queue
     message (at most one chunk). ``ring_slots``: frames in
     flight (default ``workers x chunk_frames + 2 x batch_frames``). ``stall_timeout_s``: the run
@@ -279,6 +276,40 @@ class ParallelPipeline:
         return run.execute(outdir, progress)
 
 
+class _Batcher:
+    """The loader's outgoing frame records: gathered until ``batch_frames`` are waiting or a chunk
+    ends, then sent as one message to the worker that owns the chunk (``chunk % W``)."""
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+        self.n = 0  # frames added so far: the next frame's index
+        self._first = 0
+        self._slots: list[int] = []
+        self._ts: list[float] = []
+        self._td: list[float] = []
+
+    def add(self, slot: int, timestamp_s: float, t_decoded: float) -> None:
+        """One frame (``slot`` -1: a gap the live loader dropped); sent when its batch or chunk is full."""
+        self._slots.append(slot)
+        self._ts.append(timestamp_s)
+        self._td.append(t_decoded)
+        self.n += 1
+        if len(self._slots) >= self._run.B or self.n % self._run.C == 0:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send what is waiting (the end of the input: a partial batch)."""
+        if self._slots:
+            run = self._run
+            c = self._first // run.C
+            run._put(run.work_qs[c % run.W], (c, self._first, np.asarray(self._slots, np.int32),
+                                              np.asarray(self._ts), np.asarray(self._td)))
+            self._slots.clear()
+            self._ts.clear()
+            self._td.clear()
+        self._first = self.n
+
+
 class _Run:
     """One input through the process pipeline (all the state of the parent side)."""
 
@@ -340,32 +371,16 @@ class _Run:
 
     def _loader_main(self) -> None:
         self._child_setup()
-        ring, W, C, B = self.ring, self.W, self.C, self.B
+        ring = self.ring
         assert ring is not None
         free: list[int] = list(range(len(ring) - 1, -1, -1))
         max_frames = self.cfg.max_frames
         decode_s = 0.0
-        n = 0
-        batch_slots: list[int] = []
-        batch_ts: list[float] = []
-        batch_td: list[float] = []
-        first = 0
-
-        def flush() -> None:
-            nonlocal first
-            if batch_slots:
-                c = first // C
-                self._put(self.work_qs[c % W], (c, first, np.asarray(batch_slots, np.int32),
-                                                np.asarray(batch_ts), np.asarray(batch_td)))
-                batch_slots.clear()
-                batch_ts.clear()
-                batch_td.clear()
-            first = n
-
+        batch = _Batcher(self)
         source_error: EyeblinkError | None = None
         try:
             frames = iter(self.source)
-            while max_frames is None or n < max_frames:
+            while max_frames is None or batch.n < max_frames:
                 t0 = time.perf_counter()
                 try:
                     frame = next(frames)
@@ -385,13 +400,9 @@ class _Run:
                         break
                 slot = free.pop()
                 ring.put(slot, frame.image)
-                batch_slots.append(slot)
-                batch_ts.append(frame.timestamp_s)
-                batch_td.append(t1)
-                n += 1
-                if len(batch_slots) >= B or n % C == 0:
-                    flush()
-            flush()
+                batch.add(slot, frame.timestamp_s, t1)
+            batch.flush()
+            n = batch.n
             info = self.source.describe()
             self.source.close()
             self._put(self.out_q, ("eof", n, info, decode_s, n, source_error))
@@ -400,7 +411,7 @@ class _Run:
         except _Stop:
             self._quit()
         except BaseException as exc:
-            self._report("loader", -1, n, exc)
+            self._report("loader", -1, batch.n, exc)
             self._quit()
             raise SystemExit(1) from None
 
