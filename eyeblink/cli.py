@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eyeblink import __version__, bench, train
-from eyeblink.errors import ConfigError, EyeblinkError
+from eyeblink import __version__
+from eyeblink.config import run_config_from_args
+from eyeblink.errors import ConfigError, EyeblinkError, one_line
+from eyeblink.lab import bench, train
 
 DESCRIPTION = """\
 Eyeblink detection for high-speed face recordings (e.g. 640x480 grayscale at
@@ -26,11 +28,6 @@ Outputs per input <stem> (see `eyeblink process --help`):
   <stem>.blinks.csv   one row per blink: start/end frame and time, duration, amplitude, per-eye fields
   <stem>.summary.json counts, rates, frames without a face, timings, versions, settings
 """
-
-
-def one_line(exc: BaseException) -> str:
-    """The message on one line (native libraries such as dlib put newlines in theirs)."""
-    return " ".join(str(exc).split())
 
 
 def _positive_int(text: str) -> int:
@@ -90,7 +87,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_log_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("logging (every process logs through one queue: eyeblink.logs)")
+    g = p.add_argument_group("logging (every process logs through one queue: eyeblink.runtime.logs)")
     g.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
                    help="least severe messages shown (default: %(default)s)")
     g.add_argument("--log-file", metavar="FILE", default=None, help="also append the log to FILE")
@@ -113,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="landmark worker processes (default: physical cores); 0 or 1 = single process")
     _add_run_options(p)
     _add_log_options(p)
-    from eyeblink.analysis import add_cli_options
+    from eyeblink.outputs.analysis import add_cli_options
 
     add_cli_options(p)  # conditioning: --trials, --calibration, --plots, --nwb, ...
 
@@ -142,28 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(e)
     bench.add_parser(sub)
     train.add_parser(sub)
-    from eyeblink import batch as _batch  # no Ray import: the CLI stays light
+    from eyeblink.runtime import batch as _batch  # no Ray import: the CLI stays light
 
     _batch.add_parser(sub, _add_run_options)
-    from eyeblink import live as _live  # no heavy import: PyAV, pypylon, prometheus load when a run starts
+    from eyeblink.runtime import live as _live  # no heavy import: PyAV, pypylon, prometheus load when a run starts
 
     _live.add_parser(sub, _add_run_options, _add_log_options)
     return parser
-
-
-def _config_from_args(args: argparse.Namespace) -> Any:
-    from eyeblink.config import RunConfig, load_preset
-    from eyeblink.presets import resolve_preset
-
-    cfg: RunConfig = load_preset(resolve_preset(args.pipeline))
-    cfg = cfg.with_overrides("landmarks", model=args.landmarks, model_path=args.landmark_model)
-    cfg = cfg.with_overrides("detect", backend=args.backend, model_path=args.face_model, num_threads=args.threads,
-                             detect_every=args.detect_every, score_threshold=args.score_threshold)
-    cfg = cfg.with_overrides("blinks", close_ratio=args.close_ratio, open_ratio=args.open_ratio,
-                             min_duration_ms=args.min_blink_ms)
-    from dataclasses import replace
-
-    return replace(cfg, fps=args.fps, max_frames=args.max_frames)
 
 
 def _progress_factory(disabled: bool) -> Any:
@@ -197,11 +179,11 @@ def _process_workers(requested: int | None, cfg: Any, physical_cores: Any) -> in
 
 
 def cmd_process(args: argparse.Namespace) -> int:
-    from eyeblink.analysis import config_from_args, options_from_args
-    from eyeblink.runner import process_paths
+    from eyeblink.outputs.analysis import config_from_args, options_from_args
+    from eyeblink.runtime.runner import process_paths
 
-    cfg = config_from_args(_config_from_args(args), args)
-    from eyeblink.parallel import physical_cores
+    cfg = config_from_args(run_config_from_args(args), args)
+    from eyeblink.runtime.parallel import physical_cores
 
     results, failures = process_paths([Path(p) for p in args.inputs], Path(args.output), cfg,
                                       progress=_progress_factory(args.no_progress),
@@ -222,35 +204,35 @@ def cmd_process(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from eyeblink.demo import run_demo
+    from eyeblink.lab.demo import run_demo
 
     return run_demo(Path(args.output), duration_s=args.duration, seed=args.seed,
                     progress=_progress_factory(args.no_progress))
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from eyeblink.evaluate import run_eval
+    from eyeblink.lab.evaluate import run_eval
 
-    cfg = _config_from_args(args)
+    cfg = run_config_from_args(args)
     return run_eval(Path(args.dataset), cfg, outdir=Path(args.output) if args.output else None,
                     json_path=Path(args.json) if args.json else None,
                     progress=_progress_factory(args.no_progress))
 
 
 def _run_batch(args: argparse.Namespace) -> int:
-    from eyeblink.batch import run
+    from eyeblink.runtime.batch import run
 
     return run(args)
 
 
 def cmd_live(args: argparse.Namespace) -> int:
-    from eyeblink.live import run
+    from eyeblink.runtime.live import run
 
     if args.landmarks == "auto":  # live's default (settled once the source's rate is known): not a config value
         args.landmarks = None
-    from eyeblink.analysis import config_from_args
+    from eyeblink.outputs.analysis import config_from_args
 
-    return int(run(args, config_from_args(_config_from_args(args), args)))
+    return int(run(args, config_from_args(run_config_from_args(args), args)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -264,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs = None
     try:
         if getattr(args, "log_level", None) is not None:
-            from eyeblink.logs import setup_logging
+            from eyeblink.runtime.logs import setup_logging
 
             logs = setup_logging(args.log_level, args.log_file)
         return handler(args)

@@ -8,13 +8,13 @@ naming the field, the value and the accepted range.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from eyeblink.errors import ConfigError
-from eyeblink.science_config import ClosureConfig, TrialConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -110,7 +110,7 @@ class LandmarkConfig:
 class BlinkConfig:
     """Online blink detection over the per-eye EAR traces (all times in milliseconds, never frames).
 
-    The full definition is in :mod:`eyeblink.blinks`. In short: each eye's EAR is divided by its
+    The full definition is in :mod:`eyeblink.signals.blinks`. In short: each eye's EAR is divided by its
     own open-eye baseline (median over ``baseline_window_ms`` outside blinks); a blink starts
     when the mean ratio falls below ``close_ratio`` -- or below ``1 - noise_k`` robust sigmas of
     its own noise when that is deeper -- or when the eye patches differ from their open-eye
@@ -164,6 +164,96 @@ class BlinkConfig:
                  f"blinks.full_closure_min_events must be >= 1, got {self.full_closure_min_events}")
 
 
+# The conditioning sections: [closure] (FEC calibration) and [trials].
+
+
+@dataclass(frozen=True)
+class ClosureConfig:
+    """Fraction of eyelid closure (FEC): 0 = the subject's open baseline, 1 = full closure.
+
+    ``FEC = (1 - EAR / baseline_EAR) / A_full`` where ``baseline_EAR`` is the blink detector's
+    running open-eye baseline and ``A_full`` the session's full-closure amplitude (the
+    ``1 - min/baseline`` of a complete closure). ``A_full`` is calibrated per session either from
+    ``calibration_s`` (a ``(start_s, end_s)`` segment the user names, e.g. air puffs alone: its
+    largest closure, median-filtered over ``smooth_ms``) or from the session's largest reflex
+    closures: the ``percentile``-th percentile of the amplitudes of its complete blinks and
+    US-evoked responses that reach ``min_amplitude``, once there are ``min_responses`` of them.
+    Until then (and for sessions without enough) ``default_full_amplitude`` is used: dlib's
+    68-point eye at full closure reads about 0.7 below its open EAR. See :mod:`eyeblink.signals.closure`.
+    """
+
+    percentile: float = 90.0
+    min_responses: int = 3
+    min_amplitude: float = 0.3
+    default_full_amplitude: float = 0.7
+    calibration_s: tuple[float, float] | None = None
+    smooth_ms: float = 10.0
+
+    def __post_init__(self) -> None:
+        _require(0.0 < self.percentile <= 100.0, f"closure.percentile must be in (0, 100], got {self.percentile}")
+        _require(self.min_responses >= 1, f"closure.min_responses must be >= 1, got {self.min_responses}")
+        _require(0.0 < self.min_amplitude < 1.0, f"closure.min_amplitude must be in (0, 1), got {self.min_amplitude}")
+        _require(0.0 < self.default_full_amplitude <= 1.0,
+                 f"closure.default_full_amplitude must be in (0, 1], got {self.default_full_amplitude}")
+        _require(self.smooth_ms >= 0, f"closure.smooth_ms must be >= 0, got {self.smooth_ms}")
+        if self.calibration_s is not None:
+            _require(isinstance(self.calibration_s, (tuple, list)),
+                     f"--calibration must be START_S:END_S (two numbers), got {self.calibration_s!r}")
+            seg = tuple(self.calibration_s)
+            _require(len(seg) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seg),
+                     f"--calibration must be START_S:END_S (two numbers), got {self.calibration_s!r}")
+            _require(0.0 <= seg[0] < seg[1],
+                     f"--calibration must satisfy 0 <= START_S < END_S, got {seg[0]}:{seg[1]}")
+            object.__setattr__(self, "calibration_s", (float(seg[0]), float(seg[1])))
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    """Per-trial windows and criteria (milliseconds from CS onset unless named ``ur_``; FEC units).
+
+    * baseline: mean FEC over ``baseline_ms`` before CS; *valid* when the eye was open (mean FEC <=
+      ``baseline_max_fec``), stable (SD <= ``baseline_max_sd``) and measured (at least
+      ``min_valid_fraction`` of its frames have an EAR).
+    * startle / alpha response: FEC rises >= ``startle_threshold`` above baseline within
+      ``[0, startle_end_ms]`` after CS.
+    * CR window: from ``cr_start_ms`` after CS to US onset (CS-alone trials: the median ISI of the
+      session's paired trials, else CS offset). A CR is FEC >= baseline + ``cr_threshold`` for at
+      least ``cr_min_ms`` in that window; its onset is where FEC last rose through baseline +
+      ``onset_threshold`` before that.
+    * UR: largest FEC in ``[US, US + ur_window_ms]``.
+    * traces: ``trace_pre_ms`` before to ``trace_post_ms`` after CS; plots average ``block_size`` trials.
+    See :mod:`eyeblink.signals.trials`.
+    """
+
+    baseline_ms: float = 200.0
+    baseline_max_fec: float = 0.3
+    baseline_max_sd: float = 0.05
+    min_valid_fraction: float = 0.8
+    startle_end_ms: float = 60.0
+    startle_threshold: float = 0.1
+    cr_start_ms: float = 60.0
+    cr_threshold: float = 0.1
+    onset_threshold: float = 0.05
+    cr_min_ms: float = 10.0
+    ur_window_ms: float = 200.0
+    trace_pre_ms: float = 250.0
+    trace_post_ms: float = 750.0
+    block_size: int = 10
+
+    def __post_init__(self) -> None:
+        for name in ("baseline_ms", "ur_window_ms", "trace_post_ms"):
+            _require(getattr(self, name) > 0, f"trials.{name} must be > 0 ms, got {getattr(self, name)}")
+        for name in ("startle_end_ms", "cr_start_ms", "cr_min_ms", "trace_pre_ms"):
+            _require(getattr(self, name) >= 0, f"trials.{name} must be >= 0 ms, got {getattr(self, name)}")
+        for name in ("startle_threshold", "cr_threshold", "onset_threshold", "baseline_max_sd"):
+            _require(getattr(self, name) > 0, f"trials.{name} must be > 0 (FEC), got {getattr(self, name)}")
+        _require(self.onset_threshold <= self.cr_threshold,
+                 f"trials.onset_threshold ({self.onset_threshold}) must be <= cr_threshold ({self.cr_threshold})")
+        _require(0.0 < self.min_valid_fraction <= 1.0,
+                 f"trials.min_valid_fraction must be in (0, 1], got {self.min_valid_fraction}")
+        _require(self.block_size >= 1, f"trials.block_size (--block-size) must be >= 1, got {self.block_size}")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """A whole run: the stages' settings plus input timing."""
@@ -192,6 +282,120 @@ class RunConfig:
         from dataclasses import asdict
 
         return asdict(self)
+
+
+# ------------------------------------------------------------------ runtime sections
+# The layout of the multiprocess pipeline ([parallel]: ``eyeblink process --workers``) and of a live
+# run (``eyeblink live`` flags); :mod:`eyeblink.runtime.parallel` and :mod:`eyeblink.runtime.live` use them.
+
+#: Frames dealt to one worker at a time (tracking continues across a worker's chunks). Contiguous
+#: chunks of 32 (the previous live default) kept one worker at the camera's full rate for 64 ms while
+#: the other idled: p99 70-125 ms at 500 FPS, against ~12-20 ms dealt in pairs.
+LIVE_CHUNK_FRAMES = 2
+#: Frames per queue message: a frame waits for its batch to fill (2 frames = 2 ms at 500 FPS).
+LIVE_BATCH_FRAMES = 2
+OVERLOAD_POLICIES = ("drop", "block")
+#: ``--landmarks`` in live mode: a model, or ``auto`` (the default; see :func:`choose_landmarks`)
+LIVE_LANDMARKS = ("auto", "face68", "eye12")
+
+
+def physical_cores() -> int:
+    """Physical cores this process may run on (hyper-threads do not help the cache-bound dlib fit)."""
+    try:
+        allowed = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        allowed = os.cpu_count() or 1
+    cores: set[tuple[str, str]] = set()
+    try:
+        phys = core = ""
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "physical id":
+                    phys = value.strip()
+                elif key == "core id":
+                    core = value.strip()
+                    cores.add((phys, core))
+    except OSError:
+        pass
+    n = len(cores) if cores else (os.cpu_count() or 1)
+    return max(1, min(n, allowed))
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """How the multiprocess pipeline is laid out.
+
+    ``workers``: detect+landmark worker processes (default: physical cores). ``chunk_frames``:
+    contiguous frames a worker owns (its keyframe-tracking unit; see the module docstring for the
+    trade-off). ``track_across_chunks``: a worker keeps its tracked face from one of its chunks
+    to its next one instead of re-detecting on each chunk's first frame (live mode: chunks of two
+    frames dealt round-robin, each worker tracking the face over its own frames; the output then
+    depends on the layout, which live input does anyway). ``batch_frames``: frame records per queue
+    message (at most one chunk). ``ring_slots``: frames in
+    flight (default ``workers x chunk_frames + 2 x batch_frames``). ``stall_timeout_s``: the run
+    fails if no stage makes progress for this long. ``drain_timeout_s``: after a failure, how long
+    the sink waits for the other workers' rows below the failing frame.
+    """
+
+    workers: int = 0  # 0 = physical cores
+    chunk_frames: int = 128
+    batch_frames: int = 16
+    ring_slots: int = 0  # 0 = derived
+    track_across_chunks: bool = False
+    stall_timeout_s: float = 60.0
+    drain_timeout_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        _require(self.workers >= 0, f"--workers must be >= 0, got {self.workers}")
+        _require(self.chunk_frames >= 1, f"parallel chunk_frames must be >= 1, got {self.chunk_frames}")
+        _require(self.batch_frames >= 1, f"parallel batch_frames must be >= 1, got {self.batch_frames}")
+        _require(self.ring_slots >= 0, f"parallel ring_slots must be >= 0, got {self.ring_slots}")
+        _require(self.stall_timeout_s > 0 and self.drain_timeout_s > 0,
+                 "parallel stall_timeout_s and drain_timeout_s must be > 0, got "
+                 f"{self.stall_timeout_s} and {self.drain_timeout_s}")
+
+    @property
+    def n_workers(self) -> int:
+        return self.workers or physical_cores()
+
+    @property
+    def slots(self) -> int:
+        if self.ring_slots:
+            return max(self.ring_slots, 1)
+        return self.n_workers * self.chunk_frames + 2 * self.batch_frames
+
+
+@dataclass(frozen=True)
+class LiveConfig:
+    """Settings of a live run (``eyeblink live`` flags)."""
+
+    overload: str = "drop"
+    workers: int = 0  # 0 = physical cores
+    chunk_frames: int = LIVE_CHUNK_FRAMES
+    batch_frames: int = LIVE_BATCH_FRAMES
+    buffer_s: float = 1.0  # ring size in seconds of frames at the source's rate (>= the pipeline's minimum)
+    duration_s: float | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    landmarks: str = "auto"  # or a model: the run's config decides (see choose_landmarks)
+
+    def __post_init__(self) -> None:
+        _require(self.landmarks in LIVE_LANDMARKS,
+                 f"live landmarks must be one of {', '.join(LIVE_LANDMARKS)}, got {self.landmarks!r}")
+        _require(self.overload in OVERLOAD_POLICIES,
+                 f"--on-overload must be one of {', '.join(OVERLOAD_POLICIES)}, got {self.overload!r}")
+        _require(self.buffer_s > 0, f"--buffer must be > 0 seconds, got {self.buffer_s}")
+        _require(self.duration_s is None or self.duration_s > 0,
+                 f"--duration must be > 0 seconds, got {self.duration_s}")
+        ParallelConfig(workers=self.workers, chunk_frames=self.chunk_frames, batch_frames=self.batch_frames)
+
+    def parallel(self, fps: float | None, base: ParallelConfig | None = None) -> ParallelConfig:
+        """The pipeline layout; the ring holds ``buffer_s`` seconds at ``fps`` (500 when unknown)."""
+        base = base or ParallelConfig(workers=self.workers, chunk_frames=self.chunk_frames,
+                                      batch_frames=self.batch_frames, track_across_chunks=True)
+        return replace(base, ring_slots=max(replace(base, ring_slots=0).slots, round(self.buffer_s * (fps or 500.0))))
 
 
 _SECTIONS = {"detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig,
@@ -231,3 +435,17 @@ def config_from_dict(data: dict[str, Any], *, source: str = "config") -> RunConf
         else:
             raise ConfigError(f"{source}: unknown section or key {key!r}; valid: {sorted(_SECTIONS)}")
     return RunConfig(**kwargs)
+
+
+def run_config_from_args(args: Any) -> RunConfig:
+    """The run's config from parsed CLI flags: the ``--pipeline`` preset, then the flags that override it
+    (``eyeblink process``, ``live`` and ``batch`` share these flags)."""
+    from eyeblink.presets import resolve_preset
+
+    cfg = load_preset(resolve_preset(args.pipeline))
+    cfg = cfg.with_overrides("landmarks", model=args.landmarks, model_path=args.landmark_model)
+    cfg = cfg.with_overrides("detect", backend=args.backend, model_path=args.face_model, num_threads=args.threads,
+                             detect_every=args.detect_every, score_threshold=args.score_threshold)
+    cfg = cfg.with_overrides("blinks", close_ratio=args.close_ratio, open_ratio=args.open_ratio,
+                             min_duration_ms=args.min_blink_ms)
+    return replace(cfg, fps=args.fps, max_frames=args.max_frames)

@@ -69,7 +69,7 @@ DLIB68_SHA256 = "fbdc2cb80eb9aa7a758672cbfdda32ba6300efe9b6e6c7a299ff7e736b11b92
 DLIB68_SIZE = 99_693_937
 
 EYE12_FILENAME = "eye12_v1.dat"
-#: sha256 of weights/eye12_v1.dat, the project's 12-point eye-contour predictor (eyeblink.train,
+#: sha256 of weights/eye12_v1.dat, the project's 12-point eye-contour predictor (eyeblink.lab.train,
 #: scripts/train_eye12.py; see weights/README.md). Verified in full at every load (a few MB: milliseconds).
 EYE12_SHA256 = "4d7307f46e9bb52b515c2bd2abc855bf0f3b6a40b5571be348334cfb3308815b"
 

@@ -1,6 +1,6 @@
 """Throughput of ``eyeblink batch`` on this machine (numbers for deploy/SCALING.md).
 
-Renders N synthetic 640x480 500 FPS MJPG recordings (``eyeblink.synth``), then processes them with
+Renders N synthetic 640x480 500 FPS MJPG recordings (``eyeblink.lab.synth``), then processes them with
 (a) ``process_paths`` without Ray (1 and 2 workers) and (b) ``run_batch`` on a local Ray instance with
 1 or 2 CPUs and 1 or 2 CPUs per task. Prints one JSON line per configuration with frames, wall seconds,
 FPS and ``os.getloadavg()`` before and after (the machine may be shared). Usage:
@@ -24,10 +24,10 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/eyeblink-scaling")
     args = ap.parse_args()
 
-    from eyeblink.batch import BatchConfig, run_batch
     from eyeblink.config import RunConfig
-    from eyeblink.runner import process_paths
-    from eyeblink.synth import SynthConfig, write_recording
+    from eyeblink.lab.synth import SynthConfig, write_recording
+    from eyeblink.runtime.batch import BatchConfig, run_batch
+    from eyeblink.runtime.runner import process_paths
 
     root = Path(args.workdir)
     vids = root / "videos"

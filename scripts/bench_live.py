@@ -1,11 +1,11 @@
 """Benchmark of live mode: a paced 500 FPS 640x480 gray stream over loopback TCP into the live pipeline.
 
-The sender (``python -m eyeblink.loopback``, a separate process on the same machine, so its CPU
+The sender (``python -m eyeblink.lab.loopback``, a separate process on the same machine, so its CPU
 counts) pre-renders ``--distinct`` synthetic face frames and loops them as raw video in NUT, paced
 at ``--fps`` against the monotonic clock from the moment the pipeline connects (like a camera: no
 backlog of frames "sent" while nobody listened). Its rendering CPU is not counted, its sending CPU
 is. The pipeline runs here with the live defaults (``LiveConfig()``: drop policy, chunk/batch sizes
-of :mod:`eyeblink.live`, ``--landmarks auto``) unless flags change them.
+of :mod:`eyeblink.runtime.live`, ``--landmarks auto``) unless flags change them.
 
 Reports frames in / processed / dropped by the pipeline, the arrival-to-row latency (p50/p99/max,
 overall and after the first second), CPU seconds of the pipeline and of the sender, the CPU share
@@ -39,9 +39,9 @@ def _cpu(who: int) -> float:
 
 def main() -> int:
     from eyeblink.config import load_preset
-    from eyeblink.live import LIVE_BATCH_FRAMES, LIVE_CHUNK_FRAMES, LiveConfig, LivePipeline
-    from eyeblink.live_sources import open_live_source
     from eyeblink.presets import resolve_preset
+    from eyeblink.runtime.live import LIVE_BATCH_FRAMES, LIVE_CHUNK_FRAMES, LiveConfig, LivePipeline
+    from eyeblink.sources.live import open_live_source
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=60.0)
@@ -63,7 +63,7 @@ def main() -> int:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     load_before = os.getloadavg()
-    sender = subprocess.Popen([sys.executable, "-m", "eyeblink.loopback", "--port", str(port), "--fps", str(a.fps),
+    sender = subprocess.Popen([sys.executable, "-m", "eyeblink.lab.loopback", "--port", str(port), "--fps", str(a.fps),
                                "--duration", str(a.duration), "--distinct", str(a.distinct)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert sender.stdout is not None and sender.stdout.readline().strip() == "listening"

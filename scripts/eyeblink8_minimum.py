@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     clips = clip_paths(Path(args.data_dir))
 
     from eyeblink.config import RunConfig
-    from eyeblink.runner import build_analyzer
-    from eyeblink.sources import open_source
+    from eyeblink.runtime.runner import build_analyzer
+    from eyeblink.sources.files import open_source
 
     analyzer = build_analyzer(RunConfig())
     inside = edge = unmeasured = 0

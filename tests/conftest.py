@@ -160,9 +160,9 @@ def data_dir() -> Path:
 def face_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     """A real 640x480 gray 500 FPS MJPG recording of a face with one full blink (1.6 s, 800 frames).
 
-    Rendered once per session by :mod:`eyeblink.synth`; returns ``(path, SyntheticTruth)``.
+    Rendered once per session by :mod:`eyeblink.lab.synth`; returns ``(path, SyntheticTruth)``.
     """
-    from eyeblink.synth import BlinkSpec, SynthConfig, write_recording
+    from eyeblink.lab.synth import BlinkSpec, SynthConfig, write_recording
 
     path = tmp_path_factory.mktemp("recordings") / "subject.avi"
     cfg = SynthConfig(duration_s=1.6, blinks=(BlinkSpec(onset_s=0.8, closing_ms=70, closed_ms=30, opening_ms=140),),
@@ -173,7 +173,7 @@ def face_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, obje
 @pytest.fixture(scope="session")
 def face_frames(face_recording: tuple[Path, object]) -> list[np.ndarray]:
     """The decoded gray frames of :func:`face_recording`."""
-    from eyeblink.sources import open_source
+    from eyeblink.sources.files import open_source
 
     with open_source(face_recording[0]) as src:
         return [f.image for f in src]

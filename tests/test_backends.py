@@ -280,7 +280,7 @@ def _real_frames() -> np.ndarray:
     """The astronaut letterboxed, and frames of the synthetic 500 FPS recording (gray -> RGB)."""
     from skimage import data
 
-    from eyeblink.synth import render_frame
+    from eyeblink.lab.synth import render_frame
 
     rng = np.random.default_rng(3)
     frames = [letterbox(data.astronaut())[0]]
@@ -373,7 +373,7 @@ def test_tensorflow_closed(tf_detector_factory) -> None:
 
 
 def test_bench_detector_litert(tmp_path: Path) -> None:
-    from eyeblink import bench_detector
+    from eyeblink.lab import bench_detector
 
     parser = bench_detector.add_arguments(argparse.ArgumentParser())
     out_json, out_md = tmp_path / "b.json", tmp_path / "b.md"
@@ -390,7 +390,7 @@ def test_bench_detector_litert(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "error"), [("1,x", "whole numbers"), ("0,2", ">= 1")])
 def test_bench_detector_bad_lists(text: str, error: str) -> None:
-    from eyeblink import bench_detector
+    from eyeblink.lab import bench_detector
 
     parser = bench_detector.add_arguments(argparse.ArgumentParser())
     with pytest.raises(ConfigError, match=error):

@@ -1,7 +1,7 @@
-"""``eyeblink batch`` (:mod:`eyeblink.batch`): planning, inputs, manifest, and real runs on a local Ray cluster.
+"""``eyeblink batch`` (:mod:`eyeblink.runtime.batch`): planning, inputs, manifest, and real runs on a local Ray cluster.
 
 The Ray tests start one real local cluster (2 CPUs, no dashboard) for the session and process real
-synthetic recordings (``eyeblink.synth``: a face with planted blinks, MJPG) with the real detector and
+synthetic recordings (``eyeblink.lab.synth``: a face with planted blinks, MJPG) with the real detector and
 landmark model. Recordings are 100 FPS to keep the suite short: the blink detector works in
 milliseconds, so its warm-up, baseline window and therefore the chunk overlap are the same seconds as
 at 500 FPS. Tests that need Ray skip only when ``ray`` is not installed (extra ``eyeblink[ray]``).
@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
-from eyeblink.batch import (
+from eyeblink.config import BlinkConfig, DetectConfig, RunConfig
+from eyeblink.errors import ConfigError, InputNotFoundError
+from eyeblink.runtime.batch import (
     ALIGN_FRAMES,
     FAULT_ENV,
     MANIFEST_NAME,
@@ -31,8 +33,6 @@ from eyeblink.batch import (
     run_batch,
     settings_hash,
 )
-from eyeblink.config import BlinkConfig, DetectConfig, RunConfig
-from eyeblink.errors import ConfigError, InputNotFoundError
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")
 
@@ -124,7 +124,7 @@ def test_manifest_ignores_torn_line_and_requires_outputs(tmp_path: Path) -> None
 def test_frame_range_renumbers_and_stops(tmp_path: Path) -> None:
     from conftest import write_video
 
-    from eyeblink.sources import open_source
+    from eyeblink.sources.files import open_source
 
     path = write_video(tmp_path / "v.mkv", 20)
     with open_source(path) as src:
@@ -152,7 +152,7 @@ def ray_cluster() -> Any:
 @pytest.fixture(scope="session")
 def archive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Three 2.5 s recordings, a truncated one, a non-video, and a 20 s one (100 FPS, 640x480 MJPG)."""
-    from eyeblink.synth import SynthConfig, write_recording
+    from eyeblink.lab.synth import SynthConfig, write_recording
 
     root = tmp_path_factory.mktemp("archive")
     vids = root / "videos"
@@ -196,7 +196,7 @@ def test_batch_runs_archive_reports_corrupt_and_resumes(ray_cluster: Any, archiv
     assert len(seen) == 5 and rep.frames == 3 * 250
 
     # exactly the files `process` writes (same rows; the summary differs only in timings)
-    from eyeblink.runner import process_paths
+    from eyeblink.runtime.runner import process_paths
 
     ref = tmp_path / "ref"
     process_paths([archive["s1"]], ref, CFG, workers=1)
@@ -245,7 +245,7 @@ def test_batch_retries_a_crashed_task(ray_cluster: Any, archive: dict[str, Path]
 
 def test_chunked_video_equals_unsplit_run(ray_cluster: Any, archive: dict[str, Path], tmp_path: Path) -> None:
     """20 s in 512-frame chunks (5 s overlap; the short tail joins the last) == one unsplit run, 2 workers each."""
-    from eyeblink.runner import process_paths
+    from eyeblink.runtime.runner import process_paths
 
     out = tmp_path / "chunked"
     rep = run_batch([str(archive["long"])], out, CFG, BatchConfig(cpus_per_task=2, chunk_s=4.0, progress=False))

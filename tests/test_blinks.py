@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eyeblink.blinks import BLINK_COLUMNS, BlinkDetector, BlinkEvent, patch_dissimilarity, quadratic_onset
 from eyeblink.config import BlinkConfig
 from eyeblink.errors import ConfigError
+from eyeblink.signals.blinks import BLINK_COLUMNS, BlinkDetector, BlinkEvent, patch_dissimilarity, quadratic_onset
 
 OPEN = 0.30  # open-eye EAR of the synthetic subject
 

@@ -18,7 +18,7 @@ import pytest
 from conftest import write_video
 
 from eyeblink import __version__
-from eyeblink.export import FRAME_COLUMNS
+from eyeblink.outputs.export import FRAME_COLUMNS
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eyeblink.errors import DatasetError
-from eyeblink.evaluate import Score, Span, find_pairs, group_of, match_events, read_tag, within
+from eyeblink.lab.evaluate import Score, Span, find_pairs, group_of, match_events, read_tag, within
 
 HEADER = """#This file was created using the Eyeblink annotation tool
 #annotator: test
@@ -173,7 +173,7 @@ ZJU_CLIPS = ("000001M_FBN", "000007M_UNN", "000011M_FTN")  # plain, looking up (
 def test_eval_on_zju_clips(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``eyeblink eval`` on three real ZJU clips (symlinked, never copied), with the CLI's default preset."""
     from eyeblink.config import load_preset
-    from eyeblink.evaluate import run_eval
+    from eyeblink.lab.evaluate import run_eval
     from eyeblink.presets import resolve_preset
 
     src = data_dir / "zju-dev"

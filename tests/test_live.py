@@ -1,6 +1,6 @@
 """Live mode: real senders on loopback, the real ``eyeblink live`` CLI, the real metrics endpoint.
 
-The sender is ``python -m eyeblink.loopback`` (PyAV muxing raw gray video in NUT to
+The sender is ``python -m eyeblink.lab.loopback`` (PyAV muxing raw gray video in NUT to
 ``tcp://127.0.0.1:PORT?listen``): FFmpeg's own network code on both sides, no ``ffmpeg`` binary
 needed, so these tests always run. One test streams with a real ``ffmpeg`` process (the static
 binary of the ``imageio-ffmpeg`` wheel, in the ``test`` extra) from a recorded video. The Basler
@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from eyeblink.errors import ConfigError, VideoOpenError
-from eyeblink.live import LIVE_FRAME_COLUMNS, LiveConfig, choose_landmarks
-from eyeblink.live_sources import _stream_name, open_live_source
-from eyeblink.parallel import physical_cores
+from eyeblink.runtime.live import LIVE_FRAME_COLUMNS, LiveConfig, choose_landmarks
+from eyeblink.runtime.parallel import physical_cores
+from eyeblink.sources.live import _stream_name, open_live_source
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
@@ -39,7 +39,7 @@ def free_port() -> int:
 
 def start_sender(port: int, *args: str) -> subprocess.Popen[str]:
     """The loopback sender; returns once it has rendered its frames and is about to listen."""
-    proc = subprocess.Popen([sys.executable, "-m", "eyeblink.loopback", "--port", str(port), "--distinct", "50",
+    proc = subprocess.Popen([sys.executable, "-m", "eyeblink.lab.loopback", "--port", str(port), "--distinct", "50",
                              *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "listening", proc.stderr.read() if proc.stderr else ""
@@ -123,7 +123,7 @@ def test_bad_sources(spec: str, error: type[Exception], match: str) -> None:
 
 
 def test_stream_not_there_fails_at_open() -> None:
-    from eyeblink.live_sources import StreamOptions
+    from eyeblink.sources.live import StreamOptions
 
     t0 = time.monotonic()
     with pytest.raises(VideoOpenError, match="check that the sender is running"):
@@ -144,7 +144,7 @@ def test_stream_not_there_fails_in_one_line_after_loading(tmp_path: Path) -> Non
 
 
 def test_stream_connects_on_start_when_deferred() -> None:
-    from eyeblink.live_sources import StreamOptions
+    from eyeblink.sources.live import StreamOptions
 
     port = free_port()
     src = open_live_source(f"tcp://127.0.0.1:{port}", stream=StreamOptions(open_timeout_s=0.5), connect=False)
@@ -234,7 +234,7 @@ def test_stream_end_to_end_with_metrics(tmp_path: Path) -> None:
 def test_real_ffmpeg_process_streams_a_recording_to_loopback(tmp_path: Path, make_video) -> None:
     """``ffmpeg -re -i rec.mkv -f nut tcp://...?listen=1`` -> ``eyeblink live``: every frame, on the stream's clock."""
     ffmpeg = pytest.importorskip("imageio_ffmpeg").get_ffmpeg_exe()
-    from eyeblink.loopback import render_loop_frames
+    from eyeblink.lab.loopback import render_loop_frames
 
     n = 300
     video = make_video(render_loop_frames(n, fps=500.0), container="mkv", codec="ffv1", fps=500)
@@ -343,9 +343,9 @@ def test_basler_emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     import cv2
 
     from eyeblink.config import RunConfig
-    from eyeblink.live import LivePipeline
-    from eyeblink.live_sources import BaslerSource
-    from eyeblink.loopback import render_loop_frames
+    from eyeblink.lab.loopback import render_loop_frames
+    from eyeblink.runtime.live import LivePipeline
+    from eyeblink.sources.live import BaslerSource
 
     monkeypatch.setenv("PYLON_CAMEMU", "1")
     images = tmp_path / "images"

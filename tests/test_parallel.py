@@ -1,6 +1,6 @@
-"""The multiprocess pipeline (:mod:`eyeblink.parallel`) against the single-process reference.
+"""The multiprocess pipeline (:mod:`eyeblink.runtime.parallel`) against the single-process reference.
 
-Real synthetic recordings (``eyeblink.synth``), the real detector and dlib model, real processes.
+Real synthetic recordings (``eyeblink.lab.synth``), the real detector and dlib model, real processes.
 Recordings are short (0.3-4 s at 500 FPS) and rendered once per session.
 """
 
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from eyeblink.config import DetectConfig, RunConfig
 from eyeblink.errors import ConfigError
-from eyeblink.parallel import FAULT_ENV, ParallelConfig, ParallelPipeline, physical_cores
+from eyeblink.runtime.parallel import FAULT_ENV, ParallelConfig, ParallelPipeline, physical_cores
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the process pip
 @pytest.fixture(scope="session")
 def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Short 640x480 500 FPS MJPG recordings with planted blinks, rendered once."""
-    from eyeblink.synth import SynthConfig, write_recording
+    from eyeblink.lab.synth import SynthConfig, write_recording
 
     root = tmp_path_factory.mktemp("recordings")
     out = {}
@@ -54,7 +54,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 def _reference(video: Path, detect_every: int, tmp: Path) -> list[dict[str, str]]:
     key = (str(video), detect_every)
     if key not in _REFERENCE:
-        from eyeblink.runner import process_paths
+        from eyeblink.runtime.runner import process_paths
 
         cfg = RunConfig(detect=DetectConfig(detect_every=detect_every))
         (results, failures) = process_paths([video], tmp / f"ref{detect_every}", cfg, workers=1)
@@ -64,7 +64,7 @@ def _reference(video: Path, detect_every: int, tmp: Path) -> list[dict[str, str]
 
 
 def _parallel(video: Path, outdir: Path, *, detect_every: int = 1, **par: int) -> list[dict[str, str]]:
-    from eyeblink.sources import open_source
+    from eyeblink.sources.files import open_source
 
     pipe = ParallelPipeline(RunConfig(detect=DetectConfig(detect_every=detect_every)), ParallelConfig(**par))
     outdir.mkdir(parents=True, exist_ok=True)
@@ -196,7 +196,7 @@ def test_ctrl_c_keeps_the_rows(recordings: dict[str, Path], tmp_path: Path) -> N
 @pytest.mark.parametrize(("backend", "fused"),
                          [("litert", True), ("LiteRT", True), ("tensorflow", False), ("ipu", False)])
 def test_only_the_cpu_backend_is_fused_into_forked_workers(backend: str, fused: bool) -> None:
-    from eyeblink.parallel import supports
+    from eyeblink.runtime.parallel import supports
 
     assert supports(RunConfig(detect=DetectConfig(backend=backend))) is fused
 
@@ -209,7 +209,7 @@ def test_frame_ring_reserved_before_its_geometry_and_attached_by_name_in_a_child
 
     import numpy as np
 
-    from eyeblink.shm import FrameRing, RingSpec
+    from eyeblink.runtime.shm import FrameRing, RingSpec
 
     resource_tracker.ensure_running()
     ctx = mp.get_context("fork")

@@ -18,8 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eyeblink.analysis import AnalysisOptions, _filled, require_extra
-from eyeblink.closure import (
+from eyeblink.config import ClosureConfig, TrialConfig, config_from_dict
+from eyeblink.errors import CalibrationError, ConfigError, MissingExtraError, TrialFileError
+from eyeblink.outputs.analysis import AnalysisOptions, _filled, require_extra
+from eyeblink.signals.closure import (
     ClosureCalibration,
     OnlineClosure,
     closure_amplitude,
@@ -27,9 +29,7 @@ from eyeblink.closure import (
     from_segment,
     running_median,
 )
-from eyeblink.config import ClosureConfig, TrialConfig, config_from_dict
-from eyeblink.errors import CalibrationError, ConfigError, MissingExtraError, TrialFileError
-from eyeblink.trials import (
+from eyeblink.signals.trials import (
     TRACE_COLUMNS,
     TRIAL_COLUMNS,
     Trial,
@@ -393,7 +393,7 @@ ISI_S = 0.25
 def conditioning_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """3 s at 500 FPS, 3 trials: a full blink starting 100 ms before the US in trials 1-2 (CRs), and in
     trial 3 only the reflex to the puff (a UR 20 ms after the US)."""
-    from eyeblink.synth import BlinkSpec, SynthConfig, write_recording
+    from eyeblink.lab.synth import BlinkSpec, SynthConfig, write_recording
 
     d = tmp_path_factory.mktemp("conditioning")
     blinks = (BlinkSpec(CS_TIMES[0] + ISI_S - 0.1, 80, 40, 150), BlinkSpec(CS_TIMES[1] + ISI_S - 0.1, 80, 40, 150),

@@ -1,4 +1,4 @@
-"""Tests for eyeblink.sources: real videos written with PyAV, image folders, error cases, ZJU."""
+"""Tests for eyeblink.sources.files: real videos written with PyAV, image folders, error cases, ZJU."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from eyeblink.errors import (
     VideoOpenError,
 )
 from eyeblink.frames import Frame
-from eyeblink.sources import (
+from eyeblink.sources.files import (
     IMAGE_EXTENSIONS,
     FrameSource,
     ImageFolderSource,

@@ -14,8 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eyeblink.errors import ConfigError, OutputError
-from eyeblink.landmarks import eye_aspect_ratio
-from eyeblink.synth import (
+from eyeblink.lab.synth import (
     FULL_BLINK_AMPLITUDE,
     LEFT_EYE_POINTS,
     RIGHT_EYE_POINTS,
@@ -29,6 +28,7 @@ from eyeblink.synth import (
     render_frame,
     write_recording,
 )
+from eyeblink.landmarks.dlib import eye_aspect_ratio
 
 FPS = 500.0
 FULL = BlinkSpec(onset_s=0.25, closing_ms=60.0, closed_ms=10.0, opening_ms=120.0, amplitude=1.0)

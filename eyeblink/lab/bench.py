@@ -3,10 +3,10 @@
 Modes (each run in a fresh Python process, ``--repeats`` times, so that memory and caches do
 not carry over from one mode to the next):
 
-* ``decode``    — decode only (:mod:`eyeblink.sources`, gray fast path): the ceiling.
+* ``decode``    — decode only (:mod:`eyeblink.sources.files`, gray fast path): the ceiling.
 * ``default``   — the multiprocess pipeline with the preset's keyframe policy (``detect_every``).
 * ``every``     — the multiprocess pipeline detecting on every frame.
-* ``reference`` — the single-process reference (:func:`eyeblink.pipeline.process_source`), every frame.
+* ``reference`` — the single-process reference (:func:`eyeblink.runtime.pipeline.process_source`), every frame.
 
 Reported per mode: FPS (median and min–max over the repeats; frames / wall time of the run,
 worker start-up included), per-stage milliseconds per frame (summed over processes: CPU-side
@@ -17,7 +17,7 @@ the machine's CPU used by *other* processes during the run (a busy machine makes
 meaningless; it is printed so that nobody trusts them by accident).
 
 The input is ``--input VIDEO`` or a synthetic 640x480 gray 500 FPS MJPG recording of
-``--frames`` frames (:func:`eyeblink.synth.write_recording`), rendered once and cached.
+``--frames`` frames (:func:`eyeblink.lab.synth.write_recording`), rendered once and cached.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="before each run, wait up to S seconds for the machine to be idle (other processes "
                         "under 10%% of the CPUs over one second); for shared machines (default: do not wait)")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON")
-    from eyeblink import bench_detector
+    from eyeblink.lab import bench_detector
 
     bsub = p.add_subparsers(dest="bench_command", metavar="WHAT",
                             help="what to measure instead of the whole pipeline: `detector` "
@@ -81,13 +81,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "bench_command", None) == "detector":
-        from eyeblink import bench_detector
+        from eyeblink.lab import bench_detector
 
         return bench_detector.run(args)
     from eyeblink.config import load_preset
     from eyeblink.errors import ConfigError
-    from eyeblink.parallel import physical_cores
     from eyeblink.presets import resolve_preset
+    from eyeblink.runtime.parallel import physical_cores
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -139,7 +139,7 @@ def cache_dir(explicit: str | None = None) -> Path:
 
 def synthetic_recording(frames: int, where: str | None = None) -> Path:
     """A cached synthetic demo recording of ``frames`` frames (rendered on first use, ~2 ms/frame)."""
-    from eyeblink.synth import SynthConfig, write_recording
+    from eyeblink.lab.synth import SynthConfig, write_recording
 
     folder = cache_dir(where)
     folder.mkdir(parents=True, exist_ok=True)
@@ -157,7 +157,7 @@ def machine_info() -> dict[str, Any]:
     from importlib import metadata
 
     from eyeblink import __version__
-    from eyeblink.parallel import physical_cores
+    from eyeblink.runtime.parallel import physical_cores
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -237,7 +237,7 @@ def wait_quiet(timeout_s: float, *, threshold: float = 0.10) -> bool:
 
 
 def _run_child(argv: list[str]) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "eyeblink.bench", "--child", *argv]
+    cmd = [sys.executable, "-m", "eyeblink.lab.bench", "--child", *argv]
     busy0 = _busy_seconds()
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -324,7 +324,7 @@ def _child(argv: list[str]) -> dict[str, Any]:
 
     from eyeblink.config import load_preset
     from eyeblink.presets import resolve_preset
-    from eyeblink.sources import open_source
+    from eyeblink.sources.files import open_source
 
     limit = int(max_frames)
     if kind == "decode":
@@ -341,7 +341,7 @@ def _child(argv: list[str]) -> dict[str, Any]:
     cfg = replace(cfg.with_overrides("detect", detect_every=int(every)), max_frames=limit)
     out = Path(tempfile.mkdtemp(prefix="eyeblink-bench-"))
     if kind == "parallel":
-        from eyeblink.parallel import ParallelConfig, ParallelPipeline
+        from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline
 
         pipe = ParallelPipeline(cfg, ParallelConfig(workers=int(workers)))
         with open_source(video) as src:
@@ -363,9 +363,9 @@ def _reference_run(cfg: Any, video: str, out: Path) -> dict[str, Any]:
     """The reference path, with decode->row latency taken from a timing source wrapper and the progress hook."""
     import numpy as np
 
-    from eyeblink.pipeline import process_source
-    from eyeblink.runner import build_analyzer
-    from eyeblink.sources import open_source
+    from eyeblink.runtime.pipeline import process_source
+    from eyeblink.runtime.runner import build_analyzer
+    from eyeblink.sources.files import open_source
 
     decoded: list[float] = []
     written: list[float] = []
@@ -407,4 +407,4 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         print(json.dumps(_child(sys.argv[2:])))
         raise SystemExit(0)
-    raise SystemExit("usage: eyeblink bench ... (python -m eyeblink.bench is for internal use)")
+    raise SystemExit("usage: eyeblink bench ... (python -m eyeblink.lab.bench is for internal use)")

@@ -435,7 +435,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m eyeblink.bench_detector`` (until it is wired as ``eyeblink bench detector``)."""
+    """``python -m eyeblink.lab.bench_detector`` (until it is wired as ``eyeblink bench detector``)."""
     from eyeblink.errors import EyeblinkError
 
     parser = add_arguments(argparse.ArgumentParser(prog="eyeblink bench detector", description=__doc__,

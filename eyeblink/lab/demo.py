@@ -1,9 +1,9 @@
 """``eyeblink demo``: a recording with blinks at known times, through the full pipeline.
 
-The recording is rendered by :mod:`eyeblink.synth` from a real face photo that
+The recording is rendered by :mod:`eyeblink.lab.synth` from a real face photo that
 scikit-image ships (the astronaut), as a 640x480 grayscale 500 FPS MJPG AVI with
 head motion, mains flicker and sensor noise. Planted blinks that close the eye
-at least :data:`~eyeblink.synth.FULL_BLINK_AMPLITUDE` must be found; a partial
+at least :data:`~eyeblink.lab.synth.FULL_BLINK_AMPLITUDE` must be found; a partial
 closure may or may not be reported (a detection there is neither a hit nor a
 false positive); any other detection is a false one. Onsets must be within
 :data:`ONSET_TOLERANCE_FRAMES` frames of the planted onset.
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eyeblink.blinks import BlinkEvent
 from eyeblink.config import RunConfig
-from eyeblink.synth import PlantedBlink, SynthConfig, SyntheticTruth, write_recording
+from eyeblink.lab.synth import PlantedBlink, SynthConfig, SyntheticTruth, write_recording
+from eyeblink.signals.blinks import BlinkEvent
 
 ONSET_TOLERANCE_FRAMES = 2
 
@@ -94,8 +94,8 @@ def print_report(truth: SyntheticTruth, score: DemoScore) -> None:
 def run_demo(outdir: Path, *, duration_s: float = 10.0, seed: int = 0, progress: Any = None,
              config: RunConfig | None = None) -> int:
     """Render, process and score; returns the exit status (0 = every planted blink found, none false)."""
-    from eyeblink.export import ensure_output_dir
-    from eyeblink.runner import process_paths
+    from eyeblink.outputs.export import ensure_output_dir
+    from eyeblink.runtime.runner import process_paths
 
     ensure_output_dir(outdir)
     video = outdir / "demo.avi"
@@ -106,8 +106,8 @@ def run_demo(outdir: Path, *, duration_s: float = 10.0, seed: int = 0, progress:
     (outdir / "demo.truth.json").write_text(truth.to_json(indent=2) + "\n", encoding="utf-8")
     # the run a user gets from `eyeblink process`: the cpu preset, one worker per physical core
     from eyeblink.config import load_preset
-    from eyeblink.parallel import physical_cores
     from eyeblink.presets import resolve_preset
+    from eyeblink.runtime.parallel import physical_cores
 
     cfg = config or load_preset(resolve_preset("cpu"))
     results, failures = process_paths([video], outdir, cfg, progress=progress, workers=physical_cores())

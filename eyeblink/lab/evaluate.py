@@ -219,10 +219,10 @@ def detected_spans(blinks: Iterable[Any], source: Any, fps: float) -> list[Span]
 def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, json_path: Path | None = None,
              progress: Any = None) -> int:
     """``eyeblink eval``: process every annotated video and print the scores."""
-    from eyeblink.export import ensure_output_dir
-    from eyeblink.pipeline import process_source
-    from eyeblink.runner import build_analyzer
-    from eyeblink.sources import open_source
+    from eyeblink.outputs.export import ensure_output_dir
+    from eyeblink.runtime.pipeline import process_source
+    from eyeblink.runtime.runner import build_analyzer
+    from eyeblink.sources.files import open_source
 
     pairs = find_pairs(dataset)
     tmp = None
@@ -277,7 +277,7 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
     print(f"onset error: mean {total.mean_onset:+.2f} frames, mean |error| {total.mean_abs_onset:.2f} frames")
     print(f"unscored: {unscored} detection(s) entirely outside the annotated frames")
     if json_path is not None:
-        from eyeblink.export import clean_json
+        from eyeblink.outputs.export import clean_json
 
         report = {"dataset": str(dataset), "overall": total.as_dict(), "unscored": unscored,
                   "groups": {g: s.as_dict() for g, s in groups.items()}, "videos": rows,

@@ -1,6 +1,6 @@
 """A paced synthetic camera on a network socket: the sender of live-mode tests and ``bench_live``.
 
-It pre-renders ``distinct`` face frames (:class:`eyeblink.synth.FaceRenderer`, with a blink or two
+It pre-renders ``distinct`` face frames (:class:`eyeblink.lab.synth.FaceRenderer`, with a blink or two
 in them), then muxes them in a loop as raw gray video in NUT (``rawvideo``: no encoder CPU; NUT
 carries the frame size and exact timestamps) to ``tcp://127.0.0.1:PORT?listen`` through PyAV, paced
 at ``fps`` against the monotonic clock from the moment the receiver connects (as a camera would:
@@ -8,7 +8,7 @@ frames are not owed for the time nobody listened). It needs no ``ffmpeg`` binary
 FFmpeg's libraries, so CI can always run it. Sending 640x480 at 500 FPS costs ~10% of one core
 (the packets are the pre-rendered frames' bytes, built once).
 
-Run it as ``python -m eyeblink.loopback --port P [--fps 500] [--duration S] [--stop-after N]``;
+Run it as ``python -m eyeblink.lab.loopback --port P [--fps 500] [--duration S] [--stop-after N]``;
 it prints ``listening`` on stdout once the socket is bound (then waits for one receiver) and exits
 when done (the receiver sees the end of the stream). ``--stop-after N`` closes the connection after
 ``N`` frames: a sender that stops mid-stream.
@@ -32,7 +32,7 @@ __all__ = ["main", "render_loop_frames", "serve"]
 def render_loop_frames(n: int, *, fps: float = 500.0, width: int = 640, height: int = 480,
                        seed: int = 0) -> list[np.ndarray]:
     """``n`` distinct synthetic face frames at ``fps``, with one full blink when ``n`` spans >= 0.4 s."""
-    from eyeblink.synth import FaceRenderer, SynthConfig
+    from eyeblink.lab.synth import FaceRenderer, SynthConfig
 
     renderer = FaceRenderer(SynthConfig(width=width, height=height, fps=fps, seed=seed))
     rng = np.random.default_rng(seed)
@@ -100,7 +100,7 @@ def _cpu_s() -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m eyeblink.loopback", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m eyeblink.lab.loopback", description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--fps", type=float, default=500.0)

@@ -61,7 +61,7 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from eyeblink.errors import ConfigError, NoFaceError, OutputError
-from eyeblink.landmarks import eye_aspect_ratio
+from eyeblink.landmarks.dlib import eye_aspect_ratio
 
 Eye = Literal["left", "right"]
 EyesSpec = Literal["both", "left", "right"]

@@ -6,7 +6,7 @@ largest per-frame cost. The blink signal needs only the 12 eye points. An ERT ca
 predicts only those is a few MB, stays in cache and fits in a fraction of the time.
 
 How (distillation): the 68-point model labels frames of *your* camera (videos or image folders),
-and :mod:`eyeblink.synth` adds rendered frames whose eyelid closure is known (so the model sees
+and :mod:`eyeblink.lab.synth` adds rendered frames whose eyelid closure is known (so the model sees
 fully closed eyes, which the teacher's labels under-represent). Each frame is augmented (roll,
 scale, shift, blur, gain/offset, sensor noise, flicker banding); the *augmented* frame goes through
 BlazeFace and the box is mapped, derotated and enlarged exactly as :class:`LandmarkFitter` does at
@@ -15,7 +15,7 @@ teacher's fit on the *clean* frame carried through the augmentation (the teacher
 label blurred, noisy frames). The samples are written as a dlib imglab XML (+ PNG crops) into a
 temporary folder and trained with ``dlib.train_shape_predictor``; parts are renumbered 0-11:
 0-5 = dlib 36-41 (subject's right eye), 6-11 = dlib 42-47 (subject's left eye), which is the
-order :class:`eyeblink.landmarks.EyeFit` uses, so the trained ``.dat`` works with
+order :class:`eyeblink.landmarks.dlib.EyeFit` uses, so the trained ``.dat`` works with
 ``--landmark-model`` and ``--landmarks eye12``.
 
 Keep the frames you evaluate on out of training *by subject* (different people, not just
@@ -130,7 +130,7 @@ def iter_inputs(paths: Iterable[str | Path], *, frame_step: int, max_frames: int
     """(source name, gray frame) from videos (every ``frame_step``-th frame), image folders and photos."""
     import cv2
 
-    from eyeblink.sources import open_source
+    from eyeblink.sources.files import open_source
 
     for p in map(Path, paths):
         if p.is_file() and p.suffix.lower() in PHOTO_SUFFIXES:
@@ -175,14 +175,14 @@ def teacher_frames(paths: Iterable[str | Path], detector: Any, teacher: Any, *, 
 
 
 def synthetic_frames(n: int, *, seed: int = 0) -> list[LabelledFrame]:
-    """``n`` rendered frames (:mod:`eyeblink.synth`) with random per-eye closure and their true eye points.
+    """``n`` rendered frames (:mod:`eyeblink.lab.synth`) with random per-eye closure and their true eye points.
 
     A third of the frames have both eyes nearly or fully closed, a third are mid-blink, a third
     open: the teacher's labels on real video are mostly open eyes.
     """
     import numpy as np
 
-    from eyeblink.synth import FaceRenderer, SynthConfig, eye_landmarks_at
+    from eyeblink.lab.synth import FaceRenderer, SynthConfig, eye_landmarks_at
 
     rng = np.random.default_rng([seed, 0x5359])
     scales = (110.0, 160.0, 220.0, 300.0)
@@ -381,7 +381,7 @@ def compare(samples: Sequence[Sample], fitters: dict[str, Any]) -> dict[str, dic
     """
     import numpy as np
 
-    from eyeblink.landmarks import eye_ears
+    from eyeblink.landmarks.dlib import eye_ears
 
     out: dict[str, dict[str, dict[str, float]]] = {}
     for name, fitter in fitters.items():
@@ -464,7 +464,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from eyeblink.detect.blazeface import FaceDetector
-    from eyeblink.landmarks import LandmarkFitter
+    from eyeblink.landmarks.dlib import LandmarkFitter
 
     opts = TrainOptions(**{k: getattr(args, k) for k in (
         "cascade_depth", "num_trees_per_cascade_level", "tree_depth", "nu", "oversampling_amount",

@@ -104,7 +104,7 @@ PATCH_SPAN = (0.75, 1.5)
 def eye_patches(gray: np.ndarray, points: np.ndarray) -> np.ndarray:
     """(2, 12, 24) uint8 patches of the subject's (left, right) eye, aligned on the fitted corners.
 
-    The appearance cue of :mod:`eyeblink.blinks` compares them with the open-eye templates: a
+    The appearance cue of :mod:`eyeblink.signals.blinks` compares them with the open-eye templates: a
     closing lid covers the dark iris whatever dlib makes of the lid points. Each patch spans
     1.5 x 0.75 eye widths (corner to corner), rotated with the eye axis, bilinear; ~20 µs.
     """
@@ -179,7 +179,7 @@ class LandmarkFitter:
         self.derotate_min_deg = derotate_min_deg
         self.min_face_px = min_face_px
         self.model_path = path
-        # 68-point model: the eye points are 36..47; a 12-point eye model (eye12, eyeblink.train) has
+        # 68-point model: the eye points are 36..47; a 12-point eye model (eye12, eyeblink.lab.train) has
         # exactly those, renumbered 0..11 in the same order
         parts = self._predictor(np.zeros((16, 16), np.uint8), dlib.rectangle(0, 0, 15, 15)).num_parts
         if parts not in (68, 12):

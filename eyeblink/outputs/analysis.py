@@ -2,14 +2,14 @@
 
 :func:`finalize` runs once per input when the pipeline has written every frame row:
 
-1. reads ``<stem>.frames.csv`` back, calibrates FEC on the whole session (:mod:`eyeblink.closure`) and
+1. reads ``<stem>.frames.csv`` back, calibrates FEC on the whole session (:mod:`eyeblink.signals.closure`) and
    rewrites the file's ``closure`` column atomically (temporary file + rename: a crash during the
    rewrite leaves the provisional file, never a half-written one);
-2. with trials (``--trials``): scores them (:mod:`eyeblink.trials`) into ``<stem>.trials.csv`` and
+2. with trials (``--trials``): scores them (:mod:`eyeblink.signals.trials`) into ``<stem>.trials.csv`` and
    ``<stem>.traces.csv``;
 3. adds ``closure`` and ``trials`` sections to ``<stem>.summary.json``;
-4. ``--plots``: ``<stem>.trace.png``, ``<stem>.heatmap.png``, ``<stem>.cr_blocks.png`` (:mod:`eyeblink.plots`);
-5. ``--nwb``: ``<stem>.nwb`` (:mod:`eyeblink.nwb`).
+4. ``--plots``: ``<stem>.trace.png``, ``<stem>.heatmap.png``, ``<stem>.cr_blocks.png`` (:mod:`eyeblink.outputs.plots`);
+5. ``--nwb``: ``<stem>.nwb`` (:mod:`eyeblink.outputs.nwb`).
 
 Everything that can be checked before the first frame (trials files parse, the extras import) is
 checked by :meth:`AnalysisOptions.check` first. Only the standard library is imported at module level
@@ -28,14 +28,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eyeblink.errors import ConfigError, MissingExtraError, TrialFileError
+from eyeblink.outputs.session import RunResult, SessionData
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from eyeblink.closure import ClosureCalibration
     from eyeblink.config import RunConfig
-    from eyeblink.pipeline import RunResult
-    from eyeblink.trials import Trial, TrialFile, TrialResult
+    from eyeblink.signals.closure import ClosureCalibration
+    from eyeblink.signals.trials import Trial, TrialFile, TrialResult
 
 EXTRAS = {"plots": ("matplotlib", "--plots"), "nwb": ("pynwb", "--nwb")}
 
@@ -78,7 +78,7 @@ class AnalysisOptions:
         return self.trials
 
     def load_trials(self, stem: str) -> TrialFile | None:
-        from eyeblink.trials import read_sync, read_trials
+        from eyeblink.signals.trials import read_sync, read_trials
 
         path = self.trials_path(stem)
         if path is None:
@@ -169,25 +169,8 @@ def options_from_args(args: argparse.Namespace) -> AnalysisOptions:
 # ------------------------------------------------------------------------------------------ session data
 
 
-@dataclass(frozen=True)
-class SessionData:
-    """The frame rows of one processed input, as arrays, plus its calibration and trials."""
-
-    frame: np.ndarray
-    t: np.ndarray
-    ear: np.ndarray
-    ear_left: np.ndarray
-    ear_right: np.ndarray
-    baseline: np.ndarray  # the running baseline, warm-up back-filled
-    amplitude: np.ndarray  # 1 - ear / baseline
-    closure: np.ndarray  # FEC
-    calibration: ClosureCalibration
-    trials: tuple[Trial, ...] = ()
-    results: tuple[TrialResult, ...] = ()
-
-
 def read_frames(path: Path) -> tuple[list[str], list[list[str]]]:
-    from eyeblink.export import read_table
+    from eyeblink.outputs.export import read_table
 
     header, rows = read_table(path)
     if not header:
@@ -220,10 +203,10 @@ def _filled(baseline: np.ndarray) -> np.ndarray:
 
 def calibrate_session(cfg: RunConfig, t: np.ndarray, amplitude: np.ndarray, blink_amplitudes: Sequence[float],
                       trials: Sequence[Trial]) -> ClosureCalibration:
-    """The final calibration: the named segment, else the blinks' and URs' amplitudes (see eyeblink.closure)."""
+    """The final calibration: the named segment, else the blinks' and URs' amplitudes (see eyeblink.signals.closure)."""
     import numpy as np
 
-    from eyeblink.closure import from_responses, from_segment, running_median, smoothing_samples
+    from eyeblink.signals.closure import from_responses, from_segment, running_median, smoothing_samples
 
     if cfg.closure.calibration_s is not None:
         return from_segment(cfg.closure, t, amplitude)
@@ -238,7 +221,7 @@ def calibrate_session(cfg: RunConfig, t: np.ndarray, amplitude: np.ndarray, blin
 
 
 def _write_csv_atomic(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    from eyeblink.export import _cell
+    from eyeblink.outputs.export import _cell
 
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", newline="", encoding="utf-8") as fh:
@@ -255,9 +238,9 @@ def finalize(result: RunResult, config: RunConfig, options: AnalysisOptions | No
     the new outputs and summary."""
     import numpy as np
 
-    from eyeblink.closure import closure_amplitude
-    from eyeblink.export import _cell, clean_json
-    from eyeblink.trials import TRACE_COLUMNS, TRIAL_COLUMNS, score_trials, session_summary, trial_traces
+    from eyeblink.outputs.export import _cell, clean_json
+    from eyeblink.signals.closure import closure_amplitude
+    from eyeblink.signals.trials import TRACE_COLUMNS, TRIAL_COLUMNS, score_trials, session_summary, trial_traces
 
     options = options or AnalysisOptions()
     frames_path = result.outputs["frames"]
@@ -297,11 +280,11 @@ def finalize(result: RunResult, config: RunConfig, options: AnalysisOptions | No
         summary["trials"] = {"source": str(tf.path) if tf is not None else None, **session_summary(results)}
     data = SessionData(frame, t, ear, ear_l, ear_r, baseline, amplitude, fec, cal, tuple(trials), tuple(results))
     if options.plots:
-        from eyeblink.plots import write_plots
+        from eyeblink.outputs.plots import write_plots
 
         outputs.update(write_plots(data, result.blinks, config, frames_path.parent, result.stem))
     if options.nwb:
-        from eyeblink.nwb import write_nwb
+        from eyeblink.outputs.nwb import write_nwb
 
         outputs["nwb"] = write_nwb(data, result.blinks, config, frames_path.parent / f"{result.stem}.nwb", summary)
     summary["outputs"] = {k: str(v) for k, v in outputs.items()}

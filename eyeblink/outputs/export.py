@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from eyeblink.blinks import BLINK_COLUMNS, BlinkEvent
 from eyeblink.closing import Closing
 from eyeblink.errors import OutputError
+from eyeblink.signals.blinks import BLINK_COLUMNS, BlinkEvent
 
 FRAME_COLUMNS = (
     "frame",        # decode order, 0-based
@@ -37,7 +37,7 @@ FRAME_COLUMNS = (
     "detected",     # 1 when the face detector ran on this frame (keyframe), 0 when the box was reused
     "face_score",   # BlazeFace score of the box used
     "face_x0", "face_y0", "face_x1", "face_y1",  # the face box used, frame pixels
-    "closure",      # fraction of eyelid closure (FEC): 0 = open baseline, 1 = full closure (eyeblink.closure)
+    "closure",      # fraction of eyelid closure (FEC): 0 = open baseline, 1 = full closure (eyeblink.signals.closure)
 )
 
 

@@ -34,9 +34,9 @@ from eyeblink import __version__
 from eyeblink.errors import OutputError
 
 if TYPE_CHECKING:
-    from eyeblink.analysis import SessionData
-    from eyeblink.blinks import BlinkEvent
     from eyeblink.config import RunConfig
+    from eyeblink.outputs.session import SessionData
+    from eyeblink.signals.blinks import BlinkEvent
 
 TRIAL_DESCRIPTIONS = {
     "trial_number": "trial number from the trials file",
@@ -106,7 +106,7 @@ def write_nwb(data: SessionData, blinks: Sequence[BlinkEvent], config: RunConfig
                                  unit=unit, description=desc))
     mod.add(BehavioralTimeSeries(time_series=series, name="EyelidTraces"))
 
-    table = TimeIntervals(name="blinks", description="blinks detected online (eyeblink.blinks)")
+    table = TimeIntervals(name="blinks", description="blinks detected online (eyeblink.signals.blinks)")
     for name, desc in (("peak_time", "time of the deepest closure (s)"), ("duration_ms", "end - start (ms)"),
                        ("amplitude", "1 - min/baseline EAR"), ("peak_closure", "FEC at the peak"),
                        ("complete", "False when the blink was cut by a gap or the end of the input")):

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from eyeblink.analysis import SessionData
-    from eyeblink.blinks import BlinkEvent
     from eyeblink.config import RunConfig
+    from eyeblink.outputs.session import SessionData
+    from eyeblink.signals.blinks import BlinkEvent
 
 CS_COLOUR = "#1f77b4"
 US_COLOUR = "#d62728"

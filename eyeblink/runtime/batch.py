@@ -24,7 +24,7 @@ by the chunk that saw it start, and completely, because that chunk read ``overla
 Frame numbers in the chunk files are local and are shifted back; blinks are renumbered 1..n in
 onset order and their ``partial`` / ``full_closure_amplitude`` fields are recomputed over the whole
 session with the detector's own causal rule (the quantile of the amplitudes of the blinks so far).
-Then the session FEC calibration (:func:`eyeblink.analysis.finalize`) runs on the merged file.
+Then the session FEC calibration (:func:`eyeblink.outputs.analysis.finalize`) runs on the merged file.
 
 Why the overlap has a minimum (:func:`min_overlap_s`): the blink detector is stateful. At a chunk
 start it buffers ``min_baseline_ms`` to make a first baseline, then keeps the median of the last
@@ -85,10 +85,10 @@ from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError, EyeblinkError, InputNotFoundError, MissingExtraError, WorkerError
 
 if TYPE_CHECKING:
-    from eyeblink.blinks import BlinkEvent
     from eyeblink.frames import Frame
-    from eyeblink.pipeline import RunResult
-    from eyeblink.sources import FrameSource
+    from eyeblink.runtime.pipeline import RunResult
+    from eyeblink.signals.blinks import BlinkEvent
+    from eyeblink.sources.files import FrameSource
 
 __all__ = [
     "BLINK_TAIL_S",
@@ -431,9 +431,9 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
     Returns ``{"status": "done", ...}`` or ``{"status": "failed", "error": one line}`` for user
     errors (never retried); raises :class:`RetryableTaskError` for a pipeline worker that died.
     """
-    from eyeblink.analysis import finalize
-    from eyeblink.cli import one_line
-    from eyeblink.sources import open_source
+    from eyeblink.errors import one_line
+    from eyeblink.outputs.analysis import finalize
+    from eyeblink.sources.files import open_source
 
     _inject_fault(task)
     cfg = task.config
@@ -457,9 +457,9 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
 
 
 def _process(source: Any, outdir: Path, cfg: RunConfig, workers: int) -> RunResult:
-    from eyeblink.parallel import ParallelConfig, ParallelPipeline, supports
-    from eyeblink.pipeline import process_source
-    from eyeblink.runner import build_analyzer
+    from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline, supports
+    from eyeblink.runtime.pipeline import process_source
+    from eyeblink.runtime.runner import build_analyzer
 
     if workers > 1 and supports(cfg):
         pipe = ParallelPipeline(cfg, ParallelConfig(workers=workers, chunk_frames=ALIGN_FRAMES))
@@ -471,7 +471,7 @@ def _process(source: Any, outdir: Path, cfg: RunConfig, workers: int) -> RunResu
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
-    from eyeblink.export import read_table
+    from eyeblink.outputs.export import read_table
 
     header, rows = read_table(path)
     if not header:
@@ -480,7 +480,7 @@ def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
 
 
 def _event_from_row(header: list[str], row: list[str]) -> BlinkEvent:
-    from eyeblink.blinks import BlinkEvent
+    from eyeblink.signals.blinks import BlinkEvent
 
     cells = dict(zip(header, row, strict=True))
     kwargs: dict[str, Any] = {}
@@ -519,9 +519,9 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
     """Merge a video's chunk outputs (staging) into ``OUTDIR/<stem>.*`` exactly as ``process`` writes them."""
     import numpy as np
 
-    from eyeblink.analysis import finalize
-    from eyeblink.export import ResultWriter, clean_json
-    from eyeblink.pipeline import RunResult
+    from eyeblink.outputs.analysis import finalize
+    from eyeblink.outputs.export import ResultWriter, clean_json
+    from eyeblink.runtime.pipeline import RunResult
 
     first = tasks[0]
     outdir, stem = Path(first.outdir), first.stem
@@ -644,8 +644,8 @@ def _import_ray() -> Any:
 
 def _preflight(config: RunConfig, outdir: Path, gpu: bool) -> None:
     """Fail before any task on what would fail every task: the output folder, the models (CPU runs)."""
-    from eyeblink.export import ensure_output_dir
-    from eyeblink.pipeline import build_detector
+    from eyeblink.outputs.export import ensure_output_dir
+    from eyeblink.runtime.pipeline import build_detector
 
     ensure_output_dir(outdir)
     if not gpu:  # a GPU run's backend need not be importable on the driver (a CPU head node)
@@ -660,8 +660,8 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     Joins ``batch.address`` if given; else reuses an initialised Ray, else starts a local one with
     ``batch.local_cpus`` CPUs (no dashboard) and shuts it down at the end.
     """
-    from eyeblink.runner import check_inputs
-    from eyeblink.sources import open_source
+    from eyeblink.runtime.runner import check_inputs
+    from eyeblink.sources.files import open_source
 
     bc = batch or BatchConfig()
     gpu = bc.gpus_per_task > 0
@@ -704,7 +704,7 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
             with open_source(p, fps=config.fps) as src:
                 total, fps = src.frame_count_hint, src.nominal_fps
         except EyeblinkError as exc:  # not a video, empty, ...: a user error, reported, never submitted
-            from eyeblink.cli import one_line
+            from eyeblink.errors import one_line
 
             v.failed = one_line(exc)
             continue
@@ -774,7 +774,7 @@ def _progress_bar(enabled: bool, total: int | None, tasks: int) -> Any:
 
 def _get(ray: Any, ref: Any, retries: int) -> dict[str, Any]:
     """The task's outcome; a task that failed for good (after its retries) becomes a failed outcome."""
-    from eyeblink.cli import one_line
+    from eyeblink.errors import one_line
 
     try:
         return dict(ray.get(ref))
@@ -789,7 +789,7 @@ def _get(ray: Any, ref: Any, retries: int) -> dict[str, Any]:
 def _settle(ray: Any, v: _Video, t: ChunkTask, outcome: dict[str, Any], pending: dict[Any, Any],
             config: RunConfig, record: Callable[..., None], report: BatchReport) -> None:
     """Book one finished task; when its video is complete, merge it and write the manifest line."""
-    from eyeblink.cli import one_line
+    from eyeblink.errors import one_line
 
     if v.failed is not None:
         return  # the video already failed (another chunk): ignore the rest
@@ -864,9 +864,9 @@ def add_parser(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], No
 
 def run(args: argparse.Namespace) -> int:
     """``eyeblink batch``: returns the exit status (0 all done, else the first failure's)."""
-    from eyeblink.cli import _config_from_args
+    from eyeblink.config import run_config_from_args
 
-    cfg = _config_from_args(args)
+    cfg = run_config_from_args(args)
     bc = BatchConfig(cpus_per_task=args.cpus_per_task, gpus_per_task=args.gpus_per_task, chunk_s=args.chunk_s,
                      overlap_s=args.overlap_s, max_retries=args.max_retries, address=args.address,
                      local_cpus=args.local_cpus, progress=not args.no_progress)

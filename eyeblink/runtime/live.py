@@ -1,13 +1,13 @@
 """Live mode: a camera or a network stream in, EAR rows and blinks out while the frames arrive.
 
-``eyeblink live SOURCE -o OUTDIR`` runs the multiprocess pipeline of :mod:`eyeblink.parallel` with a
+``eyeblink live SOURCE -o OUTDIR`` runs the multiprocess pipeline of :mod:`eyeblink.runtime.parallel` with a
 live loader and writes the same files as ``process`` (``<stem>.frames.csv`` with one appended
 column, ``dropped``; ``<stem>.blinks.csv``; ``<stem>.summary.json``), incrementally. When the capture
-ends normally, :func:`eyeblink.analysis.finalize` calibrates the FEC column and writes the trials,
+ends normally, :func:`eyeblink.outputs.analysis.finalize` calibrates the FEC column and writes the trials,
 traces, plots and NWB that the conditioning options ask for, exactly as after ``process``.
 
 The live loader (a forked process) runs a capture thread that stamps every frame on arrival
-(:class:`~eyeblink.live_sources.Captured`), gives it the next frame index and puts it into a free
+(:class:`~eyeblink.sources.live.Captured`), gives it the next frame index and puts it into a free
 slot of the shared-memory ring; its main thread watches the stop request and the heartbeat.
 
 Overload policy (``--on-overload``), applied when a frame arrives and the ring has no free slot:
@@ -33,7 +33,7 @@ rate (:func:`choose_landmarks`).
 Stopping: SIGINT (Ctrl-C) or SIGTERM stops the capture; frames already captured are analysed, every
 file is flushed and the run exits 0 (a second Ctrl-C stops at once, status ``interrupted``). A
 stream that ends stops the run the same way, with a message; a lost source (after ``--reconnect``
-tries) stops it with :class:`~eyeblink.live_sources.SourceLostError` (exit 4), rows kept.
+tries) stops it with :class:`~eyeblink.sources.live.SourceLostError` (exit 4), rows kept.
 """
 
 from __future__ import annotations
@@ -45,44 +45,36 @@ import queue
 import signal
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from eyeblink.config import LIVE_BATCH_FRAMES, LIVE_CHUNK_FRAMES, LIVE_LANDMARKS, OVERLOAD_POLICIES, LiveConfig
 from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
-from eyeblink.export import FRAME_COLUMNS, ResultWriter, _CsvStream
-from eyeblink.parallel import _POLL_S, ParallelConfig, ParallelPipeline, _Batcher, _Run, _Stop
-from eyeblink.shm import FrameRing, RingSpec
+from eyeblink.outputs.export import FRAME_COLUMNS, ResultWriter, _CsvStream
+from eyeblink.runtime.parallel import _POLL_S, ParallelPipeline, _Batcher, _Run, _Stop
+from eyeblink.runtime.shm import FrameRing, RingSpec
 
 if TYPE_CHECKING:
     from eyeblink.config import RunConfig
-    from eyeblink.live_sources import LiveSource
-    from eyeblink.metrics import LiveMetrics
-    from eyeblink.pipeline import RunResult, SessionSink
+    from eyeblink.runtime.metrics import LiveMetrics
+    from eyeblink.runtime.pipeline import RunResult, SessionSink
+    from eyeblink.sources.live import LiveSource
 
 __all__ = ["LIVE_BATCH_FRAMES", "LIVE_CHUNK_FRAMES", "LIVE_FRAME_COLUMNS", "LiveConfig", "LivePipeline",
            "add_parser", "run"]
 
 log = logging.getLogger("eyeblink.live")
 
-#: Frames dealt to one worker at a time (tracking continues across a worker's chunks). Contiguous
-#: chunks of 32 (the previous live default) kept one worker at the camera's full rate for 64 ms while
-#: the other idled: p99 70-125 ms at 500 FPS, against ~12-20 ms dealt in pairs.
-LIVE_CHUNK_FRAMES = 2
-#: Frames per queue message: a frame waits for its batch to fill (2 frames = 2 ms at 500 FPS).
-LIVE_BATCH_FRAMES = 2
 #: frames.csv of a live run: the contract's columns, then ``dropped`` (1 = a gap row of the overload policy).
 LIVE_FRAME_COLUMNS = (*FRAME_COLUMNS, "dropped")
-OVERLOAD_POLICIES = ("drop", "block")
 #: Ring slots mapped into every process before the capture when the ring could not be reserved in
 #: advance (FrameRing.prefault): the frames in flight cycle through the lowest slots, ~10 at 500 FPS.
 PREFAULT_SLOTS = 64
 #: warm-up frames the blink detector re-judges per new frame (BlinkDetector rescan_per_frame)
 LIVE_RESCAN_PER_FRAME = 25
-#: ``--landmarks`` in live mode: a model, or ``auto`` (the default; see :func:`choose_landmarks`)
-LIVE_LANDMARKS = ("auto", "face68", "eye12")
 #: CPU ms a frame costs in live mode besides its landmark fit (capture, detection on keyframes, IPC,
 #: blinks, writing), and one 68-point fit at the slow end of what this project measured (0.7-2.6 ms on
 #: a shared 2-core VM: the fit is bound by memory latency over its 100 MB model, so other tenants'
@@ -108,38 +100,6 @@ def choose_landmarks(fps: float | None, cores: int) -> tuple[str, str]:
         return "face68", f"face68: {rate:g} FPS needs ~{need:.1f} of the {cores} cores"
     return "eye12", (f"eye12: the 68-point model at {rate:g} FPS would need ~{need:.1f} cores for real time, "
                      f"this machine has {cores} (--landmarks face68 forces it)")
-
-
-@dataclass(frozen=True)
-class LiveConfig:
-    """Settings of a live run (``eyeblink live`` flags)."""
-
-    overload: str = "drop"
-    workers: int = 0  # 0 = physical cores
-    chunk_frames: int = LIVE_CHUNK_FRAMES
-    batch_frames: int = LIVE_BATCH_FRAMES
-    buffer_s: float = 1.0  # ring size in seconds of frames at the source's rate (>= the pipeline's minimum)
-    duration_s: float | None = None
-    metrics_port: int | None = None
-    metrics_host: str = "127.0.0.1"
-    landmarks: str = "auto"  # or a model: the run's config decides (see choose_landmarks)
-
-    def __post_init__(self) -> None:
-        if self.landmarks not in LIVE_LANDMARKS:
-            raise ConfigError(f"live landmarks must be one of {', '.join(LIVE_LANDMARKS)}, got {self.landmarks!r}")
-        if self.overload not in OVERLOAD_POLICIES:
-            raise ConfigError(f"--on-overload must be one of {', '.join(OVERLOAD_POLICIES)}, got {self.overload!r}")
-        if not self.buffer_s > 0:
-            raise ConfigError(f"--buffer must be > 0 seconds, got {self.buffer_s}")
-        if self.duration_s is not None and not self.duration_s > 0:
-            raise ConfigError(f"--duration must be > 0 seconds, got {self.duration_s}")
-        ParallelConfig(workers=self.workers, chunk_frames=self.chunk_frames, batch_frames=self.batch_frames)
-
-    def parallel(self, fps: float | None, base: ParallelConfig | None = None) -> ParallelConfig:
-        """The pipeline layout; the ring holds ``buffer_s`` seconds at ``fps`` (500 when unknown)."""
-        base = base or ParallelConfig(workers=self.workers, chunk_frames=self.chunk_frames,
-                                      batch_frames=self.batch_frames, track_across_chunks=True)
-        return replace(base, ring_slots=max(replace(base, ring_slots=0).slots, round(self.buffer_s * (fps or 500.0))))
 
 
 class LiveResultWriter(ResultWriter):
@@ -214,7 +174,7 @@ class _LiveRun(_Run):
                                           f"{self.par.stall_timeout_s:.0f} s")
             source.start()
             if self.fitters:  # --landmarks auto: now that the rate is known
-                from eyeblink.parallel import physical_cores
+                from eyeblink.runtime.parallel import physical_cores
 
                 self.model, self.model_reason = choose_landmarks(source.nominal_fps or self.cfg.fps, physical_cores())
                 self.cfg = replace(self.cfg, landmarks=replace(self.cfg.landmarks, model=self.model))
@@ -354,7 +314,7 @@ class _LiveRun(_Run):
         return LiveResultWriter(outdir, stem)
 
     def _write(self, sink: SessionSink, rows: np.ndarray) -> None:
-        from eyeblink.pipeline import FrameResult
+        from eyeblink.runtime.pipeline import FrameResult
 
         n_events = len(sink.events)
         dropped = rows["dropped"]
@@ -436,7 +396,7 @@ class LivePipeline(ParallelPipeline):
         """
         from dataclasses import replace as _replace
 
-        from eyeblink.pipeline import build_fitter
+        from eyeblink.runtime.pipeline import build_fitter
 
         self.live = live
         self.fitters: dict[str, Any] = {}
@@ -449,13 +409,13 @@ class LivePipeline(ParallelPipeline):
         super().__init__(config, live.parallel(None), fitter=self.fitters.get("face68"))
 
     def run(self, source: LiveSource, outdir: Path, *, metrics: bool = True) -> tuple[RunResult, _LiveRun]:
-        from eyeblink.export import ensure_output_dir
+        from eyeblink.outputs.export import ensure_output_dir
 
         ensure_output_dir(outdir)
         run = _LiveRun(self, source)
         server = None
         if metrics and self.live.metrics_port is not None:
-            from eyeblink.metrics import LiveMetrics, start_metrics_server
+            from eyeblink.runtime.metrics import LiveMetrics, start_metrics_server
 
             run.metrics = LiveMetrics(source=source.spec, overload=self.live.overload, gauges=run.gauges())
             server, port = start_metrics_server(run.metrics, self.live.metrics_port, self.live.metrics_host)
@@ -475,7 +435,7 @@ class LivePipeline(ParallelPipeline):
 
 def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
     """The ``live`` subcommand."""
-    from eyeblink.live_sources import STREAM_SCHEMES
+    from eyeblink.sources.live import STREAM_SCHEMES
 
     p = sub.add_parser(
         "live", help="process a camera or network stream in real time (rows written as frames arrive)",
@@ -516,7 +476,7 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
                    help="serve Prometheus metrics on http://HOST:PORT/metrics (0 = any free port)")
     m.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                    help="address the metrics server binds (default: %(default)s; 0.0.0.0 exposes it)")
-    from eyeblink.analysis import add_cli_options
+    from eyeblink.outputs.analysis import add_cli_options
 
     add_cli_options(p)  # FEC calibration, trials, plots, NWB: done when the capture has ended, as in process
     add_log_options(p)
@@ -532,9 +492,9 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
     """``eyeblink live``: open the source, run, print one line; the exit status."""
     import sys
 
-    from eyeblink.analysis import finalize, options_from_args
-    from eyeblink.export import ensure_output_dir
-    from eyeblink.live_sources import StreamOptions, open_live_source
+    from eyeblink.outputs.analysis import finalize, options_from_args
+    from eyeblink.outputs.export import ensure_output_dir
+    from eyeblink.sources.live import StreamOptions, open_live_source
 
     options: dict[str, str] = {}
     for item in args.stream_option:
@@ -549,7 +509,7 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
                       batch_frames=args.batch_frames, buffer_s=args.buffer, duration_s=args.duration,
                       metrics_port=args.metrics_port, metrics_host=args.metrics_host, landmarks=landmarks)
     outdir = ensure_output_dir(Path(args.output))
-    from eyeblink.parallel import supports
+    from eyeblink.runtime.parallel import supports
 
     if not supports(cfg):
         raise ConfigError(f"live mode runs the multiprocess pipeline, which needs the litert backend; got "

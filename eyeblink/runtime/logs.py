@@ -7,7 +7,7 @@ that writes the records to stderr and, with ``--log-file``, to a file. Loader an
 are forked, so they inherit that handler and its queue: a record logged anywhere comes out of the
 parent's listener, in one format naming the process::
 
-    2024-05-01 12:00:00,123 INFO  eyeblink-loader[4242] eyeblink.live: capture started: tcp://…
+    2024-05-01 12:00:00,123 INFO  eyeblink-loader[4242] eyeblink.runtime.live: capture started: tcp://…
 
 ``multiprocessing.Queue`` re-creates its lock and feeder thread in a forked child, so a child never
 inherits a lock held by the parent's feeder. :meth:`LogSetup.close` stops the listener after the

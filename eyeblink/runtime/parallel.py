@@ -14,8 +14,8 @@ Why this shape (measured on a 2-core x86 VM, 640x480 MJPG, see ``eyeblink bench`
 
 * Decoding is sequential in one loader (0.65 ms/frame for high-quality MJPG, i.e. ~1,500 FPS):
   one stream keeps the container's timestamps, the frame numbering and the truncation checks of
-  :mod:`eyeblink.sources` exactly as in the single-process reference.
-* Pixels travel through a :class:`~eyeblink.shm.FrameRing`; queues carry only small records, and
+  :mod:`eyeblink.sources.files` exactly as in the single-process reference.
+* Pixels travel through a :class:`~eyeblink.runtime.shm.FrameRing`; queues carry only small records, and
   a whole batch of frames (``batch_frames``) per message, so the per-frame IPC cost is a few µs.
 * On a CPU the detector is fused into the landmark workers: a separate detector process would
   need the pixels too and would add a hop; detection is ~1 ms and only runs on keyframes.
@@ -27,7 +27,7 @@ Why this shape (measured on a 2-core x86 VM, 640x480 MJPG, see ``eyeblink bench`
   worker busy), a bigger reorder buffer in the sink and a higher frame-to-row latency (a frame at
   the start of chunk ``c+1`` waits for chunk ``c`` to be written: ~``chunk / per-worker FPS``).
   The default, 128 frames (0.26 s at 500 FPS), keeps p99 latency well under a second and the
-  ring under 100 MB for two workers. Live mode (:mod:`eyeblink.live`) deals chunks of 2 frames
+  ring under 100 MB for two workers. Live mode (:mod:`eyeblink.runtime.live`) deals chunks of 2 frames
   round-robin instead and lets each worker track the face across its chunks
   (``track_across_chunks``): latency first, and no forced keyframe per chunk.
 * The 100 MB dlib model is loaded once in the parent before the workers are forked
@@ -67,11 +67,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eyeblink.config import RunConfig
+from eyeblink.config import ParallelConfig, RunConfig, physical_cores
 from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
-from eyeblink.export import ResultWriter, clean_json
 from eyeblink.frames import Frame
-from eyeblink.pipeline import (
+from eyeblink.outputs.export import ResultWriter, clean_json
+from eyeblink.runtime.pipeline import (
     FrameAnalyzer,
     FrameResult,
     Outcome,
@@ -84,11 +84,11 @@ from eyeblink.pipeline import (
     progress_bar,
     session_outcome,
 )
-from eyeblink.shm import FrameRing, RingSpec
+from eyeblink.runtime.shm import FrameRing, RingSpec
 
 if TYPE_CHECKING:
-    from eyeblink.landmarks import LandmarkFitter
-    from eyeblink.sources import FrameSource
+    from eyeblink.landmarks.dlib import LandmarkFitter
+    from eyeblink.sources.files import FrameSource
 
 __all__ = [
     "FAULT_ENV",
@@ -109,7 +109,7 @@ RESULT_DTYPE = np.dtype([
     ("keypoints", "f8", (6, 2)), ("t_decoded", "f8"),
     # the blink detector's appearance cue (landmarks.eye_patches): 576 bytes a frame
     ("has_patches", "?"), ("patches", "u1", (2, 12, 24)),
-    # live mode (eyeblink.live): per-frame stage times (perf_counter, one clock for all processes)
+    # live mode (eyeblink.runtime.live): per-frame stage times (perf_counter, one clock for all processes)
     # and the gap marker of a frame the live loader dropped (slot -1: no pixels, nothing analysed)
     ("t_start", "f8"), ("t_end", "f8"), ("dropped", "?"),
 ])
@@ -128,78 +128,6 @@ def _warm_up(analyzer: FrameAnalyzer, source: Any) -> None:
     analyzer.detector.detect(blank)
     side = min(h, w) / 2
     analyzer.fitter.fit_box(blank, (w / 2 - side / 2, h / 2 - side / 2, w / 2 + side / 2, h / 2 + side / 2))
-
-
-def physical_cores() -> int:
-    """Physical cores this process may run on (hyper-threads do not help the cache-bound dlib fit)."""
-    try:
-        allowed = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        allowed = os.cpu_count() or 1
-    cores: set[tuple[str, str]] = set()
-    try:
-        phys = core = ""
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "physical id":
-                    phys = value.strip()
-                elif key == "core id":
-                    core = value.strip()
-                    cores.add((phys, core))
-    except OSError:
-        pass
-    n = len(cores) if cores else (os.cpu_count() or 1)
-    return max(1, min(n, allowed))
-
-
-@dataclass(frozen=True)
-class ParallelConfig:
-    """How the multiprocess pipeline is laid out.
-
-    ``workers``: detect+landmark worker processes (default: physical cores). ``chunk_frames``:
-    contiguous frames a worker owns (its keyframe-tracking unit; see the module docstring for the
-    trade-off). ``track_across_chunks``: a worker keeps its tracked face from one of its chunks
-    to its next one instead of re-detecting on each chunk's first frame (live mode: chunks of two
-    frames dealt round-robin, each worker tracking the face over its own frames; the output then
-    depends on the layout, which live input does anyway). ``batch_frames``: frame records per queue
-    message (at most one chunk). ``ring_slots``: frames in
-    flight (default ``workers x chunk_frames + 2 x batch_frames``). ``stall_timeout_s``: the run
-    fails if no stage makes progress for this long. ``drain_timeout_s``: after a failure, how long
-    the sink waits for the other workers' rows below the failing frame.
-    """
-
-    workers: int = 0  # 0 = physical cores
-    chunk_frames: int = 128
-    batch_frames: int = 16
-    ring_slots: int = 0  # 0 = derived
-    track_across_chunks: bool = False
-    stall_timeout_s: float = 60.0
-    drain_timeout_s: float = 10.0
-
-    def __post_init__(self) -> None:
-        if self.workers < 0:
-            raise ConfigError(f"--workers must be >= 0, got {self.workers}")
-        if self.chunk_frames < 1:
-            raise ConfigError(f"parallel chunk_frames must be >= 1, got {self.chunk_frames}")
-        if self.batch_frames < 1:
-            raise ConfigError(f"parallel batch_frames must be >= 1, got {self.batch_frames}")
-        if self.ring_slots < 0:
-            raise ConfigError(f"parallel ring_slots must be >= 0, got {self.ring_slots}")
-        if not (self.stall_timeout_s > 0 and self.drain_timeout_s > 0):
-            raise ConfigError("parallel stall_timeout_s and drain_timeout_s must be > 0, got "
-                              f"{self.stall_timeout_s} and {self.drain_timeout_s}")
-
-    @property
-    def n_workers(self) -> int:
-        return self.workers or physical_cores()
-
-    @property
-    def slots(self) -> int:
-        if self.ring_slots:
-            return max(self.ring_slots, 1)
-        return self.n_workers * self.chunk_frames + 2 * self.batch_frames
 
 
 def supports(config: RunConfig) -> bool:
@@ -459,7 +387,7 @@ class _Run:
                         if j:  # the rows before the failing frame are computed: send them first
                             self._put(self.out_q, ("rows", wid, out[:j]))
                         raise RuntimeError(f"injected failure at frame {frame_index} ({FAULT_ENV})")
-                    if slots[j] < 0:  # dropped by the live loader (eyeblink.live): a gap row, no pixels
+                    if slots[j] < 0:  # dropped by the live loader (eyeblink.runtime.live): a gap row, no pixels
                         out[j]["index"], out[j]["timestamp_s"], out[j]["t_decoded"] = frame_index, ts[j], td[j]
                         out[j]["dropped"] = True
                         continue
@@ -593,7 +521,7 @@ class _Run:
                     finally:
                         self._shutdown()
             finally:
-                from eyeblink.pipeline import build_summary
+                from eyeblink.runtime.pipeline import build_summary
 
                 wall = time.perf_counter() - started
                 # self.cfg: live mode may settle the landmark model once the source is open

@@ -20,17 +20,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from eyeblink import __version__
-from eyeblink.blinks import BlinkDetector, BlinkEvent
-from eyeblink.closure import OnlineClosure
 from eyeblink.config import RunConfig
 from eyeblink.errors import EyeblinkError, NoFaceError
-from eyeblink.export import ResultWriter, clean_json
 from eyeblink.frames import Frame
+from eyeblink.outputs.export import ResultWriter, clean_json
+from eyeblink.outputs.session import RunResult
+from eyeblink.signals.blinks import BlinkDetector, BlinkEvent
+from eyeblink.signals.closure import OnlineClosure
 
 if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection, FaceDetector
-    from eyeblink.landmarks import LandmarkFitter
-    from eyeblink.sources import FrameSource
+    from eyeblink.landmarks.dlib import LandmarkFitter
+    from eyeblink.sources.files import FrameSource
 
 STAGES = ("decode", "detect", "landmarks", "blinks", "write")
 
@@ -82,7 +83,7 @@ def build_detector(config: RunConfig) -> FaceDetector:
 
 def build_fitter(config: RunConfig) -> LandmarkFitter:
     """The landmark fitter of a run (model and derotation from ``config.landmarks``)."""
-    from eyeblink.landmarks import LandmarkFitter
+    from eyeblink.landmarks.dlib import LandmarkFitter
 
     lm = config.landmarks
     path = lm.model_path
@@ -259,18 +260,6 @@ def versions() -> dict[str, str]:
         if m is not None:
             out[mod] = str(getattr(m, "__version__", "unknown"))
     return out
-
-
-@dataclass
-class RunResult:
-    """The outcome of one input."""
-
-    stem: str
-    frames: int
-    faces: int
-    blinks: list[BlinkEvent]
-    summary: dict[str, Any]
-    outputs: dict[str, Path]
 
 
 ProgressFactory = Callable[[str, int | None], Any]

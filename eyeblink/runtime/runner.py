@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eyeblink.analysis import AnalysisOptions, finalize
 from eyeblink.config import RunConfig
 from eyeblink.errors import (
     BackendUnavailableError,
@@ -23,8 +22,9 @@ from eyeblink.errors import (
     ModelFileError,
     OutputError,
 )
-from eyeblink.export import ensure_output_dir
-from eyeblink.pipeline import (
+from eyeblink.outputs.analysis import AnalysisOptions, finalize
+from eyeblink.outputs.export import ensure_output_dir
+from eyeblink.runtime.pipeline import (
     FrameAnalyzer,
     ProgressFactory,
     RunResult,
@@ -35,7 +35,7 @@ from eyeblink.pipeline import (
 )
 
 if TYPE_CHECKING:
-    from eyeblink.sources import FrameSource
+    from eyeblink.sources.files import FrameSource
 
 # errors that concern the whole run, not one input: stop at once
 FATAL = (ConfigError, ModelFileError, BackendUnavailableError, OutputError)
@@ -66,16 +66,16 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
                   analysis: AnalysisOptions | None = None) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     """Process every input into ``outdir``; returns the results and the per-input failures.
 
-    ``workers`` > 1 runs the multiprocess pipeline (:mod:`eyeblink.parallel`) with that many
+    ``workers`` > 1 runs the multiprocess pipeline (:mod:`eyeblink.runtime.parallel`) with that many
     landmark workers; 0 or 1 runs the single-process reference. After each input,
-    :func:`eyeblink.analysis.finalize` calibrates its FEC column and writes trials, plots and NWB as
+    :func:`eyeblink.outputs.analysis.finalize` calibrates its FEC column and writes trials, plots and NWB as
     ``analysis`` asks (checked before the first frame).
     """
     check_inputs(paths)
     opts = analysis or AnalysisOptions()
     opts.check(paths)
     ensure_output_dir(outdir)
-    from eyeblink.parallel import ParallelConfig, ParallelPipeline, supports
+    from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline, supports
 
     if workers > 1 and analyzer is None and supports(config):
         pipe = ParallelPipeline(config, ParallelConfig(workers=workers))
@@ -92,7 +92,7 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
 
 def _run_each(paths: Sequence[Path], config: RunConfig,
               run: Callable[[FrameSource], RunResult]) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
-    from eyeblink.sources import open_source
+    from eyeblink.sources.files import open_source
 
     results: list[RunResult] = []
     failures: list[tuple[Path, EyeblinkError]] = []

@@ -28,7 +28,7 @@ than the calibration) are kept, so that means over trials stay unbiased.
 How the ``closure`` column gets into ``frames.csv``: the sink writes rows as they are computed (a crash
 must keep them), so it writes a *provisional* FEC from what is known at that frame
 (:class:`OnlineClosure`: the running baseline and the calibration so far). When the input has been
-processed, :func:`eyeblink.analysis.finalize` computes the session calibration from the whole
+processed, :func:`eyeblink.outputs.analysis.finalize` computes the session calibration from the whole
 recording and rewrites ``frames.csv`` atomically (temporary file + rename) with the final values;
 ``summary.json``'s ``closure`` section says which one is on disk (``provisional: true`` after a crash).
 The column means the same either way; only the calibration's certainty differs.
@@ -44,8 +44,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from eyeblink.config import ClosureConfig
 from eyeblink.errors import CalibrationError
-from eyeblink.science_config import ClosureConfig
 
 Method = Literal["segment", "responses", "default"]
 

@@ -38,7 +38,7 @@ such edge: a CS-alone trial). US pulses before the first CS are not trials.
 
 Scoring (:func:`score_trials`; windows and criteria in :class:`~eyeblink.config.TrialConfig`)
 ------------------------------------------------------------------------------------------
-Times are relative to CS onset on the recording's timestamps; FEC is :mod:`eyeblink.closure`'s.
+Times are relative to CS onset on the recording's timestamps; FEC is :mod:`eyeblink.signals.closure`'s.
 
 * ``baseline_fec``: mean FEC over ``baseline_ms`` before CS; ``baseline_valid`` when the eye was open
   (mean <= ``baseline_max_fec``), stable (SD <= ``baseline_max_sd``) and measured (>= ``min_valid_fraction``
@@ -69,8 +69,8 @@ from typing import Any
 
 import numpy as np
 
+from eyeblink.config import TrialConfig
 from eyeblink.errors import TrialFileError
-from eyeblink.science_config import TrialConfig
 
 UNITS = ("s", "ms", "frame")
 QUANTITIES = ("cs_onset", "us_onset", "cs_duration", "us_duration")

@@ -1,6 +1,6 @@
 """Live frame sources: a camera, a network stream, a Basler/GenICam camera.
 
-A live source is a :class:`~eyeblink.sources.FrameSource` whose frames arrive in real time. Besides
+A live source is a :class:`~eyeblink.sources.files.FrameSource` whose frames arrive in real time. Besides
 ``__iter__`` (``Frame`` records, as for files) it has :meth:`LiveSource.capture`, which yields
 :class:`Captured` records ``(image, timestamp_s, arrival_s)``: ``arrival_s`` is
 ``time.perf_counter()`` (``CLOCK_MONOTONIC`` on Linux, one clock for every process) taken the moment
@@ -36,7 +36,7 @@ import numpy as np
 
 from eyeblink.errors import ConfigError, EyeblinkError, MissingExtraError, VideoOpenError
 from eyeblink.frames import Frame
-from eyeblink.sources import FrameSource
+from eyeblink.sources.files import FrameSource
 
 __all__ = [
     "STREAM_SCHEMES",
@@ -310,7 +310,7 @@ class StreamSource(LiveSource):
 
 def _luma(frame: Any) -> np.ndarray:
     """A decoded frame's luma as (H, W) uint8: the Y plane as is (full range) or stretched (TV range)."""
-    from eyeblink.sources import _AVCOL_RANGE_JPEG, _FULL_RANGE_LUMA, _TV_TO_PC_LUMA, _YUV_LUMA
+    from eyeblink.sources.files import _AVCOL_RANGE_JPEG, _FULL_RANGE_LUMA, _TV_TO_PC_LUMA, _YUV_LUMA
 
     fmt = frame.format.name
     if fmt in _FULL_RANGE_LUMA or fmt in _YUV_LUMA:

@@ -1,0 +1,11 @@
+"""Runtime: how frames flow through the stages — one process, many processes, live, or a Ray cluster.
+
+* :mod:`eyeblink.runtime.pipeline` — the single-process reference: ``process_source``, ``FrameAnalyzer``.
+* :mod:`eyeblink.runtime.parallel` — the multiprocess pipeline (loaders, workers, ordered sink):
+  ``ParallelPipeline``.
+* :mod:`eyeblink.runtime.shm` — the shared-memory ring of frame slots: ``FrameRing``, ``RingSpec``.
+* :mod:`eyeblink.runtime.live` — ``eyeblink live``: ``LivePipeline``.
+* :mod:`eyeblink.runtime.batch` — ``eyeblink batch`` on Ray (imported only when a batch runs).
+* :mod:`eyeblink.runtime.runner` — ``process_paths``: picks the pipeline per input and finalizes.
+* :mod:`eyeblink.runtime.metrics` (Prometheus) and :mod:`eyeblink.runtime.logs` (one log queue).
+"""
