@@ -1,0 +1,46 @@
+"""The house keeps its shape: the import graph, the number of top-level rooms, and a light ``import``.
+
+The contracts live in ``pyproject.toml`` (``[tool.importlinter]``): folders import only the folders
+below them (cli > lab > runtime > outputs > signals > landmarks | sources > config > detect > leaves >
+errors) and no modules or folders import each other round a circle. See ``ARCHITECTURE.md``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "eyeblink"
+HEAVY = ("tensorflow", "dlib", "ai_edge_litert", "av", "cv2")
+#: the modules allowed directly in eyeblink/ (everything else lives in a stage folder)
+MAX_TOP_LEVEL_MODULES = 12
+
+
+def test_import_contracts_hold() -> None:
+    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    report = proc.stdout + proc.stderr
+    assert proc.returncode == 0, report
+    assert "0 broken" in report, report
+
+
+def test_few_modules_at_the_top() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, f"{len(top)} modules directly in eyeblink/: {top}"
+
+
+def test_every_folder_says_what_it_is_for() -> None:
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        text = init.read_text(encoding="utf-8")
+        assert text.lstrip().startswith('"""') and len(text) > 200, f"{init.relative_to(ROOT)} needs its docstring"
+
+
+def test_the_cli_and_every_folder_import_light() -> None:
+    """``eyeblink --help`` builds the whole parser; it and every folder's ``__init__`` stay light."""
+    folders = ", ".join(f"eyeblink.{p.parent.name}" for p in sorted(PACKAGE.glob("*/__init__.py")))
+    code = (f"import sys, eyeblink, {folders}; from eyeblink.cli import build_parser; build_parser(); "
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
