@@ -11,6 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "eyeblink"
 HEAVY = ("tensorflow", "dlib", "ai_edge_litert", "av", "cv2")
@@ -29,6 +34,13 @@ def test_import_contracts_hold() -> None:
 def test_few_modules_at_the_top() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= MAX_TOP_LEVEL_MODULES, f"{len(top)} modules directly in eyeblink/: {top}"
+
+
+def test_every_folder_ships_in_the_wheel() -> None:
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
+    folders = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
+    missing = sorted(folders - set(packages))
+    assert not missing, f"{missing} would be left out of the wheel: add them to [tool.setuptools] packages"
 
 
 def test_every_folder_says_what_it_is_for() -> None:
