@@ -47,7 +47,8 @@ import cv2
 import numpy as np
 
 from eyeblink.detect.blazeface import FaceDetection, FaceDetector
-from eyeblink.landmarks.dlib import EYE_POINTS, BoxMapping, LandmarkFitter, eye_ears
+from eyeblink.landmarks.dlib import BoxMapping, LandmarkFitter
+from eyeblink.landmarks.eyes import EYE_POINTS, eye_ears
 
 REPO = Path(__file__).resolve().parent.parent
 CANVAS = 320  # canvas side (px): a close-range frame, so BlazeFace short-range sees the face

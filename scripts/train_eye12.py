@@ -46,7 +46,8 @@ from eyeblink.lab.train import (
     teacher_frames,
     write_imglab,
 )
-from eyeblink.landmarks.dlib import EYE_POINTS, LandmarkFitter
+from eyeblink.landmarks.dlib import LandmarkFitter
+from eyeblink.landmarks.eyes import EYE_POINTS
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN_ZJU = ("000001", "000003", "000005", "000007")

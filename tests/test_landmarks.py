@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eyeblink.landmarks.dlib import EYE_POINTS, BoxMapping, EyeFit, eye_aspect_ratio, eye_ears
+from eyeblink.landmarks.dlib import BoxMapping
+from eyeblink.landmarks.eyes import EYE_POINTS, EyeFit, eye_aspect_ratio, eye_ears
 
 EYES = list(EYE_POINTS)
 

@@ -381,7 +381,7 @@ def compare(samples: Sequence[Sample], fitters: dict[str, Any]) -> dict[str, dic
     """
     import numpy as np
 
-    from eyeblink.landmarks.dlib import eye_ears
+    from eyeblink.landmarks.eyes import eye_ears
 
     out: dict[str, dict[str, dict[str, float]]] = {}
     for name, fitter in fitters.items():

@@ -18,7 +18,7 @@ Definition (all times in milliseconds, never frames, so it behaves the same at
   (MAD) standard deviation of the ratio over the baseline window: for a noisy
   fit (small face, glasses) the thresholds widen instead of firing on noise.
 * **Appearance cue** (when the landmark stage supplies eye patches, see
-  :func:`eyeblink.landmarks.dlib.eye_patches`): each eye's patch, aligned on its
+  :func:`eyeblink.landmarks.eyes.eye_patches`): each eye's patch, aligned on its
   fitted corners, is compared with that eye's open-eye template (median of the
   patches of the baseline window) by normalised cross-correlation;
   ``1 - NCC`` in robust z-units of its own baseline noise, the smaller of the two
@@ -259,7 +259,7 @@ class BlinkDetector:
 
     ``ear_left``/``ear_right`` may be NaN (eye or face not found). ``patches`` is the optional
     ``(2, h, w)`` uint8 pair of eye patches (subject's left, right) from
-    :func:`eyeblink.landmarks.dlib.eye_patches`; without it only the EAR is used. Call ``finish()`` at
+    :func:`eyeblink.landmarks.eyes.eye_patches`; without it only the EAR is used. Call ``finish()`` at
     the end of the input to emit what is still pending and close a blink still open.
     """
 
