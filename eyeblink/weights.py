@@ -40,11 +40,17 @@ __all__ = [
     "DLIB68_SIZE",
     "EYE12_FILENAME",
     "EYE12_SHA256",
+    "FACE_MESH_FILENAME",
+    "FACE_MESH_SHA256",
+    "IRIS_FILENAME",
+    "IRIS_SHA256",
     "WEIGHTS_DIR",
     "blazeface_path",
     "dlib68_path",
     "eye12_path",
+    "face_mesh_path",
     "file_sha256",
+    "iris_path",
     "verify_sha256",
     "verify_size",
 ]
@@ -72,6 +78,13 @@ EYE12_FILENAME = "eye12_v1.dat"
 #: sha256 of weights/eye12_v1.dat, the project's 12-point eye-contour predictor (eyeblink.lab.train,
 #: scripts/train_eye12.py; see weights/README.md). Verified in full at every load (a few MB: milliseconds).
 EYE12_SHA256 = "4d7307f46e9bb52b515c2bd2abc855bf0f3b6a40b5571be348334cfb3308815b"
+
+FACE_MESH_FILENAME = "face_landmark.tflite"
+#: sha256 of mediapipe/modules/face_landmark/face_landmark.tflite from the PyPI wheel mediapipe==0.10.21.
+FACE_MESH_SHA256 = "1055cb9d4a9ca8b8c688902a3a5194311138ba256bcc94e336d8373a5f30c814"
+IRIS_FILENAME = "iris_landmark.tflite"
+#: sha256 of mediapipe/modules/iris_landmark/iris_landmark.tflite from the PyPI wheel mediapipe==0.10.21.
+IRIS_SHA256 = "d1744d2a09c25f501d39eba4faff47e53ecca8852c5ce19bce8eeac39357521f"
 
 _BLAZEFACE_FIX = (
     "restore it (the repository's weights/ folder holds the reference copy, see weights/README.md) "
@@ -143,6 +156,20 @@ def blazeface_path() -> Path:
     if candidate.is_file():
         return candidate
     raise ModelFileError(f"{BLAZEFACE_FILENAME} not found in {WEIGHTS_DIR}; {_BLAZEFACE_FIX}")
+
+
+def face_mesh_path() -> Path:
+    """Path of the shipped MediaPipe face mesh (``--landmarks mesh``), sha256-verified (cached per process)."""
+    path = WEIGHTS_DIR / FACE_MESH_FILENAME
+    verify_sha256(path, FACE_MESH_SHA256)
+    return path
+
+
+def iris_path() -> Path:
+    """Path of the shipped MediaPipe iris/eyelid network (``mesh``'s lid refinement), sha256-verified."""
+    path = WEIGHTS_DIR / IRIS_FILENAME
+    verify_sha256(path, IRIS_SHA256)
+    return path
 
 
 def eye12_path() -> Path:

