@@ -38,7 +38,7 @@ def _cpu(who: int) -> float:
 
 
 def main() -> int:
-    from eyeblink.config import load_preset
+    from eyeblink.config import LIVE_LANDMARKS, load_preset
     from eyeblink.presets import resolve_preset
     from eyeblink.runtime.live import LIVE_BATCH_FRAMES, LIVE_CHUNK_FRAMES, LiveConfig, LivePipeline
     from eyeblink.sources.live import open_live_source
@@ -52,8 +52,8 @@ def main() -> int:
     ap.add_argument("--batch-frames", type=int, default=LIVE_BATCH_FRAMES)
     ap.add_argument("--overload", choices=("drop", "block"), default="drop")
     ap.add_argument("--buffer", type=float, default=1.0)
-    ap.add_argument("--landmarks", choices=("auto", "face68", "eye12"), default="auto",
-                    help="landmark model (default: auto, as `eyeblink live`)")
+    ap.add_argument("--landmarks", choices=LIVE_LANDMARKS, default="auto",
+                    help="eye model (default: auto, as `eyeblink live`)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--latencies", default=None, metavar="NPY",
                     help="save the per-frame arrival-to-row latencies (ms, in frame order) to this .npy file")

@@ -163,17 +163,17 @@ def test_stream_connects_on_start_when_deferred() -> None:
 
 
 @pytest.mark.parametrize(("fps", "cores", "model"), [
-    (500.0, 2, "eye12"), (500.0, 3, "face68"), (500.0, 16, "face68"), (250.0, 2, "face68"), (None, 2, "eye12"),
-    (1000.0, 4, "eye12"),
+    (500.0, 2, "mesh-ear"), (500.0, 3, "mesh-ear"), (500.0, 4, "mesh"), (500.0, 16, "mesh"), (250.0, 2, "mesh"),
+    (None, 2, "mesh-ear"), (1000.0, 4, "mesh-ear"),
 ])
 def test_auto_landmarks_fit_the_rate_to_the_cores(fps: float | None, cores: int, model: str) -> None:
     chosen, reason = choose_landmarks(fps, cores)
     assert chosen == model and reason.startswith(model)
-    assert ("--landmarks face68 forces it" in reason) == (model == "eye12")
+    assert ("--landmarks mesh forces it" in reason) == (model == "mesh-ear")
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"landmarks": "face5"}, "live landmarks must be one of auto, face68, eye12"),
+    ({"landmarks": "face5"}, "live landmarks must be one of auto, mesh, mesh-ear, face68, eye12"),
     ({"overload": "skip"}, "--on-overload must be one of drop, block"),
     ({"buffer_s": 0}, "--buffer must be > 0"),
     ({"chunk_frames": 0}, "chunk_frames must be >= 1"),

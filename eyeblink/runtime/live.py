@@ -75,31 +75,42 @@ LIVE_FRAME_COLUMNS = (*FRAME_COLUMNS, "dropped")
 PREFAULT_SLOTS = 64
 #: warm-up frames the blink detector re-judges per new frame (BlinkDetector rescan_per_frame)
 LIVE_RESCAN_PER_FRAME = 25
-#: CPU ms a frame costs in live mode besides its landmark fit (capture, detection on keyframes, IPC,
-#: blinks, writing), and one 68-point fit at the slow end of what this project measured (0.7-2.6 ms on
-#: a shared 2-core VM: the fit is bound by memory latency over its 100 MB model, so other tenants'
-#: memory traffic slows it)
+#: CPU ms a frame costs in live mode besides its eye-model fit (capture, detection on keyframes, IPC,
+#: blinks, writing); each model's own fit cost is its registry entry's ``fit_ms``
+#: (:data:`eyeblink.landmarks.EYE_MODELS`).
 LIVE_OVERHEAD_MS = 0.8
-FACE68_FIT_MS = 2.5
 #: the live pipeline keeps its cores at most this busy: above it, queueing makes the latency tail grow fast
 LIVE_MAX_LOAD = 0.7
+#: ``--landmarks auto`` candidates, most accurate first (Apache-2.0 models only)
+AUTO_LANDMARKS = ("mesh", "mesh-ear")
 
 
 def choose_landmarks(fps: float | None, cores: int) -> tuple[str, str]:
-    """``--landmarks auto``: the 68-point model when ``cores`` can fit it at ``fps`` in real time, else eye12.
+    """``--landmarks auto``: the most accurate eye model ``cores`` can run at ``fps`` in real time.
 
-    The 68-point model is the more accurate (zju-dev F1 on unseen people 0.945 vs 0.876), eye12
-    is ~4x cheaper (0.33 vs 1.32 ms a fit, and far less sensitive to memory contention). Real
-    time needs ``fps x (FACE68_FIT_MS + LIVE_OVERHEAD_MS)`` of CPU at most ``LIVE_MAX_LOAD`` of
-    the cores: 500 FPS needs 2.4 cores (so a 2-core machine runs eye12), 250 FPS 1.2. An
-    unknown rate counts as 500 FPS, the rate the product is built for. Returns (model, reason).
+    ``mesh`` (face mesh + iris-network lids: zju-dev F1 0.966) costs ~4.2 ms a face, ``mesh-ear``
+    (the mesh's six-point EAR: 0.943) ~1.5 ms. Real time needs ``fps x (fit_ms + LIVE_OVERHEAD_MS)``
+    of CPU at most ``LIVE_MAX_LOAD`` of the cores: ``mesh`` at 500 FPS needs 3.6 cores (so a 2-core
+    machine runs ``mesh-ear``, which needs 1.6), at 250 FPS 1.8. An unknown rate counts as 500 FPS,
+    the rate the product is built for. Returns (model, reason).
     """
+    from eyeblink.landmarks import EYE_MODELS
+
     rate = fps if fps and fps > 0 else 500.0
-    need = rate * (FACE68_FIT_MS + LIVE_OVERHEAD_MS) / 1000.0 / LIVE_MAX_LOAD
-    if need <= cores:
-        return "face68", f"face68: {rate:g} FPS needs ~{need:.1f} of the {cores} cores"
-    return "eye12", (f"eye12: the 68-point model at {rate:g} FPS would need ~{need:.1f} cores for real time, "
-                     f"this machine has {cores} (--landmarks face68 forces it)")
+
+    def need(model: str) -> float:
+        return rate * (EYE_MODELS[model].fit_ms + LIVE_OVERHEAD_MS) / 1000.0 / LIVE_MAX_LOAD
+
+    best = AUTO_LANDMARKS[0]
+    for model in AUTO_LANDMARKS:
+        if need(model) <= cores:
+            if model == best:
+                return model, f"{model}: {rate:g} FPS needs ~{need(model):.1f} of the {cores} cores"
+            break
+    else:
+        model = AUTO_LANDMARKS[-1]
+    return model, (f"{model}: {best} at {rate:g} FPS would need ~{need(best):.1f} cores for real time, "
+                   f"this machine has {cores} (--landmarks {best} forces it)")
 
 
 class LiveResultWriter(ResultWriter):
@@ -129,7 +140,7 @@ class _LiveRun(_Run):
         self.ready = ctx.Semaphore(0)  # one release per worker whose detector is built
         self.prefault_slots = 0  # ring slots every process maps before the capture (see _start)
         self.fitters = pipe.fitters  # --landmarks auto: the models to pick from
-        self.model: str | None = None if not pipe.fitters else "face68"  # chosen in _start (auto)
+        self.model: str | None = None if not pipe.fitters else AUTO_LANDMARKS[0]  # chosen in _start (auto)
         self.model_reason: str | None = None
         # the blink detector re-scans its warm-up (~1 s of frames) 25 frames per new frame, not in one
         # ~100 ms go that would hold every row behind it
@@ -390,8 +401,8 @@ class LivePipeline(ParallelPipeline):
     def __init__(self, config: RunConfig, live: LiveConfig) -> None:
         """Load the models (before the source is opened: see :meth:`_LiveRun._start`).
 
-        With ``live.landmarks == "auto"`` both landmark models are loaded (eye12 is 7 MB) and the
-        run picks one once the source's rate is known (:func:`choose_landmarks`); otherwise the
+        With ``live.landmarks == "auto"`` both candidate models are loaded (:data:`AUTO_LANDMARKS`: a few
+        MB each) and the run picks one once the source's rate is known (:func:`choose_landmarks`); otherwise the
         model of ``config.landmarks``.
         """
         from dataclasses import replace as _replace
@@ -401,12 +412,12 @@ class LivePipeline(ParallelPipeline):
         self.live = live
         self.fitters: dict[str, Any] = {}
         if live.landmarks == "auto":
-            for model in ("face68", "eye12"):
+            for model in AUTO_LANDMARKS:
                 self.fitters[model] = build_fitter(_replace(config, landmarks=_replace(
                     config.landmarks, model=model, model_path=None)))
         elif live.landmarks != config.landmarks.model:
             config = _replace(config, landmarks=_replace(config.landmarks, model=live.landmarks))
-        super().__init__(config, live.parallel(None), fitter=self.fitters.get("face68"))
+        super().__init__(config, live.parallel(None), fitter=self.fitters.get(AUTO_LANDMARKS[0]))
 
     def run(self, source: LiveSource, outdir: Path, *, metrics: bool = True) -> tuple[RunResult, _LiveRun]:
         from eyeblink.outputs.export import ensure_output_dir
@@ -484,8 +495,8 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
     for action in p._actions:  # live mode also takes --landmarks auto, its default
         if "--landmarks" in action.option_strings:
             action.choices = LIVE_LANDMARKS
-            action.help = ("landmark model: auto (default: the 68-point model when this machine can run it at the "
-                           "source's rate, else eye12; see README 'Live mode'), face68 or eye12")
+            action.help = ("eye model: auto (default: mesh when this machine can run it at the source's rate, "
+                           "else mesh-ear; see README 'Live mode') or a model: " + ", ".join(LIVE_LANDMARKS[1:]))
 
 
 def run(args: argparse.Namespace, cfg: RunConfig) -> int:
