@@ -7,16 +7,16 @@ its minimum (the closed eye) should lie strictly inside the clip, not on its fir
 frame. The clips carry no open-eye context, so this checks the *shape* of the EAR signal, not
 the detector (there are no negatives: no precision can be measured here).
 
-The signal per frame is the mean EAR of the eyes fitted (``eyeblink``'s default pipeline:
-BlazeFace box -> dlib 68 points); frames without a face are skipped. A clip with fewer than 3
-measured frames is reported as ``unmeasured`` and left out of the share.
+The signal per frame is the mean openness of the eyes fitted (``eyeblink``'s default pipeline:
+BlazeFace box -> the eye model, ``--landmarks`` to choose it); frames without a face are skipped.
+A clip with fewer than 3 measured frames is reported as ``unmeasured`` and left out of the share.
 
 The data is research-only: it is read from ``DATA_DIR`` (argument, or env ``EYEBLINK_DATA`` +
 ``/eyeblink8-blink-clips``), never copied.
 
 Usage::
 
-    python scripts/eyeblink8_minimum.py DATA_DIR [--per-clip FILE.tsv]
+    python scripts/eyeblink8_minimum.py DATA_DIR [--landmarks MODEL] [--per-clip FILE.tsv]
 
 ``DATA_DIR`` is the ``eyeblink8-blink-clips`` folder (holding ``clips/*/*.mp4``) or its parent.
 """
@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("data_dir", nargs="?", default=os.environ.get("EYEBLINK_DATA"),
                     help="the eyeblink8-blink-clips folder (or its parent; default $EYEBLINK_DATA)")
     ap.add_argument("--per-clip", metavar="TSV", help="also write one line per clip")
+    from eyeblink.config import LANDMARK_MODELS
+
+    ap.add_argument("--landmarks", choices=LANDMARK_MODELS, default=None, help="eye model (default: the preset's)")
     args = ap.parse_args(argv)
     if not args.data_dir:
         ap.error("give DATA_DIR (or set EYEBLINK_DATA)")
@@ -52,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     from eyeblink.runtime.runner import build_analyzer
     from eyeblink.sources.files import open_source
 
-    analyzer = build_analyzer(RunConfig())
+    config = RunConfig()
+    if args.landmarks:
+        config = config.with_overrides("landmarks", model=args.landmarks)
+    analyzer = build_analyzer(config)
+    print(f"eye model: {config.landmarks.model}")
     inside = edge = unmeasured = 0
     lines = ["clip\tframes\tmeasured\targmin\tposition"]
     for n, clip in enumerate(clips, 1):

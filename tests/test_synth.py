@@ -16,8 +16,6 @@ from hypothesis import strategies as st
 from eyeblink.errors import ConfigError, OutputError
 from eyeblink.lab.synth import (
     FULL_BLINK_AMPLITUDE,
-    LEFT_EYE_POINTS,
-    RIGHT_EYE_POINTS,
     BlinkSpec,
     SynthConfig,
     SyntheticTruth,
@@ -28,7 +26,7 @@ from eyeblink.lab.synth import (
     render_frame,
     write_recording,
 )
-from eyeblink.landmarks.dlib import eye_aspect_ratio
+from eyeblink.landmarks.eyes import LEFT_EYE, RIGHT_EYE, eye_aspect_ratio
 
 FPS = 500.0
 FULL = BlinkSpec(onset_s=0.25, closing_ms=60.0, closed_ms=10.0, opening_ms=120.0, amplitude=1.0)
@@ -82,20 +80,34 @@ def dlib_ears(frames: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     for img in frames:
         shape = predictor(img, box)
         pts = np.array([[p.x, p.y] for p in shape.parts()], dtype=np.float64)
-        left.append(eye_aspect_ratio(pts[list(LEFT_EYE_POINTS)]))
-        right.append(eye_aspect_ratio(pts[list(RIGHT_EYE_POINTS)]))
+        left.append(eye_aspect_ratio(pts[LEFT_EYE]))  # dlib's own numbering (the renderer's points are the mesh's)
+        right.append(eye_aspect_ratio(pts[RIGHT_EYE]))
     return np.array(left), np.array(right)
+
+
+def mesh_ears(frames: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Openness (left, right) per frame from the default eye model (face mesh + iris lids), box from frame 0."""
+    from eyeblink.detect import create_detector
+    from eyeblink.detect.blazeface import FaceDetector
+    from eyeblink.landmarks import create_eye_model
+
+    faces = FaceDetector.from_detector(create_detector("litert")).detect(frames[0])
+    assert len(faces) == 1, f"expected one face on frame 0, BlazeFace found {len(faces)}"
+    model = create_eye_model("mesh")
+    fits = [model.fit(img, faces[0]) for img in frames]
+    return np.array([f.ear_left for f in fits]), np.array([f.ear_right for f in fits])
 
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """1.2 s at 500 FPS (MJPEG), one full blink and one partial, decoded and fitted by dlib."""
+    """1.2 s at 500 FPS (MJPEG), one full blink and one partial, decoded and fitted by the face mesh and dlib."""
     cfg = SynthConfig(duration_s=1.2, fps=FPS, blinks=(FULL, PARTIAL), seed=3)
     path = tmp_path_factory.mktemp("synth") / "blinks.avi"
     truth = write_recording(path, cfg)
     decoded = decode(path)
-    ear_l, ear_r = dlib_ears(decoded.frames)
-    return {"cfg": cfg, "truth": truth, "decoded": decoded, "ear": {"left": ear_l, "right": ear_r}}
+    ears = {"face68": dlib_ears(decoded.frames), "mesh": mesh_ears(decoded.frames)}
+    return {"cfg": cfg, "truth": truth, "decoded": decoded,
+            "ear": {(model, eye): e[k] for model, e in ears.items() for k, eye in enumerate(("left", "right"))}}
 
 
 # --------------------------------------------------------------------------- closure_at invariants
@@ -220,7 +232,9 @@ def test_expected_ear_decreases_with_closure() -> None:
     for eye in ("left", "right"):
         ears = [expected_ear(c, eye) for c in np.linspace(0.0, 1.0, 11)]
         assert all(a > b for a, b in itertools.pairwise(ears))
-        assert ears[0] > 0.25 and ears[-1] < 0.1
+        # closed: the upper points lie on the lower lid, but the face mesh's EAR pairs (160/144, 158/153) are
+        # not vertically aligned, so the geometric EAR of a closed eye stays ~0.11 (dlib's 68 points: ~0.02)
+        assert ears[0] > 0.25 and ears[-1] < 0.15 and ears[-1] < 0.4 * ears[0]
 
 
 def test_render_frame_shape_determinism_and_errors() -> None:
@@ -270,10 +284,18 @@ def test_recording_timestamps_match_truth(recording: dict[str, Any]) -> None:
     assert all(f.shape == (480, 640) for f in decoded.frames)
 
 
+#: per eye model: the open-eye range and the frames the minimum may lie off the closed plateau. dlib's 68
+#: points read the renderer's lid (built on the face mesh's eye points) with a flat, noisy bottom: its
+#: minimum wanders up to ~6 frames (12 ms) past the plateau.
+FOLLOW = {"mesh": ((0.2, 0.45), PEAK_TOLERANCE_FRAMES), "face68": ((0.25, 0.45), PEAK_TOLERANCE_FRAMES + 3)}
+
+
+@pytest.mark.parametrize("model", ["mesh", "face68"])
 @pytest.mark.parametrize("eye", ["left", "right"])
-def test_dlib_follows_the_synthetic_eyelid(recording: dict[str, Any], eye: str) -> None:
+def test_the_eye_models_follow_the_synthetic_eyelid(recording: dict[str, Any], eye: str, model: str) -> None:
     truth: SyntheticTruth = recording["truth"]
-    ear: np.ndarray = recording["ear"][eye]
+    ear: np.ndarray = recording["ear"][model, eye]
+    (lo, hi), tolerance = FOLLOW[model]
     closure = truth.closure_left if eye == "left" else truth.closure_right
     open_ear = ear[closure == 0.0]
     baseline = float(open_ear.mean())
@@ -286,14 +308,14 @@ def test_dlib_follows_the_synthetic_eyelid(recording: dict[str, Any], eye: str) 
     argmin = full.onset_frame + int(np.argmin(ear[full_win]))
     plateau = np.flatnonzero(closure == closure[full_win].max())
     print(
-        f"\n[{eye}] EAR open mean {baseline:.3f} (CV {cv:.3f}), full-blink min {full_min:.3f} "
+        f"\n[{model} {eye}] EAR open mean {baseline:.3f} (CV {cv:.3f}), full-blink min {full_min:.3f} "
         f"({full_min / baseline:.0%} of open) at frame {argmin} (plateau {plateau.min()}-{plateau.max()}), "
         f"partial min {part_min:.3f} ({part_min / baseline:.0%})"
     )
-    assert 0.25 < baseline < 0.45
+    assert lo < baseline < hi
     assert cv < 0.05
     assert full_min < 0.5 * baseline
-    assert plateau.min() - PEAK_TOLERANCE_FRAMES <= argmin <= plateau.max() + PEAK_TOLERANCE_FRAMES
+    assert plateau.min() - tolerance <= argmin <= plateau.max() + tolerance
     assert full_min < part_min < 0.95 * baseline
 
 

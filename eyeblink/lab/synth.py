@@ -4,15 +4,16 @@ The demo (``eyeblink demo``) and the test-suite need a recording that looks like
 the real thing -- one face, 640x480 grayscale at 500 FPS, a subject ~1 m from
 the camera -- and whose blinks are known to the frame. This module animates a
 real face photo (``skimage.data.astronaut()``) rather than drawing a cartoon,
-because the point is to exercise the *real* detector and the *real* dlib
-68-point predictor.
+because the point is to exercise the *real* detector and the *real* eye
+models (the face mesh, dlib's predictors).
 
 How the eyelid is synthesised
 -----------------------------
 Once per geometry (face size, frame size) the photo is converted to gray,
-scaled so that the face (jaw width, landmarks 0-16) is ``face_scale`` pixels
-wide and centred in the frame, and dlib's 68-point predictor is fitted on that
-canvas. From each eye's six points the upper lid ``U(x)`` and lower lid ``L(x)``
+scaled so that the face (its width at eye level, FACE_WIDTH_POINTS) is ``face_scale`` pixels
+wide and centred in the frame, and BlazeFace and the face mesh (Apache-2.0, shipped
+in ``weights/``: no dlib model is needed to render) are fitted on that canvas.
+From each eye's six points the upper lid ``U(x)`` and lower lid ``L(x)``
 are modelled as cubics through the two corners (pushed outwards by 12 % of the
 eye width so no sclera is left at the canthi when closed) and the two upper /
 lower points. For a closure ``c`` the upper lid margin moves to
@@ -61,7 +62,8 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from eyeblink.errors import ConfigError, NoFaceError, OutputError
-from eyeblink.landmarks.dlib import eye_aspect_ratio
+from eyeblink.landmarks.eyes import eye_aspect_ratio
+from eyeblink.landmarks.mesh import MESH_EYE_POINTS
 
 Eye = Literal["left", "right"]
 EyesSpec = Literal["both", "left", "right"]
@@ -69,9 +71,12 @@ Codec = Literal["mjpeg", "ffv1", "rawvideo"]
 
 #: Blinks at least this deep count as blinks; shallower ones are "don't care".
 FULL_BLINK_AMPLITUDE = 0.8
-#: dlib 68-point indices of the subject's right eye (image left) and left eye (image right).
-RIGHT_EYE_POINTS: tuple[int, ...] = (36, 37, 38, 39, 40, 41)
-LEFT_EYE_POINTS: tuple[int, ...] = (42, 43, 44, 45, 46, 47)
+#: Face-mesh indices of the six eye points per eye in dlib's order (see eyeblink.landmarks.mesh).
+RIGHT_EYE_POINTS: tuple[int, ...] = MESH_EYE_POINTS[:6]
+LEFT_EYE_POINTS: tuple[int, ...] = MESH_EYE_POINTS[6:]
+#: Face-mesh points whose horizontal distance is the face width ``face_scale`` sets (the face oval at
+#: eye level; on the astronaut 93.3 px, as dlib's jaw points 0-16 at 93.0 px).
+FACE_WIDTH_POINTS = (127, 356)
 #: Container suffixes accepted by :func:`write_recording` (``.avi`` is the usual one for mjpeg/rawvideo,
 #: ``.mkv`` for ffv1).
 VIDEO_SUFFIXES: tuple[str, ...] = (".avi", ".mkv")
@@ -287,7 +292,7 @@ class SynthConfig:
         max_face = 0.9 * min(self.width, self.height)
         if not 80.0 <= self.face_scale <= max_face:
             raise ConfigError(
-                f"SynthConfig.face_scale must be in [80, {max_face:g}] px (face width; dlib needs >= 80 px "
+                f"SynthConfig.face_scale must be in [80, {max_face:g}] px (face width; landmark models need >= 80 px "
                 f"and the face must fit the {self.width}x{self.height} frame), got {self.face_scale}"
             )
         for name in ("head_shift_px", "head_roll_deg", "noise_sigma", "flicker_amplitude"):
@@ -378,37 +383,32 @@ class SynthConfig:
 # --------------------------------------------------------------------------- geometry
 
 
-@functools.lru_cache(maxsize=1)
-def _shape_predictor() -> Any:
-    import dlib
+def _mesh_points(gray: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int, int]]:
+    """The face mesh's 468 points (frame pixels) and BlazeFace's box of the one face in ``gray``."""
+    from eyeblink.detect import create_detector
+    from eyeblink.detect.blazeface import FaceDetector
+    from eyeblink.landmarks.mesh import MeshFitter
 
-    from eyeblink.weights import dlib68_path
-
-    return dlib.shape_predictor(str(dlib68_path()))
-
-
-def _fit_landmarks(gray: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
-    import dlib
-
-    shape = _shape_predictor()(gray, dlib.rectangle(*box))
-    return np.array([[p.x, p.y] for p in shape.parts()], dtype=np.float64)
+    with FaceDetector.from_detector(create_detector("litert")) as detector:
+        faces = detector.detect(gray)
+    if len(faces) != 1:
+        raise NoFaceError(f"expected exactly one face in skimage.data.astronaut(), BlazeFace found {len(faces)}")
+    with MeshFitter(refine=False) as mesh:
+        points = mesh.mesh(gray, mesh.face_roi(faces[0]))
+    box = cast(tuple[int, int, int, int], tuple(int(np.rint(v)) for v in faces[0].box))
+    return points, box
 
 
 @functools.lru_cache(maxsize=1)
 def _source_face() -> tuple[np.ndarray, np.ndarray, tuple[int, int, int, int]]:
-    """The astronaut photo in gray, its 68 landmarks and dlib's face box (left, top, right, bottom)."""
+    """The astronaut photo in gray, its face mesh (468 points) and BlazeFace's face box (x0, y0, x1, y1)."""
     import cv2
-    import dlib
     from skimage import data
 
     gray = cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2GRAY)
-    faces = dlib.get_frontal_face_detector()(gray, 1)
-    if len(faces) != 1:
-        raise NoFaceError(f"expected exactly one face in skimage.data.astronaut(), dlib found {len(faces)}")
-    r = faces[0]
-    box = (r.left(), r.top(), r.right(), r.bottom())
     gray.setflags(write=False)
-    return gray, _fit_landmarks(gray, box), box
+    points, box = _mesh_points(gray)
+    return gray, points, box
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -523,8 +523,8 @@ class _Geometry:
     """The face canvas (no motion, no lids) and both eye models for one frame size/face size."""
 
     canvas: np.ndarray
-    landmarks: np.ndarray  # (68, 2) on the canvas
-    box: tuple[int, int, int, int]  # dlib face box on the canvas
+    landmarks: np.ndarray  # (468, 2) face mesh on the canvas
+    box: tuple[int, int, int, int]  # BlazeFace's face box on the canvas
     center: tuple[float, float]  # rotation centre for head motion (landmark centroid)
     left: _EyeModel
     right: _EyeModel
@@ -535,13 +535,13 @@ def _geometry(width: int, height: int, face_scale: float) -> _Geometry:
     import cv2
 
     gray, pts, box = _source_face()
-    scale = face_scale / float(pts[16, 0] - pts[0, 0])
+    scale = face_scale / float(pts[FACE_WIDTH_POINTS[1], 0] - pts[FACE_WIDTH_POINTS[0], 0])
     cx, cy = pts.mean(axis=0)
     affine = np.array([[scale, 0.0, width / 2 - scale * cx], [0.0, scale, height / 2 - scale * cy]])
     canvas = cv2.warpAffine(gray, affine, (width, height), flags=cv2.INTER_CUBIC, borderMode=cv2.BORDER_REFLECT101)
     corners = np.array([[box[0], box[1]], [box[2], box[3]]], dtype=np.float64) @ affine[:, :2].T + affine[:, 2]
     cbox = cast(tuple[int, int, int, int], tuple(int(np.rint(v)) for v in corners.ravel()))
-    landmarks = _fit_landmarks(canvas, cbox)
+    landmarks, _ = _mesh_points(canvas)
     canvas.setflags(write=False)
     return _Geometry(
         canvas=canvas,
@@ -596,9 +596,9 @@ def eye_landmarks_at(closure: float, eye: Eye, config: SynthConfig | None = None
     Without ``t`` the points are on the motionless canvas; with ``t`` the head
     pose at ``t`` is applied (frame coordinates). EAR is invariant to the
     similarity transform of the head motion, so :func:`expected_ear` ignores it.
-    The open points are dlib's own fit on the canvas, so the open EAR matches
-    what dlib reports on an open frame; the closed value is geometric (~0), while
-    dlib's predictor never goes that low on a closed eye (~0.1-0.15).
+    The open points are the face mesh's own fit on the canvas, so the open EAR matches
+    what the mesh reports on an open frame; the closed value is geometric (~0), while
+    no landmark model goes that low on a closed eye (dlib ~0.1-0.15).
     """
     cfg = config or SynthConfig()
     if eye not in ("left", "right"):
@@ -619,7 +619,7 @@ def expected_ear(closure: float, eye: Eye, config: SynthConfig | None = None) ->
 
 
 def face_box(config: SynthConfig | None = None) -> tuple[int, int, int, int]:
-    """dlib's face box ``(left, top, right, bottom)`` on the motionless frame."""
+    """BlazeFace's face box ``(x0, y0, x1, y1)`` on the motionless frame (rounded to pixels)."""
     cfg = config or SynthConfig()
     return _geometry(cfg.width, cfg.height, cfg.face_scale).box
 
@@ -630,7 +630,7 @@ def face_box(config: SynthConfig | None = None) -> tuple[int, int, int, int]:
 class FaceRenderer:
     """Renders frames of one :class:`SynthConfig`; construct once, call :meth:`render` per frame.
 
-    Construction fits dlib once (cached per frame/face size) and precomputes a
+    Construction fits the face mesh once (cached per frame/face size) and precomputes a
     small bank of noise fields; per frame, noise is a randomly offset window of
     one of them, which is i.i.d. within a frame and uncorrelated between frames
     for practical purposes while costing no random number generation per pixel.
