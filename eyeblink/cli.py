@@ -1,4 +1,4 @@
-"""Command line: ``eyeblink process | demo | eval``.
+"""Command line: ``eyeblink process | demo | eval | report | ...``.
 
 User errors (an :class:`~eyeblink.errors.EyeblinkError`) are printed as one
 line, ``eyeblink: error: ...``, with a non-zero exit and no traceback; every
@@ -142,6 +142,15 @@ def build_parser() -> argparse.ArgumentParser:
     from eyeblink.runtime import batch as _batch  # no Ray import: the CLI stays light
 
     _batch.add_parser(sub, _add_run_options)
+    r = sub.add_parser("report", help="write a self-contained HTML report of a processed session",
+                       description="Read OUTDIR/<stem>.frames.csv, .blinks.csv, .summary.json (and .trials.csv) "
+                                   "and write OUTDIR/<stem>.report.html: one file that opens offline in a browser, "
+                                   "with the zoomable EAR/closure trace, blinks, frames without a face, dropped "
+                                   "frames, trials, a sortable blink table and the summary.")
+    r.add_argument("session", metavar="OUTDIR/STEM", help="a processed session: its output folder and stem "
+                                                          "(e.g. results/session1), or any of its output files")
+    r.add_argument("-o", "--output", metavar="HTML", default=None,
+                   help="where to write the report (default: OUTDIR/<stem>.report.html)")
     from eyeblink.runtime import live as _live  # no heavy import: PyAV, pypylon, prometheus load when a run starts
 
     _live.add_parser(sub, _add_run_options, _add_log_options)
@@ -219,6 +228,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
                     progress=_progress_factory(args.no_progress))
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from eyeblink.outputs.report import write_report
+
+    path = write_report(args.session, args.output)
+    print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
 def _run_batch(args: argparse.Namespace) -> int:
     from eyeblink.runtime.batch import run
 
@@ -242,7 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval, "bench": bench.run,
-               "train-landmarks": train.run, "batch": _run_batch, "live": cmd_live}[args.command]
+               "train-landmarks": train.run, "batch": _run_batch, "live": cmd_live,
+               "report": cmd_report}[args.command]
     logs = None
     try:
         if getattr(args, "log_level", None) is not None:
