@@ -38,6 +38,8 @@
     };
   });
   var COLORS = { ear_left: "#1f77b4", ear_right: "#d62728", closure: "#2b2b2b" };
+  // the two eyes overlap: draw them slightly transparent so neither hides the other
+  var STROKES = { ear_left: "rgba(31,119,180,0.85)", ear_right: "rgba(214,39,40,0.65)", closure: "#2b2b2b" };
   function rowsOf(cols, rows) {
     return rows.map(function (r) { var o = {}; cols.forEach(function (c, i) { o[c] = r[i]; }); return o; });
   }
@@ -61,10 +63,9 @@
   function fmtTime(sec, step) {
     var d = Math.max(0, Math.min(4, -Math.floor(Math.log10(step || 1) + 1e-9)));
     if (SPAN < 120) return sec.toFixed(d) + " s";
-    var m = Math.floor(sec / 60), s = sec - 60 * m;
-    var ss = s.toFixed(d);
-    if (s < 10) ss = "0" + ss;
-    return m + ":" + ss;
+    var sign = sec < 0 ? "−" : "", a = Math.abs(sec), m = Math.floor(a / 60), ss = (a - 60 * m).toFixed(d);
+    if (a - 60 * m < 10) ss = "0" + ss;
+    return sign + m + ":" + ss;
   }
   function fmt(v, d) {
     if (v === null || v === undefined || (typeof v === "number" && !isFinite(v))) return "–";
@@ -151,7 +152,7 @@
 
   function drawSeries(s, p, i0, i1) {
     var W = Math.max(1, Math.floor(plotW())), n = i1 - i0;
-    ctx.strokeStyle = COLORS[s.name] || "#444";
+    ctx.strokeStyle = STROKES[s.name] || "#444";
     ctx.lineWidth = 1.25;
     ctx.beginPath();
     if (n <= 2 * W) { // few samples: a line through them, broken where a value or frames are missing
@@ -198,8 +199,10 @@
       if (Math.max(csEnd, isFinite(us) ? us : cs) < view.t0 || cs > view.t1) return;
       ctx.fillStyle = "rgba(30, 136, 229, 0.10)";
       if (csEnd > cs) ctx.fillRect(xOf(cs), top, xOf(csEnd) - xOf(cs), bottom - top);
-      ctx.fillStyle = k === view.selTrial ? "rgba(30,136,229,0.9)" : "rgba(30,136,229,0.6)";
-      ctx.fillRect(xOf(cs), 4, Math.max(2, xOf(csEnd) - xOf(cs)), 9);
+      if (csEnd > cs) {
+        ctx.fillStyle = k === view.selTrial ? "rgba(30,136,229,0.9)" : "rgba(30,136,229,0.6)";
+        ctx.fillRect(xOf(cs), 4, xOf(csEnd) - xOf(cs), 9);
+      }
       line(cs, "#1e88e5", top, bottom, []);
       label("CS" + (tr.trial !== null ? " " + tr.trial : ""), xOf(cs) + 3, 12, "#1e88e5", "left");
       if (isFinite(us)) {
@@ -618,11 +621,14 @@
       c.fillStyle = "#7b1fa2"; c.fillText("US", X(isi) + 10, Tp + 10);
     }
     c.fillStyle = "#1e88e5"; c.fillText("CS", X(0) + 10, Tp + 10);
-    function path(pts, color, width) {
+    function path(pts, color, width) {  // broken where a value is missing or frames are
+      var maxStep = 1.5 * (D.interval || 0.002) * 1000, prev = -Infinity, pen = false;
       c.strokeStyle = color; c.lineWidth = width; c.beginPath();
-      var pen = false;
-      pts.forEach(function (p) { if (!isFinite(p[1])) { pen = false; return; }
-        if (pen) c.lineTo(X(p[0]), Y(p[1])); else c.moveTo(X(p[0]), Y(p[1])); pen = true; });
+      pts.forEach(function (p) {
+        if (!isFinite(p[1])) { pen = false; return; }
+        if (pen && p[0] - prev <= maxStep) c.lineTo(X(p[0]), Y(p[1])); else c.moveTo(X(p[0]), Y(p[1]));
+        pen = true; prev = p[0];
+      });
       c.stroke();
     }
     traces.forEach(function (tr) { path(tr, "rgba(0,0,0,0.10)", 1); });
@@ -663,6 +669,7 @@
   drawTrialPlot();
   draw();
   status.setAttribute("data-ok", "1");
+  status.setAttribute("data-draw-ms", String(Math.round(performance.now())));
   status.setAttribute("data-frames", String(N));
   status.setAttribute("data-blinks", String(blinks.length));
   status.setAttribute("data-blink-rows", String(blinkTable.querySelectorAll("tbody tr").length));

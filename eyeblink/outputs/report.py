@@ -294,6 +294,7 @@ def _summary_html(data: ReportData) -> str:
     tr = s.get("trials") or {}
     dur = s.get("duration_s")
     gaps = _gaps(data.session.t, data.dropped)
+    no_face = int((~data.face & ~data.dropped).sum())
     interval_ms = s.get("frame_interval_median_ms")
     fps = 1000 / interval_ms if interval_ms else None
     cards = [
@@ -302,9 +303,9 @@ def _summary_html(data: ReportData) -> str:
         ("blink rate", _fmt(s.get("blink_rate_per_min"), "/min"),
          f"mean {_fmt(s.get('mean_blink_duration_ms'), ' ms')}, amplitude {_fmt(s.get('mean_blink_amplitude'))}"),
         ("duration", _fmt(dur, " s", 4), f"{_fmt(s.get('frames'))} frames, {_fmt(fps, ' FPS', 4)}"),
-        ("no face", f"{_fmt(s.get('frames_without_face'))} frames",
-         f"{_fmt(100 * (s.get('face_lost_ratio') or 0), ' %', 2)} of the session"),
-        ("dropped / damaged", f"{len(gaps)} gaps",
+        ("no face", f"{_fmt(no_face)} frames",
+         f"{_fmt(100 * no_face / max(1, len(data.face)), ' %', 2)} of the session"),
+        ("dropped / damaged", f"{len(gaps)} gap{'' if len(gaps) == 1 else 's'}",
          f"{_fmt(int(sum(g[2] for g in gaps if g[2] > 0)))} frames missing, "
          f"{_fmt(s.get('duplicate_timestamps'))} duplicate timestamps"),
     ]
