@@ -249,3 +249,34 @@ def test_report_of_600k_frames_stays_small(tmp_path: Path) -> None:
         shot = tmp_path / "long.png"
         chromium(html, f"--screenshot={shot}", "--window-size=1400,900")
         print("screenshot:", shot)
+
+
+# ------------------------------------------------------------------------------------------ --overlay
+
+
+@pytest.mark.slow
+def test_overlay_video_decodes_with_every_frame_of_the_range(processed: Path, tmp_path: Path) -> None:
+    import av
+
+    video = tmp_path / "overlay.mp4"
+    proc = run_cli("report", processed, "-o", tmp_path / "r.html", "--overlay", video, "--start", "0.7",
+                   "--end", "1.4", "--fps", "50")
+    assert proc.returncode == 0, proc.stderr
+    t = np.loadtxt(processed.with_suffix(".frames.csv"), delimiter=",", skiprows=1, usecols=1)
+    expected = int(((t >= 0.7 - 1e-6) & (t <= 1.4 + 1e-6)).sum())  # frames 650-651 were dropped: 349, not 351
+    assert expected == 349 and f"({expected} frames)" in proc.stdout
+    with av.open(str(video)) as c:
+        stream = c.streams.video[0]
+        frames = [f.to_ndarray(format="rgb24") for f in c.decode(stream)]
+        assert stream.codec_context.name == "h264" and stream.average_rate == 50
+    assert len(frames) == expected and frames[0].shape == (480, 640, 3)
+    # the face box is drawn: green or yellow pixels, which a gray recording has none of
+    colored = [(np.abs(f[..., 0].astype(int) - f[..., 2]) > 80).sum() for f in frames[::50]]
+    assert min(colored) > 500, colored
+
+
+def test_overlay_without_the_recording_names_the_fix(processed: Path, tmp_path: Path) -> None:
+    proc = run_cli("report", processed, "-o", tmp_path / "r.html", "--overlay", tmp_path / "o.mp4",
+                   "--video", tmp_path / "gone.avi")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "recording not found" in proc.stderr and "gone.avi" in proc.stderr

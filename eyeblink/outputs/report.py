@@ -339,7 +339,11 @@ def _summary_html(data: ReportData) -> str:
 
 
 def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None) -> str:
-    """The report page: template + inlined CSS/JS + the data as one JSON block."""
+    """The report page: template + inlined CSS/JS + the data as one JSON block.
+
+    ``crops`` (blink number -> image data URIs: onset, peak, offset) fills the blink table's crop column;
+    nothing produces them yet (they must be captured during processing, see issue 18).
+    """
     from eyeblink import __version__
 
     page = payload(data)
@@ -347,9 +351,9 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None) 
     blob = json.dumps(page, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     template = (_ASSETS / "report.html").read_text(encoding="utf-8")
     trials_note = "" if data.trials else "hidden"
-    crops_note = ("Eye crops were read back from the recording " + html.escape(str(data.video))
-                  + " when this report was made." if crops else
-                  "No eye crops: the recording was not found when this report was made." if data.video is None else "")
+    crops_note = ("" if crops else "Eye crops per blink are not part of the report yet: eyeblink does not keep "
+                  "them while processing. To look at a blink, make an annotated video of its seconds with "
+                  "eyeblink report --overlay OUT.mp4 --start S --end S.")
     fill = {
         "TITLE": html.escape(f"eyeblink report: {data.stem}"),
         "STEM": html.escape(data.stem),
@@ -366,16 +370,11 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None) 
     return template
 
 
-def write_report(path: str | Path, output: str | Path | None = None, *, crops: bool = False) -> Path:
+def write_report(path: str | Path, output: str | Path | None = None) -> Path:
     """Write ``<stem>.report.html`` for ``OUTDIR/<stem>`` (or to ``output``); returns its path."""
     data = load_report_data(path)
-    strips = None
-    if crops and data.video is not None and data.blinks:
-        from eyeblink.outputs.crops import blink_crops
-
-        strips = blink_crops(data)
     out = Path(output) if output is not None else report_path(path)
-    text = render_html(data, crops=strips)
+    text = render_html(data)
     tmp = out.with_name(out.name + ".tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
