@@ -151,6 +151,16 @@ def build_parser() -> argparse.ArgumentParser:
                                                           "(e.g. results/session1), or any of its output files")
     r.add_argument("-o", "--output", metavar="HTML", default=None,
                    help="where to write the report (default: OUTDIR/<stem>.report.html)")
+    ov = r.add_argument_group("annotated video (--overlay)")
+    ov.add_argument("--overlay", metavar="MP4", default=None,
+                    help="also re-encode the recording (H.264) with the face box, EAR per eye, closure and blinks "
+                         "drawn on every frame")
+    ov.add_argument("--video", metavar="VIDEO", default=None,
+                    help="the recording, when it is no longer at the path in summary.json")
+    ov.add_argument("--start", type=float, default=None, metavar="S", help="first second of the overlay video")
+    ov.add_argument("--end", type=float, default=None, metavar="S", help="last second of the overlay video")
+    ov.add_argument("--fps", type=_positive_float, default=None, metavar="FPS",
+                    help="playback rate of the overlay video, e.g. 30 for slow motion (default: the recording's)")
     from eyeblink.runtime import live as _live  # no heavy import: PyAV, pypylon, prometheus load when a run starts
 
     _live.add_parser(sub, _add_run_options, _add_log_options)
@@ -233,6 +243,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     path = write_report(args.session, args.output)
     print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    if args.overlay:
+        from eyeblink.outputs.overlay import write_overlay
+        from eyeblink.outputs.report import load_report_data, split_stem
+
+        outdir, stem = split_stem(args.session)
+        n = write_overlay(load_report_data(args.session), outdir / f"{stem}.frames.csv", Path(args.overlay),
+                          video=Path(args.video) if args.video else None, start_s=args.start, end_s=args.end,
+                          fps=args.fps)
+        print(f"overlay: {args.overlay} ({n} frames)")
     return 0
 
 
