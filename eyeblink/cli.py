@@ -108,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on terminals)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="landmark worker processes (default: physical cores); 0 or 1 = single process")
+    p.add_argument("--report", action="store_true",
+                   help="also write <stem>.report.html (as `eyeblink report` does) after each input")
     _add_run_options(p)
     _add_log_options(p)
     from eyeblink.outputs.analysis import add_cli_options
@@ -217,6 +219,11 @@ def cmd_process(args: argparse.Namespace) -> int:
             pct = tr["percent_cr"]
             print(f"{r.stem}: {tr['trials']} trials, {tr['scored_trials']} with a valid baseline, CR in "
                   f"{tr['cr_trials']} ({'-' if pct is None else f'{pct:.0f}%'})")
+    if args.report:
+        from eyeblink.outputs.report import write_report
+
+        for r in results:
+            print(f"{r.stem}: report {write_report(r.outputs['frames'].parent / r.stem)}")
     for _path, err in failures:
         print(f"eyeblink: error: {one_line(err)}", file=sys.stderr)
     return failures[0][1].exit_code if failures else 0

@@ -133,8 +133,9 @@ def processed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     trials = d / "trials.csv"
     trials.write_text("trial,cs_onset_s,us_onset_s,cs_type,us_type\n1,0.55,0.8,tone,puff\n")
     out = d / "out"
-    proc = run_cli("process", video, "-o", out, "--workers", "1", "--no-progress", "--trials", trials)
+    proc = run_cli("process", video, "-o", out, "--workers", "1", "--no-progress", "--trials", trials, "--report")
     assert proc.returncode == 0, proc.stderr
+    assert (out / "subject.report.html").is_file() and "subject: report " in proc.stdout  # process --report
     return out / "subject"
 
 
