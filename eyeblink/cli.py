@@ -1,4 +1,4 @@
-"""Command line: ``eyeblink process | demo | eval``.
+"""Command line: ``eyeblink process | demo | eval | report | ...``.
 
 User errors (an :class:`~eyeblink.errors.EyeblinkError`) are printed as one
 line, ``eyeblink: error: ...``, with a non-zero exit and no traceback; every
@@ -111,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on terminals)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="landmark worker processes (default: physical cores); 0 or 1 = single process")
+    p.add_argument("--report", action="store_true",
+                   help="also write <stem>.report.html (as `eyeblink report` does) after each input")
     _add_run_options(p)
     _add_log_options(p)
     from eyeblink.outputs.analysis import add_cli_options
@@ -145,6 +147,25 @@ def build_parser() -> argparse.ArgumentParser:
     from eyeblink.runtime import batch as _batch  # no Ray import: the CLI stays light
 
     _batch.add_parser(sub, _add_run_options)
+    r = sub.add_parser("report", help="write a self-contained HTML report of a processed session",
+                       description="Read OUTDIR/<stem>.frames.csv, .blinks.csv, .summary.json (and .trials.csv) "
+                                   "and write OUTDIR/<stem>.report.html: one file that opens offline in a browser, "
+                                   "with the zoomable EAR/closure trace, blinks, frames without a face, dropped "
+                                   "frames, trials, a sortable blink table and the summary.")
+    r.add_argument("session", metavar="OUTDIR/STEM", help="a processed session: its output folder and stem "
+                                                          "(e.g. results/session1), or any of its output files")
+    r.add_argument("-o", "--output", metavar="HTML", default=None,
+                   help="where to write the report (default: OUTDIR/<stem>.report.html)")
+    ov = r.add_argument_group("annotated video (--overlay)")
+    ov.add_argument("--overlay", metavar="MP4", default=None,
+                    help="also re-encode the recording (H.264) with the face box, EAR per eye, closure and blinks "
+                         "drawn on every frame")
+    ov.add_argument("--video", metavar="VIDEO", default=None,
+                    help="the recording, when it is no longer at the path in summary.json")
+    ov.add_argument("--start", type=float, default=None, metavar="S", help="first second of the overlay video")
+    ov.add_argument("--end", type=float, default=None, metavar="S", help="last second of the overlay video")
+    ov.add_argument("--fps", type=_positive_float, default=None, metavar="FPS",
+                    help="playback rate of the overlay video, e.g. 30 for slow motion (default: the recording's)")
     from eyeblink.runtime import live as _live  # no heavy import: PyAV, pypylon, prometheus load when a run starts
 
     _live.add_parser(sub, _add_run_options, _add_log_options)
@@ -201,6 +222,11 @@ def cmd_process(args: argparse.Namespace) -> int:
             pct = tr["percent_cr"]
             print(f"{r.stem}: {tr['trials']} trials, {tr['scored_trials']} with a valid baseline, CR in "
                   f"{tr['cr_trials']} ({'-' if pct is None else f'{pct:.0f}%'})")
+    if args.report:
+        from eyeblink.outputs.report import write_report
+
+        for r in results:
+            print(f"{r.stem}: report {write_report(r.outputs['frames'].parent / r.stem)}")
     for _path, err in failures:
         print(f"eyeblink: error: {one_line(err)}", file=sys.stderr)
     return failures[0][1].exit_code if failures else 0
@@ -220,6 +246,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return run_eval(Path(args.dataset), cfg, outdir=Path(args.output) if args.output else None,
                     json_path=Path(args.json) if args.json else None,
                     progress=_progress_factory(args.no_progress))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from eyeblink.outputs.report import write_report
+
+    path = write_report(args.session, args.output)
+    print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    if args.overlay:
+        from eyeblink.outputs.overlay import write_overlay
+        from eyeblink.outputs.report import load_report_data, split_stem
+
+        outdir, stem = split_stem(args.session)
+        n = write_overlay(load_report_data(args.session), outdir / f"{stem}.frames.csv", Path(args.overlay),
+                          video=Path(args.video) if args.video else None, start_s=args.start, end_s=args.end,
+                          fps=args.fps)
+        print(f"overlay: {args.overlay} ({n} frames)")
+    return 0
 
 
 def _run_batch(args: argparse.Namespace) -> int:
@@ -245,7 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval, "bench": bench.run,
-               "train-landmarks": train.run, "batch": _run_batch, "live": cmd_live}[args.command]
+               "train-landmarks": train.run, "batch": _run_batch, "live": cmd_live,
+               "report": cmd_report}[args.command]
     logs = None
     try:
         if getattr(args, "log_level", None) is not None:

@@ -1,0 +1,677 @@
+/* eyeblink report viewer: plain JavaScript, no libraries, inlined into <stem>.report.html.
+ *
+ * The data block (#report-data, written by eyeblink/outputs/report.py) holds:
+ *   t        float32 seconds from the first frame, one per frames.csv row (base64, little-endian)
+ *   series   per trace: uint16 codes (value = lo + code * step; 65535 = no value) and a pyramid of
+ *            min/max envelopes over buckets of 16, 64, 256, ... samples
+ *   blinks, trials, noFace, gaps, crops   the markers and tables
+ * Drawing a view reads at most a few buckets per pixel column from the coarsest level that still
+ * resolves the view, so a 600,000-frame session pans and zooms as fast as a short one.
+ */
+(function () {
+  "use strict";
+  var MISSING = 65535;
+  var status = document.getElementById("status");
+  window.addEventListener("error", function (e) {
+    status.setAttribute("data-ok", "0");
+    status.setAttribute("data-error", String(e.message));
+  });
+
+  // ------------------------------------------------------------------ data
+  function bytes(b64) {
+    var s = atob(b64), out = new Uint8Array(s.length);
+    for (var i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+    return out.buffer;
+  }
+  var D = JSON.parse(document.getElementById("report-data").textContent);
+  var T = new Float32Array(bytes(D.t));
+  var N = T.length;
+  var SPAN = N > 1 ? T[N - 1] : 1;
+  var series = D.series.map(function (s) {
+    return {
+      name: s.name, label: s.label, panel: s.panel, lo: s.lo, step: s.step,
+      raw: new Uint16Array(bytes(s.raw)),
+      levels: s.levels.map(function (l) {
+        return { bucket: l.bucket, min: new Uint16Array(bytes(l.min)), max: new Uint16Array(bytes(l.max)) };
+      }),
+      value: function (code) { return code === MISSING ? NaN : this.lo + code * this.step; }
+    };
+  });
+  var COLORS = { ear_left: "#1f77b4", ear_right: "#d62728", closure: "#2b2b2b" };
+  // the two eyes overlap: draw them slightly transparent so neither hides the other
+  var STROKES = { ear_left: "rgba(31,119,180,0.85)", ear_right: "rgba(214,39,40,0.65)", closure: "#2b2b2b" };
+  function rowsOf(cols, rows) {
+    return rows.map(function (r) { var o = {}; cols.forEach(function (c, i) { o[c] = r[i]; }); return o; });
+  }
+  var blinks = rowsOf(D.blinkColumns, D.blinks);
+  var trials = rowsOf(D.trialColumns, D.trials);
+  trials.forEach(function (tr, i) { tr.cs_duration_ms = D.csDurationMs[i]; });
+  var t0abs = D.t0;
+
+  // first index with T[i] >= t
+  function lowerBound(t) {
+    var a = 0, b = N;
+    while (a < b) { var m = (a + b) >> 1; if (T[m] < t) a = m + 1; else b = m; }
+    return a;
+  }
+
+  // ------------------------------------------------------------------ formatting
+  function niceStep(span, target) {
+    var raw = span / Math.max(1, target), p = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / p;
+    return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
+  }
+  function fmtTime(sec, step) {
+    var d = Math.max(0, Math.min(4, -Math.floor(Math.log10(step || 1) + 1e-9)));
+    if (SPAN < 120) return sec.toFixed(d) + " s";
+    var sign = sec < 0 ? "−" : "", a = Math.abs(sec), m = Math.floor(a / 60), ss = (a - 60 * m).toFixed(d);
+    if (a - 60 * m < 10) ss = "0" + ss;
+    return sign + m + ":" + ss;
+  }
+  function fmt(v, d) {
+    if (v === null || v === undefined || (typeof v === "number" && !isFinite(v))) return "–";
+    if (typeof v !== "number") return String(v);
+    return d === undefined ? String(v) : v.toFixed(d);
+  }
+
+  // ------------------------------------------------------------------ trace view
+  var canvas = document.getElementById("trace");
+  var ctx = canvas.getContext("2d");
+  var M = { left: 58, right: 14, top: 34, bottom: 26, gap: 16 };
+  var panels = [];   // {name, label, y0, y1, lo, hi}
+  var view = { t0: 0, t1: SPAN, selBlink: null, selTrial: null, hover: null };
+  var minSpan = Math.max(0.02, 20 * (D.interval || 0.002));
+
+  function panelRanges() {
+    var out = [];
+    var hasEar = series.some(function (s) { return s.panel === "ear"; });
+    var hasClosure = series.some(function (s) { return s.panel === "closure"; });
+    function robust(names, lowFloor, highFloor) {
+      var hi = -Infinity, lo = Infinity;
+      series.forEach(function (s) {
+        if (names.indexOf(s.name) < 0) return;
+        var top = s.levels[s.levels.length - 1];
+        for (var i = 0; i < top.max.length; i++) {
+          if (top.max[i] !== MISSING) hi = Math.max(hi, s.value(top.max[i]));
+          if (top.min[i] !== MISSING) lo = Math.min(lo, s.value(top.min[i]));
+        }
+      });
+      return [Math.min(lowFloor, lo), Math.max(highFloor, hi)];
+    }
+    if (hasEar) {
+      var r = robust(["ear_left", "ear_right"], 0, 0.05);
+      out.push({ name: "ear", label: "EAR (eye aspect ratio)", lo: 0, hi: Math.min(r[1] * 1.08, 1.0), weight: 3 });
+    }
+    if (hasClosure) {
+      var c = robust(["closure"], -0.1, 1.1);
+      out.push({ name: "closure", label: "closure (FEC: 0 open, 1 closed)", lo: Math.max(c[0], -0.5),
+                 hi: Math.min(c[1], 1.6), weight: 2, invert: false });
+    }
+    return out;
+  }
+  var panelDefs = panelRanges();
+
+  function layout() {
+    var dpr = window.devicePixelRatio || 1;
+    var w = canvas.clientWidth, h = canvas.clientHeight;
+    canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr);
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    var usable = h - M.top - M.bottom - M.gap * (panelDefs.length - 1);
+    var total = panelDefs.reduce(function (a, p) { return a + p.weight; }, 0);
+    var y = M.top;
+    panels = panelDefs.map(function (p) {
+      var hh = usable * p.weight / total;
+      var out = { name: p.name, label: p.label, lo: p.lo, hi: p.hi, y0: y, y1: y + hh };
+      y += hh + M.gap;
+      return out;
+    });
+  }
+  function plotW() { return canvas.clientWidth - M.left - M.right; }
+  function xOf(t) { return M.left + (t - view.t0) / (view.t1 - view.t0) * plotW(); }
+  function tOf(x) { return view.t0 + (x - M.left) / plotW() * (view.t1 - view.t0); }
+  function yOf(p, v) { return p.y1 - (v - p.lo) / (p.hi - p.lo) * (p.y1 - p.y0); }
+
+  // min/max per pixel column of one series over the view, from the coarsest sufficient pyramid level
+  function envelope(s, i0, i1, W) {
+    var n = i1 - i0, lvl = null;
+    for (var k = s.levels.length - 1; k >= 0; k--) {
+      if (n / s.levels[k].bucket >= 2 * W) { lvl = s.levels[k]; break; }
+    }
+    var mn = new Float32Array(W).fill(NaN), mx = new Float32Array(W).fill(NaN);
+    var b = lvl ? lvl.bucket : 1, lo = lvl ? lvl.min : s.raw, hi = lvl ? lvl.max : s.raw;
+    var scale = W / (view.t1 - view.t0);
+    for (var j = Math.floor(i0 / b); j * b < i1; j++) {
+      var c = Math.floor((T[j * b] - view.t0) * scale);
+      if (c < 0) c = 0; else if (c >= W) c = W - 1;
+      if (hi[j] === MISSING) continue;
+      var a = s.value(lo[j]), z = s.value(hi[j]);
+      if (!(mn[c] <= a)) mn[c] = a;
+      if (!(mx[c] >= z)) mx[c] = z;
+    }
+    return { min: mn, max: mx, bucket: b };
+  }
+
+  function drawSeries(s, p, i0, i1) {
+    var W = Math.max(1, Math.floor(plotW())), n = i1 - i0;
+    ctx.strokeStyle = STROKES[s.name] || "#444";
+    ctx.lineWidth = 1.25;
+    ctx.beginPath();
+    if (n <= 2 * W) { // few samples: a line through them, broken where a value or frames are missing
+      var pen = false, gapT = 1.5 * (D.interval || 0.002), prevT = -Infinity;
+      var lo = Math.max(0, i0 - 1), hi = Math.min(N, i1 + 1), dots = W / Math.max(1, n) > 6;
+      for (var i = lo; i < hi; i++) {
+        var v = s.value(s.raw[i]);
+        if (!isFinite(v)) { pen = false; continue; }
+        var x = xOf(T[i]), y = yOf(p, v);
+        if (pen && T[i] - prevT <= gapT) ctx.lineTo(x, y); else ctx.moveTo(x, y);
+        if (dots) { ctx.moveTo(x + 1.6, y); ctx.arc(x, y, 1.6, 0, 2 * Math.PI); ctx.moveTo(x, y); }
+        pen = true; prevT = T[i];
+      }
+    } else {          // many samples: the min/max envelope, one zigzag per pixel column
+      var e = envelope(s, i0, i1, W), on = false;
+      for (var c = 0; c < W; c++) {
+        if (isNaN(e.max[c])) { on = false; continue; }
+        var xc = M.left + c + 0.5;
+        if (!on) ctx.moveTo(xc, yOf(p, e.max[c])); else ctx.lineTo(xc, yOf(p, e.max[c]));
+        ctx.lineTo(xc, yOf(p, e.min[c]));
+        on = true;
+      }
+    }
+    ctx.stroke();
+  }
+
+  function spans(list, t0key, t1key, fill, y0, y1, minW) {
+    list.forEach(function (o) {
+      var a = o[t0key], b = o[t1key];
+      if (b < view.t0 || a > view.t1) return;
+      var xa = xOf(a), xb = Math.max(xOf(b), xa + (minW || 1));
+      ctx.fillStyle = typeof fill === "function" ? fill(o) : fill;
+      ctx.fillRect(xa, y0, xb - xa, y1 - y0);
+    });
+  }
+
+  function drawMarkers() {
+    var top = panels[0].y0, bottom = panels[panels.length - 1].y1;
+    // trials: CS duration band and CS / US lines
+    trials.forEach(function (tr, k) {
+      var cs = tr.cs_onset_s - t0abs, us = tr.us_onset_s - t0abs;
+      if (!isFinite(cs)) return;
+      var csEnd = cs + (tr.cs_duration_ms ? tr.cs_duration_ms / 1000 : 0);
+      if (Math.max(csEnd, isFinite(us) ? us : cs) < view.t0 || cs > view.t1) return;
+      ctx.fillStyle = "rgba(30, 136, 229, 0.10)";
+      if (csEnd > cs) ctx.fillRect(xOf(cs), top, xOf(csEnd) - xOf(cs), bottom - top);
+      if (csEnd > cs) {
+        ctx.fillStyle = k === view.selTrial ? "rgba(30,136,229,0.9)" : "rgba(30,136,229,0.6)";
+        ctx.fillRect(xOf(cs), 4, xOf(csEnd) - xOf(cs), 9);
+      }
+      line(cs, "#1e88e5", top, bottom, []);
+      label("CS" + (tr.trial !== null ? " " + tr.trial : ""), xOf(cs) + 3, 12, "#1e88e5", "left");
+      if (isFinite(us)) {
+        line(us, "#7b1fa2", 2, bottom, [4, 3]);
+        label("US", xOf(us) + 3, 12, "#7b1fa2", "left");
+      }
+    });
+    // blinks: numbered bands
+    blinks.forEach(function (b, k) {
+      var a = b.start_s - t0abs, z = b.end_s - t0abs;
+      if (z < view.t0 || a > view.t1) return;
+      var xa = xOf(a), xz = Math.max(xOf(z), xa + 1.5);
+      ctx.fillStyle = k === view.selBlink ? "rgba(255, 140, 0, 0.30)" : "rgba(255, 170, 0, 0.22)";
+      ctx.fillRect(xa, top, xz - xa, bottom - top);
+      ctx.fillStyle = k === view.selBlink ? "#e65100" : "#f0a000";
+      ctx.fillRect(xa, 17, xz - xa, 3);
+      if (xz - xa > 14 || visibleBlinks < 60) label("" + b.blink, (xa + xz) / 2, 31, "#b26a00", "center");
+    });
+    // frames without a face: grey bands; dropped/damaged frames: magenta lines
+    spans(D.noFace.map(function (r) { return { a: r[0], b: r[1] }; }), "a", "b", "rgba(110, 110, 130, 0.20)",
+          top, bottom, 1);
+    D.noFace.forEach(function (r) {
+      if (r[1] < view.t0 || r[0] > view.t1) return;
+      var xa = Math.max(xOf(r[0]), M.left), xb = Math.min(xOf(r[1]), M.left + plotW());
+      if (xb - xa > 48) label("no face", (xa + xb) / 2, bottom - 4, "#555", "center");
+    });
+    D.gaps.forEach(function (g) {
+      if (g[1] < view.t0 || g[0] > view.t1) return;
+      var xa = xOf(g[0]), xb = xOf(g[1]);
+      ctx.fillStyle = "rgba(194, 24, 91, 0.16)";
+      ctx.fillRect(xa, top, Math.max(1, xb - xa), bottom - top);
+      line((g[0] + g[1]) / 2, "#c2185b", top, bottom, [2, 2]);
+      var txt = g[2] < 0 ? "dup. time" : (g[2] > 0 ? "−" + g[2] + " fr" : "gap");
+      if (visibleGaps < 40) label(txt, (xa + xb) / 2, 31, "#c2185b", "center");
+    });
+  }
+  var visibleBlinks = 0, visibleGaps = 0;
+
+  function line(t, color, y0, y1, dash) {
+    var x = Math.round(xOf(t)) + 0.5;
+    ctx.save(); ctx.strokeStyle = color; ctx.setLineDash(dash); ctx.lineWidth = 1;
+    ctx.beginPath(); ctx.moveTo(x, y0); ctx.lineTo(x, y1); ctx.stroke(); ctx.restore();
+  }
+  function label(text, x, y, color, align) {
+    ctx.fillStyle = color; ctx.textAlign = align; ctx.font = "11px system-ui, sans-serif";
+    ctx.fillText(text, x, y);
+  }
+
+  function drawAxes() {
+    var W = plotW(), span = view.t1 - view.t0, step = niceStep(span, W / 110);
+    var bottom = panels[panels.length - 1].y1;
+    ctx.font = "11px system-ui, sans-serif";
+    for (var t = Math.ceil(view.t0 / step) * step; t <= view.t1 + 1e-9; t += step) {
+      var x = Math.round(xOf(t)) + 0.5;
+      ctx.strokeStyle = "#eceff3"; ctx.beginPath();
+      panels.forEach(function (p) { ctx.moveTo(x, p.y0); ctx.lineTo(x, p.y1); });
+      ctx.stroke();
+      ctx.strokeStyle = "#999"; ctx.beginPath(); ctx.moveTo(x, bottom); ctx.lineTo(x, bottom + 4); ctx.stroke();
+      label(fmtTime(t, step), x, bottom + 16, "#555", "center");
+    }
+    panels.forEach(function (p) {
+      var ys = niceStep(p.hi - p.lo, (p.y1 - p.y0) / 40);
+      for (var v = Math.ceil(p.lo / ys) * ys; v <= p.hi + 1e-9; v += ys) {
+        var y = Math.round(yOf(p, v)) + 0.5;
+        ctx.strokeStyle = Math.abs(v) < 1e-9 ? "#c9ced6" : "#eceff3";
+        ctx.beginPath(); ctx.moveTo(M.left, y); ctx.lineTo(M.left + W, y); ctx.stroke();
+        label(v.toFixed(ys < 0.1 ? 2 : 1), M.left - 6, y + 4, "#555", "right");
+      }
+      ctx.strokeStyle = "#c9ced6"; ctx.strokeRect(M.left + 0.5, p.y0 + 0.5, W - 1, p.y1 - p.y0 - 1);
+    });
+  }
+
+  function drawPanelLabels() {
+    panels.forEach(function (p) {
+      ctx.font = "600 11px system-ui, sans-serif";
+      var w = ctx.measureText(p.label).width;
+      ctx.fillStyle = "rgba(255,255,255,0.85)"; ctx.fillRect(M.left + 4, p.y0 + 3, w + 8, 15);
+      ctx.fillStyle = "#333"; ctx.textAlign = "left"; ctx.fillText(p.label, M.left + 8, p.y0 + 14);
+    });
+  }
+
+  function draw() {
+    pending = false;
+    var w = canvas.clientWidth, h = canvas.clientHeight;
+    ctx.clearRect(0, 0, w, h);
+    ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, w, h);
+    var i0 = lowerBound(view.t0), i1 = Math.min(N, lowerBound(view.t1) + 1);
+    visibleBlinks = blinks.filter(function (b) { return b.end_s - t0abs >= view.t0 && b.start_s - t0abs <= view.t1; }).length;
+    visibleGaps = D.gaps.filter(function (g) { return g[1] >= view.t0 && g[0] <= view.t1; }).length;
+    drawAxes();
+    ctx.save();
+    ctx.beginPath(); ctx.rect(M.left, 0, plotW(), h); ctx.clip();
+    drawMarkers();
+    panels.forEach(function (p) {
+      ctx.save();
+      ctx.beginPath(); ctx.rect(M.left, p.y0, plotW(), p.y1 - p.y0); ctx.clip();
+      series.forEach(function (s) { if (s.panel === p.name) drawSeries(s, p, i0, i1); });
+      ctx.restore();
+    });
+    drawHover();
+    ctx.restore();
+    drawPanelLabels();
+    var range = document.getElementById("view-range");
+    range.textContent = fmtTime(view.t0, (view.t1 - view.t0) / 100) + " – " + fmtTime(view.t1, (view.t1 - view.t0) / 100) +
+      "  (" + (i1 - i0).toLocaleString() + " frames in view, " + visibleBlinks + (visibleBlinks === 1 ? " blink)" : " blinks)");
+    drawOverview();
+  }
+  var pending = false;
+  function redraw() { if (!pending) { pending = true; window.requestAnimationFrame(draw); } }
+
+  function drawHover() {
+    if (view.hover === null) return;
+    var x = xOf(view.hover);
+    ctx.strokeStyle = "rgba(0,0,0,0.35)"; ctx.setLineDash([]); ctx.beginPath();
+    ctx.moveTo(Math.round(x) + 0.5, panels[0].y0); ctx.lineTo(Math.round(x) + 0.5, panels[panels.length - 1].y1);
+    ctx.stroke();
+  }
+
+  function setView(a, b) {
+    var span = Math.min(Math.max(b - a, minSpan), SPAN * 1.02 + minSpan);
+    var mid = (a + b) / 2;
+    a = mid - span / 2; b = mid + span / 2;
+    var pad = SPAN * 0.01;
+    if (a < -pad) { b += -pad - a; a = -pad; }
+    if (b > SPAN + pad) { a -= b - SPAN - pad; b = SPAN + pad; }
+    view.t0 = a; view.t1 = b;
+    redraw();
+  }
+  function zoom(factor, at) {
+    var c = at === undefined ? (view.t0 + view.t1) / 2 : at;
+    setView(c - (c - view.t0) * factor, c + (view.t1 - c) * factor);
+  }
+  function pan(frac) { var d = (view.t1 - view.t0) * frac; setView(view.t0 + d, view.t1 + d); }
+  function whole() { setView(-SPAN * 0.01, SPAN * 1.01); }
+
+  // ------------------------------------------------------------------ overview strip
+  var ov = document.getElementById("overview"), octx = ov.getContext("2d");
+  var ovSeries = series.filter(function (s) { return s.panel === "closure"; })[0] || series[0];
+  function drawOverview() {
+    var dpr = window.devicePixelRatio || 1, w = ov.clientWidth, h = ov.clientHeight;
+    if (ov.width !== Math.round(w * dpr)) { ov.width = Math.round(w * dpr); ov.height = Math.round(h * dpr); }
+    octx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    octx.fillStyle = "#fafbfc"; octx.fillRect(0, 0, w, h);
+    var W = w - M.left - M.right, sx = W / SPAN;
+    D.noFace.forEach(function (r) { octx.fillStyle = "rgba(110,110,130,0.35)"; octx.fillRect(M.left + r[0] * sx, 0, Math.max(1, (r[1] - r[0]) * sx), h); });
+    blinks.forEach(function (b) { octx.fillStyle = "rgba(240,160,0,0.9)"; octx.fillRect(M.left + (b.start_s - t0abs) * sx, 0, Math.max(1.5, (b.end_s - b.start_s) * sx), 6); });
+    D.gaps.forEach(function (g) { octx.fillStyle = "#c2185b"; octx.fillRect(M.left + g[0] * sx, h - 6, 1.5, 6); });
+    trials.forEach(function (tr) { octx.fillStyle = "#1e88e5"; octx.fillRect(M.left + (tr.cs_onset_s - t0abs) * sx, 6, 1, 4); });
+    if (ovSeries) {
+      var saved = { t0: view.t0, t1: view.t1 };
+      view.t0 = 0; view.t1 = SPAN;
+      var e = envelope(ovSeries, 0, N, Math.max(1, Math.floor(W)));
+      view.t0 = saved.t0; view.t1 = saved.t1;
+      var lo = ovSeries.panel === "closure" ? -0.1 : 0, hi = ovSeries.panel === "closure" ? 1.2 : 0.45;
+      octx.strokeStyle = "#555"; octx.lineWidth = 1; octx.beginPath();
+      for (var c = 0; c < e.max.length; c++) {
+        if (isNaN(e.max[c])) continue;
+        var y0 = 8 + (h - 14) * (1 - (e.max[c] - lo) / (hi - lo)), y1 = 8 + (h - 14) * (1 - (e.min[c] - lo) / (hi - lo));
+        octx.moveTo(M.left + c + 0.5, y0); octx.lineTo(M.left + c + 0.5, Math.max(y1, y0 + 1));
+      }
+      octx.stroke();
+    }
+    var xa = M.left + Math.max(0, view.t0) * sx, xb = M.left + Math.min(SPAN, view.t1) * sx;
+    octx.fillStyle = "rgba(31,119,180,0.12)"; octx.fillRect(xa, 0, Math.max(2, xb - xa), h);
+    octx.strokeStyle = "#1f77b4"; octx.lineWidth = 1.5; octx.strokeRect(xa, 0.75, Math.max(2, xb - xa), h - 1.5);
+    octx.fillStyle = "#888"; octx.font = "10px system-ui, sans-serif"; octx.textAlign = "right";
+    octx.fillText("overview", M.left - 6, h / 2 + 3);
+  }
+  function ovTime(ev) {
+    var r = ov.getBoundingClientRect();
+    return (ev.clientX - r.left - M.left) / (r.width - M.left - M.right) * SPAN;
+  }
+  var ovDrag = false;
+  ov.addEventListener("mousedown", function (ev) {
+    ovDrag = true; var c = ovTime(ev), s = view.t1 - view.t0; setView(c - s / 2, c + s / 2);
+  });
+  window.addEventListener("mousemove", function (ev) {
+    if (ovDrag) { var c = ovTime(ev), s = view.t1 - view.t0; setView(c - s / 2, c + s / 2); }
+  });
+  window.addEventListener("mouseup", function () { ovDrag = false; });
+
+  // ------------------------------------------------------------------ trace interactions
+  var drag = null;
+  canvas.addEventListener("wheel", function (ev) {
+    ev.preventDefault();
+    var r = canvas.getBoundingClientRect();
+    zoom(Math.exp(ev.deltaY * 0.0015), tOf(ev.clientX - r.left));
+  }, { passive: false });
+  canvas.addEventListener("mousedown", function (ev) {
+    drag = { x: ev.clientX, t0: view.t0, t1: view.t1, moved: false };
+    canvas.classList.add("dragging");
+  });
+  window.addEventListener("mousemove", function (ev) {
+    var r = canvas.getBoundingClientRect();
+    if (drag) {
+      var dx = ev.clientX - drag.x;
+      if (Math.abs(dx) > 3) drag.moved = true;
+      var dt = -dx / plotW() * (drag.t1 - drag.t0);
+      setView(drag.t0 + dt, drag.t1 + dt);
+    }
+    var x = ev.clientX - r.left, y = ev.clientY - r.top;
+    if (x >= M.left && x <= r.width - M.right && y >= 0 && y <= r.height) { showReadout(tOf(x)); }
+    else if (view.hover !== null) { view.hover = null; readout.hidden = true; redraw(); }
+  });
+  window.addEventListener("mouseup", function (ev) {
+    if (!drag) return;
+    canvas.classList.remove("dragging");
+    var click = !drag.moved;
+    drag = null;
+    if (!click) return;
+    var r = canvas.getBoundingClientRect(), t = tOf(ev.clientX - r.left) + t0abs;
+    for (var k = 0; k < blinks.length; k++) {
+      if (blinks[k].start_s <= t && t <= blinks[k].end_s) { selectBlink(k, false); return; }
+    }
+  });
+  var readout = document.getElementById("readout");
+  function showReadout(t) {
+    view.hover = t;
+    var i = Math.min(N - 1, lowerBound(t));
+    if (i > 0 && t - T[i - 1] < T[i] - t) i--;
+    var lines = ["t " + fmtTime(T[i], 0.001) + "   row " + i.toLocaleString()];
+    series.forEach(function (s) { lines.push(s.label + "  " + fmt(s.value(s.raw[i]), 3)); });
+    readout.textContent = lines.join("\n");
+    readout.hidden = false;
+    redraw();
+  }
+  document.addEventListener("keydown", function (ev) {
+    if (ev.target && (ev.target.tagName === "INPUT" || ev.target.tagName === "TEXTAREA")) return;
+    var k = ev.key;
+    if (k === "+" || k === "=") zoom(0.5); else if (k === "-") zoom(2);
+    else if (k === "ArrowLeft") pan(-0.25); else if (k === "ArrowRight") pan(0.25);
+    else if (k === "0") whole(); else return;
+    ev.preventDefault();
+  });
+  document.getElementById("zoom-in").onclick = function () { zoom(0.5); };
+  document.getElementById("zoom-out").onclick = function () { zoom(2); };
+  document.getElementById("pan-left").onclick = function () { pan(-0.5); };
+  document.getElementById("pan-right").onclick = function () { pan(0.5); };
+  document.getElementById("zoom-all").onclick = whole;
+
+  function legend() {
+    var items = series.map(function (s) { return [COLORS[s.name], s.label]; });
+    items.push(["rgba(255,170,0,0.45)", "blink (numbered)"]);
+    items.push(["rgba(110,110,130,0.35)", "no face"]);
+    items.push(["#c2185b", "dropped / damaged frames"]);
+    if (trials.length) { items.push(["rgba(30,136,229,0.6)", "CS"]); items.push(["#7b1fa2", "US"]); }
+    document.getElementById("legend").innerHTML = items.map(function (it) {
+      return '<span><span class="sw" style="background:' + it[0] + '"></span>' + it[1] + "</span>";
+    }).join("");
+  }
+
+  // ------------------------------------------------------------------ tables
+  function sortableTable(table, columns, rows, onRow) {
+    var state = { key: null, dir: 1 };
+    function render() {
+      var order = rows.map(function (_, i) { return i; });
+      if (state.key !== null) {
+        var c = columns[state.key];
+        order.sort(function (a, b) {
+          var va = c.sort ? c.sort(rows[a]) : rows[a][c.key], vb = c.sort ? c.sort(rows[b]) : rows[b][c.key];
+          if (va === vb) return a - b;
+          if (va === null || va === undefined) return 1;
+          if (vb === null || vb === undefined) return -1;
+          return (va < vb ? -1 : 1) * state.dir;
+        });
+      }
+      var head = "<thead><tr>" + columns.map(function (c, i) {
+        var cls = (c.text ? "text " : "") + (state.key === i ? (state.dir > 0 ? "sorted-asc" : "sorted-desc") : "");
+        return '<th class="' + cls + '" data-col="' + i + '" title="' + (c.title || "") + '">' + c.label + "</th>";
+      }).join("") + "</tr></thead>";
+      var body = "<tbody>" + order.map(function (i) {
+        return '<tr data-row="' + i + '">' + columns.map(function (c) {
+          return '<td class="' + (c.cls || "") + (c.text ? " text" : "") + '">' + c.fmt(rows[i]) + "</td>";
+        }).join("") + "</tr>";
+      }).join("") + "</tbody>";
+      table.innerHTML = head + body;
+    }
+    table.addEventListener("click", function (ev) {
+      var th = ev.target.closest("th"), tr = ev.target.closest("tbody tr");
+      if (th) {
+        var k = +th.getAttribute("data-col");
+        state.dir = state.key === k ? -state.dir : 1; state.key = k; render();
+        table.dispatchEvent(new Event("rendered"));
+      } else if (tr) { onRow(+tr.getAttribute("data-row")); }
+    });
+    render();
+    return render;
+  }
+  function mark(table, k) {
+    table.querySelectorAll("tbody tr").forEach(function (tr) {
+      tr.classList.toggle("selected", +tr.getAttribute("data-row") === k);
+    });
+  }
+  function num(key, d, unit) {
+    return { key: key, label: unit ? key + " " + unit : key, fmt: function (r) { return fmt(r[key], d); } };
+  }
+
+  var blinkTable = document.getElementById("blink-table");
+  var blinkCols = [
+    { key: "blink", label: "#", fmt: function (r) { return fmt(r.blink, 0); } },
+    { key: "start_s", label: "start (s)", fmt: function (r) { return fmt(r.start_s, 3); } },
+    { key: "peak_s", label: "peak (s)", fmt: function (r) { return fmt(r.peak_s, 3); } },
+    { key: "duration_ms", label: "duration (ms)", fmt: function (r) { return fmt(r.duration_ms, 0); } },
+    { key: "amplitude", label: "amplitude", title: "1 - min EAR / baseline, both eyes",
+      fmt: function (r) { return fmt(r.amplitude, 3); } },
+    { key: "amplitude_left", label: "ampl. left", fmt: function (r) { return fmt(r.amplitude_left, 3); } },
+    { key: "amplitude_right", label: "ampl. right", fmt: function (r) { return fmt(r.amplitude_right, 3); } },
+    { key: "min_ear", label: "min EAR", fmt: function (r) { return fmt(r.min_ear, 3); } },
+    { key: "baseline_ear", label: "baseline EAR", fmt: function (r) { return fmt(r.baseline_ear, 3); } },
+    { key: "cue", label: "eyes", text: true, fmt: function (r) { return fmt(r.cue); } },
+    { key: "partial", label: "partial", fmt: function (r) { return r.partial ? "yes" : "no"; } },
+    { key: "complete", label: "complete", title: "0: the recording ended or the face was lost during the blink",
+      fmt: function (r) { return r.complete ? "yes" : '<span class="err">no</span>'; } },
+    { key: "start_frame", label: "frames", fmt: function (r) { return fmt(r.start_frame, 0) + "–" + fmt(r.end_frame, 0); } }
+  ];
+  if (D.crops && Object.keys(D.crops).length) {
+    blinkCols.push({ key: "blink", label: "eye crops: onset · peak · offset", text: true, cls: "crops",
+      sort: function (r) { return r.blink; },
+      fmt: function (r) {
+        return (D.crops[String(r.blink)] || []).map(function (src) { return '<img alt="" src="' + src + '">'; }).join("");
+      } });
+  }
+  var renderBlinks = sortableTable(blinkTable, blinkCols, blinks, function (k) { selectBlink(k, true); });
+  blinkTable.addEventListener("rendered", function () { mark(blinkTable, view.selBlink); });
+
+  function selectBlink(k, zoomTo) {
+    view.selBlink = k;
+    var b = blinks[k];
+    if (zoomTo) {
+      var a = b.start_s - t0abs, z = b.end_s - t0abs, pad = Math.max(0.4, (z - a) * 1.5);
+      setView(a - pad, z + pad);
+      document.getElementById("trace-section").scrollIntoView({ block: "nearest" });
+    } else {
+      redraw();
+      var tr = blinkTable.querySelector('tbody tr[data-row="' + k + '"]');
+      if (tr) tr.scrollIntoView({ block: "nearest" });
+    }
+    mark(blinkTable, k);
+  }
+
+  // ------------------------------------------------------------------ trials
+  var trialTable = document.getElementById("trial-table");
+  var trialPlot = document.getElementById("trial-plot");
+  var closureSeries = series.filter(function (s) { return s.name === "closure"; })[0];
+  if (trials.length) {
+    var trialCols = [
+      { key: "trial", label: "trial", fmt: function (r) { return fmt(r.trial, 0); } },
+      { key: "trial_type", label: "type", text: true, fmt: function (r) { return fmt(r.trial_type); } },
+      { key: "cs_onset_s", label: "CS (s)", fmt: function (r) { return fmt(r.cs_onset_s, 3); } },
+      { key: "isi_ms", label: "ISI (ms)", fmt: function (r) { return fmt(r.isi_ms, 0); } },
+      { key: "cr", label: "CR", fmt: function (r) {
+          if (!r.baseline_valid) return '<span class="no" title="baseline not valid: not scored">n/s</span>';
+          return r.cr ? '<span class="yes">yes</span>' : '<span class="no">no</span>'; } },
+      { key: "cr_onset_latency_ms", label: "CR onset (ms)", fmt: function (r) { return fmt(r.cr_onset_latency_ms, 0); } },
+      { key: "cr_peak_latency_ms", label: "CR peak (ms)", fmt: function (r) { return fmt(r.cr_peak_latency_ms, 0); } },
+      { key: "cr_peak_amplitude", label: "CR peak FEC", fmt: function (r) { return fmt(r.cr_peak_amplitude, 2); } },
+      { key: "fec_at_us", label: "FEC at US", fmt: function (r) { return fmt(r.fec_at_us, 2); } },
+      { key: "ur_amplitude", label: "UR FEC", fmt: function (r) { return fmt(r.ur_amplitude, 2); } },
+      { key: "startle", label: "startle", fmt: function (r) { return r.startle ? '<span class="err">yes</span>' : "no"; } }
+    ];
+    sortableTable(trialTable, trialCols, trials, function (k) { selectTrial(k, true); });
+    trialTable.addEventListener("rendered", function () { mark(trialTable, view.selTrial); });
+  }
+  var trialWin = (function () {
+    var isi = 0;
+    trials.forEach(function (tr) { if (isFinite(tr.isi_ms)) isi = Math.max(isi, tr.isi_ms); });
+    return { pre: 0.2, post: (isi || 300) / 1000 + 0.35 };
+  })();
+  function trialTrace(tr) {
+    var cs = tr.cs_onset_s - t0abs, out = [];
+    if (!closureSeries || !isFinite(cs)) return out;
+    for (var i = lowerBound(cs - trialWin.pre); i < N && T[i] <= cs + trialWin.post; i++) {
+      out.push([(T[i] - cs) * 1000, closureSeries.value(closureSeries.raw[i])]);
+    }
+    return out;
+  }
+  var traces = trials.map(trialTrace);
+  var meanTrace = (function () {
+    var dt = (D.interval || 0.002) * 1000, bins = {};
+    traces.forEach(function (tr) { tr.forEach(function (p) {
+      if (!isFinite(p[1])) return;
+      var k = Math.round(p[0] / dt); (bins[k] = bins[k] || [0, 0]); bins[k][0] += p[1]; bins[k][1]++;
+    }); });
+    return Object.keys(bins).map(Number).sort(function (a, b) { return a - b; })
+      .map(function (k) { return [k * dt, bins[k][0] / bins[k][1]]; });
+  })();
+  function drawTrialPlot() {
+    if (!trials.length) return;
+    var dpr = window.devicePixelRatio || 1, w = trialPlot.clientWidth, h = trialPlot.clientHeight;
+    trialPlot.width = Math.round(w * dpr); trialPlot.height = Math.round(h * dpr);
+    var c = trialPlot.getContext("2d");
+    c.setTransform(dpr, 0, 0, dpr, 0, 0);
+    c.fillStyle = "#fff"; c.fillRect(0, 0, w, h);
+    var L = 40, R = 10, Tp = 10, B = 28, lo = -0.2, hi = 1.2;
+    var X = function (ms) { return L + (ms + trialWin.pre * 1000) / ((trialWin.pre + trialWin.post) * 1000) * (w - L - R); };
+    var Y = function (v) { return Tp + (hi - Math.max(lo, Math.min(hi, v))) / (hi - lo) * (h - Tp - B); };
+    c.font = "11px system-ui, sans-serif"; c.textAlign = "right"; c.fillStyle = "#555";
+    [0, 0.5, 1].forEach(function (v) {
+      c.strokeStyle = v === 0 ? "#c9ced6" : "#eceff3"; c.beginPath(); c.moveTo(L, Y(v) + 0.5); c.lineTo(w - R, Y(v) + 0.5); c.stroke();
+      c.fillText(v.toFixed(1), L - 5, Y(v) + 4);
+    });
+    c.textAlign = "center";
+    var st = niceStep((trialWin.pre + trialWin.post) * 1000, 6);
+    for (var ms = Math.ceil(-trialWin.pre * 1000 / st) * st; ms <= trialWin.post * 1000; ms += st) {
+      c.fillText(ms.toFixed(0), X(ms), h - B + 14);
+    }
+    c.fillText("ms from CS onset", (L + w - R) / 2, h - 3);
+    var sel = view.selTrial === null ? null : trials[view.selTrial];
+    var csDur = sel && sel.cs_duration_ms ? sel.cs_duration_ms : (trials[0].cs_duration_ms || 0);
+    c.fillStyle = "rgba(30,136,229,0.10)"; c.fillRect(X(0), Tp, X(csDur) - X(0), h - Tp - B);
+    c.strokeStyle = "#1e88e5"; c.beginPath(); c.moveTo(X(0) + 0.5, Tp); c.lineTo(X(0) + 0.5, h - B); c.stroke();
+    var isi = sel ? sel.isi_ms : trials[0].isi_ms;
+    if (isFinite(isi)) {
+      c.save(); c.setLineDash([4, 3]); c.strokeStyle = "#7b1fa2"; c.beginPath();
+      c.moveTo(X(isi) + 0.5, Tp); c.lineTo(X(isi) + 0.5, h - B); c.stroke(); c.restore();
+      c.fillStyle = "#7b1fa2"; c.fillText("US", X(isi) + 10, Tp + 10);
+    }
+    c.fillStyle = "#1e88e5"; c.fillText("CS", X(0) + 10, Tp + 10);
+    function path(pts, color, width) {  // broken where a value is missing or frames are
+      var maxStep = 1.5 * (D.interval || 0.002) * 1000, prev = -Infinity, pen = false;
+      c.strokeStyle = color; c.lineWidth = width; c.beginPath();
+      pts.forEach(function (p) {
+        if (!isFinite(p[1])) { pen = false; return; }
+        if (pen && p[0] - prev <= maxStep) c.lineTo(X(p[0]), Y(p[1])); else c.moveTo(X(p[0]), Y(p[1]));
+        pen = true; prev = p[0];
+      });
+      c.stroke();
+    }
+    traces.forEach(function (tr) { path(tr, "rgba(0,0,0,0.10)", 1); });
+    path(meanTrace, "#2b2b2b", 1.8);
+    if (sel) path(traces[view.selTrial], "#ef6c00", 2.2);
+    document.getElementById("trial-plot-caption").innerHTML =
+      '<span style="color:#2b2b2b">━</span> mean of all ' + trials.length + " trials · grey: each trial" +
+      (sel ? ' · <span style="color:#ef6c00">━</span> trial ' + sel.trial + (sel.cr ? " (CR)" : " (no CR)") : " · click a trial to show it");
+  }
+  function selectTrial(k, zoomTo) {
+    view.selTrial = k;
+    var tr = trials[k], cs = tr.cs_onset_s - t0abs;
+    if (zoomTo) setView(cs - trialWin.pre - 0.3, cs + trialWin.post + 0.3);
+    mark(trialTable, k);
+    drawTrialPlot();
+    redraw();
+  }
+
+  // ------------------------------------------------------------------ start
+  // a link can open a view: #blink=3, #trial=2 or #t=12.5,14 (seconds from the first frame)
+  function fromHash() {
+    var h = decodeURIComponent(window.location.hash.slice(1)), m;
+    if ((m = /^blink=(\d+)$/.exec(h))) {
+      var k = blinks.findIndex(function (b) { return b.blink === +m[1]; });
+      if (k >= 0) { selectBlink(k, true); return; }
+    } else if ((m = /^trial=(\d+)$/.exec(h))) {
+      var j = trials.findIndex(function (tr) { return tr.trial === +m[1]; });
+      if (j >= 0) { selectTrial(j, true); return; }
+    } else if ((m = /^t=([-\d.]+),([-\d.]+)$/.exec(h))) { setView(+m[1], +m[2]); return; }
+    whole();
+  }
+  legend();
+  layout();
+  whole();
+  fromHash();
+  window.addEventListener("hashchange", fromHash);
+  window.addEventListener("resize", function () { layout(); drawTrialPlot(); redraw(); });
+  drawTrialPlot();
+  draw();
+  status.setAttribute("data-ok", "1");
+  status.setAttribute("data-draw-ms", String(Math.round(performance.now())));
+  status.setAttribute("data-frames", String(N));
+  status.setAttribute("data-blinks", String(blinks.length));
+  status.setAttribute("data-blink-rows", String(blinkTable.querySelectorAll("tbody tr").length));
+  status.textContent = "drawn: " + N + " frames, " + blinks.length + " blinks";
+})();

@@ -1,0 +1,386 @@
+"""``eyeblink report OUTDIR/<stem>``: one self-contained HTML file to check a processed session by eye.
+
+It reads the output contract (``<stem>.frames.csv``, ``<stem>.blinks.csv``, ``<stem>.summary.json`` and,
+for conditioning sessions, ``<stem>.trials.csv``) and writes ``<stem>.report.html`` beside them. The file
+needs no network and no server: the viewer (``report.js``, ``report.css`` beside this module) is inlined,
+and so are the data.
+
+How 600,000 frames stay small and fast
+--------------------------------------
+Each trace (``ear_left``, ``ear_right``, ``closure``) is quantized to uint16 over its own range
+(``65535`` = no value: no face, eye not fitted), which is far finer than the EAR's own noise (~1e-3).
+On top of the raw samples sits a pyramid of min/max envelopes, buckets of 16, 64, 256, ... samples
+(x4 per level, up to a few thousand buckets), so the browser draws any zoom level from at most a few
+buckets per pixel column instead of scanning every sample. The pyramid costs a sixth of the raw level.
+Frame times are float32 seconds from the first frame (0.1 ms resolution over hours), so dropped frames
+leave real gaps on the time axis. Everything binary is base64 in one JSON block: a 600,000-frame
+session is about 9 MB (see README).
+
+Marked on the trace: blinks (``blinks.csv``), frames without a face (``face`` = 0), dropped or
+damaged frames (timestamp gaps over 1.5 frame intervals, duplicate timestamps, and the ``dropped``
+rows of live runs), and trials (CS and US onsets) when ``trials.csv`` exists.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eyeblink.errors import ConfigError, InputNotFoundError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from eyeblink.outputs.session import SessionData
+
+__all__ = ["ReportData", "load_report_data", "pyramid", "report_path", "write_report"]
+
+#: a uint16 code that means "no value" (NaN: no face, eye not fitted)
+MISSING = 0xFFFF
+#: bucket sizes of the envelope pyramid: MIN_BUCKET * FACTOR**k while a level has > MIN_BUCKETS buckets
+MIN_BUCKET = 16
+FACTOR = 4
+MIN_BUCKETS = 1000
+#: suffixes a user may leave on the argument (``eyeblink report out/session.summary.json`` works too)
+_SUFFIXES = (".frames.csv", ".blinks.csv", ".summary.json", ".trials.csv", ".report.html")
+_ASSETS = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """What the report shows: the session's frame arrays plus the per-row flags and the tables."""
+
+    stem: str
+    session: SessionData
+    face: np.ndarray  # bool per frame row
+    dropped: np.ndarray  # bool per frame row (live gap rows; all False for files)
+    blinks: list[dict[str, str]]
+    summary: dict[str, Any]
+    trials: list[dict[str, str]] = field(default_factory=list)
+    video: Path | None = None
+
+
+def split_stem(path: str | Path) -> tuple[Path, str]:
+    """``OUTDIR/<stem>`` (or any of its output files) -> (OUTDIR, stem)."""
+    p = Path(path)
+    name = p.name
+    for suffix in _SUFFIXES:
+        if name.endswith(suffix):
+            return p.parent, name[: -len(suffix)]
+    if p.is_dir():
+        stems = sorted(f.name[: -len(".summary.json")] for f in p.glob("*.summary.json"))
+        if len(stems) == 1:
+            return p, stems[0]
+        raise InputNotFoundError(f"{p} is a folder with {len(stems)} sessions ({', '.join(stems) or 'none'}); "
+                                 "name one as OUTDIR/<stem>, e.g. " + str(p / (stems[0] if stems else "session")))
+    return p.parent, name
+
+
+def report_path(path: str | Path) -> Path:
+    outdir, stem = split_stem(path)
+    return outdir / f"{stem}.report.html"
+
+
+def _rows_as_dicts(path: Path) -> list[dict[str, str]]:
+    from eyeblink.outputs.export import read_table
+
+    header, rows = read_table(path)
+    return [dict(zip(header, r, strict=False)) for r in rows]
+
+
+def load_report_data(path: str | Path) -> ReportData:
+    """Read ``OUTDIR/<stem>``'s output files with the project's readers (see the module docstring)."""
+    import numpy as np
+
+    from eyeblink.outputs.analysis import _column, _filled, read_frames
+    from eyeblink.outputs.session import SessionData
+    from eyeblink.signals.closure import ClosureCalibration, closure_amplitude
+
+    outdir, stem = split_stem(path)
+    files = {k: outdir / f"{stem}.{k}" for k in ("frames.csv", "blinks.csv", "summary.json")}
+    missing = [str(p) for p in files.values() if not p.is_file()]
+    if missing:
+        raise InputNotFoundError(f"no eyeblink outputs for {outdir / stem}: missing {', '.join(missing)}; "
+                                 "give OUTDIR/<stem> of a folder written by `eyeblink process`")
+    try:
+        summary = json.loads(files["summary.json"].read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ConfigError(f"{files['summary.json']} is not valid JSON ({exc}); was the run interrupted "
+                          "while writing it? Re-run `eyeblink process`") from None
+    header, rows = read_frames(files["frames.csv"])
+    for name in ("frame", "timestamp_s", "face", "ear_left", "ear_right"):
+        if name not in header:
+            raise ConfigError(f"{files['frames.csv']} has no {name!r} column; it is not an eyeblink frames.csv")
+
+    def col(name: str) -> np.ndarray:
+        return _column(header, rows, name) if name in header else np.full(len(rows), np.nan)
+
+    t = col("timestamp_s")
+    ear, ear_l, ear_r = col("ear"), col("ear_left"), col("ear_right")
+    baseline = _filled(col("baseline_ear"))
+    cal_d = summary.get("closure") or {}
+    try:
+        cal = ClosureCalibration(float(cal_d.get("full_amplitude") or 1.0), cal_d.get("method") or "default",
+                                 int(cal_d.get("responses") or 0), bool(cal_d.get("provisional")))
+    except ValueError:
+        cal = ClosureCalibration(1.0, "default")
+    amplitude = closure_amplitude(ear, baseline)
+    closure = col("closure") if "closure" in header else cal.fec(amplitude)
+    session = SessionData(col("frame").astype(np.int64), t, ear, ear_l, ear_r, baseline, amplitude, closure, cal)
+    face = col("face") == 1
+    dropped = col("dropped") == 1 if "dropped" in header else np.zeros(len(rows), dtype=bool)
+    trials_path = outdir / f"{stem}.trials.csv"
+    video = Path(summary["input"]) if isinstance(summary.get("input"), str) else None
+    return ReportData(stem, session, face, dropped, _rows_as_dicts(files["blinks.csv"]), summary,
+                      _rows_as_dicts(trials_path) if trials_path.is_file() else [],
+                      video if video is not None and video.is_file() else None)
+
+
+# ------------------------------------------------------------------------------------------ encoding
+
+
+def _b64(a: np.ndarray) -> str:
+    return base64.b64encode(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()).decode("ascii")
+
+
+def quantize(x: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """(lo, step, codes): ``x ≈ lo + codes * step``; NaN -> :data:`MISSING`."""
+    import numpy as np
+
+    ok = np.isfinite(x)
+    lo = float(np.min(x[ok])) if ok.any() else 0.0
+    hi = float(np.max(x[ok])) if ok.any() else 1.0
+    step = (hi - lo) / (MISSING - 1) if hi > lo else 1.0
+    codes = np.full(x.shape, MISSING, dtype=np.uint16)
+    codes[ok] = np.rint((x[ok] - lo) / step).astype(np.uint16)
+    return lo, step, codes
+
+
+def pyramid(codes: np.ndarray) -> list[dict[str, Any]]:
+    """Min/max envelopes of uint16 codes over buckets of 16, 64, 256, ... samples (MISSING ignored)."""
+    import numpy as np
+
+    levels: list[dict[str, Any]] = []
+    n = len(codes)
+    lo = np.where(codes == MISSING, MISSING, codes).astype(np.uint16)  # min: MISSING is already the largest
+    hi = np.where(codes == MISSING, 0, codes).astype(np.uint16)
+    empty = codes == MISSING
+    bucket, size = 1, MIN_BUCKET
+    while n // size >= MIN_BUCKETS // FACTOR or not levels:
+        k = size // bucket  # reduce the previous level by this factor
+        m = math.ceil(len(lo) / k)
+        pad = m * k - len(lo)
+        lo = np.pad(lo, (0, pad), constant_values=MISSING).reshape(m, k).min(axis=1)
+        hi = np.pad(hi, (0, pad), constant_values=0).reshape(m, k).max(axis=1)
+        empty = np.pad(empty, (0, pad), constant_values=True).reshape(m, k).all(axis=1)
+        hi_out = np.where(empty, MISSING, hi).astype(np.uint16)
+        levels.append({"bucket": size, "min": _b64(lo), "max": _b64(hi_out)})
+        bucket, size = size, size * FACTOR
+        if m <= 1:
+            break
+    return levels
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) row index runs where ``mask`` is True."""
+    import numpy as np
+
+    d = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
+    return list(zip(np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist(), strict=True))
+
+
+def _intervals(t: np.ndarray, mask: np.ndarray, merge_s: float) -> list[list[float]]:
+    """Time intervals [t_start, t_end] of the runs of ``mask``, runs closer than ``merge_s`` merged."""
+    out: list[list[float]] = []
+    for a, b in _runs(mask):
+        t0, t1 = float(t[a]), float(t[min(b, len(t) - 1)])
+        if out and t0 - out[-1][1] <= merge_s:
+            out[-1][1] = t1
+        else:
+            out.append([t0, t1])
+    return out
+
+
+def _gaps(t: np.ndarray, dropped: np.ndarray) -> list[list[float]]:
+    """Dropped or damaged frames: [t_before, t_after, frames missing] per timestamp gap or dropped run."""
+    import numpy as np
+
+    out: list[list[float]] = []
+    if len(t) > 1:
+        iv = np.diff(t)
+        med = float(np.median(iv))
+        if med > 0:
+            for i in np.flatnonzero((iv > 1.5 * med) | (iv <= 0)).tolist():
+                missing = round(iv[i] / med) - 1 if iv[i] > 0 else -1  # -1: duplicate or backwards timestamp
+                out.append([float(t[i]), float(t[i + 1]), float(missing)])
+    for a, b in _runs(dropped):
+        out.append([float(t[a]), float(t[b - 1]), float(b - a)])
+    return sorted(out)
+
+
+# ------------------------------------------------------------------------------------------ the page
+
+
+def _number(v: str) -> float | str | None:
+    if v == "":
+        return None
+    try:
+        f = float(v)
+    except ValueError:
+        return v
+    return f if math.isfinite(f) else None
+
+
+def payload(data: ReportData) -> dict[str, Any]:
+    """Everything the viewer draws, as one JSON-able dict (binary arrays base64 little-endian)."""
+    import numpy as np
+
+    s = data.session
+    t = s.t
+    t0 = float(t[0]) if len(t) else 0.0
+    series = []
+    for name, label, values, panel in (("ear_left", "EAR left eye", s.ear_left, "ear"),
+                                       ("ear_right", "EAR right eye", s.ear_right, "ear"),
+                                       ("closure", "closure (FEC)", s.closure, "closure")):
+        if not np.isfinite(values).any():
+            continue
+        lo, step, codes = quantize(values)
+        series.append({"name": name, "label": label, "panel": panel, "lo": lo, "step": step,
+                       "raw": _b64(codes), "levels": pyramid(codes)})
+    interval = float(np.median(np.diff(t))) if len(t) > 1 else 0.002
+    blink_cols = ("blink", "start_s", "end_s", "peak_s", "duration_ms", "amplitude", "min_ear", "baseline_ear",
+                  "start_frame", "end_frame", "amplitude_left", "amplitude_right", "complete", "partial", "cue")
+    trial_cols = ("trial", "trial_type", "cs_type", "us_type", "cs_onset_s", "us_onset_s", "isi_ms", "baseline_valid",
+                  "startle", "cr", "cr_onset_latency_ms", "cr_peak_latency_ms", "cr_peak_amplitude", "fec_at_us",
+                  "ur_amplitude", "ur_peak_latency_ms")
+    cs_ms = [_number(r.get("cs_duration_ms", "")) for r in data.trials]
+    return {
+        "stem": data.stem,
+        "frames": len(t),
+        "t0": t0,
+        "interval": interval,
+        "t": _b64((t - t0).astype(np.float32)),
+        "series": series,
+        "blinkColumns": blink_cols,
+        "blinks": [[_number(b.get(c, "")) for c in blink_cols] for b in data.blinks],
+        "trialColumns": trial_cols,
+        "trials": [[_number(r.get(c, "")) for c in trial_cols] for r in data.trials],
+        "csDurationMs": cs_ms,
+        "noFace": _intervals(t - t0, ~data.face & ~data.dropped, 2.5 * interval),
+        "gaps": [[a - t0, b - t0, n] for a, b, n in _gaps(t, data.dropped)],
+    }
+
+
+def _fmt(v: Any, unit: str = "", digits: int = 3) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}{unit}" if abs(v) < 1e5 else f"{v:,.0f}{unit}"
+    if isinstance(v, int):
+        return f"{v:,}{unit}"
+    return f"{v}{unit}"
+
+
+def _summary_html(data: ReportData) -> str:
+    """The summary cards and tables, rendered here so they read without JavaScript too."""
+    s = data.summary
+    tim = s.get("timings") or {}
+    tr = s.get("trials") or {}
+    dur = s.get("duration_s")
+    gaps = _gaps(data.session.t, data.dropped)
+    no_face = int((~data.face & ~data.dropped).sum())
+    interval_ms = s.get("frame_interval_median_ms")
+    fps = 1000 / interval_ms if interval_ms else None
+    cards = [
+        ("blinks", f'<span id="blink-count">{len(data.blinks)}</span>',
+         f"{_fmt(s.get('complete_blinks'))} complete"),
+        ("blink rate", _fmt(s.get("blink_rate_per_min"), "/min"),
+         f"mean {_fmt(s.get('mean_blink_duration_ms'), ' ms')}, amplitude {_fmt(s.get('mean_blink_amplitude'))}"),
+        ("duration", _fmt(dur, " s", 4), f"{_fmt(s.get('frames'))} frames, {_fmt(fps, ' FPS', 4)}"),
+        ("no face", f"{_fmt(no_face)} frames",
+         f"{_fmt(100 * no_face / max(1, len(data.face)), ' %', 2)} of the session"),
+        ("dropped / damaged", f"{len(gaps)} gap{'' if len(gaps) == 1 else 's'}",
+         f"{_fmt(int(sum(g[2] for g in gaps if g[2] > 0)))} frames missing, "
+         f"{_fmt(s.get('duplicate_timestamps'))} duplicate timestamps"),
+    ]
+    if tr:
+        cards.append(("CR", _fmt(tr.get("percent_cr"), " %", 3),
+                      f"{_fmt(tr.get('cr_trials'))} of {_fmt(tr.get('scored_trials'))} scored trials"))
+    cards.append(("processing", _fmt(tim.get("fps"), " FPS", 4), f"wall {_fmt(tim.get('wall_s'), ' s', 3)}"))
+    card_html = "".join(f'<div class="card"><div class="k">{html.escape(k)}</div><div class="v">{v}</div>'
+                        f'<div class="d">{html.escape(d)}</div></div>' for k, v, d in cards)
+    status = s.get("status", "?")
+    status_html = (f'<span class="badge {"ok" if status == "ok" else "bad"}">{html.escape(str(status))}</span>'
+                   + (f' <span class="err">{html.escape(str(s.get("error")))}</span>' if s.get("error") else ""))
+    closure = s.get("closure") or {}
+    facts = [
+        ("input", html.escape(str(s.get("input", "?")))),
+        ("status", status_html),
+        ("source", html.escape(", ".join(f"{k} {v}" for k, v in (s.get("source") or {}).items()
+                                         if k in ("container", "codec", "width", "height", "nominal_fps")))),
+        ("FEC calibration", html.escape(f"full closure = amplitude {_fmt(closure.get('full_amplitude'))} "
+                                        f"({closure.get('method', '?')}, {closure.get('responses', 0)} responses)")),
+        ("time per frame", html.escape(", ".join(f"{k} {v:.2f} ms" for k, v in (tim.get("ms_per_frame") or {}).items()
+                                                 if isinstance(v, (int, float))))),
+        ("versions", html.escape(", ".join(f"{k} {v}" for k, v in (s.get("versions") or {}).items()))),
+    ]
+    facts_html = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
+    settings = html.escape(json.dumps(s.get("settings") or {}, indent=2))
+    whole = html.escape(json.dumps(s, indent=2))
+    return (f'<div class="cards">{card_html}</div><table class="facts">{facts_html}</table>'
+            f"<details><summary>settings</summary><pre>{settings}</pre></details>"
+            f"<details><summary>the whole summary.json</summary><pre>{whole}</pre></details>")
+
+
+def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None) -> str:
+    """The report page: template + inlined CSS/JS + the data as one JSON block.
+
+    ``crops`` (blink number -> image data URIs: onset, peak, offset) fills the blink table's crop column;
+    nothing produces them yet (they must be captured during processing, see issue 18).
+    """
+    from eyeblink import __version__
+
+    page = payload(data)
+    page["crops"] = {str(k): v for k, v in (crops or {}).items()}
+    blob = json.dumps(page, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    template = (_ASSETS / "report.html").read_text(encoding="utf-8")
+    trials_note = "" if data.trials else "hidden"
+    crops_note = ("" if crops else "Eye crops per blink are not part of the report yet: eyeblink does not keep "
+                  "them while processing. To look at a blink, make an annotated video of its seconds with "
+                  "eyeblink report --overlay OUT.mp4 --start S --end S.")
+    fill = {
+        "TITLE": html.escape(f"eyeblink report: {data.stem}"),
+        "STEM": html.escape(data.stem),
+        "GENERATED": html.escape(f"eyeblink {__version__}, {time.strftime('%Y-%m-%d %H:%M')}"),
+        "SUMMARY": _summary_html(data),
+        "TRIALS_HIDDEN": trials_note,
+        "CROPS_NOTE": crops_note,
+        "CSS": (_ASSETS / "report.css").read_text(encoding="utf-8"),
+        "JS": (_ASSETS / "report.js").read_text(encoding="utf-8"),
+        "DATA": blob,
+    }
+    for k, v in fill.items():
+        template = template.replace("{{" + k + "}}", v)
+    return template
+
+
+def write_report(path: str | Path, output: str | Path | None = None) -> Path:
+    """Write ``<stem>.report.html`` for ``OUTDIR/<stem>`` (or to ``output``); returns its path."""
+    data = load_report_data(path)
+    out = Path(output) if output is not None else report_path(path)
+    text = render_html(data)
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as exc:
+        from eyeblink.errors import OutputError
+
+        raise OutputError(f"cannot write {out} ({exc.strerror or exc}); choose another with -o") from None
+    return out
