@@ -99,7 +99,7 @@
     }
     if (hasEar) {
       var r = robust(["ear_left", "ear_right"], 0, 0.05);
-      out.push({ name: "ear", label: "EAR (eye aspect ratio)", lo: 0, hi: Math.min(r[1] * 1.08, 1.0), weight: 3 });
+      out.push({ name: "ear", label: "eye openness (ear: lid distance / eye width)", lo: 0, hi: Math.min(r[1] * 1.08, 1.0), weight: 3 });
     }
     if (hasClosure) {
       var c = robust(["closure"], -0.1, 1.1);

@@ -245,8 +245,8 @@ def payload(data: ReportData) -> dict[str, Any]:
     t = s.t
     t0 = float(t[0]) if len(t) else 0.0
     series = []
-    for name, label, values, panel in (("ear_left", "EAR left eye", s.ear_left, "ear"),
-                                       ("ear_right", "EAR right eye", s.ear_right, "ear"),
+    for name, label, values, panel in (("ear_left", "openness left eye", s.ear_left, "ear"),
+                                       ("ear_right", "openness right eye", s.ear_right, "ear"),
                                        ("closure", "closure (FEC)", s.closure, "closure")):
         if not np.isfinite(values).any():
             continue
