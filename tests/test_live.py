@@ -128,7 +128,7 @@ def test_stream_not_there_fails_at_open() -> None:
     t0 = time.monotonic()
     with pytest.raises(VideoOpenError, match="check that the sender is running"):
         open_live_source(f"tcp://127.0.0.1:{free_port()}", stream=StreamOptions(open_timeout_s=0.5))
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 60  # it gives up (open_timeout_s), it does not hang: no tighter timing
 
 
 def test_stream_not_there_fails_in_one_line_after_loading(tmp_path: Path) -> None:

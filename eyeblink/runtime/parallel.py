@@ -45,8 +45,10 @@ records ``status: interrupted``.
 Test hook (documented, used by ``tests/test_parallel.py``): the environment variable
 ``EYEBLINK_TEST_WORKER_FAULT=raise@K`` makes the worker that analyses frame ``K`` raise
 ``RuntimeError``; ``exit@K`` makes it die with ``os._exit(70)`` before analysing it (after a
-0.3 s pause so that the rows it already sent are out of its queue's feeder thread). It injects a
-real failure into a real run; nothing else reads it.
+0.3 s pause so that the rows it already sent are out of its queue's feeder thread); ``stall@K`` makes
+it send the rows before ``K`` and then wait, without analysing ``K``, until the run is stopped (so a
+test can interrupt a run that is certain to be still going). It injects a real failure into a real
+run; nothing else reads it.
 """
 
 from __future__ import annotations
@@ -152,8 +154,8 @@ def _parse_fault() -> tuple[str, int] | None:
     if not spec:
         return None
     kind, _, at = spec.partition("@")
-    if kind not in ("raise", "exit") or not at.strip().isdigit():
-        raise ConfigError(f"{FAULT_ENV} must be 'raise@K' or 'exit@K' (K a frame index), got {spec!r}")
+    if kind not in ("raise", "exit", "stall") or not at.strip().isdigit():
+        raise ConfigError(f"{FAULT_ENV} must be 'raise@K', 'exit@K' or 'stall@K' (K a frame index), got {spec!r}")
     return kind, int(at)
 
 
@@ -386,6 +388,10 @@ class _Run:
                             os._exit(70)
                         if j:  # the rows before the failing frame are computed: send them first
                             self._put(self.out_q, ("rows", wid, out[:j]))
+                        if fault[0] == "stall":  # stuck on frame K until the run is stopped (Ctrl-C, SIGTERM)
+                            while not self.stop.wait(_POLL_S) and os.getppid() == self.parent_pid:
+                                pass
+                            raise _Stop
                         raise RuntimeError(f"injected failure at frame {frame_index} ({FAULT_ENV})")
                     if slots[j] < 0:  # dropped by the live loader (eyeblink.runtime.live): a gap row, no pixels
                         out[j]["index"], out[j]["timestamp_s"], out[j]["t_decoded"] = frame_index, ts[j], td[j]
