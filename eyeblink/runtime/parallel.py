@@ -544,8 +544,7 @@ class _Run:
                 summary.update(self._extra_summary())
                 if outcome.traceback:
                     summary["error_traceback"] = outcome.traceback
-                writer.close()
-                writer.write_summary(summary)
+                writer.finish(summary)
         return RunResult(source.name, sink.frames, sink.faces, sink.events, summary,
                          {"frames": writer.frames_path, "blinks": writer.blinks_path,
                           "summary": writer.summary_path})
