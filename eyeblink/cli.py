@@ -235,6 +235,17 @@ def cmd_live(args: argparse.Namespace) -> int:
     return int(run(args, config_from_args(run_config_from_args(args), args)))
 
 
+def _sigterm_as_ctrl_c() -> None:
+    """SIGTERM (``timeout``, Slurm, ``docker stop``) stops a run as Ctrl-C does: drain, flush, status
+    ``interrupted``, exit 130 (``live`` installs its own handler for both while it captures)."""
+    import signal
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -249,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from eyeblink.runtime.logs import setup_logging
 
             logs = setup_logging(args.log_level, args.log_file)
+        if args.command in ("process", "batch", "live"):
+            _sigterm_as_ctrl_c()
         return handler(args)
     except EyeblinkError as exc:
         print(f"eyeblink: error: {one_line(exc)}", file=sys.stderr)

@@ -366,3 +366,29 @@ def test_basler_emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert s["source"]["kind"] == "basler" and s["source"]["model"] == "Emulation"
     assert s["live"]["stop_reason"] == "--max-frames 60 reached"
     assert result.faces == 60
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_waiting_for_the_sender_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
+    """No sender yet: Ctrl-C or SIGTERM ends the wait as it ends a capture (exit 0, files written),
+    not as "cannot open stream"."""
+    live = start_live(f"tcp://127.0.0.1:{free_port()}", tmp_path)
+    try:
+        assert live.stderr is not None
+        seen = []
+        for line in live.stderr:  # the run logs when it starts waiting (workers loaded)
+            seen.append(line)
+            if "waiting for tcp://" in line:
+                break
+        else:
+            pytest.fail("".join(seen))
+        live.send_signal(sig)
+        _, err = live.communicate(timeout=60)
+    finally:
+        live.kill()
+    err = "".join(seen) + err
+    assert live.returncode == 0, err
+    assert "Traceback" not in err and "cannot open stream" not in err
+    s = summary(tmp_path)
+    assert s["frames"] == 0 and s["status"] == "ok"
+    assert f"stopped by {sig.name}" in s["live"]["stop_reason"]

@@ -165,7 +165,7 @@ def test_a_failing_worker_stops_the_run_with_rows_on_disk(recordings: dict[str, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_keeps_the_rows(recordings: dict[str, Path], tmp_path: Path, sig: signal.Signals) -> None:
     """Independent of timing: a worker stalls at frame 1000 (test hook), so the run is still going
     whatever the machine's load when the signal arrives, once rows are on disk."""

@@ -39,7 +39,7 @@ worker that raises sends its traceback to the sink; one that dies without a word
 a signal, the OOM killer) is noticed through its exit code. Either way the sink first writes every
 row below the failing frame that the other workers computed, then the run stops with a one-line
 :class:`~eyeblink.errors.WorkerError` (exit status 3) and the traceback goes to the summary.
-Ctrl-C: the children ignore SIGINT; the parent stops them, keeps the rows written so far and
+Ctrl-C or SIGTERM: the children ignore both; the parent stops them, keeps the rows written so far and
 records ``status: interrupted``.
 
 Test hook (documented, used by ``tests/test_parallel.py``): the environment variable
@@ -274,6 +274,9 @@ class _Run:
 
     def _child_setup(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides how to stop
+        # SIGTERM to the whole group (Slurm) is the parent's to handle too (it drains, as for Ctrl-C);
+        # a child that does not stop when asked is killed by _shutdown
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     def _get(self, q: Any) -> Any:
         while True:

@@ -94,6 +94,8 @@ class LiveSource(FrameSource):
         self._ts_counts: dict[str, int] = {}
         self._t0_arrival: float | None = None
         self.end_reason: str | None = None
+        #: set by the live run: while it returns True, waiting for a sender stops (a signal arrived)
+        self.cancelled: Any = None
 
     def start(self) -> None:
         """Connect a source opened with ``connect=False`` (a stream); a no-op for the others.
@@ -210,7 +212,7 @@ class StreamSource(LiveSource):
                                             timeout=(self.opts.open_timeout_s, self.opts.read_timeout_s))
                         break
                     except ConnectionRefusedError:
-                        if time.monotonic() > deadline:
+                        if time.monotonic() > deadline or (self.cancelled is not None and self.cancelled()):
                             raise
                         time.sleep(0.05)
             except (av.error.FFmpegError, OSError) as exc:
