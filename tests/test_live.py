@@ -231,15 +231,19 @@ def test_stream_end_to_end_with_metrics(tmp_path: Path) -> None:
     assert "MainProcess[" in log and "eyeblink-loader[" in log and "capture stopped" in log
 
 
-def test_real_ffmpeg_process_streams_a_recording_to_loopback(tmp_path: Path, make_video) -> None:
-    """``ffmpeg -re -i rec.mkv -f nut tcp://...?listen=1`` -> ``eyeblink live``: every frame, on the stream's clock."""
+@pytest.mark.parametrize("metadata", [[], [b"-metadata", b"title=\xca\xc7 GBK, not UTF-8"]], ids=["plain", "non-utf8"])
+def test_real_ffmpeg_process_streams_a_recording_to_loopback(tmp_path: Path, make_video, metadata: list[bytes]) -> None:
+    """``ffmpeg -re -i rec.mkv -f nut tcp://...?listen=1`` -> ``eyeblink live``: every frame, on the stream's clock.
+
+    ``non-utf8``: a title that is not UTF-8 (the ZJU AVIs carry GBK titles) is carried into the stream; live
+    reads it as ``process`` does (``metadata_errors="replace"``) instead of failing."""
     ffmpeg = pytest.importorskip("imageio_ffmpeg").get_ffmpeg_exe()
     from eyeblink.lab.loopback import render_loop_frames
 
     n = 300
     video = make_video(render_loop_frames(n, fps=500.0), container="mkv", codec="ffv1", fps=500)
     port = free_port()
-    sender = subprocess.Popen([ffmpeg, "-hide_banner", "-loglevel", "error", "-re", "-i", str(video),
+    sender = subprocess.Popen([ffmpeg, "-hide_banner", "-loglevel", "error", "-re", "-i", str(video), *metadata,
                                "-c:v", "rawvideo", "-pix_fmt", "gray", "-f", "nut", f"tcp://127.0.0.1:{port}?listen=1"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     out = tmp_path / "out"

@@ -208,7 +208,9 @@ class StreamSource(LiveSource):
             try:
                 while True:  # a sender that is starting up refuses connections for a moment: wait for it
                     try:
-                        container = av.open(self.spec, mode="r", options=opts,
+                        # metadata_errors="replace": as for files (sources.files), a title that is not
+                        # UTF-8 (the ZJU AVIs' GBK titles, forwarded by an ffmpeg sender) must not stop the run
+                        container = av.open(self.spec, mode="r", options=opts, metadata_errors="replace",
                                             timeout=(self.opts.open_timeout_s, self.opts.read_timeout_s))
                         break
                     except ConnectionRefusedError:
