@@ -340,3 +340,23 @@ def test_summary_that_cannot_be_written_leaves_no_tmp_and_one_line(face_frames: 
     assert all(None not in r and len(r) == len(FRAME_COLUMNS) for r in rows)
     summary = json.loads((out / "v.summary.json").read_text())
     assert summary["status"] == "failed" and "v.frames.csv" in summary["error"]
+
+
+# --------------------------------------------------------------------------- one bad input, unbounded options
+
+
+def test_a_missing_or_unwritable_input_does_not_stop_the_others(face_frames: list[np.ndarray],
+                                                                tmp_path: Path) -> None:
+    a = write_video(tmp_path / "a.mkv", face_frames[:20], codec="ffv1", pix_fmt="gray")
+    b = write_video(tmp_path / "b.mkv", face_frames[:20], codec="ffv1", pix_fmt="gray")
+    c = write_video(tmp_path / "c.mkv", face_frames[:20], codec="ffv1", pix_fmt="gray")
+    out = tmp_path / "out"
+    (out / "b.frames.csv").mkdir(parents=True)  # b's output file cannot be created
+    proc = run_cli("process", a, tmp_path / "missing.avi", b, c, "-o", out, "--workers", "1", "--no-progress")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    errors = error_lines(proc)
+    assert len(errors) == 2 and all(e.startswith("eyeblink: error: ") for e in errors), errors
+    assert "missing.avi" in errors[0] and "b.frames.csv" in errors[1]
+    for stem in ("a", "c"):  # before and after the bad ones
+        assert len(read_rows(out / f"{stem}.frames.csv")) == 20
+

@@ -73,10 +73,23 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
     :func:`eyeblink.outputs.analysis.finalize` calibrates its FEC column and writes trials, plots and NWB as
     ``analysis`` asks (checked before the first frame).
     """
+    # a missing input is that input's failure, reported with the others' (the rest still run)
+    missing = [(p, InputNotFoundError(f"input not found: {p} — check the path")) for p in paths if not p.exists()]
+    paths = [p for p in paths if p.exists()]
+    if not paths:
+        raise missing[0][1] if missing else ConfigError("no inputs given")
     check_inputs(paths)
     opts = analysis or AnalysisOptions()
     opts.check(paths)
     ensure_output_dir(outdir)
+    results, failures = _process_existing(paths, outdir, config, progress=progress, analyzer=analyzer,
+                                          workers=workers, opts=opts)
+    return results, [*missing, *failures]
+
+
+def _process_existing(paths: Sequence[Path], outdir: Path, config: RunConfig, *, progress: ProgressFactory | None,
+                      analyzer: FrameAnalyzer | None, workers: int,
+                      opts: AnalysisOptions) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline, supports
 
     if workers > 1 and analyzer is None and supports(config):
