@@ -159,6 +159,20 @@ def _progress_factory(disabled: bool) -> Any:
     return make
 
 
+def check_workers(requested: int | None) -> None:
+    """``--workers`` within 0..4 x the CPUs: more processes than that only thrash memory and the CPUs
+    (1,000 workers on 2 cores: 10 GB and 1 FPS)."""
+    import os
+
+    if requested is None:
+        return
+    cpus = os.cpu_count() or 1
+    cap = 4 * cpus
+    if not 0 <= requested <= cap:
+        raise ConfigError(f"--workers {requested} is out of range: use 0 or 1 (one process) up to {cap} "
+                          f"(4 x the {cpus} CPUs here), or leave it out for one per physical core")
+
+
 def _process_workers(requested: int | None, cfg: Any, physical_cores: Any) -> int:
     """Worker processes for ``process``: physical cores by default, 1 with an accelerator backend.
 
@@ -169,6 +183,7 @@ def _process_workers(requested: int | None, cfg: Any, physical_cores: Any) -> in
     """
     from eyeblink.detect import BackendName
 
+    check_workers(requested)
     accelerated = str(cfg.detect.backend).strip().lower() in (BackendName.TENSORFLOW.value, BackendName.IPU.value)
     if not accelerated:
         return int(physical_cores()) if requested is None else requested

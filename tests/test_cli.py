@@ -360,3 +360,13 @@ def test_a_missing_or_unwritable_input_does_not_stop_the_others(face_frames: lis
     for stem in ("a", "c"):  # before and after the bad ones
         assert len(read_rows(out / f"{stem}.frames.csv")) == 20
 
+
+@pytest.mark.parametrize("workers", ["-1", "1000"])
+def test_workers_out_of_range_is_one_line_with_the_range(tmp_path: Path, workers: str) -> None:
+    import os
+
+    video = tmp_path / "v.avi"
+    video.write_bytes(b"")
+    proc = run_cli("process", video, "-o", tmp_path / "out", "--workers", workers)
+    line = assert_user_error(proc, f"--workers {workers}", f"up to {4 * (os.cpu_count() or 1)}")
+    assert proc.returncode == 2, line
