@@ -370,3 +370,13 @@ def test_workers_out_of_range_is_one_line_with_the_range(tmp_path: Path, workers
     proc = run_cli("process", video, "-o", tmp_path / "out", "--workers", workers)
     line = assert_user_error(proc, f"--workers {workers}", f"up to {4 * (os.cpu_count() or 1)}")
     assert proc.returncode == 2, line
+
+
+def test_exit_status_and_summary_agree_when_finalize_fails(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    """A calibration window beyond the recording fails after the rows are written: the summary says so too."""
+    video = write_video(tmp_path / "v.mkv", face_frames[:50], codec="ffv1", pix_fmt="gray")
+    out = tmp_path / "out"
+    proc = run_cli("process", video, "-o", out, "--workers", "1", "--no-progress", "--calibration", "50:60")
+    line = assert_user_error(proc)
+    summary = json.loads((out / "v.summary.json").read_text())
+    assert summary["status"] == "failed" and summary["error"] and summary["error"] in line
