@@ -183,6 +183,20 @@ def _progress_factory(disabled: bool) -> Any:
     return make
 
 
+def check_workers(requested: int | None) -> None:
+    """``--workers`` within 0..4 x the CPUs: more processes than that only thrash memory and the CPUs
+    (1,000 workers on 2 cores: 10 GB and 1 FPS)."""
+    import os
+
+    if requested is None:
+        return
+    cpus = os.cpu_count() or 1
+    cap = 4 * cpus
+    if not 0 <= requested <= cap:
+        raise ConfigError(f"--workers {requested} is out of range: use 0 or 1 (one process) up to {cap} "
+                          f"(4 x the {cpus} CPUs here), or leave it out for one per physical core")
+
+
 def _process_workers(requested: int | None, cfg: Any, physical_cores: Any) -> int:
     """Worker processes for ``process``: physical cores by default, 1 with an accelerator backend.
 
@@ -193,6 +207,7 @@ def _process_workers(requested: int | None, cfg: Any, physical_cores: Any) -> in
     """
     from eyeblink.detect import BackendName
 
+    check_workers(requested)
     accelerated = str(cfg.detect.backend).strip().lower() in (BackendName.TENSORFLOW.value, BackendName.IPU.value)
     if not accelerated:
         return int(physical_cores()) if requested is None else requested
@@ -281,6 +296,17 @@ def cmd_live(args: argparse.Namespace) -> int:
     return int(run(args, config_from_args(run_config_from_args(args), args)))
 
 
+def _sigterm_as_ctrl_c() -> None:
+    """SIGTERM (``timeout``, Slurm, ``docker stop``) stops a run as Ctrl-C does: drain, flush, status
+    ``interrupted``, exit 130 (``live`` installs its own handler for both while it captures)."""
+    import signal
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -296,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from eyeblink.runtime.logs import setup_logging
 
             logs = setup_logging(args.log_level, args.log_file)
+        if args.command in ("process", "batch", "live"):
+            _sigterm_as_ctrl_c()
         return handler(args)
     except EyeblinkError as exc:
         print(f"eyeblink: error: {one_line(exc)}", file=sys.stderr)

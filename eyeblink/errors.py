@@ -45,6 +45,14 @@ class OutputError(EyeblinkError):
     """The output directory cannot be created or written."""
 
 
+class OutputWriteError(OutputError):
+    """One input's output file cannot be created or written (disk full, file too large, read-only file).
+
+    Unlike a bad output directory (checked before any input), it concerns one input: the others are
+    still attempted.
+    """
+
+
 class NoFaceError(EyeblinkError):
     """No face was found in any frame of an input."""
 

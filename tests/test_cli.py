@@ -280,3 +280,103 @@ def test_one_bad_input_does_not_stop_the_others(face_frames: list[np.ndarray], t
     proc = run_cli("process", tmp_path / "bad.avi", good, "-o", out)
     assert_user_error(proc, "bad.avi")
     assert len(read_rows(out / "good.frames.csv")) == 30
+
+
+# --------------------------------------------------------------------------- a full disk
+
+
+def _run_with_file_size_limit(limit: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """The CLI with ``RLIMIT_FSIZE`` = ``limit`` bytes: a write past it fails with EFBIG, as ENOSPC on a
+    full disk would (Python ignores SIGXFSZ), without root or a tmpfs."""
+    resource = pytest.importorskip("resource")
+
+    def limit_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run([sys.executable, "-m", "eyeblink", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL, preexec_fn=limit_files)
+
+
+def test_full_disk_is_one_line_whole_rows_and_the_other_inputs_run(face_frames: list[np.ndarray],
+                                                                    tmp_path: Path) -> None:
+    """(The limit applies to every file, /dev/shm's ring too: the multiprocess pipeline cannot start under it,
+    so this runs the single-process one; both write through the same ResultWriter.)"""
+    big = write_video(tmp_path / "big.mkv", face_frames[:400], codec="ffv1", pix_fmt="gray")
+    small = write_video(tmp_path / "small.mkv", face_frames[:20], codec="ffv1", pix_fmt="gray")
+    out = tmp_path / "out"
+    proc = _run_with_file_size_limit(16_000, "process", big, small, "-o", out, "--workers", "1",
+                                     "--no-progress")
+    line = assert_user_error(proc, "big.frames.csv", "free space")
+    assert proc.returncode == 2, line
+    text = (out / "big.frames.csv").read_text()
+    assert text.endswith("\n")  # never half a row
+    rows = read_rows(out / "big.frames.csv")
+    assert 0 < len(rows) < 400 and [int(r["frame"]) for r in rows] == list(range(len(rows)))
+    assert all(None not in r and len(r) == len(FRAME_COLUMNS) for r in rows)
+    summary = json.loads((out / "big.summary.json").read_text())
+    assert summary["status"] == "failed" and "big.frames.csv" in summary["error"]
+    assert not list(out.glob("*.tmp"))
+    assert len(read_rows(out / "small.frames.csv")) == 20  # the next input was still processed
+    assert json.loads((out / "small.summary.json").read_text())["status"] == "ok"
+
+
+def test_summary_that_cannot_be_written_leaves_no_tmp_and_one_line(face_frames: list[np.ndarray],
+                                                                   tmp_path: Path) -> None:
+    """A limit one byte short of the finished frames.csv: the run's rows or finalize's rewrite of the
+    closure column fail; either way whole rows only, no ``.tmp`` left, and the summary says ``failed``."""
+    video = write_video(tmp_path / "v.mkv", face_frames[:600], codec="ffv1", pix_fmt="gray")
+    out = tmp_path / "out"
+    probe = run_cli("process", video, "-o", out, "--workers", "1", "--no-progress")
+    assert probe.returncode == 0, probe.stderr
+    size = (out / "v.frames.csv").stat().st_size
+    assert (out / "v.summary.json").stat().st_size < size - 1
+    # one byte short of the finished file: the run's rows or finalize's rewrite cannot be written whole
+    proc = _run_with_file_size_limit(size - 1, "process", video, "-o", out, "--workers", "1", "--no-progress")
+    assert_user_error(proc, "v.frames.csv", "free space")
+    assert not list(out.glob("*.tmp"))
+    assert (out / "v.frames.csv").read_text().endswith("\n")
+    rows = read_rows(out / "v.frames.csv")
+    assert 0 < len(rows) <= 600 and [int(r["frame"]) for r in rows] == list(range(len(rows)))
+    assert all(None not in r and len(r) == len(FRAME_COLUMNS) for r in rows)
+    summary = json.loads((out / "v.summary.json").read_text())
+    assert summary["status"] == "failed" and "v.frames.csv" in summary["error"]
+
+
+# --------------------------------------------------------------------------- one bad input, unbounded options
+
+
+def test_a_missing_or_unwritable_input_does_not_stop_the_others(face_frames: list[np.ndarray],
+                                                                tmp_path: Path) -> None:
+    a = write_video(tmp_path / "a.mkv", face_frames[:20], codec="ffv1", pix_fmt="gray")
+    b = write_video(tmp_path / "b.mkv", face_frames[:20], codec="ffv1", pix_fmt="gray")
+    c = write_video(tmp_path / "c.mkv", face_frames[:20], codec="ffv1", pix_fmt="gray")
+    out = tmp_path / "out"
+    (out / "b.frames.csv").mkdir(parents=True)  # b's output file cannot be created
+    proc = run_cli("process", a, tmp_path / "missing.avi", b, c, "-o", out, "--workers", "1", "--no-progress")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    errors = error_lines(proc)
+    assert len(errors) == 2 and all(e.startswith("eyeblink: error: ") for e in errors), errors
+    assert "missing.avi" in errors[0] and "b.frames.csv" in errors[1]
+    for stem in ("a", "c"):  # before and after the bad ones
+        assert len(read_rows(out / f"{stem}.frames.csv")) == 20
+
+
+@pytest.mark.parametrize("workers", ["-1", "1000"])
+def test_workers_out_of_range_is_one_line_with_the_range(tmp_path: Path, workers: str) -> None:
+    import os
+
+    video = tmp_path / "v.avi"
+    video.write_bytes(b"")
+    proc = run_cli("process", video, "-o", tmp_path / "out", "--workers", workers)
+    line = assert_user_error(proc, f"--workers {workers}", f"up to {4 * (os.cpu_count() or 1)}")
+    assert proc.returncode == 2, line
+
+
+def test_exit_status_and_summary_agree_when_finalize_fails(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    """A calibration window beyond the recording fails after the rows are written: the summary says so too."""
+    video = write_video(tmp_path / "v.mkv", face_frames[:50], codec="ffv1", pix_fmt="gray")
+    out = tmp_path / "out"
+    proc = run_cli("process", video, "-o", out, "--workers", "1", "--no-progress", "--calibration", "50:60")
+    line = assert_user_error(proc)
+    summary = json.loads((out / "v.summary.json").read_text())
+    assert summary["status"] == "failed" and summary["error"] and summary["error"] in line

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -204,8 +205,11 @@ def test_entrypoint(tmp_path: Path) -> None:
     assert run("demo").stdout.strip() == "demo"
     bad = run("ray-worker")
     assert bad.returncode == 2 and "needs the head's address" in bad.stderr
+    # the real one: this environment's eyeblink (the venv's bin/), first on PATH whatever the caller's PATH is
+    path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"])
     r = subprocess.run([str(ep), "batch", "--help"], capture_output=True, text=True, timeout=60,
-                       env={k: v for k, v in os.environ.items() if k != "EYEBLINK_PIPELINE"})
+                       env={**{k: v for k, v in os.environ.items() if k not in ("EYEBLINK_PIPELINE", "EYEBLINK_BIN")},
+                            "PATH": path})
     assert r.returncode == 0 and "PATTERN_OR_LIST" in r.stdout
 
 

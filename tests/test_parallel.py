@@ -165,21 +165,24 @@ def test_a_failing_worker_stops_the_run_with_rows_on_disk(recordings: dict[str, 
 
 
 @pytest.mark.slow
-def test_ctrl_c_keeps_the_rows(recordings: dict[str, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_keeps_the_rows(recordings: dict[str, Path], tmp_path: Path, sig: signal.Signals) -> None:
+    """Independent of timing: a worker stalls at frame 1000 (test hook), so the run is still going
+    whatever the machine's load when the signal arrives, once rows are on disk."""
     out = tmp_path / "out"
     frames_csv = out / "long.frames.csv"
     proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", str(recordings["long"]), "-o", str(out),
                              "--workers", "2", "--no-progress"], stderr=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
+                            text=True, env={**os.environ, FAULT_ENV: "stall@1000"})
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
             if frames_csv.is_file() and frames_csv.read_text().count("\n") > 20:
                 break
             time.sleep(0.05)
         else:
-            pytest.fail("no rows appeared within 60 s")
-        proc.send_signal(signal.SIGINT)
+            pytest.fail(f"no rows appeared (exit status {proc.poll()})")
+        proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
@@ -188,7 +191,7 @@ def test_ctrl_c_keeps_the_rows(recordings: dict[str, Path], tmp_path: Path) -> N
     assert "interrupted" in stderr and "Traceback" not in stderr
     rows = _rows(frames_csv)
     assert len(rows) > 0 and [int(r["frame"]) for r in rows] == list(range(len(rows)))
-    assert len(rows) < 2000
+    assert len(rows) <= 1000
     summary = json.loads((out / "long.summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["frames"] == len(rows)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -221,16 +220,16 @@ def calibrate_session(cfg: RunConfig, t: np.ndarray, amplitude: np.ndarray, blin
 
 
 def _write_csv_atomic(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    from eyeblink.outputs.export import _cell
+    """Replace ``path`` whole or not at all (a failed write keeps the old file and names the fix)."""
+    import io
 
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(header)
-        w.writerows([_cell(v) for v in r] for r in rows)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
+    from eyeblink.outputs.export import _cell, write_text_atomic
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows([_cell(v) for v in r] for r in rows)
+    write_text_atomic(path, buf.getvalue())
 
 
 def finalize(result: RunResult, config: RunConfig, options: AnalysisOptions | None = None) -> RunResult:
@@ -290,7 +289,7 @@ def finalize(result: RunResult, config: RunConfig, options: AnalysisOptions | No
     summary["outputs"] = {k: str(v) for k, v in outputs.items()}
     summary = clean_json(summary)
     spath = outputs["summary"]
-    tmp = spath.with_name(spath.name + ".tmp")
-    tmp.write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    tmp.replace(spath)
+    from eyeblink.outputs.export import write_text_atomic
+
+    write_text_atomic(spath, json.dumps(summary, indent=2, allow_nan=False) + "\n")
     return replace(result, summary=summary, outputs=outputs)

@@ -13,17 +13,19 @@ Column meanings never change between releases; new columns are appended.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import math
 import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from eyeblink.closing import Closing
-from eyeblink.errors import OutputError
+from eyeblink.errors import OutputError, OutputWriteError
 from eyeblink.signals.blinks import BLINK_COLUMNS, BlinkEvent
 
 FRAME_COLUMNS = (
@@ -68,33 +70,117 @@ def ensure_output_dir(path: str | Path) -> Path:
     return p
 
 
+def write_failed(path: Path, exc: OSError) -> OutputWriteError:
+    """The one-line error of a failed write of ``path`` (disk full, file too large, read-only file)."""
+    why = exc.strerror or str(exc)
+    return OutputWriteError(f"cannot write {path} ({why}); free space on that disk or choose another -o "
+                            "(complete rows written before it are kept)")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: a temporary file, fsynced, then renamed over it.
+
+    On failure the temporary file is removed (no 0-byte ``.tmp`` left behind), ``path`` keeps what it
+    had, and :class:`OutputWriteError` names the file and the fix.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with tmp.open("w", newline="", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise write_failed(path, exc) from None
+
+
 class _CsvStream:
+    """One CSV written row by row, whole rows only.
+
+    Rows are encoded into a buffer and written with ``os.write`` at least every ``flush_interval_s``
+    (and when 64 KB are waiting). A write that fails part-way (disk full, ``RLIMIT_FSIZE``) truncates
+    the file back to its last complete row, so a reader never sees half a row, and raises
+    :class:`OutputWriteError`; the stream then drops further rows (the first error is the one reported).
+    """
+
+    _MAX_PENDING = 1 << 16
+
     def __init__(self, path: Path, columns: Sequence[str], flush_interval_s: float) -> None:
         self.path = path
         try:
-            self._fh: IO[str] = path.open("w", newline="", encoding="utf-8")
+            self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         except OSError as exc:
-            raise OutputError(f"cannot create {path} ({exc.strerror or exc}); choose another -o") from None
-        self._w = csv.writer(self._fh, lineterminator="\n")
-        self._w.writerow(columns)
+            raise OutputWriteError(f"cannot create {path} ({exc.strerror or exc}); choose another -o") from None
+        self._buf = io.StringIO()
+        self._w = csv.writer(self._buf, lineterminator="\n")
+        self._pending: list[bytes] = []
+        self._pending_n = 0
+        self._size = 0  # bytes on disk: always a whole number of rows
+        self.failed = False
         self._columns = columns
         self._interval = flush_interval_s
         self._next_flush = time.monotonic() + flush_interval_s
         self.rows = 0
+        self._add(columns)
+        self.flush()
+
+    def _add(self, values: Sequence[Any]) -> None:
+        self._w.writerow(values)
+        line = self._buf.getvalue().encode("utf-8")
+        self._buf.seek(0)
+        self._buf.truncate()
+        self._pending.append(line)
+        self._pending_n += len(line)
 
     def write(self, values: Sequence[Any]) -> None:
-        self._w.writerow([_cell(v) for v in values])
+        if self.failed:
+            return
+        self._add([_cell(v) for v in values])
         self.rows += 1
         now = time.monotonic()
-        if now >= self._next_flush:
-            self._fh.flush()
+        if now >= self._next_flush or self._pending_n >= self._MAX_PENDING:
+            self.flush()
             self._next_flush = now + self._interval
 
+    def flush(self) -> None:
+        """Write the waiting rows; on failure keep only whole rows on disk and raise OutputWriteError."""
+        if self.failed or self._fd is None or not self._pending:
+            return
+        data = b"".join(self._pending)
+        ends = self._pending
+        self._pending, self._pending_n = [], 0
+        view, done = memoryview(data), 0
+        try:
+            while done < len(data):
+                done += os.write(self._fd, view[done:])
+        except OSError as exc:
+            self.failed = True
+            whole = 0  # the bytes of the rows written completely
+            for line in ends:
+                if whole + len(line) > done:
+                    break
+                whole += len(line)
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size + whole)
+            raise write_failed(self.path, exc) from None
+        self._size += len(data)
+
     def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
+        if self._fd is None:
+            return
+        try:
+            self.flush()
+            if not self.failed:
+                try:
+                    os.fsync(self._fd)
+                except OSError as exc:
+                    self.failed = True
+                    raise write_failed(self.path, exc) from None
+        finally:
+            os.close(self._fd)
+            self._fd = None
 
 
 class ResultWriter(Closing):
@@ -126,14 +212,42 @@ class ResultWriter(Closing):
         self._blinks.write([r[c] for c in BLINK_COLUMNS])
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        tmp = self.summary_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(summary, indent=2, default=_json_default, allow_nan=False) + "\n",
-                       encoding="utf-8")
-        tmp.replace(self.summary_path)
+        write_text_atomic(self.summary_path,
+                          json.dumps(summary, indent=2, default=_json_default, allow_nan=False) + "\n")
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        """Close the CSVs, then write the summary, whatever happened to the CSVs.
+
+        ``summary["status"]`` other than ``ok`` means an error is already on its way up: a write error
+        here is then not raised again (the first error is the one reported). A run that was ``ok``
+        until its CSVs failed to close gets ``failed`` in its summary, and the error is raised.
+        """
+        was_ok = summary.get("status") == "ok"
+        first_error: OutputWriteError | None = None
+        try:
+            self.close()
+        except OutputWriteError as exc:
+            first_error = exc
+            if was_ok:
+                summary = {**summary, "status": "failed", "error": str(exc)}
+        try:
+            self.write_summary(summary)
+        except OutputWriteError as exc:
+            first_error = first_error or exc
+        if was_ok and first_error is not None:
+            raise first_error
+
+    @property
+    def failed(self) -> bool:
+        """Whether a write of frames.csv or blinks.csv failed (the error was raised once)."""
+        return self._frames.failed or self._blinks.failed
 
     def close(self) -> None:
-        self._frames.close()
-        self._blinks.close()
+        """Flush and close both CSVs (idempotent); both are closed even if the first fails."""
+        try:
+            self._frames.close()
+        finally:
+            self._blinks.close()
 
 
 def read_table(path: Path) -> tuple[list[str], list[list[str]]]:

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from eyeblink.config import LIVE_BATCH_FRAMES, LIVE_CHUNK_FRAMES, LIVE_LANDMARKS, OVERLOAD_POLICIES, LiveConfig
-from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
+from eyeblink.errors import ConfigError, EyeblinkError, VideoOpenError, WorkerError
 from eyeblink.outputs.export import FRAME_COLUMNS, ResultWriter, _CsvStream
 from eyeblink.runtime.parallel import _POLL_S, ParallelPipeline, _Batcher, _Run, _Stop
 from eyeblink.runtime.shm import FrameRing, RingSpec
@@ -183,7 +183,15 @@ class _LiveRun(_Run):
                     if time.monotonic() > deadline:
                         raise WorkerError(f"the workers did not load their models within "
                                           f"{self.par.stall_timeout_s:.0f} s")
-            source.start()
+            source.cancelled = self.capture_stop.is_set
+            log.info("waiting for %s", source.spec)
+            try:
+                source.start()
+            except VideoOpenError:
+                if not self.capture_stop.is_set():
+                    raise
+                self._stopped_before_connect()  # Ctrl-C / SIGTERM while waiting for the sender
+                return
             if self.fitters:  # --landmarks auto: now that the rate is known
                 from eyeblink.runtime.parallel import physical_cores
 
@@ -210,11 +218,16 @@ class _LiveRun(_Run):
             q.put(("ring", self.ring.name, self.spec, self.prefault_slots, self.model))
         (self.loader,) = self._fork((self._loader_main, (), "eyeblink-loader"))
 
+    def _stopped_before_connect(self) -> None:
+        """A signal arrived before the sender connected: no frames; the workers end and the sink sees
+        an empty input (the run ends normally, exit 0, as for a stop during the capture)."""
+        log.info("%s: stopped before a sender connected", self.source.spec)
+        for q in self.work_qs:
+            q.put(None)
+        self.out_q.put(("eof", 0, None, 0.0, 0, None))
+
     # ------------------------------------------------------------ children
 
-    def _child_setup(self) -> None:
-        super()._child_setup()
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the parent stops the capture and drains
 
     def _worker_ready(self, wid: int) -> None:
         self.ready.release()

@@ -39,14 +39,16 @@ worker that raises sends its traceback to the sink; one that dies without a word
 a signal, the OOM killer) is noticed through its exit code. Either way the sink first writes every
 row below the failing frame that the other workers computed, then the run stops with a one-line
 :class:`~eyeblink.errors.WorkerError` (exit status 3) and the traceback goes to the summary.
-Ctrl-C: the children ignore SIGINT; the parent stops them, keeps the rows written so far and
+Ctrl-C or SIGTERM: the children ignore both; the parent stops them, keeps the rows written so far and
 records ``status: interrupted``.
 
 Test hook (documented, used by ``tests/test_parallel.py``): the environment variable
 ``EYEBLINK_TEST_WORKER_FAULT=raise@K`` makes the worker that analyses frame ``K`` raise
 ``RuntimeError``; ``exit@K`` makes it die with ``os._exit(70)`` before analysing it (after a
-0.3 s pause so that the rows it already sent are out of its queue's feeder thread). It injects a
-real failure into a real run; nothing else reads it.
+0.3 s pause so that the rows it already sent are out of its queue's feeder thread); ``stall@K`` makes
+it send the rows before ``K`` and then wait, without analysing ``K``, until the run is stopped (so a
+test can interrupt a run that is certain to be still going). It injects a real failure into a real
+run; nothing else reads it.
 """
 
 from __future__ import annotations
@@ -151,8 +153,8 @@ def _parse_fault() -> tuple[str, int] | None:
     if not spec:
         return None
     kind, _, at = spec.partition("@")
-    if kind not in ("raise", "exit") or not at.strip().isdigit():
-        raise ConfigError(f"{FAULT_ENV} must be 'raise@K' or 'exit@K' (K a frame index), got {spec!r}")
+    if kind not in ("raise", "exit", "stall") or not at.strip().isdigit():
+        raise ConfigError(f"{FAULT_ENV} must be 'raise@K', 'exit@K' or 'stall@K' (K a frame index), got {spec!r}")
     return kind, int(at)
 
 
@@ -271,6 +273,9 @@ class _Run:
 
     def _child_setup(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides how to stop
+        # SIGTERM to the whole group (Slurm) is the parent's to handle too (it drains, as for Ctrl-C);
+        # a child that does not stop when asked is killed by _shutdown
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     def _get(self, q: Any) -> Any:
         while True:
@@ -385,6 +390,10 @@ class _Run:
                             os._exit(70)
                         if j:  # the rows before the failing frame are computed: send them first
                             self._put(self.out_q, ("rows", wid, out[:j]))
+                        if fault[0] == "stall":  # stuck on frame K until the run is stopped (Ctrl-C, SIGTERM)
+                            while not self.stop.wait(_POLL_S) and os.getppid() == self.parent_pid:
+                                pass
+                            raise _Stop
                         raise RuntimeError(f"injected failure at frame {frame_index} ({FAULT_ENV})")
                     if slots[j] < 0:  # dropped by the live loader (eyeblink.runtime.live): a gap row, no pixels
                         out[j]["index"], out[j]["timestamp_s"], out[j]["t_decoded"] = frame_index, ts[j], td[j]
@@ -537,8 +546,7 @@ class _Run:
                 summary.update(self._extra_summary())
                 if outcome.traceback:
                     summary["error_traceback"] = outcome.traceback
-                writer.close()
-                writer.write_summary(summary)
+                writer.finish(summary)
         return RunResult(source.name, sink.frames, sink.faces, sink.events, summary,
                          {"frames": writer.frames_path, "blinks": writer.blinks_path,
                           "summary": writer.summary_path})

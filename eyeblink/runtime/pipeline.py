@@ -349,8 +349,7 @@ def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, anal
         finally:
             wall = time.perf_counter() - started
             summary = build_summary(source, config, sink, clock, analyzer, wall, outcome.status, outcome.error)
-            writer.close()
-            writer.write_summary(summary)
+            writer.finish(summary)
     return RunResult(source.name, sink.frames, sink.faces, sink.events, summary,
                      {"frames": writer.frames_path, "blinks": writer.blinks_path,
                       "summary": writer.summary_path})

@@ -9,6 +9,7 @@ the others still run; the exit status is non-zero if any failed.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from eyeblink.errors import (
     InputNotFoundError,
     ModelFileError,
     OutputError,
+    OutputWriteError,
 )
 from eyeblink.outputs.analysis import AnalysisOptions, finalize
 from eyeblink.outputs.export import ensure_output_dir
@@ -71,23 +73,61 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
     :func:`eyeblink.outputs.analysis.finalize` calibrates its FEC column and writes trials, plots and NWB as
     ``analysis`` asks (checked before the first frame).
     """
+    # a missing input is that input's failure, reported with the others' (the rest still run)
+    missing = [(p, InputNotFoundError(f"input not found: {p} — check the path")) for p in paths if not p.exists()]
+    paths = [p for p in paths if p.exists()]
+    if not paths:
+        raise missing[0][1] if missing else ConfigError("no inputs given")
     check_inputs(paths)
     opts = analysis or AnalysisOptions()
     opts.check(paths)
     ensure_output_dir(outdir)
+    results, failures = _process_existing(paths, outdir, config, progress=progress, analyzer=analyzer,
+                                          workers=workers, opts=opts)
+    return results, [*missing, *failures]
+
+
+def _process_existing(paths: Sequence[Path], outdir: Path, config: RunConfig, *, progress: ProgressFactory | None,
+                      analyzer: FrameAnalyzer | None, workers: int,
+                      opts: AnalysisOptions) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline, supports
 
     if workers > 1 and analyzer is None and supports(config):
         pipe = ParallelPipeline(config, ParallelConfig(workers=workers))
         return _run_each(paths, config,
-                         lambda src: finalize(pipe.process_source(src, outdir, progress=progress), config, opts))
+                         lambda src: _finalize(pipe.process_source(src, outdir, progress=progress), config, opts))
     ref = analyzer or build_analyzer(config)
 
     def one(source: FrameSource) -> RunResult:
         ref.reset()
-        return finalize(process_source(source, outdir, config, analyzer=ref, progress=progress), config, opts)
+        return _finalize(process_source(source, outdir, config, analyzer=ref, progress=progress), config, opts)
 
     return _run_each(paths, config, one)
+
+
+def _finalize(result: RunResult, config: RunConfig, opts: AnalysisOptions) -> RunResult:
+    """:func:`finalize`; if it fails, the summary says so too (``failed`` and the error), so that the
+    exit status and ``summary.json`` never disagree."""
+    try:
+        return finalize(result, config, opts)
+    except EyeblinkError as exc:
+        record_failure(result, exc)
+        raise
+
+
+def record_failure(result: RunResult, exc: EyeblinkError) -> None:
+    """Rewrite ``result``'s summary with ``status: failed`` and the error (best effort: the error itself
+    is what the user is told; a summary that cannot be written is left as it was)."""
+    import json
+
+    from eyeblink.outputs.export import clean_json, write_text_atomic
+
+    path = result.outputs.get("summary")
+    if path is None:
+        return
+    summary = {**result.summary, "status": "failed", "error": str(exc)}
+    with contextlib.suppress(OutputError):
+        write_text_atomic(Path(path), json.dumps(clean_json(summary), indent=2, default=str, allow_nan=False) + "\n")
 
 
 def _run_each(paths: Sequence[Path], config: RunConfig,
@@ -100,6 +140,8 @@ def _run_each(paths: Sequence[Path], config: RunConfig,
         try:
             with open_source(path, fps=config.fps) as source:
                 results.append(run(source))
+        except OutputWriteError as exc:  # this input's files (disk full, read-only file): try the others
+            failures.append((path, exc))
         except FATAL:
             raise
         except EyeblinkError as exc:

@@ -94,6 +94,8 @@ class LiveSource(FrameSource):
         self._ts_counts: dict[str, int] = {}
         self._t0_arrival: float | None = None
         self.end_reason: str | None = None
+        #: set by the live run: while it returns True, waiting for a sender stops (a signal arrived)
+        self.cancelled: Any = None
 
     def start(self) -> None:
         """Connect a source opened with ``connect=False`` (a stream); a no-op for the others.
@@ -206,11 +208,13 @@ class StreamSource(LiveSource):
             try:
                 while True:  # a sender that is starting up refuses connections for a moment: wait for it
                     try:
-                        container = av.open(self.spec, mode="r", options=opts,
+                        # metadata_errors="replace": as for files (sources.files), a title that is not
+                        # UTF-8 (the ZJU AVIs' GBK titles, forwarded by an ffmpeg sender) must not stop the run
+                        container = av.open(self.spec, mode="r", options=opts, metadata_errors="replace",
                                             timeout=(self.opts.open_timeout_s, self.opts.read_timeout_s))
                         break
                     except ConnectionRefusedError:
-                        if time.monotonic() > deadline:
+                        if time.monotonic() > deadline or (self.cancelled is not None and self.cancelled()):
                             raise
                         time.sleep(0.05)
             except (av.error.FFmpegError, OSError) as exc:
