@@ -68,14 +68,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     from eyeblink.lab import bench_detector
 
     bsub = p.add_subparsers(dest="bench_command", metavar="WHAT",
-                            help="what to measure instead of the whole pipeline: `detector` "
-                                 "(see `eyeblink bench detector -h`)")
+                            help="what to measure instead of the whole pipeline: `detector`, `landmarks` "
+                                 "(see `eyeblink bench detector -h`, `eyeblink bench landmarks -h`)")
     d = bsub.add_parser("detector", help="the face detector alone, per backend: batch-size sweep, latency sweep, "
                                          "images/s/W (the paper's experiment)",
                         description="Batch-size sweep (run time, images/s, time per image, compile time), "
                                     "low-latency sweep (batch 1-16) and energy efficiency of each detector backend "
                                     "on this machine; Markdown and JSON output.")
     bench_detector.add_arguments(d)
+    from eyeblink.lab import bench_landmarks
+
+    lm = bsub.add_parser("landmarks", help="one eye-model fit, per model, on one core (ms per face on real frames)",
+                         description=bench_landmarks.__doc__.split("\n\n", 1)[1] if bench_landmarks.__doc__ else None,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    bench_landmarks.add_arguments(lm)
     return p
 
 
@@ -84,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
         from eyeblink.lab import bench_detector
 
         return bench_detector.run(args)
+    if getattr(args, "bench_command", None) == "landmarks":
+        from eyeblink.lab import bench_landmarks
+
+        return bench_landmarks.run(args)
     from eyeblink.config import load_preset
     from eyeblink.errors import ConfigError
     from eyeblink.presets import resolve_preset

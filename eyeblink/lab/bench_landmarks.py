@@ -1,0 +1,97 @@
+"""``eyeblink bench landmarks``: the cost of one eye-model fit, per model, on one core.
+
+Every frame of the input (``--input VIDEO``, real faces preferred; default: the synthetic
+recording of ``eyeblink bench``) is decoded and its face detected first (untimed); then each eye
+model (``--models``, default: every registered model that can be built here) fits every face,
+timed with ``perf_counter`` around ``fit`` alone. The process is pinned to one core and every
+LiteRT interpreter runs one thread, as in the pipeline's workers. The first ``--warmup`` fits per
+model are not counted (XNNPACK packs its weights on the first invoke, dlib pages its model in).
+
+Printed: per model, faces timed, median and p10/p90/p99 ms per fit, and the fits per second one
+core sustains; ``--json`` also writes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", metavar="VIDEO", default=None,
+                   help="recording to fit (default: the synthetic recording of `eyeblink bench`)")
+    p.add_argument("--frames", type=int, default=600, metavar="N", help="at most N frames (default 600)")
+    p.add_argument("--models", default=None, metavar="LIST",
+                   help="comma-separated eye models (default: every registered model that can be built here)")
+    p.add_argument("--warmup", type=int, default=20, metavar="K", help="untimed fits per model first (default 20)")
+    p.add_argument("--cache-dir", default=None, metavar="DIR", help="cache of the synthetic recording")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON")
+
+
+def _percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def run(args: argparse.Namespace) -> int:
+    from eyeblink.detect import create_detector
+    from eyeblink.detect.blazeface import FaceDetector
+    from eyeblink.errors import BackendUnavailableError, ConfigError
+    from eyeblink.lab.bench import machine_info, synthetic_recording
+    from eyeblink.landmarks import EYE_MODELS, check_eye_model, create_eye_model
+    from eyeblink.sources.files import open_source
+
+    if args.frames < 1 or args.warmup < 0:
+        raise ConfigError(f"--frames must be >= 1 and --warmup >= 0, got {args.frames} and {args.warmup}")
+    names = [check_eye_model(m.strip()) for m in args.models.split(",")] if args.models else list(EYE_MODELS)
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as one pipeline worker
+    video = Path(args.input) if args.input else synthetic_recording(args.frames, args.cache_dir)
+    frames, faces = [], []
+    with FaceDetector.from_detector(create_detector("litert")) as detector, open_source(video) as src:
+        for fr in src:
+            found = detector.detect(fr.gray)
+            if found:
+                frames.append(fr.gray.copy())
+                faces.append(found[0])
+            if len(frames) + 1 > args.frames:
+                break
+    if not frames:
+        raise ConfigError(f"no face found in the first {args.frames} frames of {video}; give a recording with a face")
+    machine = machine_info()
+    print(f"eyeblink bench landmarks: {video}, {len(frames)} frames with a face, one core "
+          f"({machine['cpu']}, Python {machine['python']})", flush=True)
+    results: dict[str, Any] = {}
+    for name in names:
+        try:
+            model = create_eye_model(name)
+        except BackendUnavailableError as exc:
+            print(f"  {name}: skipped ({exc})")
+            continue
+        for k in range(min(args.warmup, len(frames))):
+            model.fit(frames[k], faces[k])
+        times = []
+        for gray, face in zip(frames, faces, strict=True):
+            t0 = time.perf_counter()
+            model.fit(gray, face)
+            times.append((time.perf_counter() - t0) * 1000.0)
+        model.close()
+        med = statistics.median(times)
+        results[name] = {"faces": len(times), "median_ms": med, "p10_ms": _percentile(times, 0.1),
+                         "p90_ms": _percentile(times, 0.9), "p99_ms": _percentile(times, 0.99),
+                         "fits_per_s_one_core": 1000.0 / med, "fit_ms_registry": EYE_MODELS[name].fit_ms}
+    print("\n| model | faces | median ms | p10–p90 ms | p99 ms | fits/s on one core |")
+    print("|---|---|---|---|---|---|")
+    for name, r in results.items():
+        print(f"| {name} | {r['faces']} | {r['median_ms']:.2f} | {r['p10_ms']:.2f}–{r['p90_ms']:.2f} | "
+              f"{r['p99_ms']:.2f} | {r['fits_per_s_one_core']:,.0f} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"input": str(video), "machine": machine, "models": results},
+                                              indent=2) + "\n", encoding="utf-8")
+    return 0
