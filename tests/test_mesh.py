@@ -138,3 +138,27 @@ def test_a_missing_or_corrupt_mesh_file_is_one_line(content: bytes | None, messa
     errors = [line for line in proc.stderr.splitlines() if line.startswith("eyeblink: error:")]
     assert len(errors) == 1 and message in errors[0] and str(model) in errors[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_bench_landmarks_times_every_model_on_real_decoded_frames(tmp_path: Path) -> None:
+    """``eyeblink bench landmarks`` through the CLI on a rendered recording: one row per model, a JSON report."""
+    import json
+
+    from eyeblink.lab.synth import SynthConfig, write_recording
+
+    video = tmp_path / "face.avi"
+    write_recording(video, SynthConfig(duration_s=0.1))
+    report = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "bench", "landmarks", "--input", str(video),
+                           "--frames", "30", "--warmup", "2", "--models", "mesh,mesh-ear", "--json", str(report)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "| mesh | 30 |" in proc.stdout and "| mesh-ear | 30 |" in proc.stdout
+    models = json.loads(report.read_text())["models"]
+    assert set(models) == {"mesh", "mesh-ear"}
+    for r in models.values():
+        assert 0 < r["p10_ms"] <= r["median_ms"] <= r["p90_ms"] <= r["p99_ms"]
+    bad = subprocess.run([sys.executable, "-m", "eyeblink", "bench", "landmarks", "--models", "mesh,eye6"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "unknown eye model 'eye6'" in bad.stderr and "Traceback" not in bad.stderr
