@@ -380,3 +380,59 @@ def test_exit_status_and_summary_agree_when_finalize_fails(face_frames: list[np.
     line = assert_user_error(proc)
     summary = json.loads((out / "v.summary.json").read_text())
     assert summary["status"] == "failed" and summary["error"] and summary["error"] in line
+
+
+# ------------------------------------------------------------------------------------------ warnings
+
+
+def warning_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [ln for ln in proc.stderr.splitlines() if ln.startswith("eyeblink: warning: ")]
+
+
+def test_trials_beyond_the_recording_are_a_warning(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    """CS onsets after the end of the recording: exit 0, one warning line naming how many and the duration,
+    and the same text in summary.json's ``warnings``."""
+    video = write_video(tmp_path / "v.mkv", face_frames[:100], codec="ffv1", pix_fmt="gray")  # 0.2 s
+    trials = tmp_path / "trials.csv"
+    trials.write_text("trial,cs_onset_s\n1,0.05\n2,5.0\n3,6.0\n")
+    out = tmp_path / "out"
+    proc = run_cli("process", video, "-o", out, "--workers", "1", "--no-progress", "--trials", trials)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = warning_lines(proc)
+    assert len(lines) == 1, proc.stderr
+    assert "2 of 3 trials" in lines[0] and "0.2" in lines[0] and "--trials" in lines[0], lines[0]
+    summary = json.loads((out / "v.summary.json").read_text())
+    assert summary["status"] == "ok"
+    assert len(summary["warnings"]) == 1 and "2 of 3 trials" in summary["warnings"][0]
+
+
+def test_clean_run_has_no_warnings(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    video = write_video(tmp_path / "v.mkv", face_frames[:60], codec="ffv1", pix_fmt="gray")
+    out = tmp_path / "out"
+    proc = run_cli("process", video, "-o", out, "--workers", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert warning_lines(proc) == []
+    assert json.loads((out / "v.summary.json").read_text())["warnings"] == []
+
+
+def _gpu_visible() -> bool:
+    code = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return proc.returncode == 0 and proc.stdout.strip().splitlines()[-1:] != ["0"]
+
+
+def test_gpu_preset_without_a_gpu_says_so(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    """``--pipeline gpu`` where TensorFlow sees no GPU runs on the CPU, with a warning naming the fix."""
+    pytest.importorskip("tensorflow")
+    if _gpu_visible():
+        pytest.skip("a GPU is visible here")
+    video = write_video(tmp_path / "v.mkv", face_frames[:20], codec="ffv1", pix_fmt="gray")
+    out = tmp_path / "out"
+    proc = run_cli("process", video, "-o", out, "--pipeline", "gpu", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    lines = warning_lines(proc)
+    assert len(lines) == 1, proc.stderr
+    assert "no GPU" in lines[0] and "--pipeline cpu" in lines[0] and "tensorflow[and-cuda]" in lines[0], lines[0]
+    summary = json.loads((out / "v.summary.json").read_text())
+    assert summary["warnings"] == [lines[0].removeprefix("eyeblink: warning: ")]

@@ -21,7 +21,7 @@ import numpy as np
 
 from eyeblink import __version__
 from eyeblink.config import RunConfig
-from eyeblink.errors import EyeblinkError, NoFaceError
+from eyeblink.errors import EyeblinkError, NoFaceError, warn
 from eyeblink.frames import Frame
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.outputs.session import RunResult
@@ -77,8 +77,25 @@ def build_detector(config: RunConfig) -> FaceDetector:
     d = config.detect
     backend = create_detector(d.backend, model_path=Path(d.model_path) if d.model_path else None,
                               num_threads=d.num_threads, batch_size=d.batch_size, accelerator=d.accelerator())
+    for message in run_warnings(config):
+        if message not in _WARNED:  # once per process, not once per input
+            _WARNED.add(message)
+            warn(message)
     return FaceDetector.from_detector(backend, batch_size=d.batch_size, score_threshold=d.score_threshold,
                                       iou_threshold=d.nms_iou)
+
+
+_WARNED: set[str] = set()
+
+
+def run_warnings(config: RunConfig) -> list[str]:
+    """What the settings will make of this machine that the user should hear about (``summary.json``'s
+    ``warnings``; :func:`eyeblink.finalize` adds the input's own): today an accelerator preset without
+    its accelerator (see :func:`eyeblink.detect.missing_accelerator`)."""
+    from eyeblink.detect import missing_accelerator
+
+    message = missing_accelerator(config.detect.backend)
+    return [message] if message else []
 
 
 def build_fitter(config: RunConfig) -> EyeModel:
@@ -388,5 +405,6 @@ def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clo
         },
         "versions": versions(),
         "settings": config.to_dict(),
+        "warnings": run_warnings(config),
     }
     return clean_json(summary)
