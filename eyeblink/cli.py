@@ -324,6 +324,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             logs = setup_logging(args.log_level, args.log_file)
         if args.command in ("process", "batch", "live"):
             _sigterm_as_ctrl_c()
+            from eyeblink.runtime.shm import remove_stale_rings
+
+            remove_stale_rings()  # the shared-memory rings of earlier runs that were killed outright
         return handler(args)
     except EyeblinkError as exc:
         print(f"eyeblink: error: {one_line(exc)}", file=sys.stderr)

@@ -436,3 +436,77 @@ def test_gpu_preset_without_a_gpu_says_so(face_frames: list[np.ndarray], tmp_pat
     assert "no GPU" in lines[0] and "--pipeline cpu" in lines[0] and "tensorflow[and-cuda]" in lines[0], lines[0]
     summary = json.loads((out / "v.summary.json").read_text())
     assert summary["warnings"] == [lines[0].removeprefix("eyeblink: warning: ")]
+
+
+# ------------------------------------------------------------------------------------------ shared-memory rings
+
+SHM = Path("/dev/shm")
+needs_dev_shm = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm here")
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended and been reaped."""
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    return int(proc.stdout)
+
+
+def rings_of(pid: int) -> list[Path]:
+    return sorted(SHM.glob(f"eyeblink_{pid}_*"))
+
+
+@needs_dev_shm
+def test_a_stale_ring_is_removed_at_the_next_start(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    """A ring named after a process that no longer runs is unlinked when `process` starts; a live
+    process's ring is left alone."""
+    import os
+
+    stale = SHM / f"eyeblink_{dead_pid()}_0badc0de"
+    alive = SHM / f"eyeblink_{os.getpid()}_0badc0de"
+    for p in (stale, alive):
+        p.write_bytes(b"\0" * 4096)
+    try:
+        video = write_video(tmp_path / "v.mkv", face_frames[:20], codec="ffv1", pix_fmt="gray")
+        proc = run_cli("process", video, "-o", tmp_path / "out", "--workers", "1", "--no-progress",
+                       "--log-level", "info")
+        assert proc.returncode == 0, proc.stderr
+        assert not stale.exists()
+        assert alive.exists()
+        assert str(stale) in proc.stderr  # logged at --log-level info
+    finally:
+        for p in (stale, alive):
+            p.unlink(missing_ok=True)
+
+
+@needs_dev_shm
+def test_a_run_killed_outright_leaves_a_ring_the_next_run_removes(face_frames: list[np.ndarray],
+                                                                  tmp_path: Path) -> None:
+    """SIGKILL to the whole process group (nobody left to clean up): the ring stays in /dev/shm, named after
+    the dead process, and the next run removes it."""
+    import os
+    import signal
+    import time
+
+    video = write_video(tmp_path / "long.mkv", face_frames * 4, codec="ffv1", pix_fmt="gray")
+    proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(tmp_path / "a"),
+                             "--workers", "2", "--no-progress"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not rings_of(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert rings_of(proc.pid), "the run never created its ring"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    time.sleep(0.2)  # the group's other processes die too
+    leftover = rings_of(proc.pid)
+    try:
+        assert leftover, "nothing leaked: the kill came too late to test the sweep"
+        small = write_video(tmp_path / "v.mkv", face_frames[:20], codec="ffv1", pix_fmt="gray")
+        again = run_cli("process", small, "-o", tmp_path / "b", "--workers", "1", "--no-progress")
+        assert again.returncode == 0, again.stderr
+        assert rings_of(proc.pid) == []
+    finally:
+        for p in leftover:
+            p.unlink(missing_ok=True)
