@@ -6,6 +6,9 @@ line and exits non-zero without a traceback.
 
 from __future__ import annotations
 
+#: Exit status of a run that completed although an input was damaged (undecodable packets skipped).
+INPUT_DAMAGED_EXIT = 5
+
 
 class EyeblinkError(Exception):
     """Base class of all errors eyeblink reports to users."""

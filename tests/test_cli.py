@@ -510,3 +510,45 @@ def test_a_run_killed_outright_leaves_a_ring_the_next_run_removes(face_frames: l
     finally:
         for p in leftover:
             p.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------------------------------ damaged input
+
+
+def test_damaged_bytes_in_the_middle_skip_packets_not_the_rest(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    """30 KB of random bytes in the middle of an H.264 MP4: the undecodable packets are skipped, the frames
+    after the damage are processed, summary.json lists the packets, and the exit status says "completed,
+    input damaged" (5)."""
+    frames = (face_frames * 2)[:500]
+    video = write_video(tmp_path / "v.mp4", frames, codec="libx264", pix_fmt="yuv420p",
+                        options={"g": "50", "keyint_min": "50"})
+    data = bytearray(video.read_bytes())
+    mid, n = len(data) // 2, 30_000
+    data[mid:mid + n] = np.random.default_rng(0).integers(0, 256, n, dtype=np.uint8).tobytes()
+    video.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    proc = run_cli("process", video, "-o", out, "--workers", "1", "--no-progress")
+    assert proc.returncode == 5, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in error_lines(proc) if not ln.startswith("[")]  # FFmpeg's own decoder messages
+    assert len(lines) == 1 and lines[0].startswith("eyeblink: warning: v: "), lines
+    assert "damaged packet" in lines[0]
+    rows = read_rows(out / "v.frames.csv")
+    ts = np.array([float(r["timestamp_s"]) for r in rows])
+    assert ts[-1] > 0.99 * (len(frames) - 1) / 500  # the frames after the damage are there
+    assert 300 < len(rows) < len(frames)
+    summary = json.loads((out / "v.summary.json").read_text())
+    assert summary["status"] == "ok"
+    damaged = summary["damaged_packets"]
+    assert damaged["count"] == len(damaged["packets"]) > 0
+    assert all(isinstance(p["packet"], int) and p["timestamp_s"] is not None for p in damaged["packets"])
+    assert any("damaged packet" in w for w in summary["warnings"])
+    assert summary["timestamp_gaps"] >= 1
+
+
+def test_clean_h264_exits_0_with_no_damage(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    video = write_video(tmp_path / "v.mp4", face_frames[:100], codec="libx264", pix_fmt="yuv420p")
+    proc = run_cli("process", video, "-o", tmp_path / "out", "--workers", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "out" / "v.summary.json").read_text())["damaged_packets"] == {"count": 0,
+                                                                                             "packets": []}

@@ -98,6 +98,15 @@ def run_warnings(config: RunConfig) -> list[str]:
     return [message] if message else []
 
 
+def damage_warning(stem: str, damaged: list[dict[str, Any]]) -> str:
+    """The warning for a recording whose damaged packets were skipped (see ``sources.files``)."""
+    times = [d["timestamp_s"] for d in damaged if d.get("timestamp_s") is not None]
+    where = f" between {min(times):.3f} and {max(times):.3f} s" if times else ""
+    return (f"{stem}: {len(damaged)} damaged packet(s){where} could not be decoded and were skipped (a timestamp "
+            "gap in frames.csv; the rows after the damage are complete); summary.json lists them under "
+            "damaged_packets; re-copy the recording from its original if you have it")
+
+
 def build_fitter(config: RunConfig) -> EyeModel:
     """The eye model of a run (``config.landmarks``: model, file, and the settings the model takes)."""
     from eyeblink.landmarks import EYE_MODELS, create_eye_model
@@ -376,12 +385,17 @@ def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clo
                   analyzer: FrameAnalyzer, wall_s: float, status: str, error: str | None) -> dict[str, Any]:
     dur = sink.last_t - sink.first_t if sink.frames > 1 else 0.0
     complete = [e for e in sink.events if e.complete]
+    described = source.describe()
+    damaged = list(described.get("damaged_packets") or [])
+    warnings = run_warnings(config)
+    if damaged:
+        warnings.append(damage_warning(source.name, damaged))
     summary: dict[str, Any] = {
         "status": status,
         "error": error,
         "input": str(source.path),
         "stem": source.name,
-        "source": source.describe(),
+        "source": described,
         "frames": sink.frames,
         "frames_with_face": sink.faces,
         "frames_without_face": sink.frames - sink.faces,
@@ -405,6 +419,7 @@ def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clo
         },
         "versions": versions(),
         "settings": config.to_dict(),
-        "warnings": run_warnings(config),
+        "damaged_packets": {"count": len(damaged), "packets": damaged},
+        "warnings": warnings,
     }
     return clean_json(summary)
