@@ -552,3 +552,16 @@ def test_clean_h264_exits_0_with_no_damage(face_frames: list[np.ndarray], tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "out" / "v.summary.json").read_text())["damaged_packets"] == {"count": 0,
                                                                                              "packets": []}
+
+
+def test_a_user_error_after_the_models_load_is_really_one_line(tmp_path: Path) -> None:
+    """The TFLite runtime's 'INFO: Created TensorFlow Lite XNNPACK delegate' line is kept off stderr below
+    --log-level info, so the error is the only line (it shows with --log-level info)."""
+    video = write_video(tmp_path / "noface.mkv", 30, codec="ffv1", pix_fmt="gray", width=160, height=120)
+    for workers in ("1", "2"):
+        proc = run_cli("process", video, "-o", tmp_path / f"out{workers}", "--workers", workers, "--no-progress")
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert lines[0].startswith("eyeblink: error: ") and "no face" in lines[0]
+    proc = run_cli("process", video, "-o", tmp_path / "out3", "--workers", "1", "--no-progress", "--log-level", "info")
+    assert "XNNPACK" in proc.stderr

@@ -109,11 +109,13 @@ def damage_warning(stem: str, damaged: list[dict[str, Any]]) -> str:
 
 def build_fitter(config: RunConfig) -> EyeModel:
     """The eye model of a run (``config.landmarks``: model, file, and the settings the model takes)."""
+    from eyeblink.detect.litert import native_info_silenced
     from eyeblink.landmarks import EYE_MODELS, create_eye_model
 
     lm = config.landmarks
     settings = {name: getattr(lm, name) for name in EYE_MODELS[lm.model].settings}
-    return create_eye_model(lm.model, model_path=lm.model_path, **settings)
+    with native_info_silenced():  # the face mesh's LiteRT interpreter: no INFO line below --log-level info
+        return create_eye_model(lm.model, model_path=lm.model_path, **settings)
 
 
 class FrameAnalyzer:
