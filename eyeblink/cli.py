@@ -15,7 +15,7 @@ from typing import Any
 
 from eyeblink import __version__
 from eyeblink.config import LANDMARK_MODELS, run_config_from_args
-from eyeblink.errors import ConfigError, EyeblinkError, one_line
+from eyeblink.errors import INPUT_DAMAGED_EXIT, ConfigError, EyeblinkError, one_line
 from eyeblink.lab import bench, train
 
 DESCRIPTION = """\
@@ -242,9 +242,17 @@ def cmd_process(args: argparse.Namespace) -> int:
 
         for r in results:
             print(f"{r.stem}: report {write_report(r.outputs['frames'].parent / r.stem)}")
+    from eyeblink.runtime.pipeline import damage_warning
+
+    damaged = [r for r in results if (r.summary.get("damaged_packets") or {}).get("count")]
+    for r in damaged:
+        print(f"eyeblink: warning: {damage_warning(r.stem, r.summary['damaged_packets']['packets'])}",
+              file=sys.stderr)
     for _path, err in failures:
         print(f"eyeblink: error: {one_line(err)}", file=sys.stderr)
-    return failures[0][1].exit_code if failures else 0
+    if failures:
+        return failures[0][1].exit_code
+    return INPUT_DAMAGED_EXIT if damaged else 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -324,6 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             logs = setup_logging(args.log_level, args.log_file)
         if args.command in ("process", "batch", "live"):
             _sigterm_as_ctrl_c()
+            from eyeblink.runtime.shm import remove_stale_rings
+
+            remove_stale_rings()  # the shared-memory rings of earlier runs that were killed outright
         return handler(args)
     except EyeblinkError as exc:
         print(f"eyeblink: error: {one_line(exc)}", file=sys.stderr)

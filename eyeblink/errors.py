@@ -6,6 +6,9 @@ line and exits non-zero without a traceback.
 
 from __future__ import annotations
 
+#: Exit status of a run that completed although an input was damaged (undecodable packets skipped).
+INPUT_DAMAGED_EXIT = 5
+
 
 class EyeblinkError(Exception):
     """Base class of all errors eyeblink reports to users."""
@@ -86,3 +89,16 @@ class MissingExtraError(ConfigError):
 def one_line(exc: BaseException) -> str:
     """The message on one line (native libraries such as dlib put newlines in theirs)."""
     return " ".join(str(exc).split())
+
+
+def warn(message: str) -> str:
+    """Tell the user about a result that is valid but probably not what they wanted, on one stderr line
+    ``eyeblink: warning: …`` (naming the fix); returns ``message`` for the summary's ``warnings``.
+
+    The rule: what cannot run is an error (non-zero exit); what runs but ignores part of the input or
+    runs on another device than asked for is a warning (exit 0, listed in ``summary.json``).
+    """
+    import sys
+
+    print(f"eyeblink: warning: {one_line(message)}", file=sys.stderr, flush=True)
+    return one_line(message)

@@ -57,6 +57,7 @@ def write_video(
     fmt: str | None = None,
     width: int = 64,
     height: int = 48,
+    options: dict[str, str] | None = None,
 ) -> Path:
     """Write a real video with PyAV and return its path.
 
@@ -64,7 +65,8 @@ def write_video(
     ``(H, W)`` / RGB ``(H, W, 3)`` arrays. ``pts`` gives each frame's presentation timestamp in
     ``time_base`` units (default ``1/fps``), so gaps and repeats can be written on purpose.
     ``fmt`` forces the container format (e.g. ``"h264"`` for a raw elementary stream without
-    timestamps); otherwise it follows the file suffix.
+    timestamps); otherwise it follows the file suffix. ``options`` go to the encoder (e.g.
+    ``{"g": "50"}``: a keyframe every 50 frames with libx264).
     """
     import av
 
@@ -73,7 +75,7 @@ def write_video(
         raise ValueError(f"pts has {len(pts)} entries for {len(images)} frames")
     h, w = images[0].shape[:2] if images else (height, width)
     container = av.open(str(path), mode="w", format=fmt)
-    stream = container.add_stream(codec, rate=fps)
+    stream = container.add_stream(codec, rate=fps, options=options or {})
     stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
     tb = time_base or (Fraction(1, fps) if isinstance(fps, int) else 1 / fps)
     if pts is not None:

@@ -289,3 +289,24 @@ def test_cli_batch(ray_cluster: Any, archive: dict[str, Path], tmp_path: Path,
     assert cap.err.startswith("eyeblink: error: junk: ") and len(cap.err.strip().splitlines()) == 1
     rc = main(["batch", str(archive["s0"]), "-o", str(tmp_path / "out"), "--no-progress"])
     assert rc == 0 and "1 skipped" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm here")
+def test_batch_removes_a_stale_ring_and_leaves_none(ray_cluster: Any, archive: dict[str, Path],
+                                                    tmp_path: Path) -> None:
+    """A ring left by a killed earlier run (its creator's pid no longer runs) is removed by the batch; the
+    batch's own rings (the pipeline runs in the Ray workers) are gone when it returns."""
+    import subprocess
+
+    pid = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                             text=True, check=True).stdout)
+    stale = Path("/dev/shm") / f"eyeblink_{pid}_0badc0de"
+    stale.write_bytes(b"\0" * 4096)
+    before = set(Path("/dev/shm").glob("eyeblink_*"))
+    try:
+        rep = run_batch([archive["s1"]], tmp_path / "out", CFG, BatchConfig(cpus_per_task=2, progress=False))
+        assert [r["stem"] for r in rep.done] == ["s1"]
+        assert not stale.exists()
+        assert set(Path("/dev/shm").glob("eyeblink_*")) <= before - {stale}
+    finally:
+        stale.unlink(missing_ok=True)

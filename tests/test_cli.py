@@ -380,3 +380,188 @@ def test_exit_status_and_summary_agree_when_finalize_fails(face_frames: list[np.
     line = assert_user_error(proc)
     summary = json.loads((out / "v.summary.json").read_text())
     assert summary["status"] == "failed" and summary["error"] and summary["error"] in line
+
+
+# ------------------------------------------------------------------------------------------ warnings
+
+
+def warning_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [ln for ln in proc.stderr.splitlines() if ln.startswith("eyeblink: warning: ")]
+
+
+def test_trials_beyond_the_recording_are_a_warning(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    """CS onsets after the end of the recording: exit 0, one warning line naming how many and the duration,
+    and the same text in summary.json's ``warnings``."""
+    video = write_video(tmp_path / "v.mkv", face_frames[:100], codec="ffv1", pix_fmt="gray")  # 0.2 s
+    trials = tmp_path / "trials.csv"
+    trials.write_text("trial,cs_onset_s\n1,0.05\n2,5.0\n3,6.0\n")
+    out = tmp_path / "out"
+    proc = run_cli("process", video, "-o", out, "--workers", "1", "--no-progress", "--trials", trials)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = warning_lines(proc)
+    assert len(lines) == 1, proc.stderr
+    assert "2 of 3 trials" in lines[0] and "0.2" in lines[0] and "--trials" in lines[0], lines[0]
+    summary = json.loads((out / "v.summary.json").read_text())
+    assert summary["status"] == "ok"
+    assert len(summary["warnings"]) == 1 and "2 of 3 trials" in summary["warnings"][0]
+
+
+def test_clean_run_has_no_warnings(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    video = write_video(tmp_path / "v.mkv", face_frames[:60], codec="ffv1", pix_fmt="gray")
+    out = tmp_path / "out"
+    proc = run_cli("process", video, "-o", out, "--workers", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert warning_lines(proc) == []
+    assert json.loads((out / "v.summary.json").read_text())["warnings"] == []
+
+
+def _gpu_visible() -> bool:
+    code = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return proc.returncode == 0 and proc.stdout.strip().splitlines()[-1:] != ["0"]
+
+
+def test_gpu_preset_without_a_gpu_says_so(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    """``--pipeline gpu`` where TensorFlow sees no GPU runs on the CPU, with a warning naming the fix."""
+    pytest.importorskip("tensorflow")
+    if _gpu_visible():
+        pytest.skip("a GPU is visible here")
+    video = write_video(tmp_path / "v.mkv", face_frames[:20], codec="ffv1", pix_fmt="gray")
+    out = tmp_path / "out"
+    proc = run_cli("process", video, "-o", out, "--pipeline", "gpu", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    lines = warning_lines(proc)
+    assert len(lines) == 1, proc.stderr
+    assert "no GPU" in lines[0] and "--pipeline cpu" in lines[0] and "tensorflow[and-cuda]" in lines[0], lines[0]
+    summary = json.loads((out / "v.summary.json").read_text())
+    assert summary["warnings"] == [lines[0].removeprefix("eyeblink: warning: ")]
+
+
+# ------------------------------------------------------------------------------------------ shared-memory rings
+
+SHM = Path("/dev/shm")
+needs_dev_shm = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm here")
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended and been reaped."""
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    return int(proc.stdout)
+
+
+def rings_of(pid: int) -> list[Path]:
+    return sorted(SHM.glob(f"eyeblink_{pid}_*"))
+
+
+@needs_dev_shm
+def test_a_stale_ring_is_removed_at_the_next_start(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    """A ring named after a process that no longer runs is unlinked when `process` starts; a live
+    process's ring is left alone."""
+    import os
+
+    stale = SHM / f"eyeblink_{dead_pid()}_0badc0de"
+    alive = SHM / f"eyeblink_{os.getpid()}_0badc0de"
+    for p in (stale, alive):
+        p.write_bytes(b"\0" * 4096)
+    try:
+        video = write_video(tmp_path / "v.mkv", face_frames[:20], codec="ffv1", pix_fmt="gray")
+        proc = run_cli("process", video, "-o", tmp_path / "out", "--workers", "1", "--no-progress",
+                       "--log-level", "info")
+        assert proc.returncode == 0, proc.stderr
+        assert not stale.exists()
+        assert alive.exists()
+        assert str(stale) in proc.stderr  # logged at --log-level info
+    finally:
+        for p in (stale, alive):
+            p.unlink(missing_ok=True)
+
+
+@needs_dev_shm
+def test_a_run_killed_outright_leaves_a_ring_the_next_run_removes(face_frames: list[np.ndarray],
+                                                                  tmp_path: Path) -> None:
+    """SIGKILL to the whole process group (nobody left to clean up): the ring stays in /dev/shm, named after
+    the dead process, and the next run removes it."""
+    import os
+    import signal
+    import time
+
+    video = write_video(tmp_path / "long.mkv", face_frames * 4, codec="ffv1", pix_fmt="gray")
+    proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(tmp_path / "a"),
+                             "--workers", "2", "--no-progress"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not rings_of(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert rings_of(proc.pid), "the run never created its ring"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    time.sleep(0.2)  # the group's other processes die too
+    leftover = rings_of(proc.pid)
+    try:
+        assert leftover, "nothing leaked: the kill came too late to test the sweep"
+        small = write_video(tmp_path / "v.mkv", face_frames[:20], codec="ffv1", pix_fmt="gray")
+        again = run_cli("process", small, "-o", tmp_path / "b", "--workers", "1", "--no-progress")
+        assert again.returncode == 0, again.stderr
+        assert rings_of(proc.pid) == []
+    finally:
+        for p in leftover:
+            p.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------------------------------ damaged input
+
+
+def test_damaged_bytes_in_the_middle_skip_packets_not_the_rest(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    """30 KB of random bytes in the middle of an H.264 MP4: the undecodable packets are skipped, the frames
+    after the damage are processed, summary.json lists the packets, and the exit status says "completed,
+    input damaged" (5)."""
+    frames = (face_frames * 2)[:500]
+    video = write_video(tmp_path / "v.mp4", frames, codec="libx264", pix_fmt="yuv420p",
+                        options={"g": "50", "keyint_min": "50"})
+    data = bytearray(video.read_bytes())
+    mid, n = len(data) // 2, 30_000
+    data[mid:mid + n] = np.random.default_rng(0).integers(0, 256, n, dtype=np.uint8).tobytes()
+    video.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    proc = run_cli("process", video, "-o", out, "--workers", "1", "--no-progress")
+    assert proc.returncode == 5, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in error_lines(proc) if not ln.startswith("[")]  # FFmpeg's own decoder messages
+    assert len(lines) == 1 and lines[0].startswith("eyeblink: warning: v: "), lines
+    assert "damaged packet" in lines[0]
+    rows = read_rows(out / "v.frames.csv")
+    ts = np.array([float(r["timestamp_s"]) for r in rows])
+    assert ts[-1] > 0.99 * (len(frames) - 1) / 500  # the frames after the damage are there
+    assert 300 < len(rows) < len(frames)
+    summary = json.loads((out / "v.summary.json").read_text())
+    assert summary["status"] == "ok"
+    damaged = summary["damaged_packets"]
+    assert damaged["count"] == len(damaged["packets"]) > 0
+    assert all(isinstance(p["packet"], int) and p["timestamp_s"] is not None for p in damaged["packets"])
+    assert any("damaged packet" in w for w in summary["warnings"])
+    assert summary["timestamp_gaps"] >= 1
+
+
+def test_clean_h264_exits_0_with_no_damage(face_frames: list[np.ndarray], tmp_path: Path) -> None:
+    video = write_video(tmp_path / "v.mp4", face_frames[:100], codec="libx264", pix_fmt="yuv420p")
+    proc = run_cli("process", video, "-o", tmp_path / "out", "--workers", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "out" / "v.summary.json").read_text())["damaged_packets"] == {"count": 0,
+                                                                                             "packets": []}
+
+
+def test_a_user_error_after_the_models_load_is_really_one_line(tmp_path: Path) -> None:
+    """The TFLite runtime's 'INFO: Created TensorFlow Lite XNNPACK delegate' line is kept off stderr below
+    --log-level info, so the error is the only line (it shows with --log-level info)."""
+    video = write_video(tmp_path / "noface.mkv", 30, codec="ffv1", pix_fmt="gray", width=160, height=120)
+    for workers in ("1", "2"):
+        proc = run_cli("process", video, "-o", tmp_path / f"out{workers}", "--workers", workers, "--no-progress")
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert lines[0].startswith("eyeblink: error: ") and "no face" in lines[0]
+    proc = run_cli("process", video, "-o", tmp_path / "out3", "--workers", "1", "--no-progress", "--log-level", "info")
+    assert "XNNPACK" in proc.stderr

@@ -34,6 +34,7 @@ __all__ = [
     "BackendName",
     "Detector",
     "create_detector",
+    "missing_accelerator",
 ]
 
 #: Side of the square network input, in pixels.
@@ -145,6 +146,27 @@ _REGISTRY: dict[BackendName, _BackendEntry] = {
         accelerated=True,
     ),
 }
+
+
+def missing_accelerator(backend: BackendName | str) -> str | None:
+    """Why ``backend``, meant for an accelerator, would run without one here (``None``: it has one, or
+    it is a CPU backend). The ``tensorflow`` backend falls back to the CPU, where LiteRT is far faster:
+    that is a warning (:func:`eyeblink.errors.warn`), not an error; a backend that cannot run at all is
+    :class:`~eyeblink.errors.BackendUnavailableError` from :func:`create_detector`."""
+    try:
+        name = _parse_backend(backend)
+    except ConfigError:
+        return None
+    if name is not BackendName.TENSORFLOW:
+        return None
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return None  # create_detector names the extra to install
+    if tf.config.list_physical_devices("GPU"):
+        return None
+    return ("the tensorflow backend found no GPU here and runs on the CPU (tens of frames per second); use "
+            '--pipeline cpu (LiteRT, the fast CPU path) or install the GPU build: pip install "tensorflow[and-cuda]"')
 
 
 def _choices() -> str:

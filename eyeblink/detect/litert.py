@@ -21,6 +21,12 @@ order; the result is bit-identical to running the images one by one
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +37,7 @@ from eyeblink.detect import INPUT_SIZE, NUM_ANCHORS, NUM_COORDS
 from eyeblink.errors import ModelFileError
 from eyeblink.weights import BLAZEFACE_SHA256, blazeface_path, verify_sha256
 
-__all__ = ["LiteRTDetector"]
+__all__ = ["LiteRTDetector", "native_info_silenced"]
 
 #: Rows of the first (16x16 grid, 2 anchors per cell) head; the 8x8 head has the remaining 384.
 _FIRST_GRID_ROWS = 16 * 16 * 2
@@ -76,7 +82,8 @@ class LiteRTDetector(Closing):
         self._batch = 0
         self.model_path = path
         self.num_threads = int(num_threads)
-        self._allocate(int(batch_size))
+        with native_info_silenced():  # the delegate is created when the tensors are first allocated
+            self._allocate(int(batch_size))
 
     def _allocate(self, batch: int) -> None:
         """(Re)size the input to ``[batch, 128, 128, 3]`` and allocate all tensors."""
@@ -139,3 +146,41 @@ class LiteRTDetector(Closing):
         """Release the interpreter; further ``detect`` calls raise ``RuntimeError``. Idempotent."""
         self._interpreter = None
 
+
+
+#: What the TFLite runtime prints to fd 2 (C++, once per process) when it creates its CPU delegate.
+_NATIVE_INFO = b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
+
+
+@contextlib.contextmanager
+def native_info_silenced() -> Iterator[None]:
+    """Keep the TFLite runtime's INFO line off stderr below ``--log-level info`` (the ``eyeblink`` logger's
+    level), so that a user error stays one line.
+
+    The line is written by C++ straight to file descriptor 2, past Python's ``sys.stderr`` and unaffected
+    by ``TF_CPP_MIN_LOG_LEVEL`` (checked with ai-edge-litert 1.2), once per process, when the first
+    interpreter allocates its tensors; fd 2 is pointed at a temporary file around the detector's first
+    allocation and the eye model's creation (``runtime.pipeline.build_fitter``: the face mesh runs on
+    LiteRT too), and everything else written there meanwhile is passed on.
+    """
+    if logging.getLogger("eyeblink").getEffectiveLevel() <= logging.INFO:
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        capture = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
+    except (OSError, ValueError):
+        yield
+        return
+    try:
+        os.dup2(capture.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        capture.seek(0)
+        rest = b"".join(ln for ln in capture.read().splitlines(keepends=True) if not ln.startswith(_NATIVE_INFO))
+        capture.close()
+        if rest:
+            os.write(2, rest)

@@ -232,6 +232,25 @@ def _write_csv_atomic(path: Path, header: Sequence[str], rows: Sequence[Sequence
     write_text_atomic(path, buf.getvalue())
 
 
+def _trial_warnings(trials: Sequence[Trial], t: np.ndarray, stem: str) -> list[str]:
+    """A warning (see :func:`eyeblink.errors.warn`) when CS onsets lie after the recording's last frame:
+    those trials can only have empty rows, which is most often a trials file of another session."""
+    import numpy as np
+
+    from eyeblink.errors import warn
+
+    finite = t[np.isfinite(t)]
+    end = float(finite[-1]) if finite.size else 0.0
+    beyond = [tr for tr in trials if tr.cs_onset_s > end]
+    if not beyond:
+        return []
+    start = float(finite[0]) if finite.size else 0.0
+    return [warn(f"{len(beyond)} of {len(trials)} trials have their CS onset after the end of {stem}'s recording "
+                 f"({start:.3f}-{end:.3f} s, {end - start:.2f} s long; first such onset at "
+                 f"{beyond[0].cs_onset_s:.3f} s): their rows are empty; check that --trials belongs to this "
+                 "recording and uses its clock (seconds from its first frame)")]
+
+
 def finalize(result: RunResult, config: RunConfig, options: AnalysisOptions | None = None) -> RunResult:
     """The post-run pass over one processed input (see the module docstring); returns the result with
     the new outputs and summary."""
@@ -266,6 +285,7 @@ def finalize(result: RunResult, config: RunConfig, options: AnalysisOptions | No
     outputs = dict(result.outputs)
     summary = dict(result.summary)
     summary["closure"] = cal.as_dict()
+    summary["warnings"] = [*summary.get("warnings", []), *_trial_warnings(trials, t, result.stem)]
     results: list[TrialResult] = []
     if trials:
         results = score_trials(trials, t, fec, config.trials, frames=frame)

@@ -436,6 +436,7 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
     from eyeblink.sources.files import open_source
 
     _inject_fault(task)
+    _remove_stale_rings()  # this node's leftovers of earlier crashed runs
     cfg = task.config
     started = time.perf_counter()
     try:
@@ -454,6 +455,12 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
     return {"status": "done", "stem": task.stem, "index": task.index, "frames": result.frames,
             "blinks": len(result.blinks), "wall_s": time.perf_counter() - started,
             "node": os.uname().nodename, "pid": os.getpid()}
+
+
+def _remove_stale_rings() -> None:
+    from eyeblink.runtime.shm import remove_stale_rings
+
+    remove_stale_rings()
 
 
 def _process(source: Any, outdir: Path, cfg: RunConfig, workers: int) -> RunResult:
@@ -759,6 +766,7 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     finally:
         if started_here:
             ray.shutdown()
+        _remove_stale_rings()  # the rings of this machine's Ray workers, killed at shutdown or by a signal
     report.wall_s = time.perf_counter() - t_start
     report.loadavg = os.getloadavg()
     return report

@@ -21,7 +21,7 @@ import numpy as np
 
 from eyeblink import __version__
 from eyeblink.config import RunConfig
-from eyeblink.errors import EyeblinkError, NoFaceError
+from eyeblink.errors import EyeblinkError, NoFaceError, warn
 from eyeblink.frames import Frame
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.outputs.session import RunResult
@@ -77,17 +77,45 @@ def build_detector(config: RunConfig) -> FaceDetector:
     d = config.detect
     backend = create_detector(d.backend, model_path=Path(d.model_path) if d.model_path else None,
                               num_threads=d.num_threads, batch_size=d.batch_size, accelerator=d.accelerator())
+    for message in run_warnings(config):
+        if message not in _WARNED:  # once per process, not once per input
+            _WARNED.add(message)
+            warn(message)
     return FaceDetector.from_detector(backend, batch_size=d.batch_size, score_threshold=d.score_threshold,
                                       iou_threshold=d.nms_iou)
 
 
+_WARNED: set[str] = set()
+
+
+def run_warnings(config: RunConfig) -> list[str]:
+    """What the settings will make of this machine that the user should hear about (``summary.json``'s
+    ``warnings``; :func:`eyeblink.finalize` adds the input's own): today an accelerator preset without
+    its accelerator (see :func:`eyeblink.detect.missing_accelerator`)."""
+    from eyeblink.detect import missing_accelerator
+
+    message = missing_accelerator(config.detect.backend)
+    return [message] if message else []
+
+
+def damage_warning(stem: str, damaged: list[dict[str, Any]]) -> str:
+    """The warning for a recording whose damaged packets were skipped (see ``sources.files``)."""
+    times = [d["timestamp_s"] for d in damaged if d.get("timestamp_s") is not None]
+    where = f" between {min(times):.3f} and {max(times):.3f} s" if times else ""
+    return (f"{stem}: {len(damaged)} damaged packet(s){where} could not be decoded and were skipped (a timestamp "
+            "gap in frames.csv; the rows after the damage are complete); summary.json lists them under "
+            "damaged_packets; re-copy the recording from its original if you have it")
+
+
 def build_fitter(config: RunConfig) -> EyeModel:
     """The eye model of a run (``config.landmarks``: model, file, and the settings the model takes)."""
+    from eyeblink.detect.litert import native_info_silenced
     from eyeblink.landmarks import EYE_MODELS, create_eye_model
 
     lm = config.landmarks
     settings = {name: getattr(lm, name) for name in EYE_MODELS[lm.model].settings}
-    return create_eye_model(lm.model, model_path=lm.model_path, **settings)
+    with native_info_silenced():  # the face mesh's LiteRT interpreter: no INFO line below --log-level info
+        return create_eye_model(lm.model, model_path=lm.model_path, **settings)
 
 
 class FrameAnalyzer:
@@ -359,12 +387,17 @@ def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clo
                   analyzer: FrameAnalyzer, wall_s: float, status: str, error: str | None) -> dict[str, Any]:
     dur = sink.last_t - sink.first_t if sink.frames > 1 else 0.0
     complete = [e for e in sink.events if e.complete]
+    described = source.describe()
+    damaged = list(described.get("damaged_packets") or [])
+    warnings = run_warnings(config)
+    if damaged:
+        warnings.append(damage_warning(source.name, damaged))
     summary: dict[str, Any] = {
         "status": status,
         "error": error,
         "input": str(source.path),
         "stem": source.name,
-        "source": source.describe(),
+        "source": described,
         "frames": sink.frames,
         "frames_with_face": sink.faces,
         "frames_without_face": sink.frames - sink.faces,
@@ -388,5 +421,7 @@ def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clo
         },
         "versions": versions(),
         "settings": config.to_dict(),
+        "damaged_packets": {"count": len(damaged), "packets": damaged},
+        "warnings": warnings,
     }
     return clean_json(summary)

@@ -12,18 +12,36 @@ The block is created (and finally unlinked) by the parent; children started with
 start method inherit the mapping, so attaching costs nothing and the pages are shared, not copied.
 A child forked before the block exists (live mode forks its workers before the stream is opened,
 when the frame size is not known yet) attaches to it by name with :meth:`FrameRing.attach`.
+
+**Names and stale rings.** A block is named ``eyeblink_<pid>_<random>`` (:data:`RING_PREFIX`), ``<pid>``
+being the process that created it and is to unlink it. A run killed outright (SIGKILL of its process
+group, the OOM killer, a Ray worker killed at shutdown) cannot unlink its ring, and ``/dev/shm`` keeps
+the memory until reboot; so every ``process``, ``batch`` (driver and each task) and ``live`` run starts
+with :func:`remove_stale_rings`, which unlinks the blocks with that prefix whose creator no longer runs
+(and logs each one). A pid is checked on this machine: ``/dev/shm`` is per machine, and a pid that was
+reused meanwhile only keeps a stale block a little longer.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
+import secrets
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 from types import TracebackType
 
 import numpy as np
 
-__all__ = ["FrameRing", "RingSpec"]
+__all__ = ["RING_PREFIX", "FrameRing", "RingSpec", "remove_stale_rings"]
+
+#: Start of every ring's name: ``eyeblink_<creator pid>_<random hex>``.
+RING_PREFIX = "eyeblink_"
+#: Where POSIX shared memory lives on Linux.
+SHM_DIR = "/dev/shm"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +84,7 @@ class FrameRing:
         if block is not None:  # one this process created with reserve(): it owns it
             self._shm: shared_memory.SharedMemory | None = block
         else:
-            self._shm = shared_memory.SharedMemory(create=True, size=spec.nbytes) if name is None else _attach(name)
+            self._shm = _create(spec.nbytes) if name is None else _attach(name)
         self._owner_pid = _pid() if name is None else -1  # an attached ring is never unlinked by its user
         if self._shm.size < spec.nbytes:
             raise ValueError(f"shared-memory block {self._shm.name} holds {self._shm.size} bytes, fewer than {spec}")
@@ -83,7 +101,7 @@ class FrameRing:
         frame; ``FrameRing(spec, block=block)`` then lays the ring out in it. The caller owns
         the block until then (``close()`` and ``unlink()`` it if it goes unused).
         """
-        block = shared_memory.SharedMemory(create=True, size=max(1, int(nbytes)))
+        block = _create(max(1, int(nbytes)))
         assert block.buf is not None
         np.ndarray((block.size,), np.uint8, buffer=block.buf)[::_PAGE] = 0
         return block
@@ -162,6 +180,61 @@ class FrameRing:
 
 
 _PAGE = 4096
+
+
+def _create(nbytes: int) -> shared_memory.SharedMemory:
+    """A new block named ``eyeblink_<pid>_<random>``, so that a leftover can be traced to its creator."""
+    for _ in range(16):
+        try:
+            return shared_memory.SharedMemory(name=f"{RING_PREFIX}{os.getpid()}_{secrets.token_hex(4)}",
+                                              create=True, size=nbytes)
+        except FileExistsError:  # pragma: no cover - 32 random bits
+            continue
+    return shared_memory.SharedMemory(create=True, size=nbytes)  # pragma: no cover
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs here (a zombie, killed but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return True  # no /proc: trust kill()
+
+
+def remove_stale_rings(shm_dir: str = SHM_DIR) -> list[str]:
+    """Unlink the rings in ``shm_dir`` whose creating process no longer runs; returns their names.
+
+    Only names of the form ``eyeblink_<pid>_<hex>`` are touched; a block another user owns, or one
+    removed meanwhile by someone else, is left alone. Each removal is logged (``--log-level info``).
+    """
+    try:
+        names = os.listdir(shm_dir)
+    except OSError:
+        return []  # no /dev/shm (macOS, Windows): nothing to sweep
+    removed = []
+    for name in names:
+        if not name.startswith(RING_PREFIX):
+            continue
+        pid_text, _, tag = name[len(RING_PREFIX):].partition("_")
+        if not (pid_text.isdigit() and tag) or _alive(int(pid_text)) or int(pid_text) == os.getpid():
+            continue
+        path = os.path.join(shm_dir, name)
+        try:
+            size = os.stat(path).st_size
+            os.unlink(path)
+        except OSError:
+            continue
+        removed.append(name)
+        log.info("removed the shared-memory ring %s (%.0f MB) left by process %s, which no longer runs",
+                 path, size / 1e6, pid_text)
+    return removed
 
 
 def _attach(name: str) -> shared_memory.SharedMemory:

@@ -56,6 +56,9 @@ __all__ = [
 #: Suffixes (lower case) an image folder may hold; matching is case-insensitive.
 IMAGE_EXTENSIONS: tuple[str, ...] = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 
+#: Undecodable packets skipped in one file before it counts as unreadable (a file of garbage).
+MAX_DAMAGED_PACKETS = 10_000
+
 _REPAIR_HINT = "the file is truncated or corrupt; re-export or repair it (e.g. ffmpeg -i in -c copy out.mkv)"
 
 #: Slots a demuxed stream may fall short of its declared frame count without being called
@@ -145,6 +148,12 @@ class VideoFileSource(FrameSource):
     to 0..255, identical to swscale's gray, so gray equals the luma of the RGB output); no chroma
     is touched, which makes it ~2x faster end to end than ``color=True`` for 640x480 MJPG.
 
+    Damage in the middle (a few bytes overwritten, a bad sector): a packet the decoder rejects is
+    skipped and decoding goes on with the next one (the codec resynchronises, at the latest at the
+    next keyframe). The frames lost show up as a timestamp gap, as dropped frames do, and
+    ``describe()["damaged_packets"]`` lists each skipped packet (position, byte offset, timestamp,
+    FFmpeg's message). A file that simply ends early still fails as truncated.
+
     Truncation is detected twice: an FFmpeg error while demuxing/decoding, and a stream that ends
     quietly before its declared length. The latter counts demuxed *packets* (plus the slots that
     AVI zero-length index entries skip, visible as PTS jumps), not decoded frames, because codecs
@@ -168,6 +177,7 @@ class VideoFileSource(FrameSource):
         self._packet_index = array("q")
         self._ts_counts: dict[str, int] = {"pts": 0, "dts": 0, "interpolated": 0}
         self._packets_seen = 0
+        self._damaged: list[dict[str, Any]] = []
 
         container = self._open()
         try:
@@ -255,7 +265,16 @@ class VideoFileSource(FrameSource):
         info["fallback_fps"] = self.fallback_fps
         info["timestamps_from"] = dict(self._ts_counts)
         info["packets_demuxed"] = self._packets_seen
+        info["damaged_packets"] = list(self._damaged)
         return info
+
+    @staticmethod
+    def _damage(packet: Any, position: int, start: int, time_base: Fraction, exc: Exception) -> dict[str, Any]:
+        """What ``summary.json``'s ``damaged_packets`` says of one undecodable packet."""
+        ts = packet.pts if packet.pts is not None else packet.dts
+        return {"packet": position, "byte_offset": packet.pos if packet.pos is not None and packet.pos >= 0 else None,
+                "timestamp_s": float((ts - start) * time_base) if ts is not None else None,
+                "error": str(getattr(exc, "strerror", None) or exc)}
 
     def close(self) -> None:
         if self._container is not None:
@@ -291,6 +310,7 @@ class VideoFileSource(FrameSource):
         self._container = container
         self._packet_index = array("q")
         self._ts_counts = {"pts": 0, "dts": 0, "interpolated": 0}
+        self._damaged = []
         stream = container.streams.video[0]
         if self.threads:
             stream.thread_type = "AUTO"
@@ -356,7 +376,16 @@ class VideoFileSource(FrameSource):
                         prev_dts, prev_duration = dts, packet.duration or 0
                     packets += 1
                     self._packets_seen = packets
-                for frame in packet.decode():
+                try:
+                    decoded = packet.decode()
+                except av.error.FFmpegError as exc:  # a damaged packet: skip it, decoding resumes after it
+                    if packet.size == 0:
+                        raise  # the flush at the end: nothing follows to resume with
+                    self._damaged.append(self._damage(packet, packets - 1, start, time_base, exc))
+                    if len(self._damaged) > MAX_DAMAGED_PACKETS:
+                        raise
+                    continue
+                for frame in decoded:
                     yield emit(frame)
         except av.error.FFmpegError as exc:
             # Frames already inside the decoder's threads were decoded before the problem: drain them.
