@@ -57,6 +57,7 @@ def write_video(
     fmt: str | None = None,
     width: int = 64,
     height: int = 48,
+    gop: int | None = None,
 ) -> Path:
     """Write a real video with PyAV and return its path.
 
@@ -64,7 +65,8 @@ def write_video(
     ``(H, W)`` / RGB ``(H, W, 3)`` arrays. ``pts`` gives each frame's presentation timestamp in
     ``time_base`` units (default ``1/fps``), so gaps and repeats can be written on purpose.
     ``fmt`` forces the container format (e.g. ``"h264"`` for a raw elementary stream without
-    timestamps); otherwise it follows the file suffix.
+    timestamps); otherwise it follows the file suffix. ``gop`` sets the keyframe interval
+    (long-GOP codecs such as ``libx264``; x264's scene-cut detection may add keyframes).
     """
     import av
 
@@ -75,6 +77,8 @@ def write_video(
     container = av.open(str(path), mode="w", format=fmt)
     stream = container.add_stream(codec, rate=fps)
     stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
+    if gop is not None:
+        stream.codec_context.gop_size = gop
     tb = time_base or (Fraction(1, fps) if isinstance(fps, int) else 1 / fps)
     if pts is not None:
         stream.time_base = tb
