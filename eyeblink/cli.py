@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on terminals)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="landmark worker processes (default: physical cores); 0 or 1 = single process")
+    p.add_argument("--loaders", type=int, default=0, metavar="N",
+                   help="decoder processes that split each file or image folder into frame ranges (with "
+                        "--workers > 1; default 0 = from the cores and the decode cost, 1 below 4 cores)")
     p.add_argument("--report", action="store_true",
                    help="also write <stem>.report.html (as `eyeblink report` does) after each input")
     _add_run_options(p)
@@ -227,7 +230,7 @@ def cmd_process(args: argparse.Namespace) -> int:
     results, failures = process_paths([Path(p) for p in args.inputs], Path(args.output), cfg,
                                       progress=_progress_factory(args.no_progress),
                                       workers=_process_workers(args.workers, cfg, physical_cores),
-                                      analysis=options_from_args(args))
+                                      loaders=args.loaders, analysis=options_from_args(args))
     for r in results:
         s = r.summary
         print(f"{r.stem}: {r.frames} frames, face in {r.faces}, {len(r.blinks)} blinks, "

@@ -341,13 +341,16 @@ class ParallelConfig:
     to its next one instead of re-detecting on each chunk's first frame (live mode: chunks of two
     frames dealt round-robin, each worker tracking the face over its own frames; the output then
     depends on the layout, which live input does anyway). ``batch_frames``: frame records per queue
-    message (at most one chunk). ``ring_slots``: frames in
+    message (at most one chunk). ``loaders``: decoder processes that split one file or image folder
+    into frame ranges (:mod:`eyeblink.sources.ranges`; 0 = chosen from the cores and the per-stage
+    costs, see :func:`eyeblink.runtime.parallel.choose_loaders`). ``ring_slots``: frames in
     flight (default ``workers x chunk_frames + 2 x batch_frames``). ``stall_timeout_s``: the run
     fails if no stage makes progress for this long. ``drain_timeout_s``: after a failure, how long
     the sink waits for the other workers' rows below the failing frame.
     """
 
     workers: int = 0  # 0 = physical cores
+    loaders: int = 0  # 0 = auto (choose_loaders)
     chunk_frames: int = 128
     batch_frames: int = 16
     ring_slots: int = 0  # 0 = derived
@@ -357,6 +360,7 @@ class ParallelConfig:
 
     def __post_init__(self) -> None:
         _require(self.workers >= 0, f"--workers must be >= 0, got {self.workers}")
+        _require(self.loaders >= 0, f"--loaders must be >= 0, got {self.loaders}")
         _require(self.chunk_frames >= 1, f"parallel chunk_frames must be >= 1, got {self.chunk_frames}")
         _require(self.batch_frames >= 1, f"parallel batch_frames must be >= 1, got {self.batch_frames}")
         _require(self.ring_slots >= 0, f"parallel ring_slots must be >= 0, got {self.ring_slots}")

@@ -58,6 +58,7 @@ def write_video(
     width: int = 64,
     height: int = 48,
     options: dict[str, str] | None = None,
+    gop: int | None = None,
 ) -> Path:
     """Write a real video with PyAV and return its path.
 
@@ -66,7 +67,8 @@ def write_video(
     ``time_base`` units (default ``1/fps``), so gaps and repeats can be written on purpose.
     ``fmt`` forces the container format (e.g. ``"h264"`` for a raw elementary stream without
     timestamps); otherwise it follows the file suffix. ``options`` go to the encoder (e.g.
-    ``{"g": "50"}``: a keyframe every 50 frames with libx264).
+    ``{"g": "50"}``: a keyframe every 50 frames with libx264); ``gop`` sets the keyframe interval
+    through the codec context (x264's scene-cut detection may add keyframes).
     """
     import av
 
@@ -77,6 +79,8 @@ def write_video(
     container = av.open(str(path), mode="w", format=fmt)
     stream = container.add_stream(codec, rate=fps, options=options or {})
     stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
+    if gop is not None:
+        stream.codec_context.gop_size = gop
     tb = time_base or (Fraction(1, fps) if isinstance(fps, int) else 1 / fps)
     if pts is not None:
         stream.time_base = tb

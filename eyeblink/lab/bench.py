@@ -52,8 +52,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--frames", type=int, default=5000, metavar="N",
                    help="frames of the synthetic recording, or at most N frames of --input (default 5000)")
     p.add_argument("--repeats", type=int, default=3, metavar="R", help="runs per mode (default 3)")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="landmark workers of the multiprocess modes (default: physical cores)")
+    p.add_argument("--workers", type=_int_list, default=None, metavar="N[,N...]",
+                   help="landmark workers of the multiprocess modes; a comma-separated list sweeps them in one "
+                        "run, e.g. 1,2,4 (default: physical cores)")
+    p.add_argument("--loaders", type=int, default=1, metavar="L",
+                   help="loader processes decoding the input in ranges (--loaders of `process`; 0 = auto); "
+                        "the decode-only mode uses as many (default 1)")
     p.add_argument("--detect-every", type=int, default=None, metavar="N",
                    help="keyframe interval of the 'default' mode (default: from the preset)")
     p.add_argument("--pipeline", metavar="PRESET", default="cpu", help="device preset (default: cpu)")
@@ -85,6 +89,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return values
+
+
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "bench_command", None) == "detector":
         from eyeblink.lab import bench_detector
@@ -107,29 +121,35 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--frames and --repeats must be >= 1, got {args.frames} and {args.repeats}")
     cfg = load_preset(resolve_preset(args.pipeline))
     every_n = args.detect_every or cfg.detect.detect_every
-    workers = args.workers if args.workers is not None else physical_cores()
+    sweep = args.workers if args.workers is not None else [physical_cores()]
+    loaders = int(args.loaders)
     video = Path(args.input) if args.input else synthetic_recording(args.frames, args.cache_dir)
     machine = machine_info()
-    print(f"eyeblink bench: {video} ({args.frames} frames max), {args.repeats} repeats, {workers} workers, "
+    print(f"eyeblink bench: {video} ({args.frames} frames max), {args.repeats} repeats, "
+          f"workers {','.join(map(str, sweep))}, loaders {loaders or 'auto'}, "
           f"default policy detect_every={every_n}", flush=True)
     print(f"machine: {machine['cpu']}, {machine['logical_cpus']} CPUs ({machine['physical_cores']} physical "
           f"cores), {machine['ram_gb']:.0f} GB RAM, Python {machine['python']}", flush=True)
     results: dict[str, Any] = {}
-    for mode in modes:
+    for mode, w in _runs(modes, sweep):
         runs = []
+        key = mode if len(sweep) == 1 or mode in ("decode", "reference") else f"{mode}@{w}w"
         for _ in range(args.repeats):
-            child = {"decode": ["decode", "0", "0"], "default": ["parallel", str(workers), str(every_n)],
-                     "every": ["parallel", str(workers), "1"], "reference": ["reference", "1", "1"]}[mode]
+            child = {"decode": ["decode", "0", "0"], "default": ["parallel", str(w), str(every_n)],
+                     "every": ["parallel", str(w), "1"], "reference": ["reference", "1", "1"]}[mode]
             if args.wait_quiet > 0:
                 wait_quiet(args.wait_quiet)
-            runs.append(_run_child([*child, str(video), str(args.frames), args.pipeline]))
-        results[mode] = _aggregate(mode, runs)
-        _print_mode(mode, results[mode])
+            runs.append(_run_child([*child, str(video), str(args.frames), args.pipeline, str(loaders)]))
+        results[key] = _aggregate(mode, runs)
+        _print_mode(key, results[key])
+    if len(sweep) > 1:
+        _print_scaling(results, sweep)
     decode_fps = results.get("decode", {}).get("fps_median")
     if decode_fps and "default" in results:
         results["default"]["fraction_of_decode"] = results["default"]["fps_median"] / decode_fps
         print(f"default policy: {100 * results['default']['fraction_of_decode']:.0f}% of decode-only FPS")
-    report = {"input": str(video), "frames": args.frames, "repeats": args.repeats, "workers": workers,
+    report = {"input": str(video), "frames": args.frames, "repeats": args.repeats, "workers": sweep,
+              "loaders": loaders,
               "detect_every_default": every_n, "machine": machine, "modes": results}
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -305,14 +325,37 @@ def _aggregate(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         vals = [r[k] for r in runs if r.get(k) is not None]
         if vals:
             out[k] = statistics.median(vals)
-    for k in ("detector_runs", "redetections_on_drift", "mean_abs_ear_diff"):
+    for k in ("detector_runs", "redetections_on_drift", "mean_abs_ear_diff", "loaders"):
         if k in runs[0]:
             out[k] = runs[0][k]
     return out
 
 
+def _runs(modes: list[str], sweep: list[int]) -> list[tuple[str, int]]:
+    """(mode, workers) pairs: decode and reference once, the multiprocess modes once per worker count."""
+    out = []
+    for mode in modes:
+        if mode in ("decode", "reference"):
+            out.append((mode, 1))
+        else:
+            out.extend((mode, w) for w in sweep)
+    return out
+
+
+def _print_scaling(results: dict[str, Any], sweep: list[int]) -> None:
+    """FPS per worker count against linear scaling from the smallest count, per multiprocess mode."""
+    for mode in ("default", "every"):
+        rows = [(w, results[f"{mode}@{w}w"]["fps_median"]) for w in sweep if f"{mode}@{w}w" in results]
+        if len(rows) < 2:
+            continue
+        w0, f0 = rows[0]
+        parts = [f"{w}w {f:.0f} FPS ({100 * f / (f0 * w / w0):.0f}% of linear)" for w, f in rows]
+        print(f"scaling {mode}: " + ", ".join(parts), flush=True)
+
+
 def _print_mode(mode: str, r: dict[str, Any]) -> None:
     line = (f"{mode:>9}: {r['fps_median']:7.0f} FPS [{r['fps_min']:.0f}–{r['fps_max']:.0f}]  "
+            f"{r.get('loaders', 1)} loader(s)  "
             f"peak mem {r['peak_pss_mb']:6.0f} MB  CPU {r['cpu_s_per_frame_ms']:.2f} ms/frame")
     if "latency_ms_p50" in r:
         line += f"  latency p50 {r['latency_ms_p50']:.0f} ms p99 {r['latency_ms_p99']:.0f} ms"
@@ -329,7 +372,8 @@ def _print_mode(mode: str, r: dict[str, Any]) -> None:
 
 
 def _child(argv: list[str]) -> dict[str, Any]:
-    kind, workers, every, video, max_frames, preset = argv
+    kind, workers, every, video, max_frames, preset, *rest = argv
+    loaders = int(rest[0]) if rest else 1
     from dataclasses import replace
 
     from eyeblink.config import load_preset
@@ -337,6 +381,8 @@ def _child(argv: list[str]) -> dict[str, Any]:
     from eyeblink.sources.files import open_source
 
     limit = int(max_frames)
+    if kind == "decode" and loaders != 1:
+        return _decode_ranges(video, limit, loaders)
     if kind == "decode":
         with open_source(video) as src:
             t0 = time.perf_counter()
@@ -353,10 +399,11 @@ def _child(argv: list[str]) -> dict[str, Any]:
     if kind == "parallel":
         from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline
 
-        pipe = ParallelPipeline(cfg, ParallelConfig(workers=int(workers)))
+        pipe = ParallelPipeline(cfg, ParallelConfig(workers=int(workers), loaders=loaders))
         with open_source(video) as src:
             result = pipe.process_source(src, out)
         s = result.summary
+        s["loaders"] = s["parallel"]["loaders"]
     else:
         s = _reference_run(cfg, video, out)
     import shutil
@@ -366,7 +413,43 @@ def _child(argv: list[str]) -> dict[str, Any]:
     return {"frames": s["frames"], "fps": t["fps"], "ms_per_frame": t["ms_per_frame"],
             "latency_ms_p50": t.get("latency_ms_p50"), "latency_ms_p99": t.get("latency_ms_p99"),
             "detector_runs": s["detector_runs"], "redetections_on_drift": s["redetections_on_drift"],
+            "loaders": s.get("loaders", 1),
             "output": str(out)}
+
+
+def _decode_ranges(video: str, limit: int, loaders: int) -> dict[str, Any]:
+    """Decode-only with ``loaders`` processes, each decoding its ranges as ``process --loaders`` would."""
+    import multiprocessing as mp
+
+    from eyeblink.config import ParallelConfig, physical_cores
+    from eyeblink.runtime.parallel import choose_loaders
+    from eyeblink.sources.files import open_source
+    from eyeblink.sources.ranges import iter_range, plan_ranges
+
+    with open_source(video) as src:
+        wanted = choose_loaders(ParallelConfig(loaders=loaders), physical_cores(), src)
+        plan = plan_ranges(src, wanted, chunk_frames=ParallelConfig().chunk_frames, max_frames=limit)
+        ctx = mp.get_context("fork")
+        times = ctx.Queue()
+
+        def one(lid: int) -> None:
+            t0, n = time.process_time(), 0
+            for rng in plan.ranges[lid::plan.loaders]:
+                for _ in iter_range(src, plan, rng):
+                    n += 1
+            times.put((n, time.process_time() - t0))
+
+        t0 = time.perf_counter()
+        procs = [ctx.Process(target=one, args=(lid,)) for lid in range(plan.loaders)]
+        for p in procs:
+            p.start()
+        parts = [times.get(timeout=600) for _ in procs]
+        for p in procs:
+            p.join(timeout=60)
+        wall = time.perf_counter() - t0
+    n = sum(p[0] for p in parts)
+    return {"frames": n, "fps": n / wall,
+            "ms_per_frame": {"decode": 1000 * sum(p[1] for p in parts) / n}, "loaders": plan.loaders}
 
 
 def _reference_run(cfg: Any, video: str, out: Path) -> dict[str, Any]:

@@ -226,6 +226,11 @@ class _Batcher:
         if len(self._slots) >= self._run.B or self.n % self._run.C == 0:
             self.flush()
 
+    def start_at(self, first: int) -> None:
+        """Continue at frame ``first`` (a loader's next range; ranges start on chunk boundaries)."""
+        self.flush()
+        self.n = self._first = first
+
     def flush(self) -> None:
         """Send what is waiting (the end of the input: a partial batch)."""
         if self._slots:
@@ -237,6 +242,32 @@ class _Batcher:
             self._ts.clear()
             self._td.clear()
         self._first = self.n
+
+
+class _ChunkStates:
+    """A worker's keyframe-policy state per unfinished chunk.
+
+    With one loader a worker gets each chunk's batches back to back; with several loaders its
+    queue interleaves batches of chunks from different ranges, so it parks a chunk's tracking
+    state when another chunk's batch comes and resumes it with the chunk's next batch: the rows
+    do not depend on the number of loaders.
+    """
+
+    def __init__(self, chunk_frames: int) -> None:
+        self._c = chunk_frames
+        self._parked: dict[int, tuple[Any, ...]] = {}
+        self._finished = -1  # the last chunk whose last frame was analysed
+
+    def switch(self, analyzer: FrameAnalyzer, old: int, new: int) -> None:
+        if old >= 0 and old != self._finished:
+            self._parked[old] = analyzer.tracking_state()
+        analyzer.restore_tracking(self._parked.pop(new, None))
+
+    def advanced(self, chunk: int, stop: int) -> None:
+        """Frames of ``chunk`` up to ``stop`` are analysed: a full chunk's state is dropped."""
+        if stop >= (chunk + 1) * self._c:
+            self._finished = chunk
+            self._parked.pop(chunk, None)
 
 
 class _Run:
@@ -264,6 +295,13 @@ class _Run:
         self._reported: set[int] = set()  # pids whose failure is already known
         self.rescan_per_frame: int | None = None  # the blink detector's warm-up re-scan: at once (files)
         self._info: dict[str, Any] | None = None
+        # several loaders on one input (_start_ranges); one loader: n_loaders 1, loaders []
+        self.n_loaders = 1
+        self.loaders: list[Any] = []
+        self.free_qs: list[Any] = []
+        self.plan: Any = None
+        self.written: Any = None  # the sink's next frame to write (shared): the loaders' window
+        self._parts: dict[int, tuple[Any, ...]] = {}
 
     def _ring_spec(self) -> RingSpec | None:
         """The ring's geometry (a hook: live mode sizes it once the stream is open)."""
@@ -363,9 +401,14 @@ class _Run:
             fault = self.fault
             track = self.par.track_across_chunks
             chunk = -1
+            chunks = _ChunkStates(self.C)
+            ends = 0
             while True:
                 msg = self._get(self.work_qs[wid])
-                if msg is None:
+                if msg is None:  # one per loader: each sends its own after its last frame
+                    ends += 1
+                    if ends < self.n_loaders:
+                        continue
                     break
                 if msg[0] == "ring":
                     _, name, spec, prefault, model = msg
@@ -377,9 +420,7 @@ class _Run:
                 assert ring is not None
                 c, first, slots, ts, td = msg
                 if c != chunk and not track:  # a new chunk: forget the tracked face (keyframe on its first frame)
-                    clock, redet = analyzer.clock, analyzer.redetections
-                    analyzer.reset()
-                    analyzer.clock, analyzer.redetections = clock, redet
+                    chunks.switch(analyzer, chunk, c)
                     chunk = c
                 out = np.zeros(len(slots), RESULT_DTYPE)
                 for j in range(len(slots)):
@@ -419,7 +460,8 @@ class _Run:
                         row["score"] = r.face.score
                         row["keypoints"] = r.face.keypoints
                 self._put(self.out_q, ("rows", wid, out))
-                self._put(self.free_q, slots[slots >= 0].tolist())
+                self._release(slots[slots >= 0])
+                chunks.advanced(c, first + len(slots))
             clock = analyzer.clock
             self._put(self.out_q, ("done", wid, dict(clock.seconds), dict(clock.calls), analyzer.redetections))
         except _Stop:
@@ -451,6 +493,8 @@ class _Run:
         return (c + ahead) * self.C
 
     def _start(self) -> None:
+        if self._start_ranges():
+            return
         spec = self.spec
         assert spec is not None  # files: known from the opened source (_ring_spec)
         self._make_queues(spec.slots + 2)
@@ -537,7 +581,9 @@ class _Run:
                                         redet, wall, outcome.status, outcome.error)  # type: ignore[arg-type]
                 summary["timings"].update(self._latency_summary())
                 summary["parallel"] = clean_json({
-                    "workers": self.W, "chunk_frames": self.C, "batch_frames": self.B,
+                    "workers": self.W, "loaders": self.n_loaders,
+                    "split": self.plan.describe() if self.plan is not None else None,
+                    "chunk_frames": self.C, "batch_frames": self.B,
                     "ring_slots": self.spec.slots if self.spec else None,
                     "ring_mb": self.spec.nbytes / 2**20 if self.spec else None,
                     "ring_name": self.ring_name,
@@ -576,6 +622,8 @@ class _Run:
                             float(r["ear_left"]), float(r["ear_right"]),
                             r["patches"].copy() if r["has_patches"] else None))
         self.latencies.append(time.perf_counter() - rows["t_decoded"])
+        if self.written is not None:
+            self.written.value = int(rows["index"][-1]) + 1
 
     def _sink_loop(self, sink: SessionSink, clock: StageClock, redet: _Redetections,
                    bar: Any) -> dict[str, Any] | None:
@@ -627,7 +675,7 @@ class _Run:
                     code = p.exitcode
                     if code not in (None, 0) and p.pid not in self._reported:
                         self._reported.add(p.pid)
-                        role = "loader" if p is self.loader else "worker"
+                        role = "loader" if p is self.loader or p in self.loaders else "worker"
                         wid = self.workers.index(p) if role == "worker" else -1
                         why = (f"killed by signal {signal.Signals(-code).name}" if code < 0
                                else f"exited with status {code}")
@@ -637,6 +685,10 @@ class _Run:
                                       "the pipeline processes stopped answering") from None
                 continue
             last_progress = time.monotonic()
+            if msg[0] == "part":  # one of several loaders finished: one "eof" once all have
+                msg = self._merge_part(msg)
+                if msg is None:
+                    continue
             kind = msg[0]
             if kind == "rows":
                 _, wid, rows = msg
@@ -669,7 +721,7 @@ class _Run:
                     limit = min(limit, expected)
             elif kind == "error":
                 _, role, wid, frame, line, tb, user_error = msg
-                pid = self.loader.pid if role == "loader" else self.workers[wid].pid
+                pid = self._loader_pid(wid) if role == "loader" else self.workers[wid].pid
                 if pid is not None:
                     self._reported.add(pid)
                 if role == "loader" and isinstance(user_error, EyeblinkError) and failure is None:
@@ -683,3 +735,160 @@ class _Run:
         if source_error is not None:
             raise source_error
         return info
+
+    # ---------------------------------------------------------------- several loaders on one input
+
+    def _start_ranges(self) -> bool:
+        """Start ``n`` range loaders when the input splits (:mod:`eyeblink.sources.ranges`); False: one loader.
+
+        Loader ``l`` owns the ring slots ``s`` with ``s % n == l`` and has its own free-slot queue
+        (workers hand each slot back to its owner); it decodes ranges ``l, l + n, ...`` and starts a
+        range only when it begins at most :attr:`window` frames past the sink's write position, so
+        the sink's reorder buffer stays bounded however long the recording is.
+        """
+        from eyeblink.sources.ranges import plan_ranges
+
+        wanted = choose_loaders(self.par, self.W, self.source)
+        plan = plan_ranges(self.source, wanted, chunk_frames=self.C, max_frames=self.cfg.max_frames)
+        self.plan = plan
+        if plan.loaders <= 1:
+            return False
+        n = self.n_loaders = plan.loaders
+        assert self.spec is not None
+        self.spec = RingSpec(max(self.spec.slots, n * 2 * self.B) + (n - 1) * 2 * self.B, self.spec.shape)
+        self._make_queues(self.spec.slots + 2 * n)
+        ctx = self.pipe._ctx
+        self.free_qs = [self.free_q] + [ctx.Queue(maxsize=self.spec.slots + 2) for _ in range(n - 1)]
+        self.written = ctx.RawValue("q", 0)
+        segment = plan.ranges[0].stop - plan.ranges[0].first
+        self.window = 2 * n * segment + self.spec.slots
+        self.ring = FrameRing(self.spec)
+        self.ring_name = self.ring.name
+        self.workers = self._fork(*[(self._worker_main, (w,), f"eyeblink-worker-{w}") for w in range(self.W)])
+        self.loaders = self._fork(*[(self._range_loader_main, (lid,), f"eyeblink-loader-{lid}") for lid in range(n)])
+        self.loader = self.loaders[0]
+        return True
+
+    def _release(self, slots: np.ndarray) -> None:
+        """A worker hands the ring slots it has read back to the loader(s) that own them."""
+        if self.n_loaders == 1:
+            self._put(self.free_q, slots.tolist())
+            return
+        owner = slots % self.n_loaders
+        for lid in np.unique(owner).tolist():
+            self._put(self.free_qs[lid], slots[owner == lid].tolist())
+
+    def _loader_pid(self, lid: int) -> int | None:
+        if self.loaders and 0 <= lid < len(self.loaders):
+            return self.loaders[lid].pid
+        return self.loader.pid if self.loader is not None else None
+
+    def _wait_window(self, first: int) -> None:
+        """Block (stop-aware) until frame ``first`` is within :attr:`window` of the sink's write position."""
+        assert self.written is not None
+        while first - self.written.value > self.window:
+            if self.stop.is_set() or os.getppid() != self.parent_pid:
+                raise _Stop
+            time.sleep(0.002)
+
+    def _range_loader_main(self, lid: int) -> None:
+        from eyeblink.sources.ranges import iter_range
+
+        self._child_setup()
+        ring, plan, n = self.ring, self.plan, self.n_loaders
+        assert ring is not None and plan is not None
+        free: list[int] = list(range(len(ring) - 1, -1, -1))
+        free = [s for s in free if s % n == lid]
+        free_q = self.free_qs[lid]
+        decode_s = 0.0
+        decoded = 0
+        batch = _Batcher(self)
+        try:
+            for rng in plan.ranges[lid::n]:
+                self._wait_window(rng.first)
+                batch.start_at(rng.first)
+                frames = iter_range(self.source, plan, rng)
+                while True:
+                    t0 = time.perf_counter()
+                    try:
+                        frame = next(frames)
+                    except StopIteration:
+                        break
+                    except EyeblinkError:  # rows below it still count: send them, then report it
+                        batch.flush()
+                        raise
+                    t1 = time.perf_counter()
+                    decode_s += t1 - t0
+                    decoded += 1
+                    if not free:
+                        free.extend(self._get(free_q))
+                    while True:
+                        try:
+                            free.extend(free_q.get_nowait())
+                        except queue.Empty:
+                            break
+                    slot = free.pop()
+                    ring.put(slot, frame.image)
+                    batch.add(slot, frame.timestamp_s, t1)
+                batch.flush()
+            self._put(self.out_q, ("part", lid, decode_s, decoded))
+            for q in self.work_qs:
+                self._put(q, None)
+        except _Stop:
+            self._quit()
+        except BaseException as exc:
+            self._report("loader", lid, batch.n, exc)
+            self._quit()
+            raise SystemExit(1) from None
+
+    def _merge_part(self, msg: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """Gather the loaders' ``part`` messages; the input's ``eof`` message once every loader sent one."""
+        _, lid, decode_s, decoded = msg
+        self._parts[lid] = (decode_s, decoded)
+        if len(self._parts) < self.n_loaders:
+            return None
+        plan = self.plan
+        return ("eof", plan.frames, plan.info or None, sum(p[0] for p in self._parts.values()),
+                sum(p[1] for p in self._parts.values()), None)
+
+
+#: Placement model of the loaders (ms of one core per 640x480 frame; ``eyeblink bench`` measures them).
+#: A landmark worker's frame costs 1.5-5 ms (default mode 1.7 ms here, detection on every frame
+#: 3.5 ms); a file's decode ~0.7 ms (MJPG) to ~1 ms (H.264).
+WORKER_MS_PER_FRAME = 1.7
+#: Below this many cores, one loader: the cores are taken by the workers and the sink (measured:
+#: on 2 cores a second loader only moves time from the workers to decoding).
+MIN_CORES_FOR_LOADERS = 4
+
+
+def choose_loaders(par: ParallelConfig, workers: int, source: Any, *, cores: int | None = None,
+                   decode_ms: float | None = None, worker_ms: float = WORKER_MS_PER_FRAME) -> int:
+    """How many loaders feed ``workers`` landmark workers (``par.loaders`` when set).
+
+    The rule: frames flow at ``min(L / decode_ms, W / worker_ms)``, so ``L = ceil(W x decode_ms /
+    worker_ms)`` loaders keep ``W`` workers busy; capped at a quarter of the cores (the workers are
+    the expensive stage) and 1 below :data:`MIN_CORES_FOR_LOADERS` cores. ``decode_ms`` is measured
+    on the input's first frames when not given.
+    """
+    if par.loaders:
+        return par.loaders
+    cores = cores or physical_cores()
+    if cores < MIN_CORES_FOR_LOADERS or workers <= 1:
+        return 1
+    if decode_ms is None:
+        decode_ms = _probe_decode_ms(source)
+    need = math.ceil(workers * decode_ms / worker_ms - 1e-9)
+    return max(1, min(need, cores // 4))
+
+
+def _probe_decode_ms(source: Any, frames: int = 24) -> float:
+    """Decode the first ``frames`` frames of ``source`` in this process: ms per frame (~20 ms in all)."""
+    t0 = time.perf_counter()
+    n = 0
+    for _ in source:
+        n += 1
+        if n >= frames:
+            break
+    with contextlib.suppress(Exception):
+        source.close()
+    return (time.perf_counter() - t0) * 1000.0 / max(n, 1)

@@ -149,6 +149,19 @@ class FrameAnalyzer:
         self.redetections = 0
         self.clock = StageClock()
 
+    def tracking_state(self) -> tuple[Any, ...]:
+        """The keyframe policy's state (tracked face, frames since detection, reference IOD, adoption time).
+
+        A worker whose chunks arrive interleaved (several loaders) keeps one per unfinished chunk.
+        """
+        return (self._face, self._since_detect, self._iod_ref, self._face_t)
+
+    def restore_tracking(self, state: tuple[Any, ...] | None) -> None:
+        """Continue from :meth:`tracking_state`'s ``state``; ``None``: no tracked face (a keyframe next)."""
+        if state is None:
+            state = (None, 0, math.nan, -math.inf)
+        self._face, self._since_detect, self._iod_ref, self._face_t = state
+
     def _detect(self, frame: Frame, *, hold: bool = True) -> FaceDetection | None:
         """Run the detector; keep the tracked box when the new one is nearly the same.
 

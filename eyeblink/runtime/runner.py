@@ -65,11 +65,13 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
                   progress: ProgressFactory | None = None,
                   analyzer: FrameAnalyzer | None = None,
                   workers: int = 1,
+                  loaders: int = 0,
                   analysis: AnalysisOptions | None = None) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     """Process every input into ``outdir``; returns the results and the per-input failures.
 
     ``workers`` > 1 runs the multiprocess pipeline (:mod:`eyeblink.runtime.parallel`) with that many
-    landmark workers; 0 or 1 runs the single-process reference. After each input,
+    landmark workers (and ``loaders`` decoder processes per input, 0 = auto: see
+    :func:`eyeblink.runtime.parallel.choose_loaders`); 0 or 1 runs the single-process reference. After each input,
     :func:`eyeblink.outputs.analysis.finalize` calibrates its FEC column and writes trials, plots and NWB as
     ``analysis`` asks (checked before the first frame).
     """
@@ -93,7 +95,7 @@ def _process_existing(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
     from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline, supports
 
     if workers > 1 and analyzer is None and supports(config):
-        pipe = ParallelPipeline(config, ParallelConfig(workers=workers))
+        pipe = ParallelPipeline(config, ParallelConfig(workers=workers, loaders=loaders))
         return _run_each(paths, config,
                          lambda src: _finalize(pipe.process_source(src, outdir, progress=progress), config, opts))
     ref = analyzer or build_analyzer(config)

@@ -184,6 +184,23 @@ def patch_dissimilarity(patch: np.ndarray, template: np.ndarray) -> float:
     return 1.0 - float((a * b).sum()) / den
 
 
+class _CenteredTemplate:
+    """A template centred once for :func:`patch_dissimilarity` against many patches (same arithmetic)."""
+
+    def __init__(self, template: np.ndarray) -> None:
+        b = np.asarray(template, dtype=np.float64)
+        self.b = [b[i] - b[i].mean() for i in range(len(b))]
+        self.bb = [float((x * x).sum()) for x in self.b]
+
+    def dissimilarity(self, i: int, patch: np.ndarray) -> float:
+        a = np.asarray(patch, dtype=np.float64)
+        a = a - a.mean()
+        den = math.sqrt(float((a * a).sum()) * self.bb[i])
+        if den <= 1e-9:
+            return _NAN
+        return 1.0 - float((a * self.b[i]).sum()) / den
+
+
 def _nanmean(vals: tuple[float, ...]) -> float:
     v = [x for x in vals if not math.isnan(x)]
     return sum(v) / len(v) if v else _NAN
@@ -283,6 +300,8 @@ class BlinkDetector:
         self._stats_t = -math.inf
         self._patches: deque[tuple[float, np.ndarray]] = deque()  # (t, (2, h, w)) open-eye patches
         self._template: np.ndarray | None = None
+        self._centered: tuple[np.ndarray, _CenteredTemplate] | None = None
+        self._dis_cache: tuple[np.ndarray, np.ndarray, tuple[float, float]] | None = None
         self._template_t = -math.inf
         self._warm: list[tuple[int, float, float, float, np.ndarray | None]] | None = []
         self._warm_t0 = _NAN
@@ -345,8 +364,7 @@ class BlinkDetector:
         ratio = _nanmean((rl, rr))
         dl = dr = _NAN
         if patches is not None and self._template is not None and self.cfg.appearance:
-            dl = patch_dissimilarity(patches[0], self._template[0])
-            dr = patch_dissimilarity(patches[1], self._template[1])
+            dl, dr = self._dis(patches)
         # noise-adapted EAR level: deviations shrunk so that noise_k sigma of the ratio never crosses
         depth = 1.0 - self.cfg.close_ratio
         sig_r = self._sigma[4]
@@ -474,8 +492,17 @@ class BlinkDetector:
     def _dis(self, patches: np.ndarray | None) -> tuple[float, float]:
         if patches is None or self._template is None or not self.cfg.appearance:
             return _NAN, _NAN
-        return (patch_dissimilarity(patches[0], self._template[0]),
-                patch_dissimilarity(patches[1], self._template[1]))
+        # a frame's patches are measured, then learnt with the same template: compute them once
+        # (the sink's per-frame cost at thousands of frames per second), the template centred once
+        cached = self._dis_cache
+        if cached is not None and cached[0] is patches and cached[1] is self._template:
+            return cached[2]
+        if self._centered is None or self._centered[0] is not self._template:
+            self._centered = (self._template, _CenteredTemplate(self._template))
+        c = self._centered[1]
+        out = (c.dissimilarity(0, patches[0]), c.dissimilarity(1, patches[1]))
+        self._dis_cache = (patches, self._template, out)
+        return out
 
     def _note_cue(self, ear_level: float, app_level: float) -> None:
         if ear_level < self.cfg.close_ratio:
