@@ -86,7 +86,7 @@ class MissingExtraError(ConfigError):
     """An option needs an optional dependency (an extra such as ``plots`` or ``nwb``) that is not installed."""
 
 
-def one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException | str) -> str:
     """The message on one line (native libraries such as dlib put newlines in theirs)."""
     return " ".join(str(exc).split())
 

@@ -221,7 +221,7 @@ class _LiveRun(_Run):
     def _stopped_before_connect(self) -> None:
         """A signal arrived before the sender connected: no frames; the workers end and the sink sees
         an empty input (the run ends normally, exit 0, as for a stop during the capture)."""
-        log.info("%s: stopped before a sender connected", self.source.spec)
+        log.info("%s: stopped before a sender connected", getattr(self.source, "spec", self.source))
         for q in self.work_qs:
             q.put(None)
         self.out_q.put(("eof", 0, None, 0.0, 0, None))

@@ -85,12 +85,12 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
     opts.check(paths)
     ensure_output_dir(outdir)
     results, failures = _process_existing(paths, outdir, config, progress=progress, analyzer=analyzer,
-                                          workers=workers, opts=opts)
+                                          workers=workers, loaders=loaders, opts=opts)
     return results, [*missing, *failures]
 
 
 def _process_existing(paths: Sequence[Path], outdir: Path, config: RunConfig, *, progress: ProgressFactory | None,
-                      analyzer: FrameAnalyzer | None, workers: int,
+                      analyzer: FrameAnalyzer | None, workers: int, loaders: int,
                       opts: AnalysisOptions) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline, supports
 

@@ -164,7 +164,7 @@ def _plan_video(source: VideoFileSource, loaders: int, chunk: int, max_frames: i
     if not _complete(source, packets, meta):
         return _single(n, "the stream is shorter than declared: the single pass reports it")
     rank = {p: i for i, p in enumerate(pts)}
-    key_frames = sorted(rank[p[0]] for p in packets if p[1])  # type: ignore[index]
+    key_frames = sorted(rank[p[0]] for p in packets if p[1])
     if not key_frames or key_frames[0] != 0:
         return _single(n, "the first frame is not a keyframe")
     total = n if max_frames is None else min(n, max_frames)
@@ -235,7 +235,7 @@ def _iter_video_range(source: VideoFileSource, plan: RangePlan, rng: FrameRange)
                         continue  # between the keyframe and the range's first frame
                     if index != expect:
                         raise _mismatch(source, expect, f"frame {index}")
-                    yield Frame(index=index, timestamp_s=float((frame.pts - start) * time_base),
+                    yield Frame(index=index, timestamp_s=float((plan.pts[index] - start) * time_base),
                                 image=source._image(frame))
                     expect += 1
                     if expect >= rng.stop:
