@@ -107,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "bench_command", None) == "landmarks":
         from eyeblink.lab import bench_landmarks
 
-        return bench_landmarks.run(args)
+        bench_landmarks.models(args)  # bad options fail before the recording is rendered
+        video = Path(args.input) if args.input else synthetic_recording(args.frames, args.cache_dir)
+        return bench_landmarks.run(args, video, machine_info())
     from eyeblink.config import load_preset
     from eyeblink.errors import ConfigError
     from eyeblink.presets import resolve_preset

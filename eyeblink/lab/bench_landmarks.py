@@ -39,20 +39,27 @@ def _percentile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
 
 
-def run(args: argparse.Namespace) -> int:
-    from eyeblink.detect import create_detector
-    from eyeblink.detect.blazeface import FaceDetector
-    from eyeblink.errors import BackendUnavailableError, ConfigError
-    from eyeblink.lab.bench import machine_info, synthetic_recording
-    from eyeblink.landmarks import EYE_MODELS, check_eye_model, create_eye_model
-    from eyeblink.sources.files import open_source
+def models(args: argparse.Namespace) -> list[str]:
+    """The eye models to time (checked: an unknown name or bad number is a ConfigError before any work)."""
+    from eyeblink.errors import ConfigError
+    from eyeblink.landmarks import EYE_MODELS, check_eye_model
 
     if args.frames < 1 or args.warmup < 0:
         raise ConfigError(f"--frames must be >= 1 and --warmup >= 0, got {args.frames} and {args.warmup}")
-    names = [check_eye_model(m.strip()) for m in args.models.split(",")] if args.models else list(EYE_MODELS)
+    return [check_eye_model(m.strip()) for m in args.models.split(",")] if args.models else list(EYE_MODELS)
+
+
+def run(args: argparse.Namespace, video: Path, machine: dict[str, Any]) -> int:
+    """Time every model of :func:`models` on the faces of ``video`` (``machine``: what to print it ran on)."""
+    from eyeblink.detect import create_detector
+    from eyeblink.detect.blazeface import FaceDetector
+    from eyeblink.errors import BackendUnavailableError, ConfigError
+    from eyeblink.landmarks import EYE_MODELS, create_eye_model
+    from eyeblink.sources.files import open_source
+
+    names = models(args)
     with contextlib.suppress(AttributeError, OSError):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as one pipeline worker
-    video = Path(args.input) if args.input else synthetic_recording(args.frames, args.cache_dir)
     frames, faces = [], []
     with FaceDetector.from_detector(create_detector("litert")) as detector, open_source(video) as src:
         for fr in src:
@@ -64,7 +71,6 @@ def run(args: argparse.Namespace) -> int:
                 break
     if not frames:
         raise ConfigError(f"no face found in the first {args.frames} frames of {video}; give a recording with a face")
-    machine = machine_info()
     print(f"eyeblink bench landmarks: {video}, {len(frames)} frames with a face, one core "
           f"({machine['cpu']}, Python {machine['python']})", flush=True)
     results: dict[str, Any] = {}
