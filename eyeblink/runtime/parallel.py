@@ -339,6 +339,18 @@ class _Run:
         with contextlib.suppress(_Stop):
             self._put(self.out_q, ("error", role, wid, frame, line, tb, user_error))
 
+    def _take_slot(self, free: list[int], free_q: Any) -> int:
+        """A free ring slot for the next frame: wait for one if none is known, and take back every
+        other slot the workers have freed meanwhile without waiting."""
+        if not free:
+            free.extend(self._get(free_q))
+        while True:
+            try:
+                free.extend(free_q.get_nowait())
+            except queue.Empty:
+                break
+        return free.pop()
+
     def _loader_main(self) -> None:
         self._child_setup()
         ring = self.ring
@@ -361,14 +373,7 @@ class _Run:
                     break
                 t1 = time.perf_counter()
                 decode_s += t1 - t0
-                if not free:
-                    free.extend(self._get(self.free_q))
-                while True:  # take back whatever else is free without waiting
-                    try:
-                        free.extend(self.free_q.get_nowait())
-                    except queue.Empty:
-                        break
-                slot = free.pop()
+                slot = self._take_slot(free, self.free_q)
                 ring.put(slot, frame.image)
                 batch.add(slot, frame.timestamp_s, t1)
             batch.flush()
@@ -820,14 +825,7 @@ class _Run:
                     t1 = time.perf_counter()
                     decode_s += t1 - t0
                     decoded += 1
-                    if not free:
-                        free.extend(self._get(free_q))
-                    while True:
-                        try:
-                            free.extend(free_q.get_nowait())
-                        except queue.Empty:
-                            break
-                    slot = free.pop()
+                    slot = self._take_slot(free, free_q)
                     ring.put(slot, frame.image)
                     batch.add(slot, frame.timestamp_s, t1)
                 batch.flush()
