@@ -58,8 +58,10 @@ def test_ci_runs_in_a_scrubbed_environment(tmp_path: Path) -> None:
     fake_bin.mkdir()
     (fake_bin / "eyeblink").write_text("#!/bin/sh\nexit 0\n")
     (fake_bin / "eyeblink").chmod(0o755)
-    env = {**os.environ, "PATH": os.pathsep.join([str(fake_bin), str(Path(sys.executable).parent),
-                                                  os.environ.get("PATH", "")]),
+    # the machine's environment as a user's shell has it: hand-made PATH entries, and not the marker of
+    # an already scrubbed run (this test itself runs inside .ci/run's scrubbed environment in CI)
+    env = {**{k: v for k, v in os.environ.items() if k != "EYEBLINK_CI_SCRUBBED"},
+           "PATH": os.pathsep.join([str(fake_bin), str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
            "PYTHONPATH": str(ROOT), "EYEBLINK_HANDMADE": "1", "CI": "true"}
     r = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
