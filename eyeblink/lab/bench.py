@@ -386,14 +386,10 @@ def _child(argv: list[str]) -> dict[str, Any]:
     if kind == "decode" and loaders != 1:
         return _decode_ranges(video, limit, loaders)
     if kind == "decode":
+        from eyeblink.runtime.parallel import time_decode
+
         with open_source(video) as src:
-            t0 = time.perf_counter()
-            n = 0
-            for _ in src:
-                n += 1
-                if n >= limit:
-                    break
-            wall = time.perf_counter() - t0
+            n, wall = time_decode(src, limit)
         return {"frames": n, "fps": n / wall, "ms_per_frame": {"decode": 1000 * wall / n}}
     cfg = load_preset(resolve_preset(preset))
     cfg = replace(cfg.with_overrides("detect", detect_every=int(every)), max_frames=limit)

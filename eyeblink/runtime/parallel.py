@@ -879,14 +879,20 @@ def choose_loaders(par: ParallelConfig, workers: int, source: Any, *, cores: int
     return max(1, min(need, cores // 4))
 
 
-def _probe_decode_ms(source: Any, frames: int = 24) -> float:
-    """Decode the first ``frames`` frames of ``source`` in this process: ms per frame (~20 ms in all)."""
+def time_decode(source: Any, frames: int) -> tuple[int, float]:
+    """Decode at most ``frames`` frames of ``source`` in this process: (frames decoded, seconds)."""
     t0 = time.perf_counter()
     n = 0
     for _ in source:
         n += 1
         if n >= frames:
             break
+    return n, time.perf_counter() - t0
+
+
+def _probe_decode_ms(source: Any, frames: int = 24) -> float:
+    """Decode the first ``frames`` frames of ``source`` in this process: ms per frame (~20 ms in all)."""
+    n, seconds = time_decode(source, frames)
     with contextlib.suppress(Exception):
         source.close()
-    return (time.perf_counter() - t0) * 1000.0 / max(n, 1)
+    return seconds * 1000.0 / max(n, 1)

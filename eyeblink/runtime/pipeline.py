@@ -31,6 +31,7 @@ from eyeblink.signals.closure import OnlineClosure
 if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection, FaceDetector
     from eyeblink.landmarks import EyeModel
+    from eyeblink.landmarks.eyes import EyeFit
     from eyeblink.sources.files import FrameSource
 
 STAGES = ("decode", "detect", "landmarks", "blinks", "write")
@@ -196,11 +197,8 @@ class FrameAnalyzer:
         else:
             self._since_detect += 1
         if face is None:
-            self._face = None
-            return FrameResult(frame.index, frame.timestamp_s, None, detected)
-        t0 = time.perf_counter()
-        fit = self.fitter.fit(frame.gray, face)
-        self.clock.add("landmarks", time.perf_counter() - t0)
+            return self._no_face(frame, detected)
+        fit = self._fit(frame, face)
         if not detected and (self._drifted(face, fit.points, fit.inter_ocular)
                              or fit.presence < self.cfg.landmarks.min_presence):
             # the reused box no longer fits the face: detect now (without holding it) and refit
@@ -208,16 +206,25 @@ class FrameAnalyzer:
             face = self._detect(frame, hold=False)
             detected = True
             if face is None:
-                self._face = None
-                return FrameResult(frame.index, frame.timestamp_s, None, detected)
-            t0 = time.perf_counter()
-            fit = self.fitter.fit(frame.gray, face)
-            self.clock.add("landmarks", time.perf_counter() - t0)
+                return self._no_face(frame, detected)
+            fit = self._fit(frame, face)
         if detected:
             self._iod_ref = fit.inter_ocular
         self._face = face
         return FrameResult(frame.index, frame.timestamp_s, face, detected, fit.ear_left, fit.ear_right,
                            fit.patches)
+
+    def _fit(self, frame: Frame, face: FaceDetection) -> EyeFit:
+        """The eye model on one face, timed as the ``landmarks`` stage."""
+        t0 = time.perf_counter()
+        fit = self.fitter.fit(frame.gray, face)
+        self.clock.add("landmarks", time.perf_counter() - t0)
+        return fit
+
+    def _no_face(self, frame: Frame, detected: bool) -> FrameResult:
+        """No face in this frame: forget the tracked box (the next frame detects)."""
+        self._face = None
+        return FrameResult(frame.index, frame.timestamp_s, None, detected)
 
     def _drifted(self, face: FaceDetection, pts: np.ndarray, iod: float) -> bool:
         x0, y0, x1, y1 = face.box
