@@ -8,6 +8,7 @@ row computed before the failure is already on disk.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -225,6 +226,8 @@ def cmd_process(args: argparse.Namespace) -> int:
     from eyeblink.runtime.runner import process_paths
 
     cfg = config_from_args(run_config_from_args(args), args)
+    if args.report:  # keep the eye crops of each blink for the report's table
+        cfg = dataclasses.replace(cfg, eye_crops=True)
     from eyeblink.runtime.parallel import physical_cores
 
     results, failures = process_paths([Path(p) for p in args.inputs], Path(args.output), cfg,

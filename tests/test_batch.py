@@ -13,9 +13,11 @@ import csv
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from eyeblink.config import BlinkConfig, DetectConfig, RunConfig
@@ -106,6 +108,7 @@ def test_expand_inputs(tmp_path: Path) -> None:
 def test_settings_hash_changes_with_results_not_scheduling() -> None:
     assert settings_hash(CFG) == settings_hash(RunConfig())
     assert settings_hash(CFG) != settings_hash(RunConfig(detect=DetectConfig(detect_every=2)))
+    assert settings_hash(CFG) == settings_hash(replace(CFG, eye_crops=True))  # --report: same rows, one more file
 
 
 def test_manifest_ignores_torn_line_and_requires_outputs(tmp_path: Path) -> None:
@@ -247,12 +250,16 @@ def test_chunked_video_equals_unsplit_run(ray_cluster: Any, archive: dict[str, P
     """20 s in 512-frame chunks (5 s overlap; the short tail joins the last) == one unsplit run, 2 workers each."""
     from eyeblink.runtime.runner import process_paths
 
+    cfg = replace(CFG, eye_crops=True)  # and the report's blink crops, merged from the chunks
     out = tmp_path / "chunked"
-    rep = run_batch([str(archive["long"])], out, CFG, BatchConfig(cpus_per_task=2, chunk_s=4.0, progress=False))
+    rep = run_batch([str(archive["long"])], out, cfg, BatchConfig(cpus_per_task=2, chunk_s=4.0, progress=False))
     assert [r["chunks"] for r in rep.done] == [3], rep.failed
     assert not (out / ".eyeblink-batch").exists()
     ref = tmp_path / "ref"
-    process_paths([archive["long"]], ref, CFG, workers=2)
+    process_paths([archive["long"]], ref, cfg, workers=2)
+    with np.load(out / "long.crops.npz") as got_c, np.load(ref / "long.crops.npz") as want_c:
+        assert got_c["frames"].tolist() == want_c["frames"].tolist() and len(want_c["frames"]) >= 30
+        assert np.array_equal(got_c["strips"], want_c["strips"])
 
     got, want = _rows(out / "long.frames.csv"), _rows(ref / "long.frames.csv")
     assert [r["frame"] for r in got] == [str(i) for i in range(2000)]
@@ -282,10 +289,11 @@ def test_cli_batch(ray_cluster: Any, archive: dict[str, Path], tmp_path: Path,
 
     lst = tmp_path / "videos.txt"
     lst.write_text(f"{archive['s0']}\n{archive['junk']}\n")
-    rc = main(["batch", f"@{lst}", "-o", str(tmp_path / "out"), "--cpus-per-task", "1", "--no-progress"])
+    rc = main(["batch", f"@{lst}", "-o", str(tmp_path / "out"), "--cpus-per-task", "1", "--no-progress", "--report"])
     cap = capsys.readouterr()
     assert rc == 2
     assert "s0: done" in cap.out and "1 done, 1 failed" in cap.out
+    assert f"s0: report {tmp_path / 'out' / 's0.report.html'}" in cap.out  # --report: one page per video done
     assert cap.err.startswith("eyeblink: error: junk: ") and len(cap.err.strip().splitlines()) == 1
     rc = main(["batch", str(archive["s0"]), "-o", str(tmp_path / "out"), "--no-progress"])
     assert rc == 0 and "1 skipped" in capsys.readouterr().out

@@ -20,6 +20,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from eyeblink.errors import ConfigError, VideoOpenError
@@ -270,8 +271,15 @@ def test_live_session_is_finalised_like_process(tmp_path: Path) -> None:
     trials = tmp_path / "trials.csv"
     trials.write_text("trial,cs_onset_s,us_onset_s\n1,0.4,0.65\n2,1.2,1.45\n", encoding="utf-8")
     out = tmp_path / "out"
-    live_run(out, ["--fps", "500", "--stop-after", "1000"], "--on-overload", "block", "--trials", str(trials))
+    err = live_run(out, ["--fps", "500", "--stop-after", "1000", "--distinct", "500"], "--on-overload", "block",
+                   "--trials", str(trials), "--report")
     s = summary(out)
+    # --report: the page at the end, with the eye crops the workers kept during the capture
+    assert (out / "cam.report.html").is_file() and "cam: report " in err
+    assert s["blinks"] >= 1
+    with np.load(out / "cam.crops.npz") as z:
+        assert z["strips"].shape[1:] == (40, 120) and len(z["frames"]) >= 2
+    assert '"data:image/jpeg;base64,' in (out / "cam.report.html").read_text()  # inlined in the page's data
     assert s["closure"]["provisional"] is False and s["closure"]["method"] in ("responses", "default")
     assert s["trials"]["trials"] == 2
     with (out / "cam.trials.csv").open(newline="") as fh:

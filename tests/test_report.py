@@ -158,6 +158,93 @@ def test_report_of_a_processed_recording(processed: Path) -> None:
     assert {s["name"] for s in data["series"]} == {"ear_left", "ear_right", "closure"}
 
 
+def _strip_ear(points: np.ndarray) -> float:
+    from eyeblink.landmarks.eyes import eye_ears
+
+    return float(np.mean(eye_ears(points)))
+
+
+@pytest.mark.slow
+def test_blink_crops_are_the_blinks_frames(processed: Path, tmp_path: Path) -> None:
+    """--report keeps both eyes at the blink's onset, peak and offset; the eye is shut at the peak, open around it;
+    the multiprocess pipeline keeps its blinks' frames too."""
+    from eyeblink.outputs.crops import load_crops
+
+    crops = load_crops(processed.with_suffix(".crops.npz"))
+    with processed.with_suffix(".blinks.csv").open(newline="") as fh:
+        (blink,) = list(csv.DictReader(fh))
+    wanted = [int(blink[k]) for k in ("start_frame", "peak_frame", "end_frame")]
+    assert sorted(crops) == wanted  # the face is in view at all three: the exact frames
+    ears = [_strip_ear(crops[f][1]) for f in wanted]
+    assert ears[1] < 0.6 * min(ears[0], ears[2]), ears
+    for strip, pts in crops.values():
+        assert strip.shape == (40, 120) and strip.dtype == np.uint8 and strip.std() > 10  # a picture, not a border
+        assert ((pts >= 0) & (pts < (120, 40))).all()  # the eye points are inside it
+        assert pts[:6, 0].mean() < pts[6:, 0].mean()  # subject's right eye on the image left
+    par = tmp_path / "par"
+    proc = run_cli("process", processed.parent.parent / "subject.avi", "-o", par, "--workers", "2", "--no-progress",
+                   "--report")
+    assert proc.returncode == 0, proc.stderr
+    got = load_crops(par / "subject.crops.npz")
+    with (par / "subject.blinks.csv").open(newline="") as fh:  # its keyframes differ: its own blink frames
+        (pblink,) = list(csv.DictReader(fh))
+    assert sorted(got) == [int(pblink[k]) for k in ("start_frame", "peak_frame", "end_frame")]
+    for f in set(got) & set(crops):  # the same frame, fitted in another process: the same picture
+        assert np.abs(got[f][0].astype(int) - crops[f][0]).mean() < 3.0
+    data = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>',
+                                (par / "subject.report.html").read_text(encoding="utf-8"), re.S)
+                      .group(1).replace("<\\/", "</"))
+    assert len(data["crops"]["1"]) == 3 and all(u.startswith("data:image/jpeg;base64,") for u in data["crops"]["1"])
+
+
+def test_eye_strip_maps_the_points_into_its_pixels() -> None:
+    """Bright dots drawn at 12 eye points of a tilted face come out at the strip points eye_strip returns."""
+    from eyeblink.landmarks.eyes import STRIP_SHAPE, eye_strip
+
+    rng = np.random.default_rng(3)
+    gray = (rng.random((480, 640)) * 40).astype(np.uint8)
+    ang = np.deg2rad(12)
+    rot = np.array([[np.cos(ang), -np.sin(ang)], [np.sin(ang), np.cos(ang)]])
+    eye = np.array([[-18, 0], [-8, -6], [8, -6], [18, 0], [8, 6], [-8, 6]], float)
+    pts = np.concatenate([eye + np.array([-45, 0]), eye + np.array([45, 0])]) @ rot.T + (300, 220)
+    for x, y in np.round(pts).astype(int):
+        gray[y - 1:y + 2, x - 1:x + 2] = 255
+    strip, sp = eye_strip(gray, pts)
+    assert strip.shape == STRIP_SHAPE and sp.shape == (12, 2)
+    for u, v in np.round(sp).astype(int):
+        assert strip[v, u] > 150, (u, v)
+    assert np.ptp(sp[[0, 3, 6, 9], 1]) < 1.0  # upright: the eye corners on one row
+    assert abs(np.linalg.norm(sp[:6].mean(0) - sp[6:].mean(0)) - STRIP_SHAPE[1] / 2.0) < 0.5  # 2 IODs wide
+
+
+def test_blink_crops_window_nearest_frame_and_file(tmp_path: Path) -> None:
+    from eyeblink.outputs.crops import BlinkCrops, load_crops, render_blink_crops
+
+    class Ev:  # the three fields BlinkCrops reads of a BlinkEvent
+        def __init__(self, a: int, p: int, z: int) -> None:
+            self.start_frame, self.peak_frame, self.end_frame = a, p, z
+
+    keeper = BlinkCrops(window=50)
+    pts = np.tile(np.array([[20.0, 20.0]], np.float32), (12, 1))
+    for i in range(200):
+        if i != 120:  # no face at frame 120: the nearest frame stands in
+            keeper.add(i, np.full((40, 120), i % 256, np.uint8), pts)
+        if i == 145:  # reported a little after its offset, as the detector does
+            keeper.blink(Ev(100, 120, 140))  # type: ignore[arg-type]
+    keeper.add(200, None, None)
+    keeper.blink(Ev(10, 12, 14))  # type: ignore[arg-type]  # long gone from the window
+    path = keeper.save(tmp_path / "s.crops.npz")
+    assert path is not None
+    crops = load_crops(path)
+    assert sorted(crops) == [100, 119, 140] and crops[119][0][0, 0] == 119
+    uris = render_blink_crops(crops, [{"blink": "1", "start_frame": "100", "peak_frame": "120", "end_frame": "140"},
+                                      {"blink": "2", "start_frame": "10", "peak_frame": "12", "end_frame": "14"}])
+    assert list(uris) == [1] and len(uris[1]) == 3
+    (tmp_path / "bad.crops.npz").write_bytes(b"not a zip")
+    assert load_crops(tmp_path / "bad.crops.npz") == {} and load_crops(tmp_path / "none.npz") == {}
+    assert BlinkCrops().save(tmp_path / "empty.crops.npz") is None
+
+
 @pytest.mark.slow
 @needs_chromium
 def test_report_renders_in_chromium(processed: Path) -> None:
@@ -174,6 +261,8 @@ def test_report_renders_in_chromium(processed: Path) -> None:
     assert re.search(r'<span id="blink-count">1</span>', dom)
     assert '<canvas id="trace"' in dom and '<canvas id="overview"' in dom
     assert len(re.findall(r'<tr data-row="\d+"', dom)) == 2  # one blink row, one trial row
+    assert len(re.findall(r'<td class="crops text"><img alt="(?:onset|peak|offset)"', dom)) == 1  # the crops cell
+    assert len(re.findall(r'<img alt="(?:onset|peak|offset)"', dom)) == 3
     shots = []
     for fragment, name in (("", "report.png"), ("#blink=1", "report-blink1.png"), ("#trial=1", "report-trial1.png")):
         shot = html.parent / name

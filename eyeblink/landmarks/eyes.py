@@ -3,6 +3,7 @@
 * :class:`EyeFit` — one frame's result of an eye model (see :mod:`eyeblink.landmarks`).
 * :func:`eye_aspect_ratio` / :func:`eye_ears` — the six-point EAR (Soukupová & Čech 2016).
 * :func:`eye_patches` — the aligned eye patches of the blink detector's appearance cue.
+* :func:`eye_strip` — both eyes upright in one small image, for the report's blink crops.
 
 Naming: ``left``/``right`` are the *subject's* eyes. Points follow dlib's iBUG-68 numbering: 36–41
 the subject's right eye (image left), 42–47 the subject's left eye; a 12-point array is 36..47.
@@ -81,6 +82,42 @@ def eye_patches(gray: np.ndarray, points: np.ndarray) -> np.ndarray:
         out[k] = cv2.warpAffine(_contiguous(gray), m, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                                 borderMode=cv2.BORDER_REPLICATE)
     return out
+
+
+
+#: (rows, cols) of the report's eye strip: both eyes side by side, upright, about 2 inter-ocular distances wide
+STRIP_SHAPE = (40, 120)
+STRIP_SPAN = 2.0  # strip width / inter-ocular distance
+
+
+def eye_strip(gray: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A ``STRIP_SHAPE`` uint8 view of both eyes (the report's blink crops) and the 12 points in its pixels.
+
+    Centred on the two eye centres, rotated upright by the line through them, ``STRIP_SPAN`` inter-ocular
+    distances wide and a third of that high; the image as the camera saw it (subject's right eye on the
+    left). Bilinear, ~20 µs. Points are returned in strip pixels so the report can draw them.
+    """
+    import cv2
+
+    p = np.asarray(points, dtype=np.float64)
+    if p.shape != (12, 2):
+        raise ValueError(f"points must be (12, 2), got shape {p.shape}")
+    h, w = STRIP_SHAPE
+    right, left = p[:6].mean(0), p[6:].mean(0)
+    # upright: the eye line from the image-left eye to the image-right one
+    a, b = (right, left) if right[0] <= left[0] else (left, right)
+    iod = max(float(np.hypot(*(b - a))), 1.0)
+    ang = math.atan2(b[1] - a[1], b[0] - a[0])
+    sc = STRIP_SPAN * iod / w
+    ca, sa = math.cos(ang) * sc, math.sin(ang) * sc
+    ctr = (a + b) / 2
+    m = np.array([[ca, -sa, ctr[0] - ca * w / 2 + sa * h / 2],
+                  [sa, ca, ctr[1] - sa * w / 2 - ca * h / 2]])
+    strip = cv2.warpAffine(_contiguous(gray), m, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                           borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+    inv = cv2.invertAffineTransform(m)
+    pts = (p @ inv[:, :2].T + inv[:, 2]).astype(np.float32)
+    return strip, pts
 
 
 @dataclass(frozen=True, slots=True)

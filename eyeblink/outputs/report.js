@@ -519,10 +519,15 @@
     { key: "start_frame", label: "frames", fmt: function (r) { return fmt(r.start_frame, 0) + "–" + fmt(r.end_frame, 0); } }
   ];
   if (D.crops && Object.keys(D.crops).length) {
-    blinkCols.push({ key: "blink", label: "eye crops: onset · peak · offset", text: true, cls: "crops",
+    // beside the times, so the eye is in view without scrolling the table sideways
+    var cropNames = ["onset", "peak", "offset"];
+    blinkCols.splice(4, 0, { key: "blink", label: "eyes at onset · peak · offset", text: true, cls: "crops",
+      title: "both eyes as the camera saw them (subject's right eye on the left), the fitted eye points drawn",
       sort: function (r) { return r.blink; },
       fmt: function (r) {
-        return (D.crops[String(r.blink)] || []).map(function (src) { return '<img alt="" src="' + src + '">'; }).join("");
+        return (D.crops[String(r.blink)] || []).map(function (src, i) {
+          return '<img alt="' + cropNames[i] + '" title="blink ' + r.blink + ': ' + cropNames[i] + '" src="' + src + '">';
+        }).join("");
       } });
   }
   var renderBlinks = sortableTable(blinkTable, blinkCols, blinks, function (k) { selectBlink(k, true); });

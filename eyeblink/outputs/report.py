@@ -341,8 +341,8 @@ def _summary_html(data: ReportData) -> str:
 def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None) -> str:
     """The report page: template + inlined CSS/JS + the data as one JSON block.
 
-    ``crops`` (blink number -> image data URIs: onset, peak, offset) fills the blink table's crop column;
-    nothing produces them yet (they must be captured during processing, see issue 18).
+    ``crops`` (blink number -> image data URIs: onset, peak, offset) fills the blink table's crop column
+    (:func:`eyeblink.outputs.crops.render_blink_crops` of the session's ``<stem>.crops.npz``).
     """
     from eyeblink import __version__
 
@@ -351,9 +351,15 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None) 
     blob = json.dumps(page, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     template = (_ASSETS / "report.html").read_text(encoding="utf-8")
     trials_note = "" if data.trials else "hidden"
-    crops_note = ("" if crops else "Eye crops per blink are not part of the report yet: eyeblink does not keep "
-                  "them while processing. To look at a blink, make an annotated video of its seconds with "
-                  "eyeblink report --overlay OUT.mp4 --start S --end S.")
+    if crops:
+        missing = len(data.blinks) - len(crops)
+        none = f"; {missing} blinks have none (no face at those frames, or past the first 1,500)" if missing > 0 else ""
+        crops_note = f"Eye crops (both eyes, the fitted eye points drawn) at each blink's onset, peak and offset{none}."
+
+    else:
+        crops_note = ("No eye crops: they are kept while processing with --report (eyeblink process/batch/live "
+                      "--report). To look at a blink, make an annotated video of its seconds with "
+                      "eyeblink report --overlay OUT.mp4 --start S --end S.")
     fill = {
         "TITLE": html.escape(f"eyeblink report: {data.stem}"),
         "STEM": html.escape(data.stem),
@@ -372,9 +378,12 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None) 
 
 def write_report(path: str | Path, output: str | Path | None = None) -> Path:
     """Write ``<stem>.report.html`` for ``OUTDIR/<stem>`` (or to ``output``); returns its path."""
+    from eyeblink.outputs.crops import crops_path, load_crops, render_blink_crops
+
     data = load_report_data(path)
     out = Path(output) if output is not None else report_path(path)
-    text = render_html(data)
+    outdir, stem = split_stem(path)
+    text = render_html(data, crops=render_blink_crops(load_crops(crops_path(outdir, stem)), data.blinks))
     tmp = out.with_name(out.name + ".tmp")
     try:
         tmp.write_text(text, encoding="utf-8")

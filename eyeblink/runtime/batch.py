@@ -253,9 +253,12 @@ def expand_inputs(items: Sequence[str]) -> list[Path]:
 def settings_hash(config: RunConfig) -> str:
     """16 hex digits over everything that changes the outputs: the run config and eyeblink's version.
 
-    Scheduling settings (CPUs per task, chunk length) are left out: they do not change the results.
+    Scheduling settings (CPUs per task, chunk length) are left out: they do not change the results; so is
+    ``eye_crops`` (``--report``: an extra file beside the same rows).
     """
-    blob = json.dumps({"config": config.to_dict(), "eyeblink": __version__}, sort_keys=True, default=str)
+    cfg = config.to_dict()
+    cfg.pop("eye_crops", None)
+    blob = json.dumps({"config": cfg, "eyeblink": __version__}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
@@ -535,6 +538,7 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
     frame_header: list[str] | None = None
     frame_rows: list[list[str]] = []
     events: list[BlinkEvent] = []
+    owned: dict[int, list[BlinkEvent]] = {}  # chunk -> the blinks it reports (their eye crops come from it)
     summaries = []
     for t in tasks:
         stage = t.staging
@@ -554,8 +558,10 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
             ev = replace(ev, **shift)
             if t.start <= ev.start_frame < end:
                 events.append(ev)
+                owned.setdefault(t.index, []).append(ev)
         summaries.append(json.loads((stage / f"{stem}.summary.json").read_text(encoding="utf-8")))
     assert frame_header is not None
+    _merge_crops(tasks, owned, outdir, stem)
     frames_idx = [int(r[0]) for r in frame_rows]
     if frames_idx != list(range(len(frames_idx))):
         raise EyeblinkError(f"{stem}: merged chunks are not contiguous (frames {frames_idx[:1]}..{frames_idx[-1:]} "
@@ -608,6 +614,25 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
     result = RunResult(stem, n, faces, events, summary,
                        {"frames": writer.frames_path, "blinks": writer.blinks_path, "summary": writer.summary_path})
     return finalize(result, config)
+
+
+def _merge_crops(tasks: Sequence[ChunkTask], owned: dict[int, list[BlinkEvent]], outdir: Path, stem: str) -> None:
+    """The chunks' blink crops (``--report``) as one ``<stem>.crops.npz``: each blink's from the chunk that reports
+    it (``owned``, global frames), as if one run had kept them."""
+    from eyeblink.outputs.crops import BlinkCrops, crops_path, load_crops, nearest_frame
+
+    merged = BlinkCrops()
+    for t in tasks:
+        crops = {f + t.lo: c for f, c in load_crops(crops_path(t.staging, stem)).items()}
+        for ev in owned.get(t.index, []):
+            for f in (ev.start_frame, ev.peak_frame, ev.end_frame):
+                g = nearest_frame(crops, f)
+                if g is not None:
+                    merged.keep(g, *crops[g])
+    path = crops_path(outdir, stem)
+    with contextlib.suppress(OSError):
+        path.unlink()
+    merged.save(path)
 
 
 # ----------------------------------------------------------------------------------------- driver
@@ -867,6 +892,9 @@ def add_parser(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], No
                    help="retries of a task after a system failure (crash, lost node); user errors such as a "
                         "corrupt video are never retried (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on terminals)")
+    p.add_argument("--report", action="store_true",
+                   help="also write OUTDIR/<stem>.report.html for each video done (as `eyeblink report` does), "
+                        "with eye crops of every blink (videos skipped as done before keep their files)")
     add_run_options(p)
 
 
@@ -875,6 +903,8 @@ def run(args: argparse.Namespace) -> int:
     from eyeblink.config import run_config_from_args
 
     cfg = run_config_from_args(args)
+    if args.report:  # the workers keep each blink's eye crops for the report
+        cfg = replace(cfg, eye_crops=True)
     bc = BatchConfig(cpus_per_task=args.cpus_per_task, gpus_per_task=args.gpus_per_task, chunk_s=args.chunk_s,
                      overlap_s=args.overlap_s, max_retries=args.max_retries, address=args.address,
                      local_cpus=args.local_cpus, progress=not args.no_progress)
@@ -882,6 +912,10 @@ def run(args: argparse.Namespace) -> int:
     def show(rec: dict[str, Any]) -> None:
         if rec["status"] == "done":
             print(f"{rec['stem']}: done, {rec['frames']} frames, {rec['blinks']} blinks", flush=True)
+            if args.report:
+                from eyeblink.outputs.report import write_report
+
+                print(f"{rec['stem']}: report {write_report(Path(args.output) / rec['stem'])}", flush=True)
         else:
             print(f"eyeblink: error: {rec['stem']}: {rec['error']}", file=sys.stderr, flush=True)
 

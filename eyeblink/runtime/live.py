@@ -488,6 +488,9 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
     g.add_argument("--batch-frames", type=int, default=LIVE_BATCH_FRAMES, metavar="N",
                    help="frames per queue message (default: %(default)s)")
     g.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds of capture")
+    g.add_argument("--report", action="store_true",
+                   help="at the end of the capture also write OUTDIR/<stem>.report.html (as `eyeblink report` "
+                        "does), with the eye crops of every blink kept during the capture")
     s = p.add_argument_group("streams")
     s.add_argument("--reconnect", type=int, default=0, metavar="N",
                    help="reopen a stream that ends or fails up to N times (default: %(default)s)")
@@ -533,6 +536,8 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
                       batch_frames=args.batch_frames, buffer_s=args.buffer, duration_s=args.duration,
                       metrics_port=args.metrics_port, metrics_host=args.metrics_host, landmarks=landmarks)
     outdir = ensure_output_dir(Path(args.output))
+    if args.report:  # the workers keep each blink's eye crops: a stream cannot be read again for them
+        cfg = replace(cfg, eye_crops=True)
     from eyeblink.runtime.parallel import supports
 
     if not supports(cfg):
@@ -558,4 +563,8 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
           f"{lv.get('frames_dropped')} dropped, face in {result.faces}, {len(result.blinks)} blinks, "
           f"p99 latency {'-' if p99 is None else f'{p99:.0f} ms'} -> {result.outputs['frames'].parent}",
           file=sys.stderr)
+    if args.report:
+        from eyeblink.outputs.report import write_report
+
+        print(f"{result.stem}: report {write_report(result.outputs['frames'].parent / result.stem)}", file=sys.stderr)
     return 0

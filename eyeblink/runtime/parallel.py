@@ -72,6 +72,7 @@ import numpy as np
 from eyeblink.config import ParallelConfig, RunConfig, physical_cores
 from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
 from eyeblink.frames import Frame
+from eyeblink.landmarks.eyes import STRIP_SHAPE
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.runtime.pipeline import (
     FrameAnalyzer,
@@ -114,6 +115,11 @@ RESULT_DTYPE = np.dtype([
     # live mode (eyeblink.runtime.live): per-frame stage times (perf_counter, one clock for all processes)
     # and the gap marker of a frame the live loader dropped (slot -1: no pixels, nothing analysed)
     ("t_start", "f8"), ("t_end", "f8"), ("dropped", "?"),
+])
+#: ``eye_crops`` runs (``--report``): each row also carries both eyes as one small image and the eye points in
+#: its pixels (4.9 KB a frame; :mod:`eyeblink.outputs.crops`). Other runs do not pay for them.
+CROP_DTYPE = np.dtype([
+    *RESULT_DTYPE.descr, ("has_strip", "?"), ("strip", "u1", STRIP_SHAPE), ("strip_points", "f4", (12, 2)),
 ])
 
 _POLL_S = 0.05  # how often a blocked get/put wakes up to check the stop event and its peers
@@ -405,6 +411,7 @@ class _Run:
             ring = self.ring  # None: forked before the ring existed; its first message names it
             fault = self.fault
             track = self.par.track_across_chunks
+            row_dtype = CROP_DTYPE if self.cfg.eye_crops else RESULT_DTYPE
             chunk = -1
             chunks = _ChunkStates(self.C)
             ends = 0
@@ -427,7 +434,7 @@ class _Run:
                 if c != chunk and not track:  # a new chunk: forget the tracked face (keyframe on its first frame)
                     chunks.switch(analyzer, chunk, c)
                     chunk = c
-                out = np.zeros(len(slots), RESULT_DTYPE)
+                out = np.zeros(len(slots), row_dtype)
                 for j in range(len(slots)):
                     frame_index = first + j
                     if fault is not None and fault[1] == frame_index:
@@ -459,6 +466,10 @@ class _Run:
                     if r.eye_patches is not None:
                         row["has_patches"] = True
                         row["patches"] = r.eye_patches
+                    if r.eye_strip is not None:
+                        row["has_strip"] = True
+                        row["strip"] = r.eye_strip
+                        row["strip_points"] = r.strip_points
                     if r.face is not None:
                         row["face"] = True
                         row["box"] = r.face.box
@@ -621,11 +632,15 @@ class _Run:
         from eyeblink.detect.blazeface import FaceDetection
 
         add = sink.add
+        crops = "has_strip" in (rows.dtype.names or ())
         for r in rows:
             face = FaceDetection(tuple(r["box"].tolist()), float(r["score"]), r["keypoints"]) if r["face"] else None
+            strip = pts = None
+            if crops and r["has_strip"]:
+                strip, pts = r["strip"].copy(), r["strip_points"].copy()
             add(FrameResult(int(r["index"]), float(r["timestamp_s"]), face, bool(r["detected"]),
                             float(r["ear_left"]), float(r["ear_right"]),
-                            r["patches"].copy() if r["has_patches"] else None))
+                            r["patches"].copy() if r["has_patches"] else None, strip, pts))
         self.latencies.append(time.perf_counter() - rows["t_decoded"])
         if self.written is not None:
             self.written.value = int(rows["index"][-1]) + 1

@@ -7,6 +7,7 @@ and :class:`SessionSink` so both give byte-identical rows for the same boxes.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import platform
 import sys
@@ -21,8 +22,10 @@ import numpy as np
 
 from eyeblink import __version__
 from eyeblink.config import RunConfig
-from eyeblink.errors import EyeblinkError, NoFaceError, warn
+from eyeblink.errors import EyeblinkError, NoFaceError, OutputError, warn
 from eyeblink.frames import Frame
+from eyeblink.landmarks.eyes import eye_strip
+from eyeblink.outputs.crops import BlinkCrops, crops_path
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.outputs.session import RunResult
 from eyeblink.signals.blinks import BlinkDetector, BlinkEvent
@@ -48,6 +51,9 @@ class FrameResult:
     ear_left: float = math.nan
     ear_right: float = math.nan
     eye_patches: np.ndarray | None = None  # (2, 12, 24) uint8 (landmarks.eye_patches): the blink appearance cue
+    #: ``eye_crops`` runs only: both eyes upright (landmarks.eye_strip) and the 12 eye points in its pixels
+    eye_strip: np.ndarray | None = None
+    strip_points: np.ndarray | None = None
 
     @property
     def ear(self) -> float:
@@ -211,8 +217,11 @@ class FrameAnalyzer:
         if detected:
             self._iod_ref = fit.inter_ocular
         self._face = face
+        strip = pts = None
+        if self.cfg.eye_crops and np.isfinite(fit.points).all():
+            strip, pts = eye_strip(frame.gray, fit.points)
         return FrameResult(frame.index, frame.timestamp_s, face, detected, fit.ear_left, fit.ear_right,
-                           fit.patches)
+                           fit.patches, strip, pts)
 
     def _fit(self, frame: Frame, face: FaceDetection) -> EyeFit:
         """The eye model on one face, timed as the ``landmarks`` stage."""
@@ -252,9 +261,16 @@ class SessionSink:
         self.last_t = math.nan
         self._prev_t = math.nan
         self._intervals: list[float] = []
+        # the report's blink crops (--report): a new run of this stem replaces the old file, or removes it
+        self.crops_path = crops_path(writer.outdir, writer.stem)
+        self.crops = BlinkCrops() if config.eye_crops else None
+        with contextlib.suppress(OSError):
+            self.crops_path.unlink()
 
     def add(self, r: FrameResult) -> None:
         t0 = time.perf_counter()
+        if self.crops is not None:
+            self.crops.add(r.index, r.eye_strip, r.strip_points)
         for ev in self.blinks.update(r.index, r.timestamp_s, r.ear_left, r.ear_right, r.eye_patches):
             self._blink(ev)
         t1 = time.perf_counter()
@@ -282,10 +298,17 @@ class SessionSink:
         self.writer.write_blink(ev)
         if ev.complete:
             self.closure.add_response(ev.amplitude)
+        if self.crops is not None:
+            self.crops.blink(ev)
 
     def finish(self) -> None:
         for ev in self.blinks.finish():
             self._blink(ev)
+        if self.crops is not None:
+            try:
+                self.crops.save(self.crops_path)
+            except OutputError as exc:  # the crops are an extra of the report: the rows and summary matter more
+                warn(f"{exc} (the report will show no eye crops)")
 
     def timing_summary(self) -> dict[str, Any]:
         if not self._intervals:
