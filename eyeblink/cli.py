@@ -162,8 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to write the report (default: OUTDIR/<stem>.report.html)")
     ov = r.add_argument_group("annotated video (--overlay)")
     ov.add_argument("--overlay", metavar="MP4", default=None,
-                    help="also re-encode the recording (H.264) with the face box, EAR per eye, closure and blinks "
-                         "drawn on every frame")
+                    help="also re-encode the recording (H.264) with the face box, the eye points (fitted again by "
+                         "the session's eye model), EAR per eye, closure and blinks drawn on every frame")
     ov.add_argument("--video", metavar="VIDEO", default=None,
                     help="the recording, when it is no longer at the path in summary.json")
     ov.add_argument("--start", type=float, default=None, metavar="S", help="first second of the overlay video")
@@ -285,11 +285,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.overlay:
         from eyeblink.outputs.overlay import write_overlay
         from eyeblink.outputs.report import load_report_data, split_stem
+        from eyeblink.runtime.runner import eye_point_fitter
 
         outdir, stem = split_stem(args.session)
-        n = write_overlay(load_report_data(args.session), outdir / f"{stem}.frames.csv", Path(args.overlay),
+        data = load_report_data(args.session)
+        n = write_overlay(data, outdir / f"{stem}.frames.csv", Path(args.overlay),
                           video=Path(args.video) if args.video else None, start_s=args.start, end_s=args.end,
-                          fps=args.fps)
+                          fps=args.fps, eye_points=eye_point_fitter(data.summary))
         print(f"overlay: {args.overlay} ({n} frames)")
     return 0
 

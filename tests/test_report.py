@@ -363,6 +363,13 @@ def test_overlay_video_decodes_with_every_frame_of_the_range(processed: Path, tm
     # the face box is drawn: green or yellow pixels, which a gray recording has none of
     colored = [(np.abs(f[..., 0].astype(int) - f[..., 2]) > 80).sum() for f in frames[::50]]
     assert min(colored) > 500, colored
+    # the eye points of both eyes, fitted again by the session's model: red (subject's right eye) and blue (left)
+    # dots on the face, away from the EAR bars at the right edge and the text panel at the top left
+    for f in frames[::50]:
+        face = f[100:400, 100:540].astype(int)
+        red = ((face[..., 0] > 150) & (face[..., 1] < 100) & (face[..., 2] < 100)).sum()
+        blue = ((face[..., 2] > 140) & (face[..., 0] < 90)).sum()
+        assert red > 20 and blue > 20, (red, blue)
 
 
 def test_overlay_without_the_recording_names_the_fix(processed: Path, tmp_path: Path) -> None:

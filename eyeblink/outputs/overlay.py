@@ -3,8 +3,10 @@
 Each frame of the recording (or of ``--start``/``--end`` seconds of it) gets, from its ``frames.csv``
 row: the face box used (green on a keyframe where the detector ran, yellow where the box was carried
 over), the EAR of each eye as a bar and a number, the closure (FEC), the time and frame, a "BLINK n"
-tag inside each blink of ``blinks.csv``, and a scrolling 1 s closure trace. The eye points are not
-in the output files, so they are not drawn. For talks, ``--fps 30`` plays a 500 FPS recording in
+tag inside each blink of ``blinks.csv``, and a scrolling 1 s closure trace. The eye points are not in
+the output files: with ``eye_points`` (the CLI passes the session's own eye model,
+:func:`eyeblink.runtime.runner.eye_point_fitter`) each frame is fitted again and its 12 eye points are
+drawn (~5 ms a frame with the mesh model). For talks, ``--fps 30`` plays a 500 FPS recording in
 slow motion (every frame is kept; only the playback rate changes).
 
 Frames are matched to rows by timestamp (the container's presentation time, as in
@@ -101,9 +103,21 @@ def _draw(img: np.ndarray, i: int, a: dict[str, np.ndarray], face: np.ndarray, b
     cv2.putText(img, "closure (FEC), last 1 s", (w - 228, h - 70 + 12), font, 0.4, WHITE, 1, cv2.LINE_AA)
 
 
+def _draw_eyes(img: np.ndarray, pts: np.ndarray) -> None:
+    import cv2
+    import numpy as np
+
+    for k, colour in ((0, RIGHT), (6, LEFT)):  # subject's right eye (36-41), left eye (42-47)
+        eye = np.round(pts[k:k + 6] * 4).astype(np.int32).reshape(-1, 1, 2)
+        cv2.polylines(img, [eye], True, colour, 1, cv2.LINE_AA, shift=2)
+        for x, y in eye[:, 0]:
+            cv2.circle(img, (int(x), int(y)), 8, colour, -1, cv2.LINE_AA, shift=2)
+
+
 def write_overlay(data: ReportData, frames_csv: Path, output: Path, *, video: Path | None = None,
                   start_s: float | None = None, end_s: float | None = None, fps: float | None = None,
-                  progress: Callable[[int], Any] | None = None) -> int:
+                  progress: Callable[[int], Any] | None = None,
+                  eye_points: Callable[[np.ndarray], np.ndarray | None] | None = None) -> int:
     """Re-encode ``video`` (default: the summary's input) with the overlay; returns the frames written.
 
     ``start_s``/``end_s`` are seconds on the output files' clock (``timestamp_s``); ``fps`` the playback rate
@@ -165,6 +179,10 @@ def write_overlay(data: ReportData, frames_csv: Path, output: Path, *, video: Pa
                 if abs(t[i] - ts) > interval / 2:
                     continue  # a frame with no row (decode error at processing time): not drawn over
                 img = np.ascontiguousarray(frame.to_ndarray(format="rgb24")[: enc.height, : enc.width], dtype=np.uint8)
+                if eye_points is not None and data.face[i]:
+                    pts = eye_points(img)
+                    if pts is not None:
+                        _draw_eyes(img, pts)
                 _draw(img, i, a, data.face, blinks, float(t[i] - t[0]), int(data.session.frame[i]))
                 for packet in enc.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
                     out.mux(packet)

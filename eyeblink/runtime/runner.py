@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from eyeblink.config import RunConfig
 from eyeblink.errors import (
@@ -149,3 +151,29 @@ def _run_each(paths: Sequence[Path], config: RunConfig,
         except EyeblinkError as exc:
             failures.append((path, exc))
     return results, failures
+
+
+def eye_point_fitter(summary: dict[str, Any]) -> Callable[[np.ndarray], np.ndarray | None]:
+    """The session's eye model as a function frame -> the 12 eye points (``None``: no face), for the overlay.
+
+    The model and its file come from ``summary.json``'s settings; each frame is detected afresh (the box of the
+    run's keyframe policy is not kept with its keypoints), so the points are what the model sees in that frame.
+    """
+    import cv2
+
+    from eyeblink.detect.blazeface import select_subject
+
+    lm = (summary.get("settings") or {}).get("landmarks") or {}
+    cfg = RunConfig().with_overrides("landmarks", model=lm.get("model"), model_path=lm.get("model_path"))
+    detector, fitter = build_detector(cfg), build_fitter(cfg)
+
+    def points(image: np.ndarray) -> np.ndarray | None:
+        face = select_subject(detector.detect(image), None)
+        if face is None:
+            return None
+        gray = image if image.ndim == 2 else cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
+        pts = fitter.fit(gray, face).points
+        return pts if np.isfinite(pts).all() else None
+
+    return points
+
