@@ -71,10 +71,11 @@ def test_bench_detectors_through_the_cli_on_rendered_faces(tmp_path: Path) -> No
     video, photos, _box = _rendered_inputs(tmp_path)
     report = tmp_path / "detectors.json"
     proc = subprocess.run([sys.executable, "-m", "eyeblink", "bench", "detectors", "--photos", str(photos),
-                           "--videos", str(video), "--every", "5", "--max-pairs", "3", "--timing-frames", "3",
+                           "--videos", f"synth={video}", "--every", "5", "--max-pairs", "3", "--timing-frames", "3",
                            "--json", str(report)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(report.read_text())
+    assert "| detector | photos P | photos R | photos IoU | synth recall |" in proc.stdout
     results = data["detectors"]
     assert list(results) == list(bench_detectors.DETECTORS)  # every candidate has a row, installed or not
     available = _available()
@@ -86,7 +87,7 @@ def test_bench_detectors_through_the_cli_on_rendered_faces(tmp_path: Path) -> No
             assert r["status"] in row
             continue
         assert r["status"] == "ok"
-        v = r["videos"]["face.avi"]
+        v = r["videos"]["synth"]
         assert v["pairs"] == 3 and v["frames"] == 6
         # a large frontal face in every frame: every detector finds it nearly always, with no extra boxes
         assert v["recall"] >= 5 / 6, (name, v)

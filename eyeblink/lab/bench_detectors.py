@@ -14,7 +14,7 @@ Measured on (every input path is an argument):
   skipped). Detections match boxes one-to-one, best IoU first; a match needs IoU >= 0.5.
   Reported: precision, recall, and the mean IoU of the matches (box conventions differ: dlib's
   boxes are square from the brows to the chin, MTCNN's and Haar's include more forehead).
-* ``--videos PATH`` (repeatable; a file or a folder searched recursively; one table group per
+* ``--videos [NAME=]PATH`` (repeatable; a file or a folder searched recursively; one table group per
   argument): recordings with one face in every frame. Every ``--every``-th frame and the frame
   after it are detected (a pair, at most ``--max-pairs`` per group spread evenly over its videos).
   Reported: recall (frames with at least one box), false boxes per frame (boxes beyond the one
@@ -60,8 +60,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--photos", metavar="DIR", default=None,
                    help="folder of photos with face boxes in dlib imglab XML files (e.g. data/faces-dlib)")
     p.add_argument("--videos", metavar="PATH", action="append", default=[],
-                   help="a video, or a folder searched recursively for videos, with one face in every frame; "
-                        "repeat for several groups (e.g. data/zju-dev, data/eyeblink8-blink-clips/clips)")
+                   help="[NAME=]PATH: a video, or a folder searched recursively for videos, with one face in every "
+                        "frame; repeat for several groups (e.g. zju=data/zju-dev eyeblink8=data/eyeblink8-blink-clips"
+                        "/clips); the table names a group NAME or the path's last component")
     p.add_argument("--detectors", metavar="LIST", default=",".join(DETECTORS),
                    help=f"comma-separated subset of {', '.join(DETECTORS)} (default: all)")
     p.add_argument("--every", type=int, default=10, metavar="N",
@@ -350,10 +351,18 @@ def _check(args: argparse.Namespace) -> list[str]:
         raise ConfigError("nothing to measure: give --photos DIR (imglab face boxes) and/or --videos PATH")
     if args.every < 1 or args.max_pairs < 1 or args.timing_frames < 1 or args.dlib_upsample < 0:
         raise ConfigError("--every, --max-pairs and --timing-frames must be >= 1 and --dlib-upsample >= 0")
-    for p in [args.photos, *args.videos]:
+    for p in [args.photos, *(str(_video_group(v)[1]) for v in args.videos)]:
         if p and not Path(p).exists():
             raise InputNotFoundError(f"input not found: {p} — check the path")
     return names
+
+
+def _video_group(text: str) -> tuple[str, Path]:
+    """``NAME=PATH`` or ``PATH`` (named after its last component)."""
+    name, sep, rest = text.partition("=")
+    if sep and name and "/" not in name and rest:
+        return name, Path(rest)
+    return Path(text).name, Path(text)
 
 
 def _timing_set(groups: dict[str, list[tuple[np.ndarray, np.ndarray]]],
@@ -406,8 +415,8 @@ def run(args: argparse.Namespace, machine: dict[str, Any]) -> int:
     photos = read_imglab(Path(args.photos)) if args.photos else []
     groups: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
     for v in args.videos:
-        path = Path(v)
-        label = path.name if path.name not in groups else str(path)
+        label, path = _video_group(v)
+        label = label if label not in groups else str(path)
         groups[label] = sample_pairs(video_files(path), args.every, args.max_pairs)
     timing = _timing_set(groups, photos, args.timing_frames)
     print(f"eyeblink bench detectors: {machine['cpu']}, one core, Python {machine['python']}", flush=True)
