@@ -1,6 +1,6 @@
 """Where eyeblink's model files live, and how they are checked before use.
 
-Two model files are used:
+The main model files:
 
 * ``face_detection_short_range.tflite`` — MediaPipe's BlazeFace short-range face detector
   (Apache-2.0, 230 KB). It lives in the repository's ``weights/`` folder (see
@@ -34,6 +34,8 @@ from eyeblink.errors import ModelFileError
 
 __all__ = [
     "BLAZEFACE_FILENAME",
+    "BLAZEFACE_FULL_RANGE_FILENAME",
+    "BLAZEFACE_FULL_RANGE_SHA256",
     "BLAZEFACE_SHA256",
     "DLIB68_FILENAME",
     "DLIB68_SHA256",
@@ -45,6 +47,7 @@ __all__ = [
     "IRIS_FILENAME",
     "IRIS_SHA256",
     "WEIGHTS_DIR",
+    "blazeface_full_range_path",
     "blazeface_path",
     "dlib68_path",
     "eye12_path",
@@ -68,6 +71,11 @@ WEIGHTS_DIR: Path = _models_dir()
 BLAZEFACE_FILENAME = "face_detection_short_range.tflite"
 #: sha256 of face_detection_short_range.tflite from the PyPI wheel mediapipe==0.10.21.
 BLAZEFACE_SHA256 = "bbff11cebd1eb27a1e004cae0b0e63ec8c551cbf34a4451148b4908b8db3eca8"
+
+BLAZEFACE_FULL_RANGE_FILENAME = "face_detection_full_range_sparse.tflite"
+#: sha256 of face_detection_full_range_sparse.tflite from the PyPI wheel mediapipe==0.10.21 (BlazeFace
+#: full-range, 192x192 input: compared with the other detectors by ``eyeblink bench detectors``).
+BLAZEFACE_FULL_RANGE_SHA256 = "2c3728e6da56f21e21a320433396fb06d40d9088f2247c05e5635a688d45dfe1"
 
 DLIB68_FILENAME = "shape_predictor_68_face_landmarks.dat"
 #: sha256 and size of models/shape_predictor_68_face_landmarks.dat in face-recognition-models 0.3.0.
@@ -156,6 +164,13 @@ def blazeface_path() -> Path:
     if candidate.is_file():
         return candidate
     raise ModelFileError(f"{BLAZEFACE_FILENAME} not found in {WEIGHTS_DIR}; {_BLAZEFACE_FIX}")
+
+
+def blazeface_full_range_path() -> Path:
+    """Path of the shipped BlazeFace full-range ``.tflite``, sha256-verified (cached per process)."""
+    path = WEIGHTS_DIR / BLAZEFACE_FULL_RANGE_FILENAME
+    verify_sha256(path, BLAZEFACE_FULL_RANGE_SHA256)
+    return path
 
 
 def face_mesh_path() -> Path:

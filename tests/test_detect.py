@@ -443,6 +443,7 @@ def test_sha256sums_file_matches_constants() -> None:
     sums = {name: digest for digest, name in (line.split() for line in lines if line.strip())}
     assert sums == {
         weights.BLAZEFACE_FILENAME: weights.BLAZEFACE_SHA256,
+        weights.BLAZEFACE_FULL_RANGE_FILENAME: weights.BLAZEFACE_FULL_RANGE_SHA256,
         weights.DLIB68_FILENAME: weights.DLIB68_SHA256,
         weights.EYE12_FILENAME: weights.EYE12_SHA256,
         weights.FACE_MESH_FILENAME: weights.FACE_MESH_SHA256,

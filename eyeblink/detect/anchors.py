@@ -21,7 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SHORT_RANGE_OPTIONS", "SsdAnchorOptions", "blazeface_short_range_anchors", "generate_anchors"]
+__all__ = [
+    "FULL_RANGE_OPTIONS",
+    "SHORT_RANGE_OPTIONS",
+    "SsdAnchorOptions",
+    "blazeface_full_range_anchors",
+    "blazeface_short_range_anchors",
+    "generate_anchors",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +68,18 @@ SHORT_RANGE_OPTIONS = SsdAnchorOptions(
     min_scale=0.1484375,
     max_scale=0.75,
     strides=(8, 16, 16, 16),
+)
+
+#: MediaPipe's options for ``face_detection_full_range_sparse.tflite``
+#: (``face_detection_full_range_common.pbtxt``): one layer of stride 4 on a 192x192 input, no
+#: interpolated anchor, so a 48x48 grid with one anchor per cell: 2304 anchors.
+FULL_RANGE_OPTIONS = SsdAnchorOptions(
+    input_size_width=192,
+    input_size_height=192,
+    min_scale=0.1484375,
+    max_scale=0.75,
+    strides=(4,),
+    interpolated_scale_aspect_ratio=0.0,
 )
 
 
@@ -119,5 +138,13 @@ def generate_anchors(options: SsdAnchorOptions) -> np.ndarray:
 def blazeface_short_range_anchors() -> np.ndarray:
     """The 896 anchors of BlazeFace short-range, ``(896, 4)`` float32, computed once (read-only)."""
     anchors = generate_anchors(SHORT_RANGE_OPTIONS)
+    anchors.setflags(write=False)
+    return anchors
+
+
+@functools.cache
+def blazeface_full_range_anchors() -> np.ndarray:
+    """The 2304 anchors of BlazeFace full-range, ``(2304, 4)`` float32, computed once (read-only)."""
+    anchors = generate_anchors(FULL_RANGE_OPTIONS)
     anchors.setflags(write=False)
     return anchors

@@ -201,6 +201,7 @@ def decode(
     anchors: np.ndarray | None = None,
     *,
     score_threshold: float = 0.5,
+    coord_scale: float = _COORD_SCALE,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Decode one image's raw outputs into candidate detections (MediaPipe ``TensorsToDetections``).
 
@@ -211,7 +212,8 @@ def decode(
     box (w or h <= 0) are dropped.
 
     Returns ``boxes (N, 4)`` xyxy normalised, ``keypoints (N, 6, 2)`` normalised, ``scores (N,)``
-    in [0, 1], all float32, in anchor order (not sorted).
+    in [0, 1], all float32, in anchor order (not sorted). ``coord_scale`` is the side of the network
+    input the offsets are measured in (128; 192 for the full-range model with its own ``anchors``).
     """
     if anchors is None:
         anchors = blazeface_short_range_anchors()
@@ -231,15 +233,15 @@ def decode(
     reg = reg[keep]
     anc = anchors[keep]
     ax, ay, aw, ah = anc[:, 0], anc[:, 1], anc[:, 2], anc[:, 3]
-    cx = reg[:, 0] / _COORD_SCALE * aw + ax
-    cy = reg[:, 1] / _COORD_SCALE * ah + ay
-    w = reg[:, 2] / _COORD_SCALE * aw
-    h = reg[:, 3] / _COORD_SCALE * ah
+    cx = reg[:, 0] / coord_scale * aw + ax
+    cy = reg[:, 1] / coord_scale * ah + ay
+    w = reg[:, 2] / coord_scale * aw
+    h = reg[:, 3] / coord_scale * ah
     boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1).astype(np.float32)
     kp = reg[:, 4:].reshape(-1, NUM_KEYPOINTS, 2)
     keypoints = np.empty_like(kp)
-    keypoints[..., 0] = kp[..., 0] / _COORD_SCALE * aw[:, None] + ax[:, None]
-    keypoints[..., 1] = kp[..., 1] / _COORD_SCALE * ah[:, None] + ay[:, None]
+    keypoints[..., 0] = kp[..., 0] / coord_scale * aw[:, None] + ax[:, None]
+    keypoints[..., 1] = kp[..., 1] / coord_scale * ah[:, None] + ay[:, None]
     valid = (w > 0) & (h > 0)
     return boxes[valid], keypoints[valid].astype(np.float32), probs[keep][valid].astype(np.float32)
 
@@ -392,13 +394,16 @@ def postprocess(
     *,
     score_threshold: float = 0.5,
     iou_threshold: float = 0.3,
+    anchors: np.ndarray | None = None,
 ) -> list[FaceDetection]:
     """Raw outputs of one image -> faces in frame pixels (decode, weighted NMS, undo letterbox).
 
     Public so that a pipeline can run the network in one stage and this in another.
-    Returns faces in descending score order.
+    Returns faces in descending score order. ``anchors`` default to the short-range model's; the
+    offsets are decoded in units of the letterbox's side (``box.size``: 128, or 192 for full range).
     """
-    boxes, keypoints, probs = decode(regressors, scores, score_threshold=score_threshold)
+    boxes, keypoints, probs = decode(regressors, scores, anchors, score_threshold=score_threshold,
+                                     coord_scale=float(box.size))
     boxes, keypoints, probs = weighted_nms(boxes, keypoints, probs, iou_threshold)
     if probs.size == 0:
         return []

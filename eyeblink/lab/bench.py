@@ -72,8 +72,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     from eyeblink.lab import bench_detector
 
     bsub = p.add_subparsers(dest="bench_command", metavar="WHAT",
-                            help="what to measure instead of the whole pipeline: `detector`, `landmarks` "
-                                 "(see `eyeblink bench detector -h`, `eyeblink bench landmarks -h`)")
+                            help="what to measure instead of the whole pipeline: `detector`, `landmarks`, `detectors` "
+                                 "(see `eyeblink bench detector -h`, `eyeblink bench landmarks -h`, "
+                                 "`eyeblink bench detectors -h`)")
     d = bsub.add_parser("detector", help="the face detector alone, per backend: batch-size sweep, latency sweep, "
                                          "images/s/W (the paper's experiment)",
                         description="Batch-size sweep (run time, images/s, time per image, compile time), "
@@ -86,6 +87,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                          description=bench_landmarks.__doc__.split("\n\n", 1)[1] if bench_landmarks.__doc__ else None,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     bench_landmarks.add_arguments(lm)
+    from eyeblink.lab import bench_detectors
+
+    dd = bsub.add_parser("detectors", help="the face detectors side by side (BlazeFace short and full range, dlib "
+                                           "HOG, OpenCV Haar, MTCNN): precision/recall, jitter, ms per frame",
+                         description=bench_detectors.__doc__.split("\n\n", 1)[1] if bench_detectors.__doc__ else None,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    bench_detectors.add_arguments(dd)
     return p
 
 
@@ -104,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
         from eyeblink.lab import bench_detector
 
         return bench_detector.run(args)
+    if getattr(args, "bench_command", None) == "detectors":
+        from eyeblink.lab import bench_detectors
+
+        return bench_detectors.run(args, machine_info())
     if getattr(args, "bench_command", None) == "landmarks":
         from eyeblink.lab import bench_landmarks
 
