@@ -274,7 +274,7 @@ class RunConfig:
     fps: float | None = None
     max_frames: int | None = None
     #: keep a small image of both eyes at each blink's onset, peak and offset (``<stem>.crops.npz``) for the
-    #: report's blink table (``--report``); costs ~20 µs a frame in the workers
+    #: report's blink table (``--report``); costs 20-40 µs a frame in the workers
     eye_crops: bool = False
 
     def __post_init__(self) -> None:

@@ -5,7 +5,7 @@ recording (a live stream is gone; an archive's video may be elsewhere), so the c
 the frames pass through the pipeline:
 
 * the workers cut a small upright image of both eyes from every frame (:func:`eyeblink.landmarks.eyes.eye_strip`,
-  40x120 pixels, ~20 µs) and send it with the frame's row, with the 12 fitted eye points in its pixels;
+  40x120 pixels, 20-40 µs) and send it with the frame's row, with the 12 fitted eye points in its pixels;
   only runs with ``eye_crops`` on (``--report``) do this;
 * the sink (:class:`BlinkCrops`) keeps the last few seconds of them and, when the blink detector reports
   a blink, keeps the strips of its onset, peak and offset frames (the nearest frame with a face within a
@@ -39,11 +39,12 @@ __all__ = ["BlinkCrops", "crops_path", "load_crops", "nearest_frame", "render_bl
 WINDOW_FRAMES = 3000
 #: how far (frames) to look for a frame with a face when the exact onset/peak/offset frame has none
 NEAREST = 5
-#: at most this many blinks get crops (the first ones; ~13 KB of page each)
-MAX_BLINKS = 1500
+#: at most this many blinks get crops (the first ones; ~12 KB of page each: 600 blinks, 40 min of blinking at
+#: 15/min, add ~7 MB, which keeps a 20-minute 500 FPS report under ~20 MB)
+MAX_BLINKS = 600
 #: drawn crops: this many times the strip's size, JPEG at this quality
 SCALE = 2
-JPEG_QUALITY = 85
+JPEG_QUALITY = 80
 
 
 def crops_path(outdir: Path, stem: str) -> Path:

@@ -353,7 +353,7 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None) 
     trials_note = "" if data.trials else "hidden"
     if crops:
         missing = len(data.blinks) - len(crops)
-        none = f"; {missing} blinks have none (no face at those frames, or past the first 1,500)" if missing > 0 else ""
+        none = f"; {missing} blinks have none (no face at those frames, or past the first 600)" if missing > 0 else ""
         crops_note = f"Eye crops (both eyes, the fitted eye points drawn) at each blink's onset, peak and offset{none}."
 
     else:
