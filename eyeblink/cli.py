@@ -21,8 +21,8 @@ from eyeblink.lab import bench, train
 
 DESCRIPTION = """\
 Eyeblink detection for high-speed face recordings (e.g. 640x480 grayscale at
-500 FPS): BlazeFace face detection, dlib 68-point eye landmarks, per-frame Eye
-Aspect Ratio (EAR) and blink events.
+500 FPS): BlazeFace face detection, MediaPipe face-mesh eyelids (or dlib's
+models, extra dlib), per-frame eye openness (EAR / lid aperture) and blink events.
 
 Outputs per input <stem> (see `eyeblink process --help`):
   <stem>.frames.csv   one row per decoded frame: frame, timestamp_s, face, ear_left, ear_right, ...
