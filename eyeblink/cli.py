@@ -300,6 +300,7 @@ def _run_batch(args: argparse.Namespace) -> int:
 def cmd_live(args: argparse.Namespace) -> int:
     from eyeblink.runtime.live import run
 
+    check_workers(args.workers)  # before any model loads or process forks (0 = physical cores)
     if args.landmarks == "auto":  # live's default (settled once the source's rate is known): not a config value
         args.landmarks = None
     from eyeblink.outputs.analysis import config_from_args

@@ -119,7 +119,6 @@ BLINK_TAIL_S = 1.0
 #: The multiprocess pipeline's keyframe-tracking chunk (``ParallelConfig.chunk_frames``): chunk
 #: borders are multiples of it so per-frame rows are identical to an unsplit run.
 ALIGN_FRAMES = 128
-VIDEO_SUFFIXES = (".avi", ".mp4", ".mkv", ".mov", ".m4v", ".webm", ".mpg", ".mpeg", ".wmv", ".flv", ".mj2", ".nut")
 _BLINK_FRAME_COLUMNS = ("start_frame", "end_frame", "peak_frame", "start_frame_left", "end_frame_left",
                         "start_frame_right", "end_frame_right")
 
@@ -195,6 +194,8 @@ def expand_inputs(items: Sequence[str]) -> list[Path]:
 
     Order is kept, duplicates dropped. A pattern or list that matches nothing is an error.
     """
+    from eyeblink.sources.files import VIDEO_SUFFIXES
+
     out: list[Path] = []
     seen: set[Path] = set()
 
