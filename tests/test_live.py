@@ -396,3 +396,51 @@ def test_a_signal_while_waiting_for_the_sender_exits_0(tmp_path: Path, sig: sign
     s = summary(tmp_path)
     assert s["frames"] == 0 and s["status"] == "ok"
     assert f"stopped by {sig.name}" in s["live"]["stop_reason"]
+
+
+def test_reconnect_retries_a_sender_that_sent_garbage_at_connect(tmp_path: Path) -> None:
+    """With ``--reconnect``, a first connection that brings no video (here: text, then the sender hangs up) is
+    tried again like a lost stream; the real sender that listens next is processed to its end (exit 0)."""
+    port = free_port()
+    with socket.socket() as srv:
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the real sender binds the port next
+        srv.bind(("127.0.0.1", port))
+        srv.listen()
+        live = start_live(f"tcp://127.0.0.1:{port}", tmp_path, "--reconnect", "1", "--on-overload", "block")
+        try:
+            srv.settimeout(120)
+            conn, _ = srv.accept()  # the live run connects once its workers are ready
+            with conn:
+                conn.sendall(b"this is not a video stream\n" * 2000)
+        except BaseException:
+            live.kill()
+            raise
+    sender = start_sender(port, "--fps", "500", "--stop-after", "300")  # on the same port, as a restarted sender
+    try:
+        _, err = live.communicate(timeout=120)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, err
+    assert "trying again (1 of 1)" in err and "Traceback" not in err
+    r = rows(tmp_path)
+    assert [int(x["frame"]) for x in r] == list(range(300))
+    s = summary(tmp_path)
+    assert s["status"] == "ok" and s["source"]["reconnects"] == 1 and s["live"]["stop_reason"] == "end of stream"
+
+
+def test_a_listen_port_taken_by_another_program_says_so(tmp_path: Path) -> None:
+    """``live tcp://HOST:PORT?listen=1`` (eyeblink listens, the sender connects) on a port another program holds:
+    one line naming the port and the fix, not "check that the sender is running"."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{port}?listen=1",
+                               "-o", str(tmp_path), "--name", "cam", "--reconnect", "2"],
+                              capture_output=True, text=True, timeout=120, cwd=REPO)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == VideoOpenError.exit_code and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("eyeblink: error: ") and f"port {port} is already in use" in lines[0]
+    assert "pick another port" in lines[0] and "stop the other listener" in lines[0]
+    assert "check that the sender is running" not in lines[0]
