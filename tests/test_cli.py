@@ -536,6 +536,41 @@ def test_a_run_killed_outright_leaves_a_ring_the_next_run_removes(face_frames: l
             p.unlink(missing_ok=True)
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_run_killed_outright_leaves_a_summary_that_says_running(face_frames: list[np.ndarray], tmp_path: Path,
+                                                                   workers: str) -> None:
+    """summary.json exists from the start of an input with status ``running`` (replaced at the end), so a
+    run killed with SIGKILL is recognisable; both CSVs have their header on disk."""
+    import os
+    import signal
+    import time
+
+    video = write_video(tmp_path / "long.mkv", face_frames * 4, codec="ffv1", pix_fmt="gray")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(out),
+                             "--workers", workers, "--no-progress"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    frames = out / "long.frames.csv"
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if frames.exists() and frames.read_text().count("\n") > 20:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before it could be killed"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    summary = json.loads((out / "long.summary.json").read_text())
+    assert summary["status"] == "running" and summary["input"] == str(video) and summary["pid"] == proc.pid
+    assert summary["settings"]["landmarks"]["model"] == "mesh"
+    assert (out / "long.blinks.csv").read_text().startswith("blink,start_frame,")
+    assert 20 <= len(read_rows(frames)) < 4 * len(face_frames)
+    done = run_cli("process", video, "-o", out, "--workers", workers, "--no-progress", "--max-frames", "30")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "long.summary.json").read_text())["status"] == "ok"
+
+
 # ------------------------------------------------------------------------------------------ damaged input
 
 

@@ -444,3 +444,26 @@ def test_a_listen_port_taken_by_another_program_says_so(tmp_path: Path) -> None:
     assert lines[0].startswith("eyeblink: error: ") and f"port {port} is already in use" in lines[0]
     assert "pick another port" in lines[0] and "stop the other listener" in lines[0]
     assert "check that the sender is running" not in lines[0]
+
+
+def test_a_live_run_killed_outright_leaves_headers_and_a_running_summary(tmp_path: Path) -> None:
+    """SIGKILL of ``eyeblink live`` mid-stream (nothing can flush): blinks.csv has its header although no blink
+    ended yet, frames.csv whole rows, and summary.json says ``running`` (written when the run started)."""
+    import os
+
+    port = free_port()
+    sender = start_sender(port, "--fps", "500", "--duration", "60")
+    live = subprocess.Popen([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{port}", "-o", str(tmp_path),
+                             "--name", "cam"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO,
+                            start_new_session=True)
+    try:
+        wait_rows(tmp_path, 100, live)
+    finally:
+        os.killpg(live.pid, signal.SIGKILL)
+        live.wait()
+        sender.kill()
+    assert (tmp_path / "cam.blinks.csv").read_text().startswith("blink,start_frame,")
+    r = rows(tmp_path)
+    assert len(r) >= 100 and [int(x["frame"]) for x in r] == list(range(len(r)))
+    s = summary(tmp_path)
+    assert s["status"] == "running" and s["input"] == f"tcp://127.0.0.1:{port}" and s["pid"] == live.pid
