@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_parser(sub)
     from eyeblink.runtime import batch as _batch  # no Ray import: the CLI stays light
 
-    _batch.add_parser(sub, _add_run_options)
+    _batch.add_parser(sub, _add_run_options, _add_log_options)
     r = sub.add_parser("report", help="write a self-contained HTML report of a processed session",
                        description="Read OUTDIR/<stem>.frames.csv, .blinks.csv, .summary.json (and .trials.csv) "
                                    "and write OUTDIR/<stem>.report.html: one file that opens offline in a browser, "
