@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_parser(sub)
     from eyeblink.runtime import batch as _batch  # no Ray import: the CLI stays light
 
-    _batch.add_parser(sub, _add_run_options)
+    _batch.add_parser(sub, _add_run_options, _add_log_options)
     r = sub.add_parser("report", help="write a self-contained HTML report of a processed session",
                        description="Read OUTDIR/<stem>.frames.csv, .blinks.csv, .summary.json (and .trials.csv) "
                                    "and write OUTDIR/<stem>.report.html: one file that opens offline in a browser, "
@@ -305,6 +305,7 @@ def _run_batch(args: argparse.Namespace) -> int:
 def cmd_live(args: argparse.Namespace) -> int:
     from eyeblink.runtime.live import run
 
+    check_workers(args.workers)  # before any model loads or process forks (0 = physical cores)
     if args.landmarks == "auto":  # live's default (settled once the source's rate is known): not a config value
         args.landmarks = None
     from eyeblink.outputs.analysis import config_from_args

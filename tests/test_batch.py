@@ -223,6 +223,11 @@ def test_batch_runs_archive_reports_corrupt_and_resumes(ray_cluster: Any, archiv
     rep2 = run_batch([pattern], out, CFG, BatchConfig(cpus_per_task=1, progress=False))
     assert sorted(p.stem for p in rep2.skipped) == ["s0", "s1", "s2"]
     assert rep2.done == [] and sorted(r["stem"] for r in rep2.failed) == ["junk", "truncated"]
+    # ... and the manifest keeps one line per input: the rerun's failures replace the first run's
+    lines = [json.loads(x) for x in (out / MANIFEST_NAME).read_text().splitlines()]
+    assert sorted(r["stem"] for r in lines) == ["junk", "s0", "s1", "s2", "truncated"]
+    assert {r["stem"]: r["finished"] for r in lines if r["status"] == "failed"} == \
+        {r["stem"]: r["finished"] for r in rep2.failed}
 
     # a changed input (new mtime) or changed settings: processed again
     os.utime(archive["s2"], ns=(archive["s2"].stat().st_atime_ns, archive["s2"].stat().st_mtime_ns + 10**9))
@@ -318,3 +323,64 @@ def test_batch_removes_a_stale_ring_and_leaves_none(ray_cluster: Any, archive: d
         assert set(Path("/dev/shm").glob("eyeblink_*")) <= before - {stale}
     finally:
         stale.unlink(missing_ok=True)
+
+
+def _damaged_h264(source: Path, dest: Path) -> Path:
+    """``source`` re-encoded in H.264 (keyframe every 50 frames), with 5% of its bytes overwritten in the middle."""
+    import numpy as np
+    from conftest import write_video
+
+    from eyeblink.sources.files import open_source
+
+    with open_source(source) as src:
+        frames = [f.image for f in src]
+    video = write_video(dest, frames, codec="libx264", pix_fmt="yuv420p", fps=100,
+                        options={"g": "50", "keyint_min": "50"})
+    data = bytearray(video.read_bytes())
+    mid, n = len(data) // 2, len(data) // 20
+    data[mid:mid + n] = np.random.default_rng(0).integers(0, 256, n, dtype=np.uint8).tobytes()
+    video.write_bytes(bytes(data))
+    return video
+
+
+def test_cli_batch_exits_5_when_every_video_is_done_but_one_was_damaged(
+        ray_cluster: Any, archive: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As ``process``: exit 5 ("completed, input damaged") when packets were skipped, the count in the manifest,
+    one warning line; 2 still wins when a video failed."""
+    from eyeblink.cli import main
+
+    damaged = _damaged_h264(archive["s2"], tmp_path / "dmg.mp4")
+    out = tmp_path / "out"
+    rc = main(["batch", str(archive["s0"]), str(damaged), "-o", str(out), "--cpus-per-task", "1", "--no-progress"])
+    cap = capsys.readouterr()
+    assert rc == 5, cap.err
+    assert "2 done, 0 failed" in cap.out
+    lines = [ln for ln in cap.err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("eyeblink: warning: dmg: ") and "damaged packet" in lines[0]
+    recs = {r["stem"]: r for r in Manifest(out).records()}
+    assert recs["dmg"]["damaged_packets"] > 0 and recs["s0"]["damaged_packets"] == 0
+    summary = json.loads((out / "dmg.summary.json").read_text())
+    assert summary["status"] == "ok" and summary["damaged_packets"]["count"] == recs["dmg"]["damaged_packets"]
+    rc = main(["batch", str(damaged), str(archive["junk"]), "-o", str(tmp_path / "out2"), "--cpus-per-task", "1",
+               "--no-progress"])
+    assert rc == 2
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("ray"), reason="needs ray (extra eyeblink[ray])")
+def test_batch_user_error_is_one_line_without_ray_notices(tmp_path: Path) -> None:
+    """A real ``eyeblink batch`` process starting its own local Ray: Ray's notices (the token-authentication
+    line) stay off stderr below --log-level info, so the error is the one line; --log-level info shows them."""
+    import subprocess
+
+    junk = tmp_path / "junk.avi"
+    junk.write_bytes(b"this is not a video\n" * 100)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    cmd = [sys.executable, "-m", "eyeblink", "batch", str(junk), "-o", str(tmp_path / "out"), "--local-cpus", "1",
+           "--cpus-per-task", "1", "--no-progress"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("eyeblink: error: junk: ")
+    loud = subprocess.run([*cmd, "--log-level", "info"], capture_output=True, text=True, timeout=300, env=env,
+                          stdin=subprocess.DEVNULL)
+    assert loud.returncode == 2 and len([ln for ln in loud.stderr.splitlines() if ln.strip()]) > 1, loud.stderr

@@ -372,6 +372,30 @@ def test_workers_out_of_range_is_one_line_with_the_range(tmp_path: Path, workers
     assert proc.returncode == 2, line
 
 
+@pytest.mark.parametrize("workers", ["-1", "1000"])
+def test_live_workers_out_of_range_is_the_same_one_line(tmp_path: Path, workers: str) -> None:
+    """``live --workers`` has the bound of ``process --workers``: refused before any model loads or process forks."""
+    import os
+
+    proc = run_cli("live", "tcp://127.0.0.1:9", "-o", tmp_path / "out", "--workers", workers, timeout=60)
+    line = assert_user_error(proc, f"--workers {workers}", f"up to {4 * (os.cpu_count() or 1)}")
+    assert proc.returncode == 2, line
+    assert not (tmp_path / "out").exists()  # refused before the run started
+
+
+def test_a_folder_of_videos_names_them_and_the_commands_that_take_them(tmp_path: Path) -> None:
+    """``process folder/`` reads a folder as an image sequence; a folder of videos says so, names the videos and
+    suggests ``process folder/*.avi`` or ``batch``."""
+    folder = tmp_path / "session"
+    folder.mkdir()
+    for name in ("rec1.avi", "rec2.avi", "rec10.avi", "rec3.avi"):
+        write_video(folder / name, 5, codec="ffv1", pix_fmt="gray", width=64, height=48)
+    proc = run_cli("process", folder, "-o", tmp_path / "out", "--fps", "500", "--workers", "1")
+    line = assert_user_error(proc, "no images in folder", "4 videos", "rec1.avi, rec2.avi, rec3.avi, ...",
+                             f"eyeblink process {folder}/*.avi", f"eyeblink batch {folder}")
+    assert proc.returncode == 2, line
+
+
 def test_exit_status_and_summary_agree_when_finalize_fails(face_frames: list[np.ndarray], tmp_path: Path) -> None:
     """A calibration window beyond the recording fails after the rows are written: the summary says so too."""
     video = write_video(tmp_path / "v.mkv", face_frames[:50], codec="ffv1", pix_fmt="gray")
@@ -510,6 +534,41 @@ def test_a_run_killed_outright_leaves_a_ring_the_next_run_removes(face_frames: l
     finally:
         for p in leftover:
             p.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_run_killed_outright_leaves_a_summary_that_says_running(face_frames: list[np.ndarray], tmp_path: Path,
+                                                                   workers: str) -> None:
+    """summary.json exists from the start of an input with status ``running`` (replaced at the end), so a
+    run killed with SIGKILL is recognisable; both CSVs have their header on disk."""
+    import os
+    import signal
+    import time
+
+    video = write_video(tmp_path / "long.mkv", face_frames * 4, codec="ffv1", pix_fmt="gray")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(out),
+                             "--workers", workers, "--no-progress"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    frames = out / "long.frames.csv"
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if frames.exists() and frames.read_text().count("\n") > 20:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before it could be killed"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    summary = json.loads((out / "long.summary.json").read_text())
+    assert summary["status"] == "running" and summary["input"] == str(video) and summary["pid"] == proc.pid
+    assert summary["settings"]["landmarks"]["model"] == "mesh"
+    assert (out / "long.blinks.csv").read_text().startswith("blink,start_frame,")
+    assert 20 <= len(read_rows(frames)) < 4 * len(face_frames)
+    done = run_cli("process", video, "-o", out, "--workers", workers, "--no-progress", "--max-frames", "30")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "long.summary.json").read_text())["status"] == "ok"
 
 
 # ------------------------------------------------------------------------------------------ damaged input

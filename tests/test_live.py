@@ -404,3 +404,74 @@ def test_a_signal_while_waiting_for_the_sender_exits_0(tmp_path: Path, sig: sign
     s = summary(tmp_path)
     assert s["frames"] == 0 and s["status"] == "ok"
     assert f"stopped by {sig.name}" in s["live"]["stop_reason"]
+
+
+def test_reconnect_retries_a_sender_that_sent_garbage_at_connect(tmp_path: Path) -> None:
+    """With ``--reconnect``, a first connection that brings no video (here: text, then the sender hangs up) is
+    tried again like a lost stream; the real sender that listens next is processed to its end (exit 0)."""
+    port = free_port()
+    with socket.socket() as srv:
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the real sender binds the port next
+        srv.bind(("127.0.0.1", port))
+        srv.listen()
+        live = start_live(f"tcp://127.0.0.1:{port}", tmp_path, "--reconnect", "1", "--on-overload", "block")
+        try:
+            srv.settimeout(120)
+            conn, _ = srv.accept()  # the live run connects once its workers are ready
+            with conn:
+                conn.sendall(b"this is not a video stream\n" * 2000)
+        except BaseException:
+            live.kill()
+            raise
+    sender = start_sender(port, "--fps", "500", "--stop-after", "300")  # on the same port, as a restarted sender
+    try:
+        _, err = live.communicate(timeout=120)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, err
+    assert "trying again (1 of 1)" in err and "Traceback" not in err
+    r = rows(tmp_path)
+    assert [int(x["frame"]) for x in r] == list(range(300))
+    s = summary(tmp_path)
+    assert s["status"] == "ok" and s["source"]["reconnects"] == 1 and s["live"]["stop_reason"] == "end of stream"
+
+
+def test_a_listen_port_taken_by_another_program_says_so(tmp_path: Path) -> None:
+    """``live tcp://HOST:PORT?listen=1`` (eyeblink listens, the sender connects) on a port another program holds:
+    one line naming the port and the fix, not "check that the sender is running"."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{port}?listen=1",
+                               "-o", str(tmp_path), "--name", "cam", "--reconnect", "2"],
+                              capture_output=True, text=True, timeout=120, cwd=REPO)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == VideoOpenError.exit_code and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("eyeblink: error: ") and f"port {port} is already in use" in lines[0]
+    assert "pick another port" in lines[0] and "stop the other listener" in lines[0]
+    assert "check that the sender is running" not in lines[0]
+
+
+def test_a_live_run_killed_outright_leaves_headers_and_a_running_summary(tmp_path: Path) -> None:
+    """SIGKILL of ``eyeblink live`` mid-stream (nothing can flush): blinks.csv has its header although no blink
+    ended yet, frames.csv whole rows, and summary.json says ``running`` (written when the run started)."""
+    import os
+
+    port = free_port()
+    sender = start_sender(port, "--fps", "500", "--duration", "60")
+    live = subprocess.Popen([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{port}", "-o", str(tmp_path),
+                             "--name", "cam"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO,
+                            start_new_session=True)
+    try:
+        wait_rows(tmp_path, 100, live)
+    finally:
+        os.killpg(live.pid, signal.SIGKILL)
+        live.wait()
+        sender.kill()
+    assert (tmp_path / "cam.blinks.csv").read_text().startswith("blink,start_frame,")
+    r = rows(tmp_path)
+    assert len(r) >= 100 and [int(x["frame"]) for x in r] == list(range(len(r)))
+    s = summary(tmp_path)
+    assert s["status"] == "running" and s["input"] == f"tcp://127.0.0.1:{port}" and s["pid"] == live.pid

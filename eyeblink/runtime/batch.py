@@ -43,8 +43,9 @@ the frames before its start: for intra-only codecs (MJPG) that is ~0.5 ms per sk
 percent of the 3-4 ms per frame of analysis per core; very long recordings in long-GOP codecs
 would profit from a seek, which frame numbering by decode order makes unsafe in general.
 
-**Manifest.** ``OUTDIR/eyeblink-batch.jsonl``, one JSON object per finished video (done or failed),
-appended and fsynced by the driver only (see :class:`Manifest`). A rerun skips a video when a
+**Manifest.** ``OUTDIR/eyeblink-batch.jsonl``, one JSON object per input (done or failed; its latest
+run), appended and fsynced by the driver only, and compacted to one line per input when a batch starts
+and ends (see :class:`Manifest`). A rerun skips a video when a
 ``done`` line has the same key (absolute input path, size, mtime in ns, settings hash) and its
 three output files exist; failed videos are tried again (a changed file has a new key anyway).
 
@@ -119,7 +120,6 @@ BLINK_TAIL_S = 1.0
 #: The multiprocess pipeline's keyframe-tracking chunk (``ParallelConfig.chunk_frames``): chunk
 #: borders are multiples of it so per-frame rows are identical to an unsplit run.
 ALIGN_FRAMES = 128
-VIDEO_SUFFIXES = (".avi", ".mp4", ".mkv", ".mov", ".m4v", ".webm", ".mpg", ".mpeg", ".wmv", ".flv", ".mj2", ".nut")
 _BLINK_FRAME_COLUMNS = ("start_frame", "end_frame", "peak_frame", "start_frame_left", "end_frame_left",
                         "start_frame_right", "end_frame_right")
 
@@ -195,6 +195,8 @@ def expand_inputs(items: Sequence[str]) -> list[Path]:
 
     Order is kept, duplicates dropped. A pattern or list that matches nothing is an error.
     """
+    from eyeblink.sources.files import VIDEO_SUFFIXES
+
     out: list[Path] = []
     seen: set[Path] = set()
 
@@ -276,9 +278,10 @@ class Manifest:
     Line fields: ``key`` (sha256 of the identity below), ``input`` (absolute path), ``size``,
     ``mtime_ns``, ``settings`` (:func:`settings_hash`), ``stem``, ``status`` (``done`` | ``failed``),
     ``error`` (the one-line message, failed only), ``frames``, ``blinks``, ``chunks``, ``wall_s``
-    (task seconds, summed over chunks), ``finished`` (ISO 8601 UTC), ``eyeblink`` (version). Lines are
-    appended and fsynced one by one, so a crash loses at most the line being written; an unreadable
-    (torn) line is ignored on reading.
+    (task seconds, summed over chunks), ``damaged_packets`` (undecodable packets skipped, done only),
+    ``finished`` (ISO 8601 UTC), ``eyeblink`` (version). Lines are appended and fsynced one by one, so a
+    crash loses at most the line being written; an unreadable (torn) line is ignored on reading. A rerun's
+    line of an input replaces the earlier ones (:meth:`compact`): one line per input.
     """
 
     def __init__(self, outdir: Path) -> None:
@@ -308,12 +311,32 @@ class Manifest:
                 done.add(key)
         return done
 
+    def compact(self) -> None:
+        """Rewrite the manifest with one line per input (its latest), atomically: a rerun's lines replace the
+        earlier run's lines of the same inputs instead of adding to them. Called when a batch starts (after a
+        killed run) and when it ends; in between, lines are appended (crash-safe)."""
+        from eyeblink.outputs.export import write_text_atomic
+
+        records = self.records()
+        latest: dict[str, dict[str, Any]] = {}
+        for rec in records:
+            latest.pop(str(rec.get("input", rec["key"])), None)  # re-inserted: the order of the latest lines
+            latest[str(rec.get("input", rec["key"]))] = rec
+        if len(latest) == len(records) and (not self.path.exists() or
+                                            self.path.read_text(encoding="utf-8").count("\n") == len(records)):
+            return  # nothing to drop (no duplicate, no torn line)
+        write_text_atomic(self.path, "".join(_line(rec) for rec in latest.values()))
+
     def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n"
+        line = _line(record)
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
+
+
+def _line(record: dict[str, Any]) -> str:
+    return json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n"
 
 
 # ----------------------------------------------------------------------------------------- chunks
@@ -457,6 +480,7 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
                 "wall_s": time.perf_counter() - started}
     return {"status": "done", "stem": task.stem, "index": task.index, "frames": result.frames,
             "blinks": len(result.blinks), "wall_s": time.perf_counter() - started,
+            "damaged_packets": int((result.summary.get("damaged_packets") or {}).get("count") or 0),
             "node": os.uname().nodename, "pid": os.getpid()}
 
 
@@ -583,6 +607,9 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
     iv = np.diff(ts)
     med = float(np.median(iv)) if len(iv) else math.nan
     walls = [float(o.get("wall_s", 0.0)) for o in outcomes]
+    # every chunk's skipped packets, once each (the overlaps decode some packets twice)
+    damaged = list({p.get("packet"): p for s in summaries
+                    for p in (s.get("damaged_packets") or {}).get("packets", [])}.values())
     processed = [s.get("frames", 0) or 0 for s in summaries]
     ms = {k: sum((s["timings"]["ms_per_frame"].get(k) or 0.0) * p for s, p in zip(summaries, processed, strict=True))
           / max(1, sum(processed)) for k in summaries[0]["timings"]["ms_per_frame"]}
@@ -604,6 +631,7 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
         "mean_blink_duration_ms": float(np.mean([e.duration_ms for e in complete])) if complete else None,
         "mean_blink_amplitude": float(np.mean([e.amplitude for e in complete])) if complete else None,
         "timings": {"wall_s": sum(walls), "fps": n / sum(walls) if sum(walls) > 0 else None, "ms_per_frame": ms},
+        "damaged_packets": {"count": len(damaged), "packets": damaged},
         "batch": {"chunks": [{"start": tk.start, "end": tk.end, "lo": tk.lo, "hi": tk.hi,
                               "frames_processed": p, "wall_s": w, "node": o.get("node")}
                              for tk, p, w, o in zip(tasks, processed, walls, outcomes, strict=True)]},
@@ -648,6 +676,11 @@ class BatchReport:
     wall_s: float = 0.0
     frames: int = 0
     loadavg: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    @property
+    def damaged(self) -> list[dict[str, Any]]:
+        """The done videos in which undecodable packets were skipped (``damaged_packets`` > 0)."""
+        return [r for r in self.done if r.get("damaged_packets")]
 
     @property
     def fps(self) -> float:
@@ -707,6 +740,7 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     ray = _import_ray()
     t_start = time.perf_counter()
     manifest = Manifest(out)
+    manifest.compact()  # an earlier run killed before it compacted
     done_keys = manifest.done_keys(out)
     settings = settings_hash(config)
     report = BatchReport()
@@ -715,9 +749,10 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     videos: list[_Video] = []
 
     def record(v: _Video, status: str, error: str | None, frames: int | None = None,
-               blinks: int | None = None) -> None:
+               blinks: int | None = None, damaged: int | None = None) -> None:
         rec = {**v.ident, "key": v.key, "stem": v.path.stem if not v.path.is_dir() else v.path.name,
-               "status": status, "error": error, "frames": frames, "blinks": blinks, "chunks": len(v.tasks),
+               "status": status, "error": error, "frames": frames, "blinks": blinks, "damaged_packets": damaged,
+               "chunks": len(v.tasks),
                "wall_s": sum(float(o.get("wall_s", 0.0)) for o in v.outcomes.values()),
                "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "eyeblink": __version__}
         manifest.append(rec)
@@ -751,6 +786,7 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
                    for i, (s, e, lo, hi) in enumerate(plan)]
 
     started_here = False
+    quiet = _ray_notices_silenced()
     if bc.address:
         ray.init(address=bc.address, configure_logging=False, log_to_driver=False)
         started_here = True
@@ -789,12 +825,42 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
             if bar is not None:
                 bar.close()
     finally:
+        quiet.close()
+        with contextlib.suppress(EyeblinkError):  # a full disk: the appended lines are still there
+            manifest.compact()  # one line per input: this run's lines replace the earlier runs' of the same inputs
         if started_here:
             ray.shutdown()
         _remove_stale_rings()  # the rings of this machine's Ray workers, killed at shutdown or by a signal
     report.wall_s = time.perf_counter() - t_start
     report.loadavg = os.getloadavg()
     return report
+
+
+class _RayLogLevel(Closing):
+    """The ``ray`` logger's level while a batch runs; :meth:`close` restores it."""
+
+    def __init__(self, level: int | None) -> None:
+        import logging
+
+        self.logger = logging.getLogger("ray")
+        self.saved = self.logger.level
+        if level is not None:
+            self.logger.setLevel(level)
+
+    def close(self) -> None:
+        self.logger.setLevel(self.saved)
+
+
+def _ray_notices_silenced() -> _RayLogLevel:
+    """Keep Ray's notices (e.g. "Token authentication is enabled for this Ray cluster ...", logged at
+    WARNING by ``ray.init`` on a new local cluster) off stderr below ``--log-level info``, as the TFLite
+    runtime's INFO line is (``detect.litert.native_info_silenced``): a user error stays one line. Ray's own
+    errors still show."""
+    import logging
+
+    if logging.getLogger("eyeblink").getEffectiveLevel() <= logging.INFO:
+        return _RayLogLevel(None)
+    return _RayLogLevel(logging.ERROR)
 
 
 def _progress_bar(enabled: bool, total: int | None, tasks: int) -> Any:
@@ -840,7 +906,7 @@ def _settle(ray: Any, v: _Video, t: ChunkTask, outcome: dict[str, Any], pending:
     if len(v.outcomes) < len(v.tasks):
         return
     if len(v.tasks) == 1:
-        record(v, "done", None, outcome.get("frames"), outcome.get("blinks"))
+        record(v, "done", None, outcome.get("frames"), outcome.get("blinks"), int(outcome.get("damaged_packets") or 0))
         report.frames += int(outcome.get("frames") or 0)
         return
     try:
@@ -855,14 +921,16 @@ def _settle(ray: Any, v: _Video, t: ChunkTask, outcome: dict[str, Any], pending:
         shutil.rmtree(tk.staging, ignore_errors=True)
     with contextlib.suppress(OSError):
         (Path(v.tasks[0].outdir) / STAGING_NAME).rmdir()
-    record(v, "done", None, merged.frames, len(merged.blinks))
+    record(v, "done", None, merged.frames, len(merged.blinks),
+           int((merged.summary.get("damaged_packets") or {}).get("count") or 0))
     report.frames += merged.frames
 
 
 # ----------------------------------------------------------------------------------------- CLI
 
 
-def add_parser(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], None]) -> None:
+def add_parser(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], None],
+               add_log_options: Callable[[argparse.ArgumentParser], None] | None = None) -> None:
     """The ``batch`` subcommand (no Ray import here: ``eyeblink --help`` stays light)."""
     p = sub.add_parser(
         "batch", help="process a whole archive on a Ray cluster (resumable, chunked, retried)",
@@ -870,7 +938,8 @@ def add_parser(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], No
                     "chunks), each running the multiprocess pipeline on its node's cores. Writes exactly the "
                     "files of `eyeblink process` per video into OUTDIR plus a manifest, eyeblink-batch.jsonl: "
                     "a rerun skips the videos it lists as done. Inputs and OUTDIR must be on a filesystem "
-                    "every node sees. Exit status 0 when every video is done.")
+                    "every node sees. Exit status 0 when every video is done, 5 when every video is done but some were "
+                    "damaged (undecodable packets skipped), 2 when a video failed.")
     p.add_argument("inputs", nargs="+", metavar="PATTERN_OR_LIST",
                    help="videos, folders (their videos, recursively), glob patterns ('**' recurses; quote "
                         "them) or @LIST files with one path per line")
@@ -896,11 +965,14 @@ def add_parser(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], No
                    help="also write OUTDIR/<stem>.report.html for each video done (as `eyeblink report` does), "
                         "with eye crops of every blink (videos skipped as done before keep their files)")
     add_run_options(p)
+    if add_log_options is not None:
+        add_log_options(p)  # --log-level info also shows Ray's own notices
 
 
 def run(args: argparse.Namespace) -> int:
     """``eyeblink batch``: returns the exit status (0 all done, else the first failure's)."""
     from eyeblink.config import run_config_from_args
+    from eyeblink.errors import INPUT_DAMAGED_EXIT, warn
 
     cfg = run_config_from_args(args)
     if args.report:  # the workers keep each blink's eye crops for the report
@@ -912,6 +984,10 @@ def run(args: argparse.Namespace) -> int:
     def show(rec: dict[str, Any]) -> None:
         if rec["status"] == "done":
             print(f"{rec['stem']}: done, {rec['frames']} frames, {rec['blinks']} blinks", flush=True)
+            if rec.get("damaged_packets"):
+                warn(f"{rec['stem']}: {rec['damaged_packets']} damaged packet(s) skipped (undecodable: a gap in "
+                     f"frames.csv; the rows after the damage are complete); {rec['stem']}.summary.json lists them "
+                     "under damaged_packets")
             if args.report:
                 from eyeblink.outputs.report import write_report
 
@@ -923,4 +999,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"batch: {len(rep.done)} done, {len(rep.failed)} failed, {len(rep.skipped)} skipped (done before); "
           f"{rep.frames} frames in {rep.wall_s:.1f} s ({rep.fps:.0f} FPS); manifest "
           f"{Path(args.output) / MANIFEST_NAME}")
-    return 2 if rep.failed else 0
+    if rep.failed:
+        return 2
+    return INPUT_DAMAGED_EXIT if rep.damaged else 0

@@ -86,6 +86,7 @@ from eyeblink.runtime.pipeline import (
     build_fitter,
     progress_bar,
     session_outcome,
+    write_running_summary,
 )
 from eyeblink.runtime.shm import FrameRing, RingSpec
 
@@ -579,6 +580,7 @@ class _Run:
         started = time.perf_counter()
         with ExitStack() as stack:
             stack.callback(writer.close)
+            write_running_summary(writer, source, cfg)
             bar = progress_bar(stack, progress, source)
             outcome = Outcome()
             try:

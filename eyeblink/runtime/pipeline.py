@@ -331,6 +331,27 @@ def versions() -> dict[str, str]:
     return out
 
 
+def write_running_summary(writer: ResultWriter, source: FrameSource, config: RunConfig) -> None:
+    """``<stem>.summary.json`` with ``"status": "running"`` as an input starts (written atomically, replaced
+    atomically by the final summary), so that a run killed outright (SIGKILL, the OOM killer, a lost node)
+    leaves a summary that says it never finished: which input, since when, by which process."""
+    import os
+    import socket
+    from datetime import datetime, timezone
+
+    writer.write_summary(clean_json({
+        "status": "running",
+        "error": None,
+        "input": str(source.path),
+        "stem": source.name,
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "versions": versions(),
+        "settings": config.to_dict(),
+    }))
+
+
 ProgressFactory = Callable[[str, int | None], Any]
 
 
@@ -407,6 +428,7 @@ def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, anal
     started = time.perf_counter()
     with ExitStack() as stack:
         stack.callback(writer.close)
+        write_running_summary(writer, source, config)
         bar = progress_bar(stack, progress, source)
         outcome = Outcome()
         try:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IMAGE_EXTENSIONS",
+    "VIDEO_SUFFIXES",
     "FrameSource",
     "ImageFolderSource",
     "VideoFileSource",
@@ -55,6 +56,10 @@ __all__ = [
 
 #: Suffixes (lower case) an image folder may hold; matching is case-insensitive.
 IMAGE_EXTENSIONS: tuple[str, ...] = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
+#: Suffixes taken as video files where a folder is searched for videos (``batch``), and named when a
+#: folder of videos is given where an image folder is expected.
+VIDEO_SUFFIXES: tuple[str, ...] = (".avi", ".mp4", ".mkv", ".mov", ".m4v", ".webm", ".mpg", ".mpeg", ".wmv", ".flv",
+                                   ".mj2", ".nut")
 
 #: Undecodable packets skipped in one file before it counts as unreadable (a file of garbage).
 MAX_DAMAGED_PACKETS = 10_000
@@ -458,10 +463,7 @@ class ImageFolderSource(FrameSource):
             key=lambda p: natural_sort_key(p.name),
         )
         if not self.files:
-            raise EmptySourceError(
-                f"no images in folder {self.path}: expected files ending in "
-                f"{', '.join(IMAGE_EXTENSIONS)} (any case)"
-            )
+            raise EmptySourceError(_no_images(self.path))
         if fps is None:
             raise ConfigError(f"image folder {self.path} needs --fps to give frames timestamps")
         self.fps = _validate_fps(fps, f"image folder {self.path}")
@@ -516,6 +518,20 @@ class ImageFolderSource(FrameSource):
         assert self.fps is not None
         for i, path in enumerate(self.files):
             yield Frame(index=i, timestamp_s=i / self.fps, image=self._load(path))
+
+
+def _no_images(folder: Path) -> str:
+    """Why ``folder`` is no image folder; a folder of videos is named as such, with the commands that take it."""
+    videos = sorted((p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES),
+                    key=lambda p: natural_sort_key(p.name))
+    if not videos:
+        return f"no images in folder {folder}: expected files ending in {', '.join(IMAGE_EXTENSIONS)} (any case)"
+    shown = ", ".join(p.name for p in videos[:3]) + (", ..." if len(videos) > 3 else "")
+    suffixes = sorted({p.suffix for p in videos})
+    pattern = f"{folder}/*{suffixes[0]}" if len(suffixes) == 1 else f"{folder}/*"
+    return (f"no images in folder {folder}, but {len(videos)} video{'s' if len(videos) > 1 else ''} ({shown}); "
+            f"a folder is read as an image sequence: pass the videos themselves (eyeblink process {pattern}) "
+            f"or the folder to eyeblink batch {folder}")
 
 
 def open_source(path: str | Path, *, fps: float | None = None, color: bool = False) -> FrameSource:

@@ -25,6 +25,7 @@ after ``reconnect`` attempts (streams only).
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 import time
@@ -44,6 +45,7 @@ __all__ = [
     "CameraSource",
     "Captured",
     "LiveSource",
+    "PortInUseError",
     "SourceLostError",
     "StreamOptions",
     "StreamSource",
@@ -67,6 +69,20 @@ class SourceLostError(EyeblinkError):
     """A live source failed part-way (connection lost, camera unplugged, read timeout)."""
 
     exit_code = 4
+
+
+class PortInUseError(VideoOpenError):
+    """A listening stream (``tcp://HOST:PORT?listen=1``, ``udp://@:PORT``) cannot bind: the port is taken."""
+
+
+def _port_in_use(url: str) -> str:
+    m = re.match(r"^[a-z0-9+.-]+://(?:[^@/]*@)?(\[[^\]]*\]|[^:/?#]*)?:(\d+)", url, re.IGNORECASE)
+    port = m.group(2) if m else None
+    where = f"port {port}" if port else "its port"
+    show = f" (ss -ltnp 'sport = :{port}' shows it)" if port else ""
+    return (f"cannot listen on {url}: {where} is already in use by another program (another eyeblink live, "
+            f"or a sender listening there itself); pick another port in the URL and point the sender at it, or "
+            f"stop the other listener{show}")
 
 
 class Captured(NamedTuple):
@@ -196,8 +212,25 @@ class StreamSource(LiveSource):
             self.start()
 
     def start(self) -> None:
-        if self._container is None and not self.width:
-            self._container = self._open()  # kept open: the first frames wait in its buffer
+        """Connect (see :meth:`LiveSource.start`). With ``reconnect`` > 0, a first connection that fails
+        (a sender that sends no video, e.g. garbage, or closes at once; no sender within the open timeout) is
+        tried again as a lost stream would be, counted in ``reconnects``; without it, it fails at once."""
+        if self._container is not None or self.width:
+            return
+        while True:
+            try:
+                self._container = self._open()  # kept open: the first frames wait in its buffer
+                return
+            except PortInUseError:
+                raise  # another program holds the port: trying again does not free it
+            except VideoOpenError as exc:
+                if self.reconnects >= self.opts.reconnect or (self.cancelled is not None and self.cancelled()):
+                    if self.reconnects:
+                        raise VideoOpenError(f"{exc} (after {self.reconnects} reconnects)") from exc
+                    raise
+                self.reconnects += 1
+                log.warning("%s: %s; trying again (%d of %d)", self.spec, exc, self.reconnects, self.opts.reconnect)
+                time.sleep(self.opts.reconnect_delay_s)
 
     def _open(self) -> Any:
         import av
@@ -218,6 +251,8 @@ class StreamSource(LiveSource):
                             raise
                         time.sleep(0.05)
             except (av.error.FFmpegError, OSError) as exc:
+                if getattr(exc, "errno", None) == errno.EADDRINUSE:
+                    raise PortInUseError(_port_in_use(self.spec)) from exc
                 raise VideoOpenError(f"cannot open stream {self.spec} ({getattr(exc, 'strerror', None) or exc}); "
                                      "check that the sender is running and the URL (scheme, host, port)") from exc
             if not container.streams.video:
