@@ -384,3 +384,41 @@ def test_batch_user_error_is_one_line_without_ray_notices(tmp_path: Path) -> Non
     loud = subprocess.run([*cmd, "--log-level", "info"], capture_output=True, text=True, timeout=300, env=env,
                           stdin=subprocess.DEVNULL)
     assert loud.returncode == 2 and len([ln for ln in loud.stderr.splitlines() if ln.strip()]) > 1, loud.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm here")
+def test_sigterm_stops_a_batch_like_ctrl_c(archive: dict[str, Path], tmp_path: Path) -> None:
+    """SIGTERM (Slurm, ``timeout``, ``docker stop``) to a real ``eyeblink batch``: exit 130 and one line, not Ray's
+    stack dump and exit 1; the video in flight keeps its whole rows, its summary says ``interrupted`` (not
+    ``running``), the manifest does not call it done, and no shared-memory ring is left."""
+    import signal
+    import subprocess
+    import time
+
+    out = tmp_path / "out"
+    before = set(Path("/dev/shm").glob("eyeblink_*"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "batch", str(archive["long"]), "-o", str(out),
+                             "--local-cpus", "2", "--cpus-per-task", "2", "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            stdin=subprocess.DEVNULL)
+    frames = out / "long.frames.csv"
+    deadline = time.monotonic() + 240
+    try:
+        while not (frames.is_file() and frames.read_text().count("\n") > 50):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no rows after 240 s"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert [ln for ln in err.splitlines() if ln.strip()] == ["eyeblink: interrupted; rows computed so far are on disk"]
+    text = frames.read_text()
+    assert text.endswith("\n") and 50 < text.count("\n") < 2001
+    summary = json.loads((out / "long.summary.json").read_text())
+    assert summary["status"] == "interrupted" and "run it again" in summary["error"]
+    manifest = out / "eyeblink-batch.jsonl"
+    assert not manifest.exists() or '"done"' not in manifest.read_text()
+    assert set(Path("/dev/shm").glob("eyeblink_*")) <= before  # the Ray workers' rings are gone too

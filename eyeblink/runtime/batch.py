@@ -74,7 +74,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -787,12 +787,14 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
 
     started_here = False
     quiet = _ray_notices_silenced()
+    handlers = _python_signal_handlers()
     if bc.address:
         ray.init(address=bc.address, configure_logging=False, log_to_driver=False)
         started_here = True
     elif not ray.is_initialized():
         ray.init(num_cpus=bc.local_cpus, include_dashboard=False, configure_logging=False, log_to_driver=False)
         started_here = True
+    _restore_signal_handlers(handlers)  # ray.init installs a C++ SIGTERM handler that dumps a stack and exits 1
     try:
         remote = ray.remote(run_chunk).options(
             num_cpus=bc.cpus_per_task, num_gpus=bc.gpus_per_task, max_retries=bc.max_retries,
@@ -821,6 +823,9 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
                     _settle(ray, v, t, outcome, pending, config, record, report)
                     if bar is not None:
                         bar.set_postfix(done=len(report.done), failed=len(report.failed), refresh=False)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the videos in flight say so; a rerun does them again
+            _mark_interrupted({id(v): v for v, _ in pending.values()}.values())
+            raise
         finally:
             if bar is not None:
                 bar.close()
@@ -834,6 +839,41 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     report.wall_s = time.perf_counter() - t_start
     report.loadavg = os.getloadavg()
     return report
+
+
+def _python_signal_handlers() -> dict[int, Any]:
+    import signal
+
+    return {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _restore_signal_handlers(handlers: dict[int, Any]) -> None:
+    """Put back the Python handlers (``eyeblink`` treats SIGTERM as Ctrl-C) that ``ray.init`` replaced."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig, handler in handlers.items():
+        if handler is not None and signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)
+
+
+def _mark_interrupted(videos: Iterable[_Video]) -> None:
+    """The summaries of videos whose tasks were still running say ``interrupted`` (not ``running``); their rows
+    so far stay on disk, no manifest line is written, so the next run of the batch processes them again."""
+    from eyeblink.outputs.export import write_text_atomic
+
+    for t in (t for v in videos for t in v.tasks):  # a split video: each chunk's summary in the staging folder
+        path = (Path(t.outdir) if t.whole else t.staging) / f"{t.stem}.summary.json"
+        try:
+            summary = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if summary.get("status") == "running":
+            summary.update(status="interrupted", error="the batch was interrupted; run it again to process this video")
+            with contextlib.suppress(EyeblinkError):
+                write_text_atomic(path, json.dumps(summary, indent=2) + "\n")
 
 
 class _RayLogLevel(Closing):
