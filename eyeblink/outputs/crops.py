@@ -21,8 +21,6 @@ Memory: a 3,000-frame window (6 s at 500 FPS) is ~15 MB; a 20-minute session wit
 from __future__ import annotations
 
 import base64
-import contextlib
-import os
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,24 +87,14 @@ class BlinkCrops:
 
     def save(self, path: Path) -> Path | None:
         """Write the kept strips to ``path`` (whole or not at all); ``None`` when there is nothing to keep."""
-        from eyeblink.outputs.export import write_failed
+        from eyeblink.outputs.export import write_atomic
 
         if not self._kept:
             return None
         frames = np.array(sorted(self._kept), dtype=np.int64)
         strips = np.stack([self._kept[int(f)][0] for f in frames])
         points = np.stack([self._kept[int(f)][1] for f in frames]).astype(np.float32)
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            with tmp.open("wb") as fh:
-                np.savez_compressed(fh, frames=frames, strips=strips, points=points)
-                fh.flush()
-                os.fsync(fh.fileno())
-            tmp.replace(path)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise write_failed(path, exc) from None
+        write_atomic(path, lambda fh: np.savez_compressed(fh, frames=frames, strips=strips, points=points))
         return path
 
 

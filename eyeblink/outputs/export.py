@@ -20,9 +20,9 @@ import json
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from eyeblink.closing import Closing
 from eyeblink.errors import OutputError, OutputWriteError
@@ -78,15 +78,20 @@ def write_failed(path: Path, exc: OSError) -> OutputWriteError:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all: a temporary file, fsynced, then renamed over it.
+    """Write ``path`` whole or not at all (:func:`write_atomic`), UTF-8."""
+    write_atomic(path, lambda fh: fh.write(text.encode("utf-8")))
+
+
+def write_atomic(path: Path, fill: Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` whole or not at all: ``fill`` writes a temporary file, fsynced, then renamed over it.
 
     On failure the temporary file is removed (no 0-byte ``.tmp`` left behind), ``path`` keeps what it
     had, and :class:`OutputWriteError` names the file and the fix.
     """
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with tmp.open("w", newline="", encoding="utf-8") as fh:
-            fh.write(text)
+        with tmp.open("wb") as fh:
+            fill(fh)
             fh.flush()
             os.fsync(fh.fileno())
         tmp.replace(path)
