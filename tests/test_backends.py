@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 
 from eyeblink.config import DetectConfig, load_preset
-from eyeblink.detect import AcceleratorOptions, create_detector
+from eyeblink.detect import AcceleratorOptions, create_detector, first_installed_backend
 from eyeblink.detect.blazeface import letterbox
 from eyeblink.detect.ipu_settings import IPUSettings, OutfeedDrainer, ResultRouter, apply_ipu_config, ipu_settings
 from eyeblink.detect.tflite_graph import read_tflite_graph
@@ -109,7 +110,7 @@ def test_detect_config_accelerator_fields(kwargs: dict, error: str | None) -> No
 PRESETS = {
     # name: (backend, batch_size, jit_compile, prefetch_depth, io_tiles, replicas)
     "cpu": ("litert", 1, False, 2, 0, 1),
-    "gpu": ("tensorflow", 512, True, 2, 0, 1),
+    "gpu": (first_installed_backend(["jax", "tensorflow"]), 512, True, 2, 0, 1),
     "ipu-mk1": ("ipu", 32, True, 2, 64, 1),
     "ipu-mk2": ("ipu", 64, True, 2, 64, 1),
     "low-latency": ("ipu", 16, True, 1, 32, 1),
@@ -122,6 +123,28 @@ def test_device_presets(name: str) -> None:
     assert (d.backend, d.batch_size, d.jit_compile, d.prefetch_depth, d.io_tiles, d.replicas) == PRESETS[name]
     if name == "low-latency":
         assert d.batch_size <= 16
+
+
+@pytest.mark.parametrize(("hidden", "expected"), [((), "jax"), (("jax",), "tensorflow"), (("tensorflow",), "jax"),
+                                                  (("jax", "tensorflow"), "jax")])
+def test_gpu_preset_picks_jax_then_tensorflow(monkeypatch: pytest.MonkeyPatch, hidden: tuple[str, ...],
+                                              expected: str) -> None:
+    """``pipelines/gpu``: JAX where it is installed, else TensorFlow; with neither, jax (whose install
+    command create_detector then names)."""
+    for module in ("jax", "tensorflow"):
+        if module not in hidden and importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed here")
+    for module in hidden:
+        monkeypatch.setitem(sys.modules, module, None)  # find_spec raises: not importable
+    assert load_preset(resolve_preset("gpu")).detect.backend == expected
+    if hidden == ("jax", "tensorflow"):
+        with pytest.raises(BackendUnavailableError, match=r'pip install "eyeblink\[jax\]"'):
+            create_detector(load_preset(resolve_preset("gpu")).detect.backend)
+
+
+def test_backend_list_rejects_unknown_names() -> None:
+    with pytest.raises(ConfigError, match=r"detect\.backend: unknown detector backend 'cuda'"):
+        DetectConfig(backend=["cuda", "jax"])  # type: ignore[arg-type]
 
 
 def test_preset_with_invalid_io_tiles(tmp_path: Path) -> None:

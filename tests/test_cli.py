@@ -75,7 +75,7 @@ def test_every_option_is_explained() -> None:
 
 
 def test_import_is_light() -> None:
-    heavy = "('dlib', 'av', 'ai_edge_litert', 'cv2', 'tensorflow')"
+    heavy = "('dlib', 'av', 'ai_edge_litert', 'cv2', 'tensorflow', 'jax', 'keras')"
     code = f"import sys, eyeblink, eyeblink.cli; print(sorted(m for m in {heavy} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
