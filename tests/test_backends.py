@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -409,6 +410,23 @@ def test_bench_detector_litert(tmp_path: Path) -> None:
     assert [q["batch_size"] for q in data["latency"]] == [1, 2]
     md = out_md.read_text()
     assert "| litert | 4 |" in md and "images/s/W" in md
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None or importlib.util.find_spec("tensorflow") is None,
+                    reason="needs both JAX and TensorFlow")
+def test_bench_detector_mesh_on_litert_tensorflow_and_jax(tmp_path: Path) -> None:
+    """``--network mesh --backends litert,tensorflow,jax``: the second Keras backend runs in a process of its own."""
+    out_json = tmp_path / "b.json"
+    proc = subprocess.run([sys.executable, "-m", "eyeblink.lab.bench_detector", "--network", "mesh",
+                           "--backends", "litert,tensorflow,jax", "--batch-sizes", "2", "--latency-batches", "none",
+                           "--images", "4", "--json", str(out_json), "--markdown", str(tmp_path / "b.md")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out_json.read_text())
+    assert data["settings"]["network"] == "mesh"
+    assert [(p["backend"], p["batch_size"]) for p in data["sweep"]] == [("litert", 2), ("tensorflow", 2), ("jax", 2)]
+    assert all(p["images_per_s"] > 0 for p in data["sweep"])
+    assert "jax_device" in data["device"] and "# Face mesh benchmark" in (tmp_path / "b.md").read_text()
 
 
 @pytest.mark.parametrize(("text", "error"), [("1,x", "whole numbers"), ("0,2", ">= 1")])

@@ -403,7 +403,7 @@ def test_box_iou_table() -> None:
 
 @pytest.mark.parametrize("name", ["", "cuda", "tflite", "lite rt"])
 def test_unknown_backend_is_a_config_error(name: str) -> None:
-    with pytest.raises(ConfigError, match="valid choices: litert, tensorflow, ipu"):
+    with pytest.raises(ConfigError, match="valid choices: litert, tensorflow, jax, ipu"):
         create_detector(name)
 
 
