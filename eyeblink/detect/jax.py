@@ -52,7 +52,7 @@ CPU_COMPILER_OPTIONS: dict[str, str | bool] = {"xla_cpu_experimental_ynn_fusion_
 class JaxNetwork(BucketedRunner):
     """A Keras model (JAX backend) behind one jitted, stateless forward pass per batch bucket."""
 
-    def __init__(self, model: Any, *, batch_size: int, jit_compile: bool = True) -> None:
+    def __init__(self, model: Any, *, batch_size: int) -> None:
         import jax
 
         super().__init__(tuple(int(d) for d in model.inputs[0].shape[1:]), batch_size)
@@ -65,8 +65,6 @@ class JaxNetwork(BucketedRunner):
             outputs, _ = model.stateless_call(trainable, non_trainable, x, training=False)
             return outputs
 
-        self.jit_compile = bool(jit_compile)
-        self._forward = forward
         self._jit = jax.jit(forward)
         #: compiled program per batch bucket (ahead of time, with :data:`CPU_COMPILER_OPTIONS` on the CPU)
         self._programs: dict[int, Any] = {}
@@ -82,8 +80,6 @@ class JaxNetwork(BucketedRunner):
     def _compile(self, x: np.ndarray) -> Any:
         import jax
 
-        if not self.jit_compile:
-            return self._forward  # op by op (slow; for debugging)
         lowered = self._jit.lower(self._trainable, self._non_trainable, x)
         if jax.default_backend() == "cpu":
             try:
@@ -101,19 +97,20 @@ class JaxNetwork(BucketedRunner):
         return tuple(np.array(o) for o in outs)  # a copy: JAX's host views are read-only
 
 
-def jax_network(name: str, *, model_path: Path | None = None, batch_size: int = 1,
-                jit_compile: bool = True) -> JaxNetwork:
+def jax_network(name: str, *, model_path: Path | None = None, batch_size: int = 1) -> JaxNetwork:
     """A network of :data:`~eyeblink.detect.keras_graph.NETWORKS` (``blazeface``, ``mesh``, ``iris``) on JAX."""
     use_keras_backend("jax", eyeblink_backend="jax")
-    return JaxNetwork(NETWORKS[name].build(model_path), batch_size=batch_size, jit_compile=jit_compile)
+    return JaxNetwork(NETWORKS[name].build(model_path), batch_size=batch_size)
 
 
 class JaxDetector(Closing):
     """BlazeFace on JAX (XLA). Implements :class:`eyeblink.detect.Detector`.
 
     ``batch_size`` is the largest batch compiled (smaller batches run at the power-of-two bucket
-    above them, zero-padded). ``accelerator``: ``jit_compile`` (``jax.jit``; false runs op by op, for
-    debugging only); ``prefetch_depth`` is kept for the feeding stage, it does not change this call.
+    above them, zero-padded). ``accelerator``: JAX always compiles with XLA (``jax.jit``; there is no graph
+    mode without it, and op-by-op execution is ~20x slower on a CPU), so ``jit_compile`` does not apply
+    (the ``cpu`` preset's ``jit_compile = false`` is for TensorFlow); ``prefetch_depth`` is kept for the
+    feeding stage, it does not change this call.
     ``num_threads`` is unused (XLA's CPU client sizes its own pool). Not thread-safe.
     """
 
@@ -133,13 +130,12 @@ class JaxDetector(Closing):
             raise ModelFileError(f"face model not found: {path} — check --face-model")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self._net: JaxNetwork | None = jax_network("blazeface", model_path=path, batch_size=batch_size,
-                                                   jit_compile=opts.jit_compile)
+        self._net: JaxNetwork | None = jax_network("blazeface", model_path=path, batch_size=batch_size)
         self.device = self._net.device
         self.model_path = path
         self.num_threads = int(num_threads)
         self.batch_size = int(batch_size)
-        self.jit_compile = opts.jit_compile
+        self.jit_compile = True  # always jax.jit (see above)
         self.prefetch_depth = opts.prefetch_depth
         self.buckets = self._net.buckets
         #: seconds of the first call per compiled batch shape (trace + XLA compile + one run)

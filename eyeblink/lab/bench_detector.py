@@ -401,7 +401,7 @@ def network_factory(network: str, backend: str, *, threads: int, accelerator: An
             create_detector(name)
         from eyeblink.detect.jax import jax_network
 
-        return lambda batch: _Network(jax_network(network, batch_size=batch, jit_compile=accelerator.jit_compile))
+        return lambda batch: _Network(jax_network(network, batch_size=batch))
     raise ConfigError(f"--network {network} runs on litert, tensorflow or jax, not {backend!r}")
 
 
