@@ -57,7 +57,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="device preset: a name from pipelines/ (cpu) or a path to a TOML file "
                         "(default: %(default)s)")
     g.add_argument("--backend", metavar="NAME", default=None,
-                   help="face detector backend: litert (CPU, default), tensorflow, ipu")
+                   help="face detector backend: litert (CPU, default), tensorflow, jax, ipu")
     g.add_argument("--face-model", metavar="TFLITE", default=None,
                    help="a BlazeFace-compatible .tflite of your own (default: the shipped short-range model)")
     g.add_argument("--landmarks", choices=LANDMARK_MODELS, default=None,
@@ -207,12 +207,13 @@ def _process_workers(requested: int | None, cfg: Any, physical_cores: Any) -> in
     The TensorFlow and Poplar runtimes are not fork-safe (a worker forked after the parent has
     loaded the backend hangs), and on an accelerator the detector is meant to be one batching
     stage, not one copy per worker; until the multiprocess pipeline has that stage, the
-    ``tensorflow`` and ``ipu`` backends run in one process.
+    ``tensorflow``, ``jax`` and ``ipu`` backends run in one process.
     """
     from eyeblink.detect import BackendName
 
     check_workers(requested)
-    accelerated = str(cfg.detect.backend).strip().lower() in (BackendName.TENSORFLOW.value, BackendName.IPU.value)
+    accelerated = str(cfg.detect.backend).strip().lower() in (
+        BackendName.TENSORFLOW.value, BackendName.JAX.value, BackendName.IPU.value)
     if not accelerated:
         return int(physical_cores()) if requested is None else requested
     if requested is not None and requested > 1:

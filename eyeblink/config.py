@@ -36,7 +36,11 @@ class DetectConfig:
     face box in between (the box is re-detected early when the landmark fit
     drifts). 1 = detect on every frame, as the original study did.
 
-    Accelerator settings (``tensorflow`` and ``ipu`` backends; the CPU backend ignores them),
+    ``backend``: a detector backend name, or a list of them (``["jax", "tensorflow"]`` in
+    ``pipelines/gpu.toml``): the first one installed here, resolved to its name when the config is
+    built (:func:`eyeblink.detect.first_installed_backend`).
+
+    Accelerator settings (``tensorflow``, ``jax`` and ``ipu`` backends; the CPU backend ignores them),
     see :class:`eyeblink.detect.AcceleratorOptions`: ``jit_compile`` (XLA), ``prefetch_depth``
     (batches prepared ahead of the device, 1..255), ``io_tiles`` (IPU tiles reserved for I/O:
     0 or even in [32, 192]) and ``replicas`` (IPUs each running a copy); ``io_tiles`` and
@@ -58,6 +62,15 @@ class DetectConfig:
     replicas: int = 1
 
     def __post_init__(self) -> None:
+        if isinstance(self.backend, (list, tuple)):
+            from eyeblink.detect import first_installed_backend
+
+            try:
+                object.__setattr__(self, "backend", first_installed_backend(list(self.backend)))
+            except ConfigError as exc:
+                raise ConfigError(f"detect.backend: {exc}") from None
+        _require(isinstance(self.backend, str),
+                 f"detect.backend must be a name or a list of names, got {self.backend!r}")
         _require(0.0 < self.score_threshold < 1.0,
                  f"detect.score_threshold must be in (0, 1), got {self.score_threshold}")
         _require(0.0 < self.nms_iou < 1.0, f"detect.nms_iou must be in (0, 1), got {self.nms_iou}")

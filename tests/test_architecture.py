@@ -18,7 +18,7 @@ else:  # pragma: no cover
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "eyeblink"
-HEAVY = ("tensorflow", "dlib", "ai_edge_litert", "av", "cv2")
+HEAVY = ("tensorflow", "jax", "keras", "dlib", "ai_edge_litert", "av", "cv2")
 #: the modules allowed directly in eyeblink/ (everything else lives in a stage folder)
 MAX_TOP_LEVEL_MODULES = 12
 

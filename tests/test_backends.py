@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,7 +21,7 @@ import numpy as np
 import pytest
 
 from eyeblink.config import DetectConfig, load_preset
-from eyeblink.detect import AcceleratorOptions, create_detector
+from eyeblink.detect import AcceleratorOptions, create_detector, first_installed_backend
 from eyeblink.detect.blazeface import letterbox
 from eyeblink.detect.ipu_settings import IPUSettings, OutfeedDrainer, ResultRouter, apply_ipu_config, ipu_settings
 from eyeblink.detect.tflite_graph import read_tflite_graph
@@ -109,7 +111,7 @@ def test_detect_config_accelerator_fields(kwargs: dict, error: str | None) -> No
 PRESETS = {
     # name: (backend, batch_size, jit_compile, prefetch_depth, io_tiles, replicas)
     "cpu": ("litert", 1, False, 2, 0, 1),
-    "gpu": ("tensorflow", 512, True, 2, 0, 1),
+    "gpu": (first_installed_backend(["jax", "tensorflow"]), 512, True, 2, 0, 1),
     "ipu-mk1": ("ipu", 32, True, 2, 64, 1),
     "ipu-mk2": ("ipu", 64, True, 2, 64, 1),
     "low-latency": ("ipu", 16, True, 1, 32, 1),
@@ -122,6 +124,28 @@ def test_device_presets(name: str) -> None:
     assert (d.backend, d.batch_size, d.jit_compile, d.prefetch_depth, d.io_tiles, d.replicas) == PRESETS[name]
     if name == "low-latency":
         assert d.batch_size <= 16
+
+
+@pytest.mark.parametrize(("hidden", "expected"), [((), "jax"), (("jax",), "tensorflow"), (("tensorflow",), "jax"),
+                                                  (("jax", "tensorflow"), "jax")])
+def test_gpu_preset_picks_jax_then_tensorflow(monkeypatch: pytest.MonkeyPatch, hidden: tuple[str, ...],
+                                              expected: str) -> None:
+    """``pipelines/gpu``: JAX where it is installed, else TensorFlow; with neither, jax (whose install
+    command create_detector then names)."""
+    for module in ("jax", "tensorflow"):
+        if module not in hidden and importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed here")
+    for module in hidden:
+        monkeypatch.setitem(sys.modules, module, None)  # find_spec raises: not importable
+    assert load_preset(resolve_preset("gpu")).detect.backend == expected
+    if hidden == ("jax", "tensorflow"):
+        with pytest.raises(BackendUnavailableError, match=r'pip install "eyeblink\[jax\]"'):
+            create_detector(load_preset(resolve_preset("gpu")).detect.backend)
+
+
+def test_backend_list_rejects_unknown_names() -> None:
+    with pytest.raises(ConfigError, match=r"detect\.backend: unknown detector backend 'cuda'"):
+        DetectConfig(backend=["cuda", "jax"])  # type: ignore[arg-type]
 
 
 def test_preset_with_invalid_io_tiles(tmp_path: Path) -> None:
@@ -386,6 +410,23 @@ def test_bench_detector_litert(tmp_path: Path) -> None:
     assert [q["batch_size"] for q in data["latency"]] == [1, 2]
     md = out_md.read_text()
     assert "| litert | 4 |" in md and "images/s/W" in md
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None or importlib.util.find_spec("tensorflow") is None,
+                    reason="needs both JAX and TensorFlow")
+def test_bench_detector_mesh_on_litert_tensorflow_and_jax(tmp_path: Path) -> None:
+    """``--network mesh --backends litert,tensorflow,jax``: the second Keras backend runs in a process of its own."""
+    out_json = tmp_path / "b.json"
+    proc = subprocess.run([sys.executable, "-m", "eyeblink.lab.bench_detector", "--network", "mesh",
+                           "--backends", "litert,tensorflow,jax", "--batch-sizes", "2", "--latency-batches", "none",
+                           "--images", "4", "--json", str(out_json), "--markdown", str(tmp_path / "b.md")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out_json.read_text())
+    assert data["settings"]["network"] == "mesh"
+    assert [(p["backend"], p["batch_size"]) for p in data["sweep"]] == [("litert", 2), ("tensorflow", 2), ("jax", 2)]
+    assert all(p["images_per_s"] > 0 for p in data["sweep"])
+    assert "jax_device" in data["device"] and "# Face mesh benchmark" in (tmp_path / "b.md").read_text()
 
 
 @pytest.mark.parametrize(("text", "error"), [("1,x", "whole numbers"), ("0,2", ">= 1")])

@@ -75,7 +75,7 @@ def test_every_option_is_explained() -> None:
 
 
 def test_import_is_light() -> None:
-    heavy = "('dlib', 'av', 'ai_edge_litert', 'cv2', 'tensorflow')"
+    heavy = "('dlib', 'av', 'ai_edge_litert', 'cv2', 'tensorflow', 'jax', 'keras')"
     code = f"import sys, eyeblink, eyeblink.cli; print(sorted(m for m in {heavy} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -440,16 +440,21 @@ def test_clean_run_has_no_warnings(face_frames: list[np.ndarray], tmp_path: Path
     assert json.loads((out / "v.summary.json").read_text())["warnings"] == []
 
 
-def _gpu_visible() -> bool:
-    code = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
+def _gpu_visible(backend: str = "tensorflow") -> bool:
+    code = ("import jax; print(int(jax.default_backend() != 'cpu'))" if backend == "jax" else
+            "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     return proc.returncode == 0 and proc.stdout.strip().splitlines()[-1:] != ["0"]
 
 
 def test_gpu_preset_without_a_gpu_says_so(face_frames: list[np.ndarray], tmp_path: Path) -> None:
-    """``--pipeline gpu`` where TensorFlow sees no GPU runs on the CPU, with a warning naming the fix."""
-    pytest.importorskip("tensorflow")
-    if _gpu_visible():
+    """``--pipeline gpu`` where its backend (JAX, else TensorFlow) sees no GPU runs on the CPU, with a warning
+    naming the fix."""
+    from eyeblink.detect import first_installed_backend
+
+    backend = first_installed_backend(["jax", "tensorflow"])
+    pytest.importorskip(backend)
+    if _gpu_visible(backend):
         pytest.skip("a GPU is visible here")
     video = write_video(tmp_path / "v.mkv", face_frames[:20], codec="ffv1", pix_fmt="gray")
     out = tmp_path / "out"
@@ -457,7 +462,9 @@ def test_gpu_preset_without_a_gpu_says_so(face_frames: list[np.ndarray], tmp_pat
     assert proc.returncode == 0, proc.stderr
     lines = warning_lines(proc)
     assert len(lines) == 1, proc.stderr
-    assert "no GPU" in lines[0] and "--pipeline cpu" in lines[0] and "tensorflow[and-cuda]" in lines[0], lines[0]
+    gpu_build = {"jax": "jax[cuda12]", "tensorflow": "tensorflow[and-cuda]"}[backend]
+    assert f"the {backend} backend found no GPU" in lines[0], lines[0]
+    assert "--pipeline cpu" in lines[0] and gpu_build in lines[0], lines[0]
     summary = json.loads((out / "v.summary.json").read_text())
     assert summary["warnings"] == [lines[0].removeprefix("eyeblink: warning: ")]
 

@@ -403,7 +403,7 @@ def test_box_iou_table() -> None:
 
 @pytest.mark.parametrize("name", ["", "cuda", "tflite", "lite rt"])
 def test_unknown_backend_is_a_config_error(name: str) -> None:
-    with pytest.raises(ConfigError, match="valid choices: litert, tensorflow, ipu"):
+    with pytest.raises(ConfigError, match="valid choices: litert, tensorflow, jax, ipu"):
         create_detector(name)
 
 
@@ -413,18 +413,20 @@ def test_backend_numbers_are_validated(kwargs: dict[str, int], match: str) -> No
         create_detector("litert", **kwargs)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("backend", "extra"), [(BackendName.TENSORFLOW, 'eyeblink[tf]"'), ("ipu", "eyeblink[ipu]")])
+@pytest.mark.parametrize(("backend", "extra"), [(BackendName.TENSORFLOW, 'eyeblink[tf]"'), ("ipu", "eyeblink[ipu]"),
+                                               ("jax", 'pip install "eyeblink[jax]"')])
 def test_backend_without_its_runtime_is_unavailable(
     monkeypatch: pytest.MonkeyPatch, backend: BackendName | str, extra: str
 ) -> None:
-    monkeypatch.setitem(sys.modules, "tensorflow", None)  # makes `import tensorflow` fail here
+    for module in ("tensorflow", "jax"):
+        monkeypatch.setitem(sys.modules, module, None)  # makes `import tensorflow` / `import jax` fail here
     with pytest.raises(BackendUnavailableError, match="valid choices") as info:
         create_detector(backend)
     assert extra in str(info.value)
 
 
 def test_backend_names_are_strings() -> None:
-    assert [b.value for b in BackendName] == ["litert", "tensorflow", "ipu"]
+    assert [b.value for b in BackendName] == ["litert", "tensorflow", "jax", "ipu"]
     assert BackendName("litert") is BackendName.LITERT and str(BackendName.IPU) == "ipu"
 
 

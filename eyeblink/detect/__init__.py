@@ -8,7 +8,7 @@ pre-processed images (float32 ``[B, 128, 128, 3]`` in [-1, 1], see
 and mapping to frame pixels are shared, backend-independent numpy code in
 :mod:`eyeblink.detect.blazeface`, so every backend is checked against the same reference.
 
-Heavy imports (``ai_edge_litert``, ``tensorflow``, the Poplar SDK) live only inside the backend
+Heavy imports (``ai_edge_litert``, ``tensorflow``, ``jax``/``keras``, the Poplar SDK) live only inside the backend
 modules, which :func:`create_detector` imports on demand: ``import eyeblink.detect`` stays light.
 """
 
@@ -27,13 +27,16 @@ import numpy as np
 from eyeblink.errors import BackendUnavailableError, ConfigError
 
 __all__ = [
+    "GPU_BACKENDS",
     "INPUT_SIZE",
     "NUM_ANCHORS",
     "NUM_COORDS",
     "AcceleratorOptions",
     "BackendName",
     "Detector",
+    "backend_installed",
     "create_detector",
+    "first_installed_backend",
     "missing_accelerator",
 ]
 
@@ -50,6 +53,7 @@ class BackendName(str, enum.Enum):
 
     LITERT = "litert"
     TENSORFLOW = "tensorflow"
+    JAX = "jax"
     IPU = "ipu"
 
     def __str__(self) -> str:
@@ -87,7 +91,7 @@ IO_TILES_RANGE = (32, 192)
 
 @dataclass(frozen=True, slots=True)
 class AcceleratorOptions:
-    """Settings of the accelerator backends (``tensorflow``, ``ipu``); CPU backends ignore them.
+    """Settings of the accelerator backends (``tensorflow``, ``jax``, ``ipu``); CPU backends ignore them.
 
     ``jit_compile``: compile the network with XLA (``tf.function(jit_compile=True)``); on GPUs
     this fuses the depthwise/pointwise pairs and is what makes batch 512 fast. ``prefetch_depth``:
@@ -122,26 +126,33 @@ class _BackendEntry:
 
     module: str
     attr: str
-    requires: str | None  # top-level module that must be importable, checked before importing
+    requires: tuple[str, ...]  # modules that must be importable, checked (not imported) before importing
     install: str  # how to get it
     accelerated: bool = False  # the factory takes ``accelerator=AcceleratorOptions``
 
 
 _REGISTRY: dict[BackendName, _BackendEntry] = {
     BackendName.LITERT: _BackendEntry(
-        "eyeblink.detect.litert", "LiteRTDetector", "ai_edge_litert", 'pip install "ai-edge-litert>=1.2"'
+        "eyeblink.detect.litert", "LiteRTDetector", ("ai_edge_litert",), 'pip install "ai-edge-litert>=1.2"'
     ),
     BackendName.TENSORFLOW: _BackendEntry(
         "eyeblink.detect.tensorflow",
         "TensorFlowDetector",
-        "tensorflow",
+        ("tensorflow",),
         'pip install "eyeblink[tf]" (CPU; on NVIDIA GPUs: pip install "tensorflow[and-cuda]")',
+        accelerated=True,
+    ),
+    BackendName.JAX: _BackendEntry(
+        "eyeblink.detect.jax",
+        "JaxDetector",
+        ("jax", "keras"),
+        'pip install "eyeblink[jax]" (CPU; on NVIDIA GPUs: pip install "jax[cuda12]" "keras>=3")',
         accelerated=True,
     ),
     BackendName.IPU: _BackendEntry(
         "eyeblink.detect.ipu",
         "IPUDetector",
-        "tensorflow.python.ipu",
+        ("tensorflow.python.ipu",),
         "install Graphcore's TensorFlow wheel from the Poplar SDK (extra: eyeblink[ipu])",
         accelerated=True,
     ),
@@ -157,16 +168,48 @@ def missing_accelerator(backend: BackendName | str) -> str | None:
         name = _parse_backend(backend)
     except ConfigError:
         return None
-    if name is not BackendName.TENSORFLOW:
+    if name is BackendName.TENSORFLOW:
+        try:
+            import tensorflow as tf
+        except ImportError:
+            return None  # create_detector names the extra to install
+        if tf.config.list_physical_devices("GPU"):
+            return None
+        gpu_build = 'pip install "tensorflow[and-cuda]"'
+    elif name is BackendName.JAX:
+        try:
+            import jax
+        except ImportError:
+            return None
+        if jax.default_backend() != "cpu":
+            return None
+        gpu_build = 'pip install "jax[cuda12]"'
+    else:
         return None
-    try:
-        import tensorflow as tf
-    except ImportError:
-        return None  # create_detector names the extra to install
-    if tf.config.list_physical_devices("GPU"):
-        return None
-    return ("the tensorflow backend found no GPU here and runs on the CPU (tens of frames per second); use "
-            '--pipeline cpu (LiteRT, the fast CPU path) or install the GPU build: pip install "tensorflow[and-cuda]"')
+    return (f"the {name.value} backend found no GPU here and runs on the CPU (tens of frames per second); use "
+            f"--pipeline cpu (LiteRT, the fast CPU path) or install the GPU build: {gpu_build}")
+
+
+#: The GPU backends in order of preference: ``backend = ["jax", "tensorflow"]`` in a preset
+#: (``pipelines/gpu.toml``) means the first of these that is installed.
+GPU_BACKENDS = (BackendName.JAX, BackendName.TENSORFLOW)
+
+
+def backend_installed(backend: BackendName | str) -> bool:
+    """Whether the modules ``backend`` needs are importable here (checked without importing them)."""
+    return all(_requirement_importable(m) for m in _REGISTRY[_parse_backend(backend)].requires)
+
+
+def first_installed_backend(names: list[str] | tuple[str, ...]) -> str:
+    """The first of ``names`` whose backend is installed here; the first name when none is (so that
+    :func:`create_detector` names its install command). Unknown names are a :class:`ConfigError`."""
+    parsed = [_parse_backend(n) for n in names]
+    if not parsed:
+        raise ConfigError(f"an empty list of detector backends; valid choices: {_choices()}")
+    for name in parsed:
+        if backend_installed(name):
+            return name.value
+    return parsed[0].value
 
 
 def _choices() -> str:
@@ -219,7 +262,7 @@ def create_detector(
     CPU thread count for CPU backends (1 is best when several worker processes share the cores);
     ``batch_size`` is the batch the backend allocates for up front (other sizes still work).
     ``accelerator`` (XLA, prefetch depth, I/O tiles, replicas) goes to the accelerator backends
-    (``tensorflow``, ``ipu``; defaults when None) and is ignored by CPU backends.
+    (``tensorflow``, ``jax``, ``ipu``; defaults when None) and is ignored by CPU backends.
 
     Raises :class:`ConfigError` for an unknown name or invalid numbers,
     :class:`BackendUnavailableError` when the backend cannot run here (names the fix), and
@@ -231,11 +274,12 @@ def create_detector(
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
     entry = _REGISTRY[name]
-    if entry.requires is not None and not _requirement_importable(entry.requires):
-        raise BackendUnavailableError(
-            f"detector backend {name.value!r} needs the module {entry.requires!r}, which is not "
-            f"installed; {entry.install}, or choose another backend (valid choices: {_choices()})"
-        )
+    for required in entry.requires:
+        if not _requirement_importable(required):
+            raise BackendUnavailableError(
+                f"detector backend {name.value!r} needs the module {required!r}, which is not "
+                f"installed; {entry.install}, or choose another backend (valid choices: {_choices()})"
+            )
     try:
         module = importlib.import_module(entry.module)
     except ImportError as exc:

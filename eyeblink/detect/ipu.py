@@ -13,7 +13,7 @@ How it runs (Graphcore's documented TF2 API):
    (``auto_select_ipus``, ``io_tiles.num_io_tiles``, ``io_tiles.place_ops_on_io_tiles``,
    ``io_tiles.available_memory_proportion``), then ``configure_ipu_system()``.
 2. Under ``ipu.ipu_strategy.IPUStrategy().scope()`` the Keras model is built with a static batch
-   (:func:`~eyeblink.detect.keras_blazeface.build_keras_blazeface`), and an
+   (:func:`~eyeblink.detect.keras_graph.build_keras_blazeface`), and an
    ``IPUInfeedQueue(dataset, prefetch_depth=...)`` reads a ``tf.data`` dataset fed from a bounded
    host queue; results go to an ``IPUOutfeedQueue``.
 3. The device program is ``ipu.loops.repeat(steps_per_execution, body, [], infeed)`` inside a
@@ -40,7 +40,7 @@ from eyeblink.closing import Closing
 from eyeblink.detect import INPUT_SIZE, NUM_ANCHORS, NUM_COORDS, AcceleratorOptions
 from eyeblink.detect._tf import tf, tf_ipu
 from eyeblink.detect.ipu_settings import IPUSettings, OutfeedDrainer, ResultRouter, apply_ipu_config, ipu_settings
-from eyeblink.detect.keras_blazeface import build_keras_blazeface
+from eyeblink.detect.keras_graph import build_keras_blazeface, use_keras_backend
 from eyeblink.errors import ModelFileError
 from eyeblink.weights import BLAZEFACE_SHA256, blazeface_path, verify_sha256
 
@@ -76,6 +76,7 @@ class IPUDetector(Closing):
             verify_sha256(path, BLAZEFACE_SHA256)
         elif not path.is_file():
             raise ModelFileError(f"face model not found: {path} — check --face-model")
+        use_keras_backend("tensorflow", eyeblink_backend="ipu")  # tf.keras on Graphcore's TensorFlow
         self.settings: IPUSettings = ipu_settings(batch_size=batch_size, accelerator=accelerator,
                                                   steps_per_execution=steps_per_execution)
         s = self.settings

@@ -3,7 +3,7 @@
 Install: ``pip install "eyeblink[tf]"`` (``tensorflow-cpu``, ~0.3 GB wheel, ~1.6 GB installed) on
 CPU machines; on NVIDIA GPUs ``pip install "tensorflow[and-cuda]"`` instead (TensorFlow's own
 CUDA/cuDNN wheels). The network is rebuilt layer by layer from the shipped ``.tflite``
-(:mod:`eyeblink.detect.keras_blazeface`; weights read from the file at load time, never a second
+(:mod:`eyeblink.detect.keras_graph`; weights read from the file at load time, never a second
 copy) and its outputs match the ``litert`` backend to ~1e-4 (``tests/test_backends.py``).
 
 Batching and compilation
@@ -31,7 +31,6 @@ depthwise convolutions); it is here for GPUs and as the base of the IPU backend.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,24 +40,11 @@ import numpy as np
 from eyeblink.closing import Closing
 from eyeblink.detect import INPUT_SIZE, AcceleratorOptions
 from eyeblink.detect._tf import tf
-from eyeblink.detect.keras_blazeface import build_keras_blazeface
+from eyeblink.detect.keras_graph import NETWORKS, BucketedRunner, batch_buckets, use_keras_backend
 from eyeblink.errors import ModelFileError
 from eyeblink.weights import BLAZEFACE_SHA256, blazeface_path, verify_sha256
 
-__all__ = ["TensorFlowDetector", "batch_buckets", "configure_threads"]
-
-
-def batch_buckets(batch_size: int) -> tuple[int, ...]:
-    """The batch shapes compiled for ``batch_size``: powers of two below it, and itself."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    out = []
-    b = 1
-    while b < batch_size:
-        out.append(b)
-        b *= 2
-    out.append(batch_size)
-    return tuple(out)
+__all__ = ["TensorFlowDetector", "TensorFlowNetwork", "batch_buckets", "configure_threads", "keras_network"]
 
 
 def configure_threads(num_threads: int) -> bool:
@@ -93,12 +79,37 @@ def _disable_remapper() -> None:
     tf.config.optimizer.set_experimental_options({"remapping": False})
 
 
-def _check_batch(batch: np.ndarray) -> None:
-    if not isinstance(batch, np.ndarray) or batch.dtype != np.float32:
-        got = batch.dtype if isinstance(batch, np.ndarray) else type(batch).__name__
-        raise ValueError(f"batch must be a float32 ndarray, got {got}")
-    if batch.ndim != 4 or batch.shape[1:] != (INPUT_SIZE, INPUT_SIZE, 3) or batch.shape[0] < 1:
-        raise ValueError(f"batch must have shape [B>=1, {INPUT_SIZE}, {INPUT_SIZE}, 3], got {batch.shape}")
+class TensorFlowNetwork(BucketedRunner):
+    """A Keras model (TensorFlow backend) behind one ``tf.function`` per batch bucket, on ``device``.
+
+    ``jit_compile`` compiles each program with XLA. Outputs come back as float32 numpy arrays.
+    """
+
+    def __init__(self, model: Any, *, batch_size: int, jit_compile: bool, device: str) -> None:
+        super().__init__(tuple(int(d) for d in model.inputs[0].shape[1:]), batch_size)
+        self.model = model
+        self.device = device
+        self._fn: Any = tf.function(lambda x: model(x, training=False), jit_compile=jit_compile,
+                                    reduce_retracing=False)
+
+    def _execute(self, x: Any) -> tuple[np.ndarray, ...]:
+        with tf.device(self.device):
+            outs = self._fn(x)
+        return tuple(o.numpy() for o in outs)
+
+
+def keras_network(name: str, *, model_path: Path | None = None, batch_size: int = 1,
+                  jit_compile: bool = True) -> TensorFlowNetwork:
+    """A network of :data:`~eyeblink.detect.keras_graph.NETWORKS` (``blazeface``, ``mesh``, ``iris``) on
+    TensorFlow: on the first GPU when one is visible, else on the CPU."""
+    use_keras_backend("tensorflow", eyeblink_backend="tensorflow")
+    _enable_gpu_memory_growth()
+    _disable_remapper()
+    gpus = tf.config.list_logical_devices("GPU")
+    device = gpus[0].name if gpus else "/device:CPU:0"
+    with tf.device(device):
+        model = NETWORKS[name].build(model_path)
+    return TensorFlowNetwork(model, batch_size=batch_size, jit_compile=jit_compile, device=device)
 
 
 class TensorFlowDetector(Closing):
@@ -128,70 +139,27 @@ class TensorFlowDetector(Closing):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.threads_configured = configure_threads(num_threads)
-        _enable_gpu_memory_growth()
-        _disable_remapper()
-        gpus = tf.config.list_logical_devices("GPU")
-        self.device: str = gpus[0].name if gpus else "/device:CPU:0"
-        with tf.device(self.device):
-            self._model: Any = build_keras_blazeface(path)
+        self._net: TensorFlowNetwork | None = keras_network("blazeface", model_path=path, batch_size=batch_size,
+                                                             jit_compile=opts.jit_compile)
+        self.device: str = self._net.device
         self.model_path = path
         self.num_threads = int(num_threads)
         self.batch_size = int(batch_size)
         self.jit_compile = opts.jit_compile
         self.prefetch_depth = opts.prefetch_depth
-        self.buckets = batch_buckets(self.batch_size)
+        self.buckets = self._net.buckets
         #: seconds of the first call per compiled batch shape (trace + XLA compile + one run)
-        self.compile_seconds: dict[int, float] = {}
-        model = self._model
-        self._fn: Any = tf.function(lambda x: model(x, training=False), jit_compile=opts.jit_compile,
-                                    reduce_retracing=False)
-        self._closed = False
+        self.compile_seconds: dict[int, float] = self._net.compile_seconds
 
-    # ------------------------------------------------------------------ helpers
-    def _bucket(self, b: int) -> int:
-        for size in self.buckets:
-            if size >= b:
-                return size
-        return self.batch_size
-
-    def _pad(self, chunk: np.ndarray) -> tuple[np.ndarray, int]:
-        n = chunk.shape[0]
-        size = self._bucket(n)
-        if size == n:
-            return np.ascontiguousarray(chunk), n
-        padded = np.zeros((size, INPUT_SIZE, INPUT_SIZE, 3), np.float32)
-        padded[:n] = chunk
-        return padded, n
-
-    def _chunks(self, batch: np.ndarray) -> Iterator[tuple[np.ndarray, int]]:
-        for start in range(0, batch.shape[0], self.batch_size):
-            yield self._pad(batch[start:start + self.batch_size])
-
-    def _run(self, x: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
-        size = int(x.shape[0])
-        first = size not in self.compile_seconds
-        t0 = time.perf_counter()
-        with tf.device(self.device):
-            regressors, scores = self._fn(x)
-        r = regressors.numpy()[:n]
-        s = scores.numpy()[:n]
-        if first:
-            self.compile_seconds[size] = time.perf_counter() - t0
-        return r, s
-
-    def _require_open(self) -> None:
-        if self._closed:
+    def _require_open(self) -> TensorFlowNetwork:
+        if self._net is None:
             raise RuntimeError("TensorFlowDetector is closed")
+        return self._net
 
     # ------------------------------------------------------------------ API
     def warmup(self, sizes: Iterable[int] | None = None) -> dict[int, float]:
         """Compile the given batch shapes now (default: every bucket); returns seconds per shape."""
-        self._require_open()
-        for size in sizes if sizes is not None else self.buckets:
-            bucket = self._bucket(int(size))
-            if bucket not in self.compile_seconds:
-                self._run(tf.zeros((bucket, INPUT_SIZE, INPUT_SIZE, 3), tf.float32), bucket)
-        return dict(self.compile_seconds)
+        return self._require_open().warmup(sizes)
 
     def detect(self, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Run the network on float32 ``[B, 128, 128, 3]`` in [-1, 1].
@@ -199,12 +167,8 @@ class TensorFlowDetector(Closing):
         Returns ``(regressors [B, 896, 16], scores [B, 896])`` float32 logits in canonical
         anchor order (fresh arrays).
         """
-        _check_batch(batch)
-        self._require_open()
-        parts = [self._run(tf.constant(x), n) for x, n in self._chunks(batch)]
-        if len(parts) == 1:
-            return parts[0]
-        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+        regressors, scores = self._require_open().run(batch)
+        return regressors, scores
 
     def detect_stream(self, batches: Iterable[np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Results for each batch of ``batches``, in order, through a prefetching ``tf.data`` pipeline.
@@ -213,7 +177,7 @@ class TensorFlowDetector(Closing):
         the device; each batch is split/padded as in :meth:`detect`. Yields one
         ``(regressors, scores)`` pair per input batch.
         """
-        self._require_open()
+        net = self._require_open()
         spec = (tf.TensorSpec((None, INPUT_SIZE, INPUT_SIZE, 3), tf.float32), tf.TensorSpec((), tf.int32),
                 tf.TensorSpec((), tf.bool))
 
@@ -224,8 +188,8 @@ class TensorFlowDetector(Closing):
             # tf.errors.UnknownError, so it is kept and re-raised as itself below
             try:
                 for batch in batches:
-                    _check_batch(batch)
-                    pieces = list(self._chunks(batch))
+                    net.check(batch)
+                    pieces = net.chunks(batch)
                     for i, (x, n) in enumerate(pieces):
                         yield x, np.int32(n), np.bool_(i == len(pieces) - 1)
             except Exception as exc:
@@ -235,7 +199,7 @@ class TensorFlowDetector(Closing):
         pending_r: list[np.ndarray] = []
         pending_s: list[np.ndarray] = []
         for x, n, last in dataset:
-            r, s = self._run(x, int(n))
+            r, s = net.run_chunk(x, int(n))
             pending_r.append(r)
             pending_s.append(s)
             if bool(last):
@@ -249,8 +213,6 @@ class TensorFlowDetector(Closing):
 
     def close(self) -> None:
         """Drop the model and compiled functions; further calls raise ``RuntimeError``. Idempotent."""
-        self._closed = True
-        self._fn = None
-        self._model = None
+        self._net = None
 
 

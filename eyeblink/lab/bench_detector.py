@@ -53,9 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Options of ``eyeblink bench detector`` (add to a (sub)parser)."""
     parser.add_argument("--pipeline", metavar="PRESET", default="cpu",
                         help="device preset whose detector settings are used (default: %(default)s)")
-    parser.add_argument("--backends", metavar="NAMES", default=None,
-                        help="comma-separated backends to compare, e.g. litert,tensorflow "
-                             "(default: the preset's backend)")
+    parser.add_argument("--backends", "--backend", dest="backends", metavar="NAMES", default=None,
+                        help="comma-separated backends to compare, e.g. litert,tensorflow,jax "
+                             "(default: the preset's backend); tensorflow and jax each run in a process "
+                             "of their own when both are asked for (Keras holds one backend per process)")
+    parser.add_argument("--network", choices=("blazeface", "mesh", "iris"), default="blazeface",
+                        help="network to measure: BlazeFace (default), the face mesh or the iris network "
+                             "(mesh/iris: litert, tensorflow, jax backends; real crops of the eye model)")
     parser.add_argument("--batch-sizes", metavar="LIST", default=None,
                         help=f"batch sizes of the throughput sweep (quick: {','.join(map(str, QUICK_SWEEP))}; "
                              f"full: 1..512 in powers of two)")
@@ -259,6 +263,148 @@ def make_images(n: int = 64, seed: int = 0) -> np.ndarray:
     return out
 
 
+def network_inputs(network: str, n: int = 64, seed: int = 0) -> np.ndarray:
+    """``n`` distinct real inputs of ``network`` (:data:`eyeblink.detect.keras_graph.NETWORKS`).
+
+    ``blazeface``: :func:`make_images`. ``mesh`` / ``iris``: the crops the eye model feeds them
+    (``MeshFitter.face_roi`` / its eye-corner square, RGB in [0, 1]) from the astronaut photo, the
+    astronaut rolled by 20 degrees and frames of the synthetic 500 FPS recording (open, half and
+    fully closed lids), faces found by BlazeFace on LiteRT; cycled with mild gain changes so that
+    no two repeat exactly.
+    """
+    if network == "blazeface":
+        return make_images(n, seed)
+    import math
+
+    import cv2
+    from skimage import data
+
+    from eyeblink.detect import create_detector
+    from eyeblink.detect.blazeface import FaceDetector
+    from eyeblink.lab.synth import render_frame
+    from eyeblink.landmarks.mesh import (
+        EYE_ROI_SCALE,
+        IRIS_INPUT,
+        MESH_EYE_CORNERS,
+        MESH_INPUT,
+        MeshFitter,
+        square_roi,
+        warp,
+    )
+
+    gray = cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2GRAY)
+    h, w = gray.shape
+    frames = [gray, cv2.warpAffine(gray, cv2.getRotationMatrix2D((w / 2, h / 2), 20, 1.0), (w, h))]
+    rng = np.random.default_rng(3)
+    frames += [render_frame(t, c, c, rng) for t, c in [(0.0, 0.0), (0.31, 0.5), (0.77, 1.0)]]
+    crops = []
+    with FaceDetector.from_detector(create_detector("litert")) as detector, \
+            MeshFitter(refine=False) as fitter:
+        for frame in frames:
+            faces = detector.detect(frame)
+            if not faces:
+                continue
+            roi = fitter.face_roi(faces[0])
+            if network == "mesh":
+                crops.append(warp(frame, roi, MESH_INPUT)[0])
+                continue
+            mesh = fitter.mesh(frame, roi)
+            for (a, b), mirror in zip(MESH_EYE_CORNERS, (False, True), strict=True):
+                c0, c1 = mesh[a], mesh[b]
+                d = c1 - c0
+                m = square_roi(float((c0[0] + c1[0]) / 2), float((c0[1] + c1[1]) / 2),
+                               float(np.hypot(*d)) * EYE_ROI_SCALE, math.atan2(d[1], d[0]), IRIS_INPUT)
+                crops.append(warp(frame, m, IRIS_INPUT, mirror=mirror)[0])
+    if not crops:  # pragma: no cover - BlazeFace finds the astronaut (tests/test_mesh.py)
+        raise RuntimeError("no face found in the reference images")
+    base = np.stack(crops)
+    idx = np.arange(n) % base.shape[0]
+    gain = np.linspace(0.85, 1.0, n, dtype=np.float32)[:, None, None, None]
+    return np.clip(base[idx] * gain, 0.0, 1.0).astype(np.float32)
+
+
+class LiteRTNetwork:
+    """A ``.tflite`` network on LiteRT (XNNPACK) with its input resized to the batch: the CPU reference
+    the Keras rebuilds are measured (and tested) against. ``detect(x)`` returns every output, ordered
+    like the Keras model's (by values per image, largest first)."""
+
+    def __init__(self, path: Path, batch_size: int, num_threads: int = 1) -> None:
+        from ai_edge_litert.interpreter import Interpreter
+
+        self._it = Interpreter(model_path=str(path), num_threads=num_threads)
+        inp = self._it.get_input_details()[0]
+        self._in = inp["index"]
+        self.batch_size = batch_size
+        self._it.resize_tensor_input(self._in, [batch_size, *inp["shape"][1:]])
+        self._it.allocate_tensors()
+        outs = self._it.get_output_details()
+        self._outs = [d["index"] for d in sorted(outs, key=lambda d: -int(np.prod(d["shape"][1:])))]
+        self.device = "cpu (LiteRT)"
+
+    def detect(self, x: np.ndarray) -> tuple[np.ndarray, ...]:
+        results = []
+        for start in range(0, x.shape[0], self.batch_size):
+            chunk = x[start:start + self.batch_size]
+            n = chunk.shape[0]
+            if n < self.batch_size:
+                chunk = np.concatenate([chunk, np.zeros((self.batch_size - n, *chunk.shape[1:]), np.float32)])
+            self._it.set_tensor(self._in, np.ascontiguousarray(chunk))
+            self._it.invoke()
+            results.append([self._it.get_tensor(i).reshape(self.batch_size, -1)[:n].copy() for i in self._outs])
+        return tuple(np.concatenate([r[k] for r in results]) for k in range(len(self._outs)))
+
+    def close(self) -> None:
+        self._it = None
+
+
+class _Network:
+    """A compiled Keras network (:class:`~eyeblink.detect.keras_graph.BucketedRunner`) as the bench runs it."""
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+        self.device = runner.device
+
+    def detect(self, x: np.ndarray) -> tuple[np.ndarray, ...]:
+        return self.runner.run(x)
+
+    def close(self) -> None:
+        self.runner = None
+
+
+def network_factory(network: str, backend: str, *, threads: int, accelerator: Any) -> Callable[[int], Any]:
+    """``batch size -> object with detect(x)/close()/device`` running ``network`` on ``backend``."""
+    from eyeblink.detect import BackendName, create_detector
+    from eyeblink.errors import ConfigError
+
+    if network == "blazeface":
+        return lambda batch: create_detector(backend, num_threads=threads, batch_size=batch, accelerator=accelerator)
+    from eyeblink.detect.keras_graph import NETWORKS
+
+    spec = NETWORKS[network]
+    name = BackendName(backend) if backend in {b.value for b in BackendName} else None
+    if name is BackendName.LITERT:
+        path = spec.default_path()
+        return lambda batch: LiteRTNetwork(path, batch, threads)
+    if name is BackendName.TENSORFLOW:
+        from eyeblink.detect import backend_installed
+
+        if not backend_installed(name):
+            create_detector(name)  # raises the registry's BackendUnavailableError naming the install
+        from eyeblink.detect.tensorflow import configure_threads, keras_network
+
+        configure_threads(threads)
+        return lambda batch: _Network(keras_network(network, batch_size=batch, jit_compile=accelerator.jit_compile))
+    if name is BackendName.JAX:
+        from eyeblink.detect import backend_installed
+
+        if not backend_installed(name):
+            create_detector(name)
+        from eyeblink.detect.jax import jax_network
+
+        return lambda batch: _Network(jax_network(network, batch_size=batch))
+    raise ConfigError(f"--network {network} runs on litert, tensorflow or jax, not {backend!r}")
+
+
 def _batches(pool: np.ndarray, batch_size: int, count: int) -> Iterator[np.ndarray]:
     n = pool.shape[0]
     for k in range(count):
@@ -270,7 +416,7 @@ def _device_kind(backend: str, detector: Any) -> str:
     if backend == "ipu":
         return "ipu"
     device = str(getattr(detector, "device", "")).upper()
-    return "gpu" if "GPU" in device else "cpu"
+    return "gpu" if "GPU" in device or "CUDA" in device else "cpu"
 
 
 def _sweep_point(name: str, factory: Callable[[int], Any], pool: np.ndarray, batch: int, images: int,
@@ -322,14 +468,49 @@ def _latency_point(name: str, detector: Any, pool: np.ndarray, batch: int, calls
     return LatencyPoint(name, batch, calls, round(p50, 4), round(p90, 4), round(p50 / batch, 4))
 
 
+#: Detector backends that run Keras: a process holds one of them (``KERAS_BACKEND``).
+KERAS_BACKENDS = ("tensorflow", "jax")
+
+
+def _run_in_child(args: argparse.Namespace, backend: str, sweep: tuple[int, ...], lat: tuple[int, ...], images: int,
+                  repeats: int, threads: int, jit: bool) -> dict[str, Any]:
+    """The same benchmark for ``backend`` alone, in a fresh Python process; its JSON report."""
+    import sys
+    import tempfile
+
+    from eyeblink.errors import BackendUnavailableError
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "child.json"
+        argv = [sys.executable, "-m", "eyeblink.lab.bench_detector", "--pipeline", args.pipeline,
+                "--network", getattr(args, "network", "blazeface"), "--backends", backend,
+                "--batch-sizes", ",".join(map(str, sweep)) or "none",
+                "--latency-batches", ",".join(map(str, lat)) or "none", "--images", str(images),
+                "--repeats", str(repeats), "--threads", str(threads), "--jit" if jit else "--no-jit",
+                "--json", str(out), "--markdown", str(Path(tmp) / "child.md")]
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0 or not out.is_file():
+            lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("eyeblink: error:")]
+            why = lines[-1].removeprefix("eyeblink: error:").strip() if lines else f"exit status {proc.returncode}"
+            raise BackendUnavailableError(f"the {backend} benchmark process failed: {why}")
+        data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return data
+
+
+def _merge(report: Report, child: dict[str, Any]) -> None:
+    report.sweep += [SweepPoint(**p) for p in child.get("sweep", [])]
+    report.latency += [LatencyPoint(**q) for q in child.get("latency", [])]
+    report.device.update({k: v for k, v in child.get("device", {}).items() if k.endswith("_device")})
+
+
 def run_benchmark(args: argparse.Namespace, progress: Callable[[str], None] | None = None) -> Report:
     """Run the sweeps described by ``args`` (see :func:`add_arguments`) and return the report."""
     from eyeblink.config import load_preset
-    from eyeblink.detect import create_detector
     from eyeblink.presets import resolve_preset
 
     cfg = load_preset(resolve_preset(args.pipeline)).detect
-    backends = [b.strip() for b in (args.backends or cfg.backend).split(",") if b.strip()]
+    backends = [b.strip().lower() for b in (args.backends or cfg.backend).split(",") if b.strip()]
+    network = getattr(args, "network", "blazeface")
     sweep = _int_list(args.batch_sizes, FULL_SWEEP if args.full else QUICK_SWEEP, "--batch-sizes")
     lat = _int_list(args.latency_batches, FULL_LATENCY if args.full else QUICK_LATENCY, "--latency-batches")
     images = args.images or (2048 if args.full else 256)
@@ -345,17 +526,20 @@ def run_benchmark(args: argparse.Namespace, progress: Callable[[str], None] | No
     report = Report(
         device={"machine": platform.machine(), "processor": platform.processor() or platform.machine(),
                 "cpus": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()},
-        settings={"pipeline": args.pipeline, "backends": backends, "batch_sizes": list(sweep),
+        settings={"pipeline": args.pipeline, "network": network, "backends": backends, "batch_sizes": list(sweep),
                   "latency_batches": list(lat), "images_per_point": images, "repeats": repeats,
                   "threads": threads, "jit_compile": accel.jit_compile, "prefetch_depth": accel.prefetch_depth,
                   "io_tiles": accel.io_tiles, "replicas": accel.replicas},
     )
-    pool = make_images()
+    pool = network_inputs(network)
     meters: dict[str, PowerMeter] = {}
+    keras_backends = [b for b in backends if b in KERAS_BACKENDS]
     for name in backends:
-        def factory(batch: int, name: str = name) -> Any:
-            return create_detector(name, num_threads=threads, batch_size=batch, accelerator=accel)
-
+        if name in KERAS_BACKENDS and name != keras_backends[0]:
+            say(f"{name}: in a process of its own ...")
+            _merge(report, _run_in_child(args, name, sweep, lat, images, repeats, threads, accel.jit_compile))
+            continue
+        factory = network_factory(network, name, threads=threads, accelerator=accel)
         probe = factory(1)  # fails early, with the registry's message, if the backend is unavailable
         kind = _device_kind(name, probe)
         report.device[f"{name}_device"] = str(getattr(probe, "device", kind))
@@ -393,7 +577,8 @@ def _fmt(v: Any) -> str:
 
 
 def to_markdown(report: Report) -> str:
-    lines = ["# BlazeFace detector benchmark", ""]
+    title = {"blazeface": "BlazeFace detector", "mesh": "Face mesh", "iris": "Iris network"}
+    lines = [f"# {title.get(report.settings.get('network', 'blazeface'), 'Network')} benchmark", ""]
     dev = ", ".join(f"{k}: {v}" for k, v in report.device.items())
     lines += [f"Device: {dev}", "",
               "Settings: " + ", ".join(f"{k}={v}" for k, v in report.settings.items()), ""]
