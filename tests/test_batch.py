@@ -105,6 +105,16 @@ def test_expand_inputs(tmp_path: Path) -> None:
         expand_inputs([str(tmp_path / "missing.avi")])
 
 
+def test_gpu_tasks_take_the_gpu_presets_backend() -> None:
+    from eyeblink.detect import first_installed_backend
+    from eyeblink.runtime.batch import gpu_task_config
+
+    want = first_installed_backend(["jax", "tensorflow"])
+    assert gpu_task_config(CFG).detect.backend == want  # litert (the default) -> the gpu preset's choice
+    tf = CFG.with_overrides("detect", backend="tensorflow")
+    assert gpu_task_config(tf).detect.backend == "tensorflow"  # a GPU backend the user chose is kept
+
+
 def test_settings_hash_changes_with_results_not_scheduling() -> None:
     assert settings_hash(CFG) == settings_hash(RunConfig())
     assert settings_hash(CFG) != settings_hash(RunConfig(detect=DetectConfig(detect_every=2)))

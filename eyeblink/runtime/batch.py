@@ -7,8 +7,8 @@
     expand patterns / @lists ─► probe each video (frames,   run_chunk(task) on a node, num_cpus=N:
     fps) ─► skip what the manifest says is done ─► plan     the multiprocess pipeline (loader -> N
     chunks ─► submit ─► as tasks finish: merge chunks,      detect+landmark workers -> ordered sink)
-    FEC calibration, manifest line, progress bar            on that node's cores; num_gpus > 0: the
-                                                            ``tensorflow`` backend in one process
+    FEC calibration, manifest line, progress bar            on that node's cores; num_gpus > 0: a GPU
+                                                            backend (jax / tensorflow) in one process
 
 **Outputs** are exactly what ``eyeblink process`` writes, per video, in ``OUTDIR``:
 ``<stem>.frames.csv``, ``<stem>.blinks.csv``, ``<stem>.summary.json`` (the summary gains a ``batch``
@@ -146,8 +146,8 @@ class BatchConfig:
 
     ``cpus_per_task``: Ray CPUs one task asks for; the task runs the multiprocess pipeline with that
     many detect+landmark workers (1: the single-process pipeline). ``gpus_per_task`` > 0: tasks ask
-    Ray for that many GPUs and use the ``tensorflow`` backend (one process; its runtime is not
-    fork-safe). ``chunk_s``: videos longer than this are split into chunks of about this length
+    Ray for that many GPUs and use a GPU backend (:func:`gpu_task_config`: JAX or TensorFlow, in one process;
+    their runtimes are not fork-safe). ``chunk_s``: videos longer than this are split into chunks of about this length
     (0: never split). ``overlap_s``: None = :func:`min_overlap_s`; smaller values are refused.
     ``local_cpus``: CPUs of the local Ray instance started when no ``address`` is given (None: all).
     """
@@ -381,6 +381,16 @@ class FrameRange(Closing):
 
     def close(self) -> None:
         self.inner.close()
+
+
+def gpu_task_config(config: RunConfig) -> RunConfig:
+    """The run config of a GPU task (``--gpus-per-task`` > 0): a GPU backend the config names is kept; otherwise
+    the ``gpu`` preset's choice, the first of JAX and TensorFlow installed here (the nodes run this environment)."""
+    from eyeblink.detect import GPU_BACKENDS, first_installed_backend
+
+    if config.detect.backend in {b.value for b in GPU_BACKENDS}:
+        return config
+    return config.with_overrides("detect", backend=first_installed_backend([b.value for b in GPU_BACKENDS]))
 
 
 def _align_up(n: int, step: int = ALIGN_FRAMES) -> int:
@@ -731,7 +741,7 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     bc = batch or BatchConfig()
     gpu = bc.gpus_per_task > 0
     if gpu:
-        config = config.with_overrides("detect", backend="tensorflow")
+        config = gpu_task_config(config)
     out = Path(outdir)
     overlap = bc.overlap_for(config)
     paths = expand_inputs([str(p) for p in inputs])
@@ -991,7 +1001,8 @@ def add_parser(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], No
     p.add_argument("--cpus-per-task", type=int, default=2, metavar="N",
                    help="CPUs per task = detect+landmark workers of its pipeline (default: %(default)s)")
     p.add_argument("--gpus-per-task", type=float, default=0.0, metavar="G",
-                   help="GPUs per task; > 0 runs the tensorflow backend on GPU nodes (default: %(default)s)")
+                   help="GPUs per task; > 0 runs a GPU backend (jax, else tensorflow, as the gpu preset) on GPU nodes "
+                        "(default: %(default)s)")
     p.add_argument("--chunk-s", type=float, default=300.0, metavar="S",
                    help="split videos longer than this into chunks of ~S seconds; 0 = never (default: %(default)s)")
     p.add_argument("--overlap-s", type=float, default=None, metavar="S",
