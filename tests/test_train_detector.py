@@ -145,6 +145,8 @@ def test_train_detector_end_to_end_on_rendered_frames(tmp_path: Path, capsys: py
     for row in r["rows"].values():
         assert row["frames"] == 8 and 0.0 <= row["recall"] <= 1.0 and row["timing"]["frames"] == 2
     assert r["rows"]["stock"]["recall"] == 1.0 and r["rows"]["teacher"]["recall"] == 1.0
+    assert set(r["rows_augmented"]) == {"stock", "tuned"} and r["augmented_pairs"] == 4
+    assert r["rows_augmented"]["stock"]["frames"] == 8 and "recall_not_lower" in r["verdict"]["augmented"]
     assert "| tuned |" in out and "| stock |" in out
     # the tuned file runs the product's pipeline
     outdir = tmp_path / "out"
