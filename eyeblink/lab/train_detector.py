@@ -473,7 +473,7 @@ def train(
             }
         )
         log(
-            f"  epoch {epoch}/{epochs}: loss {mean[0]:.4f} (cls {mean[1]:.4f}, box {mean[2]:.3f} px), "
+            f"  epoch {epoch}/{epochs}: loss {mean[0]:.4f} (cls {mean[1]:.4f}, box+keypoints Huber {mean[2]:.3f}), "
             f"{secs:.0f} s, {n / secs:.1f} images/s",
             flush=True,
         )
@@ -650,9 +650,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="K",
         help="augmented copies per training frame, besides the frame itself (default %(default)s)",
     )
-    p.add_argument("--epochs", type=int, default=3, metavar="E", help="training epochs (default %(default)s)")
+    p.add_argument("--epochs", type=int, default=8, metavar="E", help="training epochs (default %(default)s)")
     p.add_argument("--batch-size", type=int, default=32, metavar="B", help="(default %(default)s)")
-    p.add_argument("--learning-rate", type=float, default=1e-4, metavar="LR", help="Adam's (default %(default)s)")
+    p.add_argument("--learning-rate", type=float, default=3e-4, metavar="LR", help="Adam's (default %(default)s)")
     p.add_argument(
         "--max-pairs",
         type=int,
