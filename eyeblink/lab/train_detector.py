@@ -11,18 +11,20 @@ How (distillation from a slower, steadier teacher):
   ``--max-frames`` per input. The ``--holdout`` inputs (other subjects!) are never sampled for
   training; the report is measured on them.
 * **Teacher labels**, on the clean frame: the face mesh (:mod:`eyeblink.landmarks.mesh`, 468
-  points) run on the stock BlazeFace box as its ROI. The box is derived from the mean and spread of
+  points) on MediaPipe's ROI of the stock BlazeFace box, then again on the ROI of the box derived
+  from that first mesh, each time averaged over 9 slightly shifted and scaled ROIs
+  (:func:`teacher_mesh`). The box is derived from the mean and spread of
   all 468 points, which average out the noise of any single point: with ``(mx, my)`` the mean and
   ``(sx, sy)`` the standard deviation of the points along x and y, the box centre is
   ``(mx + ox*sx, my + oy*sy)`` and its size ``(kw*sx, kh*sy)``. ``ox, oy, kw, kh`` are fitted on
   the training frames (medians of the per-frame values) against the stock detector's boxes, so the
   tuned model keeps BlazeFace's box convention on average (the fit is printed and in the JSON).
   The six keypoints, subject's viewpoint as :class:`~eyeblink.detect.blazeface.Keypoint`: right
-  eye = mean of mesh 33, 160, 158, 133, 153, 144 (the EAR points), left eye = mean of 362, 385,
-  387, 263, 373, 380, nose tip = 1, mouth centre = mean of 13 and 14 (inner lips), right ear
-  tragion = 234, left ear tragion = 454 (the face-contour points at the tragion); each plus a
-  fitted median offset (in the face frame: along / across the eye line, in units of
-  ``sqrt(sx*sy)``) to the stock keypoints.
+  eye = midpoint of mesh 33 and 133 (its corners: they stay put when the lids close, so a blink
+  does not move the label), left eye = midpoint of 362 and 263, nose tip = 1, mouth centre = mean
+  of 13 and 14 (inner lips), right ear tragion = 234, left ear tragion = 454 (the face-contour
+  points at the tragion); each plus a fitted median offset (in the face frame: along / across the
+  eye line, in units of ``sqrt(sx*sy)``) to the stock keypoints.
 * **Augmentation** (the clean frame plus ``--augment`` copies; frame and the 468 teacher points
   go through the same affine, then the labels are derived from the moved points): roll +-20 deg,
   scale (faces down to ~1/8 of the frame's long side) and shift, Gaussian blur, gamma, gain and
@@ -73,8 +75,8 @@ if TYPE_CHECKING:
 
 #: Mesh indices of BlazeFace's six keypoints (Keypoint order); a tuple is averaged.
 MESH_KEYPOINTS: tuple[tuple[int, ...], ...] = (
-    (33, 160, 158, 133, 153, 144),  # subject's right eye (its EAR points)
-    (362, 385, 387, 263, 373, 380),  # subject's left eye
+    (33, 133),  # subject's right eye: the midpoint of its corners (unlike the lids, they stay put in a blink)
+    (362, 263),  # subject's left eye
     (1,),  # nose tip
     (13, 14),  # mouth centre (inner upper and lower lip)
     (234,),  # subject's right ear tragion (face contour)
