@@ -65,6 +65,29 @@ def test_teacher_fit_recovers_a_known_box_convention() -> None:
     np.testing.assert_allclose(fit.keypoint_offsets, truth.keypoint_offsets, atol=1e-6)
 
 
+def test_the_box_convention_is_fitted_per_recording() -> None:
+    """Two faces boxed differently by the stock detector keep their own convention; a short input the global one."""
+    rng = np.random.default_rng(2)
+    base = rng.normal(0, 1, (468, 2)) * (30, 36)
+    conventions = {"a.avi": td.TeacherFit(0.0, 0.1, 4.2, 4.0), "b.avi": td.TeacherFit(0.1, 0.3, 4.8, 4.3)}
+    frames = []
+    for name, fit in conventions.items():
+        for i in range(6):
+            mesh = base * rng.uniform(0.8, 1.2) + rng.uniform(100, 300, 2)
+            box, kp = fit.label(mesh)
+            frames.append(td.Labelled(f"{name}#{i}", np.zeros((4, 4), np.uint8), mesh, box, kp))
+    frames.append(
+        td.Labelled("c.avi#0", np.zeros((4, 4), np.uint8), base + 200, *conventions["a.avi"].label(base + 200))
+    )
+    overall = td.TeacherFit(0.05, 0.2, 4.5, 4.1)
+    fits = td.fits_per_input(frames, overall)
+    for name, fit in conventions.items():
+        assert (fits[name].ox, fits[name].oy, fits[name].kw, fits[name].kh) == pytest.approx(
+            (fit.ox, fit.oy, fit.kw, fit.kh), abs=1e-9
+        )
+    assert fits["c.avi"] is overall
+
+
 def test_augment_carries_the_labels_with_the_frame() -> None:
     """A bright dot at a mesh point stays under the moved point through every random geometry."""
     rng = np.random.default_rng(1)

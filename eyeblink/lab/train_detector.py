@@ -337,7 +337,30 @@ class Dataset:
     keypoints: np.ndarray  # (N, 6, 2)
 
 
-def build_dataset(frames: list[Labelled], teacher: TeacherFit, *, copies: int, seed: int) -> Dataset:
+def fits_per_input(frames: list[Labelled], teacher: TeacherFit, min_frames: int = 5) -> dict[str, TeacherFit]:
+    """The teacher's box convention fitted per input (recording), ``teacher`` for inputs of fewer frames.
+
+    Each recording's labels then keep the stock detector's convention *for that face* on average
+    (how BlazeFace boxes a face varies with its shape), only steadier; one global fit would move
+    every face's box by its own difference from the average face.
+    """
+    groups: dict[str, list[Labelled]] = {}
+    for f in frames:
+        groups.setdefault(f.source.split("#")[0], []).append(f)
+    return {
+        name: fit_teacher([f.mesh for f in fs], [f.stock_box for f in fs], [f.stock_keypoints for f in fs])
+        if len(fs) >= min_frames
+        else teacher
+        for name, fs in groups.items()
+    }
+
+
+def build_dataset(
+    frames: list[Labelled], teacher: TeacherFit | dict[str, TeacherFit], *, copies: int, seed: int
+) -> Dataset:
+    """Letterboxed frames and labels: each frame and ``copies`` augmented copies.
+
+    ``teacher``: one box convention, or one per input (:func:`fits_per_input`)."""
     import numpy as np
 
     from eyeblink.detect.blazeface import letterbox
@@ -345,9 +368,10 @@ def build_dataset(frames: list[Labelled], teacher: TeacherFit, *, copies: int, s
     rng = np.random.default_rng(seed)
     imgs, boxes, kps = [], [], []
     for fr in frames:
+        fit = teacher.get(fr.source.split("#")[0], TeacherFit()) if isinstance(teacher, dict) else teacher
         for k in range(copies + 1):
             img, mesh = (fr.gray, fr.mesh) if k == 0 else augment(fr.gray, fr.mesh, rng)
-            box, kp = teacher.label(mesh)
+            box, kp = fit.label(mesh)
             tensor, lb = letterbox(img)
             nb = lb.to_input(box.reshape(2, 2)).reshape(4)
             if nb[2] - nb[0] < 8 / 128 or nb[3] - nb[1] < 8 / 128:
@@ -711,7 +735,7 @@ def run(args: argparse.Namespace) -> int:
         teacher = fit_teacher(
             [f.mesh for f in frames], [f.stock_box for f in frames], [f.stock_keypoints for f in frames]
         )
-        ds = build_dataset(frames, teacher, copies=args.augment, seed=args.seed)
+        ds = build_dataset(frames, fits_per_input(frames, teacher), copies=args.augment, seed=args.seed)
         print(
             f"teacher: {len(frames)} frames from {len({f.source.split('#')[0] for f in frames})} inputs, box = "
             f"mesh mean + ({teacher.ox:.3f}, {teacher.oy:.3f}) x spread, size ({teacher.kw:.3f}, {teacher.kh:.3f}) "
