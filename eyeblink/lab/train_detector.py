@@ -16,9 +16,10 @@ How (distillation from a slower, steadier teacher):
   (:func:`teacher_mesh`). The box is derived from the mean and spread of
   all 468 points, which average out the noise of any single point: with ``(mx, my)`` the mean and
   ``(sx, sy)`` the standard deviation of the points along x and y, the box centre is
-  ``(mx + ox*sx, my + oy*sy)`` and its size ``(kw*sx, kh*sy)``. ``ox, oy, kw, kh`` are fitted on
-  the training frames (medians of the per-frame values) against the stock detector's boxes, so the
-  tuned model keeps BlazeFace's box convention on average (the fit is printed and in the JSON).
+  ``(mx + ox*sx, my + oy*sy)`` and its size ``(kw*sx, kh*sy)``. ``ox, oy, kw, kh`` are fitted per
+  training recording (medians of the per-frame values; :func:`fits_per_input`) against the stock
+  detector's boxes, so each face keeps the box BlazeFace gives it on average, only steadier; the fit
+  over all frames is printed, in the JSON, and used for inputs of fewer than 5 frames.
   The six keypoints, subject's viewpoint as :class:`~eyeblink.detect.blazeface.Keypoint`: right
   eye = midpoint of mesh 33 and 133 (its corners: they stay put when the lids close, so a blink
   does not move the label), left eye = midpoint of 362 and 263, nose tip = 1, mouth centre = mean
