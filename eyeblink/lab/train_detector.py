@@ -105,8 +105,9 @@ def build_trainable_blazeface(model_path: Path | None = None) -> Any:
 
     The one place this module reaches the Keras rebuild; re-point it here when the builder moves.
     """
-    from eyeblink.detect.keras_blazeface import build_keras_blazeface
+    from eyeblink.detect.keras_graph import build_keras_blazeface, use_keras_backend
 
+    use_keras_backend("tensorflow", eyeblink_backend="train-detector")  # training and export run on TensorFlow
     return build_keras_blazeface(model_path)
 
 
