@@ -166,6 +166,19 @@ def blazeface_path() -> Path:
     raise ModelFileError(f"{BLAZEFACE_FILENAME} not found in {WEIGHTS_DIR}; {_BLAZEFACE_FIX}")
 
 
+def face_model(model_path: Path | str | None) -> Path:
+    """The face detector's model file every backend loads: the shipped short-range BlazeFace, sha256-verified,
+    or a user's ``--face-model`` file (which must exist; its contents are the backend's to check)."""
+    if model_path is None:
+        path = blazeface_path()
+        verify_sha256(path, BLAZEFACE_SHA256)
+        return path
+    path = Path(model_path)
+    if not path.is_file():
+        raise ModelFileError(f"face model not found: {path} — check --face-model")
+    return path
+
+
 def blazeface_full_range_path() -> Path:
     """Path of the shipped BlazeFace full-range ``.tflite``, sha256-verified (cached per process)."""
     path = WEIGHTS_DIR / BLAZEFACE_FULL_RANGE_FILENAME

@@ -41,8 +41,7 @@ from eyeblink.detect import INPUT_SIZE, NUM_ANCHORS, NUM_COORDS, AcceleratorOpti
 from eyeblink.detect._tf import tf, tf_ipu
 from eyeblink.detect.ipu_settings import IPUSettings, OutfeedDrainer, ResultRouter, apply_ipu_config, ipu_settings
 from eyeblink.detect.keras_graph import build_keras_blazeface, use_keras_backend
-from eyeblink.errors import ModelFileError
-from eyeblink.weights import BLAZEFACE_SHA256, blazeface_path, verify_sha256
+from eyeblink.weights import face_model
 
 __all__ = ["IPUDetector"]
 
@@ -71,11 +70,7 @@ class IPUDetector(Closing):
         accelerator: AcceleratorOptions | None = None,
         steps_per_execution: int = 1,
     ) -> None:
-        path = Path(model_path) if model_path is not None else blazeface_path()
-        if model_path is None:
-            verify_sha256(path, BLAZEFACE_SHA256)
-        elif not path.is_file():
-            raise ModelFileError(f"face model not found: {path} — check --face-model")
+        path = face_model(model_path)
         use_keras_backend("tensorflow", eyeblink_backend="ipu")  # tf.keras on Graphcore's TensorFlow
         self.settings: IPUSettings = ipu_settings(batch_size=batch_size, accelerator=accelerator,
                                                   steps_per_execution=steps_per_execution)

@@ -34,8 +34,7 @@ import numpy as np
 from eyeblink.closing import Closing
 from eyeblink.detect import AcceleratorOptions
 from eyeblink.detect.keras_graph import NETWORKS, BucketedRunner, use_keras_backend
-from eyeblink.errors import ModelFileError
-from eyeblink.weights import BLAZEFACE_SHA256, blazeface_path, verify_sha256
+from eyeblink.weights import face_model
 
 __all__ = ["CPU_COMPILER_OPTIONS", "JaxDetector", "JaxNetwork", "jax_network"]
 
@@ -123,11 +122,7 @@ class JaxDetector(Closing):
         accelerator: AcceleratorOptions | None = None,
     ) -> None:
         opts = accelerator or AcceleratorOptions()
-        path = Path(model_path) if model_path is not None else blazeface_path()
-        if model_path is None:
-            verify_sha256(path, BLAZEFACE_SHA256)
-        elif not path.is_file():
-            raise ModelFileError(f"face model not found: {path} — check --face-model")
+        path = face_model(model_path)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self._net: JaxNetwork | None = jax_network("blazeface", model_path=path, batch_size=batch_size)

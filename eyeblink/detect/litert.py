@@ -35,7 +35,7 @@ from ai_edge_litert.interpreter import Interpreter
 from eyeblink.closing import Closing
 from eyeblink.detect import INPUT_SIZE, NUM_ANCHORS, NUM_COORDS
 from eyeblink.errors import ModelFileError
-from eyeblink.weights import BLAZEFACE_SHA256, blazeface_path, verify_sha256
+from eyeblink.weights import face_model
 
 __all__ = ["LiteRTDetector", "native_info_silenced"]
 
@@ -54,11 +54,7 @@ class LiteRTDetector(Closing):
     def __init__(self, *, model_path: Path | None = None, num_threads: int = 1, batch_size: int = 1) -> None:
         # the shipped model is checked against its sha256; a user's own model (--face-model) cannot
         # be, so it is checked by loading it and by its inputs and outputs below
-        path = Path(model_path) if model_path is not None else blazeface_path()
-        if model_path is None:
-            verify_sha256(path, BLAZEFACE_SHA256)
-        elif not path.is_file():
-            raise ModelFileError(f"face model not found: {path} — check --face-model")
+        path = face_model(model_path)
         try:
             interpreter = Interpreter(model_path=str(path), num_threads=int(num_threads))
             input_details = interpreter.get_input_details()

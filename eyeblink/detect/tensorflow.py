@@ -41,8 +41,7 @@ from eyeblink.closing import Closing
 from eyeblink.detect import INPUT_SIZE, AcceleratorOptions
 from eyeblink.detect._tf import tf
 from eyeblink.detect.keras_graph import NETWORKS, BucketedRunner, batch_buckets, use_keras_backend
-from eyeblink.errors import ModelFileError
-from eyeblink.weights import BLAZEFACE_SHA256, blazeface_path, verify_sha256
+from eyeblink.weights import face_model
 
 __all__ = ["TensorFlowDetector", "TensorFlowNetwork", "batch_buckets", "configure_threads", "keras_network"]
 
@@ -131,11 +130,7 @@ class TensorFlowDetector(Closing):
         accelerator: AcceleratorOptions | None = None,
     ) -> None:
         opts = accelerator or AcceleratorOptions()
-        path = Path(model_path) if model_path is not None else blazeface_path()
-        if model_path is None:
-            verify_sha256(path, BLAZEFACE_SHA256)
-        elif not path.is_file():
-            raise ModelFileError(f"face model not found: {path} — check --face-model")
+        path = face_model(model_path)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.threads_configured = configure_threads(num_threads)
