@@ -689,7 +689,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="held-out frame pairs (every --every-th frame and the next), at most K (default %(default)s)",
     )
     p.add_argument("--timing-frames", type=int, default=30, metavar="T", help="640x480 frames timed (default 30)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, metavar="N",
+                   help="seed of the frame sampling, augmentation and training order (default: %(default)s)")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON")
     return p
 
