@@ -25,16 +25,13 @@ Runs on JAX's default device: the first GPU when JAX's CUDA build sees one, else
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from eyeblink.closing import Closing
 from eyeblink.detect import AcceleratorOptions
-from eyeblink.detect.keras_graph import NETWORKS, BucketedRunner, use_keras_backend
-from eyeblink.weights import face_model
+from eyeblink.detect.keras_graph import NETWORKS, BucketedRunner, KerasDetector, use_keras_backend
 
 __all__ = ["CPU_COMPILER_OPTIONS", "JaxDetector", "JaxNetwork", "jax_network"]
 
@@ -102,7 +99,7 @@ def jax_network(name: str, *, model_path: Path | None = None, batch_size: int = 
     return JaxNetwork(NETWORKS[name].build(model_path), batch_size=batch_size)
 
 
-class JaxDetector(Closing):
+class JaxDetector(KerasDetector):
     """BlazeFace on JAX (XLA). Implements :class:`eyeblink.detect.Detector`.
 
     ``batch_size`` is the largest batch compiled (smaller batches run at the power-of-two bucket
@@ -113,47 +110,6 @@ class JaxDetector(Closing):
     ``num_threads`` is unused (XLA's CPU client sizes its own pool). Not thread-safe.
     """
 
-    def __init__(
-        self,
-        *,
-        model_path: Path | None = None,
-        num_threads: int = 1,
-        batch_size: int = 1,
-        accelerator: AcceleratorOptions | None = None,
-    ) -> None:
-        opts = accelerator or AcceleratorOptions()
-        path = face_model(model_path)
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self._net: JaxNetwork | None = jax_network("blazeface", model_path=path, batch_size=batch_size)
-        self.device = self._net.device
-        self.model_path = path
-        self.num_threads = int(num_threads)
-        self.batch_size = int(batch_size)
+    def _network(self, path: Path, opts: AcceleratorOptions) -> JaxNetwork:
         self.jit_compile = True  # always jax.jit (see above)
-        self.prefetch_depth = opts.prefetch_depth
-        self.buckets = self._net.buckets
-        #: seconds of the first call per compiled batch shape (trace + XLA compile + one run)
-        self.compile_seconds: dict[int, float] = self._net.compile_seconds
-
-    def _require_open(self) -> JaxNetwork:
-        if self._net is None:
-            raise RuntimeError("JaxDetector is closed")
-        return self._net
-
-    def warmup(self, sizes: Iterable[int] | None = None) -> dict[int, float]:
-        """Compile the given batch shapes now (default: every bucket); returns seconds per shape."""
-        return self._require_open().warmup(sizes)
-
-    def detect(self, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Run the network on float32 ``[B, 128, 128, 3]`` in [-1, 1].
-
-        Returns ``(regressors [B, 896, 16], scores [B, 896])`` float32 logits in canonical anchor
-        order (fresh arrays).
-        """
-        regressors, scores = self._require_open().run(batch)
-        return regressors, scores
-
-    def close(self) -> None:
-        """Drop the model and compiled functions; further calls raise ``RuntimeError``. Idempotent."""
-        self._net = None
+        return jax_network("blazeface", model_path=path, batch_size=self.batch_size)

@@ -44,19 +44,22 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from eyeblink.detect import INPUT_SIZE, NUM_ANCHORS, NUM_COORDS
+from eyeblink.closing import Closing
+from eyeblink.detect import INPUT_SIZE, NUM_ANCHORS, NUM_COORDS, AcceleratorOptions
 from eyeblink.detect.tflite_graph import GraphOp, TFLiteGraph, read_tflite_graph
 from eyeblink.errors import BackendUnavailableError, ModelFileError
 
 __all__ = [
     "NETWORKS",
     "BucketedRunner",
+    "KerasDetector",
     "NetworkSpec",
     "batch_buckets",
     "build_keras_blazeface",
@@ -492,3 +495,62 @@ class BucketedRunner:
             if bucket not in self.compile_seconds:
                 self.run_chunk(np.zeros((bucket, *self.input_shape), np.float32), bucket)
         return dict(self.compile_seconds)
+
+
+class KerasDetector(Closing):
+    """What the Keras backends' BlazeFace detectors share (:class:`~eyeblink.detect.jax.JaxDetector`,
+    :class:`~eyeblink.detect.tensorflow.TensorFlowDetector`): the model file check, the bucketed network
+    (:meth:`_network`, the backend's part), and the :class:`~eyeblink.detect.Detector` API on it.
+    Implements :class:`eyeblink.detect.Detector`. Not thread-safe.
+    """
+
+    def __init__(
+        self,
+        *,
+        model_path: Path | None = None,
+        num_threads: int = 1,
+        batch_size: int = 1,
+        accelerator: AcceleratorOptions | None = None,
+    ) -> None:
+        from eyeblink.weights import face_model
+
+        opts = accelerator or AcceleratorOptions()
+        path = face_model(model_path)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.model_path = path
+        self.num_threads = int(num_threads)
+        self.batch_size = int(batch_size)
+        self.jit_compile = opts.jit_compile
+        self.prefetch_depth = opts.prefetch_depth
+        self._net: Any = self._network(path, opts)
+        self.device: str = self._net.device
+        self.buckets = self._net.buckets
+        #: seconds of the first call per compiled batch shape (trace + XLA compile + one run)
+        self.compile_seconds: dict[int, float] = self._net.compile_seconds
+
+    def _network(self, path: Path, opts: AcceleratorOptions) -> Any:
+        """The backend's :class:`BucketedRunner` of BlazeFace (``self.batch_size`` is its largest batch)."""
+        raise NotImplementedError
+
+    def _require_open(self) -> Any:
+        if self._net is None:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+        return self._net
+
+    def warmup(self, sizes: Iterable[int] | None = None) -> dict[int, float]:
+        """Compile the given batch shapes now (default: every bucket); returns seconds per shape."""
+        return dict(self._require_open().warmup(sizes))
+
+    def detect(self, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Run the network on float32 ``[B, 128, 128, 3]`` in [-1, 1].
+
+        Returns ``(regressors [B, 896, 16], scores [B, 896])`` float32 logits in canonical anchor
+        order (fresh arrays).
+        """
+        regressors, scores = self._require_open().run(batch)
+        return regressors, scores
+
+    def close(self) -> None:
+        """Drop the model and compiled functions; further calls raise ``RuntimeError``. Idempotent."""
+        self._net = None

@@ -37,11 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from eyeblink.closing import Closing
 from eyeblink.detect import INPUT_SIZE, AcceleratorOptions
 from eyeblink.detect._tf import tf
-from eyeblink.detect.keras_graph import NETWORKS, BucketedRunner, batch_buckets, use_keras_backend
-from eyeblink.weights import face_model
+from eyeblink.detect.keras_graph import NETWORKS, BucketedRunner, KerasDetector, batch_buckets, use_keras_backend
 
 __all__ = ["TensorFlowDetector", "TensorFlowNetwork", "batch_buckets", "configure_threads", "keras_network"]
 
@@ -111,7 +109,7 @@ def keras_network(name: str, *, model_path: Path | None = None, batch_size: int 
     return TensorFlowNetwork(model, batch_size=batch_size, jit_compile=jit_compile, device=device)
 
 
-class TensorFlowDetector(Closing):
+class TensorFlowDetector(KerasDetector):
     """BlazeFace on TensorFlow (XLA). Implements :class:`eyeblink.detect.Detector`.
 
     ``batch_size`` is the largest batch compiled (see the module docstring for buckets);
@@ -121,49 +119,9 @@ class TensorFlowDetector(Closing):
     visible, else on the CPU (:attr:`device`). Not thread-safe.
     """
 
-    def __init__(
-        self,
-        *,
-        model_path: Path | None = None,
-        num_threads: int = 1,
-        batch_size: int = 1,
-        accelerator: AcceleratorOptions | None = None,
-    ) -> None:
-        opts = accelerator or AcceleratorOptions()
-        path = face_model(model_path)
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.threads_configured = configure_threads(num_threads)
-        self._net: TensorFlowNetwork | None = keras_network("blazeface", model_path=path, batch_size=batch_size,
-                                                             jit_compile=opts.jit_compile)
-        self.device: str = self._net.device
-        self.model_path = path
-        self.num_threads = int(num_threads)
-        self.batch_size = int(batch_size)
-        self.jit_compile = opts.jit_compile
-        self.prefetch_depth = opts.prefetch_depth
-        self.buckets = self._net.buckets
-        #: seconds of the first call per compiled batch shape (trace + XLA compile + one run)
-        self.compile_seconds: dict[int, float] = self._net.compile_seconds
-
-    def _require_open(self) -> TensorFlowNetwork:
-        if self._net is None:
-            raise RuntimeError("TensorFlowDetector is closed")
-        return self._net
-
-    # ------------------------------------------------------------------ API
-    def warmup(self, sizes: Iterable[int] | None = None) -> dict[int, float]:
-        """Compile the given batch shapes now (default: every bucket); returns seconds per shape."""
-        return self._require_open().warmup(sizes)
-
-    def detect(self, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Run the network on float32 ``[B, 128, 128, 3]`` in [-1, 1].
-
-        Returns ``(regressors [B, 896, 16], scores [B, 896])`` float32 logits in canonical
-        anchor order (fresh arrays).
-        """
-        regressors, scores = self._require_open().run(batch)
-        return regressors, scores
+    def _network(self, path: Path, opts: AcceleratorOptions) -> TensorFlowNetwork:
+        self.threads_configured = configure_threads(self.num_threads)
+        return keras_network("blazeface", model_path=path, batch_size=self.batch_size, jit_compile=opts.jit_compile)
 
     def detect_stream(self, batches: Iterable[np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Results for each batch of ``batches``, in order, through a prefetching ``tf.data`` pipeline.
@@ -205,9 +163,5 @@ class TensorFlowDetector(Closing):
                 pending_r, pending_s = [], []
         if errors:
             raise errors[0]
-
-    def close(self) -> None:
-        """Drop the model and compiled functions; further calls raise ``RuntimeError``. Idempotent."""
-        self._net = None
 
 
