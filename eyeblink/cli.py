@@ -116,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="decoder processes that split each file or image folder into frame ranges (with "
                         "--workers > 1; default 0 = from the cores and the decode cost, 1 below 4 cores)")
     p.add_argument("--report", action="store_true",
-                   help="also write <stem>.report.html (as `eyeblink report` does) after each input")
+                   help="also write <stem>.report.html (as `eyeblink report` does) after each input, with the eye "
+                        "crops of every blink (kept while processing in <stem>.crops.npz)")
     _add_run_options(p)
     _add_log_options(p)
     from eyeblink.outputs.analysis import add_cli_options
