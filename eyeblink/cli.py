@@ -41,14 +41,22 @@ def _positive_int(text: str) -> int:
     return v
 
 
-def _positive_float(text: str) -> float:
+def _float(text: str, *, zero_ok: bool) -> float:
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {v}")
+    if not (v >= 0 if zero_ok else v > 0):
+        raise argparse.ArgumentTypeError(f"expected a number {'>=' if zero_ok else '>'} 0, got {v}")
     return v
+
+
+def _nonneg_float(text: str) -> float:
+    return _float(text, zero_ok=True)
+
+
+def _positive_float(text: str) -> float:
+    return _float(text, zero_ok=False)
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
@@ -69,6 +77,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="a model file of your own for --landmarks: a face-mesh .tflite (mesh, mesh-ear) or a "
                         "dlib shape predictor .dat, 68-point or 12-point (face68, eye12; eyeblink "
                         "train-landmarks) (default: the file shipped for --landmarks)")
+    g.add_argument("--mesh-reuse-ms", type=_nonneg_float, default=None, metavar="MS",
+                   help="mesh eye model: reuse the face mesh, which places the eye crops, for MS milliseconds "
+                        "of a tracked face (a new face box or an eye moving in its crop runs it at once); the "
+                        "iris network measures the lids on every frame (0 = the mesh on every frame; default "
+                        "from the preset: 20, every 10th frame at 500 FPS)")
     g.add_argument("--threads", type=_positive_int, default=None, metavar="N",
                    help="threads for the face detector backend (default from the preset: 1)")
     g.add_argument("--detect-every", type=_positive_int, default=None, metavar="N",

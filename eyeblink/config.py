@@ -119,8 +119,13 @@ class LandmarkConfig:
     derotate: bool = True
     min_face_px: float = 200.0  # smaller faces are enlarged to this width before the fit
     min_presence: float = 0.5
+    #: ``mesh``: the face mesh (which places the eye crops) of a tracked face box is reused for this long;
+    #: the iris network measures the lids on every frame (0 = the mesh on every frame; see landmarks/mesh.py)
+    mesh_reuse_ms: float = 20.0
 
     def __post_init__(self) -> None:
+        _require(isinstance(self.mesh_reuse_ms, (int, float)) and 0.0 <= self.mesh_reuse_ms <= 1000.0,
+                 f"landmarks.mesh_reuse_ms must be in [0, 1000] ms, got {self.mesh_reuse_ms!r}")
         _require(self.min_face_px > 0, f"landmarks.min_face_px must be > 0, got {self.min_face_px}")
         _require(0.0 <= self.min_presence <= 1.0, f"landmarks.min_presence must be in [0, 1], got {self.min_presence}")
         _require(self.model in LANDMARK_MODELS,
@@ -471,7 +476,8 @@ def run_config_from_args(args: Any) -> RunConfig:
     from eyeblink.presets import resolve_preset
 
     cfg = load_preset(resolve_preset(args.pipeline))
-    cfg = cfg.with_overrides("landmarks", model=args.landmarks, model_path=args.landmark_model)
+    cfg = cfg.with_overrides("landmarks", model=args.landmarks, model_path=args.landmark_model,
+                             mesh_reuse_ms=getattr(args, "mesh_reuse_ms", None))
     cfg = cfg.with_overrides("detect", backend=args.backend, model_path=args.face_model, num_threads=args.threads,
                              detect_every=args.detect_every, score_threshold=args.score_threshold)
     cfg = cfg.with_overrides("blinks", close_ratio=args.close_ratio, open_ratio=args.open_ratio,

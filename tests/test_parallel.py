@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eyeblink.config import DetectConfig, RunConfig
+from eyeblink.config import DetectConfig, LandmarkConfig, RunConfig
 from eyeblink.errors import ConfigError
 from eyeblink.runtime.parallel import FAULT_ENV, ParallelConfig, ParallelPipeline, physical_cores
 
@@ -51,12 +51,19 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def _config(detect_every: int) -> RunConfig:
+    # The face mesh on every frame: these tests compare the EAR of frames whose boxes are equal, and
+    # with the mesh reused (landmarks.mesh_reuse_ms) a chunk's first frame gets a fresh mesh where the
+    # reference reuses an older one. Reuse across layouts: tests/test_loaders.py (byte-equal rows).
+    return RunConfig(detect=DetectConfig(detect_every=detect_every), landmarks=LandmarkConfig(mesh_reuse_ms=0))
+
+
 def _reference(video: Path, detect_every: int, tmp: Path) -> list[dict[str, str]]:
     key = (str(video), detect_every)
     if key not in _REFERENCE:
         from eyeblink.runtime.runner import process_paths
 
-        cfg = RunConfig(detect=DetectConfig(detect_every=detect_every))
+        cfg = _config(detect_every)
         (results, failures) = process_paths([video], tmp / f"ref{detect_every}", cfg, workers=1)
         assert not failures
         _REFERENCE[key] = _rows(results[0].outputs["frames"])
@@ -66,7 +73,7 @@ def _reference(video: Path, detect_every: int, tmp: Path) -> list[dict[str, str]
 def _parallel(video: Path, outdir: Path, *, detect_every: int = 1, **par: int) -> list[dict[str, str]]:
     from eyeblink.sources.files import open_source
 
-    pipe = ParallelPipeline(RunConfig(detect=DetectConfig(detect_every=detect_every)), ParallelConfig(**par))
+    pipe = ParallelPipeline(_config(detect_every), ParallelConfig(**par))
     outdir.mkdir(parents=True, exist_ok=True)
     with open_source(video) as src:
         result = pipe.process_source(src, outdir)

@@ -3,12 +3,16 @@
 Every frame of the input (``--input VIDEO``, real faces preferred; default: the synthetic
 recording of ``eyeblink bench``) is decoded and its face detected first (untimed); then each eye
 model (``--models``, default: every registered model that can be built here) fits every face,
-timed with ``perf_counter`` around ``fit`` alone. The process is pinned to one core and every
+timed with ``perf_counter`` around ``fit`` alone. As in the pipeline (the ``cpu`` preset), a
+face box is held for ``--detect-every`` frames (10) and each fit knows its frame's timestamp, so
+``mesh`` reuses its face mesh for ``landmarks.mesh_reuse_ms`` (20 ms); ``mesh, reuse 0`` is
+``mesh`` running the face mesh on every frame (``--mesh-reuse-ms 0``). The process is pinned to one core and every
 LiteRT interpreter runs one thread, as in the pipeline's workers. The first ``--warmup`` fits per
 model are not counted (XNNPACK packs its weights on the first invoke, dlib pages its model in).
 
-Printed: per model, faces timed, median and p10/p90/p99 ms per fit, and the fits per second one
-core sustains; ``--json`` also writes them.
+Printed: per model, faces timed, median, mean and p10/p90/p99 ms per fit (with the mesh reused,
+most fits skip the mesh: the mean is the cost per frame), and the fits per second one core
+sustains at the median; ``--json`` also writes them.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--frames", type=int, default=600, metavar="N", help="at most N frames (default 600)")
     p.add_argument("--models", default=None, metavar="LIST",
                    help="comma-separated eye models (default: every registered model that can be built here)")
+    p.add_argument("--detect-every", type=int, default=None, metavar="N",
+                   help="hold each detected box for N frames, as the pipeline does (default from the cpu preset)")
     p.add_argument("--warmup", type=int, default=20, metavar="K", help="untimed fits per model first (default 20)")
     p.add_argument("--cache-dir", default=None, metavar="DIR", help="cache of the synthetic recording")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON")
@@ -44,29 +50,38 @@ def models(args: argparse.Namespace) -> list[str]:
     from eyeblink.errors import ConfigError
     from eyeblink.landmarks import EYE_MODELS, check_eye_model
 
-    if args.frames < 1 or args.warmup < 0:
-        raise ConfigError(f"--frames must be >= 1 and --warmup >= 0, got {args.frames} and {args.warmup}")
+    if args.frames < 1 or args.warmup < 0 or (args.detect_every is not None and args.detect_every < 1):
+        raise ConfigError(f"--frames and --detect-every must be >= 1 and --warmup >= 0, got {args.frames}, "
+                          f"{args.detect_every} and {args.warmup}")
     return [check_eye_model(m.strip()) for m in args.models.split(",")] if args.models else list(EYE_MODELS)
 
 
 def run(args: argparse.Namespace, video: Path, machine: dict[str, Any]) -> int:
     """Time every model of :func:`models` on the faces of ``video`` (``machine``: what to print it ran on)."""
+    from eyeblink.config import load_preset
     from eyeblink.detect import create_detector
     from eyeblink.detect.blazeface import FaceDetector
     from eyeblink.errors import BackendUnavailableError, ConfigError
     from eyeblink.landmarks import EYE_MODELS, create_eye_model
+    from eyeblink.presets import resolve_preset
     from eyeblink.sources.files import open_source
 
     names = models(args)
+    preset = load_preset(resolve_preset("cpu"))
+    every = args.detect_every or preset.detect.detect_every
     with contextlib.suppress(AttributeError, OSError):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as one pipeline worker
-    frames, faces = [], []
+    frames: list[Any] = []
+    faces: list[Any] = []
+    times_s: list[float] = []
     with FaceDetector.from_detector(create_detector("litert")) as detector, open_source(video) as src:
         for fr in src:
             found = detector.detect(fr.gray)
             if found:
+                held = len(frames) % every and faces[-1].iou(found[0]) > 0.5  # the keyframe's box, as tracked
                 frames.append(fr.gray.copy())
-                faces.append(found[0])
+                faces.append(faces[-1] if held else found[0])
+                times_s.append(fr.timestamp_s)
             if len(frames) + 1 > args.frames:
                 break
     if not frames:
@@ -74,29 +89,35 @@ def run(args: argparse.Namespace, video: Path, machine: dict[str, Any]) -> int:
     print(f"eyeblink bench landmarks: {video}, {len(frames)} frames with a face, one core "
           f"({machine['cpu']}, Python {machine['python']})", flush=True)
     results: dict[str, Any] = {}
-    for name in names:
+    variants = [(name, name, {k: getattr(preset.landmarks, k) for k in EYE_MODELS[name].settings}) for name in names]
+    if "mesh" in names:
+        variants.insert(names.index("mesh") + 1, ("mesh, reuse 0", "mesh", {"mesh_reuse_ms": 0.0}))
+    for label, name, settings in variants:
         try:
-            model = create_eye_model(name)
+            model = create_eye_model(name, **settings)
         except BackendUnavailableError as exc:
-            print(f"  {name}: skipped ({exc})")
+            print(f"  {label}: skipped ({exc})")
             continue
+        set_time = getattr(model, "set_time", lambda t: None)
         for k in range(min(args.warmup, len(frames))):
             model.fit(frames[k], faces[k])
         times = []
-        for gray, face in zip(frames, faces, strict=True):
+        for gray, face, t in zip(frames, faces, times_s, strict=True):
+            set_time(t)
             t0 = time.perf_counter()
             model.fit(gray, face)
             times.append((time.perf_counter() - t0) * 1000.0)
         model.close()
         med = statistics.median(times)
-        results[name] = {"faces": len(times), "median_ms": med, "p10_ms": _percentile(times, 0.1),
-                         "p90_ms": _percentile(times, 0.9), "p99_ms": _percentile(times, 0.99),
-                         "fits_per_s_one_core": 1000.0 / med, "fit_ms_registry": EYE_MODELS[name].fit_ms}
-    print("\n| model | faces | median ms | p10–p90 ms | p99 ms | fits/s on one core |")
-    print("|---|---|---|---|---|---|")
+        results[label] = {"faces": len(times), "median_ms": med, "mean_ms": statistics.fmean(times),
+                          "p10_ms": _percentile(times, 0.1), "p90_ms": _percentile(times, 0.9),
+                          "p99_ms": _percentile(times, 0.99), "fits_per_s_one_core": 1000.0 / med,
+                          "fit_ms_registry": EYE_MODELS[name].fit_ms, "settings": settings}
+    print("\n| model | faces | median ms | mean ms | p10–p90 ms | p99 ms | fits/s on one core |")
+    print("|---|---|---|---|---|---|---|")
     for name, r in results.items():
-        print(f"| {name} | {r['faces']} | {r['median_ms']:.2f} | {r['p10_ms']:.2f}–{r['p90_ms']:.2f} | "
-              f"{r['p99_ms']:.2f} | {r['fits_per_s_one_core']:,.0f} |")
+        print(f"| {name} | {r['faces']} | {r['median_ms']:.2f} | {r['mean_ms']:.2f} | {r['p10_ms']:.2f}–"
+              f"{r['p90_ms']:.2f} | {r['p99_ms']:.2f} | {r['fits_per_s_one_core']:,.0f} |")
     if args.json:
         Path(args.json).write_text(json.dumps({"input": str(video), "machine": machine, "models": results},
                                               indent=2) + "\n", encoding="utf-8")

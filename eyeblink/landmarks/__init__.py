@@ -73,7 +73,8 @@ class EyeModelSpec:
 
 #: The eye models by name (the only place these names are spelled out; config and CLI read them here).
 EYE_MODELS: dict[str, EyeModelSpec] = {
-    "mesh": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": True}, fit_ms=4.2),
+    "mesh": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": True}, fit_ms=4.2,
+                         settings=("mesh_reuse_ms",)),
     "mesh-ear": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": False}, fit_ms=1.5),
     "face68": EyeModelSpec("eyeblink.landmarks.dlib", "LandmarkFitter", {"model": "face68"}, fit_ms=2.5,
                            requires="dlib", install='pip install "eyeblink[dlib]"',

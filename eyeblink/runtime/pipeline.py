@@ -155,19 +155,28 @@ class FrameAnalyzer:
         self._face_t = -math.inf
         self.redetections = 0
         self.clock = StageClock()
+        self._restore_fitter(None)
 
     def tracking_state(self) -> tuple[Any, ...]:
-        """The keyframe policy's state (tracked face, frames since detection, reference IOD, adoption time).
+        """The keyframe policy's state (tracked face, frames since detection, reference IOD, adoption time,
+        and what the eye model carries from fit to fit: the mesh's eye crops).
 
         A worker whose chunks arrive interleaved (several loaders) keeps one per unfinished chunk.
         """
-        return (self._face, self._since_detect, self._iod_ref, self._face_t)
+        get = getattr(self.fitter, "tracking_state", None)
+        return (self._face, self._since_detect, self._iod_ref, self._face_t, get() if get else None)
 
     def restore_tracking(self, state: tuple[Any, ...] | None) -> None:
         """Continue from :meth:`tracking_state`'s ``state``; ``None``: no tracked face (a keyframe next)."""
         if state is None:
-            state = (None, 0, math.nan, -math.inf)
-        self._face, self._since_detect, self._iod_ref, self._face_t = state
+            state = (None, 0, math.nan, -math.inf, None)
+        self._face, self._since_detect, self._iod_ref, self._face_t, fitter_state = state
+        self._restore_fitter(fitter_state)
+
+    def _restore_fitter(self, state: Any) -> None:
+        restore = getattr(self.fitter, "restore_tracking", None)
+        if restore is not None:
+            restore(state)
 
     def _detect(self, frame: Frame, *, hold: bool = True) -> FaceDetection | None:
         """Run the detector; keep the tracked box when the new one is nearly the same.
@@ -225,6 +234,9 @@ class FrameAnalyzer:
 
     def _fit(self, frame: Frame, face: FaceDetection) -> EyeFit:
         """The eye model on one face, timed as the ``landmarks`` stage."""
+        set_time = getattr(self.fitter, "set_time", None)
+        if set_time is not None:
+            set_time(frame.timestamp_s)
         t0 = time.perf_counter()
         fit = self.fitter.fit(frame.gray, face)
         self.clock.add("landmarks", time.perf_counter() - t0)
