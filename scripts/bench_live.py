@@ -47,6 +47,8 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--fps", type=float, default=500.0)
     ap.add_argument("--distinct", type=int, default=500)
+    ap.add_argument("--input", default=None, metavar="VIDEO",
+                    help="send the first --distinct frames of this recording (real faces) instead of rendered ones")
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--chunk-frames", type=int, default=LIVE_CHUNK_FRAMES)
     ap.add_argument("--batch-frames", type=int, default=LIVE_BATCH_FRAMES)
@@ -64,7 +66,8 @@ def main() -> int:
         port = s.getsockname()[1]
     load_before = os.getloadavg()
     sender = subprocess.Popen([sys.executable, "-m", "eyeblink.lab.loopback", "--port", str(port), "--fps", str(a.fps),
-                               "--duration", str(a.duration), "--distinct", str(a.distinct)],
+                               "--duration", str(a.duration), "--distinct", str(a.distinct),
+                               *(["--input", a.input] if a.input else [])],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert sender.stdout is not None and sender.stdout.readline().strip() == "listening"
     cfg = load_preset(resolve_preset("cpu"))
@@ -88,7 +91,8 @@ def main() -> int:
     s = result.summary
     cores = os.cpu_count() or 1
     out = {
-        "fps": a.fps, "duration_s": a.duration, "workers": run.W, "chunk_frames": run.C, "batch_frames": run.B,
+        "fps": a.fps, "duration_s": a.duration, "input": a.input or "rendered",
+        "workers": run.W, "chunk_frames": run.C, "batch_frames": run.B,
         "overload": a.overload, "ring_slots": run.spec.slots,
         "landmarks": s["live"]["landmarks_model"], "landmarks_choice": s["live"]["landmarks_choice"],
         "frames_in": s["live"]["frames_in"], "frames_dropped": s["live"]["frames_dropped"],

@@ -163,12 +163,15 @@ def test_stream_connects_on_start_when_deferred() -> None:
         sender.kill()
 
 
-@pytest.mark.parametrize(("fps", "cores", "model"), [
-    (500.0, 2, "mesh-ear"), (500.0, 3, "mesh-ear"), (500.0, 4, "mesh"), (500.0, 16, "mesh"), (250.0, 2, "mesh"),
-    (None, 2, "mesh-ear"), (1000.0, 4, "mesh-ear"),
+@pytest.mark.parametrize(("fps", "cores", "reuse_ms", "model"), [
+    (500.0, 2, 20.0, "mesh"), (500.0, 16, 20.0, "mesh"), (250.0, 2, 20.0, "mesh"), (None, 2, 20.0, "mesh"),
+    (500.0, 1, 20.0, "mesh-ear"), (1000.0, 2, 20.0, "mesh-ear"), (1000.0, 3, 20.0, "mesh-ear"),
+    (1000.0, 4, 20.0, "mesh"),
+    # the face mesh on every frame (--mesh-reuse-ms 0) costs more: two cores no longer hold 500 FPS with it
+    (500.0, 2, 0.0, "mesh-ear"), (500.0, 3, 0.0, "mesh"),
 ])
-def test_auto_landmarks_fit_the_rate_to_the_cores(fps: float | None, cores: int, model: str) -> None:
-    chosen, reason = choose_landmarks(fps, cores)
+def test_auto_landmarks_fit_the_rate_to_the_cores(fps: float | None, cores: int, reuse_ms: float, model: str) -> None:
+    chosen, reason = choose_landmarks(fps, cores, reuse_ms)
     assert chosen == model and reason.startswith(model)
     assert ("--landmarks mesh forces it" in reason) == (model == "mesh-ear")
 

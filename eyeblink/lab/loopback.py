@@ -8,6 +8,9 @@ frames are not owed for the time nobody listened). It needs no ``ffmpeg`` binary
 FFmpeg's libraries, so CI can always run it. Sending 640x480 at 500 FPS costs ~10% of one core
 (the packets are the pre-rendered frames' bytes, built once).
 
+``--input VIDEO`` sends the first ``distinct`` decoded frames of a real recording instead (gray,
+resized to ``--size``; e.g. real faces, which cost the eye model more than the rendered one).
+
 Run it as ``python -m eyeblink.lab.loopback --port P [--fps 500] [--duration S] [--stop-after N]``;
 it prints ``listening`` on stdout once the socket is bound (then waits for one receiver) and exits
 when done (the receiver sees the end of the stream). ``--stop-after N`` closes the connection after
@@ -26,7 +29,7 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["main", "render_loop_frames", "serve"]
+__all__ = ["main", "render_loop_frames", "serve", "video_loop_frames"]
 
 
 def render_loop_frames(n: int, *, fps: float = 500.0, width: int = 640, height: int = 480,
@@ -46,6 +49,24 @@ def render_loop_frames(n: int, *, fps: float = 500.0, width: int = 640, height: 
             x = (t - span / 2) / 0.075
             closure = max(0.0, math.cos(x * math.pi / 2)) if abs(x) < 1 else 0.0
         frames.append(renderer.render(t, closure, closure, rng))
+    return frames
+
+
+def video_loop_frames(path: str, n: int, *, width: int = 640, height: int = 480) -> list[np.ndarray]:
+    """The first ``n`` decoded frames of the video ``path`` as ``height`` x ``width`` gray images."""
+    import cv2
+
+    from eyeblink.sources.files import open_source
+
+    frames = []
+    with open_source(path) as src:
+        for fr in src:
+            g = fr.gray
+            frames.append(g if g.shape == (height, width) else cv2.resize(g, (width, height)))
+            if len(frames) >= n:
+                break
+    if not frames:
+        raise SystemExit(f"loopback: no frames decoded from {path}")
     return frames
 
 
@@ -108,9 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--stop-after", type=int, default=None, metavar="N", help="close the connection after N frames")
     p.add_argument("--distinct", type=int, default=500, metavar="N", help="distinct pre-rendered frames (looped)")
     p.add_argument("--size", default="640x480", metavar="WxH")
+    p.add_argument("--input", default=None, metavar="VIDEO", help="loop the first --distinct frames of this video")
     a = p.parse_args(argv)
     w, h = (int(v) for v in a.size.lower().split("x"))
-    frames = render_loop_frames(a.distinct, fps=a.fps, width=w, height=h)
+    frames = (video_loop_frames(a.input, a.distinct, width=w, height=h) if a.input else
+              render_loop_frames(a.distinct, fps=a.fps, width=w, height=h))
     rendering = _cpu_s()
     n = serve(a.port, frames, fps=a.fps, duration_s=a.duration, stop_after=a.stop_after, host=a.host)
     print(f"sent {n} frames, rendering cpu {rendering:.3f} s, sending cpu {_cpu_s() - rendering:.3f} s",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -57,8 +58,11 @@ class EyeModel(Protocol):
 class EyeModelSpec:
     """One registry entry: where the model's class lives, its fixed options and its cost.
 
-    ``fit_ms`` is the measured CPU cost of one fit (one face, one core, 2-core dev VM), used by live
-    mode's ``--landmarks auto`` to pick what keeps up with the camera.
+    ``fit_ms`` is the measured CPU cost of one fit (one face, one core; ``eyeblink bench landmarks`` on
+    real Eyeblink8 frames, 2-core dev VM, 2026-11-24), used by live mode's ``--landmarks auto`` to pick
+    what keeps up with the camera. ``reusable_ms`` is the part of it a fit skips when it reuses an
+    earlier fit's work (``mesh``: the face mesh, reused for ``landmarks.mesh_reuse_ms``):
+    :meth:`cost_ms` is the cost per frame at a frame rate.
     """
 
     module: str
@@ -69,17 +73,23 @@ class EyeModelSpec:
     #: the ``[landmarks]`` settings (LandmarkConfig fields) this model's class takes
     settings: tuple[str, ...] = ()
     install: str = ""
+    reusable_ms: float = 0.0
+
+    def cost_ms(self, fps: float, reuse_ms: float = 0.0) -> float:
+        """CPU ms per frame at ``fps`` when the reusable part runs once per ``reuse_ms`` (at most every frame)."""
+        every = max(1, math.floor(reuse_ms * fps / 1000.0 + 1e-9)) if self.reusable_ms else 1
+        return self.fit_ms - self.reusable_ms * (1.0 - 1.0 / every)
 
 
 #: The eye models by name (the only place these names are spelled out; config and CLI read them here).
 EYE_MODELS: dict[str, EyeModelSpec] = {
-    "mesh": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": True}, fit_ms=4.2,
-                         settings=("mesh_reuse_ms",)),
-    "mesh-ear": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": False}, fit_ms=1.5),
-    "face68": EyeModelSpec("eyeblink.landmarks.dlib", "LandmarkFitter", {"model": "face68"}, fit_ms=2.5,
+    "mesh": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": True}, fit_ms=2.15,
+                         settings=("mesh_reuse_ms",), reusable_ms=0.7),
+    "mesh-ear": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": False}, fit_ms=0.86),
+    "face68": EyeModelSpec("eyeblink.landmarks.dlib", "LandmarkFitter", {"model": "face68"}, fit_ms=0.77,
                            requires="dlib", install='pip install "eyeblink[dlib]"',
                            settings=("derotate", "min_face_px")),
-    "eye12": EyeModelSpec("eyeblink.landmarks.dlib", "LandmarkFitter", {"model": "eye12"}, fit_ms=0.4,
+    "eye12": EyeModelSpec("eyeblink.landmarks.dlib", "LandmarkFitter", {"model": "eye12"}, fit_ms=0.34,
                           requires="dlib", install='pip install "eyeblink[dlib]"',
                           settings=("derotate", "min_face_px")),
 }

@@ -85,21 +85,23 @@ LIVE_MAX_LOAD = 0.7
 AUTO_LANDMARKS = ("mesh", "mesh-ear")
 
 
-def choose_landmarks(fps: float | None, cores: int) -> tuple[str, str]:
+def choose_landmarks(fps: float | None, cores: int, mesh_reuse_ms: float = 20.0) -> tuple[str, str]:
     """``--landmarks auto``: the most accurate eye model ``cores`` can run at ``fps`` in real time.
 
-    ``mesh`` (face mesh + iris-network lids: zju-dev F1 0.966) costs ~4.2 ms a face, ``mesh-ear``
-    (the mesh's six-point EAR: 0.943) ~1.5 ms. Real time needs ``fps x (fit_ms + LIVE_OVERHEAD_MS)``
-    of CPU at most ``LIVE_MAX_LOAD`` of the cores: ``mesh`` at 500 FPS needs 3.6 cores (so a 2-core
-    machine runs ``mesh-ear``, which needs 1.6), at 250 FPS 1.8. An unknown rate counts as 500 FPS,
-    the rate the product is built for. Returns (model, reason).
+    ``mesh`` (face mesh + iris-network lids) costs ~2.15 ms a face with the face mesh on every frame,
+    ~1.5 ms at 500 FPS where the mesh is reused for ``mesh_reuse_ms`` (every 10th frame), ``mesh-ear``
+    (the mesh's six-point EAR) ~0.86 ms (:meth:`EyeModelSpec.cost_ms`). Real time needs
+    ``fps x (cost_ms + LIVE_OVERHEAD_MS)`` of CPU at most ``LIVE_MAX_LOAD`` of the cores: ``mesh`` at
+    500 FPS needs 1.7 cores (so a 2-core machine runs it), at 1,000 FPS 3.3. An unknown rate counts
+    as 500 FPS, the rate the product is built for. Returns (model, reason).
     """
     from eyeblink.landmarks import EYE_MODELS
 
     rate = fps if fps and fps > 0 else 500.0
 
     def need(model: str) -> float:
-        return rate * (EYE_MODELS[model].fit_ms + LIVE_OVERHEAD_MS) / 1000.0 / LIVE_MAX_LOAD
+        cost = EYE_MODELS[model].cost_ms(rate, mesh_reuse_ms)
+        return rate * (cost + LIVE_OVERHEAD_MS) / 1000.0 / LIVE_MAX_LOAD
 
     best = AUTO_LANDMARKS[0]
     for model in AUTO_LANDMARKS:
@@ -195,7 +197,8 @@ class _LiveRun(_Run):
             if self.fitters:  # --landmarks auto: now that the rate is known
                 from eyeblink.runtime.parallel import physical_cores
 
-                self.model, self.model_reason = choose_landmarks(source.nominal_fps or self.cfg.fps, physical_cores())
+                self.model, self.model_reason = choose_landmarks(source.nominal_fps or self.cfg.fps, physical_cores(),
+                                                                self.cfg.landmarks.mesh_reuse_ms)
                 self.cfg = replace(self.cfg, landmarks=replace(self.cfg.landmarks, model=self.model))
                 log.info("landmark model %s", self.model_reason)
             self.par = self.live.parallel(source.nominal_fps, base=self.par)
