@@ -162,6 +162,9 @@ class BlinkConfig:
     appearance: bool = True
     appearance_z: float = 6.0
     appearance_min_sigma: float = 0.005
+    #: an event only the appearance cue detected is a blink only if the EAR ratio also fell below open_ratio;
+    #: None: as the eye model's registry entry says (``lid_confirms``: mesh, face68, eye12 yes; mesh-ear no)
+    appearance_needs_lid: bool | None = None
     merge_gap_ms: float = 30.0
     smooth_ms: float = 10.0
     partial_fraction: float = 0.6
@@ -186,6 +189,8 @@ class BlinkConfig:
                  f"({self.baseline_window_ms})")
         for name in ("partial_fraction", "full_closure_quantile", "full_closure_amplitude"):
             _require(0.0 < getattr(self, name) <= 1.0, f"blinks.{name} must be in (0, 1], got {getattr(self, name)}")
+        _require(self.appearance_needs_lid in (None, True, False),
+                 f"blinks.appearance_needs_lid must be true or false, got {self.appearance_needs_lid!r}")
         _require(self.full_closure_min_events >= 1,
                  f"blinks.full_closure_min_events must be >= 1, got {self.full_closure_min_events}")
 
@@ -311,6 +316,12 @@ class RunConfig:
         from dataclasses import asdict
 
         return asdict(self)
+
+    def blink_settings(self) -> BlinkConfig:
+        """``blinks`` with what the eye model decides filled in (``appearance_needs_lid``)."""
+        if self.blinks.appearance_needs_lid is not None:
+            return self.blinks
+        return replace(self.blinks, appearance_needs_lid=EYE_MODELS[self.landmarks.model].lid_confirms)
 
 
 # ------------------------------------------------------------------ runtime sections

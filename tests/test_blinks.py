@@ -265,6 +265,24 @@ def test_appearance_cue_finds_a_blink_the_ear_misses() -> None:
     assert len(events) == 1 and events[0].cue == "appearance"
     assert 79 <= events[0].start_frame <= 80 and 85 <= events[0].end_frame <= 86
     assert run(ears, fps, BlinkConfig(appearance=False), patches=patches) == []
+    # the eye model's lid measure may have to confirm it: the patch changed, the lid never moved -> no blink
+    assert run(ears, fps, BlinkConfig(appearance_needs_lid=True), patches=patches) == []
+    shallow = ears.copy()
+    shallow[80:86] *= 0.84  # the lid moved (below open_ratio 0.87), not enough for the EAR cue (close_ratio 0.80)
+    events = run(shallow, fps, BlinkConfig(appearance_needs_lid=True), patches=patches)
+    assert len(events) == 1 and events[0].cue == "appearance" and 0.1 < events[0].amplitude < 0.25
+
+
+@pytest.mark.parametrize(("model", "setting", "needs_lid"), [
+    ("mesh", None, True), ("mesh-ear", None, False), ("face68", None, True), ("mesh", False, False),
+    ("mesh-ear", True, True),
+])
+def test_the_eye_model_decides_whether_its_lid_confirms_the_appearance_cue(
+        model: str, setting: bool | None, needs_lid: bool) -> None:
+    from eyeblink.config import LandmarkConfig, RunConfig
+
+    cfg = RunConfig(landmarks=LandmarkConfig(model=model), blinks=BlinkConfig(appearance_needs_lid=setting))
+    assert cfg.blink_settings().appearance_needs_lid is needs_lid
 
 
 @pytest.mark.parametrize(("a", "b", "expected"), [

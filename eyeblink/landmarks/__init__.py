@@ -74,6 +74,9 @@ class EyeModelSpec:
     settings: tuple[str, ...] = ()
     install: str = ""
     reusable_ms: float = 0.0
+    #: the openness follows the lid closely enough to confirm the eye-patch cue: an event only the patches
+    #: saw, in which the openness never left the open range, is not a blink (``blinks.appearance_needs_lid``)
+    lid_confirms: bool = True
 
     def cost_ms(self, fps: float, reuse_ms: float = 0.0) -> float:
         """CPU ms per frame at ``fps`` when the reusable part runs once per ``reuse_ms`` (at most every frame)."""
@@ -85,7 +88,9 @@ class EyeModelSpec:
 EYE_MODELS: dict[str, EyeModelSpec] = {
     "mesh": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": True}, fit_ms=2.15,
                          settings=("mesh_reuse_ms",), reusable_ms=0.7),
-    "mesh-ear": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": False}, fit_ms=0.86),
+    # the mesh's six-point EAR under-reads shallow closures the eye patches see (zju-dev: 8 blinks)
+    "mesh-ear": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": False}, fit_ms=0.86,
+                             lid_confirms=False),
     "face68": EyeModelSpec("eyeblink.landmarks.dlib", "LandmarkFitter", {"model": "face68"}, fit_ms=0.77,
                            requires="dlib", install='pip install "eyeblink[dlib]"',
                            settings=("derotate", "min_face_px")),

@@ -343,6 +343,8 @@ class _LiveRun(_Run):
     def _write(self, sink: SessionSink, rows: np.ndarray) -> None:
         from eyeblink.runtime.pipeline import FrameResult
 
+        if sink.cfg is not self.cfg:  # --landmarks auto chose the model once the rate was known (no frame before)
+            sink.use_config(self.cfg)
         n_events = len(sink.events)
         dropped = rows["dropped"]
         if not dropped.any():

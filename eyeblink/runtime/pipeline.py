@@ -263,7 +263,7 @@ class SessionSink:
         self.writer = writer
         self.cfg = config
         self.clock = clock
-        self.blinks = BlinkDetector(config.blinks, rescan_per_frame=rescan_per_frame)
+        self.blinks = BlinkDetector(config.blink_settings(), rescan_per_frame=rescan_per_frame)
         self.closure = OnlineClosure(config.closure)  # provisional FEC; finalised after the run
         self.events: list[BlinkEvent] = []
         self.frames = 0
@@ -278,6 +278,12 @@ class SessionSink:
         self.crops = BlinkCrops() if config.eye_crops else None
         with contextlib.suppress(OSError):
             self.crops_path.unlink()
+
+    def use_config(self, config: RunConfig) -> None:
+        """Switch to ``config`` before the first frame (live ``--landmarks auto``: the blink settings the chosen
+        eye model decides)."""
+        self.cfg = config
+        self.blinks.cfg = config.blink_settings()
 
     def add(self, r: FrameResult) -> None:
         t0 = time.perf_counter()

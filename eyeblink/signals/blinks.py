@@ -25,7 +25,10 @@ Definition (all times in milliseconds, never frames, so it behaves the same at
   eyes (a blink closes both), is mapped onto the ratio scale so that
   ``appearance_z`` equals ``close_ratio``. The detection signal is the smaller
   of the EAR ratio and that appearance ratio. dlib's eyelid points barely move
-  on some faces (looking up, glasses) while the eye patch changes a lot.
+  on some faces (looking up, glasses) while the eye patch changes a lot. An
+  event the appearance cue alone started counts only if the EAR ratio also
+  falls below ``open_ratio`` somewhere in it (``appearance_needs_lid``): a
+  patch can change without a closure (gaze, light, a hand), a blink moves the lid.
 * **Hysteresis.** A blink starts when the detection signal falls below the
   (noise-adapted) ``close_ratio`` level and ends when it rises back above
   ``open_ratio`` and then reaches ``onset_ratio``. The reported span is widened
@@ -621,6 +624,9 @@ class BlinkDetector:
             min_ratio = float(np.nanmin(inside[:, _R])) if np.isfinite(inside[:, _R]).any() else _NAN
             min_l = float(np.nanmin(inside[:, _EL])) if np.isfinite(inside[:, _EL]).any() else _NAN
             min_r = float(np.nanmin(inside[:, _ER])) if np.isfinite(inside[:, _ER]).any() else _NAN
+        cue = "both" if ev["cue_ear"] and ev["cue_app"] else ("appearance" if ev["cue_app"] else "ear")
+        if cue == "appearance" and cfg.appearance_needs_lid and min_ratio >= cfg.open_ratio:
+            return None  # the eye patch changed but the lid never left the open range: not a closure
         amplitude = _amp(min_ratio, 1.0)
         min_ear = bs * min_ratio if not math.isnan(min_ratio) else _NAN
         # per-eye spans: the run below onset_ratio around that eye's minimum (onset refined as above)
@@ -648,7 +654,6 @@ class BlinkDetector:
         else:
             full = cfg.full_closure_amplitude
         partial = bool(math.isnan(amplitude) or amplitude < cfg.partial_fraction * full)
-        cue = "both" if ev["cue_ear"] and ev["cue_app"] else ("appearance" if ev["cue_app"] else "ear")
         self._count += 1
         return BlinkEvent(
             blink=self._count, start_frame=f0, end_frame=f1, start_s=t0, end_s=t1,
