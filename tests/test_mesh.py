@@ -229,9 +229,13 @@ def test_bench_landmarks_times_every_model_on_real_decoded_frames(tmp_path: Path
                            "--frames", "30", "--warmup", "2", "--models", "mesh,mesh-ear", "--json", str(report)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "| mesh | 30 |" in proc.stdout and "| mesh-ear | 30 |" in proc.stdout
+    for row in ("| mesh | 30 |", "| mesh, reuse 0 | 30 |", "| mesh-ear | 30 |"):
+        assert row in proc.stdout
     models = json.loads(report.read_text())["models"]
-    assert set(models) == {"mesh", "mesh-ear"}
+    assert set(models) == {"mesh", "mesh, reuse 0", "mesh-ear"}
+    # as in the pipeline: boxes held for 10 frames, the face mesh reused for 20 ms (10 frames at 500 FPS)
+    assert models["mesh"]["settings"] == {"mesh_reuse_ms": 20.0} and 2 <= models["mesh"]["mesh_runs"] <= 8
+    assert models["mesh, reuse 0"]["mesh_runs"] == 30 + 2 == models["mesh-ear"]["mesh_runs"]  # + the warm-up
     for r in models.values():
         assert 0 < r["p10_ms"] <= r["median_ms"] <= r["p90_ms"] <= r["p99_ms"]
     bad = subprocess.run([sys.executable, "-m", "eyeblink", "bench", "landmarks", "--models", "mesh,eye6"],
