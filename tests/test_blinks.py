@@ -178,6 +178,19 @@ def test_warm_up_rescan_spread_catches_up_while_frames_arrive() -> None:
         BlinkDetector(rescan_per_frame=1)
 
 
+@pytest.mark.parametrize("fps", [30.0, 500.0])
+def test_frames_dropped_during_the_warm_up_keep_the_blink_before_them(fps: float) -> None:
+    """ZJU's 000003M_FBN: a blink at 0.25 s, then the camera drops 4 frames (133 ms > max_gap_ms) at 0.57 s.
+    The warm-up keeps the frames before the gap (it used to start over and never judge them)."""
+    ears = trace(fps, 4.0, [(0.25, 70, 30, 100, 0.9), (2.0, 70, 30, 140, 0.9)])
+    t = np.arange(len(ears)) / fps
+    keep = (t < 0.57) | (t > 0.70)
+    events = run(ears[keep], fps, t=t[keep])
+    assert [e.start_s for e in events] == pytest.approx([0.25, 2.0], abs=0.05)
+    assert all(e.complete for e in events)
+    check_invariants(events, BlinkConfig())
+
+
 def test_input_shorter_than_the_warm_up_is_still_judged() -> None:
     fps = 500.0
     events = run(trace(fps, 0.8, [(0.4, 60, 30, 120, 0.9)]), fps)

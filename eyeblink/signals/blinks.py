@@ -41,9 +41,12 @@ Definition (all times in milliseconds, never frames, so it behaves the same at
   :func:`quadratic_onset`): a threshold crossing is late by the time the lid
   needs to move past the noise (4-6 frames at 500 FPS), the knee is not. At
   30 FPS (2-3 frames per closing phase) the threshold crossing is kept.
-* **Warm-up.** The first ``min_baseline_ms`` of samples are buffered; once the
-  baseline exists they are re-scanned, so a blink in the very first frames is
-  found (the median is robust to a blink filling less than half the buffer).
+* **Warm-up.** The first ``min_baseline_ms`` of samples are buffered (time between
+  samples further apart than ``max_gap_ms`` does not count, but the samples before
+  such a gap stay in the buffer: a frame the camera dropped does not discard the
+  frames before it); once the baseline exists they are re-scanned, so a blink in the
+  very first frames is found (the median is robust to a blink filling less than half
+  the buffer). The re-scan ends a blink at a gap as everywhere else.
 * **Merging.** Blinks whose gap (next start - previous end) is shorter than
   ``merge_gap_ms`` are one blink; shorter than ``min_duration_ms``: discarded.
 * **Gaps.** Timestamps drive everything. A gap longer than ``max_gap_ms``
@@ -307,7 +310,7 @@ class BlinkDetector:
         self._dis_cache: tuple[np.ndarray, np.ndarray, tuple[float, float]] | None = None
         self._template_t = -math.inf
         self._warm: list[tuple[int, float, float, float, np.ndarray | None]] | None = []
-        self._warm_t0 = _NAN
+        self._warm_s = 0.0  # seconds of the warm-up buffer covered by samples (gaps left out)
         self._state = self._OPEN
         self._count = 0
         self._last: tuple[int, float] | None = None  # last valid (frame, t)
@@ -413,10 +416,12 @@ class BlinkDetector:
     def _warm_up(self, frame: int, t: float, el: float, er: float,
                  patches: np.ndarray | None) -> list[BlinkEvent]:
         assert self._warm is not None
-        if self._warm and (t - self._warm[-1][1]) * 1000 > self.cfg.max_gap_ms:
-            self._warm.clear()  # a gap: start the warm-up again
+        if self._warm:
+            step = t - self._warm[-1][1]
+            if step * 1000 <= self.cfg.max_gap_ms:  # a gap (dropped frames, face lost) adds no baseline time
+                self._warm_s += step
         self._warm.append((frame, t, el, er, patches))
-        if (t - self._warm[0][1]) * 1000 < self.cfg.min_baseline_ms or len(self._warm) < 3:
+        if self._warm_s * 1000 < self.cfg.min_baseline_ms or len(self._warm) < 3:
             return []
         return self._start()
 
