@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from eyeblink import __version__
-from eyeblink.config import LANDMARK_MODELS, run_config_from_args
+from eyeblink.config import LANDMARK_MODELS, STAGES, run_config_from_args
 from eyeblink.errors import INPUT_DAMAGED_EXIT, ConfigError, EyeblinkError, one_line
 from eyeblink.lab import bench, train, train_detector
 
@@ -82,6 +82,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                         "of a tracked face (a new face box or an eye moving in its crop runs it at once); the "
                         "iris network measures the lids on every frame (0 = the mesh on every frame; default "
                         "from the preset: 20, every 10th frame at 500 FPS)")
+    g.add_argument("--stage", choices=STAGES, default=None,
+                   help="where detection and the face-mesh eyelids run with --workers > 1: 'fused' into each CPU "
+                        "worker, 'accelerator' (one process owns the GPU and runs both on batches of frames; the "
+                        "workers only post-process), 'auto' (the preset's; accelerator for the jax and tensorflow "
+                        "backends)")
     g.add_argument("--threads", type=_positive_int, default=None, metavar="N",
                    help="threads for the face detector backend (default from the preset: 1)")
     g.add_argument("--detect-every", type=_positive_int, default=None, metavar="N",
@@ -217,23 +222,26 @@ def check_workers(requested: int | None) -> None:
 
 
 def _process_workers(requested: int | None, cfg: Any, physical_cores: Any) -> int:
-    """Worker processes for ``process``: physical cores by default, 1 with an accelerator backend.
+    """Worker processes for ``process``: physical cores by default; 1 with an accelerator backend that does
+    not run in the accelerator stage.
 
-    The TensorFlow and Poplar runtimes are not fork-safe (a worker forked after the parent has
-    loaded the backend hangs), and on an accelerator the detector is meant to be one batching
-    stage, not one copy per worker; until the multiprocess pipeline has that stage, the
-    ``tensorflow``, ``jax`` and ``ipu`` backends run in one process.
+    The TensorFlow, JAX and Poplar runtimes are not fork-safe (a worker forked after the parent has loaded
+    the backend hangs), and on an accelerator the networks are meant to run in one batching process, not
+    one copy per worker. With ``detect.stage`` = ``accelerator`` (``auto`` for ``jax`` and ``tensorflow``)
+    that process is the accelerator stage of the multiprocess pipeline and the workers post-process; the
+    ``ipu`` backend, and a Keras backend with ``--stage fused``, run in one process.
     """
     from eyeblink.detect import BackendName
 
     check_workers(requested)
     accelerated = str(cfg.detect.backend).strip().lower() in (
         BackendName.TENSORFLOW.value, BackendName.JAX.value, BackendName.IPU.value)
-    if not accelerated:
+    if not accelerated or cfg.detect.accelerator_stage:
         return int(physical_cores()) if requested is None else requested
     if requested is not None and requested > 1:
-        raise ConfigError(f"--workers {requested} is not supported with the {cfg.detect.backend!r} backend yet "
-                          "(its runtime is not fork-safe); use --workers 1 or the litert backend")
+        raise ConfigError(f"--workers {requested} is not supported with the {cfg.detect.backend!r} backend and "
+                          f"--stage {cfg.detect.stage} (its runtime is not fork-safe); use --workers 1, "
+                          "--stage accelerator (jax, tensorflow) or the litert backend")
     return 1
 
 

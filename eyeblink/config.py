@@ -28,6 +28,12 @@ def _require(cond: bool, msg: str) -> None:
         raise ConfigError(msg)
 
 
+#: ``detect.stage`` values (``--stage``); see :class:`DetectConfig`.
+STAGES = ("auto", "fused", "accelerator")
+#: The backends ``stage = "auto"`` runs in the accelerator stage (the ones that batch on a device).
+ACCELERATOR_STAGE_BACKENDS = ("jax", "tensorflow")
+
+
 @dataclass(frozen=True)
 class DetectConfig:
     """Face detection (BlazeFace short-range).
@@ -60,6 +66,13 @@ class DetectConfig:
     prefetch_depth: int = 2
     io_tiles: int = 0
     replicas: int = 1
+    #: where detection and the face-mesh eye model run in the multiprocess pipeline: ``fused`` into each CPU
+    #: worker, or ``accelerator``: one process owns the device and runs both on batches of ``batch_size``
+    #: frames (:mod:`eyeblink.landmarks.batched`); ``auto``: the accelerator stage for the ``jax`` and
+    #: ``tensorflow`` backends, fused for ``litert``
+    stage: str = "auto"
+    #: the accelerator stage runs a partial batch once its first frame has waited this long (live latency)
+    flush_ms: float = 5.0
 
     def __post_init__(self) -> None:
         if isinstance(self.backend, (list, tuple)):
@@ -79,6 +92,8 @@ class DetectConfig:
         _require(self.detect_every >= 1, f"--detect-every must be >= 1, got {self.detect_every}")
         _require(0.0 <= self.hold_iou < 1.0, f"detect.hold_iou must be in [0, 1), got {self.hold_iou}")
         _require(self.hold_max_ms > 0, f"detect.hold_max_ms must be > 0, got {self.hold_max_ms}")
+        _require(self.stage in STAGES, f"--stage must be one of {', '.join(STAGES)}, got {self.stage!r}")
+        _require(self.flush_ms > 0, f"detect.flush_ms must be > 0, got {self.flush_ms}")
         self.accelerator()  # validates jit_compile, prefetch_depth, io_tiles, replicas
         from eyeblink.detect import BackendName
 
@@ -87,6 +102,13 @@ class DetectConfig:
                      f"detect.io_tiles and detect.replicas are IPU settings, but detect.backend is "
                      f"{self.backend!r} (io_tiles={self.io_tiles}, replicas={self.replicas}); "
                      "set backend = \"ipu\" or remove them")
+
+    @property
+    def accelerator_stage(self) -> bool:
+        """Whether the multiprocess pipeline runs detection and the eye model in the accelerator stage."""
+        if self.stage == "auto":
+            return str(self.backend).strip().lower() in ACCELERATOR_STAGE_BACKENDS
+        return self.stage == "accelerator"
 
     def accelerator(self) -> Any:
         """These settings as :class:`eyeblink.detect.AcceleratorOptions` (raises ConfigError if invalid)."""
@@ -490,7 +512,8 @@ def run_config_from_args(args: Any) -> RunConfig:
     cfg = cfg.with_overrides("landmarks", model=args.landmarks, model_path=args.landmark_model,
                              mesh_reuse_ms=getattr(args, "mesh_reuse_ms", None))
     cfg = cfg.with_overrides("detect", backend=args.backend, model_path=args.face_model, num_threads=args.threads,
-                             detect_every=args.detect_every, score_threshold=args.score_threshold)
+                             detect_every=args.detect_every, score_threshold=args.score_threshold,
+                             stage=getattr(args, "stage", None))
     cfg = cfg.with_overrides("blinks", close_ratio=args.close_ratio, open_ratio=args.open_ratio,
                              min_duration_ms=args.min_blink_ms)
     return replace(cfg, fps=args.fps, max_frames=args.max_frames)

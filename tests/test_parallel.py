@@ -203,12 +203,19 @@ def test_ctrl_c_keeps_the_rows(recordings: dict[str, Path], tmp_path: Path, sig:
     assert summary["status"] == "interrupted" and summary["frames"] == len(rows)
 
 
-@pytest.mark.parametrize(("backend", "fused"),
-                         [("litert", True), ("LiteRT", True), ("tensorflow", False), ("ipu", False)])
-def test_only_the_cpu_backend_is_fused_into_forked_workers(backend: str, fused: bool) -> None:
+@pytest.mark.parametrize(("backend", "stage", "runs", "accelerated"), [
+    ("litert", "auto", True, False), ("LiteRT", "auto", True, False), ("litert", "accelerator", True, True),
+    ("tensorflow", "auto", True, True), ("jax", "auto", True, True), ("tensorflow", "fused", False, False),
+    ("ipu", "auto", False, False)])
+def test_the_multiprocess_pipeline_fuses_the_cpu_backend_and_stages_the_accelerators(
+        backend: str, stage: str, runs: bool, accelerated: bool) -> None:
+    """LiteRT is fused into forked workers; the Keras backends run in the accelerator stage (one process owns
+    the device); the IPU backend, and a Keras backend kept out of the stage, run in one process."""
     from eyeblink.runtime.parallel import supports
 
-    assert supports(RunConfig(detect=DetectConfig(backend=backend))) is fused
+    cfg = RunConfig(detect=DetectConfig(backend=backend, stage=stage))
+    assert supports(cfg) is runs
+    assert cfg.detect.accelerator_stage is accelerated
 
 
 def test_frame_ring_reserved_before_its_geometry_and_attached_by_name_in_a_child() -> None:

@@ -248,6 +248,20 @@ def _requirement_importable(module: str) -> bool:
     return False
 
 
+def require_backend(backend: BackendName | str) -> BackendName:
+    """``backend``'s name if the modules it needs are installed, else :class:`BackendUnavailableError` naming
+    the fix; checked without importing them (a process that forks workers must not start JAX or TensorFlow)."""
+    name = _parse_backend(backend)
+    entry = _REGISTRY[name]
+    for required in entry.requires:
+        if not _requirement_importable(required):
+            raise BackendUnavailableError(
+                f"detector backend {name.value!r} needs the module {required!r}, which is not "
+                f"installed; {entry.install}, or choose another backend (valid choices: {_choices()})"
+            )
+    return name
+
+
 def create_detector(
     backend: BackendName | str = BackendName.LITERT,
     *,
@@ -273,13 +287,7 @@ def create_detector(
         raise ConfigError(f"num_threads must be >= 1, got {num_threads}")
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
-    entry = _REGISTRY[name]
-    for required in entry.requires:
-        if not _requirement_importable(required):
-            raise BackendUnavailableError(
-                f"detector backend {name.value!r} needs the module {required!r}, which is not "
-                f"installed; {entry.install}, or choose another backend (valid choices: {_choices()})"
-            )
+    entry = _REGISTRY[require_backend(name)]
     try:
         module = importlib.import_module(entry.module)
     except ImportError as exc:

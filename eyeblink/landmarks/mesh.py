@@ -131,6 +131,72 @@ def to_frame(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
     return pts @ m[:, :2].T + m[:, 2]
 
 
+def face_roi(face: FaceDetection, roi_scale: float = ROI_SCALE) -> np.ndarray:
+    """MediaPipe's face ROI for a BlazeFace detection: crop -> frame affine (a square ``roi_scale`` x the
+    box's long side, rotated upright by the eye keypoints)."""
+    x0, y0, x1, y1 = face.box
+    re, le = face.keypoints[0], face.keypoints[1]
+    angle = math.atan2(le[1] - re[1], le[0] - re[0])
+    side = max(x1 - x0, y1 - y0) * roi_scale
+    return square_roi((x0 + x1) / 2, (y0 + y1) / 2, side, angle, MESH_INPUT)
+
+
+def eye_roi(c0: np.ndarray, c1: np.ndarray) -> np.ndarray:
+    """The iris network's crop of one eye (crop -> frame affine): a square centred on the eye corners
+    ``c0``, ``c1``, :data:`EYE_ROI_SCALE` x their distance, rotated by the corner line."""
+    d = c1 - c0
+    cx, cy = (c0 + c1) / 2
+    return square_roi(float(cx), float(cy), float(np.hypot(*d)) * EYE_ROI_SCALE, math.atan2(d[1], d[0]), IRIS_INPUT)
+
+
+def mesh_to_frame(raw: np.ndarray, roi: np.ndarray) -> np.ndarray:
+    """(468, 2) frame pixels from the face mesh's 1404 raw outputs (crop pixels) and its crop ``roi``."""
+    return to_frame(roi, raw.reshape(468, 3)[:, :2].astype(np.float64))
+
+
+def presence_of(logit: float) -> float:
+    """The face mesh's face-presence probability from its logit."""
+    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, float(logit)))))
+
+
+def contour_to_frame(raw: np.ndarray, m: np.ndarray, *, mirror: bool) -> np.ndarray:
+    """(16, 2) frame-pixel lid contour from the iris network's 213 raw outputs, cut with ``m`` (mirrored or not)."""
+    pts = raw.reshape(71, 3)[:16, :2].astype(np.float64)
+    if mirror:
+        pts[:, 0] = IRIS_INPUT - pts[:, 0]
+    return to_frame(m, pts)
+
+
+def aperture(contour: np.ndarray) -> float:
+    """Mean upper-lower distance of the seven contour pairs over the corner distance."""
+    width = float(np.hypot(*(contour[8] - contour[0])))
+    if width <= 1e-9:
+        return math.nan
+    return float(np.hypot(*(contour[_UPPER] - contour[_LOWER]).T).mean() / width)
+
+
+def mesh_eye_corners(mesh: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The eye crops' corners from a face mesh: (subject's right eye, subject's left eye)."""
+    (r0, r1), (l0, l1) = MESH_EYE_CORNERS
+    return (mesh[r0], mesh[r1]), (mesh[l0], mesh[l1])
+
+
+def refined_eyes(contours: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, float, float]:
+    """The 12 eye points (float32, dlib order) and (ear_left, ear_right) from the two refined lid contours
+    (subject's right eye, subject's left eye)."""
+    right, left = (aperture(c) for c in contours)
+    pts = np.concatenate([contours[0][list(CONTOUR_EYE_POINTS[0])],
+                          contours[1][list(CONTOUR_EYE_POINTS[1])]]).astype(np.float32)
+    return pts, left, right
+
+
+def mesh_ear_eyes(mesh: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """The 12 eye points (float32, dlib order) and the six-point (ear_left, ear_right) of a face mesh."""
+    pts = mesh[list(MESH_EYE_POINTS)].astype(np.float32)
+    left, right = eye_ears(pts)
+    return pts, left, right
+
+
 class MeshFitter(Closing):
     """Face mesh (+ optional iris-network lid refinement) on LiteRT. Implements the eye-model protocol.
 
@@ -171,51 +237,35 @@ class MeshFitter(Closing):
     # -- the stages -------------------------------------------------------------------------------
     def face_roi(self, face: FaceDetection) -> np.ndarray:
         """MediaPipe's face ROI for a BlazeFace detection: crop -> frame affine."""
-        x0, y0, x1, y1 = face.box
-        re, le = face.keypoints[0], face.keypoints[1]
-        angle = math.atan2(le[1] - re[1], le[0] - re[0])
-        side = max(x1 - x0, y1 - y0) * self.roi_scale
-        return square_roi((x0 + x1) / 2, (y0 + y1) / 2, side, angle, MESH_INPUT)
+        return face_roi(face, self.roi_scale)
 
     def mesh(self, gray: np.ndarray, roi: np.ndarray) -> np.ndarray:
         """(468, 2) frame-pixel face mesh points in ``roi``; sets :attr:`presence`."""
         it = self._require_open()
         it.set_tensor(self._mesh_in, warp(gray, roi, MESH_INPUT))
         it.invoke()
-        pts = it.get_tensor(self._mesh_pts).reshape(468, 3)[:, :2].astype(np.float64)
-        logit = float(it.get_tensor(self._mesh_logit).reshape(-1)[0])
-        self.presence = 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, logit))))
-        return to_frame(roi, pts)
+        self.presence = presence_of(it.get_tensor(self._mesh_logit).reshape(-1)[0])
+        return mesh_to_frame(it.get_tensor(self._mesh_pts), roi)
 
     def lid_contour(self, gray: np.ndarray, c0: np.ndarray, c1: np.ndarray, *, mirror: bool) -> np.ndarray:
         """(16, 2) frame-pixel lid contour of one eye from the iris network (0, 8: corners)."""
         if self._iris is None:
             raise RuntimeError("lid_contour needs the iris network (MeshFitter(refine=True))")
-        d = c1 - c0
-        cx, cy = (c0 + c1) / 2
-        m = square_roi(float(cx), float(cy), float(np.hypot(*d)) * EYE_ROI_SCALE, math.atan2(d[1], d[0]), IRIS_INPUT)
+        m = eye_roi(c0, c1)
         self._iris.set_tensor(self._iris_in, warp(gray, m, IRIS_INPUT, mirror=mirror))
         self._iris.invoke()
-        pts = self._iris.get_tensor(self._iris_contour).reshape(71, 3)[:16, :2].astype(np.float64)
-        if mirror:
-            pts[:, 0] = IRIS_INPUT - pts[:, 0]
-        return to_frame(m, pts)
+        return contour_to_frame(self._iris.get_tensor(self._iris_contour), m, mirror=mirror)
 
     @staticmethod
     def aperture(contour: np.ndarray) -> float:
         """Mean upper-lower distance of the seven contour pairs over the corner distance."""
-        width = float(np.hypot(*(contour[8] - contour[0])))
-        if width <= 1e-9:
-            return math.nan
-        return float(np.hypot(*(contour[_UPPER] - contour[_LOWER]).T).mean() / width)
+        return aperture(contour)
 
     # -- the eye-model protocol -------------------------------------------------------------------
     def fit(self, gray: np.ndarray, face: FaceDetection) -> EyeFit:
         """The eye points and each eye's openness for one face (see the module docstring)."""
         if self._iris is None:
-            mesh = self._run_mesh(gray, face)
-            pts = mesh[list(MESH_EYE_POINTS)].astype(np.float32)
-            left, right = eye_ears(pts)
+            pts, left, right = mesh_ear_eyes(self._run_mesh(gray, face))
         else:
             eyes, t = self._eyes, self._t
             fresh = not (eyes is not None and eyes[0] is face and t is not None
@@ -226,9 +276,7 @@ class MeshFitter(Closing):
             if not fresh and self._moved(contours):
                 self._eye_corners(gray, face)
                 contours = self._contours(gray)
-            right, left = (self.aperture(c) for c in contours)
-            pts = np.concatenate([contours[0][list(CONTOUR_EYE_POINTS[0])],
-                                  contours[1][list(CONTOUR_EYE_POINTS[1])]]).astype(np.float32)
+            pts, left, right = refined_eyes(contours)
             assert self._eyes is not None
             self.presence = self._eyes[2]
         patches = eye_patches(gray, pts) if np.isfinite(pts).all() else None
@@ -240,9 +288,7 @@ class MeshFitter(Closing):
 
     def _eye_corners(self, gray: np.ndarray, face: FaceDetection) -> None:
         """Run the face mesh: the eye crops' corners for ``face`` (kept for the next fits of it)."""
-        mesh = self._run_mesh(gray, face)
-        (r0, r1), (l0, l1) = MESH_EYE_CORNERS
-        corners = ((mesh[r0], mesh[r1]), (mesh[l0], mesh[l1]))
+        corners = mesh_eye_corners(self._run_mesh(gray, face))
         self._eyes = (face, corners, self.presence, self._t if self._t is not None else math.nan)
 
     def _contours(self, gray: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -755,7 +755,9 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     settings = settings_hash(config)
     report = BatchReport()
     fault = os.environ.get(FAULT_ENV) or None
-    workers = 1 if gpu else bc.cpus_per_task
+    # a GPU task: the accelerator stage (one process owns the GPU, the task's CPUs post-process), unless the
+    # config keeps the Keras backend out of it (--stage fused: one process)
+    workers = 1 if gpu and not config.detect.accelerator_stage else bc.cpus_per_task
     videos: list[_Video] = []
 
     def record(v: _Video, status: str, error: str | None, frames: int | None = None,

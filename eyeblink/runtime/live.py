@@ -169,7 +169,7 @@ class _LiveRun(_Run):
 
         resource_tracker.ensure_running()  # one tracker for the ring, shared by the children (see shm)
         self._make_queues(0)  # the ring bounds the frames in flight; its size is not known yet
-        self.workers = self._fork(*[(self._worker_main, (w,), f"eyeblink-worker-{w}") for w in range(self.W)])
+        self._fork_workers()
         source: LiveSource = self.source  # type: ignore[assignment]
         # while the workers load: reserve the ring for the likely geometry (the configured or the
         # camera's rate and size, else 500 FPS 640x480), so that its page faults come now
@@ -178,9 +178,9 @@ class _LiveRun(_Run):
         block: Any = FrameRing.reserve(likely.nbytes)
         try:
             deadline = time.monotonic() + self.par.stall_timeout_s
-            for _ in range(self.W):
+            for _ in range(self.n_done):  # the workers (and the accelerator stage, once compiled)
                 while not self.ready.acquire(timeout=_POLL_S):
-                    if any(p.exitcode is not None for p in self.workers):
+                    if any(p.exitcode is not None for p in self.procs):
                         return  # a worker failed while loading: the sink loop reports it
                     if time.monotonic() > deadline:
                         raise WorkerError(f"the workers did not load their models within "
@@ -202,7 +202,12 @@ class _LiveRun(_Run):
                 self.cfg = replace(self.cfg, landmarks=replace(self.cfg.landmarks, model=self.model))
                 log.info("landmark model %s", self.model_reason)
             self.par = self.live.parallel(source.nominal_fps, base=self.par)
-            self.spec = RingSpec(self.par.slots, (source.height, source.width))
+            slots = self.par.slots
+            if self.accelerated:
+                from eyeblink.runtime.accelerator import stage_slots
+
+                slots = stage_slots(self.cfg, slots, self.W, self.B)
+            self.spec = RingSpec(slots, (source.height, source.width))
             if self.spec.nbytes <= block.size:
                 self.ring, block = FrameRing(self.spec, block=block), None
                 self.prefault_slots = self.spec.slots
@@ -429,6 +434,10 @@ class LivePipeline(ParallelPipeline):
 
         self.live = live
         self.fitters: dict[str, Any] = {}
+        if live.landmarks == "auto" and config.detect.accelerator_stage:
+            # the accelerator stage runs the eye model on the device: the accurate one, whatever the CPU cores
+            live = _replace(live, landmarks=AUTO_LANDMARKS[0])
+            self.live = live
         if live.landmarks == "auto":
             for model in AUTO_LANDMARKS:
                 self.fitters[model] = build_fitter(_replace(config, landmarks=_replace(
@@ -546,8 +555,9 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
     from eyeblink.runtime.parallel import supports
 
     if not supports(cfg):
-        raise ConfigError(f"live mode runs the multiprocess pipeline, which needs the litert backend; got "
-                          f"{cfg.detect.backend!r}")
+        raise ConfigError(f"live mode runs the multiprocess pipeline, which needs the litert backend or the "
+                          f"accelerator stage (--stage accelerator with jax or tensorflow); got "
+                          f"{cfg.detect.backend!r} with --stage {cfg.detect.stage}")
     pipe = LivePipeline(cfg, live)  # models first: a stream is connected only once the workers are ready
     source = open_live_source(args.source, name=args.name, fps=cfg.fps, connect=False,
                               stream=StreamOptions(options=options, read_timeout_s=args.read_timeout,

@@ -139,16 +139,16 @@ def _warm_up(analyzer: FrameAnalyzer, source: Any) -> None:
 
 
 def supports(config: RunConfig) -> bool:
-    """Whether :class:`ParallelPipeline` can run ``config``: CPU detection fused into the workers.
+    """Whether :class:`ParallelPipeline` runs ``config``: CPU detection fused into the workers (LiteRT), or
+    the accelerator stage (``detect.stage``; :mod:`eyeblink.runtime.accelerator`: one process owns the
+    device, which must not be initialised before a fork nor once per worker).
 
-    Only the LiteRT backend is fused into forked workers. Accelerator backends (TensorFlow, IPU)
-    must neither be initialised before a fork nor run one instance per worker; they need the
-    separate batching detector stage, which is not built yet, so those runs use the
-    single-process reference.
+    Other runs (the IPU backend, a Keras backend with ``--stage fused``) use the single-process reference.
     """
     from eyeblink.detect import BackendName
 
-    return str(config.detect.backend).strip().lower() == BackendName.LITERT.value
+    return (config.detect.accelerator_stage
+            or str(config.detect.backend).strip().lower() == BackendName.LITERT.value)
 
 
 class _Stop(Exception):
@@ -198,9 +198,18 @@ class ParallelPipeline:
                               "use --workers 1 here")
         self.cfg = config
         self.par = parallel or ParallelConfig()
-        self.fitter = fitter or build_fitter(config)
-        # fail early (in the parent, with the registry's message) if the backend or model cannot load
-        build_detector(config).close()
+        self.accelerated = config.detect.accelerator_stage
+        if self.accelerated:
+            from eyeblink.runtime.accelerator import check_stage
+
+            # the networks are built in the accelerator process: here only what can be checked without
+            # starting the device (an initialised JAX, TensorFlow or CUDA must not be forked)
+            check_stage(config)
+            self.fitter: EyeModel | None = fitter  # the workers only post-process: no eye model of their own
+        else:
+            self.fitter = fitter or build_fitter(config)
+            # fail early (in the parent, with the registry's message) if the backend or model cannot load
+            build_detector(config).close()
         self._ctx = mp.get_context("fork")
 
     # ------------------------------------------------------------------ parent side
@@ -243,7 +252,7 @@ class _Batcher:
         if self._slots:
             run = self._run
             c = self._first // run.C
-            run._put(run.work_qs[c % run.W], (c, self._first, np.asarray(self._slots, np.int32),
+            run._put(run._dest(c), (c, self._first, np.asarray(self._slots, np.int32),
                                               np.asarray(self._ts), np.asarray(self._td)))
             self._slots.clear()
             self._ts.clear()
@@ -309,10 +318,25 @@ class _Run:
         self.plan: Any = None
         self.written: Any = None  # the sink's next frame to write (shared): the loaders' window
         self._parts: dict[int, tuple[Any, ...]] = {}
+        # the accelerator stage (eyeblink.runtime.accelerator): work_qs is then its one input queue, post_qs
+        # the workers' queues; it reports "done" too (n_done)
+        self.accelerated: bool = pipe.accelerated
+        self.post_qs: list[Any] = []
+        self.accel_proc: Any = None
+        self.accel_info: dict[str, Any] | None = None
+        self.n_done = self.W + (1 if self.accelerated else 0)
+        if self.accelerated and self.spec is not None:
+            from eyeblink.runtime.accelerator import stage_slots
+
+            self.spec = RingSpec(stage_slots(self.cfg, self.spec.slots, self.W, self.B), self.spec.shape)
 
     def _ring_spec(self) -> RingSpec | None:
         """The ring's geometry (a hook: live mode sizes it once the stream is open)."""
         return RingSpec(self.par.slots, (self.source.height, self.source.width))
+
+    def _dest(self, chunk: int) -> Any:
+        """The queue a loader sends chunk ``chunk``'s frame records to (its worker, or the accelerator stage)."""
+        return self.work_qs[0] if self.accelerated else self.work_qs[chunk % self.W]
 
     # ---------------------------------------------------------------- children
 
@@ -402,6 +426,7 @@ class _Run:
         frame_index = -1
         try:
             detector = build_detector(self.cfg)
+            assert self.pipe.fitter is not None  # fused workers: the parent loaded the eye model
             analyzer = FrameAnalyzer(self.cfg, detector, self.pipe.fitter, StageClock())
             fitters = getattr(self.pipe, "fitters", None) or {"": self.pipe.fitter}  # live: models to pick from
             for fitter in fitters.values():
@@ -491,9 +516,138 @@ class _Run:
     def _worker_ready(self, wid: int) -> None:
         """Called in worker ``wid`` once its detector is built (a hook: live mode starts capturing then)."""
 
+    # ------------------------------------------------------------ the accelerator stage's children
+
+    def _accelerator_main(self) -> None:
+        """The process that owns the device: gathers frame records into batches, runs detection and the eye
+        model on them, and deals the fit records to the post-processing workers."""
+        from eyeblink.runtime.accelerator import BatchGatherer, Tracker, build_engine, drain, run_batch
+
+        self._child_setup()
+        frame = -1
+        try:
+            engine = build_engine(self.cfg)
+            h, w = int(getattr(self.source, "height", 0) or 480), int(getattr(self.source, "width", 0) or 640)
+            t0 = time.perf_counter()
+            engine.warm_up((h, w))
+            compile_s = time.perf_counter() - t0
+            self._worker_ready(-1)
+            from eyeblink.detect import missing_accelerator
+
+            warning = missing_accelerator(self.cfg.detect.backend)
+            ring = self.ring
+            gather = BatchGatherer(self.cfg.detect.batch_size, self.cfg.detect.flush_ms / 1000.0)
+            tracker = Tracker()
+            rr = 0
+            ends = 0
+            sizes: list[int] = []
+
+            def run(messages: list[tuple[Any, ...]]) -> None:
+                nonlocal rr, frame
+                assert ring is not None
+                frame = int(messages[0][1])
+                sizes.append(sum(len(m[2]) for m in messages))
+                for m, fits in zip(messages, run_batch(engine, ring, messages, tracker), strict=True):
+                    self._put(self.post_qs[rr % self.W], (*m, fits))
+                    rr += 1
+
+            q = self.work_qs[0]
+            while True:
+                try:
+                    msg = drain(q, gather, _POLL_S)
+                except queue.Empty:
+                    if gather.due(time.monotonic()):
+                        run(gather.take())
+                    elif self.stop.is_set() or os.getppid() != self.parent_pid:
+                        raise _Stop from None
+                    continue
+                if msg is None:  # one per loader
+                    ends += 1
+                    if ends < self.n_loaders:
+                        continue
+                    if gather.messages:
+                        run(gather.take())
+                    for pq in self.post_qs:
+                        self._put(pq, None)
+                    break
+                if msg[0] == "ring":  # live: the ring exists now; the workers need it too
+                    ring = self.ring = FrameRing.attach(msg[1], msg[2])
+                    ring.prefault(msg[3])
+                    for pq in self.post_qs:
+                        self._put(pq, msg)
+                    continue
+                ready = gather.add(msg, time.monotonic())
+                if ready:
+                    run(ready)
+                if gather.full():
+                    run(gather.take())
+            t = engine.times
+            info = {"backend": engine.backend, "device": engine.device, "batch_size": engine.batch_size,
+                    "flush_ms": self.cfg.detect.flush_ms, "batches": len(sizes),
+                    "mean_batch": float(np.mean(sizes)) if sizes else None, "warm_up_s": compile_s,
+                    "ms_per_frame": {k: v * 1000.0 / max(t.frames, 1) for k, v in t.seconds.items()},
+                    "warnings": [warning] if warning else []}
+            engine.close()
+            self._put(self.out_q, ("done", "accelerator", dict(t.seconds),
+                                   {k: t.frames for k in t.seconds}, 0, info))
+        except _Stop:
+            self._quit()
+        except BaseException as exc:
+            self._report("accelerator", -1, frame, exc)
+            self._quit()
+            raise SystemExit(1) from None
+
+    def _post_worker_main(self, wid: int) -> None:
+        """A CPU worker of the accelerator stage: eye patches (and strips) from the ring, rows to the sink."""
+        from eyeblink.runtime.accelerator import post_rows
+
+        self._child_setup()
+        frame = -1
+        try:
+            self._worker_ready(wid)
+            ring = self.ring
+            row_dtype = CROP_DTYPE if self.cfg.eye_crops else RESULT_DTYPE
+            seconds = 0.0
+            n = 0
+            while True:
+                msg = self._get(self.post_qs[wid])
+                if msg is None:
+                    break
+                if msg[0] == "ring":
+                    ring = self.ring = FrameRing.attach(msg[1], msg[2])
+                    ring.prefault(msg[3])
+                    continue
+                assert ring is not None
+                frame = int(msg[1])
+                t0 = time.perf_counter()
+                rows = post_rows(ring, msg, row_dtype, self.cfg.eye_crops)
+                seconds += time.perf_counter() - t0
+                n += len(rows)
+                self._put(self.out_q, ("rows", wid, rows))
+                slots = msg[2]
+                self._release(slots[slots >= 0])
+            self._put(self.out_q, ("done", wid, {"landmarks": seconds}, {"landmarks": 0}, 0))
+        except _Stop:
+            self._quit()
+        except BaseException as exc:
+            self._report("worker", wid, frame, exc)
+            self._quit()
+            raise SystemExit(1) from None
+
+    def _fork_workers(self) -> None:
+        """Fork the detect+landmark workers, or the accelerator stage and its post-processing workers."""
+        if self.accelerated:
+            self.workers = self._fork(*[(self._post_worker_main, (w,), f"eyeblink-worker-{w}") for w in range(self.W)])
+            (self.accel_proc,) = self._fork((self._accelerator_main, (), "eyeblink-accelerator"))
+        else:
+            self.workers = self._fork(*[(self._worker_main, (w,), f"eyeblink-worker-{w}") for w in range(self.W)])
+
+    def _queues(self) -> tuple[Any, ...]:
+        return (*self.work_qs, *self.post_qs, self.free_q, self.out_q)
+
     def _quit(self) -> None:
         if self.stop.is_set() or os.getppid() != self.parent_pid:
-            for q in (*self.work_qs, self.free_q, self.out_q):
+            for q in self._queues():
                 q.cancel_join_thread()
 
     # ---------------------------------------------------------------- parent
@@ -518,14 +672,16 @@ class _Run:
         self.ring = FrameRing(spec)
         self.ring_name = self.ring.name
         # workers first: they load LiteRT while the loader fills the ring
-        self.workers = self._fork(*[(self._worker_main, (w,), f"eyeblink-worker-{w}") for w in range(self.W)])
+        self._fork_workers()
         (self.loader,) = self._fork((self._loader_main, (), "eyeblink-loader"))
 
     def _make_queues(self, work_size: int) -> None:
         """The stop event and the queues (``work_size`` 0 = unbounded work and free-slot queues)."""
         ctx = self.pipe._ctx
         self.stop = ctx.Event()
-        self.work_qs = [ctx.Queue(maxsize=work_size) for _ in range(self.W)]
+        self.work_qs = [ctx.Queue(maxsize=work_size) for _ in range(1 if self.accelerated else self.W)]
+        if self.accelerated:
+            self.post_qs = [ctx.Queue(maxsize=work_size) for _ in range(self.W)]
         self.free_q = ctx.Queue(maxsize=work_size)
         self.out_q = ctx.Queue(maxsize=max(8, 4 * self.W))
 
@@ -561,7 +717,7 @@ class _Run:
             if p.is_alive():
                 p.kill()
                 p.join(timeout=1.0)
-        for q in (*self.work_qs, self.free_q, self.out_q):
+        for q in self._queues():
             if q is not None:
                 q.cancel_join_thread()
                 q.close()
@@ -595,8 +751,11 @@ class _Run:
 
                 wall = time.perf_counter() - started
                 # self.cfg: live mode may settle the landmark model once the source is open
+                # the accelerator stage: its process says whether the device is there (the parent must not ask JAX)
+                warnings = (list((self.accel_info or {}).get("warnings", [])) if self.accelerated else None)
                 summary = build_summary(_SourceView(source, info or self._info), self.cfg, sink, clock,  # type: ignore[arg-type]
-                                        redet, wall, outcome.status, outcome.error)  # type: ignore[arg-type]
+                                        redet, wall, outcome.status, outcome.error,  # type: ignore[arg-type]
+                                        warnings=warnings)
                 summary["timings"].update(self._latency_summary())
                 summary["parallel"] = clean_json({
                     "workers": self.W, "loaders": self.n_loaders,
@@ -605,7 +764,8 @@ class _Run:
                     "ring_slots": self.spec.slots if self.spec else None,
                     "ring_mb": self.spec.nbytes / 2**20 if self.spec else None,
                     "ring_name": self.ring_name,
-                    "detector": "fused",
+                    "detector": "accelerator stage" if self.accelerated else "fused",
+                    "accelerator": self.accel_info,
                 })
                 summary.update(self._extra_summary())
                 if outcome.traceback:
@@ -665,7 +825,7 @@ class _Run:
 
         def fail(role: str, wid: int, frame: int | None, line: str, tb: str | None, pid: int | None) -> None:
             nonlocal failure, limit, fail_deadline
-            who = f"landmark worker {wid}" if role == "worker" else "frame loader"
+            who = {"worker": f"landmark worker {wid}", "accelerator": "accelerator stage"}.get(role, "frame loader")
             where = f" at frame {frame}" if frame is not None and frame >= 0 else ""
             err = WorkerError(f"{who}{f' (pid {pid})' if pid else ''} failed{where}: {line}; "
                               f"rows before it are in {sink.writer.frames_path.name}"
@@ -674,7 +834,7 @@ class _Run:
             if failure is None:
                 failure = err
                 fail_deadline = time.monotonic() + self.par.drain_timeout_s
-            if role == "worker":
+            if role == "worker" and not self.accelerated:
                 stop_at = frame if frame is not None and frame >= 0 else self._first_owned_from(
                     last_seen[wid] + 1, wid)
             else:
@@ -685,7 +845,7 @@ class _Run:
             end = expected if expected is not None else math.inf
             if failure is not None or source_error is not None:
                 end = min(end, limit)
-            if next_idx >= end and (failure is not None or source_error is not None or len(done) == self.W):
+            if next_idx >= end and (failure is not None or source_error is not None or len(done) == self.n_done):
                 break
             if failure is not None and time.monotonic() > fail_deadline:
                 break
@@ -697,7 +857,8 @@ class _Run:
                     code = p.exitcode
                     if code not in (None, 0) and p.pid not in self._reported:
                         self._reported.add(p.pid)
-                        role = "loader" if p is self.loader or p in self.loaders else "worker"
+                        role = ("loader" if p is self.loader or p in self.loaders
+                                else "accelerator" if p is self.accel_proc else "worker")
                         wid = self.workers.index(p) if role == "worker" else -1
                         why = (f"killed by signal {signal.Signals(-code).name}" if code < 0
                                else f"exited with status {code}")
@@ -728,8 +889,10 @@ class _Run:
                     if bar is not None:
                         bar.update(len(rows))
             elif kind == "done":
-                _, wid, seconds, calls, redetections = msg
+                _, wid, seconds, calls, redetections, *extra = msg
                 done.add(wid)
+                if extra:
+                    self.accel_info = extra[0]
                 for k, v in seconds.items():
                     clock.seconds[k] += v
                     clock.calls[k] += calls[k]
@@ -743,7 +906,8 @@ class _Run:
                     limit = min(limit, expected)
             elif kind == "error":
                 _, role, wid, frame, line, tb, user_error = msg
-                pid = self._loader_pid(wid) if role == "loader" else self.workers[wid].pid
+                pid = (self._loader_pid(wid) if role == "loader" else self.accel_proc.pid if role == "accelerator"
+                       else self.workers[wid].pid)
                 if pid is not None:
                     self._reported.add(pid)
                 if role == "loader" and isinstance(user_error, EyeblinkError) and failure is None:
@@ -786,7 +950,7 @@ class _Run:
         self.window = 2 * n * segment + self.spec.slots
         self.ring = FrameRing(self.spec)
         self.ring_name = self.ring.name
-        self.workers = self._fork(*[(self._worker_main, (w,), f"eyeblink-worker-{w}") for w in range(self.W)])
+        self._fork_workers()
         self.loaders = self._fork(*[(self._range_loader_main, (lid,), f"eyeblink-loader-{lid}") for lid in range(n)])
         self.loader = self.loaders[0]
         return True

@@ -467,12 +467,14 @@ def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, anal
 
 
 def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clock: StageClock,
-                  analyzer: FrameAnalyzer, wall_s: float, status: str, error: str | None) -> dict[str, Any]:
+                  analyzer: FrameAnalyzer, wall_s: float, status: str, error: str | None, *,
+                  warnings: list[str] | None = None) -> dict[str, Any]:
+    """The summary of one input; ``warnings``: the run's own (default :func:`run_warnings` of ``config``)."""
     dur = sink.last_t - sink.first_t if sink.frames > 1 else 0.0
     complete = [e for e in sink.events if e.complete]
     described = source.describe()
     damaged = list(described.get("damaged_packets") or [])
-    warnings = run_warnings(config)
+    warnings = list(warnings) if warnings is not None else run_warnings(config)
     if damaged:
         warnings.append(damage_warning(source.name, damaged))
     summary: dict[str, Any] = {

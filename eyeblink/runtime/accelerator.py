@@ -1,0 +1,218 @@
+"""The accelerator stage of the multiprocess pipeline: one process owns the device.
+
+::
+
+    loader(s) ──► shared-memory ring ──► accelerator process ──► post-process workers ──► ordered sink
+      decode       (slots; queues carry    batches of frames:      eye patches (and the
+                    small records)         BlazeFace + face mesh   report's eye strips) from
+                                           + lid refinement        the ring's pixels, rows
+
+With ``detect.stage = "accelerator"`` (the ``gpu`` preset; ``--stage accelerator``) the detect+landmark
+workers of :mod:`eyeblink.runtime.parallel` are replaced by this stage. The loaders send their frame
+records to one queue; the accelerator process gathers them into batches of up to ``detect.batch_size``
+frames, runs :class:`~eyeblink.landmarks.batched.BatchedFaceEyes` on a batch (three batched network calls:
+detection, face mesh, iris), and sends each record message on with one small fit record per frame
+(:data:`FIT_DTYPE`: box, keypoints, the 12 eye points, each eye's openness) to the CPU workers, dealt
+round-robin. A worker reads the frame's pixels from the ring only for the eye patches (and the report's
+strips), writes the rows and frees the slots. The CPU does decoding and post-processing; the device does
+every network.
+
+Batching and latency: a batch is run when the next message would overflow ``batch_size``, at the end of the
+input, or once its oldest frame has waited ``detect.flush_ms`` (5 ms): files fill whole batches (the loader
+runs ahead), a live camera at 500 FPS gets batches of ~2-3 frames and a bounded wait instead of waiting for
+512 frames (:class:`BatchGatherer`). The ring holds at least two batches, so the loader fills one while the
+device runs the other.
+
+Every frame is detected (see :mod:`eyeblink.landmarks.batched`): rows equal those of ``--detect-every 1``.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from eyeblink.frames import Frame
+from eyeblink.landmarks.eyes import eye_patches, eye_strip
+
+if TYPE_CHECKING:
+    from eyeblink.config import RunConfig
+    from eyeblink.detect.blazeface import FaceDetection
+    from eyeblink.landmarks.batched import BatchedFaceEyes
+
+__all__ = ["FIT_DTYPE", "BatchGatherer", "build_engine", "check_stage", "stage_slots"]
+
+#: One frame's result from the accelerator stage to a worker (no pixels).
+FIT_DTYPE = np.dtype([
+    ("face", "?"), ("box", "f8", (4,)), ("score", "f8"), ("keypoints", "f8", (6, 2)),
+    ("has_points", "?"), ("points", "f4", (12, 2)), ("ear_left", "f8"), ("ear_right", "f8"),
+    ("t_start", "f8"), ("t_end", "f8"),
+])
+
+
+def check_stage(config: RunConfig) -> None:
+    """:class:`~eyeblink.errors.ConfigError` unless the accelerator stage can run ``config`` (backend and eye
+    model), naming the fix; the backend's packages must be installed (checked without importing them)."""
+    from eyeblink.detect import require_backend
+    from eyeblink.errors import ConfigError
+    from eyeblink.landmarks.batched import BATCHED_MODELS
+
+    backend = str(config.detect.backend).strip().lower()
+    if backend not in ("litert", "jax", "tensorflow"):
+        raise ConfigError(f"the accelerator stage runs on the jax, tensorflow or litert backend, not {backend!r}; "
+                          "use --stage fused or another --backend")
+    if config.landmarks.model not in BATCHED_MODELS:
+        raise ConfigError(f"the accelerator stage runs the face-mesh eye models ({', '.join(BATCHED_MODELS)}), not "
+                          f"{config.landmarks.model!r}; use --landmarks mesh or --stage fused")
+    require_backend(backend)
+
+
+def stage_slots(config: RunConfig, slots: int, workers: int, batch_frames: int) -> int:
+    """Ring slots for the accelerator stage: the pipeline's own, and at least two device batches plus what
+    the workers hold."""
+    return max(slots, 2 * config.detect.batch_size + 2 * workers * batch_frames)
+
+
+def build_engine(config: RunConfig) -> BatchedFaceEyes:
+    """The stage's networks for ``config`` (built in the accelerator process, after the fork)."""
+    from eyeblink.landmarks.batched import BatchedFaceEyes
+
+    d, lm = config.detect, config.landmarks
+    return BatchedFaceEyes(d.backend, batch_size=d.batch_size, refine=lm.model == "mesh", face_model=d.model_path,
+                           mesh_model=lm.model_path, score_threshold=d.score_threshold, iou_threshold=d.nms_iou,
+                           jit_compile=d.jit_compile, num_threads=d.num_threads)
+
+
+class BatchGatherer:
+    """Frame-record messages gathered into device batches of at most ``batch_size`` frames.
+
+    :meth:`add` returns the batch to run now when the new message would overflow it; :meth:`due` says
+    whether the oldest waiting message has waited ``flush_s``; :meth:`take` empties it. ``now`` is any
+    monotonic clock in seconds (a parameter so that the rule is testable).
+    """
+
+    def __init__(self, batch_size: int, flush_s: float) -> None:
+        if batch_size < 1 or not flush_s > 0:
+            raise ValueError(f"batch_size must be >= 1 and flush_s > 0, got {batch_size} and {flush_s}")
+        self.batch_size = batch_size
+        self.flush_s = flush_s
+        self.messages: list[tuple[Any, ...]] = []
+        self.frames = 0
+        self._since = math.inf
+
+    def add(self, msg: tuple[Any, ...], now: float) -> list[tuple[Any, ...]] | None:
+        """Add one ``(chunk, first, slots, timestamps, decoded_at)`` message; the batch to run first, if any."""
+        n = len(msg[2])
+        ready = self.take() if self.messages and self.frames + n > self.batch_size else None
+        if not self.messages:
+            self._since = now
+        self.messages.append(msg)
+        self.frames += n
+        return ready
+
+    def full(self) -> bool:
+        return self.frames >= self.batch_size
+
+    def due(self, now: float) -> bool:
+        return bool(self.messages) and now - self._since >= self.flush_s
+
+    def wait_s(self, now: float, poll_s: float) -> float:
+        """How long to wait for the next message: until the oldest one is due, at most ``poll_s``."""
+        if not self.messages:
+            return poll_s
+        return max(0.0, min(poll_s, self._since + self.flush_s - now))
+
+    def take(self) -> list[tuple[Any, ...]]:
+        out, self.messages, self.frames, self._since = self.messages, [], 0, math.inf
+        return out
+
+
+class Tracker:
+    """The subject's face across batches: the previous frame's face when frames are consecutive."""
+
+    def __init__(self) -> None:
+        self.last_index = -2
+        self.last_face: FaceDetection | None = None
+
+    def chain(self, indices: list[int]) -> tuple[FaceDetection | None, list[bool]]:
+        chained = [i == p + 1 for p, i in zip([self.last_index, *indices[:-1]], indices, strict=True)]
+        return (self.last_face if chained and chained[0] else None), chained
+
+    def advance(self, index: int, face: FaceDetection | None) -> None:
+        self.last_index, self.last_face = index, face
+
+
+def run_batch(engine: BatchedFaceEyes, ring: Any, messages: list[tuple[Any, ...]],
+              tracker: Tracker) -> list[np.ndarray]:
+    """Run one gathered batch; one :data:`FIT_DTYPE` array per message (dropped frames, slot -1, stay empty)."""
+    images: list[np.ndarray] = []
+    where: list[tuple[int, int]] = []
+    indices: list[int] = []
+    out = [np.zeros(len(m[2]), FIT_DTYPE) for m in messages]
+    for k, (_c, first, slots, _ts, _td) in enumerate(messages):
+        for j, slot in enumerate(slots.tolist()):
+            if slot >= 0:
+                images.append(ring[slot])
+                where.append((k, j))
+                indices.append(first + j)
+    if not images:
+        return out
+    previous, chained = tracker.chain(indices)
+    t0 = time.perf_counter()
+    results = engine.analyze(images, previous=previous, chained=chained)
+    t1 = time.perf_counter()
+    for (k, j), (face, fit) in zip(where, results, strict=True):
+        rec = out[k][j]
+        rec["t_start"], rec["t_end"] = t0, t1
+        rec["ear_left"] = rec["ear_right"] = math.nan
+        if face is None:
+            continue
+        rec["face"] = True
+        rec["box"], rec["score"], rec["keypoints"] = face.box, face.score, face.keypoints
+        if fit is not None:
+            rec["ear_left"], rec["ear_right"] = fit.ear_left, fit.ear_right
+            if np.isfinite(fit.points).all():
+                rec["has_points"] = True
+                rec["points"] = fit.points
+    tracker.advance(indices[-1], results[-1][0])
+    return out
+
+
+def post_rows(ring: Any, msg: tuple[Any, ...], row_dtype: np.dtype, eye_crops: bool) -> np.ndarray:
+    """A worker's rows for one message of fit records: the fits, plus the eye patches (and the report's strips)
+    cut from the ring's pixels."""
+    _c, first, slots, ts, td, fits = msg
+    out = np.zeros(len(slots), row_dtype)
+    for j, slot in enumerate(slots.tolist()):
+        row, rec = out[j], fits[j]
+        row["index"], row["timestamp_s"], row["t_decoded"] = first + j, ts[j], td[j]
+        if slot < 0:  # dropped by the live loader: a gap row
+            row["dropped"] = True
+            continue
+        row["detected"] = True
+        row["ear_left"], row["ear_right"] = rec["ear_left"], rec["ear_right"]
+        row["t_start"] = rec["t_start"]
+        if rec["face"]:
+            row["face"] = True
+            row["box"], row["score"], row["keypoints"] = rec["box"], rec["score"], rec["keypoints"]
+        if rec["has_points"]:
+            gray = Frame(first + j, float(ts[j]), ring[slot]).gray
+            pts = rec["points"]
+            row["has_patches"] = True
+            row["patches"] = eye_patches(gray, pts)
+            if eye_crops:
+                row["has_strip"] = True
+                row["strip"], row["strip_points"] = eye_strip(gray, pts)
+        row["t_end"] = time.perf_counter()
+    return out
+
+
+def drain(q: Any, gather: BatchGatherer, poll_s: float) -> Any:
+    """The next message of ``q`` within the gatherer's wait (``queue.Empty`` when none came)."""
+    wait = gather.wait_s(time.monotonic(), poll_s)
+    if wait <= 0:
+        raise queue.Empty
+    return q.get(timeout=wait)
