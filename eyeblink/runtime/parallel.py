@@ -536,6 +536,7 @@ class _Run:
 
             warning = missing_accelerator(self.cfg.detect.backend)
             ring = self.ring
+            fault = self.fault  # the test hook (module docstring): raise@K / exit@K in the batch holding frame K
             gather = BatchGatherer(self.cfg.detect.batch_size, self.cfg.detect.flush_ms / 1000.0)
             tracker = Tracker()
             rr = 0
@@ -545,7 +546,12 @@ class _Run:
             def run(messages: list[tuple[Any, ...]]) -> None:
                 nonlocal rr, frame
                 assert ring is not None
-                frame = int(messages[0][1])
+                frame = int(messages[0][1])  # a failure below is reported at the batch's first frame
+                if fault is not None and any(m[1] <= fault[1] < m[1] + len(m[2]) for m in messages):
+                    if fault[0] == "exit":
+                        time.sleep(0.3)  # the rows already sent leave the queues first
+                        os._exit(70)
+                    raise RuntimeError(f"injected failure at frame {fault[1]} ({FAULT_ENV})")
                 sizes.append(sum(len(m[2]) for m in messages))
                 for m, fits in zip(messages, run_batch(engine, ring, messages, tracker), strict=True):
                     self._put(self.post_qs[rr % self.W], (*m, fits))

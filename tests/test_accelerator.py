@@ -1,0 +1,179 @@
+"""The accelerator stage (``--stage accelerator``): one process runs detection and the face-mesh eyelids on
+batches of frames, the CPU workers post-process (:mod:`eyeblink.runtime.accelerator`,
+:mod:`eyeblink.landmarks.batched`).
+
+Real recordings (rendered by :mod:`eyeblink.lab.synth`), the real CLI in a subprocess, the real networks: LiteRT
+(the CPU reference, byte-equal rows) and JAX's CPU build (the Keras rebuild a GPU runs, to its tolerance). A GPU
+itself is not here; what runs on one is the same code with JAX's CUDA build.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_cli import assert_user_error, read_rows, run_cli
+from test_live import live_run
+from test_live import summary as live_summary
+
+from eyeblink.runtime.accelerator import FIT_DTYPE, BatchGatherer, Tracker
+
+
+def _preset(tmp: Path, name: str, **detect: object) -> Path:
+    lines = ["[detect]"] + [f"{k} = {json.dumps(v)}" for k, v in detect.items()]
+    path = tmp / f"{name}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _summary(out: Path, stem: str = "subject") -> dict:
+    return json.loads((out / f"{stem}.summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def reference(face_recording: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The single-process reference with a detection on every frame (what the stage computes)."""
+    out = tmp_path_factory.mktemp("reference")
+    proc = run_cli("process", face_recording[0], "-o", out, "--workers", "1", "--detect-every", "1",
+                   "--no-progress", "--report")
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+# ------------------------------------------------------------------------------------------ batching rule
+
+def _msg(first: int, n: int) -> tuple:
+    return (0, first, np.arange(first, first + n, dtype=np.int32), np.zeros(n), np.zeros(n))
+
+
+def test_batches_fill_up_to_the_batch_size_and_a_partial_one_waits_at_most_flush_ms() -> None:
+    g = BatchGatherer(8, flush_s=0.005)
+    assert g.add(_msg(0, 3), now=0.000) is None
+    assert g.add(_msg(3, 3), now=0.001) is None
+    assert g.wait_s(0.003, poll_s=0.05) == pytest.approx(0.002)  # the oldest frame is due at 5 ms
+    assert not g.due(0.0049) and g.due(0.005)
+    ready = g.add(_msg(6, 3), now=0.002)  # 9 > 8 frames: the two waiting messages go first
+    assert ready is not None and [m[1] for m in ready] == [0, 3]
+    assert g.frames == 3 and not g.due(0.006) and g.due(0.007)  # the clock restarts at the new oldest
+    assert g.add(_msg(9, 5), now=0.003) is None and g.full()
+    assert [m[1] for m in g.take()] == [6, 9] and g.frames == 0 and not g.due(1.0)
+    assert g.wait_s(1.0, poll_s=0.05) == 0.05  # nothing waiting: just poll
+    with pytest.raises(ValueError):
+        BatchGatherer(0, 0.005)
+
+
+def test_the_subject_is_tracked_only_across_consecutive_frames() -> None:
+    t = Tracker()
+    prev, chained = t.chain([0, 1, 2, 4])
+    assert prev is None and chained == [False, True, True, False]
+    t.advance(4, "face")  # type: ignore[arg-type]
+    assert t.chain([5, 6]) == ("face", [True, True])
+    assert t.chain([7]) == (None, [False])
+    assert FIT_DTYPE.itemsize < 400  # no pixels travel back from the device
+
+
+# ------------------------------------------------------------------------------------------ end to end
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", [["--workers", "2"], ["--workers", "2", "--loaders", "2"]], ids=["1-loader", "2-loaders"])
+def test_accelerator_stage_rows_equal_the_every_frame_reference(face_recording: tuple[Path, object], reference: Path,
+                                                                tmp_path: Path, layout: list[str]) -> None:
+    """With the LiteRT networks the stage computes exactly what the reference computes frame by frame."""
+    proc = run_cli("process", face_recording[0], "-o", tmp_path, "--stage", "accelerator", *layout, "--no-progress",
+                   "--report")
+    assert proc.returncode == 0, proc.stderr
+    for name in ("subject.frames.csv", "subject.blinks.csv"):
+        assert (tmp_path / name).read_bytes() == (reference / name).read_bytes(), name
+    assert len(read_rows(tmp_path / "subject.blinks.csv")) == 1
+    with np.load(tmp_path / "subject.crops.npz") as got, np.load(reference / "subject.crops.npz") as want:
+        assert sorted(got.files) == sorted(want.files)
+        for key in want.files:
+            np.testing.assert_array_equal(got[key], want[key])
+    s = _summary(tmp_path)
+    par = s["parallel"]
+    assert s["status"] == "ok" and par["detector"] == "accelerator stage" and par["workers"] == 2
+    acc = par["accelerator"]
+    assert acc["backend"] == "litert" and acc["batches"] >= 1 and acc["warnings"] == []
+    assert acc["ms_per_frame"]["detect"] > 0 and acc["ms_per_frame"]["landmarks"] > 0
+    assert par["loaders"] == (2 if "--loaders" in layout else 1)
+
+
+@pytest.mark.slow
+def test_accelerator_stage_on_jax_matches_litert(face_recording: tuple[Path, object], reference: Path,
+                                                 tmp_path: Path) -> None:
+    """The Keras rebuild of the three networks on JAX (its CPU build here, the GPU path elsewhere), batched,
+    gives the LiteRT reference's boxes and openness to the backends' tolerance."""
+    pytest.importorskip("jax")
+    pytest.importorskip("keras")
+    preset = _preset(tmp_path, "jax8", backend="jax", batch_size=8, detect_every=1)
+    n = 40
+    proc = run_cli("process", face_recording[0], "-o", tmp_path / "out", "--pipeline", preset, "--workers", "2",
+                   "--max-frames", str(n), "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    got = read_rows(tmp_path / "out" / "subject.frames.csv")
+    want = read_rows(reference / "subject.frames.csv")[:n]
+    assert len(got) == n
+    for g, w in zip(got, want, strict=True):
+        assert g["frame"] == w["frame"] and g["timestamp_s"] == w["timestamp_s"] and g["face"] == w["face"] == "1"
+        for col in ("face_x0", "face_y0", "face_x1", "face_y1"):
+            assert float(g[col]) == pytest.approx(float(w[col]), abs=0.01)
+        for col in ("ear_left", "ear_right"):
+            assert float(g[col]) == pytest.approx(float(w[col]), abs=1e-3)
+    s = _summary(tmp_path / "out")
+    acc = s["parallel"]["accelerator"]
+    assert s["parallel"]["detector"] == "accelerator stage"
+    assert acc["backend"] == "jax" and acc["batch_size"] == 8
+    if acc["device"].lower().startswith("cpu"):  # no GPU: said once, in the summary and on stderr
+        assert any("found no GPU" in w for w in s["warnings"])
+
+
+@pytest.mark.slow
+def test_accelerator_stage_failure_keeps_every_row_before_it(face_recording: tuple[Path, object],
+                                                             tmp_path: Path) -> None:
+    env = dict(os.environ, EYEBLINK_TEST_WORKER_FAULT="raise@400")
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(face_recording[0]), "-o", str(tmp_path),
+                           "--stage", "accelerator", "--workers", "2", "--no-progress"],
+                          capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 3, proc.stderr
+    line = assert_user_error(proc, "accelerator stage", "failed at frame", "injected failure")
+    assert "Traceback" not in line
+    rows = read_rows(tmp_path / "subject.frames.csv")
+    assert 0 < len(rows) <= 400 and [int(r["frame"]) for r in rows] == list(range(len(rows)))
+    s = _summary(tmp_path)
+    assert s["status"] == "failed" and "injected failure" in s["error"] and s["frames"] == len(rows)
+
+
+@pytest.mark.parametrize(("args", "needles"), [
+    (["--stage", "accelerator", "--landmarks", "face68"], ["accelerator stage", "--landmarks mesh", "--stage fused"]),
+    (["--stage", "accelerator", "--backend", "ipu"], ["accelerator stage", "'ipu'", "--stage fused"]),
+    (["--backend", "jax", "--stage", "fused", "--workers", "2"], ["--workers 2", "--stage accelerator"]),
+])
+def test_what_the_stage_cannot_run_is_one_line(face_recording: tuple[Path, object], tmp_path: Path,
+                                               args: list[str], needles: list[str]) -> None:
+    proc = run_cli("process", face_recording[0], "-o", tmp_path, "--no-progress", *args)
+    assert proc.returncode == 2
+    assert_user_error(proc, *needles)
+    assert not (tmp_path / "subject.frames.csv").exists()
+
+
+@pytest.mark.slow
+def test_live_accelerator_stage_flushes_partial_batches_after_the_deadline(tmp_path: Path) -> None:
+    """A live stream at 100 FPS through a stage whose batch is 64 frames: every frame gets its row, in batches
+    that the 5 ms deadline flushed long before they were full (a full batch would hold a frame 640 ms)."""
+    preset = _preset(tmp_path, "live64", backend="litert", stage="accelerator", batch_size=64, flush_ms=5.0)
+    out = tmp_path / "out"
+    live_run(out, ["--fps", "100", "--stop-after", "300"], "--pipeline", str(preset), "--workers", "2",
+             "--landmarks", "mesh", "--on-overload", "block")
+    s = live_summary(out)
+    with (out / "cam.frames.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 300 and all(r["face"] == "1" for r in rows)
+    acc = s["parallel"]["accelerator"]
+    assert s["parallel"]["detector"] == "accelerator stage" and acc["batch_size"] == 64
+    assert acc["batches"] >= 300 / 32 and acc["mean_batch"] <= 32
