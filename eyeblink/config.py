@@ -73,6 +73,8 @@ class DetectConfig:
     stage: str = "auto"
     #: the accelerator stage runs a partial batch once its first frame has waited this long (live latency)
     flush_ms: float = 5.0
+    #: processes of the accelerator stage sharing the device (0: one per 4 cores, 1 to 4)
+    stage_processes: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.backend, (list, tuple)):
@@ -94,6 +96,8 @@ class DetectConfig:
         _require(self.hold_max_ms > 0, f"detect.hold_max_ms must be > 0, got {self.hold_max_ms}")
         _require(self.stage in STAGES, f"--stage must be one of {', '.join(STAGES)}, got {self.stage!r}")
         _require(self.flush_ms > 0, f"detect.flush_ms must be > 0, got {self.flush_ms}")
+        _require(0 <= self.stage_processes <= 64,
+                 f"detect.stage_processes must be in 0..64 (0: one per 4 cores), got {self.stage_processes}")
         self.accelerator()  # validates jit_compile, prefetch_depth, io_tiles, replicas
         from eyeblink.detect import BackendName
 

@@ -81,11 +81,17 @@ def test_the_subject_is_tracked_only_across_consecutive_frames() -> None:
 # ------------------------------------------------------------------------------------------ end to end
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", [["--workers", "2"], ["--workers", "2", "--loaders", "2"]], ids=["1-loader", "2-loaders"])
+@pytest.mark.parametrize(("layout", "processes"), [
+    (["--workers", "2"], 1), (["--workers", "2", "--loaders", "2"], 1), (["--workers", "2", "--loaders", "2"], 2)],
+    ids=["1-loader", "2-loaders", "2-loaders-2-stage-processes"])
 def test_accelerator_stage_rows_equal_the_every_frame_reference(face_recording: tuple[Path, object], reference: Path,
-                                                                tmp_path: Path, layout: list[str]) -> None:
-    """With the LiteRT networks the stage computes exactly what the reference computes frame by frame."""
-    proc = run_cli("process", face_recording[0], "-o", tmp_path, "--stage", "accelerator", *layout, "--no-progress",
+                                                                tmp_path: Path, layout: list[str],
+                                                                processes: int) -> None:
+    """With the LiteRT networks the stage computes exactly what the reference computes frame by frame, however
+    many loaders feed it and however many stage processes share the device."""
+    preset = _preset(tmp_path, "stage", backend="litert", stage="accelerator", stage_processes=processes,
+                     detect_every=10)  # the stage detects every frame whatever the preset's keyframe policy
+    proc = run_cli("process", face_recording[0], "-o", tmp_path, "--pipeline", preset, *layout, "--no-progress",
                    "--report")
     assert proc.returncode == 0, proc.stderr
     for name in ("subject.frames.csv", "subject.blinks.csv"):
@@ -100,6 +106,7 @@ def test_accelerator_stage_rows_equal_the_every_frame_reference(face_recording: 
     assert s["status"] == "ok" and par["detector"] == "accelerator stage" and par["workers"] == 2
     acc = par["accelerator"]
     assert acc["backend"] == "litert" and acc["batches"] >= 1 and acc["warnings"] == []
+    assert acc["processes"] == processes and acc["host_ms_per_frame"] > 0
     assert acc["ms_per_frame"]["detect"] > 0 and acc["ms_per_frame"]["landmarks"] > 0
     assert par["loaders"] == (2 if "--loaders" in layout else 1)
 

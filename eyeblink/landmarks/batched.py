@@ -64,11 +64,37 @@ _IRIS_OUT = 213
 
 @dataclass
 class StageTimes:
-    """Seconds spent per part of the stage's batches (host preparation and network calls)."""
+    """Seconds spent per part of the stage's batches: ``detect`` and ``landmarks`` (each with its host work:
+    letterbox, crops, decoding), and ``network``, the part of both spent in the network calls (on a GPU: the
+    device's time plus the transfers); the rest is host work that bounds the stage whatever the device."""
 
-    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("detect", "landmarks"), 0.0))
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("detect", "landmarks", "network"), 0.0))
     frames: int = 0
     batches: int = 0
+
+
+class _Timed:
+    """A network (``run``) or detector (``detect``) whose calls add their time to ``times.seconds["network"]``."""
+
+    def __init__(self, net: Any, times: Any) -> None:
+        self.net = net
+        self.owner = times
+
+    def _timed(self, fn: Any, x: np.ndarray) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(x)
+        finally:
+            self.owner.times.seconds["network"] += time.perf_counter() - t0
+
+    def run(self, batch: np.ndarray) -> dict[int, np.ndarray]:
+        return self._timed(self.net.run, batch)
+
+    def detect(self, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._timed(self.net.detect, batch)
+
+    def close(self) -> None:
+        self.net.close()
 
 
 class _LiteRTNet:
@@ -159,7 +185,11 @@ class BatchedFaceEyes(Closing):
                           if refine else None)
             self._det_batch = batch_size
         self._det: Any = det
-        self.detector = FaceDetector.from_detector(det, batch_size=self._det_batch, score_threshold=score_threshold,
+        self._mesh = _Timed(self._mesh, self)
+        if self._iris is not None:
+            self._iris = _Timed(self._iris, self)
+        timed: Any = _Timed(det, self)
+        self.detector = FaceDetector.from_detector(timed, batch_size=self._det_batch, score_threshold=score_threshold,
                                                    iou_threshold=iou_threshold)
         self.device = str(getattr(det, "device", "cpu"))
 
@@ -168,9 +198,9 @@ class BatchedFaceEyes(Closing):
         self.analyze([np.full(shape, 128, np.uint8)])
         if self._fitter is None:
             self._det.warmup()
-            self._mesh.runner.warmup()
+            self._mesh.net.runner.warmup()
             if self._iris is not None:
-                self._iris.runner.warmup()
+                self._iris.net.runner.warmup()
         self.times = StageTimes()
 
     def analyze(self, images: Sequence[np.ndarray], *, previous: FaceDetection | None = None,

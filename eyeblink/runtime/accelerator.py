@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection
     from eyeblink.landmarks.batched import BatchedFaceEyes
 
-__all__ = ["FIT_DTYPE", "BatchGatherer", "build_engine", "check_stage", "stage_slots"]
+__all__ = ["FIT_DTYPE", "BatchGatherer", "build_engine", "check_stage", "stage_processes", "stage_slots",
+           "stage_summary"]
 
 #: One frame's result from the accelerator stage to a worker (no pixels).
 FIT_DTYPE = np.dtype([
@@ -76,9 +77,52 @@ def stage_slots(config: RunConfig, slots: int, workers: int, batch_frames: int) 
     return max(slots, 2 * config.detect.batch_size + 2 * workers * batch_frames)
 
 
-def build_engine(config: RunConfig) -> BatchedFaceEyes:
-    """The stage's networks for ``config`` (built in the accelerator process, after the fork)."""
+def stage_processes(config: RunConfig, cores: int | None = None) -> int:
+    """Processes of the accelerator stage (``detect.stage_processes``; 0 = one per 4 cores, 1 to 4).
+
+    The device is not what limits one stage process: its own host work is (letterbox, crops and decoding:
+    ~1 ms a frame on one core here, ``host_ms_per_frame`` in the summary), so one process feeds a GPU ~1,000
+    frames a second. Several processes share the device (each compiles its programs and takes a share of
+    its memory) and take batches from the same queue.
+    """
+    n = config.detect.stage_processes
+    if n:
+        return n
+    from eyeblink.config import physical_cores
+
+    return max(1, min(4, (cores or physical_cores()) // 4))
+
+
+def stage_summary(infos: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The summary's ``parallel.accelerator``: the stage processes' reports added up."""
+    if not infos:
+        return None
+    frames = sum(i["frames"] for i in infos)
+    seconds = {k: sum(i["seconds"][k] for i in infos) for k in infos[0]["seconds"]}
+    batches = sum(i["batches"] for i in infos)
+    first = infos[0]
+    return {
+        "processes": len(infos), "backend": first["backend"], "device": first["device"],
+        "batch_size": first["batch_size"], "flush_ms": first["flush_ms"], "batches": batches,
+        "mean_batch": frames / batches if batches else None,
+        "warm_up_s": max(i["warm_up_s"] for i in infos),
+        "ms_per_frame": {k: v * 1000.0 / max(frames, 1) for k, v in seconds.items()},
+        # the stage's own CPU work per frame (letterbox, crops, decoding): its ceiling per process on any device
+        "host_ms_per_frame": (seconds["detect"] + seconds["landmarks"] - seconds["network"]) * 1000.0 / max(frames, 1),
+        "warnings": sorted({w for i in infos for w in i["warnings"]}),
+    }
+
+
+def build_engine(config: RunConfig, *, share: int = 1) -> BatchedFaceEyes:
+    """The stage's networks for ``config`` (built in an accelerator-stage process, after the fork). ``share``:
+    stage processes on the device; each JAX process then takes that share of the GPU's memory (unless the
+    user set ``XLA_PYTHON_CLIENT_MEM_FRACTION``), instead of JAX's default 75% each."""
+    import os
+
     from eyeblink.landmarks.batched import BatchedFaceEyes
+
+    if share > 1:
+        os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{0.9 / share:.3f}")
 
     d, lm = config.detect, config.landmarks
     return BatchedFaceEyes(d.backend, batch_size=d.batch_size, refine=lm.model == "mesh", face_model=d.model_path,

@@ -222,8 +222,7 @@ class _LiveRun(_Run):
         self.ring_name = self.ring.name
         if self.metrics is not None:
             self.metrics.landmark_model.labels(model=self.cfg.landmarks.model).set(1)
-        for q in self.work_qs:
-            q.put(("ring", self.ring.name, self.spec, self.prefault_slots, self.model))
+        self._announce_ring(("ring", self.ring.name, self.spec, self.prefault_slots, self.model))
         (self.loader,) = self._fork((self._loader_main, (), "eyeblink-loader"))
 
     def _stopped_before_connect(self) -> None:
@@ -231,7 +230,8 @@ class _LiveRun(_Run):
         an empty input (the run ends normally, exit 0, as for a stop during the capture)."""
         log.info("%s: stopped before a sender connected", getattr(self.source, "spec", self.source))
         for q in self.work_qs:
-            q.put(None)
+            for _ in range(self.n_stage or 1):
+                q.put(None)
         self.out_q.put(("eof", 0, None, 0.0, 0, None))
 
     # ------------------------------------------------------------ children
@@ -331,8 +331,7 @@ class _LiveRun(_Run):
             log.info("capture stopped: %s; %d frames in, %d dropped", st["reason"], n, self.n_dropped.value)
             err = st["error"]
             self._put(self.out_q, ("eof", n, info, 0.0, 0, err))
-            for q in self.work_qs:
-                self._put(q, None)
+            self._end_of_input()
         except _Stop:
             self._quit()
         except BaseException as exc:

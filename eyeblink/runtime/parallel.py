@@ -74,6 +74,7 @@ from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
 from eyeblink.frames import Frame
 from eyeblink.landmarks.eyes import STRIP_SHAPE
 from eyeblink.outputs.export import ResultWriter, clean_json
+from eyeblink.runtime.accelerator import stage_processes, stage_summary
 from eyeblink.runtime.pipeline import (
     FrameAnalyzer,
     FrameResult,
@@ -322,9 +323,11 @@ class _Run:
         # the workers' queues; it reports "done" too (n_done)
         self.accelerated: bool = pipe.accelerated
         self.post_qs: list[Any] = []
-        self.accel_proc: Any = None
-        self.accel_info: dict[str, Any] | None = None
-        self.n_done = self.W + (1 if self.accelerated else 0)
+        self.accel_procs: list[Any] = []
+        self.accel_infos: list[dict[str, Any]] = []
+        #: accelerator-stage processes sharing the device (detect.stage_processes; 0 when fused)
+        self.n_stage = stage_processes(self.cfg) if self.accelerated else 0
+        self.n_done = self.W + self.n_stage
         if self.accelerated and self.spec is not None:
             from eyeblink.runtime.accelerator import stage_slots
 
@@ -333,6 +336,24 @@ class _Run:
     def _ring_spec(self) -> RingSpec | None:
         """The ring's geometry (a hook: live mode sizes it once the stream is open)."""
         return RingSpec(self.par.slots, (self.source.height, self.source.width))
+
+    def _end_of_input(self) -> None:
+        """A loader's last message: one end marker per consumer of its queues (every worker, or every process
+        of the accelerator stage)."""
+        for q in self.work_qs:
+            for _ in range(self.n_stage or 1):
+                self._put(q, None)
+
+    def _announce_ring(self, msg: tuple[Any, ...]) -> None:
+        """Live mode: the ring exists now (``("ring", name, spec, prefault, model)``) — to every child that reads it."""
+        if self.accelerated:
+            for _ in range(self.n_stage):
+                self.work_qs[0].put(msg)
+            for q in self.post_qs:
+                q.put(msg)
+        else:
+            for q in self.work_qs:
+                q.put(msg)
 
     def _dest(self, chunk: int) -> Any:
         """The queue a loader sends chunk ``chunk``'s frame records to (its worker, or the accelerator stage)."""
@@ -412,8 +433,7 @@ class _Run:
             info = self.source.describe()
             self.source.close()
             self._put(self.out_q, ("eof", n, info, decode_s, n, source_error))
-            for q in self.work_qs:
-                self._put(q, None)
+            self._end_of_input()
         except _Stop:
             self._quit()
         except BaseException as exc:
@@ -518,20 +538,21 @@ class _Run:
 
     # ------------------------------------------------------------ the accelerator stage's children
 
-    def _accelerator_main(self) -> None:
-        """The process that owns the device: gathers frame records into batches, runs detection and the eye
-        model on them, and deals the fit records to the post-processing workers."""
+    def _accelerator_main(self, sid: int) -> None:
+        """A process of the accelerator stage (it or its siblings own the device): gathers frame records into
+        batches, runs detection and the eye model on them, and deals the fit records to the post-processing
+        workers. The input ends once every loader's end marker was taken, by whichever stage process."""
         from eyeblink.runtime.accelerator import BatchGatherer, Tracker, build_engine, drain, run_batch
 
         self._child_setup()
         frame = -1
         try:
-            engine = build_engine(self.cfg)
+            engine = build_engine(self.cfg, share=self.n_stage)
             h, w = int(getattr(self.source, "height", 0) or 480), int(getattr(self.source, "width", 0) or 640)
             t0 = time.perf_counter()
             engine.warm_up((h, w))
             compile_s = time.perf_counter() - t0
-            self._worker_ready(-1)
+            self._worker_ready(-1 - sid)
             from eyeblink.detect import missing_accelerator
 
             warning = missing_accelerator(self.cfg.detect.backend)
@@ -540,7 +561,6 @@ class _Run:
             gather = BatchGatherer(self.cfg.detect.batch_size, self.cfg.detect.flush_ms / 1000.0)
             tracker = Tracker()
             rr = 0
-            ends = 0
             sizes: list[int] = []
 
             def run(messages: list[tuple[Any, ...]]) -> None:
@@ -554,52 +574,52 @@ class _Run:
                     raise RuntimeError(f"injected failure at frame {fault[1]} ({FAULT_ENV})")
                 sizes.append(sum(len(m[2]) for m in messages))
                 for m, fits in zip(messages, run_batch(engine, ring, messages, tracker), strict=True):
-                    self._put(self.post_qs[rr % self.W], (*m, fits))
+                    self._put(self.post_qs[(rr + sid) % self.W], (*m, fits))
                     rr += 1
 
             q = self.work_qs[0]
+            all_ends = self.n_loaders * self.n_stage  # each loader sends one end marker per stage process
             while True:
                 try:
                     msg = drain(q, gather, _POLL_S)
                 except queue.Empty:
                     if gather.due(time.monotonic()):
                         run(gather.take())
+                    elif self.stage_ends.value >= all_ends:  # the siblings took the last end markers
+                        break
                     elif self.stop.is_set() or os.getppid() != self.parent_pid:
                         raise _Stop from None
                     continue
-                if msg is None:  # one per loader
-                    ends += 1
-                    if ends < self.n_loaders:
-                        continue
-                    if gather.messages:
-                        run(gather.take())
-                    for pq in self.post_qs:
-                        self._put(pq, None)
-                    break
-                if msg[0] == "ring":  # live: the ring exists now; the workers need it too
+                if msg is None:
+                    with self.stage_ends.get_lock():
+                        self.stage_ends.value += 1
+                    if self.stage_ends.value >= all_ends:
+                        break
+                    continue
+                if msg[0] == "ring":  # live: the ring exists now
                     ring = self.ring = FrameRing.attach(msg[1], msg[2])
                     ring.prefault(msg[3])
-                    for pq in self.post_qs:
-                        self._put(pq, msg)
                     continue
                 ready = gather.add(msg, time.monotonic())
                 if ready:
                     run(ready)
                 if gather.full():
                     run(gather.take())
+            if gather.messages:
+                run(gather.take())
+            for pq in self.post_qs:
+                self._put(pq, None)
             t = engine.times
-            info = {"backend": engine.backend, "device": engine.device, "batch_size": engine.batch_size,
-                    "flush_ms": self.cfg.detect.flush_ms, "batches": len(sizes),
-                    "mean_batch": float(np.mean(sizes)) if sizes else None, "warm_up_s": compile_s,
-                    "ms_per_frame": {k: v * 1000.0 / max(t.frames, 1) for k, v in t.seconds.items()},
-                    "warnings": [warning] if warning else []}
+            info = {"process": sid, "frames": t.frames, "seconds": dict(t.seconds), "backend": engine.backend,
+                    "device": engine.device, "batch_size": engine.batch_size, "flush_ms": self.cfg.detect.flush_ms,
+                    "batches": len(sizes), "warm_up_s": compile_s, "warnings": [warning] if warning else []}
             engine.close()
-            self._put(self.out_q, ("done", "accelerator", dict(t.seconds),
-                                   {k: t.frames for k in t.seconds}, 0, info))
+            stages = {k: t.seconds[k] for k in ("detect", "landmarks")}
+            self._put(self.out_q, ("done", f"accelerator-{sid}", stages, dict.fromkeys(stages, t.frames), 0, info))
         except _Stop:
             self._quit()
         except BaseException as exc:
-            self._report("accelerator", -1, frame, exc)
+            self._report("accelerator", sid, frame, exc)
             self._quit()
             raise SystemExit(1) from None
 
@@ -615,9 +635,13 @@ class _Run:
             row_dtype = CROP_DTYPE if self.cfg.eye_crops else RESULT_DTYPE
             seconds = 0.0
             n = 0
+            ends = 0
             while True:
                 msg = self._get(self.post_qs[wid])
-                if msg is None:
+                if msg is None:  # one per stage process
+                    ends += 1
+                    if ends < self.n_stage:
+                        continue
                     break
                 if msg[0] == "ring":
                     ring = self.ring = FrameRing.attach(msg[1], msg[2])
@@ -644,7 +668,8 @@ class _Run:
         """Fork the detect+landmark workers, or the accelerator stage and its post-processing workers."""
         if self.accelerated:
             self.workers = self._fork(*[(self._post_worker_main, (w,), f"eyeblink-worker-{w}") for w in range(self.W)])
-            (self.accel_proc,) = self._fork((self._accelerator_main, (), "eyeblink-accelerator"))
+            self.accel_procs = self._fork(*[(self._accelerator_main, (k,), f"eyeblink-accelerator-{k}")
+                                            for k in range(self.n_stage)])
         else:
             self.workers = self._fork(*[(self._worker_main, (w,), f"eyeblink-worker-{w}") for w in range(self.W)])
 
@@ -688,6 +713,7 @@ class _Run:
         self.work_qs = [ctx.Queue(maxsize=work_size) for _ in range(1 if self.accelerated else self.W)]
         if self.accelerated:
             self.post_qs = [ctx.Queue(maxsize=work_size) for _ in range(self.W)]
+            self.stage_ends = ctx.Value("q", 0)
         self.free_q = ctx.Queue(maxsize=work_size)
         self.out_q = ctx.Queue(maxsize=max(8, 4 * self.W))
 
@@ -758,7 +784,8 @@ class _Run:
                 wall = time.perf_counter() - started
                 # self.cfg: live mode may settle the landmark model once the source is open
                 # the accelerator stage: its process says whether the device is there (the parent must not ask JAX)
-                warnings = (list((self.accel_info or {}).get("warnings", [])) if self.accelerated else None)
+                warnings = (sorted({w for i in self.accel_infos for w in i.get("warnings", [])})
+                            if self.accelerated else None)
                 summary = build_summary(_SourceView(source, info or self._info), self.cfg, sink, clock,  # type: ignore[arg-type]
                                         redet, wall, outcome.status, outcome.error,  # type: ignore[arg-type]
                                         warnings=warnings)
@@ -771,7 +798,7 @@ class _Run:
                     "ring_mb": self.spec.nbytes / 2**20 if self.spec else None,
                     "ring_name": self.ring_name,
                     "detector": "accelerator stage" if self.accelerated else "fused",
-                    "accelerator": self.accel_info,
+                    "accelerator": stage_summary(self.accel_infos) if self.accelerated else None,
                 })
                 summary.update(self._extra_summary())
                 if outcome.traceback:
@@ -832,6 +859,8 @@ class _Run:
         def fail(role: str, wid: int, frame: int | None, line: str, tb: str | None, pid: int | None) -> None:
             nonlocal failure, limit, fail_deadline
             who = {"worker": f"landmark worker {wid}", "accelerator": "accelerator stage"}.get(role, "frame loader")
+            if role == "accelerator" and self.n_stage > 1:
+                who = f"accelerator stage process {wid}"
             where = f" at frame {frame}" if frame is not None and frame >= 0 else ""
             err = WorkerError(f"{who}{f' (pid {pid})' if pid else ''} failed{where}: {line}; "
                               f"rows before it are in {sink.writer.frames_path.name}"
@@ -864,8 +893,9 @@ class _Run:
                     if code not in (None, 0) and p.pid not in self._reported:
                         self._reported.add(p.pid)
                         role = ("loader" if p is self.loader or p in self.loaders
-                                else "accelerator" if p is self.accel_proc else "worker")
-                        wid = self.workers.index(p) if role == "worker" else -1
+                                else "accelerator" if p in self.accel_procs else "worker")
+                        wid = (self.workers.index(p) if role == "worker" else
+                               self.accel_procs.index(p) if role == "accelerator" else -1)
                         why = (f"killed by signal {signal.Signals(-code).name}" if code < 0
                                else f"exited with status {code}")
                         fail(role, wid, None, f"the process died without a report ({why})", None, p.pid)
@@ -898,7 +928,7 @@ class _Run:
                 _, wid, seconds, calls, redetections, *extra = msg
                 done.add(wid)
                 if extra:
-                    self.accel_info = extra[0]
+                    self.accel_infos.append(extra[0])
                 for k, v in seconds.items():
                     clock.seconds[k] += v
                     clock.calls[k] += calls[k]
@@ -912,7 +942,7 @@ class _Run:
                     limit = min(limit, expected)
             elif kind == "error":
                 _, role, wid, frame, line, tb, user_error = msg
-                pid = (self._loader_pid(wid) if role == "loader" else self.accel_proc.pid if role == "accelerator"
+                pid = (self._loader_pid(wid) if role == "loader" else self.accel_procs[wid].pid if role == "accelerator"
                        else self.workers[wid].pid)
                 if pid is not None:
                     self._reported.add(pid)
@@ -1017,8 +1047,7 @@ class _Run:
                     batch.add(slot, frame.timestamp_s, t1)
                 batch.flush()
             self._put(self.out_q, ("part", lid, decode_s, decoded))
-            for q in self.work_qs:
-                self._put(q, None)
+            self._end_of_input()
         except _Stop:
             self._quit()
         except BaseException as exc:
