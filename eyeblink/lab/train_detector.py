@@ -410,8 +410,58 @@ def _match_boxes() -> np.ndarray:
 # --------------------------------------------------------------------------- training and export
 
 
+def regression_loss(reg: Any, tgt: Any, pos: Any) -> Any:
+    """Huber loss of box and keypoints (anchor-relative input pixels), mean over the positive anchors.
+
+    ``reg`` and ``tgt`` ``[B, 896, 16]``, ``pos`` ``[B, 896]`` (bool or 0/1). The one definition, used by
+    the CPU step (:func:`blazeface_loss`) and the IPU path's Keras loss
+    (:mod:`eyeblink.lab.train_detector_ipu`).
+    """
+    import tensorflow as tf
+
+    pos_f = tf.cast(pos, tf.float32)
+    n_pos = tf.maximum(tf.reduce_sum(pos_f), 1.0)
+    err = tf.abs(reg - tgt)
+    huber = tf.where(err < HUBER_DELTA, 0.5 * err * err / HUBER_DELTA, err - 0.5 * HUBER_DELTA)
+    return tf.reduce_sum(tf.reduce_mean(huber, -1) * pos_f) / n_pos
+
+
+def classification_loss(logits: Any, pos: Any, neg: Any) -> Any:
+    """Sigmoid cross-entropy over the positive anchors and the hardest negatives (NEG_PER_POS per positive).
+
+    ``logits`` ``[B, 896]``, ``pos``/``neg`` ``[B, 896]`` bool. The one definition (see :func:`regression_loss`).
+    """
+    import tensorflow as tf
+
+    pos = tf.cast(pos, tf.bool)
+    neg = tf.cast(neg, tf.bool)
+    pos_f = tf.cast(pos, tf.float32)
+    bce = tf.nn.sigmoid_cross_entropy_with_logits(labels=pos_f, logits=logits)
+    neg_loss = tf.where(neg, bce, -1.0)
+    k = tf.cast(tf.reduce_sum(pos_f, 1) * NEG_PER_POS, tf.int32)
+    ranked = tf.sort(neg_loss, axis=1, direction="DESCENDING")
+    kth = tf.gather(ranked, tf.clip_by_value(k - 1, 0, ranked.shape[1] - 1), batch_dims=1)
+    hard = neg & (neg_loss >= kth[:, None]) & (k[:, None] > 0)
+    hard_f = tf.cast(hard, tf.float32)
+    return tf.reduce_sum(bce * (pos_f + hard_f)) / tf.maximum(tf.reduce_sum(pos_f + hard_f), 1.0)
+
+
+def blazeface_loss(reg: Any, logits: Any, tgt: Any, pos: Any, neg: Any) -> tuple[Any, Any, Any]:
+    """BlazeFace's loss ``(total, classification, regression)``: ``total = cls + REG_WEIGHT * reg``."""
+    cls_loss = classification_loss(logits, pos, neg)
+    reg_loss = regression_loss(reg, tgt, pos)
+    return cls_loss + REG_WEIGHT * reg_loss, cls_loss, reg_loss
+
+
+def disable_remapper() -> None:
+    """Turn off Grappler's remapper (see :func:`make_train_step`); harmless where XLA compiles the step."""
+    import tensorflow as tf
+
+    tf.config.optimizer.set_experimental_options({"remapping": False})
+
+
 def make_train_step(model: Any, learning_rate: float, *, jit: bool = False) -> Any:
-    """A compiled step ``(x, targets, pos, neg) -> (loss, cls, reg)`` with BlazeFace's loss.
+    """A compiled step ``(x, targets, pos, neg) -> (loss, cls, reg)`` with BlazeFace's loss (:func:`blazeface_loss`).
 
     Grappler's remapper is turned off: with it, TensorFlow 2.21's CPU build (oneDNN) crashes
     (segmentation fault) in the graph of this model's gradient; eager mode, ``TF_ENABLE_ONEDNN_OPTS=0``
@@ -419,7 +469,7 @@ def make_train_step(model: Any, learning_rate: float, *, jit: bool = False) -> A
     """
     import tensorflow as tf
 
-    tf.config.optimizer.set_experimental_options({"remapping": False})
+    disable_remapper()
     opt = tf.keras.optimizers.Adam(learning_rate)
 
     spec = [
@@ -433,20 +483,7 @@ def make_train_step(model: Any, learning_rate: float, *, jit: bool = False) -> A
     def step(x: Any, tgt: Any, pos: Any, neg: Any) -> Any:
         with tf.GradientTape() as tape:
             reg, logits = model(x, training=True)
-            pos_f = tf.cast(pos, tf.float32)
-            n_pos = tf.maximum(tf.reduce_sum(pos_f), 1.0)
-            err = tf.abs(reg - tgt)
-            huber = tf.where(err < HUBER_DELTA, 0.5 * err * err / HUBER_DELTA, err - 0.5 * HUBER_DELTA)
-            reg_loss = tf.reduce_sum(tf.reduce_mean(huber, -1) * pos_f) / n_pos
-            bce = tf.nn.sigmoid_cross_entropy_with_logits(labels=pos_f, logits=logits)
-            neg_loss = tf.where(neg, bce, -1.0)
-            k = tf.cast(tf.reduce_sum(pos_f, 1) * NEG_PER_POS, tf.int32)
-            ranked = tf.sort(neg_loss, axis=1, direction="DESCENDING")
-            kth = tf.gather(ranked, tf.clip_by_value(k - 1, 0, ranked.shape[1] - 1), batch_dims=1)
-            hard = neg & (neg_loss >= kth[:, None]) & (k[:, None] > 0)
-            hard_f = tf.cast(hard, tf.float32)
-            cls_loss = tf.reduce_sum(bce * (pos_f + hard_f)) / tf.maximum(tf.reduce_sum(pos_f + hard_f), 1.0)
-            loss = cls_loss + REG_WEIGHT * reg_loss
+            loss, cls_loss, reg_loss = blazeface_loss(reg, logits, tgt, pos, neg)
         grads = tape.gradient(loss, model.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss, cls_loss, reg_loss
