@@ -34,6 +34,7 @@ __all__ = [
     "AcceleratorOptions",
     "BackendName",
     "Detector",
+    "backend_install_hint",
     "backend_installed",
     "create_detector",
     "first_installed_backend",
@@ -193,6 +194,11 @@ def missing_accelerator(backend: BackendName | str) -> str | None:
 #: The GPU backends in order of preference: ``backend = ["jax", "tensorflow"]`` in a preset
 #: (``pipelines/gpu.toml``) means the first of these that is installed.
 GPU_BACKENDS = (BackendName.JAX, BackendName.TENSORFLOW)
+
+
+def backend_install_hint(backend: BackendName | str) -> str:
+    """How to install what ``backend`` needs: the fix its :class:`BackendUnavailableError` names."""
+    return _REGISTRY[_parse_backend(backend)].install
 
 
 def backend_installed(backend: BackendName | str) -> bool:

@@ -39,6 +39,12 @@ How (distillation from a slower, steadier teacher):
   anchor-relative input pixels (the exact inverse of :func:`eyeblink.detect.blazeface.decode`,
   see :func:`encode`) over the positive anchors, plus sigmoid cross-entropy over the positives
   and the hardest negatives, 3 per positive. Adam, small learning rate, few epochs.
+* **Device**: the training steps run on the CPU (TensorFlow, the default) or, with ``--device ipu``,
+  on Graphcore IPUs through the Poplar SDK's TensorFlow 2 (``IPUStrategy``, Keras ``fit`` with
+  ``steps_per_execution``, I/O tiles and prefetch depth from an IPU preset, ``--pipeline``; optional
+  replicas and gradient accumulation): the same loss, given to ``compile``
+  (:mod:`eyeblink.lab.train_detector_ipu`). The IPU path was not run on IPU hardware; its tests use
+  a stand-in for the SDK.
 * **Export**: a ``.tflite`` with the stock file's interface (input ``[1, 128, 128, 3]``, outputs
   ``regressors [1, 896, 16]`` and ``classificators [1, 896, 1]``, per-grid order when resized to a
   batch, as the stock file), so ``eyeblink process --face-model tuned.tflite`` takes it; its sha256
@@ -50,7 +56,8 @@ How (distillation from a slower, steadier teacher):
   the stock and tuned models on the same pairs augmented (one random augmentation per pair, alike
   for both frames): the camera conditions above, on held-out subjects.
 
-Needs TensorFlow (``pip install "eyeblink[tf]"``).
+Needs TensorFlow (``pip install "eyeblink[tf]"``); ``--device ipu`` needs Graphcore's TensorFlow wheel
+from the Poplar SDK instead.
 """
 
 from __future__ import annotations
@@ -100,15 +107,23 @@ def require_tensorflow() -> None:
         ) from None
 
 
-def build_trainable_blazeface(model_path: Path | None = None) -> Any:
+def build_trainable_blazeface(model_path: Path | None = None, *, batch_size: int | None = None) -> Any:
     """The trainable Keras BlazeFace initialised from ``model_path`` (default: the shipped model).
 
+    ``batch_size`` fixes the batch dimension (the IPU compiles static shapes); None leaves it free.
     The one place this module reaches the Keras rebuild; re-point it here when the builder moves.
     """
-    from eyeblink.detect.keras_graph import build_keras_blazeface, use_keras_backend
+    from eyeblink.detect.keras_graph import build_keras_blazeface
 
-    use_keras_backend("tensorflow", eyeblink_backend="train-detector")  # training and export run on TensorFlow
-    return build_keras_blazeface(model_path)
+    training_keras()
+    return build_keras_blazeface(model_path, batch_size=batch_size)
+
+
+def training_keras() -> Any:
+    """The Keras module, on TensorFlow (training and export run on TensorFlow)."""
+    from eyeblink.detect.keras_graph import use_keras_backend
+
+    return use_keras_backend("tensorflow", eyeblink_backend="train-detector")
 
 
 # --------------------------------------------------------------------------- anchors and encoding
@@ -410,8 +425,58 @@ def _match_boxes() -> np.ndarray:
 # --------------------------------------------------------------------------- training and export
 
 
+def regression_loss(reg: Any, tgt: Any, pos: Any) -> Any:
+    """Huber loss of box and keypoints (anchor-relative input pixels), mean over the positive anchors.
+
+    ``reg`` and ``tgt`` ``[B, 896, 16]``, ``pos`` ``[B, 896]`` (bool or 0/1). The one definition, used by
+    the CPU step (:func:`blazeface_loss`) and the IPU path's Keras loss
+    (:mod:`eyeblink.lab.train_detector_ipu`).
+    """
+    import tensorflow as tf
+
+    pos_f = tf.cast(pos, tf.float32)
+    n_pos = tf.maximum(tf.reduce_sum(pos_f), 1.0)
+    err = tf.abs(reg - tgt)
+    huber = tf.where(err < HUBER_DELTA, 0.5 * err * err / HUBER_DELTA, err - 0.5 * HUBER_DELTA)
+    return tf.reduce_sum(tf.reduce_mean(huber, -1) * pos_f) / n_pos
+
+
+def classification_loss(logits: Any, pos: Any, neg: Any) -> Any:
+    """Sigmoid cross-entropy over the positive anchors and the hardest negatives (NEG_PER_POS per positive).
+
+    ``logits`` ``[B, 896]``, ``pos``/``neg`` ``[B, 896]`` bool. The one definition (see :func:`regression_loss`).
+    """
+    import tensorflow as tf
+
+    pos = tf.cast(pos, tf.bool)
+    neg = tf.cast(neg, tf.bool)
+    pos_f = tf.cast(pos, tf.float32)
+    bce = tf.nn.sigmoid_cross_entropy_with_logits(labels=pos_f, logits=logits)
+    neg_loss = tf.where(neg, bce, -1.0)
+    k = tf.cast(tf.reduce_sum(pos_f, 1) * NEG_PER_POS, tf.int32)
+    ranked = tf.sort(neg_loss, axis=1, direction="DESCENDING")
+    kth = tf.gather(ranked, tf.clip_by_value(k - 1, 0, ranked.shape[1] - 1), batch_dims=1)
+    hard = neg & (neg_loss >= kth[:, None]) & (k[:, None] > 0)
+    hard_f = tf.cast(hard, tf.float32)
+    return tf.reduce_sum(bce * (pos_f + hard_f)) / tf.maximum(tf.reduce_sum(pos_f + hard_f), 1.0)
+
+
+def blazeface_loss(reg: Any, logits: Any, tgt: Any, pos: Any, neg: Any) -> tuple[Any, Any, Any]:
+    """BlazeFace's loss ``(total, classification, regression)``: ``total = cls + REG_WEIGHT * reg``."""
+    cls_loss = classification_loss(logits, pos, neg)
+    reg_loss = regression_loss(reg, tgt, pos)
+    return cls_loss + REG_WEIGHT * reg_loss, cls_loss, reg_loss
+
+
+def disable_remapper() -> None:
+    """Turn off Grappler's remapper (see :func:`make_train_step`); harmless where XLA compiles the step."""
+    import tensorflow as tf
+
+    tf.config.optimizer.set_experimental_options({"remapping": False})
+
+
 def make_train_step(model: Any, learning_rate: float, *, jit: bool = False) -> Any:
-    """A compiled step ``(x, targets, pos, neg) -> (loss, cls, reg)`` with BlazeFace's loss.
+    """A compiled step ``(x, targets, pos, neg) -> (loss, cls, reg)`` with BlazeFace's loss (:func:`blazeface_loss`).
 
     Grappler's remapper is turned off: with it, TensorFlow 2.21's CPU build (oneDNN) crashes
     (segmentation fault) in the graph of this model's gradient; eager mode, ``TF_ENABLE_ONEDNN_OPTS=0``
@@ -419,7 +484,7 @@ def make_train_step(model: Any, learning_rate: float, *, jit: bool = False) -> A
     """
     import tensorflow as tf
 
-    tf.config.optimizer.set_experimental_options({"remapping": False})
+    disable_remapper()
     opt = tf.keras.optimizers.Adam(learning_rate)
 
     spec = [
@@ -433,25 +498,83 @@ def make_train_step(model: Any, learning_rate: float, *, jit: bool = False) -> A
     def step(x: Any, tgt: Any, pos: Any, neg: Any) -> Any:
         with tf.GradientTape() as tape:
             reg, logits = model(x, training=True)
-            pos_f = tf.cast(pos, tf.float32)
-            n_pos = tf.maximum(tf.reduce_sum(pos_f), 1.0)
-            err = tf.abs(reg - tgt)
-            huber = tf.where(err < HUBER_DELTA, 0.5 * err * err / HUBER_DELTA, err - 0.5 * HUBER_DELTA)
-            reg_loss = tf.reduce_sum(tf.reduce_mean(huber, -1) * pos_f) / n_pos
-            bce = tf.nn.sigmoid_cross_entropy_with_logits(labels=pos_f, logits=logits)
-            neg_loss = tf.where(neg, bce, -1.0)
-            k = tf.cast(tf.reduce_sum(pos_f, 1) * NEG_PER_POS, tf.int32)
-            ranked = tf.sort(neg_loss, axis=1, direction="DESCENDING")
-            kth = tf.gather(ranked, tf.clip_by_value(k - 1, 0, ranked.shape[1] - 1), batch_dims=1)
-            hard = neg & (neg_loss >= kth[:, None]) & (k[:, None] > 0)
-            hard_f = tf.cast(hard, tf.float32)
-            cls_loss = tf.reduce_sum(bce * (pos_f + hard_f)) / tf.maximum(tf.reduce_sum(pos_f + hard_f), 1.0)
-            loss = cls_loss + REG_WEIGHT * reg_loss
+            loss, cls_loss, reg_loss = blazeface_loss(reg, logits, tgt, pos, neg)
         grads = tape.gradient(loss, model.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss, cls_loss, reg_loss
 
     return step
+
+
+#: ``compile``'s ``loss_weights`` for :func:`keras_losses` (outputs: regressors, scores): the
+#: weighting of :func:`blazeface_loss`, ``cls + REG_WEIGHT * reg``.
+LOSS_WEIGHTS = (REG_WEIGHT, 1.0)
+
+
+def keras_targets(tgt: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`batch_targets`' targets as one float32 array per model output, for Keras' ``fit``.
+
+    Regressors: ``[..., 896, 17]``, the 16 targets and the positive mask; scores: ``[..., 896, 2]``,
+    the positive and negative masks. :func:`keras_losses` unpacks them.
+    """
+    import numpy as np
+
+    return (
+        np.concatenate([tgt, pos[..., None]], axis=-1).astype(np.float32),
+        np.stack([pos, neg], axis=-1).astype(np.float32),
+    )
+
+
+def keras_losses(keras: Any) -> list[Any]:
+    """BlazeFace's loss as two Keras losses for ``compile`` (with :data:`LOSS_WEIGHTS`), one per output.
+
+    They call :func:`regression_loss` and :func:`classification_loss` on the targets of
+    :func:`keras_targets`: the CPU step's loss, not a copy. Each returns the batch's value (a
+    scalar), which Keras' reduction keeps as it is.
+    """
+
+    class BoxKeypointsHuber(keras.losses.Loss):
+        def call(self, y_true: Any, y_pred: Any) -> Any:
+            return regression_loss(y_pred, y_true[..., :16], y_true[..., 16] > 0.5)
+
+    class HardNegativeCrossEntropy(keras.losses.Loss):
+        def call(self, y_true: Any, y_pred: Any) -> Any:
+            return classification_loss(y_pred, y_true[..., 0] > 0.5, y_true[..., 1] > 0.5)
+
+    return [BoxKeypointsHuber(name="box_keypoints_huber"), HardNegativeCrossEntropy(name="classification")]
+
+
+def training_dataset(ds: Dataset, *, batch_size: int, seed: int, prefetch_depth: int = 2) -> Any:
+    """A repeating ``tf.data`` dataset of ``(x, (regressor targets, score targets))`` batches of static shape.
+
+    Each pass over the samples takes a new random order (seeded by ``seed`` and the pass); the
+    inputs and targets are :func:`batch_targets`' (packed by :func:`keras_targets`), and
+    ``batch(batch_size, drop_remainder=True)`` leaves out the samples that do not fill a batch, so
+    every batch has ``batch_size`` samples, as an IPU program needs.
+    """
+    import itertools
+
+    import numpy as np
+    import tensorflow as tf
+
+    n = ds.images.shape[0]
+    full = n // batch_size * batch_size
+    passes = itertools.count()
+
+    def samples() -> Any:
+        order = np.random.default_rng([seed, next(passes)]).permutation(n)
+        for s in range(0, full, batch_size):
+            x, tgt, pos, neg = batch_targets(ds, order[s : s + batch_size])
+            y_reg, y_cls = keras_targets(tgt, pos, neg)
+            for i in range(len(x)):
+                yield x[i], (y_reg[i], y_cls[i])
+
+    signature = (
+        tf.TensorSpec((128, 128, 3), tf.float32),
+        (tf.TensorSpec((896, 17), tf.float32), tf.TensorSpec((896, 2), tf.float32)),
+    )
+    data = tf.data.Dataset.from_generator(samples, output_signature=signature)
+    return data.batch(batch_size, drop_remainder=True).repeat().prefetch(prefetch_depth)
 
 
 def train(
@@ -506,6 +629,75 @@ def train(
             flush=True,
         )
     return history
+
+
+@dataclass
+class IPUTraining:
+    """What :func:`train_ipu` returns: the model to export, the device's model, the history and the report entry."""
+
+    model: Any  # the host copy (batch dimension free): export_tflite takes it
+    device_model: Any  # as built and trained under IPUStrategy (static batch)
+    history: list[dict[str, Any]]
+    plan: Any  # train_detector_ipu.IPUTrainingPlan
+    report: dict[str, Any]
+
+
+def train_ipu(
+    ds: Dataset,
+    *,
+    epochs: int,
+    batch_size: int,
+    learning_rate: float,
+    seed: int,
+    accelerator: Any,
+    steps_per_execution: int | None = None,
+    gradient_accumulation: int = 1,
+    log: Any = print,
+) -> IPUTraining:
+    """Fine-tune BlazeFace through Graphcore's TensorFlow (:mod:`eyeblink.lab.train_detector_ipu`).
+
+    The same model, loss (:func:`keras_losses`) and inputs as :func:`train`; ``batch_size`` is per
+    replica; ``accelerator`` (:class:`~eyeblink.detect.AcceleratorOptions`) carries the preset's I/O
+    tiles, prefetch depth and replicas. The trained weights are copied into a model with a free
+    batch dimension for :func:`export_tflite`.
+    """
+    from eyeblink.lab import train_detector_ipu as tdi
+
+    ipu = tdi.require_ipu()
+    plan = tdi.plan_ipu_training(ds.images.shape[0], batch_size=batch_size, accelerator=accelerator,
+                                 steps_per_execution=steps_per_execution,
+                                 gradient_accumulation=gradient_accumulation)
+    keras = training_keras()
+    disable_remapper()
+    s = plan.settings
+    log(
+        f"training through {tdi.IPU_MODULE}: IPUConfig {s.ipu_config_fields()}, batch {s.batch_size} per replica "
+        f"x {s.replicas} replica(s) x gradient accumulation {plan.gradient_accumulation} = {plan.images_per_update} "
+        f"images per update, {plan.steps_per_execution} steps per execution, {plan.steps_per_epoch} steps "
+        f"({plan.images_per_epoch} of {plan.samples} samples) per epoch",
+        flush=True,
+    )
+    device_model, history, applied = tdi.fit_on_ipu(
+        plan,
+        keras=keras,
+        build_model=lambda b: build_trainable_blazeface(batch_size=b),
+        losses=keras_losses(keras),
+        loss_weights=list(LOSS_WEIGHTS),
+        dataset=training_dataset(ds, batch_size=s.batch_size, seed=seed, prefetch_depth=s.prefetch_depth),
+        learning_rate=learning_rate,
+        epochs=epochs,
+        log=log,
+    )
+    model = build_trainable_blazeface()
+    model.set_weights(device_model.get_weights())
+    report = {
+        "ran": f"the training steps through {tdi.IPU_MODULE} (IPUStrategy, Keras fit); this report does not "
+        "check which hardware that module drove",
+        "sdk_module": getattr(ipu, "__file__", None),
+        **plan.to_dict(),
+        "keras_ipu_options": applied,
+    }
+    return IPUTraining(model, device_model, history, plan, report)
 
 
 def export_tflite(model: Any, path: Path) -> str:
@@ -692,7 +884,59 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, metavar="N",
                    help="seed of the frame sampling, augmentation and training order (default: %(default)s)")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON")
+    p.add_argument(
+        "--device",
+        choices=("cpu", "ipu"),
+        default="cpu",
+        help="where the training steps run: cpu (TensorFlow) or ipu (Graphcore IPUs through the Poplar SDK's "
+        "TensorFlow 2; tested with a stand-in for the SDK only, not on IPU hardware); labelling, export and the "
+        "report run on the CPU either way (default: %(default)s)",
+    )
+    g = p.add_argument_group("--device ipu (Graphcore's TensorFlow 2; --batch-size is then per replica)")
+    g.add_argument(
+        "--pipeline",
+        metavar="PRESET",
+        default=None,
+        help="IPU preset whose I/O tiles, infeed prefetch depth and replicas are used: ipu-mk1, ipu-mk2, "
+        "low-latency or a TOML file with backend = \"ipu\" (default: ipu-mk2)",
+    )
+    g.add_argument("--replicas", type=int, default=None, metavar="R",
+                   help="IPUs each training a copy on its own batches (default: the preset's)")
+    g.add_argument(
+        "--steps-per-execution",
+        type=int,
+        default=None,
+        metavar="N",
+        help="training steps (batches, all replicas together) per IPU execution, a multiple of replicas x "
+        "gradient accumulation (default: as many as fill an epoch)",
+    )
+    g.add_argument("--gradient-accumulation", type=int, default=None, metavar="K",
+                   help="batches per replica whose gradients make one weight update (default: 1)")
     return p
+
+
+def ipu_accelerator(args: argparse.Namespace) -> Any:
+    """The :class:`~eyeblink.detect.AcceleratorOptions` of ``--pipeline`` (an IPU preset) with ``--replicas``."""
+    from eyeblink.config import load_preset
+    from eyeblink.detect import BackendName
+    from eyeblink.presets import resolve_preset
+
+    name = args.pipeline or "ipu-mk2"
+    detect = load_preset(resolve_preset(name)).detect
+    if str(detect.backend).strip().lower() != BackendName.IPU.value:
+        raise ConfigError(
+            f"--pipeline {name} is not an IPU preset (detect.backend = {detect.backend!r}); with --device ipu "
+            'give ipu-mk1, ipu-mk2, low-latency or a TOML file with backend = "ipu"'
+        )
+    acc = detect.accelerator()
+    if args.replicas is not None:
+        acc = dataclasses.replace(acc, replicas=args.replicas)
+    return acc
+
+
+def _accumulation(args: argparse.Namespace) -> int:
+    """``--gradient-accumulation``, 1 when not given."""
+    return 1 if args.gradient_accumulation is None else int(args.gradient_accumulation)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -712,6 +956,22 @@ def _check(args: argparse.Namespace) -> None:
         )
     if Path(args.output).suffix != ".tflite":
         raise ConfigError(f"--output must end in .tflite, got {args.output}")
+    ipu_only = {
+        "--pipeline": args.pipeline,
+        "--replicas": args.replicas,
+        "--steps-per-execution": args.steps_per_execution,
+        "--gradient-accumulation": args.gradient_accumulation,
+    }
+    if args.device != "ipu":
+        given = [flag for flag, value in ipu_only.items() if value is not None]
+        if given:
+            raise ConfigError(f"{given[0]} applies to --device ipu only (this run trains with --device {args.device})")
+    else:
+        from eyeblink.lab.train_detector_ipu import check_ipu_training_options
+
+        check_ipu_training_options(batch_size=args.batch_size, accelerator=ipu_accelerator(args),
+                                   steps_per_execution=args.steps_per_execution,
+                                   gradient_accumulation=_accumulation(args))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -720,6 +980,10 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     require_tensorflow()
+    if args.device == "ipu":
+        from eyeblink.lab.train_detector_ipu import require_ipu
+
+        require_ipu()  # before any frame is labelled
     from eyeblink.detect.blazeface import FaceDetector
     from eyeblink.lab import bench_detectors as bd
     from eyeblink.landmarks.mesh import MeshFitter
@@ -748,12 +1012,29 @@ def run(args: argparse.Namespace) -> int:
         model = build_trainable_blazeface()
         print(
             f"fine-tuning BlazeFace ({model.count_params()} parameters): {args.epochs} epochs, batch "
-            f"{args.batch_size}, Adam lr {args.learning_rate}",
+            f"{args.batch_size}{' per replica' if args.device == 'ipu' else ''}, Adam lr {args.learning_rate}, "
+            f"on the {args.device.upper()}",
             flush=True,
         )
-        history = train(
-            model, ds, epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate, seed=args.seed
-        )
+        ipu: str | dict[str, Any]
+        if args.device == "ipu":
+            trained = train_ipu(
+                ds,
+                epochs=args.epochs,
+                batch_size=args.batch_size,
+                learning_rate=args.learning_rate,
+                seed=args.seed,
+                accelerator=ipu_accelerator(args),
+                steps_per_execution=args.steps_per_execution,
+                gradient_accumulation=_accumulation(args),
+            )
+            model, history, ipu = trained.model, trained.history, trained.report
+        else:
+            history = train(
+                model, ds, epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+                seed=args.seed
+            )
+            ipu = "not run: this run trained with --device cpu (--device ipu trains through Graphcore's TensorFlow)"
         digest = export_tflite(model, output)
         print(f"wrote {output} (sha256 {digest}, also in {output}.sha256)", flush=True)
         holdout_videos = [v for h in args.holdout for v in bd.video_files(Path(h))]
@@ -802,7 +1083,8 @@ def run(args: argparse.Namespace) -> int:
             "rows_augmented": rows_aug,
             "augmented_pairs": len(aug),
             "verdict": v,
-            "ipu": "not run: no IPU path for training yet",
+            "device": args.device,
+            "ipu": ipu,
         }
         Path(args.json).write_text(json.dumps(report, indent=2, default=float) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
