@@ -124,6 +124,8 @@ def test_device_presets(name: str) -> None:
     assert (d.backend, d.batch_size, d.jit_compile, d.prefetch_depth, d.io_tiles, d.replicas) == PRESETS[name]
     if name == "low-latency":
         assert d.batch_size <= 16
+    # the gpu preset runs detection and the eyelids in the accelerator stage; the IPU presets detect in one process
+    assert d.accelerator_stage is (name == "gpu")
 
 
 @pytest.mark.parametrize(("hidden", "expected"), [((), "jax"), (("jax",), "tensorflow"), (("tensorflow",), "jax"),
@@ -550,14 +552,18 @@ def test_ipu_backend_host_side_on_a_fake_sdk(monkeypatch: pytest.MonkeyPatch, ba
 
 
 @pytest.mark.parametrize(
-    ("preset", "requested", "expected"),
-    [("cpu", None, 2), ("cpu", 3, 3), ("gpu", None, 1), ("gpu", 1, 1), ("gpu", 2, ConfigError),
-     ("ipu-mk2", None, 1), ("ipu-mk2", 4, ConfigError)],
+    ("preset", "stage", "requested", "expected"),
+    [("cpu", None, None, 2), ("cpu", None, 3, 3), ("gpu", None, None, 2), ("gpu", None, 1, 1), ("gpu", None, 3, 3),
+     ("gpu", "fused", None, 1), ("gpu", "fused", 2, ConfigError), ("ipu-mk2", None, None, 1),
+     ("ipu-mk2", None, 4, ConfigError)],
 )
-def test_process_workers_with_accelerator_backends(preset: str, requested: int | None, expected) -> None:
+def test_process_workers_with_accelerator_backends(preset: str, stage: str | None, requested: int | None,
+                                                   expected) -> None:
+    """The gpu preset runs the accelerator stage with CPU workers beside it; an accelerator backend outside the
+    stage (the IPU, or ``--stage fused``) runs in one process."""
     from eyeblink.cli import _process_workers
 
-    cfg = load_preset(resolve_preset(preset))
+    cfg = load_preset(resolve_preset(preset)).with_overrides("detect", stage=stage)
     if expected is ConfigError:
         with pytest.raises(ConfigError, match="not fork-safe"):
             _process_workers(requested, cfg, lambda: 2)

@@ -193,14 +193,17 @@ class BatchedFaceEyes(Closing):
                                                    iou_threshold=iou_threshold)
         self.device = str(getattr(det, "device", "cpu"))
 
-    def warm_up(self, shape: tuple[int, int]) -> None:
-        """Compile (Keras backends: every batch bucket) or pack (LiteRT) the networks before the first frame."""
+    def warm_up(self, shape: tuple[int, int], *, up_to: int = 1) -> None:
+        """Pack (LiteRT) or compile (Keras backends) the networks before the first frame: the programs for
+        batches of up to ``up_to`` frames (live streams, whose batches the deadline keeps small, compile theirs
+        before the capture starts; files compile the rest on first use: a full batch is a few programs)."""
         self.analyze([np.full(shape, 128, np.uint8)])
         if self._fitter is None:
-            self._det.warmup()
-            self._mesh.net.runner.warmup()
+            frames = [b for b in self._mesh.net.runner.buckets if b <= max(1, up_to)]
+            self._det.warmup(frames)
+            self._mesh.net.runner.warmup(frames)
             if self._iris is not None:
-                self._iris.net.runner.warmup()
+                self._iris.net.runner.warmup([2 * b for b in frames])
         self.times = StageTimes()
 
     def analyze(self, images: Sequence[np.ndarray], *, previous: FaceDetection | None = None,

@@ -83,6 +83,8 @@ LIVE_OVERHEAD_MS = 0.8
 LIVE_MAX_LOAD = 0.7
 #: ``--landmarks auto`` candidates, most accurate first (Apache-2.0 models only)
 AUTO_LANDMARKS = ("mesh", "mesh-ear")
+#: the accelerator stage's largest batch compiled before a live capture starts (see _LiveRun.warm_batch)
+LIVE_WARM_BATCH = 32
 
 
 def choose_landmarks(fps: float | None, cores: int, mesh_reuse_ms: float = 20.0) -> tuple[str, str]:
@@ -147,6 +149,9 @@ class _LiveRun(_Run):
         # the blink detector re-scans its warm-up (~1 s of frames) 25 frames per new frame, not in one
         # ~100 ms go that would hold every row behind it
         self.rescan_per_frame = LIVE_RESCAN_PER_FRAME
+        # the accelerator stage: a live stream's batches are the few frames of one flush deadline (more while it
+        # catches up): their programs are compiled before the capture starts, not on the stream's first frames
+        self.warm_batch = LIVE_WARM_BATCH
         self.n_written = 0
         self.stop_reason: str | None = None
         self.metrics: LiveMetrics | None = None

@@ -87,6 +87,7 @@ from eyeblink.runtime.pipeline import (
     build_fitter,
     progress_bar,
     session_outcome,
+    warn_once,
     write_running_summary,
 )
 from eyeblink.runtime.shm import FrameRing, RingSpec
@@ -328,6 +329,8 @@ class _Run:
         #: accelerator-stage processes sharing the device (detect.stage_processes; 0 when fused)
         self.n_stage = stage_processes(self.cfg) if self.accelerated else 0
         self.n_done = self.W + self.n_stage
+        #: the accelerator stage compiles its programs for batches up to this size before the first frame
+        self.warm_batch = 1
         if self.accelerated and self.spec is not None:
             from eyeblink.runtime.accelerator import stage_slots
 
@@ -550,7 +553,7 @@ class _Run:
             engine = build_engine(self.cfg, share=self.n_stage)
             h, w = int(getattr(self.source, "height", 0) or 480), int(getattr(self.source, "width", 0) or 640)
             t0 = time.perf_counter()
-            engine.warm_up((h, w))
+            engine.warm_up((h, w), up_to=self.warm_batch)
             compile_s = time.perf_counter() - t0
             self._worker_ready(-1 - sid)
             from eyeblink.detect import missing_accelerator
@@ -786,6 +789,8 @@ class _Run:
                 # the accelerator stage: its process says whether the device is there (the parent must not ask JAX)
                 warnings = (sorted({w for i in self.accel_infos for w in i.get("warnings", [])})
                             if self.accelerated else None)
+                for message in warnings or ():
+                    warn_once(message)
                 summary = build_summary(_SourceView(source, info or self._info), self.cfg, sink, clock,  # type: ignore[arg-type]
                                         redet, wall, outcome.status, outcome.error,  # type: ignore[arg-type]
                                         warnings=warnings)

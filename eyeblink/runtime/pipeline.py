@@ -85,14 +85,19 @@ def build_detector(config: RunConfig) -> FaceDetector:
     backend = create_detector(d.backend, model_path=Path(d.model_path) if d.model_path else None,
                               num_threads=d.num_threads, batch_size=d.batch_size, accelerator=d.accelerator())
     for message in run_warnings(config):
-        if message not in _WARNED:  # once per process, not once per input
-            _WARNED.add(message)
-            warn(message)
+        warn_once(message)
     return FaceDetector.from_detector(backend, batch_size=d.batch_size, score_threshold=d.score_threshold,
                                       iou_threshold=d.nms_iou)
 
 
 _WARNED: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """``eyeblink: warning: message`` on stderr, once per process (not once per input)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warn(message)
 
 
 def run_warnings(config: RunConfig) -> list[str]:
