@@ -219,8 +219,9 @@ def test_train_ipu_on_a_fake_sdk(fake_ipu: FakeIPU, rendered: td.Dataset, tmp_pa
     td.export_tflite(out.model, path)
     with LiteRTDetector(model_path=path) as tuned, LiteRTDetector() as stock:
         reg, scores = tuned.detect(x[:1])
-        np.testing.assert_allclose(reg[0], keras_reg[0], atol=2e-3)
-        np.testing.assert_allclose(scores[0], keras_scores[0], atol=2e-3)
+        # float32 logits of -100 and below differ in their last bits: a relative tolerance too
+        np.testing.assert_allclose(reg[0], keras_reg[0], atol=2e-3, rtol=1e-4)
+        np.testing.assert_allclose(scores[0], keras_scores[0], atol=2e-3, rtol=1e-4)
         assert not np.allclose(scores, stock.detect(x[:1])[1], atol=1e-3)  # trained: not the stock model
 
 

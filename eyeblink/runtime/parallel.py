@@ -19,6 +19,9 @@ Why this shape (measured on a 2-core x86 VM, 640x480 MJPG, see ``eyeblink bench`
   a whole batch of frames (``batch_frames``) per message, so the per-frame IPC cost is a few µs.
 * On a CPU the detector is fused into the landmark workers: a separate detector process would
   need the pixels too and would add a hop; detection is ~1 ms and only runs on keyframes.
+  On an accelerator (``detect.stage = "accelerator"``, the ``gpu`` preset) the workers are replaced by
+  the accelerator stage (:mod:`eyeblink.runtime.accelerator`): stage processes that own the device run
+  detection and the eye model on batches of frames, and post-processing workers cut the eye patches.
 * Workers own **contiguous chunks** of ``chunk_frames`` frames (chunk ``c`` goes to worker
   ``c % W``), not single frames round-robin, so each worker keeps the tracking state of the
   keyframe policy (last box, frames since detection, inter-ocular reference) across its chunk.
