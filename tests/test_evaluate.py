@@ -122,6 +122,43 @@ def test_scores(tp: int, fp: int, fn: int, p: float, r: float, f1: float) -> Non
         assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want)
 
 
+def test_strict_counts_the_unscored_detections_as_false_positives() -> None:
+    sc = Score(9, 1, 2, (0, 1))
+    strict = sc.strict(2)
+    assert (strict.tp, strict.fp, strict.fn) == (9, 3, 2) and strict.onset_errors == (0, 1)
+    assert strict.precision == pytest.approx(0.75) and strict.f1 < sc.f1 and sc.strict(0) == sc
+
+
+@pytest.mark.slow
+def test_eval_reports_both_conventions_on_a_rendered_recording(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A recording with two planted blinks whose ``.tag`` annotates only the frames of the first: the second
+    detection is unscored (F1 1.0) in the default convention and a false positive in the strict one."""
+    from eyeblink.config import load_preset
+    from eyeblink.lab.evaluate import run_eval
+    from eyeblink.lab.synth import BlinkSpec, SynthConfig, write_recording
+    from eyeblink.presets import resolve_preset
+
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    truth = write_recording(ds / "000001M_FNN.avi", SynthConfig(
+        duration_s=2.0, fps=100.0, blinks=(BlinkSpec(0.5), BlinkSpec(1.4)), seed=3))
+    planted = [(b.onset_frame, b.end_frame) for b in truth.blinks]
+    first_end = planted[0][1]
+    rows = [(f, 1 if planted[0][0] <= f <= first_end else -1) for f in range(0, first_end + 20)]
+    write_tag(ds, rows, name="000001M_FNN.tag")
+    report = tmp_path / "scores.json"
+    assert run_eval(ds, load_preset(resolve_preset("cpu")), outdir=tmp_path / "out", json_path=report) == 0
+    scores = json.loads(report.read_text())
+    assert scores["unscored"] == 1
+    assert (scores["overall"]["tp"], scores["overall"]["fp"], scores["overall"]["f1"]) == (1, 0, 1.0)
+    strict = scores["strict"]["overall"]
+    assert (strict["tp"], strict["fp"], strict["fn"]) == (1, 1, 0) and strict["f1"] == pytest.approx(2 / 3)
+    assert scores["strict"]["groups"]["FNN"]["fp"] == 1
+    assert "strict (the unscored detections counted as false positives): OVERALL P 0.500 R 1.000 F1 0.667" in \
+        capsys.readouterr().out
+
+
 def test_score_sum_and_onsets() -> None:
     a, b = Score(1, 0, 1, (2,)), Score(2, 1, 0, (-1, 0))
     s = a + b

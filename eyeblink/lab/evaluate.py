@@ -12,7 +12,8 @@ first); precision, recall, F1 and the onset error in frames (detected - true).
 Only the annotated frames can be judged: a detection lying entirely before the
 first or after the last ``frameID`` of the ``.tag`` is neither a hit nor a false
 positive (ZJU tags often start a few frames in and stop up to 12 frames before
-the video ends); it is counted as ``unscored``.
+the video ends); it is counted as ``unscored``. The *strict* convention counts those as false positives:
+``eval`` prints and writes both.
 """
 
 from __future__ import annotations
@@ -140,6 +141,10 @@ class Score:
         e = self.onset_errors
         return sum(e) / len(e) if e else math.nan
 
+    def strict(self, unscored: int) -> Score:
+        """The strict convention: ``unscored`` detections outside the annotated frames count as false positives."""
+        return Score(self.tp, self.fp + unscored, self.fn, self.onset_errors)
+
     def __add__(self, other: Score) -> Score:
         return Score(self.tp + other.tp, self.fp + other.fp, self.fn + other.fn,
                      self.onset_errors + other.onset_errors)
@@ -235,6 +240,7 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
     total = EMPTY
     unscored = 0
     groups: dict[str, Score] = defaultdict(lambda: EMPTY)
+    group_unscored: dict[str, int] = defaultdict(int)
     print(f"{'video':<28} {'truth':>5} {'det':>4} {'TP':>3} {'FP':>3} {'FN':>3} {'P':>6} {'R':>6} "
           f"{'F1':>6} {'onset':>6}")
     try:
@@ -259,6 +265,7 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
                 rows.append({"video": str(video), "group": group_of(video), "truth": len(tag.blinks),
                              "detected": len(res.blinks), "unscored": outside, **sc.as_dict()})
                 unscored += outside
+                group_unscored[group_of(video)] += outside
                 print(f"{video.stem:<28} {len(tag.blinks):>5} {len(res.blinks):>4} {sc.tp:>3} {sc.fp:>3} "
                       f"{sc.fn:>3} {sc.precision:>6.3f} {sc.recall:>6.3f} {sc.f1:>6.3f} {sc.mean_onset:>+6.2f}")
             total = total + sc
@@ -276,12 +283,19 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
           f"{total.fn:>3} {total.precision:>6.3f} {total.recall:>6.3f} {total.f1:>6.3f} {total.mean_onset:>+6.2f}")
     print(f"onset error: mean {total.mean_onset:+.2f} frames, mean |error| {total.mean_abs_onset:.2f} frames")
     print(f"unscored: {unscored} detection(s) entirely outside the annotated frames")
+    strict = {g: groups[g].strict(group_unscored[g]) for g in sorted(groups)}
+    strict_total = total.strict(unscored)
+    print("strict (the unscored detections counted as false positives): "
+          + "".join(f"{g} F1 {sc.f1:.3f}, " for g, sc in strict.items() if len(groups) > 1)
+          + f"OVERALL P {strict_total.precision:.3f} R {strict_total.recall:.3f} F1 {strict_total.f1:.3f}")
     if json_path is not None:
         from eyeblink.outputs.export import clean_json
 
         report = {"dataset": str(dataset), "overall": total.as_dict(), "unscored": unscored,
-                  "groups": {g: s.as_dict() for g, s in groups.items()}, "videos": rows,
-                  "settings": config.to_dict()}
+                  "groups": {g: s.as_dict() for g, s in groups.items()},
+                  "strict": {"overall": strict_total.as_dict(),
+                             "groups": {g: sc.as_dict() for g, sc in strict.items()}},
+                  "videos": rows, "settings": config.to_dict()}
         json_path.write_text(json.dumps(clean_json(report), indent=2) + "\n", encoding="utf-8")
     return 0
 
