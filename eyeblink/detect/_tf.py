@@ -2,7 +2,8 @@
 
 TensorFlow's C++ runtime logs several INFO/WARNING lines at import (oneDNN, CPU features, XLA
 service) that would interleave with eyeblink's one-line messages; unless the user set
-``TF_CPP_MIN_LOG_LEVEL`` themselves, only errors are shown. Imported lazily, by the backend
+``TF_CPP_MIN_LOG_LEVEL`` themselves, only errors are shown (of the C++ runtime and of TensorFlow's Python
+logger). Imported lazily, by the backend
 modules only.
 """
 
@@ -11,9 +12,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+_QUIET = "TF_CPP_MIN_LOG_LEVEL" not in os.environ
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf
+import tensorflow as tf  # noqa: E402  (after the log level is set)
+
+if _QUIET:  # the Python side too: e.g. the "retracing" warning, which one program per batch bucket sets off
+    tf.get_logger().setLevel("ERROR")
 
 __all__ = ["tf", "tf_ipu"]
 
