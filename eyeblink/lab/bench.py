@@ -342,6 +342,9 @@ def _aggregate(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     for k in ("detector_runs", "redetections_on_drift", "mean_abs_ear_diff", "loaders"):
         if k in runs[0]:
             out[k] = runs[0][k]
+    stage = [r["accelerator"] for r in runs if r.get("accelerator")]
+    if stage:  # the accelerator stage of the median run (by FPS): one run's consistent numbers
+        out["accelerator"] = sorted(zip(fps, stage, strict=False), key=lambda x: x[0])[len(stage) // 2][1]
     return out
 
 
@@ -377,6 +380,13 @@ def _print_mode(mode: str, r: dict[str, Any]) -> None:
         line += "\n           stages ms/frame: " + ", ".join(f"{k} {v:.2f}" for k, v in r["ms_per_frame"].items())
     if "detector_runs" in r:
         line += f"\n           detector runs {r['detector_runs']} ({r.get('redetections_on_drift', 0)} on drift)"
+    acc = r.get("accelerator")
+    if acc:  # the accelerator stage: where its time went
+        ms = acc["ms_per_frame"]
+        line += (f"\n           accelerator stage: {acc['processes']} x {acc['backend']} on {acc['device']}, "
+                 f"{acc['batches']} batches of {acc['mean_batch']:.0f} frames (batch_size {acc['batch_size']}), "
+                 f"network {ms['network']:.2f} ms/frame, host {acc['host_ms_per_frame']:.2f} ms/frame, "
+                 f"compile {acc['warm_up_s']:.1f} s")
     if r["other_cpu_pct_max"] > 10:
         line += f"\n           WARNING: other processes used up to {r['other_cpu_pct_max']:.0f}% of the CPUs"
     print(line, flush=True)
@@ -423,7 +433,7 @@ def _child(argv: list[str]) -> dict[str, Any]:
     return {"frames": s["frames"], "fps": t["fps"], "ms_per_frame": t["ms_per_frame"],
             "latency_ms_p50": t.get("latency_ms_p50"), "latency_ms_p99": t.get("latency_ms_p99"),
             "detector_runs": s["detector_runs"], "redetections_on_drift": s["redetections_on_drift"],
-            "loaders": s.get("loaders", 1),
+            "loaders": s.get("loaders", 1), "accelerator": s.get("parallel", {}).get("accelerator"),
             "output": str(out)}
 
 
