@@ -187,3 +187,31 @@ def test_live_accelerator_stage_flushes_partial_batches_after_the_deadline(tmp_p
     acc = s["parallel"]["accelerator"]
     assert s["parallel"]["detector"] == "accelerator stage" and acc["batch_size"] == 64
     assert acc["batches"] >= 300 / 32 and acc["mean_batch"] <= 32
+
+
+@pytest.mark.slow
+def test_only_the_stage_process_starts_jax(face_recording: tuple[Path, object], tmp_path: Path) -> None:
+    """The parent forks the workers of every input: it must never import JAX (or Keras) itself, or a forked
+    child inherits a started runtime (on a GPU: a CUDA context, which hangs). Two inputs, one warning."""
+    pytest.importorskip("jax")
+    pytest.importorskip("keras")
+    preset = _preset(tmp_path, "jax4", backend="jax", batch_size=4, detect_every=1)
+    second = tmp_path / "second.avi"
+    second.symlink_to(face_recording[0])
+    code = f"""
+import sys
+from dataclasses import replace
+from pathlib import Path
+from eyeblink.config import load_preset
+from eyeblink.runtime.runner import process_paths
+cfg = replace(load_preset(Path({str(preset)!r})), max_frames=8)
+videos = [Path({str(face_recording[0])!r}), Path({str(second)!r})]
+results, failures = process_paths(videos, Path({str(tmp_path / "out")!r}), cfg, workers=2)
+assert not failures and [r.frames for r in results] == [8, 8], (results, failures)
+print("parent imported:", sorted(m for m in ("jax", "jaxlib", "keras", "tensorflow") if m in sys.modules))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "parent imported: []"
+    assert sum("found no GPU" in ln for ln in proc.stderr.splitlines()) == 1  # once, not once per input
