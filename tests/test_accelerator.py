@@ -144,6 +144,28 @@ def test_accelerator_stage_on_keras_backends_matches_litert(face_recording: tupl
 
 
 @pytest.mark.slow
+def test_a_face_that_leaves_and_returns_gives_the_reference_rows(face_frames: list[np.ndarray],
+                                                                 tmp_path: Path) -> None:
+    """Frames without a face in the middle of a batch: empty openness, no patches, and the subject found again
+    afterwards, exactly as the reference does it (tracking restarts from the largest face)."""
+    from conftest import write_video
+
+    frames = [f.copy() for f in face_frames[:240]]
+    background = int(np.median(frames[0][:20, :20]))
+    for f in frames[90:130]:
+        f[:] = background
+    video = write_video(tmp_path / "away.avi", frames, codec="mjpeg", pix_fmt="yuvj420p")
+    ref, acc = tmp_path / "ref", tmp_path / "acc"
+    proc = run_cli("process", video, "-o", ref, "--workers", "1", "--detect-every", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("process", video, "-o", acc, "--workers", "2", "--stage", "accelerator", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert (acc / "away.frames.csv").read_bytes() == (ref / "away.frames.csv").read_bytes()
+    face = [r["face"] for r in read_rows(acc / "away.frames.csv")]
+    assert face[90:130] == ["0"] * 40 and set(face[:90] + face[135:]) == {"1"}
+
+
+@pytest.mark.slow
 def test_accelerator_stage_failure_keeps_every_row_before_it(face_recording: tuple[Path, object],
                                                              tmp_path: Path) -> None:
     env = dict(os.environ, EYEBLINK_TEST_WORKER_FAULT="raise@400")
