@@ -166,19 +166,23 @@ def test_a_face_that_leaves_and_returns_gives_the_reference_rows(face_frames: li
 
 
 @pytest.mark.slow
-def test_accelerator_stage_failure_keeps_every_row_before_it(face_recording: tuple[Path, object],
-                                                             tmp_path: Path) -> None:
-    env = dict(os.environ, EYEBLINK_TEST_WORKER_FAULT="raise@400")
+@pytest.mark.parametrize(("fault", "needles"), [
+    ("raise@400", ["accelerator stage", "failed at frame", "injected failure"]),
+    ("exit@400", ["accelerator stage", "died without a report", "status 70"])], ids=["raises", "dies"])
+def test_accelerator_stage_failure_keeps_every_row_before_it(face_recording: tuple[Path, object], tmp_path: Path,
+                                                             fault: str, needles: list[str]) -> None:
+    """The stage raising (its traceback reaches the sink) or dying outright (the sink sees its exit code): one
+    line, exit 3, and every row before the failing batch on disk."""
+    env = dict(os.environ, EYEBLINK_TEST_WORKER_FAULT=fault)
     proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(face_recording[0]), "-o", str(tmp_path),
                            "--stage", "accelerator", "--workers", "2", "--no-progress"],
                           capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
     assert proc.returncode == 3, proc.stderr
-    line = assert_user_error(proc, "accelerator stage", "failed at frame", "injected failure")
-    assert "Traceback" not in line
+    assert_user_error(proc, *needles)
     rows = read_rows(tmp_path / "subject.frames.csv")
     assert 0 < len(rows) <= 400 and [int(r["frame"]) for r in rows] == list(range(len(rows)))
     s = _summary(tmp_path)
-    assert s["status"] == "failed" and "injected failure" in s["error"] and s["frames"] == len(rows)
+    assert s["status"] == "failed" and needles[-1] in s["error"] and s["frames"] == len(rows)
 
 
 @pytest.mark.parametrize(("args", "needles"), [
