@@ -37,14 +37,15 @@ import numpy as np
 
 from eyeblink.frames import Frame
 from eyeblink.landmarks.eyes import eye_patches, eye_strip
+from eyeblink.runtime.shm import FrameRing
 
 if TYPE_CHECKING:
     from eyeblink.config import RunConfig
     from eyeblink.detect.blazeface import FaceDetection
     from eyeblink.landmarks.batched import BatchedFaceEyes
 
-__all__ = ["FIT_DTYPE", "BatchGatherer", "build_engine", "check_stage", "stage_processes", "stage_slots",
-           "stage_summary"]
+__all__ = ["FIT_DTYPE", "BatchGatherer", "build_engine", "check_stage", "post_worker_main", "stage_main",
+           "stage_processes", "stage_slots", "stage_summary"]
 
 #: One frame's result from the accelerator stage to a worker (no pixels).
 FIT_DTYPE = np.dtype([
@@ -260,3 +261,111 @@ def drain(q: Any, gather: BatchGatherer, poll_s: float) -> Any:
     if wait <= 0:
         raise queue.Empty
     return q.get(timeout=wait)
+
+
+#: how often a waiting stage process wakes up to check the stop event (as the pipeline's other children)
+POLL_S = 0.05
+
+
+def stage_main(run: Any, sid: int, at: list[int]) -> None:
+    """Process ``sid`` of the accelerator stage, in a child forked by :mod:`eyeblink.runtime.parallel` (``run``:
+    its ``_Run``: queues, ring, settings). Builds and warms up the networks, then gathers the loaders' frame
+    records into batches, runs them, and deals the fit records to the post-processing workers round-robin.
+    The input ends once every loader's end marker was taken, by whichever stage process; each then sends the
+    workers one end marker and the sink its report. ``at[0]``: the first frame of the batch being run (where
+    a failure is reported)."""
+    from eyeblink.detect import missing_accelerator
+
+    cfg = run.cfg
+    engine = build_engine(cfg, share=run.n_stage)
+    h, w = int(getattr(run.source, "height", 0) or 480), int(getattr(run.source, "width", 0) or 640)
+    t0 = time.perf_counter()
+    engine.warm_up((h, w), up_to=run.warm_batch)
+    compile_s = time.perf_counter() - t0
+    run._worker_ready(-1 - sid)
+    warning = missing_accelerator(cfg.detect.backend)
+    ring = run.ring  # live: None until the ring message comes
+    gather = BatchGatherer(cfg.detect.batch_size, cfg.detect.flush_ms / 1000.0)
+    tracker = Tracker()
+    dealt = 0
+    batches = 0
+
+    def run_gathered(messages: list[tuple[Any, ...]]) -> None:
+        nonlocal dealt, batches
+        assert ring is not None
+        at[0] = int(messages[0][1])
+        run._inject_fault(at[0], sum(len(m[2]) for m in messages))
+        batches += 1
+        for m, fits in zip(messages, run_batch(engine, ring, messages, tracker), strict=True):
+            run._put(run.post_qs[(dealt + sid) % run.W], (*m, fits))
+            dealt += 1
+
+    q = run.work_qs[0]
+    all_ends = run.n_loaders * run.n_stage  # each loader sends one end marker per stage process
+    while True:
+        try:
+            msg = drain(q, gather, POLL_S)
+        except queue.Empty:
+            if gather.due(time.monotonic()):
+                run_gathered(gather.take())
+            elif run.stage_ends.value >= all_ends:  # the siblings took the last end markers
+                break
+            else:
+                run._check_stop()
+            continue
+        if msg is None:
+            with run.stage_ends.get_lock():
+                run.stage_ends.value += 1
+            if run.stage_ends.value >= all_ends:
+                break
+            continue
+        if msg[0] == "ring":  # live: the ring exists now
+            ring = run.ring = FrameRing.attach(msg[1], msg[2])
+            ring.prefault(msg[3])
+            continue
+        ready = gather.add(msg, time.monotonic())
+        if ready:
+            run_gathered(ready)
+        if gather.full():
+            run_gathered(gather.take())
+    if gather.messages:
+        run_gathered(gather.take())
+    for pq in run.post_qs:
+        run._put(pq, None)
+    t = engine.times
+    info = {"process": sid, "frames": t.frames, "seconds": dict(t.seconds), "backend": engine.backend,
+            "device": engine.device, "batch_size": engine.batch_size, "flush_ms": cfg.detect.flush_ms,
+            "batches": batches, "warm_up_s": compile_s, "warnings": [warning] if warning else []}
+    engine.close()
+    stages = {k: t.seconds[k] for k in ("detect", "landmarks")}
+    run._put(run.out_q, ("done", f"accelerator-{sid}", stages, dict.fromkeys(stages, t.frames), 0, info))
+
+
+def post_worker_main(run: Any, wid: int, row_dtype: np.dtype, at: list[int]) -> None:
+    """A CPU worker of the accelerator stage (a child of :mod:`eyeblink.runtime.parallel`): for each message of
+    fit records, the rows with their eye patches (:func:`post_rows`) to the sink, the slots back to the loaders;
+    done after one end marker per stage process."""
+    run._worker_ready(wid)
+    ring = run.ring
+    seconds = 0.0
+    ends = 0
+    while True:
+        msg = run._get(run.post_qs[wid])
+        if msg is None:  # one per stage process
+            ends += 1
+            if ends < run.n_stage:
+                continue
+            break
+        if msg[0] == "ring":
+            ring = run.ring = FrameRing.attach(msg[1], msg[2])
+            ring.prefault(msg[3])
+            continue
+        assert ring is not None
+        at[0] = int(msg[1])
+        t0 = time.perf_counter()
+        rows = post_rows(ring, msg, row_dtype, run.cfg.eye_crops)
+        seconds += time.perf_counter() - t0
+        run._put(run.out_q, ("rows", wid, rows))
+        slots = msg[2]
+        run._release(slots[slots >= 0])
+    run._put(run.out_q, ("done", wid, {"landmarks": seconds}, {"landmarks": 0}, 0))

@@ -545,130 +545,50 @@ class _Run:
     # ------------------------------------------------------------ the accelerator stage's children
 
     def _accelerator_main(self, sid: int) -> None:
-        """A process of the accelerator stage (it or its siblings own the device): gathers frame records into
-        batches, runs detection and the eye model on them, and deals the fit records to the post-processing
-        workers. The input ends once every loader's end marker was taken, by whichever stage process."""
-        from eyeblink.runtime.accelerator import BatchGatherer, Tracker, build_engine, drain, run_batch
+        """Process ``sid`` of the accelerator stage (:func:`eyeblink.runtime.accelerator.stage_main`)."""
+        from eyeblink.runtime.accelerator import stage_main
 
         self._child_setup()
-        frame = -1
+        at = [-1]  # the frame a failure is reported at: the first of the batch being run
         try:
-            engine = build_engine(self.cfg, share=self.n_stage)
-            h, w = int(getattr(self.source, "height", 0) or 480), int(getattr(self.source, "width", 0) or 640)
-            t0 = time.perf_counter()
-            engine.warm_up((h, w), up_to=self.warm_batch)
-            compile_s = time.perf_counter() - t0
-            self._worker_ready(-1 - sid)
-            from eyeblink.detect import missing_accelerator
-
-            warning = missing_accelerator(self.cfg.detect.backend)
-            ring = self.ring
-            fault = self.fault  # the test hook (module docstring): raise@K / exit@K in the batch holding frame K
-            gather = BatchGatherer(self.cfg.detect.batch_size, self.cfg.detect.flush_ms / 1000.0)
-            tracker = Tracker()
-            rr = 0
-            sizes: list[int] = []
-
-            def run(messages: list[tuple[Any, ...]]) -> None:
-                nonlocal rr, frame
-                assert ring is not None
-                frame = int(messages[0][1])  # a failure below is reported at the batch's first frame
-                if fault is not None and any(m[1] <= fault[1] < m[1] + len(m[2]) for m in messages):
-                    if fault[0] == "exit":
-                        time.sleep(0.3)  # the rows already sent leave the queues first
-                        os._exit(70)
-                    raise RuntimeError(f"injected failure at frame {fault[1]} ({FAULT_ENV})")
-                sizes.append(sum(len(m[2]) for m in messages))
-                for m, fits in zip(messages, run_batch(engine, ring, messages, tracker), strict=True):
-                    self._put(self.post_qs[(rr + sid) % self.W], (*m, fits))
-                    rr += 1
-
-            q = self.work_qs[0]
-            all_ends = self.n_loaders * self.n_stage  # each loader sends one end marker per stage process
-            while True:
-                try:
-                    msg = drain(q, gather, _POLL_S)
-                except queue.Empty:
-                    if gather.due(time.monotonic()):
-                        run(gather.take())
-                    elif self.stage_ends.value >= all_ends:  # the siblings took the last end markers
-                        break
-                    elif self.stop.is_set() or os.getppid() != self.parent_pid:
-                        raise _Stop from None
-                    continue
-                if msg is None:
-                    with self.stage_ends.get_lock():
-                        self.stage_ends.value += 1
-                    if self.stage_ends.value >= all_ends:
-                        break
-                    continue
-                if msg[0] == "ring":  # live: the ring exists now
-                    ring = self.ring = FrameRing.attach(msg[1], msg[2])
-                    ring.prefault(msg[3])
-                    continue
-                ready = gather.add(msg, time.monotonic())
-                if ready:
-                    run(ready)
-                if gather.full():
-                    run(gather.take())
-            if gather.messages:
-                run(gather.take())
-            for pq in self.post_qs:
-                self._put(pq, None)
-            t = engine.times
-            info = {"process": sid, "frames": t.frames, "seconds": dict(t.seconds), "backend": engine.backend,
-                    "device": engine.device, "batch_size": engine.batch_size, "flush_ms": self.cfg.detect.flush_ms,
-                    "batches": len(sizes), "warm_up_s": compile_s, "warnings": [warning] if warning else []}
-            engine.close()
-            stages = {k: t.seconds[k] for k in ("detect", "landmarks")}
-            self._put(self.out_q, ("done", f"accelerator-{sid}", stages, dict.fromkeys(stages, t.frames), 0, info))
+            stage_main(self, sid, at)
         except _Stop:
             self._quit()
         except BaseException as exc:
-            self._report("accelerator", sid, frame, exc)
+            self._report("accelerator", sid, at[0], exc)
             self._quit()
             raise SystemExit(1) from None
 
     def _post_worker_main(self, wid: int) -> None:
-        """A CPU worker of the accelerator stage: eye patches (and strips) from the ring, rows to the sink."""
-        from eyeblink.runtime.accelerator import post_rows
+        """A CPU worker of the accelerator stage (:func:`eyeblink.runtime.accelerator.post_worker_main`)."""
+        from eyeblink.runtime.accelerator import post_worker_main
 
         self._child_setup()
-        frame = -1
+        at = [-1]
         try:
-            self._worker_ready(wid)
-            ring = self.ring
-            row_dtype = CROP_DTYPE if self.cfg.eye_crops else RESULT_DTYPE
-            seconds = 0.0
-            n = 0
-            ends = 0
-            while True:
-                msg = self._get(self.post_qs[wid])
-                if msg is None:  # one per stage process
-                    ends += 1
-                    if ends < self.n_stage:
-                        continue
-                    break
-                if msg[0] == "ring":
-                    ring = self.ring = FrameRing.attach(msg[1], msg[2])
-                    ring.prefault(msg[3])
-                    continue
-                assert ring is not None
-                frame = int(msg[1])
-                t0 = time.perf_counter()
-                rows = post_rows(ring, msg, row_dtype, self.cfg.eye_crops)
-                seconds += time.perf_counter() - t0
-                n += len(rows)
-                self._put(self.out_q, ("rows", wid, rows))
-                slots = msg[2]
-                self._release(slots[slots >= 0])
-            self._put(self.out_q, ("done", wid, {"landmarks": seconds}, {"landmarks": 0}, 0))
+            post_worker_main(self, wid, CROP_DTYPE if self.cfg.eye_crops else RESULT_DTYPE, at)
         except _Stop:
             self._quit()
         except BaseException as exc:
-            self._report("worker", wid, frame, exc)
+            self._report("worker", wid, at[0], exc)
             self._quit()
             raise SystemExit(1) from None
+
+    def _check_stop(self) -> None:
+        """Raise :class:`_Stop` in a child when the run is being stopped or the parent is gone."""
+        if self.stop.is_set() or os.getppid() != self.parent_pid:
+            raise _Stop
+
+    def _inject_fault(self, first: int, n: int) -> None:
+        """The test hook (module docstring) in the accelerator stage: ``raise@K`` / ``exit@K`` in the batch
+        holding frame K (``first`` .. ``first + n - 1``)."""
+        fault = self.fault
+        if fault is None or not first <= fault[1] < first + n:
+            return
+        if fault[0] == "exit":
+            time.sleep(0.3)  # the rows already sent leave the queues first
+            os._exit(70)
+        raise RuntimeError(f"injected failure at frame {fault[1]} ({FAULT_ENV})")
 
     def _fork_workers(self) -> None:
         """Fork the detect+landmark workers, or the accelerator stage and its post-processing workers."""
