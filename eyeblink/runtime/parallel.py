@@ -548,29 +548,26 @@ class _Run:
         """Process ``sid`` of the accelerator stage (:func:`eyeblink.runtime.accelerator.stage_main`)."""
         from eyeblink.runtime.accelerator import stage_main
 
-        self._child_setup()
-        at = [-1]  # the frame a failure is reported at: the first of the batch being run
-        try:
-            stage_main(self, sid, at)
-        except _Stop:
-            self._quit()
-        except BaseException as exc:
-            self._report("accelerator", sid, at[0], exc)
-            self._quit()
-            raise SystemExit(1) from None
+        self._guarded("accelerator", sid, lambda at: stage_main(self, sid, at))
 
     def _post_worker_main(self, wid: int) -> None:
         """A CPU worker of the accelerator stage (:func:`eyeblink.runtime.accelerator.post_worker_main`)."""
         from eyeblink.runtime.accelerator import post_worker_main
 
+        row_dtype = CROP_DTYPE if self.cfg.eye_crops else RESULT_DTYPE
+        self._guarded("worker", wid, lambda at: post_worker_main(self, wid, row_dtype, at))
+
+    def _guarded(self, role: str, wid: int, body: Any) -> None:
+        """Run a child's ``body(at)``: a stop ends it quietly; a failure goes to the sink as a report at frame
+        ``at[0]`` (what the body last set) and the child exits 1."""
         self._child_setup()
         at = [-1]
         try:
-            post_worker_main(self, wid, CROP_DTYPE if self.cfg.eye_crops else RESULT_DTYPE, at)
+            body(at)
         except _Stop:
             self._quit()
         except BaseException as exc:
-            self._report("worker", wid, at[0], exc)
+            self._report(role, wid, at[0], exc)
             self._quit()
             raise SystemExit(1) from None
 
