@@ -17,7 +17,7 @@ install)
             python3 -m pip install -q --no-index --no-deps --target "$DEPS" "$d"/*.whl
         fi
     done
-    if python3 -c "import setuptools, av, ai_edge_litert, keras" 2>/dev/null; then
+    if KERAS_BACKEND=jax python3 -c "import setuptools, av, ai_edge_litert, keras" 2>/dev/null; then
         python3 -m pip install -q --no-index --no-deps --no-build-isolation --target "$DEPS" --upgrade .
         python3 -m eyeblink --version
     fi

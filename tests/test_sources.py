@@ -325,3 +325,46 @@ def test_zju_alignment(clip: Path | None) -> None:
         assert round(f.timestamp_s * fps) == row["packet_pts"], f"{clip.name} frame {f.index}"
         assert source.packet_index(f.index) == row["tag_frame_number"], f"{clip.name} frame {f.index}"
         assert f.image.shape == (240, 320)
+
+
+def test_open_av_reads_a_non_utf8_title_on_every_pyav(make_video: MakeVideo, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container whose title is not UTF-8 (the ZJU AVIs' GBK titles) opens with PyAV before 19 (which takes
+    ``metadata_errors="replace"``) and with PyAV 19 (which dropped the option: simulated here by an ``av.open``
+    that refuses it, as 19's does) alike."""
+    import av
+
+    from eyeblink.sources import files
+
+    video = make_video([np.full((48, 64), 100, np.uint8)] * 3, fps=25)
+    titled = tmp_path / "gbk.mkv"
+    with av.open(str(video)) as src, av.open(str(titled), "w") as dst:
+        dst.metadata["title"] = "\u5b9e\u9a8c"  # written as UTF-8; the byte patch below makes it GBK-like
+        stream = dst.add_stream_from_template(src.streams.video[0])
+        for packet in src.demux(src.streams.video[0]):
+            if packet.dts is not None:
+                packet.stream = stream
+                dst.mux(packet)
+    data = titled.read_bytes()
+    utf8 = "\u5b9e\u9a8c".encode()
+    assert utf8 in data
+    titled.write_bytes(data.replace(utf8, "\u5b9e\u9a8c".encode("gbk") + b"\xff\xfe"))  # same length, not UTF-8
+
+    real_open = av.open
+    calls: list[dict] = []
+
+    def pyav19_open(target: str, *args: object, **kwargs: object) -> object:
+        calls.append(dict(kwargs))
+        if "metadata_errors" in kwargs:
+            raise TypeError("open() got an unexpected keyword argument 'metadata_errors'")
+        return real_open(target, *args, metadata_errors="surrogateescape", **kwargs)  # what 19 decodes with
+
+    for fake in (False, True):
+        monkeypatch.setattr(files, "_METADATA_ERRORS", [True])
+        if fake:
+            monkeypatch.setattr(av, "open", pyav19_open)
+        with files.open_source(titled) as src:
+            assert len(list(src)) == 3
+    # the option tried once, then never again (the source opens the container more than once)
+    assert len(calls) >= 2 and "metadata_errors" in calls[0]
+    assert not any("metadata_errors" in c for c in calls[1:])

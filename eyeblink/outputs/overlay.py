@@ -126,6 +126,8 @@ def write_overlay(data: ReportData, frames_csv: Path, output: Path, *, video: Pa
     import av
     import numpy as np
 
+    from eyeblink.sources.files import open_av
+
     src = video or data.video
     if src is None:
         raise InputNotFoundError(f"the recording of {data.stem} ({data.summary.get('input')}) is not there any more; "
@@ -144,7 +146,7 @@ def write_overlay(data: ReportData, frames_csv: Path, output: Path, *, video: Pa
     lo = float(t[0]) if start_s is None else start_s
     hi = float(t[-1]) if end_s is None else end_s
     try:
-        inp = av.open(str(src))
+        inp = open_av(str(src))  # a title that is not UTF-8 must not stop it (as for processing)
     except av.FFmpegError as exc:
         raise VideoOpenError(f"cannot open {src} ({exc}); --overlay needs the recording of these outputs") from None
     written = 0

@@ -92,6 +92,25 @@ def natural_sort_key(name: str) -> tuple[Any, ...]:
     return tuple(int(p) if i % 2 else p.casefold() for i, p in enumerate(parts))
 
 
+
+def open_av(target: str, **kwargs: Any) -> Any:
+    """``av.open(target, **kwargs)`` with metadata that is not UTF-8 readable (the ZJU AVIs carry GBK-encoded
+    titles; an ffmpeg sender forwards them): PyAV < 19 takes ``metadata_errors="replace"`` (its default
+    ``strict`` fails the open), PyAV 19 dropped the option and decodes metadata with ``surrogateescape``."""
+    import av
+
+    if _METADATA_ERRORS:
+        try:
+            return av.open(target, metadata_errors="replace", **kwargs)
+        except TypeError as exc:
+            if "metadata_errors" not in str(exc):
+                raise
+            _METADATA_ERRORS.clear()
+    return av.open(target, **kwargs)
+
+
+_METADATA_ERRORS = [True]  # emptied once this PyAV turns out not to take the option
+
 class FrameSource(ABC, Closing):
     """An input that yields :class:`Frame` records in decode order.
 
@@ -237,8 +256,7 @@ class VideoFileSource(FrameSource):
         import av
 
         try:
-            # metadata_errors="replace": the ZJU AVIs carry GBK-encoded titles that are not UTF-8.
-            container = av.open(str(self.path), mode="r", metadata_errors="replace")
+            container = open_av(str(self.path), mode="r")
         except av.error.FFmpegError as exc:
             raise VideoOpenError(
                 f"{self.path} is not a video FFmpeg can open ({exc.strerror or exc}); "

@@ -37,7 +37,7 @@ import numpy as np
 
 from eyeblink.errors import ConfigError, EyeblinkError, MissingExtraError, VideoOpenError
 from eyeblink.frames import Frame
-from eyeblink.sources.files import FrameSource
+from eyeblink.sources.files import FrameSource, open_av
 
 __all__ = [
     "STREAM_SCHEMES",
@@ -241,9 +241,9 @@ class StreamSource(LiveSource):
             try:
                 while True:  # a sender that is starting up refuses connections for a moment: wait for it
                     try:
-                        # metadata_errors="replace": as for files (sources.files), a title that is not
-                        # UTF-8 (the ZJU AVIs' GBK titles, forwarded by an ffmpeg sender) must not stop the run
-                        container = av.open(self.spec, mode="r", options=opts, metadata_errors="replace",
+                        # as for files: a title that is not UTF-8 (the ZJU AVIs' GBK titles, forwarded by an
+                        # ffmpeg sender) must not stop the run (sources.files.open_av)
+                        container = open_av(self.spec, mode="r", options=opts,
                                             timeout=(self.opts.open_timeout_s, self.opts.read_timeout_s))
                         break
                     except ConnectionRefusedError:
