@@ -16,7 +16,7 @@ dl() {
 }
 rm -rf .device-wheels
 mkdir -p .device-wheels/a .device-wheels/b
-dl .device-wheels/a av ai-edge-litert tqdm
+dl .device-wheels/a av ai-edge-litert tqdm flatbuffers backports-strenum
 dl .device-wheels/b keras namex optree rich h5py absl-py markdown-it-py mdurl pygments \
     typing-extensions packaging scikit-image lazy-loader imageio tifffile networkx setuptools wheel
 du -sh .device-wheels/a .device-wheels/b
