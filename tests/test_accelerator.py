@@ -198,6 +198,22 @@ def test_what_the_stage_cannot_run_is_one_line(face_recording: tuple[Path, objec
     assert not (tmp_path / "subject.frames.csv").exists()
 
 
+@pytest.mark.parametrize(("flag", "needle"), [("--face-model", "model file"), ("--landmark-model", "face mesh model")])
+def test_a_corrupt_model_for_the_stage_is_one_line_before_any_frame(face_recording: tuple[Path, object],
+                                                                   tmp_path: Path, flag: str, needle: str) -> None:
+    """The stage builds its networks in its own process; the parent checks the model files first, so a bad
+    file is the usual user error (exit 2), not a failed stage (exit 3)."""
+    from eyeblink.weights import blazeface_path
+
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(Path(blazeface_path()).read_bytes()[:5000])  # a truncated copy
+    proc = run_cli("process", face_recording[0], "-o", tmp_path / "out", "--stage", "accelerator", "--workers", "2",
+                   flag, bad, "--no-progress")
+    assert proc.returncode == 2, proc.stderr
+    assert_user_error(proc, needle, "bad.tflite")
+    assert not (tmp_path / "out" / "subject.frames.csv").exists()
+
+
 @pytest.mark.slow
 def test_live_accelerator_stage_flushes_partial_batches_after_the_deadline(tmp_path: Path) -> None:
     """A live stream at 100 FPS through a stage whose batch is 64 frames: every frame gets its row, in batches

@@ -210,6 +210,14 @@ class ParallelPipeline:
             # the networks are built in the accelerator process: here only what can be checked without
             # starting the device (an initialised JAX, TensorFlow or CUDA must not be forked)
             check_stage(config)
+            # the model files, loaded once with LiteRT (not the device's runtime: safe before a fork), so that a
+            # missing or corrupt --face-model / --landmark-model is the usual one-line error before any frame
+            from eyeblink.detect import create_detector
+
+            create_detector("litert", model_path=Path(config.detect.model_path) if config.detect.model_path
+                            else None).close()
+            if fitter is None:
+                build_fitter(config).close()
             self.fitter: EyeModel | None = fitter  # the workers only post-process: no eye model of their own
         else:
             self.fitter = fitter or build_fitter(config)
