@@ -65,7 +65,7 @@ def _enable_gpu_memory_growth() -> None:
             tf.config.experimental.set_memory_growth(gpu, True)
 
 
-def _disable_remapper() -> None:
+def disable_remapper() -> None:
     """Turn off Grappler's op-fusion pass ("remapping") for this process.
 
     With TensorFlow 2.21 on x86 CPUs (oneDNN on), graph-mode execution of this network without
@@ -101,7 +101,7 @@ def keras_network(name: str, *, model_path: Path | None = None, batch_size: int 
     TensorFlow: on the first GPU when one is visible, else on the CPU."""
     use_keras_backend("tensorflow", eyeblink_backend="tensorflow")
     _enable_gpu_memory_growth()
-    _disable_remapper()
+    disable_remapper()
     gpus = tf.config.list_logical_devices("GPU")
     device = gpus[0].name if gpus else "/device:CPU:0"
     with tf.device(device):

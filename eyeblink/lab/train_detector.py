@@ -468,13 +468,6 @@ def blazeface_loss(reg: Any, logits: Any, tgt: Any, pos: Any, neg: Any) -> tuple
     return cls_loss + REG_WEIGHT * reg_loss, cls_loss, reg_loss
 
 
-def disable_remapper() -> None:
-    """Turn off Grappler's remapper (see :func:`make_train_step`); harmless where XLA compiles the step."""
-    import tensorflow as tf
-
-    tf.config.optimizer.set_experimental_options({"remapping": False})
-
-
 def make_train_step(model: Any, learning_rate: float, *, jit: bool = False) -> Any:
     """A compiled step ``(x, targets, pos, neg) -> (loss, cls, reg)`` with BlazeFace's loss (:func:`blazeface_loss`).
 
@@ -483,6 +476,8 @@ def make_train_step(model: Any, learning_rate: float, *, jit: bool = False) -> A
     and XLA (``jit``) do not.
     """
     import tensorflow as tf
+
+    from eyeblink.detect.tensorflow import disable_remapper
 
     disable_remapper()
     opt = tf.keras.optimizers.Adam(learning_rate)
@@ -661,6 +656,7 @@ def train_ipu(
     tiles, prefetch depth and replicas. The trained weights are copied into a model with a free
     batch dimension for :func:`export_tflite`.
     """
+    from eyeblink.detect.tensorflow import disable_remapper
     from eyeblink.lab import train_detector_ipu as tdi
 
     ipu = tdi.require_ipu()

@@ -53,10 +53,12 @@ from eyeblink.landmarks.mesh import (
 if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection
 
-__all__ = ["BATCHED_MODELS", "BatchedFaceEyes", "StageTimes"]
+__all__ = ["BATCHED_BACKENDS", "BATCHED_MODELS", "BatchedFaceEyes", "StageTimes"]
 
 #: The eye models the accelerator stage runs (the face-mesh models: their networks are rebuilt for every backend).
 BATCHED_MODELS = ("mesh", "mesh-ear")
+#: The backends it runs on: LiteRT (the CPU reference) and the Keras rebuild's runtimes.
+BATCHED_BACKENDS = ("litert", "jax", "tensorflow")
 #: Per-sample output sizes by network: the face mesh (points, presence logit), the iris network (contour + brow).
 _MESH_OUT = (1404, 1)
 _IRIS_OUT = 213
@@ -76,9 +78,9 @@ class StageTimes:
 class _Timed:
     """A network (``run``) or detector (``detect``) whose calls add their time to ``times.seconds["network"]``."""
 
-    def __init__(self, net: Any, times: Any) -> None:
+    def __init__(self, net: Any, owner: Any) -> None:
         self.net = net
-        self.owner = times
+        self.owner = owner  # whose ``times`` it adds to (the engine resets them after its warm-up)
 
     def _timed(self, fn: Any, x: np.ndarray) -> Any:
         t0 = time.perf_counter()
@@ -151,13 +153,12 @@ class BatchedFaceEyes(Closing):
         from eyeblink.detect import create_detector
         from eyeblink.detect.blazeface import FaceDetector
 
-        if backend not in ("litert", "jax", "tensorflow"):
+        if backend not in BATCHED_BACKENDS:
             raise ConfigError(f"the accelerator stage runs on the litert, jax or tensorflow backend, not {backend!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.backend = backend
         self.batch_size = int(batch_size)
-        self.refine = refine
         self.roi_scale = roi_scale
         self.times = StageTimes()
         fpath = Path(face_model) if face_model is not None else None

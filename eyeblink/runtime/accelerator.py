@@ -51,7 +51,7 @@ __all__ = ["FIT_DTYPE", "BatchGatherer", "build_engine", "check_stage", "post_wo
 FIT_DTYPE = np.dtype([
     ("face", "?"), ("box", "f8", (4,)), ("score", "f8"), ("keypoints", "f8", (6, 2)),
     ("has_points", "?"), ("points", "f4", (12, 2)), ("ear_left", "f8"), ("ear_right", "f8"),
-    ("t_start", "f8"), ("t_end", "f8"),
+    ("t_start", "f8"),
 ])
 
 
@@ -60,10 +60,10 @@ def check_stage(config: RunConfig) -> None:
     model), naming the fix; the backend's packages must be installed (checked without importing them)."""
     from eyeblink.detect import require_backend
     from eyeblink.errors import ConfigError
-    from eyeblink.landmarks.batched import BATCHED_MODELS
+    from eyeblink.landmarks.batched import BATCHED_BACKENDS, BATCHED_MODELS
 
     backend = str(config.detect.backend).strip().lower()
-    if backend not in ("litert", "jax", "tensorflow"):
+    if backend not in BATCHED_BACKENDS:
         raise ConfigError(f"the accelerator stage runs on the jax, tensorflow or litert backend, not {backend!r}; "
                           "use --stage fused or another --backend")
     if config.landmarks.model not in BATCHED_MODELS:
@@ -208,10 +208,9 @@ def run_batch(engine: BatchedFaceEyes, ring: Any, messages: list[tuple[Any, ...]
     previous, chained = tracker.chain(indices)
     t0 = time.perf_counter()
     results = engine.analyze(images, previous=previous, chained=chained)
-    t1 = time.perf_counter()
     for (k, j), (face, fit) in zip(where, results, strict=True):
         rec = out[k][j]
-        rec["t_start"], rec["t_end"] = t0, t1
+        rec["t_start"] = t0
         rec["ear_left"] = rec["ear_right"] = math.nan
         if face is None:
             continue
@@ -288,14 +287,12 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
     gather = BatchGatherer(cfg.detect.batch_size, cfg.detect.flush_ms / 1000.0)
     tracker = Tracker()
     dealt = 0
-    batches = 0
 
     def run_gathered(messages: list[tuple[Any, ...]]) -> None:
-        nonlocal dealt, batches
+        nonlocal dealt
         assert ring is not None
         at[0] = int(messages[0][1])
         run._inject_fault(at[0], sum(len(m[2]) for m in messages))
-        batches += 1
         for m, fits in zip(messages, run_batch(engine, ring, messages, tracker), strict=True):
             run._put(run.post_qs[(dealt + sid) % run.W], (*m, fits))
             dealt += 1
@@ -335,7 +332,7 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
     t = engine.times
     info = {"process": sid, "frames": t.frames, "seconds": dict(t.seconds), "backend": engine.backend,
             "device": engine.device, "batch_size": engine.batch_size, "flush_ms": cfg.detect.flush_ms,
-            "batches": batches, "warm_up_s": compile_s, "warnings": [warning] if warning else []}
+            "batches": t.batches, "warm_up_s": compile_s, "warnings": [warning] if warning else []}
     engine.close()
     stages = {k: t.seconds[k] for k in ("detect", "landmarks")}
     run._put(run.out_q, ("done", f"accelerator-{sid}", stages, dict.fromkeys(stages, t.frames), 0, info))
