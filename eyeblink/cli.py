@@ -17,7 +17,7 @@ from typing import Any
 from eyeblink import __version__
 from eyeblink.config import LANDMARK_MODELS, STAGES, run_config_from_args
 from eyeblink.errors import INPUT_DAMAGED_EXIT, ConfigError, EyeblinkError, one_line
-from eyeblink.lab import bench, train, train_detector
+from eyeblink.lab import bench, train, train_detector, train_lids
 
 DESCRIPTION = """\
 Eyeblink detection for high-speed face recordings (e.g. 640x480 grayscale at
@@ -168,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     train.add_parser(sub)
     train_detector.add_parser(sub)
+    train_lids.add_parser(sub)
     from eyeblink.runtime import batch as _batch  # no Ray import: the CLI stays light
 
     _batch.add_parser(sub, _add_run_options, _add_log_options)
@@ -355,7 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval, "bench": bench.run,
-               "train-landmarks": train.run, "train-detector": train_detector.run, "batch": _run_batch,
+               "train-landmarks": train.run, "train-detector": train_detector.run, "train-lids": train_lids.run,
+               "batch": _run_batch,
                "live": cmd_live, "report": cmd_report}[args.command]
     logs = None
     try:

@@ -46,6 +46,8 @@ __all__ = [
     "FACE_MESH_SHA256",
     "IRIS_FILENAME",
     "IRIS_SHA256",
+    "LIDS_FILENAME",
+    "LIDS_SHA256",
     "WEIGHTS_DIR",
     "blazeface_full_range_path",
     "blazeface_path",
@@ -54,6 +56,7 @@ __all__ = [
     "face_mesh_path",
     "file_sha256",
     "iris_path",
+    "lids_path",
     "verify_sha256",
     "verify_size",
 ]
@@ -93,6 +96,10 @@ FACE_MESH_SHA256 = "1055cb9d4a9ca8b8c688902a3a5194311138ba256bcc94e336d8373a5f30
 IRIS_FILENAME = "iris_landmark.tflite"
 #: sha256 of mediapipe/modules/iris_landmark/iris_landmark.tflite from the PyPI wheel mediapipe==0.10.21.
 IRIS_SHA256 = "d1744d2a09c25f501d39eba4faff47e53ecca8852c5ce19bce8eeac39357521f"
+
+LIDS_FILENAME = "lids_v1.tflite"
+#: sha256 of lids_v1.tflite: the project's own lid network (``eyeblink train-lids``, weights/README.md).
+LIDS_SHA256 = "4f4841340a1a6dda7044716f98836a450efe4490ec2a18b7f257498a3b97cb7c"
 
 _BLAZEFACE_FIX = (
     "restore it (the repository's weights/ folder holds the reference copy, see weights/README.md) "
@@ -197,6 +204,17 @@ def iris_path() -> Path:
     """Path of the shipped MediaPipe iris/eyelid network (``mesh``'s lid refinement), sha256-verified."""
     path = WEIGHTS_DIR / IRIS_FILENAME
     verify_sha256(path, IRIS_SHA256)
+    return path
+
+
+def lids_path() -> Path:
+    """Path of the shipped lid network (``--landmarks lids``), sha256-verified (cached per process)."""
+    path = WEIGHTS_DIR / LIDS_FILENAME
+    fix = ("restore it from the repository's weights/ folder or reinstall eyeblink, or train one "
+           "(eyeblink train-lids) and pass it with --landmark-model")
+    if not path.is_file():
+        raise ModelFileError(f"{LIDS_FILENAME} not found in {WEIGHTS_DIR}; {fix}")
+    verify_sha256(path, LIDS_SHA256, fix=fix)
     return path
 
 

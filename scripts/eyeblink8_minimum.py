@@ -16,7 +16,8 @@ The data is research-only: it is read from ``DATA_DIR`` (argument, or env ``EYEB
 
 Usage::
 
-    python scripts/eyeblink8_minimum.py DATA_DIR [--landmarks MODEL] [--per-clip FILE.tsv]
+    python scripts/eyeblink8_minimum.py DATA_DIR [--landmarks MODEL] [--landmark-model FILE] [--videos LIST]
+                                       [--per-clip FILE.tsv]
 
 ``DATA_DIR`` is the ``eyeblink8-blink-clips`` folder (holding ``clips/*/*.mp4``) or its parent.
 """
@@ -46,10 +47,18 @@ def main(argv: list[str] | None = None) -> int:
     from eyeblink.config import LANDMARK_MODELS
 
     ap.add_argument("--landmarks", choices=LANDMARK_MODELS, default=None, help="eye model (default: the preset's)")
+    ap.add_argument("--landmark-model", metavar="FILE", default=None,
+                    help="a model file of your own for --landmarks (e.g. a lid network from eyeblink train-lids)")
+    ap.add_argument("--videos", metavar="LIST", default=None,
+                    help="only these clip folders, comma-separated (e.g. EyeBlink8_6,EyeBlink8_7: the ones the "
+                         "shipped lid network was not trained on)")
     args = ap.parse_args(argv)
     if not args.data_dir:
         ap.error("give DATA_DIR (or set EYEBLINK_DATA)")
     clips = clip_paths(Path(args.data_dir))
+    if args.videos:
+        keep = set(args.videos.split(","))
+        clips = [c for c in clips if c.parent.name in keep]
 
     from eyeblink.config import RunConfig
     from eyeblink.runtime.runner import build_analyzer
@@ -58,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     config = RunConfig()
     if args.landmarks:
         config = config.with_overrides("landmarks", model=args.landmarks)
+    if args.landmark_model:
+        config = config.with_overrides("landmarks", model_path=args.landmark_model)
     analyzer = build_analyzer(config)
     print(f"eye model: {config.landmarks.model}")
     inside = edge = unmeasured = 0

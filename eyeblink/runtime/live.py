@@ -82,7 +82,7 @@ LIVE_OVERHEAD_MS = 0.8
 #: the live pipeline keeps its cores at most this busy: above it, queueing makes the latency tail grow fast
 LIVE_MAX_LOAD = 0.7
 #: ``--landmarks auto`` candidates, most accurate first (Apache-2.0 models only)
-AUTO_LANDMARKS = ("mesh", "mesh-ear")
+AUTO_LANDMARKS = ("mesh", "lids", "mesh-ear")
 #: the accelerator stage's largest batch compiled before a live capture starts (see _LiveRun.warm_batch)
 LIVE_WARM_BATCH = 32
 

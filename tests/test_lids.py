@@ -1,0 +1,208 @@
+"""The project's lid network (``--landmarks lids``): training, export, the eye model, the CLI.
+
+Real components throughout: rendered faces (:mod:`eyeblink.lab.synth`) through BlazeFace, the face mesh and
+the iris network (the teacher), Keras 3 on TensorFlow for the student, LiteRT for the exported file.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eyeblink import weights
+from eyeblink.errors import ModelFileError
+from eyeblink.landmarks import EYE_MODELS, create_eye_model
+from eyeblink.landmarks.lids import (
+    EYE_SHAPE,
+    STRIP_SHAPE,
+    LidNetwork,
+    confidence_of,
+    cut_strip,
+    eye_inputs,
+    strip_affine,
+)
+
+
+def _tensorflow() -> None:
+    pytest.importorskip("tensorflow")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path, np.ndarray]:
+    """A lid network trained for a few steps on a tiny rendered, teacher-labelled set, and its export."""
+    _tensorflow()
+    from eyeblink.lab.lids_data import Teacher, label_synthetic
+    from eyeblink.lab.train_lids import crop_strips, export_tflite, train
+
+    teacher = Teacher()
+    try:
+        data = label_synthetic(teacher, 12, seed=3)
+    finally:
+        teacher.close()
+    assert len(data) >= 10 and data.ctx.dtype == np.uint8
+    assert np.all((data.aperture > -0.05) & (data.aperture < 0.6))  # the teacher's scale: ~0.3 open, ~0 closed
+    model = train(data.ctx, data.aperture, epochs=2, batch_size=8, log=lambda _: None)
+    path = tmp_path_factory.mktemp("lids") / "tiny.tflite"
+    digest = export_tflite(model, path)
+    assert len(digest) == 64 and path.stat().st_size > 1000
+    return model, path, crop_strips(data.ctx, None)
+
+
+def test_the_export_equals_the_keras_model_on_golden_inputs(tiny_model: tuple[object, Path, np.ndarray]) -> None:
+    """LiteRT (one thread) on the exported file gives the Keras model's outputs on real strips and on noise."""
+    from eyeblink.lab.train_lids import predict
+
+    model, path, strips = tiny_model
+    rng = np.random.default_rng(0)
+    golden = np.concatenate([strips[:6], rng.integers(0, 256, (2, *STRIP_SHAPE), dtype=np.uint8),
+                             np.full((1, *STRIP_SHAPE), 128, np.uint8)])
+    net = LidNetwork(path)
+    try:
+        for strip in golden:
+            ap, ls = net.run(strip)
+            kap, kls = predict(model, strip[None])
+            np.testing.assert_allclose(ap, kap[0], atol=1e-4)
+            np.testing.assert_allclose(ls, kls[0], atol=1e-3)
+    finally:
+        net.close()
+
+
+def test_eye_inputs_are_the_two_halves_the_left_eye_mirrored() -> None:
+    strip = np.arange(STRIP_SHAPE[0] * STRIP_SHAPE[1], dtype=np.uint32).reshape(STRIP_SHAPE) % 251
+    x = eye_inputs(strip.astype(np.uint8))
+    assert x.shape == (2, *EYE_SHAPE, 1) and x.dtype == np.float32
+    half = STRIP_SHAPE[1] // 2
+    np.testing.assert_array_equal(np.round(x[0, :, :, 0] * 255), strip[:, :half].astype(np.float32))
+    np.testing.assert_array_equal(np.round(x[1, :, :, 0] * 255), strip[:, half:][:, ::-1].astype(np.float32))
+    assert confidence_of(np.log(0.01)) == pytest.approx(1.0) and confidence_of(np.log(0.02)) == pytest.approx(0.5)
+
+
+def test_the_strip_is_upright_and_centred_between_the_eyes() -> None:
+    """A rolled eye line gives the same strip as an upright one rotated: the strip's x axis is the eye line."""
+    gray = np.zeros((200, 300), np.uint8)
+    gray[95:105, 95:105] = 255  # subject's right eye (image left)
+    gray[95:105, 195:205] = 255
+    m = strip_affine(np.array([100.0, 100.0]), np.array([200.0, 100.0]))
+    strip = cut_strip(gray, m)
+    ys, xs = np.nonzero(strip > 128)
+    assert abs(ys.mean() - (STRIP_SHAPE[0] - 1) / 2) < 1.0 and abs(xs.mean() - (STRIP_SHAPE[1] - 1) / 2) < 1.0
+    left_blob, right_blob = xs[xs < STRIP_SHAPE[1] / 2].mean(), xs[xs >= STRIP_SHAPE[1] / 2].mean()
+    assert right_blob - left_blob == pytest.approx(STRIP_SHAPE[1] / 1.6, abs=1.5)  # STRIP_SPAN inter-ocular distances
+
+
+def test_the_shipped_lid_network_follows_a_rendered_closure() -> None:
+    """Real rendered frames through BlazeFace, the face mesh and the shipped student: the aperture falls
+    monotonically as both lids close (0 -> 1 in tenths) and ends well below the open value."""
+    from eyeblink.detect import create_detector
+    from eyeblink.detect.blazeface import FaceDetector
+    from eyeblink.lab.synth import SynthConfig, render_frame
+
+    cfg = SynthConfig()
+    detector = FaceDetector.from_detector(create_detector("litert"))
+    face = detector.detect(render_frame(0.3, 0.0, 0.0, np.random.default_rng(0), cfg))[0]
+    model = create_eye_model("lids")
+    fits = [model.fit(render_frame(0.3, c, c, np.random.default_rng(0), cfg), face) for c in np.linspace(0, 1, 11)]
+    values = np.array([[f.ear_left, f.ear_right] for f in fits])
+    for eye in range(2):
+        trace = values[:, eye]
+        assert np.all(np.diff(trace) <= 0.01), f"eye {eye}: not monotonic {np.round(trace, 3)}"
+        assert trace[-1] < 0.4 * trace[0], f"eye {eye}: closed {trace[-1]:.3f}, open {trace[0]:.3f}"
+    assert all(0.0 <= c <= 1.0 for c in model.confidence)  # type: ignore[attr-defined]
+    assert fits[0].patches is not None and fits[0].presence > 0.5
+    model.close()
+
+
+def test_the_registry_and_the_shipped_file() -> None:
+    spec = EYE_MODELS["lids"]
+    assert spec.module == "eyeblink.landmarks.lids" and "mesh_reuse_ms" in spec.settings
+    assert spec.cost_ms(500.0, 20.0) < EYE_MODELS["mesh"].cost_ms(500.0, 20.0) / 3
+    sums = dict(reversed(line.split()) for line in (weights.WEIGHTS_DIR / "SHA256SUMS").read_text().splitlines()
+                if line.strip())
+    assert sums[weights.LIDS_FILENAME] == weights.LIDS_SHA256
+    weights.verify_sha256(weights.lids_path(), weights.LIDS_SHA256)
+
+
+def test_a_damaged_shipped_file_is_refused_by_its_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (weights.FACE_MESH_FILENAME, weights.IRIS_FILENAME):
+        (tmp_path / name).write_bytes((weights.WEIGHTS_DIR / name).read_bytes())
+    (tmp_path / weights.LIDS_FILENAME).write_bytes((weights.WEIGHTS_DIR / weights.LIDS_FILENAME).read_bytes()[:-8])
+    monkeypatch.setattr(weights, "WEIGHTS_DIR", tmp_path)
+    with pytest.raises(ModelFileError, match=f"{weights.LIDS_FILENAME} fails its sha256 check"):
+        create_eye_model("lids")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "lid network not found: "),
+    (b"not a flatbuffer" * 100, "cannot be loaded by LiteRT"),
+    ("iris", "expected one input (2, 40, 60, 1)"),
+])
+def test_a_missing_corrupt_or_wrong_student_file_is_one_line(content: bytes | str | None, message: str,
+                                                             tmp_path: Path, make_video) -> None:  # type: ignore[no-untyped-def]
+    video = make_video(5)
+    model = tmp_path / "mine.tflite"
+    if content == "iris":
+        model.write_bytes(weights.iris_path().read_bytes())
+    elif isinstance(content, bytes):
+        model.write_bytes(content)
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(tmp_path / "out"),
+                           "--landmarks", "lids", "--landmark-model", str(model), "--no-progress"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("eyeblink: error:")]
+    assert len(errors) == 1 and message in errors[0] and str(model) in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_process_with_the_lid_network_writes_rows_and_finds_the_blink(face_recording, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``process --landmarks lids`` on a real MJPG recording (800 frames, one planted blink)."""
+    import csv
+
+    video, truth = face_recording
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(out),
+                           "--landmarks", "lids", "--no-progress"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    with open(out / f"{video.stem}.frames.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 800
+    ears = np.array([float(r["ear_left"]) for r in rows if r["ear_left"] not in ("", "nan")])
+    assert len(ears) > 700 and 0.15 < np.median(ears) < 0.45
+    with open(out / f"{video.stem}.blinks.csv", newline="") as fh:
+        blinks = list(csv.DictReader(fh))
+    assert len(blinks) == 1, blinks
+    onset = float(blinks[0]["start_s"])
+    assert abs(onset - truth.blinks[0].onset_s) < 0.05, (onset, truth.blinks)  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_train_lids_through_the_cli_then_process_with_the_result(tmp_path: Path) -> None:
+    """``eyeblink train-lids`` on a rendered recording (a few steps), then ``process`` with its file."""
+    _tensorflow()
+    from eyeblink.lab.synth import BlinkSpec, SynthConfig, write_recording
+
+    video = tmp_path / "000021M_FNN.avi"  # a ZJU-style name: the subject id is 000021
+    write_recording(video, SynthConfig(duration_s=0.1, blinks=(BlinkSpec(onset_s=0.01, closing_ms=20,
+                                                                          closed_ms=10, opening_ms=20),)))
+    model, report = tmp_path / "mine.tflite", tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "train-lids", str(video), "-o", str(model),
+                           "--cache", str(tmp_path / "cache"), "--epochs", "1", "--frame-augment", "0"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "strips from 1 sources" in proc.stdout and model.is_file(), proc.stdout
+    assert list((tmp_path / "cache").glob("*.npz"))
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(tmp_path / "out"),
+                           "--landmarks", "lids", "--landmark-model", str(model), "--no-progress"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    # every subject excluded: nothing to train on is the one-line error, exit 2
+    bad = subprocess.run([sys.executable, "-m", "eyeblink", "train-lids", str(video), "-o", str(model),
+                          "--cache", str(tmp_path / "cache"), "--exclude-subjects", "000021", "--report", str(report)],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "no labelled strips to train on" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr
