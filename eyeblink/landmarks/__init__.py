@@ -16,9 +16,10 @@ name           model                                                            
 =============  ==========================================================================  ==========
 
 Modules: :mod:`~eyeblink.landmarks.eyes` (EyeFit, EAR, eye patches), :mod:`~eyeblink.landmarks.mesh`
-(``MeshFitter``), :mod:`~eyeblink.landmarks.lids` (``LidsFitter``), :mod:`~eyeblink.landmarks.dlib` (``LandmarkFitter``). A model of one's own: a file
-with ``--landmark-model`` (a dlib ``.dat`` for ``face68``/``eye12``, a face-mesh-compatible
-``.tflite`` for ``mesh``/``mesh-ear``, a lid network from ``eyeblink train-lids`` for ``lids``), or a new entry in :data:`EYE_MODELS` and a sibling module.
+(``MeshFitter``), :mod:`~eyeblink.landmarks.lids` (``LidsFitter``), :mod:`~eyeblink.landmarks.dlib`
+(``LandmarkFitter``). A model of one's own: a file with ``--landmark-model`` (a dlib ``.dat`` for
+``face68``/``eye12``, a face-mesh-compatible ``.tflite`` for ``mesh``/``mesh-ear``, a lid network from
+``eyeblink train-lids`` for ``lids``), or a new entry in :data:`EYE_MODELS` and a sibling module.
 Nothing heavy is imported here: LiteRT and dlib load only when :func:`create_eye_model` builds one.
 """
 
