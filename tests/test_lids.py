@@ -206,3 +206,28 @@ def test_train_lids_through_the_cli_then_process_with_the_result(tmp_path: Path)
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "no labelled strips to train on" in bad.stderr, bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+def test_the_accelerator_stage_runs_the_lid_network_as_the_reference_does(face_recording, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``--landmarks lids`` in the accelerator stage (LiteRT backend: the CPU reference numerics) writes the rows
+    of the single-process reference detecting on every frame, byte for byte."""
+    import json
+
+    video = face_recording[0]
+    ref, got = tmp_path / "ref", tmp_path / "stage"
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(ref), "--workers", "1",
+                           "--detect-every", "1", "--landmarks", "lids", "--no-progress"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    preset = tmp_path / "stage.toml"
+    preset.write_text('[detect]\nbackend = "litert"\nstage = "accelerator"\n')
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(got), "--pipeline",
+                           str(preset), "--workers", "2", "--landmarks", "lids", "--no-progress"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("subject.frames.csv", "subject.blinks.csv"):
+        assert (got / name).read_bytes() == (ref / name).read_bytes(), name
+    summary = json.loads((got / "subject.summary.json").read_text())
+    assert summary["parallel"]["detector"] == "accelerator stage"
+    assert summary["parallel"]["accelerator"]["ms_per_frame"]["network"] > 0

@@ -126,9 +126,11 @@ def build_engine(config: RunConfig, *, share: int = 1) -> BatchedFaceEyes:
         os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{0.9 / share:.3f}")
 
     d, lm = config.detect, config.landmarks
+    lids = lm.model == "lids"  # its --landmark-model is the lid network; the face mesh is the shipped one
     return BatchedFaceEyes(d.backend, batch_size=d.batch_size, refine=lm.model == "mesh", face_model=d.model_path,
-                           mesh_model=lm.model_path, score_threshold=d.score_threshold, iou_threshold=d.nms_iou,
-                           jit_compile=d.jit_compile, num_threads=d.num_threads)
+                           mesh_model=None if lids else lm.model_path, score_threshold=d.score_threshold,
+                           iou_threshold=d.nms_iou, jit_compile=d.jit_compile, num_threads=d.num_threads,
+                           lids=lids, lids_model=lm.model_path if lids else None)
 
 
 class BatchGatherer:
