@@ -70,17 +70,20 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="a BlazeFace-compatible .tflite of your own (default: the shipped short-range model)")
     g.add_argument("--landmarks", choices=LANDMARK_MODELS, default=None,
                    help="eye model: mesh (MediaPipe face mesh + iris-network eyelids, Apache-2.0, the most "
-                        "accurate), mesh-ear (the face mesh's six-point EAR, ~3x faster), face68 (dlib's "
-                        "68-point model, non-commercial) or eye12 (the project's 12-point dlib eye model) "
+                        "accurate), mesh-ear (the face mesh's six-point EAR, ~3x faster), lids (the face mesh places "
+                        "the eyes, the project's lid network measures them: the iris network's cost /40), face68 "
+                        "(dlib's 68-point model, non-commercial) or eye12 (the project's 12-point dlib eye model) "
                         "(default from the preset: mesh)")
     g.add_argument("--landmark-model", metavar="FILE", default=None,
-                   help="a model file of your own for --landmarks: a face-mesh .tflite (mesh, mesh-ear) or a "
+                   help="a model file of your own for --landmarks: a face-mesh .tflite (mesh, mesh-ear), a lid network "
+                        ".tflite (lids; eyeblink train-lids) or a "
                         "dlib shape predictor .dat, 68-point or 12-point (face68, eye12; eyeblink "
                         "train-landmarks) (default: the file shipped for --landmarks)")
     g.add_argument("--mesh-reuse-ms", type=_nonneg_float, default=None, metavar="MS",
-                   help="mesh eye model: reuse the face mesh, which places the eye crops, for MS milliseconds "
-                        "of a tracked face (a new face box or an eye moving in its crop runs it at once); the "
-                        "iris network measures the lids on every frame (0 = the mesh on every frame; default "
+                   help="mesh and lids eye models: reuse the face mesh, which places the eye crops, for MS "
+                        "milliseconds of a tracked face (a new face box or an eye moving in its crop runs it at "
+                        "once); the iris (lid) network measures the lids on every frame (0 = the mesh on every "
+                        "frame; default "
                         "from the preset: 20, every 10th frame at 500 FPS)")
     g.add_argument("--stage", choices=STAGES, default=None,
                    help="where detection and the face-mesh eyelids run with --workers > 1: 'fused' into each CPU "

@@ -91,8 +91,9 @@ def choose_landmarks(fps: float | None, cores: int, mesh_reuse_ms: float = 20.0)
     """``--landmarks auto``: the most accurate eye model ``cores`` can run at ``fps`` in real time.
 
     ``mesh`` (face mesh + iris-network lids) costs ~2.15 ms a face with the face mesh on every frame,
-    ~1.5 ms at 500 FPS where the mesh is reused for ``mesh_reuse_ms`` (every 10th frame), ``mesh-ear``
-    (the mesh's six-point EAR) ~0.86 ms (:meth:`EyeModelSpec.cost_ms`). Real time needs
+    ~1.5 ms at 500 FPS where the mesh is reused for ``mesh_reuse_ms`` (every 10th frame), ``lids`` (face
+    mesh + the project's lid network) ~0.95 ms, ~0.19 ms with the same reuse, ``mesh-ear`` (the mesh's
+    six-point EAR) ~0.86 ms (:meth:`EyeModelSpec.cost_ms`). Real time needs
     ``fps x (cost_ms + LIVE_OVERHEAD_MS)`` of CPU at most ``LIVE_MAX_LOAD`` of the cores: ``mesh`` at
     500 FPS needs 1.7 cores (so a 2-core machine runs it), at 1,000 FPS 3.3. An unknown rate counts
     as 500 FPS, the rate the product is built for. Returns (model, reason).
@@ -530,7 +531,8 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
         if "--landmarks" in action.option_strings:
             action.choices = LIVE_LANDMARKS
             action.help = ("eye model: auto (default: mesh when this machine can run it at the source's rate, "
-                           "else mesh-ear; see README 'Live mode') or a model: " + ", ".join(LIVE_LANDMARKS[1:]))
+                           "else lids, else mesh-ear; see README 'Live mode') or a model: "
+                           + ", ".join(LIVE_LANDMARKS[1:]))
 
 
 def run(args: argparse.Namespace, cfg: RunConfig) -> int:
