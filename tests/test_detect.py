@@ -450,6 +450,7 @@ def test_sha256sums_file_matches_constants() -> None:
         weights.EYE12_FILENAME: weights.EYE12_SHA256,
         weights.FACE_MESH_FILENAME: weights.FACE_MESH_SHA256,
         weights.IRIS_FILENAME: weights.IRIS_SHA256,
+        weights.LIDS_FILENAME: weights.LIDS_SHA256,
     }
 
 
