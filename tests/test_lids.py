@@ -120,8 +120,9 @@ def test_the_registry_and_the_shipped_file() -> None:
     spec = EYE_MODELS["lids"]
     assert spec.module == "eyeblink.landmarks.lids" and "mesh_reuse_ms" in spec.settings
     assert spec.cost_ms(500.0, 20.0) < EYE_MODELS["mesh"].cost_ms(500.0, 20.0) / 3
-    sums = dict(reversed(line.split()) for line in (weights.WEIGHTS_DIR / "SHA256SUMS").read_text().splitlines()
-                if line.strip())
+    sums = {name: digest for digest, name in (line.split() for line in
+                                              (weights.WEIGHTS_DIR / "SHA256SUMS").read_text().splitlines()
+                                              if line.strip())}
     assert sums[weights.LIDS_FILENAME] == weights.LIDS_SHA256
     weights.verify_sha256(weights.lids_path(), weights.LIDS_SHA256)
 
@@ -142,7 +143,7 @@ def test_a_damaged_shipped_file_is_refused_by_its_digest(tmp_path: Path, monkeyp
     ("iris", "expected one input (2, 40, 60, 1)"),
 ])
 def test_a_missing_corrupt_or_wrong_student_file_is_one_line(content: bytes | str | None, message: str,
-                                                             tmp_path: Path, make_video) -> None:  # type: ignore[no-untyped-def]
+                                                             tmp_path: Path, make_video) -> None:
     video = make_video(5)
     model = tmp_path / "mine.tflite"
     if content == "iris":
@@ -159,7 +160,7 @@ def test_a_missing_corrupt_or_wrong_student_file_is_one_line(content: bytes | st
 
 
 @pytest.mark.slow
-def test_process_with_the_lid_network_writes_rows_and_finds_the_blink(face_recording, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_process_with_the_lid_network_writes_rows_and_finds_the_blink(face_recording, tmp_path: Path) -> None:
     """``process --landmarks lids`` on a real MJPG recording (800 frames, one planted blink)."""
     import csv
 
@@ -177,7 +178,7 @@ def test_process_with_the_lid_network_writes_rows_and_finds_the_blink(face_recor
         blinks = list(csv.DictReader(fh))
     assert len(blinks) == 1, blinks
     onset = float(blinks[0]["start_s"])
-    assert abs(onset - truth.blinks[0].onset_s) < 0.05, (onset, truth.blinks)  # type: ignore[attr-defined]
+    assert abs(onset - truth.blinks[0].onset_s) < 0.05, (onset, truth.blinks)
 
 
 @pytest.mark.slow
@@ -209,7 +210,7 @@ def test_train_lids_through_the_cli_then_process_with_the_result(tmp_path: Path)
 
 
 @pytest.mark.slow
-def test_the_accelerator_stage_runs_the_lid_network_as_the_reference_does(face_recording, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_accelerator_stage_runs_the_lid_network_as_the_reference_does(face_recording, tmp_path: Path) -> None:
     """``--landmarks lids`` in the accelerator stage (LiteRT backend: the CPU reference numerics) writes the rows
     of the single-process reference detecting on every frame, byte for byte."""
     import json

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace, video: Path, machine: dict[str, Any]) -> int:
             model.fit(gray, face)
             times.append((time.perf_counter() - t0) * 1000.0)
             if net0 is not None:  # lids: the lid network's own part of this fit (strip cut + LiteRT run)
-                net_times.append((model.network_s - net0) * 1000.0)
+                net_times.append((getattr(model, "network_s") - net0) * 1000.0)  # noqa: B009
         runs = getattr(model, "mesh_runs", None)
         model.close()
         med = statistics.median(times)

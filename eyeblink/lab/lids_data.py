@@ -113,9 +113,9 @@ def roll_scale(gray: np.ndarray, rng: np.random.Generator, *, max_roll: float = 
     import cv2
 
     h, w = gray.shape
-    m = cv2.getRotationMatrix2D((w / 2, h / 2), float(rng.uniform(-max_roll, max_roll)),
-                                float(np.exp(rng.uniform(*np.log(scale)))))
-    m[:, 2] += rng.uniform(-0.1, 0.1, 2) * (w, h)
+    m = np.asarray(cv2.getRotationMatrix2D((w / 2, h / 2), float(rng.uniform(-max_roll, max_roll)),
+                                           float(np.exp(rng.uniform(*np.log(scale))))), np.float64)
+    m[:, 2] += rng.uniform(-0.1, 0.1, 2) * np.array([w, h], np.float64)
     return cv2.warpAffine(gray, m, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT_101)
 
 

@@ -7,10 +7,10 @@ random placement jitter (roll ±6°, scale ±10 %, shift), flipped left-right ha
 labels swapped), and photometric noise: gamma, gain and offset, blur, down-and-up scaling, sensor noise,
 row banding (mains flicker / rolling shutter) and glasses-like bars (rims and bridges, dark or bright).
 
-The network (:func:`build_model`, ~12k parameters): per eye crop (40x60, the subject's left eye mirrored)
-a per-crop standardisation, a 3x3 stride-2 convolution, three depthwise-separable stride-2 blocks and two
-dense layers, giving the aperture and the log of its expected error. Loss: the squared aperture error
-(in units of 0.02) plus 0.1 x the Gaussian negative log-likelihood of that error under the predicted
+The network (:func:`build_model`, 31k parameters at the default width): per eye crop (40x60, the
+subject's left eye mirrored) a per-crop standardisation, a 3x3 stride-2 convolution, three
+depthwise-separable stride-2 blocks and two dense layers, giving the aperture and the log of its
+expected error. Loss: the squared aperture error (in units of 0.02) plus 0.1 x the Gaussian negative log-likelihood of that error under the predicted
 sigma (sigma's head only: the aperture is not pulled by it).
 
 Leave-subjects-out (``--exclude-subjects``): every sample of a listed person (ZJU subject ids,
@@ -406,9 +406,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {out} ({out.stat().st_size:,} bytes, {model.count_params():,} parameters), sha256 {digest}")
     if test_files:
         tags = {s.stem: s.with_suffix(".tag") for s in videos if s.with_suffix(".tag").is_file()}
+        scores = score_clips(model, test_files, tags)
         report = {"model": str(out), "sha256": digest, "excluded": sorted(excluded),
-                  "train_strips": len(data), "scores": score_clips(model, test_files, tags)}
-        ov = report["scores"].get("overall", {})
+                  "train_strips": len(data), "scores": scores}
+        ov = scores.get("overall", {})
         if ov:
             print(f"excluded subjects, frame AUC closed-vs-open: teacher {ov['auc_teacher']:.4f}, student "
                   f"{ov['auc_student']:.4f}; student - teacher aperture: mean |error| {ov['mean_abs_error']:.4f}")
