@@ -10,8 +10,9 @@ row banding (mains flicker / rolling shutter) and glasses-like bars (rims and br
 The network (:func:`build_model`, 31k parameters at the default width): per eye crop (40x60, the
 subject's left eye mirrored) a per-crop standardisation, a 3x3 stride-2 convolution, three
 depthwise-separable stride-2 blocks and two dense layers, giving the aperture and the log of its
-expected error. Loss: the squared aperture error (in units of 0.02) plus 0.1 x the Gaussian negative log-likelihood of that error under the predicted
-sigma (sigma's head only: the aperture is not pulled by it).
+expected error. Loss: the squared aperture error (in units of 0.02) plus 0.1 x the Gaussian negative
+log-likelihood of that error under the predicted sigma (sigma's head only: the aperture is not pulled
+by it).
 
 Leave-subjects-out (``--exclude-subjects``): every sample of a listed person (ZJU subject ids,
 Eyeblink8 video folders) is left out of training, so the model can be scored on them
