@@ -212,9 +212,11 @@ def subject_of(name: str) -> str:
     return m.group(1) if m else name
 
 
-def cache_name(path: Path) -> str:
-    """A flat cache file name for a source path (its last two parts)."""
-    return re.sub(r"[^\w.-]+", "_", f"{path.parent.name}__{path.name}") + ".npz"
+def cache_name(path: Path, frame_augment: int = 1) -> str:
+    """A flat cache file name for a source path (its last two parts) labelled with ``frame_augment`` copies
+    (another count is another file: a cached file is reused only for the same labelling)."""
+    suffix = "" if frame_augment == 1 else f".aug{frame_augment}"
+    return re.sub(r"[^\w.-]+", "_", f"{path.parent.name}__{path.name}{suffix}") + ".npz"
 
 
 def build_cache(sources: list[Path], cache: Path, *, every: int = 1, frame_augment: int = 1,
@@ -225,7 +227,7 @@ def build_cache(sources: list[Path], cache: Path, *, every: int = 1, frame_augme
     files = []
     try:
         for n, path in enumerate(sources):
-            dest = cache / cache_name(path)
+            dest = cache / cache_name(path, frame_augment)
             if not dest.exists():
                 s = label_path(teacher, path, np.random.default_rng([seed, n]), every=every,
                                frame_augment=frame_augment)
