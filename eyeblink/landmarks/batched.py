@@ -57,7 +57,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BATCHED_BACKENDS", "BATCHED_MODELS", "BatchedFaceEyes", "StageTimes"]
 
-#: The eye models the accelerator stage runs (the face-mesh models: their networks are rebuilt for every backend).
+#: The eye models the accelerator stage runs (the face-mesh models: the mesh and iris networks are rebuilt for every
+#: backend; the lid network of ``lids`` runs on LiteRT in the stage process).
 BATCHED_MODELS = ("mesh", "mesh-ear", "lids")
 #: The backends it runs on: LiteRT (the CPU reference) and the Keras rebuild's runtimes.
 BATCHED_BACKENDS = ("litert", "jax", "tensorflow")
