@@ -241,7 +241,9 @@ def test_site_references_nothing_external(site: Path) -> None:
 
 
 #: requests headless Chromium makes on its own (network time, component updates, sign-in), never the page's
-BROWSER_OWN = ("clients2.google.com", "update.googleapis.com", "accounts.google.com")
+#: (fonts.googleapis.com, a CDN or any other host a page could ask for is not in this list)
+BROWSER_OWN = ("clients2.google.com", "update.googleapis.com", "accounts.google.com", "redirector.gvt1.com",
+               "dl.google.com", "safebrowsing.googleapis.com", "optimizationguide-pa.googleapis.com")
 
 
 class _Recorder:
