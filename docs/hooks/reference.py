@@ -28,9 +28,17 @@ MARKER = re.compile(r"^<!--\s*generate:\s*([\w.-]+)\s*-->\s*$", re.M)
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _escape(text: str) -> str:
+    """``<`` and ``>`` outside code spans as entities (``<stem>.frames.csv`` is text, not an HTML tag)."""
+    parts = str(text).split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(parts)
+
+
 def _cell(text: Any) -> str:
-    """A Markdown table cell: one line, pipes escaped."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """A Markdown table cell: one line, pipes escaped, angle brackets as text."""
+    return _escape(" ".join(str(text).split())).replace("|", "\\|")
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -53,8 +61,10 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Arg
 
 
 def _default(action: argparse.Action) -> str:
-    if action.option_strings and action.nargs == 0:  # a flag
-        return "off" if action.default in (False, None) else "on"
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+        return "on" if action.default else "off"
+    if action.option_strings and action.nargs == 0:  # --version, counters
+        return "–"
     if action.default is None or action.default == argparse.SUPPRESS:
         return "–"
     if isinstance(action.default, (list, tuple)):
@@ -82,27 +92,37 @@ def cli_markdown(parser: argparse.ArgumentParser, prog: str | None = None, level
     """
     prog = prog or parser.prog
     out: list[str] = []
-    rows = []
-    for action in parser._actions:
-        if isinstance(action, (argparse._SubParsersAction, argparse._HelpAction)):
-            continue
-        if action.help == argparse.SUPPRESS:
-            continue
-        if not action.help or not str(action.help).strip():
-            what = "/".join(action.option_strings) or action.dest
-            raise PluginError(f"CLI reference: option {what} of `{prog}` has no help text; add help=... to its "
-                              "add_argument (every option is documented in the generated CLI reference)")
-        params = {**vars(action), "prog": prog}
-        try:
-            text = str(action.help) % params
-        except (KeyError, TypeError, ValueError):
-            text = str(action.help)
-        rows.append((_argument(action), _default(action), text))
+    tables: list[tuple[str, list[tuple[str, str, str]]]] = []
+    for group in parser._action_groups:
+        rows = []
+        for action in group._group_actions:
+            if isinstance(action, (argparse._SubParsersAction, argparse._HelpAction)):
+                continue
+            if action.help == argparse.SUPPRESS:
+                continue
+            if not action.help or not str(action.help).strip():
+                what = "/".join(action.option_strings) or action.dest
+                raise PluginError(f"CLI reference: option {what} of `{prog}` has no help text; add help=... to "
+                                  "its add_argument (every option is documented in the generated CLI reference)")
+            params = {**vars(action), "prog": prog}
+            try:
+                text = str(action.help) % params
+            except (KeyError, TypeError, ValueError):
+                text = str(action.help)
+            rows.append((_argument(action), _default(action), text))
+        if rows:
+            tables.append((group.title or "", rows))
     usage = parser.format_usage().replace("usage: ", "").strip()
     out.append(f"```text\n{usage}\n```\n")
     if parser.description:
-        out.append(textwrap.dedent(parser.description).strip() + "\n")
-    if rows:
+        description = textwrap.dedent(parser.description).strip()
+        if parser.formatter_class is argparse.RawDescriptionHelpFormatter:  # laid out by hand: keep its lines
+            out.append(f"```text\n{description}\n```\n")
+        else:
+            out.append(_escape(description) + "\n")
+    for title, rows in tables:
+        if len(tables) > 1 and title:
+            out.append(f"**{_cell(title)}**\n")
         out.append(_table(("option", "default", "what it does"), rows))
     for name, sub, short in _subparsers(parser):
         out.append(f"{'#' * level} `{prog} {name}`\n")
@@ -482,3 +502,11 @@ def expand(markdown: str, where: str = "page") -> str:
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     return expand(markdown, page.file.src_path)
+
+
+SPHINX_ROLE = re.compile(r":(?:class|func|mod|data|meth|attr|obj|exc):(?=<code>)")
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """The code's docstrings use Sphinx roles (``:class:`~x.Y```); on these pages they are plain code."""
+    return SPHINX_ROLE.sub("", html).replace("<code>~", "<code>")
