@@ -141,15 +141,16 @@ def _gen_cli() -> str:
 # ----------------------------------------------------------------------------------------------- columns
 
 
-def columns_markdown(columns: Sequence[str], docs: dict[str, tuple[str, str]], what: str) -> str:
+def columns_markdown(columns: Sequence[str], docs: dict[str, tuple[str, str]], what: str,
+                     mapping: str = "its description mapping") -> str:
     """A table of ``columns`` in file order with the unit and meaning from ``docs``.
 
     Raises PluginError for a column without an entry, or an entry for a column the file does not have.
     """
     missing = [c for c in columns if c not in docs or not str(docs[c][1]).strip()]
     if missing:
-        raise PluginError(f"output reference: {what} column(s) {missing} have no description; add them to the "
-                          "description mapping next to the column constant")
+        raise PluginError(f"output reference: {what} column(s) {missing} have no description; add a (unit, "
+                          f"meaning) line for each to {mapping}")
     stale = sorted(set(docs) - set(columns))
     if stale:
         raise PluginError(f"output reference: {what} descriptions {stale} name columns the file does not have")
@@ -160,7 +161,8 @@ def columns_markdown(columns: Sequence[str], docs: dict[str, tuple[str, str]], w
 def _gen_frames() -> str:
     from eyeblink.outputs.export import FRAME_COLUMN_DOCS, FRAME_COLUMNS
 
-    return columns_markdown(FRAME_COLUMNS, FRAME_COLUMN_DOCS, "frames.csv")
+    return columns_markdown(FRAME_COLUMNS, FRAME_COLUMN_DOCS, "frames.csv",
+                            "FRAME_COLUMN_DOCS in eyeblink/outputs/export.py")
 
 
 def _gen_live_frames() -> str:
@@ -168,25 +170,29 @@ def _gen_live_frames() -> str:
     from eyeblink.runtime.live import LIVE_FRAME_COLUMN_DOCS, LIVE_FRAME_COLUMNS
 
     extra = LIVE_FRAME_COLUMNS[len(FRAME_COLUMNS):]
-    return columns_markdown(extra, LIVE_FRAME_COLUMN_DOCS, "live frames.csv")
+    return columns_markdown(extra, LIVE_FRAME_COLUMN_DOCS, "live frames.csv",
+                            "LIVE_FRAME_COLUMN_DOCS in eyeblink/runtime/live.py")
 
 
 def _gen_blinks() -> str:
     from eyeblink.signals.blinks import BLINK_COLUMN_DOCS, BLINK_COLUMNS
 
-    return columns_markdown(BLINK_COLUMNS, BLINK_COLUMN_DOCS, "blinks.csv")
+    return columns_markdown(BLINK_COLUMNS, BLINK_COLUMN_DOCS, "blinks.csv",
+                            "BLINK_COLUMN_DOCS in eyeblink/signals/blinks.py")
 
 
 def _gen_trials() -> str:
     from eyeblink.signals.trials import TRIAL_COLUMN_DOCS, TRIAL_COLUMNS
 
-    return columns_markdown(TRIAL_COLUMNS, TRIAL_COLUMN_DOCS, "trials.csv")
+    return columns_markdown(TRIAL_COLUMNS, TRIAL_COLUMN_DOCS, "trials.csv",
+                            "TRIAL_COLUMN_DOCS in eyeblink/signals/trials.py")
 
 
 def _gen_traces() -> str:
     from eyeblink.signals.trials import TRACE_COLUMN_DOCS, TRACE_COLUMNS
 
-    return columns_markdown(TRACE_COLUMNS, TRACE_COLUMN_DOCS, "traces.csv")
+    return columns_markdown(TRACE_COLUMNS, TRACE_COLUMN_DOCS, "traces.csv",
+                            "TRACE_COLUMN_DOCS in eyeblink/signals/trials.py")
 
 
 def _gen_summary() -> str:

@@ -67,9 +67,10 @@ FRAME_COLUMN_DOCS: dict[str, tuple[str, str]] = {
 }
 
 #: One-line meaning of every top-level field of ``summary.json`` (the docs' output reference is generated from
-#: this mapping; fields added later need a line here).
+#: this mapping; a field added later needs a line here: tests/test_docs.py compares it with a real summary).
 SUMMARY_FIELDS: dict[str, str] = {
     "status": "`running` while the run goes on, then `ok`, `error` or `interrupted`",
+    "exit_status": "the exit status this input's run ended with (null while running; see the exit statuses)",
     "error": "the one-line error that ended the run (null when none)",
     "error_traceback": "the traceback of a failed pipeline worker (only when one failed)",
     "input": "the input's path as given",
@@ -93,6 +94,8 @@ SUMMARY_FIELDS: dict[str, str] = {
     "blink_rate_per_min": "complete blinks per minute of recording",
     "mean_blink_duration_ms": "mean duration of the complete blinks, ms",
     "mean_blink_amplitude": "mean amplitude (1 - min / baseline) of the complete blinks",
+    "prolonged_closures": "closures longer than blinks.max_blink_ms: reported in blinks.csv, not counted as blinks",
+    "prolonged_closure_s": "total time in prolonged closures, s",
     "closure": "the FEC calibration: full-closure amplitude, method (segment, responses or default), responses used",
     "timings": "wall time, FPS and milliseconds per frame of each stage (decode, detect, landmarks, blinks, write); "
                "latency percentiles for the multiprocess pipeline",
