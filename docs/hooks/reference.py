@@ -353,13 +353,13 @@ def preset_markdown(sections: dict[str, type], docs: dict[str, dict[str, str]],
         for other in (extra_checks or {}).get(section, []):
             for k, v in dataclass_checks(other, set(names)).items():
                 checks.setdefault(k, []).extend(v)
-        hints = {f.name: f.type for f in dataclasses.fields(cls)}
+        hints = {f.name: str(f.type).replace(" | ", " or ") for f in dataclasses.fields(cls)}
         out.append(f"### `[{section}]`\n")
         doc = inspect.getdoc(cls) or ""
         first = doc.split("\n\n")[0]
         out.append(_cell(first) + f" (`{cls.__module__}.{cls.__name__}`)\n")
         out.append(_table(("key", "default", "type", "checked", "what it does"),
-                          ((f"`{f.name}`", _default_of(f), f"`{hints[f.name]}`",
+                          ((f"`{f.name}`", _default_of(f), hints[f.name],
                             "; ".join(dict.fromkeys(checks.get(f.name, []))) or "–", section_docs[f.name])
                            for f in dataclasses.fields(cls))))
     return "\n".join(out)
