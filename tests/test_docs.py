@@ -19,6 +19,7 @@ import importlib.util
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -214,10 +215,22 @@ def test_examples_run(page: Path, session_avi: Path, tmp_path: Path) -> None:
             script = tmp_path / f".block_{line}.py"
             script.write_text(code, encoding="utf-8")
             cmd = [sys.executable, str(script)]
-        r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, (f"{page.relative_to(ROOT)}:{line}: {lang} block failed with exit status "
-                                   f"{r.returncode}\n{code}\n--- stdout\n{r.stdout[-2000:]}\n--- stderr\n"
-                                   f"{r.stderr[-4000:]}")
+        # its own process group: whatever the block leaves behind (a sender in the background) is ended with it
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            pytest.fail(f"{page.relative_to(ROOT)}:{line}: {lang} block still running after 300 s\n{code}\n"
+                        f"{err[-2000:]}")
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        assert proc.returncode == 0, (f"{page.relative_to(ROOT)}:{line}: {lang} block failed with exit status "
+                                      f"{proc.returncode}\n{code}\n--- stdout\n{out[-2000:]}\n--- stderr\n"
+                                      f"{err[-4000:]}")
 
 
 # ------------------------------------------------------------------------------------------ offline site
