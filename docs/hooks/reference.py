@@ -514,5 +514,6 @@ SPHINX_ROLE = re.compile(r":(?:class|func|mod|data|meth|attr|obj|exc):(?=<code>)
 
 
 def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
-    """The code's docstrings use Sphinx roles (``:class:`~x.Y```); on these pages they are plain code."""
-    return SPHINX_ROLE.sub("", html).replace("<code>~", "<code>")
+    """The code's docstrings use Sphinx roles (``:class:`~x.Y```) and literal-block markers (``Example::``); on
+    these pages they are plain code and a colon."""
+    return SPHINX_ROLE.sub("", html).replace("<code>~", "<code>").replace("::</p>", ":</p>")
