@@ -253,6 +253,21 @@ def test_site_references_nothing_external(site: Path) -> None:
     assert (site / "search" / "search_index.js").is_file()  # search works from file:// (offline plugin)
 
 
+LOCAL = re.compile(r"""<(?:script|link|img|source)\b[^>]*\b(?:src|href)\s*=\s*["'](?![a-z]+:|//|#)([^"'?#]+)""", re.I)
+
+
+def test_every_local_resource_of_the_site_exists(site: Path) -> None:
+    """What the pages load from the site itself (scripts, styles, images) is there: no failed request at view time."""
+    missing = []
+    for page in site.rglob("*.html"):
+        for ref in LOCAL.findall(page.read_text(encoding="utf-8")):
+            # root-absolute only on 404.html, which a web server serves from the site's root
+            target = site / ref.lstrip("/") if ref.startswith("/") else page.parent / ref
+            if not target.resolve().is_file():
+                missing.append((str(page.relative_to(site)), ref))
+    assert not missing, missing[:20]
+
+
 #: requests headless Chromium makes on its own (network time, component updates, sign-in), never the page's
 #: (fonts.googleapis.com, a CDN or any other host a page could ask for is not in this list)
 BROWSER_OWN = ("clients2.google.com", "update.googleapis.com", "accounts.google.com", "redirector.gvt1.com",
