@@ -329,6 +329,37 @@ def test_site_loads_offline_in_chromium(site: Path, tmp_path: Path) -> None:
     assert recorder.page_requests() == [], recorder.page_requests()
 
 
+@pytest.mark.slow
+def test_mkdocs_serve_works_offline() -> None:
+    """``mkdocs serve`` (what a contributor runs after ``pip install -e ".[docs]"``) builds and serves the site."""
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "mkdocs", "serve", "--no-livereload", "-a", f"127.0.0.1:{port}"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    try:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1 direct, whatever the env
+        deadline = time.monotonic() + 240
+        page = ""
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with opener.open(f"http://127.0.0.1:{port}/reference/outputs.html", timeout=5) as r:
+                    page = r.read().decode("utf-8")
+                break
+            except OSError:
+                time.sleep(0.5)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert "ear_left" in page and "Output files and columns" in page
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
 # ------------------------------------------------------------------------------------------------ README
 
 
