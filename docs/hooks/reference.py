@@ -399,16 +399,19 @@ def _gen_presets() -> str:
 
 
 def _gen_eye_models() -> str:
+    from eyeblink.config import LandmarkConfig
     from eyeblink.landmarks import DEFAULT_EYE_MODEL, EYE_MODELS
 
+    reuse = LandmarkConfig().mesh_reuse_ms
     rows = []
     for name, spec in EYE_MODELS.items():
         rows.append((f"`{name}`" + (" (default)" if name == DEFAULT_EYE_MODEL else ""), f"{spec.fit_ms:g}",
-                     f"{spec.reusable_ms:g}" if spec.reusable_ms else "–",
+                     f"{spec.reusable_ms:g}" if spec.reusable_ms else "–", f"{spec.cost_ms(500.0, reuse):.2f}",
                      "yes" if spec.lid_confirms else "no", spec.install or "core install",
                      ", ".join(f"`landmarks.{s}`" for s in spec.settings) or "–"))
-    return _table(("model", "fit ms per face (registry)", "of which reusable, ms", "lid confirms the patch cue",
-                   "needs", "settings it takes"), rows)
+    return _table(("model", "fit, ms (one face, one core)", "skipped when reused, ms",
+                   f"ms per frame at 500 FPS (reuse {reuse:g} ms)", "openness confirms the patch cue", "needs",
+                   "settings it takes"), rows)
 
 
 def _error_classes() -> list[type]:
