@@ -471,6 +471,99 @@ class LiveConfig:
 _SECTIONS = {"detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig,
              "closure": ClosureConfig, "trials": TrialConfig}
 
+#: Preset keys outside any section (``config_from_dict``).
+TOP_LEVEL_KEYS = ("name", "description", "fps", "max_frames")
+
+#: One line per preset key: what it does (defaults and checks come from the dataclasses above). The docs' preset
+#: reference is generated from this and the dataclasses; a key without a line here fails the docs build.
+PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
+    "": {
+        "name": "the preset's name (shown in summary.json's settings; not checked)",
+        "description": "one line saying what the preset is for (not checked)",
+        "fps": "frame rate of image folders (--fps); videos use their timestamps",
+        "max_frames": "stop after this many frames of each input (--max-frames)",
+    },
+    "detect": {
+        "backend": "detector backend: litert (CPU), tensorflow, jax, ipu, or a list: the first one installed",
+        "model_path": "a BlazeFace-compatible .tflite of your own (--face-model); empty: the shipped short-range "
+                      "model, sha256-checked",
+        "score_threshold": "minimum BlazeFace score for a face (--score-threshold)",
+        "nms_iou": "overlap above which BlazeFace's candidate boxes are merged (non-maximum suppression)",
+        "num_threads": "threads of the detector backend (--threads)",
+        "batch_size": "frames per batch on an accelerator (the accelerator stage's largest batch)",
+        "detect_every": "detect on every N-th frame and reuse the box in between (--detect-every; re-detected "
+                        "early on drift or a lost face)",
+        "hold_iou": "keep the tracked box while a new detection overlaps it this much (0: always take the new one)",
+        "hold_max_ms": "but take a new box at least this often, ms",
+        "jit_compile": "compile the network with XLA (tensorflow, jax)",
+        "prefetch_depth": "batches prepared ahead of the device (TensorFlow's tf.data feed)",
+        "io_tiles": "IPU tiles reserved for I/O (ipu backend only)",
+        "replicas": "IPUs each running a copy of the model (ipu backend only)",
+        "stage": "where detection and the eye model run with several workers: fused, accelerator, auto (--stage)",
+        "flush_ms": "the accelerator stage runs a partial batch once its first frame waited this long, ms",
+        "stage_processes": "accelerator-stage processes sharing the device (0: one per 4 cores, at most 4)",
+    },
+    "landmarks": {
+        "model": "the eye model: mesh, mesh-ear, face68, eye12 (--landmarks)",
+        "model_path": "a model file of your own for that eye model (--landmark-model)",
+        "derotate": "dlib models: rotate the face upright before the fit",
+        "min_face_px": "dlib models: smaller faces are enlarged to this width before the fit, px",
+        "min_presence": "mesh models: below this face-presence probability the next frame re-detects",
+        "mesh_reuse_ms": "mesh: reuse the face mesh (which places the eye crops) for this long on a tracked face, "
+                         "ms (--mesh-reuse-ms; 0: every frame)",
+    },
+    "blinks": {
+        "close_ratio": "a blink starts below this openness / baseline ratio (--close-ratio)",
+        "open_ratio": "a blink ends once the ratio is back above this (--open-ratio; hysteresis)",
+        "onset_ratio": "a blink ends once the ratio, back above open_ratio, reaches this; the reported span runs "
+                       "between the frames where the ratio left and regained it",
+        "baseline_window_ms": "open-eye baseline: median openness over this much time outside blinks, ms",
+        "min_baseline_ms": "warm-up: frames are buffered and judged once this much baseline exists, ms",
+        "min_duration_ms": "shorter blinks are discarded, ms (--min-blink-ms)",
+        "max_gap_ms": "a timestamp gap longer than this ends a blink as incomplete, ms",
+        "onset_model": "quadratic (the knee of a start-from-rest fit to the closing lid) or threshold (the crossing)",
+        "onset_search_ms": "how far before the threshold crossing the onset fit looks, ms",
+        "onset_min_samples": "fewest frames the onset fit needs (else the crossing is the onset)",
+        "noise_k": "also start a blink below 1 - k robust sigmas of the ratio's noise when deeper (0: off)",
+        "appearance": "the eye-patch cue: a blink also starts when the patches differ from their open templates",
+        "appearance_z": "robust sigmas of patch difference that count as a closure",
+        "appearance_min_sigma": "floor of the patch difference's sigma",
+        "appearance_needs_lid": "an event only the patches saw must also dip below open_ratio (empty: as the eye "
+                                "model's registry entry says)",
+        "merge_gap_ms": "blinks closer than this merge into one, ms",
+        "smooth_ms": "smoothing of the ratio for the velocities, ms",
+        "partial_fraction": "a blink is partial below this fraction of the subject's full closure",
+        "full_closure_quantile": "the subject's full closure: this quantile of the session's blink amplitudes",
+        "full_closure_min_events": "blinks needed before that quantile replaces the prior",
+        "full_closure_amplitude": "the prior full-closure amplitude until then",
+    },
+    "closure": {
+        "percentile": "full closure (FEC = 1): this percentile of the session's complete blinks' and URs' amplitudes",
+        "min_responses": "responses needed for that calibration (else default_full_amplitude)",
+        "min_amplitude": "only responses at least this deep count",
+        "default_full_amplitude": "full-closure amplitude when the session has too few responses",
+        "calibration_s": "[start_s, end_s]: calibrate on the largest closure of this segment instead "
+                         "(--calibration START_S:END_S)",
+        "smooth_ms": "median filter of the calibration segment, ms",
+    },
+    "trials": {
+        "baseline_ms": "pre-CS baseline window, ms",
+        "baseline_max_fec": "a valid baseline has mean FEC at most this (eye open)",
+        "baseline_max_sd": "... and FEC standard deviation at most this (stable)",
+        "min_valid_fraction": "... and this share of its frames measured",
+        "startle_end_ms": "startle / alpha window: [0, this] ms after CS",
+        "startle_threshold": "FEC rise above baseline that counts as a startle",
+        "cr_start_ms": "the CR window starts this long after CS (and ends at US), ms",
+        "cr_threshold": "a CR: FEC at least baseline + this ...",
+        "onset_threshold": "CR onset: the last rise through baseline + this before the CR",
+        "cr_min_ms": "... for at least this long, ms",
+        "ur_window_ms": "UR: the largest FEC in [US, US + this], ms",
+        "trace_pre_ms": "traces.csv and plots start this long before CS, ms",
+        "trace_post_ms": "... and end this long after CS, ms",
+        "block_size": "trials per block in the mean-CR plot (--block-size)",
+    },
+}
+
 
 def load_preset(path: str | Path) -> RunConfig:
     """Read a TOML preset into a :class:`RunConfig`; unknown keys are errors, not ignored."""

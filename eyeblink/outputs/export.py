@@ -42,6 +42,75 @@ FRAME_COLUMNS = (
     "closure",      # fraction of eyelid closure (FEC): 0 = open baseline, 1 = full closure (eyeblink.signals.closure)
 )
 
+#: Unit and one-line meaning of every ``frames.csv`` column. The documentation's column reference is generated
+#: from this mapping; a column without an entry fails the docs build (``mkdocs build``), so add one with each column.
+FRAME_COLUMN_DOCS: dict[str, tuple[str, str]] = {
+    "frame": ("index", "position of the frame in decode order, 0-based (a dropped frame leaves no row, "
+                       "a timestamp gap instead)"),
+    "timestamp_s": ("s", "the container's presentation timestamp (live: the camera's or stream's, else the "
+                         "arrival time), never frame / fps"),
+    "face": ("0/1", "1 when a face was measured in this frame, 0 when none was found (the EAR cells are then empty)"),
+    "ear_left": ("ratio", "openness of the subject's left eye: lid distance over eye width (`mesh`: lid aperture; "
+                          "`mesh-ear`, `face68`, `eye12`: six-point EAR); ~0.25-0.35 open, towards 0 closed"),
+    "ear_right": ("ratio", "openness of the subject's right eye, as `ear_left`"),
+    "ear": ("ratio", "mean openness of the eyes measured in this frame"),
+    "baseline_ear": ("ratio", "the blink detector's open-eye baseline at this frame (median `ear` of the last 3 s "
+                              "outside blinks; empty during the first second's warm-up)"),
+    "detected": ("0/1", "1 when the face detector ran on this frame (a keyframe), 0 when the tracked box was reused"),
+    "face_score": ("probability", "BlazeFace's score of the face box used"),
+    "face_x0": ("px", "left edge of the face box used, frame pixels"),
+    "face_y0": ("px", "top edge of the face box used, frame pixels"),
+    "face_x1": ("px", "right edge of the face box used, frame pixels"),
+    "face_y1": ("px", "bottom edge of the face box used, frame pixels"),
+    "closure": ("FEC", "fraction of eyelid closure: 0 = the subject's open baseline, 1 = full closure, calibrated "
+                       "on the whole session when it ends (eyeblink.signals.closure)"),
+}
+
+#: One-line meaning of every top-level field of ``summary.json`` (the docs' output reference is generated from
+#: this mapping; a field added later needs a line here: tests/test_docs.py compares it with a real summary).
+SUMMARY_FIELDS: dict[str, str] = {
+    "status": "`running` while the run goes on, then `ok`, `error` or `interrupted`",
+    "exit_status": "the exit status this input's run ended with (null while running; see the exit statuses)",
+    "error": "the one-line error that ended the run (null when none)",
+    "error_traceback": "the traceback of a failed pipeline worker (only when one failed)",
+    "input": "the input's path as given",
+    "stem": "the file-name stem of every output of this input",
+    "source": "what was read: kind, container, codec, pixel format, size, nominal FPS, time base (live: the source "
+              "and whether timestamps are the camera's or arrival times)",
+    "frames": "rows written to frames.csv",
+    "frames_with_face": "frames in which a face was measured",
+    "frames_without_face": "frames without a face (empty EAR cells)",
+    "face_lost_ratio": "frames without a face / frames",
+    "detector_runs": "frames on which the face detector ran (keyframes)",
+    "redetections_on_drift": "early re-detections because the eye fit drifted out of the tracked box",
+    "first_timestamp_s": "timestamp of the first frame, s",
+    "last_timestamp_s": "timestamp of the last frame, s",
+    "duration_s": "last minus first timestamp, s",
+    "frame_interval_median_ms": "median interval between consecutive timestamps, ms",
+    "timestamp_gaps": "intervals longer than 1.5 x the median (dropped frames)",
+    "duplicate_timestamps": "consecutive frames with the same timestamp",
+    "blinks": "rows of blinks.csv",
+    "complete_blinks": "blinks that both started and ended inside the recording",
+    "blink_rate_per_min": "complete blinks per minute of recording",
+    "mean_blink_duration_ms": "mean duration of the complete blinks, ms",
+    "mean_blink_amplitude": "mean amplitude (1 - min / baseline) of the complete blinks",
+    "prolonged_closures": "closures longer than blinks.max_blink_ms: reported in blinks.csv, not counted as blinks",
+    "prolonged_closure_s": "total time in prolonged closures, s",
+    "closure": "the FEC calibration: full-closure amplitude, method (segment, responses or default), responses used",
+    "timings": "wall time, FPS and milliseconds per frame of each stage (decode, detect, landmarks, blinks, write); "
+               "latency percentiles for the multiprocess pipeline",
+    "versions": "versions of eyeblink, Python and the libraries that ran",
+    "settings": "every setting of the run (the preset with the flags applied)",
+    "damaged_packets": "packets the decoder rejected and skipped: count, and each one's position, byte offset, "
+                       "timestamp",
+    "warnings": "the `eyeblink: warning:` lines of this input",
+    "parallel": "the multiprocess layout: workers, loaders, how the file was split, chunk size, ring slots; "
+                "`accelerator` with the accelerator stage's backend, device, batches and times",
+    "live": "live runs: the source, the eye model chosen and why, frames in / dropped, reconnects",
+    "trials": "with --trials: the trial file, trials, scored trials, CR trials and percent CR",
+    "outputs": "the path of every file written for this input",
+}
+
 
 def _cell(v: Any) -> Any:
     if v is None:

@@ -70,6 +70,11 @@ log = logging.getLogger("eyeblink.live")
 
 #: frames.csv of a live run: the contract's columns, then ``dropped`` (1 = a gap row of the overload policy).
 LIVE_FRAME_COLUMNS = (*FRAME_COLUMNS, "dropped")
+#: Unit and meaning of the columns a live frames.csv adds to the contract's (generated into the docs).
+LIVE_FRAME_COLUMN_DOCS: dict[str, tuple[str, str]] = {
+    "dropped": ("0/1", "live runs only: 1 for a gap row, a frame the overload policy dropped (--on-overload drop) "
+                       "or that never arrived; its measurement cells are empty"),
+}
 #: Ring slots mapped into every process before the capture when the ring could not be reserved in
 #: advance (FrameRing.prefault): the frames in flight cycle through the lowest slots, ~10 at 500 FPS.
 PREFAULT_SLOTS = 64

@@ -691,3 +691,43 @@ class BlinkDetector:
         if fit is not None and fit <= a:
             a = fit
         return int(sel[a, _F]), int(sel[b, _F]), float(sel[a, _T]), float(sel[b, _T])
+
+#: Unit and one-line meaning of every ``blinks.csv`` column (the docs' column reference is generated from this;
+#: a column without an entry fails the docs build). "ratio" is EAR divided by the eye's open-eye baseline.
+BLINK_COLUMN_DOCS: dict[str, tuple[str, str]] = {
+    "blink": ("index", "blink number in this session, from 1"),
+    "start_frame": ("frame", "onset frame (the knee of the start-from-rest fit at high frame rates, else the "
+                             "threshold crossing)"),
+    "end_frame": ("frame", "last frame of the blink (the eye back above the open threshold)"),
+    "start_s": ("s", "timestamp of the onset frame"),
+    "end_s": ("s", "timestamp of the end frame"),
+    "duration_ms": ("ms", "end_s - start_s"),
+    "peak_frame": ("frame", "frame of the deepest closure (lowest openness)"),
+    "peak_s": ("s", "timestamp of the peak frame"),
+    "baseline_ear": ("ratio", "open-eye baseline openness (mean of the eyes) at the onset"),
+    "min_ear": ("ratio", "lowest openness (mean of the eyes) in the blink"),
+    "amplitude": ("fraction", "1 - min_ear / baseline_ear: 0 = no closure, 1 = fully closed"),
+    "baseline_ear_left": ("ratio", "the subject's left eye: baseline openness at the onset"),
+    "min_ear_left": ("ratio", "the subject's left eye: lowest openness"),
+    "amplitude_left": ("fraction", "the subject's left eye: 1 - min / baseline"),
+    "baseline_ear_right": ("ratio", "the subject's right eye: baseline openness at the onset"),
+    "min_ear_right": ("ratio", "the subject's right eye: lowest openness"),
+    "amplitude_right": ("fraction", "the subject's right eye: 1 - min / baseline"),
+    "complete": ("0/1", "1 when the blink started and ended inside the recording (0: cut by its start or end, "
+                        "or by a gap)"),
+    "start_frame_left": ("frame", "onset frame of the left eye alone (empty: that eye did not close)"),
+    "end_frame_left": ("frame", "end frame of the left eye alone"),
+    "start_s_left": ("s", "onset time of the left eye alone"),
+    "end_s_left": ("s", "end time of the left eye alone"),
+    "start_frame_right": ("frame", "onset frame of the right eye alone (empty: that eye did not close)"),
+    "end_frame_right": ("frame", "end frame of the right eye alone"),
+    "start_s_right": ("s", "onset time of the right eye alone"),
+    "end_s_right": ("s", "end time of the right eye alone"),
+    "opening_amplitude": ("fraction", "openness ratio regained from the minimum to the end"),
+    "closing_velocity": ("ratio/s", "peak closing speed of the openness ratio, smoothed over blinks.smooth_ms "
+                                    "(positive)"),
+    "opening_velocity": ("ratio/s", "peak opening speed of the openness ratio (positive)"),
+    "partial": ("0/1", "1 when the amplitude is below blinks.partial_fraction of the subject's full closure"),
+    "full_closure_amplitude": ("fraction", "the subject's full-closure amplitude this blink was judged against"),
+    "cue": ("text", "which signal crossed the threshold: ear, appearance (the eye patches) or both"),
+}

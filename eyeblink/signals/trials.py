@@ -87,6 +87,48 @@ TRIAL_COLUMNS = (
 )
 TRACE_COLUMNS = ("trial", "time_from_cs_ms", "frame", "timestamp_s", "closure", "closure_from_baseline", "ear")
 
+#: Unit and one-line meaning of every ``trials.csv`` column (the docs' column reference is generated from this;
+#: a column without an entry fails the docs build). Latencies are from CS onset; FEC: 0 open, 1 fully closed.
+TRIAL_COLUMN_DOCS: dict[str, tuple[str, str]] = {
+    "trial": ("index", "trial number as in the trials file (else its row, from 1)"),
+    "block": ("index", "block of trials.block_size trials, from 1 (the plots' unit)"),
+    "trial_type": ("text", "as given in the trials file (default paired / cs_alone)"),
+    "cs_type": ("text", "as given in the trials file"),
+    "us_type": ("text", "as given in the trials file"),
+    "cs_onset_s": ("s", "CS onset on the recording's clock"),
+    "us_onset_s": ("s", "US onset on the recording's clock (empty: CS-alone trial)"),
+    "isi_ms": ("ms", "interstimulus interval, US onset - CS onset"),
+    "cs_onset_frame": ("frame", "first frame at or after the CS onset"),
+    "us_onset_frame": ("frame", "first frame at or after the US onset"),
+    "baseline_fec": ("FEC", "mean closure over trials.baseline_ms before the CS"),
+    "baseline_sd": ("FEC", "standard deviation of the closure in the baseline window"),
+    "baseline_valid_fraction": ("fraction", "share of the baseline window's frames with a measured eye"),
+    "baseline_valid": ("0/1", "1 when the baseline was open, stable and measured: only these trials are scored"),
+    "startle": ("0/1", "1 when closure rose trials.startle_threshold above baseline within trials.startle_end_ms "
+                       "of the CS (alpha / startle response)"),
+    "startle_amplitude": ("FEC", "largest closure above baseline in the startle window"),
+    "cr": ("0/1", "conditioned response: closure >= baseline + trials.cr_threshold for trials.cr_min_ms in the CR "
+                  "window (trials.cr_start_ms to US onset)"),
+    "cr_onset_latency_ms": ("ms", "CR onset: where closure last rose through baseline + trials.onset_threshold, "
+                                  "from CS onset (CR trials only)"),
+    "cr_peak_amplitude": ("FEC", "largest closure above baseline in the CR window (every scored trial, CR or not)"),
+    "cr_peak_latency_ms": ("ms", "time of that peak from CS onset (CR trials only)"),
+    "cr_area_fec_ms": ("FEC x ms", "integral of max(0, closure - baseline) over the CR window"),
+    "fec_at_us": ("FEC", "closure at the frame nearest US onset (absolute, not baseline-subtracted)"),
+    "ur_amplitude": ("FEC", "unconditioned response: largest closure above baseline in [US, US + trials.ur_window_ms]"),
+    "ur_peak_latency_ms": ("ms", "time of the UR peak from US onset"),
+}
+#: Unit and one-line meaning of every ``traces.csv`` column (closure aligned to each trial's CS onset).
+TRACE_COLUMN_DOCS: dict[str, tuple[str, str]] = {
+    "trial": ("index", "the trial (as trials.csv)"),
+    "time_from_cs_ms": ("ms", "frame time minus CS onset (trials.trace_pre_ms before to trials.trace_post_ms after)"),
+    "frame": ("frame", "the frames.csv frame"),
+    "timestamp_s": ("s", "the frame's timestamp"),
+    "closure": ("FEC", "the frame's closure"),
+    "closure_from_baseline": ("FEC", "closure minus the trial's baseline_fec"),
+    "ear": ("ratio", "the frame's mean openness"),
+}
+
 
 # ------------------------------------------------------------------------------------------ parsing
 
