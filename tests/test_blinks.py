@@ -18,7 +18,15 @@ from hypothesis import strategies as st
 
 from eyeblink.config import BlinkConfig
 from eyeblink.errors import ConfigError
-from eyeblink.signals.blinks import BLINK_COLUMNS, BlinkDetector, BlinkEvent, patch_dissimilarity, quadratic_onset
+from eyeblink.signals.blinks import (
+    BLINK_COLUMNS,
+    STATE_BUFFER,
+    BlinkDetector,
+    BlinkEvent,
+    patch_dissimilarity,
+    quadratic_onset,
+)
+from eyeblink.signals.state import EyeState, StateChange
 
 OPEN = 0.30  # open-eye EAR of the synthetic subject
 
@@ -393,3 +401,71 @@ def test_same_blinks_at_30_and_500_fps(slots: list[tuple[float, float, float, fl
         assert abs(a.start_s - b.start_s) <= period
         assert abs(a.end_s - b.end_s) <= period
         assert a.complete == b.complete
+
+
+# -- the eye's state (STATE-API): the detector is the one place that decides it --------------------------
+
+
+def _states(ears: np.ndarray, fps: float, rescan_per_frame: int | None = None,
+            pop_every: int = 1) -> tuple[BlinkDetector, list[StateChange]]:
+    det = BlinkDetector(rescan_per_frame=rescan_per_frame)
+    changes: list[StateChange] = []
+    for i, (el, er) in enumerate(ears):
+        det.update(i, i / fps, float(el), float(er))
+        if i % pop_every == 0:
+            changes += det.pop_state_changes()
+    det.finish()
+    changes += det.pop_state_changes()
+    return det, changes
+
+
+@pytest.mark.parametrize("rescan_per_frame", [None, 25])
+def test_state_goes_open_closing_closed_reopening_open_through_a_blink(rescan_per_frame: int | None) -> None:
+    fps = 500.0
+    ears = trace(fps, 4.0, [(2.0, 80, 60, 150, 0.9)])
+    det, changes = _states(ears, fps, rescan_per_frame, pop_every=7)
+    seq = [c.state for c in changes]
+    assert seq == [EyeState.OPEN, EyeState.CLOSING, EyeState.CLOSED, EyeState.REOPENING, EyeState.OPEN], seq
+    assert changes[0].previous is EyeState.NO_FACE
+    assert all(a.state is b.previous for a, b in itertools.pairwise(changes))
+    assert [c.frame for c in changes] == sorted(c.frame for c in changes)
+    for c in changes:
+        assert c.timestamp_s == pytest.approx(c.frame / fps)
+    # the changes bracket the planted blink: closing at its onset, closed past 20% closure, open at its end
+    closing, closed, reopening, opened = changes[1:]
+    assert 2.0 <= closing.timestamp_s < closed.timestamp_s < 2.08 + 0.06
+    assert 2.08 + 0.06 < reopening.timestamp_s < opened.timestamp_s <= 2.0 + 0.29 + 0.002
+    assert det.state is EyeState.OPEN
+    assert det.pop_state_changes() == []
+
+
+def test_state_is_no_face_without_a_fitted_eye_and_before_the_baseline() -> None:
+    fps = 500.0
+    ears = trace(fps, 4.0, [])
+    ears[1500:1600] = np.nan  # face lost for 200 ms
+    det = BlinkDetector()
+    assert det.state is EyeState.NO_FACE
+    det.update(0, 0.0, OPEN, OPEN)
+    assert det.state is EyeState.NO_FACE  # no baseline yet: open cannot be told from closed
+    seen = []
+    for i in range(1, len(ears)):
+        det.update(i, i / fps, float(ears[i, 0]), float(ears[i, 1]))
+        seen += det.pop_state_changes()
+        if 1500 <= i < 1600:
+            assert det.state is EyeState.NO_FACE
+    assert [(c.frame, c.state) for c in seen] == [
+        (seen[0].frame, EyeState.OPEN), (1500, EyeState.NO_FACE), (1600, EyeState.OPEN)]
+    assert seen[0].frame == 0  # the warm-up frames are judged once the baseline exists, from the first
+
+
+def test_state_changes_are_a_bounded_buffer() -> None:
+    fps = 500.0
+    rng = np.random.default_rng(0)
+    ears = np.repeat(np.where(rng.random(20000) < 0.5, OPEN, np.nan)[:, None], 2, axis=1)
+    ears[:600] = OPEN
+    det = BlinkDetector()
+    for i, (el, er) in enumerate(ears):
+        det.update(i, i / fps, float(el), float(er))
+    changes = det.pop_state_changes()
+    assert len(changes) == STATE_BUFFER  # the newest kept, in order
+    assert changes[-1].frame == max(i for i in range(len(ears)) if np.isnan(ears[i, 0]) != np.isnan(ears[i - 1, 0]))

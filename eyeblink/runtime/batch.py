@@ -531,8 +531,8 @@ def _event_from_row(header: list[str], row: list[str]) -> BlinkEvent:
     for f in fields(BlinkEvent):
         text = cells.get(f.name, "")
         kind = str(f.type)
-        if kind == "str":
-            kwargs[f.name] = text
+        if kind == "str":  # a column older files lack (``kind``): its default
+            kwargs[f.name] = text or (f.default if isinstance(f.default, str) else "")
         elif kind == "bool":
             kwargs[f.name] = text == "1"
         elif kind.startswith("int"):

@@ -76,6 +76,7 @@ from typing import Any
 import numpy as np
 
 from eyeblink.config import BlinkConfig
+from eyeblink.signals.state import EyeState, StateChange
 
 BLINK_COLUMNS = (
     "blink", "start_frame", "end_frame", "start_s", "end_s", "duration_ms", "peak_frame", "peak_s",
@@ -85,7 +86,16 @@ BLINK_COLUMNS = (
     "start_frame_left", "end_frame_left", "start_s_left", "end_s_left",
     "start_frame_right", "end_frame_right", "start_s_right", "end_s_right",
     "opening_amplitude", "closing_velocity", "opening_velocity", "partial", "full_closure_amplitude", "cue",
+    # appended in 0.3
+    "kind",
 )
+
+#: the kinds of event (``BlinkEvent.kind``): a blink, or a closure longer than ``max_blink_ms`` (not a blink)
+BLINK = "blink"
+PROLONGED_CLOSURE = "prolonged_closure"
+EVENT_KINDS = (BLINK, PROLONGED_CLOSURE)
+#: state changes kept for ``pop_state_changes`` between two calls (the oldest are dropped past it)
+STATE_BUFFER = 4096
 
 _NAN = math.nan
 _MAD_TO_SIGMA = 1.4826
@@ -131,6 +141,7 @@ class BlinkEvent:
     partial: bool = False
     full_closure_amplitude: float = _NAN
     cue: str = "ear"
+    kind: str = BLINK
 
     def __post_init__(self) -> None:
         if self.end_frame < self.start_frame:
@@ -142,6 +153,13 @@ class BlinkEvent:
                              f"{self.end_frame}]")
         if self.cue not in ("ear", "appearance", "both"):
             raise ValueError(f"BlinkEvent cue must be 'ear', 'appearance' or 'both', got {self.cue!r}")
+        if self.kind not in EVENT_KINDS:
+            raise ValueError(f"BlinkEvent kind must be one of {EVENT_KINDS}, got {self.kind!r}")
+
+    @property
+    def is_blink(self) -> bool:
+        """True for a blink, False for a prolonged closure (``kind``)."""
+        return self.kind == BLINK
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -284,6 +302,12 @@ class BlinkDetector:
     ``(2, h, w)`` uint8 pair of eye patches (subject's left, right) from
     :func:`eyeblink.landmarks.eyes.eye_patches`; without it only the EAR is used. Call ``finish()`` at
     the end of the input to emit what is still pending and close a blink still open.
+
+    ``update``/``finish`` return the events settled with that frame: each ``BlinkEvent`` has a ``kind``,
+    ``"blink"`` or ``"prolonged_closure"`` (a closure longer than ``max_blink_ms``: not a blink); a live
+    consumer tells them apart by ``ev.kind`` (or ``ev.is_blink``). The eye's state, decided here and
+    nowhere else, is ``state`` (after the last frame) and ``pop_state_changes()`` (every change since
+    the previous call, in order).
     """
 
     _OPEN, _CLOSED, _REOPENING = 0, 1, 2
@@ -321,6 +345,45 @@ class BlinkDetector:
         self._ready: list[dict[str, Any]] = []  # ended blinks that can no longer merge
         self._amplitudes: list[float] = []
         self._floor_t = -math.inf  # end of the last blink: the next one's onset fit starts after it
+        self._eye = EyeState.NO_FACE  # the published state (see ``state``)
+        self._changes: deque[StateChange] = deque(maxlen=STATE_BUFFER)
+
+    # -- the eye's state (the one definition live consumers read) -----------------------------------------
+    @property
+    def state(self) -> EyeState:
+        """The eye's state after the last frame the state machine has judged.
+
+        ``no_face`` for a frame without a fitted eye (both EARs NaN) and until the baseline exists (the
+        first ``min_baseline_ms`` of fitted frames: open and closed cannot be told apart before it);
+        then ``open``, ``closing`` (the signal left the open level), ``closed`` (below the closed
+        threshold, for a blink and a prolonged closure alike), ``reopening`` (back above ``open_ratio``,
+        not yet at the open level). In live mode (``rescan_per_frame``) the warm-up frames are judged
+        over the following frames, so the state can lag the newest frame by up to that backlog.
+        """
+        return self._eye
+
+    def pop_state_changes(self) -> list[StateChange]:
+        """The state changes since the last call, oldest first (at most ``STATE_BUFFER``: older ones dropped).
+
+        Each carries the frame and capture time at which the new state began. Warm-up frames judged
+        late (see ``state``) publish their changes with their own, earlier, frame numbers.
+        """
+        out = list(self._changes)
+        self._changes.clear()
+        return out
+
+    def _publish(self, frame: int, t: float, state: EyeState) -> None:
+        if state is not self._eye:
+            self._changes.append(StateChange(frame=int(frame), timestamp_s=float(t), state=state,
+                                             previous=self._eye))
+            self._eye = state
+
+    def _machine_state(self) -> EyeState:
+        if self._state == self._CLOSED:
+            return EyeState.CLOSED
+        if self._state == self._REOPENING:
+            return EyeState.REOPENING
+        return EyeState.CLOSING if self._dip else EyeState.OPEN
 
     # -- baseline ---------------------------------------------------------------------------------------
     @property
@@ -394,7 +457,14 @@ class BlinkDetector:
                patches: np.ndarray | None = None) -> list[BlinkEvent]:
         """Process one frame; returns the blinks that were settled with it (usually none)."""
         if math.isnan(ear_left) and math.isnan(ear_right):
-            return []  # face or eyes not found: a gap, judged when the next valid sample arrives
+            # face or eyes not found: the state is no_face; a gap for the events, judged by time when the
+            # next valid sample arrives. Behind a backlog it waits its turn, so the changes stay in order.
+            if self._warm is None and self._backlog:
+                self._backlog.append((frame, t, ear_left, ear_right, None, False))
+                return self._drain(self._rescan_step)
+            if self._warm is None:
+                self._publish(frame, t, EyeState.NO_FACE)
+            return []
         if self._warm is not None:
             return self._warm_up(frame, t, ear_left, ear_right, patches)
         if self._backlog:
@@ -451,6 +521,9 @@ class BlinkDetector:
     def _step(self, frame: int, t: float, el: float, er: float, patches: np.ndarray | None,
               *, learn: bool) -> list[BlinkEvent]:
         cfg = self.cfg
+        if math.isnan(el) and math.isnan(er):  # a no-face frame queued behind the warm-up backlog
+            self._publish(frame, t, EyeState.NO_FACE)
+            return []
         out: list[BlinkEvent] = []
         gap = self._last is not None and (t - self._last[1]) * 1000 > cfg.max_gap_ms
         if gap:
@@ -495,6 +568,7 @@ class BlinkDetector:
                 self._end(complete=True)
                 learn_open()
         self._last = (frame, t)
+        self._publish(frame, t, self._machine_state())
         return out
 
     def _dis(self, patches: np.ndarray | None) -> tuple[float, float]:
