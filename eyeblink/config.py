@@ -450,8 +450,27 @@ class LiveConfig:
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     landmarks: str = "auto"  # or a model: the run's config decides (see choose_landmarks)
+    #: Lab Streaming Layer outlets (``--lsl``; extra ``lsl``): per-frame samples and event markers
+    lsl: bool = False
+    #: the outlets' name prefix: ``<lsl_name>`` (samples) and ``<lsl_name>-markers``
+    lsl_name: str = "eyeblink"
+    #: before connecting the source, wait up to this long for an inlet on the sample stream (0: do not wait)
+    lsl_wait_s: float = 0.0
+    #: the gate's TCP port on 127.0.0.1 (JSON lines, one per state change; 0 = any free port; None = no socket)
+    gate_port: int | None = None
+    #: "open and stable": the eye state ``open`` held this long (capture time) -> the ``open_stable`` event
+    stable_ms: float = 200.0
+    #: "prolonged closure": the eye state ``closed`` held this long -> the ``prolonged_closure`` event
+    prolonged_ms: float = 500.0
 
     def __post_init__(self) -> None:
+        _require(isinstance(self.lsl_name, str) and self.lsl_name.strip() != "",
+                 f"--lsl-name must be a non-empty name, got {self.lsl_name!r}")
+        _require(self.lsl_wait_s >= 0, f"--lsl-wait must be >= 0 seconds, got {self.lsl_wait_s}")
+        _require(self.gate_port is None or 0 <= self.gate_port <= 65535,
+                 f"--gate-port must be in 0..65535 (0 = any free port), got {self.gate_port}")
+        _require(self.stable_ms > 0, f"--stable-ms must be > 0 ms, got {self.stable_ms}")
+        _require(self.prolonged_ms > 0, f"--prolonged-ms must be > 0 ms, got {self.prolonged_ms}")
         _require(self.landmarks in LIVE_LANDMARKS,
                  f"live landmarks must be one of {', '.join(LIVE_LANDMARKS)}, got {self.landmarks!r}")
         _require(self.overload in OVERLOAD_POLICIES,
