@@ -160,6 +160,8 @@ def _table(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
             df[col] = s.astype(bool)
         elif (col in _INT_COLUMNS or col.endswith("_frame")) and s.dtype.kind in "iuf":
             df[col] = s.astype("int64") if s.notna().all() and (s % 1 == 0).all() else s.astype("Int64")
+        elif s.dtype.kind in "iub":  # a measure that happens to hold whole numbers here: float as always
+            df[col] = s.astype("float64")
     df.attrs["units"] = {c: _unit(c) for c in df.columns}
     return df
 
@@ -566,7 +568,7 @@ class LiveSession:
     def _started(self, run: _LiveRun) -> None:
         self._run = run
         if self._stop_reason is not None:
-            run.stop(self._stop_reason)
+            run.request_stop(self._stop_reason)
 
     def _main(self, source: Any) -> None:
         from eyeblink.runtime.live import finish
@@ -605,6 +607,17 @@ class LiveSession:
             raise
         self._thread = threading.Thread(target=self._main, args=(source,), name="eyeblink-live", daemon=True)
         self._thread.start()
+        try:  # the models loaded, the outlets and the socket up (gate_port known), the source about to connect
+            while not self.tap.opened.wait(0.1):
+                if self._ended:
+                    break
+        except BaseException:  # Ctrl-C while the models load
+            self.__exit__(*sys.exc_info())
+            raise
+        if self._ended and self._error is not None:
+            self._join()
+            self._cleanup()
+            raise self._error
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
@@ -641,7 +654,7 @@ class LiveSession:
         if self._stop_reason is None:
             self._stop_reason = reason
         if self._run is not None:
-            self._run.stop(reason)
+            self._run.request_stop(reason)
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until the source ends (or :meth:`stop`); False after ``timeout_s``."""

@@ -423,7 +423,7 @@ class _LiveRun(_Run):
             "queue:results": lambda: self.out_q.qsize() if self.out_q is not None else 0,
         }
 
-    def stop(self, reason: str) -> None:
+    def request_stop(self, reason: str) -> None:
         """Stop the capture and drain (from any thread): what Ctrl-C does, for the Python API."""
         if not self.capture_stop.is_set():
             self.stop_reason = reason
@@ -431,7 +431,7 @@ class _LiveRun(_Run):
 
     def execute_live(self, outdir: Path, *, signals: bool = True) -> RunResult:
         """:meth:`execute` with SIGINT/SIGTERM turned into "stop the capture and drain" (``signals``: only
-        in the main thread; the Python API runs the session in a thread and stops it with :meth:`stop`)."""
+        in the main thread; the Python API runs the session in a thread and stops it with :meth:`request_stop`)."""
         if not signals:
             return self.execute(outdir, None)
 

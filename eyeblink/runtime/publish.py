@@ -401,6 +401,7 @@ class LiveTap:
         self._offset: float | None = None  # lsl_time - capture time (set at the first frame)
         self.frames = 0
         self.events = 0
+        self.opened = threading.Event()  # set once the outlets and the socket exist (before the source connects)
 
     @classmethod
     def from_config(cls, live: Any, announce: Callable[[str], None] | None = None) -> LiveTap | None:
@@ -434,10 +435,11 @@ class LiveTap:
                                   eye_model=eye_model, timestamps=timestamps)
             rate = "irregular (declare --fps)" if not self.lsl.nominal_fps else f"{self.lsl.nominal_fps:g} Hz"
             self._say(f"lsl: streams {self.lsl_name!r} (samples, {rate}) and {self.lsl_name + '-markers'!r}")
-            if self.lsl_wait_s > 0:
-                ok = self.lsl.wait_for_consumers(self.lsl_wait_s, cancelled)
-                self._say("lsl: an inlet is connected" if ok else
-                          f"lsl: no inlet after {self.lsl_wait_s:g} s; starting anyway")
+        self.opened.set()
+        if self.lsl is not None and self.lsl_wait_s > 0:
+            ok = self.lsl.wait_for_consumers(self.lsl_wait_s, cancelled)
+            self._say("lsl: an inlet is connected" if ok else
+                      f"lsl: no inlet after {self.lsl_wait_s:g} s; starting anyway")
 
     def _say(self, text: str) -> None:
         log.info("%s", text)
