@@ -533,6 +533,16 @@ class LiveSession:
         return self.tap.tracker.state
 
     @property
+    def time_s(self) -> float:
+        """Capture time (``timestamp_s``, the source's clock) of the newest row written; NaN before the first."""
+        return self.tap.tracker.last_s
+
+    @property
+    def frame(self) -> int:
+        """The newest row written (-1 before the first)."""
+        return self.tap.tracker.last_frame
+
+    @property
     def gate_port(self) -> int | None:
         """The gate socket's port on 127.0.0.1 once listening (``gate_port=0`` picks a free one)."""
         return self.tap.bound_port

@@ -493,9 +493,9 @@ class LiveTap:
         changes = self.detector.pop_state_changes() if self.detector is not None else []
         events: list[GateEvent] = []
         for ch in changes:
-            events.extend(self.tracker.change(ch))
             for listener in self.listeners:
                 listener("state", ch)
+            events.extend(self.tracker.change(ch))
         events.extend(self.tracker.tick(frame, t))
         for ev in events:
             self._publish(ev)
