@@ -15,6 +15,6 @@ imported only inside the functions and modules that use them.
 
 __version__ = "0.1.0"
 
-from eyeblink.api import LiveSession, Session, SettingsError, live, load, process  # noqa: E402
+from eyeblink.api import LiveSession, Session, SettingsError, live, load, process
 
 __all__ = ["LiveSession", "Session", "SettingsError", "__version__", "live", "load", "process"]

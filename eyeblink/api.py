@@ -261,15 +261,14 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
     rest: dict[str, Any] = {}
     for key, value in settings.items():
         if key in SECTIONS and isinstance(value, dict):
-            section = SECTIONS[key]
-            valid = _field_defaults(section)
+            valid = _field_defaults(SECTIONS[key])
             for k, v in value.items():
                 if k not in valid:
                     raise _unknown(f"{key}.{k}", [f"{key}.{n}" for n in valid])
                 overrides[key][k] = v
         elif key in ALIASES and not isinstance(value, dict):
-            section, name = ALIASES[key]
-            overrides[section][name] = str(value) if name == "model_path" and isinstance(value, Path) else value
+            alias_section, name = ALIASES[key]
+            overrides[alias_section][name] = str(value) if name == "model_path" and isinstance(value, Path) else value
         elif key in owner and key not in allowed:
             overrides[owner[key]][key] = value
         elif key in ("fps", "max_frames"):
@@ -306,9 +305,9 @@ def _analysis(rest: dict[str, Any]) -> AnalysisOptions:
     from eyeblink.outputs.analysis import AnalysisOptions
 
     trials = rest.pop("trials", None)
-    opts = {k: rest.pop(k) for k in ("sync_column", "us_sync_column") if rest.get(k) is not None}
-    flags = {k: bool(rest.pop(k)) for k in ("plots", "nwb") if k in rest}
-    return AnalysisOptions(trials=Path(trials) if trials else None, **opts, **flags)
+    sync, us_sync = rest.pop("sync_column", None), rest.pop("us_sync_column", None)
+    return AnalysisOptions(trials=Path(trials) if trials else None, sync_column=sync, us_sync_column=us_sync,
+                           plots=bool(rest.pop("plots", False)), nwb=bool(rest.pop("nwb", False)))
 
 
 @contextlib.contextmanager
@@ -422,7 +421,7 @@ def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path
     """
     _require_pandas()
     single = isinstance(path_or_paths, (str, Path))
-    paths = [Path(path_or_paths)] if single else [Path(p) for p in path_or_paths]  # type: ignore[union-attr]
+    paths = [Path(path_or_paths)] if isinstance(path_or_paths, (str, Path)) else [Path(p) for p in path_or_paths]
     with _settings_errors():
         cfg, rest = _run_config(settings, (*ANALYSIS, *PROCESS_ONLY))
         analysis = _analysis(rest)

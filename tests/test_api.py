@@ -8,6 +8,7 @@ this process while ``eyeblink live --lsl`` runs in another, real TCP clients of 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 import os
@@ -184,7 +185,8 @@ def test_api_and_cli_write_identical_files_and_tables(face_recording: tuple[Path
     api = eyeblink.process(video, output=tmp_path / "api", detect_every=2, close_ratio=0.78)
     assert isinstance(api, eyeblink.Session)
     for suffix in ("frames.csv", "blinks.csv"):
-        assert (tmp_path / "api" / f"subject.{suffix}").read_bytes() == (tmp_path / "cli" / f"subject.{suffix}").read_bytes()
+        api_bytes = (tmp_path / "api" / f"subject.{suffix}").read_bytes()
+        assert api_bytes == (tmp_path / "cli" / f"subject.{suffix}").read_bytes()
 
     def comparable(s: dict) -> dict:
         s = {k: v for k, v in s.items() if k not in ("timings", "outputs")}
@@ -331,7 +333,7 @@ def test_lsl_inlet_in_another_process_receives_every_sample_on_the_frames_clock(
     rows = csv_rows(tmp_path / "cam.frames.csv")
     assert len(rows) == 1000 and len(samples) == len(rows)
     assert [int(s[4]) for s in samples] == [int(r["frame"]) for r in rows]
-    assert all(b > a for a, b in zip(stamps, stamps[1:]))
+    assert all(b > a for a, b in itertools.pairwise(stamps))
     t0, ts0 = float(rows[0]["timestamp_s"]), stamps[0]
     for s, t, r in zip(samples, stamps, rows, strict=True):
         assert t - ts0 == pytest.approx(float(r["timestamp_s"]) - t0, abs=1e-6)

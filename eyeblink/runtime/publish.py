@@ -483,8 +483,9 @@ class LiveTap:
         arrival = self._arrival.get(frame, math.nan)
         if self._offset is None:
             self._offset = (arrival if math.isfinite(arrival) else time.perf_counter()) - t
-        r = LiveRow(frame, t, int(values[2]), *(_num(v) for v in values[3:7]), int(values[7]),
-                    *(_num(v) for v in values[8:14]), int(values[14]), arrival)
+        f = [_num(v) for v in values[3:14]]  # ear_left .. closure; detected (values[7]) is an int
+        r = LiveRow(frame, t, int(values[2]), f[0], f[1], f[2], f[3], int(values[7]), f[5], f[6], f[7], f[8], f[9],
+                    f[10], int(values[14]), arrival)
         self.frames += 1
         if self.lsl is not None:
             self.lsl.push(r, t + self._offset)
