@@ -15,6 +15,17 @@ imported only inside the functions and modules that use them.
 
 __version__ = "0.1.0"
 
-from eyeblink.api import LiveSession, Session, SettingsError, live, load, process
+from eyeblink.api import (
+    EyeState,
+    LiveRow,
+    LiveSession,
+    Session,
+    SettingsError,
+    StateChange,
+    live,
+    load,
+    process,
+)
 
-__all__ = ["LiveSession", "Session", "SettingsError", "__version__", "live", "load", "process"]
+__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SettingsError", "StateChange", "__version__", "live",
+           "load", "process"]

@@ -46,6 +46,8 @@ from eyeblink.config import (
     TrialConfig,
 )
 from eyeblink.errors import ConfigError, EyeblinkError, MissingExtraError, one_line
+from eyeblink.runtime.publish import LiveRow  # stdlib only: what a live session yields
+from eyeblink.signals.state import EyeState, StateChange  # the eye's state (one definition, the detector's)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,12 +55,11 @@ if TYPE_CHECKING:
     from eyeblink.outputs.analysis import AnalysisOptions
     from eyeblink.outputs.session import RunResult
     from eyeblink.runtime.live import LivePipeline, _LiveRun
-    from eyeblink.runtime.publish import LiveRow, LiveTap
+    from eyeblink.runtime.publish import LiveTap
     from eyeblink.signals.blinks import BlinkEvent
-    from eyeblink.signals.state import EyeState
 
-__all__ = ["LiveSession", "Session", "SettingsError", "check_workers", "live", "load", "process",
-           "process_workers", "progress_factory", "run_process"]
+__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SettingsError", "StateChange", "check_workers", "live",
+           "load", "process", "process_workers", "progress_factory", "run_process"]
 
 #: the config sections a setting can name, as in the presets
 SECTIONS: dict[str, type] = {"detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig,
@@ -107,10 +108,16 @@ class Session:
                 f"{len(self.trials)} trials, status {self.summary.get('status')!r})")
 
 
-_INT_COLUMNS = {"frame", "face", "detected", "dropped", "blink", "start_frame", "end_frame", "peak_frame",
-                "start_frame_left", "end_frame_left", "start_frame_right", "end_frame_right", "trial", "block",
-                "cs_onset_frame", "us_onset_frame"}
-_BOOL_COLUMNS = {"complete", "partial"}
+#: whole-number columns, never empty: int64
+_INT_COLUMNS = {"frame", "face", "detected", "dropped", "blink", "start_frame", "end_frame", "peak_frame", "trial",
+                "block"}
+#: whole-number columns that can be empty (an eye never measured, a trial without a US): pandas' Int64
+_NULLABLE_INT_COLUMNS = {"start_frame_left", "end_frame_left", "start_frame_right", "end_frame_right",
+                         "cs_onset_frame", "us_onset_frame"}
+#: 0/1 flags: bool (``boolean`` where a cell can be empty)
+_BOOL_COLUMNS = {"complete", "partial", "baseline_valid", "startle", "cr"}
+#: text columns: pandas strings
+_TEXT_COLUMNS = {"cue", "kind", "trial_type", "cs_type", "us_type"}
 _UNITS = {"frame": "frame", "face": "0/1", "detected": "0/1", "dropped": "0/1", "blink": "count",
           "closure": "FEC (0 open .. 1 closed)", "face_score": "score (0..1)", "amplitude": "fraction",
           "cue": "text", "kind": "text"}
@@ -148,7 +155,8 @@ def _require_pandas() -> Any:
 
 
 def _table(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
-    """A CSV of the output contract as a typed DataFrame (an absent file: an empty frame with ``columns``)."""
+    """A CSV of the output contract as a DataFrame with fixed dtypes per column (the same for every session,
+    whatever its values); an absent file: an empty frame with ``columns``."""
     pd = _require_pandas()
     if not path.is_file():
         df = pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
@@ -156,12 +164,16 @@ def _table(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
         df = pd.read_csv(path, keep_default_na=False, na_values=[""], low_memory=False)
     for col in df.columns:
         s = df[col]
-        if col in _BOOL_COLUMNS and s.notna().all():
-            df[col] = s.astype(bool)
-        elif (col in _INT_COLUMNS or col.endswith("_frame")) and s.dtype.kind in "iuf":
-            df[col] = s.astype("int64") if s.notna().all() and (s % 1 == 0).all() else s.astype("Int64")
-        elif s.dtype.kind in "iub":  # a measure that happens to hold whole numbers here: float as always
-            df[col] = s.astype("float64")
+        if col in _TEXT_COLUMNS:
+            df[col] = s.astype("string")
+        elif col in _BOOL_COLUMNS:
+            df[col] = s.astype(bool) if s.notna().all() else s.astype("float64").astype("boolean")
+        elif col in _INT_COLUMNS:
+            df[col] = s.astype("int64") if s.notna().all() else s.astype("float64").astype("Int64")
+        elif col in _NULLABLE_INT_COLUMNS:
+            df[col] = s.astype("float64").astype("Int64")
+        else:  # every measure is float64, also where this session's values happen to be whole numbers
+            df[col] = pd.to_numeric(s, errors="coerce").astype("float64") if s.dtype.kind in "iufbO" else s
     df.attrs["units"] = {c: _unit(c) for c in df.columns}
     return df
 
