@@ -214,6 +214,13 @@ class BlinkConfig:
     #: an event still open after this long ends (a ``prolonged_closure``, ``complete`` false) and the
     #: level then is taken as open, whatever it is: no state of the detector lasts longer
     max_closure_ms: float = 60000.0
+    #: plausibility warnings (summary.json ``warnings``, :mod:`eyeblink.signals.plausibility`): the blink rate in
+    #: any ``rate_window_s`` window outside [``min_rate_per_min``, ``max_rate_per_min``]; the open-eye baseline
+    #: moving by more than ``max_baseline_change`` of its median
+    rate_window_s: float = 120.0
+    min_rate_per_min: float = 1.0
+    max_rate_per_min: float = 60.0
+    max_baseline_change: float = 0.3
 
     def __post_init__(self) -> None:
         _require(self.onset_model in ("quadratic", "threshold"),
@@ -224,7 +231,7 @@ class BlinkConfig:
                  "blink ratios must satisfy 0 < close_ratio < open_ratio <= onset_ratio < 1, got "
                  f"close={self.close_ratio}, open={self.open_ratio}, onset={self.onset_ratio}")
         for name in ("baseline_window_ms", "min_baseline_ms", "max_gap_ms", "appearance_z", "appearance_min_sigma",
-                     "max_blink_ms", "settle_ms", "settle_tolerance"):
+                     "max_blink_ms", "settle_ms", "settle_tolerance", "rate_window_s", "max_baseline_change"):
             _require(getattr(self, name) > 0, f"blinks.{name} must be > 0, got {getattr(self, name)}")
         for name in ("min_duration_ms", "noise_k", "merge_gap_ms", "smooth_ms"):
             _require(getattr(self, name) >= 0, f"blinks.{name} must be >= 0, got {getattr(self, name)}")
@@ -235,6 +242,9 @@ class BlinkConfig:
             _require(0.0 < getattr(self, name) <= 1.0, f"blinks.{name} must be in (0, 1], got {getattr(self, name)}")
         _require(self.appearance_needs_lid in (None, True, False),
                  f"blinks.appearance_needs_lid must be true or false, got {self.appearance_needs_lid!r}")
+        _require(0.0 <= self.min_rate_per_min < self.max_rate_per_min,
+                 f"blinks.min_rate_per_min ({self.min_rate_per_min}) must be >= 0 and < max_rate_per_min "
+                 f"({self.max_rate_per_min})")
         _require(self.max_closure_ms >= self.max_blink_ms + self.settle_ms,
                  f"blinks.max_closure_ms ({self.max_closure_ms}) must be >= max_blink_ms + settle_ms "
                  f"({self.max_blink_ms + self.settle_ms})")

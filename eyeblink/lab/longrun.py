@@ -403,7 +403,7 @@ def score_joined(frames_csv: Path, truth_json: Path, minutes: float, cfg: BlinkC
     cfg = cfg or BlinkConfig()
     truth = json.loads(truth_json.read_text(encoding="utf-8"))
     header, rows = read_table(frames_csv)
-    k_f, k_t, k_l, k_r = (header.index(c) for c in ("frame", "timestamp_s", "ear_left", "ear_right"))
+    k_t, k_l, k_r = (header.index(c) for c in ("timestamp_s", "ear_left", "ear_right"))
 
     def num(x: str) -> float:
         return float(x) if x not in ("", "nan") else math.nan
