@@ -17,7 +17,7 @@ from eyeblink import __version__
 from eyeblink.api import check_workers, process_workers, progress_factory, run_process
 from eyeblink.config import LANDMARK_MODELS, STAGES, run_config_from_args
 from eyeblink.errors import INPUT_DAMAGED_EXIT, ConfigError, EyeblinkError, one_line
-from eyeblink.lab import bench, train, train_detector
+from eyeblink.lab import bench, longrun, train, train_detector
 
 DESCRIPTION = """\
 Eyeblink detection for high-speed face recordings (e.g. 640x480 grayscale at
@@ -166,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_run_options(e)
     bench.add_parser(sub)
+    longrun.add_parser(sub)
     train.add_parser(sub)
     train_detector.add_parser(sub)
     from eyeblink.runtime import batch as _batch  # no Ray import: the CLI stays light
@@ -306,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval, "bench": bench.run,
+    handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval, "bench": bench.run, "eval-long": longrun.run,
                "train-landmarks": train.run, "train-detector": train_detector.run, "batch": _run_batch,
                "live": cmd_live, "report": cmd_report}[args.command]
     logs = None

@@ -67,11 +67,13 @@ def trace(fps: float, duration_s: float, blinks: Sequence[tuple[float, float, fl
     return np.stack([left * (1 - c), right * (1 - c)], axis=1)
 
 
-def check_invariants(events: Sequence[BlinkEvent], cfg: BlinkConfig) -> None:
+def check_invariants(events: Sequence[BlinkEvent], cfg: BlinkConfig, fps: float) -> None:
     for e in events:
         assert e.start_frame <= e.peak_frame <= e.end_frame
         assert e.start_s <= e.peak_s <= e.end_s
-        assert e.duration_ms == pytest.approx((e.end_s - e.start_s) * 1000)
+        # inclusive frames: the span plus one frame interval (a one-frame blink lasts one interval, not 0 ms)
+        assert e.duration_ms == pytest.approx((e.end_s - e.start_s) * 1000 + 1000 / fps)
+        assert e.kind == ("prolonged_closure" if e.duration_ms > cfg.max_blink_ms else "blink")
         if e.complete:
             assert e.duration_ms >= cfg.min_duration_ms - 1e-9
         assert math.isnan(e.amplitude) or 0.0 <= e.amplitude <= 1.0
@@ -196,7 +198,7 @@ def test_frames_dropped_during_the_warm_up_keep_the_blink_before_them(fps: float
     events = run(ears[keep], fps, t=t[keep])
     assert [e.start_s for e in events] == pytest.approx([0.25, 2.0], abs=0.05)
     assert all(e.complete for e in events)
-    check_invariants(events, BlinkConfig())
+    check_invariants(events, BlinkConfig(), fps)
 
 
 def test_input_shorter_than_the_warm_up_is_still_judged() -> None:
@@ -243,7 +245,7 @@ def test_gap_inside_a_blink_ends_it_incomplete(fps: float, gap_at_s: float) -> N
     events = run(ears[keep], fps, t=t[keep])
     assert events and not events[0].complete
     assert events[0].end_s < gap_at_s
-    check_invariants(events, BlinkConfig())
+    check_invariants(events, BlinkConfig(), fps)
 
 
 def test_missing_eye_samples_are_gaps_not_blinks() -> None:
@@ -371,7 +373,7 @@ def test_state_machine_invariants(slots: list[tuple[float, float, float, float, 
     ears = trace(fps, 1.5 + len(slots), _plan(slots), left=left, right=right)
     ears = np.abs(ears + rng.normal(0, noise, size=ears.shape))  # non-negative signal
     ears[rng.random(ears.shape) < nan_frac] = np.nan
-    check_invariants(run(ears, fps, cfg), cfg)
+    check_invariants(run(ears, fps, cfg), cfg, fps)
 
 
 @settings(max_examples=40, deadline=None)
