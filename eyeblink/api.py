@@ -520,7 +520,8 @@ class LiveSession:
         self.cfg = cfg
         self.source_spec = source
         self.output = output
-        self.tap: LiveTap = LiveTap.from_config(self.live_config) or LiveTap()
+        self.tap: LiveTap = (LiveTap.from_config(self.live_config, cfg.blinks.max_blink_ms)
+                             or LiveTap(stable_ms=self.live_config.stable_ms, max_blink_ms=cfg.blinks.max_blink_ms))
         self.tap.listeners.append(self._on_item)
         self.result: Session | None = None
         self.missed = 0
@@ -732,7 +733,7 @@ def live(source: str, output: str | Path | None = None, **settings: Any) -> Live
     written as the frames arrive (``None``: a temporary folder, removed at the end; the tables stay in
     :attr:`LiveSession.result`). ``settings``: the preset keys as for :func:`process`, the live ones of
     :class:`~eyeblink.config.LiveConfig` (``lsl``, ``lsl_name``, ``lsl_wait_s``, ``gate_port``,
-    ``stable_ms``, ``prolonged_ms``, ``duration_s``, ``overload``, ``workers``, ``buffer_s``, ...), ``name``,
+    ``stable_ms``, ``duration_s``, ``overload``, ``workers``, ``buffer_s``, ...), ``name``,
     ``reconnect``, ``stream_options`` (a dict of FFmpeg options), ``read_timeout_s``, ``report``, the
     conditioning options and the callbacks ``on_frame``, ``on_blink``, ``on_state``. A wrong setting raises
     :class:`SettingsError` at once, before any model loads.

@@ -491,8 +491,6 @@ class LiveConfig:
     gate_port: int | None = None
     #: "open and stable": the eye state ``open`` held this long (capture time) -> the ``open_stable`` event
     stable_ms: float = 200.0
-    #: "prolonged closure": the eye state ``closed`` held this long -> the ``prolonged_closure`` event
-    prolonged_ms: float = 500.0
 
     def __post_init__(self) -> None:
         _require(isinstance(self.lsl_name, str) and self.lsl_name.strip() != "",
@@ -501,7 +499,6 @@ class LiveConfig:
         _require(self.gate_port is None or 0 <= self.gate_port <= 65535,
                  f"--gate-port must be in 0..65535 (0 = any free port), got {self.gate_port}")
         _require(self.stable_ms > 0, f"--stable-ms must be > 0 ms, got {self.stable_ms}")
-        _require(self.prolonged_ms > 0, f"--prolonged-ms must be > 0 ms, got {self.prolonged_ms}")
         _require(self.landmarks in LIVE_LANDMARKS,
                  f"live landmarks must be one of {', '.join(LIVE_LANDMARKS)}, got {self.landmarks!r}")
         _require(self.overload in OVERLOAD_POLICIES,

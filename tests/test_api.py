@@ -87,9 +87,10 @@ class GateClient:
 
 
 def test_gate_tracker_reads_the_detectors_changes_and_times_the_held_states() -> None:
-    """``state`` per change plus blink_start/blink_end/face_lost/face_found; open_stable after stable_ms of
-    capture time in ``open``, prolonged_closure after prolonged_ms in ``closed``, each once per stay."""
-    tr = GateTracker(stable_ms=200, prolonged_ms=300)
+    """``state`` per change plus blink_start/blink_end/face_lost/face_found; open_stable once ``open`` has been
+    held stable_ms of capture time (once per stay); prolonged_closure once an event has lasted max_blink_ms, the
+    detector's own bound of a blink (once per event, whether the eye is closed or reopening by then)."""
+    tr = GateTracker(stable_ms=200, max_blink_ms=300)
     ev = tr.change(StateChange(0, 0.0, EyeState.OPEN, EyeState.NO_FACE))
     assert [e.event for e in ev] == ["state", "face_found"] and ev[0].marker == "state:open"
     assert tr.tick(50, 0.1) == [] and not tr.is_open_for(200)
@@ -101,14 +102,18 @@ def test_gate_tracker_reads_the_detectors_changes_and_times_the_held_states() ->
     assert not tr.is_open_for(0)
     tr.change(StateChange(112, 0.224, EyeState.CLOSED, EyeState.CLOSING))
     assert tr.tick(200, 0.4) == []
-    (prolonged,) = tr.tick(262, 0.524)
-    assert prolonged.event == "prolonged_closure" and prolonged.state == EyeState.CLOSED
-    tr.change(StateChange(300, 0.6, EyeState.REOPENING, EyeState.CLOSED))
+    tr.change(StateChange(230, 0.46, EyeState.REOPENING, EyeState.CLOSED))
+    (prolonged,) = tr.tick(260, 0.52)  # 300 ms after the event began at 0.22 s
+    assert prolonged.event == "prolonged_closure" and prolonged.extra["since_s"] == pytest.approx(0.22)
+    assert tr.tick(261, 0.522) == []  # once per event
     assert [e.event for e in tr.change(StateChange(304, 0.608, EyeState.OPEN, EyeState.REOPENING))] == [
         "state", "blink_end"]
-    assert [e.event for e in tr.change(StateChange(400, 0.8, EyeState.NO_FACE, EyeState.OPEN))] == [
+    tr.change(StateChange(310, 0.62, EyeState.CLOSING, EyeState.OPEN))
+    tr.change(StateChange(320, 0.64, EyeState.OPEN, EyeState.CLOSING))
+    assert [e.event for e in tr.tick(500, 1.0)] == ["open_stable"]  # a short event: no prolonged_closure
+    assert [e.event for e in tr.change(StateChange(600, 1.2, EyeState.NO_FACE, EyeState.OPEN))] == [
         "state", "face_lost"]
-    assert tr.tick(600, 1.2) == []  # no_face is not timed
+    assert tr.tick(900, 1.8) == []  # no_face is not timed
 
 
 # ------------------------------------------------------------------------------------------ settings

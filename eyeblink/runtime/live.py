@@ -572,9 +572,6 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
     lab.add_argument("--stable-ms", type=float, default=200.0, metavar="MS",
                      help="the open_stable event: the eye state open held for MS milliseconds of capture time "
                           "(default: %(default)s)")
-    lab.add_argument("--prolonged-ms", type=float, default=500.0, metavar="MS",
-                     help="the prolonged_closure event: the eye state closed held for MS milliseconds "
-                          "(default: %(default)s)")
     m = p.add_argument_group("metrics (pip install 'eyeblink[metrics]')")
     m.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus metrics on http://HOST:PORT/metrics (0 = any free port)")
@@ -647,8 +644,7 @@ def live_config_from_args(args: argparse.Namespace, cfg: RunConfig) -> LiveConfi
                       batch_frames=args.batch_frames, buffer_s=args.buffer, duration_s=args.duration,
                       metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                       landmarks="auto" if auto else cfg.landmarks.model, lsl=args.lsl, lsl_name=args.lsl_name,
-                      lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms,
-                      prolonged_ms=args.prolonged_ms)
+                      lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms)
 
 
 def run(args: argparse.Namespace, cfg: RunConfig) -> int:
@@ -663,7 +659,8 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
     options = stream_options(args.stream_option)
     live = live_config_from_args(args, cfg)
     outdir = ensure_output_dir(Path(args.output))
-    tap = LiveTap.from_config(live, announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
+    tap = LiveTap.from_config(live, cfg.blinks.max_blink_ms,
+                              announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
     analysis = options_from_args(args)
     pipe, source, cfg = prepare(args.source, cfg, live, name=args.name, report=args.report, analysis=analysis,
                                 tap=tap, stream=StreamOptions(options=options, read_timeout_s=args.read_timeout,

@@ -13,7 +13,9 @@ The live sink (:class:`eyeblink.runtime.live._LiveRun`) writes rows and blink ev
 The eye's state is **not** decided here. The blink detector owns the state machine
 (:mod:`eyeblink.signals.state`, :meth:`BlinkDetector.pop_state_changes`); :class:`GateTracker` only reads its
 changes and adds the two timed facts a rig asks for: ``open_stable`` (``open`` held for ``stable_ms`` of
-capture time) and ``prolonged_closure`` (``closed`` held for ``prolonged_ms``).
+capture time) and ``prolonged_closure`` (the eye has not been back to ``open`` for ``blinks.max_blink_ms`` since
+the event began: the detector's own line between a blink and a prolonged closure, said as soon as it is crossed
+instead of when the event ends).
 
 Clocks: a frame's capture time (``timestamp_s`` in ``frames.csv``, the source's own clock) is mapped onto
 LSL's clock (:func:`pylsl.local_clock`, ``CLOCK_MONOTONIC`` on Linux, the clock ``time.perf_counter`` and
@@ -113,30 +115,36 @@ class GateTracker:
     """The current eye state (from the detector's :class:`StateChange` records) and the events it implies.
 
     Not a state machine of its own: :meth:`change` takes the detector's changes as they are; :meth:`tick`
-    only measures how long the current state has been held (capture time) for ``open_stable`` and
-    ``prolonged_closure``, each sent once per stay in its state.
+    only measures time on the capture clock: ``open_stable`` once ``open`` has been held for ``stable_ms``
+    (once per stay), ``prolonged_closure`` once an event (from leaving ``open`` for ``closing`` or ``closed``
+    until ``open`` again) has lasted ``max_blink_ms``, the detector's own bound of a blink (once per event).
     """
 
-    def __init__(self, stable_ms: float = 200.0, prolonged_ms: float = 500.0) -> None:
+    def __init__(self, stable_ms: float = 200.0, max_blink_ms: float = 1000.0) -> None:
         self.stable_s = stable_ms / 1000.0
-        self.prolonged_s = prolonged_ms / 1000.0
+        self.max_blink_s = max_blink_ms / 1000.0
         self.state = EyeState.NO_FACE
         self.since_frame = 0
         self.since_s = math.nan  # capture time the current state began (NaN: before the first change)
+        self.event_s = math.nan  # capture time the current event (closing .. open) began (NaN: none)
         self.last_frame = -1
         self.last_s = math.nan
-        self._held_sent = False
+        self._stable_sent = False
+        self._prolonged_sent = False
 
     def change(self, ch: StateChange) -> list[GateEvent]:
         """The events of one detector state change (``state`` first, then the named ones)."""
-        self.state, self.since_frame, self.since_s, self._held_sent = ch.state, ch.frame, ch.timestamp_s, False
+        self.state, self.since_frame, self.since_s, self._stable_sent = ch.state, ch.frame, ch.timestamp_s, False
         ev = [GateEvent("state", ch.frame, ch.timestamp_s, ch.state, ch.previous)]
         closing = (EyeState.CLOSING, EyeState.CLOSED)
         if ch.previous == EyeState.OPEN and ch.state in closing:
+            self.event_s, self._prolonged_sent = ch.timestamp_s, False
             ev.append(GateEvent("blink_start", ch.frame, ch.timestamp_s, ch.state, ch.previous))
         elif ch.state == EyeState.OPEN and ch.previous in (*closing, EyeState.REOPENING):
+            self.event_s = math.nan
             ev.append(GateEvent("blink_end", ch.frame, ch.timestamp_s, ch.state, ch.previous))
         if ch.state == EyeState.NO_FACE and ch.previous != EyeState.NO_FACE:
+            self.event_s = math.nan  # the event is no longer measured
             ev.append(GateEvent("face_lost", ch.frame, ch.timestamp_s, ch.state, ch.previous))
         elif ch.previous == EyeState.NO_FACE and ch.state != EyeState.NO_FACE:
             ev.append(GateEvent("face_found", ch.frame, ch.timestamp_s, ch.state, ch.previous))
@@ -145,15 +153,18 @@ class GateTracker:
     def tick(self, frame: int, t: float) -> list[GateEvent]:
         """Frame ``frame`` (capture time ``t``) was written: ``open_stable`` / ``prolonged_closure`` when due."""
         self.last_frame, self.last_s = frame, t
-        if self._held_sent or not (t - self.since_s >= 0):
-            return []
-        name, need = {EyeState.OPEN: ("open_stable", self.stable_s),
-                      EyeState.CLOSED: ("prolonged_closure", self.prolonged_s)}.get(self.state, (None, 0.0))
-        if name is None or t - self.since_s < need - 1e-9:
-            return []
-        self._held_sent = True
-        return [GateEvent(name, frame, t, self.state, None, {"since_s": self.since_s,
-                                                            "held_ms": (t - self.since_s) * 1000.0})]
+        out: list[GateEvent] = []
+        if (self.state == EyeState.OPEN and not self._stable_sent
+                and t - self.since_s >= self.stable_s - 1e-9):
+            self._stable_sent = True
+            out.append(GateEvent("open_stable", frame, t, self.state, None,
+                                 {"since_s": self.since_s, "held_ms": (t - self.since_s) * 1000.0}))
+        if (self.state in (EyeState.CLOSING, EyeState.CLOSED, EyeState.REOPENING) and not self._prolonged_sent
+                and t - self.event_s >= self.max_blink_s - 1e-9):
+            self._prolonged_sent = True
+            out.append(GateEvent("prolonged_closure", frame, t, self.state, None,
+                                 {"since_s": self.event_s, "held_ms": (t - self.event_s) * 1000.0}))
+        return out
 
     def held_s(self) -> float:
         """How long (capture time) the current state has been held at the last written frame (0 if unknown)."""
@@ -382,14 +393,14 @@ class LiveTap:
     """
 
     def __init__(self, *, lsl: bool = False, lsl_name: str = "eyeblink", lsl_wait_s: float = 0.0,
-                 gate_port: int | None = None, stable_ms: float = 200.0, prolonged_ms: float = 500.0,
+                 gate_port: int | None = None, stable_ms: float = 200.0, max_blink_ms: float = 1000.0,
                  announce: Callable[[str], None] | None = None) -> None:
         self.lsl_enabled = lsl
         self.lsl_name = lsl_name
         self.lsl_wait_s = lsl_wait_s
         self.gate_port = gate_port
         self.bound_port: int | None = None  # the gate's port once listening (gate_port 0: the one chosen)
-        self.tracker = GateTracker(stable_ms, prolonged_ms)
+        self.tracker = GateTracker(stable_ms, max_blink_ms)
         self.announce = announce
         self.listeners: list[Listener] = []
         self.detector: BlinkDetector | None = None
@@ -404,12 +415,14 @@ class LiveTap:
         self.opened = threading.Event()  # set once the outlets and the socket exist (before the source connects)
 
     @classmethod
-    def from_config(cls, live: Any, announce: Callable[[str], None] | None = None) -> LiveTap | None:
-        """The tap a :class:`~eyeblink.config.LiveConfig` asks for (None: no LSL and no gate socket)."""
+    def from_config(cls, live: Any, max_blink_ms: float,
+                    announce: Callable[[str], None] | None = None) -> LiveTap | None:
+        """The tap a :class:`~eyeblink.config.LiveConfig` asks for (None: no LSL and no gate socket);
+        ``max_blink_ms``: the blink detector's (``blinks.max_blink_ms``), the line of ``prolonged_closure``."""
         if not live.lsl and live.gate_port is None:
             return None
         return cls(lsl=live.lsl, lsl_name=live.lsl_name, lsl_wait_s=live.lsl_wait_s, gate_port=live.gate_port,
-                   stable_ms=live.stable_ms, prolonged_ms=live.prolonged_ms, announce=announce)
+                   stable_ms=live.stable_ms, max_blink_ms=max_blink_ms, announce=announce)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -451,7 +464,7 @@ class LiveTap:
         return {"event": "hello", "version": __version__, "source": self.source, "stem": self.stem,
                 "state": tr.state.value, "since_frame": tr.since_frame, "since_s": _finite(tr.since_s),
                 "frame": tr.last_frame, "timestamp_s": _finite(tr.last_s), "stable_ms": tr.stable_s * 1000.0,
-                "prolonged_ms": tr.prolonged_s * 1000.0, "sent_time": time.perf_counter()}
+                "max_blink_ms": tr.max_blink_s * 1000.0, "sent_time": time.perf_counter()}
 
     def close(self, reason: str | None = None) -> None:
         if self.gate is not None:
@@ -532,5 +545,5 @@ class LiveTap:
         """The ``live.publish`` section of ``summary.json``."""
         return {"lsl": {"samples": self.lsl_name, "markers": f"{self.lsl_name}-markers"} if self.lsl_enabled else None,
                 "gate_port": self.bound_port,
-                "stable_ms": self.tracker.stable_s * 1000.0, "prolonged_ms": self.tracker.prolonged_s * 1000.0,
+                "stable_ms": self.tracker.stable_s * 1000.0, "max_blink_ms": self.tracker.max_blink_s * 1000.0,
                 "lsl_offset_s": self._offset, "events": self.events}
