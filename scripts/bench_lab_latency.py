@@ -134,6 +134,7 @@ def main() -> int:
     pipeline = (arr[:, 1] - arr[:, 0])[keep]  # arrival -> the row written by the sink
     gate = [(t, m) for t, m in data["gate"] if m.get("event") == "state" and m["frame"] >= skip]
     gate_lat = np.array([t - m["arrival_time"] for t, m in gate if m.get("arrival_time") is not None])
+    gate_transport = np.array([t - m["sent_time"] for t, m in gate])  # the line sent -> received by the client
     rows = result.frames
     res = {
         "machine": {"cpus": os.cpu_count(), "loadavg_before": [round(x, 2) for x in load_before],
@@ -148,6 +149,7 @@ def main() -> int:
         "arrival_to_gate_state_line": pct(gate_lat),
         "of_which_arrival_to_row_written": pct(pipeline[np.isfinite(pipeline)]),
         "of_which_row_written_to_lsl_sample": pct(publish[np.isfinite(publish)]),
+        "of_which_gate_line_sent_to_received": pct(gate_transport),
         "pipeline_latency_ms_p99": result.summary["timings"].get("latency_ms_p99"),
     }
     text = json.dumps(res, indent=2)
