@@ -228,13 +228,21 @@ def _type_ok(value: Any, default: Any) -> str | None:
     return None
 
 
+_PROTOTYPES = (("bool", False), ("int", 0), ("float", 0.0), ("str", ""))
+
+
 def _field_defaults(cls: type) -> dict[str, Any]:
-    out = {}
+    """Each field of a config dataclass -> a value of its type (for a ``None`` default: one of the annotation's
+    first type, ``float | None`` -> 0.0), which :func:`_type_ok` compares a setting with."""
+    out: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.default is not dataclasses.MISSING:
             out[f.name] = f.default
         elif f.default_factory is not dataclasses.MISSING:
             out[f.name] = f.default_factory()
+        if out.get(f.name) is None:
+            kind = str(f.type).split("|")[0].strip()
+            out[f.name] = next((v for name, v in _PROTOTYPES if kind == name), None)
     return out
 
 
@@ -506,8 +514,12 @@ class LiveSession:
             live_defaults = _field_defaults(LiveConfig)
             for k, v in rest.items():
                 want = _type_ok(v, live_defaults[k])
-                if want is not None and not (k in ("duration_s", "metrics_port", "gate_port") and v is None):
+                if want is not None:
                     raise ConfigError(f"live {k} must be {want}, got {v!r}")
+            for k, proto in (("reconnect", 0), ("read_timeout_s", 0.0)):
+                want = _type_ok(stream.get(k), proto)
+                if want is not None or (stream.get(k) or 0) < 0:
+                    raise ConfigError(f"{k} must be {want or 'a number >= 0'}, got {stream[k]!r}")
             self.live_config = LiveConfig(**{**rest, "landmarks": "auto" if auto else cfg.landmarks.model})
             from eyeblink.sources.live import StreamOptions
 
