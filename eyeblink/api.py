@@ -509,7 +509,8 @@ class LiveSession:
             self._analysis = _analysis(rest)
             self._name = rest.pop("name", None)
             self._report = bool(rest.pop("report", False))
-            stream = {k: rest.pop(k) for k in ("reconnect", "stream_options", "read_timeout_s") if k in rest}
+            stream: dict[str, Any] = {k: rest.pop(k) for k in ("reconnect", "stream_options", "read_timeout_s")
+                                      if k in rest}
             auto = landmarks in (None, "auto") and cfg.landmarks.model_path is None
             live_defaults = _field_defaults(LiveConfig)
             for k, v in rest.items():
