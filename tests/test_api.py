@@ -116,6 +116,38 @@ def test_gate_tracker_reads_the_detectors_changes_and_times_the_held_states() ->
     assert tr.tick(900, 1.8) == []  # no_face is not timed
 
 
+def test_gate_server_drops_a_client_that_stops_reading_and_never_blocks() -> None:
+    """Real sockets on 127.0.0.1: a client that never reads is dropped once 1 MB waits for it; a reading client
+    gets hello and every line, in order; the server's send never waits for either."""
+    from eyeblink.runtime.publish import MAX_CLIENT_BACKLOG, GateServer
+
+    server = GateServer(0, lambda: {"event": "hello"})
+    try:
+        stuck = socket.socket()
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: no autotuning
+        stuck.connect(("127.0.0.1", server.port))
+        reader = GateClient(server.port)
+        deadline = time.monotonic() + 10
+        while server.clients < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.clients == 2
+        pad = "x" * 1000
+        n = 8 * MAX_CLIENT_BACKLOG // 1000  # past the kernel's send buffer (<= 4 MB) and the 1 MB backlog
+        t0 = time.perf_counter()
+        for i in range(n):
+            server.send({"event": "state", "i": i, "pad": pad})
+        assert time.perf_counter() - t0 < 10  # no send waited on the stuck client (~8 MB in all)
+        while server.clients > 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.clients == 1  # the stuck one is gone, the reader stays
+    finally:
+        server.close({"event": "end"})
+    lines = reader.join()
+    assert lines[0] == {"event": "hello"} and lines[-1] == {"event": "end"}
+    assert [m["i"] for m in lines[1:-1]] == list(range(n))
+    stuck.close()
+
+
 # ------------------------------------------------------------------------------------------ settings
 
 
