@@ -269,18 +269,23 @@ def test_live_api_on_a_loopback_stream_rows_blinks_states_and_the_gate_socket(tm
     import eyeblink
     from eyeblink.runtime.publish import LiveRow
 
+    pylsl = pytest.importorskip("pylsl")
+    lsl_name = f"eyeblink-test-{uuid.uuid4().hex[:8]}"
     port = free_port()
     sender = start_sender(port, "--fps", "500", "--duration", "3")
     seen: dict[str, list] = {"frame": [], "blink": [], "state": []}
     items: list = []
     try:
-        with eyeblink.live(f"tcp://127.0.0.1:{port}", tmp_path, name="cam", gate_port=0, workers=2,
-                           on_frame=seen["frame"].append, on_blink=seen["blink"].append,
+        with eyeblink.live(f"tcp://127.0.0.1:{port}", tmp_path, name="cam", gate_port=0, workers=2, lsl=True,
+                           lsl_name=lsl_name, on_frame=seen["frame"].append, on_blink=seen["blink"].append,
                            on_state=seen["state"].append) as s:
             assert s.gate_port and s.gate_port > 0
             client = GateClient(s.gate_port)
             assert s.wait_until_open(stable_ms=200, timeout_s=60)
             assert s.state == EyeState.OPEN and s.time_s >= 0.2
+            # no fps given: the outlets were made once the stream was connected, at the stream's own rate
+            (info,) = pylsl.resolve_byprop("name", lsl_name, 1, 30)
+            assert info.nominal_srate() == 500
             items.extend(s)  # until the stream ends (3 s)
     finally:
         sender.kill()

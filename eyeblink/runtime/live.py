@@ -205,7 +205,7 @@ class _LiveRun(_Run):
                         raise WorkerError(f"the workers did not load their models within "
                                           f"{self.par.stall_timeout_s:.0f} s")
             source.cancelled = self.capture_stop.is_set
-            if self.tap is not None:  # outlets and the gate socket exist before the first frame
+            if self.tap is not None:  # the gate socket (and the outlets if their rate is known) before any frame
                 self.tap.open(source=source.spec, stem=source.name, nominal_fps=self.cfg.fps or source.nominal_fps,
                               eye_model=self.model or self.cfg.landmarks.model, cancelled=self.capture_stop.is_set)
             log.info("waiting for %s", source.spec)
@@ -223,6 +223,8 @@ class _LiveRun(_Run):
                                                                 self.cfg.landmarks.mesh_reuse_ms)
                 self.cfg = replace(self.cfg, landmarks=replace(self.cfg.landmarks, model=self.model))
                 log.info("landmark model %s", self.model_reason)
+            if self.tap is not None:  # a stream's own rate is known now; the capture has not started
+                self.tap.connected(source.nominal_fps, self.cfg.landmarks.model)
             self.par = self.live.parallel(source.nominal_fps, base=self.par)
             slots = self.par.slots
             if self.accelerated:

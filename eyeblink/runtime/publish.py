@@ -410,6 +410,8 @@ class LiveTap:
         self.stem = ""
         self._arrival: OrderedDict[int, float] = OrderedDict()
         self._offset: float | None = None  # lsl_time - capture time (set at the first frame)
+        self._eye_model = ""
+        self._timestamps: str | None = None
         self.frames = 0
         self.events = 0
         self.opened = threading.Event()  # set once the outlets and the socket exist (before the source connects)
@@ -437,22 +439,36 @@ class LiveTap:
 
     def open(self, *, source: str, stem: str, nominal_fps: float | None, eye_model: str,
              timestamps: str | None = None, cancelled: Callable[[], bool] | None = None) -> None:
-        """Create the outlets and the socket (before the source connects), then wait for an LSL inlet if asked."""
+        """Before the source connects: the gate socket, and the LSL outlets when their rate is known now
+        (``nominal_fps``: ``--fps`` or a camera's) or an inlet is to be waited for (``lsl_wait_s``); otherwise
+        the outlets wait for :meth:`connected`, when a network stream's own rate is known."""
         self.source, self.stem = source, stem
+        self._eye_model, self._timestamps = eye_model, timestamps
         if self.gate_port is not None and self.gate is None:
             self.gate = GateServer(self.gate_port, self._hello)
             self.bound_port = self.gate.port
             self._say(f"gate: JSON lines on tcp://127.0.0.1:{self.gate.port}")
-        if self.lsl_enabled and self.lsl is None:
-            self.lsl = LslOutlets(self.lsl_name, source=source, stem=stem, nominal_fps=nominal_fps,
-                                  eye_model=eye_model, timestamps=timestamps)
-            rate = "irregular (declare --fps)" if not self.lsl.nominal_fps else f"{self.lsl.nominal_fps:g} Hz"
-            self._say(f"lsl: streams {self.lsl_name!r} (samples, {rate}) and {self.lsl_name + '-markers'!r}")
+        if nominal_fps or self.lsl_wait_s > 0:
+            self._open_lsl(nominal_fps)
         self.opened.set()
         if self.lsl is not None and self.lsl_wait_s > 0:
             ok = self.lsl.wait_for_consumers(self.lsl_wait_s, cancelled)
             self._say("lsl: an inlet is connected" if ok else
                       f"lsl: no inlet after {self.lsl_wait_s:g} s; starting anyway")
+
+    def connected(self, nominal_fps: float | None, eye_model: str | None = None) -> None:
+        """The source is connected (its rate known), the capture not started: the outlets, if not made yet."""
+        if eye_model:
+            self._eye_model = eye_model
+        self._open_lsl(nominal_fps)
+
+    def _open_lsl(self, nominal_fps: float | None) -> None:
+        if not self.lsl_enabled or self.lsl is not None:
+            return
+        self.lsl = LslOutlets(self.lsl_name, source=self.source, stem=self.stem, nominal_fps=nominal_fps,
+                              eye_model=self._eye_model, timestamps=self._timestamps)
+        rate = "irregular rate (declare --fps)" if not self.lsl.nominal_fps else f"{self.lsl.nominal_fps:g} Hz"
+        self._say(f"lsl: streams {self.lsl_name!r} (samples, {rate}) and {self.lsl_name + '-markers'!r}")
 
     def _say(self, text: str) -> None:
         log.info("%s", text)
