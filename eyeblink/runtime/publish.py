@@ -69,7 +69,8 @@ MAX_CLIENT_BACKLOG = 1 << 20
 class LiveRow(NamedTuple):
     """One row of a live session as written to ``frames.csv`` (empty cells are NaN), plus its arrival time.
 
-    ``arrival_time`` is when the frame was received, on LSL's clock (``time.perf_counter`` on Linux).
+    ``arrival_time`` is when the frame was received, ``time.perf_counter()`` (``CLOCK_MONOTONIC`` on Linux, the
+    clock ``pylsl.local_clock()`` reads there too).
     """
 
     frame: int
@@ -196,6 +197,7 @@ class LslOutlets:
         minfo = pylsl.StreamInfo(f"{name}-markers", "Markers", 1, pylsl.IRREGULAR_RATE, pylsl.cf_string,
                                  f"{source_id}:markers")
         self._describe(minfo, source=source, stem=stem, eye_model=eye_model, timestamps=timestamps, channels=False)
+        self.local_clock: Callable[[], float] = pylsl.local_clock
         self.samples = pylsl.StreamOutlet(info, 1, 360)  # chunk of 1 sample: sent at once
         self.markers = pylsl.StreamOutlet(minfo, 1, 360)
         self.name = name
@@ -411,6 +413,7 @@ class LiveTap:
         self._arrival: OrderedDict[int, float] = OrderedDict()
         self._offset: float | None = None  # lsl_time - capture time (set at the first frame)
         self._eye_model = ""
+        self._pc_to_lsl = 0.0  # LSL's clock minus perf_counter (set with the outlets)
         self._timestamps: str | None = None
         self.frames = 0
         self.events = 0
@@ -467,6 +470,8 @@ class LiveTap:
             return
         self.lsl = LslOutlets(self.lsl_name, source=self.source, stem=self.stem, nominal_fps=nominal_fps,
                               eye_model=self._eye_model, timestamps=self._timestamps)
+        clock = self.lsl.local_clock  # perf_counter -> LSL's clock (the same clock on Linux; not everywhere)
+        self._pc_to_lsl = min((clock() - time.perf_counter() for _ in range(5)), key=abs)
         rate = "irregular rate (declare --fps)" if not self.lsl.nominal_fps else f"{self.lsl.nominal_fps:g} Hz"
         self._say(f"lsl: streams {self.lsl_name!r} (samples, {rate}) and {self.lsl_name + '-markers'!r}")
 
@@ -511,7 +516,7 @@ class LiveTap:
         t = float(values[1])
         arrival = self._arrival.get(frame, math.nan)
         if self._offset is None:
-            self._offset = (arrival if math.isfinite(arrival) else time.perf_counter()) - t
+            self._offset = (arrival if math.isfinite(arrival) else time.perf_counter()) + self._pc_to_lsl - t
         f = [_num(v) for v in values[3:14]]  # ear_left .. closure; detected (values[7]) is an int
         r = LiveRow(frame, t, int(values[2]), f[0], f[1], f[2], f[3], int(values[7]), f[5], f[6], f[7], f[8], f[9],
                     f[10], int(values[14]), arrival)
