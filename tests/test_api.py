@@ -204,6 +204,22 @@ def test_a_wrong_live_flag_is_the_same_text(tmp_path: Path) -> None:
     assert proc.stderr.strip().splitlines()[-1] == f"eyeblink: error: {err.value}"
 
 
+def test_lsl_without_pylsl_is_one_line_naming_the_extra(tmp_path: Path) -> None:
+    """No pylsl: ``--lsl`` fails at once, before any model loads, with the pip command (exit status of a
+    missing extra), for the CLI and the API alike."""
+    code = ("import sys; sys.modules['pylsl'] = None; from eyeblink.cli import main; "
+            f"sys.exit(main(['live', 'tcp://127.0.0.1:1', '-o', {str(tmp_path)!r}, '--lsl']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode not in (0, 1) and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == ("eyeblink: error: --lsl needs pylsl, which is not installed; "
+                                   "pip install 'eyeblink[lsl]' (or pip install pylsl)")
+    code = ("import sys; sys.modules['pylsl'] = None; import eyeblink\n"
+            "try:\n    eyeblink.live('tcp://127.0.0.1:1', lsl=True).__enter__()\n"
+            "except eyeblink.api.MissingExtraError as e:\n    print(e)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert "pip install 'eyeblink[lsl]'" in proc.stdout, proc.stderr
+
+
 # ------------------------------------------------------------------------------------------ process / load
 
 

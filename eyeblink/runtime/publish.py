@@ -436,7 +436,11 @@ class LiveTap:
         if self.lsl_enabled:
             import importlib.util
 
-            if importlib.util.find_spec("pylsl") is None:
+            try:
+                spec = importlib.util.find_spec("pylsl")
+            except (ImportError, ValueError):  # a broken install, or blocked in sys.modules
+                spec = None
+            if spec is None:
                 raise MissingExtraError("--lsl needs pylsl, which is not installed; pip install 'eyeblink[lsl]' "
                                         "(or pip install pylsl)")
 
