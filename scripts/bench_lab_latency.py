@@ -18,6 +18,11 @@ the gate: receipt of a ``state`` line minus ``arrival_time`` in the line (the ar
 the state). The first ``--warmup`` seconds are left out: the blink detector learns the open-eye baseline over
 its first second and then publishes the warm-up's states late, by design. Dropped frames are counted from
 ``frames.csv``.
+
+The two shares: ``of_which_arrival_to_row_written`` is the pipeline's (arrival -> the sink wrote the row; its
+``on_frame`` runs right after the row's sample was pushed), ``of_which_row_written_to_lsl_sample`` what LSL adds
+after that (about 0 at the median: the inlet often has the sample before ``on_frame`` ran), and
+``of_which_gate_line_sent_to_received`` the socket's.
 """
 
 from __future__ import annotations
