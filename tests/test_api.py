@@ -116,6 +116,15 @@ def test_gate_tracker_reads_the_detectors_changes_and_times_the_held_states() ->
     assert tr.tick(900, 1.8) == []  # no_face is not timed
 
 
+def test_a_live_row_has_the_columns_of_a_live_frames_csv_and_the_package_exports_the_api() -> None:
+    import eyeblink
+    from eyeblink.runtime.live import LIVE_FRAME_COLUMNS
+
+    assert eyeblink.LiveRow._fields == (*LIVE_FRAME_COLUMNS, "arrival_time")
+    assert {"process", "load", "live", "Session", "LiveSession", "EyeState", "StateChange"} <= set(eyeblink.__all__)
+    assert eyeblink.EyeState is EyeState and eyeblink.StateChange is StateChange
+
+
 def test_gate_server_drops_a_client_that_stops_reading_and_never_blocks() -> None:
     """Real sockets on 127.0.0.1: a client that never reads is dropped once 1 MB waits for it; a reading client
     gets hello and every line, in order; the server's send never waits for either."""
