@@ -45,7 +45,7 @@ from eyeblink.config import (
     RunConfig,
     TrialConfig,
 )
-from eyeblink.errors import ConfigError, EyeblinkError, MissingExtraError, one_line
+from eyeblink.errors import ConfigError, EyeblinkError, InputNotFoundError, MissingExtraError, one_line
 from eyeblink.runtime.publish import LiveRow  # stdlib only: what a live session yields
 from eyeblink.signals.state import EyeState, StateChange  # the eye's state (one definition, the detector's)
 
@@ -102,6 +102,19 @@ class Session:
     trials: pd.DataFrame
     summary: dict[str, Any]
     paths: dict[str, Path] = field(default_factory=dict)
+
+    def write_report(self, output: str | Path | None = None) -> Path:
+        """Write the self-contained HTML report of this session (``eyeblink report OUTDIR/<stem>``): to
+        ``<stem>.report.html`` beside its files, or to ``output``; returns its path. Needs the session's files
+        (a session processed with ``output=None`` has none: process it into a folder)."""
+        from eyeblink.outputs.report import write_report
+
+        if "frames" not in self.paths:
+            raise InputNotFoundError(f"session {self.stem!r} has no files (processed with output=None); process "
+                                     "it with output=FOLDER to write its report")
+        path = write_report(self.paths["frames"].parent / self.stem, output)
+        self.paths["report"] = path
+        return path
 
     def __repr__(self) -> str:
         return (f"Session({self.stem!r}: {len(self.frames)} frames, {len(self.blinks)} blinks, "
@@ -186,7 +199,6 @@ def load(session: str | Path) -> Session:
     """
     import json
 
-    from eyeblink.errors import InputNotFoundError
     from eyeblink.outputs.export import FRAME_COLUMNS
     from eyeblink.outputs.report import split_stem
     from eyeblink.signals.blinks import BLINK_COLUMNS

@@ -272,6 +272,11 @@ def test_api_and_cli_write_identical_files_and_tables(face_recording: tuple[Path
     assert b.attrs["units"]["duration_ms"] == "ms"
     assert 0.75 < b["start_s"][0] < 0.85 and b["kind"][0] == "blink"
     assert api.trials.empty and back.summary["status"] == "ok"
+    report = api.write_report()  # `eyeblink report OUTDIR/<stem>`
+    assert report == tmp_path / "api" / "subject.report.html" and api.paths["report"] == report
+    assert report.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html")
+    with pytest.raises(eyeblink.api.InputNotFoundError, match="no files"):
+        mem[0].write_report()
     assert (f["ear_left"].isna() == (f["face"] == 0)).all()
 
 
