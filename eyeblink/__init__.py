@@ -1,9 +1,31 @@
 """eyeblink: real-time eyeblink detection for high-speed face recordings.
 
-Importing this package is cheap: heavy dependencies (dlib, ai_edge_litert, av,
-tensorflow) are imported only inside the modules that use them.
+The Python API (:mod:`eyeblink.api`)::
+
+    import eyeblink
+
+    session = eyeblink.process("session.avi")            # frames, blinks, trials as pandas DataFrames
+    session = eyeblink.load("results/session")           # a finished session back
+    with eyeblink.live("tcp://127.0.0.1:5000", gate_port=0) as s:   # a camera or stream, in real time
+        s.wait_until_open(stable_ms=200, timeout_s=5)
+
+Importing this package is cheap: heavy dependencies (pandas, dlib, ai_edge_litert, av, tensorflow) are
+imported only inside the functions and modules that use them.
 """
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+from eyeblink.api import (
+    EyeState,
+    LiveRow,
+    LiveSession,
+    Session,
+    SettingsError,
+    StateChange,
+    live,
+    load,
+    process,
+)
+
+__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SettingsError", "StateChange", "__version__", "live",
+           "load", "process"]

@@ -8,16 +8,16 @@ row computed before the failure is already on disk.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from eyeblink import __version__
+from eyeblink.api import check_workers, process_workers, progress_factory, run_process
 from eyeblink.config import LANDMARK_MODELS, STAGES, run_config_from_args
 from eyeblink.errors import INPUT_DAMAGED_EXIT, ConfigError, EyeblinkError, one_line
-from eyeblink.lab import bench, train, train_detector, train_lids
+from eyeblink.lab import bench, longrun, train, train_detector, train_lids
 
 DESCRIPTION = """\
 Eyeblink detection for high-speed face recordings (e.g. 640x480 grayscale at
@@ -169,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_run_options(e)
     bench.add_parser(sub)
+    longrun.add_parser(sub)
     train.add_parser(sub)
     train_detector.add_parser(sub)
     train_lids.add_parser(sub)
@@ -201,67 +202,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _progress_factory(disabled: bool) -> Any:
-    if disabled or not sys.stderr.isatty():
-        return None
-    from tqdm import tqdm
-
-    def make(name: str, total: int | None) -> Any:
-        return tqdm(total=total, desc=name, unit="frame", dynamic_ncols=True, leave=False)
-
-    return make
+    return progress_factory(not disabled)
 
 
-def check_workers(requested: int | None) -> None:
-    """``--workers`` within 0..4 x the CPUs: more processes than that only thrash memory and the CPUs
-    (1,000 workers on 2 cores: 10 GB and 1 FPS)."""
-    import os
-
-    if requested is None:
-        return
-    cpus = os.cpu_count() or 1
-    cap = 4 * cpus
-    if not 0 <= requested <= cap:
-        raise ConfigError(f"--workers {requested} is out of range: use 0 or 1 (one process) up to {cap} "
-                          f"(4 x the {cpus} CPUs here), or leave it out for one per physical core")
-
-
-def _process_workers(requested: int | None, cfg: Any, physical_cores: Any) -> int:
-    """Worker processes for ``process``: physical cores by default; 1 with an accelerator backend that does
-    not run in the accelerator stage.
-
-    The TensorFlow, JAX and Poplar runtimes are not fork-safe (a worker forked after the parent has loaded
-    the backend hangs), and on an accelerator the networks are meant to run in one batching process, not
-    one copy per worker. With ``detect.stage`` = ``accelerator`` (``auto`` for ``jax`` and ``tensorflow``)
-    that process is the accelerator stage of the multiprocess pipeline and the workers post-process; the
-    ``ipu`` backend, and a Keras backend with ``--stage fused``, run in one process.
-    """
-    from eyeblink.detect import BackendName
-
-    check_workers(requested)
-    accelerated = str(cfg.detect.backend).strip().lower() in (
-        BackendName.TENSORFLOW.value, BackendName.JAX.value, BackendName.IPU.value)
-    if not accelerated or cfg.detect.accelerator_stage:
-        return int(physical_cores()) if requested is None else requested
-    if requested is not None and requested > 1:
-        raise ConfigError(f"--workers {requested} is not supported with the {cfg.detect.backend!r} backend and "
-                          f"--stage {cfg.detect.stage} (its runtime is not fork-safe); use --workers 1, "
-                          "--stage accelerator (jax, tensorflow) or the litert backend")
-    return 1
+# the checks and the worker count `process` shares with the Python API (eyeblink.api)
+_process_workers = process_workers
 
 
 def cmd_process(args: argparse.Namespace) -> int:
     from eyeblink.outputs.analysis import config_from_args, options_from_args
-    from eyeblink.runtime.runner import process_paths
 
     cfg = config_from_args(run_config_from_args(args), args)
-    if args.report:  # keep the eye crops of each blink for the report's table
-        cfg = dataclasses.replace(cfg, eye_crops=True)
-    from eyeblink.runtime.parallel import physical_cores
-
-    results, failures = process_paths([Path(p) for p in args.inputs], Path(args.output), cfg,
-                                      progress=_progress_factory(args.no_progress),
-                                      workers=_process_workers(args.workers, cfg, physical_cores),
-                                      loaders=args.loaders, analysis=options_from_args(args))
+    # the same function as eyeblink.process(): the same files for the same settings
+    results, failures = run_process([Path(p) for p in args.inputs], Path(args.output), cfg,
+                                    progress=_progress_factory(args.no_progress), workers=args.workers,
+                                    loaders=args.loaders, analysis=options_from_args(args), report=args.report)
     for r in results:
         s = r.summary
         print(f"{r.stem}: {r.frames} frames, face in {r.faces}, {len(r.blinks)} blinks, "
@@ -271,11 +226,9 @@ def cmd_process(args: argparse.Namespace) -> int:
             pct = tr["percent_cr"]
             print(f"{r.stem}: {tr['trials']} trials, {tr['scored_trials']} with a valid baseline, CR in "
                   f"{tr['cr_trials']} ({'-' if pct is None else f'{pct:.0f}%'})")
-    if args.report:
-        from eyeblink.outputs.report import write_report
-
-        for r in results:
-            print(f"{r.stem}: report {write_report(r.outputs['frames'].parent / r.stem)}")
+    for r in results:
+        if "report" in r.outputs:
+            print(f"{r.stem}: report {r.outputs['report']}")
     from eyeblink.runtime.pipeline import damage_warning
 
     damaged = [r for r in results if (r.summary.get("damaged_packets") or {}).get("count")]
@@ -358,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval, "bench": bench.run,
+    handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval, "bench": bench.run, "eval-long": longrun.run,
                "train-landmarks": train.run, "train-detector": train_detector.run, "train-lids": train_lids.run,
                "batch": _run_batch,
                "live": cmd_live, "report": cmd_report}[args.command]

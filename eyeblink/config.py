@@ -197,6 +197,30 @@ class BlinkConfig:
     full_closure_quantile: float = 0.9
     full_closure_min_events: int = 3
     full_closure_amplitude: float = 0.5
+    #: longest blink: an event longer than this is a ``prolonged_closure`` (not a blink), and from then on
+    #: the detector checks whether the signal has settled at a new open level (see ``settle_ms``).
+    #: zju-dev's annotated blinks last up to 930 ms at 30 FPS (eyes shut 700 ms), spontaneous blinks
+    #: 100-400 ms; drowsiness studies call closures past 0.5-1 s long. Reported spans are widened
+    #: (from leaving to regaining ``onset_ratio``), so 1 s keeps every zju-dev blink a blink.
+    max_blink_ms: float = 1000.0
+    #: a level the EAR ratio holds for this long (80% of its samples within ``settle_tolerance`` of their
+    #: median) past ``max_blink_ms`` is a new open level when it is shallower than a closed eye (less than
+    #: ``partial_fraction`` of the full-closure amplitude): gaze, posture, glasses, light. The baseline is
+    #: re-learnt from it and the event's samples re-judged against it.
+    settle_ms: float = 1000.0
+    #: half-width of the band (EAR-ratio units) a settled level stays in; widened to 3 robust sigmas of
+    #: the open-eye ratio noise
+    settle_tolerance: float = 0.06
+    #: an event still open after this long ends (a ``prolonged_closure``, ``complete`` false) and the
+    #: level then is taken as open, whatever it is: no state of the detector lasts longer
+    max_closure_ms: float = 60000.0
+    #: plausibility warnings (summary.json ``warnings``, :mod:`eyeblink.signals.plausibility`): the blink rate in
+    #: any ``rate_window_s`` window outside [``min_rate_per_min``, ``max_rate_per_min``]; the open-eye baseline
+    #: moving by more than ``max_baseline_change`` of its median
+    rate_window_s: float = 120.0
+    min_rate_per_min: float = 1.0
+    max_rate_per_min: float = 60.0
+    max_baseline_change: float = 0.3
 
     def __post_init__(self) -> None:
         _require(self.onset_model in ("quadratic", "threshold"),
@@ -206,7 +230,8 @@ class BlinkConfig:
         _require(0.0 < self.close_ratio < self.open_ratio <= self.onset_ratio < 1.0,
                  "blink ratios must satisfy 0 < close_ratio < open_ratio <= onset_ratio < 1, got "
                  f"close={self.close_ratio}, open={self.open_ratio}, onset={self.onset_ratio}")
-        for name in ("baseline_window_ms", "min_baseline_ms", "max_gap_ms", "appearance_z", "appearance_min_sigma"):
+        for name in ("baseline_window_ms", "min_baseline_ms", "max_gap_ms", "appearance_z", "appearance_min_sigma",
+                     "max_blink_ms", "settle_ms", "settle_tolerance", "rate_window_s", "max_baseline_change"):
             _require(getattr(self, name) > 0, f"blinks.{name} must be > 0, got {getattr(self, name)}")
         for name in ("min_duration_ms", "noise_k", "merge_gap_ms", "smooth_ms"):
             _require(getattr(self, name) >= 0, f"blinks.{name} must be >= 0, got {getattr(self, name)}")
@@ -217,6 +242,12 @@ class BlinkConfig:
             _require(0.0 < getattr(self, name) <= 1.0, f"blinks.{name} must be in (0, 1], got {getattr(self, name)}")
         _require(self.appearance_needs_lid in (None, True, False),
                  f"blinks.appearance_needs_lid must be true or false, got {self.appearance_needs_lid!r}")
+        _require(0.0 <= self.min_rate_per_min < self.max_rate_per_min,
+                 f"blinks.min_rate_per_min ({self.min_rate_per_min}) must be >= 0 and < max_rate_per_min "
+                 f"({self.max_rate_per_min})")
+        _require(self.max_closure_ms >= self.max_blink_ms + self.settle_ms,
+                 f"blinks.max_closure_ms ({self.max_closure_ms}) must be >= max_blink_ms + settle_ms "
+                 f"({self.max_blink_ms + self.settle_ms})")
         _require(self.full_closure_min_events >= 1,
                  f"blinks.full_closure_min_events must be >= 1, got {self.full_closure_min_events}")
 
@@ -450,8 +481,24 @@ class LiveConfig:
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     landmarks: str = "auto"  # or a model: the run's config decides (see choose_landmarks)
+    #: Lab Streaming Layer outlets (``--lsl``; extra ``lsl``): per-frame samples and event markers
+    lsl: bool = False
+    #: the outlets' name prefix: ``<lsl_name>`` (samples) and ``<lsl_name>-markers``
+    lsl_name: str = "eyeblink"
+    #: before connecting the source, wait up to this long for an inlet on the sample stream (0: do not wait)
+    lsl_wait_s: float = 0.0
+    #: the gate's TCP port on 127.0.0.1 (JSON lines, one per state change; 0 = any free port; None = no socket)
+    gate_port: int | None = None
+    #: "open and stable": the eye state ``open`` held this long (capture time) -> the ``open_stable`` event
+    stable_ms: float = 200.0
 
     def __post_init__(self) -> None:
+        _require(isinstance(self.lsl_name, str) and self.lsl_name.strip() != "",
+                 f"--lsl-name must be a non-empty name, got {self.lsl_name!r}")
+        _require(self.lsl_wait_s >= 0, f"--lsl-wait must be >= 0 seconds, got {self.lsl_wait_s}")
+        _require(self.gate_port is None or 0 <= self.gate_port <= 65535,
+                 f"--gate-port must be in 0..65535 (0 = any free port), got {self.gate_port}")
+        _require(self.stable_ms > 0, f"--stable-ms must be > 0 ms, got {self.stable_ms}")
         _require(self.landmarks in LIVE_LANDMARKS,
                  f"live landmarks must be one of {', '.join(LIVE_LANDMARKS)}, got {self.landmarks!r}")
         _require(self.overload in OVERLOAD_POLICIES,

@@ -18,7 +18,15 @@ from hypothesis import strategies as st
 
 from eyeblink.config import BlinkConfig
 from eyeblink.errors import ConfigError
-from eyeblink.signals.blinks import BLINK_COLUMNS, BlinkDetector, BlinkEvent, patch_dissimilarity, quadratic_onset
+from eyeblink.signals.blinks import (
+    BLINK_COLUMNS,
+    STATE_BUFFER,
+    BlinkDetector,
+    BlinkEvent,
+    patch_dissimilarity,
+    quadratic_onset,
+)
+from eyeblink.signals.state import EyeState, StateChange
 
 OPEN = 0.30  # open-eye EAR of the synthetic subject
 
@@ -59,11 +67,13 @@ def trace(fps: float, duration_s: float, blinks: Sequence[tuple[float, float, fl
     return np.stack([left * (1 - c), right * (1 - c)], axis=1)
 
 
-def check_invariants(events: Sequence[BlinkEvent], cfg: BlinkConfig) -> None:
+def check_invariants(events: Sequence[BlinkEvent], cfg: BlinkConfig, fps: float) -> None:
     for e in events:
         assert e.start_frame <= e.peak_frame <= e.end_frame
         assert e.start_s <= e.peak_s <= e.end_s
-        assert e.duration_ms == pytest.approx((e.end_s - e.start_s) * 1000)
+        # inclusive frames: the span plus one frame interval (a one-frame blink lasts one interval, not 0 ms)
+        assert e.duration_ms == pytest.approx((e.end_s - e.start_s) * 1000 + 1000 / fps)
+        assert e.kind == ("prolonged_closure" if e.duration_ms > cfg.max_blink_ms else "blink")
         if e.complete:
             assert e.duration_ms >= cfg.min_duration_ms - 1e-9
         assert math.isnan(e.amplitude) or 0.0 <= e.amplitude <= 1.0
@@ -188,7 +198,7 @@ def test_frames_dropped_during_the_warm_up_keep_the_blink_before_them(fps: float
     events = run(ears[keep], fps, t=t[keep])
     assert [e.start_s for e in events] == pytest.approx([0.25, 2.0], abs=0.05)
     assert all(e.complete for e in events)
-    check_invariants(events, BlinkConfig())
+    check_invariants(events, BlinkConfig(), fps)
 
 
 def test_input_shorter_than_the_warm_up_is_still_judged() -> None:
@@ -235,7 +245,7 @@ def test_gap_inside_a_blink_ends_it_incomplete(fps: float, gap_at_s: float) -> N
     events = run(ears[keep], fps, t=t[keep])
     assert events and not events[0].complete
     assert events[0].end_s < gap_at_s
-    check_invariants(events, BlinkConfig())
+    check_invariants(events, BlinkConfig(), fps)
 
 
 def test_missing_eye_samples_are_gaps_not_blinks() -> None:
@@ -363,7 +373,7 @@ def test_state_machine_invariants(slots: list[tuple[float, float, float, float, 
     ears = trace(fps, 1.5 + len(slots), _plan(slots), left=left, right=right)
     ears = np.abs(ears + rng.normal(0, noise, size=ears.shape))  # non-negative signal
     ears[rng.random(ears.shape) < nan_frac] = np.nan
-    check_invariants(run(ears, fps, cfg), cfg)
+    check_invariants(run(ears, fps, cfg), cfg, fps)
 
 
 @settings(max_examples=40, deadline=None)
@@ -393,3 +403,71 @@ def test_same_blinks_at_30_and_500_fps(slots: list[tuple[float, float, float, fl
         assert abs(a.start_s - b.start_s) <= period
         assert abs(a.end_s - b.end_s) <= period
         assert a.complete == b.complete
+
+
+# -- the eye's state (STATE-API): the detector is the one place that decides it --------------------------
+
+
+def _states(ears: np.ndarray, fps: float, rescan_per_frame: int | None = None,
+            pop_every: int = 1) -> tuple[BlinkDetector, list[StateChange]]:
+    det = BlinkDetector(rescan_per_frame=rescan_per_frame)
+    changes: list[StateChange] = []
+    for i, (el, er) in enumerate(ears):
+        det.update(i, i / fps, float(el), float(er))
+        if i % pop_every == 0:
+            changes += det.pop_state_changes()
+    det.finish()
+    changes += det.pop_state_changes()
+    return det, changes
+
+
+@pytest.mark.parametrize("rescan_per_frame", [None, 25])
+def test_state_goes_open_closing_closed_reopening_open_through_a_blink(rescan_per_frame: int | None) -> None:
+    fps = 500.0
+    ears = trace(fps, 4.0, [(2.0, 80, 60, 150, 0.9)])
+    det, changes = _states(ears, fps, rescan_per_frame, pop_every=7)
+    seq = [c.state for c in changes]
+    assert seq == [EyeState.OPEN, EyeState.CLOSING, EyeState.CLOSED, EyeState.REOPENING, EyeState.OPEN], seq
+    assert changes[0].previous is EyeState.NO_FACE
+    assert all(a.state is b.previous for a, b in itertools.pairwise(changes))
+    assert [c.frame for c in changes] == sorted(c.frame for c in changes)
+    for c in changes:
+        assert c.timestamp_s == pytest.approx(c.frame / fps)
+    # the changes bracket the planted blink: closing at its onset, closed past 20% closure, open at its end
+    closing, closed, reopening, opened = changes[1:]
+    assert 2.0 <= closing.timestamp_s < closed.timestamp_s < 2.08 + 0.06
+    assert 2.08 + 0.06 < reopening.timestamp_s < opened.timestamp_s <= 2.0 + 0.29 + 0.002
+    assert det.state is EyeState.OPEN
+    assert det.pop_state_changes() == []
+
+
+def test_state_is_no_face_without_a_fitted_eye_and_before_the_baseline() -> None:
+    fps = 500.0
+    ears = trace(fps, 4.0, [])
+    ears[1500:1600] = np.nan  # face lost for 200 ms
+    det = BlinkDetector()
+    assert det.state is EyeState.NO_FACE
+    det.update(0, 0.0, OPEN, OPEN)
+    assert det.state is EyeState.NO_FACE  # no baseline yet: open cannot be told from closed
+    seen = []
+    for i in range(1, len(ears)):
+        det.update(i, i / fps, float(ears[i, 0]), float(ears[i, 1]))
+        seen += det.pop_state_changes()
+        if 1500 <= i < 1600:
+            assert det.state is EyeState.NO_FACE
+    assert [(c.frame, c.state) for c in seen] == [
+        (seen[0].frame, EyeState.OPEN), (1500, EyeState.NO_FACE), (1600, EyeState.OPEN)]
+    assert seen[0].frame == 0  # the warm-up frames are judged once the baseline exists, from the first
+
+
+def test_state_changes_are_a_bounded_buffer() -> None:
+    fps = 500.0
+    rng = np.random.default_rng(0)
+    ears = np.repeat(np.where(rng.random(20000) < 0.5, OPEN, np.nan)[:, None], 2, axis=1)
+    ears[:600] = OPEN
+    det = BlinkDetector()
+    for i, (el, er) in enumerate(ears):
+        det.update(i, i / fps, float(el), float(er))
+    changes = det.pop_state_changes()
+    assert len(changes) == STATE_BUFFER  # the newest kept, in order
+    assert changes[-1].frame == max(i for i in range(len(ears)) if np.isnan(ears[i, 0]) != np.isnan(ears[i - 1, 0]))

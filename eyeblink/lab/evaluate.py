@@ -239,6 +239,7 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
     rows: list[dict[str, Any]] = []
     total = EMPTY
     unscored = 0
+    prolonged = 0  # events past max_blink_ms: scored like blinks (the annotations mark every closure a blink)
     groups: dict[str, Score] = defaultdict(lambda: EMPTY)
     group_unscored: dict[str, int] = defaultdict(int)
     print(f"{'video':<28} {'truth':>5} {'det':>4} {'TP':>3} {'FP':>3} {'FN':>3} {'P':>6} {'R':>6} "
@@ -265,6 +266,7 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
                 rows.append({"video": str(video), "group": group_of(video), "truth": len(tag.blinks),
                              "detected": len(res.blinks), "unscored": outside, **sc.as_dict()})
                 unscored += outside
+                prolonged += sum(getattr(b, "kind", "blink") != "blink" for b in res.blinks)
                 group_unscored[group_of(video)] += outside
                 print(f"{video.stem:<28} {len(tag.blinks):>5} {len(res.blinks):>4} {sc.tp:>3} {sc.fp:>3} "
                       f"{sc.fn:>3} {sc.precision:>6.3f} {sc.recall:>6.3f} {sc.f1:>6.3f} {sc.mean_onset:>+6.2f}")
@@ -283,6 +285,9 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
           f"{total.fn:>3} {total.precision:>6.3f} {total.recall:>6.3f} {total.f1:>6.3f} {total.mean_onset:>+6.2f}")
     print(f"onset error: mean {total.mean_onset:+.2f} frames, mean |error| {total.mean_abs_onset:.2f} frames")
     print(f"unscored: {unscored} detection(s) entirely outside the annotated frames")
+    if prolonged:
+        print(f"prolonged closures: {prolonged} of the detections are longer than max_blink_ms (scored as detections: "
+              "the annotations call every closure a blink)")
     strict = {g: groups[g].strict(group_unscored[g]) for g in sorted(groups)}
     strict_total = total.strict(unscored)
     print("strict (the unscored detections counted as false positives): "
@@ -292,6 +297,7 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
         from eyeblink.outputs.export import clean_json
 
         report = {"dataset": str(dataset), "overall": total.as_dict(), "unscored": unscored,
+                  "prolonged_closures": prolonged,
                   "groups": {g: s.as_dict() for g, s in groups.items()},
                   "strict": {"overall": strict_total.as_dict(),
                              "groups": {g: sc.as_dict() for g, sc in strict.items()}},

@@ -251,6 +251,16 @@ def _trial_warnings(trials: Sequence[Trial], t: np.ndarray, stem: str) -> list[s
                  "recording and uses its clock (seconds from its first frame)")]
 
 
+def _signal_warnings(result: RunResult, config: RunConfig, header: list[str], rows: list[list[str]],
+                     t: np.ndarray, baseline: np.ndarray) -> list[str]:
+    """The implausible-output warnings of :mod:`eyeblink.signals.plausibility`, each also printed."""
+    from eyeblink.errors import warn
+    from eyeblink.signals.plausibility import session_warnings
+
+    face = _column(header, rows, "face") == 1 if "face" in header else None
+    return [warn(w) for w in session_warnings(result.blinks, t, baseline, face, config.blink_settings(), result.stem)]
+
+
 def finalize(result: RunResult, config: RunConfig, options: AnalysisOptions | None = None) -> RunResult:
     """The post-run pass over one processed input (see the module docstring); returns the result with
     the new outputs and summary."""
@@ -285,7 +295,8 @@ def finalize(result: RunResult, config: RunConfig, options: AnalysisOptions | No
     outputs = dict(result.outputs)
     summary = dict(result.summary)
     summary["closure"] = cal.as_dict()
-    summary["warnings"] = [*summary.get("warnings", []), *_trial_warnings(trials, t, result.stem)]
+    summary["warnings"] = [*summary.get("warnings", []), *_trial_warnings(trials, t, result.stem),
+                           *_signal_warnings(result, config, header, rows, t, baseline)]
     results: list[TrialResult] = []
     if trials:
         results = score_trials(trials, t, fec, config.trials, frames=frame)

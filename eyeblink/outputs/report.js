@@ -215,11 +215,15 @@
       var a = b.start_s - t0abs, z = b.end_s - t0abs;
       if (z < view.t0 || a > view.t1) return;
       var xa = xOf(a), xz = Math.max(xOf(z), xa + 1.5);
-      ctx.fillStyle = k === view.selBlink ? "rgba(255, 140, 0, 0.30)" : "rgba(255, 170, 0, 0.22)";
+      var pc = b.kind === "prolonged_closure";  // a closure longer than max_blink_ms: not a blink, marked apart
+      ctx.fillStyle = pc ? (k === view.selBlink ? "rgba(106, 27, 154, 0.30)" : "rgba(106, 27, 154, 0.18)")
+                         : (k === view.selBlink ? "rgba(255, 140, 0, 0.30)" : "rgba(255, 170, 0, 0.22)");
       ctx.fillRect(xa, top, xz - xa, bottom - top);
-      ctx.fillStyle = k === view.selBlink ? "#e65100" : "#f0a000";
+      ctx.fillStyle = pc ? "#6a1b9a" : (k === view.selBlink ? "#e65100" : "#f0a000");
       ctx.fillRect(xa, 17, xz - xa, 3);
-      if (xz - xa > 14 || visibleBlinks < 60) label("" + b.blink, (xa + xz) / 2, 31, "#b26a00", "center");
+      if (xz - xa > 14 || visibleBlinks < 60) {
+        label((pc ? "closure " : "") + b.blink, (xa + xz) / 2, 31, pc ? "#6a1b9a" : "#b26a00", "center");
+      }
     });
     // frames without a face: grey bands; dropped/damaged frames: magenta lines
     spans(D.noFace.map(function (r) { return { a: r[0], b: r[1] }; }), "a", "b", "rgba(110, 110, 130, 0.20)",
@@ -512,6 +516,8 @@
     { key: "amplitude_right", label: "ampl. right", fmt: function (r) { return fmt(r.amplitude_right, 3); } },
     { key: "min_ear", label: "min EAR", fmt: function (r) { return fmt(r.min_ear, 3); } },
     { key: "baseline_ear", label: "baseline EAR", fmt: function (r) { return fmt(r.baseline_ear, 3); } },
+    { key: "kind", label: "kind", text: true, title: "blink, or prolonged closure (longer than max_blink_ms: not a blink)",
+      fmt: function (r) { return r.kind === "prolonged_closure" ? '<span class="err">prolonged closure</span>' : "blink"; } },
     { key: "cue", label: "eyes", text: true, fmt: function (r) { return fmt(r.cue); } },
     { key: "partial", label: "partial", fmt: function (r) { return r.partial ? "yes" : "no"; } },
     { key: "complete", label: "complete", title: "0: the recording ended or the face was lost during the blink",

@@ -255,7 +255,8 @@ def payload(data: ReportData) -> dict[str, Any]:
                        "raw": _b64(codes), "levels": pyramid(codes)})
     interval = float(np.median(np.diff(t))) if len(t) > 1 else 0.002
     blink_cols = ("blink", "start_s", "end_s", "peak_s", "duration_ms", "amplitude", "min_ear", "baseline_ear",
-                  "start_frame", "end_frame", "amplitude_left", "amplitude_right", "complete", "partial", "cue")
+                  "start_frame", "end_frame", "amplitude_left", "amplitude_right", "complete", "partial", "cue",
+                  "kind")
     trial_cols = ("trial", "trial_type", "cs_type", "us_type", "cs_onset_s", "us_onset_s", "isi_ms", "baseline_valid",
                   "startle", "cr", "cr_onset_latency_ms", "cr_peak_latency_ms", "cr_peak_amplitude", "fec_at_us",
                   "ur_amplitude", "ur_peak_latency_ms")
@@ -299,7 +300,8 @@ def _summary_html(data: ReportData) -> str:
     fps = 1000 / interval_ms if interval_ms else None
     cards = [
         ("blinks", f'<span id="blink-count">{len(data.blinks)}</span>',
-         f"{_fmt(s.get('complete_blinks'))} complete"),
+         f"{_fmt(s.get('complete_blinks'))} complete"
+         + (f", {_fmt(s.get('prolonged_closures'))} prolonged closures" if s.get("prolonged_closures") else "")),
         ("blink rate", _fmt(s.get("blink_rate_per_min"), "/min"),
          f"mean {_fmt(s.get('mean_blink_duration_ms'), ' ms')}, amplitude {_fmt(s.get('mean_blink_amplitude'))}"),
         ("duration", _fmt(dur, " s", 4), f"{_fmt(s.get('frames'))} frames, {_fmt(fps, ' FPS', 4)}"),
@@ -333,7 +335,10 @@ def _summary_html(data: ReportData) -> str:
     facts_html = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
     settings = html.escape(json.dumps(s.get("settings") or {}, indent=2))
     whole = html.escape(json.dumps(s, indent=2))
-    return (f'<div class="cards">{card_html}</div><table class="facts">{facts_html}</table>'
+    warns = [str(w) for w in (s.get("warnings") or [])]
+    warn_html = ('<ul class="warnings" id="warnings">' + "".join(f'<li class="err">warning: {html.escape(w)}</li>'
+                                                               for w in warns) + "</ul>") if warns else ""
+    return (f'{warn_html}<div class="cards">{card_html}</div><table class="facts">{facts_html}</table>'
             f"<details><summary>settings</summary><pre>{settings}</pre></details>"
             f"<details><summary>the whole summary.json</summary><pre>{whole}</pre></details>")
 

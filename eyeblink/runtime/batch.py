@@ -531,8 +531,8 @@ def _event_from_row(header: list[str], row: list[str]) -> BlinkEvent:
     for f in fields(BlinkEvent):
         text = cells.get(f.name, "")
         kind = str(f.type)
-        if kind == "str":
-            kwargs[f.name] = text
+        if kind == "str":  # a column older files lack (``kind``): its default
+            kwargs[f.name] = text or (f.default if isinstance(f.default, str) else "")
         elif kind == "bool":
             kwargs[f.name] = text == "1"
         elif kind.startswith("int"):
@@ -550,7 +550,7 @@ def _renumber(events: list[BlinkEvent], config: RunConfig) -> list[BlinkEvent]:
     amps: list[float] = []
     out = []
     for i, ev in enumerate(sorted(events, key=lambda e: (e.start_frame, e.end_frame)), start=1):
-        if not math.isnan(ev.amplitude):
+        if not math.isnan(ev.amplitude) and ev.kind == "blink":  # as the detector: blinks set the full closure
             amps.append(ev.amplitude)
         full = float(np.quantile(amps, b.full_closure_quantile)) if len(amps) >= b.full_closure_min_events \
             else b.full_closure_amplitude
@@ -566,6 +566,7 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
     from eyeblink.outputs.analysis import finalize
     from eyeblink.outputs.export import ResultWriter, clean_json
     from eyeblink.runtime.pipeline import RunResult
+    from eyeblink.signals.plausibility import event_counts
 
     first = tasks[0]
     outdir, stem = Path(first.outdir), first.stem
@@ -612,7 +613,6 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
     ts = np.array([float(r[col["timestamp_s"]]) for r in frame_rows])
     faces = sum(r[col["face"]] == "1" for r in frame_rows)
     n = len(frame_rows)
-    complete = [e for e in events if e.complete]
     dur = float(ts[-1] - ts[0]) if n > 1 else 0.0
     iv = np.diff(ts)
     med = float(np.median(iv)) if len(iv) else math.nan
@@ -636,10 +636,7 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
         "frame_interval_median_ms": med * 1000 if len(iv) else None,
         "timestamp_gaps": int(np.sum(iv > 1.5 * med)) if len(iv) and med > 0 else 0,
         "duplicate_timestamps": int(np.sum(iv <= 0)) if len(iv) else 0,
-        "blinks": len(events), "complete_blinks": len(complete),
-        "blink_rate_per_min": len(complete) / dur * 60 if dur > 0 else None,
-        "mean_blink_duration_ms": float(np.mean([e.duration_ms for e in complete])) if complete else None,
-        "mean_blink_amplitude": float(np.mean([e.amplitude for e in complete])) if complete else None,
+        **event_counts(events, dur),  # blinks apart from prolonged closures
         "timings": {"wall_s": sum(walls), "fps": n / sum(walls) if sum(walls) > 0 else None, "ms_per_frame": ms},
         "damaged_packets": {"count": len(damaged), "packets": damaged},
         "batch": {"chunks": [{"start": tk.start, "end": tk.end, "lo": tk.lo, "hi": tk.hi,

@@ -53,6 +53,7 @@ import numpy as np
 
 from eyeblink.config import LIVE_BATCH_FRAMES, LIVE_CHUNK_FRAMES, LIVE_LANDMARKS, OVERLOAD_POLICIES, LiveConfig
 from eyeblink.errors import ConfigError, EyeblinkError, VideoOpenError, WorkerError
+from eyeblink.outputs.analysis import AnalysisOptions
 from eyeblink.outputs.export import FRAME_COLUMNS, ResultWriter, _CsvStream
 from eyeblink.runtime.parallel import _POLL_S, ParallelPipeline, _Batcher, _Run, _Stop
 from eyeblink.runtime.shm import FrameRing, RingSpec
@@ -61,6 +62,8 @@ if TYPE_CHECKING:
     from eyeblink.config import RunConfig
     from eyeblink.runtime.metrics import LiveMetrics
     from eyeblink.runtime.pipeline import RunResult, SessionSink
+    from eyeblink.runtime.publish import LiveTap
+    from eyeblink.signals.blinks import BlinkEvent
     from eyeblink.sources.live import LiveSource
 
 __all__ = ["LIVE_BATCH_FRAMES", "LIVE_CHUNK_FRAMES", "LIVE_FRAME_COLUMNS", "LiveConfig", "LivePipeline",
@@ -126,23 +129,34 @@ def choose_landmarks(fps: float | None, cores: int, mesh_reuse_ms: float = 20.0)
 class LiveResultWriter(ResultWriter):
     """frames.csv with the ``dropped`` column appended; set :attr:`dropped` before a gap row."""
 
-    def __init__(self, outdir: str | Path, stem: str, *, flush_interval_s: float = 0.5) -> None:
+    def __init__(self, outdir: str | Path, stem: str, *, flush_interval_s: float = 0.5,
+                 tap: LiveTap | None = None) -> None:
         super().__init__(outdir, stem, flush_interval_s=flush_interval_s)
         self._frames.close()  # reopened with the live header (same path, truncated)
         self._frames = _CsvStream(self.frames_path, LIVE_FRAME_COLUMNS, flush_interval_s)
         self.dropped = False
+        self.tap = tap  # LSL, the gate socket, the API: each row and blink right after it is written
 
     def write_frame(self, row: Any) -> None:
-        super().write_frame((*row, int(self.dropped)))
+        full = (*row, int(self.dropped))
+        super().write_frame(full)
+        if self.tap is not None:
+            self.tap.row(full)
+
+    def write_blink(self, ev: BlinkEvent) -> None:
+        super().write_blink(ev)
+        if self.tap is not None:
+            self.tap.blink(ev)
 
 
 class _LiveRun(_Run):
     """One live source through the pipeline: the live loader, gap rows, metrics, graceful stop."""
 
-    def __init__(self, pipe: LivePipeline, source: LiveSource) -> None:
+    def __init__(self, pipe: LivePipeline, source: LiveSource, tap: LiveTap | None = None) -> None:
         super().__init__(pipe, source)
         ctx = pipe._ctx
         self.live = pipe.live
+        self.tap = tap
         self.capture_stop = ctx.Event()
         self.n_in = ctx.RawValue("q", 0)
         self.n_dropped = ctx.RawValue("q", 0)
@@ -197,6 +211,9 @@ class _LiveRun(_Run):
                         raise WorkerError(f"the workers did not load their models within "
                                           f"{self.par.stall_timeout_s:.0f} s")
             source.cancelled = self.capture_stop.is_set
+            if self.tap is not None:  # the gate socket (and the outlets if their rate is known) before any frame
+                self.tap.open(source=source.spec, stem=source.name, nominal_fps=self.cfg.fps or source.nominal_fps,
+                              eye_model=self.model or self.cfg.landmarks.model, cancelled=self.capture_stop.is_set)
             log.info("waiting for %s", source.spec)
             try:
                 source.start()
@@ -212,6 +229,8 @@ class _LiveRun(_Run):
                                                                 self.cfg.landmarks.mesh_reuse_ms)
                 self.cfg = replace(self.cfg, landmarks=replace(self.cfg.landmarks, model=self.model))
                 log.info("landmark model %s", self.model_reason)
+            if self.tap is not None:  # a stream's own rate is known now; the capture has not started
+                self.tap.connected(source.nominal_fps, self.cfg.landmarks.model)
             self.par = self.live.parallel(source.nominal_fps, base=self.par)
             slots = self.par.slots
             if self.accelerated:
@@ -353,7 +372,7 @@ class _LiveRun(_Run):
     # ------------------------------------------------------------ parent
 
     def _make_writer(self, outdir: Path, stem: str) -> ResultWriter:
-        return LiveResultWriter(outdir, stem)
+        return LiveResultWriter(outdir, stem, tap=self.tap)
 
     def _write(self, sink: SessionSink, rows: np.ndarray) -> None:
         from eyeblink.runtime.pipeline import FrameResult
@@ -361,6 +380,9 @@ class _LiveRun(_Run):
         if sink.cfg is not self.cfg:  # --landmarks auto chose the model once the rate was known (no frame before)
             sink.use_config(self.cfg)
         n_events = len(sink.events)
+        if self.tap is not None:
+            self.tap.detector = sink.blinks  # the state machine whose changes the tap publishes
+            self.tap.arrivals(rows["index"].tolist(), rows["t_decoded"].tolist())
         dropped = rows["dropped"]
         if not dropped.any():
             super()._write(sink, rows)
@@ -392,6 +414,7 @@ class _LiveRun(_Run):
             "frames_dropped": int(self.n_dropped.value),
             "stop_reason": self.stop_reason or info.get("stop_reason"),
             "timestamps": (self._info or {}).get("timestamps"),
+            "publish": self.tap.summary() if self.tap is not None else None,
         }}
 
     def gauges(self) -> dict[str, Any]:
@@ -408,8 +431,18 @@ class _LiveRun(_Run):
             "queue:results": lambda: self.out_q.qsize() if self.out_q is not None else 0,
         }
 
-    def execute_live(self, outdir: Path) -> RunResult:
-        """:meth:`execute` with SIGINT/SIGTERM turned into "stop the capture and drain"."""
+    def request_stop(self, reason: str) -> None:
+        """Stop the capture and drain (from any thread): what Ctrl-C does, for the Python API."""
+        if not self.capture_stop.is_set():
+            self.stop_reason = reason
+            self.capture_stop.set()
+
+    def execute_live(self, outdir: Path, *, signals: bool = True) -> RunResult:
+        """:meth:`execute` with SIGINT/SIGTERM turned into "stop the capture and drain" (``signals``: only
+        in the main thread; the Python API runs the session in a thread and stops it with :meth:`request_stop`)."""
+        if not signals:
+            return self.execute(outdir, None)
+
         def on_signal(signum: int, _frame: Any) -> None:
             name = signal.Signals(signum).name
             if self.capture_stop.is_set():
@@ -456,11 +489,17 @@ class LivePipeline(ParallelPipeline):
             config = _replace(config, landmarks=_replace(config.landmarks, model=live.landmarks))
         super().__init__(config, live.parallel(None), fitter=self.fitters.get(AUTO_LANDMARKS[0]))
 
-    def run(self, source: LiveSource, outdir: Path, *, metrics: bool = True) -> tuple[RunResult, _LiveRun]:
+    def run(self, source: LiveSource, outdir: Path, *, metrics: bool = True, tap: LiveTap | None = None,
+            signals: bool = True, started: Any = None) -> tuple[RunResult, _LiveRun]:
+        """Process ``source`` into ``outdir`` until it ends or is stopped. ``tap`` publishes rows, blinks and
+        state changes as they are written (LSL, the gate socket, the API); ``started(run)`` is called before the
+        capture starts (the API keeps the run to stop it); ``signals``: Ctrl-C/SIGTERM stop the capture."""
         from eyeblink.outputs.export import ensure_output_dir
 
         ensure_output_dir(outdir)
-        run = _LiveRun(self, source)
+        run = _LiveRun(self, source, tap)
+        if started is not None:
+            started(run)
         server = None
         if metrics and self.live.metrics_port is not None:
             from eyeblink.runtime.metrics import LiveMetrics, start_metrics_server
@@ -469,8 +508,10 @@ class LivePipeline(ParallelPipeline):
             server, port = start_metrics_server(run.metrics, self.live.metrics_port, self.live.metrics_host)
             log.info("metrics on http://%s:%d/metrics", self.live.metrics_host, port)
         try:
-            return run.execute_live(outdir), run
+            return run.execute_live(outdir, signals=signals), run
         finally:
+            if tap is not None:
+                tap.close(run.stop_reason or ((run._info or {}).get("live") or {}).get("stop_reason"))
             if run.metrics is not None:
                 run.metrics.close()
             if server is not None:
@@ -522,6 +563,23 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
                    help="an FFmpeg option for the stream (repeatable), e.g. rtsp_transport=tcp")
     s.add_argument("--read-timeout", type=float, default=5.0, metavar="S",
                    help="a stream silent this long is lost (default: %(default)s)")
+    lab = p.add_argument_group("lab programs: Lab Streaming Layer and the trial gate (docs: guides/lab-programs)")
+    lab.add_argument("--lsl", action="store_true",
+                     help="publish two LSL streams (pip install 'eyeblink[lsl]'): NAME, one sample per frame "
+                          "(openness_left, openness_right, closure, face, frame) stamped with the frame's capture "
+                          "time on LSL's clock, and NAME-markers (state:<state>, blink_start, blink_end, "
+                          "open_stable, prolonged_closure, face_lost, face_found)")
+    lab.add_argument("--lsl-name", default="eyeblink", metavar="NAME",
+                     help="name of the LSL sample stream; the marker stream is NAME-markers (default: %(default)s)")
+    lab.add_argument("--lsl-wait", type=float, default=0.0, metavar="S",
+                     help="before connecting the source, wait up to S seconds for an LSL inlet (e.g. LabRecorder) "
+                          "on the sample stream, so that it gets every sample (default: %(default)s, no wait)")
+    lab.add_argument("--gate-port", type=int, default=None, metavar="PORT",
+                     help="serve the eye state on tcp://127.0.0.1:PORT as JSON lines, one per state change and "
+                          "event (0 = any free port, printed at start; default: no socket)")
+    lab.add_argument("--stable-ms", type=float, default=200.0, metavar="MS",
+                     help="the open_stable event: the eye state open held for MS milliseconds of capture time "
+                          "(default: %(default)s)")
     m = p.add_argument_group("metrics (pip install 'eyeblink[metrics]')")
     m.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus metrics on http://HOST:PORT/metrics (0 = any free port)")
@@ -540,28 +598,16 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
                            + ", ".join(LIVE_LANDMARKS[1:]))
 
 
-def run(args: argparse.Namespace, cfg: RunConfig) -> int:
-    """``eyeblink live``: open the source, run, print one line; the exit status."""
-    import sys
+def prepare(spec: str, cfg: RunConfig, live: LiveConfig, *, name: str | None = None, stream: Any = None,
+            report: bool = False, analysis: AnalysisOptions | None = None,
+            tap: LiveTap | None = None) -> tuple[LivePipeline, LiveSource, RunConfig]:
+    """Everything before the capture, for the CLI and the Python API alike: the checks, the models (loaded before
+    a stream is connected), the source (not yet connected). Returns the pipeline, the source and the run's config."""
+    from eyeblink.sources.live import open_live_source
 
-    from eyeblink.outputs.analysis import finalize, options_from_args
-    from eyeblink.outputs.export import ensure_output_dir
-    from eyeblink.sources.live import StreamOptions, open_live_source
-
-    options: dict[str, str] = {}
-    for item in args.stream_option:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--stream-option must be KEY=VALUE, got {item!r}")
-        options[key] = value
-    # no --landmarks and no model file (flag or preset): auto, the model this machine runs at the source's rate
-    auto = args.landmarks is None and cfg.landmarks.model_path is None
-    landmarks = "auto" if auto else cfg.landmarks.model
-    live = LiveConfig(overload=args.on_overload, workers=args.workers, chunk_frames=args.chunk_frames,
-                      batch_frames=args.batch_frames, buffer_s=args.buffer, duration_s=args.duration,
-                      metrics_port=args.metrics_port, metrics_host=args.metrics_host, landmarks=landmarks)
-    outdir = ensure_output_dir(Path(args.output))
-    if args.report:  # the workers keep each blink's eye crops: a stream cannot be read again for them
+    if tap is not None:
+        tap.check()  # the lsl extra, before any model loads
+    if report:  # the workers keep each blink's eye crops: a stream cannot be read again for them
         cfg = replace(cfg, eye_crops=True)
     from eyeblink.runtime.parallel import supports
 
@@ -570,16 +616,69 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
                           f"accelerator stage (--stage accelerator with jax or tensorflow); got "
                           f"{cfg.detect.backend!r} with --stage {cfg.detect.stage}")
     pipe = LivePipeline(cfg, live)  # models first: a stream is connected only once the workers are ready
-    source = open_live_source(args.source, name=args.name, fps=cfg.fps, connect=False,
-                              stream=StreamOptions(options=options, read_timeout_s=args.read_timeout,
-                                                   reconnect=args.reconnect))
+    source = open_live_source(spec, name=name, fps=cfg.fps, connect=False, stream=stream)
+    (analysis or AnalysisOptions()).check_stems([source.name])  # before the capture: extras, trials file
+    return pipe, source, cfg
+
+
+def finish(result: RunResult, cfg: RunConfig, analysis: AnalysisOptions | None, *, report: bool = False) -> RunResult:
+    """After the capture ended normally (end of stream, ``--duration``, a signal, the API's stop): calibrate the
+    session's FEC column and write trials, traces, plots and NWB as ``process`` does, then the report."""
+    from eyeblink.outputs.analysis import finalize
+
+    result = finalize(result, cfg, analysis or AnalysisOptions())
+    if report:
+        from eyeblink.outputs.report import write_report
+
+        result.outputs["report"] = write_report(result.outputs["frames"].parent / result.stem)
+    return result
+
+
+def stream_options(items: list[str]) -> dict[str, str]:
+    """``--stream-option KEY=VALUE`` items as a dict."""
+    options: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--stream-option must be KEY=VALUE, got {item!r}")
+        options[key] = value
+    return options
+
+
+def live_config_from_args(args: argparse.Namespace, cfg: RunConfig) -> LiveConfig:
+    """The :class:`LiveConfig` of ``eyeblink live``'s flags."""
+    # no --landmarks and no model file (flag or preset): auto, the model this machine runs at the source's rate
+    auto = args.landmarks is None and cfg.landmarks.model_path is None
+    return LiveConfig(overload=args.on_overload, workers=args.workers, chunk_frames=args.chunk_frames,
+                      batch_frames=args.batch_frames, buffer_s=args.buffer, duration_s=args.duration,
+                      metrics_port=args.metrics_port, metrics_host=args.metrics_host,
+                      landmarks="auto" if auto else cfg.landmarks.model, lsl=args.lsl, lsl_name=args.lsl_name,
+                      lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms)
+
+
+def run(args: argparse.Namespace, cfg: RunConfig) -> int:
+    """``eyeblink live``: open the source, run, print one line; the exit status."""
+    import sys
+
+    from eyeblink.outputs.analysis import options_from_args
+    from eyeblink.outputs.export import ensure_output_dir
+    from eyeblink.runtime.publish import LiveTap
+    from eyeblink.sources.live import StreamOptions
+
+    options = stream_options(args.stream_option)
+    live = live_config_from_args(args, cfg)
+    outdir = ensure_output_dir(Path(args.output))
+    tap = LiveTap.from_config(live, cfg.blinks.max_blink_ms,
+                              announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
     analysis = options_from_args(args)
-    analysis.check_stems([source.name])  # before the capture: extras installed, trials file readable
+    pipe, source, cfg = prepare(args.source, cfg, live, name=args.name, report=args.report, analysis=analysis,
+                                tap=tap, stream=StreamOptions(options=options, read_timeout_s=args.read_timeout,
+                                                              reconnect=args.reconnect))
     with source:
-        result, _ = pipe.run(source, outdir)
+        result, _ = pipe.run(source, outdir, tap=tap)
     # the capture ended normally (end of stream, --duration, a signal): calibrate the session's FEC column
     # and write trials, traces, plots and NWB as `process` does (a failed run keeps its provisional rows)
-    result = finalize(result, cfg, analysis)
+    result = finish(result, cfg, analysis)
     s = result.summary
     lv = s.get("live", {})
     t = s.get("timings", {})

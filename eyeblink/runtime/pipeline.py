@@ -30,6 +30,7 @@ from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.outputs.session import RunResult
 from eyeblink.signals.blinks import BlinkDetector, BlinkEvent
 from eyeblink.signals.closure import OnlineClosure
+from eyeblink.signals.plausibility import event_counts
 
 if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection, FaceDetector
@@ -476,7 +477,6 @@ def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clo
                   warnings: list[str] | None = None) -> dict[str, Any]:
     """The summary of one input; ``warnings``: the run's own (default :func:`run_warnings` of ``config``)."""
     dur = sink.last_t - sink.first_t if sink.frames > 1 else 0.0
-    complete = [e for e in sink.events if e.complete]
     described = source.describe()
     damaged = list(described.get("damaged_packets") or [])
     warnings = list(warnings) if warnings is not None else run_warnings(config)
@@ -498,11 +498,7 @@ def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clo
         "last_timestamp_s": sink.last_t,
         "duration_s": dur,
         **sink.timing_summary(),
-        "blinks": len(sink.events),
-        "complete_blinks": len(complete),
-        "blink_rate_per_min": len(complete) / dur * 60 if dur > 0 else None,
-        "mean_blink_duration_ms": float(np.mean([e.duration_ms for e in complete])) if complete else None,
-        "mean_blink_amplitude": float(np.mean([e.amplitude for e in complete])) if complete else None,
+        **event_counts(sink.events, dur),  # blinks apart from prolonged closures
         "closure": sink.closure.calibration.as_dict(),  # replaced by the session calibration after the run
         "timings": {
             "wall_s": wall_s,

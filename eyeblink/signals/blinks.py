@@ -76,6 +76,7 @@ from typing import Any
 import numpy as np
 
 from eyeblink.config import BlinkConfig
+from eyeblink.signals.state import EyeState, StateChange
 
 BLINK_COLUMNS = (
     "blink", "start_frame", "end_frame", "start_s", "end_s", "duration_ms", "peak_frame", "peak_s",
@@ -85,7 +86,16 @@ BLINK_COLUMNS = (
     "start_frame_left", "end_frame_left", "start_s_left", "end_s_left",
     "start_frame_right", "end_frame_right", "start_s_right", "end_s_right",
     "opening_amplitude", "closing_velocity", "opening_velocity", "partial", "full_closure_amplitude", "cue",
+    # appended in 0.3
+    "kind",
 )
+
+#: the kinds of event (``BlinkEvent.kind``): a blink, or a closure longer than ``max_blink_ms`` (not a blink)
+BLINK = "blink"
+PROLONGED_CLOSURE = "prolonged_closure"
+EVENT_KINDS = (BLINK, PROLONGED_CLOSURE)
+#: state changes kept for ``pop_state_changes`` between two calls (the oldest are dropped past it)
+STATE_BUFFER = 4096
 
 _NAN = math.nan
 _MAD_TO_SIGMA = 1.4826
@@ -131,6 +141,7 @@ class BlinkEvent:
     partial: bool = False
     full_closure_amplitude: float = _NAN
     cue: str = "ear"
+    kind: str = BLINK
 
     def __post_init__(self) -> None:
         if self.end_frame < self.start_frame:
@@ -142,6 +153,13 @@ class BlinkEvent:
                              f"{self.end_frame}]")
         if self.cue not in ("ear", "appearance", "both"):
             raise ValueError(f"BlinkEvent cue must be 'ear', 'appearance' or 'both', got {self.cue!r}")
+        if self.kind not in EVENT_KINDS:
+            raise ValueError(f"BlinkEvent kind must be one of {EVENT_KINDS}, got {self.kind!r}")
+
+    @property
+    def is_blink(self) -> bool:
+        """True for a blink, False for a prolonged closure (``kind``)."""
+        return self.kind == BLINK
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -231,7 +249,9 @@ def _smooth(y: np.ndarray, t: np.ndarray, window_ms: float) -> np.ndarray:
     return np.convolve(pad, np.ones(k) / k, mode="valid")
 
 
-_REFRESH_S = 0.04  # how often the baseline medians and noise are recomputed
+_REFRESH_S = 0.04  # how often the baseline medians and noise are recomputed (and the settle check runs)
+_GAP_INTERVALS = 2.5  # at low frame rates a gap is this many frame intervals (a 6 FPS camera is not all gaps)
+_SETTLED_FRACTION = 0.8  # a level has settled when this fraction of the last settle_ms stays in its band
 
 
 class _Window:
@@ -284,6 +304,12 @@ class BlinkDetector:
     ``(2, h, w)`` uint8 pair of eye patches (subject's left, right) from
     :func:`eyeblink.landmarks.eyes.eye_patches`; without it only the EAR is used. Call ``finish()`` at
     the end of the input to emit what is still pending and close a blink still open.
+
+    ``update``/``finish`` return the events settled with that frame: each ``BlinkEvent`` has a ``kind``,
+    ``"blink"`` or ``"prolonged_closure"`` (a closure longer than ``max_blink_ms``: not a blink); a live
+    consumer tells them apart by ``ev.kind`` (or ``ev.is_blink``). The eye's state, decided here and
+    nowhere else, is ``state`` (after the last frame) and ``pop_state_changes()`` (every change since
+    the previous call, in order).
     """
 
     _OPEN, _CLOSED, _REOPENING = 0, 1, 2
@@ -314,13 +340,66 @@ class BlinkDetector:
         self._state = self._OPEN
         self._count = 0
         self._last: tuple[int, float] | None = None  # last valid (frame, t)
-        self._dip: list[tuple[float, ...]] = []  # samples below onset level before the blink was confirmed
+        self._dip: deque[tuple[float, ...]] = deque()  # samples below onset level before the blink was confirmed
+        self._dip_t0 = math.nan  # when the current dip began (its oldest samples are dropped past _hold_s)
+        self._tail: deque[tuple[float, ...]] = deque()  # the last settle_ms of samples: has the level settled?
+        self._settle_t = -math.inf  # when the settle check last ran
+        self._intervals: deque[float] = deque(maxlen=64)  # recent frame intervals (the gap threshold)
+        self._interval = _NAN  # their median: the frame interval
+        self._prev_t = _NAN  # capture time of the previous fitted frame
+        self._bridge_t = _NAN  # a re-judged sample after the hole in a long event's kept samples: not a gap
+        self._quiet_frame: int | None = None  # re-judged frames up to this one publish no state change
+        #: (t, old, new) each time the baseline was re-learnt from a settled level (most recent 1,000)
+        self.level_shifts: deque[tuple[float, float, float]] = deque(maxlen=1000)
         self._recent: deque[tuple[float, ...]] = deque()  # last onset_search_ms of samples
         self._ev: dict[str, Any] = {}
         self._pending: dict[str, Any] | None = None  # ended blink held for merge_gap_ms
         self._ready: list[dict[str, Any]] = []  # ended blinks that can no longer merge
-        self._amplitudes: list[float] = []
+        self._amplitudes: deque[float] = deque(maxlen=1000)  # the last blinks' amplitudes (full closure)
         self._floor_t = -math.inf  # end of the last blink: the next one's onset fit starts after it
+        self._eye = EyeState.NO_FACE  # the published state (see ``state``)
+        self._changes: deque[StateChange] = deque(maxlen=STATE_BUFFER)
+
+    # -- the eye's state (the one definition live consumers read) -----------------------------------------
+    @property
+    def state(self) -> EyeState:
+        """The eye's state after the last frame the state machine has judged.
+
+        ``no_face`` for a frame without a fitted eye (both EARs NaN) and until the baseline exists (the
+        first ``min_baseline_ms`` of fitted frames: open and closed cannot be told apart before it);
+        then ``open``, ``closing`` (the signal left the open level), ``closed`` (below the closed
+        threshold, for a blink and a prolonged closure alike), ``reopening`` (back above ``open_ratio``,
+        not yet at the open level). In live mode (``rescan_per_frame``) the warm-up frames are judged
+        over the following frames, so the state can lag the newest frame by up to that backlog.
+        """
+        return self._eye
+
+    def pop_state_changes(self) -> list[StateChange]:
+        """The state changes since the last call, oldest first (at most ``STATE_BUFFER``: older ones dropped).
+
+        Each carries the frame and capture time at which the new state began. Warm-up frames judged
+        late (see ``state``) publish their changes with their own, earlier, frame numbers.
+        """
+        out = list(self._changes)
+        self._changes.clear()
+        return out
+
+    def _publish(self, frame: int, t: float, state: EyeState) -> None:
+        if self._quiet_frame is not None:
+            if frame < self._quiet_frame:
+                return  # re-judged after a re-learnt level: only the outcome at the newest frame is news
+            self._quiet_frame = None
+        if state is not self._eye:
+            self._changes.append(StateChange(frame=int(frame), timestamp_s=float(t), state=state,
+                                             previous=self._eye))
+            self._eye = state
+
+    def _machine_state(self) -> EyeState:
+        if self._state == self._CLOSED:
+            return EyeState.CLOSED
+        if self._state == self._REOPENING:
+            return EyeState.REOPENING
+        return EyeState.CLOSING if self._dip else EyeState.OPEN
 
     # -- baseline ---------------------------------------------------------------------------------------
     @property
@@ -394,13 +473,37 @@ class BlinkDetector:
                patches: np.ndarray | None = None) -> list[BlinkEvent]:
         """Process one frame; returns the blinks that were settled with it (usually none)."""
         if math.isnan(ear_left) and math.isnan(ear_right):
-            return []  # face or eyes not found: a gap, judged when the next valid sample arrives
+            # face or eyes not found: the state is no_face; a gap for the events, judged by time when the
+            # next valid sample arrives. Behind a backlog it waits its turn, so the changes stay in order.
+            if self._warm is None and self._backlog:
+                self._backlog.append((frame, t, ear_left, ear_right, None, False))
+                return self._drain(self._rescan_step)
+            if self._warm is None:
+                self._publish(frame, t, EyeState.NO_FACE)
+            return []
+        self._note_interval(t)
         if self._warm is not None:
             return self._warm_up(frame, t, ear_left, ear_right, patches)
         if self._backlog:
             self._backlog.append((frame, t, ear_left, ear_right, patches, True))
             return self._drain(self._rescan_step)
-        return self._step(frame, t, ear_left, ear_right, patches, learn=True)
+        out = self._step(frame, t, ear_left, ear_right, patches, learn=True)
+        if self._backlog:  # a re-learnt level queued the event's samples to be judged again
+            out += self._drain(self._rescan_step)
+        return out
+
+    def _note_interval(self, t: float) -> None:
+        """Track the frame interval (median of the last 64): a gap is several intervals, never one."""
+        prev, self._prev_t = self._prev_t, t
+        if prev == prev and t > prev:
+            self._intervals.append(t - prev)
+            if len(self._intervals) % 8 == 0 or self._interval != self._interval:
+                self._interval = float(np.median(self._intervals))
+
+    def _gap_s(self) -> float:
+        """Seconds without a sample that make a gap: ``max_gap_ms``, or 2.5 frame intervals at low frame rates."""
+        gap = self.cfg.max_gap_ms / 1000
+        return max(gap, _GAP_INTERVALS * self._interval) if self._interval == self._interval else gap
 
     def _drain(self, n: int | None) -> list[BlinkEvent]:
         """Run up to ``n`` (None: all) frames of the backlog through the state machine, in order."""
@@ -418,7 +521,7 @@ class BlinkDetector:
         assert self._warm is not None
         if self._warm:
             step = t - self._warm[-1][1]
-            if step * 1000 <= self.cfg.max_gap_ms:  # a gap (dropped frames, face lost) adds no baseline time
+            if step <= self._gap_s():  # a gap (dropped frames, face lost) adds no baseline time
                 self._warm_s += step
         self._warm.append((frame, t, el, er, patches))
         if self._warm_s * 1000 < self.cfg.min_baseline_ms or len(self._warm) < 3:
@@ -451,14 +554,18 @@ class BlinkDetector:
     def _step(self, frame: int, t: float, el: float, er: float, patches: np.ndarray | None,
               *, learn: bool) -> list[BlinkEvent]:
         cfg = self.cfg
+        if math.isnan(el) and math.isnan(er):  # a no-face frame queued behind the warm-up backlog
+            self._publish(frame, t, EyeState.NO_FACE)
+            return []
         out: list[BlinkEvent] = []
-        gap = self._last is not None and (t - self._last[1]) * 1000 > cfg.max_gap_ms
+        gap = self._last is not None and t - self._last[1] > self._gap_s() and t != self._bridge_t
         if gap:
             if self._state != self._OPEN:
                 self._end(complete=False)
             out += self._flush()
-            self._dip = []
+            self._dip.clear()
             self._recent.clear()
+            self._tail.clear()
         elif self._pending is not None and self._state == self._OPEN and (
                 (self._dip[0][_T] if self._dip else t) - self._pending["end"][1]) * 1000 >= cfg.merge_gap_ms:
             out += self._flush()  # a dip that began within the merge gap may still merge: wait for it
@@ -467,6 +574,10 @@ class BlinkDetector:
         horizon = t - cfg.onset_search_ms / 1000
         while self._recent[0][_T] < horizon:
             self._recent.popleft()
+        self._tail.append(row)
+        horizon = t - cfg.settle_ms / 1000
+        while self._tail[0][_T] < horizon:
+            self._tail.popleft()
 
         def learn_open() -> None:
             if learn:
@@ -474,16 +585,20 @@ class BlinkDetector:
 
         if self._state == self._OPEN:
             if math.isnan(level) or level >= cfg.onset_ratio:
-                self._dip = []
+                self._dip.clear()
                 if self._pending is not None:
                     self._pending["after"].append(row)
                 learn_open()
             else:
+                if not self._dip:
+                    self._dip_t0 = t
                 self._dip.append(row)
+                while self._dip[0][_T] < t - self._hold_s():  # bounded: a dip this long is not a closing lid
+                    self._dip.popleft()
                 if level < cfg.close_ratio:
                     self._begin(ear_level, app_level)
         elif self._state in (self._CLOSED, self._REOPENING):
-            self._ev["samples"].append(row)
+            self._keep(row)
             self._note_cue(ear_level, app_level)
             if level < cfg.onset_ratio:
                 self._ev["end"] = (frame, t)
@@ -495,7 +610,113 @@ class BlinkDetector:
                 self._end(complete=True)
                 learn_open()
         self._last = (frame, t)
+        self._publish(frame, t, self._machine_state())
+        if self._state != self._OPEN or self._dip:
+            out += self._bound(frame, t)
         return out
+
+    # -- bounds: no state lasts longer than a blink can, unless the eye is really closed ---------------------
+    def _hold_s(self) -> float:
+        """Seconds of samples a dip or the tail of an event keeps (``max_blink_ms + settle_ms``)."""
+        return (self.cfg.max_blink_ms + self.cfg.settle_ms) / 1000
+
+    def _keep(self, row: tuple[float, ...]) -> None:
+        """Add a sample to the open event: its first ``_hold_s`` kept whole, then only the last ``_hold_s``
+        and the deepest sample between (bounded memory however long the event lasts)."""
+        ev = self._ev
+        t = row[_T]
+        if t - ev["start"][1] <= self._hold_s():
+            ev["samples"].append(row)
+            return
+        tail: deque[tuple[float, ...]] = ev["tail"]
+        tail.append(row)
+        while tail[0][_T] < t - self._hold_s():
+            old = tail.popleft()
+            peak = ev["peak"]
+            if old[_R] == old[_R] and (peak is None or old[_R] < peak[_R]):
+                ev["peak"] = old
+            ev["hole"] = True
+
+    def _full_closure(self) -> float:
+        cfg = self.cfg
+        if len(self._amplitudes) >= cfg.full_closure_min_events:
+            return float(np.quantile(self._amplitudes, cfg.full_closure_quantile))
+        return cfg.full_closure_amplitude
+
+    def _settled(self, t: float) -> float | None:
+        """The EAR ratio's level when it has held still for ``settle_ms`` (a settled level), else None."""
+        cfg = self.cfg
+        if not self._tail or t - self._tail[0][_T] < 0.9 * cfg.settle_ms / 1000:
+            return None
+        r = np.fromiter((row[_R] for row in self._tail), dtype=np.float64, count=len(self._tail))
+        r = r[np.isfinite(r)]
+        if len(r) < 3:
+            return None
+        med = float(np.median(r))
+        sig = self._sigma[4]
+        tol = max(cfg.settle_tolerance, 3 * sig) if sig == sig else cfg.settle_tolerance
+        return med if float(np.mean(np.abs(r - med) <= tol)) >= _SETTLED_FRACTION else None
+
+    def _bound(self, frame: int, t: float) -> list[BlinkEvent]:
+        """A dip or event past ``max_blink_ms``: learn a settled shallow level as open; end at ``max_closure_ms``."""
+        cfg = self.cfg
+        in_event = self._state != self._OPEN
+        start = self._ev["start"][1] if in_event else self._dip_t0
+        age_ms = (t - start) * 1000
+        if in_event and age_ms > cfg.max_closure_ms:
+            self._end(complete=False)  # a prolonged closure, cut here: whatever the level is now, it is open
+            self._relearn(t)
+            self._publish(frame, t, self._machine_state())
+            return []
+        if age_ms <= cfg.max_blink_ms or t - self._settle_t < _REFRESH_S:
+            return []
+        self._settle_t = t
+        level = self._settled(t)
+        if level is None or 1.0 - level >= cfg.partial_fraction * self._full_closure():
+            return []  # still moving, or settled as deep as a closed eye: a closure goes on
+        # a new open level (gaze, posture, glasses, light): learn it, and judge the event's samples again
+        self._relearn(t)
+        if not in_event:
+            self._dip.clear()
+            self._publish(frame, t, self._machine_state())
+            return []
+        ev, self._ev = self._ev, {}
+        self._state = self._OPEN
+        rows = list(ev["samples"])
+        if ev["tail"]:
+            if ev["hole"]:
+                self._bridge_t = ev["tail"][0][_T]
+            rows += list(ev["tail"])
+        self._backlog.extendleft(reversed([(int(r[_F]), r[_T], r[_EL], r[_ER], None, False) for r in rows]))
+        self._quiet_frame = frame
+        self._last = None
+        self._dip.clear()
+        self._recent.clear()
+        self._tail.clear()
+        return []
+
+    def _relearn(self, t: float) -> None:
+        """Re-learn the open level from the last ``settle_ms`` of samples (EAR medians, ratio noise), and
+        start the appearance template afresh from the patches that follow."""
+        rows = list(self._tail)
+        old = float(self._stats[1])
+        self._base = _Window(7)
+        for r in rows:
+            self._base.append((r[_T], _nanmean((r[_EL], r[_ER])), r[_EL], r[_ER], _NAN, _NAN, _NAN))
+        self._recompute(t)
+        s = self._stats
+        base = _Window(7)
+        for r in rows:
+            a, b = r[_EL], r[_ER]
+            ratio = _nanmean((a / s[2] if s[2] > 0 else _NAN, b / s[3] if s[3] > 0 else _NAN))
+            base.append((r[_T], _nanmean((a, b)), a, b, ratio, _NAN, _NAN))
+        self._base = base
+        self._patches.clear()
+        self._template = None
+        self._centered = None
+        self._dis_cache = None
+        self._recompute(t)
+        self.level_shifts.append((t, old, float(self._stats[1])))
 
     def _dis(self, patches: np.ndarray | None) -> tuple[float, float]:
         if patches is None or self._template is None or not self.cfg.appearance:
@@ -532,7 +753,7 @@ class BlinkDetector:
         return out
 
     def _begin(self, ear_level: float, app_level: float) -> None:
-        dip = self._dip or [self._recent[-1]]
+        dip = list(self._dip) or [self._recent[-1]]
         first = dip[0]
         # the samples before the dip, for the onset fit -- never from the previous blink
         pre = [r for r in self._recent if self._floor_t < r[_T] < first[_T]]
@@ -540,9 +761,10 @@ class BlinkDetector:
             "start": (int(first[_F]), first[_T]), "end": (int(first[_F]), first[_T]),
             "baseline": (float(self._stats[1]), float(self._stats[2]), float(self._stats[3])),
             "samples": list(dip), "pre": pre, "cue_ear": False, "cue_app": False, "complete": True,
+            "tail": deque(), "peak": None, "hole": False,
         }
         self._note_cue(ear_level, app_level)
-        self._dip = []
+        self._dip.clear()
         self._state = self._CLOSED
 
     def _end(self, *, complete: bool) -> None:
@@ -550,7 +772,7 @@ class BlinkDetector:
         ev = self._ev
         self._ev = {}
         self._state = self._OPEN
-        self._dip = []
+        self._dip.clear()
         ev["complete"] = complete
         if not complete and self._last is not None and self._last[0] > ev["end"][0]:
             ev["end"] = self._last
@@ -558,7 +780,8 @@ class BlinkDetector:
         ev["after"] = []
         prev = self._pending
         if prev is not None and complete and (ev["start"][1] - prev["end"][1]) * 1000 < self.cfg.merge_gap_ms:
-            prev["samples"] = prev["samples"] + prev["after"] + ev["samples"]
+            prev["samples"] = self._rows(prev) + prev["after"] + self._rows(ev)
+            prev["tail"], prev["peak"], prev["hole"] = deque(), None, False
             prev["end"] = ev["end"]
             prev["cue_ear"] |= ev["cue_ear"]
             prev["cue_app"] |= ev["cue_app"]
@@ -606,7 +829,7 @@ class BlinkDetector:
 
     def _event(self, ev: dict[str, Any]) -> BlinkEvent | None:
         cfg = self.cfg
-        inside = np.asarray(ev["samples"], dtype=np.float64).reshape(-1, 8)
+        inside = np.asarray(self._rows(ev), dtype=np.float64).reshape(-1, 8)
         pre = np.asarray(ev["pre"], dtype=np.float64).reshape(-1, 8)
         f1, t1 = ev["end"]
         inside = inside[inside[:, _T] <= t1]
@@ -621,9 +844,12 @@ class BlinkDetector:
         k0 = self._onset_fit(trace[trace[:, _T] <= peak_t], _R, 1.0, peak_t)
         if k0 is not None and trace[k0, _T] <= t0:
             f0, t0 = int(trace[k0, _F]), float(trace[k0, _T])
-        duration_ms = (t1 - t0) * 1000
+        # frames are inclusive: a blink seen in one frame lasts one frame interval, not 0 ms
+        interval = self._interval if self._interval == self._interval else 0.0
+        duration_ms = (t1 - t0 + interval) * 1000
         if ev["complete"] and duration_ms < cfg.min_duration_ms:
             return None
+        kind = PROLONGED_CLOSURE if duration_ms > cfg.max_blink_ms else BLINK
         bs, bl, br = ev["baseline"]
         with np.errstate(all="ignore"):
             min_ratio = float(np.nanmin(inside[:, _R])) if np.isfinite(inside[:, _R]).any() else _NAN
@@ -652,12 +878,9 @@ class BlinkDetector:
         end_ratio = float(inside[-1, _R]) if np.isfinite(inside[-1, _R]) else _NAN
         opening_amplitude = (end_ratio - min_ratio) if not (math.isnan(end_ratio) or math.isnan(min_ratio)) else _NAN
         # partial vs full: relative to the subject's full closure (a high quantile of this session's amplitudes)
-        if not math.isnan(amplitude):
+        if not math.isnan(amplitude) and kind == BLINK:
             self._amplitudes.append(amplitude)
-        if len(self._amplitudes) >= cfg.full_closure_min_events:
-            full = float(np.quantile(self._amplitudes, cfg.full_closure_quantile))
-        else:
-            full = cfg.full_closure_amplitude
+        full = self._full_closure()
         partial = bool(math.isnan(amplitude) or amplitude < cfg.partial_fraction * full)
         self._count += 1
         return BlinkEvent(
@@ -668,8 +891,16 @@ class BlinkDetector:
             baseline_ear_right=br, min_ear_right=min_r, amplitude_right=_amp(min_r, br),
             complete=bool(ev["complete"]), **eye,
             opening_amplitude=opening_amplitude, closing_velocity=closing_v, opening_velocity=opening_v,
-            partial=partial, full_closure_amplitude=full, cue=cue,
+            partial=partial, full_closure_amplitude=full, cue=cue, kind=kind,
         )
+
+    @staticmethod
+    def _rows(ev: dict[str, Any]) -> list[tuple[float, ...]]:
+        """An event's kept samples in time order: the whole first part, its deepest sample, the last part."""
+        rows = list(ev["samples"])
+        if ev.get("peak") is not None:
+            rows.append(ev["peak"])
+        return rows + list(ev.get("tail", ()))
 
     def _eye_span(self, trace: np.ndarray, col: int, t_lo: float,
                   t_hi: float) -> tuple[int | None, int | None, float, float]:

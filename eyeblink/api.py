@@ -1,0 +1,767 @@
+"""The Python API: :func:`process`, :func:`load` and :func:`live` (``import eyeblink``).
+
+The command line is a thin layer over the same functions: ``eyeblink process`` calls :func:`run_process`, as
+:func:`process` does, so the two write byte-identical files for the same settings; ``eyeblink live`` and
+:func:`live` share :func:`eyeblink.runtime.live.prepare` and ``finish``.
+
+Settings are keywords with the names of the presets (``pipelines/*.toml``) and the same checks: a key of one
+section by its own name (``detect_every=4``, ``close_ratio=0.75``, ``mesh_reuse_ms=0``), a whole section as a
+dict (``blinks={"smooth_ms": 5}``, needed for the names two sections share: ``model_path``, ``smooth_ms``), the
+command line's names for the same things (``landmarks="mesh-ear"``, ``threads``, ``face_model``,
+``landmark_model``, ``min_blink_ms``, ``calibration``), ``pipeline`` (a preset name or TOML path), ``fps`` and
+``max_frames``. A wrong one raises :class:`SettingsError` (a :class:`ValueError`) whose text is the line the CLI
+prints after ``eyeblink: error:``.
+
+Results are :class:`Session` objects: ``frames``, ``blinks`` and ``trials`` as pandas DataFrames (the CSV
+contract's columns, dtypes and units: ``df.attrs["units"]``), ``summary`` as a dict and the paths written.
+pandas is the ``api`` extra (``pip install 'eyeblink[api]'``); the command line does not need it.
+
+This module imports only the standard library and the light config at import time (``import eyeblink`` stays
+light); pandas, PyAV, LiteRT and the runtime load inside the functions that use them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import math
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eyeblink.config import (
+    BlinkConfig,
+    ClosureConfig,
+    DetectConfig,
+    LandmarkConfig,
+    LiveConfig,
+    RunConfig,
+    TrialConfig,
+)
+from eyeblink.errors import ConfigError, EyeblinkError, InputNotFoundError, MissingExtraError, one_line
+from eyeblink.runtime.publish import LiveRow  # stdlib only: what a live session yields
+from eyeblink.signals.state import EyeState, StateChange  # the eye's state (one definition, the detector's)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from eyeblink.outputs.analysis import AnalysisOptions
+    from eyeblink.outputs.session import RunResult
+    from eyeblink.runtime.live import LivePipeline, _LiveRun
+    from eyeblink.runtime.publish import LiveTap
+    from eyeblink.signals.blinks import BlinkEvent
+
+__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SettingsError", "StateChange", "check_workers", "live",
+           "load", "process", "process_workers", "progress_factory", "run_process"]
+
+#: the config sections a setting can name, as in the presets
+SECTIONS: dict[str, type] = {"detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig,
+                             "closure": ClosureConfig, "trials": TrialConfig}
+#: the command line's names for preset keys
+ALIASES: dict[str, tuple[str, str]] = {
+    "landmarks": ("landmarks", "model"), "landmark_model": ("landmarks", "model_path"),
+    "face_model": ("detect", "model_path"), "threads": ("detect", "num_threads"),
+    "min_blink_ms": ("blinks", "min_duration_ms"), "calibration": ("closure", "calibration_s"),
+}
+#: settings of what to do after each input (``eyeblink process``'s conditioning options)
+ANALYSIS = ("trials", "sync_column", "us_sync_column", "plots", "nwb")
+#: settings of :func:`process` only
+PROCESS_ONLY = ("workers", "loaders", "progress", "report")
+#: settings of :func:`live` only (besides :class:`~eyeblink.config.LiveConfig`'s fields)
+LIVE_ONLY = ("name", "reconnect", "stream_options", "read_timeout_s", "report", "on_frame", "on_blink", "on_state")
+
+
+class SettingsError(ConfigError, ValueError):
+    """A wrong setting: the one line the CLI prints (``eyeblink: error: <this text>``)."""
+
+
+# ------------------------------------------------------------------------------------------ results
+
+
+@dataclass
+class Session:
+    """One processed input (or live session): its tables, summary and files.
+
+    ``frames``, ``blinks`` and ``trials`` (empty without a trials file) are pandas DataFrames with the CSV
+    contract's columns; integer columns are ``int64`` (``Int64`` where a cell can be empty), 0/1 flags of
+    blinks (``complete``, ``partial``) ``bool``, everything else ``float64`` (NaN = an empty cell, "not
+    measured") or text. ``df.attrs["units"]`` maps each column to its unit. ``paths`` holds the files
+    written (empty when the run kept everything in memory, ``output=None``).
+    """
+
+    stem: str
+    frames: pd.DataFrame
+    blinks: pd.DataFrame
+    trials: pd.DataFrame
+    summary: dict[str, Any]
+    paths: dict[str, Path] = field(default_factory=dict)
+
+    def write_report(self, output: str | Path | None = None) -> Path:
+        """Write the self-contained HTML report of this session (``eyeblink report OUTDIR/<stem>``): to
+        ``<stem>.report.html`` beside its files, or to ``output``; returns its path. Needs the session's files
+        (a session processed with ``output=None`` has none: process it into a folder)."""
+        from eyeblink.outputs.report import write_report
+
+        if "frames" not in self.paths:
+            raise InputNotFoundError(f"session {self.stem!r} has no files (processed with output=None); process "
+                                     "it with output=FOLDER to write its report")
+        path = write_report(self.paths["frames"].parent / self.stem, output)
+        self.paths["report"] = path
+        return path
+
+    def __repr__(self) -> str:
+        return (f"Session({self.stem!r}: {len(self.frames)} frames, {len(self.blinks)} blinks, "
+                f"{len(self.trials)} trials, status {self.summary.get('status')!r})")
+
+
+#: whole-number columns, never empty: int64
+_INT_COLUMNS = {"frame", "face", "detected", "dropped", "blink", "start_frame", "end_frame", "peak_frame", "trial",
+                "block"}
+#: whole-number columns that can be empty (an eye never measured, a trial without a US): pandas' Int64
+_NULLABLE_INT_COLUMNS = {"start_frame_left", "end_frame_left", "start_frame_right", "end_frame_right",
+                         "cs_onset_frame", "us_onset_frame"}
+#: 0/1 flags: bool (``boolean`` where a cell can be empty)
+_BOOL_COLUMNS = {"complete", "partial", "baseline_valid", "startle", "cr"}
+#: text columns: pandas strings
+_TEXT_COLUMNS = {"cue", "kind", "trial_type", "cs_type", "us_type"}
+_UNITS = {"frame": "frame", "face": "0/1", "detected": "0/1", "dropped": "0/1", "blink": "count",
+          "closure": "FEC (0 open .. 1 closed)", "face_score": "score (0..1)", "amplitude": "fraction",
+          "cue": "text", "kind": "text"}
+
+
+def _unit(col: str) -> str:
+    if col in _UNITS:
+        return _UNITS[col]
+    if "frame" in col:
+        return "frame"
+    if col.endswith("_ms") or "_ms_" in col:
+        return "ms"
+    if col.endswith("_s") or "_s_" in col:
+        return "s"
+    if col.startswith("face_") and col[-2:] in ("x0", "y0", "x1", "y1"):
+        return "px"
+    if "ear" in col:
+        return "ratio (EAR)"
+    if "velocity" in col:
+        return "ratio/s"
+    if "amplitude" in col:
+        return "fraction"
+    if "fec" in col or col.startswith("cr_") or col.startswith("ur_"):
+        return "FEC"
+    return ""
+
+
+def _require_pandas() -> Any:
+    try:
+        import pandas as pd
+    except ImportError:
+        raise MissingExtraError("the Python API's tables need pandas, which is not installed; "
+                                "pip install 'eyeblink[api]' (or pip install pandas)") from None
+    return pd
+
+
+def _table(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
+    """A CSV of the output contract as a DataFrame with fixed dtypes per column (the same for every session,
+    whatever its values); an absent file: an empty frame with ``columns``."""
+    pd = _require_pandas()
+    if not path.is_file():
+        df = pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
+    else:
+        df = pd.read_csv(path, keep_default_na=False, na_values=[""], low_memory=False)
+    for col in df.columns:
+        s = df[col]
+        if col in _TEXT_COLUMNS:
+            df[col] = s.astype("string")
+        elif col in _BOOL_COLUMNS:
+            df[col] = s.astype(bool) if s.notna().all() else s.astype("float64").astype("boolean")
+        elif col in _INT_COLUMNS:
+            df[col] = s.astype("int64") if s.notna().all() else s.astype("float64").astype("Int64")
+        elif col in _NULLABLE_INT_COLUMNS:
+            df[col] = s.astype("float64").astype("Int64")
+        else:  # every measure is float64, also where this session's values happen to be whole numbers
+            df[col] = pd.to_numeric(s, errors="coerce").astype("float64") if s.dtype.kind in "iufbO" else s
+    df.attrs["units"] = {c: _unit(c) for c in df.columns}
+    return df
+
+
+def load(session: str | Path) -> Session:
+    """Read a finished session back: ``load("results/session1")`` (``OUTDIR/<stem>``, or any of its files).
+
+    The same object :func:`process` returns, from ``<stem>.frames.csv``, ``.blinks.csv``, ``.summary.json`` and
+    ``.trials.csv`` (when the session has trials).
+    """
+    import json
+
+    from eyeblink.outputs.export import FRAME_COLUMNS
+    from eyeblink.outputs.report import split_stem
+    from eyeblink.signals.blinks import BLINK_COLUMNS
+
+    outdir, stem = split_stem(session)
+    summary_path = outdir / f"{stem}.summary.json"
+    if not summary_path.is_file():
+        raise InputNotFoundError(f"no session {stem!r} in {outdir}: {summary_path.name} not found — give "
+                                 "OUTDIR/<stem> of a processed session")
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputNotFoundError(f"{summary_path} is not a readable summary ({one_line(exc)})") from None
+    paths = {k: outdir / f"{stem}.{suffix}" for k, suffix in (
+        ("frames", "frames.csv"), ("blinks", "blinks.csv"), ("summary", "summary.json"), ("trials", "trials.csv"),
+        ("traces", "traces.csv"), ("nwb", "nwb"), ("report", "report.html"))}
+    paths = {k: p for k, p in paths.items() if p.is_file()}
+    return Session(stem, _table(outdir / f"{stem}.frames.csv", FRAME_COLUMNS),
+                   _table(outdir / f"{stem}.blinks.csv", BLINK_COLUMNS), _table(outdir / f"{stem}.trials.csv"),
+                   summary, paths)
+
+
+# ------------------------------------------------------------------------------------------ settings
+
+
+def _type_ok(value: Any, default: Any) -> str | None:
+    """What ``value`` should be, when it is not what the preset key ``default`` is (None: fine)."""
+    if value is None:
+        return None
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "true or false"
+    if isinstance(default, int):
+        return None if isinstance(value, int) and not isinstance(value, bool) else "a whole number"
+    if isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return None if ok else "a number"
+    if isinstance(default, str):
+        return None if isinstance(value, str) else "text"
+    return None
+
+
+_PROTOTYPES = (("bool", False), ("int", 0), ("float", 0.0), ("str", ""))
+
+
+def _field_defaults(cls: type) -> dict[str, Any]:
+    """Each field of a config dataclass -> a value of its type (for a ``None`` default: one of the annotation's
+    first type, ``float | None`` -> 0.0), which :func:`_type_ok` compares a setting with."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+        if out.get(f.name) is None:
+            kind = str(f.type).split("|")[0].strip()
+            out[f.name] = next((v for name, v in _PROTOTYPES if kind == name), None)
+    return out
+
+
+def _flat_keys() -> tuple[dict[str, str], set[str]]:
+    """Each preset key -> its section, and the keys more than one section has (they need the section's dict)."""
+    owner: dict[str, str] = {}
+    shared: set[str] = set()
+    for section, cls in SECTIONS.items():
+        for name in (f.name for f in dataclasses.fields(cls)):
+            if name in owner:
+                shared.add(name)
+            owner[name] = section
+    for name in shared:
+        owner.pop(name, None)
+    return owner, shared
+
+
+def _unknown(key: str, known: Sequence[str]) -> ConfigError:
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"did you mean {close[0]}=?" if close else "use a preset key (e.g. detect_every, close_ratio) " \
+                                                       "or a section dict (e.g. blinks={...})"
+    return ConfigError(f"unknown setting {key!r}: {hint}")
+
+
+def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunConfig, dict[str, Any]]:
+    """The :class:`RunConfig` of ``settings`` (the preset, then the keys that override it, as the CLI applies
+    its flags) and the settings that are not config keys (only names in ``allowed``)."""
+    from eyeblink.config import load_preset
+    from eyeblink.presets import resolve_preset
+
+    settings = dict(settings)
+    cfg = load_preset(resolve_preset(str(settings.pop("pipeline", "cpu"))))
+    owner, shared = _flat_keys()
+    overrides: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+    top: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key in SECTIONS and isinstance(value, dict):
+            valid = _field_defaults(SECTIONS[key])
+            for k, v in value.items():
+                if k not in valid:
+                    raise _unknown(f"{key}.{k}", [f"{key}.{n}" for n in valid])
+                overrides[key][k] = v
+        elif key in ALIASES and not isinstance(value, dict):
+            alias_section, name = ALIASES[key]
+            overrides[alias_section][name] = str(value) if name == "model_path" and isinstance(value, Path) else value
+        elif key in owner and key not in allowed:
+            overrides[owner[key]][key] = value
+        elif key in ("fps", "max_frames"):
+            top[key] = value
+        elif key in allowed:
+            rest[key] = value
+        elif key in shared:
+            sections = [s for s, c in SECTIONS.items() if key in _field_defaults(c)]
+            raise ConfigError(f"setting {key!r} is ambiguous: it is a key of {' and '.join(sections)}; give it "
+                              f"in its section, e.g. {sections[0]}={{{key!r}: ...}}")
+        else:
+            raise _unknown(key, [*owner, *ALIASES, "fps", "max_frames", "pipeline", *allowed])
+    for section, values in overrides.items():
+        defaults = _field_defaults(SECTIONS[section])
+        for k, v in values.items():
+            want = _type_ok(v, defaults[k])
+            if want is not None:
+                raise ConfigError(f"{section}.{k} must be {want}, got {v!r}")
+        if section == "closure" and values.get("calibration_s") is not None:
+            values["calibration_s"] = tuple(values["calibration_s"])
+        try:
+            cfg = cfg.with_overrides(section, **values)
+        except TypeError as exc:
+            raise ConfigError(f"[{section}] {exc}") from None
+    for k, v in top.items():
+        want = _type_ok(v, 1.0 if k == "fps" else 1)
+        if want is not None:
+            raise ConfigError(f"{k} must be {want}, got {v!r}")
+    cfg = dataclasses.replace(cfg, fps=top.get("fps"), max_frames=top.get("max_frames"))
+    return cfg, rest
+
+
+def _analysis(rest: dict[str, Any]) -> AnalysisOptions:
+    from eyeblink.outputs.analysis import AnalysisOptions
+
+    trials = rest.pop("trials", None)
+    sync, us_sync = rest.pop("sync_column", None), rest.pop("us_sync_column", None)
+    return AnalysisOptions(trials=Path(trials) if trials else None, sync_column=sync, us_sync_column=us_sync,
+                           plots=bool(rest.pop("plots", False)), nwb=bool(rest.pop("nwb", False)))
+
+
+@contextlib.contextmanager
+def _settings_errors() -> Iterator[None]:
+    """A :class:`ConfigError` of the settings -> :class:`SettingsError` with the CLI's one-line text."""
+    try:
+        yield
+    except SettingsError:
+        raise
+    except ConfigError as exc:
+        raise SettingsError(one_line(exc)) from None
+
+
+# ------------------------------------------------------------------------------------------ process
+
+
+def check_workers(requested: int | None) -> None:
+    """``--workers`` within 0..4 x the CPUs: more processes than that only thrash memory and the CPUs
+    (1,000 workers on 2 cores: 10 GB and 1 FPS)."""
+    import os
+
+    if requested is None:
+        return
+    cpus = os.cpu_count() or 1
+    cap = 4 * cpus
+    if isinstance(requested, bool) or not isinstance(requested, int) or not 0 <= requested <= cap:
+        raise ConfigError(f"--workers {requested} is out of range: use 0 or 1 (one process) up to {cap} "
+                          f"(4 x the {cpus} CPUs here), or leave it out for one per physical core")
+
+
+def process_workers(requested: int | None, cfg: RunConfig, physical_cores: Callable[[], int]) -> int:
+    """Worker processes for ``process``: physical cores by default; 1 with an accelerator backend that does
+    not run in the accelerator stage.
+
+    The TensorFlow, JAX and Poplar runtimes are not fork-safe (a worker forked after the parent has loaded
+    the backend hangs), and on an accelerator the networks are meant to run in one batching process, not
+    one copy per worker. With ``detect.stage`` = ``accelerator`` (``auto`` for ``jax`` and ``tensorflow``)
+    that process is the accelerator stage of the multiprocess pipeline and the workers post-process; the
+    ``ipu`` backend, and a Keras backend with ``--stage fused``, run in one process.
+    """
+    from eyeblink.detect import BackendName
+
+    check_workers(requested)
+    accelerated = str(cfg.detect.backend).strip().lower() in (
+        BackendName.TENSORFLOW.value, BackendName.JAX.value, BackendName.IPU.value)
+    if not accelerated or cfg.detect.accelerator_stage:
+        return int(physical_cores()) if requested is None else requested
+    if requested is not None and requested > 1:
+        raise ConfigError(f"--workers {requested} is not supported with the {cfg.detect.backend!r} backend and "
+                          f"--stage {cfg.detect.stage} (its runtime is not fork-safe); use --workers 1, "
+                          "--stage accelerator (jax, tensorflow) or the litert backend")
+    return 1
+
+
+def progress_factory(show: bool) -> Any:
+    """A tqdm progress bar per input when ``show`` and stderr is a terminal, else None."""
+    if not show or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    def make(name: str, total: int | None) -> Any:
+        return tqdm(total=total, desc=name, unit="frame", dynamic_ncols=True, leave=False)
+
+    return make
+
+
+def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers: int | None = None,
+                loaders: int = 0, analysis: AnalysisOptions | None = None, progress: Any = None,
+                report: bool = False) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
+    """What ``eyeblink process`` and :func:`process` both run: every input into ``outdir``, finalized (FEC,
+    trials, plots, NWB as ``analysis`` asks), with ``<stem>.report.html`` when ``report``; returns the results
+    and the per-input failures (the other inputs still run)."""
+    from eyeblink.runtime.parallel import physical_cores
+    from eyeblink.runtime.runner import process_paths
+
+    if report:  # keep the eye crops of each blink for the report's table
+        cfg = dataclasses.replace(cfg, eye_crops=True)
+    results, failures = process_paths(list(paths), outdir, cfg, progress=progress,
+                                      workers=process_workers(workers, cfg, physical_cores), loaders=loaders,
+                                      analysis=analysis)
+    if report:
+        from eyeblink.outputs.report import write_report
+
+        for r in results:
+            r.outputs["report"] = write_report(outdir / r.stem)
+    return results, failures
+
+
+@contextlib.contextmanager
+def _output_dir(output: str | Path | None) -> Iterator[Path]:
+    if output is not None:
+        yield Path(output)
+        return
+    with tempfile.TemporaryDirectory(prefix="eyeblink-") as tmp:
+        yield Path(tmp)
+
+
+def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path | None = None,
+            **settings: Any) -> Session | list[Session]:
+    """Process recordings (or image folders) as ``eyeblink process`` does; a :class:`Session` per input.
+
+    ``output``: the folder to write ``<stem>.frames.csv``, ``.blinks.csv``, ``.summary.json`` (and what the
+    settings ask for) into, byte for byte what the CLI writes with the same settings; ``None`` keeps
+    everything in memory (the files go to a temporary folder that is removed). One path gives one
+    :class:`Session`, a list gives a list. ``settings``: see the module docstring; besides the preset keys,
+    ``workers`` (default: physical cores), ``loaders``, ``progress`` (a bar on a terminal), ``report``,
+    ``trials``, ``sync_column``, ``us_sync_column``, ``plots``, ``nwb``.
+
+    Raises :class:`SettingsError` (a ValueError) for a wrong setting, before any frame is read, and the
+    first input's :class:`~eyeblink.errors.EyeblinkError` if an input fails (the others are processed first).
+    """
+    _require_pandas()
+    single = isinstance(path_or_paths, (str, Path))
+    paths = [Path(path_or_paths)] if isinstance(path_or_paths, (str, Path)) else [Path(p) for p in path_or_paths]
+    with _settings_errors():
+        cfg, rest = _run_config(settings, (*ANALYSIS, *PROCESS_ONLY))
+        analysis = _analysis(rest)
+        workers = rest.get("workers")
+        check_workers(workers)
+        loaders = rest.get("loaders", 0)
+        if _type_ok(loaders, 1) or loaders < 0:
+            raise ConfigError(f"--loaders must be >= 0, got {loaders!r}")
+    with _output_dir(output) as outdir:
+        results, failures = run_process(paths, outdir, cfg, workers=workers, loaders=loaders, analysis=analysis,
+                                        progress=progress_factory(bool(rest.get("progress"))),
+                                        report=bool(rest.get("report")))
+        if failures:
+            raise failures[0][1]
+        sessions = [load(outdir / r.stem) for r in results]
+        if output is None:
+            for s in sessions:
+                s.paths = {}
+    return sessions[0] if single else sessions
+
+
+# ------------------------------------------------------------------------------------------ live
+
+
+_END = object()
+
+
+class LiveSession:
+    """A live session (:func:`live`): a context manager; iterate it for rows and blink events as they come.
+
+    ``with eyeblink.live("tcp://127.0.0.1:5000", lsl=True) as s:`` loads the models, connects the source and
+    runs the pipeline in a background thread of this process (its workers are child processes). In the block:
+
+    * ``for item in s:`` yields :class:`~eyeblink.runtime.publish.LiveRow` (one per written row, frame order)
+      and :class:`~eyeblink.signals.blinks.BlinkEvent` (as the detector settles them) until the source ends or
+      :meth:`stop`; up to :attr:`QUEUE_ITEMS` unread items are kept (older ones are dropped: ``missed``);
+    * ``s.state`` (the detector's :class:`~eyeblink.signals.state.EyeState`), ``s.wait_until_open(...)``;
+    * callbacks ``on_frame(row)``, ``on_blink(event)``, ``on_state(change)`` run in the session's thread, in
+      order, as each is written: keep them short.
+
+    Leaving the block (or Ctrl-C in it, or the source ending) stops the capture, analyses every frame already
+    captured, flushes the files and finalizes the session as ``eyeblink live`` does; Ctrl-C is then swallowed
+    (the block ends normally; ``summary["live"]["stop_reason"]`` says ``stopped by SIGINT``). Afterwards
+    :attr:`result` is the :class:`Session`.
+    """
+
+    #: unread items kept for iteration (~100 s of rows at 500 FPS)
+    QUEUE_ITEMS = 50_000
+
+    def __init__(self, source: str, output: str | Path | None, settings: dict[str, Any]) -> None:
+        from eyeblink.runtime.publish import LiveTap
+
+        _require_pandas()
+        settings = dict(settings)
+        landmarks = settings.get("landmarks")
+        if landmarks == "auto":  # live's default: the model this machine runs at the source's rate
+            del settings["landmarks"]
+        with _settings_errors():
+            cfg, rest = _run_config(settings, (*ANALYSIS, *LIVE_ONLY,
+                                               *(f.name for f in dataclasses.fields(LiveConfig))))
+            self._callbacks = {k: rest.pop(k, None) for k in ("on_frame", "on_blink", "on_state")}
+            for k, cb in self._callbacks.items():
+                if cb is not None and not callable(cb):
+                    raise ConfigError(f"{k} must be a function, got {cb!r}")
+            self._analysis = _analysis(rest)
+            self._name = rest.pop("name", None)
+            self._report = bool(rest.pop("report", False))
+            stream: dict[str, Any] = {k: rest.pop(k) for k in ("reconnect", "stream_options", "read_timeout_s")
+                                      if k in rest}
+            auto = landmarks in (None, "auto") and cfg.landmarks.model_path is None
+            live_defaults = _field_defaults(LiveConfig)
+            for k, v in rest.items():
+                want = _type_ok(v, live_defaults[k])
+                if want is not None:
+                    raise ConfigError(f"live {k} must be {want}, got {v!r}")
+            for k, proto in (("reconnect", 0), ("read_timeout_s", 0.0)):
+                want = _type_ok(stream.get(k), proto)
+                if want is not None or (stream.get(k) or 0) < 0:
+                    raise ConfigError(f"{k} must be {want or 'a number >= 0'}, got {stream[k]!r}")
+            self.live_config = LiveConfig(**{**rest, "landmarks": "auto" if auto else cfg.landmarks.model})
+            from eyeblink.sources.live import StreamOptions
+
+            opts = stream.get("stream_options") or {}
+            if not isinstance(opts, dict):
+                raise ConfigError(f"stream_options must be a dict of FFmpeg options, got {opts!r}")
+            self._stream = StreamOptions(options={str(k): str(v) for k, v in opts.items()},
+                                         read_timeout_s=float(stream.get("read_timeout_s", 5.0)),
+                                         reconnect=int(stream.get("reconnect", 0)))
+        self.cfg = cfg
+        self.source_spec = source
+        self.output = output
+        self.tap: LiveTap = (LiveTap.from_config(self.live_config, cfg.blinks.max_blink_ms)
+                             or LiveTap(stable_ms=self.live_config.stable_ms, max_blink_ms=cfg.blinks.max_blink_ms))
+        self.tap.listeners.append(self._on_item)
+        self.result: Session | None = None
+        self.missed = 0
+        self._items: deque[Any] = deque()
+        self._cond = threading.Condition()
+        self._ended = False
+        self._error: BaseException | None = None
+        self._run: _LiveRun | None = None
+        self._stop_reason: str | None = None
+        self._thread: threading.Thread | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._outdir: Path | None = None
+        self._run_result: RunResult | None = None
+        self._pipe: LivePipeline | None = None
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def state(self) -> EyeState:
+        """The eye's state as of the last row written (``no_face`` before the detector has a baseline)."""
+        return self.tap.tracker.state
+
+    @property
+    def time_s(self) -> float:
+        """Capture time (``timestamp_s``, the source's clock) of the newest row written; NaN before the first."""
+        return self.tap.tracker.last_s
+
+    @property
+    def frame(self) -> int:
+        """The newest row written (-1 before the first)."""
+        return self.tap.tracker.last_frame
+
+    @property
+    def gate_port(self) -> int | None:
+        """The gate socket's port on 127.0.0.1 once listening (``gate_port=0`` picks a free one)."""
+        return self.tap.bound_port
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._ended
+
+    # ------------------------------------------------------------------ the session's thread
+
+    def _on_item(self, kind: str, item: Any) -> None:
+        """Called by the tap in the session's thread for every row, blink, state change and gate event."""
+        cb = {"row": self._callbacks["on_frame"], "blink": self._callbacks["on_blink"],
+              "state": self._callbacks["on_state"]}.get(kind)
+        if cb is not None:
+            try:
+                cb(item)
+            except BaseException as exc:  # a failing callback stops the session; __exit__ re-raises it
+                if self._error is None:
+                    self._error = exc
+                self.stop(f"a callback ({cb!r}) failed")
+        if kind in ("row", "blink"):
+            with self._cond:
+                if len(self._items) >= self.QUEUE_ITEMS:
+                    self._items.popleft()
+                    self.missed += 1
+                self._items.append(item)
+                self._cond.notify_all()
+        elif kind == "event":
+            with self._cond:
+                self._cond.notify_all()
+
+    def _started(self, run: _LiveRun) -> None:
+        self._run = run
+        if self._stop_reason is not None:
+            run.request_stop(self._stop_reason)
+
+    def _main(self, source: Any) -> None:
+        from eyeblink.runtime.live import finish
+
+        try:
+            assert self._pipe is not None and self._outdir is not None
+            with source:
+                result, _ = self._pipe.run(source, self._outdir, tap=self.tap, signals=False, started=self._started)
+            self._run_result = finish(result, self.cfg, self._analysis, report=self._report)
+        except BaseException as exc:
+            if self._error is None:
+                self._error = exc
+        finally:
+            with self._cond:
+                self._ended = True
+                self._items.append(_END)
+                self._cond.notify_all()
+
+    # ------------------------------------------------------------------ context manager
+
+    def __enter__(self) -> LiveSession:
+        from eyeblink.outputs.export import ensure_output_dir
+        from eyeblink.runtime.live import prepare
+
+        if self.output is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="eyeblink-live-")
+            self._outdir = Path(self._tmp.name)
+        else:
+            self._outdir = ensure_output_dir(Path(self.output))
+        try:
+            self._pipe, source, self.cfg = prepare(self.source_spec, self.cfg, self.live_config, name=self._name,
+                                                   stream=self._stream, report=self._report,
+                                                   analysis=self._analysis, tap=self.tap)
+        except BaseException:
+            self._cleanup()
+            raise
+        self._thread = threading.Thread(target=self._main, args=(source,), name="eyeblink-live", daemon=True)
+        self._thread.start()
+        try:  # the models loaded, the outlets and the socket up (gate_port known), the source about to connect
+            while not self.tap.opened.wait(0.1):
+                if self._ended:
+                    break
+        except BaseException:  # Ctrl-C while the models load
+            self.__exit__(*sys.exc_info())
+            raise
+        if self._ended and self._error is not None:
+            self._join()
+            self._cleanup()
+            raise self._error
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+        self.stop("stopped by SIGINT" if interrupted else "stopped by the program")
+        try:
+            self._join()
+            if self._run_result is not None and self._outdir is not None:
+                self.result = load(self._outdir / self._run_result.stem)
+                if self.output is None:
+                    self.result.paths = {}
+        finally:
+            self._cleanup()
+        if self._error is not None and (exc_type is None or interrupted):
+            raise self._error
+        return interrupted  # Ctrl-C in the block stopped the session: every row is on disk, the block ends
+
+    def _join(self) -> None:
+        if self._thread is None:
+            return
+        while self._thread.is_alive():
+            self._thread.join(0.1)
+
+    def _cleanup(self) -> None:
+        if self._tmp is not None:
+            with contextlib.suppress(OSError):
+                self._tmp.cleanup()
+            self._tmp = None
+
+    # ------------------------------------------------------------------ in the block
+
+    def stop(self, reason: str = "stopped by the program") -> None:
+        """Stop the capture (frames already captured are still analysed); the iteration then ends."""
+        if self._stop_reason is None:
+            self._stop_reason = reason
+        if self._run is not None:
+            self._run.request_stop(reason)
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until the source ends (or :meth:`stop`); False after ``timeout_s``."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._cond:
+            while not self._ended:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(0.1 if left is None else min(left, 0.1))
+        return True
+
+    def __iter__(self) -> Iterator[LiveRow | BlinkEvent]:
+        while True:
+            with self._cond:
+                while not self._items:
+                    self._cond.wait(0.1)
+                item = self._items.popleft()
+            if item is _END:
+                with self._cond:
+                    self._items.appendleft(_END)  # a second loop ends at once too
+                if self._error is not None:
+                    raise self._error
+                return
+            yield item
+
+    def wait_until_open(self, stable_ms: float = 200.0, timeout_s: float | None = None) -> bool:
+        """Block until the eye is ``open`` and has stayed open for ``stable_ms`` of capture time (the state the
+        ``open_stable`` marker and gate line report); True then, False after ``timeout_s`` seconds or when the
+        session ended first. Returns at once when it already holds."""
+        if not (isinstance(stable_ms, (int, float)) and stable_ms >= 0):
+            raise SettingsError(f"stable_ms must be a number >= 0, got {stable_ms!r}")
+        tracker = self.tap.tracker
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._cond:
+            while not tracker.is_open_for(stable_ms):
+                if self._ended:
+                    return False
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(0.05 if left is None else min(left, 0.05))
+        return True
+
+    def __repr__(self) -> str:
+        return f"LiveSession({self.source_spec!r}, state={self.state.value}, running={self.running})"
+
+
+def live(source: str, output: str | Path | None = None, **settings: Any) -> LiveSession:
+    """A live session on a camera or stream (``source`` as for ``eyeblink live``: ``0``, ``tcp://...``,
+    ``basler:``), as a context manager (:class:`LiveSession`).
+
+    ``output``: where ``<stem>.frames.csv`` (with ``dropped``), ``.blinks.csv`` and ``.summary.json`` are
+    written as the frames arrive (``None``: a temporary folder, removed at the end; the tables stay in
+    :attr:`LiveSession.result`). ``settings``: the preset keys as for :func:`process`, the live ones of
+    :class:`~eyeblink.config.LiveConfig` (``lsl``, ``lsl_name``, ``lsl_wait_s``, ``gate_port``,
+    ``stable_ms``, ``duration_s``, ``overload``, ``workers``, ``buffer_s``, ...), ``name``,
+    ``reconnect``, ``stream_options`` (a dict of FFmpeg options), ``read_timeout_s``, ``report``, the
+    conditioning options and the callbacks ``on_frame``, ``on_blink``, ``on_state``. A wrong setting raises
+    :class:`SettingsError` at once, before any model loads.
+    """
+    return LiveSession(source, output, settings)
+

@@ -1,0 +1,574 @@
+"""What a live session tells other programs while it runs: Lab Streaming Layer outlets, the gate socket, the API.
+
+The live sink (:class:`eyeblink.runtime.live._LiveRun`) writes rows and blink events in frame order; a
+:class:`LiveTap` sees each of them right after it is written and hands it on:
+
+* :class:`LslOutlets` (``--lsl``, extra ``lsl``): one per-frame sample stream and one marker stream,
+  described as the XDF conventions ask (channel labels, units, types, the source, eyeblink's version), so
+  LabRecorder records them as they are;
+* :class:`GateServer` (``--gate-port``): JSON lines on a TCP socket on 127.0.0.1, one per state change
+  (and per derived event), for programs in any language;
+* the Python API (:func:`eyeblink.live`): callbacks and an iterator, through :attr:`LiveTap.listeners`.
+
+The eye's state is **not** decided here. The blink detector owns the state machine
+(:mod:`eyeblink.signals.state`, :meth:`BlinkDetector.pop_state_changes`); :class:`GateTracker` only reads its
+changes and adds the two timed facts a rig asks for: ``open_stable`` (``open`` held for ``stable_ms`` of
+capture time) and ``prolonged_closure`` (the eye has not been back to ``open`` for ``blinks.max_blink_ms`` since
+the event began: the detector's own line between a blink and a prolonged closure, said as soon as it is crossed
+instead of when the event ends).
+
+Clocks: a frame's capture time (``timestamp_s`` in ``frames.csv``, the source's own clock) is mapped onto
+LSL's clock (:func:`pylsl.local_clock`, ``CLOCK_MONOTONIC`` on Linux, the clock ``time.perf_counter`` and
+``time.monotonic`` read too) once, at the first frame: ``lsl_time = timestamp_s + offset`` with ``offset`` =
+the first frame's arrival on that clock minus its capture time. Every sample and marker then carries its
+frame's own capture time on LSL's clock, so the samples are spaced exactly as in ``frames.csv``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import select
+import socket
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from eyeblink import __version__
+from eyeblink.errors import ConfigError, MissingExtraError
+from eyeblink.signals.state import EyeState, StateChange
+
+if TYPE_CHECKING:
+    from eyeblink.signals.blinks import BlinkDetector, BlinkEvent
+
+__all__ = ["GATE_EVENTS", "LSL_CHANNELS", "GateEvent", "GateServer", "GateTracker", "LiveRow", "LiveTap",
+           "LslOutlets"]
+
+log = logging.getLogger("eyeblink.live")
+
+#: The events of the marker stream and the gate socket (a state change is ``state``; see the guide).
+GATE_EVENTS = ("state", "blink_start", "blink_end", "open_stable", "prolonged_closure", "face_lost", "face_found",
+               "blink")
+#: The per-frame LSL sample: (label, unit, type) per channel, in order.
+LSL_CHANNELS: tuple[tuple[str, str, str], ...] = (
+    ("openness_left", "ratio", "EAR"),  # the subject's left eye aspect ratio (frames.csv ear_left)
+    ("openness_right", "ratio", "EAR"),  # the right eye (ear_right)
+    ("closure", "normalized", "FEC"),  # online fraction of eyelid closure, 0 open .. 1 closed (closure)
+    ("face", "boolean", "Presence"),  # 1 when a face was measured in the frame (face)
+    ("frame", "count", "Index"),  # the row's frame number in frames.csv (frame)
+)
+#: a client whose unread lines exceed this is dropped (it stopped reading; the sink never waits for it)
+MAX_CLIENT_BACKLOG = 1 << 20
+
+
+class LiveRow(NamedTuple):
+    """One row of a live session as written to ``frames.csv`` (empty cells are NaN), plus its arrival time.
+
+    ``arrival_time`` is when the frame was received, ``time.perf_counter()`` (``CLOCK_MONOTONIC`` on Linux, the
+    clock ``pylsl.local_clock()`` reads there too).
+    """
+
+    frame: int
+    timestamp_s: float
+    face: int
+    ear_left: float
+    ear_right: float
+    ear: float
+    baseline_ear: float
+    detected: int
+    face_score: float
+    face_x0: float
+    face_y0: float
+    face_x1: float
+    face_y1: float
+    closure: float
+    dropped: int
+    arrival_time: float
+
+
+def _num(v: Any) -> float:
+    return math.nan if v is None else float(v)
+
+
+@dataclass(frozen=True)
+class GateEvent:
+    """One line of the gate socket and one LSL marker: ``event`` at ``frame`` (capture time ``timestamp_s``)."""
+
+    event: str
+    frame: int
+    timestamp_s: float
+    state: EyeState
+    previous: EyeState | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def marker(self) -> str:
+        """The LSL marker string: ``state:<state>`` for a state change, else the event's name."""
+        return f"state:{self.state.value}" if self.event == "state" else self.event
+
+
+class GateTracker:
+    """The current eye state (from the detector's :class:`StateChange` records) and the events it implies.
+
+    Not a state machine of its own: :meth:`change` takes the detector's changes as they are; :meth:`tick`
+    only measures time on the capture clock: ``open_stable`` once ``open`` has been held for ``stable_ms``
+    (once per stay), ``prolonged_closure`` once an event (from leaving ``open`` for ``closing`` or ``closed``
+    until ``open`` again) has lasted ``max_blink_ms``, the detector's own bound of a blink (once per event).
+    """
+
+    def __init__(self, stable_ms: float = 200.0, max_blink_ms: float = 1000.0) -> None:
+        self.stable_s = stable_ms / 1000.0
+        self.max_blink_s = max_blink_ms / 1000.0
+        self.state = EyeState.NO_FACE
+        self.since_frame = 0
+        self.since_s = math.nan  # capture time the current state began (NaN: before the first change)
+        self.event_s = math.nan  # capture time the current event (closing .. open) began (NaN: none)
+        self.last_frame = -1
+        self.last_s = math.nan
+        self._stable_sent = False
+        self._prolonged_sent = False
+
+    def change(self, ch: StateChange) -> list[GateEvent]:
+        """The events of one detector state change (``state`` first, then the named ones)."""
+        self.state, self.since_frame, self.since_s, self._stable_sent = ch.state, ch.frame, ch.timestamp_s, False
+        ev = [GateEvent("state", ch.frame, ch.timestamp_s, ch.state, ch.previous)]
+        closing = (EyeState.CLOSING, EyeState.CLOSED)
+        if ch.previous == EyeState.OPEN and ch.state in closing:
+            self.event_s, self._prolonged_sent = ch.timestamp_s, False
+            ev.append(GateEvent("blink_start", ch.frame, ch.timestamp_s, ch.state, ch.previous))
+        elif ch.state == EyeState.OPEN and ch.previous in (*closing, EyeState.REOPENING):
+            self.event_s = math.nan
+            ev.append(GateEvent("blink_end", ch.frame, ch.timestamp_s, ch.state, ch.previous))
+        if ch.state == EyeState.NO_FACE and ch.previous != EyeState.NO_FACE:
+            self.event_s = math.nan  # the event is no longer measured
+            ev.append(GateEvent("face_lost", ch.frame, ch.timestamp_s, ch.state, ch.previous))
+        elif ch.previous == EyeState.NO_FACE and ch.state != EyeState.NO_FACE:
+            ev.append(GateEvent("face_found", ch.frame, ch.timestamp_s, ch.state, ch.previous))
+        return ev
+
+    def tick(self, frame: int, t: float) -> list[GateEvent]:
+        """Frame ``frame`` (capture time ``t``) was written: ``open_stable`` / ``prolonged_closure`` when due."""
+        self.last_frame, self.last_s = frame, t
+        out: list[GateEvent] = []
+        if (self.state == EyeState.OPEN and not self._stable_sent
+                and t - self.since_s >= self.stable_s - 1e-9):
+            self._stable_sent = True
+            out.append(GateEvent("open_stable", frame, t, self.state, None,
+                                 {"since_s": self.since_s, "held_ms": (t - self.since_s) * 1000.0}))
+        if (self.state in (EyeState.CLOSING, EyeState.CLOSED, EyeState.REOPENING) and not self._prolonged_sent
+                and t - self.event_s >= self.max_blink_s - 1e-9):
+            self._prolonged_sent = True
+            out.append(GateEvent("prolonged_closure", frame, t, self.state, None,
+                                 {"since_s": self.event_s, "held_ms": (t - self.event_s) * 1000.0}))
+        return out
+
+    def held_s(self) -> float:
+        """How long (capture time) the current state has been held at the last written frame (0 if unknown)."""
+        d = self.last_s - self.since_s
+        return d if d >= 0 else 0.0
+
+    def is_open_for(self, stable_ms: float) -> bool:
+        return self.state == EyeState.OPEN and self.held_s() >= stable_ms / 1000.0 - 1e-9
+
+
+class LslOutlets:
+    """The two LSL outlets of a live session: ``<name>`` (per-frame samples) and ``<name>-markers``."""
+
+    def __init__(self, name: str, *, source: str, stem: str, nominal_fps: float | None, eye_model: str,
+                 timestamps: str | None = None) -> None:
+        try:
+            import pylsl
+        except ImportError:
+            raise MissingExtraError("--lsl needs pylsl, which is not installed; pip install 'eyeblink[lsl]' "
+                                    "(or pip install pylsl)") from None
+        except (OSError, RuntimeError) as exc:  # pylsl installed but liblsl missing
+            raise MissingExtraError(f"--lsl: pylsl cannot load liblsl ({exc}); pip install 'eyeblink[lsl]'") from None
+        self._pylsl = pylsl
+        rate = float(nominal_fps) if nominal_fps and nominal_fps > 0 else pylsl.IRREGULAR_RATE
+        self.nominal_fps = rate
+        source_id = f"eyeblink:{source}:{stem}"
+        info = pylsl.StreamInfo(name, "Eyeblink", len(LSL_CHANNELS), rate, pylsl.cf_double64, source_id)
+        self._describe(info, source=source, stem=stem, eye_model=eye_model, timestamps=timestamps, channels=True)
+        minfo = pylsl.StreamInfo(f"{name}-markers", "Markers", 1, pylsl.IRREGULAR_RATE, pylsl.cf_string,
+                                 f"{source_id}:markers")
+        self._describe(minfo, source=source, stem=stem, eye_model=eye_model, timestamps=timestamps, channels=False)
+        self.local_clock: Callable[[], float] = pylsl.local_clock
+        self.samples = pylsl.StreamOutlet(info, 1, 360)  # chunk of 1 sample: sent at once
+        self.markers = pylsl.StreamOutlet(minfo, 1, 360)
+        self.name = name
+
+    @staticmethod
+    def _describe(info: Any, *, source: str, stem: str, eye_model: str, timestamps: str | None,
+                  channels: bool) -> None:
+        desc = info.desc()
+        if channels:
+            chans = desc.append_child("channels")
+            for label, unit, kind in LSL_CHANNELS:
+                ch = chans.append_child("channel")
+                ch.append_child_value("label", label)
+                ch.append_child_value("unit", unit)
+                ch.append_child_value("type", kind)
+        else:
+            ch = desc.append_child("channels").append_child("channel")
+            ch.append_child_value("label", "event")
+            ch.append_child_value("type", "Marker")
+            desc.append_child_value("events", ", ".join(m for m in GATE_EVENTS if m != "blink") + " (state:<state>)")
+        acq = desc.append_child("acquisition")
+        acq.append_child_value("manufacturer", "eyeblink")
+        acq.append_child_value("model", f"eyeblink {eye_model}")
+        acq.append_child_value("software_version", __version__)
+        eb = desc.append_child("eyeblink")
+        eb.append_child_value("version", __version__)
+        eb.append_child_value("source", source)
+        eb.append_child_value("stem", stem)
+        eb.append_child_value("eye_model", eye_model)
+        eb.append_child_value("timestamps", "frame capture time (the source's clock) mapped onto local_clock at "
+                                            f"the first frame ({timestamps or 'source clock'})")
+
+    def have_consumers(self) -> bool:
+        return bool(self.samples.have_consumers())
+
+    def wait_for_consumers(self, timeout_s: float, cancelled: Callable[[], bool] | None = None) -> bool:
+        """Wait up to ``timeout_s`` for an inlet on the sample stream (a recorder that should get every sample)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.samples.have_consumers():
+                return True
+            if cancelled is not None and cancelled():
+                return False
+            time.sleep(0.01)
+        return bool(self.samples.have_consumers())
+
+    def push(self, row: LiveRow, lsl_time: float) -> None:
+        self.samples.push_sample([row.ear_left, row.ear_right, row.closure, float(row.face), float(row.frame)],
+                                 lsl_time)
+
+    def marker(self, text: str, lsl_time: float) -> None:
+        self.markers.push_sample([text], lsl_time)
+
+    def close(self) -> None:
+        for name in ("samples", "markers"):
+            outlet = getattr(self, name, None)
+            if outlet is not None:
+                with contextlib.suppress(Exception):
+                    del outlet
+                setattr(self, name, None)
+
+
+class GateServer:
+    """JSON lines on a TCP socket on 127.0.0.1: a ``hello`` line on connect, then one line per event.
+
+    One-way: what a client sends is ignored. A client that stops reading is dropped once
+    :data:`MAX_CLIENT_BACKLOG` bytes wait for it; the sink never blocks on a client.
+    """
+
+    def __init__(self, port: int, hello: Callable[[], dict[str, Any]]) -> None:
+        try:
+            self.sock = socket.create_server(("127.0.0.1", port))
+        except OSError as exc:
+            raise ConfigError(f"--gate-port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); "
+                              "choose another port or 0 for any free one") from None
+        self.port = int(self.sock.getsockname()[1])
+        self.sock.settimeout(0.1)
+        self._hello = hello
+        self._clients: dict[socket.socket, bytearray] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._thread = threading.Thread(target=self._accept, name="eyeblink-gate", daemon=True)
+        self._thread.start()
+
+    @property
+    def clients(self) -> int:
+        with self._lock:
+            return len(self._clients)
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                self._reap()
+                continue
+            except OSError:
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.setblocking(False)
+            with self._lock:
+                self._clients[conn] = bytearray()
+                self._send_to(conn, _line(self._hello()))
+
+    def _reap(self) -> None:
+        """Close clients that hung up (a readable socket with nothing to read); their input is ignored."""
+        with self._lock:
+            conns = list(self._clients)
+        if not conns:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            readable, _, _ = select.select(conns, [], [], 0)
+            for c in readable:
+                try:
+                    data = c.recv(4096)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    with self._lock:
+                        self._drop(c)
+
+    def _drop(self, conn: socket.socket) -> None:
+        self._clients.pop(conn, None)
+        with contextlib.suppress(OSError):
+            conn.close()
+
+    def _send_to(self, conn: socket.socket, data: bytes) -> None:
+        buf = self._clients.get(conn)
+        if buf is None:
+            return
+        buf += data
+        try:
+            sent = conn.send(buf)
+            del buf[:sent]
+        except BlockingIOError:
+            pass
+        except OSError:
+            self._drop(conn)
+            return
+        if len(buf) > MAX_CLIENT_BACKLOG:
+            log.warning("gate: a client stopped reading (%d bytes waiting); dropped", len(buf))
+            self._drop(conn)
+
+    def send(self, message: dict[str, Any]) -> None:
+        if not self._clients:
+            return
+        data = _line(message)
+        with self._lock:
+            for conn in list(self._clients):
+                self._send_to(conn, data)
+
+    def close(self, last: dict[str, Any] | None = None) -> None:
+        if last is not None:
+            self.send(last)
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        self._thread.join(timeout=1.0)
+        with self._lock:
+            for conn, buf in list(self._clients.items()):
+                with contextlib.suppress(OSError):
+                    conn.setblocking(True)
+                    conn.settimeout(0.5)
+                    if buf:
+                        conn.sendall(bytes(buf))
+                    conn.shutdown(socket.SHUT_RDWR)
+                self._drop(conn)
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return (json.dumps(message, allow_nan=False, default=_json_default) + "\n").encode()
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, EyeState):
+        return o.value
+    raise TypeError(f"not JSON serialisable: {o!r}")
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+Listener = Callable[[str, Any], None]
+
+
+class LiveTap:
+    """Sees every written row, blink event and state change of a live session, in frame order, and
+    publishes them (LSL, the gate socket, the API's listeners).
+
+    Lifecycle: :meth:`open` before the source connects (outlets and socket exist before the first frame),
+    :meth:`arrivals` per batch of rows, :meth:`row` and :meth:`blink` from the writer, :meth:`close` at the end.
+    """
+
+    def __init__(self, *, lsl: bool = False, lsl_name: str = "eyeblink", lsl_wait_s: float = 0.0,
+                 gate_port: int | None = None, stable_ms: float = 200.0, max_blink_ms: float = 1000.0,
+                 announce: Callable[[str], None] | None = None) -> None:
+        self.lsl_enabled = lsl
+        self.lsl_name = lsl_name
+        self.lsl_wait_s = lsl_wait_s
+        self.gate_port = gate_port
+        self.bound_port: int | None = None  # the gate's port once listening (gate_port 0: the one chosen)
+        self.tracker = GateTracker(stable_ms, max_blink_ms)
+        self.announce = announce
+        self.listeners: list[Listener] = []
+        self.detector: BlinkDetector | None = None
+        self.lsl: LslOutlets | None = None
+        self.gate: GateServer | None = None
+        self.source = ""
+        self.stem = ""
+        self._arrival: OrderedDict[int, float] = OrderedDict()
+        self._offset: float | None = None  # lsl_time - capture time (set at the first frame)
+        self._eye_model = ""
+        self._pc_to_lsl = 0.0  # LSL's clock minus perf_counter (set with the outlets)
+        self._timestamps: str | None = None
+        self.frames = 0
+        self.events = 0
+        self.opened = threading.Event()  # set once the outlets and the socket exist (before the source connects)
+
+    @classmethod
+    def from_config(cls, live: Any, max_blink_ms: float,
+                    announce: Callable[[str], None] | None = None) -> LiveTap | None:
+        """The tap a :class:`~eyeblink.config.LiveConfig` asks for (None: no LSL and no gate socket);
+        ``max_blink_ms``: the blink detector's (``blinks.max_blink_ms``), the line of ``prolonged_closure``."""
+        if not live.lsl and live.gate_port is None:
+            return None
+        return cls(lsl=live.lsl, lsl_name=live.lsl_name, lsl_wait_s=live.lsl_wait_s, gate_port=live.gate_port,
+                   stable_ms=live.stable_ms, max_blink_ms=max_blink_ms, announce=announce)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def check(self) -> None:
+        """Before any model loads: the ``lsl`` extra is there when asked for."""
+        if self.lsl_enabled:
+            import importlib.util
+
+            try:
+                spec = importlib.util.find_spec("pylsl")
+            except (ImportError, ValueError):  # a broken install, or blocked in sys.modules
+                spec = None
+            if spec is None:
+                raise MissingExtraError("--lsl needs pylsl, which is not installed; pip install 'eyeblink[lsl]' "
+                                        "(or pip install pylsl)")
+
+    def open(self, *, source: str, stem: str, nominal_fps: float | None, eye_model: str,
+             timestamps: str | None = None, cancelled: Callable[[], bool] | None = None) -> None:
+        """Before the source connects: the gate socket, and the LSL outlets when their rate is known now
+        (``nominal_fps``: ``--fps`` or a camera's) or an inlet is to be waited for (``lsl_wait_s``); otherwise
+        the outlets wait for :meth:`connected`, when a network stream's own rate is known."""
+        self.source, self.stem = source, stem
+        self._eye_model, self._timestamps = eye_model, timestamps
+        if self.gate_port is not None and self.gate is None:
+            self.gate = GateServer(self.gate_port, self._hello)
+            self.bound_port = self.gate.port
+            self._say(f"gate: JSON lines on tcp://127.0.0.1:{self.gate.port}")
+        if nominal_fps or self.lsl_wait_s > 0:
+            self._open_lsl(nominal_fps)
+        self.opened.set()
+        if self.lsl is not None and self.lsl_wait_s > 0:
+            ok = self.lsl.wait_for_consumers(self.lsl_wait_s, cancelled)
+            self._say("lsl: an inlet is connected" if ok else
+                      f"lsl: no inlet after {self.lsl_wait_s:g} s; starting anyway")
+
+    def connected(self, nominal_fps: float | None, eye_model: str | None = None) -> None:
+        """The source is connected (its rate known), the capture not started: the outlets, if not made yet."""
+        if eye_model:
+            self._eye_model = eye_model
+        self._open_lsl(nominal_fps)
+
+    def _open_lsl(self, nominal_fps: float | None) -> None:
+        if not self.lsl_enabled or self.lsl is not None:
+            return
+        self.lsl = LslOutlets(self.lsl_name, source=self.source, stem=self.stem, nominal_fps=nominal_fps,
+                              eye_model=self._eye_model, timestamps=self._timestamps)
+        clock = self.lsl.local_clock  # perf_counter -> LSL's clock (the same clock on Linux; not everywhere)
+        self._pc_to_lsl = min((clock() - time.perf_counter() for _ in range(5)), key=abs)
+        rate = "irregular rate (declare --fps)" if not self.lsl.nominal_fps else f"{self.lsl.nominal_fps:g} Hz"
+        self._say(f"lsl: streams {self.lsl_name!r} (samples, {rate}) and {self.lsl_name + '-markers'!r}")
+
+    def _say(self, text: str) -> None:
+        log.info("%s", text)
+        if self.announce is not None:
+            self.announce(text)
+
+    def _hello(self) -> dict[str, Any]:
+        tr = self.tracker
+        return {"event": "hello", "version": __version__, "source": self.source, "stem": self.stem,
+                "state": tr.state.value, "since_frame": tr.since_frame, "since_s": _finite(tr.since_s),
+                "frame": tr.last_frame, "timestamp_s": _finite(tr.last_s), "stable_ms": tr.stable_s * 1000.0,
+                "max_blink_ms": tr.max_blink_s * 1000.0, "sent_time": time.perf_counter()}
+
+    def close(self, reason: str | None = None) -> None:
+        if self.gate is not None:
+            self.gate.close({"event": "end", "reason": reason, "frame": self.tracker.last_frame,
+                             "timestamp_s": _finite(self.tracker.last_s), "sent_time": time.perf_counter()})
+            self.gate = None
+        if self.lsl is not None:
+            self.lsl.close()
+            self.lsl = None
+
+    # ------------------------------------------------------------------ the sink's hooks
+
+    def arrivals(self, index: Sequence[int], t_arrival: Sequence[float]) -> None:
+        """The arrival times (``perf_counter``) of a batch of rows about to be written."""
+        arr = self._arrival
+        for i, t in zip(index, t_arrival, strict=True):
+            arr[int(i)] = float(t)
+        while len(arr) > 8192:  # state changes may name a frame a little behind the one written
+            arr.popitem(last=False)
+
+    def lsl_time(self, t: float) -> float:
+        """Capture time ``t`` on LSL's clock (the mapping is fixed at the first frame)."""
+        return t + (self._offset or 0.0)
+
+    def row(self, values: Sequence[Any]) -> None:
+        """One row as written (``LIVE_FRAME_COLUMNS``), then the detector's state changes it caused."""
+        frame = int(values[0])
+        t = float(values[1])
+        arrival = self._arrival.get(frame, math.nan)
+        if self._offset is None:
+            self._offset = (arrival if math.isfinite(arrival) else time.perf_counter()) + self._pc_to_lsl - t
+        f = [_num(v) for v in values[3:14]]  # ear_left .. closure; detected (values[7]) is an int
+        r = LiveRow(frame, t, int(values[2]), f[0], f[1], f[2], f[3], int(values[7]), f[5], f[6], f[7], f[8], f[9],
+                    f[10], int(values[14]), arrival)
+        self.frames += 1
+        if self.lsl is not None:
+            self.lsl.push(r, t + self._offset)
+        for listener in self.listeners:
+            listener("row", r)
+        changes = self.detector.pop_state_changes() if self.detector is not None else []
+        events: list[GateEvent] = []
+        for ch in changes:
+            for listener in self.listeners:
+                listener("state", ch)
+            events.extend(self.tracker.change(ch))
+        events.extend(self.tracker.tick(frame, t))
+        for ev in events:
+            self._publish(ev)
+
+    def blink(self, ev: BlinkEvent) -> None:
+        """A blink event the detector finished (also a ``blink`` line on the gate socket)."""
+        if self.gate is not None:
+            self.gate.send({"event": "blink", "blink": ev.blink, "start_frame": ev.start_frame,
+                            "end_frame": ev.end_frame, "start_s": ev.start_s, "end_s": ev.end_s,
+                            "duration_ms": ev.duration_ms, "amplitude": _finite(ev.amplitude),
+                            "complete": bool(ev.complete), "kind": getattr(ev, "kind", "blink"),
+                            "lsl_time": self.lsl_time(ev.start_s),
+                            "sent_time": time.perf_counter()})
+        for listener in self.listeners:
+            listener("blink", ev)
+
+    def _publish(self, ev: GateEvent) -> None:
+        self.events += 1
+        lsl_t = self.lsl_time(ev.timestamp_s)
+        if self.lsl is not None:
+            self.lsl.marker(ev.marker, lsl_t)
+        if self.gate is not None:
+            msg: dict[str, Any] = {"event": ev.event, "state": ev.state.value,
+                                   "previous": ev.previous.value if ev.previous is not None else None,
+                                   "frame": ev.frame, "timestamp_s": ev.timestamp_s, "lsl_time": lsl_t,
+                                   "arrival_time": _finite(self._arrival.get(ev.frame, math.nan)), **ev.extra}
+            msg["sent_time"] = time.perf_counter()
+            self.gate.send(msg)
+        for listener in self.listeners:
+            listener("event", ev)
+
+    def summary(self) -> dict[str, Any]:
+        """The ``live.publish`` section of ``summary.json``."""
+        return {"lsl": {"samples": self.lsl_name, "markers": f"{self.lsl_name}-markers"} if self.lsl_enabled else None,
+                "gate_port": self.bound_port,
+                "stable_ms": self.tracker.stable_s * 1000.0, "max_blink_ms": self.tracker.max_blink_s * 1000.0,
+                "lsl_offset_s": self._offset, "events": self.events}

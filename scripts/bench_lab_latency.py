@@ -1,0 +1,168 @@
+"""Latency of a live session to other programs: a frame's arrival -> its LSL sample, and -> its gate message.
+
+    python scripts/bench_lab_latency.py [--fps 500] [--duration 20] [--json out.json]
+
+What runs (all real, all on this machine):
+
+* the loopback sender (``python -m eyeblink.lab.loopback``): a paced synthetic 640x480 gray camera at ``--fps``
+  on tcp://127.0.0.1, 1 s loops with one 150 ms blink each (about four state changes a second);
+* ``eyeblink.live(url, lsl=True, gate_port=0, lsl_wait_s=60, fps=FPS)`` in this process, with the default eye
+  model and workers (one per physical core); ``on_frame`` records each row's ``arrival_time`` (the moment the
+  capture thread received the frame, ``perf_counter``);
+* a **consumer process** (``python -c``): a pylsl inlet resolved by name pulls every sample and notes its
+  receipt on ``pylsl.local_clock()``; a thread of it is a TCP client of the gate and notes each line's receipt.
+  ``local_clock`` and ``perf_counter`` are both ``CLOCK_MONOTONIC`` on Linux (one clock across processes).
+
+Latency to LSL: receipt of sample ``frame`` in the consumer minus that frame's arrival in eyeblink. Latency to
+the gate: receipt of a ``state`` line minus ``arrival_time`` in the line (the arrival of the frame that changed
+the state). The first ``--warmup`` seconds are left out: the blink detector learns the open-eye baseline over
+its first second and then publishes the warm-up's states late, by design. Dropped frames are counted from
+``frames.csv``.
+
+The two shares: ``of_which_arrival_to_row_written`` is the pipeline's (arrival -> the sink wrote the row; its
+``on_frame`` runs right after the row's sample was pushed), ``of_which_row_written_to_lsl_sample`` what LSL adds
+after that (about 0 at the median: the inlet often has the sample before ``on_frame`` ran), and
+``of_which_gate_line_sent_to_received`` the socket's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+CONSUMER = r"""
+import json, socket, sys, threading
+import pylsl
+name, port, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+(info,) = pylsl.resolve_byprop("name", name, 1, 120)
+inlet = pylsl.StreamInlet(info, 360, 1)  # max_chunklen 1: each sample as soon as it is sent
+inlet.open_stream(30)
+gate = []
+def client():
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = b""
+    while True:
+        data = s.recv(65536)
+        if not data:
+            return
+        t = pylsl.local_clock()
+        buf += data
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            gate.append((t, json.loads(line)))
+th = threading.Thread(target=client, daemon=True)
+th.start()
+frames, recv, stamps = [], [], []
+idle = None
+while True:
+    sample, ts = inlet.pull_sample(timeout=0.5)
+    if sample is None:
+        if frames and idle is None:
+            idle = pylsl.local_clock()
+        if idle is not None and pylsl.local_clock() - idle > 3:
+            break
+        continue
+    idle = None
+    recv.append(pylsl.local_clock())
+    frames.append(int(sample[4]))
+    stamps.append(ts)
+th.join(5)
+json.dump({"frames": frames, "recv": recv, "stamps": stamps, "gate": gate}, open(out, "w"))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pct(x: np.ndarray) -> dict[str, float | int | None]:
+    if not len(x):
+        return {"n": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
+    return {"n": len(x), "p50_ms": round(float(np.percentile(x, 50)) * 1e3, 2),
+            "p99_ms": round(float(np.percentile(x, 99)) * 1e3, 2), "max_ms": round(float(x.max()) * 1e3, 2)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fps", type=float, default=500.0, help="sender rate (default: %(default)s)")
+    ap.add_argument("--duration", type=float, default=20.0, help="seconds streamed (default: %(default)s)")
+    ap.add_argument("--warmup", type=float, default=2.0, help="first seconds left out (default: %(default)s)")
+    ap.add_argument("--json", default=None, help="also write the result here")
+    args = ap.parse_args()
+
+    import eyeblink
+
+    repo = Path(__file__).resolve().parent.parent
+    port = free_port()
+    name = f"eyeblink-bench-{os.getpid()}"
+    sender = subprocess.Popen([sys.executable, "-m", "eyeblink.lab.loopback", "--port", str(port), "--fps",
+                               str(args.fps), "--duration", str(args.duration), "--distinct", str(int(args.fps))],
+                              stdout=subprocess.PIPE, text=True, cwd=repo)
+    assert sender.stdout is not None and sender.stdout.readline().strip() == "listening"
+    arrivals: dict[int, float] = {}
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "consumer.json"
+        try:
+            with eyeblink.live(f"tcp://127.0.0.1:{port}", Path(tmp) / "live", name="bench", lsl=True, lsl_name=name,
+                               lsl_wait_s=120, gate_port=0, fps=args.fps,
+                               on_frame=lambda r: arrivals.__setitem__(r.frame, (r.arrival_time,
+                                                                                  time.perf_counter()))) as s:
+                consumer = subprocess.Popen([sys.executable, "-c", CONSUMER, name, str(s.gate_port), str(out)])
+                s.wait()
+            consumer.wait(timeout=120)
+        finally:
+            sender.kill()
+        data = json.loads(out.read_text())
+        result = s.result
+    assert result is not None
+    fps = args.fps
+    skip = int(args.warmup * fps)
+    frames = np.array(data["frames"])
+    recv = np.array(data["recv"])
+    keep = frames >= skip
+    arr = np.array([arrivals.get(int(f), (np.nan, np.nan)) for f in frames]).reshape(-1, 2)
+    lsl_lat = (recv - arr[:, 0])[keep]
+    publish = (recv - arr[:, 1])[keep]  # the row written (on_frame) -> the sample received: LSL's own share
+    pipeline = (arr[:, 1] - arr[:, 0])[keep]  # arrival -> the row written by the sink
+    gate = [(t, m) for t, m in data["gate"] if m.get("event") == "state" and m["frame"] >= skip]
+    gate_lat = np.array([t - m["arrival_time"] for t, m in gate if m.get("arrival_time") is not None])
+    gate_transport = np.array([t - m["sent_time"] for t, m in gate])  # the line sent -> received by the client
+    rows = result.frames
+    res = {
+        "machine": {"cpus": os.cpu_count(), "loadavg_before": [round(x, 2) for x in load_before],
+                    "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
+        "fps": fps, "duration_s": args.duration, "warmup_s": args.warmup,
+        "eye_model": result.summary["live"]["landmarks_model"], "workers": result.summary["parallel"]["workers"],
+        "frames": len(rows), "dropped": int(rows["dropped"].sum()),
+        "lsl_samples_received": len(frames),
+        "lsl_in_order": bool(np.all(np.diff(frames) == 1)) if len(frames) > 1 else None,
+        "lsl_every_sample": bool(len(frames) == len(rows) and list(frames) == list(rows["frame"])),
+        "arrival_to_lsl_sample": pct(lsl_lat[np.isfinite(lsl_lat)]),
+        "arrival_to_gate_state_line": pct(gate_lat),
+        "of_which_arrival_to_row_written": pct(pipeline[np.isfinite(pipeline)]),
+        "of_which_row_written_to_lsl_sample": pct(publish[np.isfinite(publish)]),
+        "of_which_gate_line_sent_to_received": pct(gate_transport),
+        "pipeline_latency_ms_p99": result.summary["timings"].get("latency_ms_p99"),
+    }
+    text = json.dumps(res, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
