@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from eyeblink import __version__
 from eyeblink.api import check_workers, process_workers, progress_factory, run_process
@@ -118,9 +118,18 @@ def _add_log_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--log-file", metavar="FILE", default=None, help="also append the log to FILE")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with README's one-line errors: ``eyeblink: error: <problem>; <fix>``, exit 2 (no usage text).
+
+    ``add_subparsers`` makes every sub-command's parser of this class too; ``--help`` is unchanged.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"eyeblink: error: {one_line(message)}; see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="eyeblink", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="eyeblink", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"eyeblink {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -259,17 +268,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from eyeblink.outputs.report import write_report
+    from eyeblink.outputs.report import load_report_data, report_plan, split_stem, write_report
 
-    path = write_report(args.session, args.output)
+    given = [f"--{k}" for k in ("video", "start", "end", "fps") if getattr(args, k) is not None]
+    if given and not args.overlay:
+        raise ConfigError(f"{'/'.join(given)} only shape the --overlay video; add --overlay OUT.mp4, or leave "
+                          f"{'them' if len(given) > 1 else 'it'} out")
+    data = load_report_data(args.session)  # a damaged session stops here, before anything is written
+    # no output is an input or another output (-o rec.frames.csv, --overlay rec.avi, --overlay X --video X)
+    report_plan(args.session, args.output, overlay=args.overlay, video=args.video, data=data).check()
+    path = write_report(args.session, args.output, data=data)
     print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
     if args.overlay:
         from eyeblink.outputs.overlay import write_overlay
-        from eyeblink.outputs.report import load_report_data, split_stem
         from eyeblink.runtime.runner import eye_point_fitter
 
         outdir, stem = split_stem(args.session)
-        data = load_report_data(args.session)
         n = write_overlay(data, outdir / f"{stem}.frames.csv", Path(args.overlay),
                           video=Path(args.video) if args.video else None, start_s=args.start, end_s=args.end,
                           fps=args.fps, eye_points=eye_point_fitter(data.summary))

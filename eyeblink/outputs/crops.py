@@ -30,7 +30,7 @@ import numpy as np
 if TYPE_CHECKING:
     from eyeblink.signals.blinks import BlinkEvent
 
-__all__ = ["BlinkCrops", "crops_path", "load_crops", "nearest_frame", "render_blink_crops"]
+__all__ = ["BlinkCrops", "crops_path", "load_crops", "nearest_frame", "read_crops", "render_blink_crops"]
 
 #: frames the sink remembers: a blink is reported a little after its offset; 3,000 frames cover
 #: blinks up to ~5 s at 500 FPS (and ~100 s at 30 FPS)
@@ -100,16 +100,33 @@ class BlinkCrops:
 
 def load_crops(path: Path) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """``<stem>.crops.npz`` -> frame -> (strip, points); ``{}`` when the file is missing or unreadable."""
+    return read_crops(path)[0]
+
+
+def read_crops(path: Path) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], str | None]:
+    """:func:`load_crops` and, when the file exists but cannot be used (truncated, not an ``.npz`` of crops),
+    a one-line reason naming it and the fix (``None`` when the file is missing or read)."""
+    import pickle
+    import zipfile
+
     if not path.is_file():
-        return {}
+        return {}, None
+    why = None
     try:
         with np.load(path) as z:
             frames, strips, points = z["frames"], z["strips"], z["points"]
-    except (OSError, ValueError, KeyError):
-        return {}
-    if not (len(frames) == len(strips) == len(points)) or strips.ndim != 3 or points.shape[1:] != (12, 2):
-        return {}
-    return {int(f): (s, p) for f, s, p in zip(frames, strips, points, strict=True)}
+    except (zipfile.BadZipFile, EOFError, pickle.UnpicklingError) as exc:
+        why = f"it is truncated or not a zip archive ({exc})"
+    except KeyError as exc:
+        why = f"it has no {exc} array"
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        why = f"it is not an eyeblink crops file ({exc})"
+    else:
+        if (len(frames) == len(strips) == len(points)) and strips.ndim == 3 and points.shape[1:] == (12, 2):
+            return {int(f): (s, p) for f, s, p in zip(frames, strips, points, strict=True)}, None
+        why = "its arrays do not have the shapes of eye crops"
+    return {}, (f"{path} cannot be read: {' '.join(why.split())}; the eye crops are not shown (re-run "
+                "`eyeblink process --report` to keep them again)")
 
 
 def _draw(strip: np.ndarray, points: np.ndarray) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eyeblink.errors import ConfigError, InputNotFoundError, OutputError, VideoOpenError
+from eyeblink.outputs.paths import atomic_path
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,10 +42,10 @@ def _row_arrays(data: ReportData, header_cols: dict[str, np.ndarray]) -> dict[st
 
 
 def _box_columns(path: Path) -> dict[str, np.ndarray]:
-    from eyeblink.outputs.analysis import _column, read_frames
+    from eyeblink.outputs.report import numbers, read_rows
 
-    header, rows = read_frames(path)
-    return {c: _column(header, rows, c) for c in ("detected", "face_x0", "face_y0", "face_x1", "face_y1")
+    header, rows, _ = read_rows(path, ("frame",), "frames.csv")  # the rows the report's data holds
+    return {c: numbers(path, header, rows, c) for c in ("detected", "face_x0", "face_y0", "face_x1", "face_y1")
             if c in header}
 
 
@@ -149,7 +150,6 @@ def write_overlay(data: ReportData, frames_csv: Path, output: Path, *, video: Pa
         inp = open_av(str(src))  # a title that is not UTF-8 must not stop it (as for processing)
     except av.FFmpegError as exc:
         raise VideoOpenError(f"cannot open {src} ({exc}); --overlay needs the recording of these outputs") from None
-    written = 0
     try:
         stream = inp.streams.video[0]
         tb = stream.time_base or Fraction(1, 1000)
@@ -157,45 +157,69 @@ def write_overlay(data: ReportData, frames_csv: Path, output: Path, *, video: Pa
         rate = fps or (float(stream.average_rate) if stream.average_rate else 1.0 / interval)
         if start_s is not None and start_s > 1.0:
             inp.seek(t_start + int((start_s - 1.0) / tb), stream=stream, backward=True, any_frame=False)
-        try:
-            out = av.open(str(output), "w")
-        except (av.FFmpegError, OSError) as exc:
-            raise OutputError(f"cannot write {output} ({exc}); choose another path") from None
-        with out:
-            enc = out.add_stream("libx264", rate=Fraction(rate).limit_denominator(1000))
-            enc.width, enc.height, enc.pix_fmt = stream.codec_context.width, stream.codec_context.height, "yuv420p"
-            enc.width -= enc.width % 2
-            enc.height -= enc.height % 2
-            enc.options = {"crf": "20", "preset": "veryfast"}
-            for frame in inp.decode(stream):
-                if frame.pts is None:
-                    continue
-                ts = float((frame.pts - t_start) * tb)
-                if ts < lo - interval / 2:
-                    continue
-                if ts > hi + interval / 2:
-                    break
-                i = int(np.clip(np.searchsorted(t, ts), 0, len(t) - 1))
-                if i > 0 and abs(t[i - 1] - ts) < abs(t[i] - ts):
-                    i -= 1
-                if abs(t[i] - ts) > interval / 2:
-                    continue  # a frame with no row (decode error at processing time): not drawn over
-                img = np.ascontiguousarray(frame.to_ndarray(format="rgb24")[: enc.height, : enc.width], dtype=np.uint8)
-                if eye_points is not None and data.face[i]:
-                    pts = eye_points(img)
-                    if pts is not None:
-                        _draw_eyes(img, pts)
-                _draw(img, i, a, data.face, blinks, float(t[i] - t[0]), int(data.session.frame[i]))
-                for packet in enc.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                    out.mux(packet)
-                written += 1
-                if progress is not None:
-                    progress(written)
-            for packet in enc.encode():
-                out.mux(packet)
+        _check_size(data, src, stream.codec_context.width, stream.codec_context.height)
+        with atomic_path(output) as tmp:  # a failure leaves no half video where a good one was
+            written = _encode(inp, stream, tmp, output, rate, tb, t_start, lo, hi, interval, t, a, data, blinks,
+                              eye_points, progress)
+            if written == 0:
+                raise ConfigError(f"no frame of {src} lies in {lo:.3f}–{hi:.3f} s; check --start/--end "
+                                  f"(the recording spans {t[0]:.3f}–{t[-1]:.3f} s)")
     finally:
         inp.close()
-    if written == 0:
-        raise ConfigError(f"no frame of {src} lies in {lo:.3f}–{hi:.3f} s; check --start/--end "
-                          f"(the recording spans {t[0]:.3f}–{t[-1]:.3f} s)")
+    return written
+
+
+def _check_size(data: ReportData, src: Path, width: int, height: int) -> None:
+    """The video must be the recording the session measured: the frame size its summary records."""
+    source = data.summary.get("source")
+    w, h = (source.get("width"), source.get("height")) if isinstance(source, dict) else (None, None)
+    if isinstance(w, int) and isinstance(h, int) and (w, h) != (width, height):
+        raise ConfigError(f"{src} is {width}x{height} but {data.stem} was measured on a {w}x{h} recording "
+                          f"({data.summary.get('input')}); give that recording with --video")
+
+
+def _encode(inp: Any, stream: Any, tmp: Path, output: Path, rate: float, tb: Fraction, t_start: int, lo: float,
+            hi: float, interval: float, t: np.ndarray, a: dict[str, np.ndarray], data: ReportData,
+            blinks: list[tuple[float, float, str]], eye_points: Callable[[np.ndarray], np.ndarray | None] | None,
+            progress: Callable[[int], Any] | None) -> int:
+    import av
+    import numpy as np
+
+    written = 0
+    try:
+        out = av.open(str(tmp), "w")
+    except (av.FFmpegError, OSError) as exc:
+        raise OutputError(f"cannot write {output} ({exc}); choose another --overlay path") from None
+    with out:
+        enc = out.add_stream("libx264", rate=Fraction(rate).limit_denominator(1000))
+        enc.width, enc.height, enc.pix_fmt = stream.codec_context.width, stream.codec_context.height, "yuv420p"
+        enc.width -= enc.width % 2
+        enc.height -= enc.height % 2
+        enc.options = {"crf": "20", "preset": "veryfast"}
+        for frame in inp.decode(stream):
+            if frame.pts is None:
+                continue
+            ts = float((frame.pts - t_start) * tb)
+            if ts < lo - interval / 2:
+                continue
+            if ts > hi + interval / 2:
+                break
+            i = int(np.clip(np.searchsorted(t, ts), 0, len(t) - 1))
+            if i > 0 and abs(t[i - 1] - ts) < abs(t[i] - ts):
+                i -= 1
+            if abs(t[i] - ts) > interval / 2:
+                continue  # a frame with no row (decode error at processing time): not drawn over
+            img = np.ascontiguousarray(frame.to_ndarray(format="rgb24")[: enc.height, : enc.width], dtype=np.uint8)
+            if eye_points is not None and data.face[i]:
+                pts = eye_points(img)
+                if pts is not None:
+                    _draw_eyes(img, pts)
+            _draw(img, i, a, data.face, blinks, float(t[i] - t[0]), int(data.session.frame[i]))
+            for packet in enc.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(packet)
+            written += 1
+            if progress is not None:
+                progress(written)
+        for packet in enc.encode():
+            out.mux(packet)
     return written

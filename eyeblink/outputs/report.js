@@ -293,6 +293,13 @@
     var w = canvas.clientWidth, h = canvas.clientHeight;
     ctx.clearRect(0, 0, w, h);
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, w, h);
+    if (!panels.length) {  // no frames, or no eye measured in any: say so instead of drawing empty axes
+      ctx.fillStyle = "#555"; ctx.font = "15px sans-serif"; ctx.textAlign = "center";
+      ctx.fillText(N ? "No eye openness to draw: no frame of this session has a measured eye"
+                     : "No frames to draw: frames.csv has no rows", w / 2, h / 2);
+      document.getElementById("view-range").textContent = N.toLocaleString() + " frames";
+      return;
+    }
     var i0 = lowerBound(view.t0), i1 = Math.min(N, lowerBound(view.t1) + 1);
     visibleBlinks = blinks.filter(function (b) { return b.end_s - t0abs >= view.t0 && b.start_s - t0abs <= view.t1; }).length;
     visibleGaps = D.gaps.filter(function (g) { return g[1] >= view.t0 && g[0] <= view.t1; }).length;
@@ -318,7 +325,7 @@
   function redraw() { if (!pending) { pending = true; window.requestAnimationFrame(draw); } }
 
   function drawHover() {
-    if (view.hover === null) return;
+    if (view.hover === null || !panels.length) return;
     var x = xOf(view.hover);
     ctx.strokeStyle = "rgba(0,0,0,0.35)"; ctx.setLineDash([]); ctx.beginPath();
     ctx.moveTo(Math.round(x) + 0.5, panels[0].y0); ctx.lineTo(Math.round(x) + 0.5, panels[panels.length - 1].y1);

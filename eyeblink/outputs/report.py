@@ -32,14 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eyeblink.errors import ConfigError, InputNotFoundError
+from eyeblink.errors import ConfigError, InputNotFoundError, one_line
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from eyeblink.outputs.paths import OutputPlan
+
     from eyeblink.outputs.session import SessionData
 
-__all__ = ["ReportData", "load_report_data", "pyramid", "report_path", "write_report"]
+__all__ = ["ReportData", "load_report_data", "pyramid", "report_plan", "report_path", "write_report"]
 
 #: a uint16 code that means "no value" (NaN: no face, eye not fitted)
 MISSING = 0xFFFF
@@ -64,6 +66,8 @@ class ReportData:
     summary: dict[str, Any]
     trials: list[dict[str, str]] = field(default_factory=list)
     video: Path | None = None
+    #: what the page must say is missing or left out (no rows, a cut last row, unreadable eye crops)
+    notes: list[str] = field(default_factory=list)
 
 
 def split_stem(path: str | Path) -> tuple[Path, str]:
@@ -87,18 +91,73 @@ def report_path(path: str | Path) -> Path:
     return outdir / f"{stem}.report.html"
 
 
-def _rows_as_dicts(path: Path) -> list[dict[str, str]]:
-    from eyeblink.outputs.export import read_table
+_RERUN = "re-run `eyeblink process` on the recording to write it again"
 
-    header, rows = read_table(path)
-    return [dict(zip(header, r, strict=False)) for r in rows]
+
+def _damaged(path: Path, problem: str) -> ConfigError:
+    return ConfigError(f"{path} {problem}; the file is damaged or not an eyeblink output: {_RERUN}")
+
+
+def read_rows(path: Path, required: tuple[str, ...], what: str) -> tuple[list[str], list[list[str]], list[str]]:
+    """A session CSV -> (header, rows, notes), checked: its header has ``required``; a last row cut off mid-row
+    (no end of line, or too few cells) is left out and named in ``notes``; any other short or long row, a file
+    that is not UTF-8 text or has no header is an error (:class:`ConfigError`) naming the file and the fix."""
+    import csv
+    import io
+
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise _damaged(path, "is not UTF-8 text") from None
+    except OSError as exc:
+        raise InputNotFoundError(f"cannot read {path} ({exc.strerror or exc}); check the file") from None
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:
+        raise _damaged(path, f"is not a CSV file ({exc})") from None
+    if not rows:
+        raise _damaged(path, "is empty (not even its header)")
+    header, body = rows[0], rows[1:]
+    missing = [c for c in required if c not in header]
+    if missing:
+        shown = ",".join(header[:8]) + (",..." if len(header) > 8 else "")
+        raise _damaged(path, f"has no {', '.join(repr(c) for c in missing)} column (its header is {shown!r}, "
+                             f"not that of an eyeblink {what})")
+    notes: list[str] = []
+    if body and (not text.endswith(("\n", "\r")) or len(body[-1]) < len(header)):
+        body = body[:-1]
+        notes.append(f"{path.name}: its last row was cut off mid-row (the copy or the disk ended there); "
+                     "that row is left out")
+    for i, r in enumerate(body):
+        if len(r) != len(header):
+            raise _damaged(path, f"row {i + 2} has {len(r)} cells, its header {len(header)}")
+    return header, body, notes
+
+
+def numbers(path: Path, header: list[str], rows: list[list[str]], name: str) -> np.ndarray:
+    """Column ``name`` as float64 (an empty cell: NaN); a cell that is not a number is a :class:`ConfigError`."""
+    import numpy as np
+
+    k = header.index(name)
+    out = np.empty(len(rows), dtype=np.float64)
+    for i, r in enumerate(rows):
+        v = r[k]
+        if v == "":
+            out[i] = np.nan
+            continue
+        try:
+            out[i] = float(v)
+        except ValueError:
+            raise _damaged(path, f"row {i + 2}, column {name!r}: {v[:40]!r} is not a number") from None
+    return out
 
 
 def load_report_data(path: str | Path) -> ReportData:
-    """Read ``OUTDIR/<stem>``'s output files with the project's readers (see the module docstring)."""
+    """Read ``OUTDIR/<stem>``'s output files, checked (see :func:`read_rows`): a damaged file is one
+    :class:`ConfigError` naming it; what is merely missing (no rows, a cut last row) is in ``notes``."""
     import numpy as np
 
-    from eyeblink.outputs.analysis import _column, _filled, read_frames
+    from eyeblink.outputs.analysis import _filled
     from eyeblink.outputs.session import SessionData
     from eyeblink.signals.closure import ClosureCalibration, closure_amplitude
 
@@ -110,36 +169,50 @@ def load_report_data(path: str | Path) -> ReportData:
                                  "give OUTDIR/<stem> of a folder written by `eyeblink process`")
     try:
         summary = json.loads(files["summary.json"].read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ConfigError(f"{files['summary.json']} is not valid JSON ({exc}); was the run interrupted "
-                          "while writing it? Re-run `eyeblink process`") from None
-    header, rows = read_frames(files["frames.csv"])
-    for name in ("frame", "timestamp_s", "face", "ear_left", "ear_right"):
-        if name not in header:
-            raise ConfigError(f"{files['frames.csv']} has no {name!r} column; it is not an eyeblink frames.csv")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{files['summary.json']} is not valid JSON ({one_line(exc)}); was the run interrupted "
+                          f"while writing it? {_RERUN}") from None
+    if not isinstance(summary, dict):
+        raise _damaged(files["summary.json"], f"holds a JSON {type(summary).__name__}, not the summary object")
+    header, rows, notes = read_rows(files["frames.csv"], ("frame", "timestamp_s", "face", "ear_left", "ear_right"),
+                                    "frames.csv")
+    if not rows:
+        notes.append(f"{files['frames.csv'].name} has no rows: the run ended before its first frame (status "
+                     f"{summary.get('status', 'unknown')}); there is no trace to draw")
 
     def col(name: str) -> np.ndarray:
-        return _column(header, rows, name) if name in header else np.full(len(rows), np.nan)
+        return numbers(files["frames.csv"], header, rows, name) if name in header else np.full(len(rows), np.nan)
 
     t = col("timestamp_s")
+    if len(t) > 1 and not np.isfinite(t).all():
+        raise _damaged(files["frames.csv"], f"has {int((~np.isfinite(t)).sum())} rows without a timestamp_s")
     ear, ear_l, ear_r = col("ear"), col("ear_left"), col("ear_right")
     baseline = _filled(col("baseline_ear"))
-    cal_d = summary.get("closure") or {}
+    cal_d = summary.get("closure") if isinstance(summary.get("closure"), dict) else {}
     try:
-        cal = ClosureCalibration(float(cal_d.get("full_amplitude") or 1.0), cal_d.get("method") or "default",
+        cal = ClosureCalibration(float(cal_d.get("full_amplitude") or 1.0), str(cal_d.get("method") or "default"),
                                  int(cal_d.get("responses") or 0), bool(cal_d.get("provisional")))
-    except ValueError:
+    except (ValueError, TypeError):
         cal = ClosureCalibration(1.0, "default")
     amplitude = closure_amplitude(ear, baseline)
     closure = col("closure") if "closure" in header else cal.fec(amplitude)
     session = SessionData(col("frame").astype(np.int64), t, ear, ear_l, ear_r, baseline, amplitude, closure, cal)
     face = col("face") == 1
     dropped = col("dropped") == 1 if "dropped" in header else np.zeros(len(rows), dtype=bool)
+    bh, brows, bnotes = read_rows(files["blinks.csv"], ("blink", "start_s", "end_s"), "blinks.csv")
+    for name in ("blink", "start_s", "end_s"):
+        numbers(files["blinks.csv"], bh, brows, name)  # a blink the trace cannot place is a damaged file
+    notes += bnotes
+    blinks = [dict(zip(bh, r, strict=True)) for r in brows]
     trials_path = outdir / f"{stem}.trials.csv"
+    trials: list[dict[str, str]] = []
+    if trials_path.is_file():
+        th, trows, tnotes = read_rows(trials_path, ("trial",), "trials.csv")
+        notes += tnotes
+        trials = [dict(zip(th, r, strict=True)) for r in trows]
     video = Path(summary["input"]) if isinstance(summary.get("input"), str) else None
-    return ReportData(stem, session, face, dropped, _rows_as_dicts(files["blinks.csv"]), summary,
-                      _rows_as_dicts(trials_path) if trials_path.is_file() else [],
-                      video if video is not None and video.is_file() else None)
+    return ReportData(stem, session, face, dropped, blinks, summary, trials,
+                      video if video is not None and video.is_file() else None, notes)
 
 
 # ------------------------------------------------------------------------------------------ encoding
@@ -288,11 +361,16 @@ def _fmt(v: Any, unit: str = "", digits: int = 3) -> str:
     return f"{v}{unit}"
 
 
-def _summary_html(data: ReportData) -> str:
+def _dict(v: Any) -> dict[str, Any]:
+    """A summary field that should be an object (a damaged summary may hold anything)."""
+    return v if isinstance(v, dict) else {}
+
+
+def _summary_html(data: ReportData, notes: tuple[str, ...] = ()) -> str:
     """The summary cards and tables, rendered here so they read without JavaScript too."""
     s = data.summary
-    tim = s.get("timings") or {}
-    tr = s.get("trials") or {}
+    tim = _dict(s.get("timings"))
+    tr = _dict(s.get("trials"))
     dur = s.get("duration_s")
     gaps = _gaps(data.session.t, data.dropped)
     no_face = int((~data.face & ~data.dropped).sum())
@@ -320,34 +398,37 @@ def _summary_html(data: ReportData) -> str:
     status = s.get("status", "?")
     status_html = (f'<span class="badge {"ok" if status == "ok" else "bad"}">{html.escape(str(status))}</span>'
                    + (f' <span class="err">{html.escape(str(s.get("error")))}</span>' if s.get("error") else ""))
-    closure = s.get("closure") or {}
+    closure = _dict(s.get("closure"))
     facts = [
         ("input", html.escape(str(s.get("input", "?")))),
         ("status", status_html),
-        ("source", html.escape(", ".join(f"{k} {v}" for k, v in (s.get("source") or {}).items()
+        ("source", html.escape(", ".join(f"{k} {v}" for k, v in _dict(s.get("source")).items()
                                          if k in ("container", "codec", "width", "height", "nominal_fps")))),
         ("FEC calibration", html.escape(f"full closure = amplitude {_fmt(closure.get('full_amplitude'))} "
                                         f"({closure.get('method', '?')}, {closure.get('responses', 0)} responses)")),
-        ("time per frame", html.escape(", ".join(f"{k} {v:.2f} ms" for k, v in (tim.get("ms_per_frame") or {}).items()
+        ("time per frame", html.escape(", ".join(f"{k} {v:.2f} ms" for k, v in _dict(tim.get("ms_per_frame")).items()
                                                  if isinstance(v, (int, float))))),
-        ("versions", html.escape(", ".join(f"{k} {v}" for k, v in (s.get("versions") or {}).items()))),
+        ("versions", html.escape(", ".join(f"{k} {v}" for k, v in _dict(s.get("versions")).items()))),
     ]
     facts_html = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
     settings = html.escape(json.dumps(s.get("settings") or {}, indent=2))
     whole = html.escape(json.dumps(s, indent=2))
-    warns = [str(w) for w in (s.get("warnings") or [])]
-    warn_html = ('<ul class="warnings" id="warnings">' + "".join(f'<li class="err">warning: {html.escape(w)}</li>'
-                                                               for w in warns) + "</ul>") if warns else ""
+    warnings = s.get("warnings")
+    warns = [str(w) for w in warnings] if isinstance(warnings, list) else []
+    items = [f'<li class="err missing">missing: {html.escape(n)}</li>' for n in (*data.notes, *notes)]
+    items += [f'<li class="err">warning: {html.escape(w)}</li>' for w in warns]
+    warn_html = f'<ul class="warnings" id="warnings">{"".join(items)}</ul>' if items else ""
     return (f'{warn_html}<div class="cards">{card_html}</div><table class="facts">{facts_html}</table>'
             f"<details><summary>settings</summary><pre>{settings}</pre></details>"
             f"<details><summary>the whole summary.json</summary><pre>{whole}</pre></details>")
 
 
-def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None) -> str:
+def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None, crops_problem: str | None = None) -> str:
     """The report page: template + inlined CSS/JS + the data as one JSON block.
 
     ``crops`` (blink number -> image data URIs: onset, peak, offset) fills the blink table's crop column
-    (:func:`eyeblink.outputs.crops.render_blink_crops` of the session's ``<stem>.crops.npz``).
+    (:func:`eyeblink.outputs.crops.render_blink_crops` of the session's ``<stem>.crops.npz``); ``crops_problem``:
+    why that file exists but shows no crops (said on the page).
     """
     from eyeblink import __version__
 
@@ -361,6 +442,8 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None) 
         none = f"; {missing} blinks have none (no face at those frames, or past the first 600)" if missing > 0 else ""
         crops_note = f"Eye crops (both eyes, the fitted eye points drawn) at each blink's onset, peak and offset{none}."
 
+    elif crops_problem:
+        crops_note = f"No eye crops: {crops_problem}."
     else:
         crops_note = ("No eye crops: they are kept while processing with --report (eyeblink process/batch/live "
                       "--report). To look at a blink, make an annotated video of its seconds with "
@@ -369,7 +452,7 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None) 
         "TITLE": html.escape(f"eyeblink report: {data.stem}"),
         "STEM": html.escape(data.stem),
         "GENERATED": html.escape(f"eyeblink {__version__}, {time.strftime('%Y-%m-%d %H:%M')}"),
-        "SUMMARY": _summary_html(data),
+        "SUMMARY": _summary_html(data, (crops_problem,) if crops_problem else ()),
         "TRIALS_HIDDEN": trials_note,
         "CROPS_NOTE": crops_note,
         "CSS": (_ASSETS / "report.css").read_text(encoding="utf-8"),
@@ -381,20 +464,38 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None) 
     return template
 
 
-def write_report(path: str | Path, output: str | Path | None = None) -> Path:
-    """Write ``<stem>.report.html`` for ``OUTDIR/<stem>`` (or to ``output``); returns its path."""
-    from eyeblink.outputs.crops import crops_path, load_crops, render_blink_crops
+def report_plan(session: str | Path, output: str | Path | None = None, *, overlay: str | Path | None = None,
+                video: str | Path | None = None, data: ReportData | None = None) -> OutputPlan:
+    """What ``eyeblink report`` reads (the session's files, the recording) and writes (the page, ``--overlay``)."""
+    from eyeblink.outputs.crops import crops_path
+    from eyeblink.outputs.paths import OutputPlan
 
-    data = load_report_data(path)
+    outdir, stem = split_stem(session)
+    plan = OutputPlan()
+    for suffix in ("frames.csv", "blinks.csv", "summary.json", "trials.csv", "traces.csv", "nwb"):
+        plan.read(outdir / f"{stem}.{suffix}", f"session file {stem}.{suffix}")
+    plan.read(crops_path(outdir, stem), f"session file {stem}.crops.npz")
+    plan.read(video, "--video recording")
+    plan.read(data.video if data is not None else None, "recording")
+    plan.write(Path(output) if output is not None else report_path(session), "-o")
+    plan.write(overlay, "--overlay")
+    return plan
+
+
+def write_report(path: str | Path, output: str | Path | None = None, *, data: ReportData | None = None) -> Path:
+    """Write ``<stem>.report.html`` for ``OUTDIR/<stem>`` (or to ``output``); returns its path.
+
+    Refuses (:class:`~eyeblink.errors.OutputError`, before writing) an ``output`` that is one of the session's
+    own files; the page is written to a temporary name and renamed, whole or not at all.
+    """
+    from eyeblink.outputs.crops import crops_path, read_crops, render_blink_crops
+    from eyeblink.outputs.paths import write_text
+
+    data = data or load_report_data(path)
     out = Path(output) if output is not None else report_path(path)
+    report_plan(path, out, data=data).check()
     outdir, stem = split_stem(path)
-    text = render_html(data, crops=render_blink_crops(load_crops(crops_path(outdir, stem)), data.blinks))
-    tmp = out.with_name(out.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
-    except OSError as exc:
-        from eyeblink.errors import OutputError
-
-        raise OutputError(f"cannot write {out} ({exc.strerror or exc}); choose another with -o") from None
+    crops, problem = read_crops(crops_path(outdir, stem))
+    text = render_html(data, crops=render_blink_crops(crops, data.blinks), crops_problem=problem)
+    write_text(out, text, "-o")
     return out

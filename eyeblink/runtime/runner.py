@@ -28,6 +28,7 @@ from eyeblink.errors import (
 )
 from eyeblink.outputs.analysis import AnalysisOptions, finalize
 from eyeblink.outputs.export import ensure_output_dir
+from eyeblink.outputs.paths import OutputPlan, session_outputs
 from eyeblink.runtime.pipeline import (
     FrameAnalyzer,
     ProgressFactory,
@@ -58,6 +59,19 @@ def check_inputs(paths: Sequence[Path]) -> None:
         seen[stem] = p
 
 
+def output_plan(paths: Sequence[Path], outdir: Path, opts: AnalysisOptions | None = None) -> OutputPlan:
+    """What a run over ``paths`` into ``outdir`` reads and may write (see :mod:`eyeblink.outputs.paths`)."""
+    plan = OutputPlan()
+    for p in paths:
+        stem = p.name if p.is_dir() else p.stem
+        plan.read(p, "input")
+        if opts is not None:
+            plan.read(opts.trials_path(stem), "--trials file")
+        for out in session_outputs(outdir, stem):
+            plan.write(out, f"output {out.name}", probe=False)
+    return plan
+
+
 def build_analyzer(config: RunConfig) -> FrameAnalyzer:
     """Load the detector backend and the landmark model once for the whole run."""
     return FrameAnalyzer(config, build_detector(config), build_fitter(config), StageClock())
@@ -86,6 +100,7 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
     opts = analysis or AnalysisOptions()
     opts.check(paths)
     ensure_output_dir(outdir)
+    output_plan(paths, outdir, opts).check()  # no output is an input (a link to the recording, the trials file)
     results, failures = _process_existing(paths, outdir, config, progress=progress, analyzer=analyzer,
                                           workers=workers, loaders=loaders, opts=opts)
     return results, [*missing, *failures]

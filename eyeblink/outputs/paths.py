@@ -1,0 +1,138 @@
+"""Every output path of a command, resolved and checked in one place before any work.
+
+A command names what it reads (:meth:`OutputPlan.read`) and what it will write (:meth:`OutputPlan.write`);
+:meth:`OutputPlan.check` then refuses, before the first frame or epoch:
+
+* an output that *is* an input: the same file (``os.path.samefile``: the same device and inode, so a hard link
+  or a symbolic link to the recording counts, whatever its name), or a path not written yet that resolves
+  (``os.path.realpath``) to an input's path;
+* two outputs of the same run that are the same file (``report -o X --overlay X``);
+* a folder where a file is expected (``eval --json results/``);
+* a location that cannot be written (a parent that is a file, a read-only or full disk): the folder is created
+  as the command would create it, and a probe file is written and removed.
+
+Every whole file is then written to a temporary name beside it and renamed over the target
+(:func:`atomic_path`), so a failure (a crash, Ctrl-C, a full disk) never leaves half a file where a good one
+was. The streamed CSVs (``frames.csv``, ``blinks.csv``) are the exception by design: their rows go to disk as
+they are computed, whole rows only (:mod:`eyeblink.outputs.export`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eyeblink.errors import OutputError
+
+__all__ = ["OutputPlan", "SESSION_SUFFIXES", "atomic_path", "check_writable", "same_file", "session_outputs"]
+
+#: every file a processed session may have in its output folder, ``<stem>.<suffix>``
+SESSION_SUFFIXES = ("frames.csv", "blinks.csv", "summary.json", "crops.npz", "report.html", "trials.csv",
+                    "traces.csv", "nwb", "trace.png", "heatmap.png", "cr_blocks.png")
+
+
+def session_outputs(outdir: str | Path, stem: str) -> list[Path]:
+    """The paths ``process`` (and ``batch``, ``live``) may write for one input ``stem`` into ``outdir``."""
+    return [Path(outdir) / f"{stem}.{s}" for s in SESSION_SUFFIXES]
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether ``a`` and ``b`` are one file: the same (device, inode) when both exist, else the same real path."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def check_writable(path: str | Path, option: str) -> Path:
+    """Create ``path``'s folder if needed and prove a file can be written there; ``path`` must not be a folder.
+
+    Raises :class:`OutputError` naming ``option`` (the flag that gave the path) and the fix.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise OutputError(f"{option} {p} is a folder; give a file path, e.g. {p / 'results.json'}"
+                          if p.suffix == "" else f"{option} {p} is a folder; give a file path")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=p.parent, prefix=".eyeblink-write-test-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutputError(f"cannot write {p} ({exc.strerror or exc}); choose another {option}") from None
+    return p
+
+
+@dataclass
+class OutputPlan:
+    """The files one command reads and writes; :meth:`check` before any work (see the module docstring)."""
+
+    inputs: list[tuple[Path, str]] = field(default_factory=list)
+    outputs: list[tuple[Path, str, str]] = field(default_factory=list)
+    #: outputs that are checked against inputs and each other but not probed (written later by name, e.g. a
+    #: session's optional files), as (path, what)
+    quiet: list[tuple[Path, str]] = field(default_factory=list)
+
+    def read(self, path: str | Path | None, what: str) -> OutputPlan:
+        """``path`` is read by this command (a recording, a session file); ``None`` is ignored."""
+        if path is not None and Path(path).exists():
+            self.inputs.append((Path(path), what))
+        return self
+
+    def write(self, path: str | Path | None, option: str, *, probe: bool = True) -> OutputPlan:
+        """``path`` (given with ``option``, e.g. ``--json``) will be written; ``probe``: check it is writable."""
+        if path is None:
+            return self
+        if probe:
+            self.outputs.append((Path(path), option, option))
+        else:
+            self.quiet.append((Path(path), option))
+        return self
+
+    def check(self) -> None:
+        """Refuse an output that is an input or another output, a folder, or an unwritable place."""
+        every = [(p, what) for p, what, _ in self.outputs] + self.quiet
+        for k, (out, what) in enumerate(every):
+            for src, src_what in self.inputs:
+                if same_file(out, src):
+                    raise OutputError(f"{what} {out} is the {src_what} {src}: writing it would destroy the "
+                                      "input; choose another output path")
+            for other, other_what in every[:k]:
+                if same_file(out, other):
+                    raise OutputError(f"{other_what} and {what} are the same file ({out}); give them different "
+                                      "paths")
+        for out, _what, option in self.outputs:
+            check_writable(out, option)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write the whole file to; renamed over ``path`` when the block ends
+    without an exception, removed otherwise (``path`` keeps what it had).
+
+    The temporary name keeps ``path``'s suffix, for writers that pick the format from it (PyAV, NumPy,
+    TensorFlow); a rename replaces a symbolic link itself, never the file it points to.
+    """
+    p = Path(path)
+    tmp = p.with_name(f".{p.stem}.tmp-{os.getpid()}{p.suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def write_text(path: str | Path, text: str, option: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` whole or not at all; an ``OSError`` becomes :class:`OutputError`."""
+    try:
+        with atomic_path(path) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise OutputError(f"cannot write {path} ({exc.strerror or exc}); choose another {option}") from None
