@@ -272,7 +272,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     given = [f"--{k}" for k in ("video", "start", "end", "fps") if getattr(args, k) is not None]
     if given and not args.overlay:
-        raise ConfigError(f"{'/'.join(given)} only shape the --overlay video; add --overlay OUT.mp4, or leave "
+        raise ConfigError(f"{'/'.join(given)} only {'shape' if len(given) > 1 else 'shapes'} the --overlay video; "
+                          "add --overlay OUT.mp4, or leave "
                           f"{'them' if len(given) > 1 else 'it'} out")
     data = load_report_data(args.session)  # a damaged session stops here, before anything is written
     # no output is an input or another output (-o rec.frames.csv, --overlay rec.avi, --overlay X --video X)

@@ -107,7 +107,17 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """``--json`` (and ``bench detector --markdown``): writable, not a folder, not the ``--input`` recording,
+    before anything is measured (see :mod:`eyeblink.outputs.paths`)."""
+    from eyeblink.outputs.paths import OutputPlan
+
+    plan = OutputPlan().read(getattr(args, "input", None), "the --input recording")
+    plan.write(getattr(args, "json", None), "--json").write(getattr(args, "markdown", None), "--markdown").check()
+
+
 def run(args: argparse.Namespace) -> int:
+    check_outputs(args)  # every bench: an unwritable --json fails now, not after the measurements
     if getattr(args, "bench_command", None) == "detector":
         from eyeblink.lab import bench_detector
 
@@ -166,7 +176,9 @@ def run(args: argparse.Namespace) -> int:
               "loaders": loaders,
               "detect_every_default": every_n, "machine": machine, "modes": results}
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        from eyeblink.outputs.paths import write_text
+
+        write_text(args.json, json.dumps(report, indent=2) + "\n", "--json")
         print(f"wrote {args.json}")
     return 0
 

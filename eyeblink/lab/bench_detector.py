@@ -609,13 +609,15 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     report = run_benchmark(args, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    from eyeblink.outputs.paths import write_text
+
     text = to_markdown(report)
     if args.markdown:
-        Path(args.markdown).write_text(text, encoding="utf-8")
+        write_text(args.markdown, text, "--markdown")
     else:
         sys.stdout.write(text)
     if args.json:
-        Path(args.json).write_text(json.dumps(asdict(report), indent=2) + "\n", encoding="utf-8")
+        write_text(args.json, json.dumps(asdict(report), indent=2) + "\n", "--json")
     return 0
 
 

@@ -451,7 +451,9 @@ def run(args: argparse.Namespace, machine: dict[str, Any]) -> int:
         report = {"machine": machine, "photos": args.photos, "videos": args.videos, "every": args.every,
                   "max_pairs": args.max_pairs, "dlib_upsample": args.dlib_upsample, "iou_match": IOU_MATCH,
                   "timing_size": list(TIMING_SIZE), "detectors": results}
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        from eyeblink.outputs.paths import write_text
+
+        write_text(args.json, json.dumps(report, indent=2) + "\n", "--json")
         print(f"wrote {args.json}")
     return 0
 

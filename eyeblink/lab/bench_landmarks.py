@@ -131,6 +131,8 @@ def run(args: argparse.Namespace, video: Path, machine: dict[str, Any]) -> int:
             print(f"\n{name}: the lid network alone (strip cut + one LiteRT run for both eyes), per frame: "
                   f"median {r['network_median_ms']:.3f} ms, mean {r['network_mean_ms']:.3f} ms")
     if args.json:
-        Path(args.json).write_text(json.dumps({"input": str(video), "machine": machine, "models": results},
-                                              indent=2) + "\n", encoding="utf-8")
+        from eyeblink.outputs.paths import write_text
+
+        write_text(args.json, json.dumps({"input": str(video), "machine": machine, "models": results},
+                                         indent=2) + "\n", "--json")
     return 0

@@ -230,6 +230,12 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
     from eyeblink.sources.files import open_source
 
     pairs = find_pairs(dataset)
+    from eyeblink.outputs.paths import OutputPlan
+
+    plan = OutputPlan()  # before the first video: an unwritable --json must not cost the whole evaluation
+    for video, tag_path in pairs:
+        plan.read(video, "the dataset video").read(tag_path, "the dataset annotation")
+    plan.write(json_path, "--json").check()
     tmp = None
     if outdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="eyeblink-eval-")
@@ -302,7 +308,9 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
                   "strict": {"overall": strict_total.as_dict(),
                              "groups": {g: sc.as_dict() for g, sc in strict.items()}},
                   "videos": rows, "settings": config.to_dict()}
-        json_path.write_text(json.dumps(clean_json(report), indent=2) + "\n", encoding="utf-8")
+        from eyeblink.outputs.paths import write_text
+
+        write_text(json_path, json.dumps(clean_json(report), indent=2) + "\n", "--json")
     return 0
 
 

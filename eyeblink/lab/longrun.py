@@ -497,6 +497,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--fps must be numbers separated by commas, got {args.fps!r}") from None
     if not fps_list or any(f <= 0 for f in fps_list):
         raise ConfigError(f"--fps must be positive frame rates, got {args.fps!r}")
+    from eyeblink.outputs.paths import OutputPlan
+
+    OutputPlan().write(args.json, "--json").check()  # before hours of rendering and processing
     report: dict[str, Any] = {}
     print(f"{'scenario':<16} {'fps':>5} {'min':>6} {'found':>9} {'false':>5} {'long':>5} closure"
           f"{'max ms':>9} {'delay':>6}  recovery s")
@@ -517,8 +520,9 @@ def run(args: argparse.Namespace) -> int:
                   f"FN {c['fn']} unscored {c['unscored']}  F1 {c['f1']:.3f}  strict F1 {c['strict_f1']:.3f}")
     if args.json:
         from eyeblink.outputs.export import clean_json
+        from eyeblink.outputs.paths import write_text
 
-        Path(args.json).write_text(json.dumps(clean_json(report), indent=2) + "\n", encoding="utf-8")
+        write_text(args.json, json.dumps(clean_json(report), indent=2) + "\n", "--json")
     return 0
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eyeblink.errors import ConfigError, EmptySourceError, NoFaceError
+from eyeblink.outputs.paths import OutputPlan, atomic_path, check_writable
 
 #: Image suffixes read as single photos (a folder of them is read as a frame sequence).
 PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".tif", ".tiff")
@@ -352,7 +353,8 @@ def train_model(samples: Sequence[Sample], output: Path, options: TrainOptions, 
         xml = write_imglab(samples, fitter, tmp)
         t1 = time.perf_counter()
         output.parent.mkdir(parents=True, exist_ok=True)
-        dlib.train_shape_predictor(str(xml), str(output), options.dlib_options())
+        with atomic_path(output) as tmp:  # whole or not at all
+            dlib.train_shape_predictor(str(xml), str(tmp), options.dlib_options())
         t2 = time.perf_counter()
     finally:
         if workdir is None:
@@ -475,6 +477,12 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("nothing to train on: give training inputs and/or --synthetic N > 0")
     rng = np.random.default_rng(opts.seed)
     output = Path(args.output)
+    plan = OutputPlan()  # before any frame is labelled
+    for src in [*args.inputs, *args.test]:
+        plan.read(src, "the input")
+    plan.write(output, "-o").check()
+    if args.keep_dataset:
+        check_writable(Path(args.keep_dataset) / "training.xml", "--keep-dataset")
     teacher = LandmarkFitter()
     with FaceDetector() as detector:
         t0 = time.perf_counter()

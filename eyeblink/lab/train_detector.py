@@ -77,6 +77,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eyeblink.errors import ConfigError, InputNotFoundError
+from eyeblink.outputs.paths import OutputPlan, atomic_path, write_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -727,9 +728,10 @@ def export_tflite(model: Any, path: Path) -> str:
                 else b"classificators"
             )
         path.parent.mkdir(parents=True, exist_ok=True)
-        flatbuffer_utils.write_model(fb, str(path))
+        with atomic_path(path) as out:  # whole or not at all: a failure keeps the model that was there
+            flatbuffer_utils.write_model(fb, str(out))
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    Path(str(path) + ".sha256").write_text(f"{digest}  {path.name}\n", encoding="utf-8")
+    write_text(Path(str(path) + ".sha256"), f"{digest}  {path.name}\n", "-o")
     return digest
 
 
@@ -952,6 +954,10 @@ def _check(args: argparse.Namespace) -> None:
         )
     if Path(args.output).suffix != ".tflite":
         raise ConfigError(f"--output must end in .tflite, got {args.output}")
+    plan = OutputPlan()  # before the first frame is labelled: the model is not lost to an unwritable -o
+    for p in [*args.inputs, *args.holdout]:
+        plan.read(p, "the input")
+    plan.write(args.output, "-o").write(str(args.output) + ".sha256", "-o").write(args.json, "--json").check()
     ipu_only = {
         "--pipeline": args.pipeline,
         "--replicas": args.replicas,
@@ -1082,6 +1088,6 @@ def run(args: argparse.Namespace) -> int:
             "device": args.device,
             "ipu": ipu,
         }
-        Path(args.json).write_text(json.dumps(report, indent=2, default=float) + "\n", encoding="utf-8")
+        write_text(args.json, json.dumps(report, indent=2, default=float) + "\n", "--json")
         print(f"wrote {args.json}")
     return 0

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eyeblink.errors import ConfigError, DatasetError
+from eyeblink.outputs.paths import OutputPlan, atomic_path, write_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -224,7 +225,8 @@ def export_tflite(model: Any, path: Path) -> str:
     frozen = convert_variables_to_constants_v2(serve.get_concrete_function())  # weights as constants
     flat = tf.lite.TFLiteConverter.from_concrete_functions([frozen]).convert()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(flat)
+    with atomic_path(path) as tmp:  # whole or not at all
+        tmp.write_bytes(flat)
     return hashlib.sha256(flat).hexdigest()
 
 
@@ -376,6 +378,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.suffix != ".tflite":
         raise ConfigError(f"--output must end in .tflite, got {out}")
+    plan = OutputPlan()  # before any strip is labelled or epoch trained
+    for src in args.inputs:
+        plan.read(src, "the input")
+    plan.write(out, "-o").write(args.report, "--report").check()
     os.environ.setdefault("TF_NUM_INTEROP_THREADS", str(args.threads))
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(args.threads))
     sources = expand_inputs(args.inputs)
@@ -417,7 +423,7 @@ def run(args: argparse.Namespace) -> int:
         if args.report:
             from eyeblink.outputs.export import clean_json
 
-            Path(args.report).write_text(json.dumps(clean_json(report), indent=2) + "\n", encoding="utf-8")
+            write_text(args.report, json.dumps(clean_json(report), indent=2) + "\n", "--report")
     return 0
 
 

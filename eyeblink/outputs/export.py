@@ -241,6 +241,11 @@ class _CsvStream:
             raise write_failed(self.path, exc) from None
         self._size += len(data)
 
+    @property
+    def flushed(self) -> bool:
+        """Whether every row written so far is on disk (none waiting in the buffer)."""
+        return not self._pending
+
     def close(self) -> None:
         if self._fd is None:
             return
@@ -268,6 +273,9 @@ class ResultWriter(Closing):
         self.summary_path = self.outdir / f"{stem}.summary.json"
         self._frames = _CsvStream(self.frames_path, FRAME_COLUMNS, flush_interval_s)
         self._blinks = _CsvStream(self.blinks_path, BLINK_COLUMNS, flush_interval_s)
+        #: blink rows waiting for the frame rows they cover to be on disk (a run killed outright never leaves
+        #: a blink in blinks.csv past the last row of frames.csv)
+        self._held: list[list[Any]] = []
 
     @property
     def frame_rows(self) -> int:
@@ -275,15 +283,25 @@ class ResultWriter(Closing):
 
     @property
     def blink_rows(self) -> int:
-        return self._blinks.rows
+        return self._blinks.rows + len(self._held)
 
     def write_frame(self, row: Sequence[Any]) -> None:
         """One frames.csv row, values in FRAME_COLUMNS order."""
         self._frames.write(row)
+        if self._held and self._frames.flushed:
+            self._release()
 
     def write_blink(self, ev: BlinkEvent) -> None:
+        """One blinks.csv row; it goes to disk once the frame rows written so far (those it covers: a blink is
+        reported at or after its last frame) are on disk."""
         r = ev.as_row()
-        self._blinks.write([r[c] for c in BLINK_COLUMNS])
+        self._held.append([r[c] for c in BLINK_COLUMNS])
+
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        for row in held:
+            self._blinks.write(row)
+        self._blinks.flush()
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_text_atomic(self.summary_path,
@@ -321,7 +339,11 @@ class ResultWriter(Closing):
         try:
             self._frames.close()
         finally:
-            self._blinks.close()
+            try:
+                if self._held and not self._frames.failed:
+                    self._release()
+            finally:
+                self._blinks.close()
 
 
 def read_table(path: Path) -> tuple[list[str], list[list[str]]]:

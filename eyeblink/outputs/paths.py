@@ -28,7 +28,7 @@ from pathlib import Path
 
 from eyeblink.errors import OutputError
 
-__all__ = ["OutputPlan", "SESSION_SUFFIXES", "atomic_path", "check_writable", "same_file", "session_outputs"]
+__all__ = ["SESSION_SUFFIXES", "OutputPlan", "atomic_path", "check_writable", "same_file", "session_outputs"]
 
 #: every file a processed session may have in its output folder, ``<stem>.<suffix>``
 SESSION_SUFFIXES = ("frames.csv", "blinks.csv", "summary.json", "crops.npz", "report.html", "trials.csv",
@@ -100,8 +100,10 @@ class OutputPlan:
         for k, (out, what) in enumerate(every):
             for src, src_what in self.inputs:
                 if same_file(out, src):
-                    raise OutputError(f"{what} {out} is the {src_what} {src}: writing it would destroy the "
-                                      "input; choose another output path")
+                    which = src_what if os.path.abspath(out) == os.path.abspath(src) else \
+                        f"{src_what} {src} (the same file under another name)"
+                    raise OutputError(f"{what} {out} is {which}: writing it would destroy that input; choose "
+                                      f"another path for {what.split()[0]}")
             for other, other_what in every[:k]:
                 if same_file(out, other):
                     raise OutputError(f"{other_what} and {what} are the same file ({out}); give them different "

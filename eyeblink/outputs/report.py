@@ -38,10 +38,9 @@ if TYPE_CHECKING:
     import numpy as np
 
     from eyeblink.outputs.paths import OutputPlan
-
     from eyeblink.outputs.session import SessionData
 
-__all__ = ["ReportData", "load_report_data", "pyramid", "report_plan", "report_path", "write_report"]
+__all__ = ["ReportData", "load_report_data", "pyramid", "report_path", "report_plan", "write_report"]
 
 #: a uint16 code that means "no value" (NaN: no face, eye not fitted)
 MISSING = 0xFFFF
@@ -423,7 +422,8 @@ def _summary_html(data: ReportData, notes: tuple[str, ...] = ()) -> str:
             f"<details><summary>the whole summary.json</summary><pre>{whole}</pre></details>")
 
 
-def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None, crops_problem: str | None = None) -> str:
+def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None,
+                crops_problem: str | None = None) -> str:
     """The report page: template + inlined CSS/JS + the data as one JSON block.
 
     ``crops`` (blink number -> image data URIs: onset, peak, offset) fills the blink table's crop column
@@ -473,10 +473,10 @@ def report_plan(session: str | Path, output: str | Path | None = None, *, overla
     outdir, stem = split_stem(session)
     plan = OutputPlan()
     for suffix in ("frames.csv", "blinks.csv", "summary.json", "trials.csv", "traces.csv", "nwb"):
-        plan.read(outdir / f"{stem}.{suffix}", f"session file {stem}.{suffix}")
-    plan.read(crops_path(outdir, stem), f"session file {stem}.crops.npz")
-    plan.read(video, "--video recording")
-    plan.read(data.video if data is not None else None, "recording")
+        plan.read(outdir / f"{stem}.{suffix}", f"the session's {suffix}")
+    plan.read(crops_path(outdir, stem), "the session's crops.npz")
+    plan.read(video, "the --video recording")
+    plan.read(data.video if data is not None else None, "the session's recording")
     plan.write(Path(output) if output is not None else report_path(session), "-o")
     plan.write(overlay, "--overlay")
     return plan

@@ -732,7 +732,7 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     Joins ``batch.address`` if given; else reuses an initialised Ray, else starts a local one with
     ``batch.local_cpus`` CPUs (no dashboard) and shuts it down at the end.
     """
-    from eyeblink.runtime.runner import check_inputs
+    from eyeblink.runtime.runner import check_inputs, output_plan
     from eyeblink.sources.files import open_source
 
     bc = batch or BatchConfig()
@@ -744,6 +744,7 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     paths = expand_inputs([str(p) for p in inputs])
     check_inputs(paths)
     _preflight(config, out, gpu)
+    output_plan(paths, out).check()  # no output is an input (eyeblink.outputs.paths)
     ray = _import_ray()
     t_start = time.perf_counter()
     manifest = Manifest(out)

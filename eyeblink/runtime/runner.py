@@ -64,9 +64,9 @@ def output_plan(paths: Sequence[Path], outdir: Path, opts: AnalysisOptions | Non
     plan = OutputPlan()
     for p in paths:
         stem = p.name if p.is_dir() else p.stem
-        plan.read(p, "input")
+        plan.read(p, "the input")
         if opts is not None:
-            plan.read(opts.trials_path(stem), "--trials file")
+            plan.read(opts.trials_path(stem), "the --trials file")
         for out in session_outputs(outdir, stem):
             plan.write(out, f"output {out.name}", probe=False)
     return plan
