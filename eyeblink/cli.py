@@ -51,6 +51,21 @@ def _float(text: str, *, zero_ok: bool) -> float:
     return v
 
 
+def _loader_count(text: str) -> int:
+    """``--loaders``: 0 (auto) up to 4 x the CPUs, the bound ``--workers`` has (more is an error, not lowered)."""
+    import os
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    cpus = os.cpu_count() or 1
+    if not 0 <= v <= 4 * cpus:
+        raise argparse.ArgumentTypeError(f"{v} is out of range: use 0 (from the cores and the decode cost) up to "
+                                         f"{4 * cpus} (4 x the {cpus} CPUs here)")
+    return v
+
+
 def _nonneg_float(text: str) -> float:
     return _float(text, zero_ok=True)
 
@@ -141,8 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="output directory (created)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on terminals)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="landmark worker processes (default: physical cores); 0 or 1 = single process")
-    p.add_argument("--loaders", type=int, default=0, metavar="N",
+                   help="landmark worker processes (default: physical cores); 0 or 1 = single process (with "
+                        "--stage accelerator, 1 = the accelerator stage and one worker)")
+    p.add_argument("--loaders", type=_loader_count, default=0, metavar="N",
                    help="decoder processes that split each file or image folder into frame ranges (with "
                         "--workers > 1; default 0 = from the cores and the decode cost, 1 below 4 cores)")
     p.add_argument("--report", action="store_true",

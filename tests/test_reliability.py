@@ -313,7 +313,8 @@ def test_blinks_csv_with_a_half_last_row(copy: Path) -> None:
 def test_overlay_on_a_video_of_another_size(copy: Path) -> None:
     from eyeblink.lab.synth import SynthConfig, write_recording
 
-    write_recording(copy / "small.avi", SynthConfig(duration_s=0.1, width=320, height=240, face_scale=150.0, mjpeg_qscale=4, seed=2))
+    write_recording(copy / "small.avi", SynthConfig(duration_s=0.1, width=320, height=240, face_scale=150.0,
+                                                    mjpeg_qscale=4, seed=2))
     line = one_error_line(run_cli("report", "out/rec", "--overlay", "o.mp4", "--video", "small.avi", cwd=copy))
     assert "320x240" in line and "640x480" in line and "--video" in line, line
     assert not (copy / "o.mp4").exists()
@@ -387,3 +388,68 @@ def test_blink_rows_reach_disk_after_the_frame_rows_they_cover(tmp_path: Path, i
         assert all(int(b[2]) <= last for b in blinks), (i, last, [b[2] for b in blinks])
     w.close()
     assert len(_on_disk(w.blinks_path)) == 4 and len(_on_disk(w.frames_path)) == 200
+
+
+# ------------------------------------------------------------------------------ smaller ones (issue 29, item 9)
+
+
+def test_loaders_out_of_range_is_an_error_like_workers(session: Path) -> None:
+    for option in ("--loaders", "--workers"):
+        line = one_error_line(run_cli("process", "rec.avi", "-o", "o9", option, "999", cwd=session))
+        assert "out of range" in line and "4 x the" in line, line
+    assert not (session / "o9").exists()
+
+
+def test_stage_accelerator_with_one_worker_is_honoured(session: Path, tmp_path: Path) -> None:
+    preset = tmp_path / "acc.toml"
+    preset.write_text('[detect]\nbackend = "litert"\nstage = "accelerator"\n')
+    proc = run_cli("process", session / "rec.avi", "-o", tmp_path / "out", "--workers", "1", "--pipeline", preset,
+                   "--max-frames", "200", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads((tmp_path / "out" / "rec.summary.json").read_text())
+    acc = (s.get("parallel") or {}).get("accelerator")
+    assert acc is not None, "the accelerator stage ran (not the single-process pipeline under its name)"
+    assert s["frames"] == 200 and acc["mean_batch"] <= acc["batch_size"], acc
+
+
+def test_model_errors_show_plain_numbers(session: Path, tmp_path: Path) -> None:
+    from eyeblink.weights import WEIGHTS_DIR
+
+    proc = run_cli("process", session / "rec.avi", "-o", tmp_path / "out", "--workers", "1", "--landmark-model",
+                   WEIGHTS_DIR / "iris_landmark.tflite", cwd=tmp_path)  # an iris network given as the face mesh
+    line = one_error_line(proc)
+    assert "(1, 64, 64, 3)" in line and "np." not in line, line
+
+
+def test_mesh_with_damaged_weights_is_a_model_error(session: Path, tmp_path: Path) -> None:
+    """The file's structure is intact (it loads), its largest weight buffer is overwritten (NaN bytes)."""
+    pytest.importorskip("tensorflow")
+    import numpy as np
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    from eyeblink.weights import WEIGHTS_DIR
+
+    model = flatbuffer_utils.read_model(str(WEIGHTS_DIR / "face_landmark.tflite"))
+    sizes = [len(b.data) if b.data is not None else 0 for b in model.buffers]
+    big = sizes.index(max(sizes))
+    model.buffers[big].data = np.full(sizes[big], 0xFF, np.uint8)
+    bad = tmp_path / "damaged_mesh.tflite"
+    flatbuffer_utils.write_model(model, str(bad))
+    proc = run_cli("process", session / "rec.avi", "-o", tmp_path / "out", "--workers", "1", "--landmark-model", bad,
+                   "--max-frames", "20", cwd=tmp_path)
+    line = one_error_line(proc)
+    assert "damaged_mesh.tflite" in line and "weights are damaged" in line, line
+    assert not (tmp_path / "out" / "rec.frames.csv").exists(), "refused before the first frame"
+
+
+def test_haar_row_never_suggests_downgrading_opencv() -> None:
+    import cv2
+
+    from eyeblink.lab.bench_detectors import _install_hint
+
+    hint = _install_hint("haar")
+    if hasattr(cv2, "CascadeClassifier"):
+        assert hint is None
+        return
+    assert hint is not None and "<5" not in hint and "pip install" not in hint, hint
+    assert cv2.__version__ in hint

@@ -50,11 +50,11 @@ class FullRangeFaceDetector(Closing):
         inputs = interpreter.get_input_details()
         outputs = interpreter.get_output_details()
         n = len(blazeface_full_range_anchors())
-        shapes = {tuple(d["shape"]) for d in outputs}
-        if (len(inputs) != 1 or tuple(inputs[0]["shape"]) != (1, FULL_RANGE_INPUT, FULL_RANGE_INPUT, 3)
+        shapes = {tuple(int(x) for x in d["shape"]) for d in outputs}  # plain ints in the message
+        if (len(inputs) != 1 or tuple(int(x) for x in inputs[0]["shape"]) != (1, FULL_RANGE_INPUT, FULL_RANGE_INPUT, 3)
                 or shapes != {(1, n, 16), (1, n, 1)}):
             raise ModelFileError(f"model file {path} is not BlazeFace full-range: input "
-                                 f"{[tuple(d['shape']) for d in inputs]}, outputs {sorted(shapes)}")
+                                 f"{[tuple(int(x) for x in d['shape']) for d in inputs]}, outputs {sorted(shapes)}")
         self._interpreter: Interpreter | None = interpreter
         self._input = inputs[0]["index"]
         self._regressors = next(d["index"] for d in outputs if d["shape"][-1] == 16)

@@ -95,8 +95,10 @@ def _install_hint(name: str) -> str | None:
         import cv2
 
         if not hasattr(cv2, "CascadeClassifier"):  # OpenCV 5 moved the cascades out of the main wheel
-            return (f"not installed: OpenCV {cv2.__version__} has no Haar cascade (removed in 5.0); "
-                    'pip install "opencv-python-headless>=4.8,<5"')
+            # no downgrade hint: eyeblink's own OpenCV stays as installed; the row is measured elsewhere
+            return (f"not available: OpenCV {cv2.__version__} has no Haar cascade (moved out of the main wheel in "
+                    "5.0); keep this OpenCV for eyeblink and measure the Haar row in a separate virtual "
+                    "environment with OpenCV 4")
         return None
     need = {"dlib-hog": (("dlib",), 'pip install "eyeblink[dlib]"'),
             "mtcnn": (("mtcnn", "tensorflow"), 'pip install "eyeblink[mtcnn]"')}.get(name)

@@ -117,11 +117,14 @@ def load_lid_network(path: Path, fix: str) -> tuple[Any, int, int]:
     except (ValueError, RuntimeError) as exc:
         raise ModelFileError(f"lid network {path} cannot be loaded by LiteRT ({str(exc).splitlines()[0]}); "
                              f"{fix}") from None
+    from eyeblink.landmarks.mesh import check_outputs_finite, shape_of
+
     want_in = (2, *EYE_SHAPE, 1)
-    if len(ins) != 1 or tuple(ins[0]["shape"]) != want_in or len(outs) != 1 or tuple(outs[0]["shape"]) != (2, 2):
-        raise ModelFileError(f"lid network {path} has inputs {[tuple(d['shape']) for d in ins]} and outputs "
-                             f"{[tuple(d['shape']) for d in outs]}, expected one input {want_in} and one output "
+    if len(ins) != 1 or shape_of(ins[0]) != want_in or len(outs) != 1 or shape_of(outs[0]) != (2, 2):
+        raise ModelFileError(f"lid network {path} has inputs {[shape_of(d) for d in ins]} and outputs "
+                             f"{[shape_of(d) for d in outs]}, expected one input {want_in} and one output "
                              f"(2, 2); {fix}")
+    check_outputs_finite(it, ins, outs, "lid network", path, fix)
     return it, ins[0]["index"], outs[0]["index"]
 
 

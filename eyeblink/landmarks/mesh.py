@@ -83,6 +83,29 @@ REFIT_SHIFT = 0.25
 REFIT_SCALE = 0.25
 
 
+def shape_of(detail: dict[str, Any]) -> tuple[int, ...]:
+    """A LiteRT tensor's shape as plain ints (a message shows ``(1, 192, 192, 3)``, not NumPy reprs)."""
+    return tuple(int(x) for x in detail["shape"])
+
+
+def check_outputs_finite(it: Any, ins: list[dict[str, Any]], outs: list[dict[str, Any]], what: str, path: Path,
+                         fix: str) -> None:
+    """Run the network once on a mid-grey input: a file whose weights are damaged (its structure intact) gives
+    NaN or infinite outputs, and every measurement would be empty; that is a :class:`ModelFileError` now."""
+    for d in ins:
+        it.set_tensor(d["index"], np.full(shape_of(d), 0.5 if np.issubdtype(d["dtype"], np.floating) else 128,
+                                          dtype=d["dtype"]))
+    try:
+        it.invoke()
+    except (ValueError, RuntimeError) as exc:
+        raise ModelFileError(f"{what} model {path} fails on a test input ({' '.join(str(exc).split())[:200]}); "
+                             f"{fix}") from None
+    bad = [d["name"] for d in outs if not np.isfinite(np.asarray(it.get_tensor(d["index"]), np.float64)).all()]
+    if bad:
+        raise ModelFileError(f"{what} model {path} gives NaN or infinite outputs ({', '.join(map(str, bad))}) on a "
+                             f"test input: its weights are damaged; {fix}")
+
+
 def _load(path: Path, expect_in: tuple[int, ...], expect_out: int, what: str, fix: str) -> tuple[Any, int, list]:
     """A LiteRT interpreter (one thread) for ``path``, checked: one input ``expect_in``, two outputs."""
     from ai_edge_litert.interpreter import Interpreter
@@ -95,12 +118,13 @@ def _load(path: Path, expect_in: tuple[int, ...], expect_out: int, what: str, fi
         ins, outs = it.get_input_details(), it.get_output_details()
     except (ValueError, RuntimeError) as exc:
         raise ModelFileError(f"{what} model {path} cannot be loaded by LiteRT ({exc}); {fix}") from None
-    if len(ins) != 1 or tuple(ins[0]["shape"]) != expect_in or len(outs) != 2:
-        raise ModelFileError(f"{what} model {path} has inputs {[tuple(d['shape']) for d in ins]} and "
+    if len(ins) != 1 or shape_of(ins[0]) != expect_in or len(outs) != 2:
+        raise ModelFileError(f"{what} model {path} has inputs {[shape_of(d) for d in ins]} and "
                              f"{len(outs)} outputs, expected one input {expect_in} and 2 outputs; {fix}")
     sizes = sorted(int(np.prod(d["shape"])) for d in outs)
     if sizes[-1] != expect_out:
         raise ModelFileError(f"{what} model {path} outputs {sizes} values, expected {expect_out}; {fix}")
+    check_outputs_finite(it, ins, outs, what, path, fix)
     return it, ins[0]["index"], outs
 
 

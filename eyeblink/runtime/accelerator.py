@@ -104,7 +104,9 @@ def stage_summary(infos: list[dict[str, Any]]) -> dict[str, Any] | None:
     first = infos[0]
     return {
         "processes": len(infos), "backend": first["backend"], "device": first["device"],
-        "batch_size": first["batch_size"], "flush_ms": first["flush_ms"], "batches": batches,
+        # the largest batch run: detect.batch_size, or more when one loader message held more frames (never split),
+        # so that mean_batch <= batch_size always
+        "batch_size": max(i["batch_size"] for i in infos), "flush_ms": first["flush_ms"], "batches": batches,
         "mean_batch": frames / batches if batches else None,
         "warm_up_s": max(i["warm_up_s"] for i in infos),
         "ms_per_frame": {k: v * 1000.0 / max(frames, 1) for k, v in seconds.items()},
@@ -289,10 +291,12 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
     gather = BatchGatherer(cfg.detect.batch_size, cfg.detect.flush_ms / 1000.0)
     tracker = Tracker()
     dealt = 0
+    largest = 0  # a loader's message is never split: a batch can exceed detect.batch_size (the summary says so)
 
     def run_gathered(messages: list[tuple[Any, ...]]) -> None:
-        nonlocal dealt
+        nonlocal dealt, largest
         assert ring is not None
+        largest = max(largest, sum(len(m[2]) for m in messages))
         at[0] = int(messages[0][1])
         run._inject_fault(at[0], sum(len(m[2]) for m in messages))
         for m, fits in zip(messages, run_batch(engine, ring, messages, tracker), strict=True):
@@ -333,7 +337,7 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
         run._put(pq, None)
     t = engine.times
     info = {"process": sid, "frames": t.frames, "seconds": dict(t.seconds), "backend": engine.backend,
-            "device": engine.device, "batch_size": engine.batch_size, "flush_ms": cfg.detect.flush_ms,
+            "device": engine.device, "batch_size": max(engine.batch_size, largest), "flush_ms": cfg.detect.flush_ms,
             "batches": t.batches, "warm_up_s": compile_s, "warnings": [warning] if warning else []}
     engine.close()
     stages = {k: t.seconds[k] for k in ("detect", "landmarks")}
