@@ -187,9 +187,9 @@ def load_report_data(path: str | Path) -> ReportData:
         raise _damaged(files["frames.csv"], f"has {int((~np.isfinite(t)).sum())} rows without a timestamp_s")
     ear, ear_l, ear_r = col("ear"), col("ear_left"), col("ear_right")
     baseline = _filled(col("baseline_ear"))
-    cal_d = summary.get("closure") if isinstance(summary.get("closure"), dict) else {}
+    cal_d = _dict(summary.get("closure"))
     try:
-        cal = ClosureCalibration(float(cal_d.get("full_amplitude") or 1.0), str(cal_d.get("method") or "default"),
+        cal = ClosureCalibration(float(cal_d.get("full_amplitude") or 1.0), cal_d.get("method") or "default",
                                  int(cal_d.get("responses") or 0), bool(cal_d.get("provisional")))
     except (ValueError, TypeError):
         cal = ClosureCalibration(1.0, "default")
