@@ -113,8 +113,8 @@ def test_report_and_overlay_to_one_file_is_refused(copy: Path) -> None:
     assert not (copy / "both.mp4").exists()
 
 
-@pytest.mark.parametrize("link", ["hard", "symbolic"])
-def test_process_refuses_an_output_that_is_the_recording(copy: Path, link: str) -> None:
+@pytest.mark.parametrize(("command", "link"), [("process", "hard"), ("process", "symbolic"), ("batch", "hard")])
+def test_process_refuses_an_output_that_is_the_recording(copy: Path, command: str, link: str) -> None:
     out = copy / "o2"
     out.mkdir()
     target = out / "rec.frames.csv"
@@ -123,7 +123,8 @@ def test_process_refuses_an_output_that_is_the_recording(copy: Path, link: str) 
     else:
         target.symlink_to(copy / "rec.avi")
     before = digest(copy / "rec.avi")
-    line = one_error_line(run_cli("process", "rec.avi", "-o", "o2", "--workers", "1", cwd=copy))
+    extra = ["--workers", "1"] if command == "process" else ["--no-progress"]
+    line = one_error_line(run_cli(command, "rec.avi", "-o", "o2", *extra, cwd=copy))
     assert "rec.frames.csv" in line and "rec.avi" in line and "destroy" in line, line
     assert digest(copy / "rec.avi") == before
     assert not (out / "rec.summary.json").exists(), "refused before the first frame"
