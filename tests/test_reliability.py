@@ -380,13 +380,18 @@ def test_blink_rows_reach_disk_after_the_frame_rows_they_cover(tmp_path: Path, i
     As the sink does, a blink is reported while its last frame is processed, before that frame's row."""
     w = ResultWriter(tmp_path, "s", flush_interval_s=interval)
     ends = {40: 30, 41: 41, 90: 90, 150: 149}  # frame at which a blink is reported -> its end frame
-    for i in range(200):
-        if i in ends:
-            w.write_blink(_event(len([k for k in ends if k < i]) + 1, ends[i] - 10, ends[i]))
-        w.write_frame((i, i / 500, 1, 0.3, 0.3, 0.3, 0.3, 1, 0.9, 0, 0, 10, 10, 0.0))
+
+    def killed_now_ok(i: int) -> None:
         frames, blinks = _on_disk(w.frames_path), _on_disk(w.blinks_path)
         last = int(frames[-1][0]) if frames else -1
         assert all(int(b[2]) <= last for b in blinks), (i, last, [b[2] for b in blinks])
+
+    for i in range(200):
+        if i in ends:
+            w.write_blink(_event(len([k for k in ends if k < i]) + 1, ends[i] - 10, ends[i]))
+            killed_now_ok(i)
+        w.write_frame((i, i / 500, 1, 0.3, 0.3, 0.3, 0.3, 1, 0.9, 0, 0, 10, 10, 0.0))
+        killed_now_ok(i)
     w.close()
     assert len(_on_disk(w.blinks_path)) == 4 and len(_on_disk(w.frames_path)) == 200
 
@@ -454,3 +459,40 @@ def test_haar_row_never_suggests_downgrading_opencv() -> None:
         return
     assert hint is not None and "<5" not in hint and "pip install" not in hint, hint
     assert cv2.__version__ in hint
+
+
+def test_sigkill_never_leaves_a_blink_past_the_last_frame_row(tmp_path: Path) -> None:
+    """The real pipeline killed outright (SIGKILL) the moment a blink row reaches disk: blinks.csv's blinks
+    all end within frames.csv's rows. (A race by nature: the deterministic check of the rule is
+    test_blink_rows_reach_disk_after_the_frame_rows_they_cover; this one runs it through the real process.)"""
+    import os
+    import signal
+    import time
+
+    from eyeblink.lab.synth import BlinkSpec, SynthConfig, write_recording
+
+    video = tmp_path / "blinks.avi"
+    write_recording(video, SynthConfig(duration_s=3.0, mjpeg_qscale=4, seed=3, blinks=tuple(
+        BlinkSpec(onset_s=t, closing_ms=60, closed_ms=30, opening_ms=120) for t in (0.6, 1.2, 1.8, 2.4))))
+    for k in (1,):  # kill when the k-th blink row appears
+        out = tmp_path / f"out{k}"
+        proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(out),
+                                 "--workers", "1", "--no-progress"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        blinks = out / "blinks.blinks.csv"
+        deadline = time.monotonic() + 300
+        try:
+            while proc.poll() is None and time.monotonic() < deadline:
+                if blinks.is_file() and len(_on_disk(blinks)) >= k:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    break
+                time.sleep(0.002)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        frames = _on_disk(out / "blinks.frames.csv")
+        rows = _on_disk(blinks)
+        assert rows, "a blink was written before the run ended"
+        last = int(frames[-1][0]) if frames else -1
+        assert all(int(b[2]) <= last for b in rows), (k, last, [b[2] for b in rows])
