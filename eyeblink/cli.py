@@ -156,8 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="output directory (created)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on terminals)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="landmark worker processes (default: physical cores); 0 or 1 = single process (with "
-                        "--stage accelerator, 1 = the accelerator stage and one worker)")
+                   help="landmark worker processes (default: physical cores); 0 or 1 = single process")
     p.add_argument("--loaders", type=_loader_count, default=0, metavar="N",
                    help="decoder processes that split each file or image folder into frame ranges (with "
                         "--workers > 1; default 0 = from the cores and the decode cost, 1 below 4 cores)")
@@ -237,6 +236,10 @@ _process_workers = process_workers
 def cmd_process(args: argparse.Namespace) -> int:
     from eyeblink.outputs.analysis import config_from_args, options_from_args
 
+    if args.stage == "accelerator" and args.workers in (0, 1):  # not silently run in one process
+        raise ConfigError(f"--stage accelerator needs --workers 2 or more (one process runs the networks on batches, "
+                          f"the workers post-process); --workers {args.workers} runs everything in one process: use "
+                          f"--stage fused, or more workers")
     cfg = config_from_args(run_config_from_args(args), args)
     # the same function as eyeblink.process(): the same files for the same settings
     results, failures = run_process([Path(p) for p in args.inputs], Path(args.output), cfg,

@@ -406,15 +406,23 @@ def test_loaders_out_of_range_is_an_error_like_workers(session: Path) -> None:
     assert not (session / "o9").exists()
 
 
-def test_stage_accelerator_with_one_worker_is_honoured(session: Path, tmp_path: Path) -> None:
+def test_stage_accelerator_with_one_worker_is_an_error(session: Path, tmp_path: Path) -> None:
+    for workers in ("0", "1"):
+        line = one_error_line(run_cli("process", session / "rec.avi", "-o", tmp_path / "out", "--stage",
+                                      "accelerator", "--workers", workers, cwd=tmp_path))
+        assert "--stage accelerator needs --workers 2 or more" in line and "--stage fused" in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_accelerator_summary_batch_size_is_at_least_mean_batch(session: Path, tmp_path: Path) -> None:
+    """The cpu preset's batch_size 1 with the accelerator stage: a loader message (many frames) is never split."""
     preset = tmp_path / "acc.toml"
     preset.write_text('[detect]\nbackend = "litert"\nstage = "accelerator"\n')
-    proc = run_cli("process", session / "rec.avi", "-o", tmp_path / "out", "--workers", "1", "--pipeline", preset,
+    proc = run_cli("process", session / "rec.avi", "-o", tmp_path / "out", "--workers", "2", "--pipeline", preset,
                    "--max-frames", "200", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     s = json.loads((tmp_path / "out" / "rec.summary.json").read_text())
-    acc = (s.get("parallel") or {}).get("accelerator")
-    assert acc is not None, "the accelerator stage ran (not the single-process pipeline under its name)"
+    acc = s["parallel"]["accelerator"]
     assert s["frames"] == 200 and acc["mean_batch"] <= acc["batch_size"], acc
 
 

@@ -111,11 +111,8 @@ def _process_existing(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
                       opts: AnalysisOptions) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline, supports
 
-    # --stage accelerator is honoured with one worker too (the stage and one post-processing worker), not
-    # silently replaced by the single-process pipeline while the summary says accelerator
-    staged = config.detect.stage == "accelerator" and workers >= 1
-    if (workers > 1 or staged) and analyzer is None and supports(config):
-        pipe = ParallelPipeline(config, ParallelConfig(workers=max(1, workers), loaders=loaders))
+    if workers > 1 and analyzer is None and supports(config):
+        pipe = ParallelPipeline(config, ParallelConfig(workers=workers, loaders=loaders))
         return _run_each(paths, config,
                          lambda src: _finalize(pipe.process_source(src, outdir, progress=progress), config, opts))
     ref = analyzer or build_analyzer(config)
