@@ -34,6 +34,14 @@ _CALIBRATED_ON = {"segment": "the calibration segment", "responses": "the sessio
                   "default": "nothing: default"}
 
 
+def _save(fig: Any, path: Path) -> None:
+    """``fig`` as PNG at ``path``, whole or not at all (a temporary name, renamed: eyeblink.outputs.paths)."""
+    from eyeblink.outputs.paths import atomic_path
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=DPI, format="png")
+
+
 def _pyplot() -> Any:
     import matplotlib
 
@@ -116,7 +124,7 @@ def plot_trace(data: SessionData, blinks: Sequence[BlinkEvent], path: Path, titl
         ax_fec.set_xlim(data.t[0], data.t[-1])
     ax_ear.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
     ax_fec.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
-    fig.savefig(path, dpi=DPI)
+    _save(fig, path)
     plt.close(fig)
     return path
 
@@ -154,7 +162,7 @@ def plot_heatmap(data: SessionData, config: RunConfig, path: Path, title: str) -
     cb = fig.colorbar(im, ax=ax, extend="both", pad=0.02, fraction=0.05, aspect=25)
     cb.set_label("eyelid closure (FEC)")
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    fig.savefig(path, dpi=DPI)
+    _save(fig, path)
     plt.close(fig)
     return path
 
@@ -200,7 +208,7 @@ def plot_blocks(data: SessionData, config: RunConfig, path: Path, title: str) ->
     ax.set_ylabel("eyelid closure above baseline (FEC)")
     ax.set_title(title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    fig.savefig(path, dpi=DPI)
+    _save(fig, path)
     plt.close(fig)
     return path
 
