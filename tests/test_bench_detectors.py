@@ -82,6 +82,10 @@ def test_bench_detectors_through_the_cli_on_rendered_faces(tmp_path: Path) -> No
     assert {"blazeface-short", "blazeface-full"} <= available
     for name, r in results.items():
         row = next(line for line in proc.stdout.splitlines() if line.startswith(f"| {name} |"))
+        if name == "haar" and name not in available:  # OpenCV 5: no downgrade of eyeblink's OpenCV suggested
+            assert r["status"].startswith("not available:") and "pip install" not in r["status"]
+            assert r["status"] in row
+            continue
         if name not in available:
             assert r["status"].startswith("not installed:") and "pip install" in r["status"]
             assert r["status"] in row
