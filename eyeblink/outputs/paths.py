@@ -28,7 +28,8 @@ from pathlib import Path
 
 from eyeblink.errors import OutputError
 
-__all__ = ["SESSION_SUFFIXES", "OutputPlan", "atomic_path", "check_writable", "same_file", "session_outputs"]
+__all__ = ["SESSION_SUFFIXES", "OutputPlan", "atomic_path", "check_writable", "file_key", "same_file",
+           "session_outputs"]
 
 #: every file a processed session may have in its output folder, ``<stem>.<suffix>``
 SESSION_SUFFIXES = ("frames.csv", "blinks.csv", "summary.json", "crops.npz", "report.html", "trials.csv",
@@ -40,13 +41,21 @@ def session_outputs(outdir: str | Path, stem: str) -> list[Path]:
     return [Path(outdir) / f"{stem}.{s}" for s in SESSION_SUFFIXES]
 
 
+def file_key(path: str | Path) -> tuple[object, ...]:
+    """What identifies the file at ``path``: (device, inode) when it exists, else its real path."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ("path", os.path.realpath(path))
+    return ("inode", st.st_dev, st.st_ino)
+
+
 def same_file(a: str | Path, b: str | Path) -> bool:
     """Whether ``a`` and ``b`` are one file: the same (device, inode) when both exist, else the same real path."""
-    try:
-        sa, sb = os.stat(a), os.stat(b)
-    except OSError:
+    ka, kb = file_key(a), file_key(b)
+    if ka[0] != kb[0]:  # one exists, the other not: the same only if the new path resolves onto the old one
         return os.path.realpath(a) == os.path.realpath(b)
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+    return ka == kb
 
 
 def check_writable(path: str | Path, option: str) -> Path:
@@ -96,18 +105,23 @@ class OutputPlan:
 
     def check(self) -> None:
         """Refuse an output that is an input or another output, a folder, or an unwritable place."""
-        every = [(p, what) for p, what, _ in self.outputs] + self.quiet
-        for k, (out, what) in enumerate(every):
-            for src, src_what in self.inputs:
-                if same_file(out, src):
-                    which = src_what if os.path.abspath(out) == os.path.abspath(src) else \
-                        f"{src_what} {src} (the same file under another name)"
+        seen: dict[tuple[object, ...], tuple[Path, str, bool]] = {}  # file key -> (path, what, is an input)
+        for src, src_what in self.inputs:
+            seen.setdefault(file_key(src), (src, src_what, True))
+            seen.setdefault(("path", os.path.realpath(src)), (src, src_what, True))
+        for out, what in [(p, what) for p, what, _ in self.outputs] + self.quiet:
+            keys = {file_key(out), ("path", os.path.realpath(out))}
+            hit = next((seen[k] for k in keys if k in seen), None)
+            if hit is not None:
+                other, other_what, is_input = hit
+                if is_input:
+                    which = other_what if os.path.abspath(out) == os.path.abspath(other) else \
+                        f"{other_what} {other} (the same file under another name)"
                     raise OutputError(f"{what} {out} is {which}: writing it would destroy that input; choose "
                                       f"another path for {what.split()[0]}")
-            for other, other_what in every[:k]:
-                if same_file(out, other):
-                    raise OutputError(f"{other_what} and {what} are the same file ({out}); give them different "
-                                      "paths")
+                raise OutputError(f"{other_what} and {what} are the same file ({out}); give them different paths")
+            for k in keys:
+                seen[k] = (out, what, False)
         for out, _what, option in self.outputs:
             check_writable(out, option)
 

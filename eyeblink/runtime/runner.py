@@ -68,7 +68,7 @@ def output_plan(paths: Sequence[Path], outdir: Path, opts: AnalysisOptions | Non
         if opts is not None:
             plan.read(opts.trials_path(stem), "the --trials file")
         for out in session_outputs(outdir, stem):
-            plan.write(out, f"output {out.name}", probe=False)
+            plan.write(out, "-o", probe=False)
     return plan
 
 
