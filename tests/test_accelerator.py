@@ -217,7 +217,8 @@ def test_a_corrupt_model_for_the_stage_is_one_line_before_any_frame(face_recordi
 @pytest.mark.slow
 def test_live_accelerator_stage_flushes_partial_batches_after_the_deadline(tmp_path: Path) -> None:
     """A live stream at 100 FPS through a stage whose batch is 64 frames: every frame gets its row, in batches
-    that the 5 ms deadline flushed long before they were full (a full batch would hold a frame 640 ms)."""
+    that the 5 ms deadline flushed long before they were full (a full batch would hold a frame 640 ms): more
+    batches than full ones could make, whatever the machine's load."""
     preset = _preset(tmp_path, "live64", backend="litert", stage="accelerator", batch_size=64, flush_ms=5.0)
     out = tmp_path / "out"
     live_run(out, ["--fps", "100", "--stop-after", "300"], "--pipeline", str(preset), "--workers", "2",
@@ -228,7 +229,10 @@ def test_live_accelerator_stage_flushes_partial_batches_after_the_deadline(tmp_p
     assert len(rows) == 300 and all(r["face"] == "1" for r in rows)
     acc = s["parallel"]["accelerator"]
     assert s["parallel"]["detector"] == "accelerator stage" and acc["batch_size"] == 64
-    assert acc["batches"] >= 300 / 32 and acc["mean_batch"] <= 32
+    # a stage without the deadline runs ceil(300 / 64) = 5 batches (four full, one at the end of the stream); every
+    # batch beyond that was flushed partial. On an idle machine most batches hold 1-3 frames; on a loaded one the
+    # frames queue up while a batch runs, so the bound is the one that holds on either.
+    assert acc["batches"] >= 6 and acc["mean_batch"] < 64
 
 
 @pytest.mark.slow
