@@ -583,6 +583,18 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "full_closure_quantile": "the subject's full closure: this quantile of the session's blink amplitudes",
         "full_closure_min_events": "blinks needed before that quantile replaces the prior",
         "full_closure_amplitude": "the prior full-closure amplitude until then",
+        "max_blink_ms": "longest blink, ms: a longer event is a prolonged_closure (blinks.csv kind), not a blink; "
+                        "past it the detector checks whether the level has settled at a new open level",
+        "settle_ms": "a level held this long past max_blink_ms, shallower than a closed eye, is a new open level: "
+                     "the baseline is re-learnt from it, ms",
+        "settle_tolerance": "half-width of the band (ratio units) a settled level stays in (widened to 3 robust "
+                            "sigmas of the open-eye noise)",
+        "max_closure_ms": "an event still open after this long ends (prolonged_closure, complete 0), whatever the "
+                          "level, ms",
+        "rate_window_s": "warnings: the blink rate is checked in windows of this many seconds",
+        "min_rate_per_min": "warnings: a window with fewer blinks per minute than this is implausible",
+        "max_rate_per_min": "warnings: a window with more blinks per minute than this is implausible",
+        "max_baseline_change": "warnings: the open-eye baseline moving by more than this fraction of its median",
     },
     "closure": {
         "percentile": "full closure (FEC = 1): this percentile of the session's complete blinks' and URs' amplitudes",

@@ -932,7 +932,8 @@ BLINK_COLUMN_DOCS: dict[str, tuple[str, str]] = {
     "end_frame": ("frame", "last frame of the blink (the eye back above the open threshold)"),
     "start_s": ("s", "timestamp of the onset frame"),
     "end_s": ("s", "timestamp of the end frame"),
-    "duration_ms": ("ms", "end_s - start_s"),
+    "duration_ms": ("ms", "end_s - start_s + one frame interval (frames are inclusive: a one-frame blink lasts "
+                          "one frame interval)"),
     "peak_frame": ("frame", "frame of the deepest closure (lowest openness)"),
     "peak_s": ("s", "timestamp of the peak frame"),
     "baseline_ear": ("ratio", "open-eye baseline openness (mean of the eyes) at the onset"),
@@ -961,4 +962,6 @@ BLINK_COLUMN_DOCS: dict[str, tuple[str, str]] = {
     "partial": ("0/1", "1 when the amplitude is below blinks.partial_fraction of the subject's full closure"),
     "full_closure_amplitude": ("fraction", "the subject's full-closure amplitude this blink was judged against"),
     "cue": ("text", "which signal crossed the threshold: ear, appearance (the eye patches) or both"),
+    "kind": ("text", "blink, or prolonged_closure: a closure longer than blinks.max_blink_ms (not a blink; "
+                     "not counted in the blink figures)"),
 }
