@@ -452,6 +452,8 @@ def score_clips(outdir: Path, dataset: Path, cfg: BlinkConfig | None = None) -> 
         events += det.finish()
         tag = read_tag(tag_path)
         with open_source(video) as src:
+            for _ in src:  # the packet index of each decoded frame is known once it was decoded
+                pass
             spans, outside = within(detected_spans(events, src, src.nominal_fps or 30.0), tag.annotated)
         total = total + match_events(tag.blinks, [Span(s.start, s.end) for s in spans])
         unscored += outside
