@@ -191,6 +191,9 @@ class BlinkConfig:
     #: an event only the appearance cue detected is a blink only if the EAR ratio also fell below open_ratio;
     #: None: as the eye model's registry entry says (``lid_confirms``: mesh, face68, eye12 yes; mesh-ear no)
     appearance_needs_lid: bool | None = None
+    #: an event the eye patches alone hold open while the lid (EAR) is back at the open level this long
+    #: ends where the lid reopened, and the patch template is learnt afresh (it no longer matches the open eye)
+    appearance_stale_ms: float = 150.0
     merge_gap_ms: float = 30.0
     smooth_ms: float = 10.0
     partial_fraction: float = 0.6
@@ -231,7 +234,8 @@ class BlinkConfig:
                  "blink ratios must satisfy 0 < close_ratio < open_ratio <= onset_ratio < 1, got "
                  f"close={self.close_ratio}, open={self.open_ratio}, onset={self.onset_ratio}")
         for name in ("baseline_window_ms", "min_baseline_ms", "max_gap_ms", "appearance_z", "appearance_min_sigma",
-                     "max_blink_ms", "settle_ms", "settle_tolerance", "rate_window_s", "max_baseline_change"):
+                     "max_blink_ms", "settle_ms", "settle_tolerance", "rate_window_s", "max_baseline_change",
+                     "appearance_stale_ms"):
             _require(getattr(self, name) > 0, f"blinks.{name} must be > 0, got {getattr(self, name)}")
         for name in ("min_duration_ms", "noise_k", "merge_gap_ms", "smooth_ms"):
             _require(getattr(self, name) >= 0, f"blinks.{name} must be >= 0, got {getattr(self, name)}")
@@ -577,6 +581,8 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "appearance_min_sigma": "floor of the patch difference's sigma",
         "appearance_needs_lid": "an event only the patches saw must also dip below open_ratio (empty: as the eye "
                                 "model's registry entry says)",
+        "appearance_stale_ms": "an event only the patches hold open while the lid is back open this long ends, "
+                               "and the patch template is learnt afresh, ms",
         "merge_gap_ms": "blinks closer than this merge into one, ms",
         "smooth_ms": "smoothing of the ratio for the velocities, ms",
         "partial_fraction": "a blink is partial below this fraction of the subject's full closure",
