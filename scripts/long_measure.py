@@ -179,6 +179,8 @@ def main() -> int:
     ap.add_argument("--models", default="mesh,mesh-ear")
     ap.add_argument("--every", default="1,2,4")
     ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--bare-only", action="store_true", help="only the bare-threshold figures (no detector runs)")
+    ap.add_argument("--no-joined", action="store_true", help="clip by clip only (no joined-and-looped runs)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     out: dict[str, Any] = {}
@@ -190,9 +192,10 @@ def main() -> int:
             r: dict[str, Any] = {"bare": bare(args.data, args.cap, model, k)}
             if k > 1:
                 r["max_openness_change_vs_full_stream"] = same_frames(args.data, args.cap, model, k)
-            for app in (True, False):
+            for app in () if args.bare_only else (True, False):
                 r[f"clips appearance={app}"] = clips(args.data, args.cap, model, k, app)
-                r[f"joined appearance={app}"] = joined(args.data, args.cap, model, k, app, args.minutes)
+                if not args.no_joined:
+                    r[f"joined appearance={app}"] = joined(args.data, args.cap, model, k, app, args.minutes)
             out[key] = r
             print(key, json.dumps(r), flush=True)
     if args.json:

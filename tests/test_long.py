@@ -216,6 +216,34 @@ def test_a_closure_of_any_length_past_max_blink_ms_is_one_prolonged_closure(
     assert all(found(events, [2.0, nxt], 0.3, 2.0 / fps))
 
 
+# --------------------------------------------------------------------------------------------- warnings
+def test_warnings_name_a_prolonged_closure_a_silent_stretch_and_a_moved_baseline() -> None:
+    """One line each (summary.json ``warnings``): an event past max_blink_ms, a blink rate outside the
+    physiological range over a rate window, the baseline moving by more than max_baseline_change."""
+    from eyeblink.signals.plausibility import session_warnings
+
+    fps = 30.0
+    t = np.arange(round(400 * fps)) / fps
+    onsets = [2.0 + 4.0 * k for k in range(30)]  # 15/min for 2 min, then nothing for 280 s
+    hold = np.clip(np.minimum((t - 200.0) / 0.15, (203.0 - t) / 0.25), 0, 1) * 0.95
+    e = level(t, [(300.0, 0.20)]) * (1 - np.maximum(lid(t, onsets), hold))
+    det = BlinkDetector(CFG)
+    events: list[BlinkEvent] = []
+    baseline = np.empty(len(t))
+    for i in range(len(t)):
+        events += det.update(i, float(t[i]), float(e[i]), float(e[i]))
+        baseline[i] = det.baseline
+    events += det.finish()
+    lines = session_warnings(events, t, baseline, np.ones(len(t), bool), CFG, "s")
+    assert len(lines) == 3, lines
+    assert "1 event(s) longer than max_blink_ms" in lines[0] and "200.0-203.0 s" in lines[0]
+    assert "blink rate 0.0/min" in lines[1]
+    assert "baseline EAR moved by 33%" in lines[2]
+    # the blinks alone, at 15/min, level still: no warning
+    quiet = [ev for ev in events if ev.start_s < 120]
+    assert session_warnings(quiet, t[: round(120 * fps)], baseline[: round(120 * fps)], None, CFG, "s") == []
+
+
 # --------------------------------------------------------------------------------------------- real video, real CLI
 def render(path: Path, fps: float, duration_s: float, closure: Callable[[float], float],
            no_face: Callable[[float], bool] = lambda t: False) -> Path:
