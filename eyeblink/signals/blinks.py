@@ -631,10 +631,12 @@ class BlinkDetector:
             if not ear_level >= cfg.onset_ratio:
                 self._ev["ear_end"] = (frame, t)
                 self._stale_t = _NAN
-            elif level < cfg.onset_ratio:
+            elif level < cfg.onset_ratio and ("ear_end" in self._ev or cfg.appearance_needs_lid):
                 # the lid is open and only the eye patches say closed: a blink reopens the lid and the
                 # patch together, so after appearance_stale_ms the template is stale (light, glasses, a
-                # head turn): end the event where the lid reopened and learn the template afresh
+                # head turn): end the event where the lid reopened and learn the template afresh (an event
+                # the lid never joined is left alone unless the lid must confirm: the patches-only blinks
+                # of a model whose lid does not confirm them)
                 if self._stale_t != self._stale_t:
                     self._stale_t = t
                 elif (t - self._stale_t) * 1000 >= cfg.appearance_stale_ms:
@@ -802,6 +804,8 @@ class BlinkDetector:
             "samples": list(dip), "pre": pre, "cue_ear": False, "cue_app": False, "complete": True,
             "tail": deque(), "peak": None, "hole": False,
         }
+        if ear_level < self.cfg.onset_ratio:
+            self._ev["ear_end"] = self._ev["start"]
         self._note_cue(ear_level, app_level)
         self._dip.clear()
         self._state = self._CLOSED
