@@ -350,7 +350,7 @@ def test_process_disturbance_at_30_fps(tmp_path: Path, case: str) -> None:
         closures = [(30.0, 33.0)]
         held = lambda t: 0.95 * float(np.clip(min((t - 30.0) / 0.15, (33.0 - t) / 0.25), 0, 1))  # noqa: E731
     else:
-        onsets = [o for o in EVERY_4S if not 19.0 < o < 26.0] + [26.0]  # one 1 s after the face is back
+        onsets = [o for o in EVERY_4S if not 19.0 < o < 26.0]  # 26.0 is 1 s after the face is back
         held = lambda t: 0.0  # noqa: E731
         no_face = lambda t: 20.0 <= t < 25.0  # noqa: E731
     video = render(tmp_path / "clip.avi", fps, 60.0, closure_with(sorted(onsets), held), no_face)
