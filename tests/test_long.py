@@ -327,9 +327,9 @@ def check_rows(rows: Sequence[dict[str, str]], onsets: Sequence[float], dur_s: f
 @pytest.mark.slow
 def test_process_open_level_lowered_for_good_at_500_fps(tmp_path: Path) -> None:
     """The issue's lock-up case as a recording: 500 FPS, 60 s, the lid lowered for good at 20 s (a held
-    partial closure of 40%: the openness drops ~27%, as 0.30 -> 0.22), a 150 ms blink every 4 s."""
+    partial closure of 52%: the rendered face's openness drops 26%, as 0.30 -> 0.22), a 150 ms blink every 4 s."""
     fps = 500.0
-    video = render(tmp_path / "lowered.avi", fps, 60.0, closure_with(EVERY_4S, lambda t: 0.4 if t >= 20 else 0.0))
+    video = render(tmp_path / "lowered.avi", fps, 60.0, closure_with(EVERY_4S, lambda t: 0.52 if t >= 20 else 0.0))
     rows, summary = process(video, tmp_path / "out")
     check_rows(rows, EVERY_4S, 0.15, fps)
     assert summary["blinks"] == 15
@@ -342,9 +342,9 @@ def test_process_disturbance_at_30_fps(tmp_path: Path, case: str) -> None:
     onsets, closures = list(EVERY_4S), []
     no_face: Callable[[float], bool] = lambda t: False  # noqa: E731
     if case == "step -10%":
-        held: Callable[[float], float] = lambda t: 0.15 if t >= 20 else 0.0  # noqa: E731
+        held: Callable[[float], float] = lambda t: 0.21 if t >= 20 else 0.0  # noqa: E731  (openness -10%)
     elif case == "gaze down and back":
-        held = lambda t: 0.4 if 20 <= t < 40 else 0.0  # noqa: E731
+        held = lambda t: 0.52 if 20 <= t < 40 else 0.0  # noqa: E731  (openness -26%)
     elif case == "3 s closure":
         onsets = [o for o in EVERY_4S if not 29.0 < o < 34.0] + [34.5]  # one 1.5 s after the eyes open
         closures = [(30.0, 33.0)]
