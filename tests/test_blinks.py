@@ -321,7 +321,8 @@ def test_appearance_template_that_no_longer_matches_is_learnt_afresh() -> None:
     for i, (el, er) in enumerate(ears):
         got += [(e, i / fps) for e in det.update(i, i / fps, float(el), float(er), patches(i))]
     got += [(e, n / fps) for e in det.finish()]
-    assert [round(e.start_s) for e, _ in got] == [round(o) for o in onsets], [(e.start_s, e.duration_ms) for e, _ in got]
+    assert [round(e.start_s) for e, _ in got] == [round(o) for o in onsets], \
+        [(e.start_s, e.duration_ms) for e, _ in got]
     for e, emitted in got:
         assert e.kind == "blink" and e.duration_ms < 320
         assert emitted - e.end_s <= 0.15, f"blink at {e.start_s:.2f} s emitted {emitted - e.end_s:.2f} s after its end"
