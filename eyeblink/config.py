@@ -191,6 +191,9 @@ class BlinkConfig:
     #: an event only the appearance cue detected is a blink only if the EAR ratio also fell below open_ratio;
     #: None: as the eye model's registry entry says (``lid_confirms``: mesh, face68, eye12 yes; mesh-ear no)
     appearance_needs_lid: bool | None = None
+    #: an event the eye patches alone hold open while the lid (EAR) is back at the open level this long
+    #: ends where the lid reopened, and the patch template is learnt afresh (it no longer matches the open eye)
+    appearance_stale_ms: float = 150.0
     merge_gap_ms: float = 30.0
     smooth_ms: float = 10.0
     partial_fraction: float = 0.6
@@ -231,7 +234,8 @@ class BlinkConfig:
                  "blink ratios must satisfy 0 < close_ratio < open_ratio <= onset_ratio < 1, got "
                  f"close={self.close_ratio}, open={self.open_ratio}, onset={self.onset_ratio}")
         for name in ("baseline_window_ms", "min_baseline_ms", "max_gap_ms", "appearance_z", "appearance_min_sigma",
-                     "max_blink_ms", "settle_ms", "settle_tolerance", "rate_window_s", "max_baseline_change"):
+                     "max_blink_ms", "settle_ms", "settle_tolerance", "rate_window_s", "max_baseline_change",
+                     "appearance_stale_ms"):
             _require(getattr(self, name) > 0, f"blinks.{name} must be > 0, got {getattr(self, name)}")
         for name in ("min_duration_ms", "noise_k", "merge_gap_ms", "smooth_ms"):
             _require(getattr(self, name) >= 0, f"blinks.{name} must be >= 0, got {getattr(self, name)}")
@@ -577,12 +581,26 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "appearance_min_sigma": "floor of the patch difference's sigma",
         "appearance_needs_lid": "an event only the patches saw must also dip below open_ratio (empty: as the eye "
                                 "model's registry entry says)",
+        "appearance_stale_ms": "an event only the patches hold open while the lid is back open this long ends, "
+                               "and the patch template is learnt afresh, ms",
         "merge_gap_ms": "blinks closer than this merge into one, ms",
         "smooth_ms": "smoothing of the ratio for the velocities, ms",
         "partial_fraction": "a blink is partial below this fraction of the subject's full closure",
         "full_closure_quantile": "the subject's full closure: this quantile of the session's blink amplitudes",
         "full_closure_min_events": "blinks needed before that quantile replaces the prior",
         "full_closure_amplitude": "the prior full-closure amplitude until then",
+        "max_blink_ms": "longest blink, ms: a longer event is a prolonged_closure (blinks.csv kind), not a blink; "
+                        "past it the detector checks whether the level has settled at a new open level",
+        "settle_ms": "a level held this long past max_blink_ms, shallower than a closed eye, is a new open level: "
+                     "the baseline is re-learnt from it, ms",
+        "settle_tolerance": "half-width of the band (ratio units) a settled level stays in (widened to 3 robust "
+                            "sigmas of the open-eye noise)",
+        "max_closure_ms": "an event still open after this long ends (prolonged_closure, complete 0), whatever the "
+                          "level, ms",
+        "rate_window_s": "warnings: the blink rate is checked in windows of this many seconds",
+        "min_rate_per_min": "warnings: a window with fewer blinks per minute than this is implausible",
+        "max_rate_per_min": "warnings: a window with more blinks per minute than this is implausible",
+        "max_baseline_change": "warnings: the open-eye baseline moving by more than this fraction of its median",
     },
     "closure": {
         "percentile": "full closure (FEC = 1): this percentile of the session's complete blinks' and URs' amplitudes",

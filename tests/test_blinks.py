@@ -296,6 +296,38 @@ def test_appearance_cue_finds_a_blink_the_ear_misses() -> None:
     assert len(events) == 1 and events[0].cue == "appearance" and 0.1 < events[0].amplitude < 0.25
 
 
+def test_appearance_template_that_no_longer_matches_is_learnt_afresh() -> None:
+    """The eye's look changes for good at 10.5 s (glasses, light) while the lid stays open: the patches alone
+    must not hold an event open. Every blink is found, ends where the lid reopened, and comes out within
+    0.15 s of its end (merge_gap_ms and a frame or two; with the template frozen, one came out 0.33 s late)."""
+    fps = 30.0
+    n = int(24 * fps)
+    rng = np.random.default_rng(3)
+    open_patch = np.zeros((12, 24), np.uint8)
+    open_patch[3:9, 8:16] = 200  # the iris
+    glasses = open_patch.copy()
+    glasses[0:2, :] = 120  # a rim across the top
+    glasses[3:9, 2:6] = 90  # a reflection
+
+    def patches(i: int) -> np.ndarray:
+        p = (glasses if i >= int(10.5 * fps) else open_patch).astype(np.int16)
+        p = np.clip(p + rng.integers(-8, 9, size=p.shape) + 20, 0, 255).astype(np.uint8)
+        return np.stack([p, p])
+
+    onsets = [2.0, 5.0, 8.0, 11.0, 14.0, 17.0, 20.0]
+    ears = trace(fps, 24.0, [(o, 70, 30, 140, 1.0) for o in onsets])
+    det = BlinkDetector(BlinkConfig(appearance_needs_lid=True))  # as for the default eye model (mesh)
+    got: list[tuple[BlinkEvent, float]] = []
+    for i, (el, er) in enumerate(ears):
+        got += [(e, i / fps) for e in det.update(i, i / fps, float(el), float(er), patches(i))]
+    got += [(e, n / fps) for e in det.finish()]
+    assert [round(e.start_s) for e, _ in got] == [round(o) for o in onsets], \
+        [(e.start_s, e.duration_ms) for e, _ in got]
+    for e, emitted in got:
+        assert e.kind == "blink" and e.duration_ms < 320
+        assert emitted - e.end_s <= 0.15, f"blink at {e.start_s:.2f} s emitted {emitted - e.end_s:.2f} s after its end"
+
+
 @pytest.mark.parametrize(("model", "setting", "needs_lid"), [
     ("mesh", None, True), ("mesh-ear", None, False), ("face68", None, True), ("mesh", False, False),
     ("mesh-ear", True, True),

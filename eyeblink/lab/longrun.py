@@ -351,7 +351,7 @@ def build_joined(dataset: Path, outdir: Path, subject: str, clips: Sequence[Path
     try:
         for clip in clips:
             tag = read_tag(clip.with_suffix(".tag"))
-            ids = []
+            ids: list[int] = []
             with open_source(clip) as src:
                 fps = fps or src.nominal_fps or 30.0
                 if stream is None:
@@ -447,11 +447,13 @@ def score_clips(outdir: Path, dataset: Path, cfg: BlinkConfig | None = None) -> 
         det = BlinkDetector(cfg or BlinkConfig())
         events = []
         for r in rows:
-            events += det.update(int(r[k_f]), float(r[k_t]), *(float(r[k]) if r[k] not in ("", "nan") else math.nan
-                                                               for k in (k_l, k_r)))
+            el, er = (float(r[k]) if r[k] not in ("", "nan") else math.nan for k in (k_l, k_r))
+            events += det.update(int(r[k_f]), float(r[k_t]), el, er)
         events += det.finish()
         tag = read_tag(tag_path)
         with open_source(video) as src:
+            for _ in src:  # the packet index of each decoded frame is known once it was decoded
+                pass
             spans, outside = within(detected_spans(events, src, src.nominal_fps or 30.0), tag.annotated)
         total = total + match_events(tag.blinks, [Span(s.start, s.end) for s in spans])
         unscored += outside

@@ -335,6 +335,8 @@ class BlinkDetector:
         self._centered: tuple[np.ndarray, _CenteredTemplate] | None = None
         self._dis_cache: tuple[np.ndarray, np.ndarray, tuple[float, float]] | None = None
         self._template_t = -math.inf
+        self._app_min_span = 0.0  # seconds of patches a template started afresh needs before the cue is used
+        self._stale_t = _NAN  # since when only the appearance cue holds the event open (the EAR is open)
         self._warm: list[tuple[int, float, float, float, np.ndarray | None]] | None = []
         self._warm_s = 0.0  # seconds of the warm-up buffer covered by samples (gaps left out)
         self._state = self._OPEN
@@ -439,6 +441,30 @@ class BlinkDetector:
             self._template = np.median(np.stack([p for _, p in self._patches]).astype(np.float32), axis=0)
             self._template_t = t
 
+    def _template_ready(self) -> bool:
+        """A template started afresh (:meth:`_reset_template`) is used once it has ``min_baseline_ms`` of
+        patches behind it (its noise is then known); the first one (the warm-up's) at once."""
+        if self._app_min_span <= 0:
+            return True
+        p = self._patches
+        if len(p) >= 8 and p[-1][0] - p[0][0] >= self._app_min_span:
+            self._app_min_span = 0.0
+            return True
+        return False
+
+    def _reset_template(self, t: float) -> None:
+        """Forget the appearance template and its noise: it is rebuilt from the open-eye patches that follow."""
+        self._patches.clear()
+        self._template = None
+        self._centered = None
+        self._dis_cache = None
+        self._stale_t = _NAN
+        self._app_min_span = 0.9 * self.cfg.min_baseline_ms / 1000
+        v = self._base.view()
+        if len(v):
+            v[:, 5:7] = _NAN
+        self._recompute(t)
+
     # -- per-sample signals -----------------------------------------------------------------------------
     def _measure(self, frame: int, t: float, el: float, er: float,
                  patches: np.ndarray | None) -> tuple[tuple[float, ...], float, float, float]:
@@ -448,7 +474,7 @@ class BlinkDetector:
         rr = er / s[3] if s[3] > 0 else _NAN
         ratio = _nanmean((rl, rr))
         dl = dr = _NAN
-        if patches is not None and self._template is not None and self.cfg.appearance:
+        if patches is not None and self._template is not None and self.cfg.appearance and self._template_ready():
             dl, dr = self._dis(patches)
         # noise-adapted EAR level: deviations shrunk so that noise_k sigma of the ratio never crosses
         depth = 1.0 - self.cfg.close_ratio
@@ -602,6 +628,25 @@ class BlinkDetector:
             self._note_cue(ear_level, app_level)
             if level < cfg.onset_ratio:
                 self._ev["end"] = (frame, t)
+            if not ear_level >= cfg.onset_ratio:
+                self._ev["ear_end"] = (frame, t)
+                self._stale_t = _NAN
+            elif level < cfg.onset_ratio and ("ear_end" in self._ev or cfg.appearance_needs_lid):
+                # the lid is open and only the eye patches say closed: a blink reopens the lid and the
+                # patch together, so after appearance_stale_ms the template is stale (light, glasses, a
+                # head turn): end the event where the lid reopened and learn the template afresh (an event
+                # the lid never joined is left alone unless the lid must confirm: the patches-only blinks
+                # of a model whose lid does not confirm them)
+                if self._stale_t != self._stale_t:
+                    self._stale_t = t
+                elif (t - self._stale_t) * 1000 >= cfg.appearance_stale_ms:
+                    self._ev["end"] = self._ev.get("ear_end", self._ev["start"])
+                    self._end(complete=True)
+                    self._reset_template(t)
+                    learn_open()
+                    self._last = (frame, t)
+                    self._publish(frame, t, self._machine_state())
+                    return out
             if self._state == self._CLOSED and level >= cfg.open_ratio:
                 self._state = self._REOPENING
             elif self._state == self._REOPENING and level < cfg.close_ratio:
@@ -711,11 +756,7 @@ class BlinkDetector:
             ratio = _nanmean((a / s[2] if s[2] > 0 else _NAN, b / s[3] if s[3] > 0 else _NAN))
             base.append((r[_T], _nanmean((a, b)), a, b, ratio, _NAN, _NAN))
         self._base = base
-        self._patches.clear()
-        self._template = None
-        self._centered = None
-        self._dis_cache = None
-        self._recompute(t)
+        self._reset_template(t)
         self.level_shifts.append((t, old, float(self._stats[1])))
 
     def _dis(self, patches: np.ndarray | None) -> tuple[float, float]:
@@ -763,6 +804,8 @@ class BlinkDetector:
             "samples": list(dip), "pre": pre, "cue_ear": False, "cue_app": False, "complete": True,
             "tail": deque(), "peak": None, "hole": False,
         }
+        if ear_level < self.cfg.onset_ratio:
+            self._ev["ear_end"] = self._ev["start"]
         self._note_cue(ear_level, app_level)
         self._dip.clear()
         self._state = self._CLOSED
@@ -771,6 +814,7 @@ class BlinkDetector:
         """The blink in progress ended: hold it for merge_gap_ms (merge with a close successor)."""
         ev = self._ev
         self._ev = {}
+        self._stale_t = _NAN
         self._state = self._OPEN
         self._dip.clear()
         ev["complete"] = complete
@@ -932,7 +976,8 @@ BLINK_COLUMN_DOCS: dict[str, tuple[str, str]] = {
     "end_frame": ("frame", "last frame of the blink (the eye back above the open threshold)"),
     "start_s": ("s", "timestamp of the onset frame"),
     "end_s": ("s", "timestamp of the end frame"),
-    "duration_ms": ("ms", "end_s - start_s"),
+    "duration_ms": ("ms", "end_s - start_s + one frame interval (frames are inclusive: a one-frame blink lasts "
+                          "one frame interval)"),
     "peak_frame": ("frame", "frame of the deepest closure (lowest openness)"),
     "peak_s": ("s", "timestamp of the peak frame"),
     "baseline_ear": ("ratio", "open-eye baseline openness (mean of the eyes) at the onset"),
@@ -961,4 +1006,6 @@ BLINK_COLUMN_DOCS: dict[str, tuple[str, str]] = {
     "partial": ("0/1", "1 when the amplitude is below blinks.partial_fraction of the subject's full closure"),
     "full_closure_amplitude": ("fraction", "the subject's full-closure amplitude this blink was judged against"),
     "cue": ("text", "which signal crossed the threshold: ear, appearance (the eye patches) or both"),
+    "kind": ("text", "blink, or prolonged_closure: a closure longer than blinks.max_blink_ms (not a blink; "
+                     "not counted in the blink figures)"),
 }
