@@ -139,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"  strict F1 {s['f1']:.3f}")
         up, turned = results["upright"], results["turned"]
         worse = [v for v, c in up["videos"].items() if turned["videos"].get(v) != c]
-        print(f"turned - upright: F1 {turned['f1'] - up['f1']:+.3f}, strict F1 {turned['strict_f1'] - up['strict_f1']:+.3f}"
-              f"; clips scored differently: {', '.join(worse) or 'none'}")
+        d_f1, d_strict = turned["f1"] - up["f1"], turned["strict_f1"] - up["strict_f1"]
+        print(f"turned - upright: F1 {d_f1:+.3f}, strict F1 {d_strict:+.3f}; "
+              f"clips scored differently: {', '.join(worse) or 'none'}")
         if args.json is not None:
             args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0

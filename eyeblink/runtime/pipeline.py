@@ -194,10 +194,8 @@ class FrameAnalyzer:
         replaces it. Only under the keyframe policy: with ``--detect-every 1`` every frame uses its
         own detection (the original every-frame mode, identical in every pipeline layout).
         """
-        from eyeblink.detect.blazeface import select_subject
-
         t0 = time.perf_counter()
-        face = select_subject(self.detector.detect(frame.image), self._face)
+        face = self.detector.track(frame.image, self._face)  # at any roll (select_subject's tracking)
         self.clock.add("detect", time.perf_counter() - t0)
         self._since_detect = 0
         d = self.cfg.detect
