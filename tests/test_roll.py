@@ -134,6 +134,26 @@ def test_batched_tracking_gives_the_faces_of_frame_by_frame_tracking(upright_fra
         np.testing.assert_allclose(a.keypoints, b.keypoints, atol=0.05)
 
 
+def test_the_eye_crops_of_a_face_upside_down_are_its_eyes_the_right_way_up(detector, upright_frame) -> None:
+    """The face mesh's eye points and openness, and the report's eye strip, are those of the upright face."""
+    from eyeblink.landmarks.eyes import eye_strip
+    from eyeblink.landmarks.mesh import MeshFitter
+
+    turned = turn_image(upright_frame, 180)
+    with MeshFitter() as mesh:
+        up = mesh.fit(upright_frame, detector.track(upright_frame))
+        down = mesh.fit(turned, detector.track(turned))
+    iod = up.inter_ocular
+    np.testing.assert_allclose(down.points, turn_points(up.points, 180, upright_frame.shape), atol=0.1 * iod)
+    assert down.ear_left == pytest.approx(up.ear_left, rel=0.15)
+    assert down.ear_right == pytest.approx(up.ear_right, rel=0.15)
+    strip_up, _ = eye_strip(upright_frame, up.points)
+    strip_down, _ = eye_strip(turned, down.points)
+    diff = np.abs(strip_up.astype(float) - strip_down.astype(float)).mean()
+    flipped = np.abs(strip_up.astype(float) - strip_down[::-1, ::-1].astype(float)).mean()
+    assert diff < 12 and diff < flipped / 2, (diff, flipped)
+
+
 # ------------------------------------------------------------------------------------------ through the CLI
 
 
