@@ -41,7 +41,9 @@ def retained(obj: object, seen: set[int] | None = None, depth: int = 0) -> int:
         return size + sum(retained(k, seen, depth + 1) + retained(v, seen, depth + 1) for k, v in obj.items())
     if isinstance(obj, (list, tuple, set, frozenset)) or type(obj).__name__ == "deque":
         return size + sum(retained(v, seen, depth + 1) for v in obj)  # type: ignore[attr-defined]
-    if isinstance(obj, (str, bytes, int, float, bool, type(None))) or callable(obj) and not hasattr(obj, "__dict__"):
+    if isinstance(obj, (str, bytes, int, float, bool, type(None))):
+        return size
+    if callable(obj) and not hasattr(obj, "__dict__"):  # a builtin or bound method: not the detector's state
         return size
     attrs: Iterable[object] = ()
     if hasattr(obj, "__dict__"):
@@ -69,7 +71,10 @@ def test_the_blink_detector_state_stays_bounded_over_20_minutes_at_500_fps() -> 
     rng = np.random.default_rng(0)
     noise = rng.normal(0.0, 0.004, size=N)
     patches = rng.integers(90, 110, size=(2, 12, 24), dtype=np.uint8)
-    sizes: dict[int, int] = {}
+    sizes: dict[int, int] = {}  # at the end of each minute
+    inside: dict[str, int] = {}  # within the long closure and the face loss, early and at their very end
+    probes = {round((CLOSURE[0] + 10) * FPS): "closure+10s", round(CLOSURE[1] * FPS) - 1: "closure end",
+              round((FACE_LOST[0] + 5) * FPS): "lost+5s", round(FACE_LOST[1] * FPS) - 1: "lost end"}
     events = []
     for i in range(N):
         t = i / FPS
@@ -77,14 +82,22 @@ def test_the_blink_detector_state_stays_bounded_over_20_minutes_at_500_fps() -> 
         if not math.isnan(e):
             e += noise[i]
         events += det.update(i, t, e, e, None if math.isnan(e) else patches)
+        if i % int(FPS) == 0:
+            det.pop_state_changes()  # as a live consumer does (unread, they are capped at STATE_BUFFER)
+        if i in probes:
+            inside[probes[i]] = retained(det)
         if i % int(60 * FPS) == int(60 * FPS) - 1:
             sizes[i // int(60 * FPS) + 1] = retained(det)
     events += det.finish()
-    # bounded: after minute 2, never more than minute 2's size plus a fixed allowance (the caches and windows the
-    # detector keeps by time fill in the first minutes; what a 30 s closure or a face loss holds must be let go)
+    # bounded: after minute 2, never more than minute 2's size plus a fixed allowance (the windows the detector
+    # keeps by time fill in the first minutes; what a 30 s closure or a face loss held must have been let go)
     limit = 1.10 * sizes[2] + 256 * 1024
     assert max(sizes[m] for m in range(3, MINUTES + 1)) <= limit, sizes
-    assert sizes[MINUTES] <= limit, sizes
+    # while a closure or a face loss lasts, what the detector holds stops growing (its first and last
+    # max_blink_ms + settle_ms of samples, 2 s by default: 20 s more of them would be ~3 MB more)
+    assert inside["closure end"] <= inside["closure+10s"] + 64 * 1024, inside
+    assert inside["lost end"] <= inside["lost+5s"] + 64 * 1024, inside
+    assert max(inside.values()) <= limit + 2 * 1024 * 1024, (inside, sizes)
     # and the detector is still working: blinks found after every disturbance, no event blocks what follows
     blinks = [ev for ev in events if getattr(ev, "is_blink", True)]
     for after in (CLOSURE[1] + 10, FACE_LOST[1] + 10, GAZE_STEP_S + 30, MINUTES * 60 - 60):
