@@ -103,6 +103,10 @@ def figures(samples: list[tuple[float, int, int, int]]) -> dict:
         out[f"{name}_ratio"] = round(b / a, 3) if a else None
         out[f"{name}_mib_max"] = round(max(s[k] for s in samples) / mib, 1)
     out["processes"] = max(s[3] for s in samples)
+    # the trend: mean RSS and PSS (MiB) of each minute of the run
+    out["per_minute_rss_pss_mib"] = [
+        [round(sum(s[k] for s in m) / len(m) / mib, 1) for k in (1, 2)]
+        for m in ([s for s in samples if 60 * i <= s[0] < 60 * (i + 1)] for i in range(int(end // 60) + 1)) if m]
     return out
 
 
