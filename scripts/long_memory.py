@@ -91,10 +91,13 @@ def figures(samples: list[tuple[float, int, int, int]]) -> dict:
     mib = 1024.0 * 1024.0
     if not samples:
         return {}
-    end = samples[-1][0]
-    at2 = [s for s in samples if 110 <= s[0] <= 130] or [min(samples, key=lambda s: abs(s[0] - 120))]
-    last = [s for s in samples if s[0] >= end - 60] or samples[-1:]
-    out: dict = {"wall_s": round(end, 1), "samples": len(samples)}
+    # the run's steady part: every process of the tree up (not the start-up, nor the workers' exit at the end)
+    full = max(s[3] for s in samples)
+    steady = [s for s in samples if s[3] == full] or samples
+    end = steady[-1][0]
+    at2 = [s for s in steady if 110 <= s[0] <= 130] or [min(steady, key=lambda s: abs(s[0] - 120))]
+    last = [s for s in steady if s[0] >= end - 60] or steady[-1:]
+    out: dict = {"wall_s": round(samples[-1][0], 1), "samples": len(samples)}
     for k, name in ((1, "rss"), (2, "pss")):
         a = sum(s[k] for s in at2) / len(at2) / mib
         b = sum(s[k] for s in last) / len(last) / mib
@@ -102,7 +105,7 @@ def figures(samples: list[tuple[float, int, int, int]]) -> dict:
         out[f"{name}_mib_last_minute"] = round(b, 1)
         out[f"{name}_ratio"] = round(b / a, 3) if a else None
         out[f"{name}_mib_max"] = round(max(s[k] for s in samples) / mib, 1)
-    out["processes"] = max(s[3] for s in samples)
+    out["processes"] = full
     # the trend: mean RSS and PSS (MiB) of each minute of the run
     out["per_minute_rss_pss_mib"] = [
         [round(sum(s[k] for s in m) / len(m) / mib, 1) for k in (1, 2)]
