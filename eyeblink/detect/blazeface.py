@@ -54,7 +54,11 @@ __all__ = [
     "decode",
     "letterbox",
     "postprocess",
+    "roll_deg",
     "select_subject",
+    "turn_for",
+    "turn_tensor",
+    "unturn",
     "weighted_nms",
 ]
 
@@ -387,6 +391,46 @@ class FaceDetection:
         return float(box_iou(np.asarray(self.box), np.asarray([other.box]))[0])
 
 
+def turn_tensor(tensor: np.ndarray, turn: int) -> np.ndarray:
+    """The network input ``[..., size, size, 3]`` turned by ``turn`` quarter turns (counter-clockwise as seen)."""
+    if turn % 4 == 0:
+        return tensor
+    return np.ascontiguousarray(np.rot90(tensor, turn % 4, axes=(-3, -2)))
+
+
+def unturn(points: np.ndarray, turn: int) -> np.ndarray:
+    """Normalised input coordinates ``(..., 2)`` in the input turned by ``turn`` quarter turns
+    (:func:`turn_tensor`) -> the same points in the unturned input."""
+    p = np.asarray(points)
+    x, y = p[..., 0], p[..., 1]
+    k = turn % 4
+    if k == 0:
+        return p
+    out = np.empty_like(p)
+    if k == 1:
+        out[..., 0], out[..., 1] = 1.0 - y, x
+    elif k == 2:
+        out[..., 0], out[..., 1] = 1.0 - x, 1.0 - y
+    else:
+        out[..., 0], out[..., 1] = y, 1.0 - x
+    return out
+
+
+def roll_deg(face: FaceDetection) -> float:
+    """The face's roll in degrees (image coordinates, y down): the angle of the line from the subject's right eye
+    keypoint to the left one; 0 for an upright face, +-180 for one upside down."""
+    re, le = face.keypoints[0], face.keypoints[1]
+    return math.degrees(math.atan2(le[1] - re[1], le[0] - re[0]))
+
+
+def turn_for(face: FaceDetection | None) -> int:
+    """The quarter turns (0..3, :func:`turn_tensor`) that bring ``face`` nearest upright in the network input
+    (0 when there is no face)."""
+    if face is None:
+        return 0
+    return round(roll_deg(face) / 90.0) % 4
+
+
 def postprocess(
     regressors: np.ndarray,
     scores: np.ndarray,
@@ -395,18 +439,24 @@ def postprocess(
     score_threshold: float = 0.5,
     iou_threshold: float = 0.3,
     anchors: np.ndarray | None = None,
+    turn: int = 0,
 ) -> list[FaceDetection]:
     """Raw outputs of one image -> faces in frame pixels (decode, weighted NMS, undo letterbox).
 
     Public so that a pipeline can run the network in one stage and this in another.
     Returns faces in descending score order. ``anchors`` default to the short-range model's; the
     offsets are decoded in units of the letterbox's side (``box.size``: 128, or 192 for full range).
+    ``turn``: the network saw the input turned by this many quarter turns (:func:`turn_tensor`).
     """
     boxes, keypoints, probs = decode(regressors, scores, anchors, score_threshold=score_threshold,
                                      coord_scale=float(box.size))
     boxes, keypoints, probs = weighted_nms(boxes, keypoints, probs, iou_threshold)
     if probs.size == 0:
         return []
+    if turn % 4:
+        c = unturn(boxes.reshape(-1, 2, 2), turn)
+        boxes = np.concatenate([c.min(axis=1), c.max(axis=1)], axis=1)
+        keypoints = unturn(keypoints, turn)
     corners = box.to_frame(boxes.reshape(-1, 2, 2)).reshape(-1, 4)
     points = box.to_frame(keypoints)
     faces: list[FaceDetection] = []
@@ -504,6 +554,75 @@ class FaceDetector(Closing):
         if chunk:
             flush()
         return results
+
+    # -- the subject at any roll -----------------------------------------------------------------
+    #
+    # BlazeFace was trained on faces within about +-60 degrees of upright. On a face upside down (a camera
+    # mounted turned by 180 degrees) it still finds the face, with a lower score, but labels it as if
+    # upright: its "eyes" land on the mouth, and so do the eye crops cut from them. :meth:`track` runs the
+    # network on the input turned by the quarter turns that bring the tracked face nearest upright (the
+    # previous face's roll: one pass, as before, for a face that stays where it was), and, when the subject
+    # is new (first frame, after a loss, a jump), on all four quarter turns, keeping the one where the face
+    # scores best: the face is labelled the right way up at any roll, and only keyframes that start a track
+    # pay (three more network runs, ~2 ms on one core).
+
+    def _pass(self, tensor: np.ndarray, box: Letterbox, turn: int) -> list[FaceDetection]:
+        """Faces in one letterboxed input, the network seeing it turned by ``turn`` quarter turns."""
+        regressors, scores = self._detector.detect(turn_tensor(tensor, turn)[None])
+        return postprocess(regressors[0], scores[0], box, score_threshold=self.score_threshold,
+                           iou_threshold=self.iou_threshold, turn=turn)
+
+    def _settle(self, tensor: np.ndarray, box: Letterbox, turn: int, faces: list[FaceDetection],
+                previous: FaceDetection | None, min_iou: float) -> FaceDetection | None:
+        """The subject among ``faces`` (found at ``turn``); a new subject is looked for at the other turns too
+        and taken from the one where it scores best (the turn that sees it upright)."""
+        subject = select_subject(faces, previous, min_iou=min_iou)
+        if subject is None or (previous is not None and subject.iou(previous) > min_iou):
+            return subject
+        best = subject
+        for other in range(4):
+            if other != turn:
+                for face in self._pass(tensor, box, other):
+                    if face.score > best.score and face.iou(subject) > min_iou:
+                        best = face
+        return best
+
+    def track(self, image: np.ndarray, previous: FaceDetection | None = None, *,
+              min_iou: float = 0.3) -> FaceDetection | None:
+        """The subject's face in one frame at any roll, with its keypoints labelled the right way up.
+
+        ``previous``: the subject in the frame before (tracked as in :func:`select_subject`); its roll says
+        how to turn the network input. ``None`` when there is no face.
+        """
+        tensor, box = letterbox(image)
+        turn = turn_for(previous)
+        return self._settle(tensor, box, turn, self._pass(tensor, box, turn), previous, min_iou)
+
+    def track_many(self, images: Sequence[np.ndarray], previous: FaceDetection | None = None,
+                   chained: Sequence[bool] | None = None, *, min_iou: float = 0.3) -> list[FaceDetection | None]:
+        """:meth:`track` on consecutive frames, ``batch_size`` at a time: the same faces as calling it frame by
+        frame. ``chained[j]``: frame ``j`` follows frame ``j - 1`` (frame 0: the frame of ``previous``); a frame
+        that does not starts a new track. The batch runs at the turn of the first frame's track; a frame whose
+        track needs another turn (rare: a new subject at another roll) runs again on its own."""
+        inputs = [letterbox(image) for image in images]
+        first = previous if chained is None or (len(chained) and chained[0]) else None
+        turn0 = turn_for(first)
+        found: list[list[FaceDetection]] = []
+        for i in range(0, len(inputs), self.batch_size):
+            chunk = inputs[i : i + self.batch_size]
+            regressors, scores = self._detector.detect(turn_tensor(np.stack([t for t, _ in chunk]), turn0))
+            found.extend(postprocess(regressors[k], scores[k], b, score_threshold=self.score_threshold,
+                                     iou_threshold=self.iou_threshold, turn=turn0) for k, (_, b) in enumerate(chunk))
+        out: list[FaceDetection | None] = []
+        prev = previous
+        for j, (tensor, box) in enumerate(inputs):
+            if chained is not None and not chained[j]:
+                prev = None
+            turn = turn_for(prev)
+            faces = found[j] if turn == turn0 else self._pass(tensor, box, turn)
+            prev = self._settle(tensor, box, turn, faces, prev, min_iou)
+            out.append(prev)
+        return out
 
     def close(self) -> None:
         """Close the backend."""

@@ -5,8 +5,9 @@ The multiprocess pipeline's accelerator stage (:mod:`eyeblink.runtime.parallel`,
 process runs on a batch, in three batched network calls:
 
 1. BlazeFace on every frame (letterboxed as in :class:`~eyeblink.detect.blazeface.FaceDetector`), decoded
-   and reduced to the subject's face (:func:`~eyeblink.detect.blazeface.select_subject`, tracking from
-   the previous frame when the frames are consecutive);
+   and reduced to the subject's face at any roll (:meth:`~eyeblink.detect.blazeface.FaceDetector.track_many`:
+   :func:`~eyeblink.detect.blazeface.select_subject`'s tracking from the previous frame when the frames are
+   consecutive, the input turned to the tracked face's roll, a new face looked for at all four quarter turns);
 2. the face mesh on each face's MediaPipe crop (:func:`~eyeblink.landmarks.mesh.face_roi`);
 3. for ``mesh``: the iris network on both eyes of each face (the lid refinement); for ``lids``: the project's
    lid network on each face's eye strip (:mod:`~eyeblink.landmarks.lids`; on every backend it runs on LiteRT
@@ -239,20 +240,12 @@ class BatchedFaceEyes(Closing):
         ``chained[j]``: frame ``j`` directly follows frame ``j - 1`` (for ``j = 0``: follows the frame whose
         face was ``previous``), so the subject is tracked from it (:func:`select_subject`).
         """
-        from eyeblink.detect.blazeface import select_subject
-
         n = len(images)
         if n == 0:
             return []
         t0 = time.perf_counter()
-        detections = self.detector.detect_many(images)
-        faces: list[FaceDetection | None] = []
-        prev = previous
-        for j, dets in enumerate(detections):
-            if chained is not None and not chained[j]:
-                prev = None
-            prev = select_subject(dets, prev)
-            faces.append(prev)
+        # the subject at any roll, tracked as the reference pipeline tracks it (FaceDetector.track)
+        faces = self.detector.track_many(images, previous, chained)
         t1 = time.perf_counter()
         with_face = [j for j in range(n) if faces[j] is not None]
         fits: list[EyeFit | None] = [None] * n

@@ -94,8 +94,9 @@ def eye_strip(gray: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndar
     """A ``STRIP_SHAPE`` uint8 view of both eyes (the report's blink crops) and the 12 points in its pixels.
 
     Centred on the two eye centres, rotated upright by the line through them, ``STRIP_SPAN`` inter-ocular
-    distances wide and a third of that high; the image as the camera saw it (subject's right eye on the
-    left). Bilinear, ~20 µs. Points are returned in strip pixels so the report can draw them.
+    distances wide and a third of that high; the subject's right eye on the left, as an unmirrored camera sees
+    an upright face (a face at any roll, upside down included, gives an upright strip). Bilinear, ~20 µs.
+    Points are returned in strip pixels so the report can draw them.
     """
     import cv2
 
@@ -104,8 +105,9 @@ def eye_strip(gray: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndar
         raise ValueError(f"points must be (12, 2), got shape {p.shape}")
     h, w = STRIP_SHAPE
     right, left = p[:6].mean(0), p[6:].mean(0)
-    # upright: the eye line from the image-left eye to the image-right one
-    a, b = (right, left) if right[0] <= left[0] else (left, right)
+    # upright: the eye line from the subject's right eye to the left one (the image-left eye to the image-right
+    # one on an upright face; on a face upside down the other way, which turns the strip the right way up)
+    a, b = right, left
     iod = max(float(np.hypot(*(b - a))), 1.0)
     ang = math.atan2(b[1] - a[1], b[0] - a[0])
     sc = STRIP_SPAN * iod / w

@@ -12,6 +12,7 @@ import math
 import platform
 import sys
 import time
+from array import array
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -194,10 +195,8 @@ class FrameAnalyzer:
         replaces it. Only under the keyframe policy: with ``--detect-every 1`` every frame uses its
         own detection (the original every-frame mode, identical in every pipeline layout).
         """
-        from eyeblink.detect.blazeface import select_subject
-
         t0 = time.perf_counter()
-        face = select_subject(self.detector.detect(frame.image), self._face)
+        face = self.detector.track(frame.image, self._face)  # at any roll (select_subject's tracking)
         self.clock.add("detect", time.perf_counter() - t0)
         self._since_detect = 0
         d = self.cfg.detect
@@ -278,7 +277,9 @@ class SessionSink:
         self.first_t = math.nan
         self.last_t = math.nan
         self._prev_t = math.nan
-        self._intervals: list[float] = []
+        # one frame interval per frame, for the summary's median and gaps: 8 bytes a frame (a list of floats
+        # held 32, ~1 MB a minute at 500 FPS: the slow growth of a long run's memory)
+        self._intervals = array("d")
         # the report's blink crops (--report): a new run of this stem replaces the old file, or removes it
         self.crops_path = crops_path(writer.outdir, writer.stem)
         self.crops = BlinkCrops() if config.eye_crops else None

@@ -176,14 +176,12 @@ def eye_point_fitter(summary: dict[str, Any]) -> Callable[[np.ndarray], np.ndarr
     """
     import cv2
 
-    from eyeblink.detect.blazeface import select_subject
-
     lm = (summary.get("settings") or {}).get("landmarks") or {}
     cfg = RunConfig().with_overrides("landmarks", model=lm.get("model"), model_path=lm.get("model_path"))
     detector, fitter = build_detector(cfg), build_fitter(cfg)
 
     def points(image: np.ndarray) -> np.ndarray | None:
-        face = select_subject(detector.detect(image), None)
+        face = detector.track(image)  # the subject at any roll
         if face is None:
             return None
         gray = image if image.ndim == 2 else cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
