@@ -157,13 +157,16 @@ def write_atomic(path: Path, fill: Callable[[BinaryIO], object]) -> None:
     On failure the temporary file is removed (no 0-byte ``.tmp`` left behind), ``path`` keeps what it
     had, and :class:`OutputWriteError` names the file and the fix.
     """
+    from eyeblink import stopping
+
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with tmp.open("wb") as fh:
-            fill(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(path)
+        with stopping.held():  # Ctrl-C / SIGTERM: raised once the file is in place, never a lone .tmp
+            with tmp.open("wb") as fh:
+                fill(fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            tmp.replace(path)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()

@@ -442,6 +442,9 @@ class _LiveRun(_Run):
         in the main thread; the Python API runs the session in a thread and stops it with :meth:`request_stop`)."""
         if not signals:
             return self.execute(outdir, None)
+        from eyeblink import stopping
+
+        stopping.check()  # a stop during start-up (eyeblink.stopping): interrupted, exit 130
 
         def on_signal(signum: int, _frame: Any) -> None:
             name = signal.Signals(signum).name

@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from eyeblink import stopping
 from eyeblink.config import ParallelConfig, RunConfig, physical_cores
 from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
 from eyeblink.frames import Frame
@@ -376,10 +377,10 @@ class _Run:
     # ---------------------------------------------------------------- children
 
     def _child_setup(self) -> None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides how to stop
-        # SIGTERM to the whole group (Slurm) is the parent's to handle too (it drains, as for Ctrl-C);
-        # a child that does not stop when asked is killed by _shutdown
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # SIGINT and SIGTERM to the whole group (Ctrl-C, Slurm) are the parent's to handle (it drains); the
+        # child was forked with both blocked (_fork), so none ran the parent's handler here; a child that
+        # does not stop when asked is killed by _shutdown
+        stopping.child_ignores_stops()
 
     def _get(self, q: Any) -> Any:
         while True:
@@ -659,9 +660,12 @@ class _Run:
         if cv2 is not None:
             cv2.setNumThreads(1)
         try:
-            for p in procs:
-                p.start()
-                self.procs.append(p)
+            # SIGINT/SIGTERM blocked while forking: a stop then is handled after the fork by the parent alone
+            # (never inside an at-fork hook, where Python discards it, nor by a child before _child_setup)
+            with stopping.blocked():
+                for p in procs:
+                    p.start()
+                    self.procs.append(p)
         finally:
             if cv2 is not None and threads is not None:
                 cv2.setNumThreads(threads)
@@ -691,55 +695,59 @@ class _Run:
     def execute(self, outdir: Path, progress: ProgressFactory | None) -> RunResult:
         cfg, source = self.cfg, self.source
         clock = StageClock()
-        writer = self._make_writer(outdir, source.name)
-        sink = SessionSink(writer, cfg, clock, rescan_per_frame=self.rescan_per_frame)
         redet = _Redetections()
         info: dict[str, Any] | None = None
         self.latencies: list[np.ndarray] = []
         started = time.perf_counter()
-        with ExitStack() as stack:
+        # a stop from the files' creation on is raised inside the try that writes the final summary
+        with stopping.held() as hold, ExitStack() as stack:
+            writer = self._make_writer(outdir, source.name)
             stack.callback(writer.close)
-            write_running_summary(writer, source, cfg)
-            bar = progress_bar(stack, progress, source)
+            sink = SessionSink(writer, cfg, clock, rescan_per_frame=self.rescan_per_frame)
             outcome = Outcome()
             try:
                 with session_outcome(sink, source) as outcome:
+                    hold.release()  # a stop since the files were created: raised here, the summary says so
+                    with stopping.held():
+                        write_running_summary(writer, source, cfg)
+                    bar = progress_bar(stack, progress, source)
                     try:
                         self._start()
                         info = self._sink_loop(sink, clock, redet, bar)
                     finally:
-                        self._shutdown()
+                        with stopping.held():  # a second Ctrl-C does not leave children or the ring behind
+                            self._shutdown()
             finally:
                 from eyeblink.runtime.pipeline import build_summary
 
-                wall = time.perf_counter() - started
-                # self.cfg: live mode may settle the landmark model once the source is open
-                # the accelerator stage: its process says whether the device is there (the parent must not ask JAX)
-                warnings = (sorted({w for i in self.accel_infos for w in i.get("warnings", [])})
-                            if self.accelerated else None)
-                for message in warnings or ():
-                    warn_once(message)
-                summary = build_summary(_SourceView(source, info or self._info), self.cfg, sink, clock,  # type: ignore[arg-type]
-                                        redet, wall, outcome.status, outcome.error,  # type: ignore[arg-type]
-                                        warnings=warnings)
-                summary["timings"].update(self._latency_summary())
-                summary["parallel"] = clean_json({
-                    "workers": self.W, "loaders": self.n_loaders,
-                    "split": self.plan.describe() if self.plan is not None else None,
-                    "chunk_frames": self.C, "batch_frames": self.B,
-                    "ring_slots": self.spec.slots if self.spec else None,
-                    "ring_mb": self.spec.nbytes / 2**20 if self.spec else None,
-                    "ring_name": self.ring_name,
-                    "detector": "accelerator stage" if self.accelerated else "fused",
-                    "accelerator": stage_summary(self.accel_infos) if self.accelerated else None,
-                })
-                summary.update(self._extra_summary())
-                if outcome.traceback:
-                    summary["error_traceback"] = outcome.traceback
-                writer.finish(summary)
-        return RunResult(source.name, sink.frames, sink.faces, sink.events, summary,
-                         {"frames": writer.frames_path, "blinks": writer.blinks_path,
-                          "summary": writer.summary_path})
+                with stopping.held():  # the summary is written whole, whatever arrives meanwhile
+                    outcome.stopped_at_the_end()
+                    wall = time.perf_counter() - started
+                    # self.cfg: live mode may settle the landmark model once the source is open
+                    # the accelerator stage: its process says whether the device is there (the parent must not ask JAX)
+                    warnings = (sorted({w for i in self.accel_infos for w in i.get("warnings", [])})
+                                if self.accelerated else None)
+                    for message in warnings or ():
+                        warn_once(message)
+                    summary = build_summary(_SourceView(source, info or self._info), self.cfg, sink, clock,  # type: ignore[arg-type]
+                                            redet, wall, outcome.status, outcome.error,  # type: ignore[arg-type]
+                                            warnings=warnings, exit_status=outcome.exit_status)
+                    summary["timings"].update(self._latency_summary())
+                    summary["parallel"] = clean_json({
+                        "workers": self.W, "loaders": self.n_loaders,
+                        "split": self.plan.describe() if self.plan is not None else None,
+                        "chunk_frames": self.C, "batch_frames": self.B,
+                        "ring_slots": self.spec.slots if self.spec else None,
+                        "ring_mb": self.spec.nbytes / 2**20 if self.spec else None,
+                        "ring_name": self.ring_name,
+                        "detector": "accelerator stage" if self.accelerated else "fused",
+                        "accelerator": stage_summary(self.accel_infos) if self.accelerated else None,
+                    })
+                    summary.update(self._extra_summary())
+                    if outcome.traceback:
+                        summary["error_traceback"] = outcome.traceback
+                    writer.finish(summary)
+        return RunResult(source.name, sink.frames, sink.faces, sink.events, summary, sink.output_paths())
 
     def _make_writer(self, outdir: Path, stem: str) -> ResultWriter:
         """The sink's writer (a hook: live mode appends a ``dropped`` column)."""
@@ -810,6 +818,7 @@ class _Run:
             limit = min(limit, stop_at)
 
         while True:
+            stopping.check()  # a stop whose KeyboardInterrupt was swallowed on its way (an at-fork hook)
             end = expected if expected is not None else math.inf
             if failure is not None or source_error is not None:
                 end = min(end, limit)
