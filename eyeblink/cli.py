@@ -357,6 +357,13 @@ def _main(argv: Sequence[str] | None) -> int:
         return stopping.STOPPED_EXIT
     except BrokenPipeError:
         return 1
+    except Exception as exc:
+        if stopping.received() is None:
+            raise
+        # the stop's KeyboardInterrupt turned into another error on its way (a C extension's import says
+        # "initialization failed"): the stop is what ended the command
+        print(f"eyeblink: {stopping.message(exc)}", file=sys.stderr)
+        return stopping.STOPPED_EXIT
     finally:
         if logs is not None:
             logs.close()

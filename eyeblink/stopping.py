@@ -66,7 +66,7 @@ def message(exc: BaseException | None = None) -> str:
     """The stderr line's text for a stop: ``interrupted (SIGTERM); ...``."""
     signum = getattr(exc, "signum", None) or _received
     name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C, SIGINT"
-    return f"interrupted ({name}); the rows computed so far are on disk, the summary says interrupted"
+    return f"interrupted ({name}); rows computed so far are on disk"
 
 
 def _on_signal(signum: int, _frame: FrameType | None) -> None:

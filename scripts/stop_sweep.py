@@ -23,6 +23,7 @@ of a calibration run). Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -54,10 +55,8 @@ def _start(video: Path, out: Path, workers: int) -> subprocess.Popen[str]:
 
 
 def _kill_group(proc: subprocess.Popen[str], sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def time_to_rows(video: Path, workers: int, timeout_s: float = 300) -> float:
@@ -97,7 +96,11 @@ def check_run(sig: int, delay: float, returncode: int, stderr: str, out: Path, s
     """What one stopped run left behind, against the promise (module docstring)."""
     name = signal.Signals(sig).name
     files = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
-    if returncode == -sig and not files:  # before main: the signal's default action, nothing written
+    # before main (the interpreter starting, eyeblink's imports): Python's defaults, nothing written; the
+    # signal's default action, or Python's KeyboardInterrupt (SIGINT) outside eyeblink's main
+    before = returncode == -sig or (sig == signal.SIGINT and returncode in (1, -sig) and "KeyboardInterrupt" in stderr
+                                    and 'eyeblink/cli.py", line' not in stderr)
+    if before and not files:
         return Try(name, delay, returncode, "before_main",
                    note="Python's KeyboardInterrupt traceback" if "Traceback" in stderr else "")
     t = Try(name, delay, returncode, "main")

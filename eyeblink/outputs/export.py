@@ -69,8 +69,9 @@ FRAME_COLUMN_DOCS: dict[str, tuple[str, str]] = {
 #: One-line meaning of every top-level field of ``summary.json`` (the docs' output reference is generated from
 #: this mapping; a field added later needs a line here: tests/test_docs.py compares it with a real summary).
 SUMMARY_FIELDS: dict[str, str] = {
-    "status": "`running` while the run goes on, then `ok`, `error` or `interrupted`",
-    "exit_status": "the exit status this input's run ended with (null while running; see the exit statuses)",
+    "status": "`running` while the run goes on, then `ok`, `failed` or `interrupted` (Ctrl-C or SIGTERM)",
+    "exit_status": "the exit status this input's run ended with: 0, 5 (damaged packets skipped), an error's status, "
+                   "130 when stopped (null while running; see the exit statuses)",
     "error": "the one-line error that ended the run (null when none)",
     "error_traceback": "the traceback of a failed pipeline worker (only when one failed)",
     "input": "the input's path as given",

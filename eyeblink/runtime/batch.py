@@ -563,6 +563,7 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
     """Merge a video's chunk outputs (staging) into ``OUTDIR/<stem>.*`` exactly as ``process`` writes them."""
     import numpy as np
 
+    from eyeblink.errors import INPUT_DAMAGED_EXIT
     from eyeblink.outputs.analysis import finalize
     from eyeblink.outputs.export import ResultWriter, clean_json
     from eyeblink.runtime.pipeline import RunResult
@@ -625,7 +626,8 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
           / max(1, sum(processed)) for k in summaries[0]["timings"]["ms_per_frame"]}
     summary = dict(summaries[-1])  # source facts from the chunk that read to the end
     summary.update({
-        "status": "ok", "error": None, "input": str(Path(first.path)), "stem": stem,
+        "status": "ok", "exit_status": INPUT_DAMAGED_EXIT if damaged else 0,
+        "error": None, "input": str(Path(first.path)), "stem": stem,
         "source": {k: v for k, v in summaries[-1]["source"].items() if k != "frame_range"},
         "frames": n, "frames_with_face": faces, "frames_without_face": n - faces,
         "face_lost_ratio": (n - faces) / n if n else None,
@@ -880,7 +882,10 @@ def _mark_interrupted(videos: Iterable[_Video]) -> None:
         except (OSError, ValueError):
             continue
         if summary.get("status") == "running":
-            summary.update(status="interrupted", error="the batch was interrupted; run it again to process this video")
+            from eyeblink import stopping
+
+            summary.update(status="interrupted", exit_status=stopping.STOPPED_EXIT,
+                           error=f"{stopping.reason()}: the batch stopped; run it again to process this video")
             with contextlib.suppress(EyeblinkError):
                 write_text_atomic(path, json.dumps(summary, indent=2) + "\n")
 

@@ -632,8 +632,9 @@ def finish(result: RunResult, cfg: RunConfig, analysis: AnalysisOptions | None, 
     result = finalize(result, cfg, analysis or AnalysisOptions())
     if report:
         from eyeblink.outputs.report import write_report
+        from eyeblink.runtime.runner import record_output
 
-        result.outputs["report"] = write_report(result.outputs["frames"].parent / result.stem)
+        record_output(result, "report", write_report(result.outputs["frames"].parent / result.stem))
     return result
 
 

@@ -47,10 +47,11 @@ records ``status: interrupted``.
 
 Test hook (documented, used by ``tests/test_parallel.py``): the environment variable
 ``EYEBLINK_TEST_WORKER_FAULT=raise@K`` makes the worker that analyses frame ``K`` raise
-``RuntimeError``; ``exit@K`` makes it die with ``os._exit(70)`` before analysing it (after a
-0.3 s pause so that the rows it already sent are out of its queue's feeder thread); ``stall@K`` makes
+``RuntimeError``; ``exit@K`` makes it die with ``os._exit(70)`` before analysing it (once the rows it
+already sent are out of its queue's feeder thread); ``stall@K`` makes
 it send the rows before ``K`` and then wait, without analysing ``K``, until the run is stopped (so a
-test can interrupt a run that is certain to be still going). It injects a real failure into a real
+test can interrupt a run that is certain to be still going); ``pause@K`` makes it pause 2 s before frame ``K``,
+then go on (a live run must drop frames meanwhile, on any machine). It injects a real failure into a real
 run; nothing else reads it.
 """
 
@@ -161,13 +162,17 @@ class _Stop(Exception):
     """Raised inside a child when the run is being stopped (or the parent vanished)."""
 
 
+_PAUSE_S = 2.0  # the pause@K test hook's pause
+
+
 def _parse_fault() -> tuple[str, int] | None:
     spec = os.environ.get(FAULT_ENV)
     if not spec:
         return None
     kind, _, at = spec.partition("@")
-    if kind not in ("raise", "exit", "stall") or not at.strip().isdigit():
-        raise ConfigError(f"{FAULT_ENV} must be 'raise@K', 'exit@K' or 'stall@K' (K a frame index), got {spec!r}")
+    if kind not in ("raise", "exit", "stall", "pause") or not at.strip().isdigit():
+        raise ConfigError(f"{FAULT_ENV} must be 'raise@K', 'exit@K', 'stall@K' or 'pause@K' (K a frame index), "
+                          f"got {spec!r}")
     return kind, int(at)
 
 
@@ -498,9 +503,12 @@ class _Run:
                 out = np.zeros(len(slots), row_dtype)
                 for j in range(len(slots)):
                     frame_index = first + j
-                    if fault is not None and fault[1] == frame_index:
-                        if fault[0] == "exit":  # a crash on frame K, not in the middle of IPC:
-                            time.sleep(0.3)  # let the rows already sent leave the queue's feeder thread
+                    if fault is not None and fault[1] == frame_index and fault[0] == "pause":
+                        time.sleep(_PAUSE_S)  # slow on frame K for a moment, then on as usual
+                    elif fault is not None and fault[1] == frame_index:
+                        if fault[0] == "exit":  # a crash on frame K, not in the middle of IPC: the rows
+                            self.out_q.close()  # already sent leave the queue's feeder thread first (on any
+                            self.out_q.join_thread()  # machine: no timed pause)
                             os._exit(70)
                         if j:  # the rows before the failing frame are computed: send them first
                             self._put(self.out_q, ("rows", wid, out[:j]))

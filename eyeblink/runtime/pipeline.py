@@ -464,7 +464,10 @@ def session_outcome(sink: SessionSink, source: FrameSource) -> Iterator[Outcome]
             sink.finish()
         raise
     except Exception as exc:  # a bug: record it in the summary, then let it surface
-        out.status, out.error, out.exit_status = "failed", f"internal error: {type(exc).__name__}: {exc}", 1
+        if stopping.received() is not None:  # a stop's KeyboardInterrupt turned into another error on its way
+            out.status, out.error, out.exit_status = "interrupted", stopping.reason(), stopping.STOPPED_EXIT
+        else:
+            out.status, out.error, out.exit_status = "failed", f"internal error: {type(exc).__name__}: {exc}", 1
         raise
 
 
