@@ -155,17 +155,18 @@ class held:
 
 @contextlib.contextmanager
 def blocked() -> Iterator[None]:
-    """SIGINT and SIGTERM blocked in this thread for the block (a fork: the child inherits the mask and
-    unblocks it with :func:`child_ignores_stops`); a signal that arrived meanwhile is handled after it."""
-    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - Windows has no fork
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-    check()
+    """SIGINT and SIGTERM blocked in this thread and held (:class:`held`) for the block: a fork (the child
+    inherits the mask and unblocks it in :func:`child_ignores_stops`). A signal that arrives meanwhile (another
+    thread of this process may take it: a queue's feeder, the log listener) is raised when the block ends."""
+    with held():
+        if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - Windows has no fork
+            yield
+            return
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def child_ignores_stops() -> None:

@@ -90,6 +90,7 @@ class Try:
     frames: int | None = None
     problems: list[str] = field(default_factory=list)
     note: str = ""  # before main: what Python's default did (SIGINT: its KeyboardInterrupt traceback)
+    stderr: str = ""  # kept when something is wrong
 
 
 def check_run(sig: int, delay: float, returncode: int, stderr: str, out: Path, stem: str) -> Try:
@@ -161,7 +162,10 @@ def one_try(video: Path, workdir: Path, sig: int, delay: float, workers: int, ti
         _, stderr = proc.communicate()
         t = Try(signal.Signals(sig).name, delay, proc.returncode, "main", problems=[f"hung past {timeout_s} s"])
         return t
-    return check_run(sig, delay, proc.returncode, stderr, out, video.stem)
+    t = check_run(sig, delay, proc.returncode, stderr, out, video.stem)
+    if t.problems:
+        t.stderr = stderr[-4000:]
+    return t
 
 
 def sweep(video: Path, tries: int, *, span_s: float | None = None, workers: int = 2,
