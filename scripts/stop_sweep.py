@@ -168,15 +168,15 @@ def one_try(video: Path, workdir: Path, sig: int, delay: float, workers: int, ti
     return t
 
 
-def sweep(video: Path, tries: int, *, span_s: float | None = None, workers: int = 2,
+def sweep(video: Path, tries: int, *, span_s: float | None = None, workers: int = 2, start_s: float = 0.0,
           progress: bool = False) -> dict[str, object]:
-    """``tries`` runs, SIGTERM and SIGINT alternately, delays spread evenly over ``[0, span_s]``."""
+    """``tries`` runs, SIGTERM and SIGINT alternately, delays spread evenly over ``[start_s, span_s]``."""
     if span_s is None:
         span_s = 1.25 * time_to_rows(video, workers)
     results: list[Try] = []
     with tempfile.TemporaryDirectory(prefix="eyeblink-sweep-") as tmp:
         for i in range(tries):
-            delay = span_s * i / max(1, tries - 1)
+            delay = start_s + (span_s - start_s) * i / max(1, tries - 1)
             sig = signal.SIGTERM if i % 2 == 0 else signal.SIGINT
             t = one_try(video, Path(tmp), sig, delay, workers)
             results.append(t)
@@ -206,10 +206,11 @@ def main() -> int:
     ap.add_argument("--tries", type=int, default=200)
     ap.add_argument("--span", type=float, default=None, metavar="S",
                     help="latest delay, s (default: 1.25 x the time to the first rows)")
+    ap.add_argument("--start", type=float, default=0.0, metavar="S", help="earliest delay, s (default 0)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None, help="write every try here")
     args = ap.parse_args()
-    res = sweep(args.video, args.tries, span_s=args.span, workers=args.workers, progress=True)
+    res = sweep(args.video, args.tries, span_s=args.span, workers=args.workers, start_s=args.start, progress=True)
     if args.json:
         args.json.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
     print(json.dumps({k: v for k, v in res.items() if k not in ("failed_tries", "all")}, indent=2))

@@ -127,12 +127,15 @@ def _cell(v: Any) -> Any:
 
 def ensure_output_dir(path: str | Path) -> Path:
     """Create ``path`` if needed and prove it is writable, before any frame is read."""
+    from eyeblink import stopping
+
     p = Path(path)
     try:
         p.mkdir(parents=True, exist_ok=True)
         probe = p / f".eyeblink-write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        with stopping.held():  # Ctrl-C / SIGTERM: raised once the probe is gone again
+            probe.write_bytes(b"")
+            probe.unlink()
     except OSError as exc:
         raise OutputError(
             f"cannot write to output directory {p} ({exc.strerror or exc}); choose another with -o"
