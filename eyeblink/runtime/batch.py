@@ -80,7 +80,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eyeblink import __version__
+from eyeblink import __version__, stopping
 from eyeblink.closing import Closing
 from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError, EyeblinkError, InputNotFoundError, MissingExtraError, WorkerError
@@ -799,14 +799,22 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     started_here = False
     quiet = _ray_notices_silenced()
     handlers = _python_signal_handlers()
-    if bc.address:
-        ray.init(address=bc.address, configure_logging=False, log_to_driver=False)
-        started_here = True
-    elif not ray.is_initialized():
-        ray.init(num_cpus=bc.local_cpus, include_dashboard=False, configure_logging=False, log_to_driver=False)
-        started_here = True
+    hold = stopping.held()  # a stop while Ray starts: raised once it has, in the try below that shuts it down
+    try:
+        with _ray_keeps_the_sigterm_handler(ray):
+            if bc.address:
+                ray.init(address=bc.address, configure_logging=False, log_to_driver=False)
+                started_here = True
+            elif not ray.is_initialized():
+                ray.init(num_cpus=bc.local_cpus, include_dashboard=False, configure_logging=False,
+                         log_to_driver=False)
+                started_here = True
+    except BaseException:
+        hold.release(raise_stop=False)
+        raise
     _restore_signal_handlers(handlers)  # ray.init installs a C++ SIGTERM handler that dumps a stack and exits 1
     try:
+        hold.release()
         remote = ray.remote(run_chunk).options(
             num_cpus=bc.cpus_per_task, num_gpus=bc.gpus_per_task, max_retries=bc.max_retries,
             retry_exceptions=[RetryableTaskError])
@@ -858,6 +866,22 @@ def _python_signal_handlers() -> dict[int, Any]:
     return {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
+@contextlib.contextmanager
+def _ray_keeps_the_sigterm_handler(ray: Any) -> Iterator[None]:
+    """``ray.init`` without its SIGTERM handler (``sys.exit(15)``: a stop while Ray starts would end the batch with
+    exit status 15 and no summary): eyeblink's stays (:mod:`eyeblink.stopping`, held while Ray starts)."""
+    utils = getattr(getattr(ray, "_private", None), "utils", None)
+    original = getattr(utils, "set_sigterm_handler", None)
+    if original is None:
+        yield
+        return
+    utils.set_sigterm_handler = lambda _handler: None
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = original
+
+
 def _restore_signal_handlers(handlers: dict[int, Any]) -> None:
     """Put back the Python handlers (``eyeblink`` treats SIGTERM as Ctrl-C) that ``ray.init`` replaced."""
     import signal
@@ -866,7 +890,7 @@ def _restore_signal_handlers(handlers: dict[int, Any]) -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     for sig, handler in handlers.items():
-        if handler is not None and signal.getsignal(sig) is not handler:
+        if handler is not None:  # again at the OS level too: a C++ handler is invisible to getsignal
             signal.signal(sig, handler)
 
 
