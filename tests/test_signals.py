@@ -145,7 +145,7 @@ def test_a_stop_swallowed_on_its_way_is_raised_at_the_next_check_point(installed
 
 
 def test_a_stop_inside_a_hold_or_a_fork_waits_for_its_end(installed: object) -> None:
-    with pytest.raises(stopping.Stopped):  # noqa: PT012 - the point is where in the block it is raised
+    with pytest.raises(stopping.Stopped):
         with stopping.held():
             os.kill(os.getpid(), signal.SIGTERM)  # SIGINT may be ignored here: a suite started in the background
             time.sleep(0.2)
@@ -170,7 +170,7 @@ def test_signals_are_blocked_around_a_fork(installed: object) -> None:
         seen.put(signal.getsignal(signal.SIGTERM) == signal.SIG_IGN)
 
     proc = ctx.Process(target=child)
-    with pytest.raises(stopping.Stopped, match="SIGTERM"):  # noqa: PT012
+    with pytest.raises(stopping.Stopped, match="SIGTERM"):
         with stopping.blocked():
             proc.start()
             os.kill(os.getpid(), signal.SIGTERM)
