@@ -870,9 +870,9 @@ def _python_signal_handlers() -> dict[int, Any]:
 def _ray_keeps_the_sigterm_handler(ray: Any) -> Iterator[None]:
     """``ray.init`` without its SIGTERM handler (``sys.exit(15)``: a stop while Ray starts would end the batch with
     exit status 15 and no summary): eyeblink's stays (:mod:`eyeblink.stopping`, held while Ray starts)."""
-    utils = getattr(getattr(ray, "_private", None), "utils", None)
+    utils: Any = getattr(getattr(ray, "_private", None), "utils", None)
     original = getattr(utils, "set_sigterm_handler", None)
-    if original is None:
+    if utils is None or original is None:
         yield
         return
     utils.set_sigterm_handler = lambda _handler: None
