@@ -312,6 +312,8 @@ def test_cli_batch(ray_cluster: Any, archive: dict[str, Path], tmp_path: Path,
     assert rc == 2
     assert "s0: done" in cap.out and "1 done, 1 failed" in cap.out
     assert f"s0: report {tmp_path / 'out' / 's0.report.html'}" in cap.out  # --report: one page per video done
+    s0 = json.loads((tmp_path / "out" / "s0.summary.json").read_text())
+    assert s0["exit_status"] == 0 and {"report", "crops"} <= set(s0["outputs"])  # every file it wrote
     assert cap.err.startswith("eyeblink: error: junk: ") and len(cap.err.strip().splitlines()) == 1
     rc = main(["batch", str(archive["s0"]), "-o", str(tmp_path / "out"), "--no-progress"])
     assert rc == 0 and "1 skipped" in capsys.readouterr().out

@@ -648,8 +648,12 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
     summary.pop("parallel", None)
     summary = clean_json(summary)
     writer.write_summary(summary)
-    result = RunResult(stem, n, faces, events, summary,
-                       {"frames": writer.frames_path, "blinks": writer.blinks_path, "summary": writer.summary_path})
+    outputs = {"frames": writer.frames_path, "blinks": writer.blinks_path, "summary": writer.summary_path}
+    from eyeblink.outputs.crops import crops_path
+
+    if crops_path(outdir, stem).is_file():  # summary.json's outputs name every file written
+        outputs["crops"] = crops_path(outdir, stem)
+    result = RunResult(stem, n, faces, events, summary, outputs)
     return finalize(result, config)
 
 
@@ -1069,8 +1073,11 @@ def run(args: argparse.Namespace) -> int:
                      "under damaged_packets")
             if args.report:
                 from eyeblink.outputs.report import write_report
+                from eyeblink.runtime.runner import add_output
 
-                print(f"{rec['stem']}: report {write_report(Path(args.output) / rec['stem'])}", flush=True)
+                html = write_report(Path(args.output) / rec["stem"])
+                add_output(Path(args.output) / f"{rec['stem']}.summary.json", "report", html)
+                print(f"{rec['stem']}: report {html}", flush=True)
         else:
             print(f"eyeblink: error: {rec['stem']}: {rec['error']}", file=sys.stderr, flush=True)
 

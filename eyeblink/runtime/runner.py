@@ -134,6 +134,21 @@ def record_output(result: RunResult, key: str, path: Path) -> None:
     _rewrite_summary(result, result.summary)
 
 
+def add_output(summary_path: Path, key: str, path: Path) -> None:
+    """Name ``path`` in the ``outputs`` of the summary at ``summary_path`` (best effort, as :func:`record_output`)."""
+    import json
+
+    from eyeblink.outputs.export import write_text_atomic
+
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    summary["outputs"] = {**(summary.get("outputs") or {}), key: str(path)}
+    with contextlib.suppress(OutputError):
+        write_text_atomic(summary_path, json.dumps(summary, indent=2, allow_nan=False) + "\n")
+
+
 def _rewrite_summary(result: RunResult, summary: dict[str, Any]) -> None:
     import json
 
