@@ -96,8 +96,8 @@ def install() -> Callable[[], None]:
     _raising = True
 
     def restore() -> None:
-        global _raising
-        _raising = False
+        global _raising, _received
+        _raising, _received = False, None  # a later run in this process (the Python API) starts afresh
         for sig, old in saved.items():
             if signal.getsignal(sig) is _on_signal:
                 signal.signal(sig, old if old is not None else signal.SIG_DFL)
@@ -113,8 +113,8 @@ def finished() -> None:
 
 
 def received() -> int | None:
-    """The stop signal received since :func:`install` (``None``: none)."""
-    return _received
+    """The stop signal received since :func:`install`, while ``main`` runs (``None``: none, or no ``main``)."""
+    return _received if _raising else None
 
 
 def check() -> None:
