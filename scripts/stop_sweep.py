@@ -154,6 +154,9 @@ def one_try(video: Path, workdir: Path, sig: int, delay: float, workers: int, ti
     shutil.rmtree(out, ignore_errors=True)
     proc = _start(video, out, workers)
     time.sleep(delay)
+    if proc.poll() is not None:  # the run ended before the signal: no stop to keep (use a longer recording)
+        proc.communicate()
+        return Try(signal.Signals(sig).name, delay, proc.returncode, "ended_before_signal")
     _kill_group(proc, sig)
     try:
         _, stderr = proc.communicate(timeout=timeout_s)
@@ -190,6 +193,7 @@ def sweep(video: Path, tries: int, *, span_s: float | None = None, workers: int 
         "video": str(video), "tries": tries, "span_s": span_s, "workers": workers,
         "stopped_in_main": sum(t.phase == "main" for t in results),
         "before_main": sum(t.phase == "before_main" for t in results),
+        "ended_before_signal": sum(t.phase == "ended_before_signal" for t in results),
         "with_summary": sum(t.status is not None for t in results),
         "lost": sum(any(p.startswith("lost") or "(lost)" in p for p in t.problems) for t in results),
         "tracebacks": sum(any(p.startswith("traceback") for p in t.problems) for t in results),
