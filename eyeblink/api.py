@@ -422,9 +422,10 @@ def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers:
                                       analysis=analysis)
     if report:
         from eyeblink.outputs.report import write_report
+        from eyeblink.runtime.runner import record_output
 
         for r in results:
-            r.outputs["report"] = write_report(outdir / r.stem)
+            record_output(r, "report", write_report(outdir / r.stem))  # summary.json's outputs name it too
     return results, failures
 
 

@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from eyeblink import __version__
+from eyeblink import __version__, stopping
 from eyeblink.api import check_workers, process_workers, progress_factory, run_process
 from eyeblink.config import LANDMARK_MODELS, STAGES, run_config_from_args
 from eyeblink.errors import INPUT_DAMAGED_EXIT, ConfigError, EyeblinkError, one_line
-from eyeblink.lab import bench, longrun, train, train_detector, train_lids
 
 DESCRIPTION = """\
 Eyeblink detection for high-speed face recordings (e.g. 640x480 grayscale at
@@ -192,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", metavar="FILE", default=None, help="also write the scores as JSON")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_run_options(e)
+    # the lab commands import NumPy and more: after main has installed its stop handlers (eyeblink.stopping)
+    from eyeblink.lab import bench, longrun, train, train_detector, train_lids
+
     bench.add_parser(sub)
     longrun.add_parser(sub)
     train.add_parser(sub)
@@ -328,47 +330,74 @@ def cmd_live(args: argparse.Namespace) -> int:
     return int(run(args, config_from_args(run_config_from_args(args), args)))
 
 
-def _sigterm_as_ctrl_c() -> None:
-    """SIGTERM (``timeout``, Slurm, ``docker stop``) stops a run as Ctrl-C does: drain, flush, status
-    ``interrupted``, exit 130 (``live`` installs its own handler for both while it captures)."""
-    import signal
-
-    def interrupt(_signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
-    handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval, "bench": bench.run, "eval-long": longrun.run,
-               "train-landmarks": train.run, "train-detector": train_detector.run, "train-lids": train_lids.run,
-               "batch": _run_batch,
-               "live": cmd_live, "report": cmd_report}[args.command]
+    """The ``eyeblink`` command; returns its exit status.
+
+    Stops (:mod:`eyeblink.stopping`): from this first line to the last, SIGINT and SIGTERM end any command in
+    order (drain, flush, a complete ``summary.json`` with ``status: interrupted``), exit status 130, one line on
+    stderr, never a traceback. Called with ``argv`` (inside another program, tests), the previous signal handlers
+    are put back on return; called as the program (``argv`` None), a stop after the return is only recorded.
+    """
+    restore = stopping.install()
+    code = stopping.STOPPED_EXIT
+    try:
+        try:
+            code = _main(argv)
+        finally:
+            _leave(argv, restore)
+    except KeyboardInterrupt:  # the first stop arrived while main was returning: it still counts
+        _leave(argv, restore)  # no second raise: the handler raises once (eyeblink.stopping)
+        code = stopping.STOPPED_EXIT
+    return code
+
+
+def _leave(argv: Sequence[str] | None, restore: Any) -> None:
+    if argv is None:
+        stopping.finished()
+    else:
+        restore()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     logs = None
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 2
+        from eyeblink.lab import bench, longrun, train, train_detector, train_lids
+
+        handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval, "bench": bench.run,
+                   "eval-long": longrun.run, "train-landmarks": train.run, "train-detector": train_detector.run,
+                   "train-lids": train_lids.run, "batch": _run_batch, "live": cmd_live,
+                   "report": cmd_report}[args.command]
         if getattr(args, "log_level", None) is not None:
             from eyeblink.runtime.logs import setup_logging
 
             logs = setup_logging(args.log_level, args.log_file)
         if args.command in ("process", "batch", "live"):
-            _sigterm_as_ctrl_c()
             from eyeblink.runtime.shm import remove_stale_rings
 
             remove_stale_rings()  # the shared-memory rings of earlier runs that were killed outright
-        return handler(args)
+        code = handler(args)
+        stopping.check()  # a stop whose KeyboardInterrupt was swallowed after the last check point
+        return code
     except EyeblinkError as exc:
         print(f"eyeblink: error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("eyeblink: interrupted; rows computed so far are on disk", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM, at any moment (eyeblink.stopping)
+        print(f"eyeblink: {stopping.message(exc)}", file=sys.stderr)
+        return stopping.STOPPED_EXIT
     except BrokenPipeError:
         return 1
+    except Exception as exc:
+        if stopping.received() is None:
+            raise
+        # the stop's KeyboardInterrupt turned into another error on its way (a C extension's import says
+        # "initialization failed"): the stop is what ended the command
+        print(f"eyeblink: {stopping.message(exc)}", file=sys.stderr)
+        return stopping.STOPPED_EXIT
     finally:
         if logs is not None:
             logs.close()

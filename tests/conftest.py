@@ -8,7 +8,8 @@ tests that need it use the ``data_dir`` fixture and skip when it is absent.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import signal
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -16,6 +17,40 @@ import numpy as np
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+# --------------------------------------------------------------------------- isolation: signals, environment
+
+
+def default_signals() -> None:
+    """``preexec_fn`` for a child a test stops with SIGINT or SIGTERM: both at their defaults and unblocked.
+
+    A suite started in the background from a script (``pytest ... &``, ``nohup``) runs with SIGINT ignored, and
+    an ignored signal stays ignored across exec: without this, ``eyeblink`` would keep it ignored (the Unix
+    convention for background jobs, see docs/explanation/reliability.md) and a test's Ctrl-C would do nothing.
+    """
+    from eyeblink.stopping import default_child_signals
+
+    default_child_signals()
+
+
+#: ``subprocess.Popen(..., **CHILD_SIGNALS)``: the child starts with SIGINT and SIGTERM at their defaults.
+CHILD_SIGNALS: dict[str, object] = {"preexec_fn": default_signals}
+
+
+@pytest.fixture(autouse=True)
+def _isolated_process_state() -> Iterator[None]:
+    """Each test leaves ``os.environ`` and the SIGINT/SIGTERM handlers as it found them (an in-process ``main``,
+    ``ray.init``, a Keras backend choice must not reach later tests or their subprocesses)."""
+    env = dict(os.environ)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    if dict(os.environ) != env:
+        os.environ.clear()
+        os.environ.update(env)
+    for sig, handler in handlers.items():
+        if handler is not None and signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)
 
 
 # --------------------------------------------------------------------------- synthetic pixels

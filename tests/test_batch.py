@@ -157,7 +157,10 @@ def test_frame_range_renumbers_and_stops(tmp_path: Path) -> None:
 def ray_cluster() -> Any:
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
+        env = dict(os.environ)
         ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+        os.environ.clear()  # ray.init's RAY_* variables would reach every later test's subprocesses
+        os.environ.update(env)
     yield ray
     ray.shutdown()
 
@@ -309,6 +312,8 @@ def test_cli_batch(ray_cluster: Any, archive: dict[str, Path], tmp_path: Path,
     assert rc == 2
     assert "s0: done" in cap.out and "1 done, 1 failed" in cap.out
     assert f"s0: report {tmp_path / 'out' / 's0.report.html'}" in cap.out  # --report: one page per video done
+    s0 = json.loads((tmp_path / "out" / "s0.summary.json").read_text())
+    assert s0["exit_status"] == 0 and {"report", "crops"} <= set(s0["outputs"])  # every file it wrote
     assert cap.err.startswith("eyeblink: error: junk: ") and len(cap.err.strip().splitlines()) == 1
     rc = main(["batch", str(archive["s0"]), "-o", str(tmp_path / "out"), "--no-progress"])
     assert rc == 0 and "1 skipped" in capsys.readouterr().out
@@ -424,7 +429,8 @@ def test_sigterm_stops_a_batch_like_ctrl_c(archive: dict[str, Path], tmp_path: P
     finally:
         proc.kill()
     assert proc.returncode == 130, err
-    assert [ln for ln in err.splitlines() if ln.strip()] == ["eyeblink: interrupted; rows computed so far are on disk"]
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines == ["eyeblink: interrupted (SIGTERM); rows computed so far are on disk"]
     text = frames.read_text()
     assert text.endswith("\n") and 50 < text.count("\n") < 2001
     summary = json.loads((out / "long.summary.json").read_text())

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CHILD_SIGNALS
 
 from eyeblink.errors import ConfigError, VideoOpenError
 from eyeblink.runtime.live import LIVE_FRAME_COLUMNS, LiveConfig, choose_landmarks
@@ -50,7 +51,8 @@ def start_sender(port: int, *args: str) -> subprocess.Popen[str]:
 def start_live(url: str, out: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "eyeblink", "live", url, "-o", str(out), "--name", "cam",
                              "--log-level", "info", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            **CHILD_SIGNALS)  # type: ignore[call-overload]
 
 
 def live_run(out: Path, sender_args: list[str], *live_args: str, timeout: float = 120) -> str:
@@ -341,9 +343,12 @@ def test_sender_dies_mid_stream(tmp_path: Path) -> None:
     assert len(rows(tmp_path)) == s["frames"] >= 200
 
 
-def test_drop_policy_writes_gap_rows(tmp_path: Path) -> None:
-    """One worker detecting and fitting 68 points on every frame (~370 FPS) cannot keep up with 1,500 FPS:
-    drops become gap rows."""
+def test_drop_policy_writes_gap_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one worker pauses 2 s at frame 200 (test hook: on any machine, however fast) while the sender goes on
+    at 1,500 FPS into a 0.02 s buffer: drops become gap rows."""
+    from eyeblink.runtime.parallel import FAULT_ENV
+
+    monkeypatch.setenv(FAULT_ENV, "pause@200")  # the live child inherits it
     live_run(tmp_path, ["--fps", "1500", "--stop-after", "1500"], "--workers", "1", "--detect-every", "1",
              "--landmarks", "face68", "--buffer", "0.02", "--metrics-port", str(free_port()), timeout=60)
     r = rows(tmp_path)

@@ -16,12 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import CHILD_SIGNALS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eyeblink.config import DetectConfig, LandmarkConfig, RunConfig
 from eyeblink.errors import ConfigError
-from eyeblink.runtime.parallel import FAULT_ENV, ParallelConfig, ParallelPipeline, physical_cores
+from eyeblink.runtime.parallel import FAULT_ENV, ParallelConfig, physical_cores
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")
 
@@ -43,7 +44,10 @@ def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-_REFERENCE: dict[tuple[str, int], list[dict[str, str]]] = {}
+@pytest.fixture(scope="session")
+def reference_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the single-process reference runs go, once per session (the same files whatever the test order)."""
+    return tmp_path_factory.mktemp("reference")
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -58,27 +62,45 @@ def _config(detect_every: int) -> RunConfig:
     return RunConfig(detect=DetectConfig(detect_every=detect_every), landmarks=LandmarkConfig(mesh_reuse_ms=0))
 
 
-def _reference(video: Path, detect_every: int, tmp: Path) -> list[dict[str, str]]:
-    key = (str(video), detect_every)
-    if key not in _REFERENCE:
+def _reference(video: Path, detect_every: int, root: Path) -> Path:
+    """The single-process reference's output folder for ``video`` (computed once into the session's ``root``)."""
+    out = root / f"{video.stem}-ref{detect_every}"
+    if not (out / f"{video.stem}.summary.json").is_file():
         from eyeblink.runtime.runner import process_paths
 
-        cfg = _config(detect_every)
-        (results, failures) = process_paths([video], tmp / f"ref{detect_every}", cfg, workers=1)
+        (_, failures) = process_paths([video], out, _config(detect_every), workers=1)  # one process: no fork
         assert not failures
-        _REFERENCE[key] = _rows(results[0].outputs["frames"])
-    return _REFERENCE[key]
+    return out
+
+
+def _reference_rows(video: Path, detect_every: int, root: Path) -> list[dict[str, str]]:
+    return _rows(_reference(video, detect_every, root) / f"{video.stem}.frames.csv")
+
+
+_PARALLEL_RUN = """
+import json, sys
+from pathlib import Path
+from eyeblink.config import DetectConfig, LandmarkConfig, RunConfig
+from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline
+from eyeblink.sources.files import open_source
+video, outdir, detect_every, par = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
+cfg = RunConfig(detect=DetectConfig(detect_every=detect_every), landmarks=LandmarkConfig(mesh_reuse_ms=0))
+outdir.mkdir(parents=True, exist_ok=True)
+with open_source(Path(video)) as src:
+    result = ParallelPipeline(cfg, ParallelConfig(**par)).process_source(src, outdir)
+print(result.summary["status"])
+"""
 
 
 def _parallel(video: Path, outdir: Path, *, detect_every: int = 1, **par: int) -> list[dict[str, str]]:
-    from eyeblink.sources.files import open_source
-
-    pipe = ParallelPipeline(_config(detect_every), ParallelConfig(**par))
-    outdir.mkdir(parents=True, exist_ok=True)
-    with open_source(video) as src:
-        result = pipe.process_source(src, outdir)
-    assert result.summary["status"] == "ok"
-    return _rows(result.outputs["frames"])
+    """The multiprocess pipeline on ``video`` in a fresh interpreter: its workers are forked from a process that
+    holds nothing else (not from pytest, which may hold TensorFlow, JAX or a Ray driver by then)."""
+    assert _config(detect_every) == RunConfig(detect=DetectConfig(detect_every=detect_every),
+                                              landmarks=LandmarkConfig(mesh_reuse_ms=0))  # the script's config
+    proc = subprocess.run([sys.executable, "-c", _PARALLEL_RUN, str(video), str(outdir), str(detect_every),
+                           json.dumps(par)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.split() == ["ok"], proc.stderr
+    return _rows(outdir / f"{video.stem}.frames.csv")
 
 
 def _assert_matches(par: list[dict[str, str]], ref: list[dict[str, str]], *, same_boxes: bool) -> None:
@@ -102,23 +124,24 @@ def _assert_matches(par: list[dict[str, str]], ref: list[dict[str, str]], *, sam
 # --------------------------------------------------------------------------- equality
 
 
-def test_detect_every_frame_is_identical_to_reference(recordings: dict[str, Path], tmp_path: Path) -> None:
+def test_detect_every_frame_is_identical_to_reference(recordings: dict[str, Path], tmp_path: Path,
+                                                     reference_dir: Path) -> None:
     video = recordings["medium"]
-    ref = _reference(video, 1, tmp_path)
+    ref = _reference_rows(video, 1, reference_dir)
     par = _parallel(video, tmp_path / "par", workers=2, chunk_frames=40, batch_frames=7)
     _assert_matches(par, ref, same_boxes=True)
     assert par == ref  # byte-for-byte the same rows, blink baseline included
-    ref_blinks = (tmp_path / "ref1" / "medium.blinks.csv").read_text()
+    ref_blinks = (_reference(video, 1, reference_dir) / "medium.blinks.csv").read_text()
     assert (tmp_path / "par" / "medium.blinks.csv").read_text() == ref_blinks
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(workers=st.integers(1, 3), chunk=st.integers(1, 60), batch=st.integers(1, 20),
        detect_every=st.sampled_from([1, 4, 25]))
-def test_any_layout_gives_the_reference_frames(recordings: dict[str, Path], tmp_path: Path, workers: int,
-                                               chunk: int, batch: int, detect_every: int) -> None:
+def test_any_layout_gives_the_reference_frames(recordings: dict[str, Path], tmp_path: Path, reference_dir: Path,
+                                               workers: int, chunk: int, batch: int, detect_every: int) -> None:
     video = recordings["short"]
-    ref = _reference(video, detect_every, tmp_path)
+    ref = _reference_rows(video, detect_every, reference_dir)
     out = tmp_path / f"p{workers}-{chunk}-{batch}-{detect_every}"
     par = _parallel(video, out, detect_every=detect_every, workers=workers, chunk_frames=chunk, batch_frames=batch)
     _assert_matches(par, ref, same_boxes=detect_every == 1)
@@ -180,7 +203,8 @@ def test_ctrl_c_keeps_the_rows(recordings: dict[str, Path], tmp_path: Path, sig:
     frames_csv = out / "long.frames.csv"
     proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", str(recordings["long"]), "-o", str(out),
                              "--workers", "2", "--no-progress"], stderr=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, env={**os.environ, FAULT_ENV: "stall@1000"})
+                            text=True, env={**os.environ, FAULT_ENV: "stall@1000"},
+                            **CHILD_SIGNALS)  # type: ignore[call-overload]  # SIGINT default even under nohup
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
@@ -201,6 +225,9 @@ def test_ctrl_c_keeps_the_rows(recordings: dict[str, Path], tmp_path: Path, sig:
     assert len(rows) <= 1000
     summary = json.loads((out / "long.summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["frames"] == len(rows)
+    assert summary["exit_status"] == 130
+    assert summary["error"] == ("stopped by SIGTERM" if sig == signal.SIGTERM else "interrupted by Ctrl-C (SIGINT)")
+    assert sorted(Path(p).name for p in summary["outputs"].values()) == sorted(p.name for p in out.iterdir())
 
 
 @pytest.mark.parametrize(("backend", "stage", "runs", "accelerated"), [

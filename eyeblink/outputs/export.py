@@ -69,8 +69,9 @@ FRAME_COLUMN_DOCS: dict[str, tuple[str, str]] = {
 #: One-line meaning of every top-level field of ``summary.json`` (the docs' output reference is generated from
 #: this mapping; a field added later needs a line here: tests/test_docs.py compares it with a real summary).
 SUMMARY_FIELDS: dict[str, str] = {
-    "status": "`running` while the run goes on, then `ok`, `error` or `interrupted`",
-    "exit_status": "the exit status this input's run ended with (null while running; see the exit statuses)",
+    "status": "`running` while the run goes on, then `ok`, `failed` or `interrupted` (Ctrl-C or SIGTERM)",
+    "exit_status": "the exit status this input's run ended with: 0, 5 (damaged packets skipped), an error's status, "
+                   "130 when stopped (null while running; see the exit statuses)",
     "error": "the one-line error that ended the run (null when none)",
     "error_traceback": "the traceback of a failed pipeline worker (only when one failed)",
     "input": "the input's path as given",
@@ -126,12 +127,15 @@ def _cell(v: Any) -> Any:
 
 def ensure_output_dir(path: str | Path) -> Path:
     """Create ``path`` if needed and prove it is writable, before any frame is read."""
+    from eyeblink import stopping
+
     p = Path(path)
     try:
         p.mkdir(parents=True, exist_ok=True)
         probe = p / f".eyeblink-write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        with stopping.held():  # Ctrl-C / SIGTERM: raised once the probe is gone again
+            probe.write_bytes(b"")
+            probe.unlink()
     except OSError as exc:
         raise OutputError(
             f"cannot write to output directory {p} ({exc.strerror or exc}); choose another with -o"
@@ -157,13 +161,16 @@ def write_atomic(path: Path, fill: Callable[[BinaryIO], object]) -> None:
     On failure the temporary file is removed (no 0-byte ``.tmp`` left behind), ``path`` keeps what it
     had, and :class:`OutputWriteError` names the file and the fix.
     """
+    from eyeblink import stopping
+
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with tmp.open("wb") as fh:
-            fill(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(path)
+        with stopping.held():  # Ctrl-C / SIGTERM: raised once the file is in place, never a lone .tmp
+            with tmp.open("wb") as fh:
+                fill(fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            tmp.replace(path)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()

@@ -80,7 +80,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eyeblink import __version__
+from eyeblink import __version__, stopping
 from eyeblink.closing import Closing
 from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError, EyeblinkError, InputNotFoundError, MissingExtraError, WorkerError
@@ -563,6 +563,7 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
     """Merge a video's chunk outputs (staging) into ``OUTDIR/<stem>.*`` exactly as ``process`` writes them."""
     import numpy as np
 
+    from eyeblink.errors import INPUT_DAMAGED_EXIT
     from eyeblink.outputs.analysis import finalize
     from eyeblink.outputs.export import ResultWriter, clean_json
     from eyeblink.runtime.pipeline import RunResult
@@ -625,7 +626,8 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
           / max(1, sum(processed)) for k in summaries[0]["timings"]["ms_per_frame"]}
     summary = dict(summaries[-1])  # source facts from the chunk that read to the end
     summary.update({
-        "status": "ok", "error": None, "input": str(Path(first.path)), "stem": stem,
+        "status": "ok", "exit_status": INPUT_DAMAGED_EXIT if damaged else 0,
+        "error": None, "input": str(Path(first.path)), "stem": stem,
         "source": {k: v for k, v in summaries[-1]["source"].items() if k != "frame_range"},
         "frames": n, "frames_with_face": faces, "frames_without_face": n - faces,
         "face_lost_ratio": (n - faces) / n if n else None,
@@ -646,8 +648,12 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
     summary.pop("parallel", None)
     summary = clean_json(summary)
     writer.write_summary(summary)
-    result = RunResult(stem, n, faces, events, summary,
-                       {"frames": writer.frames_path, "blinks": writer.blinks_path, "summary": writer.summary_path})
+    outputs = {"frames": writer.frames_path, "blinks": writer.blinks_path, "summary": writer.summary_path}
+    from eyeblink.outputs.crops import crops_path
+
+    if crops_path(outdir, stem).is_file():  # summary.json's outputs name every file written
+        outputs["crops"] = crops_path(outdir, stem)
+    result = RunResult(stem, n, faces, events, summary, outputs)
     return finalize(result, config)
 
 
@@ -798,14 +804,22 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     started_here = False
     quiet = _ray_notices_silenced()
     handlers = _python_signal_handlers()
-    if bc.address:
-        ray.init(address=bc.address, configure_logging=False, log_to_driver=False)
-        started_here = True
-    elif not ray.is_initialized():
-        ray.init(num_cpus=bc.local_cpus, include_dashboard=False, configure_logging=False, log_to_driver=False)
-        started_here = True
+    hold = stopping.held()  # a stop while Ray starts: raised once it has, in the try below that shuts it down
+    try:
+        with _ray_keeps_the_sigterm_handler(ray):
+            if bc.address:
+                ray.init(address=bc.address, configure_logging=False, log_to_driver=False)
+                started_here = True
+            elif not ray.is_initialized():
+                ray.init(num_cpus=bc.local_cpus, include_dashboard=False, configure_logging=False,
+                         log_to_driver=False)
+                started_here = True
+    except BaseException:
+        hold.release(raise_stop=False)
+        raise
     _restore_signal_handlers(handlers)  # ray.init installs a C++ SIGTERM handler that dumps a stack and exits 1
     try:
+        hold.release()
         remote = ray.remote(run_chunk).options(
             num_cpus=bc.cpus_per_task, num_gpus=bc.gpus_per_task, max_retries=bc.max_retries,
             retry_exceptions=[RetryableTaskError])
@@ -857,6 +871,22 @@ def _python_signal_handlers() -> dict[int, Any]:
     return {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
+@contextlib.contextmanager
+def _ray_keeps_the_sigterm_handler(ray: Any) -> Iterator[None]:
+    """``ray.init`` without its SIGTERM handler (``sys.exit(15)``: a stop while Ray starts would end the batch with
+    exit status 15 and no summary): eyeblink's stays (:mod:`eyeblink.stopping`, held while Ray starts)."""
+    utils: Any = getattr(getattr(ray, "_private", None), "utils", None)
+    original = getattr(utils, "set_sigterm_handler", None)
+    if utils is None or original is None:
+        yield
+        return
+    utils.set_sigterm_handler = lambda _handler: None
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = original
+
+
 def _restore_signal_handlers(handlers: dict[int, Any]) -> None:
     """Put back the Python handlers (``eyeblink`` treats SIGTERM as Ctrl-C) that ``ray.init`` replaced."""
     import signal
@@ -865,7 +895,7 @@ def _restore_signal_handlers(handlers: dict[int, Any]) -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     for sig, handler in handlers.items():
-        if handler is not None and signal.getsignal(sig) is not handler:
+        if handler is not None:  # again at the OS level too: a C++ handler is invisible to getsignal
             signal.signal(sig, handler)
 
 
@@ -881,7 +911,10 @@ def _mark_interrupted(videos: Iterable[_Video]) -> None:
         except (OSError, ValueError):
             continue
         if summary.get("status") == "running":
-            summary.update(status="interrupted", error="the batch was interrupted; run it again to process this video")
+            from eyeblink import stopping
+
+            summary.update(status="interrupted", exit_status=stopping.STOPPED_EXIT,
+                           error=f"{stopping.reason()}: the batch stopped; run it again to process this video")
             with contextlib.suppress(EyeblinkError):
                 write_text_atomic(path, json.dumps(summary, indent=2) + "\n")
 
@@ -1041,8 +1074,11 @@ def run(args: argparse.Namespace) -> int:
                      "under damaged_packets")
             if args.report:
                 from eyeblink.outputs.report import write_report
+                from eyeblink.runtime.runner import add_output
 
-                print(f"{rec['stem']}: report {write_report(Path(args.output) / rec['stem'])}", flush=True)
+                html = write_report(Path(args.output) / rec["stem"])
+                add_output(Path(args.output) / f"{rec['stem']}.summary.json", "report", html)
+                print(f"{rec['stem']}: report {html}", flush=True)
         else:
             print(f"eyeblink: error: {rec['stem']}: {rec['error']}", file=sys.stderr, flush=True)
 

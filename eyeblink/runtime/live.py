@@ -442,6 +442,9 @@ class _LiveRun(_Run):
         in the main thread; the Python API runs the session in a thread and stops it with :meth:`request_stop`)."""
         if not signals:
             return self.execute(outdir, None)
+        from eyeblink import stopping
+
+        stopping.check()  # a stop during start-up (eyeblink.stopping): interrupted, exit 130
 
         def on_signal(signum: int, _frame: Any) -> None:
             name = signal.Signals(signum).name
@@ -629,8 +632,9 @@ def finish(result: RunResult, cfg: RunConfig, analysis: AnalysisOptions | None, 
     result = finalize(result, cfg, analysis or AnalysisOptions())
     if report:
         from eyeblink.outputs.report import write_report
+        from eyeblink.runtime.runner import record_output
 
-        result.outputs["report"] = write_report(result.outputs["frames"].parent / result.stem)
+        record_output(result, "report", write_report(result.outputs["frames"].parent / result.stem))
     return result
 
 

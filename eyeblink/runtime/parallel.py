@@ -47,10 +47,11 @@ records ``status: interrupted``.
 
 Test hook (documented, used by ``tests/test_parallel.py``): the environment variable
 ``EYEBLINK_TEST_WORKER_FAULT=raise@K`` makes the worker that analyses frame ``K`` raise
-``RuntimeError``; ``exit@K`` makes it die with ``os._exit(70)`` before analysing it (after a
-0.3 s pause so that the rows it already sent are out of its queue's feeder thread); ``stall@K`` makes
+``RuntimeError``; ``exit@K`` makes it die with ``os._exit(70)`` before analysing it (once the rows it
+already sent are out of its queue's feeder thread); ``stall@K`` makes
 it send the rows before ``K`` and then wait, without analysing ``K``, until the run is stopped (so a
-test can interrupt a run that is certain to be still going). It injects a real failure into a real
+test can interrupt a run that is certain to be still going); ``pause@K`` makes it pause 2 s before frame ``K``,
+then go on (a live run must drop frames meanwhile, on any machine). It injects a real failure into a real
 run; nothing else reads it.
 """
 
@@ -72,6 +73,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from eyeblink import stopping
 from eyeblink.config import ParallelConfig, RunConfig, physical_cores
 from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
 from eyeblink.frames import Frame
@@ -160,13 +162,17 @@ class _Stop(Exception):
     """Raised inside a child when the run is being stopped (or the parent vanished)."""
 
 
+_PAUSE_S = 2.0  # the pause@K test hook's pause
+
+
 def _parse_fault() -> tuple[str, int] | None:
     spec = os.environ.get(FAULT_ENV)
     if not spec:
         return None
     kind, _, at = spec.partition("@")
-    if kind not in ("raise", "exit", "stall") or not at.strip().isdigit():
-        raise ConfigError(f"{FAULT_ENV} must be 'raise@K', 'exit@K' or 'stall@K' (K a frame index), got {spec!r}")
+    if kind not in ("raise", "exit", "stall", "pause") or not at.strip().isdigit():
+        raise ConfigError(f"{FAULT_ENV} must be 'raise@K', 'exit@K', 'stall@K' or 'pause@K' (K a frame index), "
+                          f"got {spec!r}")
     return kind, int(at)
 
 
@@ -376,10 +382,10 @@ class _Run:
     # ---------------------------------------------------------------- children
 
     def _child_setup(self) -> None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides how to stop
-        # SIGTERM to the whole group (Slurm) is the parent's to handle too (it drains, as for Ctrl-C);
-        # a child that does not stop when asked is killed by _shutdown
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # SIGINT and SIGTERM to the whole group (Ctrl-C, Slurm) are the parent's to handle (it drains); the
+        # child was forked with both blocked (_fork), so none ran the parent's handler here; a child that
+        # does not stop when asked is killed by _shutdown
+        stopping.child_ignores_stops()
 
     def _get(self, q: Any) -> Any:
         while True:
@@ -497,9 +503,12 @@ class _Run:
                 out = np.zeros(len(slots), row_dtype)
                 for j in range(len(slots)):
                     frame_index = first + j
-                    if fault is not None and fault[1] == frame_index:
-                        if fault[0] == "exit":  # a crash on frame K, not in the middle of IPC:
-                            time.sleep(0.3)  # let the rows already sent leave the queue's feeder thread
+                    if fault is not None and fault[1] == frame_index and fault[0] == "pause":
+                        time.sleep(_PAUSE_S)  # slow on frame K for a moment, then on as usual
+                    elif fault is not None and fault[1] == frame_index:
+                        if fault[0] == "exit":  # a crash on frame K, not in the middle of IPC: the rows
+                            self.out_q.close()  # already sent leave the queue's feeder thread first (on any
+                            self.out_q.join_thread()  # machine: no timed pause)
                             os._exit(70)
                         if j:  # the rows before the failing frame are computed: send them first
                             self._put(self.out_q, ("rows", wid, out[:j]))
@@ -659,9 +668,12 @@ class _Run:
         if cv2 is not None:
             cv2.setNumThreads(1)
         try:
-            for p in procs:
-                p.start()
-                self.procs.append(p)
+            # SIGINT/SIGTERM blocked while forking: a stop then is handled after the fork by the parent alone
+            # (never inside an at-fork hook, where Python discards it, nor by a child before _child_setup)
+            with stopping.blocked():
+                for p in procs:
+                    p.start()
+                    self.procs.append(p)
         finally:
             if cv2 is not None and threads is not None:
                 cv2.setNumThreads(threads)
@@ -691,55 +703,59 @@ class _Run:
     def execute(self, outdir: Path, progress: ProgressFactory | None) -> RunResult:
         cfg, source = self.cfg, self.source
         clock = StageClock()
-        writer = self._make_writer(outdir, source.name)
-        sink = SessionSink(writer, cfg, clock, rescan_per_frame=self.rescan_per_frame)
         redet = _Redetections()
         info: dict[str, Any] | None = None
         self.latencies: list[np.ndarray] = []
         started = time.perf_counter()
-        with ExitStack() as stack:
+        # a stop from the files' creation on is raised inside the try that writes the final summary
+        with stopping.held() as hold, ExitStack() as stack:
+            writer = self._make_writer(outdir, source.name)
             stack.callback(writer.close)
-            write_running_summary(writer, source, cfg)
-            bar = progress_bar(stack, progress, source)
+            sink = SessionSink(writer, cfg, clock, rescan_per_frame=self.rescan_per_frame)
             outcome = Outcome()
             try:
                 with session_outcome(sink, source) as outcome:
+                    hold.release()  # a stop since the files were created: raised here, the summary says so
+                    with stopping.held():
+                        write_running_summary(writer, source, cfg)
+                    bar = progress_bar(stack, progress, source)
                     try:
                         self._start()
                         info = self._sink_loop(sink, clock, redet, bar)
                     finally:
-                        self._shutdown()
+                        with stopping.held():  # a second Ctrl-C does not leave children or the ring behind
+                            self._shutdown()
             finally:
                 from eyeblink.runtime.pipeline import build_summary
 
-                wall = time.perf_counter() - started
-                # self.cfg: live mode may settle the landmark model once the source is open
-                # the accelerator stage: its process says whether the device is there (the parent must not ask JAX)
-                warnings = (sorted({w for i in self.accel_infos for w in i.get("warnings", [])})
-                            if self.accelerated else None)
-                for message in warnings or ():
-                    warn_once(message)
-                summary = build_summary(_SourceView(source, info or self._info), self.cfg, sink, clock,  # type: ignore[arg-type]
-                                        redet, wall, outcome.status, outcome.error,  # type: ignore[arg-type]
-                                        warnings=warnings)
-                summary["timings"].update(self._latency_summary())
-                summary["parallel"] = clean_json({
-                    "workers": self.W, "loaders": self.n_loaders,
-                    "split": self.plan.describe() if self.plan is not None else None,
-                    "chunk_frames": self.C, "batch_frames": self.B,
-                    "ring_slots": self.spec.slots if self.spec else None,
-                    "ring_mb": self.spec.nbytes / 2**20 if self.spec else None,
-                    "ring_name": self.ring_name,
-                    "detector": "accelerator stage" if self.accelerated else "fused",
-                    "accelerator": stage_summary(self.accel_infos) if self.accelerated else None,
-                })
-                summary.update(self._extra_summary())
-                if outcome.traceback:
-                    summary["error_traceback"] = outcome.traceback
-                writer.finish(summary)
-        return RunResult(source.name, sink.frames, sink.faces, sink.events, summary,
-                         {"frames": writer.frames_path, "blinks": writer.blinks_path,
-                          "summary": writer.summary_path})
+                with stopping.held():  # the summary is written whole, whatever arrives meanwhile
+                    outcome.stopped_at_the_end()
+                    wall = time.perf_counter() - started
+                    # self.cfg: live mode may settle the landmark model once the source is open
+                    # the accelerator stage: its process says whether the device is there (the parent must not ask JAX)
+                    warnings = (sorted({w for i in self.accel_infos for w in i.get("warnings", [])})
+                                if self.accelerated else None)
+                    for message in warnings or ():
+                        warn_once(message)
+                    summary = build_summary(_SourceView(source, info or self._info), self.cfg, sink, clock,  # type: ignore[arg-type]
+                                            redet, wall, outcome.status, outcome.error,  # type: ignore[arg-type]
+                                            warnings=warnings, exit_status=outcome.exit_status)
+                    summary["timings"].update(self._latency_summary())
+                    summary["parallel"] = clean_json({
+                        "workers": self.W, "loaders": self.n_loaders,
+                        "split": self.plan.describe() if self.plan is not None else None,
+                        "chunk_frames": self.C, "batch_frames": self.B,
+                        "ring_slots": self.spec.slots if self.spec else None,
+                        "ring_mb": self.spec.nbytes / 2**20 if self.spec else None,
+                        "ring_name": self.ring_name,
+                        "detector": "accelerator stage" if self.accelerated else "fused",
+                        "accelerator": stage_summary(self.accel_infos) if self.accelerated else None,
+                    })
+                    summary.update(self._extra_summary())
+                    if outcome.traceback:
+                        summary["error_traceback"] = outcome.traceback
+                    writer.finish(summary)
+        return RunResult(source.name, sink.frames, sink.faces, sink.events, summary, sink.output_paths())
 
     def _make_writer(self, outdir: Path, stem: str) -> ResultWriter:
         """The sink's writer (a hook: live mode appends a ``dropped`` column)."""
@@ -810,6 +826,7 @@ class _Run:
             limit = min(limit, stop_at)
 
         while True:
+            stopping.check()  # a stop whose KeyboardInterrupt was swallowed on its way (an at-fork hook)
             end = expected if expected is not None else math.inf
             if failure is not None or source_error is not None:
                 end = min(end, limit)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eyeblink import __version__
+from eyeblink import __version__, stopping
 from eyeblink.config import RunConfig
 from eyeblink.errors import EyeblinkError, NoFaceError, OutputError, warn
 from eyeblink.frames import Frame
@@ -283,6 +283,8 @@ class SessionSink:
         # the report's blink crops (--report): a new run of this stem replaces the old file, or removes it
         self.crops_path = crops_path(writer.outdir, writer.stem)
         self.crops = BlinkCrops() if config.eye_crops else None
+        self.crops_saved = False
+        self.finished = False
         with contextlib.suppress(OSError):
             self.crops_path.unlink()
 
@@ -293,6 +295,10 @@ class SessionSink:
         self.blinks.cfg = config.blink_settings()
 
     def add(self, r: FrameResult) -> None:
+        with stopping.held():  # a frame's row, its blink and its counts, all or none
+            self._add(r)
+
+    def _add(self, r: FrameResult) -> None:
         t0 = time.perf_counter()
         if self.crops is not None:
             self.crops.add(r.index, r.eye_strip, r.strip_points)
@@ -327,13 +333,26 @@ class SessionSink:
             self.crops.blink(ev)
 
     def finish(self) -> None:
+        """Close the open blink and save the crops (once: a second call does nothing)."""
+        if self.finished:
+            return
+        self.finished = True
         for ev in self.blinks.finish():
             self._blink(ev)
         if self.crops is not None:
             try:
                 self.crops.save(self.crops_path)
+                self.crops_saved = True
             except OutputError as exc:  # the crops are an extra of the report: the rows and summary matter more
                 warn(f"{exc} (the report will show no eye crops)")
+
+    def output_paths(self) -> dict[str, Path]:
+        """Every file written for this input so far (``summary.json``'s ``outputs``; finalize adds its own)."""
+        w = self.writer
+        out = {"frames": w.frames_path, "blinks": w.blinks_path, "summary": w.summary_path}
+        if self.crops_saved:
+            out["crops"] = self.crops_path
+        return out
 
     def timing_summary(self) -> dict[str, Any]:
         if not self._intervals:
@@ -366,6 +385,7 @@ def write_running_summary(writer: ResultWriter, source: FrameSource, config: Run
 
     writer.write_summary(clean_json({
         "status": "running",
+        "exit_status": None,
         "error": None,
         "input": str(source.path),
         "stem": source.name,
@@ -401,11 +421,18 @@ def progress_bar(stack: ExitStack, progress: ProgressFactory | None, source: Fra
 
 @dataclass
 class Outcome:
-    """How a session ended, for its summary: ``ok``, ``failed`` or ``interrupted``."""
+    """How a session ended, for its summary: ``ok``, ``failed`` or ``interrupted``, and the exit status."""
 
     status: str = "ok"
     error: str | None = None
     traceback: str | None = None
+    exit_status: int = 0
+
+    def stopped_at_the_end(self) -> None:
+        """A stop signal that arrived once every frame was written (or swallowed on its way): the session
+        says ``interrupted`` as the exit status will (the rows are all there)."""
+        if self.status == "ok" and stopping.received() is not None:
+            self.status, self.error, self.exit_status = "interrupted", stopping.reason(), stopping.STOPPED_EXIT
 
 
 @contextmanager
@@ -419,23 +446,29 @@ def session_outcome(sink: SessionSink, source: FrameSource) -> Iterator[Outcome]
     out = Outcome()
     try:
         yield out
-        sink.finish()
+        with stopping.held():
+            sink.finish()
         if sink.frames > 0 and sink.faces == 0:
             raise NoFaceError(
                 f"no face found in any of the {sink.frames} frames of {source.path}; check that the "
                 "face is in view, lit and at least ~60 px wide (rows written with face=0)"
             )
     except EyeblinkError as exc:
-        out.status, out.error = "failed", str(exc)
+        out.status, out.error, out.exit_status = "failed", str(exc), exc.exit_code
         out.traceback = getattr(exc, "traceback_text", None)
-        sink.finish()
+        with stopping.held():  # the open blink's row, whole
+            sink.finish()
         raise
-    except KeyboardInterrupt:
-        out.status, out.error = "interrupted", "interrupted by the user"
-        sink.finish()
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (eyeblink.stopping)
+        out.status, out.error, out.exit_status = "interrupted", stopping.reason(exc), stopping.STOPPED_EXIT
+        with stopping.held():
+            sink.finish()
         raise
     except Exception as exc:  # a bug: record it in the summary, then let it surface
-        out.status, out.error = "failed", f"internal error: {type(exc).__name__}: {exc}"
+        if stopping.received() is not None:  # a stop's KeyboardInterrupt turned into another error on its way
+            out.status, out.error, out.exit_status = "interrupted", stopping.reason(), stopping.STOPPED_EXIT
+        else:
+            out.status, out.error, out.exit_status = "failed", f"internal error: {type(exc).__name__}: {exc}", 1
         raise
 
 
@@ -448,43 +481,51 @@ def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, anal
     the exception propagates.
     """
     clock = analyzer.clock
-    writer = ResultWriter(outdir, source.name)
-    sink = SessionSink(writer, config, clock)
     started = time.perf_counter()
-    with ExitStack() as stack:
-        stack.callback(writer.close)
-        write_running_summary(writer, source, config)
-        bar = progress_bar(stack, progress, source)
+    with ExitStack() as stack, stopping.held() as hold:  # a stop once the files exist: raised in the try below
+        writer = stack.enter_context(ResultWriter(outdir, source.name))
+        sink = SessionSink(writer, config, clock)
         outcome = Outcome()
         try:
             with session_outcome(sink, source) as outcome:
+                hold.release()
+                with stopping.held():
+                    write_running_summary(writer, source, config)
+                bar = progress_bar(stack, progress, source)
                 for n, frame in enumerate(_timed(iter(source), clock)):
                     if config.max_frames is not None and n >= config.max_frames:
                         break
                     sink.add(analyzer.analyze(frame))
                     if bar is not None:
                         bar.update(1)
+                    stopping.check()  # a stop whose KeyboardInterrupt was swallowed on its way
         finally:
-            wall = time.perf_counter() - started
-            summary = build_summary(source, config, sink, clock, analyzer, wall, outcome.status, outcome.error)
-            writer.finish(summary)
-    return RunResult(source.name, sink.frames, sink.faces, sink.events, summary,
-                     {"frames": writer.frames_path, "blinks": writer.blinks_path,
-                      "summary": writer.summary_path})
+            with stopping.held():  # the summary is written whole, whatever arrives meanwhile
+                outcome.stopped_at_the_end()
+                wall = time.perf_counter() - started
+                summary = build_summary(source, config, sink, clock, analyzer, wall, outcome.status,
+                                        outcome.error, exit_status=outcome.exit_status)
+                writer.finish(summary)
+    return RunResult(source.name, sink.frames, sink.faces, sink.events, summary, sink.output_paths())
 
 
 def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clock: StageClock,
                   analyzer: FrameAnalyzer, wall_s: float, status: str, error: str | None, *,
-                  warnings: list[str] | None = None) -> dict[str, Any]:
-    """The summary of one input; ``warnings``: the run's own (default :func:`run_warnings` of ``config``)."""
+                  warnings: list[str] | None = None, exit_status: int = 0) -> dict[str, Any]:
+    """The summary of one input; ``warnings``: the run's own (default :func:`run_warnings` of ``config``);
+    ``exit_status``: the input's (0 becomes :data:`~eyeblink.errors.INPUT_DAMAGED_EXIT` for damaged packets)."""
+    from eyeblink.errors import INPUT_DAMAGED_EXIT
     dur = sink.last_t - sink.first_t if sink.frames > 1 else 0.0
     described = source.describe()
     damaged = list(described.get("damaged_packets") or [])
     warnings = list(warnings) if warnings is not None else run_warnings(config)
     if damaged:
         warnings.append(damage_warning(source.name, damaged))
+    if exit_status == 0 and damaged:
+        exit_status = INPUT_DAMAGED_EXIT
     summary: dict[str, Any] = {
         "status": status,
+        "exit_status": exit_status,
         "error": error,
         "input": str(source.path),
         "stem": source.name,
@@ -510,5 +551,6 @@ def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clo
         "settings": config.to_dict(),
         "damaged_packets": {"count": len(damaged), "packets": damaged},
         "warnings": warnings,
+        "outputs": {k: str(v) for k, v in sink.output_paths().items()},
     }
     return clean_json(summary)

@@ -135,8 +135,36 @@ def _finalize(result: RunResult, config: RunConfig, opts: AnalysisOptions) -> Ru
 
 
 def record_failure(result: RunResult, exc: EyeblinkError) -> None:
-    """Rewrite ``result``'s summary with ``status: failed`` and the error (best effort: the error itself
-    is what the user is told; a summary that cannot be written is left as it was)."""
+    """Rewrite ``result``'s summary with ``status: failed``, the error and its exit status (best effort: the
+    error itself is what the user is told; a summary that cannot be written is left as it was)."""
+    _rewrite_summary(result, {**result.summary, "status": "failed", "exit_status": exc.exit_code, "error": str(exc)})
+
+
+def record_output(result: RunResult, key: str, path: Path) -> None:
+    """A file written for ``result`` after its summary (``--report``'s HTML): added to ``result.outputs`` and to
+    the summary's ``outputs`` (best effort, as :func:`record_failure`)."""
+    result.outputs[key] = path
+    outputs = {**(result.summary.get("outputs") or {}), key: str(path)}
+    result.summary["outputs"] = outputs
+    _rewrite_summary(result, result.summary)
+
+
+def add_output(summary_path: Path, key: str, path: Path) -> None:
+    """Name ``path`` in the ``outputs`` of the summary at ``summary_path`` (best effort, as :func:`record_output`)."""
+    import json
+
+    from eyeblink.outputs.export import write_text_atomic
+
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    summary["outputs"] = {**(summary.get("outputs") or {}), key: str(path)}
+    with contextlib.suppress(OutputError):
+        write_text_atomic(summary_path, json.dumps(summary, indent=2, allow_nan=False) + "\n")
+
+
+def _rewrite_summary(result: RunResult, summary: dict[str, Any]) -> None:
     import json
 
     from eyeblink.outputs.export import clean_json, write_text_atomic
@@ -144,7 +172,6 @@ def record_failure(result: RunResult, exc: EyeblinkError) -> None:
     path = result.outputs.get("summary")
     if path is None:
         return
-    summary = {**result.summary, "status": "failed", "error": str(exc)}
     with contextlib.suppress(OutputError):
         write_text_atomic(Path(path), json.dumps(clean_json(summary), indent=2, default=str, allow_nan=False) + "\n")
 
