@@ -104,9 +104,10 @@ def stage_summary(infos: list[dict[str, Any]]) -> dict[str, Any] | None:
     first = infos[0]
     return {
         "processes": len(infos), "backend": first["backend"], "device": first["device"],
-        # the largest batch run: detect.batch_size, or more when one loader message held more frames (never split),
-        # so that mean_batch <= batch_size always
-        "batch_size": max(i["batch_size"] for i in infos), "flush_ms": first["flush_ms"], "batches": batches,
+        # batch_size: the setting (detect.batch_size); largest_batch: the largest batch run, more than the setting
+        # when one loader message held more frames (a message is never split), so mean_batch <= largest_batch always
+        "batch_size": first["batch_size"], "largest_batch": max(i["largest_batch"] for i in infos),
+        "flush_ms": first["flush_ms"], "batches": batches,
         "mean_batch": frames / batches if batches else None,
         "warm_up_s": max(i["warm_up_s"] for i in infos),
         "ms_per_frame": {k: v * 1000.0 / max(frames, 1) for k, v in seconds.items()},
@@ -337,7 +338,8 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
         run._put(pq, None)
     t = engine.times
     info = {"process": sid, "frames": t.frames, "seconds": dict(t.seconds), "backend": engine.backend,
-            "device": engine.device, "batch_size": max(engine.batch_size, largest), "flush_ms": cfg.detect.flush_ms,
+            "device": engine.device, "batch_size": engine.batch_size, "largest_batch": largest,
+            "flush_ms": cfg.detect.flush_ms,
             "batches": t.batches, "warm_up_s": compile_s, "warnings": [warning] if warning else []}
     engine.close()
     stages = {k: t.seconds[k] for k in ("detect", "landmarks")}
