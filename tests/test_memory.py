@@ -103,3 +103,38 @@ def test_the_blink_detector_state_stays_bounded_over_20_minutes_at_500_fps() -> 
     for after in (CLOSURE[1] + 10, FACE_LOST[1] + 10, GAZE_STEP_S + 30, MINUTES * 60 - 60):
         assert any(after <= ev.start_s < after + 30 for ev in blinks), (after, [ev.start_s for ev in blinks][-20:])
     assert not any(ev.is_blink and ev.end_s - ev.start_s > 1.0 for ev in events)
+
+
+def test_the_live_sinks_latency_record_stays_bounded_over_20_minutes_at_500_fps() -> None:
+    """The sink records every written frame's latency for the summary's p50/p99/max (``process`` and ``live``).
+
+    It kept them all before (8 bytes a frame plus an array per batch: ~0.5 MB a minute at 500 FPS). Fed 20 minutes
+    of latencies in 16-frame batches, what it holds after minute 3 no longer grows, its percentiles stay within the
+    histogram's resolution of the exact ones, and a short run's figures are exactly ``np.percentile``'s.
+    """
+    from eyeblink.runtime.parallel import LatencyRecord
+
+    rng = np.random.default_rng(26)
+    rec = LatencyRecord()
+    lat = rng.lognormal(math.log(0.02), 0.8, N)  # seconds: a 20 ms median, a long tail
+    lat[N // 2] = 3.5  # one stall
+    per_minute = int(60 * FPS)
+    sizes = []
+    for start in range(0, N, 16):
+        rec.add(lat[start:start + 16])
+        if (start + 16) % per_minute < 16:
+            sizes.append(retained(rec))
+    assert len(rec) == N
+    # the first 65,536 latencies (2.2 minutes) are kept exact, then a fixed histogram: nothing grows after that
+    assert max(sizes[3:]) == sizes[2], sizes
+    assert rec.nbytes() < 1_000_000
+    for q in (50, 99):
+        exact = float(np.percentile(lat * 1000.0, q))
+        assert abs(rec.percentile_ms(q) - exact) <= 1e-3 * exact, (q, rec.percentile_ms(q), exact)
+    assert rec.max_s == 3.5
+    short = LatencyRecord()
+    for start in range(0, 4992, 16):
+        short.add(lat[start:start + 16])
+    assert short.percentile_ms(99) == float(np.percentile(lat[:4992] * 1000.0, 99))
+    assert short.percentile_ms(50) == float(np.percentile(lat[:4992] * 1000.0, 50))
+    assert np.array_equal(short.exact_ms(), lat[:4992] * 1000.0)
