@@ -10,7 +10,8 @@
 
 Every ``--every`` seconds it sums, over the eyeblink process and all its descendants (workers, loaders, the
 stage), the RSS and the PSS (``/proc/PID/smaps_rollup``: shared pages divided among the processes that share
-them, so forked workers are not counted twice). It reports the tree's RSS and PSS at minute 2 and over the last
+them, so forked workers are not counted twice), and each process's RSS (reported as its growth a minute, by
+process id: the run's own process has the lowest). It reports the tree's RSS and PSS at minute 2 and over the last
 minute, their ratio (issue target: last minute within 10% of minute 2), the largest sample, and the frames lost:
 ``process``, rows written vs frames in the file; ``live``, frames the pipeline dropped and frames sent but never
 received.
@@ -73,13 +74,31 @@ def memory(root: int) -> tuple[int, int, int]:
     return rss, pss, n
 
 
+def rss_by_process(root: int) -> dict[int, int]:
+    """RSS bytes of each process of the tree under ``root``."""
+    out = {}
+    for pid in tree(root):
+        try:
+            with open(f"/proc/{pid}/statm") as fh:
+                out[pid] = int(fh.read().split()[1]) * PAGE
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+#: (t, {pid: RSS bytes}) of each sample of the last :func:`watch`: which process grows (the loader, the parent...)
+PER_PROCESS: list[tuple[float, dict[int, int]]] = []
+
+
 def watch(proc: subprocess.Popen, every: float, limit_s: float | None = None) -> list[tuple[float, int, int, int]]:
     """Sample the tree of ``proc`` every ``every`` seconds until it exits; (t, rss, pss, processes)."""
     t0 = time.monotonic()
     samples = []
+    PER_PROCESS.clear()
     while proc.poll() is None:
         t = time.monotonic() - t0
         samples.append((t, *memory(proc.pid)))
+        PER_PROCESS.append((t, rss_by_process(proc.pid)))
         if limit_s is not None and t > limit_s:
             proc.terminate()
         time.sleep(every)
@@ -106,6 +125,14 @@ def figures(samples: list[tuple[float, int, int, int]]) -> dict:
         out[f"{name}_ratio"] = round(b / a, 3) if a else None
         out[f"{name}_mib_max"] = round(max(s[k] for s in samples) / mib, 1)
     out["processes"] = full
+    # each process's growth over the steady part (MiB a minute): which one grows
+    t_first, t_last = steady[0][0], steady[-1][0]
+    first = next((d for t, d in PER_PROCESS if t >= t_first), {})
+    final = next((d for t, d in reversed(PER_PROCESS) if t <= t_last), {})
+    if t_last > t_first:
+        out["per_process_rss_mib_per_minute"] = {
+            str(pid): round((final[pid] - first[pid]) / mib / ((t_last - t_first) / 60), 2)
+            for pid in sorted(first) if pid in final}
     # the trend: mean RSS and PSS (MiB) of each minute of the run
     out["per_minute_rss_pss_mib"] = [
         [round(sum(s[k] for s in m) / len(m) / mib, 1) for k in (1, 2)]
