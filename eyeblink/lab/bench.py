@@ -396,7 +396,8 @@ def _print_mode(mode: str, r: dict[str, Any]) -> None:
     if acc:  # the accelerator stage: where its time went
         ms = acc["ms_per_frame"]
         line += (f"\n           accelerator stage: {acc['processes']} x {acc['backend']} on {acc['device']}, "
-                 f"{acc['batches']} batches of {acc['mean_batch']:.0f} frames (batch_size {acc['batch_size']}, largest {acc.get('largest_batch', acc['batch_size'])}), "
+                 f"{acc['batches']} batches of {acc['mean_batch']:.0f} frames "
+                 f"(batch_size {acc['batch_size']}, largest {acc.get('largest_batch', acc['batch_size'])}), "
                  f"network {ms['network']:.2f} ms/frame, host {acc['host_ms_per_frame']:.2f} ms/frame, "
                  f"compile {acc['warm_up_s']:.1f} s")
     if r["other_cpu_pct_max"] > 10:
