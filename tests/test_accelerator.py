@@ -261,3 +261,78 @@ print("parent imported:", sorted(m for m in ("jax", "jaxlib", "keras", "tensorfl
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "parent imported: []"
     assert sum("found no GPU" in ln for ln in proc.stderr.splitlines()) == 1  # once, not once per input
+
+
+# ------------------------------------------------------------------------ compiling is not stalling
+
+_STAGE_RUN = """
+import json, sys
+from dataclasses import replace
+from pathlib import Path
+from eyeblink.config import DetectConfig, RunConfig
+from eyeblink.errors import EyeblinkError
+from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline
+from eyeblink.sources.files import open_source
+video, outdir, detect, par = sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4])
+cfg = RunConfig(detect=DetectConfig(stage="accelerator", detect_every=1, **detect), max_frames=120)
+outdir.mkdir(parents=True, exist_ok=True)
+try:
+    with open_source(Path(video)) as src:
+        result = ParallelPipeline(cfg, ParallelConfig(workers=2, **par)).process_source(src, outdir)
+except EyeblinkError as exc:
+    print("error:", exc)
+    sys.exit(3)
+print(result.summary["status"])
+"""
+
+
+def _stage_run(video: Path, out: Path, par: dict[str, float], fault: str | None = None,
+               **detect: object) -> subprocess.CompletedProcess[str]:
+    """The accelerator stage through the Python API (``[parallel]`` timeouts are no preset keys) in a fresh
+    interpreter (its children fork from a process that holds no JAX), with the test hook ``fault``."""
+    env = dict(os.environ)
+    env.pop("EYEBLINK_TEST_WORKER_FAULT", None)
+    if fault:
+        env["EYEBLINK_TEST_WORKER_FAULT"] = fault
+    return subprocess.run([sys.executable, "-c", _STAGE_RUN, str(video), str(out), json.dumps(detect), json.dumps(par)],
+                          capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+
+
+def test_a_warm_up_longer_than_the_stall_timeout_is_no_stall(face_recording: tuple[Path, object],
+                                                             tmp_path: Path) -> None:
+    """The stage's warm-up takes 4 stall timeouts (test hook ``slowstart``: a slow compile); its heartbeat keeps
+    the run alive and every row comes."""
+    proc = _stage_run(face_recording[0], tmp_path, {"stall_timeout_s": 2.0}, "slowstart@8", backend="litert", batch_size=8)
+    assert proc.returncode == 0 and proc.stdout.split() == ["ok"], proc.stdout + proc.stderr
+    assert [int(r["frame"]) for r in read_rows(tmp_path / "subject.frames.csv")] == list(range(120))
+    assert _summary(tmp_path)["parallel"]["accelerator"]["warm_up_s"] >= 8
+
+
+def test_a_compile_past_its_bound_is_still_reported(face_recording: tuple[Path, object], tmp_path: Path) -> None:
+    """A warm-up longer than ``parallel.compile_timeout_s`` is a hung compile: its heartbeat stops, and the stall
+    check reports it one stall timeout later."""
+    proc = _stage_run(face_recording[0], tmp_path, {"stall_timeout_s": 1.0, "compile_timeout_s": 4.0}, "slowstart@60", backend="litert", batch_size=8)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "no progress for 1 s (stuck at frame 0)" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_stall_outside_a_compile_is_still_reported(face_recording: tuple[Path, object], tmp_path: Path) -> None:
+    """The stage stuck on a batch (test hook ``stall``; its programs compiled long before): no heartbeat, so the
+    stall check stops the run, with the rows before it on disk."""
+    proc = _stage_run(face_recording[0], tmp_path, {"stall_timeout_s": 2.0}, "stall@64", backend="litert", batch_size=8)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "no progress for 2 s (stuck at frame 64)" in proc.stdout, proc.stdout + proc.stderr
+    assert [int(r["frame"]) for r in read_rows(tmp_path / "subject.frames.csv")] == list(range(64))
+
+
+def test_a_real_xla_compile_longer_than_the_stall_timeout_is_no_stall(face_recording: tuple[Path, object],
+                                                                     tmp_path: Path) -> None:
+    """JAX's CPU build compiles the three networks for every batch size (seconds, minutes on a loaded host)
+    while the stall timeout is 1 s: the heartbeat keeps the run alive (before it, this run failed with 'no
+    progress for 1 s')."""
+    pytest.importorskip("jax")
+    pytest.importorskip("keras")
+    proc = _stage_run(face_recording[0], tmp_path, {"stall_timeout_s": 1.0}, None, backend="jax", batch_size=4)
+    assert proc.returncode == 0 and proc.stdout.split()[-1:] == ["ok"], proc.stdout + proc.stderr
+    assert [int(r["frame"]) for r in read_rows(tmp_path / "subject.frames.csv")] == list(range(120))
+    assert _summary(tmp_path)["parallel"]["accelerator"]["warm_up_s"] > 1.0  # the compile outlasted the stall timeout
