@@ -438,8 +438,13 @@ class ParallelConfig:
     into frame ranges (:mod:`eyeblink.sources.ranges`; 0 = chosen from the cores and the per-stage
     costs, see :func:`eyeblink.runtime.parallel.choose_loaders`). ``ring_slots``: frames in
     flight (default ``workers x chunk_frames + 2 x batch_frames``). ``stall_timeout_s``: the run
-    fails if no stage makes progress for this long. ``drain_timeout_s``: after a failure, how long
-    the sink waits for the other workers' rows below the failing frame.
+    fails if no stage makes progress for this long; a process that is building, warming up or
+    compiling its networks (the accelerator stage: XLA programs, before the first frame and on the
+    first batch of each size) answers with heartbeats meanwhile, so a slow compile is no stall.
+    ``compile_timeout_s``: how long one such build, warm-up or compile may keep answering (default
+    10 min); past it the heartbeats stop and the stall check reports the hung compile one
+    ``stall_timeout_s`` later. ``drain_timeout_s``: after a failure, how long the sink waits for
+    the other workers' rows below the failing frame.
     """
 
     workers: int = 0  # 0 = physical cores
@@ -450,6 +455,7 @@ class ParallelConfig:
     track_across_chunks: bool = False
     stall_timeout_s: float = 60.0
     drain_timeout_s: float = 10.0
+    compile_timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
         _require(self.workers >= 0, f"--workers must be >= 0, got {self.workers}")
@@ -460,6 +466,8 @@ class ParallelConfig:
         _require(self.stall_timeout_s > 0 and self.drain_timeout_s > 0,
                  "parallel stall_timeout_s and drain_timeout_s must be > 0, got "
                  f"{self.stall_timeout_s} and {self.drain_timeout_s}")
+        _require(self.compile_timeout_s > 0,
+                 f"parallel compile_timeout_s must be > 0, got {self.compile_timeout_s}")
 
     @property
     def n_workers(self) -> int:

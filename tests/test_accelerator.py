@@ -261,3 +261,87 @@ print("parent imported:", sorted(m for m in ("jax", "jaxlib", "keras", "tensorfl
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "parent imported: []"
     assert sum("found no GPU" in ln for ln in proc.stderr.splitlines()) == 1  # once, not once per input
+
+
+# ------------------------------------------------------------------------ compiling is not stalling
+
+_STAGE_RUN = """
+import json, sys
+from dataclasses import replace
+from pathlib import Path
+from eyeblink.config import DetectConfig, RunConfig
+from eyeblink.errors import EyeblinkError
+from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline
+from eyeblink.sources.files import open_source
+video, outdir, detect, par = sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4])
+cfg = RunConfig(detect=DetectConfig(stage="accelerator", detect_every=1, **detect), max_frames=120)
+outdir.mkdir(parents=True, exist_ok=True)
+try:
+    with open_source(Path(video)) as src:
+        result = ParallelPipeline(cfg, ParallelConfig(workers=2, **par)).process_source(src, outdir)
+except EyeblinkError as exc:
+    print("error:", exc)
+    sys.exit(3)
+print(result.summary["status"])
+"""
+
+
+def _stage_run(video: Path, out: Path, par: dict[str, float], fault: str | None = None,
+               **detect: object) -> subprocess.CompletedProcess[str]:
+    """The accelerator stage through the Python API (``[parallel]`` timeouts are no preset keys) in a fresh
+    interpreter (its children fork from a process that holds no JAX), with the test hook ``fault``."""
+    env = dict(os.environ)
+    env.pop("EYEBLINK_TEST_WORKER_FAULT", None)
+    if fault:
+        env["EYEBLINK_TEST_WORKER_FAULT"] = fault
+    return subprocess.run([sys.executable, "-c", _STAGE_RUN, str(video), str(out), json.dumps(detect),
+                           json.dumps(par)], capture_output=True, text=True, timeout=300, env=env,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_a_warm_up_longer_than_the_stall_timeout_is_no_stall(face_recording: tuple[Path, object],
+                                                             tmp_path: Path) -> None:
+    """The stage's warm-up takes 4 stall timeouts (test hook ``slowstart``: a slow compile); its heartbeat keeps
+    the run alive and every row comes."""
+    proc = _stage_run(face_recording[0], tmp_path, {"stall_timeout_s": 2.0}, "slowstart@8", backend="litert",
+                      batch_size=8)
+    assert proc.returncode == 0 and proc.stdout.split() == ["ok"], proc.stdout + proc.stderr
+    assert [int(r["frame"]) for r in read_rows(tmp_path / "subject.frames.csv")] == list(range(120))
+    assert _summary(tmp_path)["parallel"]["accelerator"]["warm_up_s"] >= 8
+
+
+def test_a_compile_past_its_bound_is_still_reported(face_recording: tuple[Path, object], tmp_path: Path) -> None:
+    """A warm-up longer than ``parallel.compile_timeout_s`` is a hung compile: its heartbeat stops, and the stall
+    check reports it one stall timeout later (not before the bound: the heartbeat ran until then)."""
+    import time
+
+    t0 = time.monotonic()
+    proc = _stage_run(face_recording[0], tmp_path, {"stall_timeout_s": 2.0, "compile_timeout_s": 6.0}, "slowstart@60",
+                      backend="litert", batch_size=8)
+    assert time.monotonic() - t0 >= 6.0 + 2.0
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "no progress for 2 s (stuck at frame 0)" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_stall_outside_a_compile_is_still_reported(face_recording: tuple[Path, object], tmp_path: Path) -> None:
+    """The stage stuck on a batch (test hook ``stall``; its programs compiled long before): no heartbeat, so the
+    stall check stops the run, with the rows before it on disk."""
+    proc = _stage_run(face_recording[0], tmp_path, {"stall_timeout_s": 2.0}, "stall@64", backend="litert", batch_size=8)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "no progress for 2 s (stuck at frame 64)" in proc.stdout, proc.stdout + proc.stderr
+    assert [int(r["frame"]) for r in read_rows(tmp_path / "subject.frames.csv")] == list(range(64))
+
+
+@pytest.mark.slow
+def test_a_real_xla_compile_longer_than_the_stall_timeout_is_no_stall(face_recording: tuple[Path, object],
+                                                                     tmp_path: Path) -> None:
+    """JAX's CPU build builds and compiles the three networks (before the first frame, and for each new batch
+    size on first use: tens of seconds on a loaded host) while the stall timeout is 5 s; a batch of 4 frames
+    runs well within it. The heartbeat keeps the run alive (without it this run failed with 'no progress for
+    5 s (stuck at frame 0)' on the 2-core development VM)."""
+    pytest.importorskip("jax")
+    pytest.importorskip("keras")
+    proc = _stage_run(face_recording[0], tmp_path, {"stall_timeout_s": 5.0, "batch_frames": 4}, None,
+                      backend="jax", batch_size=4)
+    assert proc.returncode == 0 and proc.stdout.split()[-1:] == ["ok"], proc.stdout + proc.stderr
+    assert [int(r["frame"]) for r in read_rows(tmp_path / "subject.frames.csv")] == list(range(120))

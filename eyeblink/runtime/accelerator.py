@@ -24,12 +24,21 @@ runs ahead), a live camera at 500 FPS gets batches of ~2-3 frames and a bounded 
 device runs the other.
 
 Every frame is detected (see :mod:`eyeblink.landmarks.batched`): rows equal those of ``--detect-every 1``.
+
+Compiling is answering, not stalling: building and warming up the networks, and a batch of a size not run
+before (its programs are compiled on first use), may take minutes on a slow host (XLA on the CPU). Meanwhile
+:class:`Heartbeat` sends the sink ``("tick", "compiling")`` a few times a second, which the sink's stall check
+(``parallel.stall_timeout_s``) counts as an answer; it stops after ``parallel.compile_timeout_s`` (10 min),
+so a compile that hangs is still reported, one stall timeout later. Nothing else sends ticks: a
+stage stuck outside a compile is a stall as before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import queue
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +53,7 @@ if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection
     from eyeblink.landmarks.batched import BatchedFaceEyes
 
-__all__ = ["FIT_DTYPE", "BatchGatherer", "build_engine", "check_stage", "post_worker_main", "stage_main",
+__all__ = ["FIT_DTYPE", "BatchGatherer", "Heartbeat", "build_engine", "check_stage", "post_worker_main", "stage_main",
            "stage_processes", "stage_slots", "stage_summary"]
 
 #: One frame's result from the accelerator stage to a worker (no pixels).
@@ -267,6 +276,33 @@ def drain(q: Any, gather: BatchGatherer, poll_s: float) -> Any:
     return q.get(timeout=wait)
 
 
+class Heartbeat:
+    """While the ``with`` block runs (a compile or warm-up), a thread sends ``("tick", "compiling")`` to ``q``
+    every ``stall_timeout_s / 4`` (at most every second), for at most ``compile_timeout_s``. A full queue
+    skips a tick (the sink is busy: it is receiving something anyway)."""
+
+    def __init__(self, q: Any, stall_timeout_s: float, compile_timeout_s: float) -> None:
+        self.q = q
+        self.every_s = min(1.0, stall_timeout_s / 4)
+        self.bound_s = compile_timeout_s
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="eyeblink-compile-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        deadline = time.monotonic() + self.bound_s
+        while not self._done.wait(self.every_s) and time.monotonic() < deadline:
+            with contextlib.suppress(queue.Full):
+                self.q.put_nowait(("tick", "compiling"))
+
+
 #: how often a waiting stage process wakes up to check the stop event (as the pipeline's other children)
 POLL_S = 0.05
 
@@ -281,17 +317,21 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
     from eyeblink.detect import missing_accelerator
 
     cfg = run.cfg
-    engine = build_engine(cfg, share=run.n_stage)
+    stall_s, compile_s_max = run.par.stall_timeout_s, run.par.compile_timeout_s
     h, w = int(getattr(run.source, "height", 0) or 480), int(getattr(run.source, "width", 0) or 640)
-    t0 = time.perf_counter()
-    engine.warm_up((h, w), up_to=run.warm_batch)
-    compile_s = time.perf_counter() - t0
+    with Heartbeat(run.out_q, stall_s, compile_s_max):  # building and compiling: answering, however slow the host
+        engine = build_engine(cfg, share=run.n_stage)
+        t0 = time.perf_counter()
+        engine.warm_up((h, w), up_to=run.warm_batch)
+        run._slow_start()  # the test hook's slow warm-up (slowstart@S), if set
+        compile_s = time.perf_counter() - t0
     run._worker_ready(-1 - sid)
     warning = missing_accelerator(cfg.detect.backend)
     ring = run.ring  # live: None until the ring message comes
     gather = BatchGatherer(cfg.detect.batch_size, cfg.detect.flush_ms / 1000.0)
     tracker = Tracker()
     dealt = 0
+    sizes_run: set[int] = set()  # batch sizes whose programs are compiled (a new size may compile some)
     largest = 0  # a loader's message is never split: a batch can exceed detect.batch_size (the summary says so)
 
     def run_gathered(messages: list[tuple[Any, ...]]) -> None:
@@ -300,7 +340,14 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
         largest = max(largest, sum(len(m[2]) for m in messages))
         at[0] = int(messages[0][1])
         run._inject_fault(at[0], sum(len(m[2]) for m in messages))
-        for m, fits in zip(messages, run_batch(engine, ring, messages, tracker), strict=True):
+        size = sum(int((m[2] >= 0).sum()) for m in messages)
+        if size in sizes_run:
+            fitted = run_batch(engine, ring, messages, tracker)
+        else:  # the first batch of this size: its programs may be compiled now
+            with Heartbeat(run.out_q, stall_s, compile_s_max):
+                fitted = run_batch(engine, ring, messages, tracker)
+            sizes_run.add(size)
+        for m, fits in zip(messages, fitted, strict=True):
             run._put(run.post_qs[(dealt + sid) % run.W], (*m, fits))
             dealt += 1
 

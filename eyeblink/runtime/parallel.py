@@ -51,8 +51,10 @@ Test hook (documented, used by ``tests/test_parallel.py``): the environment vari
 already sent are out of its queue's feeder thread); ``stall@K`` makes
 it send the rows before ``K`` and then wait, without analysing ``K``, until the run is stopped (so a
 test can interrupt a run that is certain to be still going); ``pause@K`` makes it pause 2 s before frame ``K``,
-then go on (a live run must drop frames meanwhile, on any machine). It injects a real failure into a real
-run; nothing else reads it.
+then go on (a live run must drop frames meanwhile, on any machine); in the accelerator stage, ``stall@K``
+stalls the stage on the batch holding ``K``, and ``slowstart@S`` makes its warm-up last ``S`` seconds longer
+(a slow compile: its heartbeat runs meanwhile, see :mod:`eyeblink.runtime.accelerator`). It injects a real
+failure into a real run; nothing else reads it.
 """
 
 from __future__ import annotations
@@ -170,9 +172,9 @@ def _parse_fault() -> tuple[str, int] | None:
     if not spec:
         return None
     kind, _, at = spec.partition("@")
-    if kind not in ("raise", "exit", "stall", "pause") or not at.strip().isdigit():
-        raise ConfigError(f"{FAULT_ENV} must be 'raise@K', 'exit@K', 'stall@K' or 'pause@K' (K a frame index), "
-                          f"got {spec!r}")
+    if kind not in ("raise", "exit", "stall", "pause", "slowstart") or not at.strip().isdigit():
+        raise ConfigError(f"{FAULT_ENV} must be 'raise@K', 'exit@K', 'stall@K', 'pause@K' (K a frame index) or "
+                          f"'slowstart@S' (S seconds), got {spec!r}")
     return kind, int(at)
 
 
@@ -539,7 +541,7 @@ class _Run:
             analyzer.fitter = self.pipe.fitter
             self._worker_ready(wid)
             ring = self.ring  # None: forked before the ring existed; its first message names it
-            fault = self.fault
+            fault = self.fault if self.fault is None or self.fault[0] != "slowstart" else None  # the stage's hook
             track = self.par.track_across_chunks
             row_dtype = CROP_DTYPE if self.cfg.eye_crops else RESULT_DTYPE
             chunk = -1
@@ -657,12 +659,22 @@ class _Run:
         if self.stop.is_set() or os.getppid() != self.parent_pid:
             raise _Stop
 
+    def _slow_start(self) -> None:
+        """The test hook ``slowstart@S`` (module docstring): the accelerator stage's warm-up lasts ``S`` s longer."""
+        if self.fault is not None and self.fault[0] == "slowstart":
+            self.stop.wait(self.fault[1])
+            self._check_stop()
+
     def _inject_fault(self, first: int, n: int) -> None:
-        """The test hook (module docstring) in the accelerator stage: ``raise@K`` / ``exit@K`` in the batch
-        holding frame K (``first`` .. ``first + n - 1``)."""
+        """The test hook (module docstring) in the accelerator stage: ``raise@K`` / ``exit@K`` / ``stall@K`` in the
+        batch holding frame K (``first`` .. ``first + n - 1``)."""
         fault = self.fault
-        if fault is None or not first <= fault[1] < first + n:
+        if fault is None or fault[0] == "slowstart" or not first <= fault[1] < first + n:
             return
+        if fault[0] == "stall":  # stuck (not compiling: no heartbeat) until the run is stopped
+            while not self.stop.wait(_POLL_S) and os.getppid() == self.parent_pid:
+                pass
+            raise _Stop
         if fault[0] == "exit":
             time.sleep(0.3)  # the rows already sent leave the queues first
             os._exit(70)
@@ -917,7 +929,7 @@ class _Run:
                     raise WorkerError(f"no progress for {stall:.0f} s (stuck at frame {next_idx}); "
                                       "the pipeline processes stopped answering") from None
                 continue
-            last_progress = time.monotonic()
+            last_progress = time.monotonic()  # any message is an answer: rows, reports, heartbeats ("tick")
             if msg[0] == "part":  # one of several loaders finished: one "eof" once all have
                 msg = self._merge_part(msg)
                 if msg is None:
