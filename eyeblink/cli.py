@@ -375,6 +375,11 @@ def _main(argv: Sequence[str] | None) -> int:
         if getattr(args, "log_level", None) is not None:
             from eyeblink.runtime.logs import setup_logging
 
+            if args.log_file is not None:  # appended to: never a recording or another file of the command
+                from eyeblink.outputs.paths import check_log_file
+
+                check_log_file(args.log_file, vars(args))
+
             logs = setup_logging(args.log_level, args.log_file)
         if args.command in ("process", "batch", "live"):
             from eyeblink.runtime.shm import remove_stale_rings

@@ -213,6 +213,9 @@ def test_stream_end_to_end_with_metrics(tmp_path: Path) -> None:
         assert m[f'eyeblink_landmark_model{{model="{choose_landmarks(500.0, physical_cores())[0]}"}}'] == 1
         assert m["eyeblink_frames_processed_total"] > 0
         assert m['eyeblink_stage_latency_seconds_count{stage="analyze"}'] > 0
+        # each process's resident memory, read from /proc at scrape time: the sink, the loader, the workers
+        for role in ("sink", "loader", "worker-0"):
+            assert 20 * 2**20 < m[f'eyeblink_memory_rss_bytes{{process="{role}"}}'] < 8 * 2**30, role
         _, err = live.communicate(timeout=60)
     finally:
         live.kill()
@@ -231,6 +234,11 @@ def test_stream_end_to_end_with_metrics(tmp_path: Path) -> None:
     assert s["source"]["timestamps"] == "stream_pts"
     assert s["live"]["frames_in"] == 1000 and s["live"]["frames_dropped"] == 0
     assert s["live"]["stop_reason"] == "end of stream"
+    mem = s["live"]["memory"]  # sampled from the first written rows on; a 2 s run has no minute-2 reference
+    assert mem["samples"] >= 1 and mem["rss_mib_reference"] is None and mem["growth_ratio"] is None
+    assert {"sink", "loader", "worker-0"} <= set(mem["rss_mib_by_process"])
+    assert 50 < mem["rss_mib_last"] <= mem["rss_mib_max"]
+    assert not any("memory grew" in w for w in s["warnings"])
     # --landmarks auto: the model this machine runs at 500 FPS, stated in the summary and the log
     model, reason = choose_landmarks(500.0, physical_cores())
     assert s["live"]["landmarks_model"] == s["settings"]["landmarks"]["model"] == model
@@ -272,6 +280,44 @@ def test_real_ffmpeg_process_streams_a_recording_to_loopback(tmp_path: Path, mak
     s = summary(out)
     assert s["status"] == "ok" and s["source"]["timestamps"] == "stream_pts"
     assert s["live"]["stop_reason"] == "end of stream"
+
+
+#: NUT's syncpoint start code ('N', 'K', then FFmpeg's 48-bit constant)
+NUT_SYNCPOINT = bytes.fromhex("4e4be4adeeca4569")
+
+
+def received_bytes(port: int, timeout: float = 30.0) -> bytes:
+    """Everything the sender on ``port`` sends, read by a plain TCP client until it closes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+            break
+        except ConnectionRefusedError:
+            assert time.monotonic() < deadline, "the sender never listened"
+            time.sleep(0.05)
+    chunks = []
+    with conn:
+        while chunk := conn.recv(1 << 20):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.mark.parametrize(("args", "low", "high"), [([], 0, 1), (["--syncpoints"], 190, 200)],
+                         ids=["default", "syncpoints"])
+def test_the_loopback_sender_writes_nut_without_syncpoints(args: list[str], low: int, high: int) -> None:
+    """The project's sender muxes NUT in pipe mode: FFmpeg's NUT demuxer keeps every syncpoint it reads until the
+    stream ends (~6 MiB a minute at 500 FPS 640x480; see eyeblink.runtime.memory), so a sender for a long run
+    writes none; ``--syncpoints`` writes one a frame, as a default ``ffmpeg -f nut`` sender does."""
+    port = free_port()
+    sender = start_sender(port, "--fps", "1000", "--stop-after", "200", *args)
+    try:
+        data = received_bytes(port)
+        sender.communicate(timeout=30)
+    finally:
+        sender.kill()
+    assert len(data) > 200 * 640 * 480  # every frame arrived
+    assert low <= data.count(NUT_SYNCPOINT) <= high
 
 
 def test_live_session_is_finalised_like_process(tmp_path: Path) -> None:

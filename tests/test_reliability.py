@@ -130,6 +130,23 @@ def test_process_refuses_an_output_that_is_the_recording(copy: Path, command: st
     assert not (out / "rec.summary.json").exists(), "refused before the first frame"
 
 
+@pytest.mark.parametrize(("args", "named"), [
+    (["process", "rec.avi", "--workers", "1", "--log-file", "rec.avi"], "the input"),
+    (["process", "rec.avi", "--workers", "1", "--log-file", "./link.avi"], "the input"),
+    (["process", "rec.avi", "--trials", "trials.csv", "--log-file", "trials.csv"], "trials"),
+    (["batch", "rec.avi", "--no-progress", "--log-file", "rec.avi"], "the input"),
+], ids=["process", "process-link", "process-trials", "batch"])
+def test_a_log_file_that_is_an_input_is_refused(copy: Path, args: list[str], named: str) -> None:
+    """``--log-file`` is appended to: naming the recording (or any file the command reads) would change it."""
+    (copy / "link.avi").symlink_to(copy / "rec.avi")
+    (copy / "trials.csv").write_text("trial,cs_onset_s\n1,0.5\n")
+    before = digest(copy / "rec.avi"), digest(copy / "trials.csv")
+    line = one_error_line(run_cli(*args, "-o", "o3", cwd=copy))
+    assert line.startswith("eyeblink: error: --log-file") and named in line and "choose another" in line, line
+    assert (digest(copy / "rec.avi"), digest(copy / "trials.csv")) == before
+    assert not (copy / "o3").exists(), "refused before any work"
+
+
 def test_same_file_is_by_inode_not_by_name(tmp_path: Path) -> None:
     a = tmp_path / "a.bin"
     a.write_bytes(b"x")

@@ -154,6 +154,45 @@ def test_a_stop_inside_a_hold_or_a_fork_waits_for_its_end(installed: object) -> 
     assert reached
 
 
+def test_a_whole_file_is_in_place_or_absent_whatever_the_stop_hits(installed: object, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`eyeblink.outputs.paths.atomic_path`, every whole-file output's mechanism: a stop while the file is
+    written removes the temporary file and leaves the old one; a stop while it is flushed and renamed is raised
+    once the new file is in place (fsynced first)."""
+    from eyeblink.outputs import paths
+
+    target = tmp_path / "report.html"
+    target.write_text("old")
+    with pytest.raises(stopping.Stopped), paths.atomic_path(target) as tmp:  # a stop while writing
+        tmp.write_text("half")
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+    assert target.read_text() == "old" and sorted(x.name for x in tmp_path.iterdir()) == ["report.html"]
+    stopping.finished()
+    restore = stopping.install()
+    synced: list[int] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    def replace(a: object, b: object) -> None:  # the stop arrives between the fsync and the rename
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)
+        real_replace(a, b)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    try:
+        with pytest.raises(stopping.Stopped), paths.atomic_path(target) as tmp:
+            tmp.write_text("new, whole")
+    finally:
+        restore()
+    assert target.read_text() == "new, whole" and synced
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["report.html"]
+
+
 def test_signals_are_blocked_around_a_fork(installed: object) -> None:
     """In a forked child the stop signals start blocked (never the parent's handler), and are ignored once
     unblocked; the parent raises the stop that arrived during the fork once it is done."""

@@ -15,6 +15,12 @@ Run it as ``python -m eyeblink.lab.loopback --port P [--fps 500] [--duration S] 
 it prints ``listening`` on stdout once the socket is bound (then waits for one receiver) and exits
 when done (the receiver sees the end of the stream). ``--stop-after N`` closes the connection after
 ``N`` frames: a sender that stops mid-stream.
+
+NUT is muxed without syncpoints (FFmpeg's ``-syncpoints none -strict experimental``, the muxer's pipe mode):
+FFmpeg's NUT demuxer keeps every syncpoint it reads until the stream is closed, and a NUT muxer writes one
+before every raw frame, so a receiver's memory would grow ~6 MiB a minute at 500 FPS 640x480 for as long as the
+stream lasts (docs/explanation/speed.md). A live stream is never seeked, so syncpoints buy it nothing.
+``--syncpoints`` writes them as a default ``ffmpeg -f nut`` sender does (to reproduce that growth).
 """
 
 from __future__ import annotations
@@ -71,15 +77,21 @@ def video_loop_frames(path: str, n: int, *, width: int = 640, height: int = 480)
 
 
 def serve(port: int, frames: Sequence[np.ndarray], *, fps: float = 500.0, duration_s: float | None = None,
-          stop_after: int | None = None, host: str = "127.0.0.1", announce: bool = True) -> int:
-    """Listen on ``tcp://host:port``, wait for one receiver, send frames paced at ``fps``; frames sent."""
+          stop_after: int | None = None, host: str = "127.0.0.1", announce: bool = True,
+          syncpoints: bool = False) -> int:
+    """Listen on ``tcp://host:port``, wait for one receiver, send frames paced at ``fps``; frames sent.
+
+    ``syncpoints``: write NUT syncpoints (a default ``ffmpeg -f nut`` sender; the receiver's demuxer then keeps
+    one per frame for as long as the stream lasts); by default none, as a long live stream should be sent.
+    """
     import av
 
     height, width = frames[0].shape
     url = f"tcp://{host}:{port}?listen=1"
     if announce:
         print("listening", flush=True)
-    out = av.open(url, mode="w", format="nut")
+    out = av.open(url, mode="w", format="nut",
+                  options={} if syncpoints else {"syncpoints": "none", "strict": "experimental"})
     try:
         rate = Fraction(fps).limit_denominator(1000)
         stream = out.add_stream("rawvideo", rate=rate)
@@ -130,12 +142,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--distinct", type=int, default=500, metavar="N", help="distinct pre-rendered frames (looped)")
     p.add_argument("--size", default="640x480", metavar="WxH")
     p.add_argument("--input", default=None, metavar="VIDEO", help="loop the first --distinct frames of this video")
+    p.add_argument("--syncpoints", action="store_true",
+                   help="write NUT syncpoints, as a default `ffmpeg -f nut` sender does (the receiver's memory grows)")
     a = p.parse_args(argv)
     w, h = (int(v) for v in a.size.lower().split("x"))
     frames = (video_loop_frames(a.input, a.distinct, width=w, height=h) if a.input else
               render_loop_frames(a.distinct, fps=a.fps, width=w, height=h))
     rendering = _cpu_s()
-    n = serve(a.port, frames, fps=a.fps, duration_s=a.duration, stop_after=a.stop_after, host=a.host)
+    n = serve(a.port, frames, fps=a.fps, duration_s=a.duration, stop_after=a.stop_after, host=a.host,
+              syncpoints=a.syncpoints)
     print(f"sent {n} frames, rendering cpu {rendering:.3f} s, sending cpu {_cpu_s() - rendering:.3f} s",
           file=sys.stderr)
     return 0

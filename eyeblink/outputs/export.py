@@ -107,7 +107,9 @@ SUMMARY_FIELDS: dict[str, str] = {
     "warnings": "the `eyeblink: warning:` lines of this input",
     "parallel": "the multiprocess layout: workers, loaders, how the file was split, chunk size, ring slots; "
                 "`accelerator` with the accelerator stage's backend, device, batches and times",
-    "live": "live runs: the source, the eye model chosen and why, frames in / dropped, reconnects",
+    "live": "live runs: the source, the eye model chosen and why, frames in / dropped, reconnects, and `memory`: the "
+            "RSS (MiB) of the run's processes at minute 2 (`rss_mib_reference`), at the last sample and at most, "
+            "`growth_ratio` since minute 2 and each process's last RSS (a growth past 10% is a warning)",
     "trials": "with --trials: the trial file, trials, scored trials, CR trials and percent CR",
     "outputs": "the path of every file written for this input",
 }
@@ -162,18 +164,15 @@ def write_atomic(path: Path, fill: Callable[[BinaryIO], object]) -> None:
     had, and :class:`OutputWriteError` names the file and the fix.
     """
     from eyeblink import stopping
+    from eyeblink.outputs.paths import atomic_path
 
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        with stopping.held():  # Ctrl-C / SIGTERM: raised once the file is in place, never a lone .tmp
-            with tmp.open("wb") as fh:
-                fill(fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            tmp.replace(path)
+        # Ctrl-C / SIGTERM: raised once the file is in place, never a lone .tmp; the fsync and rename (and the
+        # removal of the temporary file on failure) are atomic_path's
+        with stopping.held(), atomic_path(path, temporary=path.with_name(path.name + ".tmp")) as tmp, \
+                tmp.open("wb") as fh:
+            fill(fh)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise write_failed(path, exc) from None
 
 

@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from eyeblink.errors import OutputError
 
@@ -56,6 +57,21 @@ def same_file(a: str | Path, b: str | Path) -> bool:
     if ka[0] != kb[0]:  # one exists, the other not: the same only if the new path resolves onto the old one
         return os.path.realpath(a) == os.path.realpath(b)
     return ka == kb
+
+
+def check_log_file(log_file: str | Path, arguments: dict[str, Any]) -> None:
+    """Refuse a ``--log-file`` that is a file another argument of the command names (a recording, a trials
+    file, an output): the log is appended to it, which would change that file. Only files that exist are
+    compared (a log file can clash with nothing else)."""
+    for name, value in arguments.items():
+        if name == "log_file":
+            continue
+        for v in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(v, (str, Path)) and str(v) and os.path.isfile(v) and same_file(v, log_file):
+                which = "the input" if name in ("inputs", "input", "video", "session", "source") else \
+                    f"the file given as {name.replace('_', '-')}"
+                raise OutputError(f"--log-file {log_file} is {which} ({v}): appending the log would change it; "
+                                  "choose another path for --log-file")
 
 
 def check_writable(path: str | Path, option: str) -> Path:
@@ -127,18 +143,31 @@ class OutputPlan:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """A temporary path beside ``path`` to write the whole file to; renamed over ``path`` when the block ends
-    without an exception, removed otherwise (``path`` keeps what it had).
+def atomic_path(path: str | Path, *, temporary: Path | None = None) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write the whole file to; flushed to disk (fsync) and renamed over
+    ``path`` when the block ends without an exception, removed otherwise (``path`` keeps what it had). The one
+    mechanism of every whole-file output (:func:`eyeblink.outputs.export.write_atomic` is built on it).
 
-    The temporary name keeps ``path``'s suffix, for writers that pick the format from it (PyAV, NumPy,
-    TensorFlow); a rename replaces a symbolic link itself, never the file it points to.
+    The temporary name (``temporary``, by default ``.STEM.tmp-PID.SUFFIX``) keeps ``path``'s suffix, for writers
+    that pick the format from it (PyAV, NumPy, TensorFlow); a rename replaces a symbolic link itself, never the
+    file it points to. A Ctrl-C or SIGTERM while the file is flushed and renamed is raised once it is in place
+    (:func:`eyeblink.stopping.held`), never between the two; while the block writes, a stop is raised at once
+    (a long overlay video stops when asked), and the temporary file is removed.
     """
+    from eyeblink import stopping
+
     p = Path(path)
-    tmp = p.with_name(f".{p.stem}.tmp-{os.getpid()}{p.suffix}")
+    tmp = temporary if temporary is not None else p.with_name(f".{p.stem}.tmp-{os.getpid()}{p.suffix}")
     try:
         yield tmp
-        os.replace(tmp, p)
+        with stopping.held():
+            if tmp.is_file():  # on disk before the rename: a crash then leaves the old file or the new, whole
+                fd = os.open(tmp, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()

@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import queue
 import signal
 import threading
@@ -52,9 +53,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from eyeblink.config import LIVE_BATCH_FRAMES, LIVE_CHUNK_FRAMES, LIVE_LANDMARKS, OVERLOAD_POLICIES, LiveConfig
-from eyeblink.errors import ConfigError, EyeblinkError, VideoOpenError, WorkerError
+from eyeblink.errors import ConfigError, EyeblinkError, VideoOpenError, WorkerError, warn
 from eyeblink.outputs.analysis import AnalysisOptions
 from eyeblink.outputs.export import FRAME_COLUMNS, ResultWriter, _CsvStream
+from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
 from eyeblink.runtime.parallel import _POLL_S, ParallelPipeline, _Batcher, _Run, _Stop
 from eyeblink.runtime.shm import FrameRing, RingSpec
 
@@ -175,6 +177,9 @@ class _LiveRun(_Run):
         self.n_written = 0
         self.stop_reason: str | None = None
         self.metrics: LiveMetrics | None = None
+        # the RSS of the run's processes, sampled by the sink: a run of hours must not grow (eyeblink.runtime.memory)
+        self.memory = MemoryWatch(self._memory_processes, hint=self._memory_hint)
+        self.memory_warning: str | None = None
 
     def _ring_spec(self) -> RingSpec | None:
         return None  # sized in _start, once the stream is open and its frame size and rate are known
@@ -402,6 +407,26 @@ class _LiveRun(_Run):
         self.n_written += len(rows)
         if self.metrics is not None:
             self.metrics.observe(rows, time.perf_counter(), len(sink.events) - n_events)
+        warning = self.memory.sample(time.monotonic())
+        if warning is not None:
+            self.memory_warning = warn(warning)
+
+    def _memory_processes(self) -> dict[str, int]:
+        """``{role: pid}`` of the run's processes alive now: the sink (this process), the loader, the workers."""
+        out = {"sink": os.getpid()}
+        for p in self.procs:
+            if p.pid is not None and p.exitcode is None:
+                out[p.name.removeprefix("eyeblink-")] = p.pid
+        return out
+
+    def _memory_hint(self, role: str) -> str | None:
+        """What the growth warning adds when ``role`` grew most: the known cause of a growing loader."""
+        if role == "loader" and (self._info or self.source.describe()).get("container") == "nut":
+            return NUT_HINT
+        return None
+
+    def _extra_warnings(self) -> list[str]:
+        return [self.memory_warning] if self.memory_warning else []
 
     def _extra_summary(self) -> dict[str, Any]:
         info = (self._info or {}).get("live", {})
@@ -415,6 +440,7 @@ class _LiveRun(_Run):
             "stop_reason": self.stop_reason or info.get("stop_reason"),
             "timestamps": (self._info or {}).get("timestamps"),
             "publish": self.tap.summary() if self.tap is not None else None,
+            "memory": self.memory.summary(),
         }}
 
     def gauges(self) -> dict[str, Any]:
@@ -429,6 +455,7 @@ class _LiveRun(_Run):
             "queue:ring": lambda: max(0, self.n_in.value - self.n_dropped.value - self.n_written),
             "queue:work": work_depth,
             "queue:results": lambda: self.out_q.qsize() if self.out_q is not None else 0,
+            "memory_rss": lambda: {role: rss_bytes(pid) for role, pid in self._memory_processes().items()},
         }
 
     def request_stop(self, reason: str) -> None:

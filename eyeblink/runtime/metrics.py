@@ -30,6 +30,9 @@ Metrics (all prefixed ``eyeblink_``):
 ``info{source, version, overload}``         constant 1, labels describe the run
 ``landmark_model{model}``                   1 for the landmark model the run uses (``--landmarks
                                             auto`` settles it once the source is open)
+``memory_rss_bytes{process}``               resident memory of each process of the run: ``sink``,
+                                            ``loader``, ``worker-N``, ``accelerator-N`` (gauge, read
+                                            at scrape time; see :mod:`eyeblink.runtime.memory`)
 ==========================================  =====================================================
 """
 
@@ -64,10 +67,11 @@ class LiveMetrics:
     """The registry of one live run and the sink-side updates (see the module docstring).
 
     ``gauges`` maps a ``queue_depth`` label, ``frames_in``, ``frames_dropped`` and ``reconnects``
-    to zero-argument callables read at scrape time (shared counters of the loader).
+    to zero-argument callables read at scrape time (shared counters of the loader), and ``memory_rss`` (optional)
+    to one returning ``{process: RSS bytes or None}``.
     """
 
-    def __init__(self, *, source: str, overload: str, gauges: dict[str, Callable[[], float]]) -> None:
+    def __init__(self, *, source: str, overload: str, gauges: dict[str, Callable[[], Any]]) -> None:
         from eyeblink import __version__
 
         pc = _client()
@@ -126,6 +130,13 @@ class LiveMetrics:
                         except (NotImplementedError, OSError, ValueError):  # qsize() after close / on macOS
                             depth.add_metric([name[6:]], math.nan)
                 yield depth
+                if "memory_rss" in gauges:
+                    mem = GaugeMetricFamily("eyeblink_memory_rss_bytes", "Resident memory of each process of the run",
+                                            labels=["process"])
+                    for role, value in gauges["memory_rss"]().items():
+                        if value is not None:
+                            mem.add_metric([role], float(value))
+                    yield mem
 
             def describe(self) -> Iterable[Any]:
                 return []

@@ -828,6 +828,7 @@ class _Run:
                         "accelerator": stage_summary(self.accel_infos) if self.accelerated else None,
                     })
                     summary.update(self._extra_summary())
+                    summary["warnings"] = [*summary.get("warnings", []), *self._extra_warnings()]
                     if outcome.traceback:
                         summary["error_traceback"] = outcome.traceback
                     writer.finish(summary)
@@ -836,6 +837,10 @@ class _Run:
     def _make_writer(self, outdir: Path, stem: str) -> ResultWriter:
         """The sink's writer (a hook: live mode appends a ``dropped`` column)."""
         return ResultWriter(outdir, stem)
+
+    def _extra_warnings(self) -> list[str]:
+        """Warnings the run itself raised while it ran (a hook: live mode's memory growth)."""
+        return []
 
     def _extra_summary(self) -> dict[str, Any]:
         """Sections a subclass adds to the summary (live mode: ``live``)."""
