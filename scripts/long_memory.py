@@ -5,8 +5,9 @@
   (:mod:`eyeblink.lab.synth`: ``--loop-s`` seconds rendered once with the demo's blinks, its packets muxed again
   and again with running timestamps: a real encoded file, no re-encoding), in a temporary folder (``--keep DIR``
   keeps it), then runs ``eyeblink process`` on it.
-* ``live``: a paced 500 FPS sender (:mod:`eyeblink.lab.loopback`, 640x480 rendered frames, looped) for
-  ``--minutes``, into ``eyeblink live tcp://127.0.0.1:PORT``.
+* ``live``: a paced 500 FPS sender (:mod:`eyeblink.lab.loopback`, 640x480 rendered frames, looped, NUT without
+  syncpoints unless ``--syncpoints``) for ``--minutes``, into ``eyeblink live tcp://127.0.0.1:PORT``; the run's own
+  memory watch (``live.memory`` of its summary) and warnings are reported beside the script's samples.
 
 Every ``--every`` seconds it sums, over the eyeblink process and all its descendants (workers, loaders, the
 stage), the RSS and the PSS (``/proc/PID/smaps_rollup``: shared pages divided among the processes that share
@@ -74,20 +75,25 @@ def memory(root: int) -> tuple[int, int, int]:
     return rss, pss, n
 
 
-def rss_by_process(root: int) -> dict[int, int]:
-    """RSS bytes of each process of the tree under ``root``."""
+def rss_by_process(root: int) -> dict[int, dict[str, int]]:
+    """RSS bytes of each process of the tree under ``root``: in all (``rss``) and its parts (``/proc/PID/status``):
+    ``anon`` (the process's own heap), ``shmem`` (shared memory it has touched: the frame ring), ``file``."""
     out = {}
     for pid in tree(root):
         try:
-            with open(f"/proc/{pid}/statm") as fh:
-                out[pid] = int(fh.read().split()[1]) * PAGE
-        except (OSError, ValueError, IndexError):
+            with open(f"/proc/{pid}/status") as fh:
+                parts = {k: int(v.split()[0]) * 1024 for k, _, v in (ln.partition(":") for ln in fh)
+                         if k in ("VmRSS", "RssAnon", "RssFile", "RssShmem")}
+            out[pid] = {"rss": parts["VmRSS"], "anon": parts["RssAnon"], "file": parts["RssFile"],
+                        "shmem": parts["RssShmem"]}
+        except (OSError, ValueError, IndexError, KeyError):
             continue
     return out
 
 
-#: (t, {pid: RSS bytes}) of each sample of the last :func:`watch`: which process grows (the loader, the parent...)
-PER_PROCESS: list[tuple[float, dict[int, int]]] = []
+#: (t, {pid: {rss, anon, file, shmem bytes}}) of each sample of the last :func:`watch`: which process grows (the
+#: loader, the parent...) and in what (its own heap, or pages of the shared ring touched the first time)
+PER_PROCESS: list[tuple[float, dict[int, dict[str, int]]]] = []
 
 
 def watch(proc: subprocess.Popen, every: float, limit_s: float | None = None) -> list[tuple[float, int, int, int]]:
@@ -130,9 +136,22 @@ def figures(samples: list[tuple[float, int, int, int]]) -> dict:
     first = next((d for t, d in PER_PROCESS if t >= t_first), {})
     final = next((d for t, d in reversed(PER_PROCESS) if t <= t_last), {})
     if t_last > t_first:
+        minutes = (t_last - t_first) / 60
         out["per_process_rss_mib_per_minute"] = {
-            str(pid): round((final[pid] - first[pid]) / mib / ((t_last - t_first) / 60), 2)
+            str(pid): {k: round((final[pid][k] - first[pid][k]) / mib / minutes, 2) for k in ("rss", "anon", "shmem",
+                                                                                           "file")}
             for pid in sorted(first) if pid in final}
+        out["per_process_mib_at_the_end"] = {
+            str(pid): {k: round(v / mib, 1) for k, v in final[pid].items()} for pid in sorted(final)}
+        # the run's own memory (RSS less the shared ring's pages, which each process touches the first time while
+        # it runs: bounded by the ring's size): the total anonymous RSS at minute 2 and over the last minute
+        def anon(t0: float, t1: float) -> float | None:
+            xs = [sum(d[p]["anon"] for p in d) for t, d in PER_PROCESS if t0 <= t <= t1 and len(d) == full]
+            return round(sum(xs) / len(xs) / mib, 1) if xs else None
+
+        a2, al = anon(110, 130), anon(end - 60, end)
+        out["anon_mib_minute2"], out["anon_mib_last_minute"] = a2, al
+        out["anon_ratio"] = round(al / a2, 3) if a2 and al else None
     # the trend: mean RSS and PSS (MiB) of each minute of the run
     out["per_minute_rss_pss_mib"] = [
         [round(sum(s[k] for s in m) / len(m) / mib, 1) for k in (1, 2)]
@@ -200,7 +219,8 @@ def run_live(args: argparse.Namespace, work: Path) -> dict:
         port = s.getsockname()[1]
     duration = args.minutes * 60
     sender = subprocess.Popen([sys.executable, "-m", "eyeblink.lab.loopback", "--port", str(port), "--fps", "500",
-                               "--duration", str(duration), "--distinct", str(args.distinct)],
+                               "--duration", str(duration), "--distinct", str(args.distinct),
+                               *(["--syncpoints"] if args.syncpoints else [])],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert sender.stdout is not None and sender.stdout.readline().strip() == "listening"
     out = work / "live"
@@ -219,7 +239,8 @@ def run_live(args: argparse.Namespace, work: Path) -> dict:
             "frames_dropped": live.get("frames_dropped"),
             "frames_never_received": (sent - received) if sent is not None and received is not None else None,
             "eye_model": live.get("landmarks_model"), "blinks": summary.get("blinks"),
-            **figures(samples), "stderr_tail": err[-500:]}
+            "sender_syncpoints": args.syncpoints, "run_memory": live.get("memory"),
+            "warnings": summary.get("warnings"), **figures(samples), "stderr_tail": err[-500:]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loop-s", type=float, default=10.0, help="process: seconds rendered and looped")
     ap.add_argument("--qscale", type=int, default=6, help="process: MJPEG quantiser of the recording")
     ap.add_argument("--distinct", type=int, default=500, help="live: distinct frames the sender loops")
+    ap.add_argument("--syncpoints", action="store_true",
+                    help="live: the sender writes NUT syncpoints (a default `ffmpeg -f nut`; the loader then grows)")
     ap.add_argument("--limit-s", type=float, default=None, help="process: stop it (SIGTERM) after this many seconds")
     ap.add_argument("--keep", type=Path, default=None, help="work here and keep the recording and outputs")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
