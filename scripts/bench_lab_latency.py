@@ -1,6 +1,6 @@
 """Latency of a live session to other programs: a frame's arrival -> its LSL sample, and -> its gate message.
 
-    python scripts/bench_lab_latency.py [--fps 500] [--duration 20] [--json out.json]
+    python scripts/bench_lab_latency.py [--fps 500] [--duration 20] [--landmarks auto] [--json out.json]
 
 What runs (all real, all on this machine):
 
@@ -99,6 +99,8 @@ def main() -> int:
     ap.add_argument("--fps", type=float, default=500.0, help="sender rate (default: %(default)s)")
     ap.add_argument("--duration", type=float, default=20.0, help="seconds streamed (default: %(default)s)")
     ap.add_argument("--warmup", type=float, default=2.0, help="first seconds left out (default: %(default)s)")
+    ap.add_argument("--landmarks", default="auto",
+                    help="the eye model (default: auto, the model live mode picks for this machine at --fps)")
     ap.add_argument("--json", default=None, help="also write the result here")
     args = ap.parse_args()
 
@@ -117,7 +119,7 @@ def main() -> int:
         out = Path(tmp) / "consumer.json"
         try:
             with eyeblink.live(f"tcp://127.0.0.1:{port}", Path(tmp) / "live", name="bench", lsl=True, lsl_name=name,
-                               lsl_wait_s=120, gate_port=0, fps=args.fps,
+                               lsl_wait_s=120, gate_port=0, fps=args.fps, landmarks=args.landmarks,
                                on_frame=lambda r: arrivals.__setitem__(r.frame, (r.arrival_time,
                                                                                   time.perf_counter()))) as s:
                 consumer = subprocess.Popen([sys.executable, "-c", CONSUMER, name, str(s.gate_port), str(out)])
