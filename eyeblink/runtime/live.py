@@ -179,7 +179,6 @@ class _LiveRun(_Run):
         self.metrics: LiveMetrics | None = None
         # the RSS of the run's processes, sampled by the sink: a run of hours must not grow (eyeblink.runtime.memory)
         self.memory = MemoryWatch(self._memory_processes, hint=self._memory_hint)
-        self.memory_warning: str | None = None
 
     def _ring_spec(self) -> RingSpec | None:
         return None  # sized in _start, once the stream is open and its frame size and rate are known
@@ -409,7 +408,7 @@ class _LiveRun(_Run):
             self.metrics.observe(rows, time.perf_counter(), len(sink.events) - n_events)
         warning = self.memory.sample(time.monotonic())
         if warning is not None:
-            self.memory_warning = warn(warning)
+            warn(warning)
 
     def _memory_processes(self) -> dict[str, int]:
         """``{role: pid}`` of the run's processes alive now: the sink (this process), the loader, the workers."""
@@ -426,7 +425,7 @@ class _LiveRun(_Run):
         return None
 
     def _extra_warnings(self) -> list[str]:
-        return [self.memory_warning] if self.memory_warning else []
+        return [self.memory.warning] if self.memory.warning else []
 
     def _extra_summary(self) -> dict[str, Any]:
         info = (self._info or {}).get("live", {})

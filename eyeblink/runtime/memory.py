@@ -66,13 +66,11 @@ class MemoryWatch:
         self.t0: float | None = None
         self.next_t = -1.0
         self.last: dict[str, int] = {}  # role -> RSS bytes, the latest sample
-        self.first_t: float | None = None
         self.reference: dict[str, int] | None = None
         self.reference_t: float | None = None
-        self.last_t: float | None = None
         self.max_total = 0
         self.samples = 0
-        self.warning: str | None = None
+        self.warning: str | None = None  # the growth warning, once given
 
     def sample(self, now: float) -> str | None:
         """Sample if ``every_s`` has passed (``now``: seconds, any monotonic clock); the warning, the first
@@ -90,14 +88,12 @@ class MemoryWatch:
                 current[role] = value
         if not current:
             return None
-        self.last, self.last_t = current, t
+        self.last = current
         self.samples += 1
         self.max_total = max(self.max_total, sum(current.values()))
-        if self.first_t is None:
-            self.first_t = t
         if self.reference is None:
             if t >= self.reference_s:
-                self.reference, self.reference_t = dict(current), t
+                self.reference, self.reference_t = current, t
             return None
         if self.warning is None:
             self.warning = self._check(t)
