@@ -83,11 +83,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--face-model", metavar="TFLITE", default=None,
                    help="a BlazeFace-compatible .tflite of your own (default: the shipped short-range model)")
     g.add_argument("--landmarks", choices=LANDMARK_MODELS, default=None,
-                   help="eye model: mesh (MediaPipe face mesh + iris-network eyelids, Apache-2.0, the most "
-                        "accurate), mesh-ear (the face mesh's six-point EAR, ~3x faster), lids (the face mesh places "
-                        "the eyes, the project's lid network measures them: the iris network's cost /40), face68 "
-                        "(dlib's 68-point model, non-commercial) or eye12 (the project's 12-point dlib eye model) "
-                        "(default from the preset: mesh)")
+                   help="eye model: lids (the face mesh places the eyes, the project's lid network measures "
+                        "them: the iris network's cost /40; the default), mesh (MediaPipe face mesh + iris-network "
+                        "eyelids, Apache-2.0: the lid network's teacher, ~2x the cost), mesh-ear (the face mesh's "
+                        "six-point EAR), face68 (dlib's 68-point model, non-commercial) or eye12 (the project's "
+                        "12-point dlib eye model) (default from the preset: lids)")
     g.add_argument("--landmark-model", metavar="FILE", default=None,
                    help="a model file of your own for --landmarks: a face-mesh .tflite (mesh, mesh-ear), a lid network "
                         ".tflite (lids; eyeblink train-lids) or a "

@@ -131,9 +131,10 @@ LANDMARK_MODELS = tuple(EYE_MODELS)
 
 @dataclass(frozen=True)
 class LandmarkConfig:
-    """The eye model. ``model`` names it (:data:`eyeblink.landmarks.EYE_MODELS`): ``mesh`` (default:
-    MediaPipe's face mesh with its iris network's eyelid refinement, Apache-2.0), ``mesh-ear`` (the
-    face mesh's six-point EAR, ~3x cheaper), ``face68`` (dlib's 68-point model, 100 MB,
+    """The eye model. ``model`` names it (:data:`eyeblink.landmarks.EYE_MODELS`): ``lids`` (default: MediaPipe's
+    face mesh places the eyes, the project's lid network measures each eyelid; reuses the mesh, so it holds
+    500 FPS on two cores), ``mesh`` (the face mesh with its iris network's eyelid refinement, Apache-2.0: the
+    lid network's teacher, ~2x the cost), ``mesh-ear`` (the face mesh's six-point EAR, ~3x cheaper than ``mesh``), ``face68`` (dlib's 68-point model, 100 MB,
     non-commercial) or ``eye12`` (the project's 12-point dlib model). ``model_path`` overrides the
     model's file (a face-mesh ``.tflite`` for the mesh models, a 68- or 12-point dlib predictor for
     the dlib ones). ``derotate`` and ``min_face_px`` are the dlib models' (the mesh crops upright at

@@ -173,9 +173,17 @@ def test_the_registry_rejects_an_unknown_model_naming_the_valid_ones(name: str) 
         LandmarkConfig(model=name)
 
 
-def test_the_default_is_the_apache_licensed_mesh() -> None:
-    assert LandmarkConfig().model == "mesh"
-    assert list(EYE_MODELS)[:2] == ["mesh", "mesh-ear"]
+def test_the_default_is_the_lid_network_and_mesh_stays_registered() -> None:
+    from eyeblink.config import RunConfig
+    from eyeblink.presets import resolve_preset
+
+    assert LandmarkConfig().model == "lids"
+    assert RunConfig().landmarks.model == "lids"
+    for preset in ("cpu", "gpu", "low-latency", "ipu-mk1", "ipu-mk2"):  # every shipped preset's eye model
+        from eyeblink.config import load_preset
+
+        assert load_preset(resolve_preset(preset)).landmarks.model == "lids", preset
+    assert list(EYE_MODELS)[:3] == ["mesh", "mesh-ear", "lids"]
 
 
 @pytest.mark.parametrize(("filename", "digest"), [

@@ -105,7 +105,7 @@ EYE_MODELS: dict[str, EyeModelSpec] = {
                           requires="dlib", install='pip install "eyeblink[dlib]"',
                           settings=("derotate", "min_face_px")),
 }
-DEFAULT_EYE_MODEL = "mesh"
+DEFAULT_EYE_MODEL = "lids"
 
 
 def check_eye_model(name: str) -> str:
