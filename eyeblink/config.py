@@ -134,11 +134,12 @@ class LandmarkConfig:
     """The eye model. ``model`` names it (:data:`eyeblink.landmarks.EYE_MODELS`): ``lids`` (default: MediaPipe's
     face mesh places the eyes, the project's lid network measures each eyelid; reuses the mesh, so it holds
     500 FPS on two cores), ``mesh`` (the face mesh with its iris network's eyelid refinement, Apache-2.0: the
-    lid network's teacher, ~2x the cost), ``mesh-ear`` (the face mesh's six-point EAR, ~3x cheaper than ``mesh``), ``face68`` (dlib's 68-point model, 100 MB,
-    non-commercial) or ``eye12`` (the project's 12-point dlib model). ``model_path`` overrides the
-    model's file (a face-mesh ``.tflite`` for the mesh models, a 68- or 12-point dlib predictor for
-    the dlib ones). ``derotate`` and ``min_face_px`` are the dlib models' (the mesh crops upright at
-    its own 192 px input); ``min_presence``: below this face-presence probability of the mesh the
+    lid network's teacher, ~2x the cost), ``mesh-ear`` (the face mesh's six-point EAR, ~3x cheaper than
+    ``mesh``), ``face68`` (dlib's 68-point model, 100 MB, non-commercial) or ``eye12`` (the project's
+    12-point dlib model). ``model_path`` overrides the model's file (a face-mesh ``.tflite`` for the mesh
+    models, a lid network for ``lids``, a 68- or 12-point dlib predictor for the dlib ones). ``derotate`` and
+    ``min_face_px`` are the dlib models' (the mesh crops upright at its own 192 px input); ``min_presence``:
+    below this face-presence probability of the mesh the
     tracked box has lost the face and the frame core re-detects."""
 
     model: str = DEFAULT_EYE_MODEL
@@ -504,6 +505,9 @@ class LiveConfig:
     gate_port: int | None = None
     #: "open and stable": the eye state ``open`` held this long (capture time) -> the ``open_stable`` event
     stable_ms: float = 200.0
+    #: step down to cheaper settings when frames drop or the backlog grows, back up with headroom
+    #: (``--no-adapt``: never; eyeblink.runtime.adapt)
+    adapt: bool = True
 
     def __post_init__(self) -> None:
         _require(isinstance(self.lsl_name, str) and self.lsl_name.strip() != "",

@@ -130,7 +130,7 @@ def test_a_500_fps_recording_gives_the_same_blinks_with_the_mesh_reused(tmp_path
     for reuse in ("20", "0"):
         out = tmp_path / reuse
         proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(out),
-                               "--workers", "1", "--no-progress", "--mesh-reuse-ms", reuse],
+                               "--workers", "1", "--no-progress", "--landmarks", "mesh", "--mesh-reuse-ms", reuse],
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
         with (out / "rec.frames.csv").open(newline="") as fh:

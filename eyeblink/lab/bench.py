@@ -152,8 +152,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"eyeblink bench: {video} ({args.frames} frames max), {args.repeats} repeats, "
           f"workers {','.join(map(str, sweep))}, loaders {loaders or 'auto'}, "
           f"default policy detect_every={every_n}", flush=True)
-    print(f"machine: {machine['cpu']}, {machine['logical_cpus']} CPUs ({machine['physical_cores']} physical "
-          f"cores), {machine['ram_gb']:.0f} GB RAM, Python {machine['python']}", flush=True)
+    print(f"machine: {machine['cpu']} [{machine['host_class']}: {' '.join(machine['vector']) or 'no AVX'}], "
+          f"{machine['logical_cpus']} CPUs ({machine['physical_cores']} physical cores), "
+          f"{machine['ram_gb']:.0f} GB RAM, Python {machine['python']}", flush=True)
     results: dict[str, Any] = {}
     for mode, w in _runs(modes, sweep):
         runs = []
@@ -236,7 +237,11 @@ def machine_info() -> dict[str, Any]:
     for dist in ("numpy", "av", "dlib-bin", "ai-edge-litert", "opencv-python-headless"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             versions[dist] = metadata.version(dist)
-    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "physical_cores": physical_cores(), "ram_gb": ram,
+    from eyeblink.runtime.host import host_info
+
+    host = host_info()
+    return {"cpu": cpu, "vector": host["vector"], "host_class": host["class"],
+            "logical_cpus": os.cpu_count(), "physical_cores": physical_cores(), "ram_gb": ram,
             "python": platform.python_version(), "platform": platform.platform(), "versions": versions}
 
 

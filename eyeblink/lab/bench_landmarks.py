@@ -87,7 +87,8 @@ def run(args: argparse.Namespace, video: Path, machine: dict[str, Any]) -> int:
     if not frames:
         raise ConfigError(f"no face found in the first {args.frames} frames of {video}; give a recording with a face")
     print(f"eyeblink bench landmarks: {video}, {len(frames)} frames with a face, one core "
-          f"({machine['cpu']}, Python {machine['python']})", flush=True)
+          f"({machine['cpu']} [{machine['host_class']}: {' '.join(machine['vector']) or 'no AVX'}], "
+          f"Python {machine['python']})", flush=True)
     results: dict[str, Any] = {}
     variants = [(name, name, {k: getattr(preset.landmarks, k) for k in EYE_MODELS[name].settings}) for name in names]
     for reusing in ("lids", "mesh"):  # the mesh on every frame, too (what a 30 FPS camera gets)

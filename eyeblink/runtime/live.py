@@ -28,7 +28,10 @@ for a whole chunk (files: contiguous chunks of 128, throughput first). The worke
 before the source is connected and the ring (``--buffer`` seconds of frames, which absorbs a hiccup
 of the machine without dropping) is reserved and faulted in meanwhile (:meth:`_LiveRun._start`).
 ``--landmarks auto`` (the default) picks the landmark model the machine can run at the source's
-rate (:func:`choose_landmarks`).
+rate (:func:`choose_landmarks`), from costs measured on this machine before the capture starts
+(:mod:`eyeblink.runtime.host`). During the run the sink steps down a ladder of cheaper settings when frames
+drop or the backlog grows, and back up when headroom returns (:mod:`eyeblink.runtime.adapt`): each step is a
+warning line, a metric and a ``summary.json`` entry.
 
 Stopping: SIGINT (Ctrl-C) or SIGTERM stops the capture; frames already captured are analysed, every
 file is flushed and the run exits 0 (a second Ctrl-C stops at once, status ``interrupted``). A
@@ -44,6 +47,7 @@ import logging
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from dataclasses import asdict, replace
@@ -59,6 +63,10 @@ from eyeblink.outputs.export import FRAME_COLUMNS, ResultWriter, _CsvStream
 from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
 from eyeblink.runtime.parallel import _POLL_S, ParallelPipeline, _Batcher, _Run, _Stop
 from eyeblink.runtime.shm import FrameRing, RingSpec
+
+if TYPE_CHECKING:
+    from eyeblink.runtime.adapt import StepController
+    from eyeblink.runtime.host import HostCosts
 
 if TYPE_CHECKING:
     from eyeblink.config import RunConfig
@@ -85,47 +93,50 @@ LIVE_FRAME_COLUMN_DOCS: dict[str, tuple[str, str]] = {
 PREFAULT_SLOTS = 64
 #: warm-up frames the blink detector re-judges per new frame (BlinkDetector rescan_per_frame)
 LIVE_RESCAN_PER_FRAME = 25
-#: CPU ms a frame costs in live mode besides its eye-model fit (capture, detection on keyframes, IPC,
-#: blinks, writing); each model's own fit cost is its registry entry's ``fit_ms``
-#: (:data:`eyeblink.landmarks.EYE_MODELS`).
-LIVE_OVERHEAD_MS = 0.8
-#: the live pipeline keeps its cores at most this busy: above it, queueing makes the latency tail grow fast
+#: the live pipeline keeps its cores at most this busy (30% headroom): above it, queueing makes the latency
+#: tail grow fast
 LIVE_MAX_LOAD = 0.7
-#: ``--landmarks auto`` candidates, most accurate first (Apache-2.0 models only)
-AUTO_LANDMARKS = ("mesh", "lids", "mesh-ear")
+#: ``--landmarks auto`` candidates, first choice first (Apache-2.0 models only): ``lids`` is as accurate as
+#: ``mesh`` on people it never saw at about half the cost; ``mesh-ear`` is the fallback where ``lids`` cannot
+#: hold the rate (its face mesh on every frame is cheaper than the lids' mesh only at low rates).
+AUTO_LANDMARKS = ("lids", "mesh-ear")
+#: rungs of the cost ladder at most (eyeblink.runtime.adapt)
+MAX_RUNGS = 8
 #: the accelerator stage's largest batch compiled before a live capture starts (see _LiveRun.warm_batch)
 LIVE_WARM_BATCH = 32
 
 
-def choose_landmarks(fps: float | None, cores: int, mesh_reuse_ms: float = 20.0) -> tuple[str, str]:
-    """``--landmarks auto``: the most accurate eye model ``cores`` can run at ``fps`` in real time.
+def choose_landmarks(fps: float | None, cores: int, mesh_reuse_ms: float = 20.0, *, costs: HostCosts | None = None,
+                     detect_every: int = 10, candidates: tuple[str, ...] = AUTO_LANDMARKS) -> tuple[str, str, bool]:
+    """``--landmarks auto``: the first of ``candidates`` that ``cores`` run at ``fps`` in real time.
 
-    ``mesh`` (face mesh + iris-network lids) costs ~2.15 ms a face with the face mesh on every frame,
-    ~1.5 ms at 500 FPS where the mesh is reused for ``mesh_reuse_ms`` (every 10th frame), ``lids`` (face
-    mesh + the project's lid network) ~0.95 ms, ~0.19 ms with the same reuse, ``mesh-ear`` (the mesh's
-    six-point EAR) ~0.86 ms (:meth:`EyeModelSpec.cost_ms`). Real time needs
-    ``fps x (cost_ms + LIVE_OVERHEAD_MS)`` of CPU at most ``LIVE_MAX_LOAD`` of the cores: ``mesh`` at
-    500 FPS needs 1.7 cores (so a 2-core machine runs it), at 1,000 FPS 3.3. An unknown rate counts
-    as 500 FPS, the rate the product is built for. Returns (model, reason).
+    Real time needs ``fps x frame_ms`` of CPU at most ``LIVE_MAX_LOAD`` of the cores, ``frame_ms`` being the
+    per-frame cost on this machine (:meth:`HostCosts.frame_ms`: the fit with its face mesh reused for
+    ``mesh_reuse_ms``, BlazeFace every ``detect_every`` frames, the decode and a fixed overhead) from
+    ``costs`` measured before the capture (:func:`eyeblink.runtime.host.measure_costs`), or the registry's
+    constants when there are none. When none fits, the cheapest at this rate, and the reason says that it
+    cannot hold the rate. An unknown rate counts as 500 FPS. Returns (model, reason, holds the rate).
     """
-    from eyeblink.landmarks import EYE_MODELS
+    from eyeblink.runtime.host import registry_costs
 
     rate = fps if fps and fps > 0 else 500.0
+    if costs is None:
+        costs = registry_costs(candidates, "not measured")
+    usable = [m for m in candidates if m in costs.fit_ms] or list(candidates)
 
     def need(model: str) -> float:
-        cost = EYE_MODELS[model].cost_ms(rate, mesh_reuse_ms)
-        return rate * (cost + LIVE_OVERHEAD_MS) / 1000.0 / LIVE_MAX_LOAD
+        return costs.cores_needed(model, rate, mesh_reuse_ms=mesh_reuse_ms, detect_every=detect_every,
+                                  max_load=LIVE_MAX_LOAD)
 
-    best = AUTO_LANDMARKS[0]
-    for model in AUTO_LANDMARKS:
+    where = costs.describe(usable)
+    for model in usable:
         if need(model) <= cores:
-            if model == best:
-                return model, f"{model}: {rate:g} FPS needs ~{need(model):.1f} of the {cores} cores"
-            break
-    else:
-        model = AUTO_LANDMARKS[-1]
-    return model, (f"{model}: {best} at {rate:g} FPS would need ~{need(best):.1f} cores for real time, "
-                   f"this machine has {cores} (--landmarks {best} forces it)")
+            return model, (f"{model}: {rate:g} FPS needs ~{need(model):.1f} of the {cores} cores at most "
+                           f"{LIVE_MAX_LOAD:.0%} busy; {where}"), True
+    model = min(usable, key=need)
+    return model, (f"{model} CANNOT hold {rate:g} FPS here: it needs ~{need(model):.1f} cores at most "
+                   f"{LIVE_MAX_LOAD:.0%} busy, this machine has {cores}; frames will be dropped (lower the "
+                   f"camera's rate, or use a machine with more cores); {where}"), False
 
 
 class LiveResultWriter(ResultWriter):
@@ -168,6 +179,14 @@ class _LiveRun(_Run):
         self.fitters = pipe.fitters  # --landmarks auto: the models to pick from
         self.model: str | None = None if not pipe.fitters else AUTO_LANDMARKS[0]  # chosen in _start (auto)
         self.model_reason: str | None = None
+        self.costs: HostCosts | None = None  # measured in _start, before the workers fork
+        # the cost ladder (eyeblink.runtime.adapt): the sink writes the rung, the workers read it per batch
+        self.models = tuple(sorted(pipe.fitters or (pipe.cfg.landmarks.model,)))
+        self.level = ctx.RawValue("i", 0)
+        self.rung_table = ctx.RawArray("d", 3 * MAX_RUNGS)  # (model index, mesh_reuse_ms, detect_every) each
+        self.applied_level = 0  # in a worker: the rung it runs
+        self.steps: StepController | None = None
+        self.warnings_extra: list[str] = []  # the summary's: e.g. a model that cannot hold the rate
         # the blink detector re-scans its warm-up (~1 s of frames) 25 frames per new frame, not in one
         # ~100 ms go that would hold every row behind it
         self.rescan_per_frame = LIVE_RESCAN_PER_FRAME
@@ -197,6 +216,8 @@ class _LiveRun(_Run):
         from multiprocessing import resource_tracker
 
         resource_tracker.ensure_running()  # one tracker for the ring, shared by the children (see shm)
+        # what each part costs on this machine, timed now (nothing else runs yet): auto's choice and the ladder
+        self.costs = self.pipe.measure_host()  # type: ignore[attr-defined]
         self._make_queues(0)  # the ring bounds the frames in flight; its size is not known yet
         self._fork_workers()
         source: LiveSource = self.source  # type: ignore[assignment]
@@ -226,13 +247,7 @@ class _LiveRun(_Run):
                     raise
                 self._stopped_before_connect()  # Ctrl-C / SIGTERM while waiting for the sender
                 return
-            if self.fitters:  # --landmarks auto: now that the rate is known
-                from eyeblink.runtime.parallel import physical_cores
-
-                self.model, self.model_reason = choose_landmarks(source.nominal_fps or self.cfg.fps, physical_cores(),
-                                                                self.cfg.landmarks.mesh_reuse_ms)
-                self.cfg = replace(self.cfg, landmarks=replace(self.cfg.landmarks, model=self.model))
-                log.info("landmark model %s", self.model_reason)
+            self._choose(source)
             if self.tap is not None:  # a stream's own rate is known now; the capture has not started
                 self.tap.connected(source.nominal_fps, self.cfg.landmarks.model)
             self.par = self.live.parallel(source.nominal_fps, base=self.par)
@@ -258,6 +273,70 @@ class _LiveRun(_Run):
             self.metrics.landmark_model.labels(model=self.cfg.landmarks.model).set(1)
         self._announce_ring(("ring", self.ring.name, self.spec, self.prefault_slots, self.model))
         (self.loader,) = self._fork((self._loader_main, (), "eyeblink-loader"))
+
+    def _choose(self, source: LiveSource) -> None:
+        """Now that the rate, size and codec are known: the decode cost, ``auto``'s model, the cost ladder."""
+        from eyeblink.config import physical_cores
+        from eyeblink.runtime.adapt import Rung, StepController, ladder
+        from eyeblink.runtime.host import with_decode
+
+        fps = source.nominal_fps or self.cfg.fps
+        rate = fps if fps and fps > 0 else 500.0
+        if self.costs is not None and self.costs.measured:
+            self.costs = with_decode(self.costs, source.describe().get("codec"), source.width or 640,
+                                     source.height or 480)
+        lm = self.cfg.landmarks
+        every = self.cfg.detect.detect_every
+        if self.fitters:  # --landmarks auto
+            self.model, self.model_reason, holds = choose_landmarks(
+                fps, physical_cores(), lm.mesh_reuse_ms, costs=self.costs, detect_every=every)
+            self.cfg = replace(self.cfg, landmarks=replace(lm, model=self.model))
+        elif self.costs is not None and not self.accelerated:  # a model of the user's: say if it cannot keep up
+            _, self.model_reason, holds = choose_landmarks(fps, physical_cores(), lm.mesh_reuse_ms, costs=self.costs,
+                                                           detect_every=every, candidates=(lm.model,))
+        else:
+            holds = True
+        if self.model_reason:
+            print(f"eyeblink: eye model {self.model_reason}", file=sys.stderr, flush=True)
+            if not holds:
+                self.warnings_extra.append(f"eye model {self.model_reason}")
+        if self.live.adapt and self.costs is not None and not self.accelerated:
+            start = Rung(self.cfg.landmarks.model, lm.mesh_reuse_ms, every)
+            rungs = ladder(start, rate, self.costs, self.models)[:MAX_RUNGS]
+            for i, r in enumerate(rungs):
+                self.rung_table[3 * i: 3 * i + 3] = [float(self.models.index(r.model)) if r.model in self.models
+                                                     else -1.0, r.mesh_reuse_ms, float(r.detect_every)]
+            self.steps = StepController(rungs)
+
+    def _on_batch(self, analyzer: Any, fitters: dict[str, Any]) -> None:
+        """In a worker, before each batch: run the rung the sink chose (eyeblink.runtime.adapt)."""
+        level = self.level.value
+        if level == self.applied_level:
+            return
+        self.applied_level = level
+        k, reuse_ms, every = self.rung_table[3 * level: 3 * level + 3]
+        if k >= 0 and self.models[int(k)] in fitters:
+            analyzer.fitter = fitters[self.models[int(k)]]
+        if getattr(analyzer.fitter, "mesh_reuse_s", 0.0) > 0:  # a model that reuses its mesh (not mesh-ear)
+            analyzer.fitter.mesh_reuse_s = reuse_ms / 1000.0
+        analyzer.cfg = replace(analyzer.cfg, detect=replace(analyzer.cfg.detect, detect_every=int(every)))
+
+    def _judge(self, rows: np.ndarray) -> None:
+        """In the sink, after each write: step down or up the ladder (one warning line, a metric, an entry)."""
+        if self.steps is None or not len(rows):
+            return
+        backlog = max(0, int(self.n_in.value) - int(self.n_dropped.value) - self.n_written)
+        step = self.steps.observe(time.monotonic(), dropped=int(self.n_dropped.value), backlog=backlog,
+                                  age_s=max(0.0, time.perf_counter() - float(rows["t_decoded"][-1])),
+                                  frame=int(rows["index"][-1]), t_s=float(rows["timestamp_s"][-1]))
+        if step is None:
+            return
+        self.level.value = self.steps.level
+        rung = self.steps.rung
+        word = "stepping down to" if step["direction"] == "down" else "headroom again, stepping up to"
+        warn(f"live: {step['why']}; {word} {rung.label()} at frame {step['frame']}")
+        if self.metrics is not None:
+            self.metrics.adapted(step["direction"], self.steps.level)
 
     def _stopped_before_connect(self) -> None:
         """A signal arrived before the sender connected: no frames; the workers end and the sink sees
@@ -404,6 +483,7 @@ class _LiveRun(_Run):
                 finally:
                     writer.dropped = False
         self.n_written += len(rows)
+        self._judge(rows)
         if self.metrics is not None:
             self.metrics.observe(rows, time.perf_counter(), len(sink.events) - n_events)
         warning = self.memory.sample(time.monotonic())
@@ -425,7 +505,10 @@ class _LiveRun(_Run):
         return None
 
     def _extra_warnings(self) -> list[str]:
-        return [self.memory.warning] if self.memory.warning else []
+        steps = self.steps.steps if self.steps is not None else []
+        adapt = ([f"live: the pipeline fell behind and stepped down {sum(s['direction'] == 'down' for s in steps)} "
+                  f"times (summary live.adaptations)"] if any(s["direction"] == "down" for s in steps) else [])
+        return [*self.warnings_extra, *adapt, *([self.memory.warning] if self.memory.warning else [])]
 
     def _extra_summary(self) -> dict[str, Any]:
         info = (self._info or {}).get("live", {})
@@ -434,6 +517,9 @@ class _LiveRun(_Run):
             "ring_slots": self.spec.slots if self.spec else None,
             "landmarks_model": self.cfg.landmarks.model,
             "landmarks_choice": self.model_reason or "as configured",
+            "host_costs": self.costs.as_dict() if self.costs is not None else None,
+            "adaptations": self.steps.steps if self.steps is not None else [],
+            "ladder": [r.as_dict() for r in self.steps.rungs] if self.steps is not None else [],
             "frames_in": int(self.n_in.value),
             "frames_dropped": int(self.n_dropped.value),
             "stop_reason": self.stop_reason or info.get("stop_reason"),
@@ -518,6 +604,18 @@ class LivePipeline(ParallelPipeline):
             config = _replace(config, landmarks=_replace(config.landmarks, model=live.landmarks))
         super().__init__(config, live.parallel(None), fitter=self.fitters.get(AUTO_LANDMARKS[0]))
 
+    def measure_host(self) -> HostCosts | None:
+        """What BlazeFace and each loaded eye model cost on this machine, on a real face frame (before any
+        worker forks: nothing else runs); None with the accelerator stage (the device runs them)."""
+        from eyeblink.runtime.host import measure_costs
+        from eyeblink.runtime.pipeline import build_detector
+
+        if self.accelerated:
+            return None
+        fitters = self.fitters or {self.cfg.landmarks.model: self.fitter}
+        with build_detector(self.cfg) as detector:
+            return measure_costs(fitters, detector, width=640, height=480)
+
     def run(self, source: LiveSource, outdir: Path, *, metrics: bool = True, tap: LiveTap | None = None,
             signals: bool = True, started: Any = None) -> tuple[RunResult, _LiveRun]:
         """Process ``source`` into ``outdir`` until it ends or is stopped. ``tap`` publishes rows, blinks and
@@ -575,6 +673,10 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
                         "gap row, dropped=1) or block the capture (the source backs up) (default: %(default)s)")
     g.add_argument("--buffer", type=float, default=1.0, metavar="S",
                    help="frames buffered in shared memory, in seconds at the source's rate (default: %(default)s)")
+    g.add_argument("--no-adapt", action="store_true",
+                   help="never step down to cheaper settings (longer face-mesh reuse, fewer keyframes, a cheaper "
+                        "eye model) when frames drop or the backlog grows; by default each step is a warning line, "
+                        "a metric and a summary entry")
     g.add_argument("--workers", type=int, default=0, metavar="N", help="worker processes (default: physical cores)")
     g.add_argument("--chunk-frames", type=int, default=LIVE_CHUNK_FRAMES, metavar="N",
                    help="frames dealt to one worker at a time; each worker keeps tracking the face across its "
@@ -622,8 +724,9 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
     for action in p._actions:  # live mode also takes --landmarks auto, its default
         if "--landmarks" in action.option_strings:
             action.choices = LIVE_LANDMARKS
-            action.help = ("eye model: auto (default: mesh when this machine can run it at the source's rate, "
-                           "else lids, else mesh-ear; see README 'Live mode') or a model: "
+            action.help = ("eye model: auto (default: lids when this machine runs it at the source's rate, else "
+                           "the cheaper of lids and mesh-ear, said in the first line; costs measured on this machine "
+                           "before the capture) or a model: "
                            + ", ".join(LIVE_LANDMARKS[1:]))
 
 
@@ -683,7 +786,8 @@ def live_config_from_args(args: argparse.Namespace, cfg: RunConfig) -> LiveConfi
                       batch_frames=args.batch_frames, buffer_s=args.buffer, duration_s=args.duration,
                       metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                       landmarks="auto" if auto else cfg.landmarks.model, lsl=args.lsl, lsl_name=args.lsl_name,
-                      lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms)
+                      lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms,
+                      adapt=not args.no_adapt)
 
 
 def run(args: argparse.Namespace, cfg: RunConfig) -> int:

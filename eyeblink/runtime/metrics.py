@@ -30,6 +30,10 @@ Metrics (all prefixed ``eyeblink_``):
 ``info{source, version, overload}``         constant 1, labels describe the run
 ``landmark_model{model}``                   1 for the landmark model the run uses (``--landmarks
                                             auto`` settles it once the source is open)
+``adapt_steps_total{direction}``            steps of the cost ladder: ``down`` when frames dropped
+                                            or the backlog grew, ``up`` with headroom (counter)
+``adapt_level``                             the rung the run is on, 0 = the settings chosen at the
+                                            start (gauge; see :mod:`eyeblink.runtime.adapt`)
 ``memory_rss_bytes{process}``               resident memory of each process of the run: ``sink``,
                                             ``loader``, ``worker-N``, ``accelerator-N`` (gauge, read
                                             at scrape time; see :mod:`eyeblink.runtime.memory`)
@@ -94,6 +98,12 @@ class LiveMetrics:
         info.labels(source=source, version=__version__, overload=overload).set(1)
         self.landmark_model = pc.Gauge("eyeblink_landmark_model", "The landmark model of the run (1)", ["model"],
                                        registry=r)
+        self.adapt_steps = pc.Counter("eyeblink_adapt_steps", "Steps of the cost ladder (down: the pipeline fell "
+                                      "behind; up: headroom again)", ["direction"], registry=r)
+        self.adapt_level = pc.Gauge("eyeblink_adapt_level", "Rung of the cost ladder the run is on (0: as chosen)",
+                                    registry=r)
+        for d in ("down", "up"):
+            self.adapt_steps.labels(direction=d)
         for eye in ("left", "right"):
             self.ear.labels(eye=eye).set(math.nan)
         for d in ("in", "processed"):
@@ -142,6 +152,11 @@ class LiveMetrics:
                 return []
 
         r.register(_Shared())
+
+    def adapted(self, direction: str, level: int) -> None:
+        """A step of the cost ladder (eyeblink.runtime.adapt): ``direction`` down or up, the rung now."""
+        self.adapt_steps.labels(direction=direction).inc()
+        self.adapt_level.set(level)
 
     def observe(self, rows: np.ndarray, now: float, blinks: int) -> None:
         """Account for one batch of written rows (a RESULT_DTYPE array) at ``now`` (perf_counter)."""

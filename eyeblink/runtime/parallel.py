@@ -527,6 +527,9 @@ class _Run:
             self._quit()
             raise SystemExit(1) from None
 
+    def _on_batch(self, analyzer: FrameAnalyzer, fitters: dict[str, Any]) -> None:
+        """Before each batch a worker runs: files run as configured (live mode steps down under load)."""
+
     def _worker_main(self, wid: int) -> None:
         self._child_setup()
         frame_index = -1
@@ -563,6 +566,7 @@ class _Run:
                     continue
                 assert ring is not None
                 c, first, slots, ts, td = msg
+                self._on_batch(analyzer, fitters)
                 if c != chunk and not track:  # a new chunk: forget the tracked face (keyframe on its first frame)
                     chunks.switch(analyzer, chunk, c)
                     chunk = c

@@ -515,6 +515,8 @@ def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clo
     """The summary of one input; ``warnings``: the run's own (default :func:`run_warnings` of ``config``);
     ``exit_status``: the input's (0 becomes :data:`~eyeblink.errors.INPUT_DAMAGED_EXIT` for damaged packets)."""
     from eyeblink.errors import INPUT_DAMAGED_EXIT
+    from eyeblink.runtime.host import host_info
+
     dur = sink.last_t - sink.first_t if sink.frames > 1 else 0.0
     described = source.describe()
     damaged = list(described.get("damaged_packets") or [])
@@ -548,6 +550,7 @@ def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clo
             "ms_per_frame": clock.ms_per_frame(sink.frames),
         },
         "versions": versions(),
+        "machine": host_info(),  # the CPU class the timings were measured on (vector extensions decide the cost)
         "settings": config.to_dict(),
         "damaged_packets": {"count": len(damaged), "packets": damaged},
         "warnings": warnings,

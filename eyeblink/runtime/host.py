@@ -1,0 +1,253 @@
+"""This machine: its CPU class, and what each eye model costs on it, measured before a live capture.
+
+A network's cost depends on the CPU's vector extensions far more than on its clock: LiteRT's XNNPACK kernels
+run the face mesh, the iris network and BlazeFace ~3x faster with AVX-512 than with AVX2 alone. So
+
+* :func:`host_info` names the host class (CPU model, logical and physical cores, the vector extensions
+  ``avx2``, ``avx512f``, ``avx512_vnni``, ``amx_tile``); ``summary.json`` (``host``), ``eyeblink bench`` and
+  ``bench landmarks`` record it beside every figure;
+* :func:`measure_costs` times, on this machine, on a real face frame at the source's size (scikit-image's
+  astronaut photo, the demo's face), a BlazeFace keyframe, each candidate eye model's fit with and without
+  its reused face mesh, and the decode of a frame in the source's codec. ``eyeblink live --landmarks auto``
+  picks its model from these numbers (:func:`eyeblink.runtime.live.choose_landmarks`); the registry's
+  constants (:data:`eyeblink.landmarks.EYE_MODELS` ``fit_ms``) are only the fallback when measuring fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from eyeblink.config import physical_cores
+
+__all__ = ["HostCosts", "face_frame", "host_info", "measure_costs", "registry_costs", "with_decode"]
+
+log = logging.getLogger("eyeblink.host")
+
+#: the CPU flags that decide what a network costs (``/proc/cpuinfo`` spelling)
+VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile")
+#: CPU ms a live frame costs besides its eye-model fit, keyframe detection and decode: capture and ring
+#: copy, IPC, blinks, writing (measured on the 2-core development host; not a network, so not ~3x dearer
+#: on an AVX2-only host)
+LIVE_OVERHEAD_MS = 0.8
+#: BlazeFace keyframe cost when it cannot be measured (one core, LiteRT, an AVX2-only host)
+FALLBACK_DETECT_MS = 1.7
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's ``/proc/cpuinfo`` fields (empty where there is no such file)."""
+    out: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if not line.strip():
+                    if out:
+                        break
+                    continue
+                key, _, value = line.partition(":")
+                out.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    return out
+
+
+def host_info() -> dict[str, Any]:
+    """The host class: CPU model, cores, the vector extensions present (``vector``), and a short ``class``
+    label (``avx512``, ``avx2`` or ``baseline``) that the docs' speed tables are grouped by."""
+    info = _cpuinfo()
+    flags = set(info.get("flags", "").split())
+    vector = [f for f in VECTOR_FLAGS if f in flags]
+    if "avx512f" in flags:
+        cls = "avx512"
+    elif "avx2" in flags:
+        cls = "avx2"
+    else:
+        cls = "baseline" if flags else platform.machine()
+    return {"cpu": info.get("model name") or platform.processor() or platform.machine(),
+            "logical_cpus": os.cpu_count(), "physical_cores": physical_cores(), "vector": vector, "class": cls}
+
+
+def face_frame(width: int = 640, height: int = 480) -> np.ndarray:
+    """A real face at ``width`` x ``height``, grayscale uint8: scikit-image's astronaut photo (public domain),
+    scaled to the frame's height and centred on a mid-gray canvas; the face spans ~40% of the height."""
+    import cv2
+    from skimage import data
+
+    photo = cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2GRAY)
+    side = max(16, min(width, height))
+    photo = cv2.resize(photo, (side, side), interpolation=cv2.INTER_AREA)
+    canvas = np.full((height, width), 110, np.uint8)
+    y0, x0 = (height - side) // 2, (width - side) // 2
+    canvas[y0:y0 + side, x0:x0 + side] = photo
+    return canvas
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    """What a live frame costs on this machine, per part (ms of one core).
+
+    ``fit_ms[m]``: model ``m``'s fit that runs its face mesh; ``reuse_ms[m]``: a fit that reuses the mesh
+    (``mesh_reuse_ms``), equal to ``fit_ms[m]`` for a model that never reuses. ``measured``: False when these
+    are the registry's constants (measuring failed: ``note`` says why)."""
+
+    detect_ms: float
+    fit_ms: dict[str, float]
+    reuse_ms: dict[str, float]
+    decode_ms: float = 0.0
+    overhead_ms: float = LIVE_OVERHEAD_MS
+    measured: bool = True
+    note: str = ""
+    host: dict[str, Any] = field(default_factory=host_info)
+
+    def frame_ms(self, model: str, fps: float, *, mesh_reuse_ms: float, detect_every: int) -> float:
+        """CPU ms per frame of ``model`` at ``fps``: the mesh once per ``mesh_reuse_ms`` (at most every frame),
+        BlazeFace once per ``detect_every`` frames, the decode and the fixed overhead."""
+        every = max(1, math.floor(mesh_reuse_ms * fps / 1000.0 + 1e-9)) if fps > 0 else 1
+        full, reuse = self.fit_ms[model], self.reuse_ms.get(model, self.fit_ms[model])
+        fit = (full + (every - 1) * reuse) / every
+        return fit + self.detect_ms / max(1, detect_every) + self.decode_ms + self.overhead_ms
+
+    def cores_needed(self, model: str, fps: float, *, mesh_reuse_ms: float, detect_every: int,
+                     max_load: float) -> float:
+        """Cores that run ``model`` at ``fps`` with every core at most ``max_load`` busy."""
+        ms = self.frame_ms(model, fps, mesh_reuse_ms=mesh_reuse_ms, detect_every=detect_every)
+        return fps * ms / 1000.0 / max_load
+
+    def as_dict(self) -> dict[str, Any]:
+        """For ``summary.json`` (``live.host_costs``) and the start line."""
+        return {"measured": self.measured, "note": self.note or None, "detect_ms": round(self.detect_ms, 3),
+                "fit_ms": {k: round(v, 3) for k, v in self.fit_ms.items()},
+                "reuse_ms": {k: round(v, 3) for k, v in self.reuse_ms.items()},
+                "decode_ms": round(self.decode_ms, 3), "overhead_ms": self.overhead_ms, "host": self.host}
+
+    def describe(self, models: tuple[str, ...] | list[str]) -> str:
+        """One line of the measured costs: ``detect 1.70 ms, lids 1.21/0.19 ms, decode 0.62 ms (avx2)``."""
+        fits = ", ".join(f"{m} {self.fit_ms[m]:.2f}/{self.reuse_ms.get(m, self.fit_ms[m]):.2f} ms"
+                         for m in models if m in self.fit_ms)
+        how = "measured" if self.measured else f"registry constants ({self.note})"
+        return (f"{how} on {self.host.get('class')} ({self.host.get('cpu')}): detect {self.detect_ms:.2f} ms, "
+                f"{fits} (fit/reused), decode {self.decode_ms:.2f} ms")
+
+
+def registry_costs(models: tuple[str, ...] | list[str], note: str) -> HostCosts:
+    """The fallback: the registry's measured-once constants (``fit_ms``, ``reusable_ms``)."""
+    from eyeblink.landmarks import EYE_MODELS
+
+    fit = {m: EYE_MODELS[m].fit_ms for m in models}
+    reuse = {m: EYE_MODELS[m].fit_ms - EYE_MODELS[m].reusable_ms for m in models}
+    return HostCosts(FALLBACK_DETECT_MS, fit, reuse, measured=False, note=note)
+
+
+def _median_ms(fn: Any, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return statistics.median(times)
+
+
+def _decode_ms(frame: np.ndarray, codec: str | None, reps: int) -> float:
+    """ms to decode one frame of ``codec`` (0 for raw video; the frame encoded here with PyAV first)."""
+    if not codec or codec in ("rawvideo", "raw"):
+        return 0.0
+    import av
+
+    enc = av.CodecContext.create(codec, "w")
+    enc.width, enc.height = frame.shape[1], frame.shape[0]
+    enc.pix_fmt = "yuvj420p" if codec == "mjpeg" else "yuv420p"
+    from fractions import Fraction
+
+    enc.time_base = Fraction(1, 500)
+    packets = []
+    for i in range(reps):
+        vf = av.VideoFrame.from_ndarray(frame, format="gray").reformat(format=enc.pix_fmt)
+        vf.pts = i
+        packets.extend(enc.encode(vf))
+    packets.extend(enc.encode(None))
+    dec = av.CodecContext.create(codec, "r")
+    times = []
+    for pkt in packets:
+        t0 = time.perf_counter()
+        for out in dec.decode(pkt):
+            out.to_ndarray(format="gray")
+        times.append((time.perf_counter() - t0) * 1000.0)
+    if not times:
+        raise ValueError(f"the {codec} encoder gave no packets")
+    return statistics.median(times[1:] if len(times) > 2 else times)
+
+
+def measure_costs(fitters: dict[str, Any], detector: Any, *, width: int, height: int, codec: str | None = None,
+                  reps: int = 15) -> HostCosts:
+    """Time each part on this machine on a real face frame of the source's size (~0.3 s in all on a 2-core
+    AVX2 host): BlazeFace (``detector``, a :class:`~eyeblink.detect.blazeface.FaceDetector`), each of
+    ``fitters`` (``{model: EyeModel}``) with a fresh face mesh and with the mesh reused, and a frame's decode in
+    ``codec``. Medians of ``reps`` runs each, after a warm-up. Falls back to :func:`registry_costs` (with the
+    reason) if the frame has no face or a part fails."""
+    try:
+        frame = face_frame(width, height)
+        faces = detector.detect(frame)
+        for _ in range(2):
+            detector.detect(frame)
+        if not faces:
+            return registry_costs(list(fitters), "no face found in the measuring frame")
+        face = faces[0]
+        detect_ms = _median_ms(lambda: detector.detect(frame), reps)
+        fit: dict[str, float] = {}
+        reuse: dict[str, float] = {}
+        for name, fitter in fitters.items():
+            fitter.warm_up(frame)
+            clock = {"t": 0.0}
+
+            def fresh(f: Any = fitter) -> None:
+                if hasattr(f, "restore_tracking"):
+                    f.restore_tracking(None)
+                if hasattr(f, "set_time"):
+                    f.set_time(None)
+                f.fit(frame, face)
+
+            def reused(f: Any = fitter, c: dict[str, float] = clock) -> None:
+                if hasattr(f, "set_time"):
+                    c["t"] += 1e-4  # well inside any mesh_reuse_ms
+                    f.set_time(c["t"])
+                f.fit(frame, face)
+
+            fresh()
+            fit[name] = _median_ms(fresh, reps)
+            if getattr(fitter, "mesh_reuse_s", 0.0) > 0 and hasattr(fitter, "set_time"):
+                fitter.restore_tracking(None)
+                fitter.set_time(0.0)
+                fitter.fit(frame, face)  # the mesh the next fits reuse
+                reuse[name] = _median_ms(reused, reps)
+                fitter.restore_tracking(None)
+                fitter.set_time(None)
+            else:
+                reuse[name] = fit[name]
+        try:
+            decode = _decode_ms(frame, codec, reps)
+            note = ""
+        except Exception as exc:  # an encoder this PyAV build lacks: decode is then not counted
+            decode, note = 0.0, f"decode of {codec} not measured ({type(exc).__name__})"
+        return HostCosts(detect_ms, fit, reuse, decode, note=note)
+    except Exception as exc:  # measuring is an aid: a failure falls back to the registry, said in the summary
+        log.debug("measuring the host failed", exc_info=True)
+        return registry_costs(list(fitters), f"measuring failed: {type(exc).__name__}: {exc}")
+
+
+def with_decode(costs: HostCosts, codec: str | None, width: int, height: int, reps: int = 10) -> HostCosts:
+    """``costs`` with the decode of one ``width`` x ``height`` frame of ``codec`` measured (~30 ms for MJPG);
+    unchanged, with a note, where this PyAV build cannot encode ``codec``."""
+    from dataclasses import replace
+
+    try:
+        return replace(costs, decode_ms=_decode_ms(face_frame(width, height), codec, reps))
+    except Exception as exc:  # an encoder this PyAV build lacks: the decode is then not counted
+        return replace(costs, note=f"decode of {codec} not measured ({type(exc).__name__})")
