@@ -1,0 +1,198 @@
+"""Live mode on any host: ``auto`` picks from costs measured on this machine, and a run that falls behind steps
+down a ladder of cheaper settings (and back up), each step said; files are never adapted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eyeblink.runtime.adapt import GRACE_S, UP_AFTER_S, WINDOW_S, Rung, StepController, ladder
+from eyeblink.runtime.host import HostCosts, face_frame, host_info, measure_costs
+from eyeblink.runtime.live import choose_landmarks
+
+REPO = Path(__file__).resolve().parents[1]
+HOST = {"cpu": "test", "class": "avx2", "vector": ["avx2"]}
+
+
+def costs(**fit: tuple[float, float]) -> HostCosts:
+    """Costs of the named models: (fit with the face mesh, fit reusing it) in ms."""
+    return HostCosts(detect_ms=1.7, fit_ms={m: f for m, (f, _) in fit.items()},
+                     reuse_ms={m: r for m, (_, r) in fit.items()}, host=HOST)
+
+
+# --------------------------------------------------------------------------- choosing by measured cost
+
+
+def test_auto_picks_lids_where_its_measured_cost_fits() -> None:
+    model, reason, holds = choose_landmarks(500.0, 2, 20.0, costs=costs(lids=(1.9, 0.15), **{"mesh-ear": (1.9, 1.9)}))
+    assert (model, holds) == ("lids", True)
+    assert reason.startswith("lids: 500 FPS needs ~") and "measured on avx2" in reason
+
+
+def test_a_deliberately_slow_model_is_passed_over() -> None:
+    """The same rate and cores, but lids measured slow on this host: auto takes the next candidate."""
+    slow = costs(lids=(40.0, 30.0), **{"mesh-ear": (0.9, 0.9)})
+    model, reason, holds = choose_landmarks(500.0, 2, 20.0, costs=slow)
+    assert (model, holds) == ("mesh-ear", True), reason
+
+
+def test_a_rate_nothing_holds_is_said_in_the_first_line() -> None:
+    model, reason, holds = choose_landmarks(2000.0, 1, 20.0, costs=costs(lids=(1.9, 0.6), **{"mesh-ear": (1.9, 1.9)}))
+    assert not holds and model == "lids"  # the cheaper of the two at this rate
+    assert "CANNOT hold 2000 FPS" in reason and "frames will be dropped" in reason
+
+
+def test_the_registry_constants_are_only_the_fallback() -> None:
+    model, reason, _ = choose_landmarks(500.0, 2, 20.0)
+    assert model == "lids" and "registry constants (not measured)" in reason
+
+
+def test_measuring_this_host_on_a_real_face_frame() -> None:
+    """The real networks on the demo's face: every part measured, the reused fit cheaper than the full one."""
+    from eyeblink.config import RunConfig
+    from eyeblink.runtime.pipeline import build_detector, build_fitter
+
+    frame = face_frame(640, 480)
+    assert frame.shape == (480, 640) and frame.dtype == np.uint8
+    cfg = RunConfig()
+    fitter = build_fitter(cfg)
+    with build_detector(cfg) as det:
+        assert len(det.detect(frame)) == 1  # a real face, found
+        measured = measure_costs({"lids": fitter}, det, width=640, height=480, reps=5)
+    fitter.close()
+    assert measured.measured and measured.note == ""
+    assert 0 < measured.reuse_ms["lids"] < measured.fit_ms["lids"] < 100
+    assert 0 < measured.detect_ms < 100
+    info = host_info()
+    assert info["class"] in ("avx512", "avx2", "baseline") or info["class"]
+    assert set(info["vector"]) <= {"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile"}
+
+
+def test_decode_of_the_source_codec_is_measured() -> None:
+    from eyeblink.runtime.host import with_decode
+
+    base = costs(lids=(1.0, 0.2))
+    assert with_decode(base, "rawvideo", 640, 480).decode_ms == 0.0
+    mjpg = with_decode(base, "mjpeg", 640, 480)
+    assert 0 < mjpg.decode_ms < 50 and mjpg.note == ""
+
+
+# --------------------------------------------------------------------------- the ladder
+
+
+def test_the_ladder_gets_cheaper_at_every_rung() -> None:
+    c = costs(lids=(1.9, 0.15), **{"mesh-ear": (0.1, 0.1)})
+    rungs = ladder(Rung("lids", 20.0, 10), 500.0, c, ["lids", "mesh-ear"])
+    assert rungs[0] == Rung("lids", 20.0, 10)
+    assert rungs[1] == Rung("lids", 40.0, 10)  # first the face mesh reused for longer
+    assert Rung("lids", 80.0, 20) in rungs  # then fewer keyframes
+    assert rungs[-1].model == "mesh-ear"  # then a cheaper model (here, measured cheaper at 500 FPS)
+    cost = [c.frame_ms(r.model, 500.0, mesh_reuse_ms=r.mesh_reuse_ms, detect_every=r.detect_every) for r in rungs]
+    assert all(b < a for a, b in zip(cost, cost[1:], strict=False))
+
+
+def test_steps_down_on_drops_and_back_up_after_headroom() -> None:
+    ctl = StepController([Rung("lids", 20, 10), Rung("lids", 40, 10), Rung("lids", 40, 20)])
+    t = 0.0
+    assert ctl.observe(t, dropped=0, backlog=0, age_s=0.01, frame=0, t_s=0.0) is None
+    # the grace period: a connecting stream's burst is not judged
+    assert ctl.observe(GRACE_S / 2, dropped=50, backlog=400, age_s=0.9, frame=50, t_s=0.1) is None
+    t += GRACE_S + WINDOW_S + 0.01  # after it: behind, but no new drop and the backlog not growing
+    assert ctl.observe(t, dropped=50, backlog=400, age_s=0.9, frame=100, t_s=0.2) is None
+    t += WINDOW_S + 0.01
+    step = ctl.observe(t, dropped=80, backlog=400, age_s=0.3, frame=600, t_s=1.2)
+    assert step is not None and step["direction"] == "down" and "30 frames dropped" in step["why"]
+    assert step["from"]["mesh_reuse_ms"] == 20 and step["to"]["mesh_reuse_ms"] == 40 and ctl.level == 1
+    t += WINDOW_S + 0.01  # behind and growing, no drop: the next rung
+    step = ctl.observe(t, dropped=80, backlog=500, age_s=0.4, frame=900, t_s=1.8)
+    assert step is not None and "behind the camera" in step["why"] and ctl.level == 2
+    t += WINDOW_S + 0.01  # the bottom: no further step
+    assert ctl.observe(t, dropped=90, backlog=600, age_s=0.5, frame=1200, t_s=2.4) is None
+    up = None
+    while up is None and t < 100:  # calm: back up after UP_AFTER_S
+        t += WINDOW_S + 0.01
+        up = ctl.observe(t, dropped=90, backlog=2, age_s=0.01, frame=int(t * 500), t_s=t)
+    assert up is not None and up["direction"] == "up" and ctl.level == 1
+    assert UP_AFTER_S <= t - 2.4 + WINDOW_S
+    assert [s["direction"] for s in ctl.steps] == ["down", "down", "up"]
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def _sender(port: int, *args: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "eyeblink.lab.loopback", "--port", str(port), "--distinct", "50",
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "listening"
+    return proc
+
+
+def _live(port: int, out: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{port}", "-o", str(out),
+                           "--name", "cam", *args], capture_output=True, text=True, timeout=240, cwd=REPO)
+    return proc, json.loads((out / "cam.summary.json").read_text())
+
+
+def test_an_overloaded_live_run_steps_down_and_says_so(tmp_path: Path) -> None:
+    """2,000 FPS into one worker: more than this 2-core machine analyses. The run steps down (warning line, summary
+    entry with time, frame, from, to and why), the measured costs and the host class are in the summary."""
+    from test_live import free_port
+
+    port = free_port()
+    sender = _sender(port, "--fps", "2000", "--stop-after", "8000")
+    try:
+        proc, s = _live(port, tmp_path / "a", "--workers", "1", "--buffer", "0.25")
+    finally:
+        sender.kill()
+    assert proc.returncode == 0, proc.stderr
+    lv = s["live"]
+    assert lv["host_costs"]["measured"] is True and lv["host_costs"]["host"]["class"]
+    assert lv["landmarks_model"] in ("lids", "mesh-ear")
+    assert proc.stderr.splitlines()[0].startswith("eyeblink: eye model ")  # the choice is the first line
+    downs = [a for a in lv["adaptations"] if a["direction"] == "down"]
+    assert downs, (lv["frames_dropped"], proc.stderr)
+    first = downs[0]
+    assert {"t_s", "frame", "from", "to", "why"} <= set(first)
+    assert first["from"] == lv["ladder"][0] and first["to"] == lv["ladder"][1]
+    assert "stepping down to" in proc.stderr
+    assert any("stepped down" in w for w in s["warnings"])
+    assert s["machine"]["class"] == lv["host_costs"]["host"]["class"]
+
+
+def test_no_adapt_keeps_the_settings(tmp_path: Path) -> None:
+    from test_live import free_port
+
+    port = free_port()
+    sender = _sender(port, "--fps", "2000", "--stop-after", "4000")
+    try:
+        proc, s = _live(port, tmp_path / "b", "--workers", "1", "--buffer", "0.25", "--no-adapt",
+                        "--landmarks", "lids")
+    finally:
+        sender.kill()
+    assert proc.returncode == 0, proc.stderr
+    assert s["live"]["adaptations"] == [] and "stepping down" not in proc.stderr
+    assert s["live"]["landmarks_choice"].startswith("lids")  # a fixed model is still judged against the rate
+
+
+def test_process_rows_do_not_depend_on_the_host_costs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files are never adapted: with this host's costs measured absurdly high, `process` writes the same bytes."""
+    import eyeblink
+    from eyeblink.lab.synth import SynthConfig, write_recording
+    from eyeblink.runtime import host
+
+    video = tmp_path / "rec.avi"
+    write_recording(video, SynthConfig.demo(1.0, seed=3))
+    eyeblink.process(video, output=tmp_path / "a", workers=2, progress=False)
+    slow = HostCosts(500.0, {"lids": 900.0, "mesh-ear": 900.0}, {"lids": 900.0, "mesh-ear": 900.0}, host=HOST)
+    monkeypatch.setattr(host, "measure_costs", lambda *a, **k: slow)
+    monkeypatch.setattr(host, "registry_costs", lambda *a, **k: slow)
+    eyeblink.process(video, output=tmp_path / "b", workers=2, progress=False)
+    for name in ("rec.frames.csv", "rec.blinks.csv"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    s = json.loads((tmp_path / "b" / "rec.summary.json").read_text())
+    assert s["settings"]["landmarks"]["model"] == "lids" and s["machine"]["vector"] is not None
