@@ -570,7 +570,7 @@ def test_a_run_killed_outright_leaves_a_summary_that_says_running(face_frames: l
         proc.wait()
     summary = json.loads((out / "long.summary.json").read_text())
     assert summary["status"] == "running" and summary["input"] == str(video) and summary["pid"] == proc.pid
-    assert summary["settings"]["landmarks"]["model"] == "mesh"
+    assert summary["settings"]["landmarks"]["model"] == "lids"
     assert (out / "long.blinks.csv").read_text().startswith("blink,start_frame,")
     assert 20 <= len(read_rows(frames)) < 4 * len(face_frames)
     done = run_cli("process", video, "-o", out, "--workers", workers, "--no-progress", "--max-frames", "30")

@@ -101,6 +101,9 @@ SUMMARY_FIELDS: dict[str, str] = {
     "timings": "wall time, FPS and milliseconds per frame of each stage (decode, detect, landmarks, blinks, write); "
                "latency percentiles for the multiprocess pipeline",
     "versions": "versions of eyeblink, Python and the libraries that ran",
+    "machine": "the host the timings were measured on: CPU model, logical and physical cores, its vector "
+               "extensions (`vector`: avx2, avx512f, avx512_vnni, amx_tile, ...) and `class` (avx512, avx2 or "
+               "baseline), which decides what each network costs",
     "settings": "every setting of the run (the preset with the flags applied)",
     "damaged_packets": "packets the decoder rejected and skipped: count, and each one's position, byte offset, "
                        "timestamp",
@@ -109,7 +112,10 @@ SUMMARY_FIELDS: dict[str, str] = {
                 "`accelerator` with the accelerator stage's backend, device, batches and times",
     "live": "live runs: the source, the eye model chosen and why, frames in / dropped, reconnects, and `memory`: the "
             "RSS (MiB) of the run's processes at minute 2 (`rss_mib_reference`), at the last sample and at most, "
-            "`growth_ratio` since minute 2 and each process's last RSS (a growth past 10% is a warning)",
+            "`growth_ratio` since minute 2 and each process's last RSS (a growth past 10% is a warning); "
+            "`host_costs`: what BlazeFace, each eye model (with and without its reused face mesh) and a frame's "
+            "decode cost on this machine, measured before the capture; `ladder` and `adaptations`: the cheaper "
+            "settings the run could step down to, and each step taken (time, frame, from, to, why)",
     "trials": "with --trials: the trial file, trials, scored trials, CR trials and percent CR",
     "outputs": "the path of every file written for this input",
 }
