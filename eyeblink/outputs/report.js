@@ -73,6 +73,17 @@
     return d === undefined ? String(v) : v.toFixed(d);
   }
 
+  // an element whose content is text (a string: set as text, never parsed as markup), a node, or a list of both
+  function el(tag, cls, content) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (content === undefined || content === null) return e;
+    (Array.isArray(content) ? content : [content]).forEach(function (c) {
+      e.appendChild(typeof c === "object" && c !== null && c.nodeType ? c : document.createTextNode(String(c)));
+    });
+    return e;
+  }
+
   // ------------------------------------------------------------------ trace view
   var canvas = document.getElementById("trace");
   var ctx = canvas.getContext("2d");
@@ -460,13 +471,17 @@
     items.push(["rgba(110,110,130,0.35)", "no face"]);
     items.push(["#c2185b", "dropped / damaged frames"]);
     if (trials.length) { items.push(["rgba(30,136,229,0.6)", "CS"]); items.push(["#7b1fa2", "US"]); }
-    document.getElementById("legend").innerHTML = items.map(function (it) {
-      return '<span><span class="sw" style="background:' + it[0] + '"></span>' + it[1] + "</span>";
-    }).join("");
+    var box = document.getElementById("legend");
+    box.textContent = "";
+    items.forEach(function (it) {
+      var sw = el("span", "sw");
+      sw.style.background = it[0];
+      box.appendChild(el("span", "", [sw, it[1]]));
+    });
   }
 
   // ------------------------------------------------------------------ tables
-  function sortableTable(table, columns, rows, onRow) {
+  function sortableTable(table, columns, rows, onRow, rowClass) {
     var state = { key: null, dir: 1 };
     function render() {
       var order = rows.map(function (_, i) { return i; });
@@ -480,16 +495,26 @@
           return (va < vb ? -1 : 1) * state.dir;
         });
       }
-      var head = "<thead><tr>" + columns.map(function (c, i) {
-        var cls = (c.text ? "text " : "") + (state.key === i ? (state.dir > 0 ? "sorted-asc" : "sorted-desc") : "");
-        return '<th class="' + cls + '" data-col="' + i + '" title="' + (c.title || "") + '">' + c.label + "</th>";
-      }).join("") + "</tr></thead>";
-      var body = "<tbody>" + order.map(function (i) {
-        return '<tr data-row="' + i + '">' + columns.map(function (c) {
-          return '<td class="' + (c.cls || "") + (c.text ? " text" : "") + '">' + c.fmt(rows[i]) + "</td>";
-        }).join("") + "</tr>";
-      }).join("") + "</tbody>";
-      table.innerHTML = head + body;
+      // built as DOM nodes: every cell is text (or a node a column builds), never markup read from a file
+      var thead = el("thead"), hr = el("tr");
+      columns.forEach(function (c, i) {
+        var th = el("th", (c.text ? "text " : "") + (state.key === i ? (state.dir > 0 ? "sorted-asc" : "sorted-desc") : ""),
+                    c.label);
+        th.setAttribute("data-col", String(i));
+        if (c.title) th.title = c.title;
+        hr.appendChild(th);
+      });
+      thead.appendChild(hr);
+      var tbody = el("tbody");
+      order.forEach(function (i) {
+        var tr = el("tr", rowClass ? rowClass(rows[i]) : "");
+        tr.setAttribute("data-row", String(i));
+        columns.forEach(function (c) { tr.appendChild(el("td", (c.cls || "") + (c.text ? " text" : ""), c.fmt(rows[i]))); });
+        tbody.appendChild(tr);
+      });
+      table.textContent = "";
+      table.appendChild(thead);
+      table.appendChild(tbody);
     }
     table.addEventListener("click", function (ev) {
       var th = ev.target.closest("th"), tr = ev.target.closest("tbody tr");
@@ -524,11 +549,11 @@
     { key: "min_ear", label: "min EAR", fmt: function (r) { return fmt(r.min_ear, 3); } },
     { key: "baseline_ear", label: "baseline EAR", fmt: function (r) { return fmt(r.baseline_ear, 3); } },
     { key: "kind", label: "kind", text: true, title: "blink, or prolonged closure (longer than max_blink_ms: not a blink)",
-      fmt: function (r) { return r.kind === "prolonged_closure" ? '<span class="err">prolonged closure</span>' : "blink"; } },
+      fmt: function (r) { return r.kind === "prolonged_closure" ? el("span", "err", "prolonged closure") : "blink"; } },
     { key: "cue", label: "eyes", text: true, fmt: function (r) { return fmt(r.cue); } },
     { key: "partial", label: "partial", fmt: function (r) { return r.partial ? "yes" : "no"; } },
     { key: "complete", label: "complete", title: "0: the recording ended or the face was lost during the blink",
-      fmt: function (r) { return r.complete ? "yes" : '<span class="err">no</span>'; } },
+      fmt: function (r) { return r.complete ? "yes" : el("span", "err", "no"); } },
     { key: "start_frame", label: "frames", fmt: function (r) { return fmt(r.start_frame, 0) + "–" + fmt(r.end_frame, 0); } }
   ];
   if (D.crops && Object.keys(D.crops).length) {
@@ -539,8 +564,11 @@
       sort: function (r) { return r.blink; },
       fmt: function (r) {
         return (D.crops[String(r.blink)] || []).map(function (src, i) {
-          return '<img alt="' + cropNames[i] + '" title="blink ' + r.blink + ': ' + cropNames[i] + '" src="' + src + '">';
-        }).join("");
+          if (!/^data:image\/(png|jpeg);base64,/.test(src)) return null;  // only images the report itself drew
+          var img = el("img");
+          img.alt = cropNames[i]; img.title = "blink " + r.blink + ": " + cropNames[i]; img.src = src;
+          return img;
+        }).filter(function (img) { return img !== null; });
       } });
   }
   var renderBlinks = sortableTable(blinkTable, blinkCols, blinks, function (k) { selectBlink(k, true); });
@@ -572,14 +600,14 @@
       { key: "cs_onset_s", label: "CS (s)", fmt: function (r) { return fmt(r.cs_onset_s, 3); } },
       { key: "isi_ms", label: "ISI (ms)", fmt: function (r) { return fmt(r.isi_ms, 0); } },
       { key: "cr", label: "CR", fmt: function (r) {
-          if (!r.baseline_valid) return '<span class="no" title="baseline not valid: not scored">n/s</span>';
-          return r.cr ? '<span class="yes">yes</span>' : '<span class="no">no</span>'; } },
+          if (!r.baseline_valid) { var ns = el("span", "no", "n/s"); ns.title = "baseline not valid: not scored"; return ns; }
+          return r.cr ? el("span", "yes", "yes") : el("span", "no", "no"); } },
       { key: "cr_onset_latency_ms", label: "CR onset (ms)", fmt: function (r) { return fmt(r.cr_onset_latency_ms, 0); } },
       { key: "cr_peak_latency_ms", label: "CR peak (ms)", fmt: function (r) { return fmt(r.cr_peak_latency_ms, 0); } },
       { key: "cr_peak_amplitude", label: "CR peak FEC", fmt: function (r) { return fmt(r.cr_peak_amplitude, 2); } },
       { key: "fec_at_us", label: "FEC at US", fmt: function (r) { return fmt(r.fec_at_us, 2); } },
       { key: "ur_amplitude", label: "UR FEC", fmt: function (r) { return fmt(r.ur_amplitude, 2); } },
-      { key: "startle", label: "startle", fmt: function (r) { return r.startle ? '<span class="err">yes</span>' : "no"; } }
+      { key: "startle", label: "startle", fmt: function (r) { return r.startle ? el("span", "err", "yes") : "no"; } }
     ];
     sortableTable(trialTable, trialCols, trials, function (k) { selectTrial(k, true); });
     trialTable.addEventListener("rendered", function () { mark(trialTable, view.selTrial); });
@@ -652,9 +680,15 @@
     traces.forEach(function (tr) { path(tr, "rgba(0,0,0,0.10)", 1); });
     path(meanTrace, "#2b2b2b", 1.8);
     if (sel) path(traces[view.selTrial], "#ef6c00", 2.2);
-    document.getElementById("trial-plot-caption").innerHTML =
-      '<span style="color:#2b2b2b">━</span> mean of all ' + trials.length + " trials · grey: each trial" +
-      (sel ? ' · <span style="color:#ef6c00">━</span> trial ' + sel.trial + (sel.cr ? " (CR)" : " (no CR)") : " · click a trial to show it");
+    var cap = document.getElementById("trial-plot-caption");
+    var line1 = el("span", "", "━"); line1.style.color = "#2b2b2b";
+    var parts = [line1, " mean of all " + trials.length + " trials · grey: each trial"];
+    if (sel) {
+      var line2 = el("span", "", "━"); line2.style.color = "#ef6c00";
+      parts.push(" · ", line2, " trial " + fmt(sel.trial) + (sel.cr ? " (CR)" : " (no CR)"));
+    } else parts.push(" · click a trial to show it");
+    cap.textContent = "";
+    parts.forEach(function (x) { cap.appendChild(typeof x === "string" ? document.createTextNode(x) : x); });
   }
   function selectTrial(k, zoomTo) {
     view.selTrial = k;

@@ -27,6 +27,7 @@ import base64
 import html
 import json
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -350,6 +351,14 @@ def payload(data: ReportData) -> dict[str, Any]:
     }
 
 
+def script_json(value: Any) -> str:
+    """``value`` as JSON that is safe inside ``<script type="application/json">``: ``<``, ``>`` and ``&`` are
+    written as ``\\u003c`` etc., so no text read from a file (a trial label, a file name, a warning) can end the
+    block or open a comment or a tag; ``JSON.parse`` reads the same strings back."""
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def _fmt(v: Any, unit: str = "", digits: int = 3) -> str:
     if v is None:
         return "–"
@@ -376,7 +385,7 @@ def _summary_html(data: ReportData, notes: tuple[str, ...] = ()) -> str:
     interval_ms = s.get("frame_interval_median_ms")
     fps = 1000 / interval_ms if interval_ms else None
     cards = [
-        ("blinks", f'<span id="blink-count">{len(data.blinks)}</span>',
+        ("blinks", str(len(data.blinks)),
          f"{_fmt(s.get('complete_blinks'))} complete"
          + (f", {_fmt(s.get('prolonged_closures'))} prolonged closures" if s.get("prolonged_closures") else "")),
         ("blink rate", _fmt(s.get("blink_rate_per_min"), "/min"),
@@ -392,8 +401,10 @@ def _summary_html(data: ReportData, notes: tuple[str, ...] = ()) -> str:
         cards.append(("CR", _fmt(tr.get("percent_cr"), " %", 3),
                       f"{_fmt(tr.get('cr_trials'))} of {_fmt(tr.get('scored_trials'))} scored trials"))
     cards.append(("processing", _fmt(tim.get("fps"), " FPS", 4), f"wall {_fmt(tim.get('wall_s'), ' s', 3)}"))
-    card_html = "".join(f'<div class="card"><div class="k">{html.escape(k)}</div><div class="v">{v}</div>'
-                        f'<div class="d">{html.escape(d)}</div></div>' for k, v, d in cards)
+    # every value is text (a damaged or hostile summary may hold markup anywhere); the count has an id to find
+    card_html = "".join(f'<div class="card"><div class="k">{html.escape(k)}</div><div class="v">'
+                        + (f'<span id="blink-count">{html.escape(v)}</span>' if k == "blinks" else html.escape(v))
+                        + f'</div><div class="d">{html.escape(d)}</div></div>' for k, v, d in cards)
     status = s.get("status", "?")
     status_html = (f'<span class="badge {"ok" if status == "ok" else "bad"}">{html.escape(str(status))}</span>'
                    + (f' <span class="err">{html.escape(str(s.get("error")))}</span>' if s.get("error") else ""))
@@ -434,7 +445,7 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None,
 
     page = payload(data)
     page["crops"] = {str(k): v for k, v in (crops or {}).items()}
-    blob = json.dumps(page, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    blob = script_json(page)
     template = (_ASSETS / "report.html").read_text(encoding="utf-8")
     trials_note = "" if data.trials else "hidden"
     if crops:
@@ -459,9 +470,9 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None,
         "JS": (_ASSETS / "report.js").read_text(encoding="utf-8"),
         "DATA": blob,
     }
-    for k, v in fill.items():
-        template = template.replace("{{" + k + "}}", v)
-    return template
+    fill["CROPS_NOTE"] = html.escape(crops_note)
+    # one pass: a value that happens to hold "{{JS}}" (a file name, a label) stays text, never a slot
+    return re.sub(r"\{\{([A-Z_]+)\}\}", lambda m: fill.get(m.group(1), m.group(0)), template)
 
 
 def report_plan(session: str | Path, output: str | Path | None = None, *, overlay: str | Path | None = None,
