@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from review_session import write_session
+from review_session import BLINKS, MISSED, TRIALS, write_session
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_browser = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (Debian: apt-get "
@@ -97,3 +97,153 @@ def test_hostile_labels_file_names_and_summary_text_are_shown_as_text(tmp_path: 
         # the data block reads back every label whole
         data = json.loads(page.locator("#report-data").text_content())
         assert data["stem"] == HOSTILE_STEM
+
+
+# ------------------------------------------------------------------------------------------ reviewing
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    import csv
+
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _x_of(page: Any, t: float) -> float:
+    """The page x (CSS px) of time ``t`` (seconds from the first frame) in the trace's current view."""
+    t0, t1, left, width = map(float, page.get_attribute("#status", "data-view").split(","))
+    box = page.locator("#trace").bounding_box()
+    return box["x"] + left + (t - t0) / (t1 - t0) * width
+
+
+def _select_span(page: Any, a: float, b: float) -> None:
+    """Shift + drag over [a, b] seconds on the trace."""
+    box = page.locator("#trace").bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.keyboard.down("Shift")
+    page.mouse.move(_x_of(page, a), y)
+    page.mouse.down()
+    page.mouse.move(_x_of(page, (a + b) / 2), y, steps=3)
+    page.mouse.move(_x_of(page, b), y, steps=3)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+
+
+def _save(page: Any, into: Path) -> Path:
+    with page.expect_download() as dl:
+        page.keyboard.press("s")
+    d = dl.value
+    target = into / d.suggested_filename
+    d.save_as(target)
+    return target
+
+
+@needs_browser
+def test_keyboard_only_review_then_report_rereads_the_corrections(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "out", "s1")
+    assert run_cli("report", session).returncode == 0
+    html = session.parent / "s1.report.html"
+    with browser_page(html) as p:
+        page = p.page
+        page.locator("body").click(position={"x": 5, "y": 5})
+        keys = ["n", "a", "n", "r", "n", "a", "n", "a"]  # blinks 1..4: accept, reject, accept, accept
+        for k in keys:
+            page.keyboard.press(k)
+        st = page.locator("#status")
+        assert st.get_attribute("data-reviewed") == "4" and st.get_attribute("data-kept") == "3"
+        assert st.get_attribute("data-dirty") == "1"
+        assert page.locator("#blink-count").text_content() == "3"
+        assert page.locator("#blink-table tbody tr.review-reject").count() == 1
+        page.locator("#reviewer").fill("A. Rater")
+        page.locator("body").click(position={"x": 5, "y": 5})
+        saved = _save(page, tmp_path)
+        assert st.get_attribute("data-dirty") == "0" and st.get_attribute("data-saved") == "download"
+        assert p.errors == [] and p.dialogs == [] and [m for m in p.console if m.startswith("error")] == []
+    assert saved.name == "s1.corrections.json"
+    doc = json.loads(saved.read_text())
+    assert doc["format"] == "eyeblink.corrections" and doc["stem"] == "s1" and doc["reviewer"] == "A. Rater"
+    assert doc["eyeblink_version"] and doc["saved_at"]
+    assert [(d["start_s"], d["decision"]) for d in doc["blinks"]] == [
+        (BLINKS[0][0], "accept"), (BLINKS[1][0], "reject"), (BLINKS[2][0], "accept"), (BLINKS[3][0], "accept")]
+    # the download goes beside the session; the report reads it back and the tables follow
+    shutil.move(saved, session.parent / saved.name)
+    proc = run_cli("report", session)
+    assert proc.returncode == 0, proc.stderr
+    rows = _csv(session.parent / "s1.blinks.csv")
+    assert [r["source"] for r in rows] == ["accepted"] * 3
+    assert [float(r["start_s"]) for r in rows] == [BLINKS[0][0], BLINKS[2][0], BLINKS[3][0]]
+    assert [r["blink"] for r in rows] == ["1", "2", "3"]
+    assert len(_csv(session.parent / "s1.blinks_auto.csv")) == 4  # the detector's rows, kept
+    summary = json.loads((session.parent / "s1.summary.json").read_text())
+    assert summary["blinks"] == 3 and summary["corrections"]["rejected"] == 1
+    assert summary["corrections"]["accepted"] == 3 and summary["corrections"]["reviewer"] == "A. Rater"
+    # reviewing again starts from the saved decisions
+    with browser_page(html) as p:
+        assert p.page.locator("#status").get_attribute("data-reviewed") == "4"
+        assert p.page.locator("#blink-count").text_content() == "3"
+
+
+@needs_browser
+def test_reject_add_exclude_retime_and_a_trial_in_the_browser(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "out", "s1")
+    assert run_cli("report", session).returncode == 0
+    html = session.parent / "s1.report.html"
+    with browser_page(html) as p:
+        page = p.page
+        page.keyboard.press("0")
+        # reject blink 1: click its row, press r
+        page.locator('#blink-table tbody tr[data-row="0"]').click()
+        page.keyboard.press("r")
+        # add the missed closure: select its span on the whole-session view, press b
+        page.keyboard.press("0")
+        _select_span(page, MISSED[0], MISSED[0] + MISSED[1])
+        page.keyboard.press("b")
+        # exclude a span around blink 4 (someone in view)
+        _select_span(page, BLINKS[3][0] - 0.1, BLINKS[3][0] + 0.4)
+        page.keyboard.press("e")
+        # retime blink 3: select it (the view zooms on it), drag its end 50 ms later
+        page.locator('#blink-table tbody tr[data-row="2"]').click()
+        box = page.locator("#trace").bounding_box()
+        y = box["y"] + box["height"] / 2
+        end = BLINKS[2][0] + BLINKS[2][1]
+        page.mouse.move(_x_of(page, end), y)
+        page.mouse.down()
+        page.mouse.move(_x_of(page, end + 0.05), y, steps=4)
+        page.mouse.up()
+        # exclude trial 2: click its row, press t
+        page.locator('#trial-table tbody tr[data-row="1"]').click()
+        page.keyboard.press("t")
+        assert page.locator("#trial-table tbody tr.review-excluded").count() == 1
+        st = page.locator("#status")
+        assert st.get_attribute("data-kept") == "3"  # blinks 2, 3 (retimed) and the added one
+        saved = _save(page, tmp_path)
+        assert p.errors == [] and p.dialogs == [] and [m for m in p.console if m.startswith("error")] == []
+    doc = json.loads(saved.read_text())
+    decisions = {d["start_s"]: d for d in doc["blinks"]}
+    assert decisions[BLINKS[0][0]]["decision"] == "reject"
+    retimed = decisions[BLINKS[2][0]]
+    assert retimed["decision"] == "retime" and retimed["new_start_s"] == BLINKS[2][0]
+    assert abs(retimed["new_end_s"] - (end + 0.05)) < 0.02  # a few pixels at this zoom
+    assert len(doc["added"]) == 1 and abs(doc["added"][0]["start_s"] - MISSED[0]) < 0.05
+    assert doc["added"][0]["kind"] == "blink"
+    assert len(doc["excluded"]) == 1 and doc["excluded_trials"] == [2]
+
+    shutil.move(saved, session.parent / saved.name)
+    assert run_cli("report", session).returncode == 0
+    rows = _csv(session.parent / "s1.blinks.csv")
+    assert [r["source"] for r in rows] == ["auto", "corrected", "added"]
+    assert abs(float(rows[1]["end_s"]) - (end + 0.05)) < 0.02
+    trials = _csv(session.parent / "s1.trials.csv")
+    assert [r["excluded"] for r in trials] == ["0", "1", "0"]
+    summary = json.loads((session.parent / "s1.summary.json").read_text())
+    c = summary["corrections"]
+    assert (c["rejected"], c["corrected"], c["added"], c["excluded_blinks"], c["corrected_total"]) == (1, 1, 1, 1, 3)
+    assert summary["blinks"] == 3 and summary["trials"]["excluded_trials"] == 1
+    assert summary["trials"]["scored_trials"] == len(TRIALS) - 1
+    # the rate leaves out the excluded time: 3 blinks in (9.99 s - the span)
+    span = doc["excluded"][0]["end_s"] - doc["excluded"][0]["start_s"]
+    assert 0.4 < span < 0.6 and summary["corrections"]["excluded_s"] == pytest.approx(span, abs=1e-5)
+    assert summary["blink_rate_per_min"] == pytest.approx(3 / (9.99 - span) * 60, rel=1e-4)
+    # the page says how many were corrected
+    text = (session.parent / "s1.report.html").read_text()
+    assert "checked by eye" in text and "3 corrected" in text
