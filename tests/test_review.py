@@ -247,3 +247,86 @@ def test_reject_add_exclude_retime_and_a_trial_in_the_browser(tmp_path: Path) ->
     # the page says how many were corrected
     text = (session.parent / "s1.report.html").read_text()
     assert "checked by eye" in text and "3 corrected" in text
+
+
+# ------------------------------------------------------------------------------------------ corrections are data
+
+
+def _corrections(stem: str, **fields: Any) -> dict[str, Any]:
+    return {"format": "eyeblink.corrections", "format_version": 1, "stem": stem, "reviewer": "test",
+            "saved_at": "2026-11-26T12:00:00Z", "eyeblink_version": "test", "blinks": [], "added": [],
+            "excluded": [], "excluded_trials": [], **fields}
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    ("{not json", "is not valid JSON"),
+    (json.dumps({"format": "jefapato", "blinks": []}), "is not an eyeblink corrections file"),
+    (json.dumps([1, 2]), "is not an eyeblink corrections file"),
+    (json.dumps(_corrections("other")), "holds corrections of session 'other', not of 's1'"),
+    (json.dumps(_corrections("s1", format_version=7)), "has format_version 7"),
+    (json.dumps(_corrections("s1", blinks=[{"start_s": 1.0, "end_s": 1.2, "decision": "maybe"}])),
+     "blinks[0].decision = 'maybe'"),
+    (json.dumps(_corrections("s1", added=[{"start_s": "soon", "end_s": 1.2}])), "added[0].start_s = 'soon'"),
+    (json.dumps(_corrections("s1", excluded=[{"start_s": 2.0, "end_s": 1.0}])), "excluded[0] ending"),
+    (json.dumps(_corrections("s1", excluded_trials=["two"])), "excluded_trials[0] = 'two'"),
+])
+def test_a_malformed_or_foreign_corrections_file_is_one_line(tmp_path: Path, content: str, problem: str) -> None:
+    session = write_session(tmp_path / "out", "s1")
+    before = (session.parent / "s1.blinks.csv").read_bytes()
+    (session.parent / "s1.corrections.json").write_text(content)
+    proc = run_cli("report", session)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("eyeblink: error: ") and problem in lines[0], proc.stderr
+    assert "s1.corrections.json" in lines[0] and "save the corrections again" in lines[0]
+    assert (session.parent / "s1.blinks.csv").read_bytes() == before  # nothing written
+    assert not (session.parent / "s1.report.html").exists()
+
+
+def test_the_report_never_writes_over_the_corrections(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "out", "s1")
+    cpath = session.parent / "s1.corrections.json"
+    cpath.write_text(json.dumps(_corrections("s1")))
+    before = cpath.read_bytes()
+    proc = run_cli("report", session, "-o", cpath)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "corrections.json" in proc.stderr
+    assert cpath.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_process_rerun_and_the_api_keep_the_decisions(face_recording: tuple[Path, object], tmp_path: Path) -> None:
+    """A real recording (one blink at 0.8 s) processed, corrected, processed again with other settings."""
+    import eyeblink
+
+    video = face_recording[0]
+    out = tmp_path / "out"
+    args = ("--workers", "1", "--no-progress", "--landmarks", "mesh")
+    proc = run_cli("process", video, "-o", out, *args)
+    assert proc.returncode == 0, proc.stderr
+    auto = _csv(out / "subject.blinks.csv")
+    assert len(auto) == 1 and "source" not in auto[0]
+    a, b = float(auto[0]["start_s"]), float(auto[0]["end_s"])
+    cpath = out / "subject.corrections.json"
+    cpath.write_text(json.dumps(_corrections(
+        "subject", blinks=[{"start_s": a, "end_s": b, "decision": "reject"},
+                           {"start_s": 0.2, "end_s": 0.3, "decision": "accept"}],  # no blink there: unmatched
+        added=[{"start_s": 0.3, "end_s": 0.45, "kind": "blink"}], excluded=[{"start_s": 1.3, "end_s": 1.5}])))
+    before = cpath.read_bytes()
+    # the rerun with another setting: the blink is detected again, the decision still holds
+    proc = run_cli("process", video, "-o", out, *args, "--detect-every", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert cpath.read_bytes() == before  # never lost, never rewritten
+    rows = _csv(out / "subject.blinks.csv")
+    assert [r["source"] for r in rows] == ["added"]
+    assert float(rows[0]["start_s"]) == pytest.approx(0.3, abs=0.003) and rows[0]["blink"] == "1"
+    assert len(_csv(out / "subject.blinks_auto.csv")) == 1
+    summary = json.loads((out / "subject.summary.json").read_text())
+    c = summary["corrections"]
+    assert (c["rejected"], c["added"], c["accepted"]) == (1, 1, 0) and summary["blinks"] == 1
+    assert [u["start_s"] for u in c["unmatched"]] == [0.2] and "match no detected blink" in proc.stderr
+    assert c["automatic"]["blinks"] == 1
+    # the API reads the same
+    s = eyeblink.load(out / "subject")
+    assert list(s.blinks["source"]) == ["added"] and s.summary["corrections"]["rejected"] == 1
+    assert s.paths["corrections"] == cpath

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["FORMAT", "MATCH_IOU", "SOURCES", "Applied", "Corrections", "apply_blinks", "apply_session",
-           "auto_blinks_path", "corrections_path", "read_corrections"]
+           "auto_blinks_path", "corrections_path", "csv_text", "read_corrections"]
 
 #: the ``format`` field that marks a corrections file
 FORMAT = "eyeblink.corrections"
@@ -396,7 +396,7 @@ def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     return header, [dict(zip(header, r, strict=False)) for r in rows[1:] if len(r) == len(header)]
 
 
-def _csv_text(header: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
+def csv_text(header: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
     import csv
     import io
 
@@ -496,10 +496,10 @@ def apply_session(outdir: str | Path, stem: str, *, write: bool = True) -> Appli
             warn(f"{stem}: {len(unmatched)} decision(s) of {cpath.name} match no detected blink any more (first at "
                  f"{unmatched[0]['start_s']:.3f} s); they are kept in the file and listed in the summary")
         auto_path = auto_blinks_path(outdir, stem)
-        write_text_atomic(auto_path, _csv_text(header, auto))
-        write_text_atomic(outdir / f"{stem}.blinks.csv", _csv_text(bheader, applied.rows))
+        write_text_atomic(auto_path, csv_text(header, auto))
+        write_text_atomic(outdir / f"{stem}.blinks.csv", csv_text(bheader, applied.rows))
         if trials:
-            write_text_atomic(trial_path, _csv_text(theader, trials))
+            write_text_atomic(trial_path, csv_text(theader, trials))
         from eyeblink.outputs.export import clean_json
 
         outputs = summary.get("outputs")
