@@ -235,6 +235,19 @@ def load(session: str | Path) -> Session:
     return Session(stem, _table(outdir / f"{stem}.frames.csv", FRAME_COLUMNS), blinks, trials, summary, paths)
 
 
+def agree(session: str | Path, corrections: Sequence[str | Path] = ()) -> dict[str, Any]:
+    """Agreement of two scorings of a session's blinks, as ``eyeblink agree`` prints it: the detector against
+    the session's ``<stem>.corrections.json`` (or the one file in ``corrections``), or the second of two
+    raters' files against the first; a folder: every session with corrections, and ``total`` pooled.
+
+    Returns ``{"sessions": [{"events": {precision, recall, f1, onset_diff_mean_ms, ...}, "trials": [...]}],
+    "total": {...}}`` (see :mod:`eyeblink.outputs.agreement`).
+    """
+    from eyeblink.outputs.agreement import agree_sessions
+
+    return agree_sessions(session, corrections)
+
+
 # ------------------------------------------------------------------------------------------ settings
 
 

@@ -384,7 +384,7 @@ class AppliedSession:
     applied: Applied | None = None
 
 
-def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     import csv
 
     with path.open(newline="", encoding="utf-8") as fh:
@@ -429,13 +429,13 @@ def auto_rows(outdir: Path, stem: str) -> tuple[list[str], list[dict[str, str]]]
     """The detector's blink rows: ``blinks.csv`` as written by the run, or, once corrections rewrote it,
     ``blinks_auto.csv``."""
     blinks = outdir / f"{stem}.blinks.csv"
-    header, rows = _read_csv(blinks)
+    header, rows = read_csv(blinks)
     if "source" in header and any(r.get("source") not in ("", "auto") for r in rows):
         auto = auto_blinks_path(outdir, stem)
         if not auto.is_file():
             raise CorrectionsError(f"{blinks} holds corrected blinks but the detector's rows ({auto.name}) are "
                                    "gone; re-run `eyeblink process` on the recording to detect them again")
-        header, rows = _read_csv(auto)
+        header, rows = read_csv(auto)
     return [c for c in header if c != "source"], [{k: v for k, v in r.items() if k != "source"} for r in rows]
 
 
@@ -483,7 +483,7 @@ def apply_session(outdir: str | Path, stem: str, *, write: bool = True) -> Appli
     theader: list[str] = []
     trials: list[dict[str, Any]] = []
     if trial_path.is_file():
-        theader, trials = _read_csv(trial_path)
+        theader, trials = read_csv(trial_path)
         theader = [*[h for h in theader if h != "excluded"], "excluded"]
         for r in trials:
             r["excluded"] = int(trial_excluded(r, applied))
