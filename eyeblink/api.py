@@ -116,6 +116,32 @@ class Session:
         self.paths["report"] = path
         return path
 
+    def plot(self, start_s: float | None = None, end_s: float | None = None) -> Any:
+        """The session in one matplotlib figure: each eye's openness and the closure (FEC) against time, the
+        blinks shaded (in a corrected session by ``source``), each trial's CS and US marked (excluded trials
+        grey). ``start_s``/``end_s``: the seconds to show (default: the whole session). Returns the
+        :class:`matplotlib.figure.Figure` (``fig.savefig("session.png")``; a notebook with ``%matplotlib inline``
+        shows it). Needs the ``plots`` extra (matplotlib)."""
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise MissingExtraError("Session.plot needs matplotlib, which is not installed; "
+                                    "pip install 'eyeblink[plots]' (or pip install matplotlib)") from None
+        from eyeblink.outputs.plots import session_figure
+
+        f = self.frames
+
+        def col(name: str) -> Any:
+            import numpy as np
+
+            return f[name].to_numpy(dtype="float64", na_value=np.nan) if name in f else np.full(len(f), np.nan)
+
+        return session_figure(col("timestamp_s"), col("ear_left"), col("ear_right"), col("closure"),
+                              self.blinks.to_dict("records"), self.trials.to_dict("records"),
+                              f"{self.stem}: {len(self.blinks)} blinks"
+                              + (f", {len(self.trials)} trials" if len(self.trials) else ""),
+                              start_s=start_s, end_s=end_s)
+
     def __repr__(self) -> str:
         return (f"Session({self.stem!r}: {len(self.frames)} frames, {len(self.blinks)} blinks, "
                 f"{len(self.trials)} trials, status {self.summary.get('status')!r})")
