@@ -284,7 +284,7 @@ def _measure(row: dict[str, Any], fr: Frames | None, a: float, b: float) -> dict
             e = fr.ear[idx]
             if np.isfinite(e).any():
                 k = int(idx[int(np.nanargmin(e))])
-                base = float(fr.baseline[i0])
+                base = _baseline_at(fr.baseline, i0)
                 out.update(peak_frame=int(fr.frame[k]), peak_s=float(fr.t[k]), min_ear=float(fr.ear[k]))
                 if math.isfinite(base) and base > 0:
                     out.update(baseline_ear=base, amplitude=1 - float(fr.ear[k]) / base)
@@ -411,18 +411,45 @@ def csv_text(header: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
 
 
 def read_frames(path: Path) -> Frames:
-    """frame, timestamp_s, ear and the (filled) baseline of frames.csv."""
+    """frame, timestamp_s, ear and baseline_ear of frames.csv (an empty cell: NaN); a file that lacks them or
+    holds a cell that is not a number is a :class:`CorrectionsError` naming it."""
     import numpy as np
 
-    from eyeblink.outputs.analysis import _filled
-    from eyeblink.outputs.report import numbers, read_rows
+    from eyeblink.outputs.export import read_table
 
-    header, rows, _ = read_rows(path, ("frame", "timestamp_s"), "frames.csv")
+    try:
+        header, rows = read_table(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorrectionsError(f"cannot read {path} ({one_line(exc)}); re-run `eyeblink process` on the "
+                               "recording") from None
+    if "frame" not in header or "timestamp_s" not in header:
+        raise CorrectionsError(f"{path} has no frame/timestamp_s columns: not an eyeblink frames.csv")
 
     def col(name: str) -> np.ndarray:
-        return numbers(path, header, rows, name) if name in header else np.full(len(rows), np.nan)
+        if name not in header:
+            return np.full(len(rows), np.nan)
+        k = header.index(name)
+        try:
+            return np.array([float(r[k]) if k < len(r) and r[k] != "" else np.nan for r in rows], dtype=np.float64)
+        except ValueError:
+            raise CorrectionsError(f"{path}: column {name!r} holds a cell that is not a number; the file is "
+                                   "damaged: re-run `eyeblink process` on the recording") from None
 
-    return Frames(col("frame").astype(np.int64), col("timestamp_s"), col("ear"), _filled(col("baseline_ear")))
+    return Frames(col("frame").astype(np.int64), col("timestamp_s"), col("ear"), col("baseline_ear"))
+
+
+def _baseline_at(baseline: np.ndarray, i: int) -> float:
+    """The open-eye baseline at row ``i``: its own value, else the nearest one before it, else after it (the
+    baseline is empty during the run's warm-up)."""
+    import numpy as np
+
+    if math.isfinite(baseline[i]):
+        return float(baseline[i])
+    before = np.flatnonzero(np.isfinite(baseline[:i]))
+    if before.size:
+        return float(baseline[before[-1]])
+    after = np.flatnonzero(np.isfinite(baseline[i:]))
+    return float(baseline[i + after[0]]) if after.size else math.nan
 
 
 def auto_rows(outdir: Path, stem: str) -> tuple[list[str], list[dict[str, str]]]:
