@@ -470,6 +470,12 @@ def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers:
 
     if report:  # keep the eye crops of each blink for the report's table
         cfg = dataclasses.replace(cfg, eye_crops=True)
+    from eyeblink.outputs.corrections import corrections_path, read_corrections
+
+    for p in paths:  # a rerun applies the reviewer's corrections: a file it cannot read stops it before any frame
+        stem = p.name if p.is_dir() else p.stem
+        if corrections_path(outdir, stem).is_file():
+            read_corrections(corrections_path(outdir, stem), stem)
     results, failures = process_paths(list(paths), outdir, cfg, progress=progress,
                                       workers=process_workers(workers, cfg, physical_cores), loaders=loaders,
                                       analysis=analysis)

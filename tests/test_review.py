@@ -330,3 +330,18 @@ def test_process_rerun_and_the_api_keep_the_decisions(face_recording: tuple[Path
     s = eyeblink.load(out / "subject")
     assert list(s.blinks["source"]) == ["added"] and s.summary["corrections"]["rejected"] == 1
     assert s.paths["corrections"] == cpath
+
+
+def test_process_stops_before_any_frame_on_a_malformed_corrections_file(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    write_session(out, "clip")
+    (out / "clip.corrections.json").write_text('{"format": "eyeblink.corrections", "format_version": 1, '
+                                               '"stem": "clip", "blinks": "all of them"}')
+    before = (out / "clip.frames.csv").read_bytes()
+    video = tmp_path / "clip.avi"
+    video.write_bytes(b"")  # never opened: the corrections are checked first
+    proc = run_cli("process", video, "-o", out, "--no-progress", "--workers", "1")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "clip.corrections.json has blinks = 'all of them', not a list" in lines[0], proc.stderr
+    assert (out / "clip.frames.csv").read_bytes() == before
