@@ -628,6 +628,8 @@
     sort: function (r) { var d = review.decisions[blinks.indexOf(r)]; return d ? d.decision : ""; },
     fmt: function (r) {
       var d = review.decisions[blinks.indexOf(r)];
+      var a = d && d.decision === "retime" ? d.new_start_s : r.start_s, z = d && d.decision === "retime" ? d.new_end_s : r.end_s;
+      if (inExcluded(a, z)) return el("span", "rejected", "in an excluded span");
       if (!d) return "–";
       if (d.decision === "retime") {
         return el("span", "retimed", "retimed " + fmt(d.new_start_s - t0abs, 3) + "–" + fmt(d.new_end_s - t0abs, 3) + " s");
