@@ -345,3 +345,67 @@ def test_process_stops_before_any_frame_on_a_malformed_corrections_file(tmp_path
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "clip.corrections.json has blinks = 'all of them', not a list" in lines[0], proc.stderr
     assert (out / "clip.frames.csv").read_bytes() == before
+
+
+@pytest.mark.slow
+@needs_browser
+def test_keyboard_only_review_of_the_demo(tmp_path: Path) -> None:
+    """``eyeblink demo``'s recording reviewed with the keys alone: every blink but the last accepted, the last
+    rejected, saved; the report then holds the accepted ones."""
+    out = tmp_path / "demo"
+    proc = run_cli("demo", "-o", out, "--duration", "4", "--no-progress")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert run_cli("report", out / "demo").returncode == 0
+    n = len(_csv(out / "demo.blinks.csv"))
+    assert n >= 3
+    with browser_page(out / "demo.report.html") as p:
+        page = p.page
+        page.locator("body").click(position={"x": 5, "y": 5})
+        for k in range(n):
+            page.keyboard.press("n")
+            page.keyboard.press("r" if k == n - 1 else "a")
+        st = page.locator("#status")
+        assert st.get_attribute("data-reviewed") == str(n) and st.get_attribute("data-kept") == str(n - 1)
+        # the last blink is selected, its row marked
+        assert page.locator("#blink-table tbody tr.selected td").nth(0).text_content() == str(n)
+        saved = _save(page, tmp_path)
+        assert p.errors == [] and p.dialogs == [] and [m for m in p.console if m.startswith("error")] == []
+    shutil.move(saved, out / saved.name)
+    assert run_cli("report", out / "demo").returncode == 0
+    rows = _csv(out / "demo.blinks.csv")
+    assert [r["source"] for r in rows] == ["accepted"] * (n - 1)
+    summary = json.loads((out / "demo.summary.json").read_text())
+    assert summary["corrections"]["accepted"] == n - 1 and summary["corrections"]["rejected"] == 1
+
+
+def test_applying_corrections_twice_changes_nothing(tmp_path: Path) -> None:
+    from eyeblink.outputs.corrections import apply_session
+
+    session = write_session(tmp_path / "out", "s1")
+    (session.parent / "s1.corrections.json").write_text(json.dumps(_corrections(
+        "s1", blinks=[{"start_s": BLINKS[0][0], "end_s": BLINKS[0][0] + BLINKS[0][1], "decision": "reject"}],
+        added=[{"start_s": MISSED[0], "end_s": MISSED[0] + MISSED[1]}], excluded_trials=[1])))
+    names = ("s1.blinks.csv", "s1.trials.csv", "s1.summary.json", "s1.blinks_auto.csv")
+    apply_session(session.parent, "s1")
+    first = {n: (session.parent / n).read_bytes() for n in names}
+    apply_session(session.parent, "s1")
+    assert {n: (session.parent / n).read_bytes() for n in names} == first
+    summary = json.loads(first["s1.summary.json"])
+    assert summary["corrections"]["automatic"]["blinks"] == len(BLINKS)  # the detector's, not the corrected count
+
+
+@needs_browser
+def test_saving_again_keeps_decisions_that_match_no_blink(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "out", "s1")
+    stale = {"start_s": 9.5, "end_s": 9.6, "decision": "accept"}  # no blink there (any more)
+    (session.parent / "s1.corrections.json").write_text(json.dumps(_corrections("s1", blinks=[stale])))
+    assert run_cli("report", session).returncode == 0
+    html = (session.parent / "s1.report.html")
+    assert "correction no longer matched" in html.read_text()
+    with browser_page(html) as p:
+        p.page.locator("body").click(position={"x": 5, "y": 5})
+        p.page.keyboard.press("n")
+        p.page.keyboard.press("a")
+        saved = _save(p.page, tmp_path)
+    doc = json.loads(saved.read_text())
+    assert stale in doc["blinks"] and len(doc["blinks"]) == 2
