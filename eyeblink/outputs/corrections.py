@@ -510,12 +510,13 @@ def apply_session(outdir: str | Path, stem: str, *, write: bool = True) -> Appli
     theader: list[str] = []
     trials: list[dict[str, Any]] = []
     if trial_path.is_file():
-        theader, trials = read_csv(trial_path)
+        theader, trial_rows = read_csv(trial_path)
+        trials = [dict(r) for r in trial_rows]
         theader = [*[h for h in theader if h != "excluded"], "excluded"]
         for r in trials:
             r["excluded"] = int(trial_excluded(r, applied))
         if isinstance(summary.get("trials"), dict):
-            kept = [_Trial(r) for r in trials if not r["excluded"]]
+            kept: list[Any] = [_Trial(r) for r in trials if not r["excluded"]]  # read as session_summary reads
             summary["trials"] = {**summary["trials"], **session_summary(kept), "trials": len(trials),
                                  "excluded_trials": sum(r["excluded"] for r in trials)}
     if write:

@@ -277,7 +277,7 @@ def session_figure(t: np.ndarray, ear_left: np.ndarray, ear_right: np.ndarray, c
         shown.add(key)
     for tr in trials:
         try:
-            cs = float(tr.get("cs_onset_s"))
+            cs = float(tr.get("cs_onset_s", math.nan))
         except (TypeError, ValueError):
             continue
         excluded = bool(tr.get("excluded")) and str(tr.get("excluded")) not in ("0", "False", "nan")

@@ -487,7 +487,8 @@ def _summary_html(data: ReportData, notes: tuple[str, ...] = ()) -> str:
     warns = [str(w) for w in warnings] if isinstance(warnings, list) else []
     items = [f'<li class="err missing">missing: {html.escape(n)}</li>' for n in (*data.notes, *notes)]
     items += [f'<li class="err">warning: {html.escape(w)}</li>' for w in warns]
-    unmatched = corr.get("unmatched") if isinstance(corr.get("unmatched"), list) else []
+    listed = corr.get("unmatched")
+    unmatched: list[Any] = listed if isinstance(listed, list) else []
     items += [f'<li class="err unmatched">correction no longer matched: {html.escape(str(_dict(u).get("decision")))}'
               f' of the blink at {html.escape(_fmt(_dict(u).get("start_s"), " s", 6))} (no detected blink there now; '
               "kept in the corrections file)</li>" for u in unmatched]
