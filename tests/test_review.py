@@ -409,3 +409,21 @@ def test_saving_again_keeps_decisions_that_match_no_blink(tmp_path: Path) -> Non
         saved = _save(p.page, tmp_path)
     doc = json.loads(saved.read_text())
     assert stale in doc["blinks"] and len(doc["blinks"]) == 2
+
+
+def test_fec_is_calibrated_on_the_blinks_the_reviewer_kept(tmp_path: Path) -> None:
+    """process (finalize) calibrates FEC on these amplitudes: the rejected blink's is gone, the added one's is
+    measured on the trace."""
+    from eyeblink.outputs.corrections import auto_rows, calibration_amplitudes, read_frames
+
+    session = write_session(tmp_path / "out", "s1")
+    _, auto = auto_rows(session.parent, "s1")
+    auto[0]["amplitude"] = "0.99"  # an artefact the reviewer rejects
+    frames = read_frames(session.parent / "s1.frames.csv")
+    assert calibration_amplitudes(session.parent, "s1", auto, frames) is None  # no corrections: the run's own
+    (session.parent / "s1.corrections.json").write_text(json.dumps(_corrections(
+        "s1", blinks=[{"start_s": BLINKS[0][0], "end_s": BLINKS[0][0] + BLINKS[0][1], "decision": "reject"}],
+        added=[{"start_s": MISSED[0], "end_s": MISSED[0] + MISSED[1]}])))
+    amps = calibration_amplitudes(session.parent, "s1", auto, frames)
+    assert amps is not None and 0.99 not in amps and len(amps) == len(BLINKS)
+    assert amps[-1] == pytest.approx(0.8, abs=0.01)  # the added closure, measured: 1 - min EAR / baseline
