@@ -429,8 +429,10 @@ def read_frames(path: Path) -> Frames:
         if name not in header:
             return np.full(len(rows), np.nan)
         k = header.index(name)
+        cells = np.array([r[k] if k < len(r) else "" for r in rows], dtype=object)
+        cells[cells == ""] = "nan"
         try:
-            return np.array([float(r[k]) if k < len(r) and r[k] != "" else np.nan for r in rows], dtype=np.float64)
+            return cells.astype(np.float64) if len(cells) else np.zeros(0)
         except ValueError:
             raise CorrectionsError(f"{path}: column {name!r} holds a cell that is not a number; the file is "
                                    "damaged: re-run `eyeblink process` on the recording") from None

@@ -573,8 +573,14 @@ def write_report(path: str | Path, output: str | Path | None = None, *, data: Re
     applied = None
     if (outdir / f"{stem}.summary.json").is_file():
         applied = apply_session(outdir, stem)  # <stem>.corrections.json: blinks.csv, trials and counts follow it
-    if data is None or applied is not None:
+    if data is None:
         data = load_report_data(path)
+    elif applied is not None:  # the frames are as read; the blinks, the review and the summary are the corrected ones
+        import dataclasses
+
+        review = _review(outdir, stem, applied.blink_header, applied.blinks)
+        data = dataclasses.replace(data, summary=applied.summary, review=review,
+                                   blinks=review.pop("auto") if review is not None else data.blinks)
     out = Path(output) if output is not None else report_path(path)
     report_plan(path, out, data=data).check()
     crops, problem = read_crops(crops_path(outdir, stem))
