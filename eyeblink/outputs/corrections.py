@@ -487,7 +487,14 @@ def apply_session(outdir: str | Path, stem: str, *, write: bool = True) -> Appli
     bheader = [*header, "source"]
 
     summary_path = outdir / f"{stem}.summary.json"
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CorrectionsError(f"{summary_path} cannot be read ({one_line(exc)}); re-run `eyeblink process` on the "
+                               "recording to write it again") from None
+    if not isinstance(summary, dict):
+        raise CorrectionsError(f"{summary_path} is not an eyeblink summary; re-run `eyeblink process` on the "
+                               "recording to write it again")
     import numpy as np
 
     t = frames.t[np.isfinite(frames.t)]
