@@ -427,3 +427,21 @@ def test_fec_is_calibrated_on_the_blinks_the_reviewer_kept(tmp_path: Path) -> No
     amps = calibration_amplitudes(session.parent, "s1", auto, frames)
     assert amps is not None and 0.99 not in amps and len(amps) == len(BLINKS)
     assert amps[-1] == pytest.approx(0.8, abs=0.01)  # the added closure, measured: 1 - min EAR / baseline
+
+
+@needs_browser
+def test_retime_with_the_keys_a_frame_at_a_time(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "out", "s1")
+    assert run_cli("report", session).returncode == 0
+    with browser_page(session.parent / "s1.report.html") as p:
+        page = p.page
+        page.locator("body").click(position={"x": 5, "y": 5})
+        for k in ("n", "n", "n", "]", "]", "}", "[", "{", "{"):  # blink 3: onset +2 -1 frames, end +1 -2 frames
+            page.keyboard.press(k)
+        saved = _save(page, tmp_path)
+        assert p.errors == []
+    (d,) = json.loads(saved.read_text())["blinks"]
+    start, dur = BLINKS[2]
+    assert d["decision"] == "retime" and d["start_s"] == start
+    assert d["new_start_s"] == pytest.approx(start + 0.01, abs=1e-4)  # frames are 10 ms apart
+    assert d["new_end_s"] == pytest.approx(start + dur - 0.01, abs=1e-4)

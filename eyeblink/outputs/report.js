@@ -884,6 +884,20 @@
     review.decisions[view.selBlink] = { decision: "retime", new_start_s: a + t0abs, new_end_s: b + t0abs };
     changed();
   }
+  // keys [ ] move the selected blink's onset, { } its end, one frame earlier or later (a retime)
+  function nudge(which, dir) {
+    var sp = selectedSpan();
+    if (!sp || (review.decisions[view.selBlink] || {}).decision === "reject" || !N) return false;
+    var t = which === "a" ? sp.a : sp.b, i = lowerBound(t - 1e-6);
+    if (i < N && Math.abs(T[i] - t) > 1e-6 && dir < 0) i--;  // between two frames: the one before, going back
+    else i += dir;
+    i = Math.max(0, Math.min(N - 1, i));
+    var a = which === "a" ? T[i] : sp.a, b = which === "b" ? T[i] : sp.b;
+    if (b - a < 0.5 * (D.interval || 0.002)) return true;  // never shorter than a frame
+    review.decisions[view.selBlink] = { decision: "retime", new_start_s: a + t0abs, new_end_s: b + t0abs };
+    changed();
+    return true;
+  }
   function drawReview(top, bottom) {
     review.excluded.forEach(function (s) {
       var a = s.start_s - t0abs, b = s.end_s - t0abs;
@@ -936,6 +950,10 @@
     if (k === "e") return addSpan("exclude");
     if (k === "Delete" || k === "Backspace") return removeSpans();
     if (k === "t") return toggleTrial();
+    if (k === "[") return nudge("a", -1);
+    if (k === "]") return nudge("a", 1);
+    if (k === "{") return nudge("b", -1);
+    if (k === "}") return nudge("b", 1);
     if (k === "s") { save(); return true; }
     if (k === "Escape") { view.sel = null; showSelection(); redraw(); return true; }
     return false;
