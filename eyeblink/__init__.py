@@ -22,10 +22,11 @@ from eyeblink.api import (
     Session,
     SettingsError,
     StateChange,
+    agree,
     live,
     load,
     process,
 )
 
-__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SettingsError", "StateChange", "__version__", "live",
-           "load", "process"]
+__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SettingsError", "StateChange", "__version__", "agree",
+           "live", "load", "process"]

@@ -116,6 +116,32 @@ class Session:
         self.paths["report"] = path
         return path
 
+    def plot(self, start_s: float | None = None, end_s: float | None = None) -> Any:
+        """The session in one matplotlib figure: each eye's openness and the closure (FEC) against time, the
+        blinks shaded (in a corrected session by ``source``), each trial's CS and US marked (excluded trials
+        grey). ``start_s``/``end_s``: the seconds to show (default: the whole session). Returns the
+        :class:`matplotlib.figure.Figure` (``fig.savefig("session.png")``; a notebook with ``%matplotlib inline``
+        shows it). Needs the ``plots`` extra (matplotlib)."""
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise MissingExtraError("Session.plot needs matplotlib, which is not installed; "
+                                    "pip install 'eyeblink[plots]' (or pip install matplotlib)") from None
+        from eyeblink.outputs.plots import session_figure
+
+        f = self.frames
+
+        def col(name: str) -> Any:
+            import numpy as np
+
+            return f[name].to_numpy(dtype="float64", na_value=np.nan) if name in f else np.full(len(f), np.nan)
+
+        return session_figure(col("timestamp_s"), col("ear_left"), col("ear_right"), col("closure"),
+                              self.blinks.to_dict("records"), self.trials.to_dict("records"),
+                              f"{self.stem}: {len(self.blinks)} blinks"
+                              + (f", {len(self.trials)} trials" if len(self.trials) else ""),
+                              start_s=start_s, end_s=end_s)
+
     def __repr__(self) -> str:
         return (f"Session({self.stem!r}: {len(self.frames)} frames, {len(self.blinks)} blinks, "
                 f"{len(self.trials)} trials, status {self.summary.get('status')!r})")
@@ -128,9 +154,9 @@ _INT_COLUMNS = {"frame", "face", "detected", "dropped", "blink", "start_frame", 
 _NULLABLE_INT_COLUMNS = {"start_frame_left", "end_frame_left", "start_frame_right", "end_frame_right",
                          "cs_onset_frame", "us_onset_frame"}
 #: 0/1 flags: bool (``boolean`` where a cell can be empty)
-_BOOL_COLUMNS = {"complete", "partial", "baseline_valid", "startle", "cr"}
+_BOOL_COLUMNS = {"complete", "partial", "baseline_valid", "startle", "cr", "excluded"}
 #: text columns: pandas strings
-_TEXT_COLUMNS = {"cue", "kind", "trial_type", "cs_type", "us_type"}
+_TEXT_COLUMNS = {"cue", "kind", "trial_type", "cs_type", "us_type", "source"}
 _UNITS = {"frame": "frame", "face": "0/1", "detected": "0/1", "dropped": "0/1", "blink": "count",
           "closure": "FEC (0 open .. 1 closed)", "face_score": "score (0..1)", "amplitude": "fraction",
           "cue": "text", "kind": "text"}
@@ -167,14 +193,17 @@ def _require_pandas() -> Any:
     return pd
 
 
-def _table(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
-    """A CSV of the output contract as a DataFrame with fixed dtypes per column (the same for every session,
-    whatever its values); an absent file: an empty frame with ``columns``."""
+def _table(path: Path, columns: Sequence[str] = (), text: str | None = None) -> pd.DataFrame:
+    """A CSV of the output contract (the file at ``path``, or its ``text``) as a DataFrame with fixed dtypes per
+    column (the same for every session, whatever its values); an absent file: an empty frame with ``columns``."""
+    import io
+
     pd = _require_pandas()
-    if not path.is_file():
+    if text is None and not path.is_file():
         df = pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
     else:
-        df = pd.read_csv(path, keep_default_na=False, na_values=[""], low_memory=False)
+        df = pd.read_csv(io.StringIO(text) if text is not None else path, keep_default_na=False, na_values=[""],
+                         low_memory=False)
     for col in df.columns:
         s = df[col]
         if col in _TEXT_COLUMNS:
@@ -195,7 +224,9 @@ def load(session: str | Path) -> Session:
     """Read a finished session back: ``load("results/session1")`` (``OUTDIR/<stem>``, or any of its files).
 
     The same object :func:`process` returns, from ``<stem>.frames.csv``, ``.blinks.csv``, ``.summary.json`` and
-    ``.trials.csv`` (when the session has trials).
+    ``.trials.csv`` (when the session has trials). A ``<stem>.corrections.json`` beside them (saved from the
+    report) is applied as ``eyeblink report`` applies it, in memory (no file is written): ``blinks`` has the
+    ``source`` column, ``trials`` the ``excluded`` one, ``summary["corrections"]`` the counts.
     """
     import json
 
@@ -216,9 +247,31 @@ def load(session: str | Path) -> Session:
         ("frames", "frames.csv"), ("blinks", "blinks.csv"), ("summary", "summary.json"), ("trials", "trials.csv"),
         ("traces", "traces.csv"), ("nwb", "nwb"), ("report", "report.html"))}
     paths = {k: p for k, p in paths.items() if p.is_file()}
-    return Session(stem, _table(outdir / f"{stem}.frames.csv", FRAME_COLUMNS),
-                   _table(outdir / f"{stem}.blinks.csv", BLINK_COLUMNS), _table(outdir / f"{stem}.trials.csv"),
-                   summary, paths)
+    blinks = _table(outdir / f"{stem}.blinks.csv", BLINK_COLUMNS)
+    trials = _table(outdir / f"{stem}.trials.csv")
+    from eyeblink.outputs.corrections import apply_session, corrections_path, csv_text
+
+    applied = apply_session(outdir, stem, write=False)  # <stem>.corrections.json, applied as report/process do
+    if applied is not None:
+        paths["corrections"] = corrections_path(outdir, stem)
+        summary = applied.summary
+        blinks = _table(outdir, text=csv_text(applied.blink_header, applied.blinks))
+        if applied.trial_header:
+            trials = _table(outdir, text=csv_text(applied.trial_header, applied.trials))
+    return Session(stem, _table(outdir / f"{stem}.frames.csv", FRAME_COLUMNS), blinks, trials, summary, paths)
+
+
+def agree(session: str | Path, corrections: Sequence[str | Path] = ()) -> dict[str, Any]:
+    """Agreement of two scorings of a session's blinks, as ``eyeblink agree`` prints it: the detector against
+    the session's ``<stem>.corrections.json`` (or the one file in ``corrections``), or the second of two
+    raters' files against the first; a folder: every session with corrections, and ``total`` pooled.
+
+    Returns ``{"sessions": [{"events": {precision, recall, f1, onset_diff_mean_ms, ...}, "trials": [...]}],
+    "total": {...}}`` (see :mod:`eyeblink.outputs.agreement`).
+    """
+    from eyeblink.outputs.agreement import agree_sessions
+
+    return agree_sessions(session, corrections)
 
 
 # ------------------------------------------------------------------------------------------ settings
@@ -417,6 +470,12 @@ def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers:
 
     if report:  # keep the eye crops of each blink for the report's table
         cfg = dataclasses.replace(cfg, eye_crops=True)
+    from eyeblink.outputs.corrections import corrections_path, read_corrections
+
+    for p in paths:  # a rerun applies the reviewer's corrections: a file it cannot read stops it before any frame
+        stem = p.name if p.is_dir() else p.stem
+        if corrections_path(outdir, stem).is_file():
+            read_corrections(corrections_path(outdir, stem), stem)
     results, failures = process_paths(list(paths), outdir, cfg, progress=progress,
                                       workers=process_workers(workers, cfg, physical_cores), loaders=loaders,
                                       analysis=analysis)

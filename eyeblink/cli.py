@@ -202,6 +202,18 @@ def build_parser() -> argparse.ArgumentParser:
     from eyeblink.runtime import batch as _batch  # no Ray import: the CLI stays light
 
     _batch.add_parser(sub, _add_run_options, _add_log_options)
+    g = sub.add_parser("agree", help="agreement of automatic and corrected blinks, or of two raters",
+                       description="Score one scoring of a session's blinks against another: the detector's "
+                                   "against the session's <stem>.corrections.json (saved from its report), or two "
+                                   "raters' corrections files. Prints event precision, recall, F1, onset and "
+                                   "duration differences, and per trial; for a folder, every session with "
+                                   "corrections and all of them pooled.")
+    g.add_argument("session", metavar="OUTDIR/STEM_OR_OUTDIR",
+                   help="a processed session (e.g. results/session1), or a folder of sessions with corrections")
+    g.add_argument("--corrections", nargs="+", metavar="JSON", default=(),
+                   help="one file: the detector against it (instead of <stem>.corrections.json); two files: the "
+                        "second rater against the first (the reference)")
+    g.add_argument("--json", metavar="FILE", default=None, help="also write the figures to this JSON file")
     r = sub.add_parser("report", help="write a self-contained HTML report of a processed session",
                        description="Read OUTDIR/<stem>.frames.csv, .blinks.csv, .summary.json (and .trials.csv) "
                                    "and write OUTDIR/<stem>.report.html: one file that opens offline in a browser, "
@@ -319,6 +331,16 @@ def _run_batch(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_agree(args: argparse.Namespace) -> int:
+    from eyeblink.outputs.agreement import agree_sessions, format_text, write_json
+
+    result = agree_sessions(args.session, args.corrections)
+    print(format_text(result))
+    if args.json:
+        write_json(result, Path(args.json))
+    return 0
+
+
 def cmd_live(args: argparse.Namespace) -> int:
     from eyeblink.runtime.live import run
 
@@ -371,7 +393,7 @@ def _main(argv: Sequence[str] | None) -> int:
         handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval, "bench": bench.run,
                    "eval-long": longrun.run, "train-landmarks": train.run, "train-detector": train_detector.run,
                    "train-lids": train_lids.run, "batch": _run_batch, "live": cmd_live,
-                   "report": cmd_report}[args.command]
+                   "report": cmd_report, "agree": cmd_agree}[args.command]
         if getattr(args, "log_level", None) is not None:
             from eyeblink.runtime.logs import setup_logging
 

@@ -284,6 +284,12 @@ def finalize(result: RunResult, config: RunConfig, options: AnalysisOptions | No
     tf = options.load_trials(result.stem)
     trials = tf.resolve(frame_times=t, fps=config.fps) if tf is not None else ()
     blink_amps = [e.amplitude for e in result.blinks if e.complete]
+    from eyeblink.outputs.corrections import Frames, apply_session, calibration_amplitudes
+
+    corrected = calibration_amplitudes(frames_path.parent, result.stem, [e.as_row() for e in result.blinks],
+                                       Frames(frame, t, ear, baseline))
+    if corrected is not None:  # <stem>.corrections.json: FEC follows the blinks the reviewer kept and added
+        blink_amps = corrected
     cal = calibrate_session(config, t, amplitude, blink_amps, trials)
     fec = cal.fec(amplitude)
 
@@ -323,4 +329,10 @@ def finalize(result: RunResult, config: RunConfig, options: AnalysisOptions | No
     from eyeblink.outputs.export import write_text_atomic
 
     write_text_atomic(spath, json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    applied = apply_session(frames_path.parent, result.stem)  # the reviewer's corrections, when the session has
+    if applied is not None:
+        from eyeblink.outputs.corrections import auto_blinks_path
+
+        outputs["blinks_auto"] = auto_blinks_path(frames_path.parent, result.stem)
+        summary = applied.summary
     return replace(result, summary=summary, outputs=outputs)

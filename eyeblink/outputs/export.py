@@ -118,6 +118,11 @@ SUMMARY_FIELDS: dict[str, str] = {
             "settings the run could step down to, and each step taken (time, frame, from, to, why)",
     "trials": "with --trials: the trial file, trials, scored trials, CR trials and percent CR",
     "outputs": "the path of every file written for this input",
+    "corrections": "with <stem>.corrections.json (saved from the report): its file, reviewer, time and eyeblink "
+                   "version; blinks accepted, rejected, corrected (retimed), added, unreviewed and left out by an "
+                   "excluded span; corrected_total; excluded spans, seconds and trials; the detector's own counts "
+                   "(automatic); and unmatched: decisions no detected blink matches any more. The counts and rates "
+                   "above are then those of the corrected session",
 }
 
 

@@ -34,7 +34,7 @@ __all__ = ["SESSION_SUFFIXES", "OutputPlan", "atomic_path", "check_writable", "f
 
 #: every file a processed session may have in its output folder, ``<stem>.<suffix>``
 SESSION_SUFFIXES = ("frames.csv", "blinks.csv", "summary.json", "crops.npz", "report.html", "trials.csv",
-                    "traces.csv", "nwb", "trace.png", "heatmap.png", "cr_blocks.png")
+                    "traces.csv", "nwb", "trace.png", "heatmap.png", "cr_blocks.png", "blinks_auto.csv")
 
 
 def session_outputs(outdir: str | Path, stem: str) -> list[Path]:

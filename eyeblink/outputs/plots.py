@@ -228,3 +228,70 @@ def write_plots(data: SessionData, blinks: Sequence[BlinkEvent], config: RunConf
             f"{stem}: mean conditioned response per block of {config.trials.block_size} "
             f"trial{'s' if config.trials.block_size != 1 else ''}")
     return out
+
+
+#: blink bands of :func:`session_figure` by ``source`` (a corrected session) or kind
+SOURCE_COLOURS = {"auto": BLINK_COLOUR, "accepted": "#2ca02c", "corrected": "#9467bd", "added": "#17becf",
+                  "prolonged_closure": "#8c564b"}
+
+
+def session_figure(t: np.ndarray, ear_left: np.ndarray, ear_right: np.ndarray, closure: np.ndarray,
+                   blinks: Sequence[dict[str, Any]], trials: Sequence[dict[str, Any]], title: str, *,
+                   start_s: float | None = None, end_s: float | None = None) -> Any:
+    """One matplotlib :class:`~matplotlib.figure.Figure` of a session (``Session.plot``): each eye's openness
+    (top) and the closure (bottom, when measured) against time, the blinks shaded (by ``source`` in a corrected
+    session: reviewed, retimed and added ones apart; prolonged closures apart), CS (line) and US (dashed) of each
+    trial, excluded trials grey. ``start_s``/``end_s``: the seconds shown (default: all). Built without pyplot,
+    so it neither needs nor changes a GUI backend; a notebook shows it as the cell's value."""
+    from matplotlib.figure import Figure
+
+    t = np.asarray(t, dtype=np.float64)
+    lo = t[0] if start_s is None and len(t) else (start_s or 0.0)
+    hi = t[-1] if end_s is None and len(t) else (end_s if end_s is not None else 1.0)
+    m = (t >= lo) & (t <= hi)
+    has_closure = bool(np.isfinite(np.asarray(closure, dtype=np.float64)[m]).any())
+    fig = Figure(figsize=(11, 5 if has_closure else 3.2), layout="constrained")
+    axes = fig.subplots(2 if has_closure else 1, 1, sharex=True, squeeze=False,
+                        gridspec_kw={"height_ratios": [3, 2] if has_closure else [1]})[:, 0]
+    for y, name, colour in ((ear_left, "left eye", "#1f77b4"), (ear_right, "right eye", "#d62728")):
+        x, v = envelope(t[m], np.asarray(y, dtype=np.float64)[m], 2000)
+        axes[0].plot(x, v, lw=0.8, color=colour, label=name, alpha=0.85)
+    axes[0].set_ylabel("openness (EAR)")
+    if has_closure:
+        x, v = envelope(t[m], np.asarray(closure, dtype=np.float64)[m], 2000)
+        axes[1].plot(x, v, lw=0.8, color="#2b2b2b", label="closure (FEC)")
+        axes[1].set_ylabel("closure (FEC)")
+    shown: set[str] = set()
+    for b in blinks:
+        try:
+            a, z = float(b["start_s"]), float(b["end_s"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if z < lo or a > hi:
+            continue
+        key = "prolonged_closure" if b.get("kind") == "prolonged_closure" else str(b.get("source") or "auto")
+        label = {"auto": "blink", "prolonged_closure": "prolonged closure"}.get(key, f"blink ({key})")
+        for ax in axes:
+            ax.axvspan(a, z, color=SOURCE_COLOURS.get(key, BLINK_COLOUR), alpha=0.3, lw=0,
+                       label=label if key not in shown and ax is axes[0] else None)
+        shown.add(key)
+    for tr in trials:
+        try:
+            cs = float(tr.get("cs_onset_s", math.nan))
+        except (TypeError, ValueError):
+            continue
+        excluded = bool(tr.get("excluded")) and str(tr.get("excluded")) not in ("0", "False", "nan")
+        us = tr.get("us_onset_s")
+        for ax in axes:
+            if lo <= cs <= hi:
+                ax.axvline(cs, color="#999999" if excluded else CS_COLOUR, lw=1)
+            try:
+                if us is not None and math.isfinite(float(us)) and lo <= float(us) <= hi:
+                    ax.axvline(float(us), color="#999999" if excluded else US_COLOUR, lw=1, ls="--")
+            except (TypeError, ValueError):
+                pass
+    axes[-1].set_xlabel("time (s)")
+    axes[-1].set_xlim(lo, hi)
+    axes[0].legend(loc="lower right", fontsize=8, ncol=4, frameon=False)
+    fig.suptitle(title)
+    return fig

@@ -47,6 +47,17 @@
   var trials = rowsOf(D.trialColumns, D.trials);
   trials.forEach(function (tr, i) { tr.cs_duration_ms = D.csDurationMs[i]; });
   var t0abs = D.t0;
+  // the review: a decision per automatic blink, added events, excluded spans and trials (absolute seconds)
+  var R = D.review || {};
+  var review = {
+    decisions: (R.decisions || []).slice(0, blinks.length),
+    added: (R.added || []).map(function (x) { return { start_s: x.start_s, end_s: x.end_s, kind: x.kind || "blink" }; }),
+    excluded: (R.excluded || []).map(function (x) { return { start_s: x.start_s, end_s: x.end_s, reason: x.reason || "" }; }),
+    excludedTrials: new Set(R.excludedTrials || []),
+    unmatched: R.unmatched || [],
+    dirty: false
+  };
+  while (review.decisions.length < blinks.length) review.decisions.push(null);
 
   // first index with T[i] >= t
   function lowerBound(t) {
@@ -73,12 +84,23 @@
     return d === undefined ? String(v) : v.toFixed(d);
   }
 
+  // an element whose content is text (a string: set as text, never parsed as markup), a node, or a list of both
+  function el(tag, cls, content) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (content === undefined || content === null) return e;
+    (Array.isArray(content) ? content : [content]).forEach(function (c) {
+      e.appendChild(typeof c === "object" && c !== null && c.nodeType ? c : document.createTextNode(String(c)));
+    });
+    return e;
+  }
+
   // ------------------------------------------------------------------ trace view
   var canvas = document.getElementById("trace");
   var ctx = canvas.getContext("2d");
   var M = { left: 58, right: 14, top: 34, bottom: 26, gap: 16 };
   var panels = [];   // {name, label, y0, y1, lo, hi}
-  var view = { t0: 0, t1: SPAN, selBlink: null, selTrial: null, hover: null };
+  var view = { t0: 0, t1: SPAN, selBlink: null, selTrial: null, hover: null, sel: null };
   var minSpan = Math.max(0.02, 20 * (D.interval || 0.002));
 
   function panelRanges() {
@@ -216,6 +238,13 @@
       if (z < view.t0 || a > view.t1) return;
       var xa = xOf(a), xz = Math.max(xOf(z), xa + 1.5);
       var pc = b.kind === "prolonged_closure";  // a closure longer than max_blink_ms: not a blink, marked apart
+      var dec = review.decisions[k];
+      if (dec && (dec.decision === "reject" || dec.decision === "retime")) {  // drawn by drawReview
+        ctx.fillStyle = "rgba(120, 120, 120, 0.10)";
+        ctx.fillRect(xa, top, xz - xa, bottom - top);
+        label((dec.decision === "reject" ? "✕ " : "") + b.blink, (xa + xz) / 2, 31, "#777", "center");
+        return;
+      }
       ctx.fillStyle = pc ? (k === view.selBlink ? "rgba(106, 27, 154, 0.30)" : "rgba(106, 27, 154, 0.18)")
                          : (k === view.selBlink ? "rgba(255, 140, 0, 0.30)" : "rgba(255, 170, 0, 0.22)");
       ctx.fillRect(xa, top, xz - xa, bottom - top);
@@ -225,6 +254,7 @@
         label((pc ? "closure " : "") + b.blink, (xa + xz) / 2, 31, pc ? "#6a1b9a" : "#b26a00", "center");
       }
     });
+    drawReview(top, bottom);
     // frames without a face: grey bands; dropped/damaged frames: magenta lines
     spans(D.noFace.map(function (r) { return { a: r[0], b: r[1] }; }), "a", "b", "rgba(110, 110, 130, 0.20)",
           top, bottom, 1);
@@ -316,6 +346,8 @@
     drawHover();
     ctx.restore();
     drawPanelLabels();
+    // where the view is (seconds from the first frame; the plot's left edge and width in CSS pixels), for scripts
+    status.setAttribute("data-view", [view.t0, view.t1, M.left, plotW()].join(","));
     var range = document.getElementById("view-range");
     range.textContent = fmtTime(view.t0, (view.t1 - view.t0) / 100) + " – " + fmtTime(view.t1, (view.t1 - view.t0) / 100) +
       "  (" + (i1 - i0).toLocaleString() + " frames in view, " + visibleBlinks + (visibleBlinks === 1 ? " blink)" : " blinks)");
@@ -403,7 +435,18 @@
     zoom(Math.exp(ev.deltaY * 0.0015), tOf(ev.clientX - r.left));
   }, { passive: false });
   canvas.addEventListener("mousedown", function (ev) {
-    drag = { x: ev.clientX, t0: view.t0, t1: view.t1, moved: false };
+    var r = canvas.getBoundingClientRect(), x = ev.clientX - r.left;
+    var edge = edgeAt(x);
+    if (edge) {                 // the selected blink's onset or end: drag it to retime the blink
+      drag = { edge: edge, moved: false, x: ev.clientX };
+    } else if (ev.shiftKey) {   // shift + drag: select a span (to add a blink or closure, or exclude it)
+      var t = tOf(x);
+      drag = { select: true, a: t, moved: false, x: ev.clientX };
+      view.sel = { a: t, b: t };
+      redraw();
+    } else {
+      drag = { x: ev.clientX, t0: view.t0, t1: view.t1, moved: false };
+    }
     canvas.classList.add("dragging");
   });
   window.addEventListener("mousemove", function (ev) {
@@ -411,8 +454,16 @@
     if (drag) {
       var dx = ev.clientX - drag.x;
       if (Math.abs(dx) > 3) drag.moved = true;
-      var dt = -dx / plotW() * (drag.t1 - drag.t0);
-      setView(drag.t0 + dt, drag.t1 + dt);
+      if (drag.edge) {
+        drag.edge.t = tOf(ev.clientX - r.left);
+        redraw();
+      } else if (drag.select) {
+        view.sel.b = tOf(ev.clientX - r.left);
+        redraw();
+      } else {
+        var dt = -dx / plotW() * (drag.t1 - drag.t0);
+        setView(drag.t0 + dt, drag.t1 + dt);
+      }
     }
     var x = ev.clientX - r.left, y = ev.clientY - r.top;
     if (x >= M.left && x <= r.width - M.right && y >= 0 && y <= r.height) { showReadout(tOf(x)); }
@@ -421,8 +472,16 @@
   window.addEventListener("mouseup", function (ev) {
     if (!drag) return;
     canvas.classList.remove("dragging");
-    var click = !drag.moved;
+    var d = drag, click = !drag.moved;
     drag = null;
+    if (d.edge) { if (d.moved) finishRetime(d.edge); return; }
+    if (d.select) {
+      var a = Math.min(view.sel.a, view.sel.b), b = Math.max(view.sel.a, view.sel.b);
+      view.sel = b - a > 0.5 * (D.interval || 0.002) ? { a: a, b: b } : null;
+      showSelection();
+      redraw();
+      return;
+    }
     if (!click) return;
     var r = canvas.getBoundingClientRect(), t = tOf(ev.clientX - r.left) + t0abs;
     for (var k = 0; k < blinks.length; k++) {
@@ -443,6 +502,8 @@
   document.addEventListener("keydown", function (ev) {
     if (ev.target && (ev.target.tagName === "INPUT" || ev.target.tagName === "TEXTAREA")) return;
     var k = ev.key;
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (reviewKey(k)) { ev.preventDefault(); return; }
     if (k === "+" || k === "=") zoom(0.5); else if (k === "-") zoom(2);
     else if (k === "ArrowLeft") pan(-0.25); else if (k === "ArrowRight") pan(0.25);
     else if (k === "0") whole(); else return;
@@ -459,14 +520,20 @@
     items.push(["rgba(255,170,0,0.45)", "blink (numbered)"]);
     items.push(["rgba(110,110,130,0.35)", "no face"]);
     items.push(["#c2185b", "dropped / damaged frames"]);
+    items.push(["rgba(46,160,67,0.5)", "added by you"], ["rgba(123,31,162,0.4)", "retimed by you"],
+               ["rgba(40,40,40,0.4)", "excluded by you"]);
     if (trials.length) { items.push(["rgba(30,136,229,0.6)", "CS"]); items.push(["#7b1fa2", "US"]); }
-    document.getElementById("legend").innerHTML = items.map(function (it) {
-      return '<span><span class="sw" style="background:' + it[0] + '"></span>' + it[1] + "</span>";
-    }).join("");
+    var box = document.getElementById("legend");
+    box.textContent = "";
+    items.forEach(function (it) {
+      var sw = el("span", "sw");
+      sw.style.background = it[0];
+      box.appendChild(el("span", "", [sw, it[1]]));
+    });
   }
 
   // ------------------------------------------------------------------ tables
-  function sortableTable(table, columns, rows, onRow) {
+  function sortableTable(table, columns, rows, onRow, rowClass) {
     var state = { key: null, dir: 1 };
     function render() {
       var order = rows.map(function (_, i) { return i; });
@@ -480,16 +547,26 @@
           return (va < vb ? -1 : 1) * state.dir;
         });
       }
-      var head = "<thead><tr>" + columns.map(function (c, i) {
-        var cls = (c.text ? "text " : "") + (state.key === i ? (state.dir > 0 ? "sorted-asc" : "sorted-desc") : "");
-        return '<th class="' + cls + '" data-col="' + i + '" title="' + (c.title || "") + '">' + c.label + "</th>";
-      }).join("") + "</tr></thead>";
-      var body = "<tbody>" + order.map(function (i) {
-        return '<tr data-row="' + i + '">' + columns.map(function (c) {
-          return '<td class="' + (c.cls || "") + (c.text ? " text" : "") + '">' + c.fmt(rows[i]) + "</td>";
-        }).join("") + "</tr>";
-      }).join("") + "</tbody>";
-      table.innerHTML = head + body;
+      // built as DOM nodes: every cell is text (or a node a column builds), never markup read from a file
+      var thead = el("thead"), hr = el("tr");
+      columns.forEach(function (c, i) {
+        var th = el("th", (c.text ? "text " : "") + (state.key === i ? (state.dir > 0 ? "sorted-asc" : "sorted-desc") : ""),
+                    c.label);
+        th.setAttribute("data-col", String(i));
+        if (c.title) th.title = c.title;
+        hr.appendChild(th);
+      });
+      thead.appendChild(hr);
+      var tbody = el("tbody");
+      order.forEach(function (i) {
+        var tr = el("tr", rowClass ? rowClass(rows[i]) : "");
+        tr.setAttribute("data-row", String(i));
+        columns.forEach(function (c) { tr.appendChild(el("td", (c.cls || "") + (c.text ? " text" : ""), c.fmt(rows[i]))); });
+        tbody.appendChild(tr);
+      });
+      table.textContent = "";
+      table.appendChild(thead);
+      table.appendChild(tbody);
     }
     table.addEventListener("click", function (ev) {
       var th = ev.target.closest("th"), tr = ev.target.closest("tbody tr");
@@ -524,11 +601,11 @@
     { key: "min_ear", label: "min EAR", fmt: function (r) { return fmt(r.min_ear, 3); } },
     { key: "baseline_ear", label: "baseline EAR", fmt: function (r) { return fmt(r.baseline_ear, 3); } },
     { key: "kind", label: "kind", text: true, title: "blink, or prolonged closure (longer than max_blink_ms: not a blink)",
-      fmt: function (r) { return r.kind === "prolonged_closure" ? '<span class="err">prolonged closure</span>' : "blink"; } },
+      fmt: function (r) { return r.kind === "prolonged_closure" ? el("span", "err", "prolonged closure") : "blink"; } },
     { key: "cue", label: "eyes", text: true, fmt: function (r) { return fmt(r.cue); } },
     { key: "partial", label: "partial", fmt: function (r) { return r.partial ? "yes" : "no"; } },
     { key: "complete", label: "complete", title: "0: the recording ended or the face was lost during the blink",
-      fmt: function (r) { return r.complete ? "yes" : '<span class="err">no</span>'; } },
+      fmt: function (r) { return r.complete ? "yes" : el("span", "err", "no"); } },
     { key: "start_frame", label: "frames", fmt: function (r) { return fmt(r.start_frame, 0) + "–" + fmt(r.end_frame, 0); } }
   ];
   if (D.crops && Object.keys(D.crops).length) {
@@ -539,11 +616,28 @@
       sort: function (r) { return r.blink; },
       fmt: function (r) {
         return (D.crops[String(r.blink)] || []).map(function (src, i) {
-          return '<img alt="' + cropNames[i] + '" title="blink ' + r.blink + ': ' + cropNames[i] + '" src="' + src + '">';
-        }).join("");
+          if (!/^data:image\/(png|jpeg);base64,/.test(src)) return null;  // only images the report itself drew
+          var img = el("img");
+          img.alt = cropNames[i]; img.title = "blink " + r.blink + ": " + cropNames[i]; img.src = src;
+          return img;
+        }).filter(function (img) { return img !== null; });
       } });
   }
-  var renderBlinks = sortableTable(blinkTable, blinkCols, blinks, function (k) { selectBlink(k, true); });
+  blinkCols.splice(1, 0, { key: "review", label: "review", text: true,
+    title: "your decision: accepted, rejected or retimed (keys a, r, u; drag the onset or end on the trace)",
+    sort: function (r) { var d = review.decisions[blinks.indexOf(r)]; return d ? d.decision : ""; },
+    fmt: function (r) {
+      var d = review.decisions[blinks.indexOf(r)];
+      var a = d && d.decision === "retime" ? d.new_start_s : r.start_s, z = d && d.decision === "retime" ? d.new_end_s : r.end_s;
+      if (inExcluded(a, z)) return el("span", "rejected", "in an excluded span");
+      if (!d) return "–";
+      if (d.decision === "retime") {
+        return el("span", "retimed", "retimed " + fmt(d.new_start_s - t0abs, 3) + "–" + fmt(d.new_end_s - t0abs, 3) + " s");
+      }
+      return el("span", d.decision === "reject" ? "rejected" : "accepted", d.decision === "reject" ? "rejected" : "accepted");
+    } });
+  var renderBlinks = sortableTable(blinkTable, blinkCols, blinks, function (k) { selectBlink(k, true); },
+    function (r) { var d = review.decisions[blinks.indexOf(r)]; return d ? "review-" + d.decision : ""; });
   blinkTable.addEventListener("rendered", function () { mark(blinkTable, view.selBlink); });
 
   function selectBlink(k, zoomTo) {
@@ -562,7 +656,7 @@
   }
 
   // ------------------------------------------------------------------ trials
-  var trialTable = document.getElementById("trial-table");
+  var trialTable = document.getElementById("trial-table"), renderTrials = null;
   var trialPlot = document.getElementById("trial-plot");
   var closureSeries = series.filter(function (s) { return s.name === "closure"; })[0];
   if (trials.length) {
@@ -572,16 +666,19 @@
       { key: "cs_onset_s", label: "CS (s)", fmt: function (r) { return fmt(r.cs_onset_s, 3); } },
       { key: "isi_ms", label: "ISI (ms)", fmt: function (r) { return fmt(r.isi_ms, 0); } },
       { key: "cr", label: "CR", fmt: function (r) {
-          if (!r.baseline_valid) return '<span class="no" title="baseline not valid: not scored">n/s</span>';
-          return r.cr ? '<span class="yes">yes</span>' : '<span class="no">no</span>'; } },
+          if (!r.baseline_valid) { var ns = el("span", "no", "n/s"); ns.title = "baseline not valid: not scored"; return ns; }
+          return r.cr ? el("span", "yes", "yes") : el("span", "no", "no"); } },
       { key: "cr_onset_latency_ms", label: "CR onset (ms)", fmt: function (r) { return fmt(r.cr_onset_latency_ms, 0); } },
       { key: "cr_peak_latency_ms", label: "CR peak (ms)", fmt: function (r) { return fmt(r.cr_peak_latency_ms, 0); } },
       { key: "cr_peak_amplitude", label: "CR peak FEC", fmt: function (r) { return fmt(r.cr_peak_amplitude, 2); } },
       { key: "fec_at_us", label: "FEC at US", fmt: function (r) { return fmt(r.fec_at_us, 2); } },
       { key: "ur_amplitude", label: "UR FEC", fmt: function (r) { return fmt(r.ur_amplitude, 2); } },
-      { key: "startle", label: "startle", fmt: function (r) { return r.startle ? '<span class="err">yes</span>' : "no"; } }
+      { key: "startle", label: "startle", fmt: function (r) { return r.startle ? el("span", "err", "yes") : "no"; } }
     ];
-    sortableTable(trialTable, trialCols, trials, function (k) { selectTrial(k, true); });
+    trialCols.push({ key: "excluded", label: "excluded", text: true, title: "excluded from the scores (key t)",
+      fmt: function (r) { return review.excludedTrials.has(r.trial) ? el("span", "err", "excluded") : ""; } });
+    renderTrials = sortableTable(trialTable, trialCols, trials, function (k) { selectTrial(k, true); },
+      function (r) { return review.excludedTrials.has(r.trial) ? "review-excluded" : ""; });
     trialTable.addEventListener("rendered", function () { mark(trialTable, view.selTrial); });
   }
   var trialWin = (function () {
@@ -652,9 +749,15 @@
     traces.forEach(function (tr) { path(tr, "rgba(0,0,0,0.10)", 1); });
     path(meanTrace, "#2b2b2b", 1.8);
     if (sel) path(traces[view.selTrial], "#ef6c00", 2.2);
-    document.getElementById("trial-plot-caption").innerHTML =
-      '<span style="color:#2b2b2b">━</span> mean of all ' + trials.length + " trials · grey: each trial" +
-      (sel ? ' · <span style="color:#ef6c00">━</span> trial ' + sel.trial + (sel.cr ? " (CR)" : " (no CR)") : " · click a trial to show it");
+    var cap = document.getElementById("trial-plot-caption");
+    var line1 = el("span", "", "━"); line1.style.color = "#2b2b2b";
+    var parts = [line1, " mean of all " + trials.length + " trials · grey: each trial"];
+    if (sel) {
+      var line2 = el("span", "", "━"); line2.style.color = "#ef6c00";
+      parts.push(" · ", line2, " trial " + fmt(sel.trial) + (sel.cr ? " (CR)" : " (no CR)"));
+    } else parts.push(" · click a trial to show it");
+    cap.textContent = "";
+    parts.forEach(function (x) { cap.appendChild(typeof x === "string" ? document.createTextNode(x) : x); });
   }
   function selectTrial(k, zoomTo) {
     view.selTrial = k;
@@ -664,6 +767,254 @@
     drawTrialPlot();
     redraw();
   }
+
+  // ------------------------------------------------------------------ review: check and correct by eye
+  var reviewStatus = document.getElementById("review-status");
+  var reviewerInput = document.getElementById("reviewer");
+  reviewerInput.value = R.reviewer || "";
+  reviewerInput.addEventListener("input", function () { review.dirty = true; updateReview(); });
+
+  function overlaps(a0, a1, b0, b1) { return a0 <= b1 && b0 <= a1; }
+  function inExcluded(a, b) { return review.excluded.some(function (s) { return overlaps(a, b, s.start_s, s.end_s); }); }
+  // the events that stay (what blinks.csv will hold): not rejected, not under an excluded span or an added one
+  function kept() {
+    var out = [];
+    blinks.forEach(function (b, k) {
+      var d = review.decisions[k], a = b.start_s, z = b.end_s;
+      if (d && d.decision === "reject") return;
+      if (d && d.decision === "retime") { a = d.new_start_s; z = d.new_end_s; }
+      if (review.added.some(function (s) { return overlaps(b.start_s, b.end_s, s.start_s, s.end_s); })) return;
+      if (!inExcluded(a, z)) out.push({ start_s: a, end_s: z, kind: b.kind });
+    });
+    review.added.forEach(function (s) { if (!inExcluded(s.start_s, s.end_s)) out.push(s); });
+    return out;
+  }
+  function updateReview() {
+    var n = { accept: 0, reject: 0, retime: 0 };
+    review.decisions.forEach(function (d) { if (d) n[d.decision]++; });
+    var reviewed = n.accept + n.reject + n.retime;
+    var count = kept().length;
+    document.getElementById("blink-count").textContent = String(count);
+    reviewStatus.textContent = reviewed + " of " + blinks.length + " blinks reviewed · " + n.accept + " accepted · " +
+      n.reject + " rejected · " + n.retime + " retimed · " + review.added.length + " added · " +
+      review.excluded.length + " spans and " + review.excludedTrials.size + " trials excluded · " + count +
+      " events kept" + (review.dirty ? " · unsaved changes" : "");
+    status.setAttribute("data-reviewed", String(reviewed));
+    status.setAttribute("data-kept", String(count));
+    status.setAttribute("data-dirty", review.dirty ? "1" : "0");
+  }
+  function changed() {
+    review.dirty = true;
+    renderBlinks(); mark(blinkTable, view.selBlink);
+    if (renderTrials) { renderTrials(); mark(trialTable, view.selTrial); }
+    updateReview(); drawTrialPlot(); redraw();
+  }
+  function decide(decision) {
+    if (view.selBlink === null) return false;
+    var k = view.selBlink, cur = review.decisions[k];
+    review.decisions[k] = decision === null ? null : { decision: decision, new_start_s: null, new_end_s: null };
+    if (decision === "accept" && cur && cur.decision === "retime") review.decisions[k] = cur;  // a retimed one is kept
+    changed();
+    return true;
+  }
+  function step(dir) {  // the next (previous) blink in time; with none selected, the first (last) one in view
+    if (!blinks.length) return false;
+    var k = view.selBlink;
+    if (k === null) {
+      var edge = (dir > 0 ? view.t0 : view.t1) + t0abs;
+      k = dir > 0 ? blinks.length - 1 : 0;
+      for (var i = 0; i < blinks.length; i++) {
+        if (dir > 0 && blinks[i].end_s >= edge) { k = i; break; }
+        if (dir < 0 && blinks[i].start_s <= edge) k = i;
+      }
+    } else k += dir;
+    k = Math.max(0, Math.min(blinks.length - 1, k));
+    selectBlink(k, true);
+    return true;
+  }
+  function selectionAbs() { return view.sel ? { a: view.sel.a + t0abs, b: view.sel.b + t0abs } : null; }
+  function showSelection() {
+    var s = selectionAbs(), box = document.getElementById("selection");
+    box.textContent = s ? "selected " + fmt(s.a - t0abs, 3) + "–" + fmt(s.b - t0abs, 3) + " s (" +
+      Math.round((s.b - s.a) * 1000) + " ms): b add a blink · c add a prolonged closure · e exclude · Delete remove what is added or excluded there"
+      : "shift + drag on the trace to select a span";
+  }
+  function addSpan(what) {
+    var s = selectionAbs();
+    if (!s) return false;
+    if (what === "exclude") review.excluded.push({ start_s: s.a, end_s: s.b, reason: "" });
+    else review.added.push({ start_s: s.a, end_s: s.b, kind: what });
+    review.added.sort(function (x, y) { return x.start_s - y.start_s; });
+    review.excluded.sort(function (x, y) { return x.start_s - y.start_s; });
+    view.sel = null; showSelection(); changed();
+    return true;
+  }
+  function removeSpans() {
+    var s = selectionAbs();
+    if (!s) return false;
+    var keep = function (x) { return !overlaps(x.start_s, x.end_s, s.a, s.b); };
+    review.added = review.added.filter(keep); review.excluded = review.excluded.filter(keep);
+    view.sel = null; showSelection(); changed();
+    return true;
+  }
+  function toggleTrial() {
+    if (view.selTrial === null) return false;
+    var n = trials[view.selTrial].trial;
+    if (review.excludedTrials.has(n)) review.excludedTrials.delete(n); else review.excludedTrials.add(n);
+    changed();
+    return true;
+  }
+  // the selected blink's current onset and end (relative seconds)
+  function selectedSpan() {
+    if (view.selBlink === null) return null;
+    var b = blinks[view.selBlink], d = review.decisions[view.selBlink];
+    if (d && d.decision === "retime") return { a: d.new_start_s - t0abs, b: d.new_end_s - t0abs };
+    return { a: b.start_s - t0abs, b: b.end_s - t0abs };
+  }
+  function edgeAt(x) {
+    var sp = selectedSpan();
+    if (!sp || (review.decisions[view.selBlink] || {}).decision === "reject") return null;
+    if (Math.abs(xOf(sp.a) - x) <= 6) return { which: "a", t: sp.a };
+    if (Math.abs(xOf(sp.b) - x) <= 6) return { which: "b", t: sp.b };
+    return null;
+  }
+  function finishRetime(edge) {
+    var sp = selectedSpan(), a = edge.which === "a" ? edge.t : sp.a, b = edge.which === "b" ? edge.t : sp.b;
+    if (b - a < (D.interval || 0.002)) return;
+    review.decisions[view.selBlink] = { decision: "retime", new_start_s: a + t0abs, new_end_s: b + t0abs };
+    changed();
+  }
+  // keys [ ] move the selected blink's onset, { } its end, one frame earlier or later (a retime)
+  function nudge(which, dir) {
+    var sp = selectedSpan();
+    if (!sp || (review.decisions[view.selBlink] || {}).decision === "reject" || !N) return false;
+    var t = which === "a" ? sp.a : sp.b, i = lowerBound(t - 1e-6);
+    if (i < N && Math.abs(T[i] - t) > 1e-6 && dir < 0) i--;  // between two frames: the one before, going back
+    else i += dir;
+    i = Math.max(0, Math.min(N - 1, i));
+    var a = which === "a" ? T[i] : sp.a, b = which === "b" ? T[i] : sp.b;
+    if (b - a < 0.5 * (D.interval || 0.002)) return true;  // never shorter than a frame
+    review.decisions[view.selBlink] = { decision: "retime", new_start_s: a + t0abs, new_end_s: b + t0abs };
+    changed();
+    return true;
+  }
+  function drawReview(top, bottom) {
+    review.excluded.forEach(function (s) {
+      var a = s.start_s - t0abs, b = s.end_s - t0abs;
+      if (b < view.t0 || a > view.t1) return;
+      ctx.fillStyle = "rgba(40, 40, 40, 0.22)";
+      ctx.fillRect(xOf(a), top, Math.max(1, xOf(b) - xOf(a)), bottom - top);
+      if (xOf(b) - xOf(a) > 50) label("excluded", (xOf(a) + xOf(b)) / 2, bottom - 16, "#222", "center");
+    });
+    review.added.forEach(function (s) {
+      var a = s.start_s - t0abs, b = s.end_s - t0abs;
+      if (b < view.t0 || a > view.t1) return;
+      ctx.fillStyle = "rgba(46, 160, 67, 0.25)";
+      ctx.fillRect(xOf(a), top, Math.max(1.5, xOf(b) - xOf(a)), bottom - top);
+      ctx.fillStyle = "#2e7d32"; ctx.fillRect(xOf(a), 17, Math.max(1.5, xOf(b) - xOf(a)), 3);
+      label("added", (xOf(a) + xOf(b)) / 2, 31, "#2e7d32", "center");
+    });
+    review.decisions.forEach(function (d, k) {
+      if (!d || d.decision !== "retime") return;
+      var a = d.new_start_s - t0abs, b = d.new_end_s - t0abs;
+      if (b < view.t0 || a > view.t1) return;
+      ctx.fillStyle = k === view.selBlink ? "rgba(123, 31, 162, 0.30)" : "rgba(123, 31, 162, 0.18)";
+      ctx.fillRect(xOf(a), top, Math.max(1.5, xOf(b) - xOf(a)), bottom - top);
+      label("retimed " + blinks[k].blink, (xOf(a) + xOf(b)) / 2, 31, "#7b1fa2", "center");
+    });
+    review.decisions.forEach(function (d, k) {
+      if (!d || d.decision !== "accept") return;
+      var a = blinks[k].start_s - t0abs, b = blinks[k].end_s - t0abs;
+      if (b < view.t0 || a > view.t1) return;
+      ctx.fillStyle = "#2e7d32"; ctx.fillRect(xOf(a), 21, Math.max(1.5, xOf(b) - xOf(a)), 3);
+    });
+    var sp = selectedSpan();
+    if (sp && drag && drag.edge) { if (drag.edge.which === "a") sp.a = drag.edge.t; else sp.b = drag.edge.t; }
+    if (sp && (review.decisions[view.selBlink] || {}).decision !== "reject") {  // the edges that can be dragged
+      [sp.a, sp.b].forEach(function (t) { line(t, "#e65100", top, bottom, [3, 2]); });
+    }
+    if (view.sel) {
+      var a = Math.min(view.sel.a, view.sel.b), b = Math.max(view.sel.a, view.sel.b);
+      ctx.fillStyle = "rgba(30, 136, 229, 0.22)";
+      ctx.fillRect(xOf(a), top, Math.max(1, xOf(b) - xOf(a)), bottom - top);
+    }
+  }
+  function reviewKey(k) {
+    if (k === "n" || k === "j") return step(1);
+    if (k === "p" || k === "k") return step(-1);
+    if (k === "a") return decide("accept");
+    if (k === "r" || k === "x") return decide("reject");
+    if (k === "u") return decide(null);
+    if (k === "b") return addSpan("blink");
+    if (k === "c") return addSpan("prolonged_closure");
+    if (k === "e") return addSpan("exclude");
+    if (k === "Delete" || k === "Backspace") return removeSpans();
+    if (k === "t") return toggleTrial();
+    if (k === "[") return nudge("a", -1);
+    if (k === "]") return nudge("a", 1);
+    if (k === "{") return nudge("b", -1);
+    if (k === "}") return nudge("b", 1);
+    if (k === "s") { save(); return true; }
+    if (k === "Escape") { view.sel = null; showSelection(); redraw(); return true; }
+    return false;
+  }
+  // what <stem>.corrections.json holds: decisions by the automatic blink's times (so a rerun can match them)
+  function corrections() {
+    var out = [];
+    review.decisions.forEach(function (d, k) {
+      if (!d) return;
+      var o = { start_s: blinks[k].start_s, end_s: blinks[k].end_s, decision: d.decision };
+      if (d.decision === "retime") { o.new_start_s = d.new_start_s; o.new_end_s = d.new_end_s; }
+      out.push(o);
+    });
+    return {
+      format: "eyeblink.corrections", format_version: 1, stem: D.stem, reviewer: reviewerInput.value,
+      saved_at: new Date().toISOString(), eyeblink_version: D.version,
+      blinks: out.concat(review.unmatched),  // decisions no blink matches now are kept, never dropped
+      added: review.added, excluded: review.excluded,
+      excluded_trials: Array.from(review.excludedTrials).sort(function (a, b) { return a - b; })
+    };
+  }
+  var FILE_NAME = D.stem + ".corrections.json";  // the one name the page writes: never a session output
+  function saved(how) {
+    review.dirty = false; updateReview();
+    status.setAttribute("data-saved", how);
+    document.getElementById("save-note").textContent = how === "download"
+      ? "Downloaded " + FILE_NAME + ": put it beside the session's files, then run eyeblink report (or process) again."
+      : "Saved " + FILE_NAME + " in the chosen folder.";
+  }
+  function save() {
+    var text = JSON.stringify(corrections(), null, 2) + "\n";
+    var a = document.createElement("a");
+    a.href = URL.createObjectURL(new Blob([text], { type: "application/json" }));
+    a.download = FILE_NAME;
+    document.body.appendChild(a); a.click(); a.remove();
+    window.setTimeout(function () { URL.revokeObjectURL(a.href); }, 10000);
+    saved("download");
+  }
+  document.getElementById("save").onclick = save;
+  var saveDir = document.getElementById("save-folder");
+  if (window.showDirectoryPicker) {
+    saveDir.hidden = false;
+    saveDir.onclick = function () {
+      window.showDirectoryPicker({ mode: "readwrite" }).then(function (dir) {
+        return dir.getFileHandle(FILE_NAME, { create: true });
+      }).then(function (fh) { return fh.createWritable(); }).then(function (w) {
+        return w.write(JSON.stringify(corrections(), null, 2) + "\n").then(function () { return w.close(); });
+      }).then(function () { saved("folder"); }, function (e) {
+        if (e && e.name !== "AbortError") document.getElementById("save-note").textContent = "Not saved: " + e.message;
+      });
+    };
+  }
+  window.addEventListener("beforeunload", function (ev) { if (review.dirty) { ev.preventDefault(); ev.returnValue = ""; } });
+  [["rev-prev", function () { step(-1); }], ["rev-next", function () { step(1); }],
+   ["rev-accept", function () { decide("accept"); }], ["rev-reject", function () { decide("reject"); }],
+   ["rev-clear", function () { decide(null); }], ["rev-add", function () { addSpan("blink"); }],
+   ["rev-closure", function () { addSpan("prolonged_closure"); }], ["rev-exclude", function () { addSpan("exclude"); }],
+   ["rev-remove", removeSpans], ["rev-trial", toggleTrial]].forEach(function (b) {
+    document.getElementById(b[0]).onclick = b[1];
+  });
+  showSelection();
 
   // ------------------------------------------------------------------ start
   // a link can open a view: #blink=3, #trial=2 or #t=12.5,14 (seconds from the first frame)
@@ -686,6 +1037,7 @@
   window.addEventListener("resize", function () { layout(); drawTrialPlot(); redraw(); });
   drawTrialPlot();
   draw();
+  updateReview();
   status.setAttribute("data-ok", "1");
   status.setAttribute("data-draw-ms", String(Math.round(performance.now())));
   status.setAttribute("data-frames", String(N));

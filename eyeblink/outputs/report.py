@@ -27,6 +27,7 @@ import base64
 import html
 import json
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,8 @@ class ReportData:
     video: Path | None = None
     #: what the page must say is missing or left out (no rows, a cut last row, unreadable eye crops)
     notes: list[str] = field(default_factory=list)
+    #: the review so far (``<stem>.corrections.json`` matched to ``blinks``, the detector's rows), for the viewer
+    review: dict[str, Any] | None = None
 
 
 def split_stem(path: str | Path) -> tuple[Path, str]:
@@ -203,6 +206,9 @@ def load_report_data(path: str | Path) -> ReportData:
         numbers(files["blinks.csv"], bh, brows, name)  # a blink the trace cannot place is a damaged file
     notes += bnotes
     blinks = [dict(zip(bh, r, strict=True)) for r in brows]
+    review = _review(outdir, stem, bh, blinks)
+    if review is not None:
+        blinks = review.pop("auto")
     trials_path = outdir / f"{stem}.trials.csv"
     trials: list[dict[str, str]] = []
     if trials_path.is_file():
@@ -211,7 +217,35 @@ def load_report_data(path: str | Path) -> ReportData:
         trials = [dict(zip(th, r, strict=True)) for r in trows]
     video = Path(summary["input"]) if isinstance(summary.get("input"), str) else None
     return ReportData(stem, session, face, dropped, blinks, summary, trials,
-                      video if video is not None and video.is_file() else None, notes)
+                      video if video is not None and video.is_file() else None, notes, review)
+
+
+def _review(outdir: Path, stem: str, header: list[str], blinks: list[dict[str, str]]) -> dict[str, Any] | None:
+    """What the viewer needs to go on with a review: the detector's rows (``auto``: the page reviews those, not
+    the corrected table) and each one's decision, the added events, excluded spans and trials, and the
+    decisions that match no detected blink (kept when the page saves again). ``None``: no corrections and
+    blinks.csv is the detector's own."""
+    from eyeblink.outputs.corrections import as_json, auto_rows, corrections_path, match_decisions, read_corrections
+
+    cpath = corrections_path(outdir, stem)
+    corrected = "source" in header and any(b.get("source") not in ("", "auto") for b in blinks)
+    if not cpath.is_file() and not corrected:
+        return None
+    _, auto = auto_rows(outdir, stem) if corrected else (header, blinks)
+    if not cpath.is_file():
+        return {"auto": auto, "decisions": [None] * len(auto), "added": [], "excluded": [], "excludedTrials": [],
+                "reviewer": "", "savedAt": "", "unmatched": []}
+    c = read_corrections(cpath, stem)
+    matched, unmatched = match_decisions(auto, c.decisions)
+    doc = as_json(c)
+    decisions: list[dict[str, Any] | None] = [None] * len(auto)
+    for i, d in matched.items():
+        decisions[i] = {"decision": d.decision, "new_start_s": d.new_start_s, "new_end_s": d.new_end_s}
+    return {"auto": auto, "decisions": decisions, "added": doc["added"], "excluded": doc["excluded"],
+            "excludedTrials": doc["excluded_trials"], "reviewer": c.reviewer, "savedAt": c.saved_at,
+            "unmatched": [{"start_s": d.start_s, "end_s": d.end_s, "decision": d.decision,
+                           **({"new_start_s": d.new_start_s, "new_end_s": d.new_end_s}
+                              if d.decision == "retime" else {})} for d in unmatched]}
 
 
 # ------------------------------------------------------------------------------------------ encoding
@@ -333,8 +367,15 @@ def payload(data: ReportData) -> dict[str, Any]:
                   "startle", "cr", "cr_onset_latency_ms", "cr_peak_latency_ms", "cr_peak_amplitude", "fec_at_us",
                   "ur_amplitude", "ur_peak_latency_ms")
     cs_ms = [_number(r.get("cs_duration_ms", "")) for r in data.trials]
+    from eyeblink import __version__
+
+    review = dict(data.review) if data.review is not None else {
+        "decisions": [None] * len(data.blinks), "added": [], "excluded": [], "excludedTrials": [], "reviewer": "",
+        "savedAt": "", "unmatched": []}
     return {
         "stem": data.stem,
+        "version": __version__,
+        "review": review,
         "frames": len(t),
         "t0": t0,
         "interval": interval,
@@ -348,6 +389,14 @@ def payload(data: ReportData) -> dict[str, Any]:
         "noFace": _intervals(t - t0, ~data.face & ~data.dropped, 2.5 * interval),
         "gaps": [[a - t0, b - t0, n] for a, b, n in _gaps(t, data.dropped)],
     }
+
+
+def script_json(value: Any) -> str:
+    """``value`` as JSON that is safe inside ``<script type="application/json">``: ``<``, ``>`` and ``&`` are
+    written as ``\\u003c`` etc., so no text read from a file (a trial label, a file name, a warning) can end the
+    block or open a comment or a tag; ``JSON.parse`` reads the same strings back."""
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _fmt(v: Any, unit: str = "", digits: int = 3) -> str:
@@ -365,6 +414,14 @@ def _dict(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
+def _shown_blinks(data: ReportData) -> int:
+    """Rows of blinks.csv: the detector's, or after corrections the summary's counts of what stays."""
+    if data.review is None:
+        return len(data.blinks)
+    s = data.summary
+    return int(s.get("blinks") or 0) + int(s.get("prolonged_closures") or 0)
+
+
 def _summary_html(data: ReportData, notes: tuple[str, ...] = ()) -> str:
     """The summary cards and tables, rendered here so they read without JavaScript too."""
     s = data.summary
@@ -376,7 +433,7 @@ def _summary_html(data: ReportData, notes: tuple[str, ...] = ()) -> str:
     interval_ms = s.get("frame_interval_median_ms")
     fps = 1000 / interval_ms if interval_ms else None
     cards = [
-        ("blinks", f'<span id="blink-count">{len(data.blinks)}</span>',
+        ("blinks", str(_shown_blinks(data)),
          f"{_fmt(s.get('complete_blinks'))} complete"
          + (f", {_fmt(s.get('prolonged_closures'))} prolonged closures" if s.get("prolonged_closures") else "")),
         ("blink rate", _fmt(s.get("blink_rate_per_min"), "/min"),
@@ -388,12 +445,22 @@ def _summary_html(data: ReportData, notes: tuple[str, ...] = ()) -> str:
          f"{_fmt(int(sum(g[2] for g in gaps if g[2] > 0)))} frames missing, "
          f"{_fmt(s.get('duplicate_timestamps'))} duplicate timestamps"),
     ]
+    corr = _dict(s.get("corrections"))
+    if corr:
+        auto_n = _dict(corr.get("automatic")).get("blinks")
+        cards.append(("checked by eye", f"{_fmt(corr.get('corrected_total'))} corrected",
+                      f"{_fmt(corr.get('rejected'))} rejected, {_fmt(corr.get('corrected'))} retimed, "
+                      f"{_fmt(corr.get('added'))} added, {_fmt(corr.get('accepted'))} accepted; "
+                      f"{_fmt(corr.get('excluded_spans'))} spans ({_fmt(corr.get('excluded_s'), ' s')}) and "
+                      f"{len(corr.get('excluded_trials') or [])} trials excluded; detector: {_fmt(auto_n)} blinks"))
     if tr:
         cards.append(("CR", _fmt(tr.get("percent_cr"), " %", 3),
                       f"{_fmt(tr.get('cr_trials'))} of {_fmt(tr.get('scored_trials'))} scored trials"))
     cards.append(("processing", _fmt(tim.get("fps"), " FPS", 4), f"wall {_fmt(tim.get('wall_s'), ' s', 3)}"))
-    card_html = "".join(f'<div class="card"><div class="k">{html.escape(k)}</div><div class="v">{v}</div>'
-                        f'<div class="d">{html.escape(d)}</div></div>' for k, v, d in cards)
+    # every value is text (a damaged or hostile summary may hold markup anywhere); the count has an id to find
+    card_html = "".join(f'<div class="card"><div class="k">{html.escape(k)}</div><div class="v">'
+                        + (f'<span id="blink-count">{html.escape(v)}</span>' if k == "blinks" else html.escape(v))
+                        + f'</div><div class="d">{html.escape(d)}</div></div>' for k, v, d in cards)
     status = s.get("status", "?")
     status_html = (f'<span class="badge {"ok" if status == "ok" else "bad"}">{html.escape(str(status))}</span>'
                    + (f' <span class="err">{html.escape(str(s.get("error")))}</span>' if s.get("error") else ""))
@@ -409,6 +476,10 @@ def _summary_html(data: ReportData, notes: tuple[str, ...] = ()) -> str:
                                                  if isinstance(v, (int, float))))),
         ("versions", html.escape(", ".join(f"{k} {v}" for k, v in _dict(s.get("versions")).items()))),
     ]
+    if corr:
+        who = f" by {corr.get('reviewer')}" if corr.get("reviewer") else ""
+        facts.append(("corrections", html.escape(f"{corr.get('file')}{who}, saved {corr.get('saved_at') or '?'} "
+                                                 f"(eyeblink {corr.get('eyeblink_version') or '?'})")))
     facts_html = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
     settings = html.escape(json.dumps(s.get("settings") or {}, indent=2))
     whole = html.escape(json.dumps(s, indent=2))
@@ -416,6 +487,11 @@ def _summary_html(data: ReportData, notes: tuple[str, ...] = ()) -> str:
     warns = [str(w) for w in warnings] if isinstance(warnings, list) else []
     items = [f'<li class="err missing">missing: {html.escape(n)}</li>' for n in (*data.notes, *notes)]
     items += [f'<li class="err">warning: {html.escape(w)}</li>' for w in warns]
+    listed = corr.get("unmatched")
+    unmatched: list[Any] = listed if isinstance(listed, list) else []
+    items += [f'<li class="err unmatched">correction no longer matched: {html.escape(str(_dict(u).get("decision")))}'
+              f' of the blink at {html.escape(_fmt(_dict(u).get("start_s"), " s", 6))} (no detected blink there now; '
+              "kept in the corrections file)</li>" for u in unmatched]
     warn_html = f'<ul class="warnings" id="warnings">{"".join(items)}</ul>' if items else ""
     return (f'{warn_html}<div class="cards">{card_html}</div><table class="facts">{facts_html}</table>'
             f"<details><summary>settings</summary><pre>{settings}</pre></details>"
@@ -434,7 +510,7 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None,
 
     page = payload(data)
     page["crops"] = {str(k): v for k, v in (crops or {}).items()}
-    blob = json.dumps(page, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    blob = script_json(page)
     template = (_ASSETS / "report.html").read_text(encoding="utf-8")
     trials_note = "" if data.trials else "hidden"
     if crops:
@@ -459,9 +535,9 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None,
         "JS": (_ASSETS / "report.js").read_text(encoding="utf-8"),
         "DATA": blob,
     }
-    for k, v in fill.items():
-        template = template.replace("{{" + k + "}}", v)
-    return template
+    fill["CROPS_NOTE"] = html.escape(crops_note)
+    # one pass: a value that happens to hold "{{JS}}" (a file name, a label) stays text, never a slot
+    return re.sub(r"\{\{([A-Z_]+)\}\}", lambda m: fill.get(m.group(1), m.group(0)), template)
 
 
 def report_plan(session: str | Path, output: str | Path | None = None, *, overlay: str | Path | None = None,
@@ -472,7 +548,8 @@ def report_plan(session: str | Path, output: str | Path | None = None, *, overla
 
     outdir, stem = split_stem(session)
     plan = OutputPlan()
-    for suffix in ("frames.csv", "blinks.csv", "summary.json", "trials.csv", "traces.csv", "nwb"):
+    for suffix in ("frames.csv", "blinks.csv", "summary.json", "trials.csv", "traces.csv", "nwb", "corrections.json",
+                   "blinks_auto.csv"):
         plan.read(outdir / f"{stem}.{suffix}", f"the session's {suffix}")
     plan.read(crops_path(outdir, stem), "the session's crops.npz")
     plan.read(video, "the --video recording")
@@ -488,13 +565,24 @@ def write_report(path: str | Path, output: str | Path | None = None, *, data: Re
     Refuses (:class:`~eyeblink.errors.OutputError`, before writing) an ``output`` that is one of the session's
     own files; the page is written to a temporary name and renamed, whole or not at all.
     """
+    from eyeblink.outputs.corrections import apply_session
     from eyeblink.outputs.crops import crops_path, read_crops, render_blink_crops
     from eyeblink.outputs.paths import write_text
 
-    data = data or load_report_data(path)
+    outdir, stem = split_stem(path)
+    applied = None
+    if (outdir / f"{stem}.summary.json").is_file():
+        applied = apply_session(outdir, stem)  # <stem>.corrections.json: blinks.csv, trials and counts follow it
+    if data is None:
+        data = load_report_data(path)
+    elif applied is not None:  # the frames are as read; the blinks, the review and the summary are the corrected ones
+        import dataclasses
+
+        review = _review(outdir, stem, applied.blink_header, applied.blinks)
+        data = dataclasses.replace(data, summary=applied.summary, review=review,
+                                   blinks=review.pop("auto") if review is not None else data.blinks)
     out = Path(output) if output is not None else report_path(path)
     report_plan(path, out, data=data).check()
-    outdir, stem = split_stem(path)
     crops, problem = read_crops(crops_path(outdir, stem))
     text = render_html(data, crops=render_blink_crops(crops, data.blinks), crops_problem=problem)
     write_text(out, text, "-o")
