@@ -546,8 +546,11 @@ class LiveSession:
         self.cfg = cfg
         self.source_spec = source
         self.output = output
-        self.tap: LiveTap = (LiveTap.from_config(self.live_config, cfg.blinks.max_blink_ms)
-                             or LiveTap(stable_ms=self.live_config.stable_ms, max_blink_ms=cfg.blinks.max_blink_ms))
+        tap = LiveTap.from_config(self.live_config, cfg.blinks.max_blink_ms, always=True)
+        assert tap is not None
+        self.tap: LiveTap = tap
+        #: why the last :meth:`wait_until_open` returned False ("" after True)
+        self.wait_reason = ""
         self.tap.listeners.append(self._on_item)
         self.result: Session | None = None
         self.missed = 0
@@ -579,6 +582,18 @@ class LiveSession:
     def frame(self) -> int:
         """The newest row written (-1 before the first)."""
         return self.tap.tracker.last_frame
+
+    @property
+    def age_ms(self) -> float:
+        """How long ago (ms) the newest analysed frame was received: the age of :attr:`state` now (inf before the
+        first frame)."""
+        return self.tap.age_s() * 1000.0
+
+    @property
+    def stale(self) -> bool:
+        """True when the newest analysed frame is older than the session's ``max_age_ms``: :attr:`state` is then
+        about the past (a stalled camera or a pipeline that lags), and :meth:`wait_until_open` waits."""
+        return self.tap.stale or self.tap.age_s() > self.tap.max_age_s
 
     @property
     def gate_port(self) -> int | None:
@@ -729,23 +744,37 @@ class LiveSession:
                 return
             yield item
 
-    def wait_until_open(self, stable_ms: float = 200.0, timeout_s: float | None = None) -> bool:
-        """Block until the eye is ``open`` and has stayed open for ``stable_ms`` of capture time (the state the
-        ``open_stable`` marker and gate line report); True then, False after ``timeout_s`` seconds or when the
-        session ended first. Returns at once when it already holds."""
-        if not (isinstance(stable_ms, (int, float)) and stable_ms >= 0):
-            raise SettingsError(f"stable_ms must be a number >= 0, got {stable_ms!r}")
-        tracker = self.tap.tracker
+    def wait_until_open(self, stable_ms: float = 200.0, timeout_s: float | None = None,
+                        max_age_ms: float | None = None) -> bool:
+        """Block until the eye is ``open``, settled, has stayed open for ``stable_ms`` of capture time (the state
+        the ``open_stable`` marker and gate line report) **and** the newest analysed frame was received at most
+        ``max_age_ms`` ago (default: the session's ``max_age_ms``); True then, checked at the moment it returns.
+        A stale answer is never True: it keeps waiting. False after ``timeout_s`` seconds or when the session
+        ended first, with the reason in :attr:`wait_reason`. Returns at once when it already holds."""
+        import math
+
+        if not (isinstance(stable_ms, (int, float)) and math.isfinite(stable_ms) and stable_ms >= 0):
+            raise SettingsError(f"stable_ms must be a finite number >= 0, got {stable_ms!r}")
+        if max_age_ms is not None and not (isinstance(max_age_ms, (int, float)) and math.isfinite(max_age_ms)
+                                           and max_age_ms > 0):
+            raise SettingsError(f"max_age_ms must be a finite number > 0, got {max_age_ms!r}")
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cond:
-            while not tracker.is_open_for(stable_ms):
+            while True:
+                ok, why = self.tap.open_now(stable_ms, max_age_ms)
+                if ok:
+                    self.wait_reason = ""
+                    return True
                 if self._ended:
+                    self.wait_reason = f"the session ended ({why})"
                     return False
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
+                    self.wait_reason = f"timed out after {timeout_s:g} s: {why}"
                     return False
-                self._cond.wait(0.05 if left is None else min(left, 0.05))
-        return True
+                # the tap notifies on every event; a frozen stream sends none, so poll within the bound too
+                self._cond.wait(min(0.005, self.tap.max_age_s / 4) if left is None else
+                                min(left, 0.005, self.tap.max_age_s / 4))
 
     def __repr__(self) -> str:
         return f"LiveSession({self.source_spec!r}, state={self.state.value}, running={self.running})"

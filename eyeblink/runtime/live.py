@@ -609,6 +609,16 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
     lab.add_argument("--stable-ms", type=float, default=200.0, metavar="MS",
                      help="the open_stable event: the eye state open held for MS milliseconds of capture time "
                           "(default: %(default)s)")
+    lab.add_argument("--max-age-ms", type=float, default=50.0, metavar="MS",
+                     help="freshness bound: no 'open' is reported about a frame received more than MS milliseconds "
+                          "ago; the gate and the markers say 'stale' instead, within MS of a stall "
+                          "(default: %(default)s)")
+    lab.add_argument("--settle-ms", type=float, default=10.0, metavar="MS",
+                     help="a new eye state is reported once it has lasted MS milliseconds of capture time "
+                          "(no single-frame flicker; 0: every change at once) (default: %(default)s)")
+    lab.add_argument("--face-lost-ms", type=float, default=200.0, metavar="MS",
+                     help="face_lost only after no face has been fitted for MS milliseconds; dropped frames "
+                          "never count (default: %(default)s)")
     m = p.add_argument_group("metrics (pip install 'eyeblink[metrics]')")
     m.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus metrics on http://HOST:PORT/metrics (0 = any free port)")
@@ -683,7 +693,8 @@ def live_config_from_args(args: argparse.Namespace, cfg: RunConfig) -> LiveConfi
                       batch_frames=args.batch_frames, buffer_s=args.buffer, duration_s=args.duration,
                       metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                       landmarks="auto" if auto else cfg.landmarks.model, lsl=args.lsl, lsl_name=args.lsl_name,
-                      lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms)
+                      lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms,
+                      max_age_ms=args.max_age_ms, settle_ms=args.settle_ms, face_lost_ms=args.face_lost_ms)
 
 
 def run(args: argparse.Namespace, cfg: RunConfig) -> int:
