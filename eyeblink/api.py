@@ -504,7 +504,7 @@ class LiveSession:
     #: unread items kept for iteration (~100 s of rows at 500 FPS)
     QUEUE_ITEMS = 50_000
 
-    def __init__(self, source: str, output: str | Path | None, settings: dict[str, Any]) -> None:
+    def __init__(self, source: str | int, output: str | Path | None, settings: dict[str, Any]) -> None:
         from eyeblink.runtime.publish import LiveTap
 
         _require_pandas()
@@ -543,6 +543,11 @@ class LiveSession:
             self._stream = StreamOptions(options={str(k): str(v) for k, v in opts.items()},
                                          read_timeout_s=float(stream.get("read_timeout_s", 5.0)),
                                          reconnect=int(stream.get("reconnect", 0)))
+        if isinstance(source, int) and not isinstance(source, bool):
+            source = str(source)  # live(0) is live("0"): camera 0
+        if not isinstance(source, str):
+            raise SettingsError(f"live source must be a camera index (0), a stream URL or basler:[SERIAL], "
+                                f"got {source!r}")
         self.cfg = cfg
         self.source_spec = source
         self.output = output
@@ -780,7 +785,7 @@ class LiveSession:
         return f"LiveSession({self.source_spec!r}, state={self.state.value}, running={self.running})"
 
 
-def live(source: str, output: str | Path | None = None, **settings: Any) -> LiveSession:
+def live(source: str | int, output: str | Path | None = None, **settings: Any) -> LiveSession:
     """A live session on a camera or stream (``source`` as for ``eyeblink live``: ``0``, ``tcp://...``,
     ``basler:``), as a context manager (:class:`LiveSession`).
 

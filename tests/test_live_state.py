@@ -264,3 +264,24 @@ def test_live_settings_are_finite_and_bounded(kw: dict, match: str) -> None:
 
     with pytest.raises(ConfigError, match=match):
         LiveConfig(**kw)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="the live pipeline forks")
+def test_live_0_and_live_str_0_both_mean_camera_0() -> None:
+    """``eyeblink.live(0)``, the camera index the docs give, is ``live("0")``: on a machine without a camera both
+    end in the same one-line error naming camera 0 (no AttributeError); a source of another type is refused."""
+    import os
+
+    import eyeblink
+    from eyeblink.errors import EyeblinkError
+
+    if os.path.exists("/dev/video0"):
+        pytest.skip("a camera is attached: camera 0 would really open")
+    got = []
+    for src in (0, "0"):
+        with pytest.raises(EyeblinkError) as exc, eyeblink.live(src, workers=1, landmarks="lids") as s:
+            s.wait(5)
+        got.append((type(exc.value), str(exc.value)))
+    assert got[0] == got[1] and "camera 0" in got[0][1]
+    with pytest.raises(eyeblink.SettingsError, match="live source must be"):
+        eyeblink.live(1.5)

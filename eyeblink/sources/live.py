@@ -568,13 +568,17 @@ def _feature(cam: Any, *names: str) -> float | None:
 # --------------------------------------------------------------------------- parsing
 
 
-def open_live_source(spec: str, *, name: str | None = None, stream: StreamOptions | None = None,
+def open_live_source(spec: str | int, *, name: str | None = None, stream: StreamOptions | None = None,
                      fps: float | None = None, basler_features: dict[str, Any] | None = None,
                      connect: bool = True) -> LiveSource:
     """Open a live source from its command-line spelling (see the module docstring).
 
     ``connect=False`` defers connecting a stream to :meth:`LiveSource.start` (cameras open at once).
     """
+    if isinstance(spec, int) and not isinstance(spec, bool):  # live(0): the camera index the docs give
+        spec = str(spec)
+    if not isinstance(spec, str):
+        raise ConfigError(f"live source must be a camera index (0), a stream URL or basler:[SERIAL], got {spec!r}")
     text = spec.strip()
     if re.fullmatch(r"\d+", text):
         return CameraSource(int(text), name=name, fps=fps)
