@@ -511,12 +511,16 @@ class LiveConfig:
     settle_ms: float = 10.0
     #: ``no_face`` counts (``face_lost``) once no face has been fitted for this long; dropped frames do not count
     face_lost_ms: float = 200.0
+    #: ``--on-overload drop``: a frame still waiting this long after it arrived is not analysed (a gap row):
+    #: under overload the newest frames win and the latency stays under this bound
+    max_latency_ms: float = 250.0
 
     def __post_init__(self) -> None:
         import math
 
         for key, flag in (("stable_ms", "--stable-ms"), ("max_age_ms", "--max-age-ms"), ("settle_ms", "--settle-ms"),
-                          ("face_lost_ms", "--face-lost-ms"), ("lsl_wait_s", "--lsl-wait"), ("buffer_s", "--buffer")):
+                          ("face_lost_ms", "--face-lost-ms"), ("lsl_wait_s", "--lsl-wait"), ("buffer_s", "--buffer"),
+                          ("max_latency_ms", "--max-latency-ms")):
             v = getattr(self, key)
             _require(isinstance(v, (int, float)) and math.isfinite(v),
                      f"{flag} must be a finite number, got {v!r}")
@@ -525,6 +529,7 @@ class LiveConfig:
         _require(self.stable_ms <= 3_600_000,
                  f"--stable-ms must be at most one hour (3600000 ms), got {self.stable_ms}")
         _require(self.max_age_ms > 0, f"--max-age-ms must be > 0 ms, got {self.max_age_ms}")
+        _require(self.max_latency_ms > 0, f"--max-latency-ms must be > 0 ms, got {self.max_latency_ms}")
         _require(self.settle_ms >= 0, f"--settle-ms must be >= 0 ms, got {self.settle_ms}")
         _require(self.face_lost_ms >= 0, f"--face-lost-ms must be >= 0 ms, got {self.face_lost_ms}")
         _require(self.buffer_s <= MAX_BUFFER_S,

@@ -95,6 +95,28 @@ LIVE_MAX_LOAD = 0.7
 AUTO_LANDMARKS = ("mesh", "lids", "mesh-ear")
 #: the accelerator stage's largest batch compiled before a live capture starts (see _LiveRun.warm_batch)
 LIVE_WARM_BATCH = 32
+#: a run that drops more than this share of its frames (the loader's and the late ones) says so: one warning
+#: line, the summary's ``warnings`` and ``live.status`` ``overloaded``
+DROP_WARN_SHARE = 0.01
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """In a forked child: be killed (SIGKILL) as soon as the process that forked it dies, whatever killed it
+    (``kill -9`` included), so that no loader keeps the camera connection and the ring, and no worker spins.
+
+    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; the parent may have died before it took effect, so the parent's
+    pid is checked after. Elsewhere the children's queue polls (every ``_POLL_S``) notice the new parent.
+    """
+    import sys
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != parent_pid:
+        os._exit(1)
 
 
 def choose_landmarks(fps: float | None, cores: int, mesh_reuse_ms: float = 20.0) -> tuple[str, str]:
@@ -175,6 +197,10 @@ class _LiveRun(_Run):
         # catches up): their programs are compiled before the capture starts, not on the stream's first frames
         self.warm_batch = LIVE_WARM_BATCH
         self.n_written = 0
+        self.n_gap = 0  # gap rows written: the loader's drops and the frames the workers found too late
+        # --on-overload drop: the newest frames win; a frame older than this when its worker gets to it is a gap
+        self.late_s = self.live.max_latency_ms / 1000.0 if self.live.overload == "drop" else None
+        self.fps: float | None = None  # the rate the ring and the LSL outlets were sized for (see _start)
         self.stop_reason: str | None = None
         self.metrics: LiveMetrics | None = None
         # the RSS of the run's processes, sampled by the sink: a run of hours must not grow (eyeblink.runtime.memory)
@@ -233,9 +259,11 @@ class _LiveRun(_Run):
                                                                 self.cfg.landmarks.mesh_reuse_ms)
                 self.cfg = replace(self.cfg, landmarks=replace(self.cfg.landmarks, model=self.model))
                 log.info("landmark model %s", self.model_reason)
+            # the rate: --fps when given, else the source's (a stream's measured from its timestamps)
+            self.fps = self.cfg.fps or source.nominal_fps
             if self.tap is not None:  # a stream's own rate is known now; the capture has not started
-                self.tap.connected(source.nominal_fps, self.cfg.landmarks.model)
-            self.par = self.live.parallel(source.nominal_fps, base=self.par)
+                self.tap.connected(self.fps, self.cfg.landmarks.model)
+            self.par = self.live.parallel(self.fps, base=self.par)
             slots = self.par.slots
             if self.accelerated:
                 from eyeblink.runtime.accelerator import stage_slots
@@ -270,6 +298,10 @@ class _LiveRun(_Run):
 
     # ------------------------------------------------------------ children
 
+
+    def _child_setup(self) -> None:
+        super()._child_setup()
+        die_with_parent(self.parent_pid)
 
     def _worker_ready(self, wid: int) -> None:
         self.ready.release()
@@ -345,7 +377,7 @@ class _LiveRun(_Run):
             next_tick = time.monotonic() + 1.0
             while thread.is_alive():
                 thread.join(0.05)
-                if self.stop.is_set():
+                if self.stop.is_set() or os.getppid() != self.parent_pid:
                     raise _Stop
                 if self.capture_stop.is_set():
                     st["reason"] = st["reason"] or "stop requested (signal)"
@@ -388,6 +420,7 @@ class _LiveRun(_Run):
             self.tap.detector = sink.blinks  # the state machine whose changes the tap publishes
             self.tap.arrivals(rows["index"].tolist(), rows["t_decoded"].tolist())
         dropped = rows["dropped"]
+        self.n_gap += int(dropped.sum())
         if not dropped.any():
             super()._write(sink, rows)
         else:  # runs of analysed rows go through the usual path; gap rows get face 0 and dropped 1
@@ -424,18 +457,42 @@ class _LiveRun(_Run):
             return NUT_HINT
         return None
 
+    def frames_dropped(self) -> int:
+        """Frames written as gap rows (or dropped by the loader): the loader's drops and the late ones."""
+        return max(int(self.n_dropped.value), self.n_gap)
+
+    def drop_warning(self) -> str | None:
+        """One line when more than :data:`DROP_WARN_SHARE` of the frames were dropped (None otherwise)."""
+        n = int(self.n_in.value)
+        d = self.frames_dropped()
+        if not n or d / n <= DROP_WARN_SHARE:
+            return None
+        model = self.cfg.landmarks.model
+        cheaper = " or ".join(f"--landmarks {m}" for m in ("lids", "mesh-ear") if m != model)
+        return (f"{d} of {n} frames ({100.0 * d / n:.1f}%) were dropped, more than {DROP_WARN_SHARE:.0%}: this "
+                f"machine did not analyse the stream in real time with --landmarks {model} (gap rows, dropped=1); "
+                f"try {cheaper}, fewer frames per second, or more cores")
+
     def _extra_warnings(self) -> list[str]:
-        return [self.memory.warning] if self.memory.warning else []
+        out = [self.memory.warning] if self.memory.warning else []
+        drops = self.drop_warning()
+        if drops is not None:
+            warn(drops)
+            out.append(drops)
+        return out
 
     def _extra_summary(self) -> dict[str, Any]:
         info = (self._info or {}).get("live", {})
         return {"live": {
             **asdict(self.live),
             "ring_slots": self.spec.slots if self.spec else None,
+            "fps": self.fps,
             "landmarks_model": self.cfg.landmarks.model,
             "landmarks_choice": self.model_reason or "as configured",
             "frames_in": int(self.n_in.value),
-            "frames_dropped": int(self.n_dropped.value),
+            "frames_dropped": self.frames_dropped(),
+            "frames_late": max(0, self.n_gap - int(self.n_dropped.value)),
+            "status": "overloaded" if self.drop_warning() is not None else "ok",
             "stop_reason": self.stop_reason or info.get("stop_reason"),
             "timestamps": (self._info or {}).get("timestamps"),
             "publish": self.tap.summary() if self.tap is not None else None,
@@ -449,7 +506,7 @@ class _LiveRun(_Run):
 
         return {
             "frames_in": lambda: self.n_in.value,
-            "frames_dropped": lambda: self.n_dropped.value,
+            "frames_dropped": self.frames_dropped,
             "reconnects": lambda: self.n_reconnects.value,
             "queue:ring": lambda: max(0, self.n_in.value - self.n_dropped.value - self.n_written),
             "queue:work": work_depth,
@@ -573,6 +630,10 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
     g.add_argument("--on-overload", choices=OVERLOAD_POLICIES, default="drop",
                    help="when the pipeline falls behind and the buffer is full: drop the frame (written as a "
                         "gap row, dropped=1) or block the capture (the source backs up) (default: %(default)s)")
+    g.add_argument("--max-latency-ms", type=float, default=250.0, metavar="MS",
+                   help="with --on-overload drop: a frame still waiting MS milliseconds after it arrived is not "
+                        "analysed but written as a gap row (dropped=1), so that under overload the newest frames "
+                        "win and the latency stays bounded (default: %(default)s)")
     g.add_argument("--buffer", type=float, default=1.0, metavar="S",
                    help="frames buffered in shared memory, in seconds at the source's rate (default: %(default)s)")
     g.add_argument("--workers", type=int, default=0, metavar="N", help="worker processes (default: physical cores)")
@@ -694,7 +755,8 @@ def live_config_from_args(args: argparse.Namespace, cfg: RunConfig) -> LiveConfi
                       metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                       landmarks="auto" if auto else cfg.landmarks.model, lsl=args.lsl, lsl_name=args.lsl_name,
                       lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms,
-                      max_age_ms=args.max_age_ms, settle_ms=args.settle_ms, face_lost_ms=args.face_lost_ms)
+                      max_age_ms=args.max_age_ms, settle_ms=args.settle_ms, face_lost_ms=args.face_lost_ms,
+                      max_latency_ms=args.max_latency_ms)
 
 
 def run(args: argparse.Namespace, cfg: RunConfig) -> int:
