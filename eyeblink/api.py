@@ -690,24 +690,55 @@ class LiveSession:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
         interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
-        self.stop("stopped by SIGINT" if interrupted else "stopped by the program")
+        # while the session ends, Ctrl-C (any number of times) stops it at once instead of escaping: the files are
+        # closed, the children stopped and the ring unlinked whatever the user presses
+        restore = self._catch_sigint()
         try:
+            self.stop("stopped by SIGINT" if interrupted else "stopped by the program")
             self._join()
-            if self._run_result is not None and self._outdir is not None:
-                self.result = load(self._outdir / self._run_result.stem)
-                if self.output is None:
-                    self.result.paths = {}
+            stem = (self._run_result.stem if self._run_result is not None
+                    else getattr(getattr(self._run, "source", None), "name", None))
+            if stem is not None and self._outdir is not None and (self._outdir / f"{stem}.summary.json").exists():
+                with contextlib.suppress(EyeblinkError, OSError, ValueError):
+                    self.result = load(self._outdir / stem)
+                    if self.output is None:
+                        self.result.paths = {}
         finally:
             self._cleanup()
-        if self._error is not None and (exc_type is None or interrupted):
+            restore()
+        aborted = isinstance(self._error, KeyboardInterrupt)
+        if aborted:
+            interrupted = True  # a second Ctrl-C: the session ended interrupted, its files whole
+        elif self._error is not None and (exc_type is None or interrupted):
             raise self._error
         return interrupted  # Ctrl-C in the block stopped the session: every row is on disk, the block ends
+
+    def _catch_sigint(self) -> Callable[[], None]:
+        """In the main thread: SIGINT aborts the session (see :meth:`_abort`) until the returned function runs."""
+        import signal
+
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        try:
+            old = signal.signal(signal.SIGINT, lambda _s, _f: self._abort())
+        except (ValueError, OSError):
+            return lambda: None
+        return lambda: signal.signal(signal.SIGINT, old)
+
+    def _abort(self) -> None:
+        """A Ctrl-C while the session ends: stop at once (no more draining)."""
+        self._stop_reason = self._stop_reason or "stopped by SIGINT"
+        if self._run is not None:
+            self._run.abort()
 
     def _join(self) -> None:
         if self._thread is None:
             return
         while self._thread.is_alive():
-            self._thread.join(0.1)
+            try:
+                self._thread.join(0.1)
+            except KeyboardInterrupt:  # outside the main thread's handler (another thread's session)
+                self._abort()
 
     def _cleanup(self) -> None:
         if self._tmp is not None:
@@ -756,8 +787,6 @@ class LiveSession:
         ``max_age_ms`` ago (default: the session's ``max_age_ms``); True then, checked at the moment it returns.
         A stale answer is never True: it keeps waiting. False after ``timeout_s`` seconds or when the session
         ended first, with the reason in :attr:`wait_reason`. Returns at once when it already holds."""
-        import math
-
         if not (isinstance(stable_ms, (int, float)) and math.isfinite(stable_ms) and stable_ms >= 0):
             raise SettingsError(f"stable_ms must be a finite number >= 0, got {stable_ms!r}")
         if max_age_ms is not None and not (isinstance(max_age_ms, (int, float)) and math.isfinite(max_age_ms)

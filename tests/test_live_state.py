@@ -8,12 +8,19 @@ lags (rows seconds old) and a camera that freezes (no rows) are the real conditi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -285,3 +292,236 @@ def test_live_0_and_live_str_0_both_mean_camera_0() -> None:
     assert got[0] == got[1] and "camera 0" in got[0][1]
     with pytest.raises(eyeblink.SettingsError, match="live source must be"):
         eyeblink.live(1.5)
+
+
+# ------------------------------------------------------------------------------------------ real streams
+
+REPO = Path(__file__).resolve().parent.parent
+needs_fork = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_sender(port: int, *args: str) -> subprocess.Popen[str]:
+    """The project's loopback sender (NUT, rawvideo); returns once it listens."""
+    proc = subprocess.Popen([sys.executable, "-m", "eyeblink.lab.loopback", "--port", str(port), "--distinct", "50",
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "listening", proc.stderr.read() if proc.stderr else ""
+    return proc
+
+
+@needs_fork
+@pytest.mark.parametrize("fps", [1000, 2000])
+def test_a_nut_stream_s_rate_comes_from_its_timestamps_and_no_frame_is_lost_to_reading_it(fps: int) -> None:
+    """The loopback sender's NUT declares its time base, 64,000 FPS, as the rate; the source reads the rate from
+    the first frames' timestamps and hands those frames out first: every frame sent arrives, in order."""
+    from eyeblink.sources.live import StreamSource
+
+    port = free_port()
+    sender = start_sender(port, "--fps", str(fps), "--stop-after", "300")
+    try:
+        src = StreamSource(f"tcp://127.0.0.1:{port}")
+        assert src.nominal_fps == pytest.approx(fps, rel=1e-6)
+        info = src.describe()
+        assert info["fps_from"] == "timestamps" and info["declared_fps"] == 64000
+        ts = [c.timestamp_s for c in src.capture()]
+        src.close()
+    finally:
+        sender.kill()
+    assert len(ts) == 300
+    assert ts == pytest.approx([i / fps for i in range(300)], abs=1e-9)
+
+
+def _live(out: Path, port: int, *args: str, **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{port}", "-o", str(out),
+                             "--name", "cam", "--landmarks", "lids", "--workers", "2", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, **kw)
+
+
+@needs_fork
+@pytest.mark.slow
+@pytest.mark.parametrize(("fps_flag", "ring"), [((), 1000), (("--fps", "500"), 500)])
+def test_a_1000_fps_nut_stream_sizes_the_ring_from_its_rate_and_counts_every_drop(
+        tmp_path: Path, fps_flag: tuple[str, ...], ring: int) -> None:
+    """1,000 FPS for 1.5 s: the ring holds --buffer (1 s) of frames at the real rate (1,000 slots, not 64,000),
+    or at --fps's when given. Every frame is a row; the drops (the loader's and the late ones) are the gap rows,
+    and a run that drops more than 1% says so in a warning and in live.status."""
+    import csv
+
+    port = free_port()
+    sender = start_sender(port, "--fps", "1000", "--stop-after", "1500")
+    live = _live(tmp_path, port, *fps_flag)
+    try:
+        _, err = live.communicate(timeout=240)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, err
+    s = json.loads((tmp_path / "cam.summary.json").read_text())
+    lv = s["live"]
+    assert lv["ring_slots"] == ring and lv["fps"] == ring
+    with (tmp_path / "cam.frames.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    gaps = sum(r["dropped"] == "1" for r in rows)
+    assert len(rows) == lv["frames_in"] == 1500 and gaps == lv["frames_dropped"]
+    overloaded = gaps / 1500 > 0.01
+    assert lv["status"] == ("overloaded" if overloaded else "ok")
+    assert any("were dropped, more than 1%" in w for w in s["warnings"]) == overloaded
+    assert ("were dropped, more than 1%" in err) == overloaded
+
+
+def _children(pid: int) -> list[int]:
+    """The live run's forked children (loader, workers), not the resource tracker (a separate program)."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            out += [int(c) for c in (task / "children").read_text().split()]
+    return [c for c in out if b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+@needs_fork
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
+def test_kill_9_of_live_ends_the_loader_and_the_workers_within_a_second(tmp_path: Path) -> None:
+    """``kill -9`` of ``eyeblink live`` mid-stream: its loader (holding the connection and the ring) and its
+    workers are gone within a second, whatever they were doing."""
+    port = free_port()
+    sender = start_sender(port, "--fps", "200", "--duration", "60")
+    live = _live(tmp_path, port)
+    try:
+        path = tmp_path / "cam.frames.csv"
+        deadline = time.monotonic() + 120
+        while not (path.exists() and path.read_text().count("\n") > 50):
+            assert live.poll() is None and time.monotonic() < deadline, live.communicate()
+            time.sleep(0.1)
+        kids = _children(live.pid)
+        assert len(kids) >= 3  # the loader and two workers
+        os.kill(live.pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        live.wait()
+        while any(_alive(k) for k in kids) and time.monotonic() - t0 < 10:
+            time.sleep(0.01)
+        gone_after = time.monotonic() - t0
+        left = [k for k in kids if _alive(k)]
+    finally:
+        for k in _children(live.pid) if _alive(live.pid) else []:
+            with contextlib.suppress(OSError):
+                os.kill(k, signal.SIGKILL)
+        live.kill()
+        sender.kill()
+    assert not left and gone_after < 1.0, (left, gone_after)
+
+
+DOUBLE_CTRL_C = """
+import json, os, signal, sys, threading, time
+import eyeblink
+n = 0
+with eyeblink.live(sys.argv[1], sys.argv[2], name="cam", workers=2, landmarks="lids") as s:
+    for item in s:
+        if isinstance(item, tuple) and item.frame == 300:
+            def presses():
+                for _ in range(5):  # Ctrl-C again and again while the session ends
+                    time.sleep(0.01)
+                    os.kill(os.getpid(), signal.SIGINT)
+            threading.Thread(target=presses, daemon=True).start()
+            os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C, inside the block
+        n += 1
+print(json.dumps({"status": s.result.summary["status"], "ring": s.result.summary["parallel"]["ring_name"],
+                  "rows": len(s.result.frames)}))
+"""
+
+
+@needs_fork
+@pytest.mark.slow
+def test_ctrl_c_any_number_of_times_inside_the_api_block_ends_the_session_cleanly(tmp_path: Path) -> None:
+    """Ctrl-C in the block, then five more while the session drains: no KeyboardInterrupt escapes, the summary is
+    not left ``running``, the rows are whole and the shared-memory ring is gone."""
+    port = free_port()
+    sender = start_sender(port, "--fps", "500", "--duration", "30")
+    try:
+        proc = subprocess.run([sys.executable, "-c", DOUBLE_CTRL_C, f"tcp://127.0.0.1:{port}", str(tmp_path)],
+                              capture_output=True, text=True, cwd=REPO, timeout=240)
+    finally:
+        sender.kill()
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["status"] in ("ok", "interrupted") and out["rows"] > 300
+    summary = json.loads((tmp_path / "cam.summary.json").read_text())
+    assert summary["status"] == out["status"]
+    assert out["ring"] and not Path("/dev/shm", out["ring"].lstrip("/")).exists()
+
+
+GATE_SERVER = """
+import logging, resource, sys, time
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))  # ulimit -n 1024
+logging.basicConfig(level=logging.WARNING, format="%(message)s")
+from eyeblink.runtime.publish import GateServer
+gate = GateServer(0, lambda: {"event": "hello"})
+print(gate.port, flush=True)
+sys.stdin.read()  # until the test closes it
+gate.close()
+"""
+
+
+@pytest.mark.skipif(not hasattr(socket, "AF_INET") or sys.platform == "win32", reason="needs resource limits")
+def test_the_gate_keeps_accepting_after_running_out_of_descriptors() -> None:
+    """A gate under ``ulimit -n 1024`` and 1,100 clients: it runs out of descriptors and says so once; once some
+    clients hang up, the ones that waited and a new one all get their hello (the accept thread never died)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1400:
+        pytest.skip(f"this process may open at most {hard} files; the test needs 1,400")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1400), hard))
+    server = subprocess.Popen([sys.executable, "-c", GATE_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=REPO)
+    clients: list[socket.socket] = []
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+
+        def hello(c: socket.socket, timeout: float) -> bool:
+            c.settimeout(timeout)
+            try:
+                return json.loads(c.makefile().readline())["event"] == "hello"
+            except (OSError, ValueError):
+                return False
+
+        for _ in range(1100):
+            c = socket.socket()
+            c.settimeout(10)
+            c.connect(("127.0.0.1", port))  # the kernel completes it even while the server cannot accept
+            clients.append(c)
+        greeted = [hello(c, 5) for c in clients[:900]]
+        assert all(greeted)
+        assert not hello(clients[-1], 2)  # past the server's descriptors: waiting
+        for c in clients[:300]:  # 300 clients hang up
+            c.close()
+        assert all(hello(c, 20) for c in clients[1000:]), "the clients that waited got no hello"
+        late = socket.create_connection(("127.0.0.1", port), timeout=10)
+        clients.append(late)
+        assert hello(late, 20)
+    finally:
+        for c in clients:
+            c.close()
+        try:
+            _, err = server.communicate("", timeout=30)  # stdin closed: the server ends
+        finally:
+            server.kill()
+    assert err.count("gate: cannot accept a client") == 1 and "gate: accepting clients again" in err, err
+    assert "Traceback" not in err

@@ -197,6 +197,7 @@ class _LiveRun(_Run):
         # catches up): their programs are compiled before the capture starts, not on the stream's first frames
         self.warm_batch = LIVE_WARM_BATCH
         self.n_written = 0
+        self.aborted = False  # abort(): the sink stops at its next rows
         self.n_gap = 0  # gap rows written: the loader's drops and the frames the workers found too late
         # --on-overload drop: the newest frames win; a frame older than this when its worker gets to it is a gap
         self.late_s = self.live.max_latency_ms / 1000.0 if self.live.overload == "drop" else None
@@ -413,6 +414,8 @@ class _LiveRun(_Run):
     def _write(self, sink: SessionSink, rows: np.ndarray) -> None:
         from eyeblink.runtime.pipeline import FrameResult
 
+        if self.aborted:
+            raise KeyboardInterrupt("stopped at once (a second Ctrl-C)")
         if sink.cfg is not self.cfg:  # --landmarks auto chose the model once the rate was known (no frame before)
             sink.use_config(self.cfg)
         n_events = len(sink.events)
@@ -513,6 +516,13 @@ class _LiveRun(_Run):
             "queue:results": lambda: self.out_q.qsize() if self.out_q is not None else 0,
             "memory_rss": lambda: {role: rss_bytes(pid) for role, pid in self._memory_processes().items()},
         }
+
+    def abort(self) -> None:
+        """Stop at once (from any thread): what a second Ctrl-C does. The capture stops, the next rows to arrive
+        end the run as a KeyboardInterrupt in the sink would (summary ``interrupted``, every file closed, the
+        children stopped and the ring unlinked)."""
+        self.aborted = True
+        self.request_stop("stopped by SIGINT")
 
     def request_stop(self, reason: str) -> None:
         """Stop the capture and drain (from any thread): what Ctrl-C does, for the Python API."""

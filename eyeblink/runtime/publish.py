@@ -311,14 +311,30 @@ class GateServer:
             return len(self._clients)
 
     def _accept(self) -> None:
+        """Accept clients until closed. Out of file descriptors (EMFILE, ENFILE, ...) the thread logs it once per
+        episode, closes the clients that hung up and tries again: a connection waiting meanwhile gets its
+        ``hello`` as soon as a descriptor is free; the accept thread never dies of it."""
+        exhausted = False
         while not self._closed:
             try:
                 conn, _ = self.sock.accept()
             except TimeoutError:
                 self._reap()
                 continue
-            except OSError:
-                return
+            except OSError as exc:
+                if self._closed:
+                    return
+                if not exhausted:
+                    log.warning("gate: cannot accept a client (%s; %d clients connected); clients that hung up "
+                                "are closed and the gate keeps trying (raise the limit with ulimit -n)",
+                                exc.strerror or exc, self.clients)
+                exhausted = True
+                self._reap()
+                time.sleep(0.05)
+                continue
+            if exhausted:
+                log.warning("gate: accepting clients again (%d connected)", self.clients + 1)
+                exhausted = False
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.setblocking(False)
             with self._lock:
@@ -332,7 +348,13 @@ class GateServer:
         if not conns:
             return
         with contextlib.suppress(OSError, ValueError):
-            readable, _, _ = select.select(conns, [], [], 0)
+            poller = select.poll()  # not select(): a descriptor past 1023 is fine
+            by_fd = {}
+            for c in conns:
+                with contextlib.suppress(OSError, ValueError):
+                    by_fd[c.fileno()] = c
+                    poller.register(c, select.POLLIN | select.POLLHUP | select.POLLERR)
+            readable = [by_fd[fd] for fd, _ in poller.poll(0) if fd in by_fd]
             for c in readable:
                 try:
                     data = c.recv(4096)
