@@ -514,6 +514,8 @@ class LiveConfig:
     #: ``--on-overload drop``: a frame still waiting this long after it arrived is not analysed (a gap row):
     #: under overload the newest frames win and the latency stays under this bound
     max_latency_ms: float = 250.0
+    #: ``--record FILE``: the frames as received, raw gray in NUT with their capture times (None: not kept)
+    record: str | None = None
 
     def __post_init__(self) -> None:
         import math
@@ -529,6 +531,8 @@ class LiveConfig:
         _require(self.stable_ms <= 3_600_000,
                  f"--stable-ms must be at most one hour (3600000 ms), got {self.stable_ms}")
         _require(self.max_age_ms > 0, f"--max-age-ms must be > 0 ms, got {self.max_age_ms}")
+        _require(self.record is None or (isinstance(self.record, str) and self.record.strip() != ""),
+                 f"--record must be a file name ending in .nut, got {self.record!r}")
         _require(self.max_latency_ms > 0, f"--max-latency-ms must be > 0 ms, got {self.max_latency_ms}")
         _require(self.settle_ms >= 0, f"--settle-ms must be >= 0 ms, got {self.settle_ms}")
         _require(self.face_lost_ms >= 0, f"--face-lost-ms must be >= 0 ms, got {self.face_lost_ms}")

@@ -525,3 +525,62 @@ def test_the_gate_keeps_accepting_after_running_out_of_descriptors() -> None:
             server.kill()
     assert err.count("gate: cannot accept a client") == 1 and "gate: accepting clients again" in err, err
     assert "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------------------ --record
+
+
+@pytest.mark.parametrize(("record", "match"), [
+    ("session.avi", "give a file ending in .nut"),
+    ("no-such-folder/session.nut", "does not exist; create it first"),
+])
+def test_a_wrong_record_file_is_one_line_before_anything_starts(tmp_path: Path, record: str, match: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "live", "tcp://127.0.0.1:1", "-o", str(tmp_path),
+                           "--record", str(tmp_path / record)], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+    assert proc.returncode == 2 and match in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert len([line for line in proc.stderr.splitlines() if line.startswith("eyeblink: error:")]) == 1
+
+
+@needs_fork
+@pytest.mark.slow
+def test_record_keeps_every_frame_received_and_process_reads_the_live_rows_back(tmp_path: Path) -> None:
+    """``eyeblink live --record`` on a 500 FPS stream: the recording holds every frame received with its capture
+    time; ``eyeblink process`` on it gives the live session's frames, timestamps and face column; the
+    measurement columns may differ slightly (another keyframe schedule: see the guide)."""
+    import csv
+
+    port = free_port()
+    sender = start_sender(port, "--fps", "500", "--stop-after", "1000")
+    live = _live(tmp_path / "live", port, "--record", str(tmp_path / "cam.nut"))
+    try:
+        _, err = live.communicate(timeout=240)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, err
+    s = json.loads((tmp_path / "live" / "cam.summary.json").read_text())
+    rec = s["live"]["recording"]
+    assert rec["path"] == str(tmp_path / "cam.nut") and rec["error"] is None
+    assert rec["frames"] + rec["dropped"] == s["live"]["frames_in"] == 1000
+    assert (rec["dropped"] == 0) == (not any("missing from the recording" in w for w in s["warnings"]))
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(tmp_path / "cam.nut"), "-o",
+                           str(tmp_path / "again"), "--landmarks", "lids", "--no-progress"],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+
+    def rows(path: Path) -> list[dict[str, str]]:
+        with path.open(newline="") as fh:
+            return list(csv.DictReader(fh))
+
+    live_rows = rows(tmp_path / "live" / "cam.frames.csv")
+    again = rows(tmp_path / "again" / "cam.frames.csv")
+    assert len(again) == rec["frames"]
+    if rec["dropped"] == 0:  # every frame recorded: row for row
+        assert [r["frame"] for r in again] == [r["frame"] for r in live_rows]
+        assert [float(r["timestamp_s"]) for r in again] == pytest.approx(
+            [float(r["timestamp_s"]) for r in live_rows], abs=1e-6)
+        analysed = [(a, b) for a, b in zip(live_rows, again, strict=True) if a["dropped"] == "0"]
+        assert analysed and all(a["face"] == b["face"] for a, b in analysed)
+        close = sum(abs(float(a["ear"]) - float(b["ear"])) < 0.03 for a, b in analysed if a["ear"] and b["ear"])
+        assert close >= 0.95 * len(analysed)

@@ -325,6 +325,11 @@ class _LiveRun(_Run):
         free: list[int] = list(range(len(ring) - 1, -1, -1))
         batch = _Batcher(self)
         st: dict[str, Any] = {"closed": False, "reason": None, "error": None, "bug": None, "t0": None}
+        rec = None
+        if self.live.record is not None:  # the frames as received, beside the session (eyeblink.runtime.record)
+            from eyeblink.runtime.record import Recorder
+
+            rec = Recorder(self.live.record, source.width, source.height, self.fps)
 
         def take_slot() -> int:
             if not free:
@@ -338,6 +343,8 @@ class _LiveRun(_Run):
             return free.pop() if free else -1
 
         def place(image: np.ndarray, ts: float, arrival: float) -> None:
+            if rec is not None:
+                rec.put(image, ts)
             slot = take_slot()
             if slot >= 0:
                 ring.put(slot, image)
@@ -394,7 +401,9 @@ class _LiveRun(_Run):
                 batch.flush()
             n = batch.n
             info = source.describe()
-            info["live"] = {"stop_reason": st["reason"], "frames_in": n, "frames_dropped": int(self.n_dropped.value)}
+            info["live"] = {"stop_reason": st["reason"], "frames_in": n, "frames_dropped": int(self.n_dropped.value),
+                            "recording": rec.close() if rec is not None else None}
+            rec = None
             log.info("capture stopped: %s; %d frames in, %d dropped", st["reason"], n, self.n_dropped.value)
             err = st["error"]
             self._put(self.out_q, ("eof", n, info, 0.0, 0, err))
@@ -405,6 +414,9 @@ class _LiveRun(_Run):
             self._report("loader", -1, batch.n, exc)
             self._quit()
             raise SystemExit(1) from None
+        finally:
+            if rec is not None:  # stopped at once: what was received so far is a whole file
+                rec.close()
 
     # ------------------------------------------------------------ parent
 
@@ -478,6 +490,12 @@ class _LiveRun(_Run):
 
     def _extra_warnings(self) -> list[str]:
         out = [self.memory.warning] if self.memory.warning else []
+        rec = ((self._info or {}).get("live") or {}).get("recording") or {}
+        if rec.get("dropped") or rec.get("error"):
+            text = (f"--record {rec.get('path')}: {rec.get('dropped')} frames missing from the recording "
+                    f"({rec.get('error') or 'the disk did not keep up'}); the session's rows are complete")
+            warn(text)
+            out.append(text)
         drops = self.drop_warning()
         if drops is not None:
             warn(drops)
@@ -496,6 +514,7 @@ class _LiveRun(_Run):
             "frames_dropped": self.frames_dropped(),
             "frames_late": max(0, self.n_gap - int(self.n_dropped.value)),
             "status": "overloaded" if self.drop_warning() is not None else "ok",
+            "recording": info.get("recording"),
             "stop_reason": self.stop_reason or info.get("stop_reason"),
             "timestamps": (self._info or {}).get("timestamps"),
             "publish": self.tap.summary() if self.tap is not None else None,
@@ -653,6 +672,9 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
     g.add_argument("--batch-frames", type=int, default=LIVE_BATCH_FRAMES, metavar="N",
                    help="frames per queue message (default: %(default)s)")
     g.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds of capture")
+    g.add_argument("--record", default=None, metavar="FILE",
+                   help="also keep the frames as received, with their timestamps, in FILE (.nut: raw gray, "
+                        "lossless), written by a thread of its own; `eyeblink process FILE` re-analyses them")
     g.add_argument("--report", action="store_true",
                    help="at the end of the capture also write OUTDIR/<stem>.report.html (as `eyeblink report` "
                         "does), with the eye crops of every blink kept during the capture")
@@ -717,6 +739,10 @@ def prepare(spec: str, cfg: RunConfig, live: LiveConfig, *, name: str | None = N
 
     if tap is not None:
         tap.check()  # the lsl extra, before any model loads
+    if live.record is not None:
+        from eyeblink.runtime.record import check_record_path
+
+        check_record_path(live.record)
     if report:  # the workers keep each blink's eye crops: a stream cannot be read again for them
         cfg = replace(cfg, eye_crops=True)
     from eyeblink.runtime.parallel import supports
@@ -766,7 +792,7 @@ def live_config_from_args(args: argparse.Namespace, cfg: RunConfig) -> LiveConfi
                       landmarks="auto" if auto else cfg.landmarks.model, lsl=args.lsl, lsl_name=args.lsl_name,
                       lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms,
                       max_age_ms=args.max_age_ms, settle_ms=args.settle_ms, face_lost_ms=args.face_lost_ms,
-                      max_latency_ms=args.max_latency_ms)
+                      max_latency_ms=args.max_latency_ms, record=args.record)
 
 
 def run(args: argparse.Namespace, cfg: RunConfig) -> int:
