@@ -584,3 +584,50 @@ def test_record_keeps_every_frame_received_and_process_reads_the_live_rows_back(
         assert analysed and all(a["face"] == b["face"] for a, b in analysed)
         close = sum(abs(float(a["ear"]) - float(b["ear"])) < 0.03 for a, b in analysed if a["ear"] and b["ear"])
         assert close >= 0.95 * len(analysed)
+
+
+# ------------------------------------------------------------------------------------------ a real recording
+
+
+@needs_fork
+@pytest.mark.slow
+@pytest.mark.parametrize("clip", ["000001M_FNN", "000007M_FNN"])
+def test_on_a_real_recording_the_gate_says_each_blink_of_blinks_csv_once_and_never_open_over_one(
+        data_dir: Path, tmp_path: Path, clip: str) -> None:
+    """A real ZJU clip (4 and 5 annotated blinks, the first second being the detector's warm-up) streamed at its
+    own rate by the loopback sender through ``eyeblink.live`` with the gate: one ``blink`` line per row of
+    blinks.csv; no line saying open about a frame inside a blink that blinks.csv records; lines in frame order;
+    no face_lost (the face never leaves)."""
+    import csv
+
+    import av
+
+    import eyeblink
+
+    video = data_dir / "zju-dev" / f"{clip}.avi"
+    with av.open(str(video)) as c:
+        n = sum(1 for _ in c.decode(video=0))
+    port = free_port()
+    sender = start_sender(port, "--input", str(video), "--distinct", str(n), "--fps", "30", "--stop-after",
+                          str(n))
+    try:
+        # the freshness bound is not what this test is about (a loaded test host lags)
+        with eyeblink.live(f"tcp://127.0.0.1:{port}", tmp_path, name="cam", gate_port=0, workers=2,
+                           landmarks="lids", max_age_ms=60_000) as s:
+            client = Client(s.gate_port or 0)
+            s.wait()
+    finally:
+        sender.kill()
+    lines = client.join()
+    with (tmp_path / "cam.blinks.csv").open(newline="") as fh:
+        blinks = list(csv.DictReader(fh))
+    assert len(blinks) >= 2 and len(s.result.frames) == n
+    events = [m for m in lines if m["event"] not in ("hello", "end")]
+    assert sum(m["event"] == "blink" for m in events) == len(blinks)
+    spans = [(int(b["start_frame"]), int(b["end_frame"])) for b in blinks]
+    for m in events:
+        if says_open(m):
+            assert not any(a <= m["latest_frame"] < b for a, b in spans), (m, spans)
+    order = [m["latest_frame"] for m in events if m["event"] != "blink"]
+    assert order == sorted(order)
+    assert not any(m["event"] == "face_lost" for m in events)

@@ -98,6 +98,11 @@ LIVE_WARM_BATCH = 32
 #: a run that drops more than this share of its frames (the loader's and the late ones) says so: one warning
 #: line, the summary's ``warnings`` and ``live.status`` ``overloaded``
 DROP_WARN_SHARE = 0.01
+#: the GIL switch interval of a live run's processes (Python's default: 5 ms). Each process has threads that hand
+#: a frame on (the loader's capture thread and its queue's feeder thread, a worker's analysis and its feeder, the
+#: sink and the API's consumer); a thread woken to pass a frame on waits for the GIL up to the switch interval
+#: whenever another thread of its process is busy in Python, so every hand-off could add up to 5 ms
+LIVE_SWITCH_INTERVAL_S = float(os.environ.get("EYEBLINK_SWITCH_MS", "0.5")) / 1000.0
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -301,8 +306,11 @@ class _LiveRun(_Run):
 
 
     def _child_setup(self) -> None:
+        import sys
+
         super()._child_setup()
         die_with_parent(self.parent_pid)
+        sys.setswitchinterval(LIVE_SWITCH_INTERVAL_S)  # see LIVE_SWITCH_INTERVAL_S
 
     def _worker_ready(self, wid: int) -> None:
         self.ready.release()
@@ -551,7 +559,18 @@ class _LiveRun(_Run):
 
     def execute_live(self, outdir: Path, *, signals: bool = True) -> RunResult:
         """:meth:`execute` with SIGINT/SIGTERM turned into "stop the capture and drain" (``signals``: only
-        in the main thread; the Python API runs the session in a thread and stops it with :meth:`request_stop`)."""
+        in the main thread; the Python API runs the session in a thread and stops it with :meth:`request_stop`).
+        The sink's process hands rows on with a short GIL switch interval meanwhile (:data:`LIVE_SWITCH_INTERVAL_S`)."""
+        import sys
+
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, LIVE_SWITCH_INTERVAL_S))
+        try:
+            return self._execute_live(outdir, signals=signals)
+        finally:
+            sys.setswitchinterval(interval)
+
+    def _execute_live(self, outdir: Path, *, signals: bool) -> RunResult:
         if not signals:
             return self.execute(outdir, None)
         from eyeblink import stopping
