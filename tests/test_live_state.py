@@ -600,13 +600,12 @@ def test_on_a_real_recording_the_gate_says_each_blink_of_blinks_csv_once_and_nev
     no face_lost (the face never leaves)."""
     import csv
 
-    import av
-
     import eyeblink
+    from eyeblink.sources.files import open_source
 
     video = data_dir / "zju-dev" / f"{clip}.avi"
-    with av.open(str(video)) as c:
-        n = sum(1 for _ in c.decode(video=0))
+    with open_source(video) as src:  # the ZJU AVIs' titles are not UTF-8: the project's own reader copes
+        n = sum(1 for _ in src)
     port = free_port()
     sender = start_sender(port, "--input", str(video), "--distinct", str(n), "--fps", "30", "--stop-after",
                           str(n))

@@ -102,7 +102,7 @@ DROP_WARN_SHARE = 0.01
 #: a frame on (the loader's capture thread and its queue's feeder thread, a worker's analysis and its feeder, the
 #: sink and the API's consumer); a thread woken to pass a frame on waits for the GIL up to the switch interval
 #: whenever another thread of its process is busy in Python, so every hand-off could add up to 5 ms
-LIVE_SWITCH_INTERVAL_S = float(os.environ.get("EYEBLINK_SWITCH_MS", "0.5")) / 1000.0
+LIVE_SWITCH_INTERVAL_S = 0.0005
 
 
 def die_with_parent(parent_pid: int) -> None:
