@@ -630,3 +630,39 @@ def test_on_a_real_recording_the_gate_says_each_blink_of_blinks_csv_once_and_nev
     order = [m["latest_frame"] for m in events if m["event"] != "blink"]
     assert order == sorted(order)
     assert not any(m["event"] == "face_lost" for m in events)
+
+
+@needs_fork
+@pytest.mark.slow
+def test_a_camera_frozen_with_its_connection_open_is_stale_and_never_open(tmp_path: Path) -> None:
+    """The sender stops sending for 3 s after frame 400, its connection open, then goes on. During the freeze
+    the session is stale (the gate says so about the last frame received) and ``wait_until_open`` answers no,
+    saying why; after it, fresh frames make it open again."""
+    import eyeblink
+
+    port = free_port()
+    sender = start_sender(port, "--fps", "200", "--freeze-at", "400", "--freeze-s", "3", "--stop-after", "1400")
+    try:
+        with eyeblink.live(f"tcp://127.0.0.1:{port}", tmp_path, name="cam", gate_port=0, workers=2,
+                           landmarks="lids", max_age_ms=500) as s:
+            client = Client(s.gate_port or 0)
+            deadline = time.monotonic() + 120
+            while s.frame < 395:
+                assert time.monotonic() < deadline and s.running
+                time.sleep(0.01)
+            time.sleep(1.0)  # well inside the freeze, past the bound
+            last = s.frame
+            assert s.stale and s.age_ms > 500 and 395 <= last <= 400
+            assert not s.wait_until_open(stable_ms=0, timeout_s=0.3)
+            assert "stale" in s.wait_reason
+            assert s.wait_until_open(stable_ms=100, timeout_s=60), s.wait_reason  # fresh frames again
+            assert s.frame > last and s.age_ms <= 500
+            s.wait()
+    finally:
+        sender.kill()
+    lines = [m for m in client.join() if m["event"] not in ("hello", "end")]
+    stale = [m for m in lines if m["event"] == "stale" and m["latest_frame"] == last]
+    assert stale and stale[0]["age_ms"] > 500
+    after = lines[lines.index(stale[0]) + 1:]
+    assert after and after[0]["event"] == "fresh" and after[0]["latest_frame"] > last
+    assert all(m["age_ms"] <= 500 for m in lines if says_open(m))
