@@ -581,12 +581,12 @@ class LiveSession:
     @property
     def time_s(self) -> float:
         """Capture time (``timestamp_s``, the source's clock) of the newest row written; NaN before the first."""
-        return self.tap.tracker.last_s
+        return self.tap.newest_s
 
     @property
     def frame(self) -> int:
         """The newest row written (-1 before the first)."""
-        return self.tap.tracker.last_frame
+        return self.tap.newest_frame
 
     @property
     def age_ms(self) -> float:

@@ -466,6 +466,8 @@ class LiveTap:
         self.frames = 0
         self.events = 0
         self.stale_events = 0
+        self.newest_frame = -1  # the newest row written (a gap row included) and its capture time
+        self.newest_s = math.nan
         # the newest analysed (not dropped) frame: what every answer is about, and how fresh it is
         self.fresh_frame = -1
         self.fresh_s = math.nan
@@ -629,6 +631,7 @@ class LiveTap:
         r = LiveRow(frame, t, int(values[2]), f[0], f[1], f[2], f[3], int(values[7]), f[5], f[6], f[7], f[8], f[9],
                     f[10], dropped, arrival, time.perf_counter())
         self.frames += 1
+        self.newest_frame, self.newest_s = frame, t
         if self.lsl is not None:
             self.lsl.push(r, t + self._offset)
         for listener in self.listeners:
