@@ -670,3 +670,41 @@ def test_a_camera_frozen_with_its_connection_open_is_stale_and_never_open(tmp_pa
     after = lines[lines.index(stale[0]) + 1:]
     assert after and after[0]["event"] == "fresh" and after[0]["latest_frame"] > last
     assert all(m["age_ms"] <= 500 for m in lines if says_open(m))
+
+
+@needs_fork
+@pytest.mark.slow
+def test_record_copies_a_compressed_stream_as_it_came(face_recording: tuple[Path, object], tmp_path: Path) -> None:
+    """A real ``ffmpeg`` sends an MJPG recording (500 FPS, 800 frames) as it is (``-c:v copy``) in NUT: the
+    recording is that MJPG stream, packet for packet (no re-encoding), and ``eyeblink process`` on it gives the
+    live session's frames and timestamps."""
+    import csv
+
+    ffmpeg = pytest.importorskip("imageio_ffmpeg").get_ffmpeg_exe()
+    video, _ = face_recording
+    port = free_port()
+    sender = subprocess.Popen([ffmpeg, "-hide_banner", "-loglevel", "quiet", "-re", "-i", str(video), "-c:v", "copy",
+                               "-f", "nut", f"tcp://127.0.0.1:{port}?listen=1"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    live = _live(tmp_path / "live", port, "--record", str(tmp_path / "cam.nut"), "--on-overload", "block")
+    try:
+        _, err = live.communicate(timeout=240)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, err
+    rec = json.loads((tmp_path / "live" / "cam.summary.json").read_text())["live"]["recording"]
+    assert rec["copy"] and rec["codec"] == "mjpeg" and rec["frames"] == 800 and rec["dropped"] == 0
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(tmp_path / "cam.nut"), "-o",
+                           str(tmp_path / "again"), "--landmarks", "lids", "--no-progress"],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+
+    def rows(path: Path) -> list[dict[str, str]]:
+        with path.open(newline="") as fh:
+            return list(csv.DictReader(fh))
+
+    a, b = rows(tmp_path / "live" / "cam.frames.csv"), rows(tmp_path / "again" / "cam.frames.csv")
+    assert len(a) == len(b) == 800
+    assert [float(r["timestamp_s"]) for r in b] == pytest.approx([float(r["timestamp_s"]) for r in a], abs=1e-6)
+    assert all(x["face"] == y["face"] for x, y in zip(a, b, strict=True))

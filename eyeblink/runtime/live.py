@@ -337,7 +337,10 @@ class _LiveRun(_Run):
         if self.live.record is not None:  # the frames as received, beside the session (eyeblink.runtime.record)
             from eyeblink.runtime.record import Recorder
 
-            rec = Recorder(self.live.record, source.width, source.height, self.fps)
+            template = source.video_stream() if getattr(source, "compressed", False) else None
+            rec = Recorder(self.live.record, source.width, source.height, self.fps, template=template)
+            if rec.copy:  # a compressed stream: its packets as they came (stream copy)
+                source.on_packet = rec.put_packet  # type: ignore[attr-defined]
 
         def take_slot() -> int:
             if not free:
@@ -351,7 +354,7 @@ class _LiveRun(_Run):
             return free.pop() if free else -1
 
         def place(image: np.ndarray, ts: float, arrival: float) -> None:
-            if rec is not None:
+            if rec is not None and not rec.copy:
                 rec.put(image, ts)
             slot = take_slot()
             if slot >= 0:

@@ -2,7 +2,9 @@
 
 The live loader hands every frame it receives (those the pipeline then drops included) to a :class:`Recorder`
 right after placing it in the ring; a thread of the loader writes them, so the capture never waits for the disk.
-The recording is the frames eyeblink analysed, as it saw them: gray, full resolution, lossless (``rawvideo``:
+A compressed stream's packets are recorded as they came (stream copy: :meth:`Recorder.put_packet`, called by the
+source for every demuxed packet). Otherwise the recording is the frames eyeblink analysed, as it saw them: gray,
+full resolution, lossless (``rawvideo``:
 no encoder CPU, ~0.3 MB a 640x480 frame, ~150 MB/s at 500 FPS; a lossless encoder such as FFV1 costs more than a
 core at that rate), in NUT with each frame's capture time as its presentation timestamp on a microsecond clock.
 So ``eyeblink process FILE`` reads the live session's timestamps back exactly. A frame the writer could not take
@@ -14,6 +16,7 @@ copy besides the packet's), ~0.25 ms of CPU a 640x480 frame.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 from fractions import Fraction
@@ -54,21 +57,32 @@ def check_record_path(path: str | Path) -> Path:
 class Recorder:
     """Writes frames to ``path`` (raw gray NUT, capture times as timestamps) from a thread of its own."""
 
-    def __init__(self, path: str | Path, width: int, height: int, fps: float | None) -> None:
+    def __init__(self, path: str | Path, width: int, height: int, fps: float | None, *,
+                 template: Any = None) -> None:
+        """``template``: the PyAV stream of a compressed source, whose packets are then recorded as they came
+        (:meth:`put_packet`: stream copy, no decoding, no encoding); else raw gray frames (:meth:`put`)."""
         import av
 
         self.path = Path(path)
         self.frames = 0
         self.dropped = 0
         self.error: str | None = None
+        self.copy = template is not None
         self._container = av.open(str(self.path), "w", format="nut")
         rate = Fraction(round(fps)) if fps and fps >= 1 else Fraction(500)
-        self._stream = self._container.add_stream("rawvideo", rate=rate)
-        self._stream.width, self._stream.height = int(width), int(height)
-        self._stream.pix_fmt = "gray"
-        self._stream.codec_context.time_base = _TIME_BASE
-        self._stream.time_base = _TIME_BASE
-        frame_bytes = max(1, int(width) * int(height))
+        if self.copy:
+            self._stream = self._container.add_stream_from_template(template)
+            self._in_tb = template.time_base
+            self._first: int | None = None
+            self.codec = template.codec_context.name
+        else:
+            self._stream = self._container.add_stream("rawvideo", rate=rate)
+            self._stream.width, self._stream.height = int(width), int(height)
+            self._stream.pix_fmt = "gray"
+            self._stream.codec_context.time_base = _TIME_BASE
+            self._stream.time_base = _TIME_BASE
+            self.codec = "rawvideo"
+        frame_bytes = max(1, int(width) * int(height) // (8 if self.copy else 1))  # compressed: ~1/8 the size
         self._q: queue.Queue[tuple[np.ndarray, float] | None] = queue.Queue(
             maxsize=max(16, min(int(QUEUE_S * float(rate)), QUEUE_BYTES // frame_bytes)))
         self._last_pts = -1
@@ -79,6 +93,20 @@ class Recorder:
         """One received frame (never waits: a full queue counts the frame as dropped from the recording)."""
         try:
             self._q.put_nowait((image, timestamp_s))
+        except queue.Full:
+            self.dropped += 1
+
+    def put_packet(self, packet: Any) -> None:
+        """One packet of a compressed source as it came (never waits; a full queue counts it as dropped)."""
+        import av
+
+        if packet.size == 0:
+            return  # the demuxer's flush packet: nothing to keep
+        # a copy: the capture thread decodes the source's packet meanwhile, and the writer changes what it muxes
+        own = av.Packet(bytes(packet))
+        own.pts, own.dts, own.is_keyframe = packet.pts, packet.dts, packet.is_keyframe
+        try:
+            self._q.put_nowait((own, math.nan))
         except queue.Full:
             self.dropped += 1
 
@@ -93,6 +121,9 @@ class Recorder:
                 self.dropped += 1
                 continue
             image, ts = item
+            if self.copy:
+                self._copy(image)
+                continue
             try:
                 packet = av.Packet(np.ascontiguousarray(image))  # a rawvideo packet is the frame's bytes
                 pts = max(round(ts * 1_000_000), self._last_pts + 1)  # strictly increasing, as the muxer wants
@@ -108,6 +139,27 @@ class Recorder:
                 log.error("--record %s: cannot write (%s); the recording stops, the session goes on",
                           self.path, self.error)
 
+    def _copy(self, packet: Any) -> None:
+        """Mux one source packet as it came, its timestamps shifted so that the first is 0 (as the session's)."""
+        import av
+
+        try:
+            if self._first is None:
+                self._first = packet.pts if packet.pts is not None else (packet.dts or 0)
+            if packet.pts is not None:
+                packet.pts -= self._first
+            if packet.dts is not None:
+                packet.dts -= self._first
+            packet.time_base = self._in_tb
+            packet.stream = self._stream
+            self._container.mux(packet)
+            self.frames += 1
+        except (av.error.FFmpegError, OSError, ValueError) as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.dropped += 1
+            log.error("--record %s: cannot write (%s); the recording stops, the session goes on",
+                      self.path, self.error)
+
     def close(self) -> dict[str, Any]:
         """Write what is queued, close the file; the summary's ``live.recording``."""
         self._q.put(None)
@@ -116,5 +168,6 @@ class Recorder:
             self._container.close()
         except Exception as exc:  # a recording that cannot be closed is reported, not fatal
             self.error = self.error or f"{type(exc).__name__}: {exc}"
-        return {"path": str(self.path), "frames": self.frames, "dropped": self.dropped, "codec": "rawvideo",
-                "pixel_format": "gray", "container": "nut", "error": self.error}
+        return {"path": str(self.path), "frames": self.frames, "dropped": self.dropped, "codec": self.codec,
+                "copy": self.copy, "pixel_format": None if self.copy else "gray", "container": "nut",
+                "error": self.error}

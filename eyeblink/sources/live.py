@@ -216,7 +216,10 @@ class StreamSource(LiveSource):
         self._info: dict[str, Any] = {}
         #: the frames read at connection to measure the rate (:meth:`_probe_rate`), handed out first by capture
         self._probed: list[tuple[Any, np.ndarray, float]] = []
+        self._probed_packets: list[Any] = []  # and their packets (for on_packet)
         self._packets: Any = None  # the demuxer those frames came from (capture goes on with it)
+        #: set by a live run that records a compressed stream: called with every demuxed packet, in order
+        self.on_packet: Any = None
         if connect:
             self.start()
 
@@ -305,6 +308,7 @@ class StreamSource(LiveSource):
         pts: list[int] = []
         try:
             for packet in self._packets:
+                self._probed_packets.append(packet)
                 for frame in packet.decode():
                     arrival = time.perf_counter()
                     self._probed.append((frame.pts, self._gray(_luma(frame)), arrival))
@@ -325,6 +329,16 @@ class StreamSource(LiveSource):
             self.nominal_fps = measured
         else:
             self._info["fps_from"] = "container"
+
+    @property
+    def compressed(self) -> bool:
+        """True when the stream's video is compressed (its packets can be recorded as they came)."""
+        c = self._container
+        return c is not None and c.streams.video[0].codec_context.name != "rawvideo"
+
+    def video_stream(self) -> Any:
+        """The connected stream's video stream (PyAV), e.g. the template of a recording."""
+        return self._container.streams.video[0] if self._container is not None else None
 
     def close(self) -> None:
         self._packets = None
@@ -397,9 +411,15 @@ class StreamSource(LiveSource):
     def _frames(self, container: Any, stream: Any) -> Iterator[tuple[Any, np.ndarray, float]]:
         """(pts, gray image, arrival) per decoded frame: the rate probe's frames first, then the stream's."""
         probed, self._probed = self._probed, []
+        probed_packets, self._probed_packets = self._probed_packets, []
+        if self.on_packet is not None:
+            for packet in probed_packets:
+                self.on_packet(packet)
         yield from probed
         packets, self._packets = self._packets, None
         for packet in packets if packets is not None else container.demux(stream):
+            if self.on_packet is not None:
+                self.on_packet(packet)
             for frame in packet.decode():
                 arrival = time.perf_counter()
                 yield frame.pts, self._gray(_luma(frame)), arrival
