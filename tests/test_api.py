@@ -419,7 +419,7 @@ def test_lsl_inlet_in_another_process_receives_every_sample_on_the_frames_clock(
     offset = ts0 - t0  # capture time on LSL's clock: close to when the frame arrived here
     assert abs(offset - pylsl.local_clock()) < 300
     names = [m for m, _ in marks]
-    assert [n for n in names if n.startswith("state:")][0] == "state:open"
+    assert next(n for n in names if n.startswith("state:")) == "state:open"
     assert "blink_start" in names and "blink_end" in names and "open_stable" in names
     # one blink marker per row of blinks.csv (a blink in the warm-up is settled before the first state)
     assert names.count("blink") == len(csv_rows(tmp_path / "cam.blinks.csv")) >= 1
