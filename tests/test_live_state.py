@@ -665,7 +665,9 @@ def test_a_camera_frozen_with_its_connection_open_is_stale_and_never_open(tmp_pa
     finally:
         sender.kill()
     lines = [m for m in client.join() if m["event"] not in ("hello", "end")]
-    stale = [m for m in lines if m["event"] == "stale" and m["latest_frame"] == last]
+    # about the newest analysed frame: the last row before the freeze, or one shortly before it where the rows
+    # after it were gap rows (a loaded host drops frames)
+    stale = [m for m in lines if m["event"] == "stale" and last - 50 <= m["latest_frame"] <= last]
     assert stale and stale[0]["age_ms"] > 500
     after = lines[lines.index(stale[0]) + 1:]
     assert after and after[0]["event"] == "fresh" and after[0]["latest_frame"] > last
