@@ -335,7 +335,7 @@ def test_live_api_on_a_loopback_stream_rows_blinks_states_and_the_gate_socket(tm
         assert (row["ear_left"] == "") == math.isnan(r.ear_left)
         if row["ear_left"]:
             assert float(row["ear_left"]) == pytest.approx(r.ear_left, rel=1e-8)
-        assert r.arrival_time > 0
+        assert r.arrival_time > 0 and r.sent_time >= r.arrival_time and r.age_ms >= 0
     assert len(seen["blink"]) == len(s.result.blinks) >= 2 and len(blinks) >= 1
     # the socket: hello, then one line per state change, in order, equal to what on_state saw
     assert lines[0]["event"] == "hello" and lines[-1]["event"] == "end"
@@ -344,6 +344,9 @@ def test_live_api_on_a_loopback_stream_rows_blinks_states_and_the_gate_socket(tm
     assert [(m["frame"], m["state"], m["previous"]) for m in states] == [
         (c.frame, c.state.value, c.previous.value) for c in seen["state"]]
     # settled states only (settle_ms 10): a 150 ms blink's few-ms closing and reopening phases may not last
+    # each change says when the frame that settled it arrived and how old it was when handed on
+    assert all(c.latest_frame >= c.frame and c.sent_time >= c.arrival_time and c.age_ms >= 0 for c in seen["state"])
+    assert all(m["latest_frame"] == c.latest_frame for m, c in zip(states, seen["state"], strict=True))
     assert {"open", "closed"} <= {m["state"] for m in states} <= {"open", "closing", "closed", "reopening"}
     names = [m["event"] for m in lines]
     assert names.count("blink_start") >= 2 and names.count("blink_end") >= 2 and "open_stable" in names
