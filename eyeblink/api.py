@@ -563,7 +563,7 @@ class LiveSession:
     #: unread items kept for iteration (~100 s of rows at 500 FPS)
     QUEUE_ITEMS = 50_000
 
-    def __init__(self, source: str, output: str | Path | None, settings: dict[str, Any]) -> None:
+    def __init__(self, source: str | int, output: str | Path | None, settings: dict[str, Any]) -> None:
         from eyeblink.runtime.publish import LiveTap
 
         _require_pandas()
@@ -602,11 +602,19 @@ class LiveSession:
             self._stream = StreamOptions(options={str(k): str(v) for k, v in opts.items()},
                                          read_timeout_s=float(stream.get("read_timeout_s", 5.0)),
                                          reconnect=int(stream.get("reconnect", 0)))
+        if isinstance(source, int) and not isinstance(source, bool):
+            source = str(source)  # live(0) is live("0"): camera 0
+        if not isinstance(source, str):
+            raise SettingsError(f"live source must be a camera index (0), a stream URL or basler:[SERIAL], "
+                                f"got {source!r}")
         self.cfg = cfg
         self.source_spec = source
         self.output = output
-        self.tap: LiveTap = (LiveTap.from_config(self.live_config, cfg.blinks.max_blink_ms)
-                             or LiveTap(stable_ms=self.live_config.stable_ms, max_blink_ms=cfg.blinks.max_blink_ms))
+        tap = LiveTap.from_config(self.live_config, cfg.blinks.max_blink_ms, always=True)
+        assert tap is not None
+        self.tap: LiveTap = tap
+        #: why the last :meth:`wait_until_open` returned False ("" after True)
+        self.wait_reason = ""
         self.tap.listeners.append(self._on_item)
         self.result: Session | None = None
         self.missed = 0
@@ -632,12 +640,24 @@ class LiveSession:
     @property
     def time_s(self) -> float:
         """Capture time (``timestamp_s``, the source's clock) of the newest row written; NaN before the first."""
-        return self.tap.tracker.last_s
+        return self.tap.newest_s
 
     @property
     def frame(self) -> int:
         """The newest row written (-1 before the first)."""
-        return self.tap.tracker.last_frame
+        return self.tap.newest_frame
+
+    @property
+    def age_ms(self) -> float:
+        """How long ago (ms) the newest analysed frame was received: the age of :attr:`state` now (inf before the
+        first frame)."""
+        return self.tap.age_s() * 1000.0
+
+    @property
+    def stale(self) -> bool:
+        """True when the newest analysed frame is older than the session's ``max_age_ms``: :attr:`state` is then
+        about the past (a stalled camera or a pipeline that lags), and :meth:`wait_until_open` waits."""
+        return self.tap.stale or self.tap.age_s() > self.tap.max_age_s
 
     @property
     def gate_port(self) -> int | None:
@@ -729,24 +749,55 @@ class LiveSession:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
         interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
-        self.stop("stopped by SIGINT" if interrupted else "stopped by the program")
+        # while the session ends, Ctrl-C (any number of times) stops it at once instead of escaping: the files are
+        # closed, the children stopped and the ring unlinked whatever the user presses
+        restore = self._catch_sigint()
         try:
+            self.stop("stopped by SIGINT" if interrupted else "stopped by the program")
             self._join()
-            if self._run_result is not None and self._outdir is not None:
-                self.result = load(self._outdir / self._run_result.stem)
-                if self.output is None:
-                    self.result.paths = {}
+            stem = (self._run_result.stem if self._run_result is not None
+                    else getattr(getattr(self._run, "source", None), "name", None))
+            if stem is not None and self._outdir is not None and (self._outdir / f"{stem}.summary.json").exists():
+                with contextlib.suppress(EyeblinkError, OSError, ValueError):
+                    self.result = load(self._outdir / stem)
+                    if self.output is None:
+                        self.result.paths = {}
         finally:
             self._cleanup()
-        if self._error is not None and (exc_type is None or interrupted):
+            restore()
+        aborted = isinstance(self._error, KeyboardInterrupt)
+        if aborted:
+            interrupted = True  # a second Ctrl-C: the session ended interrupted, its files whole
+        elif self._error is not None and (exc_type is None or interrupted):
             raise self._error
         return interrupted  # Ctrl-C in the block stopped the session: every row is on disk, the block ends
+
+    def _catch_sigint(self) -> Callable[[], None]:
+        """In the main thread: SIGINT aborts the session (see :meth:`_abort`) until the returned function runs."""
+        import signal
+
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        try:
+            old = signal.signal(signal.SIGINT, lambda _s, _f: self._abort())
+        except (ValueError, OSError):
+            return lambda: None
+        return lambda: signal.signal(signal.SIGINT, old)
+
+    def _abort(self) -> None:
+        """A Ctrl-C while the session ends: stop at once (no more draining)."""
+        self._stop_reason = self._stop_reason or "stopped by SIGINT"
+        if self._run is not None:
+            self._run.abort()
 
     def _join(self) -> None:
         if self._thread is None:
             return
         while self._thread.is_alive():
-            self._thread.join(0.1)
+            try:
+                self._thread.join(0.1)
+            except KeyboardInterrupt:  # outside the main thread's handler (another thread's session)
+                self._abort()
 
     def _cleanup(self) -> None:
         if self._tmp is not None:
@@ -788,29 +839,41 @@ class LiveSession:
                 return
             yield item
 
-    def wait_until_open(self, stable_ms: float = 200.0, timeout_s: float | None = None) -> bool:
-        """Block until the eye is ``open`` and has stayed open for ``stable_ms`` of capture time (the state the
-        ``open_stable`` marker and gate line report); True then, False after ``timeout_s`` seconds or when the
-        session ended first. Returns at once when it already holds."""
-        if not (isinstance(stable_ms, (int, float)) and stable_ms >= 0):
-            raise SettingsError(f"stable_ms must be a number >= 0, got {stable_ms!r}")
-        tracker = self.tap.tracker
+    def wait_until_open(self, stable_ms: float = 200.0, timeout_s: float | None = None,
+                        max_age_ms: float | None = None) -> bool:
+        """Block until the eye is ``open``, settled, has stayed open for ``stable_ms`` of capture time (the state
+        the ``open_stable`` marker and gate line report) **and** the newest analysed frame was received at most
+        ``max_age_ms`` ago (default: the session's ``max_age_ms``); True then, checked at the moment it returns.
+        A stale answer is never True: it keeps waiting. False after ``timeout_s`` seconds or when the session
+        ended first, with the reason in :attr:`wait_reason`. Returns at once when it already holds."""
+        if not (isinstance(stable_ms, (int, float)) and math.isfinite(stable_ms) and stable_ms >= 0):
+            raise SettingsError(f"stable_ms must be a finite number >= 0, got {stable_ms!r}")
+        if max_age_ms is not None and not (isinstance(max_age_ms, (int, float)) and math.isfinite(max_age_ms)
+                                           and max_age_ms > 0):
+            raise SettingsError(f"max_age_ms must be a finite number > 0, got {max_age_ms!r}")
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cond:
-            while not tracker.is_open_for(stable_ms):
+            while True:
+                ok, why = self.tap.open_now(stable_ms, max_age_ms)
+                if ok:
+                    self.wait_reason = ""
+                    return True
                 if self._ended:
+                    self.wait_reason = f"the session ended ({why})"
                     return False
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
+                    self.wait_reason = f"timed out after {timeout_s:g} s: {why}"
                     return False
-                self._cond.wait(0.05 if left is None else min(left, 0.05))
-        return True
+                # the tap notifies on every event; a frozen stream sends none, so poll within the bound too
+                self._cond.wait(min(0.005, self.tap.max_age_s / 4) if left is None else
+                                min(left, 0.005, self.tap.max_age_s / 4))
 
     def __repr__(self) -> str:
         return f"LiveSession({self.source_spec!r}, state={self.state.value}, running={self.running})"
 
 
-def live(source: str, output: str | Path | None = None, **settings: Any) -> LiveSession:
+def live(source: str | int, output: str | Path | None = None, **settings: Any) -> LiveSession:
     """A live session on a camera or stream (``source`` as for ``eyeblink live``: ``0``, ``tcp://...``,
     ``basler:``), as a context manager (:class:`LiveSession`).
 

@@ -398,6 +398,8 @@ LIVE_CHUNK_FRAMES = 2
 #: Frames per queue message: a frame waits for its batch to fill (2 frames = 2 ms at 500 FPS).
 LIVE_BATCH_FRAMES = 2
 OVERLOAD_POLICIES = ("drop", "block")
+#: the longest live ring, in seconds of frames (``--buffer``): latency past it is no longer "live"
+MAX_BUFFER_S = 10.0
 #: ``--landmarks`` in live mode: a model, or ``auto`` (the default; see :func:`choose_landmarks`)
 LIVE_LANDMARKS = ("auto", *LANDMARK_MODELS)
 
@@ -508,8 +510,40 @@ class LiveConfig:
     #: step down to cheaper settings when frames drop or the backlog grows, back up with headroom
     #: (``--no-adapt``: never; eyeblink.runtime.adapt)
     adapt: bool = True
+    #: freshness bound: no "open" is reported about a frame received longer ago than this (``stale`` instead)
+    max_age_ms: float = 50.0
+    #: a new eye state counts once it has lasted this long (capture time): no single-frame flicker
+    settle_ms: float = 10.0
+    #: ``no_face`` counts (``face_lost``) once no face has been fitted for this long; dropped frames do not count
+    face_lost_ms: float = 200.0
+    #: ``--on-overload drop``: a frame still waiting this long after it arrived is not analysed (a gap row):
+    #: under overload the newest frames win and the latency stays under this bound
+    max_latency_ms: float = 250.0
+    #: ``--record FILE``: the frames as received, raw gray in NUT with their capture times (None: not kept)
+    record: str | None = None
 
     def __post_init__(self) -> None:
+        import math
+
+        for key, flag in (("stable_ms", "--stable-ms"), ("max_age_ms", "--max-age-ms"), ("settle_ms", "--settle-ms"),
+                          ("face_lost_ms", "--face-lost-ms"), ("lsl_wait_s", "--lsl-wait"), ("buffer_s", "--buffer"),
+                          ("max_latency_ms", "--max-latency-ms")):
+            v = getattr(self, key)
+            _require(isinstance(v, (int, float)) and math.isfinite(v),
+                     f"{flag} must be a finite number, got {v!r}")
+        _require(self.duration_s is None or math.isfinite(self.duration_s),
+                 f"--duration must be a finite number of seconds, got {self.duration_s!r}")
+        _require(self.stable_ms <= 3_600_000,
+                 f"--stable-ms must be at most one hour (3600000 ms), got {self.stable_ms}")
+        _require(self.max_age_ms > 0, f"--max-age-ms must be > 0 ms, got {self.max_age_ms}")
+        _require(self.record is None or (isinstance(self.record, str) and self.record.strip() != ""),
+                 f"--record must be a file name ending in .nut, got {self.record!r}")
+        _require(self.max_latency_ms > 0, f"--max-latency-ms must be > 0 ms, got {self.max_latency_ms}")
+        _require(self.settle_ms >= 0, f"--settle-ms must be >= 0 ms, got {self.settle_ms}")
+        _require(self.face_lost_ms >= 0, f"--face-lost-ms must be >= 0 ms, got {self.face_lost_ms}")
+        _require(self.buffer_s <= MAX_BUFFER_S,
+                 f"--buffer must be at most {MAX_BUFFER_S:g} seconds of frames (it is held in shared memory), "
+                 f"got {self.buffer_s:g}")
         _require(isinstance(self.lsl_name, str) and self.lsl_name.strip() != "",
                  f"--lsl-name must be a non-empty name, got {self.lsl_name!r}")
         _require(self.lsl_wait_s >= 0, f"--lsl-wait must be >= 0 seconds, got {self.lsl_wait_s}")

@@ -101,6 +101,9 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=2.0, help="first seconds left out (default: %(default)s)")
     ap.add_argument("--landmarks", default="auto",
                     help="the eye model (default: auto, the model live mode picks for this machine at --fps)")
+    ap.add_argument("--max-age-ms", type=float, default=50.0,
+                    help="the session's freshness bound (default: %(default)s): a loaded machine whose rows come "
+                         "later than this sends stale instead of open")
     ap.add_argument("--json", default=None, help="also write the result here")
     args = ap.parse_args()
 
@@ -120,6 +123,7 @@ def main() -> int:
         try:
             with eyeblink.live(f"tcp://127.0.0.1:{port}", Path(tmp) / "live", name="bench", lsl=True, lsl_name=name,
                                lsl_wait_s=120, gate_port=0, fps=args.fps, landmarks=args.landmarks,
+                               max_age_ms=args.max_age_ms,
                                on_frame=lambda r: arrivals.__setitem__(r.frame, (r.arrival_time,
                                                                                   time.perf_counter()))) as s:
                 consumer = subprocess.Popen([sys.executable, "-c", CONSUMER, name, str(s.gate_port), str(out)])
@@ -158,6 +162,8 @@ def main() -> int:
         "of_which_row_written_to_lsl_sample": pct(publish[np.isfinite(publish)]),
         "of_which_gate_line_sent_to_received": pct(gate_transport),
         "pipeline_latency_ms_p99": result.summary["timings"].get("latency_ms_p99"),
+        "stale_events": result.summary["live"]["publish"]["stale_events"],
+        "max_age_ms": args.max_age_ms,
     }
     text = json.dumps(res, indent=2)
     print(text)

@@ -476,7 +476,8 @@ def test_mesh_with_damaged_weights_is_a_model_error(session: Path, tmp_path: Pat
     # in a child process: TensorFlow loaded in the test process would be forked into later in-process runs
     subprocess.run([sys.executable, "-c", corrupt, str(WEIGHTS_DIR / "face_landmark.tflite"), str(bad)], check=True,
                    capture_output=True, timeout=300)
-    proc = run_cli("process", session / "rec.avi", "-o", tmp_path / "out", "--workers", "1", "--landmarks", "mesh", "--landmark-model", bad,
+    proc = run_cli("process", session / "rec.avi", "-o", tmp_path / "out", "--workers", "1", "--landmarks", "mesh",
+                   "--landmark-model", bad,
                    "--max-frames", "20", cwd=tmp_path)
     line = one_error_line(proc)
     assert "damaged_mesh.tflite" in line and "weights are damaged" in line, line

@@ -14,7 +14,9 @@ resized to ``--size``; e.g. real faces, which cost the eye model more than the r
 Run it as ``python -m eyeblink.lab.loopback --port P [--fps 500] [--duration S] [--stop-after N]``;
 it prints ``listening`` on stdout once the socket is bound (then waits for one receiver) and exits
 when done (the receiver sees the end of the stream). ``--stop-after N`` closes the connection after
-``N`` frames: a sender that stops mid-stream.
+``N`` frames: a sender that stops mid-stream. ``--freeze-at N --freeze-s S`` stops sending for ``S`` seconds
+after frame ``N`` with the connection open, then goes on where the clock is (a camera that froze: the frames of
+the freeze never come).
 
 NUT is muxed without syncpoints (FFmpeg's ``-syncpoints none -strict experimental``, the muxer's pipe mode):
 FFmpeg's NUT demuxer keeps every syncpoint it reads until the stream is closed, and a NUT muxer writes one
@@ -78,11 +80,13 @@ def video_loop_frames(path: str, n: int, *, width: int = 640, height: int = 480)
 
 def serve(port: int, frames: Sequence[np.ndarray], *, fps: float = 500.0, duration_s: float | None = None,
           stop_after: int | None = None, host: str = "127.0.0.1", announce: bool = True,
-          syncpoints: bool = False) -> int:
+          syncpoints: bool = False, freeze_at: int | None = None, freeze_s: float = 0.0) -> int:
     """Listen on ``tcp://host:port``, wait for one receiver, send frames paced at ``fps``; frames sent.
 
     ``syncpoints``: write NUT syncpoints (a default ``ffmpeg -f nut`` sender; the receiver's demuxer then keeps
     one per frame for as long as the stream lasts); by default none, as a long live stream should be sent.
+    ``freeze_at``: after that frame nothing is sent for ``freeze_s`` seconds (the connection stays open); the
+    frames that fall in the freeze are skipped, their timestamps too, as a camera that froze would.
     """
     import av
 
@@ -90,8 +94,11 @@ def serve(port: int, frames: Sequence[np.ndarray], *, fps: float = 500.0, durati
     url = f"tcp://{host}:{port}?listen=1"
     if announce:
         print("listening", flush=True)
+    # flush_packets: each frame leaves in full when it is sent, as from a camera (else the tail of a frame waits
+    # in the muxer's I/O buffer until the next frame pushes it out: one frame interval late, forever at a freeze)
     out = av.open(url, mode="w", format="nut",
-                  options={} if syncpoints else {"syncpoints": "none", "strict": "experimental"})
+                  options={"flush_packets": "1"} if syncpoints else {"syncpoints": "none", "strict": "experimental",
+                                                                    "flush_packets": "1"})
     try:
         rate = Fraction(fps).limit_denominator(1000)
         stream = out.add_stream("rawvideo", rate=rate)
@@ -103,6 +110,7 @@ def serve(port: int, frames: Sequence[np.ndarray], *, fps: float = 500.0, durati
         # costs this machine nothing; the sender should cost it as little as it can)
         payloads = [np.ascontiguousarray(f, dtype=np.uint8).tobytes() for f in frames]
         i = 0
+        sent = 0
         start = math.nan
         while total is None or i < total:
             packet = av.Packet(payloads[i % len(payloads)])
@@ -111,9 +119,15 @@ def serve(port: int, frames: Sequence[np.ndarray], *, fps: float = 500.0, durati
             packet.time_base = tb
             packet.is_keyframe = True
             out.mux(packet)
+            sent += 1
             if i == 0:  # the first write waits for the receiver to connect: the clock starts then
                 start = time.perf_counter()
             i += 1
+            if freeze_at is not None and i == freeze_at + 1 and freeze_s > 0:
+                time.sleep(freeze_s)
+                i += round(freeze_s * fps)  # the frames of the freeze never come
+                if total is not None and i >= total:
+                    break
             wait = start + i / fps - time.perf_counter()
             if wait > 0:
                 time.sleep(wait)
@@ -122,7 +136,7 @@ def serve(port: int, frames: Sequence[np.ndarray], *, fps: float = 500.0, durati
     finally:
         with contextlib.suppress(av.error.FFmpegError, OSError):
             out.close()
-    return i
+    return sent
 
 
 def _cpu_s() -> float:
@@ -142,6 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--distinct", type=int, default=500, metavar="N", help="distinct pre-rendered frames (looped)")
     p.add_argument("--size", default="640x480", metavar="WxH")
     p.add_argument("--input", default=None, metavar="VIDEO", help="loop the first --distinct frames of this video")
+    p.add_argument("--freeze-at", type=int, default=None, metavar="N",
+                   help="after frame N send nothing for --freeze-s seconds, the connection open (a frozen camera)")
+    p.add_argument("--freeze-s", type=float, default=0.0, metavar="S")
     p.add_argument("--syncpoints", action="store_true",
                    help="write NUT syncpoints, as a default `ffmpeg -f nut` sender does (the receiver's memory grows)")
     a = p.parse_args(argv)
@@ -150,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               render_loop_frames(a.distinct, fps=a.fps, width=w, height=h))
     rendering = _cpu_s()
     n = serve(a.port, frames, fps=a.fps, duration_s=a.duration, stop_after=a.stop_after, host=a.host,
-              syncpoints=a.syncpoints)
+              syncpoints=a.syncpoints, freeze_at=a.freeze_at, freeze_s=a.freeze_s)
     print(f"sent {n} frames, rendering cpu {rendering:.3f} s, sending cpu {_cpu_s() - rendering:.3f} s",
           file=sys.stderr)
     return 0

@@ -104,6 +104,33 @@ AUTO_LANDMARKS = ("lids", "mesh-ear")
 MAX_RUNGS = 8
 #: the accelerator stage's largest batch compiled before a live capture starts (see _LiveRun.warm_batch)
 LIVE_WARM_BATCH = 32
+#: a run that drops more than this share of its frames (the loader's and the late ones) says so: one warning
+#: line, the summary's ``warnings`` and ``live.status`` ``overloaded``
+DROP_WARN_SHARE = 0.01
+#: the GIL switch interval of a live run's processes (Python's default: 5 ms). Each process has threads that hand
+#: a frame on (the loader's capture thread and its queue's feeder thread, a worker's analysis and its feeder, the
+#: sink and the API's consumer); a thread woken to pass a frame on waits for the GIL up to the switch interval
+#: whenever another thread of its process is busy in Python, so every hand-off could add up to 5 ms
+LIVE_SWITCH_INTERVAL_S = 0.0005
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """In a forked child: be killed (SIGKILL) as soon as the process that forked it dies, whatever killed it
+    (``kill -9`` included), so that no loader keeps the camera connection and the ring, and no worker spins.
+
+    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; the parent may have died before it took effect, so the parent's
+    pid is checked after. Elsewhere the children's queue polls (every ``_POLL_S``) notice the new parent.
+    """
+    import sys
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != parent_pid:
+        os._exit(1)
 
 
 def choose_landmarks(fps: float | None, cores: int, mesh_reuse_ms: float = 20.0, *, costs: HostCosts | None = None,
@@ -194,6 +221,11 @@ class _LiveRun(_Run):
         # catches up): their programs are compiled before the capture starts, not on the stream's first frames
         self.warm_batch = LIVE_WARM_BATCH
         self.n_written = 0
+        self.aborted = False  # abort(): the sink stops at its next rows
+        self.n_gap = 0  # gap rows written: the loader's drops and the frames the workers found too late
+        # --on-overload drop: the newest frames win; a frame older than this when its worker gets to it is a gap
+        self.late_s = self.live.max_latency_ms / 1000.0 if self.live.overload == "drop" else None
+        self.fps: float | None = None  # the rate the ring and the LSL outlets were sized for (see _start)
         self.stop_reason: str | None = None
         self.metrics: LiveMetrics | None = None
         # the RSS of the run's processes, sampled by the sink: a run of hours must not grow (eyeblink.runtime.memory)
@@ -247,10 +279,12 @@ class _LiveRun(_Run):
                     raise
                 self._stopped_before_connect()  # Ctrl-C / SIGTERM while waiting for the sender
                 return
+            # the rate: --fps when given, else the source's (a stream's measured from its timestamps)
+            self.fps = self.cfg.fps or source.nominal_fps
             self._choose(source)
             if self.tap is not None:  # a stream's own rate is known now; the capture has not started
-                self.tap.connected(source.nominal_fps, self.cfg.landmarks.model)
-            self.par = self.live.parallel(source.nominal_fps, base=self.par)
+                self.tap.connected(self.fps, self.cfg.landmarks.model)
+            self.par = self.live.parallel(self.fps, base=self.par)
             slots = self.par.slots
             if self.accelerated:
                 from eyeblink.runtime.accelerator import stage_slots
@@ -280,7 +314,7 @@ class _LiveRun(_Run):
         from eyeblink.runtime.adapt import Rung, StepController, ladder
         from eyeblink.runtime.host import with_decode
 
-        fps = source.nominal_fps or self.cfg.fps
+        fps = self.fps  # --fps when given, else the source's
         rate = fps if fps and fps > 0 else 500.0
         if self.costs is not None and self.costs.measured:
             self.costs = with_decode(self.costs, source.describe().get("codec"), source.width or 640,
@@ -350,6 +384,13 @@ class _LiveRun(_Run):
     # ------------------------------------------------------------ children
 
 
+    def _child_setup(self) -> None:
+        import sys
+
+        super()._child_setup()
+        die_with_parent(self.parent_pid)
+        sys.setswitchinterval(LIVE_SWITCH_INTERVAL_S)  # see LIVE_SWITCH_INTERVAL_S
+
     def _worker_ready(self, wid: int) -> None:
         self.ready.release()
 
@@ -371,6 +412,14 @@ class _LiveRun(_Run):
         free: list[int] = list(range(len(ring) - 1, -1, -1))
         batch = _Batcher(self)
         st: dict[str, Any] = {"closed": False, "reason": None, "error": None, "bug": None, "t0": None}
+        rec = None
+        if self.live.record is not None:  # the frames as received, beside the session (eyeblink.runtime.record)
+            from eyeblink.runtime.record import Recorder
+
+            template = source.video_stream() if getattr(source, "compressed", False) else None
+            rec = Recorder(self.live.record, source.width, source.height, self.fps, template=template)
+            if rec.copy:  # a compressed stream: its packets as they came (stream copy)
+                source.on_packet = rec.put_packet  # type: ignore[attr-defined]
 
         def take_slot() -> int:
             if not free:
@@ -384,6 +433,8 @@ class _LiveRun(_Run):
             return free.pop() if free else -1
 
         def place(image: np.ndarray, ts: float, arrival: float) -> None:
+            if rec is not None and not rec.copy:
+                rec.put(image, ts)
             slot = take_slot()
             if slot >= 0:
                 ring.put(slot, image)
@@ -424,7 +475,7 @@ class _LiveRun(_Run):
             next_tick = time.monotonic() + 1.0
             while thread.is_alive():
                 thread.join(0.05)
-                if self.stop.is_set():
+                if self.stop.is_set() or os.getppid() != self.parent_pid:
                     raise _Stop
                 if self.capture_stop.is_set():
                     st["reason"] = st["reason"] or "stop requested (signal)"
@@ -440,7 +491,9 @@ class _LiveRun(_Run):
                 batch.flush()
             n = batch.n
             info = source.describe()
-            info["live"] = {"stop_reason": st["reason"], "frames_in": n, "frames_dropped": int(self.n_dropped.value)}
+            info["live"] = {"stop_reason": st["reason"], "frames_in": n, "frames_dropped": int(self.n_dropped.value),
+                            "recording": rec.close() if rec is not None else None}
+            rec = None
             log.info("capture stopped: %s; %d frames in, %d dropped", st["reason"], n, self.n_dropped.value)
             err = st["error"]
             self._put(self.out_q, ("eof", n, info, 0.0, 0, err))
@@ -451,6 +504,9 @@ class _LiveRun(_Run):
             self._report("loader", -1, batch.n, exc)
             self._quit()
             raise SystemExit(1) from None
+        finally:
+            if rec is not None:  # stopped at once: what was received so far is a whole file
+                rec.close()
 
     # ------------------------------------------------------------ parent
 
@@ -460,6 +516,8 @@ class _LiveRun(_Run):
     def _write(self, sink: SessionSink, rows: np.ndarray) -> None:
         from eyeblink.runtime.pipeline import FrameResult
 
+        if self.aborted:
+            raise KeyboardInterrupt("stopped at once (a second Ctrl-C)")
         if sink.cfg is not self.cfg:  # --landmarks auto chose the model once the rate was known (no frame before)
             sink.use_config(self.cfg)
         n_events = len(sink.events)
@@ -467,6 +525,7 @@ class _LiveRun(_Run):
             self.tap.detector = sink.blinks  # the state machine whose changes the tap publishes
             self.tap.arrivals(rows["index"].tolist(), rows["t_decoded"].tolist())
         dropped = rows["dropped"]
+        self.n_gap += int(dropped.sum())
         if not dropped.any():
             super()._write(sink, rows)
         else:  # runs of analysed rows go through the usual path; gap rows get face 0 and dropped 1
@@ -504,24 +563,58 @@ class _LiveRun(_Run):
             return NUT_HINT
         return None
 
+    def frames_dropped(self) -> int:
+        """Frames written as gap rows (or dropped by the loader): the loader's drops and the late ones."""
+        return max(int(self.n_dropped.value), self.n_gap)
+
+    def drop_warning(self) -> str | None:
+        """One line when more than :data:`DROP_WARN_SHARE` of the frames were dropped (None otherwise)."""
+        n = int(self.n_in.value)
+        d = self.frames_dropped()
+        if not n or d / n <= DROP_WARN_SHARE:
+            return None
+        model = self.cfg.landmarks.model
+        cheaper = " or ".join(f"--landmarks {m}" for m in ("lids", "mesh-ear") if m != model)
+        return (f"{d} of {n} frames ({100.0 * d / n:.1f}%) were dropped, more than {DROP_WARN_SHARE:.0%}: this "
+                f"machine did not analyse the stream in real time with --landmarks {model} (gap rows, dropped=1); "
+                f"try {cheaper}, fewer frames per second, or more cores")
+
     def _extra_warnings(self) -> list[str]:
         steps = self.steps.steps if self.steps is not None else []
-        adapt = ([f"live: the pipeline fell behind and stepped down {sum(s['direction'] == 'down' for s in steps)} "
-                  f"times (summary live.adaptations)"] if any(s["direction"] == "down" for s in steps) else [])
-        return [*self.warnings_extra, *adapt, *([self.memory.warning] if self.memory.warning else [])]
+        out = [*self.warnings_extra]
+        downs = sum(s["direction"] == "down" for s in steps)
+        if downs:
+            out.append(f"live: the pipeline fell behind and stepped down {downs} times (summary live.adaptations)")
+        if self.memory.warning:
+            out.append(self.memory.warning)
+        rec = ((self._info or {}).get("live") or {}).get("recording") or {}
+        if rec.get("dropped") or rec.get("error"):
+            text = (f"--record {rec.get('path')}: {rec.get('dropped')} frames missing from the recording "
+                    f"({rec.get('error') or 'the disk did not keep up'}); the session's rows are complete")
+            warn(text)
+            out.append(text)
+        drops = self.drop_warning()
+        if drops is not None:
+            warn(drops)
+            out.append(drops)
+        return out
 
     def _extra_summary(self) -> dict[str, Any]:
         info = (self._info or {}).get("live", {})
         return {"live": {
             **asdict(self.live),
             "ring_slots": self.spec.slots if self.spec else None,
+            "fps": self.fps,
             "landmarks_model": self.cfg.landmarks.model,
             "landmarks_choice": self.model_reason or "as configured",
             "host_costs": self.costs.as_dict() if self.costs is not None else None,
             "adaptations": self.steps.steps if self.steps is not None else [],
             "ladder": [r.as_dict() for r in self.steps.rungs] if self.steps is not None else [],
             "frames_in": int(self.n_in.value),
-            "frames_dropped": int(self.n_dropped.value),
+            "frames_dropped": self.frames_dropped(),
+            "frames_late": max(0, self.n_gap - int(self.n_dropped.value)),
+            "status": "overloaded" if self.drop_warning() is not None else "ok",
+            "recording": info.get("recording"),
             "stop_reason": self.stop_reason or info.get("stop_reason"),
             "timestamps": (self._info or {}).get("timestamps"),
             "publish": self.tap.summary() if self.tap is not None else None,
@@ -535,13 +628,20 @@ class _LiveRun(_Run):
 
         return {
             "frames_in": lambda: self.n_in.value,
-            "frames_dropped": lambda: self.n_dropped.value,
+            "frames_dropped": self.frames_dropped,
             "reconnects": lambda: self.n_reconnects.value,
             "queue:ring": lambda: max(0, self.n_in.value - self.n_dropped.value - self.n_written),
             "queue:work": work_depth,
             "queue:results": lambda: self.out_q.qsize() if self.out_q is not None else 0,
             "memory_rss": lambda: {role: rss_bytes(pid) for role, pid in self._memory_processes().items()},
         }
+
+    def abort(self) -> None:
+        """Stop at once (from any thread): what a second Ctrl-C does. The capture stops, the next rows to arrive
+        end the run as a KeyboardInterrupt in the sink would (summary ``interrupted``, every file closed, the
+        children stopped and the ring unlinked)."""
+        self.aborted = True
+        self.request_stop("stopped by SIGINT")
 
     def request_stop(self, reason: str) -> None:
         """Stop the capture and drain (from any thread): what Ctrl-C does, for the Python API."""
@@ -551,7 +651,18 @@ class _LiveRun(_Run):
 
     def execute_live(self, outdir: Path, *, signals: bool = True) -> RunResult:
         """:meth:`execute` with SIGINT/SIGTERM turned into "stop the capture and drain" (``signals``: only
-        in the main thread; the Python API runs the session in a thread and stops it with :meth:`request_stop`)."""
+        in the main thread; the Python API runs the session in a thread and stops it with :meth:`request_stop`).
+        The sink's process hands rows on with a short GIL switch interval meanwhile (:data:`LIVE_SWITCH_INTERVAL_S`)."""
+        import sys
+
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, LIVE_SWITCH_INTERVAL_S))
+        try:
+            return self._execute_live(outdir, signals=signals)
+        finally:
+            sys.setswitchinterval(interval)
+
+    def _execute_live(self, outdir: Path, *, signals: bool) -> RunResult:
         if not signals:
             return self.execute(outdir, None)
         from eyeblink import stopping
@@ -671,6 +782,10 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
     g.add_argument("--on-overload", choices=OVERLOAD_POLICIES, default="drop",
                    help="when the pipeline falls behind and the buffer is full: drop the frame (written as a "
                         "gap row, dropped=1) or block the capture (the source backs up) (default: %(default)s)")
+    g.add_argument("--max-latency-ms", type=float, default=250.0, metavar="MS",
+                   help="with --on-overload drop: a frame still waiting MS milliseconds after it arrived is not "
+                        "analysed but written as a gap row (dropped=1), so that under overload the newest frames "
+                        "win and the latency stays bounded (default: %(default)s)")
     g.add_argument("--buffer", type=float, default=1.0, metavar="S",
                    help="frames buffered in shared memory, in seconds at the source's rate (default: %(default)s)")
     g.add_argument("--no-adapt", action="store_true",
@@ -684,6 +799,9 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
     g.add_argument("--batch-frames", type=int, default=LIVE_BATCH_FRAMES, metavar="N",
                    help="frames per queue message (default: %(default)s)")
     g.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds of capture")
+    g.add_argument("--record", default=None, metavar="FILE",
+                   help="also keep the frames as received, with their timestamps, in FILE (.nut: raw gray, "
+                        "lossless), written by a thread of its own; `eyeblink process FILE` re-analyses them")
     g.add_argument("--report", action="store_true",
                    help="at the end of the capture also write OUTDIR/<stem>.report.html (as `eyeblink report` "
                         "does), with the eye crops of every blink kept during the capture")
@@ -711,6 +829,16 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
     lab.add_argument("--stable-ms", type=float, default=200.0, metavar="MS",
                      help="the open_stable event: the eye state open held for MS milliseconds of capture time "
                           "(default: %(default)s)")
+    lab.add_argument("--max-age-ms", type=float, default=50.0, metavar="MS",
+                     help="freshness bound: no 'open' is reported about a frame received more than MS milliseconds "
+                          "ago; the gate and the markers say 'stale' instead, within MS of a stall "
+                          "(default: %(default)s)")
+    lab.add_argument("--settle-ms", type=float, default=10.0, metavar="MS",
+                     help="a new eye state is reported once it has lasted MS milliseconds of capture time "
+                          "(no single-frame flicker; 0: every change at once) (default: %(default)s)")
+    lab.add_argument("--face-lost-ms", type=float, default=200.0, metavar="MS",
+                     help="face_lost only after no face has been fitted for MS milliseconds; dropped frames "
+                          "never count (default: %(default)s)")
     m = p.add_argument_group("metrics (pip install 'eyeblink[metrics]')")
     m.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus metrics on http://HOST:PORT/metrics (0 = any free port)")
@@ -739,6 +867,10 @@ def prepare(spec: str, cfg: RunConfig, live: LiveConfig, *, name: str | None = N
 
     if tap is not None:
         tap.check()  # the lsl extra, before any model loads
+    if live.record is not None:
+        from eyeblink.runtime.record import check_record_path
+
+        check_record_path(live.record)
     if report:  # the workers keep each blink's eye crops: a stream cannot be read again for them
         cfg = replace(cfg, eye_crops=True)
     from eyeblink.runtime.parallel import supports
@@ -787,7 +919,8 @@ def live_config_from_args(args: argparse.Namespace, cfg: RunConfig) -> LiveConfi
                       metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                       landmarks="auto" if auto else cfg.landmarks.model, lsl=args.lsl, lsl_name=args.lsl_name,
                       lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms,
-                      adapt=not args.no_adapt)
+                      max_age_ms=args.max_age_ms, settle_ms=args.settle_ms, face_lost_ms=args.face_lost_ms,
+                      max_latency_ms=args.max_latency_ms, record=args.record, adapt=not args.no_adapt)
 
 
 def run(args: argparse.Namespace, cfg: RunConfig) -> int:

@@ -395,6 +395,9 @@ class _Run:
         self.workers: list[Any] = []
         self._reported: set[int] = set()  # pids whose failure is already known
         self.rescan_per_frame: int | None = None  # the blink detector's warm-up re-scan: at once (files)
+        #: live (--on-overload drop): a frame that waited longer than this when its worker reaches it is not
+        #: analysed but written as a gap row, so that the newest frames win and the latency stays bounded
+        self.late_s: float | None = None
         self._info: dict[str, Any] | None = None
         # several loaders on one input (_start_ranges); one loader: n_loaders 1, loaders []
         self.n_loaders = 1
@@ -546,6 +549,7 @@ class _Run:
             ring = self.ring  # None: forked before the ring existed; its first message names it
             fault = self.fault if self.fault is None or self.fault[0] != "slowstart" else None  # the stage's hook
             track = self.par.track_across_chunks
+            late = self.late_s
             row_dtype = CROP_DTYPE if self.cfg.eye_crops else RESULT_DTYPE
             chunk = -1
             chunks = _ChunkStates(self.C)
@@ -587,7 +591,8 @@ class _Run:
                                 pass
                             raise _Stop
                         raise RuntimeError(f"injected failure at frame {frame_index} ({FAULT_ENV})")
-                    if slots[j] < 0:  # dropped by the live loader (eyeblink.runtime.live): a gap row, no pixels
+                    if slots[j] < 0 or (late is not None and time.perf_counter() - td[j] > late):
+                        # dropped by the live loader (eyeblink.runtime.live), or too late to be worth it: a gap row
                         out[j]["index"], out[j]["timestamp_s"], out[j]["t_decoded"] = frame_index, ts[j], td[j]
                         out[j]["dropped"] = True
                         continue

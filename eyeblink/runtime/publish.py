@@ -11,11 +11,20 @@ The live sink (:class:`eyeblink.runtime.live._LiveRun`) writes rows and blink ev
 * the Python API (:func:`eyeblink.live`): callbacks and an iterator, through :attr:`LiveTap.listeners`.
 
 The eye's state is **not** decided here. The blink detector owns the state machine
-(:mod:`eyeblink.signals.state`, :meth:`BlinkDetector.pop_state_changes`); :class:`GateTracker` only reads its
-changes and adds the two timed facts a rig asks for: ``open_stable`` (``open`` held for ``stable_ms`` of
+(:mod:`eyeblink.signals.state`, :attr:`BlinkDetector.state`); the tap reads it after every analysed frame the
+detector has judged up to the newest (never while it re-judges its warm-up: those frames are in the past), lets
+a :class:`~eyeblink.signals.state.StateDebouncer` settle it (a state counts once it has lasted ``settle_ms``,
+``no_face`` ``face_lost_ms``; a dropped frame is no evidence), and :class:`GateTracker` adds the two timed facts
+a rig asks for: ``open_stable`` (``open`` held for ``stable_ms`` of
 capture time) and ``prolonged_closure`` (the eye has not been back to ``open`` for ``blinks.max_blink_ms`` since
 the event began: the detector's own line between a blink and a prolonged closure, said as soon as it is crossed
 instead of when the event ends).
+
+Freshness: every answer says how old it is (``age_ms``: now minus the arrival of the newest analysed frame behind
+it). No ``open`` is ever reported about a frame older than ``max_age_ms``: when the newest analysed frame is that
+old (a pipeline that lags, a camera that froze with its connection open) the tap says ``stale`` at once (a
+watchdog thread checks every quarter of the bound), holds ``open_stable`` back and forgets the evidence it had;
+the first fresh frame again says ``fresh``, and ``open`` must then be held ``stable_ms`` of fresh frames anew.
 
 Clocks: a frame's capture time (``timestamp_s`` in ``frames.csv``, the source's own clock) is mapped onto
 LSL's clock (:func:`pylsl.local_clock`, ``CLOCK_MONOTONIC`` on Linux, the clock ``time.perf_counter`` and
@@ -36,12 +45,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eyeblink import __version__
 from eyeblink.errors import ConfigError, MissingExtraError
-from eyeblink.signals.state import EyeState, StateChange
+from eyeblink.signals.state import EyeState, StateChange, StateDebouncer
 
 if TYPE_CHECKING:
     from eyeblink.signals.blinks import BlinkDetector, BlinkEvent
@@ -53,7 +62,7 @@ log = logging.getLogger("eyeblink.live")
 
 #: The events of the marker stream and the gate socket (a state change is ``state``; see the guide).
 GATE_EVENTS = ("state", "blink_start", "blink_end", "open_stable", "prolonged_closure", "face_lost", "face_found",
-               "blink")
+               "stale", "fresh", "blink")
 #: The per-frame LSL sample: (label, unit, type) per channel, in order.
 LSL_CHANNELS: tuple[tuple[str, str, str], ...] = (
     ("openness_left", "ratio", "EAR"),  # the subject's left eye aspect ratio (frames.csv ear_left)
@@ -61,6 +70,7 @@ LSL_CHANNELS: tuple[tuple[str, str, str], ...] = (
     ("closure", "normalized", "FEC"),  # online fraction of eyelid closure, 0 open .. 1 closed (closure)
     ("face", "boolean", "Presence"),  # 1 when a face was measured in the frame (face)
     ("frame", "count", "Index"),  # the row's frame number in frames.csv (frame)
+    ("age", "ms", "Latency"),  # how long ago the frame was received when the sample was sent
 )
 #: a client whose unread lines exceed this is dropped (it stopped reading; the sink never waits for it)
 MAX_CLIENT_BACKLOG = 1 << 20
@@ -69,8 +79,9 @@ MAX_CLIENT_BACKLOG = 1 << 20
 class LiveRow(NamedTuple):
     """One row of a live session as written to ``frames.csv`` (empty cells are NaN), plus its arrival time.
 
-    ``arrival_time`` is when the frame was received, ``time.perf_counter()`` (``CLOCK_MONOTONIC`` on Linux, the
-    clock ``pylsl.local_clock()`` reads there too).
+    ``arrival_time`` is when the frame was received and ``sent_time`` when the row was handed on (LSL, the API),
+    ``time.perf_counter()`` (``CLOCK_MONOTONIC`` on Linux, the clock ``pylsl.local_clock()`` reads there too);
+    :attr:`age_ms` is their difference.
     """
 
     frame: int
@@ -89,6 +100,12 @@ class LiveRow(NamedTuple):
     closure: float
     dropped: int
     arrival_time: float
+    sent_time: float = math.nan
+
+    @property
+    def age_ms(self) -> float:
+        """How long ago the frame was received when the row was handed on, in ms."""
+        return (self.sent_time - self.arrival_time) * 1000.0
 
 
 def _num(v: Any) -> float:
@@ -167,6 +184,11 @@ class GateTracker:
                                  {"since_s": self.event_s, "held_ms": (t - self.event_s) * 1000.0}))
         return out
 
+    def restart(self, frame: int, t: float) -> None:
+        """Fresh frames again after a stall: ``open`` must be held ``stable_ms`` of them anew (open_stable again)."""
+        self.since_frame, self.since_s, self._stable_sent = frame, t, False
+        self.last_frame, self.last_s = frame, t
+
     def held_s(self) -> float:
         """How long (capture time) the current state has been held at the last written frame (0 if unknown)."""
         d = self.last_s - self.since_s
@@ -217,7 +239,8 @@ class LslOutlets:
             ch = desc.append_child("channels").append_child("channel")
             ch.append_child_value("label", "event")
             ch.append_child_value("type", "Marker")
-            desc.append_child_value("events", ", ".join(m for m in GATE_EVENTS if m != "blink") + " (state:<state>)")
+            desc.append_child_value("events", ", ".join(GATE_EVENTS) + " (state:<state>; blink:<kind> for a "
+                                              "settled event that is not a blink)")
         acq = desc.append_child("acquisition")
         acq.append_child_value("manufacturer", "eyeblink")
         acq.append_child_value("model", f"eyeblink {eye_model}")
@@ -245,8 +268,8 @@ class LslOutlets:
         return bool(self.samples.have_consumers())
 
     def push(self, row: LiveRow, lsl_time: float) -> None:
-        self.samples.push_sample([row.ear_left, row.ear_right, row.closure, float(row.face), float(row.frame)],
-                                 lsl_time)
+        self.samples.push_sample([row.ear_left, row.ear_right, row.closure, float(row.face), float(row.frame),
+                                  row.age_ms], lsl_time)
 
     def marker(self, text: str, lsl_time: float) -> None:
         self.markers.push_sample([text], lsl_time)
@@ -288,14 +311,30 @@ class GateServer:
             return len(self._clients)
 
     def _accept(self) -> None:
+        """Accept clients until closed. Out of file descriptors (EMFILE, ENFILE, ...) the thread logs it once per
+        episode, closes the clients that hung up and tries again: a connection waiting meanwhile gets its
+        ``hello`` as soon as a descriptor is free; the accept thread never dies of it."""
+        exhausted = False
         while not self._closed:
             try:
                 conn, _ = self.sock.accept()
             except TimeoutError:
                 self._reap()
                 continue
-            except OSError:
-                return
+            except OSError as exc:
+                if self._closed:
+                    return
+                if not exhausted:
+                    log.warning("gate: cannot accept a client (%s; %d clients connected); clients that hung up "
+                                "are closed and the gate keeps trying (raise the limit with ulimit -n)",
+                                exc.strerror or exc, self.clients)
+                exhausted = True
+                self._reap()
+                time.sleep(0.05)
+                continue
+            if exhausted:
+                log.warning("gate: accepting clients again (%d connected)", self.clients + 1)
+                exhausted = False
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.setblocking(False)
             with self._lock:
@@ -309,7 +348,13 @@ class GateServer:
         if not conns:
             return
         with contextlib.suppress(OSError, ValueError):
-            readable, _, _ = select.select(conns, [], [], 0)
+            poller = select.poll()  # not select(): a descriptor past 1023 is fine
+            by_fd = {}
+            for c in conns:
+                with contextlib.suppress(OSError, ValueError):
+                    by_fd[c.fileno()] = c
+                    poller.register(c, select.POLLIN | select.POLLHUP | select.POLLERR)
+            readable = [by_fd[fd] for fd, _ in poller.poll(0) if fd in by_fd]
             for c in readable:
                 try:
                     data = c.recv(4096)
@@ -388,7 +433,7 @@ Listener = Callable[[str, Any], None]
 
 class LiveTap:
     """Sees every written row, blink event and state change of a live session, in frame order, and
-    publishes them (LSL, the gate socket, the API's listeners).
+    publishes them (LSL, the gate socket, the API's listeners), each with its age; refuses stale answers.
 
     Lifecycle: :meth:`open` before the source connects (outlets and socket exist before the first frame),
     :meth:`arrivals` per batch of rows, :meth:`row` and :meth:`blink` from the writer, :meth:`close` at the end.
@@ -396,6 +441,7 @@ class LiveTap:
 
     def __init__(self, *, lsl: bool = False, lsl_name: str = "eyeblink", lsl_wait_s: float = 0.0,
                  gate_port: int | None = None, stable_ms: float = 200.0, max_blink_ms: float = 1000.0,
+                 max_age_ms: float = 50.0, settle_ms: float = 10.0, face_lost_ms: float = 200.0,
                  announce: Callable[[str], None] | None = None) -> None:
         self.lsl_enabled = lsl
         self.lsl_name = lsl_name
@@ -403,6 +449,8 @@ class LiveTap:
         self.gate_port = gate_port
         self.bound_port: int | None = None  # the gate's port once listening (gate_port 0: the one chosen)
         self.tracker = GateTracker(stable_ms, max_blink_ms)
+        self.debouncer = StateDebouncer(settle_ms, face_lost_ms)
+        self.max_age_s = max_age_ms / 1000.0
         self.announce = announce
         self.listeners: list[Listener] = []
         self.detector: BlinkDetector | None = None
@@ -417,17 +465,30 @@ class LiveTap:
         self._timestamps: str | None = None
         self.frames = 0
         self.events = 0
+        self.stale_events = 0
+        self.newest_frame = -1  # the newest row written (a gap row included) and its capture time
+        self.newest_s = math.nan
+        # the newest analysed (not dropped) frame: what every answer is about, and how fresh it is
+        self.fresh_frame = -1
+        self.fresh_s = math.nan
+        self.fresh_arrival = math.nan
+        self.stale = False
+        self._lock = threading.RLock()  # the sink's rows and the watchdog's stale lines, one at a time, in order
+        self._watch: threading.Thread | None = None
+        self._closing = threading.Event()
         self.opened = threading.Event()  # set once the outlets and the socket exist (before the source connects)
 
     @classmethod
     def from_config(cls, live: Any, max_blink_ms: float,
-                    announce: Callable[[str], None] | None = None) -> LiveTap | None:
-        """The tap a :class:`~eyeblink.config.LiveConfig` asks for (None: no LSL and no gate socket);
-        ``max_blink_ms``: the blink detector's (``blinks.max_blink_ms``), the line of ``prolonged_closure``."""
-        if not live.lsl and live.gate_port is None:
+                    announce: Callable[[str], None] | None = None, *, always: bool = False) -> LiveTap | None:
+        """The tap a :class:`~eyeblink.config.LiveConfig` asks for (None: no LSL and no gate socket, unless
+        ``always``: the API's); ``max_blink_ms``: the blink detector's (``blinks.max_blink_ms``), the line of
+        ``prolonged_closure``."""
+        if not live.lsl and live.gate_port is None and not always:
             return None
         return cls(lsl=live.lsl, lsl_name=live.lsl_name, lsl_wait_s=live.lsl_wait_s, gate_port=live.gate_port,
-                   stable_ms=live.stable_ms, max_blink_ms=max_blink_ms, announce=announce)
+                   stable_ms=live.stable_ms, max_blink_ms=max_blink_ms, max_age_ms=live.max_age_ms,
+                   settle_ms=live.settle_ms, face_lost_ms=live.face_lost_ms, announce=announce)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -448,7 +509,8 @@ class LiveTap:
              timestamps: str | None = None, cancelled: Callable[[], bool] | None = None) -> None:
         """Before the source connects: the gate socket, and the LSL outlets when their rate is known now
         (``nominal_fps``: ``--fps`` or a camera's) or an inlet is to be waited for (``lsl_wait_s``); otherwise
-        the outlets wait for :meth:`connected`, when a network stream's own rate is known."""
+        the outlets wait for :meth:`connected`, when a network stream's own rate is known. Starts the watchdog
+        that says ``stale`` when no fresh frame comes."""
         self.source, self.stem = source, stem
         self._eye_model, self._timestamps = eye_model, timestamps
         if self.gate_port is not None and self.gate is None:
@@ -457,6 +519,9 @@ class LiveTap:
             self._say(f"gate: JSON lines on tcp://127.0.0.1:{self.gate.port}")
         if nominal_fps or self.lsl_wait_s > 0:
             self._open_lsl(nominal_fps)
+        if self._watch is None:
+            self._watch = threading.Thread(target=self._watchdog, name="eyeblink-stale-watch", daemon=True)
+            self._watch.start()
         self.opened.set()
         if self.lsl is not None and self.lsl_wait_s > 0:
             ok = self.lsl.wait_for_consumers(self.lsl_wait_s, cancelled)
@@ -484,21 +549,61 @@ class LiveTap:
         if self.announce is not None:
             self.announce(text)
 
+    def age_s(self, now: float | None = None) -> float:
+        """How long ago the newest analysed frame was received (inf before the first)."""
+        a = self.fresh_arrival
+        if not math.isfinite(a):
+            return math.inf
+        return (time.perf_counter() if now is None else now) - a
+
     def _hello(self) -> dict[str, Any]:
+        # no tap lock here: the gate's accept thread holds the gate's lock, which the sink takes under the tap's
         tr = self.tracker
+        age = self.age_s()
         return {"event": "hello", "version": __version__, "source": self.source, "stem": self.stem,
                 "state": tr.state.value, "since_frame": tr.since_frame, "since_s": _finite(tr.since_s),
                 "frame": tr.last_frame, "timestamp_s": _finite(tr.last_s), "stable_ms": tr.stable_s * 1000.0,
-                "max_blink_ms": tr.max_blink_s * 1000.0, "sent_time": time.perf_counter()}
+                "max_blink_ms": tr.max_blink_s * 1000.0, "max_age_ms": self.max_age_s * 1000.0,
+                "settle_ms": self.debouncer.settle_s * 1000.0, "face_lost_ms": self.debouncer.face_lost_s * 1000.0,
+                "latest_frame": self.fresh_frame, "latest_s": _finite(self.fresh_s),
+                "age_ms": _finite(age * 1000.0), "stale": bool(self.stale or age > self.max_age_s),
+                "sent_time": time.perf_counter()}
 
     def close(self, reason: str | None = None) -> None:
-        if self.gate is not None:
-            self.gate.close({"event": "end", "reason": reason, "frame": self.tracker.last_frame,
-                             "timestamp_s": _finite(self.tracker.last_s), "sent_time": time.perf_counter()})
-            self.gate = None
-        if self.lsl is not None:
-            self.lsl.close()
-            self.lsl = None
+        self._closing.set()
+        if self._watch is not None:
+            self._watch.join(timeout=1.0)
+        with self._lock:
+            if self.gate is not None:
+                self.gate.close({"event": "end", "reason": reason, "frame": self.tracker.last_frame,
+                                 "timestamp_s": _finite(self.tracker.last_s), "sent_time": time.perf_counter()})
+                self.gate = None
+            if self.lsl is not None:
+                self.lsl.close()
+                self.lsl = None
+
+    # ------------------------------------------------------------------ freshness
+
+    def _watchdog(self) -> None:
+        """Every quarter of the bound: no analysed frame for ``max_age_ms`` (a frozen camera, a lagging
+        pipeline) is ``stale`` now, not when the next row comes."""
+        period = min(max(self.max_age_s / 4.0, 0.002), 0.05)
+        while not self._closing.wait(period):
+            if self.stale or not math.isfinite(self.fresh_arrival):
+                continue
+            with self._lock:
+                age = self.age_s()
+                if not self.stale and age > self.max_age_s:
+                    self._go_stale(age)
+
+    def _go_stale(self, age: float) -> None:
+        """Say ``stale`` about the newest analysed frame; the evidence pending for a new state is forgotten."""
+        self.stale = True
+        self.stale_events += 1
+        self.debouncer.forget()
+        self._publish(GateEvent("stale", max(self.fresh_frame, 0), self.fresh_s, self.tracker.state, None,
+                                {"age_ms": age * 1000.0, "max_age_ms": self.max_age_s * 1000.0}),
+                      self.fresh_frame, self.fresh_s, self.fresh_arrival)
 
     # ------------------------------------------------------------------ the sink's hooks
 
@@ -515,43 +620,80 @@ class LiveTap:
         return t + (self._offset or 0.0)
 
     def row(self, values: Sequence[Any]) -> None:
-        """One row as written (``LIVE_FRAME_COLUMNS``), then the detector's state changes it caused."""
+        """One row as written (``LIVE_FRAME_COLUMNS``), then the settled state and the events it implies."""
         frame = int(values[0])
         t = float(values[1])
         arrival = self._arrival.get(frame, math.nan)
         if self._offset is None:
             self._offset = (arrival if math.isfinite(arrival) else time.perf_counter()) + self._pc_to_lsl - t
         f = [_num(v) for v in values[3:14]]  # ear_left .. closure; detected (values[7]) is an int
+        dropped = int(values[14])
         r = LiveRow(frame, t, int(values[2]), f[0], f[1], f[2], f[3], int(values[7]), f[5], f[6], f[7], f[8], f[9],
-                    f[10], int(values[14]), arrival)
+                    f[10], dropped, arrival, time.perf_counter())
         self.frames += 1
+        self.newest_frame, self.newest_s = frame, t
         if self.lsl is not None:
             self.lsl.push(r, t + self._offset)
         for listener in self.listeners:
             listener("row", r)
-        changes = self.detector.pop_state_changes() if self.detector is not None else []
-        events: list[GateEvent] = []
-        for ch in changes:
-            for listener in self.listeners:
-                listener("state", ch)
-            events.extend(self.tracker.change(ch))
-        events.extend(self.tracker.tick(frame, t))
-        for ev in events:
-            self._publish(ev)
+        det = self.detector
+        if det is not None:
+            det.pop_state_changes()  # the detector's own records: the settled state below is what is published
+        if dropped:
+            return  # not analysed: no evidence of the eye, and not fresh
+        with self._lock:
+            self.fresh_frame, self.fresh_s = frame, t
+            if math.isfinite(arrival):
+                self.fresh_arrival = arrival
+            age = self.age_s()
+            events: list[GateEvent] = []
+            if age > self.max_age_s:
+                if not self.stale:
+                    self._go_stale(age)
+                return  # too old to be evidence of the eye now
+            if self.stale:
+                self.stale = False
+                self.tracker.restart(frame, t)
+                events.append(GateEvent("fresh", frame, t, self.tracker.state, None,
+                                        {"age_ms": age * 1000.0, "max_age_ms": self.max_age_s * 1000.0}))
+            if det is not None and det.judged_to_newest:
+                ch = self.debouncer.update(frame, t, det.state)
+                if ch is not None:
+                    ch = replace(ch, arrival_time=arrival, sent_time=time.perf_counter())
+                    for listener in self.listeners:
+                        listener("state", ch)
+                    events.extend(self.tracker.change(ch))
+            if self.debouncer.pending is None:  # no timed event while the eye may be changing
+                events.extend(self.tracker.tick(frame, t))
+            else:
+                self.tracker.last_frame, self.tracker.last_s = frame, t
+            for ev in events:
+                self._publish(ev, frame, t, arrival)
 
     def blink(self, ev: BlinkEvent) -> None:
-        """A blink event the detector finished (also a ``blink`` line on the gate socket)."""
-        if self.gate is not None:
-            self.gate.send({"event": "blink", "blink": ev.blink, "start_frame": ev.start_frame,
-                            "end_frame": ev.end_frame, "start_s": ev.start_s, "end_s": ev.end_s,
-                            "duration_ms": ev.duration_ms, "amplitude": _finite(ev.amplitude),
-                            "complete": bool(ev.complete), "kind": getattr(ev, "kind", "blink"),
-                            "lsl_time": self.lsl_time(ev.start_s),
-                            "sent_time": time.perf_counter()})
+        """A blink event the detector settled (one row of blinks.csv): a ``blink`` line on the gate socket and a
+        ``blink`` marker (``blink:<kind>`` for a prolonged closure)."""
+        with self._lock:
+            kind = getattr(ev, "kind", "blink")
+            if self.lsl is not None:
+                self.lsl.marker("blink" if kind == "blink" else f"blink:{kind}", self.lsl_time(ev.start_s))
+            if self.gate is not None:
+                self.gate.send({"event": "blink", "blink": ev.blink, "start_frame": ev.start_frame,
+                                "end_frame": ev.end_frame, "start_s": ev.start_s, "end_s": ev.end_s,
+                                "duration_ms": ev.duration_ms, "amplitude": _finite(ev.amplitude),
+                                "complete": bool(ev.complete), "kind": kind,
+                                "lsl_time": self.lsl_time(ev.start_s), "latest_frame": self.fresh_frame,
+                                "latest_s": _finite(self.fresh_s), "age_ms": _finite(self.age_s() * 1000.0),
+                                "sent_time": time.perf_counter()})
         for listener in self.listeners:
             listener("blink", ev)
 
-    def _publish(self, ev: GateEvent) -> None:
+    def _publish(self, ev: GateEvent, latest_frame: int, latest_s: float, arrival: float) -> None:
+        says_open = ev.state == EyeState.OPEN and ev.event in ("state", "open_stable", "blink_end", "face_found")
+        if says_open and time.perf_counter() - arrival > self.max_age_s:
+            if not self.stale:  # the thread was held up between the check and now: never an old "open"
+                self._go_stale(time.perf_counter() - arrival)
+            return
         self.events += 1
         lsl_t = self.lsl_time(ev.timestamp_s)
         if self.lsl is not None:
@@ -559,16 +701,48 @@ class LiveTap:
         if self.gate is not None:
             msg: dict[str, Any] = {"event": ev.event, "state": ev.state.value,
                                    "previous": ev.previous.value if ev.previous is not None else None,
-                                   "frame": ev.frame, "timestamp_s": ev.timestamp_s, "lsl_time": lsl_t,
-                                   "arrival_time": _finite(self._arrival.get(ev.frame, math.nan)), **ev.extra}
-            msg["sent_time"] = time.perf_counter()
+                                   "frame": ev.frame, "timestamp_s": _finite(ev.timestamp_s),
+                                   "lsl_time": _finite(lsl_t), "latest_frame": latest_frame,
+                                   "latest_s": _finite(latest_s), "arrival_time": _finite(arrival), **ev.extra}
+            now = time.perf_counter()
+            msg["sent_time"] = now
+            msg.setdefault("age_ms", _finite((now - arrival) * 1000.0))
             self.gate.send(msg)
         for listener in self.listeners:
             listener("event", ev)
+
+    def open_now(self, stable_ms: float, max_age_ms: float | None = None) -> tuple[bool, str]:
+        """Is the eye open, settled, held ``stable_ms`` of capture time, on a frame received at most ``max_age_ms``
+        ago (default: the session's bound) now? (True, "") or (False, why not).
+
+        No tap lock: the API calls this under its condition, which the tap's listeners take under the lock. The
+        age is read again last, so a True is about a frame at most the bound old at the moment it is given.
+        """
+        bound = self.max_age_s if max_age_ms is None else max_age_ms / 1000.0
+        tr = self.tracker
+        for last in (False, True):
+            age = self.age_s()
+            if not math.isfinite(age):
+                return False, "no frame analysed yet"
+            if age > bound or (max_age_ms is None and self.stale):
+                return False, (f"stale: the newest analysed frame ({self.fresh_frame}) was received "
+                               f"{age * 1000.0:.0f} ms ago, more than the {bound * 1000.0:g} ms bound")
+            if last:
+                break
+            if tr.state != EyeState.OPEN:
+                return False, f"the eye is {tr.state.value} (since frame {tr.since_frame})"
+            pending = self.debouncer.pending
+            if pending is not None:
+                return False, f"the eye may be {pending.value} (not settled yet)"
+            if not tr.is_open_for(stable_ms):
+                return False, f"open for {tr.held_s() * 1000.0:.0f} ms of the {stable_ms:g} ms asked"
+        return True, ""
 
     def summary(self) -> dict[str, Any]:
         """The ``live.publish`` section of ``summary.json``."""
         return {"lsl": {"samples": self.lsl_name, "markers": f"{self.lsl_name}-markers"} if self.lsl_enabled else None,
                 "gate_port": self.bound_port,
                 "stable_ms": self.tracker.stable_s * 1000.0, "max_blink_ms": self.tracker.max_blink_s * 1000.0,
+                "max_age_ms": self.max_age_s * 1000.0, "settle_ms": self.debouncer.settle_s * 1000.0,
+                "face_lost_ms": self.debouncer.face_lost_s * 1000.0, "stale_events": self.stale_events,
                 "lsl_offset_s": self._offset, "events": self.events}

@@ -376,6 +376,13 @@ class BlinkDetector:
         """
         return self._eye
 
+    @property
+    def judged_to_newest(self) -> bool:
+        """True when :attr:`state` is about the newest frame given to :meth:`update`: the warm-up is over and no
+        frame waits to be judged (live mode re-judges its warm-up, and after a re-learnt level an event's
+        frames, a few per new frame; meanwhile ``state`` is about an older frame)."""
+        return self._warm is None and not self._backlog
+
     def pop_state_changes(self) -> list[StateChange]:
         """The state changes since the last call, oldest first (at most ``STATE_BUFFER``: older ones dropped).
 

@@ -93,6 +93,12 @@ class Captured(NamedTuple):
     arrival_s: float  # time.perf_counter() when the frame was received and decoded
 
 
+#: frames read at connection to measure a stream's frame rate from its timestamps (StreamSource._probe_rate)
+RATE_PROBE_FRAMES = 16
+#: ... or at most this long (a slow stream)
+RATE_PROBE_S = 0.5
+
+
 class LiveSource(FrameSource):
     """A source whose frames arrive in real time (see the module docstring)."""
 
@@ -208,6 +214,12 @@ class StreamSource(LiveSource):
         self.reconnects = 0
         self._container: Any = None
         self._info: dict[str, Any] = {}
+        #: the frames read at connection to measure the rate (:meth:`_probe_rate`), handed out first by capture
+        self._probed: list[tuple[Any, np.ndarray, float]] = []
+        self._probed_packets: list[Any] = []  # and their packets (for on_packet)
+        self._packets: Any = None  # the demuxer those frames came from (capture goes on with it)
+        #: set by a live run that records a compressed stream: called with every demuxed packet, in order
+        self.on_packet: Any = None
         if connect:
             self.start()
 
@@ -220,6 +232,7 @@ class StreamSource(LiveSource):
         while True:
             try:
                 self._container = self._open()  # kept open: the first frames wait in its buffer
+                self._probe_rate()
                 return
             except PortInUseError:
                 raise  # another program holds the port: trying again does not free it
@@ -278,7 +291,57 @@ class StreamSource(LiveSource):
                       "pixel_format": stream.codec_context.pix_fmt, "time_base": str(stream.time_base)}
         return container
 
+    def _probe_rate(self) -> None:
+        """The stream's real frame rate, from the timestamps of its first frames (up to :data:`RATE_PROBE_FRAMES`
+        or :data:`RATE_PROBE_S`): a container's declared rate can be its time base (NUT declares 64,000 FPS for
+        any stream), which would size the ring and the LSL rate 64 times too big. The frames are kept and
+        are the capture's first. The declared rate stays where no two timestamps can be read."""
+        import av
+
+        container = self._container
+        stream = container.streams.video[0]
+        tb = stream.time_base
+        declared = self.nominal_fps
+        stream.thread_type = _thread_type(stream)
+        self._packets = container.demux(stream)
+        deadline = time.monotonic() + RATE_PROBE_S
+        pts: list[int] = []
+        try:
+            for packet in self._packets:
+                self._probed_packets.append(packet)
+                for frame in packet.decode():
+                    arrival = time.perf_counter()
+                    self._probed.append((frame.pts, self._gray(_luma(frame)), arrival))
+                    if frame.pts is not None:
+                        pts.append(int(frame.pts))
+                if len(self._probed) >= RATE_PROBE_FRAMES or time.monotonic() > deadline:
+                    break
+        except av.error.FFmpegError as exc:
+            log.debug("%s: rate probe stopped (%s)", self.spec, exc)
+        pts = sorted(set(pts))
+        if tb is not None and len(pts) >= 2 and pts[-1] > pts[0]:
+            measured = float((len(pts) - 1) / float((pts[-1] - pts[0]) * tb))
+            self._info["declared_fps"] = declared
+            self._info["fps_from"] = "timestamps"
+            if declared is None or abs(measured / declared - 1) > 0.05:
+                log.info("%s: %g FPS from the timestamps (the container declares %s)", self.spec, measured,
+                         f"{declared:g}" if declared else "none")
+            self.nominal_fps = measured
+        else:
+            self._info["fps_from"] = "container"
+
+    @property
+    def compressed(self) -> bool:
+        """True when the stream's video is compressed (its packets can be recorded as they came)."""
+        c = self._container
+        return c is not None and c.streams.video[0].codec_context.name != "rawvideo"
+
+    def video_stream(self) -> Any:
+        """The connected stream's video stream (PyAV), e.g. the template of a recording."""
+        return self._container.streams.video[0] if self._container is not None else None
+
     def close(self) -> None:
+        self._packets = None
         if self._container is not None:
             self._container.close()
             self._container = None
@@ -296,28 +359,26 @@ class StreamSource(LiveSource):
             container = self._container or self._open()
             self._container = container
             stream = container.streams.video[0]
-            stream.thread_type = "AUTO" if stream.codec_context.name != "rawvideo" else "SLICE"
+            if self._packets is None:  # else the rate probe set it before its first decode
+                stream.thread_type = _thread_type(stream)
             tb = stream.time_base
             first_pts: int | None = None
             failure: BaseException | None = None
             try:
-                for packet in container.demux(stream):
-                    for frame in packet.decode():
-                        arrival = time.perf_counter()
-                        image = self._gray(_luma(frame))
-                        if self._t0_arrival is None:
-                            self._t0_arrival = arrival
-                        if frame.pts is not None and tb is not None:
-                            if first_pts is None:
-                                first_pts = frame.pts
-                                if last_ts >= 0:  # a new segment continues on the arrival clock
-                                    segment_offset = arrival - self._t0_arrival
-                            ts = segment_offset + float((frame.pts - first_pts) * tb)
-                            self._ts_counts["stream_pts"] = self._ts_counts.get("stream_pts", 0) + 1
-                        else:
-                            ts = self._arrival_ts(arrival)
-                        last_ts = ts
-                        yield Captured(image, ts, arrival)
+                for frame_pts, image, arrival in self._frames(container, stream):
+                    if self._t0_arrival is None:
+                        self._t0_arrival = arrival
+                    if frame_pts is not None and tb is not None:
+                        if first_pts is None:
+                            first_pts = frame_pts
+                            if last_ts >= 0:  # a new segment continues on the arrival clock
+                                segment_offset = arrival - self._t0_arrival
+                        ts = segment_offset + float((frame_pts - first_pts) * tb)
+                        self._ts_counts["stream_pts"] = self._ts_counts.get("stream_pts", 0) + 1
+                    else:
+                        ts = self._arrival_ts(arrival)
+                    last_ts = ts
+                    yield Captured(image, ts, arrival)
                 reason = "end of stream"
             except av.error.FFmpegError as exc:
                 failure = exc
@@ -345,6 +406,28 @@ class StreamSource(LiveSource):
                         raise SourceLostError(f"{self.spec}: {reason}; reconnect {self.reconnects} failed ({exc})") \
                             from exc
                     time.sleep(min(0.5, self.opts.reconnect_delay_s or 0.5))
+
+
+    def _frames(self, container: Any, stream: Any) -> Iterator[tuple[Any, np.ndarray, float]]:
+        """(pts, gray image, arrival) per decoded frame: the rate probe's frames first, then the stream's."""
+        probed, self._probed = self._probed, []
+        probed_packets, self._probed_packets = self._probed_packets, []
+        if self.on_packet is not None:
+            for packet in probed_packets:
+                self.on_packet(packet)
+        yield from probed
+        packets, self._packets = self._packets, None
+        for packet in packets if packets is not None else container.demux(stream):
+            if self.on_packet is not None:
+                self.on_packet(packet)
+            for frame in packet.decode():
+                arrival = time.perf_counter()
+                yield frame.pts, self._gray(_luma(frame)), arrival
+
+
+def _thread_type(stream: Any) -> str:
+    """Decoder threading: whole frames in parallel for compressed video, slices for raw frames."""
+    return "AUTO" if stream.codec_context.name != "rawvideo" else "SLICE"
 
 
 def _luma(frame: Any) -> np.ndarray:
@@ -568,13 +651,17 @@ def _feature(cam: Any, *names: str) -> float | None:
 # --------------------------------------------------------------------------- parsing
 
 
-def open_live_source(spec: str, *, name: str | None = None, stream: StreamOptions | None = None,
+def open_live_source(spec: str | int, *, name: str | None = None, stream: StreamOptions | None = None,
                      fps: float | None = None, basler_features: dict[str, Any] | None = None,
                      connect: bool = True) -> LiveSource:
     """Open a live source from its command-line spelling (see the module docstring).
 
     ``connect=False`` defers connecting a stream to :meth:`LiveSource.start` (cameras open at once).
     """
+    if isinstance(spec, int) and not isinstance(spec, bool):  # live(0): the camera index the docs give
+        spec = str(spec)
+    if not isinstance(spec, str):
+        raise ConfigError(f"live source must be a camera index (0), a stream URL or basler:[SERIAL], got {spec!r}")
     text = spec.strip()
     if re.fullmatch(r"\d+", text):
         return CameraSource(int(text), name=name, fps=fps)
