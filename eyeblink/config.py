@@ -360,11 +360,16 @@ class RunConfig:
     #: keep a small image of both eyes at each blink's onset, peak and offset (``<stem>.crops.npz``) for the
     #: report's blink table (``--report``); costs 20-40 µs a frame in the workers
     eye_crops: bool = False
+    #: write ``<stem>.points.csv``: each frame's 12 eye points and the face mesh's head pose (``--points``)
+    points: bool = False
 
     def __post_init__(self) -> None:
         _require(self.fps is None or self.fps > 0, f"--fps must be > 0, got {self.fps}")
         _require(self.max_frames is None or self.max_frames > 0,
                  f"--max-frames must be > 0, got {self.max_frames}")
+        _require(not (self.points and self.detect.accelerator_stage),
+                 f"--points is not available with the accelerator stage (--stage {self.detect.stage}, backend "
+                 f"{self.detect.backend!r}); use --stage fused or the litert backend for a run with points")
 
     def with_overrides(self, section: str, **values: Any) -> RunConfig:
         """A copy with some fields of one section replaced (``None`` values are ignored)."""
@@ -686,4 +691,4 @@ def run_config_from_args(args: Any) -> RunConfig:
                              stage=getattr(args, "stage", None))
     cfg = cfg.with_overrides("blinks", close_ratio=args.close_ratio, open_ratio=args.open_ratio,
                              min_duration_ms=args.min_blink_ms)
-    return replace(cfg, fps=args.fps, max_frames=args.max_frames)
+    return replace(cfg, fps=args.fps, max_frames=args.max_frames, points=bool(getattr(args, "points", False)))
