@@ -10,7 +10,9 @@ that it has no points.
 from __future__ import annotations
 
 import csv
+import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -96,8 +98,6 @@ def test_points_lie_on_the_face_and_the_pose_follows_the_rendered_head(
 
 
 def test_without_points_nothing_changes(mesh_runs: tuple[Path, Path]) -> None:
-    import json
-
     with_points, without = mesh_runs
     assert not (without / "rolling.points.csv").exists()
     for name in ("rolling.frames.csv", "rolling.blinks.csv"):
@@ -159,3 +159,38 @@ def test_api_points(rolling_face: tuple[Path, object], tmp_path: Path) -> None:
     assert [r["pose_frame"] for r in rows] == [r["frame"] for r in rows]
     with pytest.raises(eyeblink.SettingsError, match="points must be true or false"):
         eyeblink.process(video, tmp_path / "bad", points="yes")
+
+
+def test_batch_merges_the_chunks_points(tmp_path: Path) -> None:
+    """``eyeblink batch`` splits a video into chunks on Ray: their points.csv rows are merged with the frames and
+    pose frames made the video's own, the rows of the single-process run."""
+    ray = pytest.importorskip("ray")
+    from dataclasses import replace
+
+    from eyeblink.config import BlinkConfig, RunConfig
+    from eyeblink.lab.synth import SynthConfig, write_recording
+    from eyeblink.runtime.batch import BatchConfig, run_batch
+    from eyeblink.runtime.runner import process_paths
+
+    video = tmp_path / "long.avi"
+    write_recording(video, SynthConfig.demo(12.0, fps=50.0, seed=2, mjpeg_qscale=4))
+    cfg = RunConfig(blinks=BlinkConfig(min_baseline_ms=500.0, baseline_window_ms=2000.0))
+    cfg = replace(cfg.with_overrides("landmarks", model="mesh-ear"), points=True)
+    if not ray.is_initialized():
+        env = dict(os.environ)
+        ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+        os.environ.clear()  # ray.init's RAY_* variables would reach later tests' subprocesses
+        os.environ.update(env)
+    out = tmp_path / "batch"
+    rep = run_batch([str(video)], out, cfg, BatchConfig(cpus_per_task=1, chunk_s=2.56, overlap_s=3.5, progress=False))
+    assert [r["chunks"] for r in rep.done] == [4], rep.failed
+    ref = tmp_path / "ref"
+    process_paths([video], ref, cfg, workers=1)
+    header, got = _rows(out / "long.points.csv")
+    _, want = _rows(ref / "long.points.csv")
+    assert header == list(POINTS_COLUMNS)
+    assert [r["frame"] for r in got] == [str(i) for i in range(600)]
+    assert all(r["pose_frame"] == r["frame"] for r in got if r["yaw"])  # mesh-ear: every frame's own mesh
+    assert got == want
+    summary = json.loads((out / "long.summary.json").read_text())
+    assert summary["outputs"]["points"] == str(out / "long.points.csv")

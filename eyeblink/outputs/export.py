@@ -358,6 +358,11 @@ class ResultWriter(Closing):
                            if pose is not None else [None] * 4)
         self._points.write([frame, timestamp_s, *xy, *tail])
 
+    def write_points_row(self, cells: Sequence[Any]) -> None:
+        """One points.csv row as cells in :data:`POINTS_COLUMNS` order (``eyeblink batch`` merging its chunks)."""
+        assert self._points is not None, "open_points() first"
+        self._points.write(cells)
+
     def write_blink(self, ev: BlinkEvent) -> None:
         """One blinks.csv row; it goes to disk once the frame rows written so far (those it covers: a blink is
         reported at or after its last frame) are on disk."""
