@@ -194,3 +194,19 @@ def test_batch_merges_the_chunks_points(tmp_path: Path) -> None:
     assert got == want
     summary = json.loads((out / "long.summary.json").read_text())
     assert summary["outputs"]["points"] == str(out / "long.points.csv")
+
+
+def test_live_writes_points(tmp_path: Path) -> None:
+    """``eyeblink live --points`` over a real TCP stream (the loopback sender): one points.csv row per frames.csv
+    row, points and pose where a face was measured."""
+    from test_live import live_run
+
+    live_run(tmp_path, ["--fps", "100", "--stop-after", "150"], "--points", "--landmarks", "lids",
+             "--on-overload", "block", "--workers", "1")
+    _, frames = _rows(tmp_path / "cam.frames.csv")
+    header, rows = _rows(tmp_path / "cam.points.csv")
+    assert header == list(POINTS_COLUMNS) and len(rows) == len(frames) == 150
+    assert [r["frame"] for r in rows] == [f["frame"] for f in frames]
+    for r, f in zip(rows, frames, strict=True):
+        assert (r["p36_x"] != "") == (f["face"] == "1") == (r["yaw"] != "")
+    assert sum(f["face"] == "1" for f in frames) > 140
