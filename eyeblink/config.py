@@ -367,9 +367,6 @@ class RunConfig:
         _require(self.fps is None or self.fps > 0, f"--fps must be > 0, got {self.fps}")
         _require(self.max_frames is None or self.max_frames > 0,
                  f"--max-frames must be > 0, got {self.max_frames}")
-        _require(not (self.points and self.detect.accelerator_stage),
-                 f"--points is not available with the accelerator stage (--stage {self.detect.stage}, backend "
-                 f"{self.detect.backend!r}); use --stage fused or the litert backend for a run with points")
 
     def with_overrides(self, section: str, **values: Any) -> RunConfig:
         """A copy with some fields of one section replaced (``None`` values are ignored)."""

@@ -3,8 +3,8 @@
 A rendered recording (:mod:`eyeblink.lab.synth`: a real face photo whose head rolls by up to 12 degrees) is
 processed with the real models: the points lie on the face box, the pose of the frontal face is near 0 in yaw,
 steady in pitch and follows the rendered roll; ``frames.csv`` is the same with and without ``--points``; one and
-two workers write the same bytes; dlib models give points without a pose; the accelerator stage says in one line
-that it has no points.
+two workers write the same bytes; dlib models give points without a pose; the accelerator stage, batch and live
+write them too.
 """
 
 from __future__ import annotations
@@ -136,14 +136,20 @@ def test_dlib_points_have_no_pose(rolling_face: tuple[Path, object], tmp_path: P
         assert all(row[c] == "" for c in ("yaw", "pitch", "roll", "pose_frame"))
 
 
-def test_points_with_the_accelerator_stage_is_one_line(rolling_face: tuple[Path, object], tmp_path: Path) -> None:
+def test_the_accelerator_stage_writes_the_fused_points(rolling_face: tuple[Path, object], tmp_path: Path) -> None:
+    """The accelerator stage (here on LiteRT, the CPU) runs the face mesh on every frame: its points.csv is the
+    fused run's with every frame detected, byte for byte, each pose its own frame's."""
     video, _ = rolling_face
-    r = _process(video, tmp_path, "--points", "--stage", "accelerator", "--workers", "2")
-    assert r.returncode != 0
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--points is not available with the accelerator stage" in lines[0], r.stderr
-    assert "Traceback" not in r.stderr
-    assert not list(tmp_path.glob("*.csv"))
+    common = ("--points", "--landmarks", "mesh-ear", "--max-frames", "120", "--workers", "2")
+    outs = []
+    for name, extra in (("stage", ("--stage", "accelerator")), ("fused", ("--stage", "fused", "--detect-every", "1"))):
+        r = _process(video, tmp_path / name, *common, *extra)
+        assert r.returncode == 0, r.stderr
+        outs.append(tmp_path / name)
+    stage, fused = ((o / "rolling.points.csv").read_bytes() for o in outs)
+    assert stage == fused
+    _, rows = _rows(outs[0] / "rolling.points.csv")
+    assert len(rows) == 120 and all(r["pose_frame"] == r["frame"] for r in rows)
 
 
 def test_api_points(rolling_face: tuple[Path, object], tmp_path: Path) -> None:
