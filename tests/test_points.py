@@ -216,3 +216,33 @@ def test_live_writes_points(tmp_path: Path) -> None:
     for r, f in zip(rows, frames, strict=True):
         assert (r["p36_x"] != "") == (f["face"] == "1") == (r["yaw"] != "")
     assert sum(f["face"] == "1" for f in frames) > 140
+
+
+def _rotation(axis: tuple[float, float, float], deg: float) -> np.ndarray:
+    """Rodrigues: the rotation by ``deg`` about ``axis`` (camera axes: x right, y down, z away)."""
+    a = np.asarray(axis, float) / np.linalg.norm(axis)
+    k = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    t = math.radians(deg)
+    return np.eye(3) + math.sin(t) * k + (1 - math.cos(t)) * (k @ k)
+
+
+@pytest.mark.parametrize(("axis", "angle", "expected"), [
+    ((0, 1, 0), -25.0, (25.0, 0.0, 0.0)),  # the face turns towards the image's right: yaw > 0
+    ((0, 1, 0), 10.0, (-10.0, 0.0, 0.0)),
+    ((1, 0, 0), -30.0, (0.0, 30.0, 0.0)),  # the face turns up: pitch > 0
+    ((0, 0, 1), -15.0, (0.0, 0.0, 15.0)),  # counter-clockwise as the image is shown: roll > 0
+    ((0, 0, 1), 170.0, (0.0, 0.0, -170.0)),  # upside down, nearly
+])
+def test_head_pose_axes_and_signs(axis: tuple[float, float, float], angle: float,
+                                  expected: tuple[float, float, float]) -> None:
+    """:func:`eyeblink.landmarks.mesh.head_pose` on a symmetric face rotated by a known angle, moved and scaled."""
+    from eyeblink.landmarks.mesh import POSE_BOTTOM, POSE_PAIRS, POSE_TOP, head_pose
+
+    face = np.full((468, 3), np.nan)
+    for (a, b), (x, y, z) in zip(POSE_PAIRS, ((45, -10, 8), (15, -10, 4), (25, 35, 2), (70, 10, 20)), strict=True):
+        face[a], face[b] = (-x, y, z), (x, y, z)  # the subject's right point on the image's left
+    face[POSE_TOP], face[POSE_BOTTOM] = (0, -60, 6), (0, 70, 6)
+    assert head_pose(face) == pytest.approx((0.0, 0.0, 0.0), abs=1e-9)
+    moved = face @ _rotation(axis, angle).T * 1.7 + np.array([320.0, 240.0, 5.0])
+    assert head_pose(moved) == pytest.approx(expected, abs=1e-6)
+    assert all(math.isnan(v) for v in head_pose(np.zeros((468, 3))))  # a degenerate mesh: no pose
