@@ -45,11 +45,10 @@ from eyeblink.landmarks.mesh import (
     contour_to_frame,
     eye_roi,
     face_roi,
-    head_pose,
     mesh_ear_eyes,
     mesh_eye_corners,
+    mesh_pose,
     mesh_to_frame,
-    mesh_to_frame3d,
     presence_of,
     refined_eyes,
     warp,
@@ -260,7 +259,7 @@ class BatchedFaceEyes(Closing):
             out = self._mesh.run(crops)
             meshes = [mesh_to_frame(out[_MESH_OUT[0]][k], m) for k, m in enumerate(rois)]
             presence = [presence_of(out[_MESH_OUT[1]][k][0]) for k in range(len(rois))]
-            poses = ([head_pose(mesh_to_frame3d(out[_MESH_OUT[0]][k], m)) for k, m in enumerate(rois)]
+            poses = ([mesh_pose(out[_MESH_OUT[0]][k], m) for k, m in enumerate(rois)]
                      if self.pose_wanted else [None] * len(rois))
             if self._lids is not None:
                 from eyeblink.landmarks.lids import cut_strip, eye_centres, strip_affine

@@ -185,14 +185,25 @@ POSE_PAIRS = ((33, 263), (133, 362), (61, 291), (234, 454))
 POSE_TOP, POSE_BOTTOM = 10, 152
 
 
-def mesh_to_frame3d(raw: np.ndarray, roi: np.ndarray) -> np.ndarray:
-    """(468, 3) points from the face mesh's 1404 raw outputs: x, y in frame pixels, z (depth, away from the
-    camera) scaled to frame pixels by the crop's scale."""
-    p = raw.reshape(468, 3).astype(np.float64)
+#: The mesh points the head pose reads: the pairs' points, then the forehead and the chin.
+POSE_POINTS = (*(i for pair in POSE_PAIRS for i in pair), POSE_TOP, POSE_BOTTOM)
+
+
+def mesh_to_frame3d(raw: np.ndarray, roi: np.ndarray, points: tuple[int, ...] | None = None) -> np.ndarray:
+    """(468, 3) points (or those of ``points``, in that order) from the face mesh's 1404 raw outputs: x, y in
+    frame pixels, z (depth, away from the camera) scaled to frame pixels by the crop's scale."""
+    p = raw.reshape(468, 3)
+    p = (p[list(points)] if points is not None else p).astype(np.float64)
     out = np.empty_like(p)
     out[:, :2] = to_frame(roi, p[:, :2])
     out[:, 2] = p[:, 2] * float(np.hypot(roi[0, 0], roi[1, 0]))
     return out
+
+
+def mesh_pose(raw: np.ndarray, roi: np.ndarray) -> tuple[float, float, float]:
+    """:func:`head_pose` straight from the face mesh's raw outputs and its crop (maps only the points it reads:
+    ~10 µs a mesh run)."""
+    return _pose(mesh_to_frame3d(raw, roi, POSE_POINTS).tolist())
 
 
 def head_pose(mesh3d: np.ndarray) -> tuple[float, float, float]:
@@ -206,21 +217,33 @@ def head_pose(mesh3d: np.ndarray) -> tuple[float, float, float]:
     counter-clockwise as the image is shown (the subject's left eye, image right, higher). A frontal upright
     face is (0, 0, 0) within a degree or two.
     """
-    m = np.asarray(mesh3d, dtype=np.float64)
-    x = sum((m[b] - m[a] for a, b in POSE_PAIRS), np.zeros(3))
-    nx = float(np.linalg.norm(x))
-    y = m[POSE_BOTTOM] - m[POSE_TOP]
+    return _pose(np.asarray(mesh3d, dtype=np.float64)[list(POSE_POINTS)].tolist())
+
+
+def _pose(pts: list[list[float]]) -> tuple[float, float, float]:
+    """:func:`head_pose` of the :data:`POSE_POINTS` (plain floats: a few µs, where NumPy's small arrays cost
+    tens)."""
+    x = [0.0, 0.0, 0.0]
+    for k in range(len(POSE_PAIRS)):
+        a, b = pts[2 * k], pts[2 * k + 1]
+        for c in range(3):
+            x[c] += b[c] - a[c]
+    top, bottom = pts[-2], pts[-1]
+    y = [bottom[c] - top[c] for c in range(3)]
+    nx = math.sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2])
     if not nx > 1e-9:
         return math.nan, math.nan, math.nan
-    x /= nx
-    y = y - float(y @ x) * x
-    ny = float(np.linalg.norm(y))
+    x = [v / nx for v in x]
+    d = y[0] * x[0] + y[1] * x[1] + y[2] * x[2]
+    y = [y[c] - d * x[c] for c in range(3)]
+    ny = math.sqrt(y[0] * y[0] + y[1] * y[1] + y[2] * y[2])
     if not ny > 1e-9:
         return math.nan, math.nan, math.nan
-    y /= ny
-    face = -np.cross(x, y)  # the face's forward direction (towards the camera on a frontal face)
-    yaw = math.degrees(math.atan2(face[0], -face[2]))
-    pitch = math.degrees(math.atan2(-face[1], math.hypot(face[0], face[2])))
+    y = [v / ny for v in y]
+    # the face's forward direction, -(x cross y): towards the camera on a frontal face
+    f = (-(x[1] * y[2] - x[2] * y[1]), -(x[2] * y[0] - x[0] * y[2]), -(x[0] * y[1] - x[1] * y[0]))
+    yaw = math.degrees(math.atan2(f[0], -f[2]))
+    pitch = math.degrees(math.atan2(-f[1], math.hypot(f[0], f[2])))
     roll = math.degrees(math.atan2(-x[1], x[0]))
     return yaw, pitch, roll
 
@@ -323,7 +346,7 @@ class MeshFitter(Closing):
         it.invoke()
         self.presence = presence_of(it.get_tensor(self._mesh_logit).reshape(-1)[0])
         raw = it.get_tensor(self._mesh_pts)
-        self.pose = head_pose(mesh_to_frame3d(raw, roi)) if self.pose_wanted else None
+        self.pose = mesh_pose(raw, roi) if self.pose_wanted else None
         return mesh_to_frame(raw, roi)
 
     def lid_contour(self, gray: np.ndarray, c0: np.ndarray, c1: np.ndarray, *, mirror: bool) -> np.ndarray:
