@@ -238,7 +238,7 @@ def run_batch(engine: BatchedFaceEyes, ring: Any, messages: list[tuple[Any, ...]
             if np.isfinite(fit.points).all():
                 rec["has_points"] = True
                 rec["points"] = fit.points
-            if fit.pose is not None and "has_pose" in dtype.names:
+            if fit.pose is not None and "has_pose" in (dtype.names or ()):
                 rec["has_pose"], rec["pose"] = True, fit.pose
     tracker.advance(indices[-1], results[-1][0])
     return out
