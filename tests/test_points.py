@@ -124,6 +124,25 @@ def test_one_and_two_workers_write_the_same_points(rolling_face: tuple[Path, obj
     assert all(r["yaw"] != "" and r["p36_x"] != "" for r in rows)
 
 
+def test_default_settings_two_workers_give_the_points_of_their_rows(mesh_runs: tuple[Path, Path],
+                                                                     rolling_face: tuple[Path, object],
+                                                                     tmp_path: Path) -> None:
+    """At default settings (keyframes, the mesh reused): every frame whose frames.csv row two workers write as one
+    worker does has the same points.csv row too, pose_frame included."""
+    video, _ = rolling_face
+    one, _ = mesh_runs
+    r = _process(video, tmp_path, "--points", "--landmarks", "mesh", "--workers", "2")
+    assert r.returncode == 0, r.stderr
+    frames1 = (one / "rolling.frames.csv").read_text().splitlines()
+    frames2 = (tmp_path / "rolling.frames.csv").read_text().splitlines()
+    points1 = (one / "rolling.points.csv").read_text().splitlines()
+    points2 = (tmp_path / "rolling.points.csv").read_text().splitlines()
+    assert len(frames1) == len(frames2) == len(points1) == len(points2)
+    same = [k for k in range(len(frames1)) if frames1[k] == frames2[k]]
+    assert len(same) > len(frames1) // 3  # the header and at least the first chunk
+    assert [points1[k] for k in same] == [points2[k] for k in same]
+
+
 def test_dlib_points_have_no_pose(rolling_face: tuple[Path, object], tmp_path: Path) -> None:
     pytest.importorskip("dlib")
     video, _ = rolling_face
