@@ -8,8 +8,9 @@ Settings are keywords with the names of the presets (``pipelines/*.toml``) and t
 section by its own name (``detect_every=4``, ``close_ratio=0.75``, ``mesh_reuse_ms=0``), a whole section as a
 dict (``blinks={"smooth_ms": 5}``, needed for the names two sections share: ``model_path``, ``smooth_ms``), the
 command line's names for the same things (``landmarks="mesh-ear"``, ``threads``, ``face_model``,
-``landmark_model``, ``min_blink_ms``, ``calibration``), ``pipeline`` (a preset name or TOML path), ``fps`` and
-``max_frames``. A wrong one raises :class:`SettingsError` (a :class:`ValueError`) whose text is the line the CLI
+``landmark_model``, ``min_blink_ms``, ``calibration``), ``pipeline`` (a preset name or TOML path), ``fps``,
+``max_frames`` and ``points`` (``True``: also ``<stem>.points.csv``, the eye points and head pose per frame, as
+``--points``). A wrong one raises :class:`SettingsError` (a :class:`ValueError`) whose text is the line the CLI
 prints after ``eyeblink: error:``.
 
 Results are :class:`Session` objects: ``frames``, ``blinks`` and ``trials`` as pandas DataFrames (the CSV
@@ -245,7 +246,7 @@ def load(session: str | Path) -> Session:
         raise InputNotFoundError(f"{summary_path} is not a readable summary ({one_line(exc)})") from None
     paths = {k: outdir / f"{stem}.{suffix}" for k, suffix in (
         ("frames", "frames.csv"), ("blinks", "blinks.csv"), ("summary", "summary.json"), ("trials", "trials.csv"),
-        ("traces", "traces.csv"), ("nwb", "nwb"), ("report", "report.html"))}
+        ("traces", "traces.csv"), ("nwb", "nwb"), ("report", "report.html"), ("points", "points.csv"))}
     paths = {k: p for k, p in paths.items() if p.is_file()}
     blinks = _table(outdir / f"{stem}.blinks.csv", BLINK_COLUMNS)
     trials = _table(outdir / f"{stem}.trials.csv")
@@ -356,7 +357,7 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
             overrides[alias_section][name] = str(value) if name == "model_path" and isinstance(value, Path) else value
         elif key in owner and key not in allowed:
             overrides[owner[key]][key] = value
-        elif key in ("fps", "max_frames"):
+        elif key in ("fps", "max_frames", "points"):
             top[key] = value
         elif key in allowed:
             rest[key] = value
@@ -365,7 +366,7 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
             raise ConfigError(f"setting {key!r} is ambiguous: it is a key of {' and '.join(sections)}; give it "
                               f"in its section, e.g. {sections[0]}={{{key!r}: ...}}")
         else:
-            raise _unknown(key, [*owner, *ALIASES, "fps", "max_frames", "pipeline", *allowed])
+            raise _unknown(key, [*owner, *ALIASES, "fps", "max_frames", "points", "pipeline", *allowed])
     for section, values in overrides.items():
         defaults = _field_defaults(SECTIONS[section])
         for k, v in values.items():
@@ -379,10 +380,11 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
         except TypeError as exc:
             raise ConfigError(f"[{section}] {exc}") from None
     for k, v in top.items():
-        want = _type_ok(v, 1.0 if k == "fps" else 1)
+        want = _type_ok(v, {"fps": 1.0, "points": False}.get(k, 1))
         if want is not None:
             raise ConfigError(f"{k} must be {want}, got {v!r}")
-    cfg = dataclasses.replace(cfg, fps=top.get("fps"), max_frames=top.get("max_frames"))
+    cfg = dataclasses.replace(cfg, fps=top.get("fps"), max_frames=top.get("max_frames"),
+                              points=bool(top.get("points", False)))
     return cfg, rest
 
 

@@ -116,6 +116,10 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                         "timestamps are used and --fps is only the fallback when they are missing")
     g.add_argument("--max-frames", type=_positive_int, default=None, metavar="N",
                    help="stop after N frames of each input")
+    g.add_argument("--points", action="store_true",
+                   help="also write <stem>.points.csv: each frame's 12 eye points (frame pixels) and the face mesh's "
+                        "head pose (yaw, pitch, roll in degrees; mesh, mesh-ear and lids) with the frame it came from, "
+                        "as covariates (frames.csv is unchanged)")
     b = p.add_argument_group("blink detection (ratios of EAR to the subject's open-eye baseline)")
     b.add_argument("--close-ratio", type=float, default=None, metavar="R",
                    help="a blink starts below this EAR/baseline ratio (default 0.80)")

@@ -362,6 +362,8 @@ class RunConfig:
     #: keep a small image of both eyes at each blink's onset, peak and offset (``<stem>.crops.npz``) for the
     #: report's blink table (``--report``); costs 20-40 µs a frame in the workers
     eye_crops: bool = False
+    #: write ``<stem>.points.csv``: each frame's 12 eye points and the face mesh's head pose (``--points``)
+    points: bool = False
 
     def __post_init__(self) -> None:
         _require(self.fps is None or self.fps > 0, f"--fps must be > 0, got {self.fps}")
@@ -725,4 +727,4 @@ def run_config_from_args(args: Any) -> RunConfig:
                              stage=getattr(args, "stage", None))
     cfg = cfg.with_overrides("blinks", close_ratio=args.close_ratio, open_ratio=args.open_ratio,
                              min_duration_ms=args.min_blink_ms)
-    return replace(cfg, fps=args.fps, max_frames=args.max_frames)
+    return replace(cfg, fps=args.fps, max_frames=args.max_frames, points=bool(getattr(args, "points", False)))

@@ -195,6 +195,13 @@ def _gen_traces() -> str:
                             "TRACE_COLUMN_DOCS in eyeblink/signals/trials.py")
 
 
+def _gen_points() -> str:
+    from eyeblink.outputs.export import POINTS_COLUMN_DOCS, POINTS_COLUMNS
+
+    return columns_markdown(POINTS_COLUMNS, POINTS_COLUMN_DOCS, "points.csv",
+                            "POINTS_COLUMN_DOCS in eyeblink/outputs/export.py")
+
+
 def _gen_summary() -> str:
     from eyeblink.outputs.export import SUMMARY_FIELDS
 
@@ -488,6 +495,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "columns-blinks": _gen_blinks,
     "columns-trials": _gen_trials,
     "columns-traces": _gen_traces,
+    "columns-points": _gen_points,
     "summary-fields": _gen_summary,
     "preset-keys": _gen_preset_keys,
     "presets": _gen_presets,

@@ -47,6 +47,7 @@ from eyeblink.landmarks.mesh import (
     face_roi,
     mesh_ear_eyes,
     mesh_eye_corners,
+    mesh_pose,
     mesh_to_frame,
     presence_of,
     refined_eyes,
@@ -219,6 +220,9 @@ class BatchedFaceEyes(Closing):
         self.detector = FaceDetector.from_detector(timed, batch_size=self._det_batch, score_threshold=score_threshold,
                                                    iou_threshold=iou_threshold)
         self.device = str(getattr(det, "device", "cpu"))
+        #: also each face's head pose from its mesh (``--points``; the fits' ``pose``, their ``pose_frame`` None:
+        #: every frame runs the mesh here)
+        self.pose_wanted = False
 
     def warm_up(self, shape: tuple[int, int], *, up_to: int = 1) -> None:
         """Pack (LiteRT) or compile (Keras backends) the networks before the first frame: the programs for
@@ -255,6 +259,8 @@ class BatchedFaceEyes(Closing):
             out = self._mesh.run(crops)
             meshes = [mesh_to_frame(out[_MESH_OUT[0]][k], m) for k, m in enumerate(rois)]
             presence = [presence_of(out[_MESH_OUT[1]][k][0]) for k in range(len(rois))]
+            poses = ([mesh_pose(out[_MESH_OUT[0]][k], m) for k, m in enumerate(rois)]
+                     if self.pose_wanted else [None] * len(rois))
             if self._lids is not None:
                 from eyeblink.landmarks.lids import cut_strip, eye_centres, strip_affine
 
@@ -262,11 +268,12 @@ class BatchedFaceEyes(Closing):
                     pts = mesh_ear_eyes(meshes[k])[0]
                     strip = cut_strip(images[j], strip_affine(*eye_centres(mesh_eye_corners(meshes[k]))))
                     ap = self._lids.run(strip)
-                    fits[j] = EyeFit(points=pts, ear_left=float(ap[1]), ear_right=float(ap[0]), presence=presence[k])
+                    fits[j] = EyeFit(points=pts, ear_left=float(ap[1]), ear_right=float(ap[0]), presence=presence[k],
+                                     pose=poses[k])
             elif self._iris is None:
                 for k, j in enumerate(with_face):
                     pts, left, right = mesh_ear_eyes(meshes[k])
-                    fits[j] = EyeFit(points=pts, ear_left=left, ear_right=right, presence=presence[k])
+                    fits[j] = EyeFit(points=pts, ear_left=left, ear_right=right, presence=presence[k], pose=poses[k])
             else:
                 eye_rois: list[np.ndarray] = []
                 eye_crops: list[np.ndarray] = []
@@ -280,7 +287,7 @@ class BatchedFaceEyes(Closing):
                     contours = (contour_to_frame(raw[2 * k], eye_rois[2 * k], mirror=False),
                                 contour_to_frame(raw[2 * k + 1], eye_rois[2 * k + 1], mirror=True))
                     pts, left, right = refined_eyes(contours)
-                    fits[j] = EyeFit(points=pts, ear_left=left, ear_right=right, presence=presence[k])
+                    fits[j] = EyeFit(points=pts, ear_left=left, ear_right=right, presence=presence[k], pose=poses[k])
         t2 = time.perf_counter()
         self.times.seconds["detect"] += t1 - t0
         self.times.seconds["landmarks"] += t2 - t1

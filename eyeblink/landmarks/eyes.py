@@ -134,6 +134,11 @@ class EyeFit:
     #: the model's own face-presence probability (face mesh); NaN where the model has none (dlib).
     #: Below ``landmarks.min_presence`` the tracked box has lost the face: the frame core re-detects.
     presence: float = math.nan
+    #: the head's (yaw, pitch, roll) in degrees from the face mesh (``mesh``, ``mesh-ear``, ``lids``, when asked
+    #: for: ``--points``), None where the model has no face mesh; measured on frame ``pose_frame`` (the mesh is
+    #: reused for ``landmarks.mesh_reuse_ms``)
+    pose: tuple[float, float, float] | None = None
+    pose_frame: int | None = None
 
     def __post_init__(self) -> None:
         if self.points.shape != (12, 2):

@@ -177,8 +177,10 @@ class LidsFitter(Closing):
         #: the lid network's own time so far (strip cut + LiteRT run, seconds) and its runs: its cost per frame
         self.network_s = 0.0
         self.network_runs = 0
-        self._eyes: tuple[Any, ...] | None = None  # (face, mesh EAR points, strip affine, presence, time)
+        # (face, mesh EAR points, strip affine, presence, time, head pose, its frame)
+        self._eyes: tuple[Any, ...] | None = None
         self._t: float | None = None
+        self._frame: int | None = None
 
     @property
     def mesher(self) -> MeshFitter:
@@ -216,7 +218,9 @@ class LidsFitter(Closing):
         pts = self._eyes[1]
         self.presence = self._eyes[3]
         patches = eye_patches(gray, pts) if np.isfinite(pts).all() else None
-        return EyeFit(points=pts, ear_left=left, ear_right=right, patches=patches, presence=self.presence)
+        pose = self._eyes[5]
+        return EyeFit(points=pts, ear_left=left, ear_right=right, patches=patches, presence=self.presence,
+                      pose=pose, pose_frame=self._eyes[6] if pose is not None else None)
 
     def _place(self, gray: np.ndarray, face: FaceDetection) -> None:
         """Run the face mesh: the eye points and the strip for ``face`` (kept for the next fits of it)."""
@@ -224,11 +228,23 @@ class LidsFitter(Closing):
         mesh = self._mesher.mesh(gray, self._mesher.face_roi(face))
         pts = mesh_ear_eyes(mesh)[0]
         m = strip_affine(*eye_centres(mesh_eye_corners(mesh)))
-        self._eyes = (face, pts, m, self._mesher.presence, self._t if self._t is not None else math.nan)
+        self._eyes = (face, pts, m, self._mesher.presence, self._t if self._t is not None else math.nan,
+                      self._mesher.pose, self._frame)
 
-    def set_time(self, timestamp_s: float | None) -> None:
-        """The timestamp of the frame the next :meth:`fit` sees (``mesh_reuse_ms`` counts from it)."""
+    @property
+    def pose_wanted(self) -> bool:
+        """Whether each face-mesh run also gives the head pose (``--points``)."""
+        return self._mesher.pose_wanted
+
+    @pose_wanted.setter
+    def pose_wanted(self, value: bool) -> None:
+        self._mesher.pose_wanted = value
+
+    def set_time(self, timestamp_s: float | None, frame: int | None = None) -> None:
+        """The timestamp of the frame the next :meth:`fit` sees (``mesh_reuse_ms`` counts from it) and its index
+        (the ``pose_frame`` of a head pose measured on it)."""
         self._t = timestamp_s
+        self._frame = frame
 
     def tracking_state(self) -> tuple[Any, ...] | None:
         """What the next fit reuses (the tracked face's placement); see :meth:`MeshFitter.tracking_state`."""

@@ -178,6 +178,76 @@ def mesh_to_frame(raw: np.ndarray, roi: np.ndarray) -> np.ndarray:
     return to_frame(roi, raw.reshape(468, 3)[:, :2].astype(np.float64))
 
 
+#: Mesh indices of the head pose's axes: symmetric pairs (subject's right point, subject's left point) whose
+#: differences give the head's left-right axis (eye outer and inner corners, mouth corners, cheeks), and the
+#: midline's top and bottom (forehead 10, chin 152), which lie at almost the same depth on a frontal face.
+POSE_PAIRS = ((33, 263), (133, 362), (61, 291), (234, 454))
+POSE_TOP, POSE_BOTTOM = 10, 152
+
+
+#: The mesh points the head pose reads: the pairs' points, then the forehead and the chin.
+POSE_POINTS = (*(i for pair in POSE_PAIRS for i in pair), POSE_TOP, POSE_BOTTOM)
+
+
+def mesh_to_frame3d(raw: np.ndarray, roi: np.ndarray, points: tuple[int, ...] | None = None) -> np.ndarray:
+    """(468, 3) points (or those of ``points``, in that order) from the face mesh's 1404 raw outputs: x, y in
+    frame pixels, z (depth, away from the camera) scaled to frame pixels by the crop's scale."""
+    p = raw.reshape(468, 3)
+    p = (p[list(points)] if points is not None else p).astype(np.float64)
+    out = np.empty_like(p)
+    out[:, :2] = to_frame(roi, p[:, :2])
+    out[:, 2] = p[:, 2] * float(np.hypot(roi[0, 0], roi[1, 0]))
+    return out
+
+
+def mesh_pose(raw: np.ndarray, roi: np.ndarray) -> tuple[float, float, float]:
+    """:func:`head_pose` straight from the face mesh's raw outputs and its crop (maps only the points it reads:
+    ~10 µs a mesh run)."""
+    return _pose(mesh_to_frame3d(raw, roi, POSE_POINTS).tolist())
+
+
+def head_pose(mesh3d: np.ndarray) -> tuple[float, float, float]:
+    """(yaw, pitch, roll) in degrees of the head from the face mesh's 3D points (:func:`mesh_to_frame3d`).
+
+    An axis construction, not a model fit: the head's x axis is the sum of the symmetric pairs of
+    :data:`POSE_PAIRS` (subject's right point to subject's left point: image left to right on an upright face),
+    its y axis the chin minus the forehead made orthogonal to x, its z axis their cross product (into the image).
+    Camera axes: x right, y down, z away from the camera. Yaw > 0: the face turns towards the image's right
+    (the subject's left on an unmirrored camera); pitch > 0: the face turns up; roll > 0: the head tilts
+    counter-clockwise as the image is shown (the subject's left eye, image right, higher). A frontal upright
+    face is (0, 0, 0) within a degree or two.
+    """
+    return _pose(np.asarray(mesh3d, dtype=np.float64)[list(POSE_POINTS)].tolist())
+
+
+def _pose(pts: list[list[float]]) -> tuple[float, float, float]:
+    """:func:`head_pose` of the :data:`POSE_POINTS` (plain floats: a few µs, where NumPy's small arrays cost
+    tens)."""
+    x = [0.0, 0.0, 0.0]
+    for k in range(len(POSE_PAIRS)):
+        a, b = pts[2 * k], pts[2 * k + 1]
+        for c in range(3):
+            x[c] += b[c] - a[c]
+    top, bottom = pts[-2], pts[-1]
+    y = [bottom[c] - top[c] for c in range(3)]
+    nx = math.sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2])
+    if not nx > 1e-9:
+        return math.nan, math.nan, math.nan
+    x = [v / nx for v in x]
+    d = y[0] * x[0] + y[1] * x[1] + y[2] * x[2]
+    y = [y[c] - d * x[c] for c in range(3)]
+    ny = math.sqrt(y[0] * y[0] + y[1] * y[1] + y[2] * y[2])
+    if not ny > 1e-9:
+        return math.nan, math.nan, math.nan
+    y = [v / ny for v in y]
+    # the face's forward direction, -(x cross y): towards the camera on a frontal face
+    f = (-(x[1] * y[2] - x[2] * y[1]), -(x[2] * y[0] - x[0] * y[2]), -(x[0] * y[1] - x[1] * y[0]))
+    yaw = math.degrees(math.atan2(f[0], -f[2]))
+    pitch = math.degrees(math.atan2(-f[1], math.hypot(f[0], f[2])))
+    roll = math.degrees(math.atan2(-x[1], x[0]))
+    return yaw, pitch, roll
+
+
 def presence_of(logit: float) -> float:
     """The face mesh's face-presence probability from its logit."""
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, float(logit)))))
@@ -255,8 +325,14 @@ class MeshFitter(Closing):
         self.model_path = path
         self.presence = math.nan  # face-presence probability of the last fit
         self.mesh_runs = 0  # face-mesh inferences so far (reuse makes this smaller than the fits)
-        self._eyes: tuple[Any, ...] | None = None  # (face, eye corners, presence, time of the mesh)
+        #: compute the head pose at each face-mesh run (``--points``; off: no cost)
+        self.pose_wanted = False
+        #: (yaw, pitch, roll) in degrees of the last face-mesh run (:func:`head_pose`), None when not wanted
+        self.pose: tuple[float, float, float] | None = None
+        # (face, eye corners, presence, time of the mesh, its head pose, its frame)
+        self._eyes: tuple[Any, ...] | None = None
         self._t: float | None = None  # timestamp of the frame being fitted (set_time)
+        self._frame: int | None = None  # and its index
 
     # -- the stages -------------------------------------------------------------------------------
     def face_roi(self, face: FaceDetection) -> np.ndarray:
@@ -269,7 +345,9 @@ class MeshFitter(Closing):
         it.set_tensor(self._mesh_in, warp(gray, roi, MESH_INPUT))
         it.invoke()
         self.presence = presence_of(it.get_tensor(self._mesh_logit).reshape(-1)[0])
-        return mesh_to_frame(it.get_tensor(self._mesh_pts), roi)
+        raw = it.get_tensor(self._mesh_pts)
+        self.pose = mesh_pose(raw, roi) if self.pose_wanted else None
+        return mesh_to_frame(raw, roi)
 
     def lid_contour(self, gray: np.ndarray, c0: np.ndarray, c1: np.ndarray, *, mirror: bool) -> np.ndarray:
         """(16, 2) frame-pixel lid contour of one eye from the iris network (0, 8: corners)."""
@@ -290,6 +368,7 @@ class MeshFitter(Closing):
         """The eye points and each eye's openness for one face (see the module docstring)."""
         if self._iris is None:
             pts, left, right = mesh_ear_eyes(self._run_mesh(gray, face))
+            pose, pose_frame = self.pose, self._frame
         else:
             eyes, t = self._eyes, self._t
             fresh = not (eyes is not None and eyes[0] is face and t is not None
@@ -303,8 +382,10 @@ class MeshFitter(Closing):
             pts, left, right = refined_eyes(contours)
             assert self._eyes is not None
             self.presence = self._eyes[2]
+            pose, pose_frame = self._eyes[4], self._eyes[5]
         patches = eye_patches(gray, pts) if np.isfinite(pts).all() else None
-        return EyeFit(points=pts, ear_left=left, ear_right=right, patches=patches, presence=self.presence)
+        return EyeFit(points=pts, ear_left=left, ear_right=right, patches=patches, presence=self.presence,
+                      pose=pose, pose_frame=pose_frame if pose is not None else None)
 
     def _run_mesh(self, gray: np.ndarray, face: FaceDetection) -> np.ndarray:
         self.mesh_runs += 1
@@ -313,7 +394,8 @@ class MeshFitter(Closing):
     def _eye_corners(self, gray: np.ndarray, face: FaceDetection) -> None:
         """Run the face mesh: the eye crops' corners for ``face`` (kept for the next fits of it)."""
         corners = mesh_eye_corners(self._run_mesh(gray, face))
-        self._eyes = (face, corners, self.presence, self._t if self._t is not None else math.nan)
+        self._eyes = (face, corners, self.presence, self._t if self._t is not None else math.nan, self.pose,
+                      self._frame)
 
     def _contours(self, gray: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The refined lid contour of each eye (subject's right, left) in the current eye crops."""
@@ -332,9 +414,11 @@ class MeshFitter(Closing):
                 return True  # (a NaN contour refits too)
         return False
 
-    def set_time(self, timestamp_s: float | None) -> None:
-        """The timestamp of the frame the next :meth:`fit` sees (``mesh_reuse_ms`` counts from it)."""
+    def set_time(self, timestamp_s: float | None, frame: int | None = None) -> None:
+        """The timestamp of the frame the next :meth:`fit` sees (``mesh_reuse_ms`` counts from it) and its index
+        (the ``pose_frame`` of a head pose measured on it)."""
         self._t = timestamp_s
+        self._frame = frame
 
     def tracking_state(self) -> tuple[Any, ...] | None:
         """What the next fit reuses (the tracked face's eye crops); part of the frame core's tracking

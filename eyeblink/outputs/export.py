@@ -2,7 +2,8 @@
 
 * ``<stem>.frames.csv`` — one row per decoded frame;
 * ``<stem>.blinks.csv`` — one row per blink event;
-* ``<stem>.summary.json`` — counts, rates, timings, versions, settings.
+* ``<stem>.summary.json`` — counts, rates, timings, versions, settings;
+* ``<stem>.points.csv`` — with ``--points`` only: each frame's eye points and head pose.
 
 Rows are written as they are produced and flushed at least every
 ``flush_interval_s``, and on close, so a crash or Ctrl-C keeps every row
@@ -64,6 +65,41 @@ FRAME_COLUMN_DOCS: dict[str, tuple[str, str]] = {
     "face_y1": ("px", "bottom edge of the face box used, frame pixels"),
     "closure": ("FEC", "fraction of eyelid closure: 0 = the subject's open baseline, 1 = full closure, calibrated "
                        "on the whole session when it ends (eyeblink.signals.closure)"),
+}
+
+#: ``points.csv`` (``--points``): the eye model's 12 eye points in dlib's iBUG-68 numbering (36..41 the subject's
+#: right eye, 42..47 the subject's left eye), x then y, then the face mesh's head pose and the frame it came from.
+POINT_INDICES = tuple(range(36, 48))
+POINTS_COLUMNS = (
+    "frame", "timestamp_s",
+    *(f"p{i}_{axis}" for i in POINT_INDICES for axis in ("x", "y")),
+    "yaw", "pitch", "roll", "pose_frame",
+)
+
+def _point_name(i: int) -> str:
+    """What dlib's eye point ``i`` (36..47) is on the subject's face."""
+    if i < 42:
+        return "subject's right eye: " + ("outer corner", "upper lid", "upper lid", "inner corner", "lower lid",
+                                          "lower lid")[i - 36]
+    return "subject's left eye: " + ("inner corner", "upper lid", "upper lid", "outer corner", "lower lid",
+                                     "lower lid")[i - 42]
+
+
+#: Unit and meaning of every ``points.csv`` column (the documentation's table is generated from it).
+POINTS_COLUMN_DOCS: dict[str, tuple[str, str]] = {
+    "frame": ("index", "the frame, as in frames.csv (one row per frames.csv row)"),
+    "timestamp_s": ("s", "the frame's timestamp, as in frames.csv"),
+    **{f"p{i}_{axis}": ("px", f"{axis} of eye point {i} in frame pixels ({_point_name(i)}); empty where no face "
+                              "was measured")
+       for i in POINT_INDICES for axis in ("x", "y")},
+    "yaw": ("deg", "the head's turn about its vertical axis from the face mesh's 3D points; > 0 towards the image's "
+                   "right (the subject's left, unmirrored camera); empty where no face mesh ran (`face68`, `eye12`) "
+                   "or no face"),
+    "pitch": ("deg", "the head's nod about its left-right axis; > 0 face up"),
+    "roll": ("deg", "the head's tilt in the image plane; > 0 counter-clockwise as the image is shown (the subject's "
+                    "left eye, image right, higher)"),
+    "pose_frame": ("index", "the frame whose face-mesh run gave yaw, pitch and roll (the mesh is reused for "
+                            "`landmarks.mesh_reuse_ms`, so it can be an earlier frame); empty with the pose"),
 }
 
 #: One-line meaning of every top-level field of ``summary.json`` (the docs' output reference is generated from
@@ -290,6 +326,10 @@ class ResultWriter(Closing):
         self.summary_path = self.outdir / f"{stem}.summary.json"
         self._frames = _CsvStream(self.frames_path, FRAME_COLUMNS, flush_interval_s)
         self._blinks = _CsvStream(self.blinks_path, BLINK_COLUMNS, flush_interval_s)
+        self._flush_interval_s = flush_interval_s
+        #: ``<stem>.points.csv`` once :meth:`open_points` is called (``--points``), else None
+        self.points_path: Path | None = None
+        self._points: _CsvStream | None = None
         #: blink rows waiting for the frame rows they cover to be on disk (a run killed outright never leaves
         #: a blink in blinks.csv past the last row of frames.csv)
         self._held: list[list[Any]] = []
@@ -307,6 +347,27 @@ class ResultWriter(Closing):
         self._frames.write(row)
         if self._held and self._frames.flushed:
             self._release()
+
+    def open_points(self) -> None:
+        """Start ``<stem>.points.csv`` (:data:`POINTS_COLUMNS`), before the first frame."""
+        if self._points is None:
+            self.points_path = self.outdir / f"{self.stem}.points.csv"
+            self._points = _CsvStream(self.points_path, POINTS_COLUMNS, self._flush_interval_s)
+
+    def write_points(self, frame: int, timestamp_s: float, points: Any, pose: Sequence[float] | None,
+                     pose_frame: int | None) -> None:
+        """One points.csv row: the 12 eye points ((12, 2) frame pixels, or None: no face), the head pose
+        (yaw, pitch, roll; degrees, or None) and the frame it was measured on."""
+        assert self._points is not None, "open_points() first"
+        xy: list[Any] = [float(v) for v in points.reshape(-1)] if points is not None else [None] * 24
+        tail: list[Any] = ([float(v) for v in pose] + [int(pose_frame) if pose_frame is not None else None]
+                           if pose is not None else [None] * 4)
+        self._points.write([frame, timestamp_s, *xy, *tail])
+
+    def write_points_row(self, cells: Sequence[Any]) -> None:
+        """One points.csv row as cells in :data:`POINTS_COLUMNS` order (``eyeblink batch`` merging its chunks)."""
+        assert self._points is not None, "open_points() first"
+        self._points.write(cells)
 
     def write_blink(self, ev: BlinkEvent) -> None:
         """One blinks.csv row; it goes to disk once the frame rows written so far (those it covers: a blink is
@@ -349,7 +410,7 @@ class ResultWriter(Closing):
     @property
     def failed(self) -> bool:
         """Whether a write of frames.csv or blinks.csv failed (the error was raised once)."""
-        return self._frames.failed or self._blinks.failed
+        return self._frames.failed or self._blinks.failed or (self._points is not None and self._points.failed)
 
     def close(self) -> None:
         """Flush and close both CSVs (idempotent); both are closed even if the first fails."""
@@ -360,7 +421,11 @@ class ResultWriter(Closing):
                 if self._held and not self._frames.failed:
                     self._release()
             finally:
-                self._blinks.close()
+                try:
+                    self._blinks.close()
+                finally:
+                    if self._points is not None:
+                        self._points.close()
 
 
 def read_table(path: Path) -> tuple[list[str], list[list[str]]]:

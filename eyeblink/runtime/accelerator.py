@@ -62,6 +62,8 @@ FIT_DTYPE = np.dtype([
     ("has_points", "?"), ("points", "f4", (12, 2)), ("ear_left", "f8"), ("ear_right", "f8"),
     ("t_start", "f8"),
 ])
+#: ``--points`` runs: the fit record also carries the head pose of the frame's face mesh (only in those runs).
+POSE_FIT_DTYPE = np.dtype([*FIT_DTYPE.descr, ("has_pose", "?"), ("pose", "f8", (3,))])
 
 
 def check_stage(config: RunConfig) -> None:
@@ -205,12 +207,13 @@ class Tracker:
 
 
 def run_batch(engine: BatchedFaceEyes, ring: Any, messages: list[tuple[Any, ...]],
-              tracker: Tracker) -> list[np.ndarray]:
-    """Run one gathered batch; one :data:`FIT_DTYPE` array per message (dropped frames, slot -1, stay empty)."""
+              tracker: Tracker, dtype: np.dtype = FIT_DTYPE) -> list[np.ndarray]:
+    """Run one gathered batch; one ``dtype`` (:data:`FIT_DTYPE`, or :data:`POSE_FIT_DTYPE` with ``--points``)
+    array per message (dropped frames, slot -1, stay empty)."""
     images: list[np.ndarray] = []
     where: list[tuple[int, int]] = []
     indices: list[int] = []
-    out = [np.zeros(len(m[2]), FIT_DTYPE) for m in messages]
+    out = [np.zeros(len(m[2]), dtype) for m in messages]
     for k, (_c, first, slots, _ts, _td) in enumerate(messages):
         for j, slot in enumerate(slots.tolist()):
             if slot >= 0:
@@ -235,6 +238,8 @@ def run_batch(engine: BatchedFaceEyes, ring: Any, messages: list[tuple[Any, ...]
             if np.isfinite(fit.points).all():
                 rec["has_points"] = True
                 rec["points"] = fit.points
+            if fit.pose is not None and "has_pose" in (dtype.names or ()):
+                rec["has_pose"], rec["pose"] = True, fit.pose
     tracker.advance(indices[-1], results[-1][0])
     return out
 
@@ -244,6 +249,7 @@ def post_rows(ring: Any, msg: tuple[Any, ...], row_dtype: np.dtype, eye_crops: b
     cut from the ring's pixels."""
     _c, first, slots, ts, td, fits = msg
     out = np.zeros(len(slots), row_dtype)
+    points = "eye_points" in (row_dtype.names or ())  # --points: the eye points, and the pose of this frame's mesh
     for j, slot in enumerate(slots.tolist()):
         row, rec = out[j], fits[j]
         row["index"], row["timestamp_s"], row["t_decoded"] = first + j, ts[j], td[j]
@@ -264,6 +270,10 @@ def post_rows(ring: Any, msg: tuple[Any, ...], row_dtype: np.dtype, eye_crops: b
             if eye_crops:
                 row["has_strip"] = True
                 row["strip"], row["strip_points"] = eye_strip(gray, pts)
+            if points:
+                row["has_points"], row["eye_points"] = True, pts
+                if rec["has_pose"]:
+                    row["has_pose"], row["pose"], row["pose_frame"] = True, rec["pose"], first + j
         row["t_end"] = time.perf_counter()
     return out
 
@@ -321,6 +331,8 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
     h, w = int(getattr(run.source, "height", 0) or 480), int(getattr(run.source, "width", 0) or 640)
     with Heartbeat(run.out_q, stall_s, compile_s_max):  # building and compiling: answering, however slow the host
         engine = build_engine(cfg, share=run.n_stage)
+        engine.pose_wanted = cfg.points
+        fit_dtype = POSE_FIT_DTYPE if cfg.points else FIT_DTYPE
         t0 = time.perf_counter()
         engine.warm_up((h, w), up_to=run.warm_batch)
         run._slow_start()  # the test hook's slow warm-up (slowstart@S), if set
@@ -342,10 +354,10 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
         run._inject_fault(at[0], sum(len(m[2]) for m in messages))
         size = sum(int((m[2] >= 0).sum()) for m in messages)
         if size in sizes_run:
-            fitted = run_batch(engine, ring, messages, tracker)
+            fitted = run_batch(engine, ring, messages, tracker, fit_dtype)
         else:  # the first batch of this size: its programs may be compiled now
             with Heartbeat(run.out_q, stall_s, compile_s_max):
-                fitted = run_batch(engine, ring, messages, tracker)
+                fitted = run_batch(engine, ring, messages, tracker, fit_dtype)
             sizes_run.add(size)
         for m, fits in zip(messages, fitted, strict=True):
             run._put(run.post_qs[(dealt + sid) % run.W], (*m, fits))

@@ -573,6 +573,7 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
     outdir, stem = Path(first.outdir), first.stem
     frame_header: list[str] | None = None
     frame_rows: list[list[str]] = []
+    point_rows: list[list[str]] = []  # --points: the chunks' points.csv rows, frames and pose frames made global
     events: list[BlinkEvent] = []
     owned: dict[int, list[BlinkEvent]] = {}  # chunk -> the blinks it reports (their eye crops come from it)
     summaries = []
@@ -587,6 +588,16 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
             if t.start <= g < end:
                 r[k] = str(g)
                 frame_rows.append(r)
+        if config.points:
+            ph, prows = _read_csv(stage / f"{stem}.points.csv")
+            pk = ph.index("pose_frame")
+            for r in prows:
+                g = int(r[0]) + t.lo
+                if t.start <= g < end:
+                    r[0] = str(g)
+                    if r[pk]:
+                        r[pk] = str(int(r[pk]) + t.lo)
+                    point_rows.append(r)
         bh, brows = _read_csv(stage / f"{stem}.blinks.csv")
         for r in brows:
             ev = _event_from_row(bh, r)
@@ -608,6 +619,10 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
     with writer:
         for r in frame_rows:
             writer.write_frame(r)  # cells are the chunk writer's strings: written unchanged
+        if config.points:
+            writer.open_points()
+            for r in point_rows:
+                writer.write_points_row(r)
         for ev in events:
             writer.write_blink(ev)
     col = {c: frame_header.index(c) for c in ("timestamp_s", "face", "detected")}
@@ -649,6 +664,8 @@ def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]],
     summary = clean_json(summary)
     writer.write_summary(summary)
     outputs = {"frames": writer.frames_path, "blinks": writer.blinks_path, "summary": writer.summary_path}
+    if writer.points_path is not None:
+        outputs["points"] = writer.points_path
     from eyeblink.outputs.crops import crops_path
 
     if crops_path(outdir, stem).is_file():  # summary.json's outputs name every file written

@@ -131,6 +131,17 @@ RESULT_DTYPE = np.dtype([
 CROP_DTYPE = np.dtype([
     *RESULT_DTYPE.descr, ("has_strip", "?"), ("strip", "u1", STRIP_SHAPE), ("strip_points", "f4", (12, 2)),
 ])
+#: ``points`` runs (``--points``): the 12 eye points and the face mesh's head pose with its frame (129 bytes a
+#: frame, appended to the row only in those runs).
+POINTS_FIELDS = [("has_points", "?"), ("eye_points", "f4", (12, 2)), ("has_pose", "?"), ("pose", "f8", (3,)),
+                 ("pose_frame", "i8")]
+
+
+def record_dtype(cfg: RunConfig) -> np.dtype:
+    """The record a worker sends the sink per frame: :data:`RESULT_DTYPE`, or :data:`CROP_DTYPE` with
+    ``eye_crops``, plus :data:`POINTS_FIELDS` with ``points``."""
+    base = CROP_DTYPE if cfg.eye_crops else RESULT_DTYPE
+    return np.dtype([*base.descr, *POINTS_FIELDS]) if cfg.points else base
 
 _POLL_S = 0.05  # how often a blocked get/put wakes up to check the stop event and its peers
 
@@ -550,7 +561,7 @@ class _Run:
             fault = self.fault if self.fault is None or self.fault[0] != "slowstart" else None  # the stage's hook
             track = self.par.track_across_chunks
             late = self.late_s
-            row_dtype = CROP_DTYPE if self.cfg.eye_crops else RESULT_DTYPE
+            row_dtype = record_dtype(self.cfg)
             chunk = -1
             chunks = _ChunkStates(self.C)
             ends = 0
@@ -614,6 +625,11 @@ class _Run:
                         row["has_strip"] = True
                         row["strip"] = r.eye_strip
                         row["strip_points"] = r.strip_points
+                    if r.eye_points is not None:
+                        row["has_points"] = True
+                        row["eye_points"] = r.eye_points
+                        if r.pose is not None:
+                            row["has_pose"], row["pose"], row["pose_frame"] = True, r.pose, r.pose_frame
                     if r.face is not None:
                         row["face"] = True
                         row["box"] = r.face.box
@@ -646,7 +662,7 @@ class _Run:
         """A CPU worker of the accelerator stage (:func:`eyeblink.runtime.accelerator.post_worker_main`)."""
         from eyeblink.runtime.accelerator import post_worker_main
 
-        row_dtype = CROP_DTYPE if self.cfg.eye_crops else RESULT_DTYPE
+        row_dtype = record_dtype(self.cfg)
         self._guarded("worker", wid, lambda at: post_worker_main(self, wid, row_dtype, at))
 
     def _guarded(self, role: str, wid: int, body: Any) -> None:
@@ -867,14 +883,21 @@ class _Run:
 
         add = sink.add
         crops = "has_strip" in (rows.dtype.names or ())
+        points = "has_points" in (rows.dtype.names or ())
         for r in rows:
             face = FaceDetection(tuple(r["box"].tolist()), float(r["score"]), r["keypoints"]) if r["face"] else None
             strip = pts = None
             if crops and r["has_strip"]:
                 strip, pts = r["strip"].copy(), r["strip_points"].copy()
+            eye_points = pose = pose_frame = None
+            if points and r["has_points"]:
+                eye_points = r["eye_points"].copy()
+                if r["has_pose"]:
+                    pose, pose_frame = tuple(r["pose"].tolist()), int(r["pose_frame"])
             add(FrameResult(int(r["index"]), float(r["timestamp_s"]), face, bool(r["detected"]),
                             float(r["ear_left"]), float(r["ear_right"]),
-                            r["patches"].copy() if r["has_patches"] else None, strip, pts))
+                            r["patches"].copy() if r["has_patches"] else None, strip, pts, eye_points, pose,
+                            pose_frame))
         self.latencies.add(time.perf_counter() - rows["t_decoded"])
         if self.written is not None:
             self.written.value = int(rows["index"][-1]) + 1

@@ -56,6 +56,11 @@ class FrameResult:
     #: ``eye_crops`` runs only: both eyes upright (landmarks.eye_strip) and the 12 eye points in its pixels
     eye_strip: np.ndarray | None = None
     strip_points: np.ndarray | None = None
+    #: ``points`` runs only (``--points``): the eye model's 12 points in frame pixels, the face mesh's head pose
+    #: (yaw, pitch, roll; degrees) and the frame whose mesh run measured it (None where no mesh ran)
+    eye_points: np.ndarray | None = None
+    pose: tuple[float, float, float] | None = None
+    pose_frame: int | None = None
 
     @property
     def ear(self) -> float:
@@ -234,6 +239,9 @@ class FrameAnalyzer:
         strip = pts = None
         if self.cfg.eye_crops and np.isfinite(fit.points).all():
             strip, pts = eye_strip(frame.gray, fit.points)
+        if self.cfg.points:
+            return FrameResult(frame.index, frame.timestamp_s, face, detected, fit.ear_left, fit.ear_right,
+                               fit.patches, strip, pts, fit.points, fit.pose, fit.pose_frame)
         return FrameResult(frame.index, frame.timestamp_s, face, detected, fit.ear_left, fit.ear_right,
                            fit.patches, strip, pts)
 
@@ -241,7 +249,9 @@ class FrameAnalyzer:
         """The eye model on one face, timed as the ``landmarks`` stage."""
         set_time = getattr(self.fitter, "set_time", None)
         if set_time is not None:
-            set_time(frame.timestamp_s)
+            set_time(frame.timestamp_s, frame.index)
+        if self.cfg.points and getattr(self.fitter, "pose_wanted", True) is False:
+            self.fitter.pose_wanted = True  # type: ignore[attr-defined]  # the mesh's head pose, for points.csv
         t0 = time.perf_counter()
         fit = self.fitter.fit(frame.gray, face)
         self.clock.add("landmarks", time.perf_counter() - t0)
@@ -287,6 +297,8 @@ class SessionSink:
         self.finished = False
         with contextlib.suppress(OSError):
             self.crops_path.unlink()
+        if config.points:  # <stem>.points.csv beside frames.csv (--points)
+            writer.open_points()
 
     def use_config(self, config: RunConfig) -> None:
         """Switch to ``config`` before the first frame (live ``--landmarks auto``: the blink settings the chosen
@@ -314,6 +326,8 @@ class SessionSink:
             base, int(r.detected), f.score if f is not None else None, *box,
             self.closure.update(r.timestamp_s, r.ear, base),
         ))
+        if self.cfg.points:
+            self.writer.write_points(r.index, r.timestamp_s, r.eye_points, r.pose, r.pose_frame)
         self.clock.add("write", time.perf_counter() - t1)
         self.frames += 1
         self.faces += f is not None
@@ -350,6 +364,8 @@ class SessionSink:
         """Every file written for this input so far (``summary.json``'s ``outputs``; finalize adds its own)."""
         w = self.writer
         out = {"frames": w.frames_path, "blinks": w.blinks_path, "summary": w.summary_path}
+        if w.points_path is not None:
+            out["points"] = w.points_path
         if self.crops_saved:
             out["crops"] = self.crops_path
         return out
