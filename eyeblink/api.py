@@ -417,15 +417,16 @@ def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers:
 
     if report:  # keep the eye crops of each blink for the report's table
         cfg = dataclasses.replace(cfg, eye_crops=True)
-    results, failures = process_paths(list(paths), outdir, cfg, progress=progress,
-                                      workers=process_workers(workers, cfg, physical_cores), loaders=loaders,
-                                      analysis=analysis)
-    if report:
+    def write_reports(results: list[RunResult]) -> None:
         from eyeblink.outputs.report import write_report
         from eyeblink.runtime.runner import record_output
 
         for r in results:
             record_output(r, "report", write_report(outdir / r.stem))  # summary.json's outputs name it too
+
+    results, failures = process_paths(list(paths), outdir, cfg, progress=progress,
+                                      workers=process_workers(workers, cfg, physical_cores), loaders=loaders,
+                                      analysis=analysis, then=write_reports if report else None)
     return results, failures
 
 

@@ -19,6 +19,7 @@ import io
 import json
 import math
 import os
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -134,10 +135,12 @@ def ensure_output_dir(path: str | Path) -> Path:
     p = Path(path)
     try:
         p.mkdir(parents=True, exist_ok=True)
-        probe = p / f".eyeblink-write-test-{os.getpid()}"
         with stopping.held():  # Ctrl-C / SIGTERM: raised once the probe is gone again
-            probe.write_bytes(b"")
-            probe.unlink()
+            # a unique name: two runs (or two threads of one process) probing the folder at once never remove
+            # each other's probe
+            fd, probe = tempfile.mkstemp(dir=p, prefix=".eyeblink-write-test-")
+            os.close(fd)
+            os.unlink(probe)
     except OSError as exc:
         raise OutputError(
             f"cannot write to output directory {p} ({exc.strerror or exc}); choose another with -o"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,7 +149,8 @@ def atomic_path(path: str | Path, *, temporary: Path | None = None) -> Iterator[
     ``path`` when the block ends without an exception, removed otherwise (``path`` keeps what it had). The one
     mechanism of every whole-file output (:func:`eyeblink.outputs.export.write_atomic` is built on it).
 
-    The temporary name (``temporary``, by default ``.STEM.tmp-PID.SUFFIX``) keeps ``path``'s suffix, for writers
+    The temporary name (``temporary``, by default ``.STEM.tmp-PID-THREAD.SUFFIX``: unique to the writer, so two
+    threads of one process never rename each other's file) keeps ``path``'s suffix, for writers
     that pick the format from it (PyAV, NumPy, TensorFlow); a rename replaces a symbolic link itself, never the
     file it points to. A Ctrl-C or SIGTERM while the file is flushed and renamed is raised once it is in place
     (:func:`eyeblink.stopping.held`), never between the two; while the block writes, a stop is raised at once
@@ -157,7 +159,8 @@ def atomic_path(path: str | Path, *, temporary: Path | None = None) -> Iterator[
     from eyeblink import stopping
 
     p = Path(path)
-    tmp = temporary if temporary is not None else p.with_name(f".{p.stem}.tmp-{os.getpid()}{p.suffix}")
+    tmp = temporary if temporary is not None else p.with_name(
+        f".{p.stem}.tmp-{os.getpid()}-{threading.get_ident()}{p.suffix}")
     try:
         yield tmp
         with stopping.held():
