@@ -20,6 +20,7 @@ from eyeblink.api import (
     LiveRow,
     LiveSession,
     Session,
+    SessionDamageWarning,
     SettingsError,
     StateChange,
     live,
@@ -27,5 +28,5 @@ from eyeblink.api import (
     process,
 )
 
-__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SettingsError", "StateChange", "__version__", "live",
-           "load", "process"]
+__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SessionDamageWarning", "SettingsError", "StateChange",
+           "__version__", "live", "load", "process"]

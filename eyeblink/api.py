@@ -58,8 +58,8 @@ if TYPE_CHECKING:
     from eyeblink.runtime.publish import LiveTap
     from eyeblink.signals.blinks import BlinkEvent
 
-__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SettingsError", "StateChange", "check_workers", "live",
-           "load", "process", "process_workers", "progress_factory", "run_process"]
+__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SessionDamageWarning", "SettingsError", "StateChange",
+           "check_workers", "live", "load", "process", "process_workers", "progress_factory", "run_process"]
 
 #: the config sections a setting can name, as in the presets
 SECTIONS: dict[str, type] = {"detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig,
@@ -102,6 +102,8 @@ class Session:
     trials: pd.DataFrame
     summary: dict[str, Any]
     paths: dict[str, Path] = field(default_factory=dict)
+    #: damage :func:`load` left out (a cut last row, a missing file), one line each; empty for a whole session
+    notes: list[str] = field(default_factory=list)
 
     def write_report(self, output: str | Path | None = None) -> Path:
         """Write the self-contained HTML report of this session (``eyeblink report OUTDIR/<stem>``): to
@@ -117,8 +119,9 @@ class Session:
         return path
 
     def __repr__(self) -> str:
+        damage = f", {len(self.notes)} damage notes" if self.notes else ""
         return (f"Session({self.stem!r}: {len(self.frames)} frames, {len(self.blinks)} blinks, "
-                f"{len(self.trials)} trials, status {self.summary.get('status')!r})")
+                f"{len(self.trials)} trials, status {self.summary.get('status')!r}{damage})")
 
 
 #: whole-number columns, never empty: int64
@@ -147,8 +150,8 @@ def _unit(col: str) -> str:
         return "s"
     if col.startswith("face_") and col[-2:] in ("x0", "y0", "x1", "y1"):
         return "px"
-    if "ear" in col:
-        return "ratio (EAR)"
+    if "ear" in col:  # the lid aperture of mesh/lids or the six-point EAR, by model: both a ratio
+        return "ratio (eye openness)"
     if "velocity" in col:
         return "ratio/s"
     if "amplitude" in col:
@@ -167,37 +170,90 @@ def _require_pandas() -> Any:
     return pd
 
 
-def _table(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
+#: the columns a session file must have to be read (the output contract's "at least"); a renamed one is damage
+_REQUIRED = {"frames": ("frame", "timestamp_s", "face", "ear_left", "ear_right"),
+             "blinks": ("start_frame", "end_frame", "start_s", "end_s", "duration_ms"),
+             "trials": ("trial",)}
+_RERUN = "the file is damaged or not an eyeblink output: re-run `eyeblink process` on the recording to write it again"
+
+
+class SessionDamageWarning(UserWarning):
+    """A session was loaded with damage left out (a last row cut off mid-row, a missing file); the text says
+    what, and :attr:`Session.notes` lists it."""
+
+
+def _bad_cell(path: Path, row: int, col: str, value: str, want: str) -> ConfigError:
+    return ConfigError(f"{path}: row {row + 2}, column {col!r}: {value[:40]!r} is not {want}; {_RERUN}")
+
+
+def _table(path: Path, kind: str, columns: Sequence[str] = ()) -> tuple[pd.DataFrame, list[str]]:
     """A CSV of the output contract as a DataFrame with fixed dtypes per column (the same for every session,
-    whatever its values); an absent file: an empty frame with ``columns``."""
+    whatever its values) and the damage left out (notes); an absent file: an empty frame with ``columns``.
+
+    Checked as ``eyeblink report`` checks it (:func:`eyeblink.outputs.report.read_rows`): the contract's columns
+    are there, every row has its header's cells, a number column holds numbers (a 0/1 flag 0 or 1, a whole-number
+    column whole numbers), else a :class:`~eyeblink.errors.ConfigError` naming the file, row and column. A last
+    row cut off mid-row (a copy or a disk that ended there) is left out and named in the notes."""
+    import numpy as np
+
+    from eyeblink.outputs.report import read_rows
+
     pd = _require_pandas()
     if not path.is_file():
         df = pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
-    else:
-        df = pd.read_csv(path, keep_default_na=False, na_values=[""], low_memory=False)
-    for col in df.columns:
-        s = df[col]
+        df.attrs["units"] = {c: _unit(c) for c in df.columns}
+        return df, []
+    header, body, notes = read_rows(path, _REQUIRED.get(kind, ()), f"{kind}.csv")
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise ConfigError(f"{path} has the column {twice[0]!r} twice; {_RERUN}")
+    raw = pd.DataFrame(body, columns=header, dtype=object) if body else pd.DataFrame(
+        {c: pd.Series(dtype=object) for c in header})
+    df = pd.DataFrame(index=raw.index)
+    for col in header:
+        s = raw[col].astype(object)
+        empty = (s == "").to_numpy(dtype=bool)
         if col in _TEXT_COLUMNS:
-            df[col] = s.astype("string")
-        elif col in _BOOL_COLUMNS:
-            df[col] = s.astype(bool) if s.notna().all() else s.astype("float64").astype("boolean")
+            df[col] = s.where(~empty, None).astype("string")
+            continue
+        num = pd.to_numeric(s.where(~empty, None), errors="coerce").to_numpy(dtype="float64")
+        bad = ~empty & ~np.isfinite(num)
+        if col in _BOOL_COLUMNS:
+            bad |= ~empty & ~np.isin(num, (0.0, 1.0))
+            want = "0 or 1"
+        elif col in _INT_COLUMNS or col in _NULLABLE_INT_COLUMNS:
+            bad |= ~empty & np.isfinite(num) & (num != np.round(num))
+            want = "a whole number"
+        else:
+            want = "a number"
+        if bad.any():
+            i = int(bad.nonzero()[0][0])
+            raise _bad_cell(path, i, col, str(s.iloc[i]), want)
+        values = pd.Series(num, index=raw.index)
+        if col in _BOOL_COLUMNS:
+            df[col] = values.astype(bool) if not empty.any() else values.astype("boolean")
         elif col in _INT_COLUMNS:
-            df[col] = s.astype("int64") if s.notna().all() else s.astype("float64").astype("Int64")
+            df[col] = values.astype("int64") if not empty.any() else values.astype("Int64")
         elif col in _NULLABLE_INT_COLUMNS:
-            df[col] = s.astype("float64").astype("Int64")
+            df[col] = values.astype("Int64")
         else:  # every measure is float64, also where this session's values happen to be whole numbers
-            df[col] = pd.to_numeric(s, errors="coerce").astype("float64") if s.dtype.kind in "iufbO" else s
+            df[col] = values
     df.attrs["units"] = {c: _unit(c) for c in df.columns}
-    return df
+    return df, notes
 
 
 def load(session: str | Path) -> Session:
     """Read a finished session back: ``load("results/session1")`` (``OUTDIR/<stem>``, or any of its files).
 
     The same object :func:`process` returns, from ``<stem>.frames.csv``, ``.blinks.csv``, ``.summary.json`` and
-    ``.trials.csv`` (when the session has trials).
+    ``.trials.csv`` (when the session has trials). Every file is checked as ``eyeblink report`` checks it: a
+    damaged session raises :class:`~eyeblink.errors.ConfigError` in one line naming the file, the row and the
+    column (a cell that is not a number, a renamed column, a row with too many cells, a summary that is not a
+    JSON object); a last row cut off mid-row is left out, counted in :attr:`Session.notes` and warned about
+    (:class:`SessionDamageWarning`), never read as a half row.
     """
     import json
+    import warnings
 
     from eyeblink.outputs.export import FRAME_COLUMNS
     from eyeblink.outputs.report import split_stem
@@ -212,13 +268,22 @@ def load(session: str | Path) -> Session:
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputNotFoundError(f"{summary_path} is not a readable summary ({one_line(exc)})") from None
+    if not isinstance(summary, dict):
+        raise ConfigError(f"{summary_path} holds a JSON {type(summary).__name__}, not the summary object; {_RERUN}")
     paths = {k: outdir / f"{stem}.{suffix}" for k, suffix in (
         ("frames", "frames.csv"), ("blinks", "blinks.csv"), ("summary", "summary.json"), ("trials", "trials.csv"),
         ("traces", "traces.csv"), ("nwb", "nwb"), ("report", "report.html"))}
     paths = {k: p for k, p in paths.items() if p.is_file()}
-    return Session(stem, _table(outdir / f"{stem}.frames.csv", FRAME_COLUMNS),
-                   _table(outdir / f"{stem}.blinks.csv", BLINK_COLUMNS), _table(outdir / f"{stem}.trials.csv"),
-                   summary, paths)
+    frames, n1 = _table(outdir / f"{stem}.frames.csv", "frames", FRAME_COLUMNS)
+    blinks, n2 = _table(outdir / f"{stem}.blinks.csv", "blinks", BLINK_COLUMNS)
+    trials, n3 = _table(outdir / f"{stem}.trials.csv", "trials")
+    notes = [*n1, *n2, *n3]
+    for kind in ("frames", "blinks"):
+        if kind not in paths:
+            notes.append(f"{stem}.{kind}.csv is missing: its table is empty")
+    for note in notes:
+        warnings.warn(f"eyeblink.load({str(outdir / stem)!r}): {note}", SessionDamageWarning, stacklevel=2)
+    return Session(stem, frames, blinks, trials, summary, paths, notes)
 
 
 # ------------------------------------------------------------------------------------------ settings

@@ -497,3 +497,80 @@ def test_example_rig_gates_trials_on_a_real_ffmpeg_stream(face_recording: tuple[
     frames = csv_rows(tmp_path / "rig.frames.csv")
     assert len(frames) > 400 and float(frames[-1]["timestamp_s"]) >= onsets[-1]
     assert os.path.getsize(tmp_path / "rig.summary.json") > 0
+
+
+# ------------------------------------------------------------------------------------------ load: damage
+
+
+@pytest.fixture(scope="module")
+def whole_session(face_recording: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real processed session (``OUTDIR/subject``), to be copied and damaged by each test."""
+    import eyeblink
+
+    out = tmp_path_factory.mktemp("whole")
+    eyeblink.process(face_recording[0], output=out, landmarks="mesh", workers=1)
+    return out / "subject"
+
+
+def _damaged_copy(whole: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    for f in whole.parent.glob(f"{whole.name}.*"):
+        shutil.copy(f, tmp_path / f.name)
+    return tmp_path / whole.name
+
+
+def _set_cell(path: Path, row: int, column: str, value: str) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    cells = lines[row].rstrip("\n").split(",")
+    cells[header.index(column)] = value
+    lines[row] = ",".join(cells) + "\n"
+    path.write_text("".join(lines))
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (lambda s: _set_cell(s.with_suffix(".frames.csv"), 5, "ear_left", "abc"),
+     r"subject\.frames\.csv: row 6, column 'ear_left': 'abc' is not a number"),
+    (lambda s: _set_cell(s.with_suffix(".blinks.csv"), 1, "complete", "maybe"),
+     r"subject\.blinks\.csv: row 2, column 'complete': 'maybe' is not 0 or 1"),
+    (lambda s: _set_cell(s.with_suffix(".frames.csv"), 3, "frame", "2.5"),
+     r"row 4, column 'frame': '2.5' is not a whole number"),
+    (lambda s: _set_cell(s.with_suffix(".frames.csv"), 3, "timestamp_s", "nan"),
+     r"row 4, column 'timestamp_s': 'nan' is not a number"),
+    (lambda s: s.with_suffix(".frames.csv").write_text(
+        s.with_suffix(".frames.csv").read_text().replace("ear_left", "earL", 1)),
+     r"subject\.frames\.csv has no 'ear_left' column"),
+    (lambda s: _set_cell(s.with_suffix(".frames.csv"), 9, "face", "1,1"), r"row 10 has \d+ cells, its header"),
+    (lambda s: s.with_suffix(".summary.json").write_text("[1, 2]"), r"holds a JSON list, not the summary object"),
+    (lambda s: s.with_suffix(".blinks.csv").write_bytes(b"\xff\xfe" + s.with_suffix(".blinks.csv").read_bytes()),
+     r"subject\.blinks\.csv is not UTF-8 text"),
+], ids=["abc", "maybe", "half-frame", "nan", "renamed", "extra-cell", "summary-list", "not-utf8"])
+def test_load_refuses_a_damaged_session_naming_file_row_and_column(whole_session: Path, tmp_path: Path, damage,
+                                                                  message: str) -> None:
+    import eyeblink
+    from eyeblink.errors import ConfigError
+
+    session = _damaged_copy(whole_session, tmp_path)
+    damage(session)
+    with pytest.raises(ConfigError, match=message) as exc:
+        eyeblink.load(session)
+    assert "\n" not in str(exc.value) and "re-run `eyeblink process`" in str(exc.value)
+
+
+def test_load_drops_a_cut_last_row_and_says_so(whole_session: Path, tmp_path: Path) -> None:
+    import eyeblink
+    from eyeblink.api import SessionDamageWarning
+
+    whole = eyeblink.load(whole_session)
+    assert whole.notes == [] and "damage" not in repr(whole)
+    session = _damaged_copy(whole_session, tmp_path)
+    frames = session.with_suffix(".frames.csv")
+    frames.write_bytes(frames.read_bytes()[:-4])  # the last row cut mid-number, no end of line
+    with pytest.warns(SessionDamageWarning, match="last row was cut off"):
+        cut = eyeblink.load(session)
+    assert len(cut.frames) == len(whole.frames) - 1
+    assert cut.frames.equals(whole.frames.iloc[:-1])
+    assert len(cut.notes) == 1 and "frames.csv" in cut.notes[0]
+    assert "1 damage notes" in repr(cut)
+    assert cut.frames.attrs["units"]["ear_left"] == "ratio (eye openness)"  # not "EAR": mesh measures an aperture

@@ -149,7 +149,7 @@ def test_two_cli_runs_of_different_recordings_with_one_name_in_processes(face_re
         second = subprocess.run([*cmd, str(b)], capture_output=True, text=True, cwd=REPO, timeout=300)
         assert first.poll() is None, "the first run ended before the second was checked: the test proves nothing"
     finally:
-        stdout, stderr = first.communicate(timeout=600)
+        _stdout, stderr = first.communicate(timeout=600)
     assert first.returncode == 0, stderr
     assert second.returncode == 2
     lines = second.stderr.strip().splitlines()
