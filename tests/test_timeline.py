@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import write_video
+
 from eyeblink.outputs.analysis import timeline
 
 
