@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import difflib
 import math
+import re
 import sys
 import tempfile
 import threading
@@ -363,6 +364,9 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
                 if k not in valid:
                     raise _unknown(f"{key}.{k}", [f"{key}.{n}" for n in valid])
                 overrides[key][k] = v
+        elif key in SECTIONS and key not in ALIASES:
+            raise ConfigError(f"{key} must be a dict of [{key}] settings (e.g. {key}={{...}}), got "
+                              f"{type(value).__name__} {value!r}")
         elif key in ALIASES and not isinstance(value, dict):
             alias_section, name = ALIASES[key]
             overrides[alias_section][name] = str(value) if name == "model_path" and isinstance(value, Path) else value
@@ -377,13 +381,13 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
             raise ConfigError(f"setting {key!r} is ambiguous: it is a key of {' and '.join(sections)}; give it "
                               f"in its section, e.g. {sections[0]}={{{key!r}: ...}}")
         else:
-            raise _unknown(key, [*owner, *ALIASES, "fps", "max_frames", "pipeline", *allowed])
+            raise _unknown(key, [*owner, *SECTIONS, *ALIASES, "fps", "max_frames", "pipeline", "output", *allowed])
     for section, values in overrides.items():
         defaults = _field_defaults(SECTIONS[section])
         for k, v in values.items():
             want = _type_ok(v, defaults[k])
             if want is not None:
-                raise ConfigError(f"{section}.{k} must be {want}, got {v!r}")
+                raise ConfigError(f"{section}.{k} must be {want}, got {type(v).__name__} {v!r}")
         if section == "closure" and values.get("calibration_s") is not None:
             values["calibration_s"] = tuple(values["calibration_s"])
         try:
@@ -393,7 +397,7 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
     for k, v in top.items():
         want = _type_ok(v, 1.0 if k == "fps" else 1)
         if want is not None:
-            raise ConfigError(f"{k} must be {want}, got {v!r}")
+            raise ConfigError(f"{k} must be {want}, got {type(v).__name__} {v!r}")
     cfg = dataclasses.replace(cfg, fps=top.get("fps"), max_frames=top.get("max_frames"))
     return cfg, rest
 
@@ -407,15 +411,96 @@ def _analysis(rest: dict[str, Any]) -> AnalysisOptions:
                            plots=bool(rest.pop("plots", False)), nwb=bool(rest.pop("nwb", False)))
 
 
+#: a command-line flag in an error's text, with its value when one follows (a number, a path, a quoted text)
+_FLAG = re.compile(r"(?<![\w-])(--?)([a-z][a-z0-9-]*)(?: ([-\w./:]*[\d./][-\w./:]*|'[^']*'))?")
+#: flags whose keyword of :func:`process` is not the flag's name with underscores
+_FLAG_KEYWORDS = {"o": "output", "no-progress": "progress"}
+
+
+def _process_keywords() -> set[str]:
+    """Every keyword :func:`process` takes (its settings, the analysis and process-only ones, ``output``)."""
+    owner, _shared = _flat_keys()
+    return {*owner, *SECTIONS, *ALIASES, *ANALYSIS, *PROCESS_ONLY, "fps", "max_frames", "pipeline", "output"}
+
+
+def python_words(text: str) -> str:
+    """``text`` (an error of the command line's checks) in the words of :func:`process`: each flag that is a
+    keyword becomes the keyword (``--workers 2`` -> ``workers=2``, ``give --fps`` -> ``give fps=...``,
+    ``-o`` -> ``output=...``); other words are kept. The CLI prints the flags, the API names its keywords."""
+    known = _process_keywords()
+
+    def keyword(m: re.Match[str]) -> str:
+        dashes, flag, value = m.groups()
+        if dashes == "-" and flag != "o":
+            return m.group(0)
+        name = _FLAG_KEYWORDS.get(flag, flag.replace("-", "_"))
+        if name not in known:
+            return m.group(0)
+        if flag == "no-progress":
+            return "progress=False"
+        if value is not None:
+            return f"{name}={value}"
+        return name if m.string.startswith(" must", m.end()) else f"{name}=..."
+
+    return _FLAG.sub(keyword, text)
+
+
 @contextlib.contextmanager
-def _settings_errors() -> Iterator[None]:
-    """A :class:`ConfigError` of the settings -> :class:`SettingsError` with the CLI's one-line text."""
+def _settings_errors(python: bool = False) -> Iterator[None]:
+    """A :class:`ConfigError` of the settings -> :class:`SettingsError` with the CLI's one-line text, or, with
+    ``python``, that text in keyword words (:func:`python_words`)."""
     try:
         yield
-    except SettingsError:
-        raise
+    except SettingsError as exc:
+        if not python:
+            raise
+        raise SettingsError(python_words(str(exc))) from None
     except ConfigError as exc:
-        raise SettingsError(one_line(exc)) from None
+        raise SettingsError(python_words(one_line(exc)) if python else one_line(exc)) from None
+
+
+@contextlib.contextmanager
+def _python_errors() -> Iterator[None]:
+    """An :class:`~eyeblink.errors.EyeblinkError` of a run, its text in keyword words (same class, same exit
+    status); one that cannot be rebuilt from its text is raised as it is."""
+    try:
+        yield
+    except EyeblinkError as exc:
+        text = python_words(str(exc))
+        if text == str(exc):
+            raise
+        try:
+            again = type(exc)(text)
+        except TypeError:
+            raise exc from None
+        again.__dict__.update(exc.__dict__)
+        raise again from None
+
+
+#: the types of :func:`process`'s own keywords (the config keys are checked by :func:`_type_ok`), by name
+_KEYWORD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "workers": ((int, type(None)), "an int or None"),
+    "loaders": ((int,), "an int"),
+    "progress": ((bool,), "a bool"),
+    "report": ((bool,), "a bool"),
+    "plots": ((bool,), "a bool"),
+    "nwb": ((bool,), "a bool"),
+    "trials": ((str, Path, type(None)), "a str or pathlib.Path (a file or a folder) or None"),
+    "sync_column": ((str, type(None)), "a str (a column name) or None"),
+    "us_sync_column": ((str, type(None)), "a str (a column name) or None"),
+    "pipeline": ((str, Path), "a str (a preset name) or a pathlib.Path (a TOML file)"),
+}
+
+
+def _check_keyword_types(settings: dict[str, Any]) -> None:
+    """Refuse a keyword of :func:`process` whose value has the wrong type, naming the keyword, the type wanted
+    and the type given (``workers="2"``: ``workers must be an int or None, got str '2'``)."""
+    for name, value in settings.items():
+        if name not in _KEYWORD_TYPES:
+            continue
+        types, want = _KEYWORD_TYPES[name]
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            raise SettingsError(f"{name} must be {want}, got {type(value).__name__} {value!r}")
 
 
 # ------------------------------------------------------------------------------------------ process
@@ -504,6 +589,19 @@ def _output_dir(output: str | Path | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
+def _input_paths(path_or_paths: Any) -> list[Path]:
+    """The inputs of :func:`process` as paths; anything but a path or a list of paths is a :class:`SettingsError`
+    naming the argument and the type given."""
+    if isinstance(path_or_paths, (str, Path)):
+        return [Path(path_or_paths)]
+    items = list(path_or_paths) if isinstance(path_or_paths, (list, tuple)) else None
+    if items is None or not items or not all(isinstance(p, (str, Path)) for p in items):
+        shown = next((p for p in items or () if not isinstance(p, (str, Path))), path_or_paths)
+        raise SettingsError(f"path_or_paths must be a str or pathlib.Path, or a non-empty list of them, got "
+                            f"{type(shown).__name__} {shown!r}")
+    return [Path(p) for p in items]
+
+
 def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path | None = None,
             **settings: Any) -> Session | list[Session]:
     """Process recordings (or image folders) as ``eyeblink process`` does; a :class:`Session` per input.
@@ -520,16 +618,20 @@ def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path
     """
     _require_pandas()
     single = isinstance(path_or_paths, (str, Path))
-    paths = [Path(path_or_paths)] if isinstance(path_or_paths, (str, Path)) else [Path(p) for p in path_or_paths]
-    with _settings_errors():
+    paths = _input_paths(path_or_paths)
+    if output is not None and not isinstance(output, (str, Path)):
+        raise SettingsError(f"output must be a str or pathlib.Path (a folder) or None, got {type(output).__name__} "
+                            f"{output!r}")
+    with _settings_errors(python=True):
+        _check_keyword_types(settings)
         cfg, rest = _run_config(settings, (*ANALYSIS, *PROCESS_ONLY))
         analysis = _analysis(rest)
         workers = rest.get("workers")
         check_workers(workers)
         loaders = rest.get("loaders", 0)
-        if _type_ok(loaders, 1) or loaders < 0:
-            raise ConfigError(f"--loaders must be >= 0, got {loaders!r}")
-    with _output_dir(output) as outdir:
+        if loaders < 0:
+            raise ConfigError(f"loaders must be >= 0, got {loaders!r}")
+    with _output_dir(output) as outdir, _python_errors():
         results, failures = run_process(paths, outdir, cfg, workers=workers, loaders=loaders, analysis=analysis,
                                         progress=progress_factory(bool(rest.get("progress"))),
                                         report=bool(rest.get("report")))

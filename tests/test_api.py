@@ -178,18 +178,20 @@ def test_a_wrong_setting_is_the_clis_one_line_message_as_a_value_error(settings:
     line = proc.stderr.strip().splitlines()[-1]
     assert line.startswith("eyeblink: error: ")
     if "calibration" in settings:  # the CLI's --calibration is checked by argparse: compare the config's text
-        with pytest.raises(ValueError, match="--calibration must satisfy 0 <= START_S < END_S"):
+        with pytest.raises(ValueError, match="calibration must satisfy 0 <= START_S < END_S"):
             eyeblink.process(video, **settings)
         return
     with pytest.raises(ValueError) as err:
         eyeblink.process(video, **settings)
-    assert str(err.value) == line.removeprefix("eyeblink: error: ")
+    # the same check and text, in Python's words: the flags are the keywords
+    assert str(err.value) == eyeblink.api.python_words(line.removeprefix("eyeblink: error: "))
+    assert "--" not in str(err.value)
     assert isinstance(err.value, eyeblink.SettingsError)
 
 
 @pytest.mark.parametrize(("settings", "match"), [
     ({"close_ratoi": 0.7}, "unknown setting 'close_ratoi': did you mean close_ratio=?"),
-    ({"detect_every": "4"}, "detect.detect_every must be a whole number, got '4'"),
+    ({"detect_every": "4"}, "detect.detect_every must be a whole number, got str '4'"),
     ({"smooth_ms": 5}, "setting 'smooth_ms' is ambiguous: it is a key of blinks and closure"),
     ({"blinks": {"smooth": 5}}, "unknown setting 'blinks.smooth'"),
     ({"gate_port": 70000}, "--gate-port must be in 0..65535"),
@@ -574,3 +576,52 @@ def test_load_drops_a_cut_last_row_and_says_so(whole_session: Path, tmp_path: Pa
     assert len(cut.notes) == 1 and "frames.csv" in cut.notes[0]
     assert "1 damage notes" in repr(cut)
     assert cut.frames.attrs["units"]["ear_left"] == "ratio (eye openness)"  # not "EAR": mesh measures an aperture
+
+
+# ------------------------------------------------------------------------------------------ Python's words
+
+
+@pytest.mark.parametrize(("args", "settings", "message"), [
+    ((), {"workers": "2"}, "workers must be an int or None, got str '2'"),
+    ((), {"loaders": 1.5}, "loaders must be an int, got float 1.5"),
+    ((), {"progress": "yes"}, "progress must be a bool, got str 'yes'"),
+    ((), {"trials": 3}, "trials must be a str or pathlib.Path (a file or a folder) or None, got int 3"),
+    ((), {"out": "results"}, "unknown setting 'out': did you mean output=?"),
+    ((), {"min_blink": 30}, "unknown setting 'min_blink': did you mean min_blink_ms=?"),
+    ((), {"blinks": 3}, "blinks must be a dict of [blinks] settings (e.g. blinks={...}), got int 3"),
+    ((), {"fps": "500"}, "fps must be a number, got str '500'"),
+    ((), {"workers": 10_000}, "workers=10000 is out of range"),
+    ((), {"loaders": -1}, "loaders must be >= 0, got -1"),
+    ((), {"sync_column": "cs"}, "sync_column=... needs trials=SYNC.csv"),
+    ((42,), {}, "path_or_paths must be a str or pathlib.Path, or a non-empty list of them, got int 42"),
+    (("x.avi", 7), {}, "output must be a str or pathlib.Path (a folder) or None, got int 7"),
+])
+def test_api_errors_name_keywords_and_types(tmp_path: Path, args: tuple, settings: dict, message: str) -> None:
+    import eyeblink
+
+    with pytest.raises(eyeblink.SettingsError) as err:
+        eyeblink.process(*(args or (tmp_path / "x.avi",)), **settings)
+    assert str(err.value).startswith(message), str(err.value)
+    assert "--" not in str(err.value) and "\n" not in str(err.value)
+
+
+def test_every_keyword_typo_gets_a_did_you_mean(tmp_path: Path) -> None:
+    import eyeblink
+    from eyeblink.api import _process_keywords
+
+    for key in sorted(k for k in _process_keywords() if len(k) >= 5):
+        with pytest.raises(eyeblink.SettingsError, match=r"unknown setting .*: did you mean \w+=\?"):
+            eyeblink.process(tmp_path / "x.avi", **{key[:-1] + "_": 1})
+
+
+def test_a_run_error_names_the_keyword_not_the_flag(make_image_folder, tmp_path: Path) -> None:
+    """An image folder without a frame rate: the run's own check, in the API's words (``fps=``)."""
+    import numpy as np
+
+    import eyeblink
+    from eyeblink.errors import ConfigError
+
+    folder = make_image_folder({"f1.png": np.zeros((48, 64), np.uint8), "f2.png": np.zeros((48, 64), np.uint8)})
+    with pytest.raises(ConfigError) as err:
+        eyeblink.process(folder, output=tmp_path / "out", landmarks="mesh", workers=1)
+    assert "needs fps=... to give frames timestamps" in str(err.value) and "--fps" not in str(err.value)
