@@ -10,7 +10,8 @@ dict (``blinks={"smooth_ms": 5}``, needed for the names two sections share: ``mo
 command line's names for the same things (``landmarks="mesh-ear"``, ``threads``, ``face_model``,
 ``landmark_model``, ``min_blink_ms``, ``calibration``), ``pipeline`` (a preset name or TOML path), ``fps`` and
 ``max_frames``. A wrong one raises :class:`SettingsError` (a :class:`ValueError`) whose text is the line the CLI
-prints after ``eyeblink: error:``.
+prints after ``eyeblink: error:``, in Python's words for :func:`process` (:func:`python_words`: ``workers=2``
+where the CLI says ``--workers 2``; the type given where it was wrong; a suggestion for every unknown keyword).
 
 Results are :class:`Session` objects: ``frames``, ``blinks`` and ``trials`` as pandas DataFrames (the CSV
 contract's columns, dtypes and units: ``df.attrs["units"]``), ``summary`` as a dict and the paths written.
@@ -544,11 +545,34 @@ def process_workers(requested: int | None, cfg: RunConfig, physical_cores: Calla
     return 1
 
 
+def in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (a notebook, JupyterLab, VS Code's or Colab's): IPython is loaded
+    and its shell has a kernel. There stderr is no terminal, yet the cell shows a progress bar."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    try:
+        shell = ipython.get_ipython()
+    except AttributeError:
+        return False
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
 def progress_factory(show: bool) -> Any:
-    """A tqdm progress bar per input when ``show`` and stderr is a terminal, else None."""
-    if not show or not sys.stderr.isatty():
+    """A tqdm progress bar per input when ``show`` and stderr is a terminal or this runs in a notebook (a
+    widget where ipywidgets is installed, else text in the cell), else None."""
+    notebook = show and in_notebook()
+    if not show or not (notebook or sys.stderr.isatty()):
         return None
-    from tqdm import tqdm
+    if notebook:
+        import importlib.util
+
+        if importlib.util.find_spec("ipywidgets") is not None:
+            from tqdm.notebook import tqdm
+        else:
+            from tqdm import tqdm
+    else:
+        from tqdm import tqdm
 
     def make(name: str, total: int | None) -> Any:
         return tqdm(total=total, desc=name, unit="frame", dynamic_ncols=True, leave=False)
@@ -610,7 +634,8 @@ def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path
     settings ask for) into, byte for byte what the CLI writes with the same settings; ``None`` keeps
     everything in memory (the files go to a temporary folder that is removed). One path gives one
     :class:`Session`, a list gives a list. ``settings``: see the module docstring; besides the preset keys,
-    ``workers`` (default: physical cores), ``loaders``, ``progress`` (a bar on a terminal), ``report``,
+    ``workers`` (default: physical cores), ``loaders``, ``progress`` (a bar on a terminal or in a notebook),
+    ``report``,
     ``trials``, ``sync_column``, ``us_sync_column``, ``plots``, ``nwb``.
 
     Raises :class:`SettingsError` (a ValueError) for a wrong setting, before any frame is read, and the

@@ -625,3 +625,42 @@ def test_a_run_error_names_the_keyword_not_the_flag(make_image_folder, tmp_path:
     with pytest.raises(ConfigError) as err:
         eyeblink.process(folder, output=tmp_path / "out", landmarks="mesh", workers=1)
     assert "needs fps=... to give frames timestamps" in str(err.value) and "--fps" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_a_progress_bar_in_a_notebook(face_recording: tuple[Path, object], tmp_path: Path) -> None:
+    """In a real Jupyter kernel (stderr is no terminal there) ``progress=True`` shows a bar in the cell's output;
+    ``progress=False`` shows none."""
+    pytest.importorskip("ipykernel")
+    from jupyter_client.manager import start_new_kernel
+
+    video, _ = face_recording
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    try:
+        def run(progress: bool, out: str) -> tuple[list[str], list[str]]:
+            err: list[str] = []
+            stdout: list[str] = []
+
+            def hook(msg: dict) -> None:
+                if msg["msg_type"] == "stream":
+                    (err if msg["content"]["name"] == "stderr" else stdout).append(msg["content"]["text"])
+                elif msg["msg_type"] == "error":
+                    err.append("\n".join(msg["content"]["traceback"]))
+
+            code = (f"import eyeblink\ns = eyeblink.process({str(video)!r}, output={out!r}, landmarks='mesh', "
+                    f"workers=1, max_frames=150, progress={progress})\nprint('rows', len(s.frames))")
+            reply = kc.execute_interactive(code, timeout=600, output_hook=hook)
+            assert reply["content"]["status"] == "ok", err
+            return err, stdout
+
+        err, stdout = run(True, str(tmp_path / "a"))
+        assert "rows 150\n" in "".join(stdout)
+        bar = "".join(err)
+        import re
+
+        assert re.search(r"subject: +\d+%\|.*\| \d+/\d+ \[", bar), bar  # the tqdm bar: name, share, count
+        err, _ = run(False, str(tmp_path / "b"))
+        assert not re.search(r"subject: +\d+%", "".join(err))
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
