@@ -62,8 +62,19 @@ def same_file(a: str | Path, b: str | Path) -> bool:
 
 def check_log_file(log_file: str | Path, arguments: dict[str, Any]) -> None:
     """Refuse a ``--log-file`` that is a file another argument of the command names (a recording, a trials
-    file, an output): the log is appended to it, which would change that file. Only files that exist are
-    compared (a log file can clash with nothing else)."""
+    file, an output): the log is appended to it, which would change that file; and one that is a session file
+    the command writes into its output folder (``-o out --log-file out/rec.frames.csv``: the log would be
+    replaced by the rows). Other arguments are compared only where their files exist."""
+    outdir = arguments.get("output")
+    if isinstance(outdir, (str, Path)) and str(outdir):
+        log = Path(log_file)
+        suffix = next((s for s in SESSION_SUFFIXES if log.name.endswith(f".{s}")), None)
+        in_outdir = os.path.realpath(log.parent) == os.path.realpath(outdir)
+        if in_outdir and (suffix is not None or (log.name.startswith(".") and log.name.endswith(".lock"))):
+            stem = log.name[: -len(suffix) - 1] if suffix else log.name[1:-5]
+            raise OutputError(f"--log-file {log_file} is a file this command writes for session {stem!r} in -o "
+                              f"{outdir}: the log would be overwritten by it; choose another path for --log-file, "
+                              f"e.g. {Path(outdir) / (stem + '.log')}")
     for name, value in arguments.items():
         if name == "log_file":
             continue
