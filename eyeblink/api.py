@@ -443,7 +443,8 @@ def python_words(text: str) -> str:
             return f"{name}={value}"
         return name if m.string.startswith(" must", m.end()) else f"{name}=..."
 
-    return _FLAG.sub(keyword, text)
+    # a command quoted in backticks (the run that holds a session) is kept as it was typed
+    return "`".join(part if i % 2 else _FLAG.sub(keyword, part) for i, part in enumerate(text.split("`")))
 
 
 @contextlib.contextmanager

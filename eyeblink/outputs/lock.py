@@ -50,13 +50,13 @@ def lock_path(outdir: str | Path, stem: str) -> Path:
 
 
 def _holder_text(info: dict[str, Any]) -> str:
-    """``PID 123 on host lab-pc, started 2026-11-26T11:20:03+00:00 (eyeblink process rec.avi -o out)``."""
+    """``PID 123 on host lab-pc, started 2026-11-26T11:20:03+00:00, `eyeblink process rec.avi -o out```."""
     parts = [f"PID {info.get('pid', '?')} on host {info.get('host', '?')}"]
     if info.get("started"):
         parts.append(f"started {info['started']}")
     text = ", ".join(parts)
     if info.get("command"):
-        text += f" ({info['command']})"
+        text += f", `{info['command']}`"
     return text
 
 
@@ -116,7 +116,7 @@ class SessionLock:
 
 def _busy(outdir: Path, stem: str, path: Path, info: dict[str, Any], *, no_flock: bool = False) -> SessionBusyError:
     who = _holder_text(info) if info else "a run that has not yet said who it is"
-    fix = "wait for it to finish, or write this run to another output folder (-o / output=)"
+    fix = "wait for it to finish, or write this run to another output folder (-o)"
     if no_flock:
         fix += f"; if that run is gone, remove {path}"
     return SessionBusyError(f"session {stem!r} in {outdir} is being written by another run ({who}): {fix}")
