@@ -510,7 +510,8 @@ def whole_session(face_recording: tuple[Path, object], tmp_path_factory: pytest.
     import eyeblink
 
     out = tmp_path_factory.mktemp("whole")
-    eyeblink.process(face_recording[0], output=out, landmarks="mesh", workers=1)
+    # the first 1.2 s (600 frames) hold the recording's blink: a session with a blinks.csv row
+    eyeblink.process(face_recording[0], output=out, landmarks="mesh", workers=1, max_frames=600)
     return out / "subject"
 
 

@@ -49,3 +49,15 @@ def test_every_module_imports_without_a_heavy_library() -> None:
     assert not failed, failed
     heavy = {m: v["heavy"] for m, v in report.items() if v.get("heavy") and m not in BACKENDS}
     assert not heavy, f"modules that import a heavy library at import time: {heavy}"
+
+
+def test_every_test_the_tier_leaves_out_exists() -> None:
+    """Each name in :data:`conftest.SLOW_TESTS` is a test function of its file (a renamed test would silently
+    come back into the quick tier)."""
+    from conftest import SLOW_TESTS
+
+    tests = PACKAGE.parent / "tests"
+    missing = [name for name in SLOW_TESTS if f"def {name.split('::')[1]}(" not in
+               (tests / name.split("::")[0]).read_text(encoding="utf-8")]
+    assert not missing, missing
+    assert all(cost.strip() for cost in SLOW_TESTS.values())
