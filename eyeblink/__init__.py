@@ -20,6 +20,7 @@ from eyeblink.api import (
     LiveRow,
     LiveSession,
     Session,
+    SessionDamageWarning,
     SettingsError,
     StateChange,
     agree,
@@ -28,5 +29,5 @@ from eyeblink.api import (
     process,
 )
 
-__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SettingsError", "StateChange", "__version__", "agree",
-           "live", "load", "process"]
+__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SessionDamageWarning", "SettingsError", "StateChange",
+           "__version__", "agree", "live", "load", "process"]

@@ -11,7 +11,8 @@ command line's names for the same things (``landmarks="mesh-ear"``, ``threads``,
 ``landmark_model``, ``min_blink_ms``, ``calibration``), ``pipeline`` (a preset name or TOML path), ``fps``,
 ``max_frames`` and ``points`` (``True``: also ``<stem>.points.csv``, the eye points and head pose per frame, as
 ``--points``). A wrong one raises :class:`SettingsError` (a :class:`ValueError`) whose text is the line the CLI
-prints after ``eyeblink: error:``.
+prints after ``eyeblink: error:``, in Python's words for :func:`process` (:func:`python_words`: ``workers=2``
+where the CLI says ``--workers 2``; the type given where it was wrong; a suggestion for every unknown keyword).
 
 Results are :class:`Session` objects: ``frames``, ``blinks`` and ``trials`` as pandas DataFrames (the CSV
 contract's columns, dtypes and units: ``df.attrs["units"]``), ``summary`` as a dict and the paths written.
@@ -27,6 +28,7 @@ import contextlib
 import dataclasses
 import difflib
 import math
+import re
 import sys
 import tempfile
 import threading
@@ -59,8 +61,8 @@ if TYPE_CHECKING:
     from eyeblink.runtime.publish import LiveTap
     from eyeblink.signals.blinks import BlinkEvent
 
-__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SettingsError", "StateChange", "check_workers", "live",
-           "load", "process", "process_workers", "progress_factory", "run_process"]
+__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SessionDamageWarning", "SettingsError", "StateChange",
+           "check_workers", "live", "load", "process", "process_workers", "progress_factory", "run_process"]
 
 #: the config sections a setting can name, as in the presets
 SECTIONS: dict[str, type] = {"detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig,
@@ -103,6 +105,8 @@ class Session:
     trials: pd.DataFrame
     summary: dict[str, Any]
     paths: dict[str, Path] = field(default_factory=dict)
+    #: damage :func:`load` left out (a cut last row, a missing file), one line each; empty for a whole session
+    notes: list[str] = field(default_factory=list)
 
     def write_report(self, output: str | Path | None = None) -> Path:
         """Write the self-contained HTML report of this session (``eyeblink report OUTDIR/<stem>``): to
@@ -144,8 +148,9 @@ class Session:
                               start_s=start_s, end_s=end_s)
 
     def __repr__(self) -> str:
+        damage = f", {len(self.notes)} damage notes" if self.notes else ""
         return (f"Session({self.stem!r}: {len(self.frames)} frames, {len(self.blinks)} blinks, "
-                f"{len(self.trials)} trials, status {self.summary.get('status')!r})")
+                f"{len(self.trials)} trials, status {self.summary.get('status')!r}{damage})")
 
 
 #: whole-number columns, never empty: int64
@@ -174,8 +179,8 @@ def _unit(col: str) -> str:
         return "s"
     if col.startswith("face_") and col[-2:] in ("x0", "y0", "x1", "y1"):
         return "px"
-    if "ear" in col:
-        return "ratio (EAR)"
+    if "ear" in col:  # the lid aperture of mesh/lids or the six-point EAR, by model: both a ratio
+        return "ratio (eye openness)"
     if "velocity" in col:
         return "ratio/s"
     if "amplitude" in col:
@@ -194,42 +199,101 @@ def _require_pandas() -> Any:
     return pd
 
 
-def _table(path: Path, columns: Sequence[str] = (), text: str | None = None) -> pd.DataFrame:
-    """A CSV of the output contract (the file at ``path``, or its ``text``) as a DataFrame with fixed dtypes per
-    column (the same for every session, whatever its values); an absent file: an empty frame with ``columns``."""
-    import io
+#: the columns a session file must have to be read (the output contract's "at least"); a renamed one is damage
+_REQUIRED = {"frames": ("frame", "timestamp_s", "face", "ear_left", "ear_right"),
+             "blinks": ("start_frame", "end_frame", "start_s", "end_s", "duration_ms"),
+             "trials": ("trial",)}
+_RERUN = "the file is damaged or not an eyeblink output: re-run `eyeblink process` on the recording to write it again"
+
+
+class SessionDamageWarning(UserWarning):
+    """A session was loaded with damage left out (a last row cut off mid-row, a missing file); the text says
+    what, and :attr:`Session.notes` lists it."""
+
+
+def _bad_cell(path: Path, row: int, col: str, value: str, want: str) -> ConfigError:
+    return ConfigError(f"{path}: row {row + 2}, column {col!r}: {value[:40]!r} is not {want}; {_RERUN}")
+
+
+def _table(path: Path, kind: str, columns: Sequence[str] = (), text: str | None = None
+           ) -> tuple[pd.DataFrame, list[str]]:
+    """A CSV of the output contract (the file at ``path``, or ``text``: a table the session's corrections made from
+    it) as a DataFrame with fixed dtypes per column (the same for every session,
+    whatever its values) and the damage left out (notes); an absent file: an empty frame with ``columns``.
+
+    Checked as ``eyeblink report`` checks it (:func:`eyeblink.outputs.report.read_rows`): the contract's columns
+    are there, every row has its header's cells, a number column holds numbers (a 0/1 flag 0 or 1, a whole-number
+    column whole numbers), else a :class:`~eyeblink.errors.ConfigError` naming the file, row and column. A last
+    row cut off mid-row (a copy or a disk that ended there) is left out and named in the notes."""
+    import numpy as np
+
+    from eyeblink.outputs.report import read_rows
 
     pd = _require_pandas()
     if text is None and not path.is_file():
         df = pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
+        df.attrs["units"] = {c: _unit(c) for c in df.columns}
+        return df, []
+    if text is not None:
+        import csv
+        import io
+
+        header, *body = list(csv.reader(io.StringIO(text)))
+        notes: list[str] = []
     else:
-        df = pd.read_csv(io.StringIO(text) if text is not None else path, keep_default_na=False, na_values=[""],
-                         low_memory=False)
-    for col in df.columns:
-        s = df[col]
+        header, body, notes = read_rows(path, _REQUIRED.get(kind, ()), f"{kind}.csv")
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise ConfigError(f"{path} has the column {twice[0]!r} twice; {_RERUN}")
+    raw = pd.DataFrame(body, columns=header, dtype=object) if body else pd.DataFrame(
+        {c: pd.Series(dtype=object) for c in header})
+    df = pd.DataFrame(index=raw.index)
+    for col in header:
+        s = raw[col].astype(object)
+        empty = (s == "").to_numpy(dtype=bool)
         if col in _TEXT_COLUMNS:
-            df[col] = s.astype("string")
-        elif col in _BOOL_COLUMNS:
-            df[col] = s.astype(bool) if s.notna().all() else s.astype("float64").astype("boolean")
+            df[col] = s.where(~empty, None).astype("string")
+            continue
+        num = pd.to_numeric(s.where(~empty, None), errors="coerce").to_numpy(dtype="float64")
+        bad = ~empty & ~np.isfinite(num)
+        if col in _BOOL_COLUMNS:
+            bad |= ~empty & ~np.isin(num, (0.0, 1.0))
+            want = "0 or 1"
+        elif col in _INT_COLUMNS or col in _NULLABLE_INT_COLUMNS:
+            bad |= ~empty & np.isfinite(num) & (num != np.round(num))
+            want = "a whole number"
+        else:
+            want = "a number"
+        if bad.any():
+            i = int(bad.nonzero()[0][0])
+            raise _bad_cell(path, i, col, str(s.iloc[i]), want)
+        values = pd.Series(num, index=raw.index)
+        if col in _BOOL_COLUMNS:
+            df[col] = values.astype(bool) if not empty.any() else values.astype("boolean")
         elif col in _INT_COLUMNS:
-            df[col] = s.astype("int64") if s.notna().all() else s.astype("float64").astype("Int64")
+            df[col] = values.astype("int64") if not empty.any() else values.astype("Int64")
         elif col in _NULLABLE_INT_COLUMNS:
-            df[col] = s.astype("float64").astype("Int64")
+            df[col] = values.astype("Int64")
         else:  # every measure is float64, also where this session's values happen to be whole numbers
-            df[col] = pd.to_numeric(s, errors="coerce").astype("float64") if s.dtype.kind in "iufbO" else s
+            df[col] = values
     df.attrs["units"] = {c: _unit(c) for c in df.columns}
-    return df
+    return df, notes
 
 
 def load(session: str | Path) -> Session:
     """Read a finished session back: ``load("results/session1")`` (``OUTDIR/<stem>``, or any of its files).
 
     The same object :func:`process` returns, from ``<stem>.frames.csv``, ``.blinks.csv``, ``.summary.json`` and
-    ``.trials.csv`` (when the session has trials). A ``<stem>.corrections.json`` beside them (saved from the
-    report) is applied as ``eyeblink report`` applies it, in memory (no file is written): ``blinks`` has the
-    ``source`` column, ``trials`` the ``excluded`` one, ``summary["corrections"]`` the counts.
+    ``.trials.csv`` (when the session has trials). Every file is checked as ``eyeblink report`` checks it: a
+    damaged session raises :class:`~eyeblink.errors.ConfigError` in one line naming the file, the row and the
+    column (a cell that is not a number, a renamed column, a row with too many cells, a summary that is not a
+    JSON object); a last row cut off mid-row is left out, counted in :attr:`Session.notes` and warned about
+    (:class:`SessionDamageWarning`), never read as a half row. A ``<stem>.corrections.json`` beside them (saved
+    from the report) is applied as ``eyeblink report`` applies it, in memory (no file is written): ``blinks`` has
+    the ``source`` column, ``trials`` the ``excluded`` one, ``summary["corrections"]`` the counts.
     """
     import json
+    import warnings
 
     from eyeblink.outputs.export import FRAME_COLUMNS
     from eyeblink.outputs.report import split_stem
@@ -244,22 +308,33 @@ def load(session: str | Path) -> Session:
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputNotFoundError(f"{summary_path} is not a readable summary ({one_line(exc)})") from None
+    if not isinstance(summary, dict):
+        raise ConfigError(f"{summary_path} holds a JSON {type(summary).__name__}, not the summary object; {_RERUN}")
     paths = {k: outdir / f"{stem}.{suffix}" for k, suffix in (
         ("frames", "frames.csv"), ("blinks", "blinks.csv"), ("summary", "summary.json"), ("trials", "trials.csv"),
         ("traces", "traces.csv"), ("nwb", "nwb"), ("report", "report.html"), ("points", "points.csv"))}
     paths = {k: p for k, p in paths.items() if p.is_file()}
-    blinks = _table(outdir / f"{stem}.blinks.csv", BLINK_COLUMNS)
-    trials = _table(outdir / f"{stem}.trials.csv")
+    frames, n1 = _table(outdir / f"{stem}.frames.csv", "frames", FRAME_COLUMNS)
+    blinks, n2 = _table(outdir / f"{stem}.blinks.csv", "blinks", BLINK_COLUMNS)
+    trials, n3 = _table(outdir / f"{stem}.trials.csv", "trials")
+    notes = [*n1, *n2, *n3]
+    for kind in ("frames", "blinks"):
+        if kind not in paths:
+            notes.append(f"{stem}.{kind}.csv is missing: its table is empty")
+    for note in notes:
+        warnings.warn(f"eyeblink.load({str(outdir / stem)!r}): {note}", SessionDamageWarning, stacklevel=2)
     from eyeblink.outputs.corrections import apply_session, corrections_path, csv_text
 
     applied = apply_session(outdir, stem, write=False)  # <stem>.corrections.json, applied as report/process do
     if applied is not None:
         paths["corrections"] = corrections_path(outdir, stem)
         summary = applied.summary
-        blinks = _table(outdir, text=csv_text(applied.blink_header, applied.blinks))
+        blinks, _ = _table(outdir / f"{stem}.blinks.csv", "blinks",
+                           text=csv_text(applied.blink_header, applied.blinks))
         if applied.trial_header:
-            trials = _table(outdir, text=csv_text(applied.trial_header, applied.trials))
-    return Session(stem, _table(outdir / f"{stem}.frames.csv", FRAME_COLUMNS), blinks, trials, summary, paths)
+            trials, _ = _table(outdir / f"{stem}.trials.csv", "trials",
+                               text=csv_text(applied.trial_header, applied.trials))
+    return Session(stem, frames, blinks, trials, summary, paths, notes)
 
 
 def agree(session: str | Path, corrections: Sequence[str | Path] = ()) -> dict[str, Any]:
@@ -352,6 +427,9 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
                 if k not in valid:
                     raise _unknown(f"{key}.{k}", [f"{key}.{n}" for n in valid])
                 overrides[key][k] = v
+        elif key in SECTIONS and key not in ALIASES:
+            raise ConfigError(f"{key} must be a dict of [{key}] settings (e.g. {key}={{...}}), got "
+                              f"{type(value).__name__} {value!r}")
         elif key in ALIASES and not isinstance(value, dict):
             alias_section, name = ALIASES[key]
             overrides[alias_section][name] = str(value) if name == "model_path" and isinstance(value, Path) else value
@@ -366,13 +444,14 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
             raise ConfigError(f"setting {key!r} is ambiguous: it is a key of {' and '.join(sections)}; give it "
                               f"in its section, e.g. {sections[0]}={{{key!r}: ...}}")
         else:
-            raise _unknown(key, [*owner, *ALIASES, "fps", "max_frames", "points", "pipeline", *allowed])
+            raise _unknown(key, [*owner, *SECTIONS, *ALIASES, "fps", "max_frames", "points", "pipeline", "output",
+                                 *allowed])
     for section, values in overrides.items():
         defaults = _field_defaults(SECTIONS[section])
         for k, v in values.items():
             want = _type_ok(v, defaults[k])
             if want is not None:
-                raise ConfigError(f"{section}.{k} must be {want}, got {v!r}")
+                raise ConfigError(f"{section}.{k} must be {want}, got {type(v).__name__} {v!r}")
         if section == "closure" and values.get("calibration_s") is not None:
             values["calibration_s"] = tuple(values["calibration_s"])
         try:
@@ -382,7 +461,7 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
     for k, v in top.items():
         want = _type_ok(v, {"fps": 1.0, "points": False}.get(k, 1))
         if want is not None:
-            raise ConfigError(f"{k} must be {want}, got {v!r}")
+            raise ConfigError(f"{k} must be {want}, got {type(v).__name__} {v!r}")
     cfg = dataclasses.replace(cfg, fps=top.get("fps"), max_frames=top.get("max_frames"),
                               points=bool(top.get("points", False)))
     return cfg, rest
@@ -397,15 +476,97 @@ def _analysis(rest: dict[str, Any]) -> AnalysisOptions:
                            plots=bool(rest.pop("plots", False)), nwb=bool(rest.pop("nwb", False)))
 
 
+#: a command-line flag in an error's text, with its value when one follows (a number, a path, a quoted text)
+_FLAG = re.compile(r"(?<![\w-])(--?)([a-z][a-z0-9-]*)(?: ([-\w./:]*[\d./][-\w./:]*|'[^']*'))?")
+#: flags whose keyword of :func:`process` is not the flag's name with underscores
+_FLAG_KEYWORDS = {"o": "output", "no-progress": "progress"}
+
+
+def _process_keywords() -> set[str]:
+    """Every keyword :func:`process` takes (its settings, the analysis and process-only ones, ``output``)."""
+    owner, _shared = _flat_keys()
+    return {*owner, *SECTIONS, *ALIASES, *ANALYSIS, *PROCESS_ONLY, "fps", "max_frames", "pipeline", "output"}
+
+
+def python_words(text: str) -> str:
+    """``text`` (an error of the command line's checks) in the words of :func:`process`: each flag that is a
+    keyword becomes the keyword (``--workers 2`` -> ``workers=2``, ``give --fps`` -> ``give fps=...``,
+    ``-o`` -> ``output=...``); other words are kept. The CLI prints the flags, the API names its keywords."""
+    known = _process_keywords()
+
+    def keyword(m: re.Match[str]) -> str:
+        dashes, flag, value = m.groups()
+        if dashes == "-" and flag != "o":
+            return m.group(0)
+        name = _FLAG_KEYWORDS.get(flag, flag.replace("-", "_"))
+        if name not in known:
+            return m.group(0)
+        if flag == "no-progress":
+            return "progress=False"
+        if value is not None:
+            return f"{name}={value}"
+        return name if m.string.startswith(" must", m.end()) else f"{name}=..."
+
+    # a command quoted in backticks (the run that holds a session) is kept as it was typed
+    return "`".join(part if i % 2 else _FLAG.sub(keyword, part) for i, part in enumerate(text.split("`")))
+
+
 @contextlib.contextmanager
-def _settings_errors() -> Iterator[None]:
-    """A :class:`ConfigError` of the settings -> :class:`SettingsError` with the CLI's one-line text."""
+def _settings_errors(python: bool = False) -> Iterator[None]:
+    """A :class:`ConfigError` of the settings -> :class:`SettingsError` with the CLI's one-line text, or, with
+    ``python``, that text in keyword words (:func:`python_words`)."""
     try:
         yield
-    except SettingsError:
-        raise
+    except SettingsError as exc:
+        if not python:
+            raise
+        raise SettingsError(python_words(str(exc))) from None
     except ConfigError as exc:
-        raise SettingsError(one_line(exc)) from None
+        raise SettingsError(python_words(one_line(exc)) if python else one_line(exc)) from None
+
+
+@contextlib.contextmanager
+def _python_errors() -> Iterator[None]:
+    """An :class:`~eyeblink.errors.EyeblinkError` of a run, its text in keyword words (same class, same exit
+    status); one that cannot be rebuilt from its text is raised as it is."""
+    try:
+        yield
+    except EyeblinkError as exc:
+        text = python_words(str(exc))
+        if text == str(exc):
+            raise
+        try:
+            again = type(exc)(text)
+        except TypeError:
+            raise exc from None
+        again.__dict__.update(exc.__dict__)
+        raise again from None
+
+
+#: the types of :func:`process`'s own keywords (the config keys are checked by :func:`_type_ok`), by name
+_KEYWORD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "workers": ((int, type(None)), "an int or None"),
+    "loaders": ((int,), "an int"),
+    "progress": ((bool,), "a bool"),
+    "report": ((bool,), "a bool"),
+    "plots": ((bool,), "a bool"),
+    "nwb": ((bool,), "a bool"),
+    "trials": ((str, Path, type(None)), "a str or pathlib.Path (a file or a folder) or None"),
+    "sync_column": ((str, type(None)), "a str (a column name) or None"),
+    "us_sync_column": ((str, type(None)), "a str (a column name) or None"),
+    "pipeline": ((str, Path), "a str (a preset name) or a pathlib.Path (a TOML file)"),
+}
+
+
+def _check_keyword_types(settings: dict[str, Any]) -> None:
+    """Refuse a keyword of :func:`process` whose value has the wrong type, naming the keyword, the type wanted
+    and the type given (``workers="2"``: ``workers must be an int or None, got str '2'``)."""
+    for name, value in settings.items():
+        if name not in _KEYWORD_TYPES:
+            continue
+        types, want = _KEYWORD_TYPES[name]
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            raise SettingsError(f"{name} must be {want}, got {type(value).__name__} {value!r}")
 
 
 # ------------------------------------------------------------------------------------------ process
@@ -449,11 +610,34 @@ def process_workers(requested: int | None, cfg: RunConfig, physical_cores: Calla
     return 1
 
 
+def in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (a notebook, JupyterLab, VS Code's or Colab's): IPython is loaded
+    and its shell has a kernel. There stderr is no terminal, yet the cell shows a progress bar."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    try:
+        shell = ipython.get_ipython()
+    except AttributeError:
+        return False
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
 def progress_factory(show: bool) -> Any:
-    """A tqdm progress bar per input when ``show`` and stderr is a terminal, else None."""
-    if not show or not sys.stderr.isatty():
+    """A tqdm progress bar per input when ``show`` and stderr is a terminal or this runs in a notebook (a
+    widget where ipywidgets is installed, else text in the cell), else None."""
+    notebook = show and in_notebook()
+    if not show or not (notebook or sys.stderr.isatty()):
         return None
-    from tqdm import tqdm
+    if notebook:
+        import importlib.util
+
+        if importlib.util.find_spec("ipywidgets") is not None:
+            from tqdm.notebook import tqdm
+        else:
+            from tqdm import tqdm
+    else:
+        from tqdm import tqdm
 
     def make(name: str, total: int | None) -> Any:
         return tqdm(total=total, desc=name, unit="frame", dynamic_ncols=True, leave=False)
@@ -478,15 +662,17 @@ def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers:
         stem = p.name if p.is_dir() else p.stem
         if corrections_path(outdir, stem).is_file():
             read_corrections(corrections_path(outdir, stem), stem)
-    results, failures = process_paths(list(paths), outdir, cfg, progress=progress,
-                                      workers=process_workers(workers, cfg, physical_cores), loaders=loaders,
-                                      analysis=analysis)
-    if report:
+
+    def write_reports(results: list[RunResult]) -> None:
         from eyeblink.outputs.report import write_report
         from eyeblink.runtime.runner import record_output
 
         for r in results:
             record_output(r, "report", write_report(outdir / r.stem))  # summary.json's outputs name it too
+
+    results, failures = process_paths(list(paths), outdir, cfg, progress=progress,
+                                      workers=process_workers(workers, cfg, physical_cores), loaders=loaders,
+                                      analysis=analysis, then=write_reports if report else None)
     return results, failures
 
 
@@ -499,6 +685,19 @@ def _output_dir(output: str | Path | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
+def _input_paths(path_or_paths: Any) -> list[Path]:
+    """The inputs of :func:`process` as paths; anything but a path or a list of paths is a :class:`SettingsError`
+    naming the argument and the type given."""
+    if isinstance(path_or_paths, (str, Path)):
+        return [Path(path_or_paths)]
+    items = list(path_or_paths) if isinstance(path_or_paths, (list, tuple)) else None
+    if items is None or not items or not all(isinstance(p, (str, Path)) for p in items):
+        shown = next((p for p in items or () if not isinstance(p, (str, Path))), path_or_paths)
+        raise SettingsError(f"path_or_paths must be a str or pathlib.Path, or a non-empty list of them, got "
+                            f"{type(shown).__name__} {shown!r}")
+    return [Path(p) for p in items]
+
+
 def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path | None = None,
             **settings: Any) -> Session | list[Session]:
     """Process recordings (or image folders) as ``eyeblink process`` does; a :class:`Session` per input.
@@ -507,7 +706,8 @@ def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path
     settings ask for) into, byte for byte what the CLI writes with the same settings; ``None`` keeps
     everything in memory (the files go to a temporary folder that is removed). One path gives one
     :class:`Session`, a list gives a list. ``settings``: see the module docstring; besides the preset keys,
-    ``workers`` (default: physical cores), ``loaders``, ``progress`` (a bar on a terminal), ``report``,
+    ``workers`` (default: physical cores), ``loaders``, ``progress`` (a bar on a terminal or in a notebook),
+    ``report``,
     ``trials``, ``sync_column``, ``us_sync_column``, ``plots``, ``nwb``.
 
     Raises :class:`SettingsError` (a ValueError) for a wrong setting, before any frame is read, and the
@@ -515,16 +715,20 @@ def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path
     """
     _require_pandas()
     single = isinstance(path_or_paths, (str, Path))
-    paths = [Path(path_or_paths)] if isinstance(path_or_paths, (str, Path)) else [Path(p) for p in path_or_paths]
-    with _settings_errors():
+    paths = _input_paths(path_or_paths)
+    if output is not None and not isinstance(output, (str, Path)):
+        raise SettingsError(f"output must be a str or pathlib.Path (a folder) or None, got {type(output).__name__} "
+                            f"{output!r}")
+    with _settings_errors(python=True):
+        _check_keyword_types(settings)
         cfg, rest = _run_config(settings, (*ANALYSIS, *PROCESS_ONLY))
         analysis = _analysis(rest)
         workers = rest.get("workers")
         check_workers(workers)
         loaders = rest.get("loaders", 0)
-        if _type_ok(loaders, 1) or loaders < 0:
-            raise ConfigError(f"--loaders must be >= 0, got {loaders!r}")
-    with _output_dir(output) as outdir:
+        if loaders < 0:
+            raise ConfigError(f"loaders must be >= 0, got {loaders!r}")
+    with _output_dir(output) as outdir, _python_errors():
         results, failures = run_process(paths, outdir, cfg, workers=workers, loaders=loaders, analysis=analysis,
                                         progress=progress_factory(bool(rest.get("progress"))),
                                         report=bool(rest.get("report")))

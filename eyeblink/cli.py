@@ -196,8 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_run_options(e)
     # the lab commands import NumPy and more: after main has installed its stop handlers (eyeblink.stopping)
-    from eyeblink.lab import bench, longrun, train, train_detector, train_lids
+    from eyeblink.lab import bench, example, longrun, train, train_detector, train_lids
 
+    example.add_parser(sub)
     bench.add_parser(sub)
     longrun.add_parser(sub)
     train.add_parser(sub)
@@ -392,9 +393,10 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.command is None:
             parser.print_help()
             return 2
-        from eyeblink.lab import bench, longrun, train, train_detector, train_lids
+        from eyeblink.lab import bench, example, longrun, train, train_detector, train_lids
 
-        handler = {"process": cmd_process, "demo": cmd_demo, "eval": cmd_eval, "bench": bench.run,
+        handler = {"process": cmd_process, "demo": cmd_demo, "example": example.run, "eval": cmd_eval,
+                   "bench": bench.run,
                    "eval-long": longrun.run, "train-landmarks": train.run, "train-detector": train_detector.run,
                    "train-lids": train_lids.run, "batch": _run_batch, "live": cmd_live,
                    "report": cmd_report, "agree": cmd_agree}[args.command]

@@ -53,6 +53,105 @@ def _isolated_process_state() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+# --------------------------------------------------------------------------- the quick tier
+
+#: tests that cost seconds each and whose module keeps quicker tests in the quick tier (``pytest -m "not slow"``):
+#: marked ``slow`` here, in one place, with what each cost (all its parametrizations) when the tier was measured
+#: with ``EYEBLINK_TEST_TIMES`` on a 2-core machine under heavy load (load average ~20): every test of 3 s or more
+#: there. A name that no longer exists fails ``tests/test_quick_tier.py``. The full run (README's second command,
+#: CI) runs them all.
+SLOW_TESTS: dict[str, str] = {
+    "test_accelerator.py::test_a_compile_past_its_bound_is_still_reported": "9 s",
+    "test_accelerator.py::test_a_stall_outside_a_compile_is_still_reported": "5 s",
+    "test_accelerator.py::test_a_warm_up_longer_than_the_stall_timeout_is_no_stall": "12 s",
+    "test_accelerator.py::test_what_the_stage_cannot_run_is_one_line": "9 s",
+    "test_api.py::test_a_wrong_setting_is_the_clis_one_line_message_as_a_value_error": "11 s",
+    "test_api.py::test_lsl_without_pylsl_is_one_line_naming_the_extra": "6 s",
+    "test_backends.py::test_bench_detector_mesh_on_litert_tensorflow_and_jax": "67 s",
+    "test_backends.py::test_ipu_backend_host_side_on_a_fake_sdk": "9 s",
+    "test_backends.py::test_tensorflow_matches_litert": "35 s",
+    "test_backends.py::test_tensorflow_rejects_bad_batches": "6 s",
+    "test_backends.py::test_tensorflow_without_xla_streams_and_buckets": "4 s",
+    "test_batch.py::test_batch_removes_a_stale_ring_and_leaves_none": "4 s",
+    "test_batch.py::test_batch_retries_a_crashed_task": "8 s",
+    "test_batch.py::test_batch_runs_archive_reports_corrupt_and_resumes": "61 s",
+    "test_batch.py::test_batch_user_error_is_one_line_without_ray_notices": "17 s",
+    "test_batch.py::test_chunked_video_equals_unsplit_run": "158 s",
+    "test_batch.py::test_cli_batch_exits_5_when_every_video_is_done_but_one_was_damaged": "12 s",
+    "test_batch.py::test_sigterm_stops_a_batch_like_ctrl_c": "11 s",
+    "test_bench_detectors.py::test_bench_detectors_through_the_cli_on_rendered_faces": "16 s",
+    "test_blinks.py::test_same_blinks_at_30_and_500_fps": "8 s",
+    "test_blinks.py::test_state_machine_invariants": "4 s",
+    "test_detect.py::test_weighted_nms_invariants": "4 s",
+    "test_docs.py::test_docs_build_strictly": "7 s",
+    "test_docs.py::test_every_summary_field_is_described": "14 s",
+    "test_docs_reader.py::test_the_example_command_writes_the_recording_the_docs_are_tested_on": "11 s",
+    "test_evaluate.py::test_eval_on_zju_clips": "13 s",
+    "test_keras_graph.py::test_jax_after_keras_on_tensorflow_is_one_line_naming_the_fix": "19 s",
+    "test_keras_graph.py::test_jax_matches_litert_on_all_three_networks": "85 s",
+    "test_keras_graph.py::test_tensorflow_matches_litert_on_all_three_networks": "39 s",
+    "test_lids.py::test_the_export_equals_the_keras_model_on_golden_inputs": "13 s",
+    "test_live.py::test_a_live_run_killed_outright_leaves_headers_and_a_running_summary": "6 s",
+    "test_live.py::test_a_signal_while_waiting_for_the_sender_exits_0": "4 s",
+    "test_live.py::test_basler_emulator": "12 s",
+    "test_live.py::test_drop_policy_writes_gap_rows": "23 s",
+    "test_live.py::test_live_session_is_finalised_like_process": "12 s",
+    "test_live.py::test_real_ffmpeg_process_streams_a_recording_to_loopback": "28 s",
+    "test_live.py::test_reconnect_retries_a_sender_that_sent_garbage_at_connect": "5 s",
+    "test_live.py::test_sender_dies_mid_stream": "9 s",
+    "test_live.py::test_sigterm_drains_and_exits_0": "12 s",
+    "test_live.py::test_stream_end_to_end_with_metrics": "12 s",
+    "test_live.py::test_stream_not_there_fails_in_one_line_after_loading": "12 s",
+    "test_live.py::test_the_loopback_sender_writes_nut_without_syncpoints": "5 s",
+    "test_loaders.py::test_three_loaders_write_the_rows_of_one": "111 s",
+    "test_long.py::test_a_closure_of_any_length_past_max_blink_ms_is_one_prolonged_closure": "3 s",
+    "test_long.py::test_a_lasting_step_of_minus_10_percent_is_learnt": "5 s",
+    "test_long.py::test_every_planted_blink_is_found_across_a_lasting_level_change": "20 s",
+    "test_long.py::test_gaze_step_down_and_back": "4 s",
+    "test_long.py::test_open_level_lowered_for_good_does_not_lock_up_the_detector": "4 s",
+    "test_memory.py::test_the_blink_detector_state_stays_bounded_over_20_minutes_at_500_fps": "122 s",
+    "test_mesh.py::test_a_500_fps_recording_gives_the_same_blinks_with_the_mesh_reused": "49 s",
+    "test_parallel.py::test_any_layout_gives_the_reference_frames": "33 s",
+    "test_parallel.py::test_detect_every_frame_is_identical_to_reference": "27 s",
+    "test_reliability.py::test_a_log_file_that_is_an_input_is_refused": "8 s",
+    "test_reliability.py::test_accelerator_summary_says_the_batches_it_ran": "5 s",
+    "test_reliability.py::test_damaged_session_pages_draw_without_errors_in_chromium": "8 s",
+    "test_reliability.py::test_json_output_checked_before_any_measurement": "15 s",
+    "test_reliability.py::test_mesh_with_damaged_weights_is_a_model_error": "15 s",
+    "test_reliability.py::test_option_errors_are_one_line": "6 s",
+    "test_reliability.py::test_overlay_onto_the_recording_is_refused": "11 s",
+    "test_reliability.py::test_process_refuses_an_output_that_is_the_recording": "4 s",
+    "test_reliability.py::test_sigkill_never_leaves_a_blink_past_the_last_frame_row": "10 s",
+    "test_report.py::test_overlay_without_the_recording_names_the_fix": "17 s",
+    "test_signals.py::test_the_summary_records_its_exit_status_and_every_file": "8 s",
+    "test_sources.py::test_zju_alignment": "5 s",
+    "test_synth.py::test_recording_timestamps_match_truth": "30 s",
+    "test_timeline.py::test_two_mpeg_ts_files_joined_with_cat": "8 s",
+    "test_train_detector.py::test_export_keeps_the_stock_interface_and_outputs": "4 s",
+    "test_train_detector.py::test_train_detector_end_to_end_on_rendered_frames": "32 s",
+    "test_train_detector_ipu.py::test_cli_device_ipu_on_a_fake_sdk": "36 s",
+    "test_train_detector_ipu.py::test_train_ipu_on_a_fake_sdk": "15 s",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests of :data:`SLOW_TESTS` ``slow`` (by name, every parametrization)."""
+    for item in items:
+        if f"{item.path.name}::{item.originalname}" in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With ``EYEBLINK_TEST_TIMES=FILE``, append each test's phase, outcome and seconds to FILE as it ends: how
+    the quick tier (``-m "not slow"``) is kept within its minutes is measured this way, even on a run that is
+    stopped part-way (``--durations`` prints only at the end)."""
+    path = os.environ.get("EYEBLINK_TEST_TIMES")
+    if path and (report.when == "call" or report.outcome != "passed" or report.duration > 0.5):
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{report.duration:.2f}\t{report.when}\t{report.outcome}\t{report.nodeid}\n")
+
+
 # --------------------------------------------------------------------------- synthetic pixels
 
 

@@ -178,18 +178,20 @@ def test_a_wrong_setting_is_the_clis_one_line_message_as_a_value_error(settings:
     line = proc.stderr.strip().splitlines()[-1]
     assert line.startswith("eyeblink: error: ")
     if "calibration" in settings:  # the CLI's --calibration is checked by argparse: compare the config's text
-        with pytest.raises(ValueError, match="--calibration must satisfy 0 <= START_S < END_S"):
+        with pytest.raises(ValueError, match="calibration must satisfy 0 <= START_S < END_S"):
             eyeblink.process(video, **settings)
         return
     with pytest.raises(ValueError) as err:
         eyeblink.process(video, **settings)
-    assert str(err.value) == line.removeprefix("eyeblink: error: ")
+    # the same check and text, in Python's words: the flags are the keywords
+    assert str(err.value) == eyeblink.api.python_words(line.removeprefix("eyeblink: error: "))
+    assert "--" not in str(err.value)
     assert isinstance(err.value, eyeblink.SettingsError)
 
 
 @pytest.mark.parametrize(("settings", "match"), [
     ({"close_ratoi": 0.7}, "unknown setting 'close_ratoi': did you mean close_ratio=?"),
-    ({"detect_every": "4"}, "detect.detect_every must be a whole number, got '4'"),
+    ({"detect_every": "4"}, "detect.detect_every must be a whole number, got str '4'"),
     ({"smooth_ms": 5}, "setting 'smooth_ms' is ambiguous: it is a key of blinks and closure"),
     ({"blinks": {"smooth": 5}}, "unknown setting 'blinks.smooth'"),
     ({"gate_port": 70000}, "--gate-port must be in 0..65535"),
@@ -507,3 +509,169 @@ def test_example_rig_gates_trials_on_a_real_ffmpeg_stream(face_recording: tuple[
     frames = csv_rows(tmp_path / "rig.frames.csv")
     assert len(frames) > 400 and float(frames[-1]["timestamp_s"]) >= onsets[-1]
     assert os.path.getsize(tmp_path / "rig.summary.json") > 0
+
+
+# ------------------------------------------------------------------------------------------ load: damage
+
+
+@pytest.fixture(scope="module")
+def whole_session(face_recording: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real processed session (``OUTDIR/subject``), to be copied and damaged by each test."""
+    import eyeblink
+
+    out = tmp_path_factory.mktemp("whole")
+    # the first 1.2 s (600 frames) hold the recording's blink: a session with a blinks.csv row
+    eyeblink.process(face_recording[0], output=out, landmarks="mesh", workers=1, max_frames=600)
+    return out / "subject"
+
+
+def _damaged_copy(whole: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    for f in whole.parent.glob(f"{whole.name}.*"):
+        shutil.copy(f, tmp_path / f.name)
+    return tmp_path / whole.name
+
+
+def _set_cell(path: Path, row: int, column: str, value: str) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    cells = lines[row].rstrip("\n").split(",")
+    cells[header.index(column)] = value
+    lines[row] = ",".join(cells) + "\n"
+    path.write_text("".join(lines))
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (lambda s: _set_cell(s.with_suffix(".frames.csv"), 5, "ear_left", "abc"),
+     r"subject\.frames\.csv: row 6, column 'ear_left': 'abc' is not a number"),
+    (lambda s: _set_cell(s.with_suffix(".blinks.csv"), 1, "complete", "maybe"),
+     r"subject\.blinks\.csv: row 2, column 'complete': 'maybe' is not 0 or 1"),
+    (lambda s: _set_cell(s.with_suffix(".frames.csv"), 3, "frame", "2.5"),
+     r"row 4, column 'frame': '2.5' is not a whole number"),
+    (lambda s: _set_cell(s.with_suffix(".frames.csv"), 3, "timestamp_s", "nan"),
+     r"row 4, column 'timestamp_s': 'nan' is not a number"),
+    (lambda s: s.with_suffix(".frames.csv").write_text(
+        s.with_suffix(".frames.csv").read_text().replace("ear_left", "earL", 1)),
+     r"subject\.frames\.csv has no 'ear_left' column"),
+    (lambda s: _set_cell(s.with_suffix(".frames.csv"), 9, "face", "1,1"), r"row 10 has \d+ cells, its header"),
+    (lambda s: s.with_suffix(".summary.json").write_text("[1, 2]"), r"holds a JSON list, not the summary object"),
+    (lambda s: s.with_suffix(".blinks.csv").write_bytes(b"\xff\xfe" + s.with_suffix(".blinks.csv").read_bytes()),
+     r"subject\.blinks\.csv is not UTF-8 text"),
+], ids=["abc", "maybe", "half-frame", "nan", "renamed", "extra-cell", "summary-list", "not-utf8"])
+def test_load_refuses_a_damaged_session_naming_file_row_and_column(whole_session: Path, tmp_path: Path, damage,
+                                                                  message: str) -> None:
+    import eyeblink
+    from eyeblink.errors import ConfigError
+
+    session = _damaged_copy(whole_session, tmp_path)
+    damage(session)
+    with pytest.raises(ConfigError, match=message) as exc:
+        eyeblink.load(session)
+    assert "\n" not in str(exc.value) and "re-run `eyeblink process`" in str(exc.value)
+
+
+def test_load_drops_a_cut_last_row_and_says_so(whole_session: Path, tmp_path: Path) -> None:
+    import eyeblink
+    from eyeblink.api import SessionDamageWarning
+
+    whole = eyeblink.load(whole_session)
+    assert whole.notes == [] and "damage" not in repr(whole)
+    session = _damaged_copy(whole_session, tmp_path)
+    frames = session.with_suffix(".frames.csv")
+    frames.write_bytes(frames.read_bytes()[:-4])  # the last row cut mid-number, no end of line
+    with pytest.warns(SessionDamageWarning, match="last row was cut off"):
+        cut = eyeblink.load(session)
+    assert len(cut.frames) == len(whole.frames) - 1
+    assert cut.frames.equals(whole.frames.iloc[:-1])
+    assert len(cut.notes) == 1 and "frames.csv" in cut.notes[0]
+    assert "1 damage notes" in repr(cut)
+    assert cut.frames.attrs["units"]["ear_left"] == "ratio (eye openness)"  # not "EAR": mesh measures an aperture
+
+
+# ------------------------------------------------------------------------------------------ Python's words
+
+
+@pytest.mark.parametrize(("args", "settings", "message"), [
+    ((), {"workers": "2"}, "workers must be an int or None, got str '2'"),
+    ((), {"loaders": 1.5}, "loaders must be an int, got float 1.5"),
+    ((), {"progress": "yes"}, "progress must be a bool, got str 'yes'"),
+    ((), {"trials": 3}, "trials must be a str or pathlib.Path (a file or a folder) or None, got int 3"),
+    ((), {"out": "results"}, "unknown setting 'out': did you mean output=?"),
+    ((), {"min_blink": 30}, "unknown setting 'min_blink': did you mean min_blink_ms=?"),
+    ((), {"blinks": 3}, "blinks must be a dict of [blinks] settings (e.g. blinks={...}), got int 3"),
+    ((), {"fps": "500"}, "fps must be a number, got str '500'"),
+    ((), {"workers": 10_000}, "workers=10000 is out of range"),
+    ((), {"loaders": -1}, "loaders must be >= 0, got -1"),
+    ((), {"sync_column": "cs"}, "sync_column=... needs trials=SYNC.csv"),
+    ((42,), {}, "path_or_paths must be a str or pathlib.Path, or a non-empty list of them, got int 42"),
+    (("x.avi", 7), {}, "output must be a str or pathlib.Path (a folder) or None, got int 7"),
+])
+def test_api_errors_name_keywords_and_types(tmp_path: Path, args: tuple, settings: dict, message: str) -> None:
+    import eyeblink
+
+    with pytest.raises(eyeblink.SettingsError) as err:
+        eyeblink.process(*(args or (tmp_path / "x.avi",)), **settings)
+    assert str(err.value).startswith(message), str(err.value)
+    assert "--" not in str(err.value) and "\n" not in str(err.value)
+
+
+def test_every_keyword_typo_gets_a_did_you_mean(tmp_path: Path) -> None:
+    import eyeblink
+    from eyeblink.api import _process_keywords
+
+    for key in sorted(k for k in _process_keywords() if len(k) >= 5):
+        with pytest.raises(eyeblink.SettingsError, match=r"unknown setting .*: did you mean \w+=\?"):
+            eyeblink.process(tmp_path / "x.avi", **{key[:-1] + "_": 1})
+
+
+def test_a_run_error_names_the_keyword_not_the_flag(make_image_folder, tmp_path: Path) -> None:
+    """An image folder without a frame rate: the run's own check, in the API's words (``fps=``)."""
+    import numpy as np
+
+    import eyeblink
+    from eyeblink.errors import ConfigError
+
+    folder = make_image_folder({"f1.png": np.zeros((48, 64), np.uint8), "f2.png": np.zeros((48, 64), np.uint8)})
+    with pytest.raises(ConfigError) as err:
+        eyeblink.process(folder, output=tmp_path / "out", landmarks="mesh", workers=1)
+    assert "needs fps=... to give frames timestamps" in str(err.value) and "--fps" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_a_progress_bar_in_a_notebook(face_recording: tuple[Path, object], tmp_path: Path) -> None:
+    """In a real Jupyter kernel (stderr is no terminal there) ``progress=True`` shows a bar in the cell's output;
+    ``progress=False`` shows none."""
+    pytest.importorskip("ipykernel")
+    from jupyter_client.manager import start_new_kernel
+
+    video, _ = face_recording
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    try:
+        def run(progress: bool, out: str) -> tuple[list[str], list[str]]:
+            err: list[str] = []
+            stdout: list[str] = []
+
+            def hook(msg: dict) -> None:
+                if msg["msg_type"] == "stream":
+                    (err if msg["content"]["name"] == "stderr" else stdout).append(msg["content"]["text"])
+                elif msg["msg_type"] == "error":
+                    err.append("\n".join(msg["content"]["traceback"]))
+
+            code = (f"import eyeblink\ns = eyeblink.process({str(video)!r}, output={out!r}, landmarks='mesh', "
+                    f"workers=1, max_frames=150, progress={progress})\nprint('rows', len(s.frames))")
+            reply = kc.execute_interactive(code, timeout=600, output_hook=hook)
+            assert reply["content"]["status"] == "ok", err
+            return err, stdout
+
+        err, stdout = run(True, str(tmp_path / "a"))
+        assert "rows 150\n" in "".join(stdout)
+        bar = "".join(err)
+        import re
+
+        assert re.search(r"subject: +\d+%\|.*\| \d+/\d+ \[", bar), bar  # the tqdm bar: name, share, count
+        err, _ = run(False, str(tmp_path / "b"))
+        assert not re.search(r"subject: +\d+%", "".join(err))
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

@@ -503,3 +503,28 @@ def test_state_changes_are_a_bounded_buffer() -> None:
     changes = det.pop_state_changes()
     assert len(changes) == STATE_BUFFER  # the newest kept, in order
     assert changes[-1].frame == max(i for i in range(len(ears)) if np.isnan(ears[i, 0]) != np.isnan(ears[i - 1, 0]))
+
+
+@pytest.mark.parametrize("onset_s", [-0.05, 0.0, 0.002])
+def test_a_blink_at_the_first_frame_is_cut_by_its_start(onset_s: float) -> None:
+    """A recording that starts with the lid closing or closed: the blink may have begun before the first frame,
+    so it is ``complete = 0`` (the column's 0: cut by its start) and left out of the rate and mean duration."""
+    from eyeblink.signals.plausibility import event_counts
+
+    fps = 500.0
+    events = run(trace(fps, 3.0, [(onset_s, 70, 60, 140, 0.9), (1.5, 70, 30, 140, 0.9)]), fps)
+    assert [(e.start_frame, e.complete) for e in events] == [(0, False), (749, True)]
+    counts = event_counts(events, 3.0)
+    assert counts["blinks"] == 2 and counts["complete_blinks"] == 1
+    assert counts["mean_blink_duration_ms"] == pytest.approx(events[1].duration_ms)
+
+
+def test_a_blink_at_the_first_frame_after_a_gap_is_cut_by_its_start() -> None:
+    fps = 500.0
+    ears = trace(fps, 3.0, [(1.4, 70, 60, 140, 0.9)])
+    t = np.arange(len(ears)) / fps
+    keep = (t < 1.0) | (t >= 1.4)  # 400 ms without frames (> max_gap_ms), then the lid is already closing
+    events = run(ears[keep], fps, t=t[keep])
+    assert len(events) == 1 and events[0].start_s == pytest.approx(1.4) and not events[0].complete
+    events = run(ears, fps)  # the same blink without the gap: complete
+    assert len(events) == 1 and events[0].complete

@@ -3,7 +3,8 @@
 * ``mkdocs build --strict`` (broken links, missing anchors, a reference table the code cannot fill).
 * The generated reference pages fail the build when a CLI option, a column or a preset key has no description.
 * Every ```bash and ```python block in docs/ runs, page by page, in order, in one fresh folder holding
-  ``session.avi`` (a 4 s synthetic 500 FPS grayscale recording with three planted blinks, eyeblink.lab.synth); a
+  ``session.avi`` (a 4 s synthetic 500 FPS grayscale recording with three planted blinks, made by the pages'
+  own ``eyeblink example session.avi``); a
   block preceded by ``<!-- skip: reason -->`` is skipped with that reason.
 * The built site references no external script, style or font, and headless Chromium loads its pages with
   every request that would leave the machine sent to a local recorder that answers none: none arrives.
@@ -189,11 +190,12 @@ def test_every_block_is_run_or_skipped_with_a_reason() -> None:
 
 @pytest.fixture(scope="session")
 def session_avi(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The docs' example recording: 4 s, 640x480 gray, 500 FPS, blinks at 0.7, 2.0 and 3.1 s."""
-    from eyeblink.lab.synth import SynthConfig, write_recording
-
+    """The docs' example recording: 4 s, 640x480 gray, 500 FPS, blinks at 0.7, 2.0 and 3.1 s, made by the command
+    the pages give the reader, ``eyeblink example session.avi``."""
     path = tmp_path_factory.mktemp("docs-recording") / "session.avi"
-    write_recording(path, SynthConfig.demo(4.0, mjpeg_qscale=4))
+    r = subprocess.run([str(BIN / "eyeblink"), "example", path.name], cwd=path.parent, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
     return path
 
 

@@ -135,7 +135,9 @@ def test_process_refuses_an_output_that_is_the_recording(copy: Path, command: st
     (["process", "rec.avi", "--workers", "1", "--log-file", "./link.avi"], "the input"),
     (["process", "rec.avi", "--trials", "trials.csv", "--log-file", "trials.csv"], "trials"),
     (["batch", "rec.avi", "--no-progress", "--log-file", "rec.avi"], "the input"),
-], ids=["process", "process-link", "process-trials", "batch"])
+    (["process", "rec.avi", "--workers", "1", "--log-file", "o3/rec.frames.csv"], "writes for session 'rec'"),
+    (["batch", "rec.avi", "--no-progress", "--log-file", "o3/./rec.summary.json"], "writes for session 'rec'"),
+], ids=["process", "process-link", "process-trials", "batch", "process-output", "batch-output"])
 def test_a_log_file_that_is_an_input_is_refused(copy: Path, args: list[str], named: str) -> None:
     """``--log-file`` is appended to: naming the recording (or any file the command reads) would change it."""
     (copy / "link.avi").symlink_to(copy / "rec.avi")

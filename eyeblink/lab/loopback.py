@@ -30,12 +30,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import re
 import sys
 import time
 from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
+
+from eyeblink.errors import EyeblinkError, one_line
 
 __all__ = ["main", "render_loop_frames", "serve", "video_loop_frames"]
 
@@ -45,7 +48,9 @@ def render_loop_frames(n: int, *, fps: float = 500.0, width: int = 640, height: 
     """``n`` distinct synthetic face frames at ``fps``, with one full blink when ``n`` spans >= 0.4 s."""
     from eyeblink.lab.synth import FaceRenderer, SynthConfig
 
-    renderer = FaceRenderer(SynthConfig(width=width, height=height, fps=fps, seed=seed))
+    # the default face (220 px wide) scaled down to fit a small frame (a face must fill at most 0.9 of it)
+    face = min(SynthConfig().face_scale, 0.9 * min(width, height))
+    renderer = FaceRenderer(SynthConfig(width=width, height=height, fps=fps, seed=seed, face_scale=face))
     rng = np.random.default_rng(seed)
     frames = []
     span = n / fps
@@ -162,9 +167,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--syncpoints", action="store_true",
                    help="write NUT syncpoints, as a default `ffmpeg -f nut` sender does (the receiver's memory grows)")
     a = p.parse_args(argv)
-    w, h = (int(v) for v in a.size.lower().split("x"))
-    frames = (video_loop_frames(a.input, a.distinct, width=w, height=h) if a.input else
-              render_loop_frames(a.distinct, fps=a.fps, width=w, height=h))
+    size = re.fullmatch(r"(\d+)x(\d+)", a.size.strip().lower())
+    if size is None:
+        p.error(f"--size {a.size!r} is not WIDTHxHEIGHT; give e.g. --size 640x480")
+    w, h = int(size.group(1)), int(size.group(2))
+    try:
+        frames = (video_loop_frames(a.input, a.distinct, width=w, height=h) if a.input else
+                  render_loop_frames(a.distinct, fps=a.fps, width=w, height=h))
+    except EyeblinkError as exc:  # a size no face fits, a video that cannot be read: one line, no traceback
+        print(f"{p.prog}: error: {one_line(exc)}", file=sys.stderr)
+        return 2
     rendering = _cpu_s()
     n = serve(a.port, frames, fps=a.fps, duration_s=a.duration, stop_after=a.stop_after, host=a.host,
               syncpoints=a.syncpoints, freeze_at=a.freeze_at, freeze_s=a.freeze_s)

@@ -7,7 +7,9 @@
    rewrite leaves the provisional file, never a half-written one);
 2. with trials (``--trials``): scores them (:mod:`eyeblink.signals.trials`) into ``<stem>.trials.csv`` and
    ``<stem>.traces.csv``;
-3. adds ``closure`` and ``trials`` sections to ``<stem>.summary.json``;
+3. adds ``closure``, ``timeline`` and ``trials`` sections to ``<stem>.summary.json`` (where the recording's
+   time runs backwards or jumps: a warning, and ``duration_s`` and the rates from the span its frames cover:
+   :func:`timeline`);
 4. ``--plots``: ``<stem>.trace.png``, ``<stem>.heatmap.png``, ``<stem>.cr_blocks.png`` (:mod:`eyeblink.outputs.plots`);
 5. ``--nwb``: ``<stem>.nwb`` (:mod:`eyeblink.outputs.nwb`).
 
@@ -251,6 +253,55 @@ def _trial_warnings(trials: Sequence[Trial], t: np.ndarray, stem: str) -> list[s
                  "recording and uses its clock (seconds from its first frame)")]
 
 
+#: a forward step in time longer than this many median frame intervals, and than :data:`JUMP_MIN_S`, is a jump
+#: (a recording paused, files joined), not dropped frames (those are ``timestamp_gaps``)
+JUMP_INTERVALS = 25
+JUMP_MIN_S = 1.0
+#: at most this many breaks in time are listed one by one in ``summary.json`` (all are counted)
+MAX_LISTED_BREAKS = 20
+
+
+def timeline(frame: np.ndarray, t: np.ndarray) -> dict[str, Any]:
+    """Where a session's time runs backwards or jumps, and the span its frames actually cover.
+
+    Two MPEG-TS files joined with ``cat`` restart their clock: the timestamps run 0..3 s, then 0..3 s again;
+    last minus first then says 3 s for a 6 s recording. Each step back (and each forward jump, see
+    :data:`JUMP_INTERVALS`) is a *break*, listed with its frame, the times either side and the step; the
+    covered span adds the ordinary steps and one median frame interval per break. Returns the summary's
+    ``timeline`` entry: ``covered_s``, ``backwards``, ``jumps``, ``breaks`` (the first
+    :data:`MAX_LISTED_BREAKS`).
+    """
+    import numpy as np
+
+    ok = np.isfinite(t)
+    tt, ff = t[ok], frame[ok]
+    if tt.size < 2:
+        return {"covered_s": 0.0, "backwards": 0, "jumps": 0, "breaks": []}
+    d = np.diff(tt)
+    forward = d[d > 0]
+    med = float(np.median(forward)) if forward.size else 0.0
+    back = d < 0
+    jump = d > max(JUMP_MIN_S, JUMP_INTERVALS * med)
+    brk = back | jump
+    covered = float(d[~brk].sum() + med * int(brk.sum()))
+    breaks = [{"frame": int(ff[i + 1]), "kind": "backwards" if back[i] else "jump",
+               "previous_s": float(tt[i]), "timestamp_s": float(tt[i + 1]), "by_s": float(d[i])}
+              for i in np.nonzero(brk)[0][:MAX_LISTED_BREAKS]]
+    return {"covered_s": covered, "backwards": int(back.sum()), "jumps": int(jump.sum()), "breaks": breaks}
+
+
+def _timeline_warning(stem: str, line: dict[str, Any], span_s: float) -> str:
+    """The one line of :func:`eyeblink.errors.warn` for a session whose time runs backwards or jumps."""
+    what = [f"runs backwards {line['backwards']} time(s)" if line["backwards"] else "",
+            f"jumps forward {line['jumps']} time(s)" if line["jumps"] else ""]
+    first = line["breaks"][0]
+    return (f"{stem}: the recording's time {' and '.join(w for w in what if w)} (first at frame {first['frame']}: "
+            f"{first['previous_s']:.3f} s -> {first['timestamp_s']:.3f} s, {first['by_s']:+.3f} s); duration_s "
+            f"and the rates use the {line['covered_s']:.3f} s its frames cover, not last minus first "
+            f"({span_s:.3f} s); a file joined from several (cat a.ts b.ts) restarts its clock: process the "
+            "parts one by one, or join them with ffmpeg's concat demuxer, which keeps time running forward")
+
+
 def _signal_warnings(result: RunResult, config: RunConfig, header: list[str], rows: list[list[str]],
                      t: np.ndarray, baseline: np.ndarray) -> list[str]:
     """The implausible-output warnings of :mod:`eyeblink.signals.plausibility`, each also printed."""
@@ -303,6 +354,16 @@ def finalize(result: RunResult, config: RunConfig, options: AnalysisOptions | No
     summary["closure"] = cal.as_dict()
     summary["warnings"] = [*summary.get("warnings", []), *_trial_warnings(trials, t, result.stem),
                            *_signal_warnings(result, config, header, rows, t, baseline)]
+    line = timeline(frame, t)
+    summary["timeline"] = line
+    if line["breaks"]:  # time ran backwards or jumped: durations and rates from the span covered
+        from eyeblink.errors import warn
+        from eyeblink.signals.plausibility import event_counts
+
+        span = float(summary.get("duration_s") or 0.0)
+        summary["duration_s"] = line["covered_s"]
+        summary.update(event_counts(result.blinks, line["covered_s"]))
+        summary["warnings"].append(warn(_timeline_warning(result.stem, line, span)))
     results: list[TrialResult] = []
     if trials:
         results = score_trials(trials, t, fec, config.trials, frames=frame)

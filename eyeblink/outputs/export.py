@@ -20,6 +20,7 @@ import io
 import json
 import math
 import os
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -122,10 +123,15 @@ SUMMARY_FIELDS: dict[str, str] = {
     "redetections_on_drift": "early re-detections because the eye fit drifted out of the tracked box",
     "first_timestamp_s": "timestamp of the first frame, s",
     "last_timestamp_s": "timestamp of the last frame, s",
-    "duration_s": "last minus first timestamp, s",
+    "duration_s": "the time the frames cover, s: last minus first timestamp, or, where the time runs backwards or "
+                  "jumps (`timeline`), the sum of the ordinary frame intervals",
     "frame_interval_median_ms": "median interval between consecutive timestamps, ms",
     "timestamp_gaps": "intervals longer than 1.5 x the median (dropped frames)",
     "duplicate_timestamps": "consecutive frames with the same timestamp",
+    "timeline": "where the recording's time runs backwards (files joined with cat) or jumps forward by more than "
+                "25 frame intervals and 1 s: `covered_s` (the span the frames cover), the counts `backwards` and "
+                "`jumps`, and the first 20 `breaks` (frame, kind, `previous_s`, `timestamp_s`, `by_s`); any break "
+                "is also a warning",
     "blinks": "rows of blinks.csv",
     "complete_blinks": "blinks that both started and ended inside the recording",
     "blink_rate_per_min": "complete blinks per minute of recording",
@@ -181,10 +187,12 @@ def ensure_output_dir(path: str | Path) -> Path:
     p = Path(path)
     try:
         p.mkdir(parents=True, exist_ok=True)
-        probe = p / f".eyeblink-write-test-{os.getpid()}"
         with stopping.held():  # Ctrl-C / SIGTERM: raised once the probe is gone again
-            probe.write_bytes(b"")
-            probe.unlink()
+            # a unique name: two runs (or two threads of one process) probing the folder at once never remove
+            # each other's probe
+            fd, probe = tempfile.mkstemp(dir=p, prefix=".eyeblink-write-test-")
+            os.close(fd)
+            os.unlink(probe)
     except OSError as exc:
         raise OutputError(
             f"cannot write to output directory {p} ({exc.strerror or exc}); choose another with -o"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,8 +62,19 @@ def same_file(a: str | Path, b: str | Path) -> bool:
 
 def check_log_file(log_file: str | Path, arguments: dict[str, Any]) -> None:
     """Refuse a ``--log-file`` that is a file another argument of the command names (a recording, a trials
-    file, an output): the log is appended to it, which would change that file. Only files that exist are
-    compared (a log file can clash with nothing else)."""
+    file, an output): the log is appended to it, which would change that file; and one that is a session file
+    the command writes into its output folder (``-o out --log-file out/rec.frames.csv``: the log would be
+    replaced by the rows). Other arguments are compared only where their files exist."""
+    outdir = arguments.get("output")
+    if isinstance(outdir, (str, Path)) and str(outdir):
+        log = Path(log_file)
+        suffix = next((s for s in SESSION_SUFFIXES if log.name.endswith(f".{s}")), None)
+        in_outdir = os.path.realpath(log.parent) == os.path.realpath(outdir)
+        if in_outdir and (suffix is not None or (log.name.startswith(".") and log.name.endswith(".lock"))):
+            stem = log.name[: -len(suffix) - 1] if suffix else log.name[1:-5]
+            raise OutputError(f"--log-file {log_file} is a file this command writes for session {stem!r} in -o "
+                              f"{outdir}: the log would be overwritten by it; choose another path for --log-file, "
+                              f"e.g. {Path(outdir) / (stem + '.log')}")
     for name, value in arguments.items():
         if name == "log_file":
             continue
@@ -148,7 +160,8 @@ def atomic_path(path: str | Path, *, temporary: Path | None = None) -> Iterator[
     ``path`` when the block ends without an exception, removed otherwise (``path`` keeps what it had). The one
     mechanism of every whole-file output (:func:`eyeblink.outputs.export.write_atomic` is built on it).
 
-    The temporary name (``temporary``, by default ``.STEM.tmp-PID.SUFFIX``) keeps ``path``'s suffix, for writers
+    The temporary name (``temporary``, by default ``.STEM.tmp-PID-THREAD.SUFFIX``: unique to the writer, so two
+    threads of one process never rename each other's file) keeps ``path``'s suffix, for writers
     that pick the format from it (PyAV, NumPy, TensorFlow); a rename replaces a symbolic link itself, never the
     file it points to. A Ctrl-C or SIGTERM while the file is flushed and renamed is raised once it is in place
     (:func:`eyeblink.stopping.held`), never between the two; while the block writes, a stop is raised at once
@@ -157,7 +170,8 @@ def atomic_path(path: str | Path, *, temporary: Path | None = None) -> Iterator[
     from eyeblink import stopping
 
     p = Path(path)
-    tmp = temporary if temporary is not None else p.with_name(f".{p.stem}.tmp-{os.getpid()}{p.suffix}")
+    tmp = temporary if temporary is not None else p.with_name(
+        f".{p.stem}.tmp-{os.getpid()}-{threading.get_ident()}{p.suffix}")
     try:
         yield tmp
         with stopping.held():

@@ -26,8 +26,12 @@ if TYPE_CHECKING:
     from eyeblink.outputs.session import SessionData
     from eyeblink.signals.blinks import BlinkEvent
 
-CS_COLOUR = "#1f77b4"
-US_COLOUR = "#d62728"
+#: the colours of the HTML report (``report.css``), so that a figure and the report of one session agree: the
+#: subject's left eye blue, the right red, the CS blue, the US purple
+LEFT_COLOUR = "#1f77b4"
+RIGHT_COLOUR = "#d62728"
+CS_COLOUR = "#1e88e5"
+US_COLOUR = "#7b1fa2"
 BLINK_COLOUR = "#ff7f0e"
 DPI = 120
 _CALIBRATED_ON = {"segment": "the calibration segment", "responses": "the session's blinks and URs",
@@ -94,7 +98,7 @@ def plot_trace(data: SessionData, blinks: Sequence[BlinkEvent], path: Path, titl
     fig, (ax_ear, ax_fec) = plt.subplots(2, 1, figsize=(12, 5.5), sharex=True,
                                          gridspec_kw={"height_ratios": [1, 1.2]}, constrained_layout=True)
     bins = 2000
-    for y, label, colour in ((data.ear_left, "left eye", "#2ca02c"), (data.ear_right, "right eye", "#9467bd")):
+    for y, label, colour in ((data.ear_left, "left eye", LEFT_COLOUR), (data.ear_right, "right eye", RIGHT_COLOUR)):
         ax_ear.plot(*envelope(data.t, y, bins), lw=0.7, color=colour, label=label)
     ax_ear.plot(*envelope(data.t, data.baseline, bins), lw=1.0, ls="--", color="0.3", label="open-eye baseline")
     ax_ear.set_ylabel("EAR")

@@ -755,8 +755,9 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     Joins ``batch.address`` if given; else reuses an initialised Ray, else starts a local one with
     ``batch.local_cpus`` CPUs (no dashboard) and shuts it down at the end.
     """
-    from eyeblink.runtime.runner import check_inputs, output_plan
-    from eyeblink.sources.files import open_source
+    from eyeblink.outputs.export import ensure_output_dir
+    from eyeblink.outputs.lock import session_locks
+    from eyeblink.runtime.runner import check_inputs, output_plan, stem_of
 
     bc = batch or BatchConfig()
     gpu = bc.gpus_per_task > 0
@@ -766,9 +767,19 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     overlap = bc.overlap_for(config)
     paths = expand_inputs([str(p) for p in inputs])
     check_inputs(paths)
-    _preflight(config, out, gpu)
+    ensure_output_dir(out)
     output_plan(paths, out).check()  # no output is an input (eyeblink.outputs.paths)
-    ray = _import_ray()
+    with session_locks(out, [stem_of(p) for p in paths]):  # one writer per session, before any work
+        _preflight(config, out, gpu)
+        ray = _import_ray()
+        return _run_locked(paths, out, config, bc, gpu, overlap, ray, on_video)
+
+
+def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig, gpu: bool, overlap: float,
+                ray: Any, on_video: Callable[[dict[str, Any]], None] | None) -> BatchReport:
+    """:func:`run_batch` once the inputs are checked and their sessions locked."""
+    from eyeblink.sources.files import open_source
+
     t_start = time.perf_counter()
     manifest = Manifest(out)
     manifest.compact()  # an earlier run killed before it compacted

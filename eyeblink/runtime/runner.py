@@ -28,6 +28,7 @@ from eyeblink.errors import (
 )
 from eyeblink.outputs.analysis import AnalysisOptions, finalize
 from eyeblink.outputs.export import ensure_output_dir
+from eyeblink.outputs.lock import session_locks
 from eyeblink.outputs.paths import OutputPlan, session_outputs
 from eyeblink.runtime.pipeline import (
     FrameAnalyzer,
@@ -46,13 +47,18 @@ if TYPE_CHECKING:
 FATAL = (ConfigError, ModelFileError, BackendUnavailableError, OutputError)
 
 
+def stem_of(path: Path) -> str:
+    """The session name an input writes: a folder's name, a file's name without its suffix."""
+    return path.name if path.is_dir() else path.stem
+
+
 def check_inputs(paths: Sequence[Path]) -> None:
     """Fail early on missing inputs and on two inputs that would write the same ``<stem>.*`` files."""
     seen: dict[str, Path] = {}
     for p in paths:
         if not p.exists():
             raise InputNotFoundError(f"input not found: {p} — check the path")
-        stem = p.name if p.is_dir() else p.stem
+        stem = stem_of(p)
         if stem in seen:
             raise ConfigError(f"inputs {seen[stem]} and {p} would both write {stem}.*; "
                               "rename one or process them into different -o directories")
@@ -82,8 +88,14 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
                   analyzer: FrameAnalyzer | None = None,
                   workers: int = 1,
                   loaders: int = 0,
-                  analysis: AnalysisOptions | None = None) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
+                  analysis: AnalysisOptions | None = None,
+                  then: Callable[[list[RunResult]], None] | None = None,
+                  ) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     """Process every input into ``outdir``; returns the results and the per-input failures.
+
+    Each session (``outdir`` and an input's stem) is locked for the whole run, before any model loads
+    (:mod:`eyeblink.outputs.lock`): a second run writing one of them is refused. ``then`` is called with the
+    results while the sessions are still locked (``--report`` writes the reports there).
 
     ``workers`` > 1 runs the multiprocess pipeline (:mod:`eyeblink.runtime.parallel`) with that many
     landmark workers (and ``loaders`` decoder processes per input, 0 = auto: see
@@ -101,8 +113,11 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
     opts.check(paths)
     ensure_output_dir(outdir)
     output_plan(paths, outdir, opts).check()  # no output is an input (a link to the recording, the trials file)
-    results, failures = _process_existing(paths, outdir, config, progress=progress, analyzer=analyzer,
-                                          workers=workers, loaders=loaders, opts=opts)
+    with session_locks(outdir, [stem_of(p) for p in paths]):  # one writer per session, before any work
+        results, failures = _process_existing(paths, outdir, config, progress=progress, analyzer=analyzer,
+                                              workers=workers, loaders=loaders, opts=opts)
+        if then is not None:
+            then(results)
     return results, [*missing, *failures]
 
 

@@ -342,6 +342,9 @@ class BlinkDetector:
         self._state = self._OPEN
         self._count = 0
         self._last: tuple[int, float] | None = None  # last valid (frame, t)
+        # first frame of the input, or of the stretch after the last gap: a blink that starts there may have
+        # started before it (cut by its start: complete = False, left out of the rate and mean duration)
+        self._seg_first = -1
         self._dip: deque[tuple[float, ...]] = deque()  # samples below onset level before the blink was confirmed
         self._dip_t0 = math.nan  # when the current dip began (its oldest samples are dropped past _hold_s)
         self._tail: deque[tuple[float, ...]] = deque()  # the last settle_ms of samples: has the level settled?
@@ -592,6 +595,8 @@ class BlinkDetector:
             return []
         out: list[BlinkEvent] = []
         gap = self._last is not None and t - self._last[1] > self._gap_s() and t != self._bridge_t
+        if gap or self._seg_first < 0:  # (not on _last = None: a re-learnt level replays from a blink's start)
+            self._seg_first = frame
         if gap:
             if self._state != self._OPEN:
                 self._end(complete=False)
@@ -809,7 +814,7 @@ class BlinkDetector:
             "start": (int(first[_F]), first[_T]), "end": (int(first[_F]), first[_T]),
             "baseline": (float(self._stats[1]), float(self._stats[2]), float(self._stats[3])),
             "samples": list(dip), "pre": pre, "cue_ear": False, "cue_app": False, "complete": True,
-            "tail": deque(), "peak": None, "hole": False,
+            "tail": deque(), "peak": None, "hole": False, "seg_first": self._seg_first,
         }
         if ear_level < self.cfg.onset_ratio:
             self._ev["ear_end"] = self._ev["start"]
@@ -940,7 +945,7 @@ class BlinkDetector:
             baseline_ear=bs, min_ear=min_ear, amplitude=amplitude,
             baseline_ear_left=bl, min_ear_left=min_l, amplitude_left=_amp(min_l, bl),
             baseline_ear_right=br, min_ear_right=min_r, amplitude_right=_amp(min_r, br),
-            complete=bool(ev["complete"]), **eye,
+            complete=bool(ev["complete"]) and f0 > ev.get("seg_first", -1), **eye,
             opening_amplitude=opening_amplitude, closing_velocity=closing_v, opening_velocity=opening_v,
             partial=partial, full_closure_amplitude=full, cue=cue, kind=kind,
         )
