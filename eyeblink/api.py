@@ -904,13 +904,16 @@ class LiveSession:
             run.request_stop(self._stop_reason)
 
     def _main(self, source: Any) -> None:
+        from eyeblink.outputs.lock import session_locks
         from eyeblink.runtime.live import finish
 
         try:
             assert self._pipe is not None and self._outdir is not None
-            with source:
-                result, _ = self._pipe.run(source, self._outdir, tap=self.tap, signals=False, started=self._started)
-            self._run_result = finish(result, self.cfg, self._analysis, report=self._report)
+            with session_locks(self._outdir, [source.name]):  # one writer per session, before the capture
+                with source:
+                    result, _ = self._pipe.run(source, self._outdir, tap=self.tap, signals=False,
+                                               started=self._started)
+                self._run_result = finish(result, self.cfg, self._analysis, report=self._report)
         except BaseException as exc:
             if self._error is None:
                 self._error = exc

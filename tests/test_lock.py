@@ -177,3 +177,39 @@ def test_batch_refuses_a_session_another_run_holds_before_ray_starts(make_video,
     assert f"being written by another run (PID {os.getpid()} on host" in r.stderr
     assert not (out / f"{video.stem}.frames.csv").exists()
     assert not (out / ".eyeblink-batch").exists()
+
+
+def test_live_refuses_a_session_another_run_holds_before_it_connects(tmp_path: Path) -> None:
+    """``eyeblink live`` takes the same lock: a second writer of ``cam`` is one line, exit 2, nothing written, and
+    no connection is tried (nothing listens on the port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "out"
+    out.mkdir()
+    lock = lock_session(out, "cam")
+    try:
+        r = subprocess.run([*EYEBLINK, "live", f"tcp://127.0.0.1:{port}", "-o", str(out), "--name", "cam"],
+                           capture_output=True, text=True, cwd=REPO, timeout=300)
+    finally:
+        lock.release()
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("eyeblink: error:") and "Traceback" not in r.stderr
+    assert f"being written by another run (PID {os.getpid()} on host" in r.stderr
+    assert not (out / "cam.frames.csv").exists()
+
+
+def test_the_live_api_refuses_a_session_another_run_holds(tmp_path: Path) -> None:
+    import eyeblink
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    lock = lock_session(tmp_path, "cam")
+    try:
+        with pytest.raises(SessionBusyError, match="being written by another run"), \
+                eyeblink.live(f"tcp://127.0.0.1:{port}", output=tmp_path, name="cam"):
+            pass
+    finally:
+        lock.release()
+    assert not (tmp_path / "cam.frames.csv").exists()

@@ -941,11 +941,14 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
     pipe, source, cfg = prepare(args.source, cfg, live, name=args.name, report=args.report, analysis=analysis,
                                 tap=tap, stream=StreamOptions(options=options, read_timeout_s=args.read_timeout,
                                                               reconnect=args.reconnect))
-    with source:
-        result, _ = pipe.run(source, outdir, tap=tap)
-    # the capture ended normally (end of stream, --duration, a signal): calibrate the session's FEC column
-    # and write trials, traces, plots and NWB as `process` does (a failed run keeps its provisional rows)
-    result = finish(result, cfg, analysis)
+    from eyeblink.outputs.lock import session_locks
+
+    with session_locks(outdir, [source.name]):  # one writer per session: before the capture connects
+        with source:
+            result, _ = pipe.run(source, outdir, tap=tap)
+        # the capture ended normally (end of stream, --duration, a signal): calibrate the session's FEC column
+        # and write trials, traces, plots and NWB as `process` does (a failed run keeps its provisional rows)
+        result = finish(result, cfg, analysis)
     s = result.summary
     lv = s.get("live", {})
     t = s.get("timings", {})
