@@ -38,7 +38,25 @@ from eyeblink.runtime.batch import (
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")
 
-CFG = RunConfig()
+def _default_config() -> RunConfig:
+    """The settings ``eyeblink batch`` runs with when no option is given (the ``cpu`` preset: keyframes every
+    10th frame, the box hold, the mesh reused between keyframes)."""
+    from eyeblink.config import load_preset
+    from eyeblink.presets import resolve_preset
+
+    return load_preset(resolve_preset("cpu"))
+
+
+CFG = _default_config()
+
+
+def test_chunk_borders_are_whole_tracking_segments() -> None:
+    """Chunk borders (and the overlap) are multiples of the tracking segment, so a chunk's local frame 0 is
+    a segment start in the unsplit run too."""
+    from eyeblink.runtime.pipeline import SEGMENT_FRAMES
+
+    assert ALIGN_FRAMES % SEGMENT_FRAMES == 0
+    assert CFG.detect.detect_every > 1
 
 
 # --------------------------------------------------------------------------- planning (no Ray)
@@ -218,6 +236,11 @@ def test_batch_runs_archive_reports_corrupt_and_resumes(ray_cluster: Any, archiv
     process_paths([archive["s1"]], ref, CFG, workers=1)
     for kind in ("frames.csv", "blinks.csv"):
         assert (out / f"s1.{kind}").read_bytes() == (ref / f"s1.{kind}").read_bytes(), kind
+    # ... and what the multiprocess pipeline writes (a task of one CPU runs the single-process reference)
+    par = tmp_path / "par"
+    process_paths([archive["s1"]], par, CFG, workers=2)
+    for kind in ("frames.csv", "blinks.csv"):
+        assert (out / f"s1.{kind}").read_bytes() == (par / f"s1.{kind}").read_bytes(), kind
     s_batch = json.loads((out / "s1.summary.json").read_text())
     s_ref = json.loads((ref / "s1.summary.json").read_text())
     assert set(s_batch) == set(s_ref)

@@ -117,7 +117,7 @@ MANIFEST_NAME = "eyeblink-batch.jsonl"
 STAGING_NAME = ".eyeblink-batch"
 #: Added to the detector's warm-up + baseline window: the longest blink plus the merge gap, seconds.
 BLINK_TAIL_S = 1.0
-#: The multiprocess pipeline's keyframe-tracking chunk (``ParallelConfig.chunk_frames``): chunk
+#: The tracking segment (:data:`eyeblink.runtime.pipeline.SEGMENT_FRAMES`, not imported: this module stays light): chunk
 #: borders are multiples of it so per-frame rows are identical to an unsplit run.
 ALIGN_FRAMES = 128
 _BLINK_FRAME_COLUMNS = ("start_frame", "end_frame", "peak_frame", "start_frame_left", "end_frame_left",
