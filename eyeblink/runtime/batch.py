@@ -803,6 +803,7 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
 
     started_here = False
     quiet = _ray_notices_silenced()
+    messages = _RayMessages()  # a lost node, a retried task: one line each; Ray's own dumps go to the log
     handlers = _python_signal_handlers()
     hold = stopping.held()  # a stop while Ray starts: raised once it has, in the try below that shuts it down
     try:
@@ -855,6 +856,7 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
                 bar.close()
     finally:
         quiet.close()
+        messages.close()
         with contextlib.suppress(EyeblinkError):  # a full disk: the appended lines are still there
             manifest.compact()  # one line per input: this run's lines replace the earlier runs' of the same inputs
         if started_here:
@@ -932,6 +934,67 @@ class _RayLogLevel(Closing):
 
     def close(self) -> None:
         self.logger.setLevel(self.saved)
+
+
+class _RayMessages(Closing):
+    """What a Ray cluster tells the driver about its failures, as the user should read it.
+
+    Ray's driver prints every error the cluster publishes (``ray._private.worker.listen_error_messages``) to
+    stdout: a dead raylet's last 20 log lines of internal state, the node's death, each retried task, dozens of
+    lines per lost node. While a batch runs, each such message goes whole to the ``eyeblink.ray`` logger (the
+    ``--log-file``, at INFO) and, on stderr, becomes one line: ``node ... lost`` once per node, ``a task was
+    lost with its node; retrying it`` per retried task, and the first line of anything else. :meth:`close`
+    puts Ray's printer back. (A private hook of Ray's driver: when it is not there, Ray prints as before.)
+    """
+
+    def __init__(self) -> None:
+        import logging
+
+        self.log = logging.getLogger("eyeblink.ray")
+        self.nodes: set[str] = set()
+        self.module: Any = sys.modules.get("ray._private.worker")
+        self.saved = getattr(self.module, "print_to_stdstream", None)
+        if self.saved is not None:
+            self.module.print_to_stdstream = self._print
+
+    def _print(self, data: dict[str, Any], ignore_prefix: bool = False) -> None:
+        if data.get("pid") != "raylet":  # a worker's own output (log_to_driver): Ray's printer
+            assert self.saved is not None
+            self.saved(data, ignore_prefix)
+            return
+        for text in data.get("lines") or []:
+            self.log.info("ray: %s", text)
+            line = self.line(str(text))
+            if line:
+                print(f"eyeblink: batch: {line}", file=sys.stderr, flush=True)
+
+    def line(self, text: str) -> str | None:
+        """The one line (or none) the user sees for Ray's message ``text``."""
+        import re
+
+        node = re.search(r"node[ _]id[:=]? ?([0-9a-f]{8})[0-9a-f]*", text, re.IGNORECASE)
+        node_id = node.group(1) if node else None
+        address = re.search(r"address:? ([0-9.]+)", text)
+        if "Raylet is terminated" in text:
+            return None  # the node's death follows, with its id (once per node, below)
+        if "marked dead" in text:
+            if node_id in self.nodes:
+                return None
+            self.nodes.add(node_id or "?")
+            where = f" {address.group(1)}" if address else ""
+            return (f"node{where} ({node_id or 'unknown id'}) lost; its tasks are retried on the other nodes "
+                    "(details in the --log-file)")
+        if "will be retried" in text:
+            left = re.search(r"There (?:are|is) (\d+) retr", text)
+            return (f"a task was lost with its node ({node_id or 'unknown'}); retrying it"
+                    + (f" ({left.group(1)} retries left)" if left else ""))
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        return first[:200] or None
+
+    def close(self) -> None:
+        if self.saved is not None and self.module is not None:
+            self.module.print_to_stdstream = self.saved
+            self.saved = None
 
 
 def _ray_notices_silenced() -> _RayLogLevel:
