@@ -134,8 +134,9 @@ def test_gpu_tasks_take_the_gpu_presets_backend() -> None:
 
 
 def test_settings_hash_changes_with_results_not_scheduling() -> None:
-    assert settings_hash(CFG) == settings_hash(RunConfig())
-    assert settings_hash(CFG) != settings_hash(RunConfig(detect=DetectConfig(detect_every=2)))
+    assert settings_hash(CFG) == settings_hash(_default_config())
+    assert settings_hash(CFG) != settings_hash(CFG.with_overrides("detect", detect_every=2))
+    assert settings_hash(RunConfig()) != settings_hash(RunConfig(detect=DetectConfig(detect_every=2)))
     assert settings_hash(CFG) == settings_hash(replace(CFG, eye_crops=True))  # --report: same rows, one more file
 
 
@@ -461,3 +462,31 @@ def test_sigterm_stops_a_batch_like_ctrl_c(archive: dict[str, Path], tmp_path: P
     manifest = out / "eyeblink-batch.jsonl"
     assert not manifest.exists() or '"done"' not in manifest.read_text()
     assert set(Path("/dev/shm").glob("eyeblink_*")) <= before  # the Ray workers' rings are gone too
+
+
+def test_short_videos_share_a_task_that_keeps_its_processes(archive: dict[str, Path], tmp_path: Path) -> None:
+    """Short whole videos are grouped into one task (up to GROUP_FILES and GROUP_FRAMES); the task runs them on a
+    pool of two long-lived processes (models loaded once) and writes what `process --workers 1` writes; a video
+    that fails does so alone."""
+    from eyeblink.runtime.batch import GROUP_FILES, ChunkTask, _groups, _Video, run_group
+    from eyeblink.runtime.runner import process_paths
+
+    def video(name: str, frames: int | None, chunks: int = 1) -> _Video:
+        tasks = [ChunkTask(name, name, str(tmp_path), i, chunks, 0, None, 0, None, CFG, 2) for i in range(chunks)]
+        return _Video(Path(name), name, {}, tasks, frames=frames)
+
+    vs = [video(f"v{i}", 250) for i in range(GROUP_FILES + 2)] + [video("long", 5000), video("split", 400, 2)]
+    groups = _groups([*vs, video("unknown", None)], gpu=False)
+    assert [len(g) for g in groups] == [GROUP_FILES, 1, 1, 1, 2]  # long, split, unknown alone
+    assert _groups(vs[:3], gpu=True) == [[v] for v in vs[:3]]  # GPU tasks: one video each
+
+    names = ["s0", "s1", "truncated", "s2"]
+    tasks = [ChunkTask(str(archive[n]), n, str(tmp_path / "out"), 0, 1, 0, None, 0, None, CFG, 2) for n in names]
+    outcomes = run_group(tasks)
+    assert [o["status"] for o in outcomes] == ["done", "done", "failed", "done"]
+    assert "truncated or corrupt" in outcomes[2]["error"] and [o["frames"] for o in outcomes if "frames" in o] == \
+        [250, 250, 250]
+    assert process_paths([archive[n] for n in ("s0", "s1", "s2")], tmp_path / "ref", CFG, workers=1)[1] == []
+    for n in ("s0", "s1", "s2"):
+        for kind in ("frames.csv", "blinks.csv"):
+            assert (tmp_path / "out" / f"{n}.{kind}").read_bytes() == (tmp_path / "ref" / f"{n}.{kind}").read_bytes()
