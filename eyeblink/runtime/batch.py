@@ -1055,10 +1055,11 @@ class _RayMessages(Closing):
 
         self.log = logging.getLogger("eyeblink.ray")
         self.nodes: set[str] = set()
-        self.module: Any = sys.modules.get("ray._private.worker")
-        self.saved = getattr(self.module, "print_to_stdstream", None)
+        module: Any = sys.modules.get("ray._private.worker")
+        self.module = module
+        self.saved = getattr(module, "print_to_stdstream", None)
         if self.saved is not None:
-            self.module.print_to_stdstream = self._print
+            module.print_to_stdstream = self._print
 
     def _print(self, data: dict[str, Any], ignore_prefix: bool = False) -> None:
         if data.get("pid") != "raylet":  # a worker's own output (log_to_driver): Ray's printer
@@ -1095,8 +1096,9 @@ class _RayMessages(Closing):
         return first[:200] or None
 
     def close(self) -> None:
-        if self.saved is not None and self.module is not None:
-            self.module.print_to_stdstream = self.saved
+        module: Any = self.module
+        if self.saved is not None and module is not None:
+            module.print_to_stdstream = self.saved
             self.saved = None
 
 

@@ -315,7 +315,7 @@ def _picklable(exc: BaseException) -> EyeblinkError:
             pickle.loads(pickle.dumps(exc))
             return exc
         err = EyeblinkError(str(exc))
-        err.exit_code = exc.exit_code  # type: ignore[misc]
+        err.exit_code = exc.exit_code
         return err
     return WorkerError(f"{type(exc).__name__}: {exc}")
 
