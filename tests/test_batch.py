@@ -490,3 +490,25 @@ def test_short_videos_share_a_task_that_keeps_its_processes(archive: dict[str, P
     for n in ("s0", "s1", "s2"):
         for kind in ("frames.csv", "blinks.csv"):
             assert (tmp_path / "out" / f"{n}.{kind}").read_bytes() == (tmp_path / "ref" / f"{n}.{kind}").read_bytes()
+
+
+def test_rays_failure_messages_become_one_line_each() -> None:
+    """What Ray's driver printed (dozens of lines) when a worker node's raylet was SIGKILLed during a batch: one
+    line for the lost node (once, however often Ray repeats it), one per retried task, nothing for the dump."""
+    from eyeblink.runtime.batch import _RayMessages
+
+    node = "f1eb36146c3a78d1508fc1db6909bd7a16f41d5c5a598e152861dd7d"
+    dump = ("Raylet is terminated. Termination is unexpected. Possible reasons include: (1) SIGKILL by the user "
+            "or system OOM killer ... Last 20 lines of the Raylet logs:\n    [state-dump] NodeManager ... " * 3)
+    retry = ("Task run_chunk failed. There are 2 retries remaining, so the task will be retried. Error: Task failed "
+             f"because the node it was running on is dead or unavailable. Node IP: 192.0.2.2, node ID: {node}.")
+    dead = (f"The node with node id: {node} and address: 192.0.2.2 and node name: 192.0.2.2 has been marked dead "
+            "because the detector has missed too many heartbeats from it.")
+    m = _RayMessages()
+    try:
+        lines = [m.line(text) for text in (dump, retry, dead, dump, dead, "Something else\nand its details")]
+    finally:
+        m.close()
+    assert lines == [None, "a task was lost with its node (f1eb3614); retrying it (2 retries left)",
+                     "node 192.0.2.2 (f1eb3614) lost; its tasks are retried on the other nodes (details in the "
+                     "--log-file)", None, None, "Something else"]
