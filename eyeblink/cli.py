@@ -1,4 +1,4 @@
-"""Command line: ``eyeblink process | demo | eval | report | ...``.
+"""Command line: ``eyeblink process | demo | eval | report | compare | ...``.
 
 User errors (an :class:`~eyeblink.errors.EyeblinkError`) are printed as one
 line, ``eyeblink: error: ...``, with a non-zero exit and no traceback; every
@@ -238,6 +238,19 @@ def build_parser() -> argparse.ArgumentParser:
     ov.add_argument("--end", type=float, default=None, metavar="S", help="last second of the overlay video")
     ov.add_argument("--fps", type=_positive_float, default=None, metavar="FPS",
                     help="playback rate of the overlay video, e.g. 30 for slow motion (default: the recording's)")
+    c = sub.add_parser("compare", help="two sessions of the same recording side by side (checking a rerun)",
+                       description="Compare two processed sessions of the same recording (a rerun on another "
+                                   "machine, another backend, another release): the frames both have, the largest "
+                                   "openness, closure and face-box differences with their frames, the blinks "
+                                   "matched one to one by overlapping frames and every blink only one session has. "
+                                   "Exit status 0 when the two are identical or within --tolerance, 1 when not.")
+    c.add_argument("a", metavar="A", help="a processed session: OUTDIR/<stem> (e.g. results/session1) or one of "
+                                          "its output files")
+    c.add_argument("b", metavar="B", help="the session to compare it with, the same way")
+    c.add_argument("--tolerance", type=_nonneg_float, default=None, metavar="EAR",
+                   help="largest openness (EAR) difference that still counts as the same (default 0.001: what "
+                        "different CPUs and backends give)")
+    c.add_argument("--json", metavar="FILE", default=None, help="also write the comparison as JSON")
     from eyeblink.runtime import live as _live  # no heavy import: PyAV, pypylon, prometheus load when a run starts
 
     _live.add_parser(sub, _add_run_options, _add_log_options)
@@ -303,6 +316,28 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return run_eval(Path(args.dataset), cfg, outdir=Path(args.output) if args.output else None,
                     json_path=Path(args.json) if args.json else None,
                     progress=_progress_factory(args.no_progress))
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``eyeblink compare A B``: 0 when the sessions are identical or within the tolerance, 1 when not."""
+    import json
+
+    from eyeblink.outputs.compare import DEFAULT_TOLERANCE, compare_sessions, format_comparison
+    from eyeblink.outputs.paths import OutputPlan, write_text
+    from eyeblink.outputs.report import split_stem
+
+    plan = OutputPlan()
+    for session, what in ((args.a, "session A"), (args.b, "session B")):
+        outdir, stem = split_stem(session)
+        for suffix in ("frames.csv", "blinks.csv", "summary.json"):
+            plan.read(outdir / f"{stem}.{suffix}", f"{what}'s {suffix}")
+    plan.write(args.json, "--json").check()  # never over a session's own files
+    result = compare_sessions(args.a, args.b,
+                              tolerance=DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance)
+    print(format_comparison(result))
+    if args.json:
+        write_text(args.json, json.dumps(result.as_dict(), indent=2) + "\n", "--json")
+    return 1 if result.verdict == "different" else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -399,7 +434,7 @@ def _main(argv: Sequence[str] | None) -> int:
                    "bench": bench.run,
                    "eval-long": longrun.run, "train-landmarks": train.run, "train-detector": train_detector.run,
                    "train-lids": train_lids.run, "batch": _run_batch, "live": cmd_live,
-                   "report": cmd_report, "agree": cmd_agree}[args.command]
+                   "report": cmd_report, "agree": cmd_agree, "compare": cmd_compare}[args.command]
         if getattr(args, "log_level", None) is not None:
             from eyeblink.runtime.logs import setup_logging
 

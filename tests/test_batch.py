@@ -38,7 +38,25 @@ from eyeblink.runtime.batch import (
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")
 
-CFG = RunConfig()
+def _default_config() -> RunConfig:
+    """The settings ``eyeblink batch`` runs with when no option is given (the ``cpu`` preset: keyframes every
+    10th frame, the box hold, the mesh reused between keyframes)."""
+    from eyeblink.config import load_preset
+    from eyeblink.presets import resolve_preset
+
+    return load_preset(resolve_preset("cpu"))
+
+
+CFG = _default_config()
+
+
+def test_chunk_borders_are_whole_tracking_segments() -> None:
+    """Chunk borders (and the overlap) are multiples of the tracking segment, so a chunk's local frame 0 is
+    a segment start in the unsplit run too."""
+    from eyeblink.runtime.pipeline import SEGMENT_FRAMES
+
+    assert ALIGN_FRAMES % SEGMENT_FRAMES == 0
+    assert CFG.detect.detect_every > 1
 
 
 # --------------------------------------------------------------------------- planning (no Ray)
@@ -116,8 +134,9 @@ def test_gpu_tasks_take_the_gpu_presets_backend() -> None:
 
 
 def test_settings_hash_changes_with_results_not_scheduling() -> None:
-    assert settings_hash(CFG) == settings_hash(RunConfig())
-    assert settings_hash(CFG) != settings_hash(RunConfig(detect=DetectConfig(detect_every=2)))
+    assert settings_hash(CFG) == settings_hash(_default_config())
+    assert settings_hash(CFG) != settings_hash(CFG.with_overrides("detect", detect_every=2))
+    assert settings_hash(RunConfig()) != settings_hash(RunConfig(detect=DetectConfig(detect_every=2)))
     assert settings_hash(CFG) == settings_hash(replace(CFG, eye_crops=True))  # --report: same rows, one more file
 
 
@@ -218,6 +237,11 @@ def test_batch_runs_archive_reports_corrupt_and_resumes(ray_cluster: Any, archiv
     process_paths([archive["s1"]], ref, CFG, workers=1)
     for kind in ("frames.csv", "blinks.csv"):
         assert (out / f"s1.{kind}").read_bytes() == (ref / f"s1.{kind}").read_bytes(), kind
+    # ... and what the multiprocess pipeline writes (a task of one CPU runs the single-process reference)
+    par = tmp_path / "par"
+    process_paths([archive["s1"]], par, CFG, workers=2)
+    for kind in ("frames.csv", "blinks.csv"):
+        assert (out / f"s1.{kind}").read_bytes() == (par / f"s1.{kind}").read_bytes(), kind
     s_batch = json.loads((out / "s1.summary.json").read_text())
     s_ref = json.loads((ref / "s1.summary.json").read_text())
     assert set(s_batch) == set(s_ref)
@@ -438,3 +462,53 @@ def test_sigterm_stops_a_batch_like_ctrl_c(archive: dict[str, Path], tmp_path: P
     manifest = out / "eyeblink-batch.jsonl"
     assert not manifest.exists() or '"done"' not in manifest.read_text()
     assert set(Path("/dev/shm").glob("eyeblink_*")) <= before  # the Ray workers' rings are gone too
+
+
+def test_short_videos_share_a_task_that_keeps_its_processes(archive: dict[str, Path], tmp_path: Path) -> None:
+    """Short whole videos are grouped into one task (up to GROUP_FILES and GROUP_FRAMES); the task runs them on a
+    pool of two long-lived processes (models loaded once) and writes what `process --workers 1` writes; a video
+    that fails does so alone."""
+    from eyeblink.runtime.batch import GROUP_FILES, ChunkTask, _groups, _Video, run_group
+    from eyeblink.runtime.runner import process_paths
+
+    def video(name: str, frames: int | None, chunks: int = 1) -> _Video:
+        tasks = [ChunkTask(name, name, str(tmp_path), i, chunks, 0, None, 0, None, CFG, 2) for i in range(chunks)]
+        return _Video(Path(name), name, {}, tasks, frames=frames)
+
+    vs = [video(f"v{i}", 250) for i in range(GROUP_FILES + 2)] + [video("long", 5000), video("split", 400, 2)]
+    groups = _groups([*vs, video("unknown", None)], gpu=False)
+    assert [len(g) for g in groups] == [GROUP_FILES, 1, 1, 1, 2]  # long, split, unknown alone
+    assert _groups(vs[:3], gpu=True) == [[v] for v in vs[:3]]  # GPU tasks: one video each
+
+    names = ["s0", "s1", "truncated", "s2"]
+    tasks = [ChunkTask(str(archive[n]), n, str(tmp_path / "out"), 0, 1, 0, None, 0, None, CFG, 2) for n in names]
+    outcomes = run_group(tasks)
+    assert [o["status"] for o in outcomes] == ["done", "done", "failed", "done"]
+    assert "truncated or corrupt" in outcomes[2]["error"] and [o["frames"] for o in outcomes if "frames" in o] == \
+        [250, 250, 250]
+    assert process_paths([archive[n] for n in ("s0", "s1", "s2")], tmp_path / "ref", CFG, workers=1)[1] == []
+    for n in ("s0", "s1", "s2"):
+        for kind in ("frames.csv", "blinks.csv"):
+            assert (tmp_path / "out" / f"{n}.{kind}").read_bytes() == (tmp_path / "ref" / f"{n}.{kind}").read_bytes()
+
+
+def test_rays_failure_messages_become_one_line_each() -> None:
+    """What Ray's driver printed (dozens of lines) when a worker node's raylet was SIGKILLed during a batch: one
+    line for the lost node (once, however often Ray repeats it), one per retried task, nothing for the dump."""
+    from eyeblink.runtime.batch import _RayMessages
+
+    node = "f1eb36146c3a78d1508fc1db6909bd7a16f41d5c5a598e152861dd7d"
+    dump = ("Raylet is terminated. Termination is unexpected. Possible reasons include: (1) SIGKILL by the user "
+            "or system OOM killer ... Last 20 lines of the Raylet logs:\n    [state-dump] NodeManager ... " * 3)
+    retry = ("Task run_chunk failed. There are 2 retries remaining, so the task will be retried. Error: Task failed "
+             f"because the node it was running on is dead or unavailable. Node IP: 192.0.2.2, node ID: {node}.")
+    dead = (f"The node with node id: {node} and address: 192.0.2.2 and node name: 192.0.2.2 has been marked dead "
+            "because the detector has missed too many heartbeats from it.")
+    m = _RayMessages()
+    try:
+        lines = [m.line(text) for text in (dump, retry, dead, dump, dead, "Something else\nand its details")]
+    finally:
+        m.close()
+    assert lines == [None, "a task was lost with its node (f1eb3614); retrying it (2 retries left)",
+                     "node 192.0.2.2 (f1eb3614) lost; its tasks are retried on the other nodes (details in the "
+                     "--log-file)", None, None, "Something else"]

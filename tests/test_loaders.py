@@ -57,7 +57,7 @@ def _inputs(kind: str, face: tuple[Path, list[np.ndarray]], make_video, make_ima
         pts = [i + (3 if i >= 100 else 0) + (1 if i >= 247 else 0) for i in range(len(frames))]
         return make_video(frames, codec="mjpeg", pix_fmt="yuvj420p", container="avi", pts=pts)
     assert kind == "folder"
-    return make_image_folder({f"f{i}.png": img for i, img in enumerate(frames[:200])})
+    return make_image_folder({f"f{i}.png": img for i, img in enumerate(frames[:300])})  # 3 tracking segments
 
 
 def _run(video: Path, out: Path, loaders: int) -> dict:  # type: ignore[type-arg]
@@ -86,7 +86,7 @@ def test_three_loaders_write_the_rows_of_one(kind: str, face_frames_360: tuple[P
         b = (tmp_path / "three" / f"{stem}.{suffix}").read_bytes()
         assert a == b, suffix
     rows = (tmp_path / "one" / f"{stem}.frames.csv").read_text().splitlines()
-    assert len(rows) == 1 + (200 if kind == "folder" else FRAMES)
+    assert len(rows) == 1 + (300 if kind == "folder" else FRAMES)
     if kind == "gap":
         assert rows[101].startswith("100,0.206,")  # the gap's timestamp (frame 100 is 3 slots late)
 

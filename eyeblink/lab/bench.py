@@ -7,6 +7,10 @@ not carry over from one mode to the next):
 * ``default``   — the multiprocess pipeline with the preset's keyframe policy (``detect_every``).
 * ``every``     — the multiprocess pipeline detecting on every frame.
 * ``reference`` — the single-process reference (:func:`eyeblink.runtime.pipeline.process_source`), every frame.
+* ``short``     — many short files in one ``process`` (not in the default set): ``--short-files`` clips of
+  0.5-2 s cut from the input's frames (one trial per file, as conditioning labs record), processed as
+  ``eyeblink process CLIPS...`` does (the file pool with several workers, :mod:`eyeblink.runtime.pool`);
+  FPS over the whole run, models and worker start included, and the per-file overhead against ``default``.
 
 Reported per mode: FPS (median and min–max over the repeats; frames / wall time of the run,
 worker start-up included), per-stage milliseconds per frame (summed over processes: CPU-side
@@ -36,7 +40,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-MODES = ("decode", "default", "every", "reference")
+MODES = ("decode", "default", "every", "reference", "short")
+#: The modes run when ``--modes`` is not given (``short`` cuts and encodes clips first: asked for by name).
+DEFAULT_MODES = ("decode", "default", "every", "reference")
+#: Lengths of the ``short`` mode's clips, seconds, in turn (trials of eyeblink conditioning: 0.5-2 s).
+SHORT_CLIP_S = (0.5, 0.875, 1.25, 1.625, 2.0)
 
 
 # --------------------------------------------------------------------------- CLI
@@ -61,8 +69,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--detect-every", type=int, default=None, metavar="N",
                    help="keyframe interval of the 'default' mode (default: from the preset)")
     p.add_argument("--pipeline", metavar="PRESET", default="cpu", help="device preset (default: cpu)")
-    p.add_argument("--modes", default=",".join(MODES),
-                   help=f"comma-separated subset of {', '.join(MODES)} (default: all)")
+    p.add_argument("--modes", default=",".join(DEFAULT_MODES),
+                   help=f"comma-separated subset of {', '.join(MODES)} (default: all but short)")
+    p.add_argument("--short-files", type=int, default=40, metavar="N",
+                   help="clips of the 'short' mode: N files of 0.5-2 s cut from the input's frames (default 40)")
     p.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="where the synthetic recording is cached (default: $XDG_CACHE_HOME/eyeblink or ~/.cache)")
     p.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
@@ -143,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--modes must be a comma-separated subset of {', '.join(MODES)}, got {args.modes!r}")
     if args.frames < 1 or args.repeats < 1:
         raise ConfigError(f"--frames and --repeats must be >= 1, got {args.frames} and {args.repeats}")
+    if "short" in modes and args.short_files < 2:
+        raise ConfigError(f"--short-files must be >= 2, got {args.short_files}")
     cfg = load_preset(resolve_preset(args.pipeline))
     every_n = args.detect_every or cfg.detect.detect_every
     sweep = args.workers if args.workers is not None else [physical_cores()]
@@ -155,18 +167,24 @@ def run(args: argparse.Namespace) -> int:
     print(f"machine: {machine['cpu']} [{machine['host_class']}: {' '.join(machine['vector']) or 'no AVX'}], "
           f"{machine['logical_cpus']} CPUs ({machine['physical_cores']} physical cores), "
           f"{machine['ram_gb']:.0f} GB RAM, Python {machine['python']}", flush=True)
+    clips = short_clips(video, args.short_files, args.cache_dir) if "short" in modes else None
     results: dict[str, Any] = {}
     for mode, w in _runs(modes, sweep):
         runs = []
         key = mode if len(sweep) == 1 or mode in ("decode", "reference") else f"{mode}@{w}w"
         for _ in range(args.repeats):
             child = {"decode": ["decode", "0", "0"], "default": ["parallel", str(w), str(every_n)],
-                     "every": ["parallel", str(w), "1"], "reference": ["reference", "1", "1"]}[mode]
+                     "every": ["parallel", str(w), "1"], "reference": ["reference", "1", "1"],
+                     "short": ["short", str(w), str(every_n)]}[mode]
             if args.wait_quiet > 0:
                 wait_quiet(args.wait_quiet)
-            runs.append(_run_child([*child, str(video), str(args.frames), args.pipeline, str(loaders)]))
+            source = clips if mode == "short" and clips is not None else video
+            runs.append(_run_child([*child, str(source), str(args.frames), args.pipeline, str(loaders)]))
         results[key] = _aggregate(mode, runs)
         _print_mode(key, results[key])
+        long_key = key.replace("short", "default")
+        if mode == "short" and long_key in results:
+            _print_short(results[key], results[long_key])
     if len(sweep) > 1:
         _print_scaling(results, sweep)
     decode_fps = results.get("decode", {}).get("fps_median")
@@ -184,7 +202,63 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_short(short: dict[str, Any], long: dict[str, Any]) -> None:
+    """The ``short`` mode against one long file (``default``): FPS ratio and the per-file overhead."""
+    files, frames = short["files"], short["frames"]
+    overhead_ms = 1000.0 * (frames / short["fps_median"] - frames / long["fps_median"]) / files
+    # CPU time (all processes, models loaded in both): the figure that holds on a shared machine
+    cpu_overhead_ms = (short["cpu_s_per_frame_ms"] - long["cpu_s_per_frame_ms"]) * frames / files
+    short["fraction_of_default"] = short["fps_median"] / long["fps_median"]
+    short["overhead_ms_per_file"] = overhead_ms
+    short["overhead_cpu_ms_per_file"] = cpu_overhead_ms
+    print(f"    short: {files} files, {frames} frames: {100 * short['fraction_of_default']:.0f}% of one long "
+          f"file's FPS; per-file overhead {overhead_ms:.0f} ms of wall time, {cpu_overhead_ms:.0f} ms of CPU",
+          flush=True)
+
+
 # --------------------------------------------------------------------------- inputs and machine
+
+
+def short_clips(video: Path, count: int, where: str | None = None) -> Path:
+    """A folder of ``count`` clips of :data:`SHORT_CLIP_S` seconds each in turn, cut one after the other from
+    ``video``'s frames (from its start again when they run out), gray MJPG at ``video``'s rate; cached."""
+    import av
+    import numpy as np
+
+    from eyeblink.sources.files import open_source
+
+    folder = cache_dir(where) / f"short-{video.stem}-{count}"
+    if len(list(folder.glob("*.avi"))) == count:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    with open_source(video) as src:
+        frames = [f.image for f in src]
+        fps = src.nominal_fps or 500.0
+    if not frames:
+        from eyeblink.errors import VideoDecodeError
+
+        raise VideoDecodeError(f"{video} has no frames to cut clips from; give another --input")
+    print(f"cutting {count} clips of {SHORT_CLIP_S[0]}-{SHORT_CLIP_S[-1]} s from {video} into {folder} (once) ...",
+          flush=True)
+    at = 0
+    for k in range(count):
+        n = max(1, round(SHORT_CLIP_S[k % len(SHORT_CLIP_S)] * fps))
+        path = folder / f"trial{k:04d}.avi"
+        with av.open(str(path), "w") as out:
+            stream = out.add_stream("mjpeg", rate=round(fps))
+            h, w = frames[0].shape[:2]
+            stream.width, stream.height, stream.pix_fmt = w, h, "yuvj420p"
+            stream.options = {"qscale": "4"}
+            for i in range(n):
+                img = frames[(at + i) % len(frames)]
+                gray = img if img.ndim == 2 else img[..., 0]
+                frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(gray), format="gray").reformat(
+                    format="yuvj420p")
+                frame.pts = i
+                out.mux(stream.encode(frame))
+            out.mux(stream.encode())
+        at += n
+    return folder
 
 
 def cache_dir(explicit: str | None = None) -> Path:
@@ -356,7 +430,7 @@ def _aggregate(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         vals = [r[k] for r in runs if r.get(k) is not None]
         if vals:
             out[k] = statistics.median(vals)
-    for k in ("detector_runs", "redetections_on_drift", "mean_abs_ear_diff", "loaders"):
+    for k in ("detector_runs", "redetections_on_drift", "mean_abs_ear_diff", "loaders", "files"):
         if k in runs[0]:
             out[k] = runs[0][k]
     stage = [r["accelerator"] for r in runs if r.get("accelerator")]
@@ -432,6 +506,8 @@ def _child(argv: list[str]) -> dict[str, Any]:
             n, wall = time_decode(src, limit)
         return {"frames": n, "fps": n / wall, "ms_per_frame": {"decode": 1000 * wall / n}}
     cfg = load_preset(resolve_preset(preset))
+    if kind == "short":
+        return _short_run(cfg.with_overrides("detect", detect_every=int(every)), Path(video), int(workers))
     cfg = replace(cfg.with_overrides("detect", detect_every=int(every)), max_frames=limit)
     out = Path(tempfile.mkdtemp(prefix="eyeblink-bench-"))
     if kind == "parallel":
@@ -453,6 +529,27 @@ def _child(argv: list[str]) -> dict[str, Any]:
             "detector_runs": s["detector_runs"], "redetections_on_drift": s["redetections_on_drift"],
             "loaders": s.get("loaders", 1), "accelerator": s.get("parallel", {}).get("accelerator"),
             "output": str(out)}
+
+
+def _short_run(cfg: Any, folder: Path, workers: int) -> dict[str, Any]:
+    """``eyeblink process`` on every clip of ``folder`` in one run (models, workers and all): frames / wall."""
+    import shutil
+
+    from eyeblink.runtime.runner import process_paths
+
+    clips = sorted(folder.glob("*.avi"))
+    out = Path(tempfile.mkdtemp(prefix="eyeblink-bench-"))
+    try:
+        t0 = time.perf_counter()
+        results, failures = process_paths(clips, out, cfg, workers=workers)
+        wall = time.perf_counter() - t0
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    if failures:
+        raise failures[0][1]
+    frames = sum(r.frames for r in results)
+    return {"frames": frames, "fps": frames / wall, "files": len(results), "wall_s": wall,
+            "detector_runs": sum(r.summary["detector_runs"] for r in results)}
 
 
 def _decode_ranges(video: str, limit: int, loaders: int) -> dict[str, Any]:

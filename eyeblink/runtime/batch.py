@@ -117,7 +117,7 @@ MANIFEST_NAME = "eyeblink-batch.jsonl"
 STAGING_NAME = ".eyeblink-batch"
 #: Added to the detector's warm-up + baseline window: the longest blink plus the merge gap, seconds.
 BLINK_TAIL_S = 1.0
-#: The multiprocess pipeline's keyframe-tracking chunk (``ParallelConfig.chunk_frames``): chunk
+#: The tracking segment (:data:`eyeblink.runtime.pipeline.SEGMENT_FRAMES`, not imported: this module stays light): chunk
 #: borders are multiples of it so per-frame rows are identical to an unsplit run.
 ALIGN_FRAMES = 128
 _BLINK_FRAME_COLUMNS = ("start_frame", "end_frame", "peak_frame", "start_frame_left", "end_frame_left",
@@ -511,6 +511,96 @@ def _process(source: Any, outdir: Path, cfg: RunConfig, workers: int) -> RunResu
     return process_source(source, outdir, cfg, analyzer=build_analyzer(cfg))
 
 
+#: Short videos (whole, up to this many frames: 4 s at 500 FPS) share a task, up to :data:`GROUP_FILES` of them
+#: and :data:`GROUP_FRAMES` frames in all: the task loads the models once and keeps its processes for all of
+#: them (:mod:`eyeblink.runtime.pool`), instead of paying ~0.3-0.5 s of start per file.
+SHORT_FRAMES = 2048
+GROUP_FILES = 8
+GROUP_FRAMES = 8192
+
+
+def _groups(videos: list[_Video], gpu: bool) -> list[list[_Video]]:
+    """The videos in submission order: runs of short whole videos gathered into groups, every other one alone."""
+    out: list[list[_Video]] = []
+    group: list[_Video] = []
+    frames = 0
+    for v in videos:
+        short = (not gpu and len(v.tasks) == 1 and v.frames is not None and v.frames <= SHORT_FRAMES
+                 and not v.tasks[0].config.detect.accelerator_stage)
+        if not short:
+            out.append([v])
+            continue
+        assert v.frames is not None
+        if group and (len(group) >= GROUP_FILES or frames + v.frames > GROUP_FRAMES):
+            out.append(group)
+            group, frames = [], 0
+        group.append(v)
+        frames += v.frames
+    if group:
+        out.append(group)
+    return out
+
+
+def run_group(tasks: list[ChunkTask]) -> list[dict[str, Any]]:
+    """Several short whole videos in one Ray task: models loaded once; with ``workers`` > 1 each video runs whole
+    on one of the task's long-lived processes (:class:`~eyeblink.runtime.pool.FilePool`), else one after the
+    other in this process. One outcome per task, in order (see :func:`run_chunk`)."""
+    from eyeblink.errors import one_line
+    from eyeblink.outputs.analysis import finalize
+    from eyeblink.runtime.pipeline import process_source
+    from eyeblink.runtime.pool import FilePool
+    from eyeblink.runtime.runner import FATAL, build_analyzer
+
+    for t in tasks:
+        _inject_fault(t)
+    _remove_stale_rings()
+    cfg, workers = tasks[0].config, tasks[0].workers
+    outdir = Path(tasks[0].outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+
+    def run_one(source: Any, analyzer: Any) -> RunResult:
+        return finalize(process_source(source, outdir, cfg, analyzer=analyzer), cfg)
+
+    def done(t: ChunkTask, result: RunResult) -> dict[str, Any]:
+        return {"status": "done", "stem": t.stem, "index": t.index, "frames": result.frames,
+                "blinks": len(result.blinks), "wall_s": float(result.summary["timings"]["wall_s"] or 0.0),
+                "damaged_packets": int((result.summary.get("damaged_packets") or {}).get("count") or 0),
+                "node": os.uname().nodename, "pid": os.getpid()}
+
+    def failed(t: ChunkTask, exc: EyeblinkError) -> dict[str, Any]:
+        return {"status": "failed", "error": one_line(exc), "stem": t.stem, "index": t.index,
+                "wall_s": time.perf_counter() - started}
+
+    paths = [Path(t.path) for t in tasks]
+    if workers > 1:
+        from eyeblink.runtime.pipeline import build_fitter
+
+        pool = FilePool(cfg, workers, build_fitter(cfg), run_one, FATAL)
+        got = pool.run(paths)
+        outcomes = []
+        for i, t in enumerate(tasks):
+            if i in got.results:
+                outcomes.append(done(t, got.results[i]))
+            elif i in got.failures:
+                outcomes.append(failed(t, got.failures[i]))
+            else:  # longer than the pool takes (the probe said otherwise): the task's usual way
+                outcomes.append(run_chunk(t))
+        return outcomes
+    from eyeblink.sources.files import open_source
+
+    analyzer = build_analyzer(cfg)
+    outcomes = []
+    for t in tasks:
+        try:
+            with open_source(t.path, fps=cfg.fps) as source:
+                analyzer.reset()
+                outcomes.append(done(t, run_one(source, analyzer)))
+        except EyeblinkError as exc:
+            outcomes.append(failed(t, exc))
+    return outcomes
+
+
 # ----------------------------------------------------------------------------------------- merge
 
 
@@ -726,6 +816,7 @@ class _Video:
     outcomes: dict[int, dict[str, Any]] = field(default_factory=dict)
     failed: str | None = None
     refs: list[Any] = field(default_factory=list)
+    frames: int | None = None  # the probe's frame count (None: unknown)
 
 
 def _import_ray() -> Any:
@@ -821,6 +912,7 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
             continue
         if config.max_frames is not None:
             total = min(total, config.max_frames) if total else None
+        v.frames = total
         plan = plan_chunks(total, fps, bc.chunk_s, overlap)
         if config.max_frames is not None and len(plan) > 1:
             s, _, lo, _ = plan[-1]
@@ -831,6 +923,7 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
 
     started_here = False
     quiet = _ray_notices_silenced()
+    messages = _RayMessages()  # a lost node, a retried task: one line each; Ray's own dumps go to the log
     handlers = _python_signal_handlers()
     hold = stopping.held()  # a stop while Ray starts: raised once it has, in the try below that shuts it down
     try:
@@ -851,15 +944,25 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
         remote = ray.remote(run_chunk).options(
             num_cpus=bc.cpus_per_task, num_gpus=bc.gpus_per_task, max_retries=bc.max_retries,
             retry_exceptions=[RetryableTaskError])
-        pending: dict[Any, tuple[_Video, ChunkTask]] = {}
+        group_remote = ray.remote(run_group).options(
+            num_cpus=bc.cpus_per_task, num_gpus=bc.gpus_per_task, max_retries=bc.max_retries,
+            retry_exceptions=[RetryableTaskError])
+        pending: dict[Any, list[tuple[_Video, ChunkTask]]] = {}
         for v in videos:
             if v.failed is not None:
                 record(v, "failed", v.failed)
+        for group in _groups([v for v in videos if v.failed is None], gpu):
+            if len(group) == 1:  # a long (or split) video, or a short one alone: its own task(s)
+                for v in group:
+                    for t in v.tasks:
+                        ref = remote.remote(t)
+                        v.refs.append(ref)
+                        pending[ref] = [(v, t)]
                 continue
-            for t in v.tasks:
-                ref = remote.remote(t)
+            ref = group_remote.remote([v.tasks[0] for v in group])  # short videos: one task, models loaded once
+            for v in group:
                 v.refs.append(ref)
-                pending[ref] = (v, t)
+            pending[ref] = [(v, v.tasks[0]) for v in group]
         total_frames = sum(((t.end if t.end is not None else (t.hi or 0)) - t.start)
                            for v in videos for t in v.tasks)
         bar = _progress_bar(bc.progress, total_frames or None, len(pending))
@@ -867,22 +970,24 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
                 for ref in ready:
-                    v, t = pending.pop(ref)
-                    outcome = _get(ray, ref, bc.max_retries)
-                    v.outcomes[t.index] = outcome
-                    if bar is not None:
-                        bar.update(t.hi - t.lo if t.hi is not None else outcome.get("frames") or 0)
-                    _settle(ray, v, t, outcome, pending, config, record, report)
+                    items = pending.pop(ref)
+                    outcomes = _get_group(ray, ref, bc.max_retries, len(items))
+                    for (v, t), outcome in zip(items, outcomes, strict=True):
+                        v.outcomes[t.index] = outcome
+                        if bar is not None:
+                            bar.update(t.hi - t.lo if t.hi is not None else outcome.get("frames") or 0)
+                        _settle(ray, v, t, outcome, pending, config, record, report)
                     if bar is not None:
                         bar.set_postfix(done=len(report.done), failed=len(report.failed), refresh=False)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the videos in flight say so; a rerun does them again
-            _mark_interrupted({id(v): v for v, _ in pending.values()}.values())
+            _mark_interrupted({id(v): v for items in pending.values() for v, _ in items}.values())
             raise
         finally:
             if bar is not None:
                 bar.close()
     finally:
         quiet.close()
+        messages.close()
         with contextlib.suppress(EyeblinkError):  # a full disk: the appended lines are still there
             manifest.compact()  # one line per input: this run's lines replace the earlier runs' of the same inputs
         if started_here:
@@ -962,6 +1067,69 @@ class _RayLogLevel(Closing):
         self.logger.setLevel(self.saved)
 
 
+class _RayMessages(Closing):
+    """What a Ray cluster tells the driver about its failures, as the user should read it.
+
+    Ray's driver prints every error the cluster publishes (``ray._private.worker.listen_error_messages``) to
+    stdout: a dead raylet's last 20 log lines of internal state, the node's death, each retried task, dozens of
+    lines per lost node. While a batch runs, each such message goes whole to the ``eyeblink.ray`` logger (the
+    ``--log-file``, at INFO) and, on stderr, becomes one line: ``node ... lost`` once per node, ``a task was
+    lost with its node; retrying it`` per retried task, and the first line of anything else. :meth:`close`
+    puts Ray's printer back. (A private hook of Ray's driver: when it is not there, Ray prints as before.)
+    """
+
+    def __init__(self) -> None:
+        import logging
+
+        self.log = logging.getLogger("eyeblink.ray")
+        self.nodes: set[str] = set()
+        module: Any = sys.modules.get("ray._private.worker")
+        self.module = module
+        self.saved = getattr(module, "print_to_stdstream", None)
+        if self.saved is not None:
+            module.print_to_stdstream = self._print
+
+    def _print(self, data: dict[str, Any], ignore_prefix: bool = False) -> None:
+        if data.get("pid") != "raylet":  # a worker's own output (log_to_driver): Ray's printer
+            assert self.saved is not None
+            self.saved(data, ignore_prefix)
+            return
+        for text in data.get("lines") or []:
+            self.log.info("ray: %s", text)
+            line = self.line(str(text))
+            if line:
+                print(f"eyeblink: batch: {line}", file=sys.stderr, flush=True)
+
+    def line(self, text: str) -> str | None:
+        """The one line (or none) the user sees for Ray's message ``text``."""
+        import re
+
+        node = re.search(r"node[ _]id[:=]? ?([0-9a-f]{8})[0-9a-f]*", text, re.IGNORECASE)
+        node_id = node.group(1) if node else None
+        address = re.search(r"address:? ([0-9.]+)", text)
+        if "Raylet is terminated" in text:
+            return None  # the node's death follows, with its id (once per node, below)
+        if "marked dead" in text:
+            if node_id in self.nodes:
+                return None
+            self.nodes.add(node_id or "?")
+            where = f" {address.group(1)}" if address else ""
+            return (f"node{where} ({node_id or 'unknown id'}) lost; its tasks are retried on the other nodes "
+                    "(details in the --log-file)")
+        if "will be retried" in text:
+            left = re.search(r"There (?:are|is) (\d+) retr", text)
+            return (f"a task was lost with its node ({node_id or 'unknown'}); retrying it"
+                    + (f" ({left.group(1)} retries left)" if left else ""))
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        return first[:200] or None
+
+    def close(self) -> None:
+        module: Any = self.module
+        if self.saved is not None and module is not None:
+            module.print_to_stdstream = self.saved
+            self.saved = None
+
+
 def _ray_notices_silenced() -> _RayLogLevel:
     """Keep Ray's notices (e.g. "Token authentication is enabled for this Ray cluster ...", logged at
     WARNING by ``ray.init`` on a new local cluster) off stderr below ``--log-level info``, as the TFLite
@@ -994,6 +1162,15 @@ def _get(ray: Any, ref: Any, retries: int) -> dict[str, Any]:
         cause = getattr(exc, "cause", None)
         text = one_line(cause) if isinstance(cause, EyeblinkError) else one_line(exc).split(" Traceback")[0]
         return {"status": "failed", "error": f"task failed after {retries} retries: {text[:300]}"}
+
+
+def _get_group(ray: Any, ref: Any, retries: int, n: int) -> list[dict[str, Any]]:
+    """The outcomes of a task's ``n`` videos (a :func:`run_group` task returns a list; a failed task fails all)."""
+    try:
+        value = ray.get(ref)
+    except Exception:
+        return [_get(ray, ref, retries)] * n
+    return [dict(o) for o in value] if isinstance(value, list) else [dict(value)]
 
 
 def _settle(ray: Any, v: _Video, t: ChunkTask, outcome: dict[str, Any], pending: dict[Any, Any],

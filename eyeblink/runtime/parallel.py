@@ -25,7 +25,10 @@ Why this shape (measured on a 2-core x86 VM, 640x480 MJPG, see ``eyeblink bench`
 * Workers own **contiguous chunks** of ``chunk_frames`` frames (chunk ``c`` goes to worker
   ``c % W``), not single frames round-robin, so each worker keeps the tracking state of the
   keyframe policy (last box, frames since detection, inter-ocular reference) across its chunk.
-  The first frame of every chunk is a keyframe. Chunk size trade-off: bigger chunks mean fewer
+  A file's chunks are whole tracking segments (``chunk_frames`` is rounded up to a multiple of
+  :data:`~eyeblink.runtime.pipeline.SEGMENT_FRAMES`): the reference run restarts its tracking on the
+  same frames, so the rows are byte-identical whatever the worker count, loader count or chunk size.
+  Chunk size trade-off: bigger chunks mean fewer
   forced keyframes and longer tracking runs, but a bigger ring (``~W x chunk`` slots keep every
   worker busy), a bigger reorder buffer in the sink and a higher frame-to-row latency (a frame at
   the start of chunk ``c+1`` waits for chunk ``c`` to be written: ~``chunk / per-worker FPS``).
@@ -90,6 +93,7 @@ from eyeblink.runtime.pipeline import (
     RunResult,
     SessionSink,
     StageClock,
+    aligned_frames,
     build_detector,
     build_fitter,
     progress_bar,
@@ -391,7 +395,11 @@ class _Run:
         self.par = pipe.par
         self.source = source
         self.W = pipe.par.n_workers
-        self.C = pipe.par.chunk_frames
+        # a file's chunks are whole tracking segments (pipeline.SEGMENT_FRAMES), so that every chunk starts where
+        # the reference run restarts its tracking too: the rows do not depend on the layout; live runs (each worker
+        # tracks across its own small chunks) deal the chunks they ask for
+        self.C = (pipe.par.chunk_frames if pipe.par.track_across_chunks
+                  else aligned_frames(pipe.par.chunk_frames))
         self.B = pipe.par.batch_frames
         self.fault = _parse_fault()
         self.spec: RingSpec | None = self._ring_spec()
@@ -435,7 +443,9 @@ class _Run:
 
     def _ring_spec(self) -> RingSpec | None:
         """The ring's geometry (a hook: live mode sizes it once the stream is open)."""
-        return RingSpec(self.par.slots, (self.source.height, self.source.width))
+        from dataclasses import replace
+
+        return RingSpec(replace(self.par, chunk_frames=self.C).slots, (self.source.height, self.source.width))
 
     def _end_of_input(self) -> None:
         """A loader's last message: one end marker per consumer of its queues (every worker, or every process
@@ -556,10 +566,12 @@ class _Run:
                 analyzer.fitter = fitter
                 _warm_up(analyzer, self.source)
             analyzer.fitter = self.pipe.fitter
+            track = self.par.track_across_chunks
+            if track:  # live: each worker tracks the face across its own chunks, no segment restarts
+                analyzer.segment_frames = None
             self._worker_ready(wid)
             ring = self.ring  # None: forked before the ring existed; its first message names it
             fault = self.fault if self.fault is None or self.fault[0] != "slowstart" else None  # the stage's hook
-            track = self.par.track_across_chunks
             late = self.late_s
             row_dtype = record_dtype(self.cfg)
             chunk = -1

@@ -128,6 +128,8 @@ def _process_existing(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
 
     if workers > 1 and analyzer is None and supports(config):
         pipe = ParallelPipeline(config, ParallelConfig(workers=workers, loaders=loaders))
+        if len(paths) > 1 and not config.detect.accelerator_stage:
+            return _pooled(paths, outdir, config, pipe, progress=progress, opts=opts)
         return _run_each(paths, config,
                          lambda src: _finalize(pipe.process_source(src, outdir, progress=progress), config, opts))
     ref = analyzer or build_analyzer(config)
@@ -137,6 +139,36 @@ def _process_existing(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
         return _finalize(process_source(source, outdir, config, analyzer=ref, progress=progress), config, opts)
 
     return _run_each(paths, config, one)
+
+
+def _pooled(paths: Sequence[Path], outdir: Path, config: RunConfig, pipe: Any, *,
+            progress: ProgressFactory | None, opts: AnalysisOptions) -> tuple[list[RunResult],
+                                                                             list[tuple[Path, EyeblinkError]]]:
+    """Several inputs: the short ones whole on a pool of long-lived processes (:mod:`eyeblink.runtime.pool`: the
+    models loaded once, no start per input), the long ones after them through the multiprocess pipeline ``pipe``;
+    results and failures in input order."""
+    from eyeblink.runtime.pool import FilePool
+
+    def run_one(source: FrameSource, analyzer: FrameAnalyzer) -> RunResult:
+        return _finalize(process_source(source, outdir, config, analyzer=analyzer), config, opts)
+
+    bar = progress(f"{len(paths)} inputs", None) if progress else None
+    try:
+        pool = FilePool(config, pipe.par.n_workers, pipe.fitter, run_one, FATAL)
+        done = pool.run(paths, on_done=lambda _i, r: bar.update(r.frames) if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    results = dict(done.results)
+    failures = {i: (paths[i], exc) for i, exc in done.failures.items()}
+    for i in done.handed_back:  # long (or of unknown length): every core on one input at a time
+        one, failed = _run_each([paths[i]], config, lambda src: _finalize(
+            pipe.process_source(src, outdir, progress=progress), config, opts))
+        if one:
+            results[i] = one[0]
+        if failed:
+            failures[i] = failed[0]
+    return [results[i] for i in sorted(results)], [failures[i] for i in sorted(failures)]
 
 
 def _finalize(result: RunResult, config: RunConfig, opts: AnalysisOptions) -> RunResult:
