@@ -145,6 +145,59 @@ def test_stream_not_there_fails_in_one_line_after_loading(tmp_path: Path) -> Non
     assert summary(tmp_path)["status"] == "failed"
 
 
+def test_a_sender_that_connects_and_sends_nothing_is_said_in_words() -> None:
+    """A peer that accepts the connection and stays silent: the error says so, not FFmpeg's "Immediate exit
+    requested" (its text for our own open timeout)."""
+    import threading
+
+    from eyeblink.sources.live import StreamOptions
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(server.accept()[0]), daemon=True).start()
+    try:
+        src = open_live_source(f"tcp://127.0.0.1:{port}", connect=False, stream=StreamOptions(open_timeout_s=0.5))
+        with pytest.raises(VideoOpenError, match="a sender connected but sent no video within 0.5 s") as err:
+            src.start()
+        assert "Immediate exit" not in str(err.value)
+    finally:
+        for c in held:
+            c.close()
+        server.close()
+
+
+def test_reconnect_n_uses_every_one_of_its_tries(caplog: pytest.LogCaptureFixture) -> None:
+    """``--reconnect 3`` after the sender is gone for good: three tries, each waiting the open timeout, then the
+    stream is lost, naming the count; never fewer tries than asked for."""
+    import logging
+
+    from eyeblink.sources.live import SourceLostError, StreamOptions
+
+    port = free_port()
+    sender = start_sender(port, "--fps", "500", "--stop-after", "20")
+    src = open_live_source(f"tcp://127.0.0.1:{port}", connect=False,
+                           stream=StreamOptions(open_timeout_s=0.5, reconnect=3, reconnect_delay_s=0.05))
+    try:
+        src.start()
+        frames = 0
+        with caplog.at_level(logging.WARNING, logger="eyeblink"), \
+                pytest.raises(SourceLostError, match="reconnect 3 of 3 failed"):
+            for _ in src.capture():
+                frames += 1
+                if frames == 20:
+                    sender.wait(timeout=30)  # it has sent its frames and closed: nobody will answer again
+        assert frames == 20
+        tries = [r.getMessage() for r in caplog.records if "reconnecting" in r.getMessage()]
+        assert [t.rsplit("(", 1)[1] for t in tries] == ["1 of 3)", "2 of 3)", "3 of 3)"], tries
+        assert src.reconnects == 3
+    finally:
+        src.close()
+        sender.kill()
+
+
 def test_stream_connects_on_start_when_deferred() -> None:
     from eyeblink.sources.live import StreamOptions
 

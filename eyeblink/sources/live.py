@@ -266,7 +266,11 @@ class StreamSource(LiveSource):
             except (av.error.FFmpegError, OSError) as exc:
                 if getattr(exc, "errno", None) == errno.EADDRINUSE:
                     raise PortInUseError(_port_in_use(self.spec)) from exc
-                raise VideoOpenError(f"cannot open stream {self.spec} ({getattr(exc, 'strerror', None) or exc}); "
+                if isinstance(exc, av.error.ExitError):  # our timeout stopped FFmpeg waiting for data
+                    why = f"a sender connected but sent no video within {self.opts.open_timeout_s:g} s"
+                else:
+                    why = getattr(exc, "strerror", None) or str(exc)
+                raise VideoOpenError(f"cannot open stream {self.spec} ({why}); "
                                      "check that the sender is running and the URL (scheme, host, port)") from exc
             if not container.streams.video:
                 container.close()
@@ -393,19 +397,22 @@ class StreamSource(LiveSource):
                                           "rows so far are on disk (use --reconnect N to retry)") from failure
                 log.warning("%s: %s; the live run ends", self.spec, reason)
                 return
-            self.reconnects += 1
-            log.warning("%s: %s; reconnecting (%d of %d)", self.spec, reason, self.reconnects, self.opts.reconnect)
-            time.sleep(self.opts.reconnect_delay_s)
-            deadline = time.monotonic() + self.opts.open_timeout_s
-            while self._container is None:
+            while self._container is None:  # every one of the --reconnect N tries is used before giving up
+                self.reconnects += 1
+                log.warning("%s: %s; reconnecting (%d of %d)", self.spec, reason, self.reconnects,
+                            self.opts.reconnect)
+                time.sleep(self.opts.reconnect_delay_s)
+                if self.cancelled is not None and self.cancelled():
+                    self.end_reason = f"{reason}; stopped while reconnecting"
+                    return
                 try:
-                    self._container = self._open()
+                    self._container = self._open()  # waits up to the open timeout for the sender
                 except VideoOpenError as exc:
-                    if time.monotonic() > deadline:
-                        self.end_reason = f"{reason}; reconnect failed"
-                        raise SourceLostError(f"{self.spec}: {reason}; reconnect {self.reconnects} failed ({exc})") \
+                    if self.reconnects >= self.opts.reconnect:
+                        self.end_reason = f"{reason}; {self.reconnects} reconnects failed"
+                        raise SourceLostError(f"{self.spec}: {reason}; reconnect {self.reconnects} of "
+                                              f"{self.opts.reconnect} failed ({exc}); rows so far are on disk") \
                             from exc
-                    time.sleep(min(0.5, self.opts.reconnect_delay_s or 0.5))
 
 
     def _frames(self, container: Any, stream: Any) -> Iterator[tuple[Any, np.ndarray, float]]:
