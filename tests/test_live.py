@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -160,7 +161,7 @@ def test_a_sender_that_connects_and_sends_nothing_is_said_in_words() -> None:
     threading.Thread(target=lambda: held.append(server.accept()[0]), daemon=True).start()
     try:
         src = open_live_source(f"tcp://127.0.0.1:{port}", connect=False, stream=StreamOptions(open_timeout_s=0.5))
-        with pytest.raises(VideoOpenError, match="a sender connected but sent no video within 0.5 s") as err:
+        with pytest.raises(VideoOpenError, match=r"a sender connected but sent no video within 0\.5 s") as err:
             src.start()
         assert "Immediate exit" not in str(err.value)
     finally:
@@ -586,3 +587,29 @@ def test_a_live_run_killed_outright_leaves_headers_and_a_running_summary(tmp_pat
     assert len(r) >= 100 and [int(x["frame"]) for x in r] == list(range(len(r)))
     s = summary(tmp_path)
     assert s["status"] == "running" and s["input"] == f"tcp://127.0.0.1:{port}" and s["pid"] == live.pid
+
+
+def test_a_normal_end_of_stream_is_no_warning(tmp_path: Path) -> None:
+    """The sender sends its frames and hangs up: the run ends as asked, with no WARNING line about it."""
+    err = live_run(tmp_path, ["--fps", "500", "--stop-after", "200"], "--landmarks", "lids")
+    assert "end of stream" in err
+    assert not [ln for ln in err.splitlines() if "WARNING" in ln and "end of stream" in ln], err
+
+
+def test_lsl_outlets_say_when_their_name_is_taken_and_liblsl_stays_quiet() -> None:
+    """Two sessions publishing one LSL name: the second warns in one line naming the fix (--lsl-name); liblsl's
+    own INFO lines ("Loaded default config", its build) do not reach the terminal."""
+    pytest.importorskip("pylsl")
+    code = (
+        "import os\n"
+        "from eyeblink.runtime.publish import LslOutlets\n"
+        f"name = 'eyeblink-test-{os.getpid()}'\n"
+        "a = LslOutlets(name, source='cam', stem='a', nominal_fps=500.0, eye_model='lids')\n"
+        "b = LslOutlets(name, source='cam2', stem='b', nominal_fps=500.0, eye_model='lids')\n"
+        "print(len(a.name_taken_by), len(b.name_taken_by))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "1"], (proc.stdout, proc.stderr)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("eyeblink: warning: --lsl: another LSL stream named"), lines
+    assert "--lsl-name" in lines[0] and "INFO" not in proc.stderr

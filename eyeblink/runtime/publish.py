@@ -41,6 +41,7 @@ import logging
 import math
 import select
 import socket
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -49,7 +50,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eyeblink import __version__
-from eyeblink.errors import ConfigError, MissingExtraError
+from eyeblink.errors import ConfigError, MissingExtraError, warn
 from eyeblink.signals.state import EyeState, StateChange, StateDebouncer
 
 if TYPE_CHECKING:
@@ -198,11 +199,39 @@ class GateTracker:
         return self.state == EyeState.OPEN and self.held_s() >= stable_ms / 1000.0 - 1e-9
 
 
+#: liblsl's own log (its INFO lines on stderr: "Loaded default config", its git build, ...) kept to errors: the
+#: session's outlets are announced by eyeblink in one line. A user's own ``LSLAPICFG`` is left alone.
+_LSL_QUIET_CFG = "[log]\nlevel = -2\n"
+
+
+def _quiet_liblsl() -> None:
+    """Point liblsl at a configuration that logs errors only, before pylsl loads it (once per process)."""
+    import os
+    import tempfile
+
+    if "LSLAPICFG" in os.environ or "pylsl" in sys.modules:
+        return
+    fd, path = tempfile.mkstemp(prefix="eyeblink-lsl-", suffix=".cfg")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(_LSL_QUIET_CFG)
+    os.environ["LSLAPICFG"] = path
+
+
+def _same_name_streams(pylsl: Any, name: str) -> list[Any]:
+    """LSL streams named ``name`` already on this network (0.2 s to ask): a second session by one name makes an
+    inlet that resolves by name pick either."""
+    try:
+        return list(pylsl.resolve_byprop("name", name, minimum=1, timeout=0.2))
+    except Exception:  # resolving is an aid to the warning: a network that does not answer is no error here
+        return []
+
+
 class LslOutlets:
     """The two LSL outlets of a live session: ``<name>`` (per-frame samples) and ``<name>-markers``."""
 
     def __init__(self, name: str, *, source: str, stem: str, nominal_fps: float | None, eye_model: str,
                  timestamps: str | None = None) -> None:
+        _quiet_liblsl()
         try:
             import pylsl
         except ImportError:
@@ -220,6 +249,12 @@ class LslOutlets:
                                  f"{source_id}:markers")
         self._describe(minfo, source=source, stem=stem, eye_model=eye_model, timestamps=timestamps, channels=False)
         self.local_clock: Callable[[], float] = pylsl.local_clock
+        others = _same_name_streams(pylsl, name)
+        self.name_taken_by = [o.source_id() for o in others]
+        if others:
+            warn(f"--lsl: another LSL stream named {name!r} is already published on this network (source "
+                 f"{others[0].source_id()!r} on {others[0].hostname()!r}); an inlet that resolves by name may get "
+                 f"either: give this session its own name with --lsl-name")
         self.samples = pylsl.StreamOutlet(info, 1, 360)  # chunk of 1 sample: sent at once
         self.markers = pylsl.StreamOutlet(minfo, 1, 360)
         self.name = name

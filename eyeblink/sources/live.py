@@ -395,7 +395,7 @@ class StreamSource(LiveSource):
                     raise SourceLostError(f"{self.spec}: {reason}"
                                           f"{f' after {self.reconnects} reconnects' if self.reconnects else ''}; "
                                           "rows so far are on disk (use --reconnect N to retry)") from failure
-                log.warning("%s: %s; the live run ends", self.spec, reason)
+                log.info("%s: %s; the live run ends", self.spec, reason)  # a normal end: no warning
                 return
             while self._container is None:  # every one of the --reconnect N tries is used before giving up
                 self.reconnects += 1
