@@ -198,7 +198,8 @@ def test_what_the_stage_cannot_run_is_one_line(face_recording: tuple[Path, objec
     assert not (tmp_path / "subject.frames.csv").exists()
 
 
-@pytest.mark.parametrize(("flag", "needle"), [("--face-model", "model file"), ("--landmark-model", "face mesh model")])
+# (--landmark-model names the default eye model's file: the lid network of lids)
+@pytest.mark.parametrize(("flag", "needle"), [("--face-model", "model file"), ("--landmark-model", "lid network")])
 def test_a_corrupt_model_for_the_stage_is_one_line_before_any_frame(face_recording: tuple[Path, object],
                                                                    tmp_path: Path, flag: str, needle: str) -> None:
     """The stage builds its networks in its own process; the parent checks the model files first, so a bad

@@ -597,8 +597,11 @@ def test_damaged_bytes_in_the_middle_skip_packets_not_the_rest(face_frames: list
     assert proc.returncode == 5, proc.stderr
     assert "Traceback" not in proc.stderr
     lines = [ln for ln in error_lines(proc) if not ln.startswith("[")]  # FFmpeg's own decoder messages
-    assert len(lines) == 1 and lines[0].startswith("eyeblink: warning: v: "), lines
-    assert "damaged packet" in lines[0]
+    # one line for the damage; the decoder may also hand out a frame whose time runs backwards after it (said
+    # in its own line, the timeline check)
+    damage = [ln for ln in lines if "damaged packet" in ln]
+    assert len(damage) == 1 and damage[0].startswith("eyeblink: warning: v: "), lines
+    assert all(ln in damage or "time runs backwards" in ln for ln in lines) and len(lines) <= 2, lines
     rows = read_rows(out / "v.frames.csv")
     ts = np.array([float(r["timestamp_s"]) for r in rows])
     assert ts[-1] > 0.99 * (len(frames) - 1) / 500  # the frames after the damage are there
