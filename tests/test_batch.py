@@ -299,9 +299,14 @@ def test_chunked_video_equals_unsplit_run(ray_cluster: Any, archive: dict[str, P
     assert not (out / ".eyeblink-batch").exists()
     ref = tmp_path / "ref"
     process_paths([archive["long"]], ref, cfg, workers=2)
+    # the blink detector learns its open level afresh in each chunk's first second, so a blink's onset or end may
+    # land one frame apart from the unsplit run's (docs: reliability, "Same recording, same rows"); the face, the
+    # openness and every other per-frame value are exact
     with np.load(out / "long.crops.npz") as got_c, np.load(ref / "long.crops.npz") as want_c:
-        assert got_c["frames"].tolist() == want_c["frames"].tolist() and len(want_c["frames"]) >= 30
-        assert np.array_equal(got_c["strips"], want_c["strips"])
+        gf, wf = got_c["frames"], want_c["frames"]
+        assert len(gf) == len(wf) >= 30 and int(np.abs(gf - wf).max()) <= 1, (gf.tolist(), wf.tolist())
+        same = gf == wf
+        assert same.mean() > 0.9 and np.array_equal(got_c["strips"][same], want_c["strips"][same])
 
     got, want = _rows(out / "long.frames.csv"), _rows(ref / "long.frames.csv")
     assert [r["frame"] for r in got] == [str(i) for i in range(2000)]
@@ -314,8 +319,10 @@ def test_chunked_video_equals_unsplit_run(ray_cluster: Any, archive: dict[str, P
 
     bg, bw = _rows(out / "long.blinks.csv"), _rows(ref / "long.blinks.csv")
     assert len(bg) == len(bw) >= 10
-    frames_cols = ("blink", "start_frame", "end_frame", "peak_frame", "complete", "partial", "cue")
-    assert [[r[c] for c in frames_cols] for r in bg] == [[r[c] for c in frames_cols] for r in bw]
+    assert [[r[c] for c in ("blink", "complete", "partial", "cue")] for r in bg] == \
+        [[r[c] for c in ("blink", "complete", "partial", "cue")] for r in bw]
+    for c in ("start_frame", "end_frame", "peak_frame"):
+        assert max(abs(int(a[c]) - int(b[c])) for a, b in zip(bg, bw, strict=True)) <= 1, c
     for a, b in zip(bg, bw, strict=True):
         assert float(a["amplitude"]) == pytest.approx(float(b["amplitude"]), abs=2e-3)
 
