@@ -613,3 +613,41 @@ def test_lsl_outlets_say_when_their_name_is_taken_and_liblsl_stays_quiet() -> No
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("eyeblink: warning: --lsl: another LSL stream named"), lines
     assert "--lsl-name" in lines[0] and "INFO" not in proc.stderr
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A real 200 KB filesystem (tmpfs), to fill: root's ``mount``; skipped where mounting is not allowed."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({r.stderr.strip() or r.returncode})")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_full_disk_mid_session_leaves_a_failed_summary_not_running(small_disk: Path) -> None:
+    """The disk fills while a live session writes its rows: exit 2 in one error line, the rows written before it
+    are whole, and summary.json says ``failed`` with the error (written over its own bytes: no room for a new
+    file), never ``running``."""
+    port = free_port()
+    sender = start_sender(port, "--fps", "500", "--stop-after", "3000")
+    out = small_disk / "out"
+    try:
+        proc = subprocess.run([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{port}", "-o", str(out),
+                               "--name", "cam", "--landmarks", "lids"], capture_output=True, text=True, timeout=240,
+                              cwd=REPO)
+    finally:
+        sender.kill()
+    assert proc.returncode == 2, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("eyeblink: error:")]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and "Traceback" not in proc.stderr
+    s = json.loads((out / "cam.summary.json").read_text())
+    assert s["status"] == "failed" and s["exit_status"] == 2 and "No space left" in s["error"]
+    text = (out / "cam.frames.csv").read_text()
+    body = text.splitlines()
+    assert len(body) > 100 and text.endswith("\n")  # whole rows only
+    assert {len(line.split(",")) for line in body} == {len(body[0].split(","))}

@@ -207,6 +207,37 @@ def write_failed(path: Path, exc: OSError) -> OutputWriteError:
                             "(complete rows written before it are kept)")
 
 
+def write_summary_in_place(path: Path, summary: dict[str, Any]) -> bool:
+    """The last resort of a full disk, where no temporary file can be made for an atomic write: the summary
+    written compactly over the bytes the disk already gave its file (what it allocated, not only what it
+    used), so that it never keeps saying ``running`` or ``ok`` over a run that failed. If the whole summary
+    does not fit there, the file's own summary with this one's ``status``, ``exit_status`` and ``error``. One
+    ``write``; returns whether it was written."""
+    import os
+
+    def compact(obj: dict[str, Any]) -> bytes:
+        return (json.dumps(obj, separators=(",", ":"), default=_json_default, allow_nan=False) + "\n").encode()
+
+    try:
+        with open(path, "r+b") as fh:
+            room = max(os.fstat(fh.fileno()).st_size, os.fstat(fh.fileno()).st_blocks * 512)
+            data = compact(summary)
+            if len(data) > room:
+                old = json.loads(fh.read().decode("utf-8"))
+                if not isinstance(old, dict):
+                    return False
+                data = compact({**old, **{k: summary.get(k) for k in ("status", "exit_status", "error")}})
+                if len(data) > room:
+                    return False
+            fh.seek(0)
+            fh.write(data)
+            fh.truncate()
+            fh.flush()
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``path`` whole or not at all (:func:`write_atomic`), UTF-8."""
     write_atomic(path, lambda fh: fh.write(text.encode("utf-8")))
@@ -390,8 +421,12 @@ class ResultWriter(Closing):
         self._blinks.flush()
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        write_text_atomic(self.summary_path,
-                          json.dumps(summary, indent=2, default=_json_default, allow_nan=False) + "\n")
+        try:
+            write_text_atomic(self.summary_path,
+                              json.dumps(summary, indent=2, default=_json_default, allow_nan=False) + "\n")
+        except OutputWriteError:
+            if not write_summary_in_place(self.summary_path, summary):
+                raise
 
     def finish(self, summary: dict[str, Any]) -> None:
         """Close the CSVs, then write the summary, whatever happened to the CSVs.

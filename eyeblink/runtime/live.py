@@ -889,8 +889,13 @@ def finish(result: RunResult, cfg: RunConfig, analysis: AnalysisOptions | None, 
     """After the capture ended normally (end of stream, ``--duration``, a signal, the API's stop): calibrate the
     session's FEC column and write trials, traces, plots and NWB as ``process`` does, then the report."""
     from eyeblink.outputs.analysis import finalize
+    from eyeblink.runtime.runner import record_failure
 
-    result = finalize(result, cfg, analysis or AnalysisOptions())
+    try:
+        result = finalize(result, cfg, analysis or AnalysisOptions())
+    except EyeblinkError as exc:  # e.g. a full disk: the summary says failed, as the exit status does
+        record_failure(result, exc)
+        raise
     if report:
         from eyeblink.outputs.report import write_report
         from eyeblink.runtime.runner import record_output

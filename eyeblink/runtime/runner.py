@@ -219,8 +219,12 @@ def _rewrite_summary(result: RunResult, summary: dict[str, Any]) -> None:
     path = result.outputs.get("summary")
     if path is None:
         return
-    with contextlib.suppress(OutputError):
+    try:
         write_text_atomic(Path(path), json.dumps(clean_json(summary), indent=2, default=str, allow_nan=False) + "\n")
+    except OutputError:
+        from eyeblink.outputs.export import write_summary_in_place
+
+        write_summary_in_place(Path(path), clean_json(summary))
 
 
 def _run_each(paths: Sequence[Path], config: RunConfig,
