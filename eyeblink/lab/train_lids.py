@@ -4,8 +4,11 @@ The student reproduces the ``mesh`` eye model's lid aperture (the teacher: face 
 network, :mod:`eyeblink.lab.lids_data`) from the two eye crops the face mesh places
 (:mod:`eyeblink.landmarks.lids`). Each training step sees a strip cut from the cached context with a
 random placement jitter (roll ±6°, scale ±10 %, shift), flipped left-right half of the time (the eyes'
-labels swapped), and photometric noise: gamma, gain and offset, blur, down-and-up scaling, sensor noise,
-row banding (mains flicker / rolling shutter) and glasses-like bars (rims and bridges, dark or bright).
+labels swapped), a new eye shape three times in four (squashed or stretched, a pitch-like keystone: the
+label scaled with it, see :func:`jittered_strips`), and photometric noise: gamma, gain and offset, blur,
+down-and-up scaling, sensor noise, row banding (mains flicker / rolling shutter) and glasses (rims and bars,
+dark or bright, and the lenses' magnification, tint and glare). ``--shape-aug 0 --no-lenses`` is the first
+recipe (that of ``lids_v1.tflite``).
 
 The network (:func:`build_model`, 31k parameters at the default width): per eye crop (40x60, the
 subject's left eye mirrored) a per-crop standardisation, a 3x3 stride-2 convolution, three
@@ -260,10 +263,11 @@ def training_batch(ctx: np.ndarray, aperture: np.ndarray, rng: np.random.Generat
 
 
 def train(ctx: np.ndarray, aperture: np.ndarray, *, epochs: int = 20, batch_size: int = 128, seed: int = 0,
-          learning_rate: float = 3e-3, width: int = 16, shape_range: float = 0.0, lenses: bool = False,
+          learning_rate: float = 3e-3, width: int = 16, shape_range: float = SHAPE_RANGE, lenses: bool = True,
           log: Any = print, on_epoch: Callable[[int, Any], None] | None = None) -> Any:
     """A trained lid network (Keras) on the context strips ``ctx`` and their teacher apertures
-    (``shape_range``, ``lenses``: the augmentations of :func:`training_batch`; ``on_epoch(epoch, model)``
+    (``shape_range``, ``lenses``: the augmentations of :func:`training_batch`, by default the shipped recipe's;
+    ``shape_range=0, lenses=False`` the first recipe's; ``on_epoch(epoch, model)``
     after each epoch, e.g. to follow a validation set)."""
     import numpy as np
 
