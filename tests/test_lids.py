@@ -71,6 +71,57 @@ def test_the_export_equals_the_keras_model_on_golden_inputs(tiny_model: tuple[ob
         net.close()
 
 
+def test_the_shape_warp_scales_the_eye_and_its_label_alike() -> None:
+    """An eye-shape change squashes a box by ``sy`` and widens it by ``sx`` (the keystone narrows the top row
+    only), and the training label is multiplied by ``sy / sx``: the aperture's vertical over horizontal."""
+    import cv2
+
+    from eyeblink.lab.train_lids import crop_strips, jittered_strips, shape_warp
+
+    h, w = STRIP_SHAPE
+    box = np.zeros((h, w), np.float32)
+    box[10:30, 40:80] = 1  # 20 rows, 40 columns about the centre
+    flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
+    out = cv2.warpPerspective(box, shape_warp(1.1, 0.8, 0.0, (h, w)), (w, h), flags=flags)
+    rows, cols = np.nonzero(out > 0.5)
+    assert rows.max() - rows.min() + 1 == 16 and cols.max() - cols.min() + 1 == 44
+    out = cv2.warpPerspective(box, shape_warp(1.0, 1.0, 0.1, (h, w)), (w, h), flags=flags)
+    top, mid = np.nonzero(out[11] > 0.5)[0], np.nonzero(out[20] > 0.5)[0]
+    assert len(top) < len(mid) == 40  # the top narrower, the eyes' row as it was
+    rng = np.random.default_rng(0)
+    ctx = rng.integers(0, 256, (40, STRIP_SHAPE[0] + 24, STRIP_SHAPE[1] + 40), dtype=np.uint8)
+    strips, factor = jittered_strips(ctx, rng, shape_range=0.2)
+    assert strips.shape == (40, *STRIP_SHAPE) and 0.1 < float(np.mean(factor == 1.0)) < 0.5
+    assert np.all((factor > np.exp(-0.31)) & (factor < np.exp(0.31)))  # sy / sx within exp(±0.2 ±0.1)
+    plain, one = jittered_strips(ctx, None, shape_range=0.2)  # no rng: the centre crop, labels unchanged
+    assert np.all(one == 1.0) and np.array_equal(plain, crop_strips(ctx, None))
+
+
+def test_the_training_batch_with_lenses_and_shapes() -> None:
+    """The new augmentations keep the batch's shapes and the labels on the teacher's scale; a lens keeps a
+    strip's size and range."""
+    from eyeblink.lab.train_lids import lens_effects, training_batch
+
+    rng = np.random.default_rng(1)
+    ctx = rng.integers(0, 256, (16, STRIP_SHAPE[0] + 24, STRIP_SHAPE[1] + 40), dtype=np.uint8)
+    x, y = training_batch(ctx, np.full((16, 2), 0.25, np.float32), rng, shape_range=0.2, lenses=True)
+    assert x.shape == (32, *EYE_SHAPE, 1) and y.shape == (32, 1)
+    assert np.all((y > 0.25 * np.exp(-0.31)) & (y < 0.25 * np.exp(0.31)))
+    lens = lens_effects(np.full(STRIP_SHAPE, 100.0, np.float32), rng)
+    assert lens.shape == STRIP_SHAPE and lens.min() >= 60 and np.isfinite(lens).all()
+
+
+def test_agreement_measures_the_open_eye_offset_and_the_relative_dip() -> None:
+    """A student reading a clip 10 % low everywhere has a 0.1 open-eye offset but dips exactly as deep
+    relative to its own open eye (``rel_mae`` 0)."""
+    from eyeblink.lab.train_lids import agreement
+
+    t = np.stack([np.r_[np.full(20, 0.25), np.linspace(0.25, 0.05, 5)]] * 2, axis=1)
+    a = agreement([(t, 0.9 * t)])
+    assert a["open_offset"] == pytest.approx(0.1) and a["rel_mae"] == pytest.approx(0.0, abs=1e-9)
+    assert a["mae"] == pytest.approx(float(np.mean(0.1 * t)))
+
+
 def test_eye_inputs_are_the_two_halves_the_left_eye_mirrored() -> None:
     strip = np.arange(STRIP_SHAPE[0] * STRIP_SHAPE[1], dtype=np.uint32).reshape(STRIP_SHAPE) % 251
     x = eye_inputs(strip.astype(np.uint8))

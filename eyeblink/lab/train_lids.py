@@ -4,8 +4,11 @@ The student reproduces the ``mesh`` eye model's lid aperture (the teacher: face 
 network, :mod:`eyeblink.lab.lids_data`) from the two eye crops the face mesh places
 (:mod:`eyeblink.landmarks.lids`). Each training step sees a strip cut from the cached context with a
 random placement jitter (roll ±6°, scale ±10 %, shift), flipped left-right half of the time (the eyes'
-labels swapped), and photometric noise: gamma, gain and offset, blur, down-and-up scaling, sensor noise,
-row banding (mains flicker / rolling shutter) and glasses-like bars (rims and bridges, dark or bright).
+labels swapped), a new eye shape three times in four (squashed or stretched, a pitch-like keystone: the
+label scaled with it, see :func:`jittered_strips`), and photometric noise: gamma, gain and offset, blur,
+down-and-up scaling, sensor noise, row banding (mains flicker / rolling shutter) and glasses (rims and bars,
+dark or bright, and the lenses' magnification, tint and glare). ``--shape-aug 0 --no-lenses`` is the first
+recipe (that of ``lids_v1.tflite``).
 
 The network (:func:`build_model`, 31k parameters at the default width): per eye crop (40x60, the
 subject's left eye mirrored) a per-crop standardisation, a 3x3 stride-2 convolution, three
@@ -29,6 +32,7 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +45,8 @@ if TYPE_CHECKING:
 #: Scale of the aperture loss: an error of this size costs 1.
 APERTURE_UNIT = 0.02
 SIGMA_WEIGHT = 0.1
+#: Default eye-shape augmentation (:func:`jittered_strips`): vertical scale within exp(±0.2), ~±20 %.
+SHAPE_RANGE = 0.2
 
 
 # --------------------------------------------------------------------------- the network
@@ -101,6 +107,23 @@ def lids_loss(y_true: Any, y_pred: Any) -> Any:
 def crop_strips(ctx: np.ndarray, rng: np.random.Generator | None, *, jitter: bool = True) -> np.ndarray:
     """``(N, 40, 120)`` strips from ``(N, H, W)`` context strips: the centre crop, or (``rng``) a random
     placement jitter (roll ±6°, scale ±10 %, shift ±4 x ±3 px)."""
+    return jittered_strips(ctx, rng if jitter else None)[0]
+
+
+def jittered_strips(ctx: np.ndarray, rng: np.random.Generator | None, *, shape_range: float = 0.0
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """``(N, 40, 120)`` strips from ``(N, H, W)`` context strips and the factor ``(N,)`` each strip's aperture
+    label is multiplied by: the centre crop (factor 1), or (``rng``) a random placement jitter (roll ±6°,
+    scale ±10 %, shift ±4 x ±3 px) and, with ``shape_range`` > 0, three strips in four given a new eye shape.
+
+    The shape change (:func:`shape_warp`): a vertical squash or stretch ``sy`` (log-uniform within
+    ±``shape_range``), a horizontal one ``sx`` (within half of that) and a pitch-like keystone (the strip's
+    top row wider or narrower than its bottom one, ±6 % each way). The teacher's aperture is a vertical lid
+    distance over a horizontal eye width, so the label becomes ``aperture * sy / sx`` (the keystone leaves the
+    eyes' own row, the strip's centre row, as it was). This is what looking up or down does to an eye seen by
+    a camera (foreshortening) and how people's eye shapes differ: it keeps the network from learning each
+    training subject's open eye by its look instead of measuring the lids.
+    """
     import cv2
     import numpy as np
 
@@ -109,21 +132,47 @@ def crop_strips(ctx: np.ndarray, rng: np.random.Generator | None, *, jitter: boo
     n, ch, cw = ctx.shape
     h, w = STRIP_SHAPE
     oy, ox = (ch - h) / 2, (cw - w) / 2
-    if rng is None or not jitter:
-        return np.ascontiguousarray(ctx[:, int(oy):int(oy) + h, int(ox):int(ox) + w])
+    factor = np.ones(n, np.float32)
+    if rng is None:
+        return np.ascontiguousarray(ctx[:, int(oy):int(oy) + h, int(ox):int(ox) + w]), factor
     out = np.empty((n, h, w), np.uint8)
+    flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
     for i in range(n):
         m = cv2.getRotationMatrix2D((w / 2, h / 2), float(rng.uniform(-6, 6)),
                                     float(np.exp(rng.uniform(-0.1, 0.1))))  # strip -> strip (about its centre)
         m[:, 2] += (ox + rng.uniform(-4, 4), oy + rng.uniform(-3, 3))  # ... -> context
-        out[i] = cv2.warpAffine(ctx[i], m, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-                                borderMode=cv2.BORDER_REPLICATE)
-    return out
+        if shape_range > 0 and rng.random() < 0.75:
+            sy = float(np.exp(rng.uniform(-shape_range, shape_range)))
+            sx = float(np.exp(rng.uniform(-shape_range / 2, shape_range / 2)))
+            full = np.vstack([m, [0.0, 0.0, 1.0]]) @ shape_warp(sx, sy, float(rng.uniform(-0.06, 0.06)), (h, w))
+            out[i] = cv2.warpPerspective(ctx[i], full, (w, h), flags=flags, borderMode=cv2.BORDER_REPLICATE)
+            factor[i] = sy / sx
+        else:
+            out[i] = cv2.warpAffine(ctx[i], m, (w, h), flags=flags, borderMode=cv2.BORDER_REPLICATE)
+    return out, factor
 
 
-def photometric(strips: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def shape_warp(sx: float, sy: float, keystone: float, shape: tuple[int, int]) -> np.ndarray:
+    """3x3 homography from output strip pixels to input strip pixels: the content appears scaled by ``sx``
+    across and ``sy`` down about the strip's centre, its top row by ``sx * (1 - keystone)`` and its bottom
+    row by ``sx * (1 + keystone)`` across (a pitch: one end of the face nearer the camera)."""
+    import cv2
+    import numpy as np
+
+    h, w = shape
+    cx, cy = w / 2, h / 2
+    src = np.float32([[0, 0], [w, 0], [0, h], [w, h]])
+    dst = np.float32([[cx + (x - cx) * sx * (1 - keystone if y < cy else 1 + keystone), cy + (y - cy) * sy]
+                      for x, y in src])
+    return np.asarray(cv2.getPerspectiveTransform(dst, src), np.float64)  # output -> input
+
+
+def photometric(strips: np.ndarray, rng: np.random.Generator, *, lenses: bool = False) -> np.ndarray:
     """Gamma, gain/offset, blur, down-and-up scaling, row banding, glasses-like bars and noise, per strip
-    (the per-pixel parts vectorised over the batch: a pass over 20k strips takes a few seconds)."""
+    (the per-pixel parts vectorised over the batch: a pass over 20k strips takes a few seconds).
+
+    With ``lenses`` the glasses also get what the rims enclose (:func:`lens_effects`), on a third of the
+    strips instead of a quarter."""
     import cv2
     import numpy as np
 
@@ -135,7 +184,9 @@ def photometric(strips: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         f[i] = cv2.resize(small, (w, h), interpolation=cv2.INTER_LINEAR)
     for i in np.flatnonzero(rng.random(n) < 0.4):
         f[i] = cv2.GaussianBlur(f[i], (0, 0), float(rng.uniform(0.4, 1.5)))
-    for i in np.flatnonzero(rng.random(n) < 0.25):  # glasses: a rim round each eye or a bar across
+    for i in np.flatnonzero(rng.random(n) < (1 / 3 if lenses else 0.25)):  # glasses: rims or a bar across
+        if lenses:
+            f[i] = lens_effects(f[i], rng)
         shade = float(rng.choice([rng.uniform(0, 50), rng.uniform(190, 255)]))
         t = int(rng.integers(1, 4))
         if rng.random() < 0.5:
@@ -159,15 +210,49 @@ def photometric(strips: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.clip(f + 0.5, 0, 255).astype(np.uint8)
 
 
-def training_batch(ctx: np.ndarray, aperture: np.ndarray, rng: np.random.Generator
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """One augmented pass over the samples: network inputs ``(2N, 40, 60, 1)`` and targets ``(2N, 1)``."""
+def lens_effects(strip: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A float strip seen through a pair of lenses: inside a soft ellipse round each eye the content scaled
+    about the eye's centre by 0.85-1.12 (a corrective lens shrinks or enlarges the eye: the aperture, a
+    ratio of two lengths, does not change), dimmed or tinted by 0.7-1.05, and half the time a soft glare
+    (a blurred bright blob or a slanted band, up to 150 grey levels) somewhere on the lens."""
+    import cv2
+    import numpy as np
+
+    h, w = strip.shape
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    out = strip.copy()
+    power = float(np.exp(rng.uniform(np.log(0.85), np.log(1.12))))
+    tint = float(rng.uniform(0.7, 1.05))
+    for cx in (w / 4, 3 * w / 4):
+        ex, ey = cx + rng.normal(0, 1.5), h / 2 + rng.normal(0, 1.5)
+        ax, ay = w * rng.uniform(0.18, 0.25), h * rng.uniform(0.32, 0.5)
+        m = cv2.getRotationMatrix2D((float(ex), float(ey)), 0.0, power)
+        seen = cv2.warpAffine(strip, m, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        r = np.sqrt(((xx - ex) / ax) ** 2 + ((yy - ey) / ay) ** 2)
+        mask = np.clip((1.15 - r) / 0.3, 0, 1)  # soft edge round the rim
+        out = out * (1 - mask) + seen * tint * mask
+        if rng.random() < 0.5:
+            gx, gy = ex + rng.uniform(-ax, ax), ey + rng.uniform(-ay, ay)
+            if rng.random() < 0.5:
+                glare = np.exp(-((xx - gx) ** 2 + (yy - gy) ** 2) / (2 * rng.uniform(2, 8) ** 2))
+            else:
+                slope = rng.uniform(-1.5, 1.5)
+                glare = np.exp(-(((xx - gx) - slope * (yy - gy)) ** 2) / (2 * rng.uniform(1, 4) ** 2))
+            out = out + float(rng.uniform(30, 150)) * glare * mask
+    return out.astype(np.float32)
+
+
+def training_batch(ctx: np.ndarray, aperture: np.ndarray, rng: np.random.Generator, *,
+                   shape_range: float = 0.0, lenses: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """One augmented pass over the samples: network inputs ``(2N, 40, 60, 1)`` and targets ``(2N, 1)``
+    (``shape_range``: :func:`jittered_strips`; ``lenses``: :func:`photometric`)."""
     import numpy as np
 
     from eyeblink.landmarks.lids import eye_inputs
 
-    strips = photometric(crop_strips(ctx, rng), rng)
-    ap = aperture.astype(np.float32).copy()
+    strips, factor = jittered_strips(ctx, rng, shape_range=shape_range)
+    strips = photometric(strips, rng, lenses=lenses)
+    ap = aperture.astype(np.float32) * factor[:, None]
     flip = rng.random(len(strips)) < 0.5
     strips[flip] = strips[flip][:, :, ::-1]
     ap[flip] = ap[flip][:, ::-1]
@@ -178,8 +263,12 @@ def training_batch(ctx: np.ndarray, aperture: np.ndarray, rng: np.random.Generat
 
 
 def train(ctx: np.ndarray, aperture: np.ndarray, *, epochs: int = 20, batch_size: int = 128, seed: int = 0,
-          learning_rate: float = 3e-3, width: int = 16, log: Any = print) -> Any:
-    """A trained lid network (Keras) on the context strips ``ctx`` and their teacher apertures."""
+          learning_rate: float = 3e-3, width: int = 16, shape_range: float = SHAPE_RANGE, lenses: bool = True,
+          log: Any = print, on_epoch: Callable[[int, Any], None] | None = None) -> Any:
+    """A trained lid network (Keras) on the context strips ``ctx`` and their teacher apertures
+    (``shape_range``, ``lenses``: the augmentations of :func:`training_batch`, by default the shipped recipe's;
+    ``shape_range=0, lenses=False`` the first recipe's; ``on_epoch(epoch, model)``
+    after each epoch, e.g. to follow a validation set)."""
     import numpy as np
 
     keras = training_keras()
@@ -192,10 +281,12 @@ def train(ctx: np.ndarray, aperture: np.ndarray, *, epochs: int = 20, batch_size
     rng = np.random.default_rng(seed)
     for epoch in range(epochs):
         t0 = time.perf_counter()
-        x, y = training_batch(ctx, aperture, rng)
+        x, y = training_batch(ctx, aperture, rng, shape_range=shape_range, lenses=lenses)
         hist = model.fit(x, y, batch_size=batch_size, epochs=1, shuffle=True, verbose=0)
         log(f"epoch {epoch + 1}/{epochs}: loss {hist.history['loss'][-1]:.4f} "
             f"({time.perf_counter() - t0:.1f} s, {len(x)} eye crops)")
+        if on_epoch is not None:
+            on_epoch(epoch + 1, model)
     return model
 
 
@@ -284,6 +375,29 @@ def frame_scores(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "corr": float(np.corrcoef(t, s)[0, 1]) if len(t) > 2 else math.nan}
 
 
+def agreement(pairs: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
+    """Student-teacher agreement over clips (``(teacher, student)`` apertures ``(N, 2)`` per clip), in the terms
+    the blink detector sees: ``mae`` the mean |error|; ``open_offset`` the mean over clips and eyes of
+    |student's open value / teacher's open value - 1| (open value: the clip's 80th percentile, as the
+    detector's open baseline is a high percentile); ``rel_mae`` the mean |error| of the apertures divided by
+    their own open value (the depth of a dip relative to the open eye, which the detector thresholds)."""
+    import numpy as np
+
+    err, off, rel = [], [], []
+    for t, s in pairs:
+        if len(t) < 2:
+            continue
+        ot, os_ = np.percentile(t, 80, axis=0), np.percentile(s, 80, axis=0)
+        ok = (ot > 0.05) & (os_ > 0.05)
+        err.append(np.abs(s - t).ravel())
+        off.extend(np.abs(os_[ok] / ot[ok] - 1))
+        rel.append(np.abs(s[:, ok] / os_[ok] - t[:, ok] / ot[ok]).ravel())
+    if not err:
+        return {}
+    return {"mae": float(np.concatenate(err).mean()), "open_offset": float(np.mean(off)) if off else math.nan,
+            "rel_mae": float(np.concatenate(rel).mean()) if rel else math.nan}
+
+
 def score_clips(model: Any, files: list[Path], tags: dict[str, Path]) -> dict[str, Any]:
     """Teacher vs student on the clean (not frame-augmented) cached strips of annotated clips, per condition
     (the ZJU file-name suffix) and overall."""
@@ -339,6 +453,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=128, metavar="B", help="(default %(default)s)")
     p.add_argument("--width", type=int, default=16, metavar="C",
                    help="channels of the first convolution; the blocks have 2, 3, 4x (default %(default)s)")
+    p.add_argument("--shape-aug", type=float, default=SHAPE_RANGE, metavar="R",
+                   help="eye-shape augmentation: vertical squash/stretch within ±R (log), horizontal within ±R/2, a "
+                        "pitch-like keystone, the aperture label scaled to match; 0 turns it off "
+                        "(default %(default)s)")
+    p.add_argument("--no-lenses", dest="lenses", action="store_false",
+                   help="glasses augmentation without the lens effects (magnification, tint, glare)")
+    p.add_argument("--validate-subjects", default="", metavar="IDS",
+                   help="of the --exclude-subjects, those to follow every 5 epochs (teacher agreement: mean "
+                        "|error|, the open-eye offset, the error relative to the open eye), to choose settings "
+                        "on people other than those you score")
     p.add_argument("--seed", type=int, default=0, help="random seed (default %(default)s)")
     p.add_argument("--threads", type=int, default=1, metavar="T",
                    help="TensorFlow CPU threads (default %(default)s: the machine may be shared)")
@@ -407,8 +531,19 @@ def run(args: argparse.Namespace) -> int:
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    watch = {x.strip() for x in args.validate_subjects.split(",") if x.strip()}
+    val = [s for s in map(Samples.load, test_files)
+           if (subject_of(Path(s.source).name) in watch or subject_of(s.source) in watch) and (~s.augmented).any()]
+
+    def follow(epoch: int, model: Any) -> None:
+        if val and (epoch % 5 == 0 or epoch == args.epochs):
+            pairs = [(s.aperture[~s.augmented], predict(model, crop_strips(s.ctx[~s.augmented], None))[0])
+                     for s in val]
+            print(f"  validation ({', '.join(sorted(watch))}: {len(val)} sources) at epoch {epoch}: "
+                  + ", ".join(f"{k} {v:.4f}" for k, v in agreement(pairs).items()), flush=True)
+
     model = train(data.ctx, data.aperture, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
-                  width=args.width)
+                  width=args.width, shape_range=args.shape_aug, lenses=args.lenses, on_epoch=follow)
     digest = export_tflite(model, out)
     print(f"wrote {out} ({out.stat().st_size:,} bytes, {model.count_params():,} parameters), sha256 {digest}")
     if test_files:
