@@ -19,10 +19,7 @@ from eyeblink.config import RunConfig
 from eyeblink.lab.synth import PlantedBlink, SynthConfig, SyntheticTruth, write_recording
 from eyeblink.signals.blinks import BlinkEvent
 
-#: 10 ms at the demo's 500 FPS. The default eye model (``lids``) reads the first percent of a closure a little
-#: late: its onsets on the demo fall 2-4 frames (4-8 ms) after the planted ones, where ``mesh`` (the iris
-#: network) is within 1 frame (docs/guides/eye-models.md).
-ONSET_TOLERANCE_FRAMES = 5
+ONSET_TOLERANCE_FRAMES = 2
 
 
 @dataclass(frozen=True)
