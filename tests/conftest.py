@@ -189,6 +189,8 @@ SLOW_TESTS: dict[str, str] = {
     "test_review.py::test_reject_add_exclude_retime_and_a_trial_in_the_browser": "4 s",
     "test_review.py::test_saving_again_keeps_decisions_that_match_no_blink": "4 s",
     "test_roll.py::test_a_turned_camera_counts_the_blinks_of_the_upright_one": "9 s",
+    "test_science.py::test_cli_conditioning_session": "7 s",
+    "test_signals.py::test_a_stop_at_any_instant_of_start_up_is_never_lost": "54 s",
     "test_signals.py::test_the_summary_records_its_exit_status_and_every_file": "8 s",
     "test_sources.py::test_zju_alignment": "5 s",
     "test_synth.py::test_recording_timestamps_match_truth": "30 s",
