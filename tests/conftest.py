@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -142,7 +144,8 @@ SLOW_TESTS: dict[str, str] = {
     "test_live_state.py::test_a_camera_frozen_with_its_connection_open_is_stale_and_never_open": "8 s",
     "test_live_state.py::test_ctrl_c_any_number_of_times_inside_the_api_block_ends_the_session_cleanly": "3 s",
     "test_live_state.py::test_kill_9_of_live_ends_the_loader_and_the_workers_within_a_second": "3 s",
-    "test_live_state.py::test_on_a_real_recording_the_gate_says_each_blink_of_blinks_csv_once_and_never_open_over_one": "6 s",
+    "test_live_state.py::test_on_a_real_recording_the_gate_says_each_blink_of_blinks_csv_once_and_never_open_over_one":
+        "6 s",
     "test_live_state.py::test_record_copies_a_compressed_stream_as_it_came": "6 s",
     "test_live_state.py::test_record_keeps_every_frame_received_and_process_reads_the_live_rows_back": "7 s",
     "test_live_state.py::test_the_gate_keeps_accepting_after_running_out_of_descriptors": "8 s",
@@ -385,3 +388,73 @@ def face_frames(face_recording: tuple[Path, object]) -> list[np.ndarray]:
 
     with open_source(face_recording[0]) as src:
         return [f.image for f in src]
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (for a loopback sender, a gate or a metrics server)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_sender(port: int, *args: str, distinct: int = 50) -> subprocess.Popen[str]:
+    """The project's loopback sender (NUT, rawvideo; ``distinct`` rendered frames looped, one 150 ms blink a
+    second) on ``port``; returns once it listens."""
+    proc = subprocess.Popen([sys.executable, "-m", "eyeblink.lab.loopback", "--port", str(port), "--distinct",
+                             str(distinct), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=REPO_ROOT)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "listening", proc.stderr.read() if proc.stderr else ""
+    return proc
+
+
+class GateClient:
+    """A TCP client of a live session's gate, reading in a thread: every JSON line with its receive time
+    (``perf_counter``)."""
+
+    def __init__(self, port: int) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        self.lines: list[tuple[float, dict]] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        import json
+        import time
+
+        buf = b""
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                self.lines.append((time.perf_counter(), json.loads(line)))
+
+    def wait_for(self, event: str, timeout_s: float = 10.0) -> tuple[float, dict]:
+        """The first line of ``event`` (its receive time and message), waiting up to ``timeout_s``."""
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for got in list(self.lines):
+                if got[1]["event"] == event:
+                    return got
+            time.sleep(0.002)
+        raise AssertionError(f"no {event!r} line within {timeout_s} s: {[m['event'] for _, m in self.lines]}")
+
+    def join(self) -> list[dict]:
+        """Wait for the gate to close the connection; every message received."""
+        self.thread.join(timeout=30)
+        self.sock.close()
+        return [m for _, m in self.lines]
+

@@ -142,7 +142,7 @@ def _live(port: int, out: Path, *args: str) -> tuple[subprocess.CompletedProcess
 def test_an_overloaded_live_run_steps_down_and_says_so(tmp_path: Path) -> None:
     """2,000 FPS into one worker: more than this 2-core machine analyses. The run steps down (warning line, summary
     entry with time, frame, from, to and why), the measured costs and the host class are in the summary."""
-    from test_live import free_port
+    from conftest import free_port
 
     port = free_port()
     sender = _sender(port, "--fps", "2000", "--stop-after", "8000")
@@ -166,7 +166,7 @@ def test_an_overloaded_live_run_steps_down_and_says_so(tmp_path: Path) -> None:
 
 
 def test_no_adapt_keeps_the_settings(tmp_path: Path) -> None:
-    from test_live import free_port
+    from conftest import free_port
 
     port = free_port()
     sender = _sender(port, "--fps", "2000", "--stop-after", "4000")

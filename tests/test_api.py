@@ -15,12 +15,13 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from conftest import GateClient, free_port
+from conftest import start_sender as loopback_sender
 
 from eyeblink.runtime.publish import GateTracker
 from eyeblink.signals.state import EyeState, StateChange
@@ -29,19 +30,9 @@ REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_sender(port: int, *args: str) -> subprocess.Popen[str]:
-    """The loopback sender (1 s loops of 500 distinct frames with one 150 ms blink each); returns once listening."""
-    proc = subprocess.Popen([sys.executable, "-m", "eyeblink.lab.loopback", "--port", str(port), "--distinct", "500",
-                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "listening", proc.stderr.read() if proc.stderr else ""
-    return proc
+    """The loopback sender with 1 s loops of 500 distinct frames (one 150 ms blink each); returns once listening."""
+    return loopback_sender(port, *args, distinct=500)
 
 
 def csv_rows(path: Path) -> list[dict[str, str]]:
@@ -52,35 +43,6 @@ def csv_rows(path: Path) -> list[dict[str, str]]:
 def cli(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "eyeblink", *map(str, args)], capture_output=True, text=True,
                           cwd=REPO, timeout=timeout)
-
-
-class GateClient:
-    """A TCP client of the gate in a thread: every JSON line with its receive time (perf_counter)."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-        self.lines: list[tuple[float, dict]] = []
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        buf = b""
-        while True:
-            try:
-                data = self.sock.recv(65536)
-            except OSError:
-                return
-            if not data:
-                return
-            buf += data
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                self.lines.append((time.perf_counter(), json.loads(line)))
-
-    def join(self) -> list[dict]:
-        self.thread.join(timeout=30)
-        self.sock.close()
-        return [m for _, m in self.lines]
 
 
 # ------------------------------------------------------------------------------------------ the gate's events

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import CHILD_SIGNALS
+from conftest import CHILD_SIGNALS, free_port, start_sender
 
 from eyeblink.errors import ConfigError, VideoOpenError
 from eyeblink.runtime.live import LIVE_FRAME_COLUMNS, LiveConfig, choose_landmarks
@@ -31,21 +31,6 @@ from eyeblink.sources.live import _stream_name, open_live_source
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_sender(port: int, *args: str) -> subprocess.Popen[str]:
-    """The loopback sender; returns once it has rendered its frames and is about to listen."""
-    proc = subprocess.Popen([sys.executable, "-m", "eyeblink.lab.loopback", "--port", str(port), "--distinct", "50",
-                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "listening", proc.stderr.read() if proc.stderr else ""
-    return proc
 
 
 def start_live(url: str, out: Path, *args: str) -> subprocess.Popen[str]:

@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import GateClient, free_port, start_sender
 
 from eyeblink.config import LiveConfig
 from eyeblink.runtime.publish import LiveTap
@@ -31,44 +31,6 @@ from eyeblink.signals.blinks import BlinkDetector
 from eyeblink.signals.state import EyeState, StateDebouncer
 
 FPS = 500.0
-
-
-class Client:
-    """A TCP client of the gate in a thread: every JSON line, with its receive time (perf_counter)."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.lines: list[tuple[float, dict]] = []
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        buf = b""
-        while True:
-            try:
-                data = self.sock.recv(65536)
-            except OSError:
-                return
-            if not data:
-                return
-            buf += data
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                self.lines.append((time.perf_counter(), json.loads(line)))
-
-    def wait_for(self, event: str, timeout_s: float = 10.0) -> tuple[float, dict]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for got in list(self.lines):
-                if got[1]["event"] == event:
-                    return got
-            time.sleep(0.002)
-        raise AssertionError(f"no {event!r} line within {timeout_s} s: {[m['event'] for _, m in self.lines]}")
-
-    def join(self) -> list[dict]:
-        self.thread.join(timeout=10)
-        self.sock.close()
-        return [m for _, m in self.lines]
 
 
 class Feed:
@@ -103,10 +65,10 @@ def open_trace(rng: np.random.Generator) -> Callable[[float], float]:
     return ear
 
 
-def make_tap(**kw: float) -> tuple[LiveTap, Client]:
+def make_tap(**kw: float) -> tuple[LiveTap, GateClient]:
     tap = LiveTap(gate_port=0, stable_ms=200, **kw)
     tap.open(source="test", stem="cam", nominal_fps=FPS, eye_model="lids")
-    return tap, Client(tap.bound_port or 0)
+    return tap, GateClient(tap.bound_port or 0)
 
 
 def says_open(m: dict) -> bool:
@@ -302,21 +264,6 @@ def test_live_0_and_live_str_0_both_mean_camera_0() -> None:
 
 REPO = Path(__file__).resolve().parent.parent
 needs_fork = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_sender(port: int, *args: str) -> subprocess.Popen[str]:
-    """The project's loopback sender (NUT, rawvideo); returns once it listens."""
-    proc = subprocess.Popen([sys.executable, "-m", "eyeblink.lab.loopback", "--port", str(port), "--distinct", "50",
-                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "listening", proc.stderr.read() if proc.stderr else ""
-    return proc
 
 
 @needs_fork
@@ -617,7 +564,7 @@ def test_on_a_real_recording_the_gate_says_each_blink_of_blinks_csv_once_and_nev
         # the freshness bound is not what this test is about (a loaded test host lags)
         with eyeblink.live(f"tcp://127.0.0.1:{port}", tmp_path, name="cam", gate_port=0, workers=2,
                            landmarks="lids", max_age_ms=60_000) as s:
-            client = Client(s.gate_port or 0)
+            client = GateClient(s.gate_port or 0)
             s.wait()
     finally:
         sender.kill()
@@ -649,7 +596,7 @@ def test_a_camera_frozen_with_its_connection_open_is_stale_and_never_open(tmp_pa
     try:
         with eyeblink.live(f"tcp://127.0.0.1:{port}", tmp_path, name="cam", gate_port=0, workers=2,
                            landmarks="lids", max_age_ms=500) as s:
-            client = Client(s.gate_port or 0)
+            client = GateClient(s.gate_port or 0)
             deadline = time.monotonic() + 120
             while s.frame < 395:
                 assert time.monotonic() < deadline and s.running
