@@ -307,7 +307,9 @@ class _Recorder:
                 return
             conn.settimeout(2)
             with contextlib.suppress(OSError):
-                self.requests.append(conn.recv(4096).split(b"\r\n")[0].decode("latin-1"))
+                line = conn.recv(4096).split(b"\r\n")[0].decode("latin-1")
+                if line:  # a connection the browser opened ahead and closed unused sent no request
+                    self.requests.append(line)
             conn.close()
 
     def page_requests(self) -> list[str]:
