@@ -185,13 +185,12 @@ def _decode_ms(frame: np.ndarray, codec: str | None, reps: int) -> float:
     return statistics.median(times[1:] if len(times) > 2 else times)
 
 
-def measure_costs(fitters: dict[str, Any], detector: Any, *, width: int, height: int, codec: str | None = None,
-                  reps: int = 15) -> HostCosts:
+def measure_costs(fitters: dict[str, Any], detector: Any, *, width: int, height: int, reps: int = 15) -> HostCosts:
     """Time each part on this machine on a real face frame of the source's size (~0.3 s in all on a 2-core
-    AVX2 host): BlazeFace (``detector``, a :class:`~eyeblink.detect.blazeface.FaceDetector`), each of
-    ``fitters`` (``{model: EyeModel}``) with a fresh face mesh and with the mesh reused, and a frame's decode in
-    ``codec``. Medians of ``reps`` runs each, after a warm-up. Falls back to :func:`registry_costs` (with the
-    reason) if the frame has no face or a part fails."""
+    AVX2 host): BlazeFace (``detector``, a :class:`~eyeblink.detect.blazeface.FaceDetector`) and each of
+    ``fitters`` (``{model: EyeModel}``) with a fresh face mesh and with the mesh reused. Medians of ``reps`` runs
+    each, after a warm-up. The decode is added once the source's codec is known (:func:`with_decode`). Falls
+    back to :func:`registry_costs` (with the reason) if the frame has no face or a part fails."""
     try:
         frame = face_frame(width, height)
         faces = detector.detect(frame)
@@ -231,12 +230,7 @@ def measure_costs(fitters: dict[str, Any], detector: Any, *, width: int, height:
                 fitter.set_time(None)
             else:
                 reuse[name] = fit[name]
-        try:
-            decode = _decode_ms(frame, codec, reps)
-            note = ""
-        except Exception as exc:  # an encoder this PyAV build lacks: decode is then not counted
-            decode, note = 0.0, f"decode of {codec} not measured ({type(exc).__name__})"
-        return HostCosts(detect_ms, fit, reuse, decode, note=note)
+        return HostCosts(detect_ms, fit, reuse)
     except Exception as exc:  # measuring is an aid: a failure falls back to the registry, said in the summary
         log.debug("measuring the host failed", exc_info=True)
         return registry_costs(list(fitters), f"measuring failed: {type(exc).__name__}: {exc}")

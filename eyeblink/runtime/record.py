@@ -134,10 +134,7 @@ class Recorder:
                 self._container.mux(packet)
                 self.frames += 1
             except (av.error.FFmpegError, OSError, ValueError) as exc:
-                self.error = f"{type(exc).__name__}: {exc}"
-                self.dropped += 1
-                log.error("--record %s: cannot write (%s); the recording stops, the session goes on",
-                          self.path, self.error)
+                self._failed(exc)
 
     def _copy(self, packet: Any) -> None:
         """Mux one source packet as it came, its timestamps shifted so that the first is 0 (as the session's)."""
@@ -155,10 +152,13 @@ class Recorder:
             self._container.mux(packet)
             self.frames += 1
         except (av.error.FFmpegError, OSError, ValueError) as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
-            self.dropped += 1
-            log.error("--record %s: cannot write (%s); the recording stops, the session goes on",
-                      self.path, self.error)
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        """A frame the file could not take: counted, and said once in the log with the cause."""
+        self.error = f"{type(exc).__name__}: {exc}"
+        self.dropped += 1
+        log.error("--record %s: cannot write (%s); the recording stops, the session goes on", self.path, self.error)
 
     def close(self) -> dict[str, Any]:
         """Write what is queued, close the file; the summary's ``live.recording``."""
