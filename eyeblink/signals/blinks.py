@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -223,6 +224,13 @@ class _CenteredTemplate:
         if den <= 1e-9:
             return _NAN
         return 1.0 - float((a * self.b[i]).sum()) / den
+
+
+def _median(vals: Iterable[float]) -> float:
+    """``float(np.median(vals))`` for a few dozen floats without NaN, bit for bit, without numpy's overhead."""
+    s = sorted(vals)
+    h = len(s) // 2
+    return s[h] if len(s) % 2 else (s[h - 1] + s[h]) / 2
 
 
 def _nanmean(vals: tuple[float, ...]) -> float:
@@ -533,8 +541,10 @@ class BlinkDetector:
         prev, self._prev_t = self._prev_t, t
         if prev == prev and t > prev:
             self._intervals.append(t - prev)
+            # (a full deque's length is always 64, so this runs on every frame: sorted() of 64 floats is ~10x
+            # cheaper than np.median of a deque, and gives the same value to the last bit)
             if len(self._intervals) % 8 == 0 or self._interval != self._interval:
-                self._interval = float(np.median(self._intervals))
+                self._interval = _median(self._intervals)
 
     def _gap_s(self) -> float:
         """Seconds without a sample that make a gap: ``max_gap_ms``, or 2.5 frame intervals at low frame rates."""
