@@ -82,6 +82,26 @@ _AVCOL_RANGE_JPEG = 2
 _TV_TO_PC_LUMA = np.clip(np.round((np.arange(256) - 16) * 255.0 / 219.0), 0, 255).astype(np.uint8)
 
 
+def luma(frame: Any) -> np.ndarray:
+    """A decoded frame's luma as (H, W) uint8: the Y plane copied as is (full range) or stretched (TV range).
+
+    Copying the Y plane costs ~0.01 ms for 640x480 where ``to_ndarray(format="gray")`` (a swscale pass)
+    costs ~0.3 ms, as much as decoding an MJPG frame. Limited-range ("TV", 16..235) luma is stretched to
+    0..255 with a lookup table, as swscale would. Always a copy: the decoder reuses its buffers.
+    """
+    fmt = frame.format.name
+    if fmt in _FULL_RANGE_LUMA or fmt in _YUV_LUMA:
+        import cv2
+
+        plane = frame.planes[0]
+        rows = np.frombuffer(memoryview(plane), dtype=np.uint8).reshape(-1, plane.line_size)
+        y = np.array(rows[: frame.height, : frame.width])
+        if fmt in _FULL_RANGE_LUMA or frame.color_range == _AVCOL_RANGE_JPEG:
+            return y
+        return cv2.LUT(y, _TV_TO_PC_LUMA)
+    return np.asarray(frame.to_ndarray(format="gray"))
+
+
 def natural_sort_key(name: str) -> tuple[Any, ...]:
     """Sort key that orders embedded numbers numerically (``frame2.png`` before ``frame10.png``).
 
@@ -305,25 +325,8 @@ class VideoFileSource(FrameSource):
             self._container = None
 
     def _image(self, frame: av.video.frame.VideoFrame) -> np.ndarray:
-        """The frame's pixels: RGB, or gray straight from the Y plane when the format allows.
-
-        Copying the Y plane costs ~0.01 ms for 640x480 where ``to_ndarray(format="gray")`` (a
-        swscale pass) costs ~0.3 ms, as much as decoding an MJPG frame. Limited-range ("TV",
-        16..235) luma is stretched to 0..255 with a lookup table, as swscale would.
-        """
-        if self.color:
-            return frame.to_ndarray(format="rgb24")
-        fmt = frame.format.name
-        if fmt in _FULL_RANGE_LUMA or fmt in _YUV_LUMA:
-            plane = frame.planes[0]
-            rows = np.frombuffer(memoryview(plane), dtype=np.uint8).reshape(-1, plane.line_size)
-            y = rows[: frame.height, : frame.width]
-            if fmt in _FULL_RANGE_LUMA or frame.color_range == _AVCOL_RANGE_JPEG:
-                return np.ascontiguousarray(y)
-            import cv2
-
-            return cv2.LUT(np.ascontiguousarray(y), _TV_TO_PC_LUMA)
-        return frame.to_ndarray(format="gray")
+        """The frame's pixels: RGB, or gray (:func:`luma`)."""
+        return frame.to_ndarray(format="rgb24") if self.color else luma(frame)
 
     def __iter__(self) -> Iterator[Frame]:
         import av

@@ -37,7 +37,7 @@ import numpy as np
 
 from eyeblink.errors import ConfigError, EyeblinkError, MissingExtraError, VideoOpenError
 from eyeblink.frames import Frame
-from eyeblink.sources.files import FrameSource, open_av
+from eyeblink.sources.files import FrameSource, luma, open_av
 
 __all__ = [
     "STREAM_SCHEMES",
@@ -315,7 +315,7 @@ class StreamSource(LiveSource):
                 self._probed_packets.append(packet)
                 for frame in packet.decode():
                     arrival = time.perf_counter()
-                    self._probed.append((frame.pts, self._gray(_luma(frame)), arrival))
+                    self._probed.append((frame.pts, self._gray(luma(frame)), arrival))
                     if frame.pts is not None:
                         pts.append(int(frame.pts))
                 if len(self._probed) >= RATE_PROBE_FRAMES or time.monotonic() > deadline:
@@ -429,27 +429,12 @@ class StreamSource(LiveSource):
                 self.on_packet(packet)
             for frame in packet.decode():
                 arrival = time.perf_counter()
-                yield frame.pts, self._gray(_luma(frame)), arrival
+                yield frame.pts, self._gray(luma(frame)), arrival
 
 
 def _thread_type(stream: Any) -> str:
     """Decoder threading: whole frames in parallel for compressed video, slices for raw frames."""
     return "AUTO" if stream.codec_context.name != "rawvideo" else "SLICE"
-
-
-def _luma(frame: Any) -> np.ndarray:
-    """A decoded frame's luma as (H, W) uint8: the Y plane as is (full range) or stretched (TV range)."""
-    from eyeblink.sources.files import _AVCOL_RANGE_JPEG, _FULL_RANGE_LUMA, _TV_TO_PC_LUMA, _YUV_LUMA
-
-    fmt = frame.format.name
-    if fmt in _FULL_RANGE_LUMA or fmt in _YUV_LUMA:
-        plane = frame.planes[0]
-        rows = np.frombuffer(memoryview(plane), dtype=np.uint8).reshape(-1, plane.line_size)
-        y = rows[: frame.height, : frame.width]
-        if fmt in _FULL_RANGE_LUMA or frame.color_range == _AVCOL_RANGE_JPEG:
-            return np.array(y)  # a copy: the decoder reuses its buffers
-        return _TV_TO_PC_LUMA[y]
-    return np.asarray(frame.to_ndarray(format="gray"))
 
 
 def _stream_name(url: str) -> str:
