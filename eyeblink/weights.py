@@ -169,6 +169,13 @@ def verify_size(path: Path | str, expected_size: int, *, fix: str = _DLIB68_FIX)
         )
 
 
+def _shipped(filename: str, sha256: str) -> Path:
+    """Path of a network shipped in ``weights/``, sha256-verified (cached per process)."""
+    path = WEIGHTS_DIR / filename
+    verify_sha256(path, sha256)
+    return path
+
+
 def blazeface_path() -> Path:
     """Path of the BlazeFace short-range ``.tflite`` (not verified here; backends verify at load).
 
@@ -195,23 +202,17 @@ def face_model(model_path: Path | str | None) -> Path:
 
 def blazeface_full_range_path() -> Path:
     """Path of the shipped BlazeFace full-range ``.tflite``, sha256-verified (cached per process)."""
-    path = WEIGHTS_DIR / BLAZEFACE_FULL_RANGE_FILENAME
-    verify_sha256(path, BLAZEFACE_FULL_RANGE_SHA256)
-    return path
+    return _shipped(BLAZEFACE_FULL_RANGE_FILENAME, BLAZEFACE_FULL_RANGE_SHA256)
 
 
 def face_mesh_path() -> Path:
     """Path of the shipped MediaPipe face mesh (``--landmarks mesh``), sha256-verified (cached per process)."""
-    path = WEIGHTS_DIR / FACE_MESH_FILENAME
-    verify_sha256(path, FACE_MESH_SHA256)
-    return path
+    return _shipped(FACE_MESH_FILENAME, FACE_MESH_SHA256)
 
 
 def iris_path() -> Path:
     """Path of the shipped MediaPipe iris/eyelid network (``mesh``'s lid refinement), sha256-verified."""
-    path = WEIGHTS_DIR / IRIS_FILENAME
-    verify_sha256(path, IRIS_SHA256)
-    return path
+    return _shipped(IRIS_FILENAME, IRIS_SHA256)
 
 
 def lids_path() -> Path:

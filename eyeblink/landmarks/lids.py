@@ -106,18 +106,9 @@ def confidence_of(log_sigma: np.ndarray | float) -> np.ndarray:
 def load_lid_network(path: Path, fix: str) -> tuple[Any, int, int]:
     """A LiteRT interpreter (one thread) for the lid network at ``path``, checked: input [2, 40, 60, 1],
     output [2, 2]. A missing, corrupt or wrong-shaped file is :class:`ModelFileError` (one line)."""
-    from ai_edge_litert.interpreter import Interpreter
+    from eyeblink.landmarks.mesh import check_outputs_finite, open_interpreter, shape_of
 
-    if not path.is_file():
-        raise ModelFileError(f"lid network not found: {path}; {fix}")
-    try:
-        it = Interpreter(model_path=str(path), num_threads=1)
-        it.allocate_tensors()
-        ins, outs = it.get_input_details(), it.get_output_details()
-    except (ValueError, RuntimeError) as exc:
-        raise ModelFileError(f"lid network {path} cannot be loaded by LiteRT ({str(exc).splitlines()[0]}); "
-                             f"{fix}") from None
-    from eyeblink.landmarks.mesh import check_outputs_finite, shape_of
+    it, ins, outs = open_interpreter(path, "lid network", fix)
 
     want_in = (2, *EYE_SHAPE, 1)
     if len(ins) != 1 or shape_of(ins[0]) != want_in or len(outs) != 1 or shape_of(outs[0]) != (2, 2):

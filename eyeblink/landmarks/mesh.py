@@ -106,18 +106,25 @@ def check_outputs_finite(it: Any, ins: list[dict[str, Any]], outs: list[dict[str
                              f"test input: its weights are damaged; {fix}")
 
 
-def _load(path: Path, expect_in: tuple[int, ...], expect_out: int, what: str, fix: str) -> tuple[Any, int, list]:
-    """A LiteRT interpreter (one thread) for ``path``, checked: one input ``expect_in``, two outputs."""
+def open_interpreter(path: Path, what: str, fix: str) -> tuple[Any, list, list]:
+    """A LiteRT interpreter (one thread) for the network at ``path``, allocated, with its input and output
+    details. A missing or unloadable file is :class:`ModelFileError`, one line naming ``what`` and ``fix``."""
     from ai_edge_litert.interpreter import Interpreter
 
     if not path.is_file():
-        raise ModelFileError(f"{what} model not found: {path}; {fix}")
+        raise ModelFileError(f"{what} not found: {path}; {fix}")
     try:
         it = Interpreter(model_path=str(path), num_threads=1)
         it.allocate_tensors()
-        ins, outs = it.get_input_details(), it.get_output_details()
+        return it, it.get_input_details(), it.get_output_details()
     except (ValueError, RuntimeError) as exc:
-        raise ModelFileError(f"{what} model {path} cannot be loaded by LiteRT ({exc}); {fix}") from None
+        raise ModelFileError(f"{what} {path} cannot be loaded by LiteRT ({str(exc).splitlines()[0]}); "
+                             f"{fix}") from None
+
+
+def _load(path: Path, expect_in: tuple[int, ...], expect_out: int, what: str, fix: str) -> tuple[Any, int, list]:
+    """A LiteRT interpreter (one thread) for ``path``, checked: one input ``expect_in``, two outputs."""
+    it, ins, outs = open_interpreter(path, f"{what} model", fix)
     if len(ins) != 1 or shape_of(ins[0]) != expect_in or len(outs) != 2:
         raise ModelFileError(f"{what} model {path} has inputs {[shape_of(d) for d in ins]} and "
                              f"{len(outs)} outputs, expected one input {expect_in} and 2 outputs; {fix}")
