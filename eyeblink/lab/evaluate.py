@@ -70,16 +70,16 @@ def within(spans: Sequence[Span], annotated: Span) -> tuple[list[Span], int]:
     return kept, len(spans) - len(kept)
 
 
-def read_tag(path: str | Path) -> TagFile:
-    """Parse a blinkingmatters ``.tag`` file (lines between ``#start`` and ``#end``)."""
+def tag_rows(path: str | Path) -> tuple[dict[str, str], list[tuple[int, list[str]]]]:
+    """A blinkingmatters ``.tag`` file's header (``# key : value`` lines before ``#start``, keys lower-case)
+    and its annotated lines between ``#start`` and ``#end`` as (line number, ``:``-separated fields)."""
     p = Path(path)
     try:
         lines = p.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError as exc:
         raise DatasetError(f"cannot read annotation {p}: {exc.strerror or exc}") from None
     header: dict[str, str] = {}
-    frame_ids: list[int] = []
-    by_blink: dict[int, list[int]] = defaultdict(list)
+    rows: list[tuple[int, list[str]]] = []
     inside = False
     for n, line in enumerate(lines, 1):
         s = line.strip()
@@ -92,14 +92,27 @@ def read_tag(path: str | Path) -> TagFile:
             m = re.match(r"#\s*([\w ]+?)\s*:\s*(.*)$", s)
             if m:
                 header[m.group(1).lower()] = m.group(2).strip()
-            continue
-        if not s:
-            continue
-        parts = [x.strip() for x in s.split(":")]
-        try:
-            fid, bid = int(parts[0]), int(parts[1])
-        except (ValueError, IndexError):
-            raise DatasetError(f"{p}:{n}: expected 'frameID : blinkID : ...', got {s[:60]!r}") from None
+        elif s:
+            rows.append((n, [x.strip() for x in s.split(":")]))
+    return header, rows
+
+
+def tag_ids(path: Path, n: int, parts: list[str]) -> tuple[int, int]:
+    """(frame id, blink id) of one annotated line; a malformed one is a :class:`DatasetError` naming it."""
+    try:
+        return int(parts[0]), int(parts[1])
+    except (ValueError, IndexError):
+        raise DatasetError(f"{path}:{n}: expected 'frameID : blinkID : ...', got {':'.join(parts)[:60]!r}") from None
+
+
+def read_tag(path: str | Path) -> TagFile:
+    """Parse a blinkingmatters ``.tag`` file (lines between ``#start`` and ``#end``)."""
+    p = Path(path)
+    header, rows = tag_rows(p)
+    frame_ids: list[int] = []
+    by_blink: dict[int, list[int]] = defaultdict(list)
+    for n, parts in rows:
+        fid, bid = tag_ids(p, n, parts)
         frame_ids.append(fid)
         if bid >= 0:
             by_blink[bid].append(fid)

@@ -338,19 +338,11 @@ def auc(pos: np.ndarray, neg: np.ndarray) -> float:
 
 def tag_states(tag_path: Path) -> dict[int, str]:
     """Frame id -> ``closed`` (an eye flagged fully closed), ``open`` (outside every blink) or ``blink``."""
+    from eyeblink.lab.evaluate import tag_ids, tag_rows
+
     states: dict[int, str] = {}
-    inside = False
-    for line in tag_path.read_text(encoding="utf-8", errors="replace").splitlines():
-        s = line.strip()
-        if s == "#start":
-            inside = True
-            continue
-        if s == "#end":
-            break
-        if not inside or not s:
-            continue
-        parts = [x.strip() for x in s.split(":")]
-        fid, bid = int(parts[0]), int(parts[1])
+    for n, parts in tag_rows(tag_path)[1]:
+        fid, bid = tag_ids(tag_path, n, parts)
         closed = "C" in (parts[3] if len(parts) > 3 else "", parts[5] if len(parts) > 5 else "")
         states[fid] = "closed" if closed else "open" if bid < 0 else "blink"
     return states
