@@ -176,7 +176,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, type=Path)
     ap.add_argument("--cap", required=True, type=Path)
-    ap.add_argument("--models", default="mesh,mesh-ear")
+    ap.add_argument("--models", default="lids,mesh")
     ap.add_argument("--every", default="1,2,4")
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--bare-only", action="store_true", help="only the bare-threshold figures (no detector runs)")

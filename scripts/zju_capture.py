@@ -24,7 +24,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--model", default="mesh")
+    ap.add_argument("--model", default="lids")
     ap.add_argument("--every", default="1,2,4")
     args = ap.parse_args()
 
