@@ -8,6 +8,7 @@ tests that need it use the ``data_dir`` fixture and skip when it is absent.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -388,6 +389,18 @@ def face_frames(face_recording: tuple[Path, object]) -> list[np.ndarray]:
 
     with open_source(face_recording[0]) as src:
         return [f.image for f in src]
+
+
+#: the headless browser the report and docs tests open pages in (Debian package ``chromium``)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (Debian: apt-get "
+                                    "install chromium); the page is not opened in a browser")
+
+
+def run_cli(*args: str | Path, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """``python -m eyeblink ARGS`` as a user runs it (no stdin), its output captured as text."""
+    return subprocess.run([sys.executable, "-m", "eyeblink", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
 
 
 def free_port() -> int:

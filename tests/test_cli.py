@@ -15,17 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import write_video
+from conftest import run_cli, write_video
 
 from eyeblink import __version__
 from eyeblink.outputs.export import FRAME_COLUMNS
 
 pytestmark = pytest.mark.slow
-
-
-def run_cli(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "eyeblink", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:

@@ -16,19 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import CHROMIUM, needs_chromium, run_cli
 
 from eyeblink.outputs.export import ResultWriter
 from eyeblink.outputs.paths import OutputPlan, atomic_path, same_file
 from eyeblink.signals.blinks import BlinkEvent
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed "
-                                    "(Debian: apt-get install chromium); the report is not opened in a browser")
-
-
-def run_cli(*args: str | Path, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "eyeblink", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
 
 
 def one_error_line(proc: subprocess.CompletedProcess[str], *, code: int = 2) -> str:

@@ -12,28 +12,18 @@ from __future__ import annotations
 import csv
 import json
 import re
-import shutil
 import subprocess
-import sys
 import time
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CHROMIUM, needs_chromium, run_cli
 
 from eyeblink.outputs.export import FRAME_COLUMNS
 from eyeblink.outputs.report import MISSING, pyramid, quantize, split_stem
 from eyeblink.signals.blinks import BLINK_COLUMNS
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed "
-                                    "(Debian: apt-get install chromium); the report is not opened in a browser")
-
-
-def run_cli(*args: str | Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "eyeblink", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def chromium(html: Path, *args: str, fragment: str = "") -> subprocess.CompletedProcess[str]:

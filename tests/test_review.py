@@ -8,23 +8,13 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import CHROMIUM, needs_chromium, run_cli
 from review_session import BLINKS, MISSED, TRIALS, write_session
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_browser = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (Debian: apt-get "
-                                   "install chromium); the report is not opened in a browser")
-
-
-def run_cli(*args: str | Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "eyeblink", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 class Page:
@@ -65,7 +55,7 @@ HOSTILE = {
 HOSTILE_STEM = "<img src=x onerror=alert(4)> & {{DATA}}"
 
 
-@needs_browser
+@needs_chromium
 def test_hostile_labels_file_names_and_summary_text_are_shown_as_text(tmp_path: Path) -> None:
     session = write_session(tmp_path / "out", HOSTILE_STEM, labels=HOSTILE, summary_extra={
         "warnings": ["<b onmouseover=alert(5)>warned</b>"],
@@ -138,7 +128,7 @@ def _save(page: Any, into: Path) -> Path:
     return target
 
 
-@needs_browser
+@needs_chromium
 def test_keyboard_only_review_then_report_rereads_the_corrections(tmp_path: Path) -> None:
     session = write_session(tmp_path / "out", "s1")
     assert run_cli("report", session).returncode == 0
@@ -183,7 +173,7 @@ def test_keyboard_only_review_then_report_rereads_the_corrections(tmp_path: Path
         assert p.page.locator("#blink-count").text_content() == "3"
 
 
-@needs_browser
+@needs_chromium
 def test_reject_add_exclude_retime_and_a_trial_in_the_browser(tmp_path: Path) -> None:
     session = write_session(tmp_path / "out", "s1")
     assert run_cli("report", session).returncode == 0
@@ -348,7 +338,7 @@ def test_process_stops_before_any_frame_on_a_malformed_corrections_file(tmp_path
 
 
 @pytest.mark.slow
-@needs_browser
+@needs_chromium
 def test_keyboard_only_review_of_the_demo(tmp_path: Path) -> None:
     """``eyeblink demo``'s recording reviewed with the keys alone: every blink but the last accepted, the last
     rejected, saved; the report then holds the accepted ones."""
@@ -394,7 +384,7 @@ def test_applying_corrections_twice_changes_nothing(tmp_path: Path) -> None:
     assert summary["corrections"]["automatic"]["blinks"] == len(BLINKS)  # the detector's, not the corrected count
 
 
-@needs_browser
+@needs_chromium
 def test_saving_again_keeps_decisions_that_match_no_blink(tmp_path: Path) -> None:
     session = write_session(tmp_path / "out", "s1")
     stale = {"start_s": 9.5, "end_s": 9.6, "decision": "accept"}  # no blink there (any more)
@@ -429,7 +419,7 @@ def test_fec_is_calibrated_on_the_blinks_the_reviewer_kept(tmp_path: Path) -> No
     assert amps[-1] == pytest.approx(0.8, abs=0.01)  # the added closure, measured: 1 - min EAR / baseline
 
 
-@needs_browser
+@needs_chromium
 def test_retime_with_the_keys_a_frame_at_a_time(tmp_path: Path) -> None:
     session = write_session(tmp_path / "out", "s1")
     assert run_cli("report", session).returncode == 0

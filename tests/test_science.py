@@ -9,12 +9,11 @@ from __future__ import annotations
 import csv
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -404,11 +403,6 @@ def conditioning_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     trials.write_text("trial,cs_onset_s,us_onset_s,cs_duration_ms,cs_type,us_type\n" + "".join(
         f"{k + 1},{cs},{cs + ISI_S},280,tone,puff\n" for k, cs in enumerate(CS_TIMES)))
     return video, trials
-
-
-def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "eyeblink", *map(str, args)], capture_output=True, text=True,
-                          timeout=600, stdin=subprocess.DEVNULL)
 
 
 def rows(path: Path) -> list[dict[str, str]]:
