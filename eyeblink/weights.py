@@ -169,10 +169,16 @@ def verify_size(path: Path | str, expected_size: int, *, fix: str = _DLIB68_FIX)
         )
 
 
-def _shipped(filename: str, sha256: str) -> Path:
-    """Path of a network shipped in ``weights/``, sha256-verified (cached per process)."""
+def _shipped(filename: str, sha256: str, fix: str | None = None) -> Path:
+    """Path of a network shipped in ``weights/``, sha256-verified (cached per process); ``fix``: what the one-line
+    error of a missing or damaged file tells the user to do (default: restore the shipped file)."""
     path = WEIGHTS_DIR / filename
-    verify_sha256(path, sha256)
+    if fix is None:
+        verify_sha256(path, sha256)
+        return path
+    if not path.is_file():
+        raise ModelFileError(f"{filename} not found in {WEIGHTS_DIR}; {fix}")
+    verify_sha256(path, sha256, fix=fix)
     return path
 
 
@@ -217,13 +223,8 @@ def iris_path() -> Path:
 
 def lids_path() -> Path:
     """Path of the shipped lid network (``--landmarks lids``), sha256-verified (cached per process)."""
-    path = WEIGHTS_DIR / LIDS_FILENAME
-    fix = ("restore it from the repository's weights/ folder or reinstall eyeblink, or train one "
-           "(eyeblink train-lids) and pass it with --landmark-model")
-    if not path.is_file():
-        raise ModelFileError(f"{LIDS_FILENAME} not found in {WEIGHTS_DIR}; {fix}")
-    verify_sha256(path, LIDS_SHA256, fix=fix)
-    return path
+    return _shipped(LIDS_FILENAME, LIDS_SHA256, "restore it from the repository's weights/ folder or reinstall "
+                    "eyeblink, or train one (eyeblink train-lids) and pass it with --landmark-model")
 
 
 def eye12_path() -> Path:
@@ -231,13 +232,8 @@ def eye12_path() -> Path:
 
     Raises :class:`ModelFileError` when the file is missing, truncated or not the shipped model.
     """
-    path = WEIGHTS_DIR / EYE12_FILENAME
-    fix = ("restore it from the repository's weights/ folder or reinstall eyeblink, or retrain one "
-           "(eyeblink train-landmarks) and pass it with --landmark-model")
-    if not path.is_file():
-        raise ModelFileError(f"{EYE12_FILENAME} not found in {WEIGHTS_DIR}; {fix}")
-    verify_sha256(path, EYE12_SHA256, fix=fix)
-    return path
+    return _shipped(EYE12_FILENAME, EYE12_SHA256, "restore it from the repository's weights/ folder or reinstall "
+                    "eyeblink, or retrain one (eyeblink train-landmarks) and pass it with --landmark-model")
 
 
 def dlib68_path(*, full_check: bool = False) -> Path:
