@@ -326,6 +326,65 @@ def test_a_1000_fps_nut_stream_sizes_the_ring_from_its_rate_and_counts_every_dro
     assert ("were dropped, more than 1%" in err) == overloaded
 
 
+@needs_fork
+def test_under_overload_no_answer_is_older_than_the_latency_bound_and_every_drop_is_counted(tmp_path: Path) -> None:
+    """2,000 FPS into one worker, which no machine analyses in real time: the newest frames win and the bound
+    (``max_latency_ms`` 100) holds for what other programs get. No LSL sample (its ``age`` channel), no gate line
+    about the eye's state and no API state change is about a frame received more than the bound before it was
+    sent; a row that reached the sink later is written but not published (``publish.late_rows``: the samples
+    received are the rows less those); the drops are the gap rows, and the run says it was overloaded."""
+    import csv
+    import threading
+
+    import eyeblink
+
+    pylsl = pytest.importorskip("pylsl")
+    bound = 100.0
+    name = f"eyeblink-test-bound-{os.getpid()}"
+    samples: list[list[float]] = []
+    ended = threading.Event()
+
+    def pull() -> None:
+        (info,) = pylsl.resolve_byprop("name", name, 1, 60)
+        inlet = pylsl.StreamInlet(info, 360)
+        inlet.open_stream(30)  # the session waits for this inlet before it connects the sender (lsl_wait_s)
+        while True:
+            chunk, _ = inlet.pull_chunk(timeout=0.2)
+            samples.extend(chunk)
+            if ended.is_set() and not chunk:
+                return
+
+    puller = threading.Thread(target=pull, daemon=True)
+    puller.start()
+    port = free_port()
+    sender = start_sender(port, "--fps", "2000", "--stop-after", "8000")
+    states: list[Any] = []
+    try:
+        with eyeblink.live(f"tcp://127.0.0.1:{port}", tmp_path, name="cam", gate_port=0, lsl=True, lsl_name=name,
+                           lsl_wait_s=60, workers=1, landmarks="lids", max_latency_ms=bound, max_age_ms=bound,
+                           on_state=states.append) as s:
+            client = GateClient(s.gate_port or 0)
+            s.wait()
+    finally:
+        sender.kill()
+        ended.set()
+    puller.join(30)
+    lines = client.join()
+    lv = json.loads((tmp_path / "cam.summary.json").read_text())["live"]
+    with (tmp_path / "cam.frames.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    gaps = sum(r["dropped"] == "1" for r in rows)
+    assert len(rows) == lv["frames_in"] == 8000 and 0 < gaps == lv["frames_dropped"]
+    assert lv["status"] == "overloaded"
+    late = lv["publish"]["late_rows"]
+    assert lv["publish"]["max_latency_ms"] == bound
+    assert len(samples) == len(rows) - late > 1000
+    assert max(sm[5] for sm in samples) <= bound
+    told = [m for m in lines if m["event"] not in ("hello", "end", "stale", "blink")]  # a refusal, or history
+    assert all(m["age_ms"] <= bound for m in told), max(m["age_ms"] for m in told)
+    assert all((ch.sent_time - ch.arrival_time) * 1000.0 <= bound for ch in states)
+
+
 def _children(pid: int) -> list[int]:
     """The live run's forked children (loader, workers), not the resource tracker (a separate program)."""
     out = []
