@@ -34,6 +34,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -87,6 +88,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def tree_rss_mib(root: int, leave_out: set[int]) -> float:
+    """The RSS (MiB) of ``root`` and its descendants, but ``leave_out`` and theirs (the sender, the consumer)."""
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in leave_out:
+            continue
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 2**20
+
+
 def pct(x: np.ndarray) -> dict[str, float | int | None]:
     if not len(x):
         return {"n": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
@@ -117,6 +134,14 @@ def main() -> int:
                               stdout=subprocess.PIPE, text=True, cwd=repo)
     assert sender.stdout is not None and sender.stdout.readline().strip() == "listening"
     arrivals: dict[int, float] = {}
+    memory: list[tuple[float, float]] = []  # (s since the session started, MiB of its processes)
+    leave_out = {sender.pid}
+    done = threading.Event()
+
+    def watch_memory() -> None:
+        t0 = time.monotonic()
+        while not done.wait(1.0):
+            memory.append((round(time.monotonic() - t0, 1), round(tree_rss_mib(os.getpid(), leave_out), 1)))
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "consumer.json"
@@ -127,7 +152,11 @@ def main() -> int:
                                on_frame=lambda r: arrivals.__setitem__(r.frame, (r.arrival_time,
                                                                                   time.perf_counter()))) as s:
                 consumer = subprocess.Popen([sys.executable, "-c", CONSUMER, name, str(s.gate_port), str(out)])
+                leave_out.add(consumer.pid)
+                watcher = threading.Thread(target=watch_memory, daemon=True)
+                watcher.start()
                 s.wait()
+                done.set()
             consumer.wait(timeout=120)
         finally:
             sender.kill()
@@ -164,6 +193,16 @@ def main() -> int:
         "pipeline_latency_ms_p99": result.summary["timings"].get("latency_ms_p99"),
         "stale_events": result.summary["live"]["publish"]["stale_events"],
         "max_age_ms": args.max_age_ms,
+        "dropped_share": round(int(rows["dropped"].sum()) / max(1, len(rows)), 4),
+        "frames_late": result.summary["live"]["frames_late"],
+        "adaptations": [(a["t_s"], a["direction"], a["to"]) for a in result.summary["live"]["adaptations"]],
+        # rows that reached the sink past --max-latency-ms: written, not published (no LSL sample, no state)
+        "rows_past_the_latency_bound": result.summary["live"]["publish"].get("late_rows"),
+        "max_latency_ms": result.summary["live"]["publish"].get("max_latency_ms"),
+        # the RSS of the session's processes (this one, the loader, the workers), each second of the capture
+        "memory_mib": {"after_warmup": next((m for t, m in memory if t >= args.warmup), None),
+                       "last": memory[-1][1] if memory else None, "max": max((m for _, m in memory), default=None),
+                       "every_10_s": [m for t, m in memory if int(t) % 10 == 0]},
     }
     text = json.dumps(res, indent=2)
     print(text)
