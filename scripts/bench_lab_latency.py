@@ -88,20 +88,36 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def tree_rss_mib(root: int, leave_out: set[int]) -> float:
-    """The RSS (MiB) of ``root`` and its descendants, but ``leave_out`` and theirs (the sender, the consumer)."""
-    total, todo = 0, [root]
+def tree_rss_mib(root: int, leave_out: set[int]) -> dict[str, float]:
+    """The RSS (MiB) of ``root`` and each of its descendants, but ``leave_out`` and theirs (the sender, the
+    consumer), by ``pid:name``."""
+    out, todo = {}, [root]
     while todo:
         pid = todo.pop()
         if pid in leave_out:
             continue
         try:
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            out[f"{pid}:{Path(f'/proc/{pid}/comm').read_text().strip()}"] = round(rss / 2**20, 1)
             for task in Path(f"/proc/{pid}/task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
         except (OSError, ValueError, IndexError):
             continue
-    return total / 2**20
+    return out
+
+
+def memory_figures(memory: list[tuple[float, dict[str, float]]], warmup: float) -> dict[str, object]:
+    """The session's RSS after the warm-up and at the last sample while all its processes ran, in total and by
+    process, and the total every 10 s."""
+    if not memory:
+        return {}
+    n = max(len(m) for _, m in memory)
+    full = [(t, m) for t, m in memory if len(m) == n]  # not the samples taken while the children exited
+    first = next(((t, m) for t, m in full if t >= warmup), full[0])
+    last = full[-1]
+    return {"after_warmup": {"t_s": first[0], "total": round(sum(first[1].values()), 1), **first[1]},
+            "last": {"t_s": last[0], "total": round(sum(last[1].values()), 1), **last[1]},
+            "total_every_10_s": [round(sum(m.values()), 1) for t, m in full if int(t) % 10 == 0]}
 
 
 def pct(x: np.ndarray) -> dict[str, float | int | None]:
@@ -134,14 +150,14 @@ def main() -> int:
                               stdout=subprocess.PIPE, text=True, cwd=repo)
     assert sender.stdout is not None and sender.stdout.readline().strip() == "listening"
     arrivals: dict[int, float] = {}
-    memory: list[tuple[float, float]] = []  # (s since the session started, MiB of its processes)
+    memory: list[tuple[float, dict[str, float]]] = []  # (s since the session started, MiB of each process)
     leave_out = {sender.pid}
     done = threading.Event()
 
     def watch_memory() -> None:
         t0 = time.monotonic()
         while not done.wait(1.0):
-            memory.append((round(time.monotonic() - t0, 1), round(tree_rss_mib(os.getpid(), leave_out), 1)))
+            memory.append((round(time.monotonic() - t0, 1), tree_rss_mib(os.getpid(), leave_out)))
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "consumer.json"
@@ -200,9 +216,7 @@ def main() -> int:
         "rows_past_the_latency_bound": result.summary["live"]["publish"].get("late_rows"),
         "max_latency_ms": result.summary["live"]["publish"].get("max_latency_ms"),
         # the RSS of the session's processes (this one, the loader, the workers), each second of the capture
-        "memory_mib": {"after_warmup": next((m for t, m in memory if t >= args.warmup), None),
-                       "last": memory[-1][1] if memory else None, "max": max((m for _, m in memory), default=None),
-                       "every_10_s": [m for t, m in memory if int(t) % 10 == 0]},
+        "memory_mib": memory_figures(memory, args.warmup),
     }
     text = json.dumps(res, indent=2)
     print(text)
