@@ -642,6 +642,90 @@ def test_on_a_real_recording_the_gate_says_each_blink_of_blinks_csv_once_and_nev
     assert not any(m["event"] == "face_lost" for m in events)
 
 
+#: two stretches of the real Eyeblink8 recording (s): a blink at 18.43 s, at the end of the detector's first second
+#: once streamed, and one at 37.23 s
+EYEBLINK8_SPANS = ((17.55, 19.3), (36.5, 38.2))
+
+
+@needs_fork
+def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker_per_blink_of_blinks_csv(
+        data_dir: Path, tmp_path: Path) -> None:
+    """Real Eyeblink8 frames retimed to 500 FPS (FFmpeg's fps filter: each 30 FPS frame held for its real time),
+    sent by the loopback sender to ``eyeblink.live`` with the gate and LSL: one gate ``blink`` line and one
+    ``blink`` marker per row of blinks.csv; no line saying open about a frame inside a blink that blinks.csv
+    records (the detector's first second ends inside one); lines in frame order; no face_lost (the face never
+    leaves)."""
+    import csv
+    import threading
+
+    import eyeblink
+
+    ffmpeg = pytest.importorskip("imageio_ffmpeg").get_ffmpeg_exe()
+    pylsl = pytest.importorskip("pylsl")
+    video = data_dir / "eyeblink8-blink-clips" / "calibration_video_EAR4_concatenated.mp4"
+    if not video.exists():
+        pytest.skip(f"{video} not found")
+    parts = [f"[0:v]trim=start={a}:end={b},setpts=PTS-STARTPTS[p{i}]" for i, (a, b) in enumerate(EYEBLINK8_SPANS)]
+    joined = "".join(f"[p{i}]" for i in range(len(EYEBLINK8_SPANS)))
+    stream = tmp_path / "eyeblink8_500.avi"
+    subprocess.run([ffmpeg, "-v", "error", "-y", "-i", str(video), "-filter_complex",
+                    ";".join(parts) + f";{joined}concat=n={len(EYEBLINK8_SPANS)}:v=1[c];[c]fps=500,format=gray[v]",
+                    "-map", "[v]", "-c:v", "mjpeg", "-q:v", "3", "-an", str(stream)], check=True, timeout=120)
+    from eyeblink.sources.files import open_source
+
+    with open_source(stream) as src:
+        n = sum(1 for _ in src)
+    name = f"eyeblink-test-eb8-{os.getpid()}"
+    markers: list[str] = []
+    ended = threading.Event()
+
+    def pull() -> None:
+        (minfo,) = pylsl.resolve_byprop("name", f"{name}-markers", 1, 60)
+        (info,) = pylsl.resolve_byprop("name", name, 1, 60)
+        inlet, marks = pylsl.StreamInlet(info, 360), pylsl.StreamInlet(minfo, 360)
+        marks.open_stream(30)
+        inlet.open_stream(30)  # the session waits for this inlet before it connects the sender (lsl_wait_s)
+        while True:
+            inlet.pull_chunk(timeout=0.0)
+            chunk, _ = marks.pull_chunk(timeout=0.2)
+            markers.extend(m[0] for m in chunk)
+            if ended.is_set() and not chunk:
+                return
+
+    puller = threading.Thread(target=pull, daemon=True)
+    puller.start()
+    out = tmp_path / "out"
+    port = free_port()
+    sender = start_sender(port, "--input", str(stream), "--distinct", str(n), "--fps", "500", "--stop-after",
+                          str(n))
+    try:
+        # the freshness bound is not what this test is about (a loaded test host lags)
+        with eyeblink.live(f"tcp://127.0.0.1:{port}", out, name="cam", gate_port=0, lsl=True, lsl_name=name,
+                           lsl_wait_s=60, workers=2, landmarks="lids", max_age_ms=60_000) as s:
+            client = GateClient(s.gate_port or 0)
+            s.wait()
+    finally:
+        sender.kill()
+        ended.set()
+    puller.join(30)
+    lines = client.join()
+    with (out / "cam.blinks.csv").open(newline="") as fh:
+        blinks = list(csv.DictReader(fh))
+    assert len(s.result.frames) == n
+    assert len(blinks) >= 2
+    events = [m for m in lines if m["event"] not in ("hello", "end")]
+    assert sum(m["event"] == "blink" for m in events) == len(blinks)
+    assert sum(m.split(":")[0] == "blink" for m in markers) == len(blinks), markers
+    spans = [(int(b["start_frame"]), int(b["end_frame"])) for b in blinks]
+    assert any(a <= 500 < b for a, b in spans), spans  # the warm-up (its first 500 frames) ends in a blink
+    for m in events:
+        if says_open(m):
+            assert not any(a <= m["latest_frame"] < b for a, b in spans), (m, spans)
+    order = [m["latest_frame"] for m in events if m["event"] != "blink"]
+    assert order == sorted(order)
+    assert not any(m["event"] == "face_lost" for m in events)
+
+
 @needs_fork
 @pytest.mark.slow
 def test_a_camera_frozen_with_its_connection_open_is_stale_and_never_open(tmp_path: Path) -> None:
