@@ -642,9 +642,10 @@ def test_on_a_real_recording_the_gate_says_each_blink_of_blinks_csv_once_and_nev
     assert not any(m["event"] == "face_lost" for m in events)
 
 
-#: two stretches of the real Eyeblink8 recording (s): a blink at 18.43 s, at the end of the detector's first second
-#: once streamed, and one at 37.23 s
-EYEBLINK8_SPANS = ((17.55, 19.3), (36.5, 38.2))
+#: stretches of the real Eyeblink8 recording (start s, end s, what of the frame): a blink at 18.43 s, at the end of
+#: the detector's first second once streamed; 0.6 s of the room's top-left corner, wall and door (the face gone);
+#: a blink at 37.23 s
+EYEBLINK8_PIECES = ((17.55, 19.3, "whole"), (19.3, 19.9, "corner"), (36.5, 38.2, "whole"))
 
 
 @needs_fork
@@ -653,8 +654,8 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
     """Real Eyeblink8 frames retimed to 500 FPS (FFmpeg's fps filter: each 30 FPS frame held for its real time),
     sent by the loopback sender to ``eyeblink.live`` with the gate and LSL: one gate ``blink`` line and one
     ``blink`` marker per row of blinks.csv; no line saying open about a frame inside a blink that blinks.csv
-    records (the detector's first second ends inside one); lines in frame order; no face_lost (the face never
-    leaves)."""
+    records (the detector's first second ends inside one); lines in frame order; one face_lost, then one
+    face_found, for the 0.6 s the face is gone."""
     import csv
     import threading
 
@@ -665,11 +666,13 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
     video = data_dir / "eyeblink8-blink-clips" / "calibration_video_EAR4_concatenated.mp4"
     if not video.exists():
         pytest.skip(f"{video} not found")
-    parts = [f"[0:v]trim=start={a}:end={b},setpts=PTS-STARTPTS[p{i}]" for i, (a, b) in enumerate(EYEBLINK8_SPANS)]
-    joined = "".join(f"[p{i}]" for i in range(len(EYEBLINK8_SPANS)))
+    view = {"whole": "setsar=1", "corner": "crop=160:120:0:0,scale=640:480,setsar=1"}
+    parts = [f"[0:v]trim=start={a}:end={b},setpts=PTS-STARTPTS,{view[what]}[p{i}]"
+             for i, (a, b, what) in enumerate(EYEBLINK8_PIECES)]
+    joined = "".join(f"[p{i}]" for i in range(len(EYEBLINK8_PIECES)))
     stream = tmp_path / "eyeblink8_500.avi"
     subprocess.run([ffmpeg, "-v", "error", "-y", "-i", str(video), "-filter_complex",
-                    ";".join(parts) + f";{joined}concat=n={len(EYEBLINK8_SPANS)}:v=1[c];[c]fps=500,format=gray[v]",
+                    ";".join(parts) + f";{joined}concat=n={len(EYEBLINK8_PIECES)}:v=1[c];[c]fps=500,format=gray[v]",
                     "-map", "[v]", "-c:v", "mjpeg", "-q:v", "3", "-an", str(stream)], check=True, timeout=120)
     from eyeblink.sources.files import open_source
 
@@ -723,7 +726,11 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
             assert not any(a <= m["latest_frame"] < b for a, b in spans), (m, spans)
     order = [m["latest_frame"] for m in events if m["event"] != "blink"]
     assert order == sorted(order)
-    assert not any(m["event"] == "face_lost" for m in events)
+    a, b = (round((EYEBLINK8_PIECES[1][k] - EYEBLINK8_PIECES[0][0]) * 500) for k in (0, 1))  # the face gone
+    faces = [(m["event"], m["frame"]) for m in events if m["event"] in ("face_lost", "face_found")]
+    assert [e for e, _ in faces] == ["face_found", "face_lost", "face_found"], faces  # the first: the first state
+    # a 30 FPS frame is ~17 frames at 500 FPS: the pieces' edges move by as much; face_lost after --face-lost-ms
+    assert a - 20 <= faces[1][1] <= a + 120 and b - 20 <= faces[2][1] <= b + 20, (faces, a, b)
 
 
 @needs_fork
