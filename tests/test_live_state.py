@@ -655,7 +655,9 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
     sent by the loopback sender to ``eyeblink.live`` with the gate and LSL: one gate ``blink`` line and one
     ``blink`` marker per row of blinks.csv; no line saying open about a frame inside a blink that blinks.csv
     records (the detector's first second ends inside one); lines in frame order; one face_lost, then one
-    face_found, for the 0.6 s the face is gone."""
+    face_found, for the 0.6 s the face is gone. The session's ``record=`` keeps every frame, and ``eyeblink
+    process`` on the recording gives its rows as the guide says: the same frames and capture times, the same
+    ``face`` on every analysed row, the openness within a little (another keyframe schedule)."""
     import csv
     import threading
 
@@ -704,7 +706,8 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
     try:
         # the freshness bound is not what this test is about (a loaded test host lags)
         with eyeblink.live(f"tcp://127.0.0.1:{port}", out, name="cam", gate_port=0, lsl=True, lsl_name=name,
-                           lsl_wait_s=60, workers=2, landmarks="lids", max_age_ms=60_000) as s:
+                           lsl_wait_s=60, workers=2, landmarks="lids", max_age_ms=60_000,
+                           record=tmp_path / "cam.nut") as s:
             client = GateClient(s.gate_port or 0)
             s.wait()
     finally:
@@ -731,6 +734,24 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
     assert [e for e, _ in faces] == ["face_found", "face_lost", "face_found"], faces  # the first: the first state
     # a 30 FPS frame is ~17 frames at 500 FPS: the pieces' edges move by as much; face_lost after --face-lost-ms
     assert a - 20 <= faces[1][1] <= a + 120 and b - 20 <= faces[2][1] <= b + 20, (faces, a, b)
+
+    rec = json.loads((out / "cam.summary.json").read_text())["live"]["recording"]
+    assert rec["frames"] == n and rec["dropped"] == 0 and rec["error"] is None  # not one frame missing
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(tmp_path / "cam.nut"), "-o",
+                           str(tmp_path / "again"), "--landmarks", "lids", "--no-progress"],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    with (out / "cam.frames.csv").open(newline="") as fh:
+        live_rows = list(csv.DictReader(fh))
+    with (tmp_path / "again" / "cam.frames.csv").open(newline="") as fh:
+        again = list(csv.DictReader(fh))
+    assert [r["frame"] for r in again] == [r["frame"] for r in live_rows]
+    assert [float(r["timestamp_s"]) for r in again] == pytest.approx(
+        [float(r["timestamp_s"]) for r in live_rows], abs=1e-6)
+    analysed = [(x, y) for x, y in zip(live_rows, again, strict=True) if x["dropped"] == "0"]
+    assert len(analysed) > n // 2 and all(x["face"] == y["face"] for x, y in analysed)
+    diff = [abs(float(x["ear"]) - float(y["ear"])) for x, y in analysed if x["ear"] and y["ear"]]
+    assert len(diff) > n // 3 and sum(d < 0.02 for d in diff) >= 0.99 * len(diff), max(diff)
 
 
 @needs_fork
