@@ -677,7 +677,7 @@ class LiveTap:
         self.frames += 1
         self.newest_frame, self.newest_s = frame, t
         # past the latency bound (the sink held up under overload): in frames.csv, but no answer is made of it
-        late = self.max_latency_s is not None and r.sent_time - arrival > self.max_latency_s
+        late = self._past_latency(r.sent_time - arrival)
         if late:
             self.late_rows += 1
         elif self.lsl is not None:
@@ -707,7 +707,16 @@ class LiveTap:
             if det is not None and det.judged_to_newest:
                 ch = self.debouncer.update(frame, t, det.state)
                 if ch is not None:
-                    ch = replace(ch, arrival_time=arrival, sent_time=time.perf_counter())
+                    now = time.perf_counter()
+                    ch = replace(ch, arrival_time=arrival, sent_time=now)
+                    if now - arrival > self.max_age_s or self._past_latency(now - arrival):
+                        # held up since the check above: the state follows the evidence, nothing is said of it
+                        self.tracker.change(ch)  # ("fresh" says the state once fresh frames come again)
+                        if events:  # the "fresh" of this row was not said: still stale, no second line
+                            self.stale = True
+                        elif not self.stale:
+                            self._go_stale(now - arrival)
+                        return
                     for listener in self.listeners:
                         listener("state", ch)
                     events.extend(self.tracker.change(ch))
@@ -738,28 +747,31 @@ class LiveTap:
 
     def _publish(self, ev: GateEvent, latest_frame: int, latest_s: float, arrival: float) -> None:
         says_open = ev.state == EyeState.OPEN and ev.event in ("state", "open_stable", "blink_end", "face_found")
-        age = time.perf_counter() - arrival
-        too_old = self.max_latency_s is not None and ev.event != "stale" and age > self.max_latency_s
-        if (says_open and age > self.max_age_s) or too_old:
+        lsl_t = self.lsl_time(ev.timestamp_s)
+        msg: dict[str, Any] = {"event": ev.event, "state": ev.state.value,
+                               "previous": ev.previous.value if ev.previous is not None else None,
+                               "frame": ev.frame, "timestamp_s": _finite(ev.timestamp_s),
+                               "lsl_time": _finite(lsl_t), "latest_frame": latest_frame,
+                               "latest_s": _finite(latest_s), "arrival_time": _finite(arrival), **ev.extra}
+        now = time.perf_counter()  # the line's sent_time and age: checked against the bounds at this moment
+        age = now - arrival
+        if (says_open and age > self.max_age_s) or (ev.event != "stale" and self._past_latency(age)):
             if not self.stale:  # the thread was held up between the check and now: never an old "open" (nor any
                 self._go_stale(age)  # state past the latency bound); "fresh" says the state again later
             return
         self.events += 1
-        lsl_t = self.lsl_time(ev.timestamp_s)
+        if self.gate is not None:
+            msg["sent_time"] = now
+            msg.setdefault("age_ms", _finite(age * 1000.0))
+            self.gate.send(msg)
         if self.lsl is not None:
             self.lsl.marker(ev.marker, lsl_t)
-        if self.gate is not None:
-            msg: dict[str, Any] = {"event": ev.event, "state": ev.state.value,
-                                   "previous": ev.previous.value if ev.previous is not None else None,
-                                   "frame": ev.frame, "timestamp_s": _finite(ev.timestamp_s),
-                                   "lsl_time": _finite(lsl_t), "latest_frame": latest_frame,
-                                   "latest_s": _finite(latest_s), "arrival_time": _finite(arrival), **ev.extra}
-            now = time.perf_counter()
-            msg["sent_time"] = now
-            msg.setdefault("age_ms", _finite((now - arrival) * 1000.0))
-            self.gate.send(msg)
         for listener in self.listeners:
             listener("event", ev)
+
+    def _past_latency(self, age_s: float) -> bool:
+        """True when an answer ``age_s`` old is past the latency bound (``--max-latency-ms``; never without one)."""
+        return self.max_latency_s is not None and age_s > self.max_latency_s
 
     def open_now(self, stable_ms: float, max_age_ms: float | None = None) -> tuple[bool, str]:
         """Is the eye open, settled, held ``stable_ms`` of capture time, on a frame received at most ``max_age_ms``
