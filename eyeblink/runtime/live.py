@@ -638,6 +638,7 @@ class _LiveRun(_Run):
             "frames_in": lambda: self.n_in.value,
             "frames_dropped": self.frames_dropped,
             "reconnects": lambda: self.n_reconnects.value,
+            "rows_unpublished": lambda: self.tap.late_rows if self.tap is not None else 0,
             "queue:ring": lambda: max(0, self.n_in.value - self.n_dropped.value - self.n_written),
             "queue:work": work_depth,
             "queue:results": lambda: self.out_q.qsize() if self.out_q is not None else 0,
