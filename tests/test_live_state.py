@@ -370,13 +370,15 @@ def test_under_overload_no_answer_is_older_than_the_latency_bound_and_every_drop
         ended.set()
     puller.join(30)
     lines = client.join()
-    lv = json.loads((tmp_path / "cam.summary.json").read_text())["live"]
+    summary = json.loads((tmp_path / "cam.summary.json").read_text())
+    lv = summary["live"]
     with (tmp_path / "cam.frames.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     gaps = sum(r["dropped"] == "1" for r in rows)
     assert len(rows) == lv["frames_in"] == 8000 and 0 < gaps == lv["frames_dropped"]
     assert lv["status"] == "overloaded"
     late = lv["publish"]["late_rows"]
+    assert (late > 80) == any("were not published" in w for w in summary["warnings"])  # more than 1% of the rows
     assert lv["publish"]["max_latency_ms"] == bound
     assert len(samples) == len(rows) - late > 1000
     assert max(sm[5] for sm in samples) <= bound

@@ -587,6 +587,17 @@ class _LiveRun(_Run):
                 f"machine did not analyse the stream in real time with --landmarks {model} (gap rows, dropped=1); "
                 f"try {cheaper}, fewer frames per second, or more cores")
 
+    def unpublished_warning(self) -> str | None:
+        """One line when more than :data:`DROP_WARN_SHARE` of the rows reached the sink past ``--max-latency-ms``
+        and were not published (None otherwise)."""
+        n = int(self.n_in.value)
+        u = self.tap.late_rows if self.tap is not None else 0
+        if not n or u / n <= DROP_WARN_SHARE:
+            return None
+        return (f"{u} of {n} rows ({100.0 * u / n:.1f}%) reached the end of the pipeline more than --max-latency-ms "
+                f"({self.live.max_latency_ms:g} ms) after their frame arrived: they are in frames.csv but were not "
+                f"published (no LSL sample, no state); this machine was too busy for the session")
+
     def _extra_warnings(self) -> list[str]:
         steps = self.steps.steps if self.steps is not None else []
         out = [*self.warnings_extra]
@@ -601,10 +612,10 @@ class _LiveRun(_Run):
                     f"({rec.get('error') or 'the disk did not keep up'}); the session's rows are complete")
             warn(text)
             out.append(text)
-        drops = self.drop_warning()
-        if drops is not None:
-            warn(drops)
-            out.append(drops)
+        for line in (self.drop_warning(), self.unpublished_warning()):
+            if line is not None:
+                warn(line)
+                out.append(line)
         return out
 
     def _extra_summary(self) -> dict[str, Any]:
@@ -621,7 +632,8 @@ class _LiveRun(_Run):
             "frames_in": int(self.n_in.value),
             "frames_dropped": self.frames_dropped(),
             "frames_late": max(0, self.n_gap - int(self.n_dropped.value)),
-            "status": "overloaded" if self.drop_warning() is not None else "ok",
+            "status": ("overloaded" if self.drop_warning() is not None or self.unpublished_warning() is not None
+                       else "ok"),
             "recording": info.get("recording"),
             "stop_reason": self.stop_reason or info.get("stop_reason"),
             "timestamps": (self._info or {}).get("timestamps"),
