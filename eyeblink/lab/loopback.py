@@ -72,7 +72,7 @@ def video_loop_frames(path: str, n: int, *, width: int = 640, height: int = 480)
 
     from eyeblink.sources.files import open_source
 
-    frames = []
+    frames: list[np.ndarray] = []
     with open_source(path) as src:
         for fr in src:
             g = fr.gray
