@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import difflib
 import math
+import os
 import re
 import sys
 import tempfile
@@ -791,6 +792,8 @@ class LiveSession:
                                       if k in rest}
             auto = landmarks in (None, "auto") and cfg.landmarks.model_path is None
             live_defaults = _field_defaults(LiveConfig)
+            if isinstance(rest.get("record"), os.PathLike):  # a path, as ``output`` takes
+                rest["record"] = os.fspath(rest["record"])
             for k, v in rest.items():
                 want = _type_ok(v, live_defaults[k])
                 if want is not None:

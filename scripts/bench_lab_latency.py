@@ -23,6 +23,14 @@ The two shares: ``of_which_arrival_to_row_written`` is the pipeline's (arrival -
 ``on_frame`` runs right after the row's sample was pushed), ``of_which_row_written_to_lsl_sample`` what LSL adds
 after that (about 0 at the median: the inlet often has the sample before ``on_frame`` ran), and
 ``of_which_gate_line_sent_to_received`` the socket's.
+
+Under overload (e.g. ``--fps 1000`` on 2 cores): ``dropped_share`` and ``frames_late`` (the gap rows),
+``adaptations`` (the steps down and up), ``rows_past_the_latency_bound`` (rows that reached the sink more than
+``--max-latency-ms`` after their frame arrived: written, but given no LSL sample and no state, so they are not in
+the latencies above), and ``memory_mib``: the RSS of this process (the sink, the API) and of the loader and the
+workers after the warm-up and at the end. This process's share grows by the API's queue of rows that nobody
+reads (50,000 at most, ~26 MiB) and by the bench's own record of each frame's arrival (~10 MiB a minute at
+1,000 FPS).
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -87,6 +96,38 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def tree_rss_mib(root: int, leave_out: set[int]) -> dict[str, float]:
+    """The RSS (MiB) of ``root`` and each of its descendants, but ``leave_out`` and theirs (the sender, the
+    consumer), by ``pid:name``."""
+    out, todo = {}, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in leave_out:
+            continue
+        try:
+            rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            out[f"{pid}:{Path(f'/proc/{pid}/comm').read_text().strip()}"] = round(rss / 2**20, 1)
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def memory_figures(memory: list[tuple[float, dict[str, float]]], warmup: float) -> dict[str, object]:
+    """The session's RSS after the warm-up and at the last sample while all its processes ran, in total and by
+    process, and the total every 10 s."""
+    if not memory:
+        return {}
+    n = max(len(m) for _, m in memory)
+    full = [(t, m) for t, m in memory if len(m) == n]  # not the samples taken while the children exited
+    first = next(((t, m) for t, m in full if t >= warmup), full[0])
+    last = full[-1]
+    return {"after_warmup": {"t_s": first[0], "total": round(sum(first[1].values()), 1), **first[1]},
+            "last": {"t_s": last[0], "total": round(sum(last[1].values()), 1), **last[1]},
+            "total_every_10_s": [round(sum(m.values()), 1) for t, m in full if int(t) % 10 == 0]}
+
+
 def pct(x: np.ndarray) -> dict[str, float | int | None]:
     if not len(x):
         return {"n": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
@@ -117,6 +158,14 @@ def main() -> int:
                               stdout=subprocess.PIPE, text=True, cwd=repo)
     assert sender.stdout is not None and sender.stdout.readline().strip() == "listening"
     arrivals: dict[int, float] = {}
+    memory: list[tuple[float, dict[str, float]]] = []  # (s since the session started, MiB of each process)
+    leave_out = {sender.pid}
+    done = threading.Event()
+
+    def watch_memory() -> None:
+        t0 = time.monotonic()
+        while not done.wait(1.0):
+            memory.append((round(time.monotonic() - t0, 1), tree_rss_mib(os.getpid(), leave_out)))
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "consumer.json"
@@ -127,7 +176,11 @@ def main() -> int:
                                on_frame=lambda r: arrivals.__setitem__(r.frame, (r.arrival_time,
                                                                                   time.perf_counter()))) as s:
                 consumer = subprocess.Popen([sys.executable, "-c", CONSUMER, name, str(s.gate_port), str(out)])
+                leave_out.add(consumer.pid)
+                watcher = threading.Thread(target=watch_memory, daemon=True)
+                watcher.start()
                 s.wait()
+                done.set()
             consumer.wait(timeout=120)
         finally:
             sender.kill()
@@ -154,7 +207,7 @@ def main() -> int:
         "eye_model": result.summary["live"]["landmarks_model"], "workers": result.summary["parallel"]["workers"],
         "frames": len(rows), "dropped": int(rows["dropped"].sum()),
         "lsl_samples_received": len(frames),
-        "lsl_in_order": bool(np.all(np.diff(frames) == 1)) if len(frames) > 1 else None,
+        "lsl_in_order": bool(np.all(np.diff(frames) > 0)) if len(frames) > 1 else None,
         "lsl_every_sample": bool(len(frames) == len(rows) and list(frames) == list(rows["frame"])),
         "arrival_to_lsl_sample": pct(lsl_lat[np.isfinite(lsl_lat)]),
         "arrival_to_gate_state_line": pct(gate_lat),
@@ -164,6 +217,14 @@ def main() -> int:
         "pipeline_latency_ms_p99": result.summary["timings"].get("latency_ms_p99"),
         "stale_events": result.summary["live"]["publish"]["stale_events"],
         "max_age_ms": args.max_age_ms,
+        "dropped_share": round(int(rows["dropped"].sum()) / max(1, len(rows)), 4),
+        "frames_late": result.summary["live"]["frames_late"],
+        "adaptations": [(a["t_s"], a["direction"], a["to"]) for a in result.summary["live"]["adaptations"]],
+        # rows that reached the sink past --max-latency-ms: written, not published (no LSL sample, no state)
+        "rows_past_the_latency_bound": result.summary["live"]["publish"].get("late_rows"),
+        "max_latency_ms": result.summary["live"]["publish"].get("max_latency_ms"),
+        # the RSS of the session's processes (this one, the loader, the workers), each second of the capture
+        "memory_mib": memory_figures(memory, args.warmup),
     }
     text = json.dumps(res, indent=2)
     print(text)

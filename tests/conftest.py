@@ -143,6 +143,8 @@ SLOW_TESTS: dict[str, str] = {
     "test_live.py::test_the_loopback_sender_writes_nut_without_syncpoints": "5 s",
     "test_live_state.py::test_a_1000_fps_nut_stream_sizes_the_ring_from_its_rate_and_counts_every_drop": "5 s",
     "test_live_state.py::test_a_camera_frozen_with_its_connection_open_is_stale_and_never_open": "8 s",
+    "test_live_state.py::test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker_per_blink_of_blinks_csv":
+        "21 s",
     "test_live_state.py::test_ctrl_c_any_number_of_times_inside_the_api_block_ends_the_session_cleanly": "3 s",
     "test_live_state.py::test_kill_9_of_live_ends_the_loader_and_the_workers_within_a_second": "3 s",
     "test_live_state.py::test_on_a_real_recording_the_gate_says_each_blink_of_blinks_csv_once_and_never_open_over_one":
@@ -150,6 +152,8 @@ SLOW_TESTS: dict[str, str] = {
     "test_live_state.py::test_record_copies_a_compressed_stream_as_it_came": "6 s",
     "test_live_state.py::test_record_keeps_every_frame_received_and_process_reads_the_live_rows_back": "7 s",
     "test_live_state.py::test_the_gate_keeps_accepting_after_running_out_of_descriptors": "8 s",
+    "test_live_state.py::test_under_overload_no_answer_is_older_than_the_latency_bound_and_every_drop_is_counted":
+        "12 s",
     "test_loaders.py::test_three_loaders_write_the_rows_of_one": "111 s",
     "test_lock.py::test_two_api_runs_on_one_session_in_threads": "4 s",
     "test_lock.py::test_two_cli_runs_of_different_recordings_with_one_name_in_processes": "5 s",

@@ -333,7 +333,9 @@ def test_lsl_inlet_in_another_process_receives_every_sample_on_the_frames_clock(
     sender = start_sender(port, "--fps", "500", "--duration", "2")
     live = subprocess.Popen([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{port}", "-o", str(tmp_path),
                              "--name", "cam", "--lsl", "--lsl-name", name, "--lsl-wait", "60", "--fps", "500",
-                             "--workers", "2", "--max-age-ms", "30000"],
+                             # every sample is asked for: no bound a loaded test host could pass (a row past
+                             # --max-latency-ms gets no sample: test_live_state)
+                             "--workers", "2", "--max-age-ms", "30000", "--max-latency-ms", "30000"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
         (info,) = pylsl.resolve_byprop("name", name, 1, 60)

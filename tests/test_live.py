@@ -246,7 +246,8 @@ def test_stream_end_to_end_with_metrics(tmp_path: Path) -> None:
         for name in ("eyeblink_frames_in_total", "eyeblink_frames_processed_total", "eyeblink_frames_dropped_total",
                      'eyeblink_fps{direction="in"}', 'eyeblink_queue_depth{queue="ring"}',
                      'eyeblink_stage_latency_seconds_count{stage="total"}', "eyeblink_face_lost_ratio",
-                     "eyeblink_blinks_total", 'eyeblink_ear{eye="left"}', "eyeblink_worker_restarts_total"):
+                     "eyeblink_blinks_total", 'eyeblink_ear{eye="left"}', "eyeblink_worker_restarts_total",
+                     "eyeblink_rows_unpublished_total"):
             assert name in m, name
         assert m['eyeblink_landmark_model{model="lids"}'] == 1  # lids holds 500 FPS on this machine's cores
         assert m["eyeblink_adapt_level"] >= 0 and 'eyeblink_adapt_steps_total{direction="down"}' in m

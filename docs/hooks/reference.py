@@ -469,7 +469,8 @@ def _gen_metrics() -> str:
         m = LiveMetrics(source="camera:0", overload="drop",
                         gauges={"frames_in": lambda: 0, "frames_dropped": lambda: 0, "reconnects": lambda: 0,
                                 "queue:ring": lambda: 0, "queue:work": lambda: 0, "queue:results": lambda: 0,
-                                "queue:reorder": lambda: 0, "memory_rss": lambda: {"loader": 0}})
+                                "queue:reorder": lambda: 0, "memory_rss": lambda: {"loader": 0},
+                                "rows_unpublished": lambda: 0})
     except Exception as exc:
         raise PluginError(f"metrics reference: cannot build the live metrics registry ({exc}); install the "
                           "docs extra: pip install -e \".[docs]\"") from None

@@ -66,16 +66,18 @@ def render_loop_frames(n: int, *, fps: float = 500.0, width: int = 640, height: 
 
 
 def video_loop_frames(path: str, n: int, *, width: int = 640, height: int = 480) -> list[np.ndarray]:
-    """The first ``n`` decoded frames of the video ``path`` as ``height`` x ``width`` gray images."""
+    """The first ``n`` decoded frames of the video ``path`` as ``height`` x ``width`` gray images; a frame equal to
+    the one before it is that same array (a video retimed to a higher rate repeats its frames: one copy each)."""
     import cv2
 
     from eyeblink.sources.files import open_source
 
-    frames = []
+    frames: list[np.ndarray] = []
     with open_source(path) as src:
         for fr in src:
             g = fr.gray
-            frames.append(g if g.shape == (height, width) else cv2.resize(g, (width, height)))
+            g = g if g.shape == (height, width) else cv2.resize(g, (width, height))
+            frames.append(frames[-1] if frames and np.array_equal(g, frames[-1]) else g)
             if len(frames) >= n:
                 break
     if not frames:
@@ -113,7 +115,12 @@ def serve(port: int, frames: Sequence[np.ndarray], *, fps: float = 500.0, durati
             round(duration_s * fps) if duration_s is not None else None)
         # a rawvideo packet is the frame's bytes: build them once, not once per frame sent (a camera
         # costs this machine nothing; the sender should cost it as little as it can)
-        payloads = [np.ascontiguousarray(f, dtype=np.uint8).tobytes() for f in frames]
+        built: dict[int, bytes] = {}  # one payload per distinct array (a repeated frame is the same array)
+        payloads = []
+        for f in frames:
+            if id(f) not in built:
+                built[id(f)] = np.ascontiguousarray(f, dtype=np.uint8).tobytes()
+            payloads.append(built[id(f)])
         i = 0
         sent = 0
         start = math.nan

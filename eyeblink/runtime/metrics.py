@@ -71,8 +71,9 @@ class LiveMetrics:
     """The registry of one live run and the sink-side updates (see the module docstring).
 
     ``gauges`` maps a ``queue_depth`` label, ``frames_in``, ``frames_dropped`` and ``reconnects``
-    to zero-argument callables read at scrape time (shared counters of the loader), and ``memory_rss`` (optional)
-    to one returning ``{process: RSS bytes or None}``.
+    to zero-argument callables read at scrape time (shared counters of the loader), ``rows_unpublished`` (optional)
+    to the rows the tap did not publish, and ``memory_rss`` (optional) to one returning ``{process: RSS bytes or
+    None}``.
     """
 
     def __init__(self, *, source: str, overload: str, gauges: dict[str, Callable[[], Any]]) -> None:
@@ -132,6 +133,10 @@ class LiveMetrics:
                                           "(written as gap rows)", value=float(gauges["frames_dropped"]()))
                 yield CounterMetricFamily("eyeblink_source_reconnects", "Stream reconnects",
                                           value=float(gauges["reconnects"]()))
+                if "rows_unpublished" in gauges:
+                    yield CounterMetricFamily("eyeblink_rows_unpublished", "Rows written but not published (no LSL "
+                                              "sample, no state): they reached the sink more than --max-latency-ms "
+                                              "after their frame arrived", value=float(gauges["rows_unpublished"]()))
                 depth = GaugeMetricFamily("eyeblink_queue_depth", "Items waiting in each queue", labels=["queue"])
                 for name, fn in gauges.items():
                     if name.startswith("queue:"):

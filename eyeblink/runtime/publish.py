@@ -26,6 +26,10 @@ old (a pipeline that lags, a camera that froze with its connection open) the tap
 watchdog thread checks every quarter of the bound), holds ``open_stable`` back and forgets the evidence it had;
 the first fresh frame again says ``fresh``, and ``open`` must then be held ``stable_ms`` of fresh frames anew.
 
+Latency bound (``--max-latency-ms`` with ``--on-overload drop``): a row that reaches the tap more than the bound
+after its frame arrived (the sink held up under overload) is in ``frames.csv`` but gets no LSL sample and is no
+evidence of the state, and no state line older than the bound is sent; ``late_rows`` counts those rows.
+
 Clocks: a frame's capture time (``timestamp_s`` in ``frames.csv``, the source's own clock) is mapped onto
 LSL's clock (:func:`pylsl.local_clock`, ``CLOCK_MONOTONIC`` on Linux, the clock ``time.perf_counter`` and
 ``time.monotonic`` read too) once, at the first frame: ``lsl_time = timestamp_s + offset`` with ``offset`` =
@@ -477,7 +481,7 @@ class LiveTap:
     def __init__(self, *, lsl: bool = False, lsl_name: str = "eyeblink", lsl_wait_s: float = 0.0,
                  gate_port: int | None = None, stable_ms: float = 200.0, max_blink_ms: float = 1000.0,
                  max_age_ms: float = 50.0, settle_ms: float = 10.0, face_lost_ms: float = 200.0,
-                 announce: Callable[[str], None] | None = None) -> None:
+                 max_latency_ms: float | None = None, announce: Callable[[str], None] | None = None) -> None:
         self.lsl_enabled = lsl
         self.lsl_name = lsl_name
         self.lsl_wait_s = lsl_wait_s
@@ -486,6 +490,10 @@ class LiveTap:
         self.tracker = GateTracker(stable_ms, max_blink_ms)
         self.debouncer = StateDebouncer(settle_ms, face_lost_ms)
         self.max_age_s = max_age_ms / 1000.0
+        # the latency bound (--max-latency-ms with --on-overload drop; None: none): a row written later than this
+        # after its frame arrived is not published (no LSL sample, no evidence of the state); counted
+        self.max_latency_s = max_latency_ms / 1000.0 if max_latency_ms is not None else None
+        self.late_rows = 0
         self.announce = announce
         self.listeners: list[Listener] = []
         self.detector: BlinkDetector | None = None
@@ -523,7 +531,8 @@ class LiveTap:
             return None
         return cls(lsl=live.lsl, lsl_name=live.lsl_name, lsl_wait_s=live.lsl_wait_s, gate_port=live.gate_port,
                    stable_ms=live.stable_ms, max_blink_ms=max_blink_ms, max_age_ms=live.max_age_ms,
-                   settle_ms=live.settle_ms, face_lost_ms=live.face_lost_ms, announce=announce)
+                   settle_ms=live.settle_ms, face_lost_ms=live.face_lost_ms,
+                   max_latency_ms=live.max_latency_ms if live.overload == "drop" else None, announce=announce)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -667,15 +676,19 @@ class LiveTap:
                     f[10], dropped, arrival, time.perf_counter())
         self.frames += 1
         self.newest_frame, self.newest_s = frame, t
-        if self.lsl is not None:
+        # past the latency bound (the sink held up under overload): in frames.csv, but no answer is made of it
+        late = self._past_latency(r.sent_time - arrival)
+        if late:
+            self.late_rows += 1
+        elif self.lsl is not None:
             self.lsl.push(r, t + self._offset)
         for listener in self.listeners:
             listener("row", r)
         det = self.detector
         if det is not None:
             det.pop_state_changes()  # the detector's own records: the settled state below is what is published
-        if dropped:
-            return  # not analysed: no evidence of the eye, and not fresh
+        if dropped or late:
+            return  # not analysed, or too late: no evidence of the eye now, and not fresh
         with self._lock:
             self.fresh_frame, self.fresh_s = frame, t
             if math.isfinite(arrival):
@@ -694,7 +707,16 @@ class LiveTap:
             if det is not None and det.judged_to_newest:
                 ch = self.debouncer.update(frame, t, det.state)
                 if ch is not None:
-                    ch = replace(ch, arrival_time=arrival, sent_time=time.perf_counter())
+                    now = time.perf_counter()
+                    ch = replace(ch, arrival_time=arrival, sent_time=now)
+                    if now - arrival > self.max_age_s or self._past_latency(now - arrival):
+                        # held up since the check above: the state follows the evidence, nothing is said of it
+                        self.tracker.change(ch)  # ("fresh" says the state once fresh frames come again)
+                        if events:  # the "fresh" of this row was not said: still stale, no second line
+                            self.stale = True
+                        elif not self.stale:
+                            self._go_stale(now - arrival)
+                        return
                     for listener in self.listeners:
                         listener("state", ch)
                     events.extend(self.tracker.change(ch))
@@ -725,26 +747,31 @@ class LiveTap:
 
     def _publish(self, ev: GateEvent, latest_frame: int, latest_s: float, arrival: float) -> None:
         says_open = ev.state == EyeState.OPEN and ev.event in ("state", "open_stable", "blink_end", "face_found")
-        if says_open and time.perf_counter() - arrival > self.max_age_s:
-            if not self.stale:  # the thread was held up between the check and now: never an old "open"
-                self._go_stale(time.perf_counter() - arrival)
+        lsl_t = self.lsl_time(ev.timestamp_s)
+        msg: dict[str, Any] = {"event": ev.event, "state": ev.state.value,
+                               "previous": ev.previous.value if ev.previous is not None else None,
+                               "frame": ev.frame, "timestamp_s": _finite(ev.timestamp_s),
+                               "lsl_time": _finite(lsl_t), "latest_frame": latest_frame,
+                               "latest_s": _finite(latest_s), "arrival_time": _finite(arrival), **ev.extra}
+        now = time.perf_counter()  # the line's sent_time and age: checked against the bounds at this moment
+        age = now - arrival
+        if (says_open and age > self.max_age_s) or (ev.event != "stale" and self._past_latency(age)):
+            if not self.stale:  # the thread was held up between the check and now: never an old "open" (nor any
+                self._go_stale(age)  # state past the latency bound); "fresh" says the state again later
             return
         self.events += 1
-        lsl_t = self.lsl_time(ev.timestamp_s)
+        if self.gate is not None:
+            msg["sent_time"] = now
+            msg.setdefault("age_ms", _finite(age * 1000.0))
+            self.gate.send(msg)
         if self.lsl is not None:
             self.lsl.marker(ev.marker, lsl_t)
-        if self.gate is not None:
-            msg: dict[str, Any] = {"event": ev.event, "state": ev.state.value,
-                                   "previous": ev.previous.value if ev.previous is not None else None,
-                                   "frame": ev.frame, "timestamp_s": _finite(ev.timestamp_s),
-                                   "lsl_time": _finite(lsl_t), "latest_frame": latest_frame,
-                                   "latest_s": _finite(latest_s), "arrival_time": _finite(arrival), **ev.extra}
-            now = time.perf_counter()
-            msg["sent_time"] = now
-            msg.setdefault("age_ms", _finite((now - arrival) * 1000.0))
-            self.gate.send(msg)
         for listener in self.listeners:
             listener("event", ev)
+
+    def _past_latency(self, age_s: float) -> bool:
+        """True when an answer ``age_s`` old is past the latency bound (``--max-latency-ms``; never without one)."""
+        return self.max_latency_s is not None and age_s > self.max_latency_s
 
     def open_now(self, stable_ms: float, max_age_ms: float | None = None) -> tuple[bool, str]:
         """Is the eye open, settled, held ``stable_ms`` of capture time, on a frame received at most ``max_age_ms``
@@ -780,4 +807,6 @@ class LiveTap:
                 "stable_ms": self.tracker.stable_s * 1000.0, "max_blink_ms": self.tracker.max_blink_s * 1000.0,
                 "max_age_ms": self.max_age_s * 1000.0, "settle_ms": self.debouncer.settle_s * 1000.0,
                 "face_lost_ms": self.debouncer.face_lost_s * 1000.0, "stale_events": self.stale_events,
+                "max_latency_ms": self.max_latency_s * 1000.0 if self.max_latency_s is not None else None,
+                "late_rows": self.late_rows,
                 "lsl_offset_s": self._offset, "events": self.events}
