@@ -3,7 +3,8 @@
 The Ray tests start one real local cluster (2 CPUs, no dashboard) for the session and process real
 synthetic recordings (``eyeblink.lab.synth``: a face with planted blinks, MJPG) with the real detector and
 landmark model. Recordings are 100 FPS to keep the suite short: the blink detector works in
-milliseconds, so its warm-up and baseline window are the same seconds as at 500 FPS. Tests that need Ray skip only when ``ray`` is not installed (extra ``eyeblink[ray]``).
+milliseconds, so its warm-up and baseline window are the same seconds as at 500 FPS. Tests that need Ray
+skip only when ``ray`` is not installed (extra ``eyeblink[ray]``).
 """
 
 from __future__ import annotations
@@ -304,6 +305,37 @@ def test_chunked_video_equals_unsplit_run(ray_cluster: Any, archive: dict[str, P
     assert summary["closure"] == want["closure"] and summary["detector_runs"] == want["detector_runs"]
     assert [(c["start"], c["end"]) for c in summary["batch"]["chunks"]] == plan_chunks(2000, 100.0, chunk_s)
     assert set(summary) - {"batch"} == set(want) - {"parallel"}
+
+
+def test_chunked_real_recording_equals_process(ray_cluster: Any, data_dir: Path, tmp_path: Path) -> None:
+    """Real faces: every third ZJU clip (research-only data; skipped without it), their decoded frames one after the
+    other in one lossless 30 FPS recording (~1,500 frames, 14 faces, their blinks), split into 10 s or 5 s chunks with
+    two CPUs or one a task: frames.csv and blinks.csv byte-identical to the default `process` at the defaults."""
+    from conftest import write_video
+
+    from eyeblink.runtime.runner import process_paths
+    from eyeblink.sources.files import open_source
+
+    clips = sorted((data_dir / "zju-dev").glob("*.avi"))[::3]
+    if not clips:
+        pytest.skip(f"no zju-dev clips in {data_dir}")
+    images: list[np.ndarray] = []
+    for clip in clips:
+        with open_source(clip) as src:
+            images += [f.gray.copy() for f in src]
+    video = write_video(tmp_path / "zju.avi", images, fps=30)  # AVI: the frame count that plans the chunks
+    ref = tmp_path / "ref"
+    assert process_paths([video], ref, CFG, workers=2)[1] == []
+    blinks = len(_rows(ref / "zju.blinks.csv"))
+    assert blinks >= 10 and len(_rows(ref / "zju.frames.csv")) == len(images) > 1200
+    for chunk_s, cpus in ((10.0, 2), (5.0, 1)):
+        chunks = len(plan_chunks(len(images), 30.0, chunk_s))
+        assert chunks >= 3
+        out = tmp_path / f"chunks{chunks}"
+        rep = run_batch([str(video)], out, CFG, BatchConfig(cpus_per_task=cpus, chunk_s=chunk_s, progress=False))
+        assert [(r["chunks"], r["blinks"]) for r in rep.done] == [(chunks, blinks)], rep.failed
+        for kind in ("frames.csv", "blinks.csv"):
+            assert (out / f"zju.{kind}").read_bytes() == (ref / f"zju.{kind}").read_bytes(), (chunks, kind)
 
 
 def test_cli_batch(ray_cluster: Any, archive: dict[str, Path], tmp_path: Path,

@@ -1039,7 +1039,8 @@ def add_parser(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], No
     p.add_argument("--chunk-s", type=float, default=300.0, metavar="S",
                    help="split videos longer than this into chunks of ~S seconds; 0 = never (default: %(default)s)")
     p.add_argument("--overlap-s", type=float, default=None, metavar="S",
-                   help=argparse.SUPPRESS)  # ignored (chunks no longer overlap): kept so old command lines still run
+                   help="ignored: chunks no longer overlap (one ordered pass over a video's chunks finds its blinks); "
+                        "accepted so that older command lines still run")
     p.add_argument("--max-retries", type=int, default=2, metavar="N",
                    help="retries of a task after a system failure (crash, lost node); user errors such as a "
                         "corrupt video are never retried (default: %(default)s)")
