@@ -73,7 +73,7 @@ from eyeblink.errors import ConfigError, EyeblinkError, InputNotFoundError, Miss
 
 if TYPE_CHECKING:
     from eyeblink.frames import Frame
-    from eyeblink.runtime.pipeline import RunResult
+    from eyeblink.runtime.pipeline import FrameAnalyzer, RunResult
     from eyeblink.sources.files import FrameSource
 
 __all__ = [
@@ -496,10 +496,11 @@ def _groups(videos: list[_Video], gpu: bool) -> list[list[_Video]]:
     return out
 
 
-def run_group(tasks: list[ChunkTask]) -> list[dict[str, Any]]:
-    """Several short whole videos in one Ray task: models loaded once; with ``workers`` > 1 each video runs whole
-    on one of the task's long-lived processes (:class:`~eyeblink.runtime.pool.FilePool`), else one after the
-    other in this process. One outcome per task, in order (see :func:`run_chunk`)."""
+def run_group(tasks: list[ChunkTask], analyzer: FrameAnalyzer | None = None) -> list[dict[str, Any]]:
+    """Several short whole videos: models loaded once; with ``workers`` > 1 (and no ``analyzer``) each video runs
+    whole on one of the long-lived processes of a :class:`~eyeblink.runtime.pool.FilePool`, else one after the
+    other in this process, with ``analyzer`` (a :class:`ShortFiles` actor's, loaded once for all its groups) or one
+    built here. One outcome per task, in order (see :func:`run_chunk`)."""
     from eyeblink.errors import one_line
     from eyeblink.outputs.analysis import finalize
     from eyeblink.runtime.pipeline import process_source
@@ -528,7 +529,7 @@ def run_group(tasks: list[ChunkTask]) -> list[dict[str, Any]]:
                 "wall_s": time.perf_counter() - started}
 
     paths = [Path(t.path) for t in tasks]
-    if workers > 1:
+    if workers > 1 and analyzer is None:
         from eyeblink.runtime.pipeline import build_fitter
 
         pool = FilePool(cfg, workers, build_fitter(cfg), run_one, FATAL)
@@ -544,7 +545,7 @@ def run_group(tasks: list[ChunkTask]) -> list[dict[str, Any]]:
         return outcomes
     from eyeblink.sources.files import open_source
 
-    analyzer = build_analyzer(cfg)
+    analyzer = analyzer or build_analyzer(cfg)
     outcomes = []
     for t in tasks:
         try:
@@ -554,6 +555,24 @@ def run_group(tasks: list[ChunkTask]) -> list[dict[str, Any]]:
         except EyeblinkError as exc:
             outcomes.append(failed(t, exc))
     return outcomes
+
+
+class ShortFiles:
+    """The body of a long-lived Ray actor (one CPU) for groups of short whole videos: it loads the models once
+    and runs every group it is given one video after the other (:func:`run_group`), so a trial clip costs its
+    frames and the opening of its files, not a task's start and a model load. The driver starts one per CPU of
+    the cluster while short groups are waiting and ends them when none is left (their CPUs go to the long
+    videos' tasks). A lost actor is restarted, and its group run again, up to ``--max-retries`` times."""
+
+    def __init__(self, config: RunConfig) -> None:
+        from eyeblink.runtime.runner import build_analyzer
+
+        _remove_stale_rings()
+        self.config = config
+        self.analyzer = build_analyzer(config)
+
+    def run(self, tasks: list[ChunkTask]) -> list[dict[str, Any]]:
+        return run_group(tasks, self.analyzer)
 
 
 # ----------------------------------------------------------------------------------------- merge
@@ -734,18 +753,17 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
         hold.release(raise_stop=False)
         raise
     _restore_signal_handlers(handlers)  # ray.init installs a C++ SIGTERM handler that dumps a stack and exits 1
+    actors: _ShortActors | None = None
     try:
         hold.release()
         remote = ray.remote(run_chunk).options(
-            num_cpus=bc.cpus_per_task, num_gpus=bc.gpus_per_task, max_retries=bc.max_retries,
-            retry_exceptions=[RetryableTaskError])
-        group_remote = ray.remote(run_group).options(
             num_cpus=bc.cpus_per_task, num_gpus=bc.gpus_per_task, max_retries=bc.max_retries,
             retry_exceptions=[RetryableTaskError])
         pending: dict[Any, list[tuple[_Video, ChunkTask]]] = {}
         for v in videos:
             if v.failed is not None:
                 record(v, "failed", v.failed)
+        short: list[list[_Video]] = []
         for group in _groups([v for v in videos if v.failed is None], gpu):
             if len(group) == 1:  # a long (or split) video, or a short one alone: its own task(s)
                 for v in group:
@@ -754,10 +772,8 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
                         v.refs.append(ref)
                         pending[ref] = [(v, t)]
                 continue
-            ref = group_remote.remote([v.tasks[0] for v in group])  # short videos: one task, models loaded once
-            for v in group:
-                v.refs.append(ref)
-            pending[ref] = [(v, v.tasks[0]) for v in group]
+            short.append(group)
+        actors = _ShortActors(ray, config, bc, short, pending)
         total_frames = sum(((t.end if t.end is not None else (v.frames or 0)) - t.start)
                            for v in videos for t in v.tasks)
         bar = _progress_bar(bc.progress, total_frames or None, len(pending))
@@ -766,6 +782,8 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
                 for ref in ready:
                     items = pending.pop(ref)
+                    if actors is not None:
+                        actors.finished(ref)
                     outcomes = _get_group(ray, ref, bc.max_retries, len(items))
                     for (v, t), outcome in zip(items, outcomes, strict=True):
                         v.outcomes[t.index] = outcome
@@ -781,6 +799,8 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
             if bar is not None:
                 bar.close()
     finally:
+        if actors is not None:
+            actors.close()
         quiet.close()
         messages.close()
         with contextlib.suppress(EyeblinkError):  # a full disk: the appended lines are still there
@@ -791,6 +811,60 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
     report.wall_s = time.perf_counter() - t_start
     report.loadavg = os.getloadavg()
     return report
+
+
+class _ShortActors(Closing):
+    """The :class:`ShortFiles` actors of a batch and the short groups waiting for them: up to two groups in flight
+    per actor (one runs, one waits in the actor's queue), the next group submitted as one finishes; an actor with
+    nothing left to do is ended (:meth:`finished`). Submitted refs go into ``pending`` as the tasks' do."""
+
+    def __init__(self, ray: Any, config: RunConfig, bc: BatchConfig, groups: list[list[_Video]],
+                 pending: dict[Any, list[tuple[_Video, ChunkTask]]]) -> None:
+        self.ray, self.pending = ray, pending
+        self.waiting = list(reversed(groups))
+        self.actor_of: dict[Any, Any] = {}
+        self.busy: dict[int, int] = {}
+        self.actors: list[Any] = []
+        if not groups:
+            return
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        n = max(1, min(len(groups), cpus))
+        cls = ray.remote(ShortFiles).options(num_cpus=1, max_restarts=bc.max_retries,
+                                             max_task_retries=bc.max_retries)
+        self.actors = [cls.remote(config) for _ in range(n)]
+        for _ in range(2):
+            for actor in self.actors:
+                self._submit(actor)
+
+    def _submit(self, actor: Any) -> None:
+        if not self.waiting:
+            return
+        group = self.waiting.pop()
+        ref = actor.run.remote([v.tasks[0] for v in group])
+        for v in group:
+            v.refs.append(ref)
+        self.pending[ref] = [(v, v.tasks[0]) for v in group]
+        self.actor_of[ref] = actor
+        self.busy[id(actor)] = self.busy.get(id(actor), 0) + 1
+
+    def finished(self, ref: Any) -> None:
+        """``ref`` is done: its actor takes the next waiting group, or ends when it has none in flight."""
+        actor = self.actor_of.pop(ref, None)
+        if actor is None:
+            return
+        self.busy[id(actor)] -= 1
+        self._submit(actor)
+        if not self.busy[id(actor)]:
+            self._end(actor)
+
+    def _end(self, actor: Any) -> None:
+        with contextlib.suppress(Exception):
+            self.ray.kill(actor)
+        self.actors = [a for a in self.actors if a is not actor]
+
+    def close(self) -> None:
+        for actor in list(self.actors):
+            self._end(actor)
 
 
 def _python_signal_handlers() -> dict[int, Any]:
