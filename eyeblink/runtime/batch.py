@@ -29,6 +29,9 @@ its start: for intra-only codecs (MJPG) that is ~0.5 ms per skipped frame, a few
 frame of analysis per core; very long recordings in long-GOP codecs would profit from a seek, which frame
 numbering by decode order makes unsafe in general.
 
+**Short videos** (whole, up to :data:`SHORT_FRAMES`) go in groups (:func:`_groups`) to :class:`ShortFiles` actors,
+one CPU each, which load the models once and keep them for every group they run.
+
 **Manifest.** ``OUTDIR/eyeblink-batch.jsonl``, one JSON object per input (done or failed; its latest
 run), appended and fsynced by the driver only, and compacted to one line per input when a batch starts
 and ends (see :class:`Manifest`). A rerun skips a video when a
