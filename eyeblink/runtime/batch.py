@@ -746,7 +746,7 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
     try:
         with _ray_keeps_the_sigterm_handler(ray):
             if bc.address:
-                ray.init(address=bc.address, configure_logging=False, log_to_driver=False)
+                _join(ray, bc.address)
                 started_here = True
             elif not ray.is_initialized():
                 ray.init(num_cpus=bc.local_cpus, include_dashboard=False, configure_logging=False,
@@ -868,6 +868,22 @@ class _ShortActors(Closing):
     def close(self) -> None:
         for actor in list(self.actors):
             self._end(actor)
+
+
+def _join(ray: Any, address: str) -> None:
+    """``ray.init`` of the cluster at ``address``; a cluster that cannot be joined is a one-line
+    :class:`~eyeblink.errors.ConfigError` naming the likely fix (Ray raises a chain of tracebacks)."""
+    try:
+        ray.init(address=address, configure_logging=False, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ray.exceptions.RayError) as exc:
+        text = " ".join(str(e) for e in (exc, exc.__cause__, exc.__context__) if e is not None)
+        if "InvalidAuthToken" in text or "uthentication" in text:
+            mode = os.environ.get("RAY_AUTH_MODE", "not set")
+            raise ConfigError(f"cannot join the Ray cluster at {address}: it asks for an authentication token "
+                              f"(RAY_AUTH_MODE is {mode}); export RAY_AUTH_MODE=token and give this machine the "
+                              "head's token (~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)") from None
+        raise ConfigError(f"cannot join the Ray cluster at {address} ({str(exc).splitlines()[0][:200]}); check the "
+                          "address (ray start --head prints it) and that the head is running") from None
 
 
 def _python_signal_handlers() -> dict[int, Any]:
