@@ -785,8 +785,16 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
                 for ref in ready:
                     items = pending.pop(ref)
-                    if actors is not None:
-                        actors.finished(ref)
+                    if actors is not None and actors.finished(ref):  # its actor was lost (with its node)
+                        print(f"eyeblink: batch: a worker was lost with its node; running its {len(items)} videos "
+                              "again", file=sys.stderr, flush=True)
+                        again = ray.remote(run_group).options(
+                            num_cpus=1, max_retries=bc.max_retries, retry_exceptions=[RetryableTaskError],
+                        ).remote([t for _, t in items])  # the group again, as a task Ray retries itself
+                        pending[again] = items
+                        for v, _ in items:
+                            v.refs.append(again)
+                        continue
                     outcomes = _get_group(ray, ref, bc.max_retries, len(items))
                     for (v, t), outcome in zip(items, outcomes, strict=True):
                         v.outcomes[t.index] = outcome
@@ -819,7 +827,9 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
 class _ShortActors(Closing):
     """The :class:`ShortFiles` actors of a batch and the short groups waiting for them: up to two groups in flight
     per actor (one runs, one waits in the actor's queue), the next group submitted as one finishes; an actor with
-    nothing left to do is ended (:meth:`finished`). Submitted refs go into ``pending`` as the tasks' do."""
+    nothing left to do is ended (:meth:`finished`). Submitted refs go into ``pending`` as the tasks' do. An actor
+    lost with its node is not restarted (Ray would not retry its calls): :meth:`finished` says so, and the driver
+    runs that group again as a task."""
 
     def __init__(self, ray: Any, config: RunConfig, bc: BatchConfig, groups: list[list[_Video]],
                  pending: dict[Any, list[tuple[_Video, ChunkTask]]]) -> None:
@@ -832,12 +842,22 @@ class _ShortActors(Closing):
             return
         cpus = int(ray.cluster_resources().get("CPU", 1))
         n = max(1, min(len(groups), cpus))
-        cls = ray.remote(ShortFiles).options(num_cpus=1, max_restarts=bc.max_retries,
-                                             max_task_retries=bc.max_retries)
-        self.actors = [cls.remote(config) for _ in range(n)]
+        self.config = config
+        self.cls = ray.remote(ShortFiles).options(num_cpus=1, max_restarts=0)
+        self.actors = [self.cls.remote(config) for _ in range(n)]
         for _ in range(2):
             for actor in self.actors:
                 self._submit(actor)
+
+    def _start_one(self) -> None:
+        """One more actor with up to two waiting groups (none when no group waits: an idle actor would hold a CPU
+        the long videos' tasks need)."""
+        if not self.waiting:
+            return
+        actor = self.cls.remote(self.config)
+        self.actors.append(actor)
+        for _ in range(2):
+            self._submit(actor)
 
     def _submit(self, actor: Any) -> None:
         if not self.waiting:
@@ -850,15 +870,24 @@ class _ShortActors(Closing):
         self.actor_of[ref] = actor
         self.busy[id(actor)] = self.busy.get(id(actor), 0) + 1
 
-    def finished(self, ref: Any) -> None:
-        """``ref`` is done: its actor takes the next waiting group, or ends when it has none in flight."""
+    def finished(self, ref: Any) -> bool:
+        """``ref`` is done: its actor takes the next waiting group, or ends when it has none in flight. True when
+        ``ref`` was an actor's call that failed with its actor (the group is to be run again)."""
         actor = self.actor_of.pop(ref, None)
         if actor is None:
-            return
+            return False
         self.busy[id(actor)] -= 1
+        try:
+            self.ray.get(ref, timeout=0)
+        except self.ray.exceptions.RayError:  # the actor died (its node was lost): no more groups for it
+            self.busy[id(actor)] = 0
+            self._end(actor)
+            self._start_one()  # a replacement, placed where a CPU is free, while groups wait
+            return True
         self._submit(actor)
         if not self.busy[id(actor)]:
             self._end(actor)
+        return False
 
     def _end(self, actor: Any) -> None:
         with contextlib.suppress(Exception):
