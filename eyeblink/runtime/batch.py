@@ -565,7 +565,8 @@ class ShortFiles:
     and runs every group it is given one video after the other (:func:`run_group`), so a trial clip costs its
     frames and the opening of its files, not a task's start and a model load. The driver starts one per CPU of
     the cluster while short groups are waiting and ends them when none is left (their CPUs go to the long
-    videos' tasks). A lost actor is restarted, and its group run again, up to ``--max-retries`` times."""
+    videos' tasks). An actor lost with its node is not restarted: its groups run again as tasks, which Ray retries
+    up to ``--max-retries`` times, and a new actor takes the groups still waiting (:class:`_ShortActors`)."""
 
     def __init__(self, config: RunConfig) -> None:
         from eyeblink.runtime.runner import build_analyzer
