@@ -97,6 +97,7 @@ SLOW_TESTS: dict[str, str] = {
     "test_batch.py::test_batch_retries_a_crashed_task": "8 s",
     "test_batch.py::test_batch_runs_archive_reports_corrupt_and_resumes": "61 s",
     "test_batch.py::test_batch_user_error_is_one_line_without_ray_notices": "17 s",
+    "test_batch.py::test_chunked_real_recording_equals_process": "47 s",
     "test_batch.py::test_chunked_video_equals_unsplit_run": "158 s",
     "test_batch.py::test_cli_batch_exits_5_when_every_video_is_done_but_one_was_damaged": "12 s",
     "test_batch.py::test_short_videos_share_a_task_that_keeps_its_processes": "5 s",

@@ -207,8 +207,8 @@ def test_batch_merges_the_chunks_points(tmp_path: Path) -> None:
         os.environ.clear()  # ray.init's RAY_* variables would reach later tests' subprocesses
         os.environ.update(env)
     out = tmp_path / "batch"
-    rep = run_batch([str(video)], out, cfg, BatchConfig(cpus_per_task=1, chunk_s=2.56, overlap_s=3.5, progress=False))
-    assert [r["chunks"] for r in rep.done] == [4], rep.failed
+    rep = run_batch([str(video)], out, cfg, BatchConfig(cpus_per_task=1, chunk_s=2.56, progress=False))
+    assert [r["chunks"] for r in rep.done] == [5], rep.failed
     ref = tmp_path / "ref"
     process_paths([video], ref, cfg, workers=1)
     header, got = _rows(out / "long.points.csv")
@@ -217,6 +217,8 @@ def test_batch_merges_the_chunks_points(tmp_path: Path) -> None:
     assert [r["frame"] for r in got] == [str(i) for i in range(600)]
     assert all(r["pose_frame"] == r["frame"] for r in got if r["yaw"])  # mesh-ear: every frame's own mesh
     assert got == want
+    for kind in ("frames.csv", "blinks.csv", "points.csv"):
+        assert (out / f"long.{kind}").read_bytes() == (ref / f"long.{kind}").read_bytes(), kind
     summary = json.loads((out / "long.summary.json").read_text())
     assert summary["outputs"]["points"] == str(out / "long.points.csv")
 

@@ -17,31 +17,20 @@ tasks read the videos and write their files there directly; nothing large goes t
 object store.
 
 **Chunks.** A video longer than ``chunk_s`` is split into time chunks so one recording can use many
-nodes. Chunk ``k`` *owns* frames ``[start_k, end_k)`` and *processes* ``[start_k - overlap,
-end_k + overlap)`` (clipped to the video); the merge keeps the frame rows of ``[start_k, end_k)`` and
-the blinks whose onset (``start_frame``) falls there, so a blink across a border is reported once,
-by the chunk that saw it start, and completely, because that chunk read ``overlap`` past its end.
-Frame numbers in the chunk files are local and are shifted back; blinks are renumbered 1..n in
-onset order and their ``partial`` / ``full_closure_amplitude`` fields are recomputed over the whole
-session with the detector's own causal rule (the quantile of the amplitudes of the blinks so far).
-Then the session FEC calibration (:func:`eyeblink.outputs.analysis.finalize`) runs on the merged file.
+nodes. Chunk ``k`` is frames ``[start_k, end_k)``; borders are multiples of the tracking segment
+(:data:`ALIGN_FRAMES` = :data:`~eyeblink.runtime.pipeline.SEGMENT_FRAMES`), where every runtime restarts the
+keyframe policy, so a chunk's per-frame measurements (face box, eye points, openness, the eye patches) are those
+of an unsplit run. A chunk task runs only that per-frame stage and leaves its records in the staging folder
+(:mod:`eyeblink.runtime.chunks`); once every chunk of the video is measured, the driver runs the session's sink
+(blink detector, closure, writers, summary) over all of them in frame order, exactly as ``process`` does: the
+rows and blinks are byte-identical to ``process``'s for any ``--chunk-s`` and ``--cpus-per-task``. The summary
+gains a ``batch`` section (the chunks, their nodes and times). A chunk decodes (and drops) the frames before
+its start: for intra-only codecs (MJPG) that is ~0.5 ms per skipped frame, a few percent of the 3-4 ms per
+frame of analysis per core; very long recordings in long-GOP codecs would profit from a seek, which frame
+numbering by decode order makes unsafe in general.
 
-Why the overlap has a minimum (:func:`min_overlap_s`): the blink detector is stateful. At a chunk
-start it buffers ``min_baseline_ms`` to make a first baseline, then keeps the median of the last
-``baseline_window_ms`` of open-eye samples. For its state at ``start_k`` to equal the unsplit run's,
-the chunk must have seen a whole window of *regular* samples before ``start_k``:
-``overlap >= min_baseline_ms + baseline_window_ms`` (4 s with the defaults); plus, at the end, the
-longest blink and the merge gap (a blink that starts just before ``end_k`` must end, and must not
-merge with a successor, inside the overlap): we add :data:`BLINK_TAIL_S` (1 s). Default overlap:
-5 s. Chunk borders and the overlap are rounded up to multiples of the multiprocess pipeline's
-``chunk_frames`` (128), so the pipeline's own keyframe-tracking chunks fall on the same global
-frames in a split and an unsplit run and the per-frame rows (face box, EAR) are identical. What
-can still differ slightly is float state of the detector (its medians are recomputed every 10 ms on
-a grid that starts at its warm-up): ``baseline_ear`` within ~1e-3 right after ``start_k``; blink
-frames and counts are the same (``tests/test_batch.py`` checks both). A chunk decodes (and drops)
-the frames before its start: for intra-only codecs (MJPG) that is ~0.5 ms per skipped frame, a few
-percent of the 3-4 ms per frame of analysis per core; very long recordings in long-GOP codecs
-would profit from a seek, which frame numbering by decode order makes unsafe in general.
+**Short videos** (whole, up to :data:`SHORT_FRAMES`) go in groups (:func:`_groups`) to :class:`ShortFiles` actors,
+one CPU each, which load the models once and keep them for every group they run.
 
 **Manifest.** ``OUTDIR/eyeblink-batch.jsonl``, one JSON object per input (done or failed; its latest
 run), appended and fsynced by the driver only, and compacted to one line per input when a batch starts
@@ -75,7 +64,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,12 +76,10 @@ from eyeblink.errors import ConfigError, EyeblinkError, InputNotFoundError, Miss
 
 if TYPE_CHECKING:
     from eyeblink.frames import Frame
-    from eyeblink.runtime.pipeline import RunResult
-    from eyeblink.signals.blinks import BlinkEvent
+    from eyeblink.runtime.pipeline import FrameAnalyzer, RunResult
     from eyeblink.sources.files import FrameSource
 
 __all__ = [
-    "BLINK_TAIL_S",
     "FAULT_ENV",
     "MANIFEST_NAME",
     "BatchConfig",
@@ -102,7 +89,6 @@ __all__ = [
     "Manifest",
     "RetryableTaskError",
     "expand_inputs",
-    "min_overlap_s",
     "plan_chunks",
     "run_batch",
     "run_chunk",
@@ -115,29 +101,15 @@ FAULT_ENV = "EYEBLINK_TEST_BATCH_FAULT"
 MANIFEST_NAME = "eyeblink-batch.jsonl"
 #: Staging folder (inside OUTDIR) for chunk outputs until their video is merged.
 STAGING_NAME = ".eyeblink-batch"
-#: Added to the detector's warm-up + baseline window: the longest blink plus the merge gap, seconds.
-BLINK_TAIL_S = 1.0
 #: The tracking segment (:data:`eyeblink.runtime.pipeline.SEGMENT_FRAMES`, not imported: this module stays light): chunk
 #: borders are multiples of it so per-frame rows are identical to an unsplit run.
 ALIGN_FRAMES = 128
-_BLINK_FRAME_COLUMNS = ("start_frame", "end_frame", "peak_frame", "start_frame_left", "end_frame_left",
-                        "start_frame_right", "end_frame_right")
 
 
 class RetryableTaskError(EyeblinkError):
     """A system failure inside a task (a pipeline worker process died): Ray retries the task."""
 
     exit_code = 3
-
-
-def min_overlap_s(config: RunConfig) -> float:
-    """The smallest chunk overlap that lets the blink detector converge before a chunk's first frame.
-
-    Warm-up buffer (``min_baseline_ms``) + one full baseline window (``baseline_window_ms``) of regular
-    samples + :data:`BLINK_TAIL_S` for a blink that starts just before the chunk's end.
-    """
-    b = config.blinks
-    return (b.min_baseline_ms + b.baseline_window_ms) / 1000.0 + BLINK_TAIL_S
 
 
 @dataclass(frozen=True)
@@ -148,7 +120,8 @@ class BatchConfig:
     many detect+landmark workers (1: the single-process pipeline). ``gpus_per_task`` > 0: tasks ask
     Ray for that many GPUs and use a GPU backend (:func:`gpu_task_config`: JAX or TensorFlow, in one process;
     their runtimes are not fork-safe). ``chunk_s``: videos longer than this are split into chunks of about this length
-    (0: never split). ``overlap_s``: None = :func:`min_overlap_s`; smaller values are refused.
+    (0: never split). ``overlap_s``: accepted for old command lines and ignored (chunks no longer overlap: one
+    sink runs over the whole recording, :mod:`eyeblink.runtime.chunks`).
     ``local_cpus``: CPUs of the local Ray instance started when no ``address`` is given (None: all).
     """
 
@@ -175,15 +148,6 @@ class BatchConfig:
         if self.local_cpus is not None and self.local_cpus < 1:
             raise ConfigError(f"--local-cpus must be >= 1, got {self.local_cpus}")
 
-    def overlap_for(self, config: RunConfig) -> float:
-        need = min_overlap_s(config)
-        if self.overlap_s is None:
-            return need
-        if self.overlap_s < need:
-            raise ConfigError(f"--overlap-s {self.overlap_s} is shorter than the blink detector's warm-up "
-                              f"+ baseline window + blink tail ({need:g} s with these blink settings); "
-                              f"use --overlap-s {need:g} or more")
-        return self.overlap_s
 
 
 # ----------------------------------------------------------------------------------------- inputs
@@ -397,30 +361,20 @@ def _align_up(n: int, step: int = ALIGN_FRAMES) -> int:
     return -(-n // step) * step
 
 
-def plan_chunks(frames: int | None, fps: float | None, chunk_s: float,
-                overlap_s: float) -> list[tuple[int, int | None, int, int | None]]:
-    """Chunks of a video as ``(start, end, lo, hi)``: owns ``[start, end)``, processes ``[lo, hi)``.
+def plan_chunks(frames: int | None, fps: float | None, chunk_s: float) -> list[tuple[int, int | None]]:
+    """Chunks of a video as ``(start, end)``: frames ``[start, end)``, ``end`` None meaning "to the end of the video".
 
-    ``end``/``hi`` = None means "to the end of the video". One chunk ``(0, None, 0, None)`` when the
-    length or rate is unknown, splitting is off (``chunk_s == 0``) or the video is not longer than
-    one chunk plus the overlap. Borders and the overlap are multiples of :data:`ALIGN_FRAMES`; a
-    remainder shorter than the overlap joins the previous chunk.
+    One chunk ``(0, None)`` when the length or rate is unknown, splitting is off (``chunk_s == 0``) or the video
+    is not longer than one and a half chunks. Borders are multiples of :data:`ALIGN_FRAMES` (whole tracking
+    segments); a remainder shorter than half a chunk joins the previous chunk.
     """
     if not frames or not fps or chunk_s <= 0:
-        return [(0, None, 0, None)]
+        return [(0, None)]
     size = _align_up(max(1, round(chunk_s * fps)))
-    ov = _align_up(max(0, math.ceil(overlap_s * fps)))
-    if frames <= size + ov:
-        return [(0, None, 0, None)]
     starts = list(range(0, frames, size))
-    if frames - starts[-1] < ov and len(starts) > 1:
+    if len(starts) > 1 and frames - starts[-1] < size / 2:
         starts.pop()
-    out: list[tuple[int, int | None, int, int | None]] = []
-    for i, s in enumerate(starts):
-        last = i == len(starts) - 1
-        e = None if last else starts[i + 1]
-        out.append((s, e, max(0, s - ov), None if e is None else e + ov))
-    return out
+    return [(s, starts[i + 1] if i + 1 < len(starts) else None) for i, s in enumerate(starts)]
 
 
 @dataclass(frozen=True)
@@ -434,8 +388,6 @@ class ChunkTask:
     count: int
     start: int
     end: int | None
-    lo: int
-    hi: int | None
     config: RunConfig
     workers: int
     fault: str | None = None
@@ -476,13 +428,19 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
     cfg = task.config
     started = time.perf_counter()
     try:
-        outdir = Path(task.outdir) if task.whole else task.staging
+        if not task.whole:  # one chunk of a split video: its per-frame measurements; the driver writes the rows
+            from eyeblink.runtime.chunks import measure_chunk
+
+            with open_source(task.path, fps=cfg.fps) as src:
+                chunk: Any = FrameRange(src, task.start, task.end)  # a FrameSource's face, frames numbered from 0
+                meta = measure_chunk(chunk, task.staging, cfg, task.workers)
+            return {"status": "done", "stem": task.stem, "index": task.index, "frames": int(meta["frames"]),
+                    "blinks": None, "wall_s": time.perf_counter() - started, "damaged_packets": 0,
+                    "node": os.uname().nodename, "pid": os.getpid()}
+        outdir = Path(task.outdir)
         outdir.mkdir(parents=True, exist_ok=True)
         with open_source(task.path, fps=cfg.fps) as src:
-            source: Any = src if task.whole else FrameRange(src, task.lo, task.hi)
-            result = _process(source, outdir, cfg, task.workers)
-        if task.whole:
-            result = finalize(result, cfg)
+            result = finalize(_process(src, outdir, cfg, task.workers), cfg)
     except WorkerError as exc:
         raise RetryableTaskError(f"{task.stem} chunk {task.index}: {one_line(exc)}") from None
     except EyeblinkError as exc:
@@ -541,10 +499,11 @@ def _groups(videos: list[_Video], gpu: bool) -> list[list[_Video]]:
     return out
 
 
-def run_group(tasks: list[ChunkTask]) -> list[dict[str, Any]]:
-    """Several short whole videos in one Ray task: models loaded once; with ``workers`` > 1 each video runs whole
-    on one of the task's long-lived processes (:class:`~eyeblink.runtime.pool.FilePool`), else one after the
-    other in this process. One outcome per task, in order (see :func:`run_chunk`)."""
+def run_group(tasks: list[ChunkTask], analyzer: FrameAnalyzer | None = None) -> list[dict[str, Any]]:
+    """Several short whole videos: models loaded once; with ``workers`` > 1 (and no ``analyzer``) each video runs
+    whole on one of the long-lived processes of a :class:`~eyeblink.runtime.pool.FilePool`, else one after the
+    other in this process, with ``analyzer`` (a :class:`ShortFiles` actor's, loaded once for all its groups) or one
+    built here. One outcome per task, in order (see :func:`run_chunk`)."""
     from eyeblink.errors import one_line
     from eyeblink.outputs.analysis import finalize
     from eyeblink.runtime.pipeline import process_source
@@ -573,7 +532,7 @@ def run_group(tasks: list[ChunkTask]) -> list[dict[str, Any]]:
                 "wall_s": time.perf_counter() - started}
 
     paths = [Path(t.path) for t in tasks]
-    if workers > 1:
+    if workers > 1 and analyzer is None:
         from eyeblink.runtime.pipeline import build_fitter
 
         pool = FilePool(cfg, workers, build_fitter(cfg), run_one, FATAL)
@@ -589,7 +548,7 @@ def run_group(tasks: list[ChunkTask]) -> list[dict[str, Any]]:
         return outcomes
     from eyeblink.sources.files import open_source
 
-    analyzer = build_analyzer(cfg)
+    analyzer = analyzer or build_analyzer(cfg)
     outcomes = []
     for t in tasks:
         try:
@@ -601,186 +560,42 @@ def run_group(tasks: list[ChunkTask]) -> list[dict[str, Any]]:
     return outcomes
 
 
+class ShortFiles:
+    """The body of a long-lived Ray actor (one CPU) for groups of short whole videos: it loads the models once
+    and runs every group it is given one video after the other (:func:`run_group`), so a trial clip costs its
+    frames and the opening of its files, not a task's start and a model load. The driver starts one per CPU of
+    the cluster while short groups are waiting and ends them when none is left (their CPUs go to the long
+    videos' tasks). An actor lost with its node is not restarted: its groups run again as tasks, which Ray retries
+    up to ``--max-retries`` times, and a new actor takes the groups still waiting (:class:`_ShortActors`)."""
+
+    def __init__(self, config: RunConfig) -> None:
+        from eyeblink.runtime.runner import build_analyzer
+
+        _remove_stale_rings()
+        self.config = config
+        self.analyzer = build_analyzer(config)
+
+    def run(self, tasks: list[ChunkTask]) -> list[dict[str, Any]]:
+        return run_group(tasks, self.analyzer)
+
+
 # ----------------------------------------------------------------------------------------- merge
 
 
-def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
-    from eyeblink.outputs.export import read_table
-
-    header, rows = read_table(path)
-    if not header:
-        raise EyeblinkError(f"{path} is empty; the chunk's output is incomplete — rerun the batch")
-    return header, rows
-
-
-def _event_from_row(header: list[str], row: list[str]) -> BlinkEvent:
-    from eyeblink.signals.blinks import BlinkEvent
-
-    cells = dict(zip(header, row, strict=True))
-    kwargs: dict[str, Any] = {}
-    for f in fields(BlinkEvent):
-        text = cells.get(f.name, "")
-        kind = str(f.type)
-        if kind == "str":  # a column older files lack (``kind``): its default
-            kwargs[f.name] = text or (f.default if isinstance(f.default, str) else "")
-        elif kind == "bool":
-            kwargs[f.name] = text == "1"
-        elif kind.startswith("int"):
-            kwargs[f.name] = int(text) if text != "" else None
-        else:
-            kwargs[f.name] = float(text) if text != "" else math.nan
-    return BlinkEvent(**kwargs)
-
-
-def _renumber(events: list[BlinkEvent], config: RunConfig) -> list[BlinkEvent]:
-    """Blinks 1..n in onset order, ``partial``/``full_closure_amplitude`` by the detector's session rule."""
-    import numpy as np
-
-    b = config.blinks
-    amps: list[float] = []
-    out = []
-    for i, ev in enumerate(sorted(events, key=lambda e: (e.start_frame, e.end_frame)), start=1):
-        if not math.isnan(ev.amplitude) and ev.kind == "blink":  # as the detector: blinks set the full closure
-            amps.append(ev.amplitude)
-        full = float(np.quantile(amps, b.full_closure_quantile)) if len(amps) >= b.full_closure_min_events \
-            else b.full_closure_amplitude
-        partial = bool(math.isnan(ev.amplitude) or ev.amplitude < b.partial_fraction * full)
-        out.append(replace(ev, blink=i, partial=partial, full_closure_amplitude=full))
-    return out
-
-
 def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]], config: RunConfig) -> RunResult:
-    """Merge a video's chunk outputs (staging) into ``OUTDIR/<stem>.*`` exactly as ``process`` writes them."""
-    import numpy as np
-
-    from eyeblink.errors import INPUT_DAMAGED_EXIT
+    """A split video's session from its chunks' measurements (staging): one sink over every chunk in frame order
+    (:func:`eyeblink.runtime.chunks.sink_chunks`), so ``OUTDIR/<stem>.*`` are the files ``process`` writes."""
     from eyeblink.outputs.analysis import finalize
-    from eyeblink.outputs.export import ResultWriter, clean_json
-    from eyeblink.runtime.pipeline import RunResult
-    from eyeblink.signals.plausibility import event_counts
+    from eyeblink.runtime.chunks import Chunk, sink_chunks
 
     first = tasks[0]
-    outdir, stem = Path(first.outdir), first.stem
-    frame_header: list[str] | None = None
-    frame_rows: list[list[str]] = []
-    point_rows: list[list[str]] = []  # --points: the chunks' points.csv rows, frames and pose frames made global
-    events: list[BlinkEvent] = []
-    owned: dict[int, list[BlinkEvent]] = {}  # chunk -> the blinks it reports (their eye crops come from it)
-    summaries = []
-    for t in tasks:
-        stage = t.staging
-        fh, rows = _read_csv(stage / f"{stem}.frames.csv")
-        frame_header = frame_header or fh
-        k = fh.index("frame")
-        end = math.inf if t.end is None else t.end
-        for r in rows:
-            g = int(r[k]) + t.lo
-            if t.start <= g < end:
-                r[k] = str(g)
-                frame_rows.append(r)
-        if config.points:
-            ph, prows = _read_csv(stage / f"{stem}.points.csv")
-            pk = ph.index("pose_frame")
-            for r in prows:
-                g = int(r[0]) + t.lo
-                if t.start <= g < end:
-                    r[0] = str(g)
-                    if r[pk]:
-                        r[pk] = str(int(r[pk]) + t.lo)
-                    point_rows.append(r)
-        bh, brows = _read_csv(stage / f"{stem}.blinks.csv")
-        for r in brows:
-            ev = _event_from_row(bh, r)
-            shift = {c: getattr(ev, c) + t.lo for c in _BLINK_FRAME_COLUMNS if getattr(ev, c) is not None}
-            ev = replace(ev, **shift)
-            if t.start <= ev.start_frame < end:
-                events.append(ev)
-                owned.setdefault(t.index, []).append(ev)
-        summaries.append(json.loads((stage / f"{stem}.summary.json").read_text(encoding="utf-8")))
-    assert frame_header is not None
-    _merge_crops(tasks, owned, outdir, stem)
-    frames_idx = [int(r[0]) for r in frame_rows]
-    if frames_idx != list(range(len(frames_idx))):
-        raise EyeblinkError(f"{stem}: merged chunks are not contiguous (frames {frames_idx[:1]}..{frames_idx[-1:]} "
-                            f"with holes); a chunk ended early — rerun the batch")
-    events = _renumber(events, config)
-
-    writer = ResultWriter(outdir, stem)
-    with writer:
-        for r in frame_rows:
-            writer.write_frame(r)  # cells are the chunk writer's strings: written unchanged
-        if config.points:
-            writer.open_points()
-            for r in point_rows:
-                writer.write_points_row(r)
-        for ev in events:
-            writer.write_blink(ev)
-    col = {c: frame_header.index(c) for c in ("timestamp_s", "face", "detected")}
-    ts = np.array([float(r[col["timestamp_s"]]) for r in frame_rows])
-    faces = sum(r[col["face"]] == "1" for r in frame_rows)
-    n = len(frame_rows)
-    dur = float(ts[-1] - ts[0]) if n > 1 else 0.0
-    iv = np.diff(ts)
-    med = float(np.median(iv)) if len(iv) else math.nan
     walls = [float(o.get("wall_s", 0.0)) for o in outcomes]
-    # every chunk's skipped packets, once each (the overlaps decode some packets twice)
-    damaged = list({p.get("packet"): p for s in summaries
-                    for p in (s.get("damaged_packets") or {}).get("packets", [])}.values())
-    processed = [s.get("frames", 0) or 0 for s in summaries]
-    ms = {k: sum((s["timings"]["ms_per_frame"].get(k) or 0.0) * p for s, p in zip(summaries, processed, strict=True))
-          / max(1, sum(processed)) for k in summaries[0]["timings"]["ms_per_frame"]}
-    summary = dict(summaries[-1])  # source facts from the chunk that read to the end
-    summary.update({
-        "status": "ok", "exit_status": INPUT_DAMAGED_EXIT if damaged else 0,
-        "error": None, "input": str(Path(first.path)), "stem": stem,
-        "source": {k: v for k, v in summaries[-1]["source"].items() if k != "frame_range"},
-        "frames": n, "frames_with_face": faces, "frames_without_face": n - faces,
-        "face_lost_ratio": (n - faces) / n if n else None,
-        "detector_runs": sum(r[col["detected"]] == "1" for r in frame_rows),
-        "redetections_on_drift": sum(s.get("redetections_on_drift") or 0 for s in summaries),
-        "first_timestamp_s": float(ts[0]) if n else None, "last_timestamp_s": float(ts[-1]) if n else None,
-        "duration_s": dur,
-        "frame_interval_median_ms": med * 1000 if len(iv) else None,
-        "timestamp_gaps": int(np.sum(iv > 1.5 * med)) if len(iv) and med > 0 else 0,
-        "duplicate_timestamps": int(np.sum(iv <= 0)) if len(iv) else 0,
-        **event_counts(events, dur),  # blinks apart from prolonged closures
-        "timings": {"wall_s": sum(walls), "fps": n / sum(walls) if sum(walls) > 0 else None, "ms_per_frame": ms},
-        "damaged_packets": {"count": len(damaged), "packets": damaged},
-        "batch": {"chunks": [{"start": tk.start, "end": tk.end, "lo": tk.lo, "hi": tk.hi,
-                              "frames_processed": p, "wall_s": w, "node": o.get("node")}
-                             for tk, p, w, o in zip(tasks, processed, walls, outcomes, strict=True)]},
-    })
-    summary.pop("parallel", None)
-    summary = clean_json(summary)
-    writer.write_summary(summary)
-    outputs = {"frames": writer.frames_path, "blinks": writer.blinks_path, "summary": writer.summary_path}
-    if writer.points_path is not None:
-        outputs["points"] = writer.points_path
-    from eyeblink.outputs.crops import crops_path
-
-    if crops_path(outdir, stem).is_file():  # summary.json's outputs name every file written
-        outputs["crops"] = crops_path(outdir, stem)
-    result = RunResult(stem, n, faces, events, summary, outputs)
+    section = {"batch": {"chunks": [{"start": t.start, "end": t.end, "frames_processed": o.get("frames"),
+                                     "wall_s": w, "node": o.get("node")}
+                                    for t, w, o in zip(tasks, walls, outcomes, strict=True)]}}
+    result = sink_chunks(Path(first.path), first.stem, Path(first.outdir), config,
+                         [Chunk(t.start, t.staging) for t in tasks], extra=section)
     return finalize(result, config)
-
-
-def _merge_crops(tasks: Sequence[ChunkTask], owned: dict[int, list[BlinkEvent]], outdir: Path, stem: str) -> None:
-    """The chunks' blink crops (``--report``) as one ``<stem>.crops.npz``: each blink's from the chunk that reports
-    it (``owned``, global frames), as if one run had kept them."""
-    from eyeblink.outputs.crops import BlinkCrops, crops_path, load_crops, nearest_frame
-
-    merged = BlinkCrops()
-    for t in tasks:
-        crops = {f + t.lo: c for f, c in load_crops(crops_path(t.staging, stem)).items()}
-        for ev in owned.get(t.index, []):
-            for f in (ev.start_frame, ev.peak_frame, ev.end_frame):
-                g = nearest_frame(crops, f)
-                if g is not None:
-                    merged.keep(g, *crops[g])
-    path = crops_path(outdir, stem)
-    with contextlib.suppress(OSError):
-        path.unlink()
-    merged.save(path)
 
 
 # ----------------------------------------------------------------------------------------- driver
@@ -855,7 +670,11 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     if gpu:
         config = gpu_task_config(config)
     out = Path(outdir)
-    overlap = bc.overlap_for(config)
+    if bc.overlap_s is not None:
+        from eyeblink.errors import warn
+
+        warn("--overlap-s is ignored: chunks no longer overlap (one pass of the blink detector runs over the whole "
+             "recording, in frame order)")
     paths = expand_inputs([str(p) for p in inputs])
     check_inputs(paths)
     ensure_output_dir(out)
@@ -863,10 +682,10 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     with session_locks(out, [stem_of(p) for p in paths]):  # one writer per session, before any work
         _preflight(config, out, gpu)
         ray = _import_ray()
-        return _run_locked(paths, out, config, bc, gpu, overlap, ray, on_video)
+        return _run_locked(paths, out, config, bc, gpu, ray, on_video)
 
 
-def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig, gpu: bool, overlap: float,
+def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig, gpu: bool,
                 ray: Any, on_video: Callable[[dict[str, Any]], None] | None) -> BatchReport:
     """:func:`run_batch` once the inputs are checked and their sessions locked."""
     from eyeblink.sources.files import open_source
@@ -913,13 +732,12 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
         if config.max_frames is not None:
             total = min(total, config.max_frames) if total else None
         v.frames = total
-        plan = plan_chunks(total, fps, bc.chunk_s, overlap)
+        plan = plan_chunks(total, fps, bc.chunk_s)
         if config.max_frames is not None and len(plan) > 1:
-            s, _, lo, _ = plan[-1]
-            plan[-1] = (s, config.max_frames, lo, config.max_frames)
+            plan[-1] = (plan[-1][0], config.max_frames)
         chunk_cfg = replace(config, max_frames=None) if len(plan) > 1 else config
-        v.tasks = [ChunkTask(str(p), v.path.stem, str(out), i, len(plan), s, e, lo, hi, chunk_cfg, workers, fault)
-                   for i, (s, e, lo, hi) in enumerate(plan)]
+        v.tasks = [ChunkTask(str(p), v.path.stem, str(out), i, len(plan), s, e, chunk_cfg, workers, fault)
+                   for i, (s, e) in enumerate(plan)]
 
     started_here = False
     quiet = _ray_notices_silenced()
@@ -929,7 +747,7 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
     try:
         with _ray_keeps_the_sigterm_handler(ray):
             if bc.address:
-                ray.init(address=bc.address, configure_logging=False, log_to_driver=False)
+                _join(ray, bc.address)
                 started_here = True
             elif not ray.is_initialized():
                 ray.init(num_cpus=bc.local_cpus, include_dashboard=False, configure_logging=False,
@@ -939,18 +757,17 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
         hold.release(raise_stop=False)
         raise
     _restore_signal_handlers(handlers)  # ray.init installs a C++ SIGTERM handler that dumps a stack and exits 1
+    actors: _ShortActors | None = None
     try:
         hold.release()
         remote = ray.remote(run_chunk).options(
-            num_cpus=bc.cpus_per_task, num_gpus=bc.gpus_per_task, max_retries=bc.max_retries,
-            retry_exceptions=[RetryableTaskError])
-        group_remote = ray.remote(run_group).options(
             num_cpus=bc.cpus_per_task, num_gpus=bc.gpus_per_task, max_retries=bc.max_retries,
             retry_exceptions=[RetryableTaskError])
         pending: dict[Any, list[tuple[_Video, ChunkTask]]] = {}
         for v in videos:
             if v.failed is not None:
                 record(v, "failed", v.failed)
+        short: list[list[_Video]] = []
         for group in _groups([v for v in videos if v.failed is None], gpu):
             if len(group) == 1:  # a long (or split) video, or a short one alone: its own task(s)
                 for v in group:
@@ -959,11 +776,9 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
                         v.refs.append(ref)
                         pending[ref] = [(v, t)]
                 continue
-            ref = group_remote.remote([v.tasks[0] for v in group])  # short videos: one task, models loaded once
-            for v in group:
-                v.refs.append(ref)
-            pending[ref] = [(v, v.tasks[0]) for v in group]
-        total_frames = sum(((t.end if t.end is not None else (t.hi or 0)) - t.start)
+            short.append(group)
+        actors = _ShortActors(ray, config, bc, short, pending)
+        total_frames = sum(((t.end if t.end is not None else (v.frames or 0)) - t.start)
                            for v in videos for t in v.tasks)
         bar = _progress_bar(bc.progress, total_frames or None, len(pending))
         try:
@@ -971,11 +786,21 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
                 for ref in ready:
                     items = pending.pop(ref)
+                    if actors is not None and actors.finished(ref):  # its actor was lost (with its node)
+                        print(f"eyeblink: batch: a worker was lost with its node; running its {len(items)} videos "
+                              "again", file=sys.stderr, flush=True)
+                        again = ray.remote(run_group).options(
+                            num_cpus=1, max_retries=bc.max_retries, retry_exceptions=[RetryableTaskError],
+                        ).remote([t for _, t in items])  # the group again, as a task Ray retries itself
+                        pending[again] = items
+                        for v, _ in items:
+                            v.refs.append(again)
+                        continue
                     outcomes = _get_group(ray, ref, bc.max_retries, len(items))
                     for (v, t), outcome in zip(items, outcomes, strict=True):
                         v.outcomes[t.index] = outcome
                         if bar is not None:
-                            bar.update(t.hi - t.lo if t.hi is not None else outcome.get("frames") or 0)
+                            bar.update(outcome.get("frames") or 0)
                         _settle(ray, v, t, outcome, pending, config, record, report)
                     if bar is not None:
                         bar.set_postfix(done=len(report.done), failed=len(report.failed), refresh=False)
@@ -986,6 +811,8 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
             if bar is not None:
                 bar.close()
     finally:
+        if actors is not None:
+            actors.close()
         quiet.close()
         messages.close()
         with contextlib.suppress(EyeblinkError):  # a full disk: the appended lines are still there
@@ -996,6 +823,97 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
     report.wall_s = time.perf_counter() - t_start
     report.loadavg = os.getloadavg()
     return report
+
+
+class _ShortActors(Closing):
+    """The :class:`ShortFiles` actors of a batch and the short groups waiting for them: up to two groups in flight
+    per actor (one runs, one waits in the actor's queue), the next group submitted as one finishes; an actor with
+    nothing left to do is ended (:meth:`finished`). Submitted refs go into ``pending`` as the tasks' do. An actor
+    lost with its node is not restarted (Ray would not retry its calls): :meth:`finished` says so, and the driver
+    runs that group again as a task."""
+
+    def __init__(self, ray: Any, config: RunConfig, bc: BatchConfig, groups: list[list[_Video]],
+                 pending: dict[Any, list[tuple[_Video, ChunkTask]]]) -> None:
+        self.ray, self.pending = ray, pending
+        self.waiting = list(reversed(groups))
+        self.actor_of: dict[Any, Any] = {}
+        self.busy: dict[int, int] = {}
+        self.actors: list[Any] = []
+        if not groups:
+            return
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        n = max(1, min(len(groups), cpus))
+        self.config = config
+        self.cls = ray.remote(ShortFiles).options(num_cpus=1, max_restarts=0)
+        self.actors = [self.cls.remote(config) for _ in range(n)]
+        for _ in range(2):
+            for actor in self.actors:
+                self._submit(actor)
+
+    def _start_one(self) -> None:
+        """One more actor with up to two waiting groups (none when no group waits: an idle actor would hold a CPU
+        the long videos' tasks need)."""
+        if not self.waiting:
+            return
+        actor = self.cls.remote(self.config)
+        self.actors.append(actor)
+        for _ in range(2):
+            self._submit(actor)
+
+    def _submit(self, actor: Any) -> None:
+        if not self.waiting:
+            return
+        group = self.waiting.pop()
+        ref = actor.run.remote([v.tasks[0] for v in group])
+        for v in group:
+            v.refs.append(ref)
+        self.pending[ref] = [(v, v.tasks[0]) for v in group]
+        self.actor_of[ref] = actor
+        self.busy[id(actor)] = self.busy.get(id(actor), 0) + 1
+
+    def finished(self, ref: Any) -> bool:
+        """``ref`` is done: its actor takes the next waiting group, or ends when it has none in flight. True when
+        ``ref`` was an actor's call that failed with its actor (the group is to be run again)."""
+        actor = self.actor_of.pop(ref, None)
+        if actor is None:
+            return False
+        self.busy[id(actor)] -= 1
+        try:
+            self.ray.get(ref, timeout=0)
+        except self.ray.exceptions.RayError:  # the actor died (its node was lost): no more groups for it
+            self.busy[id(actor)] = 0
+            self._end(actor)
+            self._start_one()  # a replacement, placed where a CPU is free, while groups wait
+            return True
+        self._submit(actor)
+        if not self.busy[id(actor)]:
+            self._end(actor)
+        return False
+
+    def _end(self, actor: Any) -> None:
+        with contextlib.suppress(Exception):
+            self.ray.kill(actor)
+        self.actors = [a for a in self.actors if a is not actor]
+
+    def close(self) -> None:
+        for actor in list(self.actors):
+            self._end(actor)
+
+
+def _join(ray: Any, address: str) -> None:
+    """``ray.init`` of the cluster at ``address``; a cluster that cannot be joined is a one-line
+    :class:`~eyeblink.errors.ConfigError` naming the likely fix (Ray raises a chain of tracebacks)."""
+    try:
+        ray.init(address=address, configure_logging=False, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ray.exceptions.RayError) as exc:
+        text = " ".join(str(e) for e in (exc, exc.__cause__, exc.__context__) if e is not None)
+        if "InvalidAuthToken" in text or "uthentication" in text:
+            mode = os.environ.get("RAY_AUTH_MODE", "not set")
+            raise ConfigError(f"cannot join the Ray cluster at {address}: it asks for an authentication token "
+                              f"(RAY_AUTH_MODE is {mode}); export RAY_AUTH_MODE=token and give this machine the "
+                              "head's token (~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)") from None
+        raise ConfigError(f"cannot join the Ray cluster at {address} ({str(exc).splitlines()[0][:200]}); check the "
+                          "address (ray start --head prints it) and that the head is running") from None
 
 
 def _python_signal_handlers() -> dict[int, Any]:
@@ -1037,8 +955,8 @@ def _mark_interrupted(videos: Iterable[_Video]) -> None:
     so far stay on disk, no manifest line is written, so the next run of the batch processes them again."""
     from eyeblink.outputs.export import write_text_atomic
 
-    for t in (t for v in videos for t in v.tasks):  # a split video: each chunk's summary in the staging folder
-        path = (Path(t.outdir) if t.whole else t.staging) / f"{t.stem}.summary.json"
+    for t in (t for v in videos for t in v.tasks if t.whole):  # a split video's summary is written by its merge
+        path = Path(t.outdir) / f"{t.stem}.summary.json"
         try:
             summary = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -1222,9 +1140,9 @@ def add_parser(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], No
     """The ``batch`` subcommand (no Ray import here: ``eyeblink --help`` stays light)."""
     p = sub.add_parser(
         "batch", help="process a whole archive on a Ray cluster (resumable, chunked, retried)",
-        description="Process many recordings on Ray: one task per video (long videos in overlapping time "
-                    "chunks), each running the multiprocess pipeline on its node's cores. Writes exactly the "
-                    "files of `eyeblink process` per video into OUTDIR plus a manifest, eyeblink-batch.jsonl: "
+        description="Process many recordings on Ray: one task per video (long videos in time chunks, joined by "
+                    "one ordered pass), each running the multiprocess pipeline on its node's cores. Writes exactly "
+                    "the files of `eyeblink process` per video into OUTDIR plus a manifest, eyeblink-batch.jsonl: "
                     "a rerun skips the videos it lists as done. Inputs and OUTDIR must be on a filesystem "
                     "every node sees. Exit status 0 when every video is done, 5 when every video is done but some were "
                     "damaged (undecodable packets skipped), 2 when a video failed.")
@@ -1244,8 +1162,8 @@ def add_parser(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], No
     p.add_argument("--chunk-s", type=float, default=300.0, metavar="S",
                    help="split videos longer than this into chunks of ~S seconds; 0 = never (default: %(default)s)")
     p.add_argument("--overlap-s", type=float, default=None, metavar="S",
-                   help="chunk overlap (default and minimum: the blink detector's warm-up + baseline window "
-                        "+ 1 s, 5 s with default blink settings)")
+                   help="ignored: chunks no longer overlap (one ordered pass over a video's chunks finds its blinks); "
+                        "accepted so that older command lines still run")
     p.add_argument("--max-retries", type=int, default=2, metavar="N",
                    help="retries of a task after a system failure (crash, lost node); user errors such as a "
                         "corrupt video are never retried (default: %(default)s)")

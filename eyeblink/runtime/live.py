@@ -521,9 +521,10 @@ class _LiveRun(_Run):
     def _make_writer(self, outdir: Path, stem: str) -> ResultWriter:
         return LiveResultWriter(outdir, stem, tap=self.tap)
 
-    def _write(self, sink: SessionSink, rows: np.ndarray) -> None:
+    def _write(self, sink: SessionSink | None, rows: np.ndarray) -> None:
         from eyeblink.runtime.pipeline import FrameResult
 
+        assert sink is not None  # live runs always have their sink
         if self.aborted:
             raise KeyboardInterrupt("stopped at once (a second Ctrl-C)")
         if sink.cfg is not self.cfg:  # --landmarks auto chose the model once the rate was known (no frame before)

@@ -71,6 +71,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,6 +147,55 @@ def record_dtype(cfg: RunConfig) -> np.dtype:
     ``eye_crops``, plus :data:`POINTS_FIELDS` with ``points``."""
     base = CROP_DTYPE if cfg.eye_crops else RESULT_DTYPE
     return np.dtype([*base.descr, *POINTS_FIELDS]) if cfg.points else base
+
+
+def encode_result(row: Any, r: FrameResult) -> None:
+    """Fill one zeroed record of :func:`record_dtype` with ``r`` (the timing and ``dropped`` fields are left to
+    the caller). :func:`decode_rows` gives ``r`` back, bit for bit."""
+    row["index"] = r.index
+    row["timestamp_s"] = r.timestamp_s
+    row["detected"] = r.detected
+    row["ear_left"] = r.ear_left
+    row["ear_right"] = r.ear_right
+    if r.eye_patches is not None:
+        row["has_patches"] = True
+        row["patches"] = r.eye_patches
+    if r.eye_strip is not None:
+        row["has_strip"] = True
+        row["strip"] = r.eye_strip
+        row["strip_points"] = r.strip_points
+    if r.eye_points is not None:
+        row["has_points"] = True
+        row["eye_points"] = r.eye_points
+        if r.pose is not None:
+            row["has_pose"], row["pose"], row["pose_frame"] = True, r.pose, r.pose_frame
+    if r.face is not None:
+        row["face"] = True
+        row["box"] = r.face.box
+        row["score"] = r.face.score
+        row["keypoints"] = r.face.keypoints
+
+
+def decode_rows(rows: np.ndarray, shift: int = 0) -> Iterator[FrameResult]:
+    """The :class:`FrameResult` of each record (:func:`encode_result`), frame numbers (and the pose's) plus
+    ``shift``: what the sink is fed."""
+    from eyeblink.detect.blazeface import FaceDetection
+
+    crops = "has_strip" in (rows.dtype.names or ())
+    points = "has_points" in (rows.dtype.names or ())
+    for r in rows:
+        face = FaceDetection(tuple(r["box"].tolist()), float(r["score"]), r["keypoints"]) if r["face"] else None
+        strip = pts = None
+        if crops and r["has_strip"]:
+            strip, pts = r["strip"].copy(), r["strip_points"].copy()
+        eye_points = pose = pose_frame = None
+        if points and r["has_points"]:
+            eye_points = r["eye_points"].copy()
+            if r["has_pose"]:
+                pose, pose_frame = tuple(r["pose"].tolist()), int(r["pose_frame"]) + shift
+        yield FrameResult(int(r["index"]) + shift, float(r["timestamp_s"]), face, bool(r["detected"]),
+                          float(r["ear_left"]), float(r["ear_right"]),
+                          r["patches"].copy() if r["has_patches"] else None, strip, pts, eye_points, pose, pose_frame)
 
 _POLL_S = 0.05  # how often a blocked get/put wakes up to check the stop event and its peers
 
@@ -255,6 +305,12 @@ class ParallelPipeline:
         """Process one opened source into ``outdir`` (the same files as the reference pipeline)."""
         run = _Run(self, source)
         return run.execute(outdir, progress)
+
+    def measure_source(self, source: FrameSource,
+                       capture: Callable[[np.ndarray], None]) -> tuple[dict[str, Any] | None, StageClock, int]:
+        """The per-frame stage of one opened source, its records in frame order to ``capture`` (see
+        :meth:`_Run.measure`)."""
+        return _Run(self, source).measure(capture)
 
 
 class LatencyRecord:
@@ -418,6 +474,8 @@ class _Run:
         #: analysed but written as a gap row, so that the newest frames win and the latency stays bounded
         self.late_s: float | None = None
         self._info: dict[str, Any] | None = None
+        #: :meth:`measure`: where the ordered records go instead of a sink
+        self._capture: Callable[[np.ndarray], None] | None = None
         # several loaders on one input (_start_ranges); one loader: n_loaders 1, loaders []
         self.n_loaders = 1
         self.loaders: list[Any] = []
@@ -622,31 +680,10 @@ class _Run:
                     t_start = time.perf_counter()
                     r = analyzer.analyze(Frame(frame_index, float(ts[j]), ring[int(slots[j])]))
                     row = out[j]
-                    row["index"] = frame_index
-                    row["timestamp_s"] = r.timestamp_s
-                    row["detected"] = r.detected
-                    row["ear_left"] = r.ear_left
-                    row["ear_right"] = r.ear_right
+                    encode_result(row, r)
                     row["t_decoded"] = td[j]
                     row["t_start"] = t_start
                     row["t_end"] = time.perf_counter()
-                    if r.eye_patches is not None:
-                        row["has_patches"] = True
-                        row["patches"] = r.eye_patches
-                    if r.eye_strip is not None:
-                        row["has_strip"] = True
-                        row["strip"] = r.eye_strip
-                        row["strip_points"] = r.strip_points
-                    if r.eye_points is not None:
-                        row["has_points"] = True
-                        row["eye_points"] = r.eye_points
-                        if r.pose is not None:
-                            row["has_pose"], row["pose"], row["pose_frame"] = True, r.pose, r.pose_frame
-                    if r.face is not None:
-                        row["face"] = True
-                        row["box"] = r.face.box
-                        row["score"] = r.face.score
-                        row["keypoints"] = r.face.keypoints
                 self._put(self.out_q, ("rows", wid, out))
                 self._release(slots[slots >= 0])
                 chunks.advanced(c, first + len(slots))
@@ -871,6 +908,21 @@ class _Run:
                     writer.finish(summary)
         return RunResult(source.name, sink.frames, sink.faces, sink.events, summary, sink.output_paths())
 
+    def measure(self, capture: Callable[[np.ndarray], None]) -> tuple[dict[str, Any] | None, StageClock, int]:
+        """The per-frame stage alone: every frame's record (:func:`record_dtype`), in frame order, to ``capture``;
+        no sink, no file. Returns the source's description, the stage clock and the redetections on drift.
+        ``batch`` measures the chunks of one recording this way and runs one sink over all of them."""
+        clock = StageClock()
+        redet = _Redetections()
+        self._capture = capture
+        try:
+            self._start()
+            info = self._sink_loop(None, clock, redet, None)
+        finally:
+            with stopping.held():
+                self._shutdown()
+        return info or self._info, clock, redet.redetections
+
     def _make_writer(self, outdir: Path, stem: str) -> ResultWriter:
         """The sink's writer (a hook: live mode appends a ``dropped`` column)."""
         return ResultWriter(outdir, stem)
@@ -890,31 +942,19 @@ class _Run:
         return {"latency_ms_p50": lat.percentile_ms(50), "latency_ms_p99": lat.percentile_ms(99),
                 "latency_ms_max": lat.max_s * 1000.0}
 
-    def _write(self, sink: SessionSink, rows: np.ndarray) -> None:
-        from eyeblink.detect.blazeface import FaceDetection
-
-        add = sink.add
-        crops = "has_strip" in (rows.dtype.names or ())
-        points = "has_points" in (rows.dtype.names or ())
-        for r in rows:
-            face = FaceDetection(tuple(r["box"].tolist()), float(r["score"]), r["keypoints"]) if r["face"] else None
-            strip = pts = None
-            if crops and r["has_strip"]:
-                strip, pts = r["strip"].copy(), r["strip_points"].copy()
-            eye_points = pose = pose_frame = None
-            if points and r["has_points"]:
-                eye_points = r["eye_points"].copy()
-                if r["has_pose"]:
-                    pose, pose_frame = tuple(r["pose"].tolist()), int(r["pose_frame"])
-            add(FrameResult(int(r["index"]), float(r["timestamp_s"]), face, bool(r["detected"]),
-                            float(r["ear_left"]), float(r["ear_right"]),
-                            r["patches"].copy() if r["has_patches"] else None, strip, pts, eye_points, pose,
-                            pose_frame))
-        self.latencies.add(time.perf_counter() - rows["t_decoded"])
+    def _write(self, sink: SessionSink | None, rows: np.ndarray) -> None:
+        if self._capture is not None:  # measure(): the rows go to the caller, no sink
+            self._capture(rows)
+        else:
+            assert sink is not None
+            add = sink.add
+            for r in decode_rows(rows):
+                add(r)
+            self.latencies.add(time.perf_counter() - rows["t_decoded"])
         if self.written is not None:
             self.written.value = int(rows["index"][-1]) + 1
 
-    def _sink_loop(self, sink: SessionSink, clock: StageClock, redet: _Redetections,
+    def _sink_loop(self, sink: SessionSink | None, clock: StageClock, redet: _Redetections,
                    bar: Any) -> dict[str, Any] | None:
         """Receive, reorder and write rows until every frame is written (or a failure stops the run)."""
         pending: dict[int, np.ndarray] = {}
@@ -930,6 +970,8 @@ class _Run:
         last_progress = time.monotonic()
         stall = self.par.stall_timeout_s
 
+        rows_file = sink.writer.frames_path.name if sink is not None else "the chunk's measurements"
+
         def fail(role: str, wid: int, frame: int | None, line: str, tb: str | None, pid: int | None) -> None:
             nonlocal failure, limit, fail_deadline
             who = {"worker": f"landmark worker {wid}", "accelerator": "accelerator stage"}.get(role, "frame loader")
@@ -937,7 +979,7 @@ class _Run:
                 who = f"accelerator stage process {wid}"
             where = f" at frame {frame}" if frame is not None and frame >= 0 else ""
             err = WorkerError(f"{who}{f' (pid {pid})' if pid else ''} failed{where}: {line}; "
-                              f"rows before it are in {sink.writer.frames_path.name}"
+                              f"rows before it are in {rows_file}"
                               f"{' (traceback in the summary)' if tb else ''}")
             err.traceback_text = tb  # type: ignore[attr-defined]
             if failure is None:
