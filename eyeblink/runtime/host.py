@@ -35,9 +35,12 @@ log = logging.getLogger("eyeblink.host")
 #: the CPU flags that decide what a network costs (``/proc/cpuinfo`` spelling)
 VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile")
 #: CPU ms a live frame costs besides its eye-model fit, keyframe detection and decode: capture and ring
-#: copy, IPC, blinks, writing (measured on the 2-core development host; not a network, so not ~3x dearer
-#: on an AVX2-only host)
-LIVE_OVERHEAD_MS = 0.8
+#: copy, IPC, blinks, publishing, writing. Measured as a capacity: ``eyeblink live`` held to one core
+#: (``taskset``) of a 2-core AVX-512 Xeon, fed raw 640x480 real frames at 900 FPS (more than it holds),
+#: analysed 836 frames a second at its cheapest ``lids`` setting (mesh reused 80 ms, a keyframe every 20
+#: frames: ~0.23 ms of networks), so ~1.2 ms a frame in all and ~1.0 ms besides the networks. Not a network,
+#: so not ~3x dearer on an AVX2-only host.
+LIVE_OVERHEAD_MS = 1.0
 #: BlazeFace keyframe cost when it cannot be measured (one core, LiteRT, an AVX2-only host)
 FALLBACK_DETECT_MS = 1.7
 
