@@ -9,6 +9,7 @@ lags (rows seconds old) and a camera that freezes (no rows) are the real conditi
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import math
 import os
@@ -73,6 +74,20 @@ def make_tap(**kw: float) -> tuple[LiveTap, GateClient]:
 
 def says_open(m: dict) -> bool:
     return m["event"] == "open_stable" or (m["event"] in ("state", "fresh") and m["state"] == "open")
+
+
+def reprocessed(tmp_path: Path, live_out: Path) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """``eyeblink process`` on the session's recording ``tmp_path/cam.nut`` (into ``tmp_path/again``): the live rows
+    of ``live_out`` and the rows of the recording, as the live guide tells a user to re-analyse."""
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(tmp_path / "cam.nut"), "-o",
+                           str(tmp_path / "again"), "--landmarks", "lids", "--no-progress"],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = []
+    for path in (live_out / "cam.frames.csv", tmp_path / "again" / "cam.frames.csv"):
+        with path.open(newline="") as fh:
+            out.append(list(csv.DictReader(fh)))
+    return out[0], out[1]
 
 
 # ------------------------------------------------------------------------------------------ the debouncer
@@ -560,7 +575,6 @@ def test_record_keeps_every_frame_received_and_process_reads_the_live_rows_back(
     """``eyeblink live --record`` on a 500 FPS stream: the recording holds every frame received with its capture
     time; ``eyeblink process`` on it gives the live session's frames, timestamps and face column; the
     measurement columns may differ slightly (another keyframe schedule: see the guide)."""
-    import csv
 
     port = free_port()
     sender = start_sender(port, "--fps", "500", "--stop-after", "1000")
@@ -576,17 +590,7 @@ def test_record_keeps_every_frame_received_and_process_reads_the_live_rows_back(
     assert rec["path"] == str(tmp_path / "cam.nut") and rec["error"] is None
     assert rec["frames"] + rec["dropped"] == s["live"]["frames_in"] == 1000
     assert (rec["dropped"] == 0) == (not any("missing from the recording" in w for w in s["warnings"]))
-    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(tmp_path / "cam.nut"), "-o",
-                           str(tmp_path / "again"), "--landmarks", "lids", "--no-progress"],
-                          capture_output=True, text=True, cwd=REPO, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-
-    def rows(path: Path) -> list[dict[str, str]]:
-        with path.open(newline="") as fh:
-            return list(csv.DictReader(fh))
-
-    live_rows = rows(tmp_path / "live" / "cam.frames.csv")
-    again = rows(tmp_path / "again" / "cam.frames.csv")
+    live_rows, again = reprocessed(tmp_path, tmp_path / "live")
     assert len(again) == rec["frames"]
     if rec["dropped"] == 0:  # every frame recorded: row for row
         assert [r["frame"] for r in again] == [r["frame"] for r in live_rows]
@@ -739,14 +743,7 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
 
     rec = json.loads((out / "cam.summary.json").read_text())["live"]["recording"]
     assert rec["frames"] == n and rec["dropped"] == 0 and rec["error"] is None  # not one frame missing
-    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(tmp_path / "cam.nut"), "-o",
-                           str(tmp_path / "again"), "--landmarks", "lids", "--no-progress"],
-                          capture_output=True, text=True, cwd=REPO, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    with (out / "cam.frames.csv").open(newline="") as fh:
-        live_rows = list(csv.DictReader(fh))
-    with (tmp_path / "again" / "cam.frames.csv").open(newline="") as fh:
-        again = list(csv.DictReader(fh))
+    live_rows, again = reprocessed(tmp_path, out)
     assert [r["frame"] for r in again] == [r["frame"] for r in live_rows]
     assert [float(r["timestamp_s"]) for r in again] == pytest.approx(
         [float(r["timestamp_s"]) for r in live_rows], abs=1e-6)
@@ -800,7 +797,6 @@ def test_record_copies_a_compressed_stream_as_it_came(face_recording: tuple[Path
     """A real ``ffmpeg`` sends an MJPG recording (500 FPS, 800 frames) as it is (``-c:v copy``) in NUT: the
     recording is that MJPG stream, packet for packet (no re-encoding), and ``eyeblink process`` on it gives the
     live session's frames and timestamps."""
-    import csv
 
     ffmpeg = pytest.importorskip("imageio_ffmpeg").get_ffmpeg_exe()
     video, _ = face_recording
@@ -817,16 +813,7 @@ def test_record_copies_a_compressed_stream_as_it_came(face_recording: tuple[Path
     assert live.returncode == 0, err
     rec = json.loads((tmp_path / "live" / "cam.summary.json").read_text())["live"]["recording"]
     assert rec["copy"] and rec["codec"] == "mjpeg" and rec["frames"] == 800 and rec["dropped"] == 0
-    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(tmp_path / "cam.nut"), "-o",
-                           str(tmp_path / "again"), "--landmarks", "lids", "--no-progress"],
-                          capture_output=True, text=True, cwd=REPO, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-
-    def rows(path: Path) -> list[dict[str, str]]:
-        with path.open(newline="") as fh:
-            return list(csv.DictReader(fh))
-
-    a, b = rows(tmp_path / "live" / "cam.frames.csv"), rows(tmp_path / "again" / "cam.frames.csv")
+    a, b = reprocessed(tmp_path, tmp_path / "live")
     assert len(a) == len(b) == 800
     assert [float(r["timestamp_s"]) for r in b] == pytest.approx([float(r["timestamp_s"]) for r in a], abs=1e-6)
     assert all(x["face"] == y["face"] for x, y in zip(a, b, strict=True))
