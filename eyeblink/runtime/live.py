@@ -475,7 +475,8 @@ class _LiveRun(_Run):
             except BaseException as exc:
                 st["bug"] = exc
 
-        try:
+        # stopped at once: what was received so far is a whole file (the recorder closed in any case)
+        with self._as_loader(batch, on_exit=lambda: rec.close() if rec is not None else None):
             log.info("capture started: %s (%dx%d, %s FPS nominal), overload policy %s", source.spec, source.width,
                      source.height, f"{source.nominal_fps:g}" if source.nominal_fps else "?", self.live.overload)
             thread = threading.Thread(target=capture, name="eyeblink-capture", daemon=True)
@@ -506,15 +507,6 @@ class _LiveRun(_Run):
             err = st["error"]
             self._put(self.out_q, ("eof", n, info, 0.0, 0, err))
             self._end_of_input()
-        except _Stop:
-            self._quit()
-        except BaseException as exc:
-            self._report("loader", -1, batch.n, exc)
-            self._quit()
-            raise SystemExit(1) from None
-        finally:
-            if rec is not None:  # stopped at once: what was received so far is a whole file
-                rec.close()
 
     # ------------------------------------------------------------ parent
 

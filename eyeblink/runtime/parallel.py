@@ -571,6 +571,23 @@ class _Run:
                 break
         return free.pop()
 
+    @contextlib.contextmanager
+    def _as_loader(self, batch: _Batcher, on_exit: Callable[[], object] | None = None) -> Iterator[None]:
+        """A loader's ends: a stop asked for (:class:`_Stop`) quits quietly; anything else is reported with the
+        frames dealt so far and ends the process with status 1 (the parent reads the report); ``on_exit`` runs
+        last in every case."""
+        try:
+            yield
+        except _Stop:
+            self._quit()
+        except BaseException as exc:
+            self._report("loader", -1, batch.n, exc)
+            self._quit()
+            raise SystemExit(1) from None
+        finally:
+            if on_exit is not None:
+                on_exit()
+
     def _loader_main(self) -> None:
         self._child_setup()
         ring = self.ring
@@ -580,7 +597,7 @@ class _Run:
         decode_s = 0.0
         batch = _Batcher(self)
         source_error: EyeblinkError | None = None
-        try:
+        with self._as_loader(batch):
             frames = iter(self.source)
             while max_frames is None or batch.n < max_frames:
                 t0 = time.perf_counter()
@@ -602,12 +619,6 @@ class _Run:
             self.source.close()
             self._put(self.out_q, ("eof", n, info, decode_s, n, source_error))
             self._end_of_input()
-        except _Stop:
-            self._quit()
-        except BaseException as exc:
-            self._report("loader", -1, batch.n, exc)
-            self._quit()
-            raise SystemExit(1) from None
 
     def _on_batch(self, analyzer: FrameAnalyzer, fitters: dict[str, Any]) -> None:
         """Before each batch a worker runs: files run as configured (live mode steps down under load)."""
