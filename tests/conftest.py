@@ -476,3 +476,42 @@ class GateClient:
         self.sock.close()
         return [m for _, m in self.lines]
 
+
+class LslPuller:
+    """Reads a live session's LSL sample stream ``name`` (and, with ``markers``, ``name-markers``) in a thread, as
+    a lab's recorder would, until :meth:`stop`: ``samples`` (one list per sample) and ``markers`` (strings). The
+    session waits for the sample inlet before it connects its source (``lsl_wait_s``)."""
+
+    def __init__(self, name: str, *, markers: bool = False) -> None:
+        import threading
+
+        self.pylsl = pytest.importorskip("pylsl")
+        self.samples: list[list[float]] = []
+        self.markers: list[str] = []
+        self._ended = threading.Event()
+        self.thread = threading.Thread(target=self._pull, args=(name, markers), daemon=True)
+        self.thread.start()
+
+    def _pull(self, name: str, markers: bool) -> None:
+        pylsl = self.pylsl
+        marks = None
+        if markers:
+            (minfo,) = pylsl.resolve_byprop("name", f"{name}-markers", 1, 60)
+            marks = pylsl.StreamInlet(minfo, 360)
+            marks.open_stream(30)
+        (info,) = pylsl.resolve_byprop("name", name, 1, 60)
+        inlet = pylsl.StreamInlet(info, 360)
+        inlet.open_stream(30)
+        while True:
+            chunk, _ = inlet.pull_chunk(timeout=0.0 if marks is not None else 0.2)
+            self.samples.extend(chunk)
+            if marks is not None:
+                chunk, _ = marks.pull_chunk(timeout=0.2)
+                self.markers.extend(m[0] for m in chunk)
+            if self._ended.is_set() and not chunk:
+                return
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Read what is still queued, then end the thread."""
+        self._ended.set()
+        self.thread.join(timeout)

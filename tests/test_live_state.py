@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import GateClient, free_port, start_sender
+from conftest import GateClient, LslPuller, free_port, start_sender
 
 from eyeblink.config import LiveConfig
 from eyeblink.runtime.publish import LiveTap
@@ -349,28 +349,13 @@ def test_under_overload_no_answer_is_older_than_the_latency_bound_and_every_drop
     sent; a row that reached the sink later is written but not published (``publish.late_rows``: the samples
     received are the rows less those); the drops are the gap rows, and the run says it was overloaded."""
     import csv
-    import threading
 
     import eyeblink
 
-    pylsl = pytest.importorskip("pylsl")
+    pytest.importorskip("pylsl")
     bound = 100.0
     name = f"eyeblink-test-bound-{os.getpid()}"
-    samples: list[list[float]] = []
-    ended = threading.Event()
-
-    def pull() -> None:
-        (info,) = pylsl.resolve_byprop("name", name, 1, 60)
-        inlet = pylsl.StreamInlet(info, 360)
-        inlet.open_stream(30)  # the session waits for this inlet before it connects the sender (lsl_wait_s)
-        while True:
-            chunk, _ = inlet.pull_chunk(timeout=0.2)
-            samples.extend(chunk)
-            if ended.is_set() and not chunk:
-                return
-
-    puller = threading.Thread(target=pull, daemon=True)
-    puller.start()
+    puller = LslPuller(name)
     port = free_port()
     sender = start_sender(port, "--fps", "2000", "--stop-after", "8000")
     states: list[Any] = []
@@ -382,8 +367,7 @@ def test_under_overload_no_answer_is_older_than_the_latency_bound_and_every_drop
             s.wait()
     finally:
         sender.kill()
-        ended.set()
-    puller.join(30)
+        puller.stop()
     lines = client.join()
     summary = json.loads((tmp_path / "cam.summary.json").read_text())
     lv = summary["live"]
@@ -395,8 +379,8 @@ def test_under_overload_no_answer_is_older_than_the_latency_bound_and_every_drop
     late = lv["publish"]["late_rows"]
     assert (late > 80) == any("were not published" in w for w in summary["warnings"])  # more than 1% of the rows
     assert lv["publish"]["max_latency_ms"] == bound
-    assert len(samples) == len(rows) - late > 1000
-    assert max(sm[5] for sm in samples) <= bound
+    assert len(puller.samples) == len(rows) - late > 1000
+    assert max(sm[5] for sm in puller.samples) <= bound
     told = [m for m in lines if m["event"] not in ("hello", "end", "stale", "blink")]  # a refusal, or history
     assert all(m["age_ms"] <= bound for m in told), max(m["age_ms"] for m in told)
     assert all((ch.sent_time - ch.arrival_time) * 1000.0 <= bound for ch in states)
@@ -665,12 +649,11 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
     process`` on the recording gives its rows as the guide says: the same frames and capture times, the same
     ``face`` on every analysed row, the openness within a little (another keyframe schedule)."""
     import csv
-    import threading
 
     import eyeblink
 
     ffmpeg = pytest.importorskip("imageio_ffmpeg").get_ffmpeg_exe()
-    pylsl = pytest.importorskip("pylsl")
+    pytest.importorskip("pylsl")
     video = data_dir / "eyeblink8-blink-clips" / "calibration_video_EAR4_concatenated.mp4"
     if not video.exists():
         pytest.skip(f"{video} not found")
@@ -687,24 +670,7 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
     with open_source(stream) as src:
         n = sum(1 for _ in src)
     name = f"eyeblink-test-eb8-{os.getpid()}"
-    markers: list[str] = []
-    ended = threading.Event()
-
-    def pull() -> None:
-        (minfo,) = pylsl.resolve_byprop("name", f"{name}-markers", 1, 60)
-        (info,) = pylsl.resolve_byprop("name", name, 1, 60)
-        inlet, marks = pylsl.StreamInlet(info, 360), pylsl.StreamInlet(minfo, 360)
-        marks.open_stream(30)
-        inlet.open_stream(30)  # the session waits for this inlet before it connects the sender (lsl_wait_s)
-        while True:
-            inlet.pull_chunk(timeout=0.0)
-            chunk, _ = marks.pull_chunk(timeout=0.2)
-            markers.extend(m[0] for m in chunk)
-            if ended.is_set() and not chunk:
-                return
-
-    puller = threading.Thread(target=pull, daemon=True)
-    puller.start()
+    puller = LslPuller(name, markers=True)
     out = tmp_path / "out"
     port = free_port()
     sender = start_sender(port, "--input", str(stream), "--distinct", str(n), "--fps", "500", "--stop-after",
@@ -718,8 +684,7 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
             s.wait()
     finally:
         sender.kill()
-        ended.set()
-    puller.join(30)
+        puller.stop()
     lines = client.join()
     with (out / "cam.blinks.csv").open(newline="") as fh:
         blinks = list(csv.DictReader(fh))
@@ -727,7 +692,7 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
     assert len(blinks) >= 2
     events = [m for m in lines if m["event"] not in ("hello", "end")]
     assert sum(m["event"] == "blink" for m in events) == len(blinks)
-    assert sum(m.split(":")[0] == "blink" for m in markers) == len(blinks), markers
+    assert sum(m.split(":")[0] == "blink" for m in puller.markers) == len(blinks), puller.markers
     spans = [(int(b["start_frame"]), int(b["end_frame"])) for b in blinks]
     assert any(a <= 500 < b for a, b in spans), spans  # the warm-up (its first 500 frames) ends in a blink
     for m in events:
