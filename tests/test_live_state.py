@@ -309,6 +309,19 @@ def _live(out: Path, port: int, *args: str, **kw: Any) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, **kw)
 
 
+def _session(out: Path, port: int, sender: subprocess.Popen[Any], *args: str) -> tuple[dict[str, Any], str]:
+    """``eyeblink live`` (:func:`_live`) on ``port`` until the sender's stream ends; its summary and its stderr.
+    Both processes are gone afterwards, whatever happened."""
+    live = _live(out, port, *args)
+    try:
+        _, err = live.communicate(timeout=240)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, err
+    return json.loads((out / "cam.summary.json").read_text()), err
+
+
 @needs_fork
 @pytest.mark.slow
 @pytest.mark.parametrize(("fps_flag", "ring"), [((), 1000), (("--fps", "500"), 500)])
@@ -321,14 +334,7 @@ def test_a_1000_fps_nut_stream_sizes_the_ring_from_its_rate_and_counts_every_dro
 
     port = free_port()
     sender = start_sender(port, "--fps", "1000", "--stop-after", "1500")
-    live = _live(tmp_path, port, *fps_flag)
-    try:
-        _, err = live.communicate(timeout=240)
-    finally:
-        live.kill()
-        sender.kill()
-    assert live.returncode == 0, err
-    s = json.loads((tmp_path / "cam.summary.json").read_text())
+    s, err = _session(tmp_path, port, sender, *fps_flag)
     lv = s["live"]
     assert lv["ring_slots"] == ring and lv["fps"] == ring
     with (tmp_path / "cam.frames.csv").open(newline="") as fh:
@@ -562,14 +568,7 @@ def test_record_keeps_every_frame_received_and_process_reads_the_live_rows_back(
 
     port = free_port()
     sender = start_sender(port, "--fps", "500", "--stop-after", "1000")
-    live = _live(tmp_path / "live", port, "--record", str(tmp_path / "cam.nut"))
-    try:
-        _, err = live.communicate(timeout=240)
-    finally:
-        live.kill()
-        sender.kill()
-    assert live.returncode == 0, err
-    s = json.loads((tmp_path / "live" / "cam.summary.json").read_text())
+    s, _ = _session(tmp_path / "live", port, sender, "--record", str(tmp_path / "cam.nut"))
     rec = s["live"]["recording"]
     assert rec["path"] == str(tmp_path / "cam.nut") and rec["error"] is None
     assert rec["frames"] + rec["dropped"] == s["live"]["frames_in"] == 1000
@@ -769,14 +768,8 @@ def test_record_copies_a_compressed_stream_as_it_came(face_recording: tuple[Path
     sender = subprocess.Popen([ffmpeg, "-hide_banner", "-loglevel", "quiet", "-re", "-i", str(video), "-c:v", "copy",
                                "-f", "nut", f"tcp://127.0.0.1:{port}?listen=1"], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
-    live = _live(tmp_path / "live", port, "--record", str(tmp_path / "cam.nut"), "--on-overload", "block")
-    try:
-        _, err = live.communicate(timeout=240)
-    finally:
-        live.kill()
-        sender.kill()
-    assert live.returncode == 0, err
-    rec = json.loads((tmp_path / "live" / "cam.summary.json").read_text())["live"]["recording"]
+    s, _ = _session(tmp_path / "live", port, sender, "--record", str(tmp_path / "cam.nut"), "--on-overload", "block")
+    rec = s["live"]["recording"]
     assert rec["copy"] and rec["codec"] == "mjpeg" and rec["frames"] == 800 and rec["dropped"] == 0
     a, b = reprocessed(tmp_path, tmp_path / "live")
     assert len(a) == len(b) == 800
