@@ -71,7 +71,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,6 +223,32 @@ def supports(config: RunConfig) -> bool:
 
     return (config.detect.accelerator_stage
             or str(config.detect.backend).strip().lower() == BackendName.LITERT.value)
+
+
+def end_processes(procs: Sequence[Any], wait_s: float, before_forcing: Callable[[], None] | None = None,
+                  terminate_wait_s: float = 1.0) -> None:
+    """Wait up to ``wait_s`` in all for ``procs`` to end; then ``before_forcing()`` (e.g. set the stop event), and
+    SIGTERM, then SIGKILL, whatever is still alive."""
+    deadline = time.monotonic() + wait_s
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+    if before_forcing is not None:
+        before_forcing()
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+            p.join(timeout=terminate_wait_s)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=1.0)
+
+
+def close_queues(queues: Iterable[Any]) -> None:
+    """Close multiprocessing queues without waiting for their feeder threads (the readers may be gone)."""
+    for q in queues:
+        if q is not None:
+            q.cancel_join_thread()
+            q.close()
 
 
 class _Stop(Exception):
@@ -843,20 +869,8 @@ class _Run:
     def _shutdown(self) -> None:
         if hasattr(self, "stop"):
             self.stop.set()
-        deadline = time.monotonic() + 3.0
-        for p in self.procs:
-            p.join(timeout=max(0.0, deadline - time.monotonic()))
-        for p in self.procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=1.0)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=1.0)
-        for q in self._queues():
-            if q is not None:
-                q.cancel_join_thread()
-                q.close()
+        end_processes(self.procs, 3.0)
+        close_queues(self._queues())
         if self.ring is not None:
             self.ring.unlink()
             self.ring.close()

@@ -33,7 +33,6 @@ import os
 import queue
 import signal
 import sys
-import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from eyeblink import stopping
 from eyeblink.config import RunConfig
 from eyeblink.errors import EyeblinkError, WorkerError
+from eyeblink.runtime.parallel import close_queues, end_processes
 
 if TYPE_CHECKING:
     from eyeblink.landmarks import EyeModel
@@ -276,20 +276,8 @@ class FilePool:
         for q in self.task_qs:
             with contextlib.suppress(Exception):
                 q.put(None)
-        deadline = time.monotonic() + 10.0
-        for p in procs:
-            p.join(timeout=max(0.0, deadline - time.monotonic()))
-        self.stop.set()
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=2.0)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=1.0)
-        for q in (*self.task_qs, self.out_q):
-            q.cancel_join_thread()
-            q.close()
+        end_processes(procs, 10.0, self.stop.set, terminate_wait_s=2.0)
+        close_queues((*self.task_qs, self.out_q))
 
 
 class _Dealing:
