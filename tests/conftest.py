@@ -408,6 +408,30 @@ def run_cli(*args: str | Path, cwd: Path | None = None, timeout: float = 900) ->
                           timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
 
 
+def stop_when(proc: subprocess.Popen[str], ready: Callable[[], bool], sig: int, *,
+              if_ended: Callable[[], object] | None = None, wait_s: float = 300.0) -> str:
+    """Send ``sig`` to ``proc`` once ``ready()`` (polled), then its stderr when it has exited. A run that ended
+    first calls ``if_ended`` (default: the test fails); the process is killed if anything goes wrong."""
+    import time
+
+    try:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and proc.poll() is None:
+            if ready():
+                break
+            time.sleep(0.02)
+        if proc.poll() is not None or time.monotonic() >= deadline:
+            if if_ended is None:
+                pytest.fail(f"the run was not ready for the stop (exit status {proc.poll()})")
+            if_ended()
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return stderr
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (for a loopback sender, a gate or a metrics server)."""
     import socket

@@ -12,11 +12,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from conftest import CHILD_SIGNALS
+from conftest import CHILD_SIGNALS, stop_when
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -197,19 +196,7 @@ def test_ctrl_c_keeps_the_rows(recordings: dict[str, Path], tmp_path: Path, sig:
                              "--workers", "2", "--no-progress"], stderr=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, env={**os.environ, FAULT_ENV: "stall@1000"},
                             **CHILD_SIGNALS)  # type: ignore[call-overload]  # SIGINT default even under nohup
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:
-            if frames_csv.is_file() and frames_csv.read_text().count("\n") > 20:
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail(f"no rows appeared (exit status {proc.poll()})")
-        proc.send_signal(sig)
-        _, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    stderr = stop_when(proc, lambda: frames_csv.is_file() and frames_csv.read_text().count("\n") > 20, sig)
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     rows = _rows(frames_csv)

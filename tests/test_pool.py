@@ -10,11 +10,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from conftest import CHILD_SIGNALS
+from conftest import CHILD_SIGNALS, stop_when
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the pool needs fork")
 
@@ -98,19 +97,8 @@ def test_sigterm_ends_the_inputs_in_hand_with_their_rows(trials: list[Path], tmp
     proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", *map(str, links), "-o", str(out),
                              "--workers", "2", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, **CHILD_SIGNALS)  # type: ignore[call-overload]
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:
-            if len(list(out.glob("*.summary.json"))) >= 3:
-                break
-            time.sleep(0.02)
-        if proc.poll() is not None:
-            pytest.skip("the run ended before the stop (a very fast machine)")
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    stderr = stop_when(proc, lambda: len(list(out.glob("*.summary.json"))) >= 3, signal.SIGTERM,
+                       if_ended=lambda: pytest.skip("the run ended before the stop (a very fast machine)"))
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     statuses = {}

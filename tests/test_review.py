@@ -128,11 +128,16 @@ def _save(page: Any, into: Path) -> Path:
     return target
 
 
-@needs_chromium
-def test_keyboard_only_review_then_report_rereads_the_corrections(tmp_path: Path) -> None:
+def _report(tmp_path: Path) -> tuple[Path, Path]:
+    """The review session ``s1`` (written under ``tmp_path/out``) and its report, made by ``eyeblink report``."""
     session = write_session(tmp_path / "out", "s1")
     assert run_cli("report", session).returncode == 0
-    html = session.parent / "s1.report.html"
+    return session, session.parent / "s1.report.html"
+
+
+@needs_chromium
+def test_keyboard_only_review_then_report_rereads_the_corrections(tmp_path: Path) -> None:
+    session, html = _report(tmp_path)
     with browser_page(html) as p:
         page = p.page
         page.locator("body").click(position={"x": 5, "y": 5})
@@ -175,9 +180,7 @@ def test_keyboard_only_review_then_report_rereads_the_corrections(tmp_path: Path
 
 @needs_chromium
 def test_reject_add_exclude_retime_and_a_trial_in_the_browser(tmp_path: Path) -> None:
-    session = write_session(tmp_path / "out", "s1")
-    assert run_cli("report", session).returncode == 0
-    html = session.parent / "s1.report.html"
+    session, html = _report(tmp_path)
     with browser_page(html) as p:
         page = p.page
         page.keyboard.press("0")
