@@ -82,12 +82,13 @@ _AVCOL_RANGE_JPEG = 2
 _TV_TO_PC_LUMA = np.clip(np.round((np.arange(256) - 16) * 255.0 / 219.0), 0, 255).astype(np.uint8)
 
 
-def luma(frame: Any) -> np.ndarray:
-    """A decoded frame's luma as (H, W) uint8: the Y plane copied as is (full range) or stretched (TV range).
+def luma(frame: Any, *, copy: bool = True) -> np.ndarray:
+    """A decoded frame's luma as (H, W) uint8: the Y plane as is (full range) or stretched (TV range).
 
-    Copying the Y plane costs ~0.01 ms for 640x480 where ``to_ndarray(format="gray")`` (a swscale pass)
+    Reading the Y plane costs ~0.01 ms for 640x480 where ``to_ndarray(format="gray")`` (a swscale pass)
     costs ~0.3 ms, as much as decoding an MJPG frame. Limited-range ("TV", 16..235) luma is stretched to
-    0..255 with a lookup table, as swscale would. Always a copy: the decoder reuses its buffers.
+    0..255 with a lookup table, as swscale would. ``copy=False``: a view of the plane where its rows are
+    contiguous (it keeps the frame's buffer alive; the file loader copies it into the ring at once).
     """
     fmt = frame.format.name
     if fmt in _FULL_RANGE_LUMA or fmt in _YUV_LUMA:
@@ -95,10 +96,10 @@ def luma(frame: Any) -> np.ndarray:
 
         plane = frame.planes[0]
         rows = np.frombuffer(memoryview(plane), dtype=np.uint8).reshape(-1, plane.line_size)
-        y = np.array(rows[: frame.height, : frame.width])
+        y = rows[: frame.height, : frame.width]
         if fmt in _FULL_RANGE_LUMA or frame.color_range == _AVCOL_RANGE_JPEG:
-            return y
-        return cv2.LUT(y, _TV_TO_PC_LUMA)
+            return np.array(y) if copy else np.ascontiguousarray(y)
+        return cv2.LUT(np.ascontiguousarray(y), _TV_TO_PC_LUMA)
     return np.asarray(frame.to_ndarray(format="gray"))
 
 
@@ -326,7 +327,7 @@ class VideoFileSource(FrameSource):
 
     def _image(self, frame: av.video.frame.VideoFrame) -> np.ndarray:
         """The frame's pixels: RGB, or gray (:func:`luma`)."""
-        return frame.to_ndarray(format="rgb24") if self.color else luma(frame)
+        return frame.to_ndarray(format="rgb24") if self.color else luma(frame, copy=False)
 
     def __iter__(self) -> Iterator[Frame]:
         import av
