@@ -309,6 +309,23 @@ def _live(out: Path, port: int, *args: str, **kw: Any) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, **kw)
 
 
+def _api_session(port: int, out: Path, sender: subprocess.Popen[Any], puller: LslPuller,
+                 **kw: Any) -> tuple[Any, list[Any]]:
+    """``eyeblink.live`` (``lids``, the gate and LSL on) on the loopback ``port`` until the stream ends, a gate client
+    connected; the session and the gate's lines. The sender is killed and ``puller`` stopped afterwards."""
+    import eyeblink
+
+    try:
+        with eyeblink.live(f"tcp://127.0.0.1:{port}", out, name="cam", gate_port=0, lsl=True, lsl_wait_s=60,
+                           landmarks="lids", **kw) as s:
+            client = GateClient(s.gate_port or 0)
+            s.wait()
+    finally:
+        sender.kill()
+        puller.stop()
+    return s, client.join()
+
+
 def _session(out: Path, port: int, sender: subprocess.Popen[Any], *args: str) -> tuple[dict[str, Any], str]:
     """``eyeblink live`` (:func:`_live`) on ``port`` until the sender's stream ends; its summary and its stderr.
     Both processes are gone afterwards, whatever happened."""
@@ -356,7 +373,6 @@ def test_under_overload_no_answer_is_older_than_the_latency_bound_and_every_drop
     received are the rows less those); the drops are the gap rows, and the run says it was overloaded."""
     import csv
 
-    import eyeblink
 
     pytest.importorskip("pylsl")
     bound = 100.0
@@ -365,16 +381,8 @@ def test_under_overload_no_answer_is_older_than_the_latency_bound_and_every_drop
     port = free_port()
     sender = start_sender(port, "--fps", "2000", "--stop-after", "8000")
     states: list[Any] = []
-    try:
-        with eyeblink.live(f"tcp://127.0.0.1:{port}", tmp_path, name="cam", gate_port=0, lsl=True, lsl_name=name,
-                           lsl_wait_s=60, workers=1, landmarks="lids", max_latency_ms=bound, max_age_ms=bound,
-                           on_state=states.append) as s:
-            client = GateClient(s.gate_port or 0)
-            s.wait()
-    finally:
-        sender.kill()
-        puller.stop()
-    lines = client.join()
+    _, lines = _api_session(port, tmp_path, sender, puller, lsl_name=name, workers=1, max_latency_ms=bound,
+                            max_age_ms=bound, on_state=states.append)
     summary = json.loads((tmp_path / "cam.summary.json").read_text())
     lv = summary["live"]
     with (tmp_path / "cam.frames.csv").open(newline="") as fh:
@@ -649,7 +657,6 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
     ``face`` on every analysed row, the openness within a little (another keyframe schedule)."""
     import csv
 
-    import eyeblink
 
     ffmpeg = pytest.importorskip("imageio_ffmpeg").get_ffmpeg_exe()
     pytest.importorskip("pylsl")
@@ -674,17 +681,9 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
     port = free_port()
     sender = start_sender(port, "--input", str(stream), "--distinct", str(n), "--fps", "500", "--stop-after",
                           str(n))
-    try:
-        # the freshness bound is not what this test is about (a loaded test host lags)
-        with eyeblink.live(f"tcp://127.0.0.1:{port}", out, name="cam", gate_port=0, lsl=True, lsl_name=name,
-                           lsl_wait_s=60, workers=2, landmarks="lids", max_age_ms=60_000,
-                           record=tmp_path / "cam.nut") as s:
-            client = GateClient(s.gate_port or 0)
-            s.wait()
-    finally:
-        sender.kill()
-        puller.stop()
-    lines = client.join()
+    # the freshness bound is not what this test is about (a loaded test host lags)
+    s, lines = _api_session(port, out, sender, puller, lsl_name=name, workers=2, max_age_ms=60_000,
+                            record=tmp_path / "cam.nut")
     with (out / "cam.blinks.csv").open(newline="") as fh:
         blinks = list(csv.DictReader(fh))
     assert len(s.result.frames) == n
