@@ -32,6 +32,23 @@ def _preset(tmp: Path, name: str, **detect: object) -> Path:
     return path
 
 
+def _cpu_preset(tmp: Path, name: str, **detect: object) -> Path:
+    """The default preset (``pipelines/cpu.toml``: the keyframe policy) with ``detect`` settings changed."""
+    import tomllib
+
+    from eyeblink.presets import resolve_preset
+
+    data = tomllib.loads(resolve_preset("cpu").read_text())
+    data["detect"].update(detect)
+    lines = [f"{k} = {json.dumps(v)}" for k, v in data.items() if not isinstance(v, dict)]
+    for table, values in data.items():
+        if isinstance(values, dict):
+            lines += [f"[{table}]"] + [f"{k} = {json.dumps(v)}" for k, v in values.items()]
+    path = tmp / f"{name}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def _summary(out: Path, stem: str = "subject") -> dict:
     return json.loads((out / f"{stem}.summary.json").read_text())
 
@@ -44,6 +61,24 @@ def reference(face_recording: tuple[Path, object], tmp_path_factory: pytest.Temp
                    "--no-progress", "--report")
     assert proc.returncode == 0, proc.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def keyframe_reference(face_recording: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The single-process reference at the default settings (the keyframe policy), with crops and points."""
+    out = tmp_path_factory.mktemp("keyframe-reference")
+    proc = run_cli("process", face_recording[0], "-o", out, "--workers", "1", "--no-progress", "--report", "--points")
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _same_outputs(got: Path, want: Path, names: tuple[str, ...]) -> None:
+    for name in names:
+        assert (got / name).read_bytes() == (want / name).read_bytes(), name
+    with np.load(got / "subject.crops.npz") as g, np.load(want / "subject.crops.npz") as w:
+        assert sorted(g.files) == sorted(w.files)
+        for key in w.files:
+            np.testing.assert_array_equal(g[key], w[key])
 
 
 # ------------------------------------------------------------------------------------------ batching rule
@@ -82,25 +117,18 @@ def test_the_subject_is_tracked_only_across_consecutive_frames() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("layout", "processes"), [
-    (["--workers", "2"], 1), (["--workers", "2", "--loaders", "2"], 1), (["--workers", "2", "--loaders", "2"], 2)],
-    ids=["1-loader", "2-loaders", "2-loaders-2-stage-processes"])
+    (["--workers", "2"], 1), (["--workers", "2", "--loaders", "2"], 2)], ids=["1-loader", "2-loaders-2-stage-processes"])
 def test_accelerator_stage_rows_equal_the_every_frame_reference(face_recording: tuple[Path, object], reference: Path,
                                                                 tmp_path: Path, layout: list[str],
                                                                 processes: int) -> None:
-    """With the LiteRT networks the stage computes exactly what the reference computes frame by frame, however
-    many loaders feed it and however many stage processes share the device."""
-    preset = _preset(tmp_path, "stage", backend="litert", stage="accelerator", stage_processes=processes,
-                     detect_every=10)  # the stage detects every frame whatever the preset's keyframe policy
+    """With the LiteRT networks and a detection on every frame (the GPU preset's policy) the stage computes exactly
+    what the reference computes frame by frame, however many loaders feed it and stage processes share the device."""
+    preset = _cpu_preset(tmp_path, "stage", stage="accelerator", stage_processes=processes, detect_every=1)
     proc = run_cli("process", face_recording[0], "-o", tmp_path, "--pipeline", preset, *layout, "--no-progress",
                    "--report")
     assert proc.returncode == 0, proc.stderr
-    for name in ("subject.frames.csv", "subject.blinks.csv"):
-        assert (tmp_path / name).read_bytes() == (reference / name).read_bytes(), name
+    _same_outputs(tmp_path, reference, ("subject.frames.csv", "subject.blinks.csv"))
     assert len(read_rows(tmp_path / "subject.blinks.csv")) == 1
-    with np.load(tmp_path / "subject.crops.npz") as got, np.load(reference / "subject.crops.npz") as want:
-        assert sorted(got.files) == sorted(want.files)
-        for key in want.files:
-            np.testing.assert_array_equal(got[key], want[key])
     s = _summary(tmp_path)
     par = s["parallel"]
     assert s["status"] == "ok" and par["detector"] == "accelerator stage" and par["workers"] == 2
@@ -109,6 +137,29 @@ def test_accelerator_stage_rows_equal_the_every_frame_reference(face_recording: 
     assert acc["processes"] == processes and acc["host_ms_per_frame"] > 0
     assert acc["ms_per_frame"]["detect"] > 0 and acc["ms_per_frame"]["landmarks"] > 0
     assert par["loaders"] == (2 if "--loaders" in layout else 1)
+    assert s["detector_runs"] == s["frames"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("layout", "processes"), [
+    (["--workers", "2"], 1), (["--workers", "2", "--loaders", "2"], 1), (["--workers", "3", "--loaders", "2"], 2)],
+    ids=["1-loader", "2-loaders", "2-loaders-2-stage-processes"])
+def test_accelerator_stage_on_the_cpu_gives_the_default_rows(face_recording: tuple[Path, object],
+                                                              keyframe_reference: Path, tmp_path: Path,
+                                                              layout: list[str], processes: int) -> None:
+    """At the default settings (a detection every 10th frame, the face mesh reused, drift checks) the stage on
+    LiteRT writes the rows, blinks, report crops and points of one process, byte for byte: the detections, the
+    redetections and the head pose's frame included, whatever the loaders and stage processes."""
+    preset = _cpu_preset(tmp_path, "keyframes", stage="accelerator", stage_processes=processes)
+    proc = run_cli("process", face_recording[0], "-o", tmp_path, "--pipeline", preset, *layout, "--no-progress",
+                   "--report", "--points")
+    assert proc.returncode == 0, proc.stderr
+    _same_outputs(tmp_path, keyframe_reference, ("subject.frames.csv", "subject.blinks.csv", "subject.points.csv"))
+    s, want = _summary(tmp_path), _summary(keyframe_reference)
+    assert s["parallel"]["detector"] == "accelerator stage" and s["parallel"]["accelerator"]["processes"] == processes
+    assert s["settings"]["detect"]["detect_every"] == 10 and s["warnings"] == []
+    assert s["detector_runs"] == want["detector_runs"] < s["frames"] / 5  # the keyframe policy, not every frame
+    assert s["redetections_on_drift"] == want["redetections_on_drift"]
 
 
 @pytest.mark.slow
@@ -144,6 +195,26 @@ def test_accelerator_stage_on_keras_backends_matches_litert(face_recording: tupl
 
 
 @pytest.mark.slow
+def test_a_keras_backend_says_it_detects_every_frame_and_the_summary_records_it(
+        face_recording: tuple[Path, object], reference: Path, tmp_path: Path) -> None:
+    """The Keras backends (a GPU's) run the stage in batches with a detection on every frame: with the default
+    keyframe setting the user hears it once, and ``summary.json`` records the settings the rows were made with."""
+    pytest.importorskip("jax")
+    pytest.importorskip("keras")
+    proc = run_cli("process", face_recording[0], "-o", tmp_path, "--backend", "jax", "--workers", "2",
+                   "--max-frames", "12", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert sum("detects the face on every frame" in ln for ln in proc.stderr.splitlines()) == 1
+    s = _summary(tmp_path)
+    assert s["parallel"]["detector"] == "accelerator stage" and s["settings"]["detect"]["detect_every"] == 1
+    assert any("--detect-every 10 does not apply" in w for w in s["warnings"])
+    assert s["detector_runs"] == s["frames"] == 12
+    for g, w in zip(read_rows(tmp_path / "subject.frames.csv"), read_rows(reference / "subject.frames.csv"),
+                    strict=False):
+        assert float(g["ear_left"]) == pytest.approx(float(w["ear_left"]), abs=1e-3)
+
+
+@pytest.mark.slow
 def test_a_face_that_leaves_and_returns_gives_the_reference_rows(face_frames: list[np.ndarray],
                                                                  tmp_path: Path) -> None:
     """Frames without a face in the middle of a batch: empty openness, no patches, and the subject found again
@@ -156,7 +227,7 @@ def test_a_face_that_leaves_and_returns_gives_the_reference_rows(face_frames: li
         f[:] = background
     video = write_video(tmp_path / "away.avi", frames, codec="mjpeg", pix_fmt="yuvj420p")
     ref, acc = tmp_path / "ref", tmp_path / "acc"
-    proc = run_cli("process", video, "-o", ref, "--workers", "1", "--detect-every", "1", "--no-progress")
+    proc = run_cli("process", video, "-o", ref, "--workers", "1", "--no-progress")
     assert proc.returncode == 0, proc.stderr
     proc = run_cli("process", video, "-o", acc, "--workers", "2", "--stage", "accelerator", "--no-progress")
     assert proc.returncode == 0, proc.stderr

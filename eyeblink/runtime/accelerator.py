@@ -23,7 +23,14 @@ runs ahead), a live camera at 500 FPS gets batches of ~2-3 frames and a bounded 
 512 frames (:class:`BatchGatherer`). The ring holds at least two batches, so the loader fills one while the
 device runs the other.
 
-Every frame is detected (see :mod:`eyeblink.landmarks.batched`): rows equal those of ``--detect-every 1``.
+Which frames are detected: on the ``jax`` and ``tensorflow`` backends (a GPU) every frame, in batches (see
+:mod:`eyeblink.landmarks.batched`): rows equal those of ``--detect-every 1``, and a keyframe setting
+(``detect_every`` > 1) is set to 1 with one warning, so that the summary states the settings the rows were made
+with. On the ``litert`` backend (the stage on a CPU) with the keyframe policy (``detect_every`` > 1, the default)
+the stage runs the reference's :class:`~eyeblink.runtime.pipeline.FrameAnalyzer` frame by frame
+(:class:`KeyframeEngine`): the rows of the fused workers and of one process, byte for byte. Its tracking state
+is per chunk (whole tracking segments), so with several stage processes each gets whole chunks (one input queue
+per process, chunks dealt by number as to fused workers) instead of sharing one queue.
 
 Compiling is answering, not stalling: building and warming up the networks, and a batch of a size not run
 before (its programs are compiled on first use), may take minutes on a slow host (XLA on the CPU). Meanwhile
@@ -53,17 +60,18 @@ if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection
     from eyeblink.landmarks.batched import BatchedFaceEyes
 
-__all__ = ["FIT_DTYPE", "BatchGatherer", "Heartbeat", "build_engine", "check_stage", "post_worker_main", "stage_main",
-           "stage_processes", "stage_slots", "stage_summary"]
+__all__ = ["FIT_DTYPE", "BatchGatherer", "Heartbeat", "KeyframeEngine", "build_engine", "check_stage", "keyframe_stage",
+           "post_worker_main", "stage_main", "stage_note", "stage_processes", "stage_slots", "stage_summary"]
 
 #: One frame's result from the accelerator stage to a worker (no pixels).
 FIT_DTYPE = np.dtype([
-    ("face", "?"), ("box", "f8", (4,)), ("score", "f8"), ("keypoints", "f8", (6, 2)),
+    ("face", "?"), ("detected", "?"), ("box", "f8", (4,)), ("score", "f8"), ("keypoints", "f8", (6, 2)),
     ("has_points", "?"), ("points", "f4", (12, 2)), ("ear_left", "f8"), ("ear_right", "f8"),
     ("t_start", "f8"),
 ])
-#: ``--points`` runs: the fit record also carries the head pose of the frame's face mesh (only in those runs).
-POSE_FIT_DTYPE = np.dtype([*FIT_DTYPE.descr, ("has_pose", "?"), ("pose", "f8", (3,))])
+#: ``--points`` runs: the fit record also carries the head pose of the face mesh and the frame it ran on (only in
+#: those runs; under the keyframe policy a mesh is reused for a few frames).
+POSE_FIT_DTYPE = np.dtype([*FIT_DTYPE.descr, ("has_pose", "?"), ("pose", "f8", (3,)), ("pose_frame", "i8")])
 
 
 def check_stage(config: RunConfig) -> None:
@@ -81,6 +89,26 @@ def check_stage(config: RunConfig) -> None:
         raise ConfigError(f"the accelerator stage runs the face-mesh eye models ({', '.join(BATCHED_MODELS)}), not "
                           f"{config.landmarks.model!r}; use --landmarks mesh or --stage fused")
     require_backend(backend)
+
+
+def _backend(config: RunConfig) -> str:
+    return str(config.detect.backend).strip().lower()
+
+
+def keyframe_stage(config: RunConfig) -> bool:
+    """Whether the stage applies the keyframe policy (:class:`KeyframeEngine`): the ``litert`` backend with
+    ``detect_every`` > 1. The Keras backends detect on every frame (:func:`stage_note`)."""
+    return _backend(config) == "litert" and config.detect.detect_every > 1
+
+
+def stage_note(config: RunConfig) -> str | None:
+    """The warning for a keyframe setting the stage does not apply (a Keras backend with ``detect_every`` > 1),
+    or None. The pipeline then runs with ``detect_every`` = 1, which the summary records."""
+    if keyframe_stage(config) or config.detect.detect_every <= 1:
+        return None
+    return (f"the accelerator stage on {_backend(config)} detects the face on every frame: --detect-every "
+            f"{config.detect.detect_every} does not apply, the rows are those of --detect-every 1 (the litert "
+            "backend applies the keyframe policy)")
 
 
 def stage_slots(config: RunConfig, slots: int, workers: int, batch_frames: int) -> int:
@@ -145,6 +173,83 @@ def build_engine(config: RunConfig, *, share: int = 1) -> BatchedFaceEyes:
                            mesh_model=None if lids else lm.model_path, score_threshold=d.score_threshold,
                            iou_threshold=d.nms_iou, jit_compile=d.jit_compile, num_threads=d.num_threads,
                            lids=lids, lids_model=lm.model_path if lids else None)
+
+
+class KeyframeEngine:
+    """The stage's work under the keyframe policy (:func:`keyframe_stage`): the reference's
+    :class:`~eyeblink.runtime.pipeline.FrameAnalyzer` on one frame at a time, with the tracking state of each
+    unfinished chunk parked and resumed as a fused worker does it (several loaders interleave chunks), so the
+    rows are those of one process. The networks are the reference's (LiteRT, one frame a call): on a CPU
+    batching gains nothing. :meth:`run` is :func:`run_batch`'s counterpart."""
+
+    backend = "litert"
+    device = "cpu"
+    batch_size = 1
+
+    def __init__(self, config: RunConfig, chunk_frames: int, *, track_across_chunks: bool = False) -> None:
+        from eyeblink.runtime.parallel import _ChunkStates
+        from eyeblink.runtime.pipeline import FrameAnalyzer, StageClock, build_detector, build_fitter
+
+        self.analyzer = FrameAnalyzer(config, build_detector(config), build_fitter(config), StageClock())
+        self.track = track_across_chunks
+        if track_across_chunks:  # live: the face is tracked across the stage's chunks (no segment restarts)
+            self.analyzer.segment_frames = None
+        self._chunks = _ChunkStates(chunk_frames)
+        self._chunk = -1
+        self.pose_wanted = False  # the analyzer asks the eye model for the head pose itself with --points
+        from eyeblink.landmarks.batched import StageTimes
+
+        self.times = StageTimes()
+
+    def warm_up(self, shape: tuple[int, int], *, up_to: int = 1) -> None:
+        """One detection and one fit on a blank frame (packs the networks' weights before the first frame)."""
+        blank = np.full(shape, 128, np.uint8)
+        self.analyzer.detector.detect(blank)
+        self.analyzer.fitter.warm_up(blank)
+
+    def run(self, ring: Any, messages: list[tuple[Any, ...]], dtype: np.dtype = FIT_DTYPE) -> list[np.ndarray]:
+        """One fit record array per message, the frames analysed in order (dropped frames, slot -1, stay empty)."""
+        a = self.analyzer
+        pose = "has_pose" in (dtype.names or ())
+        out = []
+        for c, first, slots, ts, _td in messages:
+            if c != self._chunk and not self.track:
+                self._chunks.switch(a, self._chunk, c)
+                self._chunk = c
+            recs = np.zeros(len(slots), dtype)
+            for j, slot in enumerate(slots.tolist()):
+                if slot < 0:
+                    continue
+                rec = recs[j]
+                rec["t_start"] = time.perf_counter()
+                r = a.analyze(Frame(first + j, float(ts[j]), ring[slot]))
+                rec["detected"] = r.detected
+                rec["ear_left"], rec["ear_right"] = r.ear_left, r.ear_right
+                if r.face is None:
+                    continue
+                rec["face"] = True
+                rec["box"], rec["score"], rec["keypoints"] = r.face.box, r.face.score, r.face.keypoints
+                pts = a.last_points
+                if pts is not None and np.isfinite(pts).all():
+                    rec["has_points"] = True
+                    rec["points"] = pts
+                if pose and r.pose is not None:
+                    rec["has_pose"], rec["pose"], rec["pose_frame"] = True, r.pose, r.pose_frame
+            self._chunks.advanced(c, first + len(slots))
+            out.append(recs)
+            self.times.frames += int((slots >= 0).sum())
+            self.times.batches += 1
+        self.times.seconds["detect"] = a.clock.seconds["detect"]
+        self.times.seconds["landmarks"] = a.clock.seconds["landmarks"]
+        return out
+
+    @property
+    def redetections(self) -> int:
+        return self.analyzer.redetections
+
+    def close(self) -> None:
+        self.analyzer.detector.close()
+        self.analyzer.fitter.close()
 
 
 class BatchGatherer:
@@ -225,9 +330,10 @@ def run_batch(engine: BatchedFaceEyes, ring: Any, messages: list[tuple[Any, ...]
     previous, chained = tracker.chain(indices)
     t0 = time.perf_counter()
     results = engine.analyze(images, previous=previous, chained=chained)
-    for (k, j), (face, fit) in zip(where, results, strict=True):
+    for (k, j), index, (face, fit) in zip(where, indices, results, strict=True):
         rec = out[k][j]
         rec["t_start"] = t0
+        rec["detected"] = True
         rec["ear_left"] = rec["ear_right"] = math.nan
         if face is None:
             continue
@@ -239,7 +345,7 @@ def run_batch(engine: BatchedFaceEyes, ring: Any, messages: list[tuple[Any, ...]
                 rec["has_points"] = True
                 rec["points"] = fit.points
             if fit.pose is not None and "has_pose" in (dtype.names or ()):
-                rec["has_pose"], rec["pose"] = True, fit.pose
+                rec["has_pose"], rec["pose"], rec["pose_frame"] = True, fit.pose, index
     tracker.advance(indices[-1], results[-1][0])
     return out
 
@@ -256,7 +362,7 @@ def post_rows(ring: Any, msg: tuple[Any, ...], row_dtype: np.dtype, eye_crops: b
         if slot < 0:  # dropped by the live loader: a gap row
             row["dropped"] = True
             continue
-        row["detected"] = True
+        row["detected"] = rec["detected"]
         row["ear_left"], row["ear_right"] = rec["ear_left"], rec["ear_right"]
         row["t_start"] = rec["t_start"]
         if rec["face"]:
@@ -273,7 +379,7 @@ def post_rows(ring: Any, msg: tuple[Any, ...], row_dtype: np.dtype, eye_crops: b
             if points:
                 row["has_points"], row["eye_points"] = True, pts
                 if rec["has_pose"]:
-                    row["has_pose"], row["pose"], row["pose_frame"] = True, rec["pose"], first + j
+                    row["has_pose"], row["pose"], row["pose_frame"] = True, rec["pose"], rec["pose_frame"]
         row["t_end"] = time.perf_counter()
     return out
 
@@ -329,8 +435,10 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
     cfg = run.cfg
     stall_s, compile_s_max = run.par.stall_timeout_s, run.par.compile_timeout_s
     h, w = int(getattr(run.source, "height", 0) or 480), int(getattr(run.source, "width", 0) or 640)
+    keyframes = keyframe_stage(cfg)
     with Heartbeat(run.out_q, stall_s, compile_s_max):  # building and compiling: answering, however slow the host
-        engine = build_engine(cfg, share=run.n_stage)
+        engine: Any = (KeyframeEngine(cfg, run.C, track_across_chunks=run.par.track_across_chunks) if keyframes
+                       else build_engine(cfg, share=run.n_stage))
         engine.pose_wanted = cfg.points
         fit_dtype = POSE_FIT_DTYPE if cfg.points else FIT_DTYPE
         t0 = time.perf_counter()
@@ -340,7 +448,8 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
     run._worker_ready(-1 - sid)
     warning = missing_accelerator(cfg.detect.backend)
     ring = run.ring  # live: None until the ring message comes
-    gather = BatchGatherer(cfg.detect.batch_size, cfg.detect.flush_ms / 1000.0)
+    # the keyframe policy analyses each message as it comes (frame by frame in order: nothing to gather)
+    gather = BatchGatherer(1 if keyframes else cfg.detect.batch_size, cfg.detect.flush_ms / 1000.0)
     tracker = Tracker()
     dealt = 0
     sizes_run: set[int] = set()  # batch sizes whose programs are compiled (a new size may compile some)
@@ -353,7 +462,9 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
         at[0] = int(messages[0][1])
         run._inject_fault(at[0], sum(len(m[2]) for m in messages))
         size = sum(int((m[2] >= 0).sum()) for m in messages)
-        if size in sizes_run:
+        if keyframes:
+            fitted = engine.run(ring, messages, fit_dtype)
+        elif size in sizes_run:
             fitted = run_batch(engine, ring, messages, tracker, fit_dtype)
         else:  # the first batch of this size: its programs may be compiled now
             with Heartbeat(run.out_q, stall_s, compile_s_max):
@@ -363,7 +474,7 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
             run._put(run.post_qs[(dealt + sid) % run.W], (*m, fits))
             dealt += 1
 
-    q = run.work_qs[0]
+    q = run.work_qs[sid % len(run.work_qs)]  # one shared queue, or (keyframe policy) this process's own
     all_ends = run.n_loaders * run.n_stage  # each loader sends one end marker per stage process
     while True:
         try:
@@ -400,9 +511,10 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
             "device": engine.device, "batch_size": engine.batch_size, "largest_batch": largest,
             "flush_ms": cfg.detect.flush_ms,
             "batches": t.batches, "warm_up_s": compile_s, "warnings": [warning] if warning else []}
+    redetections = engine.redetections if keyframes else 0
     engine.close()
     stages = {k: t.seconds[k] for k in ("detect", "landmarks")}
-    run._put(run.out_q, ("done", f"accelerator-{sid}", stages, dict.fromkeys(stages, t.frames), 0, info))
+    run._put(run.out_q, ("done", f"accelerator-{sid}", stages, dict.fromkeys(stages, t.frames), redetections, info))
 
 
 def post_worker_main(run: Any, wid: int, row_dtype: np.dtype, at: list[int]) -> None:

@@ -385,7 +385,7 @@ class _LiveRun(_Run):
         an empty input (the run ends normally, exit 0, as for a stop during the capture)."""
         log.info("%s: stopped before a sender connected", getattr(self.source, "spec", self.source))
         for q in self.work_qs:
-            for _ in range(self.n_stage or 1):
+            for _ in range(self.ends_per_queue):
                 q.put(None)
         self.out_q.put(("eof", 0, None, 0.0, 0, None))
 

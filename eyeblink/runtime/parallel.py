@@ -303,12 +303,21 @@ class ParallelPipeline:
         self.cfg = config
         self.par = parallel or ParallelConfig()
         self.accelerated = config.detect.accelerator_stage
+        #: warnings the settings get from the pipeline (the summary's, said once on stderr)
+        self.notes: list[str] = []
         if self.accelerated:
-            from eyeblink.runtime.accelerator import check_stage
+            from dataclasses import replace
+
+            from eyeblink.runtime.accelerator import check_stage, stage_note
 
             # the networks are built in the accelerator process: here only what can be checked without
             # starting the device (an initialised JAX, TensorFlow or CUDA must not be forked)
             check_stage(config)
+            note = stage_note(config)
+            if note:  # a Keras backend detects on every frame: the settings the summary records say so
+                warn_once(note)
+                self.notes.append(note)
+                self.cfg = config = replace(config, detect=replace(config.detect, detect_every=1))
             # the model files, loaded once with LiteRT (not the device's runtime: safe before a fork), so that a
             # missing or corrupt --face-model / --landmark-model is the usual one-line error before any frame
             from eyeblink.detect import create_detector
@@ -518,6 +527,13 @@ class _Run:
         #: accelerator-stage processes sharing the device (detect.stage_processes; 0 when fused)
         self.n_stage = stage_processes(self.cfg) if self.accelerated else 0
         self.n_done = self.W + self.n_stage
+        #: the accelerator stage's input queues: one shared by its processes, or one each under the keyframe
+        #: policy (its tracking state is per chunk: whole chunks go to one process)
+        self.stage_qs = 1
+        if self.accelerated:
+            from eyeblink.runtime.accelerator import keyframe_stage
+
+            self.stage_qs = self.n_stage if keyframe_stage(self.cfg) else 1
         #: the accelerator stage compiles its programs for batches up to this size before the first frame
         self.warm_batch = 1
         if self.accelerated and self.spec is not None:
@@ -535,14 +551,20 @@ class _Run:
         """A loader's last message: one end marker per consumer of its queues (every worker, or every process
         of the accelerator stage)."""
         for q in self.work_qs:
-            for _ in range(self.n_stage or 1):
+            for _ in range(self.ends_per_queue):
                 self._put(q, None)
+
+    @property
+    def ends_per_queue(self) -> int:
+        """End markers a loader puts in each work queue: one per process that reads it."""
+        return self.n_stage if self.accelerated and self.stage_qs == 1 else 1
 
     def _announce_ring(self, msg: tuple[Any, ...]) -> None:
         """Live mode: the ring exists now (``("ring", name, spec, prefault, model)``) — to every child that reads it."""
         if self.accelerated:
-            for _ in range(self.n_stage):
-                self.work_qs[0].put(msg)
+            for q in self.work_qs:
+                for _ in range(self.ends_per_queue):  # once to every stage process
+                    q.put(msg)
             for q in self.post_qs:
                 q.put(msg)
         else:
@@ -551,7 +573,7 @@ class _Run:
 
     def _dest(self, chunk: int) -> Any:
         """The queue a loader sends chunk ``chunk``'s frame records to (its worker, or the accelerator stage)."""
-        return self.work_qs[0] if self.accelerated else self.work_qs[chunk % self.W]
+        return self.work_qs[chunk % len(self.work_qs)]
 
     # ---------------------------------------------------------------- children
 
@@ -837,7 +859,7 @@ class _Run:
         """The stop event and the queues (``work_size`` 0 = unbounded work and free-slot queues)."""
         ctx = self.pipe._ctx
         self.stop = ctx.Event()
-        self.work_qs = [ctx.Queue(maxsize=work_size) for _ in range(1 if self.accelerated else self.W)]
+        self.work_qs = [ctx.Queue(maxsize=work_size) for _ in range(self.stage_qs if self.accelerated else self.W)]
         if self.accelerated:
             self.post_qs = [ctx.Queue(maxsize=work_size) for _ in range(self.W)]
             self.stage_ends = ctx.Value("q", 0)
@@ -908,8 +930,8 @@ class _Run:
                     wall = time.perf_counter() - started
                     # self.cfg: live mode may settle the landmark model once the source is open
                     # the accelerator stage: its process says whether the device is there (the parent must not ask JAX)
-                    warnings = (sorted({w for i in self.accel_infos for w in i.get("warnings", [])})
-                                if self.accelerated else None)
+                    warnings = (sorted({w for i in self.accel_infos for w in i.get("warnings", [])}
+                                       | set(self.pipe.notes)) if self.accelerated else None)
                     for message in warnings or ():
                         warn_once(message)
                     summary = build_summary(_SourceView(source, info or self._info), self.cfg, sink, clock,  # type: ignore[arg-type]

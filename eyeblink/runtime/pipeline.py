@@ -177,6 +177,9 @@ class FrameAnalyzer:
         self._face_t = -math.inf  # when the tracked box was adopted (hold_max_ms)
         self.redetections = 0
         self.segment_frames: int | None = SEGMENT_FRAMES
+        #: the eye model's 12 points of the last analysed frame (None: no face), with or without ``--points``: the
+        #: accelerator stage sends them to the workers that cut the eye patches
+        self.last_points: np.ndarray | None = None
 
     def reset(self) -> None:
         """Forget the tracked face and restart the stage clock (a new input)."""
@@ -258,6 +261,7 @@ class FrameAnalyzer:
         if detected:
             self._iod_ref = fit.inter_ocular
         self._face = face
+        self.last_points = fit.points
         strip = pts = None
         if self.cfg.eye_crops and np.isfinite(fit.points).all():
             strip, pts = eye_strip(frame.gray, fit.points)
@@ -282,6 +286,7 @@ class FrameAnalyzer:
     def _no_face(self, frame: Frame, detected: bool) -> FrameResult:
         """No face in this frame: forget the tracked box (the next frame detects)."""
         self._face = None
+        self.last_points = None
         return FrameResult(frame.index, frame.timestamp_s, None, detected)
 
     def _drifted(self, face: FaceDetection, pts: np.ndarray, iod: float) -> bool:
