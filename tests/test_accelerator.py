@@ -117,7 +117,8 @@ def test_the_subject_is_tracked_only_across_consecutive_frames() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("layout", "processes"), [
-    (["--workers", "2"], 1), (["--workers", "2", "--loaders", "2"], 2)], ids=["1-loader", "2-loaders-2-stage-processes"])
+    (["--workers", "2"], 1), (["--workers", "2", "--loaders", "2"], 2)],
+    ids=["1-loader", "2-loaders-2-stage-processes"])
 def test_accelerator_stage_rows_equal_the_every_frame_reference(face_recording: tuple[Path, object], reference: Path,
                                                                 tmp_path: Path, layout: list[str],
                                                                 processes: int) -> None:
