@@ -158,6 +158,7 @@ def test_accelerator_stage_on_the_cpu_gives_the_default_rows(face_recording: tup
     _same_outputs(tmp_path, keyframe_reference, ("subject.frames.csv", "subject.blinks.csv", "subject.points.csv"))
     s, want = _summary(tmp_path), _summary(keyframe_reference)
     assert s["parallel"]["detector"] == "accelerator stage" and s["parallel"]["accelerator"]["processes"] == processes
+    assert s["parallel"]["loaders"] == (2 if "--loaders" in layout else 1)
     assert s["settings"]["detect"]["detect_every"] == 10 and s["warnings"] == []
     assert s["detector_runs"] == want["detector_runs"] < s["frames"] / 5  # the keyframe policy, not every frame
     assert s["redetections_on_drift"] == want["redetections_on_drift"]
