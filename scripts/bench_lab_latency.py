@@ -145,6 +145,8 @@ def main() -> int:
     ap.add_argument("--max-age-ms", type=float, default=50.0,
                     help="the session's freshness bound (default: %(default)s): a loaded machine whose rows come "
                          "later than this sends stale instead of open")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="worker processes (default: the session's, one per physical core)")
     ap.add_argument("--json", default=None, help="also write the result here")
     args = ap.parse_args()
 
@@ -172,7 +174,7 @@ def main() -> int:
         try:
             with eyeblink.live(f"tcp://127.0.0.1:{port}", Path(tmp) / "live", name="bench", lsl=True, lsl_name=name,
                                lsl_wait_s=120, gate_port=0, fps=args.fps, landmarks=args.landmarks,
-                               max_age_ms=args.max_age_ms,
+                               max_age_ms=args.max_age_ms, workers=args.workers,
                                on_frame=lambda r: arrivals.__setitem__(r.frame, (r.arrival_time,
                                                                                   time.perf_counter()))) as s:
                 consumer = subprocess.Popen([sys.executable, "-c", CONSUMER, name, str(s.gate_port), str(out)])
