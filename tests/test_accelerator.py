@@ -310,6 +310,23 @@ def test_live_accelerator_stage_flushes_partial_batches_after_the_deadline(tmp_p
 
 
 @pytest.mark.slow
+def test_live_keyframe_stage_tracks_the_face_across_its_chunks(tmp_path: Path) -> None:
+    """Live through the stage on LiteRT at the default keyframe policy: every frame gets its row, the face is
+    tracked across the stream's small chunks (keyframes, not a detection on every frame)."""
+    preset = _cpu_preset(tmp_path, "live-keyframes", stage="accelerator")
+    out = tmp_path / "out"
+    live_run(out, ["--fps", "100", "--stop-after", "300"], "--pipeline", str(preset), "--workers", "2",
+             "--landmarks", "lids", "--on-overload", "block")
+    s = live_summary(out)
+    with (out / "cam.frames.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 300 and all(r["face"] == "1" for r in rows)
+    assert s["parallel"]["detector"] == "accelerator stage" and s["settings"]["detect"]["detect_every"] == 10
+    detected = sum(r["detected"] == "1" for r in rows)
+    assert 300 / 10 <= detected < 300 / 4, detected  # the keyframe policy (drift checks may add a few)
+
+
+@pytest.mark.slow
 def test_only_the_stage_process_starts_jax(face_recording: tuple[Path, object], tmp_path: Path) -> None:
     """The parent forks the workers of every input: it must never import JAX (or Keras) itself, or a forked
     child inherits a started runtime (on a GPU: a CUDA context, which hangs). Two inputs, one warning."""
