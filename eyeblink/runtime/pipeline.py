@@ -177,6 +177,11 @@ class FrameAnalyzer:
         self._face_t = -math.inf  # when the tracked box was adopted (hold_max_ms)
         self.redetections = 0
         self.segment_frames: int | None = SEGMENT_FRAMES
+        # the last eye points' inter-ocular distance, and the last drift verdict with what it was judged on (face,
+        # points, reference distance): an eye model that reuses its points (the face mesh for mesh_reuse_ms) gives
+        # the same objects frame after frame, and the same answers
+        self._iod_of: tuple[np.ndarray, float] | None = None
+        self._drift_of: tuple[FaceDetection, np.ndarray, float, bool] | None = None
 
     def reset(self) -> None:
         """Forget the tracked face and restart the stage clock (a new input)."""
@@ -246,7 +251,7 @@ class FrameAnalyzer:
         if face is None:
             return self._no_face(frame, detected)
         fit = self._fit(frame, face)
-        if not detected and (self._drifted(face, fit.points, fit.inter_ocular)
+        if not detected and (self._drifted_cached(face, fit.points, self._inter_ocular(fit))
                              or fit.presence < self.cfg.landmarks.min_presence):
             # the reused box no longer fits the face: detect now (without holding it) and refit
             self.redetections += 1
@@ -256,7 +261,7 @@ class FrameAnalyzer:
                 return self._no_face(frame, detected)
             fit = self._fit(frame, face)
         if detected:
-            self._iod_ref = fit.inter_ocular
+            self._iod_ref = self._inter_ocular(fit)
         self._face = face
         strip = pts = None
         if self.cfg.eye_crops and np.isfinite(fit.points).all():
@@ -283,6 +288,27 @@ class FrameAnalyzer:
         """No face in this frame: forget the tracked box (the next frame detects)."""
         self._face = None
         return FrameResult(frame.index, frame.timestamp_s, None, detected)
+
+    def _inter_ocular(self, fit: EyeFit) -> float:
+        """``fit.inter_ocular``, computed once per eye-points array."""
+        known = self._iod_of
+        if known is not None and known[0] is fit.points:
+            return known[1]
+        iod = fit.inter_ocular
+        self._iod_of = (fit.points, iod)
+        return iod
+
+    def _drifted_cached(self, face: FaceDetection, pts: np.ndarray, iod: float) -> bool:
+        """:meth:`_drifted`, judged again only when the face, the eye points or the reference distance changed
+        (``iod`` follows from ``pts``)."""
+        known = self._drift_of
+        ref = self._iod_ref
+        if known is not None and known[0] is face and known[1] is pts and (
+                known[2] == ref or (known[2] != known[2] and ref != ref)):
+            return known[3]
+        drifted = self._drifted(face, pts, iod)
+        self._drift_of = (face, pts, ref, drifted)
+        return drifted
 
     def _drifted(self, face: FaceDetection, pts: np.ndarray, iod: float) -> bool:
         x0, y0, x1, y1 = face.box
