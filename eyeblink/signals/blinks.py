@@ -216,6 +216,24 @@ class _CenteredTemplate:
         b = np.asarray(template, dtype=np.float64)
         self.b = [b[i] - b[i].mean() for i in range(len(b))]
         self.bb = [float((x * x).sum()) for x in self.b]
+        self._stacked: np.ndarray | None = None  # b as one array, for pair()
+
+    def pair(self, patches: np.ndarray) -> tuple[float, float]:
+        """``(dissimilarity(0, patches[0]), dissimilarity(1, patches[1]))``, both eyes in one pass (the same sums:
+        each eye's reductions run over its own 288 values, as one patch's do)."""
+        if self._stacked is None:
+            self._stacked = np.stack(self.b)
+        a = np.asarray(patches, dtype=np.float64)
+        if a.shape != self._stacked.shape:
+            return self.dissimilarity(0, patches[0]), self.dissimilarity(1, patches[1])
+        a = a - a.mean(axis=(1, 2))[:, None, None]
+        aa = (a * a).sum(axis=(1, 2)).tolist()
+        ab = (a * self._stacked).sum(axis=(1, 2)).tolist()
+        out = []
+        for i in (0, 1):
+            den = math.sqrt(aa[i] * self.bb[i])
+            out.append(_NAN if den <= 1e-9 else 1.0 - ab[i] / den)
+        return out[0], out[1]
 
     def dissimilarity(self, i: int, patch: np.ndarray) -> float:
         a = np.asarray(patch, dtype=np.float64)
@@ -450,7 +468,20 @@ class BlinkDetector:
         stats = np.full(7, _NAN)
         sigma = np.full(7, _NAN)
         with np.errstate(all="ignore"):
-            for k in range(1, 7):
+            partial = range(1, 7)
+            if len(arr):
+                # the columns without a NaN: their medians (and MADs) in one call each, the same values as column by
+                # column (np.median along an axis is the 1-D median of each row)
+                cols = arr[:, 1:7].T
+                whole = np.isfinite(cols).all(axis=1)
+                if whole.any():
+                    at = np.flatnonzero(whole)
+                    c = cols[at]
+                    med = np.median(c, axis=1)
+                    stats[at + 1] = med
+                    sigma[at + 1] = _MAD_TO_SIGMA * np.median(np.abs(c - med[:, None]), axis=1)
+                    partial = (np.flatnonzero(~whole) + 1).tolist()
+            for k in partial:
                 col = arr[:, k] if len(arr) else np.empty(0)
                 col = col[np.isfinite(col)]
                 if len(col):
@@ -795,7 +826,7 @@ class BlinkDetector:
         if self._centered is None or self._centered[0] is not self._template:
             self._centered = (self._template, _CenteredTemplate(self._template))
         c = self._centered[1]
-        out = (c.dissimilarity(0, patches[0]), c.dissimilarity(1, patches[1]))
+        out = c.pair(patches) if len(c.b) == 2 else (c.dissimilarity(0, patches[0]), c.dissimilarity(1, patches[1]))
         self._dis_cache = (patches, self._template, out)
         return out
 
