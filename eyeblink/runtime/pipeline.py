@@ -78,8 +78,10 @@ class FrameResult:
 
     @property
     def ear(self) -> float:
-        vals = [e for e in (self.ear_left, self.ear_right) if not math.isnan(e)]
-        return sum(vals) / len(vals) if vals else math.nan
+        left, right = self.ear_left, self.ear_right
+        if left == left:
+            return (0 + left + right) / 2 if right == right else (0 + left) / 1
+        return (0 + right) / 1 if right == right else math.nan
 
 
 @dataclass
@@ -369,10 +371,11 @@ class SessionSink:
         f = r.face
         box = f.box if f is not None else (None, None, None, None)
         base = self.blinks.baseline
+        ear = r.ear
         self.writer.write_frame((
-            r.index, r.timestamp_s, int(f is not None), r.ear_left, r.ear_right, r.ear,
+            r.index, r.timestamp_s, int(f is not None), r.ear_left, r.ear_right, ear,
             base, int(r.detected), f.score if f is not None else None, *box,
-            self.closure.update(r.timestamp_s, r.ear, base),
+            self.closure.update(r.timestamp_s, ear, base),
         ))
         if self.cfg.points:
             self.writer.write_points(r.index, r.timestamp_s, r.eye_points, r.pose, r.pose_frame)
