@@ -316,6 +316,18 @@ class _Window:
 _F, _T, _R, _RL, _RR, _D, _EL, _ER = range(8)
 
 
+def _row_medians(rows: np.ndarray) -> np.ndarray:
+    """``np.median(rows, axis=1)`` of a 2-D array without NaN, the same floats: the middle values of each sorted
+    row, averaged as np.median averages them (a sort of a few thousand values is several times cheaper than
+    np.median's partition, which also looks for NaN)."""
+    n = rows.shape[1]
+    if n == 0:
+        return np.median(rows, axis=1)
+    s = np.sort(rows, axis=1)
+    h = n // 2
+    return np.mean(s[:, h:h + 1] if n % 2 else s[:, h - 1:h + 1], axis=1)
+
+
 def _median_of_few(values: Iterable[float]) -> float:
     """``np.median`` of a few finite values (the same float), without its per-call cost (~50 us: the live sink runs
     this on every frame)."""
@@ -477,9 +489,9 @@ class BlinkDetector:
                 if whole.any():
                     at = np.flatnonzero(whole)
                     c = cols[at]
-                    med = np.median(c, axis=1)
+                    med = _row_medians(c)
                     stats[at + 1] = med
-                    sigma[at + 1] = _MAD_TO_SIGMA * np.median(np.abs(c - med[:, None]), axis=1)
+                    sigma[at + 1] = _MAD_TO_SIGMA * _row_medians(np.abs(c - med[:, None]))
                     partial = (np.flatnonzero(~whole) + 1).tolist()
             for k in partial:
                 col = arr[:, k] if len(arr) else np.empty(0)
