@@ -502,7 +502,13 @@ class BlinkDetector:
                     sigma[k] = _MAD_TO_SIGMA * float(np.median(np.abs(col - med)))
         self._stats, self._sigma, self._stats_t = stats, sigma, t
         if self._patches and t - self._template_t >= 0.1:
-            self._template = np.median(np.stack([p for _, p in self._patches]).astype(np.float32), axis=0)
+            raw = np.stack([p for _, p in self._patches])
+            stack = raw.astype(np.float32)
+            if raw.dtype.kind in "ui":  # no NaN: np.median(stack, axis=0)'s floats, each pixel's row sorted
+                self._template = _row_medians(np.ascontiguousarray(stack.reshape(len(stack), -1).T)).reshape(
+                    stack.shape[1:])
+            else:
+                self._template = np.median(stack, axis=0)
             self._template_t = t
 
     def _template_ready(self) -> bool:
