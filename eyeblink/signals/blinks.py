@@ -226,9 +226,10 @@ class _CenteredTemplate:
         a = np.asarray(patches, dtype=np.float64)
         if a.shape != self._stacked.shape:
             return self.dissimilarity(0, patches[0]), self.dissimilarity(1, patches[1])
-        a = a - a.mean(axis=(1, 2))[:, None, None]
-        aa = (a * a).sum(axis=(1, 2)).tolist()
-        ab = (a * self._stacked).sum(axis=(1, 2)).tolist()
+        add = np.add.reduce  # what mean() and sum() call, without their Python wrappers
+        a = a - (add(a, axis=(1, 2)) / (a.shape[1] * a.shape[2]))[:, None, None]
+        aa = add(a * a, axis=(1, 2)).tolist()
+        ab = add(a * self._stacked, axis=(1, 2)).tolist()
         out = []
         for i in (0, 1):
             den = math.sqrt(aa[i] * self.bb[i])
