@@ -100,7 +100,8 @@ def eye_inputs(strips: np.ndarray) -> np.ndarray:
 
 def confidence_of(log_sigma: np.ndarray | float) -> np.ndarray:
     """Per-eye confidence in [0, 1] from the network's log expected error (see the module docstring)."""
-    return np.clip(CONFIDENCE_SCALE * np.exp(-np.asarray(log_sigma, np.float64)), 0.0, 1.0)
+    # np.clip's values (the product is never -0.0), without its Python wrappers: this runs on every frame
+    return np.minimum(np.maximum(CONFIDENCE_SCALE * np.exp(-np.asarray(log_sigma, np.float64)), 0.0), 1.0)
 
 
 def load_lid_network(path: Path, fix: str) -> tuple[Any, int, int]:
