@@ -765,6 +765,7 @@ class _Run:
                 done: list[FrameResult] = []
                 t_starts: list[float] = []
                 t_ends: list[float] = []
+                slot_l, ts_l = slots.tolist(), ts.tolist()  # Python ints and floats: no numpy scalar per frame
                 for j in range(len(slots)):
                     frame_index = first + j
                     if fault is not None and fault[1] == frame_index and fault[0] == "pause":
@@ -782,13 +783,13 @@ class _Run:
                                 pass
                             raise _Stop
                         raise RuntimeError(f"injected failure at frame {frame_index} ({FAULT_ENV})")
-                    if slots[j] < 0 or (late is not None and time.perf_counter() - td[j] > late):
+                    if slot_l[j] < 0 or (late is not None and time.perf_counter() - td[j] > late):
                         # dropped by the live loader (eyeblink.runtime.live), or too late to be worth it: a gap row
                         out[j]["index"], out[j]["timestamp_s"], out[j]["t_decoded"] = frame_index, ts[j], td[j]
                         out[j]["dropped"] = True
                         continue
                     t_starts.append(time.perf_counter())
-                    done.append(analyzer.analyze(Frame(frame_index, float(ts[j]), ring[int(slots[j])])))
+                    done.append(analyzer.analyze(Frame(frame_index, ts_l[j], ring[slot_l[j]])))
                     done_at.append(j)
                     t_ends.append(time.perf_counter())
                 _encode_batch(out, td, done_at, done, t_starts, t_ends)
