@@ -182,7 +182,7 @@ def encode_results(out: np.ndarray, at: Sequence[int], results: Sequence[FrameRe
     if not results:
         return
     if len(results) == 1 or "has_strip" in (out.dtype.names or ()) or "has_points" in (out.dtype.names or ()):
-        for j, r in zip(at, results):
+        for j, r in zip(at, results, strict=True):
             encode_result(out[j], r)
         return
     idx = np.asarray(at, np.intp)

@@ -481,18 +481,18 @@ class BlinkDetector:
         stats = np.full(7, _NAN)
         sigma = np.full(7, _NAN)
         with np.errstate(all="ignore"):
-            partial = range(1, 7)
+            partial: list[int] = [1, 2, 3, 4, 5, 6]
             if len(arr):
                 # the columns without a NaN: their medians (and MADs) in one call each, the same values as column by
-                # column (np.median along an axis is the 1-D median of each row)
+                # column (_row_medians: np.median of each row)
                 cols = arr[:, 1:7].T
                 whole = np.isfinite(cols).all(axis=1)
                 if whole.any():
                     at = np.flatnonzero(whole)
                     c = cols[at]
-                    med = _row_medians(c)
-                    stats[at + 1] = med
-                    sigma[at + 1] = _MAD_TO_SIGMA * _row_medians(np.abs(c - med[:, None]))
+                    meds = _row_medians(c)
+                    stats[at + 1] = meds
+                    sigma[at + 1] = _MAD_TO_SIGMA * _row_medians(np.abs(c - meds[:, None]))
                     partial = (np.flatnonzero(~whole) + 1).tolist()
             for k in partial:
                 col = arr[:, k] if len(arr) else np.empty(0)
