@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import signal
 import subprocess
@@ -264,3 +265,51 @@ def test_frame_ring_reserved_before_its_geometry_and_attached_by_name_in_a_child
     ring.close()
     with pytest.raises(FileNotFoundError):
         shared_memory.SharedMemory(name=name)
+
+
+def test_a_batch_encoded_at_once_is_the_records_encoded_one_by_one() -> None:
+    """encode_results (a worker's batch, a column at a time) writes the bytes encode_result writes row by row, and
+    decode_rows gives every value back, one FaceDetection shared by the rows of one face."""
+    import numpy as np
+
+    from eyeblink.detect.blazeface import FaceDetection
+    from eyeblink.runtime.parallel import decode_rows, encode_result, encode_results, record_dtype
+    from eyeblink.runtime.pipeline import FrameResult
+
+    rng = np.random.default_rng(3)
+
+    def face() -> FaceDetection:
+        x0, y0 = rng.random(2) * 300
+        return FaceDetection((x0, y0, x0 + 90.5, y0 + 101.25), float(rng.random()),
+                             rng.random((6, 2)).astype(np.float32) * 500)
+
+    for _ in range(50):
+        n = int(rng.integers(1, 17))
+        tracked = face()
+        results = []
+        for i in range(n):
+            if rng.random() < 0.3:
+                tracked = face()
+            patches = rng.integers(0, 256, (2, 12, 24), dtype=np.uint8) if rng.random() < 0.8 else None
+            left = float(rng.random()) if rng.random() < 0.9 else math.nan
+            results.append(FrameResult(100 + i, i * 0.002, None if rng.random() < 0.2 else tracked,
+                                       bool(rng.random() < 0.5), left, float(rng.random()), patches))
+        one, batch = np.zeros(n + 2, record_dtype(RunConfig())), np.zeros(n + 2, record_dtype(RunConfig()))
+        at = sorted(rng.choice(n + 2, n, replace=False).tolist())
+        for j, r in zip(at, results, strict=True):
+            encode_result(one[j], r)
+        encode_results(batch, at, results)
+        assert one.tobytes() == batch.tobytes()
+        back = [d for d in decode_rows(batch[at], shift=5)]
+        for r, d in zip(results, back, strict=True):
+            assert (d.index, d.timestamp_s, d.detected, d.ear_right) == (r.index + 5, r.timestamp_s, r.detected,
+                                                                         r.ear_right)
+            assert d.ear_left == r.ear_left or (math.isnan(d.ear_left) and math.isnan(r.ear_left))
+            assert (d.face is None) == (r.face is None)
+            if r.face is not None:
+                assert d.face.box == r.face.box and d.face.score == r.face.score
+                assert np.array_equal(d.face.keypoints, r.face.keypoints)
+            assert (d.eye_patches is None and r.eye_patches is None) or np.array_equal(d.eye_patches, r.eye_patches)
+        for a, b, d0, d1 in zip(results, results[1:], back, back[1:], strict=False):
+            if a.face is not None and a.face is b.face:
+                assert d0.face is d1.face  # a box reused between detections: one object in the sink

@@ -526,3 +526,36 @@ def test_sigkill_never_leaves_a_blink_past_the_last_frame_row(tmp_path: Path) ->
         assert rows, "a blink was written before the run ended"
         last = int(frames[-1][0]) if frames else -1
         assert all(int(b[2]) <= last for b in rows), (k, last, [b[2] for b in rows])
+
+
+def test_rows_formatted_without_the_csv_writer_are_its_bytes() -> None:
+    """A row of plain numbers (export._plain_line) and a table of unquoted strings (analysis._plain_csv) are joined
+    by hand; the bytes are the csv writer's, and anything the writer would quote goes to the writer."""
+    import csv
+    import io
+    import math
+    import random
+
+    from eyeblink.outputs.analysis import _plain_csv
+    from eyeblink.outputs.export import _cell, _plain_line
+
+    def written(*rows: list) -> str:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows([_cell(v) for v in r] for r in rows)
+        return buf.getvalue()
+
+    rnd = random.Random(1)
+    numbers = [lambda: rnd.random() * 10 ** rnd.randint(-12, 12), lambda: -rnd.random(), lambda: math.nan,
+               lambda: math.inf, lambda: -0.0, lambda: rnd.randint(-10**9, 10**9), lambda: None, lambda: True,
+               lambda: 5e-324]
+    for _ in range(3000):
+        row = [rnd.choice(numbers)() for _ in range(rnd.randint(2, 16))]
+        assert _plain_line(row) == written(row).encode()
+    assert _plain_line([1.5]) is None and _plain_line(["a", 1]) is None
+    cells = ["1", "0.25", "", "-3e-05", "a b", "é"]
+    for _ in range(3000):
+        header = [rnd.choice(cells) for _ in range(3)]
+        rows = [[rnd.choice(cells) for _ in range(3)] for _ in range(rnd.randint(0, 4))]
+        assert _plain_csv(header, rows) == written(header, *rows)
+    for odd in ([["a,b", "1"]], [['say "x"', "1"]], [["two\nlines", "1"]], [["1"]], [[1.5, "1"]]):
+        assert _plain_csv(["h", "k"], odd) is None

@@ -231,7 +231,7 @@ def decode(
     if anchors.shape != (n, 4):
         raise ValueError(f"anchors must have shape ({n}, 4) to match regressors, got {anchors.shape}")
     # float64: exp(100) overflows float32.
-    logits64 = np.clip(logits.reshape(n).astype(np.float64), -_SCORE_CLIP, _SCORE_CLIP)
+    logits64 = np.minimum(np.maximum(logits.reshape(n).astype(np.float64), -_SCORE_CLIP), _SCORE_CLIP)  # np.clip's
     probs = 1.0 / (1.0 + np.exp(-logits64))
     keep = np.flatnonzero(probs >= score_threshold)
     reg = reg[keep]
@@ -252,16 +252,20 @@ def decode(
 
 def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     """IoU of one xyxy ``box (4,)`` with each of ``boxes (N, 4)``; 0 where they do not overlap."""
+    # (np.maximum for np.clip and a masked divide for np.where under errstate: the same IoUs without their Python
+    # wrappers, which cost most of the time on a handful of boxes; a -0.0 where clip gives 0.0 is a zero
+    # intersection or area either way, and those give IoU 0)
     b = np.asarray(box, dtype=np.float64)
     bs = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
-    iw = np.clip(np.minimum(b[2], bs[:, 2]) - np.maximum(b[0], bs[:, 0]), 0.0, None)
-    ih = np.clip(np.minimum(b[3], bs[:, 3]) - np.maximum(b[1], bs[:, 1]), 0.0, None)
+    iw = np.maximum(np.minimum(b[2], bs[:, 2]) - np.maximum(b[0], bs[:, 0]), 0.0)
+    ih = np.maximum(np.minimum(b[3], bs[:, 3]) - np.maximum(b[1], bs[:, 1]), 0.0)
     inter = iw * ih
     area_b = max(b[2] - b[0], 0.0) * max(b[3] - b[1], 0.0)
-    areas = np.clip(bs[:, 2] - bs[:, 0], 0.0, None) * np.clip(bs[:, 3] - bs[:, 1], 0.0, None)
+    areas = np.maximum(bs[:, 2] - bs[:, 0], 0.0) * np.maximum(bs[:, 3] - bs[:, 1], 0.0)
     union = area_b + areas - inter
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where((inter > 0) & (union > 0), inter / union, 0.0)
+    out = np.zeros(inter.shape)
+    np.divide(inter, union, out=out, where=(inter > 0) & (union > 0))
+    return out
 
 
 def weighted_nms(

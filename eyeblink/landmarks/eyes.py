@@ -63,26 +63,40 @@ def eye_patches(gray: np.ndarray, points: np.ndarray) -> np.ndarray:
     closing lid covers the dark iris whatever dlib makes of the lid points. Each patch spans
     1.5 x 0.75 eye widths (corner to corner), rotated with the eye axis, bilinear; ~20 µs.
     """
-    import cv2
+    return warp_patches(gray, patch_affines(points))
 
+
+def patch_affines(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The two 2x3 affines (patch -> frame) of :func:`eye_patches` for the 12 eye points: an eye model that reuses
+    its points over several frames computes them once (:func:`warp_patches` then cuts each frame's patches)."""
     p = np.asarray(points, dtype=np.float64)
     if p.shape != (12, 2):
         raise ValueError(f"points must be (12, 2), got shape {p.shape}")
     h, w = PATCH_SHAPE
-    out = np.empty((2, h, w), dtype=np.uint8)
-    for k, eye in enumerate((p[6:], p[:6])):
+    out = []
+    for eye in (p[6:], p[:6]):
         c0, c1 = eye[0], eye[3]
         width = max(float(np.hypot(*(c1 - c0))), 1.0)
         ang = math.atan2(c1[1] - c0[1], c1[0] - c0[0])
         sc = PATCH_SPAN[1] * width / w
         ca, sa = math.cos(ang) * sc, math.sin(ang) * sc
         ctr = (c0 + c1) / 2
-        m = np.array([[ca, -sa, ctr[0] - ca * w / 2 + sa * h / 2],
-                      [sa, ca, ctr[1] - sa * w / 2 - ca * h / 2]])
-        out[k] = cv2.warpAffine(_contiguous(gray), m, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-                                borderMode=cv2.BORDER_REPLICATE)
-    return out
+        out.append(np.array([[ca, -sa, ctr[0] - ca * w / 2 + sa * h / 2],
+                             [sa, ca, ctr[1] - sa * w / 2 - ca * h / 2]]))
+    return out[0], out[1]
 
+
+def warp_patches(gray: np.ndarray, affines: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """The (2, 12, 24) uint8 eye patches of ``gray`` under :func:`patch_affines`' two affines."""
+    import cv2
+
+    h, w = PATCH_SHAPE
+    out = np.empty((2, h, w), dtype=np.uint8)
+    src = _contiguous(gray)
+    for k in (0, 1):
+        cv2.warpAffine(src, affines[k], (w, h), dst=out[k], flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                       borderMode=cv2.BORDER_REPLICATE)
+    return out
 
 
 #: (rows, cols) of the report's eye strip: both eyes side by side, upright, about 2 inter-ocular distances wide

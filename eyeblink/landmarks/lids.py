@@ -33,7 +33,7 @@ import numpy as np
 
 from eyeblink.closing import Closing
 from eyeblink.errors import ModelFileError
-from eyeblink.landmarks.eyes import EyeFit, eye_patches
+from eyeblink.landmarks.eyes import EyeFit, patch_affines, warp_patches
 from eyeblink.landmarks.mesh import MeshFitter, mesh_ear_eyes, mesh_eye_corners
 
 if TYPE_CHECKING:
@@ -100,7 +100,8 @@ def eye_inputs(strips: np.ndarray) -> np.ndarray:
 
 def confidence_of(log_sigma: np.ndarray | float) -> np.ndarray:
     """Per-eye confidence in [0, 1] from the network's log expected error (see the module docstring)."""
-    return np.clip(CONFIDENCE_SCALE * np.exp(-np.asarray(log_sigma, np.float64)), 0.0, 1.0)
+    # np.clip's values (the product is never -0.0), without its Python wrappers: this runs on every frame
+    return np.minimum(np.maximum(CONFIDENCE_SCALE * np.exp(-np.asarray(log_sigma, np.float64)), 0.0), 1.0)
 
 
 def load_lid_network(path: Path, fix: str) -> tuple[Any, int, int]:
@@ -130,12 +131,20 @@ class LidNetwork(Closing):
                "restore weights/ from the repository or reinstall eyeblink (see weights/README.md)")
         self.path = Path(model_path) if model_path is not None else lids_path()
         self._it, self._in, self._out = load_lid_network(self.path, fix)
+        self._input = np.empty((2, *EYE_SHAPE, 1), np.float32)  # refilled on every run (set_tensor copies it)
 
     def run(self, strip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(aperture, log_sigma) of (subject's right eye, subject's left eye) from one (40, 120) uint8 strip."""
         if self._it is None:
             raise RuntimeError("LidNetwork is closed")
-        self._it.set_tensor(self._in, eye_inputs(strip))
+        s = np.asarray(strip)
+        if s.shape == STRIP_SHAPE:  # eye_inputs' values, written into one buffer (no stack, no temporaries)
+            half, x, scale = EYE_SHAPE[1], self._input, np.float32(1.0 / 255.0)
+            np.multiply(s[:, :half], scale, out=x[0, :, :, 0], casting="unsafe")
+            np.multiply(s[:, half:][:, ::-1], scale, out=x[1, :, :, 0], casting="unsafe")
+        else:
+            x = eye_inputs(s)
+        self._it.set_tensor(self._in, x)
         self._it.invoke()
         out = self._it.get_tensor(self._out)
         return out[:, 0].astype(np.float64), out[:, 1].astype(np.float64)
@@ -170,6 +179,9 @@ class LidsFitter(Closing):
         self.network_runs = 0
         # (face, mesh EAR points, strip affine, presence, time, head pose, its frame)
         self._eyes: tuple[Any, ...] | None = None
+        # (eye points, their eye-patch affines or None where a point is not finite): the points of a reused face
+        # mesh place the same patches on every frame
+        self._patch_plan: tuple[np.ndarray, Any] | None = None
         self._t: float | None = None
         self._frame: int | None = None
 
@@ -208,7 +220,10 @@ class LidsFitter(Closing):
         self.confidence = (float(conf[1]), float(conf[0]))
         pts = self._eyes[1]
         self.presence = self._eyes[3]
-        patches = eye_patches(gray, pts) if np.isfinite(pts).all() else None
+        plan = self._patch_plan
+        if plan is None or plan[0] is not pts:
+            plan = self._patch_plan = (pts, patch_affines(pts) if np.isfinite(pts).all() else None)
+        patches = warp_patches(gray, plan[1]) if plan[1] is not None else None
         pose = self._eyes[5]
         return EyeFit(points=pts, ear_left=left, ear_right=right, patches=patches, presence=self.presence,
                       pose=pose, pose_frame=self._eyes[6] if pose is not None else None)

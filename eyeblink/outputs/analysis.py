@@ -227,11 +227,36 @@ def _write_csv_atomic(path: Path, header: Sequence[str], rows: Sequence[Sequence
 
     from eyeblink.outputs.export import _cell, write_text_atomic
 
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    w.writerows([_cell(v) for v in r] for r in rows)
-    write_text_atomic(path, buf.getvalue())
+    text = _plain_csv(header, rows)
+    if text is None:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(header)
+        w.writerows([_cell(v) for v in r] for r in rows)
+        text = buf.getvalue()
+    write_text_atomic(path, text)
+
+
+def _plain_csv(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str | None:
+    """The text the csv writer gives a table whose cells are all strings needing no quotes (frames.csv as read
+    back, its closure column replaced), joined without the writer; None for any other table (a cell that is not
+    a string, or holds a comma, a quote or a line break; a row of one cell), which the writer then writes."""
+    try:
+        lines = [",".join(header), *(",".join(r) for r in rows)]  # TypeError: a cell that is not a string
+    except TypeError:
+        return None
+    cells = len(header)
+    for r in rows:
+        if len(r) < 2:
+            return None
+        cells += len(r)
+    if len(header) < 2:
+        return None
+    text = "\n".join(lines) + "\n"
+    # no cell holds a separator: the commas and line ends are exactly those the join put there
+    if '"' in text or "\r" in text or text.count(",") != cells - len(lines) or text.count("\n") != len(lines):
+        return None
+    return text
 
 
 def _trial_warnings(trials: Sequence[Trial], t: np.ndarray, stem: str) -> list[str]:

@@ -180,6 +180,28 @@ def _cell(v: Any) -> Any:
     return v
 
 
+def _plain_line(values: Sequence[Any]) -> bytes | None:
+    """The CSV line of a row of plain numbers (``float``, ``int``, ``bool``, ``None``), the bytes :func:`_cell` and
+    the ``csv`` writer give (numbers and empty cells need no quoting), without the writer; None for any other row
+    (strings, numpy scalars, a lone cell: the writer's own rules)."""
+    if len(values) < 2:
+        return None
+    out = []
+    for v in values:
+        t = type(v)
+        if t is float:
+            out.append("" if v != v else f"{v:.9g}")
+        elif t is int:
+            out.append(str(v))
+        elif v is None:
+            out.append("")
+        elif t is bool:
+            out.append("1" if v else "0")
+        else:
+            return None
+    return (",".join(out) + "\n").encode("ascii")
+
+
 def ensure_output_dir(path: str | Path) -> Path:
     """Create ``path`` if needed and prove it is writable, before any frame is read."""
     from eyeblink import stopping
@@ -303,7 +325,12 @@ class _CsvStream:
     def write(self, values: Sequence[Any]) -> None:
         if self.failed:
             return
-        self._add([_cell(v) for v in values])
+        line = _plain_line(values)
+        if line is None:
+            self._add([_cell(v) for v in values])
+        else:
+            self._pending.append(line)
+            self._pending_n += len(line)
         self.rows += 1
         now = time.monotonic()
         if now >= self._next_flush or self._pending_n >= self._MAX_PENDING:

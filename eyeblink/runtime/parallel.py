@@ -176,26 +176,94 @@ def encode_result(row: Any, r: FrameResult) -> None:
         row["keypoints"] = r.face.keypoints
 
 
+def encode_results(out: np.ndarray, at: Sequence[int], results: Sequence[FrameResult]) -> None:
+    """:func:`encode_result` of ``results[k]`` into the zeroed record ``out[at[k]]``, a column at a time (a
+    worker's batch: the same records, without a dozen record-field writes per frame)."""
+    if not results:
+        return
+    if len(results) == 1 or "has_strip" in (out.dtype.names or ()) or "has_points" in (out.dtype.names or ()):
+        for j, r in zip(at, results, strict=True):
+            encode_result(out[j], r)
+        return
+    idx = np.asarray(at, np.intp)
+    out["index"][idx] = [r.index for r in results]
+    out["timestamp_s"][idx] = [r.timestamp_s for r in results]
+    out["detected"][idx] = [r.detected for r in results]
+    out["ear_left"][idx] = [r.ear_left for r in results]
+    out["ear_right"][idx] = [r.ear_right for r in results]
+    with_patches = [k for k, r in enumerate(results) if r.eye_patches is not None]
+    if with_patches:
+        rows = idx[with_patches]
+        out["has_patches"][rows] = True
+        out["patches"][rows] = [results[k].eye_patches for k in with_patches]
+    faces = [k for k, r in enumerate(results) if r.face is not None]
+    if faces:
+        rows = idx[faces]
+        found = [results[k].face for k in faces]
+        out["face"][rows] = True
+        out["box"][rows] = [f.box for f in found]  # type: ignore[union-attr]
+        out["score"][rows] = [f.score for f in found]  # type: ignore[union-attr]
+        out["keypoints"][rows] = [f.keypoints for f in found]  # type: ignore[union-attr]
+
+
 def decode_rows(rows: np.ndarray, shift: int = 0) -> Iterator[FrameResult]:
     """The :class:`FrameResult` of each record (:func:`encode_result`), frame numbers (and the pose's) plus
-    ``shift``: what the sink is fed."""
+    ``shift``: what the sink is fed. Consecutive records of one face (the same box, score and keypoints, bit for
+    bit: a box reused between detections) share one :class:`FaceDetection`."""
     from eyeblink.detect.blazeface import FaceDetection
 
+    n = len(rows)
+    if not n:
+        return
     crops = "has_strip" in (rows.dtype.names or ())
     points = "has_points" in (rows.dtype.names or ())
-    for r in rows:
-        face = FaceDetection(tuple(r["box"].tolist()), float(r["score"]), r["keypoints"]) if r["face"] else None
+    index = (rows["index"] + shift).tolist() if shift else rows["index"].tolist()
+    ts = rows["timestamp_s"].tolist()
+    has_face = rows["face"].tolist()
+    detected = rows["detected"].tolist()
+    ear_l = rows["ear_left"].tolist()
+    ear_r = rows["ear_right"].tolist()
+    has_patches = rows["has_patches"].tolist()
+    patches = rows["patches"]
+    box, score, kp = rows["box"], rows["score"], rows["keypoints"]
+    # a face's bits (box, score, keypoints), to tell a new face from the one before
+    bits = np.concatenate([np.ascontiguousarray(box).view(np.uint64).reshape(n, 4),
+                           np.ascontiguousarray(score).view(np.uint64).reshape(n, 1),
+                           np.ascontiguousarray(kp).view(np.uint64).reshape(n, 12)], axis=1)
+    same = np.zeros(n, bool)
+    same[1:] = (bits[1:] == bits[:-1]).all(axis=1)
+    same_l = same.tolist()
+    boxes = box.tolist()
+    scores = score.tolist()
+    face = None
+    for j in range(n):
+        if not has_face[j]:
+            face = None
+        elif face is None or not same_l[j]:
+            face = FaceDetection(tuple(boxes[j]), scores[j], kp[j])
         strip = pts = None
-        if crops and r["has_strip"]:
-            strip, pts = r["strip"].copy(), r["strip_points"].copy()
         eye_points = pose = pose_frame = None
-        if points and r["has_points"]:
-            eye_points = r["eye_points"].copy()
-            if r["has_pose"]:
-                pose, pose_frame = tuple(r["pose"].tolist()), int(r["pose_frame"]) + shift
-        yield FrameResult(int(r["index"]) + shift, float(r["timestamp_s"]), face, bool(r["detected"]),
-                          float(r["ear_left"]), float(r["ear_right"]),
-                          r["patches"].copy() if r["has_patches"] else None, strip, pts, eye_points, pose, pose_frame)
+        if crops or points:
+            r = rows[j]
+            if crops and r["has_strip"]:
+                strip, pts = r["strip"].copy(), r["strip_points"].copy()
+            if points and r["has_points"]:
+                eye_points = r["eye_points"].copy()
+                if r["has_pose"]:
+                    pose, pose_frame = tuple(r["pose"].tolist()), int(r["pose_frame"]) + shift
+        yield FrameResult(index[j], ts[j], face, detected[j], ear_l[j], ear_r[j],
+                          patches[j].copy() if has_patches[j] else None, strip, pts, eye_points, pose, pose_frame)
+
+def _encode_batch(out: np.ndarray, td: np.ndarray, at: list[int], results: list[FrameResult], t_start: list[float],
+                  t_end: list[float]) -> None:
+    """A worker's analysed frames of one batch into their records, with their decode, start and end times."""
+    if at:
+        encode_results(out, at, results)
+        idx = np.asarray(at, np.intp)
+        out["t_decoded"][idx] = td[idx]
+        out["t_start"][idx] = t_start
+        out["t_end"][idx] = t_end
+
 
 _POLL_S = 0.05  # how often a blocked get/put wakes up to check the stop event and its peers
 
@@ -715,6 +783,11 @@ class _Run:
                     chunks.switch(analyzer, chunk, c)
                     chunk = c
                 out = np.zeros(len(slots), row_dtype)
+                done_at: list[int] = []  # the batch's analysed frames: encoded into out at once (encode_results)
+                done: list[FrameResult] = []
+                t_starts: list[float] = []
+                t_ends: list[float] = []
+                slot_l, ts_l = slots.tolist(), ts.tolist()  # Python ints and floats: no numpy scalar per frame
                 for j in range(len(slots)):
                     frame_index = first + j
                     if fault is not None and fault[1] == frame_index and fault[0] == "pause":
@@ -725,24 +798,23 @@ class _Run:
                             self.out_q.join_thread()  # machine: no timed pause)
                             os._exit(70)
                         if j:  # the rows before the failing frame are computed: send them first
+                            _encode_batch(out, td, done_at, done, t_starts, t_ends)
                             self._put(self.out_q, ("rows", wid, out[:j]))
                         if fault[0] == "stall":  # stuck on frame K until the run is stopped (Ctrl-C, SIGTERM)
                             while not self.stop.wait(_POLL_S) and os.getppid() == self.parent_pid:
                                 pass
                             raise _Stop
                         raise RuntimeError(f"injected failure at frame {frame_index} ({FAULT_ENV})")
-                    if slots[j] < 0 or (late is not None and time.perf_counter() - td[j] > late):
+                    if slot_l[j] < 0 or (late is not None and time.perf_counter() - td[j] > late):
                         # dropped by the live loader (eyeblink.runtime.live), or too late to be worth it: a gap row
                         out[j]["index"], out[j]["timestamp_s"], out[j]["t_decoded"] = frame_index, ts[j], td[j]
                         out[j]["dropped"] = True
                         continue
-                    t_start = time.perf_counter()
-                    r = analyzer.analyze(Frame(frame_index, float(ts[j]), ring[int(slots[j])]))
-                    row = out[j]
-                    encode_result(row, r)
-                    row["t_decoded"] = td[j]
-                    row["t_start"] = t_start
-                    row["t_end"] = time.perf_counter()
+                    t_starts.append(time.perf_counter())
+                    done.append(analyzer.analyze(Frame(frame_index, ts_l[j], ring[slot_l[j]])))
+                    done_at.append(j)
+                    t_ends.append(time.perf_counter())
+                _encode_batch(out, td, done_at, done, t_starts, t_ends)
                 self._put(self.out_q, ("rows", wid, out))
                 self._release(slots[slots >= 0])
                 chunks.advanced(c, first + len(slots))

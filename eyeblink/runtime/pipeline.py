@@ -78,8 +78,10 @@ class FrameResult:
 
     @property
     def ear(self) -> float:
-        vals = [e for e in (self.ear_left, self.ear_right) if not math.isnan(e)]
-        return sum(vals) / len(vals) if vals else math.nan
+        left, right = self.ear_left, self.ear_right
+        if left == left:
+            return (0 + left + right) / 2 if right == right else (0 + left) / 1
+        return (0 + right) / 1 if right == right else math.nan
 
 
 @dataclass
@@ -180,6 +182,11 @@ class FrameAnalyzer:
         #: the eye model's 12 points of the last analysed frame (None: no face), with or without ``--points``: the
         #: accelerator stage sends them to the workers that cut the eye patches
         self.last_points: np.ndarray | None = None
+        # the last eye points' inter-ocular distance, and the last drift verdict with what it was judged on (face,
+        # points, reference distance): an eye model that reuses its points (the face mesh for mesh_reuse_ms) gives
+        # the same objects frame after frame, and the same answers
+        self._iod_of: tuple[np.ndarray, float] | None = None
+        self._drift_of: tuple[FaceDetection, np.ndarray, float, bool] | None = None
 
     def reset(self) -> None:
         """Forget the tracked face and restart the stage clock (a new input)."""
@@ -249,7 +256,7 @@ class FrameAnalyzer:
         if face is None:
             return self._no_face(frame, detected)
         fit = self._fit(frame, face)
-        if not detected and (self._drifted(face, fit.points, fit.inter_ocular)
+        if not detected and (self._drifted_cached(face, fit.points, self._inter_ocular(fit))
                              or fit.presence < self.cfg.landmarks.min_presence):
             # the reused box no longer fits the face: detect now (without holding it) and refit
             self.redetections += 1
@@ -259,7 +266,7 @@ class FrameAnalyzer:
                 return self._no_face(frame, detected)
             fit = self._fit(frame, face)
         if detected:
-            self._iod_ref = fit.inter_ocular
+            self._iod_ref = self._inter_ocular(fit)
         self._face = face
         self.last_points = fit.points
         strip = pts = None
@@ -288,6 +295,27 @@ class FrameAnalyzer:
         self._face = None
         self.last_points = None
         return FrameResult(frame.index, frame.timestamp_s, None, detected)
+
+    def _inter_ocular(self, fit: EyeFit) -> float:
+        """``fit.inter_ocular``, computed once per eye-points array."""
+        known = self._iod_of
+        if known is not None and known[0] is fit.points:
+            return known[1]
+        iod = fit.inter_ocular
+        self._iod_of = (fit.points, iod)
+        return iod
+
+    def _drifted_cached(self, face: FaceDetection, pts: np.ndarray, iod: float) -> bool:
+        """:meth:`_drifted`, judged again only when the face, the eye points or the reference distance changed
+        (``iod`` follows from ``pts``)."""
+        known = self._drift_of
+        ref = self._iod_ref
+        if known is not None and known[0] is face and known[1] is pts and (
+                known[2] == ref or (known[2] != known[2] and ref != ref)):
+            return known[3]
+        drifted = self._drifted(face, pts, iod)
+        self._drift_of = (face, pts, ref, drifted)
+        return drifted
 
     def _drifted(self, face: FaceDetection, pts: np.ndarray, iod: float) -> bool:
         x0, y0, x1, y1 = face.box
@@ -348,10 +376,11 @@ class SessionSink:
         f = r.face
         box = f.box if f is not None else (None, None, None, None)
         base = self.blinks.baseline
+        ear = r.ear
         self.writer.write_frame((
-            r.index, r.timestamp_s, int(f is not None), r.ear_left, r.ear_right, r.ear,
+            r.index, r.timestamp_s, int(f is not None), r.ear_left, r.ear_right, ear,
             base, int(r.detected), f.score if f is not None else None, *box,
-            self.closure.update(r.timestamp_s, r.ear, base),
+            self.closure.update(r.timestamp_s, ear, base),
         ))
         if self.cfg.points:
             self.writer.write_points(r.index, r.timestamp_s, r.eye_points, r.pose, r.pose_frame)

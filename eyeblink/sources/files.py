@@ -342,6 +342,9 @@ class VideoFileSource(FrameSource):
         if self.threads:
             stream.thread_type = "AUTO"
         time_base = stream.time_base or Fraction(1, 1)
+        # a timestamp as (ticks * num) / den: Python's int division rounds correctly, so it is float(ticks *
+        # time_base) to the last bit, without a Fraction per frame
+        tb_num, tb_den = time_base.numerator, time_base.denominator
         start = stream.start_time or 0
         fallback = self.fallback_fps
         # Read now: a closed container no longer reports them.
@@ -360,10 +363,10 @@ class VideoFileSource(FrameSource):
         def emit(frame: av.video.frame.VideoFrame) -> Frame:
             nonlocal index, prev_ts
             if frame.pts is not None:
-                ts = float((frame.pts - start) * time_base)
+                ts = (frame.pts - start) * tb_num / tb_den
                 self._ts_counts["pts"] += 1
             elif frame.dts is not None:
-                ts = float((frame.dts - start) * time_base)
+                ts = (frame.dts - start) * tb_num / tb_den
                 self._ts_counts["dts"] += 1
             else:
                 if prev_ts is None:
