@@ -187,14 +187,13 @@ class KeyframeEngine:
     batch_size = 1
 
     def __init__(self, config: RunConfig, chunk_frames: int, *, track_across_chunks: bool = False) -> None:
-        from eyeblink.runtime.parallel import _ChunkStates
-        from eyeblink.runtime.pipeline import FrameAnalyzer, StageClock, build_detector, build_fitter
+        from eyeblink.runtime.pipeline import ChunkStates, FrameAnalyzer, StageClock, build_detector, build_fitter
 
         self.analyzer = FrameAnalyzer(config, build_detector(config), build_fitter(config), StageClock())
         self.track = track_across_chunks
         if track_across_chunks:  # live: the face is tracked across the stage's chunks (no segment restarts)
             self.analyzer.segment_frames = None
-        self._chunks = _ChunkStates(chunk_frames)
+        self._chunks = ChunkStates(chunk_frames)
         self._chunk = -1
         self.pose_wanted = False  # the analyzer asks the eye model for the head pose itself with --points
         from eyeblink.landmarks.batched import StageTimes

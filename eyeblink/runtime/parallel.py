@@ -87,6 +87,7 @@ from eyeblink.landmarks.eyes import STRIP_SHAPE
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.runtime.accelerator import stage_processes, stage_summary
 from eyeblink.runtime.pipeline import (
+    ChunkStates,
     FrameAnalyzer,
     FrameResult,
     Outcome,
@@ -519,32 +520,6 @@ class _Batcher:
         self._first = self.n
 
 
-class _ChunkStates:
-    """A worker's keyframe-policy state per unfinished chunk.
-
-    With one loader a worker gets each chunk's batches back to back; with several loaders its
-    queue interleaves batches of chunks from different ranges, so it parks a chunk's tracking
-    state when another chunk's batch comes and resumes it with the chunk's next batch: the rows
-    do not depend on the number of loaders.
-    """
-
-    def __init__(self, chunk_frames: int) -> None:
-        self._c = chunk_frames
-        self._parked: dict[int, tuple[Any, ...]] = {}
-        self._finished = -1  # the last chunk whose last frame was analysed
-
-    def switch(self, analyzer: FrameAnalyzer, old: int, new: int) -> None:
-        if old >= 0 and old != self._finished:
-            self._parked[old] = analyzer.tracking_state()
-        analyzer.restore_tracking(self._parked.pop(new, None))
-
-    def advanced(self, chunk: int, stop: int) -> None:
-        """Frames of ``chunk`` up to ``stop`` are analysed: a full chunk's state is dropped."""
-        if stop >= (chunk + 1) * self._c:
-            self._finished = chunk
-            self._parked.pop(chunk, None)
-
-
 class _Run:
     """One input through the process pipeline (all the state of the parent side)."""
 
@@ -760,7 +735,7 @@ class _Run:
             late = self.late_s
             row_dtype = record_dtype(self.cfg)
             chunk = -1
-            chunks = _ChunkStates(self.C)
+            chunks = ChunkStates(self.C)
             ends = 0
             while True:
                 msg = self._get(self.work_qs[wid])

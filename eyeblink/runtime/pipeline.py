@@ -325,6 +325,32 @@ class FrameAnalyzer:
         return bool(self._iod_ref > 0 and abs(iod / self._iod_ref - 1.0) > 0.15)
 
 
+class ChunkStates:
+    """A worker's keyframe-policy state per unfinished chunk.
+
+    With one loader a worker gets each chunk's batches back to back; with several loaders its
+    queue interleaves batches of chunks from different ranges, so it parks a chunk's tracking
+    state when another chunk's batch comes and resumes it with the chunk's next batch: the rows
+    do not depend on the number of loaders.
+    """
+
+    def __init__(self, chunk_frames: int) -> None:
+        self._c = chunk_frames
+        self._parked: dict[int, tuple[Any, ...]] = {}
+        self._finished = -1  # the last chunk whose last frame was analysed
+
+    def switch(self, analyzer: FrameAnalyzer, old: int, new: int) -> None:
+        if old >= 0 and old != self._finished:
+            self._parked[old] = analyzer.tracking_state()
+        analyzer.restore_tracking(self._parked.pop(new, None))
+
+    def advanced(self, chunk: int, stop: int) -> None:
+        """Frames of ``chunk`` up to ``stop`` are analysed: a full chunk's state is dropped."""
+        if stop >= (chunk + 1) * self._c:
+            self._finished = chunk
+            self._parked.pop(chunk, None)
+
+
 class SessionSink:
     """The ordered sink for one input: blink detection, rows, summary. The only writer."""
 
