@@ -794,6 +794,8 @@ class LiveSession:
             live_defaults = _field_defaults(LiveConfig)
             if isinstance(rest.get("record"), os.PathLike):  # a path, as ``output`` takes
                 rest["record"] = os.fspath(rest["record"])
+            if "workers" in rest and rest["workers"] is None:  # None: the default (one per physical core), as process
+                del rest["workers"]
             for k, v in rest.items():
                 want = _type_ok(v, live_defaults[k])
                 if want is not None:

@@ -639,3 +639,14 @@ def test_a_progress_bar_in_a_notebook(face_recording: tuple[Path, object], tmp_p
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_live_takes_workers_none_as_process_does() -> None:
+    """``workers=None`` (the keyword's documented default, one worker per physical core) is a valid live setting,
+    not a TypeError from deep inside; a negative count is still one line."""
+    import eyeblink
+
+    session = eyeblink.live("tcp://127.0.0.1:9", workers=None)  # settings are checked here; nothing starts
+    assert session.live_config.workers == 0
+    with pytest.raises(eyeblink.SettingsError, match="workers"):
+        eyeblink.live("tcp://127.0.0.1:9", workers=-1)
