@@ -288,19 +288,25 @@ def test_a_corrupt_model_for_the_stage_is_one_line_before_any_frame(face_recordi
     assert not (tmp_path / "out" / "subject.frames.csv").exists()
 
 
+def _live_stage(tmp_path: Path, preset: Path, landmarks: str) -> tuple[dict, list[dict[str, str]]]:
+    """300 frames at 100 FPS from the loopback sender through the stage (``preset``), two workers: the summary
+    and the rows, after checking that every frame has its row with the face."""
+    out = tmp_path / "out"
+    live_run(out, ["--fps", "100", "--stop-after", "300"], "--pipeline", str(preset), "--workers", "2",
+             "--landmarks", landmarks, "--on-overload", "block")
+    with (out / "cam.frames.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 300 and all(r["face"] == "1" for r in rows)
+    return live_summary(out), rows
+
+
 @pytest.mark.slow
 def test_live_accelerator_stage_flushes_partial_batches_after_the_deadline(tmp_path: Path) -> None:
     """A live stream at 100 FPS through a stage whose batch is 64 frames: every frame gets its row, in batches
     that the 5 ms deadline flushed long before they were full (a full batch would hold a frame 640 ms): more
     batches than full ones could make, whatever the machine's load."""
     preset = _preset(tmp_path, "live64", backend="litert", stage="accelerator", batch_size=64, flush_ms=5.0)
-    out = tmp_path / "out"
-    live_run(out, ["--fps", "100", "--stop-after", "300"], "--pipeline", str(preset), "--workers", "2",
-             "--landmarks", "mesh", "--on-overload", "block")
-    s = live_summary(out)
-    with (out / "cam.frames.csv").open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    assert len(rows) == 300 and all(r["face"] == "1" for r in rows)
+    s, _ = _live_stage(tmp_path, preset, "mesh")
     acc = s["parallel"]["accelerator"]
     assert s["parallel"]["detector"] == "accelerator stage" and acc["batch_size"] == 64
     # a stage without the deadline runs ceil(300 / 64) = 5 batches (four full, one at the end of the stream); every
@@ -313,14 +319,7 @@ def test_live_accelerator_stage_flushes_partial_batches_after_the_deadline(tmp_p
 def test_live_keyframe_stage_tracks_the_face_across_its_chunks(tmp_path: Path) -> None:
     """Live through the stage on LiteRT at the default keyframe policy: every frame gets its row, the face is
     tracked across the stream's small chunks (keyframes, not a detection on every frame)."""
-    preset = _cpu_preset(tmp_path, "live-keyframes", stage="accelerator")
-    out = tmp_path / "out"
-    live_run(out, ["--fps", "100", "--stop-after", "300"], "--pipeline", str(preset), "--workers", "2",
-             "--landmarks", "lids", "--on-overload", "block")
-    s = live_summary(out)
-    with (out / "cam.frames.csv").open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    assert len(rows) == 300 and all(r["face"] == "1" for r in rows)
+    s, rows = _live_stage(tmp_path, _cpu_preset(tmp_path, "live-keyframes", stage="accelerator"), "lids")
     assert s["parallel"]["detector"] == "accelerator stage" and s["settings"]["detect"]["detect_every"] == 10
     detected = sum(r["detected"] == "1" for r in rows)
     assert 300 / 10 <= detected < 300 / 4, detected  # the keyframe policy (drift checks may add a few)
