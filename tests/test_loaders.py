@@ -148,3 +148,40 @@ def test_loaders_setting_is_validated() -> None:
     assert choose_loaders(par, 2, None, cores=2, decode_ms=0.7) == 1  # two cores: one loader
     assert choose_loaders(par, 12, None, cores=16, decode_ms=0.7, worker_ms=1.7) == 4
     assert choose_loaders(par, 15, None, cores=16, decode_ms=0.7, worker_ms=5.0) == 3
+    # below four cores: a second loader when one would need a whole core (decoding against the eye model's cost)
+    assert choose_loaders(par, 2, None, cores=2, decode_ms=1.3, worker_ms=0.8) == 2  # lids on MJPG
+    assert choose_loaders(par, 2, None, cores=2, decode_ms=1.3, worker_ms=2.1) == 1  # mesh on MJPG
+    assert choose_loaders(par, 1, None, cores=2, decode_ms=1.3, worker_ms=0.8) == 1  # one worker
+    assert choose_loaders(par, 2, None, cores=1, decode_ms=1.3, worker_ms=0.8) == 1  # one core
+
+
+def _auto(video: Path, out: Path, model: str, monkeypatch: pytest.MonkeyPatch) -> dict:  # type: ignore[type-arg]
+    from eyeblink.config import LandmarkConfig
+    from eyeblink.runtime import parallel
+    from eyeblink.runtime.parallel import ParallelPipeline
+
+    monkeypatch.setattr(parallel, "physical_cores", lambda: 2)  # the two-core PC, whatever runs the test
+    # decoding as costly as a real 640x480 MJPG frame (the rendered face decodes faster on a fast core)
+    monkeypatch.setattr(parallel, "_probe_decode_ms", lambda source: 1.3)
+    pipe = ParallelPipeline(RunConfig(detect=DetectConfig(detect_every=10), landmarks=LandmarkConfig(model=model)),
+                            ParallelConfig(workers=2, chunk_frames=CHUNK, batch_frames=5))
+    out.mkdir(parents=True)
+    with open_source(video, fps=500) as src:
+        result = pipe.process_source(src, out)
+    assert result.summary["status"] == "ok"
+    return result.summary["parallel"]
+
+
+def test_two_cores_take_a_second_loader_for_the_cheap_eye_model(face_frames_360: tuple[Path, list[np.ndarray]],
+                                                                tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default eye model on an MJPG file splits decoding over two loaders on two cores, with the rows of
+    one; ``mesh`` (the workers are the costly stage) keeps one loader and says why in the summary."""
+    video = face_frames_360[0]
+    lids = _auto(video, tmp_path / "lids", "lids", monkeypatch)
+    assert lids["loaders"] == 2 and lids["split"]["loaders"] == 2, lids["split"]
+    one = _run(video, tmp_path / "one", 1)
+    for suffix in ("frames.csv", "blinks.csv"):
+        assert (tmp_path / "lids" / f"face.{suffix}").read_bytes() == (tmp_path / "one" / f"face.{suffix}").read_bytes()
+    mesh = _auto(video, tmp_path / "mesh", "mesh", monkeypatch)
+    assert mesh["loaders"] == 1 and "one loader keeps 2 cores busy" in mesh["split"]["single_reason"], mesh["split"]

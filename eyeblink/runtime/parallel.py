@@ -63,6 +63,7 @@ failure into a real run; nothing else reads it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import multiprocessing as mp
 import os
@@ -1181,8 +1182,23 @@ class _Run:
         """
         from eyeblink.sources.ranges import plan_ranges
 
-        wanted = choose_loaders(self.par, self.W, self.source)
-        plan = plan_ranges(self.source, wanted, chunk_frames=self.C, max_frames=self.cfg.max_frames)
+        cores, asked = physical_cores(), self.par.loaders
+        if not asked and (self.W <= 1 or cores < 2):
+            plan = _single_plan(0, "one worker or one core: one loader")
+        else:
+            # the demux-only plan first: an input too short to split needs no decode probe
+            plan = plan_ranges(self.source, asked or max(2, cores // 4), chunk_frames=self.C,
+                               max_frames=self.cfg.max_frames)
+            if plan.loaders > 1 and not asked:
+                fps = getattr(self.source, "fallback_fps", None)
+                decode_ms = _probe_decode_ms(self.source)
+                wanted = choose_loaders(self.par, self.W, self.source, cores=cores, decode_ms=decode_ms,
+                                        worker_ms=worker_ms_per_frame(self.cfg, fps))
+                if wanted <= 1:
+                    plan = _single_plan(plan.frames, f"decoding is {decode_ms:.2f} ms of a frame's CPU here: "
+                                                     f"one loader keeps {cores} cores busy")
+                elif wanted < plan.loaders:
+                    plan = dataclasses.replace(plan, loaders=wanted)
         self.plan = plan
         if plan.loaders <= 1:
             return False
@@ -1278,30 +1294,64 @@ class _Run:
 
 
 #: Placement model of the loaders (ms of one core per 640x480 frame; ``eyeblink bench`` measures them).
-#: A landmark worker's frame costs 1.5-5 ms (default mode 1.7 ms here, detection on every frame
-#: 3.5 ms); a file's decode ~0.7 ms (MJPG) to ~1 ms (H.264).
+#: A landmark worker's frame costs ~0.8 ms with the default eye model (``lids``: the lid network every frame, the
+#: face mesh and BlazeFace every ~10th) to 3.5-5 ms (``mesh``, or detection on every frame); a file's decode
+#: ~1 ms (MJPG) to ~1.5 ms (H.264) of CPU. The fallback when the eye model's cost is not known:
 WORKER_MS_PER_FRAME = 1.7
-#: Below this many cores, one loader: the cores are taken by the workers and the sink (measured:
-#: on 2 cores a second loader only moves time from the workers to decoding).
+#: A frame's CPU outside its networks and decoding (the worker's Python per frame, the hand-off, the sink and the
+#: CSV writer): measured with ``lids`` on real 640x480 frames, 2-core AVX-512 VM, 2026-11-26 (~0.2 + 0.1 ms), and
+#: rounded up for slower cores.
+FRAME_OVERHEAD_MS = 0.4
+#: BlazeFace runs per detection (a segment's first frame looks at four quarter turns): 1.24 on real recordings.
+DETECT_RUNS_PER_KEYFRAME = 1.24
+#: From this many cores, loaders by the throughput rule (see :func:`choose_loaders`).
 MIN_CORES_FOR_LOADERS = 4
+#: Below :data:`MIN_CORES_FOR_LOADERS` cores, a second loader when one loader would need at least this share of a
+#: core to keep the cores busy (with the decode cost :func:`_probe_decode_ms` measures). Measured on 2 cores
+#: (AVX-512 VM, real 640x480 MJPG, 20,000 frames, alternated runs): with ``lids`` (share ~1.2) a second loader
+#: raised the cores' use from 0.86 to 0.97 and the rate by 7-12 %; with ``mesh`` (share ~0.75) it changed nothing.
+SECOND_LOADER_SHARE = 1.0
+
+
+def worker_ms_per_frame(cfg: RunConfig, fps: float | None) -> float:
+    """A landmark worker's CPU per frame under ``cfg`` at ``fps`` (the registry's costs, :data:`FRAME_OVERHEAD_MS`).
+
+    An estimate for placing processes (never for rows): the eye model's cost with its reuse at ``fps``, the
+    detector's keyframes, the per-frame overhead. :data:`WORKER_MS_PER_FRAME` when the model is not registered.
+    """
+    from eyeblink.landmarks import EYE_MODELS
+    from eyeblink.runtime.host import FALLBACK_DETECT_MS
+
+    spec = EYE_MODELS.get(cfg.landmarks.model)
+    if spec is None:
+        return WORKER_MS_PER_FRAME
+    rate = fps if fps and fps > 0 else 500.0
+    detect = FALLBACK_DETECT_MS * DETECT_RUNS_PER_KEYFRAME / max(1, cfg.detect.detect_every)
+    return spec.cost_ms(rate, cfg.landmarks.mesh_reuse_ms) + detect + FRAME_OVERHEAD_MS
 
 
 def choose_loaders(par: ParallelConfig, workers: int, source: Any, *, cores: int | None = None,
                    decode_ms: float | None = None, worker_ms: float = WORKER_MS_PER_FRAME) -> int:
     """How many loaders feed ``workers`` landmark workers (``par.loaders`` when set).
 
-    The rule: frames flow at ``min(L / decode_ms, W / worker_ms)``, so ``L = ceil(W x decode_ms /
-    worker_ms)`` loaders keep ``W`` workers busy; capped at a quarter of the cores (the workers are
-    the expensive stage) and 1 below :data:`MIN_CORES_FOR_LOADERS` cores. ``decode_ms`` is measured
-    on the input's first frames when not given.
+    From :data:`MIN_CORES_FOR_LOADERS` cores the rule is throughput: frames flow at ``min(L / decode_ms, W /
+    worker_ms)``, so ``L = ceil(W x decode_ms / worker_ms)`` loaders keep ``W`` workers busy; capped at a quarter
+    of the cores (the workers are the expensive stage). Below it the cores are shared by every process, and the
+    rule is the loader's share: at the rate the cores allow, one loader must run ``decode_ms x cores / (decode_ms
+    + worker_ms)`` of a core; from :data:`SECOND_LOADER_SHARE` on (a cheap eye model on a costly codec) a second
+    loader keeps the cores busy, otherwise one. ``decode_ms`` (CPU time) is measured on the input's first frames
+    when not given. One worker or one core: one loader.
     """
     if par.loaders:
         return par.loaders
     cores = cores or physical_cores()
-    if cores < MIN_CORES_FOR_LOADERS or workers <= 1:
+    if cores < 2 or workers <= 1:
         return 1
     if decode_ms is None:
         decode_ms = _probe_decode_ms(source)
+    if cores < MIN_CORES_FOR_LOADERS:
+        share = decode_ms * cores / max(decode_ms + worker_ms, 1e-9)
+        return 2 if share >= SECOND_LOADER_SHARE else 1
     need = math.ceil(workers * decode_ms / worker_ms - 1e-9)
     return max(1, min(need, cores // 4))
 
@@ -1317,9 +1367,30 @@ def time_decode(source: Any, frames: int) -> tuple[int, float]:
     return n, time.perf_counter() - t0
 
 
-def _probe_decode_ms(source: Any, frames: int = 24) -> float:
-    """Decode the first ``frames`` frames of ``source`` in this process: ms per frame (~20 ms in all)."""
-    n, seconds = time_decode(source, frames)
+def _single_plan(frames: int, reason: str) -> Any:
+    from eyeblink.sources.ranges import FrameRange, RangePlan
+
+    return RangePlan(frames, [FrameRange(0, frames)], 1, reason)
+
+
+def _probe_decode_ms(source: Any, frames: int = 48) -> float:
+    """User CPU ms per frame of decoding ``source`` in this process: frames 2 to ``frames`` (~50 ms in all).
+
+    User CPU time (the decoder's threads included), not the wall clock: what decoding takes from the cores
+    whatever else runs, without the kernel's time reading a file not yet cached. The first frame (the decoder's
+    set-up) is not counted. The first frames cost more than the rest (MJPG 640x480 here: ~1.3 ms against ~0.95
+    over a whole file); :data:`SECOND_LOADER_SHARE` is set on this measure.
+    """
+    import resource
+
+    n, t0 = 0, 0.0
+    for _ in source:
+        n += 1
+        if n == 1:
+            t0 = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+        if n >= frames:
+            break
+    seconds = resource.getrusage(resource.RUSAGE_SELF).ru_utime - t0
     with contextlib.suppress(Exception):
         source.close()
-    return seconds * 1000.0 / max(n, 1)
+    return seconds * 1000.0 / max(n - 1, 1)
