@@ -117,7 +117,7 @@ def test_the_subject_is_tracked_only_across_consecutive_frames() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("layout", "processes"), [
-    (["--workers", "2"], 1), (["--workers", "2", "--loaders", "2"], 2)],
+    (["--workers", "2", "--loaders", "1"], 1), (["--workers", "2", "--loaders", "2"], 2)],
     ids=["1-loader", "2-loaders-2-stage-processes"])
 def test_accelerator_stage_rows_equal_the_every_frame_reference(face_recording: tuple[Path, object], reference: Path,
                                                                 tmp_path: Path, layout: list[str],
@@ -137,13 +137,13 @@ def test_accelerator_stage_rows_equal_the_every_frame_reference(face_recording: 
     assert acc["backend"] == "litert" and acc["batches"] >= 1 and acc["warnings"] == []
     assert acc["processes"] == processes and acc["host_ms_per_frame"] > 0
     assert acc["ms_per_frame"]["detect"] > 0 and acc["ms_per_frame"]["landmarks"] > 0
-    assert par["loaders"] == (2 if "--loaders" in layout else 1)
+    assert par["loaders"] == int(layout[layout.index("--loaders") + 1])
     assert s["detector_runs"] == s["frames"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("layout", "processes"), [
-    (["--workers", "2"], 1), (["--workers", "2", "--loaders", "2"], 1), (["--workers", "3", "--loaders", "2"], 2)],
+    (["--workers", "2", "--loaders", "1"], 1), (["--workers", "2", "--loaders", "2"], 1), (["--workers", "3", "--loaders", "2"], 2)],
     ids=["1-loader", "2-loaders", "2-loaders-2-stage-processes"])
 def test_accelerator_stage_on_the_cpu_gives_the_default_rows(face_recording: tuple[Path, object],
                                                               keyframe_reference: Path, tmp_path: Path,
@@ -158,7 +158,7 @@ def test_accelerator_stage_on_the_cpu_gives_the_default_rows(face_recording: tup
     _same_outputs(tmp_path, keyframe_reference, ("subject.frames.csv", "subject.blinks.csv", "subject.points.csv"))
     s, want = _summary(tmp_path), _summary(keyframe_reference)
     assert s["parallel"]["detector"] == "accelerator stage" and s["parallel"]["accelerator"]["processes"] == processes
-    assert s["parallel"]["loaders"] == (2 if "--loaders" in layout else 1)
+    assert s["parallel"]["loaders"] == int(layout[layout.index("--loaders") + 1])
     assert s["settings"]["detect"]["detect_every"] == 10 and s["warnings"] == []
     assert s["detector_runs"] == want["detector_runs"] < s["frames"] / 5  # the keyframe policy, not every frame
     assert s["redetections_on_drift"] == want["redetections_on_drift"]
