@@ -143,7 +143,8 @@ def test_accelerator_stage_rows_equal_the_every_frame_reference(face_recording: 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("layout", "processes"), [
-    (["--workers", "2", "--loaders", "1"], 1), (["--workers", "2", "--loaders", "2"], 1), (["--workers", "3", "--loaders", "2"], 2)],
+    (["--workers", "2", "--loaders", "1"], 1), (["--workers", "2", "--loaders", "2"], 1),
+    (["--workers", "3", "--loaders", "2"], 2)],
     ids=["1-loader", "2-loaders", "2-loaders-2-stage-processes"])
 def test_accelerator_stage_on_the_cpu_gives_the_default_rows(face_recording: tuple[Path, object],
                                                               keyframe_reference: Path, tmp_path: Path,

@@ -180,8 +180,10 @@ def test_two_cores_take_a_second_loader_for_the_cheap_eye_model(face_frames_360:
     video = face_frames_360[0]
     lids = _auto(video, tmp_path / "lids", "lids", monkeypatch)
     assert lids["loaders"] == 2 and lids["split"]["loaders"] == 2, lids["split"]
-    one = _run(video, tmp_path / "one", 1)
+    assert _run(video, tmp_path / "one", 1)["parallel"]["loaders"] == 1
     for suffix in ("frames.csv", "blinks.csv"):
         assert (tmp_path / "lids" / f"face.{suffix}").read_bytes() == (tmp_path / "one" / f"face.{suffix}").read_bytes()
     mesh = _auto(video, tmp_path / "mesh", "mesh", monkeypatch)
-    assert mesh["loaders"] == 1 and "one loader keeps 2 cores busy" in mesh["split"]["single_reason"], mesh["split"]
+    assert mesh["loaders"] == 1 and "one loader keeps the cores busy" in mesh["split"]["single_reason"], mesh["split"]
+    assert mesh["placement"]["decode_ms"] == lids["placement"]["decode_ms"] == 1.3
+    assert mesh["placement"]["loader_share"] < 1.0 <= lids["placement"]["loader_share"]

@@ -560,6 +560,8 @@ class _Run:
         self.loaders: list[Any] = []
         self.free_qs: list[Any] = []
         self.plan: Any = None
+        # what the automatic loader count was decided on (decode and worker ms per frame, one loader's share)
+        self.placement: dict[str, float] | None = None
         self.written: Any = None  # the sink's next frame to write (shared): the loaders' window
         self._parts: dict[int, tuple[Any, ...]] = {}
         # the accelerator stage (eyeblink.runtime.accelerator): work_qs is then its one input queue, post_qs
@@ -989,6 +991,7 @@ class _Run:
                     summary["parallel"] = clean_json({
                         "workers": self.W, "loaders": self.n_loaders,
                         "split": self.plan.describe() if self.plan is not None else None,
+                        "placement": self.placement,
                         "chunk_frames": self.C, "batch_frames": self.B,
                         "ring_slots": self.spec.slots if self.spec else None,
                         "ring_mb": self.spec.nbytes / 2**20 if self.spec else None,
@@ -1190,13 +1193,15 @@ class _Run:
             plan = plan_ranges(self.source, asked or max(2, cores // 4), chunk_frames=self.C,
                                max_frames=self.cfg.max_frames)
             if plan.loaders > 1 and not asked:
-                fps = getattr(self.source, "fallback_fps", None)
                 decode_ms = _probe_decode_ms(self.source)
+                worker_ms = worker_ms_per_frame(self.cfg, getattr(self.source, "fallback_fps", None))
                 wanted = choose_loaders(self.par, self.W, self.source, cores=cores, decode_ms=decode_ms,
-                                        worker_ms=worker_ms_per_frame(self.cfg, fps))
+                                        worker_ms=worker_ms)
+                self.placement = {"cores": cores, "decode_ms": round(decode_ms, 3), "worker_ms": round(worker_ms, 3),
+                                  "loader_share": round(decode_ms * cores / (decode_ms + worker_ms), 2)}
                 if wanted <= 1:
-                    plan = _single_plan(plan.frames, f"decoding is {decode_ms:.2f} ms of a frame's CPU here: "
-                                                     f"one loader keeps {cores} cores busy")
+                    plan = _single_plan(plan.frames, "decoding is a small share of a frame's CPU here "
+                                                     "(parallel.placement): one loader keeps the cores busy")
                 elif wanted < plan.loaders:
                     plan = dataclasses.replace(plan, loaders=wanted)
         self.plan = plan
