@@ -498,7 +498,7 @@ def _child(argv: list[str]) -> dict[str, Any]:
 
     limit = int(max_frames)
     if kind == "decode" and loaders != 1:
-        return _decode_ranges(video, limit, loaders)
+        return _decode_ranges(video, limit, loaders, preset)
     if kind == "decode":
         from eyeblink.runtime.parallel import time_decode
 
@@ -552,17 +552,20 @@ def _short_run(cfg: Any, folder: Path, workers: int) -> dict[str, Any]:
             "detector_runs": sum(r.summary["detector_runs"] for r in results)}
 
 
-def _decode_ranges(video: str, limit: int, loaders: int) -> dict[str, Any]:
-    """Decode-only with ``loaders`` processes, each decoding its ranges as ``process --loaders`` would."""
+def _decode_ranges(video: str, limit: int, loaders: int, preset: str) -> dict[str, Any]:
+    """Decode-only with ``loaders`` processes (0: the count ``process`` would choose under ``preset``), each
+    decoding its ranges as ``process --loaders`` would."""
     import multiprocessing as mp
 
-    from eyeblink.config import ParallelConfig, physical_cores
-    from eyeblink.runtime.parallel import choose_loaders
+    from eyeblink.config import ParallelConfig, load_preset, physical_cores
+    from eyeblink.presets import resolve_preset
+    from eyeblink.runtime.parallel import choose_loaders, worker_ms_per_frame
     from eyeblink.sources.files import open_source
     from eyeblink.sources.ranges import iter_range, plan_ranges
 
     with open_source(video) as src:
-        wanted = choose_loaders(ParallelConfig(loaders=loaders), physical_cores(), src)
+        worker_ms = worker_ms_per_frame(load_preset(resolve_preset(preset)), src.fallback_fps)
+        wanted = choose_loaders(ParallelConfig(loaders=loaders), physical_cores(), src, worker_ms=worker_ms)
         plan = plan_ranges(src, wanted, chunk_frames=ParallelConfig().chunk_frames, max_frames=limit)
         ctx = mp.get_context("fork")
         times = ctx.Queue()
