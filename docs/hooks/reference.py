@@ -15,6 +15,7 @@ import argparse
 import ast
 import contextlib
 import dataclasses
+import importlib
 import inspect
 import re
 import textwrap
@@ -158,11 +159,15 @@ def columns_markdown(columns: Sequence[str], docs: dict[str, tuple[str, str]], w
                   ((i + 1, f"`{c}`", docs[c][0], docs[c][1]) for i, c in enumerate(columns)))
 
 
-def _gen_frames() -> str:
-    from eyeblink.outputs.export import FRAME_COLUMN_DOCS, FRAME_COLUMNS
+def _gen_columns(module: str, prefix: str, what: str) -> Callable[[], str]:
+    """The generator of a file's column table: ``<prefix>_COLUMNS`` with ``<prefix>_COLUMN_DOCS`` of ``module``."""
 
-    return columns_markdown(FRAME_COLUMNS, FRAME_COLUMN_DOCS, "frames.csv",
-                            "FRAME_COLUMN_DOCS in eyeblink/outputs/export.py")
+    def generate() -> str:
+        mod = importlib.import_module(module)
+        return columns_markdown(getattr(mod, f"{prefix}_COLUMNS"), getattr(mod, f"{prefix}_COLUMN_DOCS"), what,
+                                f"{prefix}_COLUMN_DOCS in {module.replace('.', '/')}.py")
+
+    return generate
 
 
 def _gen_live_frames() -> str:
@@ -172,34 +177,6 @@ def _gen_live_frames() -> str:
     extra = LIVE_FRAME_COLUMNS[len(FRAME_COLUMNS):]
     return columns_markdown(extra, LIVE_FRAME_COLUMN_DOCS, "live frames.csv",
                             "LIVE_FRAME_COLUMN_DOCS in eyeblink/runtime/live.py")
-
-
-def _gen_blinks() -> str:
-    from eyeblink.signals.blinks import BLINK_COLUMN_DOCS, BLINK_COLUMNS
-
-    return columns_markdown(BLINK_COLUMNS, BLINK_COLUMN_DOCS, "blinks.csv",
-                            "BLINK_COLUMN_DOCS in eyeblink/signals/blinks.py")
-
-
-def _gen_trials() -> str:
-    from eyeblink.signals.trials import TRIAL_COLUMN_DOCS, TRIAL_COLUMNS
-
-    return columns_markdown(TRIAL_COLUMNS, TRIAL_COLUMN_DOCS, "trials.csv",
-                            "TRIAL_COLUMN_DOCS in eyeblink/signals/trials.py")
-
-
-def _gen_traces() -> str:
-    from eyeblink.signals.trials import TRACE_COLUMN_DOCS, TRACE_COLUMNS
-
-    return columns_markdown(TRACE_COLUMNS, TRACE_COLUMN_DOCS, "traces.csv",
-                            "TRACE_COLUMN_DOCS in eyeblink/signals/trials.py")
-
-
-def _gen_points() -> str:
-    from eyeblink.outputs.export import POINTS_COLUMN_DOCS, POINTS_COLUMNS
-
-    return columns_markdown(POINTS_COLUMNS, POINTS_COLUMN_DOCS, "points.csv",
-                            "POINTS_COLUMN_DOCS in eyeblink/outputs/export.py")
 
 
 def _gen_summary() -> str:
@@ -491,12 +468,12 @@ def _gen_metrics() -> str:
 
 GENERATORS: dict[str, Callable[[], str]] = {
     "cli": _gen_cli,
-    "columns-frames": _gen_frames,
+    "columns-frames": _gen_columns("eyeblink.outputs.export", "FRAME", "frames.csv"),
     "columns-live-frames": _gen_live_frames,
-    "columns-blinks": _gen_blinks,
-    "columns-trials": _gen_trials,
-    "columns-traces": _gen_traces,
-    "columns-points": _gen_points,
+    "columns-blinks": _gen_columns("eyeblink.signals.blinks", "BLINK", "blinks.csv"),
+    "columns-trials": _gen_columns("eyeblink.signals.trials", "TRIAL", "trials.csv"),
+    "columns-traces": _gen_columns("eyeblink.signals.trials", "TRACE", "traces.csv"),
+    "columns-points": _gen_columns("eyeblink.outputs.export", "POINTS", "points.csv"),
     "summary-fields": _gen_summary,
     "preset-keys": _gen_preset_keys,
     "presets": _gen_presets,
