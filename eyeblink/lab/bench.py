@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eyeblink.lab import add_command
+
 MODES = ("decode", "default", "every", "reference", "short")
 #: The modes run when ``--modes`` is not given (``short`` cuts and encodes clips first: asked for by name).
 DEFAULT_MODES = ("decode", "default", "every", "reference")
@@ -51,10 +53,8 @@ SHORT_CLIP_S = (0.5, 0.875, 1.25, 1.625, 2.0)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "bench", help="measure FPS, latency and memory of the pipeline on this machine",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(subparsers, "bench", __doc__,
+                    help="measure FPS, latency and memory of the pipeline on this machine")
     p.add_argument("--input", metavar="VIDEO", default=None,
                    help="recording to use (default: a cached synthetic 640x480 500 FPS MJPG recording)")
     p.add_argument("--frames", type=int, default=5000, metavar="N",

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from eyeblink.config import BlinkConfig
+from eyeblink.lab import add_command
 
 OPEN_EAR = (0.31, 0.29)  # open-eye EAR of the rendered subject (left, right)
 BLINK_EVERY_S = 4.0
@@ -463,10 +464,8 @@ def score_clips(outdir: Path, dataset: Path, cfg: BlinkConfig | None = None) -> 
 
 # -- CLI -------------------------------------------------------------------------------------------------
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "eval-long", help="score the blink detector on long recordings: rendered disturbances, zju-dev joined",
-        description=(__doc__ or "").split("\n\n", 1)[1] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(subparsers, "eval-long", __doc__,
+                    help="score the blink detector on long recordings: rendered disturbances, zju-dev joined")
     p.add_argument("--fps", default="30,500", metavar="FPS[,FPS]",
                    help="frame rates of the rendered suite, comma-separated (default: %(default)s)")
     p.add_argument("--only", default="", metavar="NAME[,NAME]",

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eyeblink.errors import ConfigError, EmptySourceError, NoFaceError
+from eyeblink.lab import add_command
 from eyeblink.outputs.paths import OutputPlan, atomic_path, check_writable
 
 #: Image suffixes read as single photos (a folder of them is read as a frame sequence).
@@ -434,10 +435,8 @@ _OPTION_HELP = {
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     d = TrainOptions()
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "train-landmarks", help="train a 12-point eye landmark model (eye12) on your own camera's frames",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(subparsers, "train-landmarks", __doc__,
+                    help="train a 12-point eye landmark model (eye12) on your own camera's frames")
     p.add_argument("inputs", nargs="*", metavar="VIDEO_OR_IMAGE",
                    help="training recordings, image folders or photos (one subject per video; photos may hold "
                         "several faces)")

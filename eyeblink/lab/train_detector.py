@@ -77,6 +77,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eyeblink.errors import ConfigError, InputNotFoundError
+from eyeblink.lab import add_command
 from eyeblink.outputs.paths import OutputPlan, atomic_path, write_text
 
 if TYPE_CHECKING:
@@ -838,12 +839,8 @@ def verdict(rows: dict[str, Any]) -> dict[str, Any]:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "train-detector",
-        help="fine-tune the BlazeFace face detector on your own camera's frames (TensorFlow)",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(subparsers, "train-detector", __doc__,
+                    help="fine-tune the BlazeFace face detector on your own camera's frames (TensorFlow)")
     p.add_argument("inputs", nargs="+", metavar="VIDEO_OR_DIR", help="training recordings or image folders")
     p.add_argument(
         "--holdout",

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eyeblink.errors import ConfigError, DatasetError
+from eyeblink.lab import add_command
 from eyeblink.outputs.paths import OutputPlan, atomic_path, write_text
 
 if TYPE_CHECKING:
@@ -420,12 +421,8 @@ def score_clips(model: Any, files: list[Path], tags: dict[str, Path]) -> dict[st
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "train-lids",
-        help="train the lid network of --landmarks lids on teacher (mesh) apertures (TensorFlow, CPU)",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(subparsers, "train-lids", __doc__,
+                    help="train the lid network of --landmarks lids on teacher (mesh) apertures (TensorFlow, CPU)")
     p.add_argument("inputs", nargs="+", metavar="VIDEO_DIR_OR_PHOTO",
                    help="training recordings, folders of them (searched recursively) or photos; a .tag beside a "
                         "video is used for the frame scores")
