@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eyeblink.errors import ConfigError, one_line
+from eyeblink.outputs.paths import read_utf8
 
 if TYPE_CHECKING:
     import numpy as np
@@ -183,12 +184,7 @@ def read_corrections(path: str | Path, stem: str | None = None) -> Corrections:
     """Read and check ``<stem>.corrections.json``: a file that is not JSON, not a corrections file, of another
     session or with a malformed entry is one :class:`CorrectionsError` line naming it and the fix."""
     p = Path(path)
-    try:
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise _bad(p, "is not UTF-8 text") from None
-    except OSError as exc:
-        raise CorrectionsError(f"cannot read {p} ({exc.strerror or exc}); check the file") from None
+    text = read_utf8(p, _bad, CorrectionsError)
     try:
         data = json.loads(text)
     except ValueError as exc:

@@ -23,7 +23,7 @@ import contextlib
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,3 +195,14 @@ def write_text(path: str | Path, text: str, option: str) -> None:
             tmp.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise OutputError(f"cannot write {path} ({exc.strerror or exc}); choose another {option}") from None
+
+
+def read_utf8(path: Path, damaged: Callable[[Path, str], Exception], unreadable: type[Exception]) -> str:
+    """The text of the input file ``path``: one that is not UTF-8 raises ``damaged(path, "is not UTF-8 text")``,
+    one that cannot be read raises ``unreadable`` (its message names the file and the reason)."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise damaged(path, "is not UTF-8 text") from None
+    except OSError as exc:
+        raise unreadable(f"cannot read {path} ({exc.strerror or exc}); check the file") from None

@@ -107,12 +107,9 @@ def read_rows(path: Path, required: tuple[str, ...], what: str) -> tuple[list[st
     import csv
     import io
 
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise _damaged(path, "is not UTF-8 text") from None
-    except OSError as exc:
-        raise InputNotFoundError(f"cannot read {path} ({exc.strerror or exc}); check the file") from None
+    from eyeblink.outputs.paths import read_utf8
+
+    text = read_utf8(path, _damaged, InputNotFoundError)
     try:
         rows = list(csv.reader(io.StringIO(text)))
     except csv.Error as exc:
