@@ -170,6 +170,13 @@ def expand_inputs(items: Sequence[str]) -> list[Path]:
             seen.add(key)
             out.append(p)
 
+    def add_all(paths: list[Path], nothing: str) -> None:
+        """Every one of ``paths``; none is an error saying ``nothing``."""
+        if not paths:
+            raise InputNotFoundError(nothing)
+        for q in paths:
+            add(q)
+
     def one(item: str, base: Path | None) -> None:
         text = item.strip()
         if text.startswith("@"):
@@ -190,19 +197,12 @@ def expand_inputs(items: Sequence[str]) -> list[Path]:
             p = base / p
         if glob.has_magic(str(p)):
             matches = sorted(Path(m) for m in glob.glob(str(p), recursive=True))
-            files = [m for m in matches if m.is_file()]
-            if not files:
-                raise InputNotFoundError(f"pattern {text!r} matches no file — check the pattern (quote it so "
-                                         "the shell does not expand it)")
-            for m in files:
-                add(m)
+            add_all([m for m in matches if m.is_file()], f"pattern {text!r} matches no file — check the pattern "
+                    "(quote it so the shell does not expand it)")
         elif p.is_dir():
-            vids = sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() in VIDEO_SUFFIXES)
-            if not vids:
-                raise InputNotFoundError(f"folder {p} holds no video ({', '.join(VIDEO_SUFFIXES[:4])}, ...); "
-                                         "give video files, a pattern or @LIST")
-            for v in vids:
-                add(v)
+            add_all(sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() in VIDEO_SUFFIXES),
+                    f"folder {p} holds no video ({', '.join(VIDEO_SUFFIXES[:4])}, ...); give video files, a "
+                    "pattern or @LIST")
         elif p.is_file():
             add(p)
         else:
