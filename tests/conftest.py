@@ -452,6 +452,19 @@ def start_sender(port: int, *args: str, distinct: int = 50) -> subprocess.Popen[
     return proc
 
 
+def run_with_sender(script: str, out: Path, *sender_args: str, distinct: int = 50,
+                    timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -c script URL OUT`` while the loopback sender (:func:`start_sender` with ``sender_args`` and
+    ``distinct``) streams on URL; the sender is killed afterwards, whatever happened."""
+    port = free_port()
+    sender = start_sender(port, *sender_args, distinct=distinct)
+    try:
+        return subprocess.run([sys.executable, "-c", script, f"tcp://127.0.0.1:{port}", str(out)],
+                              capture_output=True, text=True, cwd=REPO_ROOT, timeout=timeout)
+    finally:
+        sender.kill()
+
+
 class GateClient:
     """A TCP client of a live session's gate, reading in a thread: every JSON line with its receive time
     (``perf_counter``)."""

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import GateClient, free_port
+from conftest import GateClient, free_port, run_with_sender
 from conftest import start_sender as loopback_sender
 
 from eyeblink.runtime.publish import GateTracker
@@ -415,13 +415,7 @@ print(json.dumps({"frames": s.result.summary["frames"], "stop": s.result.summary
 
 @pytest.mark.slow
 def test_ctrl_c_inside_the_context_manager_stops_cleanly_and_keeps_every_row(tmp_path: Path) -> None:
-    port = free_port()
-    sender = start_sender(port, "--fps", "500", "--duration", "20")
-    try:
-        proc = subprocess.run([sys.executable, "-c", CTRL_C_SCRIPT, f"tcp://127.0.0.1:{port}", str(tmp_path)],
-                              capture_output=True, text=True, cwd=REPO, timeout=180)
-    finally:
-        sender.kill()
+    proc = run_with_sender(CTRL_C_SCRIPT, tmp_path, "--fps", "500", "--duration", "20", distinct=500, timeout=180)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["stop"] == "stopped by SIGINT" and out["status"] == "ok"

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import GateClient, LslPuller, free_port, start_sender
+from conftest import GateClient, LslPuller, free_port, run_with_sender, start_sender
 
 from eyeblink.config import LiveConfig
 from eyeblink.runtime.publish import LiveTap
@@ -474,13 +474,7 @@ print(json.dumps({"status": s.result.summary["status"], "ring": s.result.summary
 def test_ctrl_c_any_number_of_times_inside_the_api_block_ends_the_session_cleanly(tmp_path: Path) -> None:
     """Ctrl-C in the block, then five more while the session drains: no KeyboardInterrupt escapes, the summary is
     not left ``running``, the rows are whole and the shared-memory ring is gone."""
-    port = free_port()
-    sender = start_sender(port, "--fps", "500", "--duration", "30")
-    try:
-        proc = subprocess.run([sys.executable, "-c", DOUBLE_CTRL_C, f"tcp://127.0.0.1:{port}", str(tmp_path)],
-                              capture_output=True, text=True, cwd=REPO, timeout=240)
-    finally:
-        sender.kill()
+    proc = run_with_sender(DOUBLE_CTRL_C, tmp_path, "--fps", "500", "--duration", "30", timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
