@@ -465,6 +465,18 @@ def run_with_sender(script: str, out: Path, *sender_args: str, distinct: int = 5
         sender.kill()
 
 
+def live_to_end(live: subprocess.Popen[str], sender: subprocess.Popen[str], timeout: float) -> str:
+    """Wait up to ``timeout`` s for the ``eyeblink live`` run ``live`` to end (the sender's stream ended); both
+    processes are gone afterwards, whatever happened. Asserts exit status 0; the run's stderr."""
+    try:
+        _, err = live.communicate(timeout=timeout)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, err
+    return err
+
+
 class GateClient:
     """A TCP client of a live session's gate, reading in a thread: every JSON line with its receive time
     (``perf_counter``)."""

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import CHILD_SIGNALS, free_port, start_sender
+from conftest import CHILD_SIGNALS, free_port, live_to_end, start_sender
 
 from eyeblink.errors import ConfigError, VideoOpenError
 from eyeblink.runtime.live import LIVE_FRAME_COLUMNS, LiveConfig, choose_landmarks
@@ -45,13 +45,7 @@ def live_run(out: Path, sender_args: list[str], *live_args: str, timeout: float 
     port = free_port()
     sender = start_sender(port, *sender_args)
     live = start_live(f"tcp://127.0.0.1:{port}", out, *live_args)
-    try:
-        _, err = live.communicate(timeout=timeout)
-    finally:
-        live.kill()
-        sender.kill()
-    assert live.returncode == 0, err
-    return err
+    return live_to_end(live, sender, timeout)
 
 
 def rows(out: Path) -> list[dict[str, str]]:
@@ -522,12 +516,7 @@ def test_reconnect_retries_a_sender_that_sent_garbage_at_connect(tmp_path: Path)
             live.kill()
             raise
     sender = start_sender(port, "--fps", "500", "--stop-after", "300")  # on the same port, as a restarted sender
-    try:
-        _, err = live.communicate(timeout=120)
-    finally:
-        live.kill()
-        sender.kill()
-    assert live.returncode == 0, err
+    err = live_to_end(live, sender, 120)
     assert "trying again (1 of 1)" in err and "Traceback" not in err
     r = rows(tmp_path)
     assert [int(x["frame"]) for x in r] == list(range(300))

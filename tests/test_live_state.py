@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import GateClient, LslPuller, free_port, run_with_sender, start_sender
+from conftest import GateClient, LslPuller, free_port, live_to_end, run_with_sender, start_sender
 
 from eyeblink.config import LiveConfig
 from eyeblink.runtime.publish import LiveTap
@@ -329,13 +329,7 @@ def _api_session(port: int, out: Path, sender: subprocess.Popen[Any], puller: Ls
 def _session(out: Path, port: int, sender: subprocess.Popen[Any], *args: str) -> tuple[dict[str, Any], str]:
     """``eyeblink live`` (:func:`_live`) on ``port`` until the sender's stream ends; its summary and its stderr.
     Both processes are gone afterwards, whatever happened."""
-    live = _live(out, port, *args)
-    try:
-        _, err = live.communicate(timeout=240)
-    finally:
-        live.kill()
-        sender.kill()
-    assert live.returncode == 0, err
+    err = live_to_end(_live(out, port, *args), sender, 240)
     return json.loads((out / "cam.summary.json").read_text()), err
 
 
