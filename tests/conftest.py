@@ -432,6 +432,22 @@ def stop_when(proc: subprocess.Popen[str], ready: Callable[[], bool], sig: int, 
     return stderr
 
 
+def assert_damaged_model_is_refused(model: str, damaged: str, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the shipped mesh and iris files copied to ``tmp_path`` as the weights folder and ``damaged`` there
+    cut short, ``create_eye_model(model)`` fails its sha256 check naming ``damaged``."""
+    from eyeblink import weights
+    from eyeblink.errors import ModelFileError
+    from eyeblink.landmarks import create_eye_model
+
+    for name in (weights.FACE_MESH_FILENAME, weights.IRIS_FILENAME):
+        (tmp_path / name).write_bytes((weights.WEIGHTS_DIR / name).read_bytes())
+    (tmp_path / damaged).write_bytes((weights.WEIGHTS_DIR / damaged).read_bytes()[:-8])
+    monkeypatch.setattr(weights, "WEIGHTS_DIR", tmp_path)
+    with pytest.raises(ModelFileError, match=f"{damaged} fails its sha256 check"):
+        create_eye_model(model)
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (for a loopback sender, a gate or a metrics server)."""
     import socket

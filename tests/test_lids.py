@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import assert_damaged_model_is_refused
 
 from eyeblink import weights
-from eyeblink.errors import ModelFileError
 from eyeblink.landmarks import EYE_MODELS, create_eye_model
 from eyeblink.landmarks.lids import (
     EYE_SHAPE,
@@ -179,12 +179,7 @@ def test_the_registry_and_the_shipped_file() -> None:
 
 
 def test_a_damaged_shipped_file_is_refused_by_its_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (weights.FACE_MESH_FILENAME, weights.IRIS_FILENAME):
-        (tmp_path / name).write_bytes((weights.WEIGHTS_DIR / name).read_bytes())
-    (tmp_path / weights.LIDS_FILENAME).write_bytes((weights.WEIGHTS_DIR / weights.LIDS_FILENAME).read_bytes()[:-8])
-    monkeypatch.setattr(weights, "WEIGHTS_DIR", tmp_path)
-    with pytest.raises(ModelFileError, match=f"{weights.LIDS_FILENAME} fails its sha256 check"):
-        create_eye_model("lids")
+    assert_damaged_model_is_refused("lids", weights.LIDS_FILENAME, tmp_path, monkeypatch)
 
 
 @pytest.mark.slow

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import assert_damaged_model_is_refused
 
 from eyeblink import weights
 from eyeblink.config import LandmarkConfig
-from eyeblink.errors import ConfigError, ModelFileError
+from eyeblink.errors import ConfigError
 from eyeblink.landmarks import EYE_MODELS, EyeModel, create_eye_model
 
 #: The 12 eye points (dlib order: subject's right eye 36-41, then left eye 42-47) the face mesh gives on
@@ -195,12 +196,7 @@ def test_the_shipped_files_match_their_checksums(filename: str, digest: str, tmp
     assert sums[filename] == digest
     weights.verify_sha256(weights.WEIGHTS_DIR / filename, digest)
     # a damaged copy is refused by its digest, naming the file
-    for name in (weights.FACE_MESH_FILENAME, weights.IRIS_FILENAME):
-        (tmp_path / name).write_bytes((weights.WEIGHTS_DIR / name).read_bytes())
-    (tmp_path / filename).write_bytes((weights.WEIGHTS_DIR / filename).read_bytes()[:-10])
-    monkeypatch.setattr(weights, "WEIGHTS_DIR", tmp_path)
-    with pytest.raises(ModelFileError, match=f"{filename} fails its sha256 check"):
-        create_eye_model("mesh")
+    assert_damaged_model_is_refused("mesh", filename, tmp_path, monkeypatch)
 
 
 @pytest.mark.slow
