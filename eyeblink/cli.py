@@ -162,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="landmark worker processes (default: physical cores); 0 or 1 = single process")
     p.add_argument("--loaders", type=_loader_count, default=0, metavar="N",
                    help="decoder processes that split each file or image folder into frame ranges (with "
-                        "--workers > 1; default 0 = from the cores and the decode cost, 1 below 4 cores)")
+                        "--workers > 1; default 0 = from the cores, the decode cost and the eye model's: on 2-3 "
+                        "cores two when decoding is most of a frame's work, else one)")
     p.add_argument("--report", action="store_true",
                    help="also write <stem>.report.html (as `eyeblink report` does) after each input, with the eye "
                         "crops of every blink (kept while processing in <stem>.crops.npz)")
