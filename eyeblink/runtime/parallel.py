@@ -1183,11 +1183,11 @@ class _Run:
         range only when it begins at most :attr:`window` frames past the sink's write position, so
         the sink's reorder buffer stays bounded however long the recording is.
         """
-        from eyeblink.sources.ranges import plan_ranges
+        from eyeblink.sources.ranges import plan_ranges, single_plan
 
         cores, asked = physical_cores(), self.par.loaders
         if not asked and (self.W <= 1 or cores < 2):
-            plan = _single_plan(0, "one worker or one core: one loader")
+            plan = single_plan(0, "one worker or one core: one loader")
         else:
             # the demux-only plan first: an input too short to split needs no decode probe
             plan = plan_ranges(self.source, asked or max(2, cores // 4), chunk_frames=self.C,
@@ -1198,9 +1198,9 @@ class _Run:
                 wanted = choose_loaders(self.par, self.W, self.source, cores=cores, decode_ms=decode_ms,
                                         worker_ms=worker_ms)
                 self.placement = {"cores": cores, "decode_ms": round(decode_ms, 3), "worker_ms": round(worker_ms, 3),
-                                  "loader_share": round(decode_ms * cores / (decode_ms + worker_ms), 2)}
+                                  "loader_share": round(loader_share(decode_ms, worker_ms, cores), 2)}
                 if wanted <= 1:
-                    plan = _single_plan(plan.frames, "decoding is a small share of a frame's CPU here "
+                    plan = single_plan(plan.frames, "decoding is a small share of a frame's CPU here "
                                                      "(parallel.placement): one loader keeps the cores busy")
                 elif wanted < plan.loaders:
                     plan = dataclasses.replace(plan, loaders=wanted)
@@ -1335,6 +1335,11 @@ def worker_ms_per_frame(cfg: RunConfig, fps: float | None) -> float:
     return spec.cost_ms(rate, cfg.landmarks.mesh_reuse_ms) + detect + FRAME_OVERHEAD_MS
 
 
+def loader_share(decode_ms: float, worker_ms: float, cores: int) -> float:
+    """The share of one core a single loader needs to keep ``cores`` busy: ``decode x cores / (decode + worker)``."""
+    return decode_ms * cores / max(decode_ms + worker_ms, 1e-9)
+
+
 def choose_loaders(par: ParallelConfig, workers: int, source: Any, *, cores: int | None = None,
                    decode_ms: float | None = None, worker_ms: float = WORKER_MS_PER_FRAME) -> int:
     """How many loaders feed ``workers`` landmark workers (``par.loaders`` when set).
@@ -1355,8 +1360,7 @@ def choose_loaders(par: ParallelConfig, workers: int, source: Any, *, cores: int
     if decode_ms is None:
         decode_ms = _probe_decode_ms(source)
     if cores < MIN_CORES_FOR_LOADERS:
-        share = decode_ms * cores / max(decode_ms + worker_ms, 1e-9)
-        return 2 if share >= SECOND_LOADER_SHARE else 1
+        return 2 if loader_share(decode_ms, worker_ms, cores) >= SECOND_LOADER_SHARE else 1
     need = math.ceil(workers * decode_ms / worker_ms - 1e-9)
     return max(1, min(need, cores // 4))
 
@@ -1370,12 +1374,6 @@ def time_decode(source: Any, frames: int) -> tuple[int, float]:
         if n >= frames:
             break
     return n, time.perf_counter() - t0
-
-
-def _single_plan(frames: int, reason: str) -> Any:
-    from eyeblink.sources.ranges import FrameRange, RangePlan
-
-    return RangePlan(frames, [FrameRange(0, frames)], 1, reason)
 
 
 def _probe_decode_ms(source: Any, frames: int = 48) -> float:

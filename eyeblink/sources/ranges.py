@@ -40,7 +40,7 @@ from eyeblink.errors import VideoDecodeError
 from eyeblink.frames import Frame
 from eyeblink.sources.files import FrameSource, ImageFolderSource, VideoFileSource
 
-__all__ = ["ONE_FRAME_PER_PACKET", "FrameRange", "RangePlan", "iter_range", "plan_ranges"]
+__all__ = ["ONE_FRAME_PER_PACKET", "FrameRange", "RangePlan", "iter_range", "plan_ranges", "single_plan"]
 
 #: Codecs where every non-empty packet decodes to exactly one frame (no null "repeat" packets, no
 #: packed frames): the plan can number frames from packets without decoding.
@@ -88,7 +88,8 @@ def _segments(frames: int, segment: int) -> list[tuple[int, int]]:
     return [(a, min(a + segment, frames)) for a in range(0, frames, segment)]
 
 
-def _single(frames: int, reason: str) -> RangePlan:
+def single_plan(frames: int, reason: str) -> RangePlan:
+    """One range, one loader, and ``reason`` why the input is not split."""
     return RangePlan(frames, [FrameRange(0, frames)], 1, reason)
 
 
@@ -102,9 +103,9 @@ def plan_ranges(source: FrameSource, loaders: int, *, chunk_frames: int, max_fra
         n = len(source.files) if max_frames is None else min(len(source.files), max_frames)
         return _plan_uniform(n, loaders, chunk_frames, [], None)
     if not isinstance(source, VideoFileSource):
-        return _single(0, f"{type(source).__name__} is one stream")
+        return single_plan(0, f"{type(source).__name__} is one stream")
     if loaders <= 1:
-        return _single(0, "one loader asked for")
+        return single_plan(0, "one loader asked for")
     return _plan_video(source, loaders, chunk_frames, max_frames)
 
 
@@ -116,11 +117,11 @@ def _plan_uniform(n: int, loaders: int, chunk: int, key_frames: list[int], pts: 
                   gop: float = 1.0) -> RangePlan:
     """Ranges over ``n`` frames; ``key_frames`` (sorted frame indices of keyframes, empty: every frame)."""
     if loaders <= 1 or n <= 0:
-        return _single(n, "one loader asked for" if loaders <= 1 else "no frames")
+        return single_plan(n, "one loader asked for" if loaders <= 1 else "no frames")
     segment = _round_up(max(MIN_SEGMENT_FRAMES, GOPS_PER_SEGMENT * gop), chunk)
     spans = _segments(n, segment)
     if len(spans) < 2:
-        return _single(n, f"{n} frames fit in one range of {segment}")
+        return single_plan(n, f"{n} frames fit in one range of {segment}")
     ranges = []
     for a, b in spans:
         if not key_frames:
@@ -151,27 +152,27 @@ def _plan_video(source: VideoFileSource, loaders: int, chunk: int, max_frames: i
     try:
         packets, meta = _demux_packets(source)
     except source._av_errors() as exc:
-        return _single(0, f"demuxing failed ({exc}): the single pass reports it")
+        return single_plan(0, f"demuxing failed ({exc}): the single pass reports it")
     n = len(packets)
     if meta["codec"] not in ONE_FRAME_PER_PACKET:
-        return _single(n, f"codec {meta['codec']} may have packets without a frame")
+        return single_plan(n, f"codec {meta['codec']} may have packets without a frame")
     if any(p[0] is None for p in packets):
-        return _single(n, "a packet has no PTS")
+        return single_plan(n, "a packet has no PTS")
     order = sorted(range(n), key=lambda i: packets[i][0])  # type: ignore[arg-type,return-value]
     pts = [packets[i][0] for i in order]
     if len(set(pts)) != n:
-        return _single(n, "repeated PTS")
+        return single_plan(n, "repeated PTS")
     if not _complete(source, packets, meta):
-        return _single(n, "the stream is shorter than declared: the single pass reports it")
+        return single_plan(n, "the stream is shorter than declared: the single pass reports it")
     rank = {p: i for i, p in enumerate(pts)}
     key_frames = sorted(rank[p[0]] for p in packets if p[1])
     if not key_frames or key_frames[0] != 0:
-        return _single(n, "the first frame is not a keyframe")
+        return single_plan(n, "the first frame is not a keyframe")
     total = n if max_frames is None else min(n, max_frames)
     every = len(key_frames) == n
     gop = 1.0 if every else n / len(key_frames)
     if not every and len(key_frames) < 2:
-        return _single(n, "one keyframe: no range can start later")
+        return single_plan(n, "one keyframe: no range can start later")
     plan = _plan_uniform(total, loaders, chunk, [] if every else key_frames, pts, gop)  # type: ignore[arg-type]
     plan.info = dict(source._info, fallback_fps=source.fallback_fps,
                      timestamps_from={"pts": total, "dts": 0, "interpolated": 0}, packets_demuxed=n)
