@@ -16,6 +16,7 @@ imported only inside the functions and modules that use them.
 __version__ = "0.1.0"
 
 from eyeblink.api import (
+    CorrectionsWarning,
     EyeState,
     LiveRow,
     LiveSession,
@@ -29,5 +30,5 @@ from eyeblink.api import (
     process,
 )
 
-__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SessionDamageWarning", "SettingsError", "StateChange",
+__all__ = ["CorrectionsWarning", "EyeState", "LiveRow", "LiveSession", "Session", "SessionDamageWarning", "SettingsError", "StateChange",
            "__version__", "agree", "live", "load", "process"]

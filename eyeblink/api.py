@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from eyeblink.runtime.publish import LiveTap
     from eyeblink.signals.blinks import BlinkEvent
 
-__all__ = ["EyeState", "LiveRow", "LiveSession", "Session", "SessionDamageWarning", "SettingsError", "StateChange",
+__all__ = ["CorrectionsWarning", "EyeState", "LiveRow", "LiveSession", "Session", "SessionDamageWarning", "SettingsError", "StateChange",
            "check_workers", "live", "load", "process", "process_workers", "progress_factory", "run_process"]
 
 #: the config sections a setting can name, as in the presets
@@ -212,6 +212,11 @@ class SessionDamageWarning(UserWarning):
     what, and :attr:`Session.notes` lists it."""
 
 
+class CorrectionsWarning(UserWarning):
+    """A session's ``<stem>.corrections.json`` holds decisions that match no detected blink any more (a rerun
+    with other settings); they are kept in the file and listed in ``summary["corrections"]["unmatched"]``."""
+
+
 def _bad_cell(path: Path, row: int, col: str, value: str, want: str) -> ConfigError:
     return ConfigError(f"{path}: row {row + 2}, column {col!r}: {value[:40]!r} is not {want}; {_RERUN}")
 
@@ -324,11 +329,15 @@ def load(session: str | Path) -> Session:
             notes.append(f"{stem}.{kind}.csv is missing: its table is empty")
     for note in notes:
         warnings.warn(f"eyeblink.load({str(outdir / stem)!r}): {note}", SessionDamageWarning, stacklevel=2)
-    from eyeblink.outputs.corrections import apply_session, corrections_path, csv_text
+    from eyeblink.outputs.corrections import apply_session, corrections_path, csv_text, unmatched_message
 
     applied = apply_session(outdir, stem, write=False)  # <stem>.corrections.json, applied as report/process do
     if applied is not None:
         paths["corrections"] = corrections_path(outdir, stem)
+        unmatched = applied.summary["corrections"]["unmatched"]
+        if unmatched:  # as report and process say it
+            warnings.warn(f"eyeblink.load({str(outdir / stem)!r}): "
+                          + unmatched_message(stem, paths["corrections"], unmatched), CorrectionsWarning, stacklevel=2)
         summary = applied.summary
         blinks, _ = _table(outdir / f"{stem}.blinks.csv", "blinks",
                            text=csv_text(applied.blink_header, applied.blinks))

@@ -20,9 +20,14 @@ file and apply it (:func:`apply_session`):
 * ``<stem>.summary.json`` gets a ``corrections`` section: who and when, how many blinks were accepted,
   rejected, corrected and added, and the decisions that no longer match a detected blink.
 
-A decision is tied to the automatic blink it was made on by that blink's times, not its number: a rerun with
-other settings keeps each decision whose blink is still detected (the new blink overlaps the old one by at
-least :data:`MATCH_IOU` of their union) and lists the others in ``unmatched`` (they are kept in the file).
+A decision is tied to the automatic blink it was made on by that blink's frames (``start_frame``,
+``end_frame``; its times are saved too, for readers), not its number: a rerun with other settings keeps each
+decision whose blink is still detected (the new blink overlaps the old one by at least :data:`MATCH_IOU` of
+their union) and lists the others in ``unmatched`` (they are kept in the file). A retimed or added event names
+its first and last frame (``new_start_frame``/``new_end_frame``, ``start_frame``/``end_frame``): applying it
+puts exactly those frames in ``blinks.csv``. Files without frame numbers (written by hand, or by an older
+report) are placed by their times, each on the nearest frame. Every row's ``duration_ms`` follows one rule:
+end - start + one frame interval (frames are inclusive), the detector's rows and the reviewer's alike.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,24 +67,32 @@ class CorrectionsError(ConfigError):
 
 @dataclass(frozen=True)
 class Decision:
-    """What the reviewer decided about one automatic blink, which is known by its times (``start_s``,
-    ``end_s``: the automatic blink's, seconds on the session's clock); ``retime``: the new onset and end."""
+    """What the reviewer decided about one automatic blink, which is known by its frames and times
+    (``start_frame``/``end_frame``, ``start_s``/``end_s``: the automatic blink's, seconds on the session's clock);
+    ``retime``: the new first and last frame (and their times)."""
 
     start_s: float
     end_s: float
     decision: str
     new_start_s: float | None = None
     new_end_s: float | None = None
+    start_frame: int | None = None
+    end_frame: int | None = None
+    new_start_frame: int | None = None
+    new_end_frame: int | None = None
 
 
 @dataclass(frozen=True)
 class Span:
-    """An added event (``kind`` blink or prolonged_closure) or an excluded span (``reason``), in seconds."""
+    """An added event (``kind`` blink or prolonged_closure) or an excluded span (``reason``), in seconds; an
+    added event also by its first and last frame when the file names them."""
 
     start_s: float
     end_s: float
     kind: str = "blink"
     reason: str = ""
+    start_frame: int | None = None
+    end_frame: int | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +134,24 @@ def _time(path: Path, where: str, v: Any) -> float:
     return float(v)
 
 
+def _frame(path: Path, where: str, v: Any) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not float(v).is_integer():
+        raise _bad(path, f"has {where} = {str(v)[:40]!r}, not a frame number")
+    return int(v)
+
+
+def _frames(path: Path, where: str, item: dict[str, Any], a: str, b: str) -> tuple[int | None, int | None]:
+    """The pair of frame numbers ``item[a]``, ``item[b]`` (both or neither), checked."""
+    fa, fb = _frame(path, f"{where}.{a}", item.get(a)), _frame(path, f"{where}.{b}", item.get(b))
+    if (fa is None) != (fb is None):
+        raise _bad(path, f"has {where} with {a if fa is not None else b} but not {b if fa is not None else a}")
+    if fa is not None and fb is not None and fb < fa:
+        raise _bad(path, f"has {where} ending at frame {fb}, before its first frame {fa}")
+    return fa, fb
+
+
 def _span(path: Path, where: str, item: Any, *, kinds: Sequence[str] = ()) -> Span:
     if not isinstance(item, dict):
         raise _bad(path, f"has {where} = {str(item)[:40]!r}, not an object with start_s and end_s")
@@ -130,7 +162,8 @@ def _span(path: Path, where: str, item: Any, *, kinds: Sequence[str] = ()) -> Sp
     if kinds and kind not in kinds:
         raise _bad(path, f"has {where}.kind = {str(kind)[:40]!r}, not one of {', '.join(kinds)}")
     reason = item.get("reason", "")
-    return Span(a, b, str(kind), str(reason) if reason is not None else "")
+    fa, fb = _frames(path, where, item, "start_frame", "end_frame")
+    return Span(a, b, str(kind), str(reason) if reason is not None else "", fa, fb)
 
 
 def _list(path: Path, data: dict[str, Any], key: str) -> list[Any]:
@@ -162,12 +195,15 @@ def parse_corrections(data: Any, path: Path, stem: str | None = None) -> Correct
             raise _bad(path, f"has {where}.decision = {str(d.get('decision'))[:40]!r}, not one of "
                              f"{', '.join(_DECISIONS)}")
         new_a = new_b = None
+        new_fa = new_fb = None
         if d["decision"] == "retime":
             new_a = _time(path, f"{where}.new_start_s", d.get("new_start_s"))
             new_b = _time(path, f"{where}.new_end_s", d.get("new_end_s"))
-            if new_b <= new_a:
+            if new_b < new_a:
                 raise _bad(path, f"has {where} retimed to end ({new_b:g} s) before it starts ({new_a:g} s)")
-        decisions.append(Decision(span.start_s, span.end_s, d["decision"], new_a, new_b))
+            new_fa, new_fb = _frames(path, where, d, "new_start_frame", "new_end_frame")
+        decisions.append(Decision(span.start_s, span.end_s, d["decision"], new_a, new_b, span.start_frame,
+                                  span.end_frame, new_fa, new_fb))
     added = tuple(_span(path, f"added[{i}]", s, kinds=_KINDS) for i, s in enumerate(_list(path, data, "added")))
     excluded = tuple(_span(path, f"excluded[{i}]", s) for i, s in enumerate(_list(path, data, "excluded")))
     trials = []
@@ -194,14 +230,20 @@ def read_corrections(path: str | Path, stem: str | None = None) -> Corrections:
 
 def as_json(c: Corrections) -> dict[str, Any]:
     """The file's content for ``c`` (what the report saves)."""
+    def frames(**kw: int | None) -> dict[str, int]:
+        return {k: v for k, v in kw.items() if v is not None}
+
     def span(s: Span, extra: str) -> dict[str, Any]:
-        return {"start_s": s.start_s, "end_s": s.end_s, extra: s.kind if extra == "kind" else s.reason}
+        return {"start_s": s.start_s, "end_s": s.end_s, **frames(start_frame=s.start_frame, end_frame=s.end_frame),
+                extra: s.kind if extra == "kind" else s.reason}
 
     blinks = []
     for d in c.decisions:
-        item: dict[str, Any] = {"start_s": d.start_s, "end_s": d.end_s, "decision": d.decision}
+        item: dict[str, Any] = {"start_s": d.start_s, "end_s": d.end_s,
+                                **frames(start_frame=d.start_frame, end_frame=d.end_frame), "decision": d.decision}
         if d.decision == "retime":
-            item.update(new_start_s=d.new_start_s, new_end_s=d.new_end_s)
+            item.update(new_start_s=d.new_start_s, new_end_s=d.new_end_s,
+                        **frames(new_start_frame=d.new_start_frame, new_end_frame=d.new_end_frame))
         blinks.append(item)
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "stem": c.stem, "reviewer": c.reviewer,
             "saved_at": c.saved_at, "eyeblink_version": c.eyeblink_version, "blinks": blinks,
@@ -231,6 +273,20 @@ def _overlaps(a0: float, a1: float, b0: float, b1: float) -> bool:
     return a0 <= b1 and b0 <= a1
 
 
+def _row_frames(r: dict[str, Any]) -> tuple[float, float]:
+    return _f(r.get("start_frame")), _f(r.get("end_frame"))
+
+
+def _overlap(d: Decision, r: dict[str, Any]) -> float:
+    """How much a decision's blink and a detected row overlap (of their union): by frames (inclusive) when both
+    name them, else by times."""
+    fa, fb = _row_frames(r)
+    if d.start_frame is not None and d.end_frame is not None and math.isfinite(fa) and math.isfinite(fb):
+        inter = min(d.end_frame, fb) - max(d.start_frame, fa) + 1
+        return max(0.0, inter) / (max(d.end_frame, fb) - min(d.start_frame, fa) + 1)
+    return _iou(d.start_s, d.end_s, _f(r.get("start_s")), _f(r.get("end_s")))
+
+
 def match_decisions(auto: Sequence[dict[str, str]], decisions: Sequence[Decision]) -> tuple[dict[int, Decision],
                                                                                                list[Decision]]:
     """Each decision to the automatic row (index) it still belongs to (greedy by overlap, each row once), and
@@ -238,7 +294,7 @@ def match_decisions(auto: Sequence[dict[str, str]], decisions: Sequence[Decision
     pairs = []
     for j, d in enumerate(decisions):
         for i, r in enumerate(auto):
-            iou = _iou(d.start_s, d.end_s, _f(r.get("start_s")), _f(r.get("end_s")))
+            iou = _overlap(d, r)
             if iou >= MATCH_IOU:
                 pairs.append((-iou, j, i))
     out: dict[int, Decision] = {}
@@ -260,10 +316,41 @@ class Frames:
     ear: np.ndarray
     baseline: np.ndarray
 
+    @cached_property
+    def interval(self) -> float:
+        return frame_interval(self.t)
 
-def _measure(row: dict[str, Any], fr: Frames | None, a: float, b: float) -> dict[str, Any]:
-    """``row`` with the times (snapped to frames) and the measures of the span [a, b] recomputed; the measures
-    this cannot recompute (per-eye onsets, velocities) left empty."""
+
+def frame_interval(t: np.ndarray) -> float:
+    """The session's frame interval: the median step of its timestamps (NaN with fewer than two)."""
+    import numpy as np
+
+    t = t[np.isfinite(t)]
+    return float(np.median(np.diff(t))) if len(t) > 1 else math.nan
+
+
+def _rows_of(fr: Frames, a: float, b: float, fa: int | None, fb: int | None) -> tuple[int, int] | None:
+    """The frames.csv rows of an event's first and last frame: by frame number when the decision names them,
+    else by time, each on the nearest frame (half a frame interval either way)."""
+    import numpy as np
+
+    if fa is not None and fb is not None:
+        i0 = int(np.searchsorted(fr.frame, fa))
+        i1 = int(np.searchsorted(fr.frame, fb, side="right")) - 1
+        ok = 0 <= i0 <= i1 < len(fr.frame)
+        return (i0, i1) if ok else None
+    half = 0.5 * fr.interval if math.isfinite(fr.interval) else 1e-9
+    idx = np.flatnonzero((fr.t >= a - half) & (fr.t <= b + half))
+    if not idx.size:
+        return None
+    return int(idx[0]), int(idx[-1])
+
+
+def _measure(row: dict[str, Any], fr: Frames | None, a: float, b: float, fa: int | None = None,
+             fb: int | None = None) -> dict[str, Any]:
+    """``row`` with the frames, times and measures of the event [a, b] (first and last frame ``fa``, ``fb`` when
+    known) recomputed; the measures this cannot recompute (per-eye onsets, velocities) left empty. The duration
+    follows the detector's rule: end - start + one frame interval."""
     import numpy as np
 
     from eyeblink.signals.blinks import BLINK_COLUMNS
@@ -271,21 +358,23 @@ def _measure(row: dict[str, Any], fr: Frames | None, a: float, b: float) -> dict
     keep = {"blink", "kind", "cue"}
     out: dict[str, Any] = {c: row.get(c, "") if c in keep else "" for c in BLINK_COLUMNS}
     out.update(start_s=a, end_s=b, duration_ms=(b - a) * 1000, complete=1, partial=0)
-    if fr is not None and len(fr.t):
-        idx = np.flatnonzero((fr.t >= a - 1e-9) & (fr.t <= b + 1e-9))
-        if idx.size:
-            i0, i1 = int(idx[0]), int(idx[-1])
-            out.update(start_frame=int(fr.frame[i0]), end_frame=int(fr.frame[i1]), start_s=float(fr.t[i0]),
-                       end_s=float(fr.t[i1]), duration_ms=float(fr.t[i1] - fr.t[i0]) * 1000)
-            e = fr.ear[idx]
-            if np.isfinite(e).any():
-                k = int(idx[int(np.nanargmin(e))])
-                base = _baseline_at(fr.baseline, i0)
-                out.update(peak_frame=int(fr.frame[k]), peak_s=float(fr.t[k]), min_ear=float(fr.ear[k]))
-                if math.isfinite(base) and base > 0:
-                    out.update(baseline_ear=base, amplitude=1 - float(fr.ear[k]) / base)
-            else:
-                out["complete"] = 0
+    if fa is not None and fb is not None:
+        out.update(start_frame=fa, end_frame=fb)
+    rows = _rows_of(fr, a, b, fa, fb) if fr is not None and len(fr.t) else None
+    if fr is not None and rows is not None:
+        i0, i1 = rows
+        step = fr.interval if math.isfinite(fr.interval) else 0.0
+        out.update(start_frame=int(fr.frame[i0]), end_frame=int(fr.frame[i1]), start_s=float(fr.t[i0]),
+                   end_s=float(fr.t[i1]), duration_ms=(float(fr.t[i1] - fr.t[i0]) + step) * 1000)
+        e = fr.ear[i0:i1 + 1]
+        if np.isfinite(e).any():
+            k = i0 + int(np.nanargmin(e))
+            base = _baseline_at(fr.baseline, i0)
+            out.update(peak_frame=int(fr.frame[k]), peak_s=float(fr.t[k]), min_ear=float(fr.ear[k]))
+            if math.isfinite(base) and base > 0:
+                out.update(baseline_ear=base, amplitude=1 - float(fr.ear[k]) / base)
+        else:
+            out["complete"] = 0
     return out
 
 
@@ -317,12 +406,14 @@ def apply_blinks(auto: Sequence[dict[str, Any]], c: Corrections, frames: Frames 
             continue
         if d is not None and d.decision == "retime":
             assert d.new_start_s is not None and d.new_end_s is not None
-            row, source = _measure(r, frames, d.new_start_s, d.new_end_s), "corrected"
+            row = _measure(r, frames, d.new_start_s, d.new_end_s, d.new_start_frame, d.new_end_frame)
+            source = "corrected"
         else:
             row, source = dict(r), "accepted" if d is not None else "auto"
         rows.append({**row, "source": source})
     for s in c.added:
-        rows.append({**_measure({"kind": s.kind, "cue": ""}, frames, s.start_s, s.end_s), "source": "added"})
+        rows.append({**_measure({"kind": s.kind, "cue": ""}, frames, s.start_s, s.end_s, s.start_frame, s.end_frame),
+                     "source": "added"})
     kept = []
     for r in rows:
         a, b = _f(r["start_s"]), _f(r["end_s"])
@@ -524,10 +615,9 @@ def apply_session(outdir: str | Path, stem: str, *, write: bool = True) -> Appli
             kept: list[Any] = [_Trial(r) for r in trials if not r["excluded"]]  # read as session_summary reads
             summary["trials"] = {**summary["trials"], **session_summary(kept), "trials": len(trials),
                                  "excluded_trials": sum(r["excluded"] for r in trials)}
+    if write and unmatched:
+        warn(unmatched_message(stem, cpath, unmatched))
     if write:
-        if unmatched:
-            warn(f"{stem}: {len(unmatched)} decision(s) of {cpath.name} match no detected blink any more (first at "
-                 f"{unmatched[0]['start_s']:.3f} s); they are kept in the file and listed in the summary")
         auto_path = auto_blinks_path(outdir, stem)
         write_text_atomic(auto_path, csv_text(header, auto))
         write_text_atomic(outdir / f"{stem}.blinks.csv", csv_text(bheader, applied.rows))
@@ -540,6 +630,12 @@ def apply_session(outdir: str | Path, stem: str, *, write: bool = True) -> Appli
             outputs["blinks_auto"] = str(auto_path)
         write_text_atomic(summary_path, json.dumps(clean_json(summary), indent=2, allow_nan=False) + "\n")
     return AppliedSession(bheader, applied.rows, theader, trials, summary, auto, applied)
+
+
+def unmatched_message(stem: str, cpath: Path, unmatched: Sequence[dict[str, Any]]) -> str:
+    """What ``report``, ``process`` and :func:`eyeblink.load` say of decisions that match no detected blink."""
+    return (f"{stem}: {len(unmatched)} decision(s) of {cpath.name} match no detected blink any more (first at "
+            f"{unmatched[0]['start_s']:.3f} s); they are kept in the file and listed in the summary")
 
 
 class _Event:

@@ -1,7 +1,9 @@
 /* eyeblink report viewer: plain JavaScript, no libraries, inlined into <stem>.report.html.
  *
  * The data block (#report-data, written by eyeblink/outputs/report.py) holds:
- *   t        float32 seconds from the first frame, one per frames.csv row (base64, little-endian)
+ *   t        float64 seconds on the session's clock, one per frames.csv row (base64, little-endian): the
+ *            exact timestamps of frames.csv, so a time the page saves is the file's own
+ *   frameRuns  [row, frame] where a run of consecutive frame numbers starts (frame = its frame + rows since)
  *   series   per trace: uint16 codes (value = lo + code * step; 65535 = no value) and a pyramid of
  *            min/max envelopes over buckets of 16, 64, 256, ... samples
  *   blinks, trials, noFace, gaps, crops   the markers and tables
@@ -24,8 +26,29 @@
     return out.buffer;
   }
   var D = JSON.parse(document.getElementById("report-data").textContent);
-  var T = new Float32Array(bytes(D.t));
-  var N = T.length;
+  var TABS = new Float64Array(bytes(D.t)), t0abs = D.t0;
+  var N = TABS.length;
+  var T = new Float64Array(N);  // seconds from the first frame, for drawing
+  for (var ti = 0; ti < N; ti++) T[ti] = TABS[ti] - t0abs;
+  var RUNS = D.frameRuns && D.frameRuns.length ? D.frameRuns : [[0, 0]];
+  function runAt(i) {  // the last run starting at or before row i
+    var a = 0, b = RUNS.length - 1;
+    while (a < b) { var m = (a + b + 1) >> 1; if (RUNS[m][0] <= i) a = m; else b = m - 1; }
+    return RUNS[a];
+  }
+  // the frame number of row i, and the row of frame f (the first row at or after it)
+  function frameOf(i) { var r = runAt(i); return r[1] + (i - r[0]); }
+  function rowOfFrame(f) {
+    var a = 0, b = N;
+    while (a < b) { var m = (a + b) >> 1; if (frameOf(m) < f) a = m + 1; else b = m; }
+    return Math.min(a, N - 1);
+  }
+  // the row nearest to t (seconds from the first frame)
+  function nearestRow(t) {
+    var i = Math.min(N - 1, lowerBound(t));
+    if (i > 0 && t - T[i - 1] < T[i] - t) i--;
+    return i;
+  }
   var SPAN = N > 1 ? T[N - 1] : 1;
   var series = D.series.map(function (s) {
     return {
@@ -46,18 +69,22 @@
   var blinks = rowsOf(D.blinkColumns, D.blinks);
   var trials = rowsOf(D.trialColumns, D.trials);
   trials.forEach(function (tr, i) { tr.cs_duration_ms = D.csDurationMs[i]; });
-  var t0abs = D.t0;
   // the review: a decision per automatic blink, added events, excluded spans and trials (absolute seconds)
   var R = D.review || {};
   var review = {
     decisions: (R.decisions || []).slice(0, blinks.length),
-    added: (R.added || []).map(function (x) { return { start_s: x.start_s, end_s: x.end_s, kind: x.kind || "blink" }; }),
+    added: (R.added || []).map(function (x) {
+      return { start_s: x.start_s, end_s: x.end_s, start_frame: x.start_frame, end_frame: x.end_frame, kind: x.kind || "blink" };
+    }),
     excluded: (R.excluded || []).map(function (x) { return { start_s: x.start_s, end_s: x.end_s, reason: x.reason || "" }; }),
     excludedTrials: new Set(R.excludedTrials || []),
     unmatched: R.unmatched || [],
     dirty: false
   };
   while (review.decisions.length < blinks.length) review.decisions.push(null);
+  var INTERVAL = D.interval || 0.002;
+  var MEASURES = ["peak_s", "amplitude", "amplitude_left", "amplitude_right", "min_ear", "baseline_ear", "partial", "cue"];
+  var events = [];  // the review's events (rebuildEvents): the blink table's rows, in time order
 
   // first index with T[i] >= t
   function lowerBound(t) {
@@ -100,7 +127,7 @@
   var ctx = canvas.getContext("2d");
   var M = { left: 58, right: 14, top: 34, bottom: 26, gap: 16 };
   var panels = [];   // {name, label, y0, y1, lo, hi}
-  var view = { t0: 0, t1: SPAN, selBlink: null, selTrial: null, hover: null, sel: null };
+  var view = { t0: 0, t1: SPAN, selRef: null, selTrial: null, hover: null, sel: null };
   var minSpan = Math.max(0.02, 20 * (D.interval || 0.002));
 
   function panelRanges() {
@@ -232,27 +259,36 @@
         label("US", xOf(us) + 3, 12, "#7b1fa2", "left");
       }
     });
-    // blinks: numbered bands
-    blinks.forEach(function (b, k) {
-      var a = b.start_s - t0abs, z = b.end_s - t0abs;
-      if (z < view.t0 || a > view.t1) return;
-      var xa = xOf(a), xz = Math.max(xOf(z), xa + 1.5);
-      var pc = b.kind === "prolonged_closure";  // a closure longer than max_blink_ms: not a blink, marked apart
-      var dec = review.decisions[k];
-      if (dec && (dec.decision === "reject" || dec.decision === "retime")) {  // drawn by drawReview
-        ctx.fillStyle = "rgba(120, 120, 120, 0.10)";
-        ctx.fillRect(xa, top, xz - xa, bottom - top);
-        label((dec.decision === "reject" ? "✕ " : "") + b.blink, (xa + xz) / 2, 31, "#777", "center");
+    // events: numbered bands (the number blinks.csv gives them); what the review took away, a grey band
+    events.forEach(function (e) {
+      var sel = e.ref === view.selRef;
+      if (e.source === "corrected" || e.source === "rejected") {  // where the detector had it
+        var ra = e.autoStart - t0abs, rz = e.autoEnd - t0abs;
+        if (!(rz < view.t0 || ra > view.t1)) {
+          ctx.fillStyle = "rgba(120, 120, 120, 0.10)";
+          ctx.fillRect(xOf(ra), top, Math.max(xOf(rz), xOf(ra) + 1.5) - xOf(ra), bottom - top);
+        }
+      }
+      if (e.source === "rejected") {
+        if (!(rz < view.t0 || ra > view.t1)) placeLabel("✕", (xOf(ra) + xOf(rz)) / 2, "#777");
         return;
       }
-      ctx.fillStyle = pc ? (k === view.selBlink ? "rgba(106, 27, 154, 0.30)" : "rgba(106, 27, 154, 0.18)")
-                         : (k === view.selBlink ? "rgba(255, 140, 0, 0.30)" : "rgba(255, 170, 0, 0.22)");
+      var a = e.start_s - t0abs, z = e.end_s - t0abs;
+      if (z < view.t0 || a > view.t1) return;
+      var xa = xOf(a), xz = Math.max(xOf(z), xa + 1.5);
+      var pc = e.kind === "prolonged_closure";  // a closure longer than max_blink_ms: not a blink, marked apart
+      var fill, bar, text;
+      if (e.source === "added") { fill = sel ? "rgba(46, 160, 67, 0.38)" : "rgba(46, 160, 67, 0.25)"; bar = text = "#2e7d32"; }
+      else if (e.source === "corrected") { fill = sel ? "rgba(123, 31, 162, 0.30)" : "rgba(123, 31, 162, 0.18)"; bar = text = "#7b1fa2"; }
+      else if (pc) { fill = sel ? "rgba(106, 27, 154, 0.30)" : "rgba(106, 27, 154, 0.18)"; bar = text = "#6a1b9a"; }
+      else { fill = sel ? "rgba(255, 140, 0, 0.30)" : "rgba(255, 170, 0, 0.22)"; bar = sel ? "#e65100" : "#f0a000"; text = "#b26a00"; }
+      ctx.fillStyle = fill;
       ctx.fillRect(xa, top, xz - xa, bottom - top);
-      ctx.fillStyle = pc ? "#6a1b9a" : (k === view.selBlink ? "#e65100" : "#f0a000");
+      ctx.fillStyle = bar;
       ctx.fillRect(xa, 17, xz - xa, 3);
-      if (xz - xa > 14 || visibleBlinks < 60) {
-        label((pc ? "closure " : "") + b.blink, (xa + xz) / 2, 31, pc ? "#6a1b9a" : "#b26a00", "center");
-      }
+      if (e.source === "accepted" || e.source === "corrected") { ctx.fillStyle = "#2e7d32"; ctx.fillRect(xa, 21, xz - xa, 3); }
+      var name = e.number === null ? "–" : String(e.number);
+      placeLabel((pc ? "closure " : "") + (e.excluded ? "(" + name + ")" : name), (xa + xz) / 2, text);
     });
     drawReview(top, bottom);
     // frames without a face: grey bands; dropped/damaged frames: magenta lines
@@ -270,10 +306,27 @@
       ctx.fillRect(xa, top, Math.max(1, xb - xa), bottom - top);
       line((g[0] + g[1]) / 2, "#c2185b", top, bottom, [2, 2]);
       var txt = g[2] < 0 ? "dup. time" : (g[2] > 0 ? "−" + g[2] + " fr" : "gap");
-      if (visibleGaps < 40) label(txt, (xa + xb) / 2, 31, "#c2185b", "center");
+      if (visibleGaps < 40) placeLabel(txt, (xa + xb) / 2, "#c2185b");
     });
   }
   var visibleBlinks = 0, visibleGaps = 0;
+  // the labels above the trace: each on the first of two rows where it overlaps none drawn, else left out
+  // (never printed over another); what was drawn is listed for scripts (status data-labels)
+  var LABEL_ROWS = [31, 45], placed = [];
+  function placeLabel(text, x, color) {
+    ctx.font = "11px system-ui, sans-serif";
+    var w = ctx.measureText(text).width, x0 = x - w / 2 - 2, x1 = x + w / 2 + 2;
+    if (x1 < M.left || x0 > M.left + plotW()) return false;
+    for (var r = 0; r < LABEL_ROWS.length; r++) {
+      var y = LABEL_ROWS[r];
+      if (placed.some(function (p) { return p.y === y && x0 < p.x1 && p.x0 < x1; })) continue;
+      if (r > 0) { ctx.fillStyle = "rgba(255,255,255,0.8)"; ctx.fillRect(x0, y - 10, x1 - x0, 13); }
+      label(text, x, y, color, "center");
+      placed.push({ x0: x0, x1: x1, y: y, text: text });
+      return true;
+    }
+    return false;
+  }
 
   function line(t, color, y0, y1, dash) {
     var x = Math.round(xOf(t)) + 0.5;
@@ -331,12 +384,15 @@
       return;
     }
     var i0 = lowerBound(view.t0), i1 = Math.min(N, lowerBound(view.t1) + 1);
-    visibleBlinks = blinks.filter(function (b) { return b.end_s - t0abs >= view.t0 && b.start_s - t0abs <= view.t1; }).length;
+    visibleBlinks = events.filter(function (e) { return e.end_s - t0abs >= view.t0 && e.start_s - t0abs <= view.t1; }).length;
     visibleGaps = D.gaps.filter(function (g) { return g[1] >= view.t0 && g[0] <= view.t1; }).length;
     drawAxes();
     ctx.save();
     ctx.beginPath(); ctx.rect(M.left, 0, plotW(), h); ctx.clip();
+    placed = [];
     drawMarkers();
+    status.setAttribute("data-labels", JSON.stringify(placed.map(function (p) {
+      return [Math.round(p.x0 * 10) / 10, Math.round(p.x1 * 10) / 10, p.y, p.text]; })));
     panels.forEach(function (p) {
       ctx.save();
       ctx.beginPath(); ctx.rect(M.left, p.y0, plotW(), p.y1 - p.y0); ctx.clip();
@@ -391,7 +447,11 @@
     octx.fillStyle = "#fafbfc"; octx.fillRect(0, 0, w, h);
     var W = w - M.left - M.right, sx = W / SPAN;
     D.noFace.forEach(function (r) { octx.fillStyle = "rgba(110,110,130,0.35)"; octx.fillRect(M.left + r[0] * sx, 0, Math.max(1, (r[1] - r[0]) * sx), h); });
-    blinks.forEach(function (b) { octx.fillStyle = "rgba(240,160,0,0.9)"; octx.fillRect(M.left + (b.start_s - t0abs) * sx, 0, Math.max(1.5, (b.end_s - b.start_s) * sx), 6); });
+    events.forEach(function (e) {
+      if (!e.kept) return;
+      octx.fillStyle = e.source === "added" ? "#2e7d32" : "rgba(240,160,0,0.9)";
+      octx.fillRect(M.left + (e.start_s - t0abs) * sx, 0, Math.max(1.5, (e.end_s - e.start_s) * sx), 6);
+    });
     D.gaps.forEach(function (g) { octx.fillStyle = "#c2185b"; octx.fillRect(M.left + g[0] * sx, h - 6, 1.5, 6); });
     trials.forEach(function (tr) { octx.fillStyle = "#1e88e5"; octx.fillRect(M.left + (tr.cs_onset_s - t0abs) * sx, 6, 1, 4); });
     if (ovSeries) {
@@ -484,16 +544,16 @@
     }
     if (!click) return;
     var r = canvas.getBoundingClientRect(), t = tOf(ev.clientX - r.left) + t0abs;
-    for (var k = 0; k < blinks.length; k++) {
-      if (blinks[k].start_s <= t && t <= blinks[k].end_s) { selectBlink(k, false); return; }
+    for (var k = 0; k < events.length; k++) {
+      var e = events[k], a = e.source === "rejected" ? e.autoStart : e.start_s, z = e.source === "rejected" ? e.autoEnd : e.end_s;
+      if (a <= t && t <= z) { selectEvent(e, false); return; }
     }
   });
   var readout = document.getElementById("readout");
   function showReadout(t) {
     view.hover = t;
-    var i = Math.min(N - 1, lowerBound(t));
-    if (i > 0 && t - T[i - 1] < T[i] - t) i--;
-    var lines = ["t " + fmtTime(T[i], 0.001) + "   row " + i.toLocaleString()];
+    var i = nearestRow(t);
+    var lines = ["t " + fmtTime(T[i], 0.001) + "   frame " + frameOf(i).toLocaleString()];
     series.forEach(function (s) { lines.push(s.label + "  " + fmt(s.value(s.raw[i]), 3)); });
     readout.textContent = lines.join("\n");
     readout.hidden = false;
@@ -613,46 +673,54 @@
     var cropNames = ["onset", "peak", "offset"];
     blinkCols.splice(4, 0, { key: "blink", label: "eyes at onset · peak · offset", text: true, cls: "crops",
       title: "both eyes as the camera saw them (subject's right eye on the left), the fitted eye points drawn",
-      sort: function (r) { return r.blink; },
+      sort: function (r) { return r.autoBlink; },
       fmt: function (r) {
-        return (D.crops[String(r.blink)] || []).map(function (src, i) {
+        return (r.autoBlink === null ? [] : D.crops[String(r.autoBlink)] || []).map(function (src, i) {
           if (!/^data:image\/(png|jpeg);base64,/.test(src)) return null;  // only images the report itself drew
           var img = el("img");
-          img.alt = cropNames[i]; img.title = "blink " + r.blink + ": " + cropNames[i]; img.src = src;
+          img.alt = cropNames[i]; img.title = cropNames[i]; img.src = src;
           return img;
         }).filter(function (img) { return img !== null; });
       } });
   }
-  blinkCols.splice(1, 0, { key: "review", label: "review", text: true,
-    title: "your decision: accepted, rejected or retimed (keys a, r, u; drag the onset or end on the trace)",
-    sort: function (r) { var d = review.decisions[blinks.indexOf(r)]; return d ? d.decision : ""; },
+  blinkCols.splice(1, 0, { key: "source", label: "review", text: true,
+    title: "your decision: accepted, rejected, retimed or added (keys a, r, u, b; [ ] { } or drag the onset or end)",
     fmt: function (r) {
-      var d = review.decisions[blinks.indexOf(r)];
-      var a = d && d.decision === "retime" ? d.new_start_s : r.start_s, z = d && d.decision === "retime" ? d.new_end_s : r.end_s;
-      if (inExcluded(a, z)) return el("span", "rejected", "in an excluded span");
-      if (!d) return "–";
-      if (d.decision === "retime") {
-        return el("span", "retimed", "retimed " + fmt(d.new_start_s - t0abs, 3) + "–" + fmt(d.new_end_s - t0abs, 3) + " s");
-      }
-      return el("span", d.decision === "reject" ? "rejected" : "accepted", d.decision === "reject" ? "rejected" : "accepted");
+      if (r.excluded) return el("span", "rejected", "in an excluded span");
+      if (r.replaced) return el("span", "rejected", "replaced by an added event");
+      if (r.source === "auto") return "–";
+      if (r.source === "corrected") return el("span", "retimed", "retimed");
+      if (r.source === "added") return el("span", "added", r.kind === "prolonged_closure" ? "added closure" : "added");
+      return el("span", r.source === "rejected" ? "rejected" : "accepted", r.source);
     } });
-  var renderBlinks = sortableTable(blinkTable, blinkCols, blinks, function (k) { selectBlink(k, true); },
-    function (r) { var d = review.decisions[blinks.indexOf(r)]; return d ? "review-" + d.decision : ""; });
-  blinkTable.addEventListener("rendered", function () { mark(blinkTable, view.selBlink); });
+  rebuildEvents();
+  var renderBlinks = sortableTable(blinkTable, blinkCols, events, function (k) { selectEvent(events[k], true); },
+    function (r) { return r.source === "auto" ? "" : "review-" + r.decision; });
+  blinkTable.addEventListener("rendered", markSelected);
+  function markSelected() {
+    blinkTable.querySelectorAll("tbody tr").forEach(function (tr) {
+      tr.classList.toggle("selected", events[+tr.getAttribute("data-row")].ref === view.selRef);
+    });
+  }
 
-  function selectBlink(k, zoomTo) {
-    view.selBlink = k;
-    var b = blinks[k];
+  function selectEvent(e, zoomTo) {
+    view.selRef = e.ref;
     if (zoomTo) {
-      var a = b.start_s - t0abs, z = b.end_s - t0abs, pad = Math.max(0.4, (z - a) * 1.5);
+      var a = e.start_s - t0abs, z = e.end_s - t0abs, pad = Math.max(0.4, (z - a) * 1.5);
       setView(a - pad, z + pad);
       document.getElementById("trace-section").scrollIntoView({ block: "nearest" });
     } else {
       redraw();
-      var tr = blinkTable.querySelector('tbody tr[data-row="' + k + '"]');
-      if (tr) tr.scrollIntoView({ block: "nearest" });
     }
-    mark(blinkTable, k);
+    markSelected();
+    var tr = blinkTable.querySelector("tbody tr.selected");
+    if (tr && !zoomTo) tr.scrollIntoView({ block: "nearest" });
+    status.setAttribute("data-selected", e.number === null ? "" : String(e.number));
+    status.setAttribute("data-selected-frames", e.start_frame + "-" + e.end_frame);
+  }
+  function selected() {
+    for (var i = 0; i < events.length; i++) if (events[i].ref === view.selRef) return events[i];
+    return null;
   }
 
   // ------------------------------------------------------------------ trials
@@ -776,25 +844,67 @@
 
   function overlaps(a0, a1, b0, b1) { return a0 <= b1 && b0 <= a1; }
   function inExcluded(a, b) { return review.excluded.some(function (s) { return overlaps(a, b, s.start_s, s.end_s); }); }
-  // the events that stay (what blinks.csv will hold): not rejected, not under an excluded span or an added one
-  function kept() {
-    var out = [];
+  // one duration rule for every row, as the detector's: end - start + one frame interval (frames are inclusive)
+  function durationMs(a, b) { return (b - a + INTERVAL) * 1000; }
+  // the events of the review, in time order: one per automatic blink (with its decision) and one per added event.
+  // kept: what blinks.csv will hold (not rejected, not replaced by an added event, not in an excluded span);
+  // number: the number blinks.csv gives it (kept events numbered in time order, as eyeblink report does)
+  function rebuildEvents() {
+    events.length = 0;
     blinks.forEach(function (b, k) {
-      var d = review.decisions[k], a = b.start_s, z = b.end_s;
-      if (d && d.decision === "reject") return;
-      if (d && d.decision === "retime") { a = d.new_start_s; z = d.new_end_s; }
-      if (review.added.some(function (s) { return overlaps(b.start_s, b.end_s, s.start_s, s.end_s); })) return;
-      if (!inExcluded(a, z)) out.push({ start_s: a, end_s: z, kind: b.kind });
+      var d = review.decisions[k], e = {};
+      Object.keys(b).forEach(function (c) { e[c] = b[c]; });
+      e.ref = b; e.order = k; e.autoBlink = b.blink; e.autoStart = b.start_s; e.autoEnd = b.end_s;
+      e.source = !d ? "auto" : d.decision === "reject" ? "rejected" : d.decision === "retime" ? "corrected" : "accepted";
+      e.decision = d ? d.decision : null;
+      if (d && d.decision === "retime") {
+        e.start_s = d.new_start_s; e.end_s = d.new_end_s; e.start_frame = d.new_start_frame; e.end_frame = d.new_end_frame;
+        e.duration_ms = durationMs(e.start_s, e.end_s); e.complete = 1;
+        MEASURES.forEach(function (c) { e[c] = null; });  // measured again when the corrections are applied
+      }
+      e.replaced = review.added.some(function (s) { return overlaps(b.start_s, b.end_s, s.start_s, s.end_s); });
+      events.push(e);
     });
-    review.added.forEach(function (s) { if (!inExcluded(s.start_s, s.end_s)) out.push(s); });
-    return out;
+    review.added.forEach(function (s, j) {
+      var e = { ref: s, order: blinks.length + j, autoBlink: null, source: "added", decision: "added", kind: s.kind,
+                start_s: s.start_s, end_s: s.end_s, start_frame: s.start_frame, end_frame: s.end_frame,
+                duration_ms: durationMs(s.start_s, s.end_s), complete: 1, replaced: false };
+      MEASURES.forEach(function (c) { e[c] = null; });
+      events.push(e);
+    });
+    var byTime = function (x, y) { return x.start_s - y.start_s || x.order - y.order; };
+    events.forEach(function (e) {
+      e.excluded = e.source !== "rejected" && inExcluded(e.start_s, e.end_s);
+      e.kept = e.source !== "rejected" && !e.replaced && !e.excluded;
+      e.number = null;
+    });
+    events.filter(function (e) { return e.kept; }).sort(byTime).forEach(function (e, i) { e.number = i + 1; });
+    events.sort(byTime);
+    events.forEach(function (e) { e.blink = e.number; });
   }
+  function kept() { return events.filter(function (e) { return e.kept; }); }
+  // seconds of the session outside the excluded spans (the rate's minutes)
+  function keptSeconds() {
+    var total = 0, end = -Infinity, t1 = N ? TABS[N - 1] : t0abs;
+    review.excluded.slice().sort(function (x, y) { return x.start_s - y.start_s; }).forEach(function (s) {
+      var a = Math.max(s.start_s, t0abs, end), b = Math.min(s.end_s, t1);
+      if (b > a) total += b - a;
+      end = Math.max(end, Math.min(s.end_s, t1));
+    });
+    return (t1 - t0abs) - total;
+  }
+  function g3(v) { return isFinite(v) ? String(parseFloat(v.toPrecision(3))) : "–"; }
   function updateReview() {
     var n = { accept: 0, reject: 0, retime: 0 };
     review.decisions.forEach(function (d) { if (d) n[d.decision]++; });
     var reviewed = n.accept + n.reject + n.retime;
-    var count = kept().length;
+    var k = kept(), count = k.length;
+    // the cards follow the decisions: events kept, and the rate of the complete blinks over the time not excluded
+    var complete = k.filter(function (e) { return e.kind !== "prolonged_closure" && e.complete; }).length;
+    var secs = keptSeconds();
     document.getElementById("blink-count").textContent = String(count);
+    var rate = document.getElementById("blink-rate");  // the summary's own until the review changes something
+    if (rate && secs > 0 && review.changedOnce) rate.textContent = g3(complete / secs * 60) + "/min";
     reviewStatus.textContent = reviewed + " of " + blinks.length + " blinks reviewed · " + n.accept + " accepted · " +
       n.reject + " rejected · " + n.retime + " retimed · " + review.added.length + " added · " +
       review.excluded.length + " spans and " + review.excludedTrials.size + " trials excluded · " + count +
@@ -802,34 +912,54 @@
     status.setAttribute("data-reviewed", String(reviewed));
     status.setAttribute("data-kept", String(count));
     status.setAttribute("data-dirty", review.dirty ? "1" : "0");
+    status.setAttribute("data-blink-rows", String(events.length));
   }
   function changed() {
-    review.dirty = true;
-    renderBlinks(); mark(blinkTable, view.selBlink);
+    review.dirty = true; review.changedOnce = true;
+    rebuildEvents();
+    renderBlinks(); markSelected();
     if (renderTrials) { renderTrials(); mark(trialTable, view.selTrial); }
+    var e = selected();
+    if (e) { status.setAttribute("data-selected", e.number === null ? "" : String(e.number));
+             status.setAttribute("data-selected-frames", e.start_frame + "-" + e.end_frame); }
     updateReview(); drawTrialPlot(); redraw();
   }
   function decide(decision) {
-    if (view.selBlink === null) return false;
-    var k = view.selBlink, cur = review.decisions[k];
-    review.decisions[k] = decision === null ? null : { decision: decision, new_start_s: null, new_end_s: null };
+    var e = selected();
+    if (!e) return false;
+    if (e.source === "added") {  // the reviewer's own event: reject removes it, accept and undo keep it
+      if (decision === "reject") {
+        review.added = review.added.filter(function (s) { return s !== e.ref; });
+        view.selRef = null;
+        changed();
+      }
+      return true;
+    }
+    var k = e.order, cur = review.decisions[k];
+    review.decisions[k] = decision === null ? null : { decision: decision };
     if (decision === "accept" && cur && cur.decision === "retime") review.decisions[k] = cur;  // a retimed one is kept
     changed();
     return true;
   }
-  function step(dir) {  // the next (previous) blink in time; with none selected, the first (last) one in view
-    if (!blinks.length) return false;
-    var k = view.selBlink;
-    if (k === null) {
+  // n / p: the next (previous) event in time, added ones too; with none selected, n goes to the first one not yet
+  // reviewed (the first in view when all are) and p to the last one in view
+  function step(dir) {
+    if (!events.length) return false;
+    var cur = selected(), k = cur ? events.indexOf(cur) : -1;
+    if (k < 0) {
       var edge = (dir > 0 ? view.t0 : view.t1) + t0abs;
-      k = dir > 0 ? blinks.length - 1 : 0;
-      for (var i = 0; i < blinks.length; i++) {
-        if (dir > 0 && blinks[i].end_s >= edge) { k = i; break; }
-        if (dir < 0 && blinks[i].start_s <= edge) k = i;
+      k = dir > 0 ? events.length - 1 : 0;
+      var todo = dir > 0 ? events.findIndex(function (e) { return e.source === "auto"; }) : -1;
+      if (todo >= 0) k = todo;
+      else {
+        for (var i = 0; i < events.length; i++) {
+          if (dir > 0 && events[i].end_s >= edge) { k = i; break; }
+          if (dir < 0 && events[i].start_s <= edge) k = i;
+        }
       }
     } else k += dir;
-    k = Math.max(0, Math.min(blinks.length - 1, k));
-    selectBlink(k, true);
+    k = Math.max(0, Math.min(events.length - 1, k));
+    selectEvent(events[k], true);
     return true;
   }
   function selectionAbs() { return view.sel ? { a: view.sel.a + t0abs, b: view.sel.b + t0abs } : null; }
@@ -839,11 +969,17 @@
       Math.round((s.b - s.a) * 1000) + " ms): b add a blink · c add a prolonged closure · e exclude · Delete remove what is added or excluded there"
       : "shift + drag on the trace to select a span";
   }
+  // the frames of a span: its first frame at or after a, its last at or before b (rows i0..i1)
+  function framesOf(a, b) {
+    var i0 = lowerBound(a - t0abs - 1e-9), i1 = lowerBound(b - t0abs + 1e-9) - 1;
+    if (i0 >= N || i1 < i0) { i0 = i1 = nearestRow((a + b) / 2 - t0abs); }
+    return { start_s: TABS[i0], end_s: TABS[i1], start_frame: frameOf(i0), end_frame: frameOf(i1) };
+  }
   function addSpan(what) {
     var s = selectionAbs();
-    if (!s) return false;
+    if (!s || !N) return false;
     if (what === "exclude") review.excluded.push({ start_s: s.a, end_s: s.b, reason: "" });
-    else review.added.push({ start_s: s.a, end_s: s.b, kind: what });
+    else { var f = framesOf(s.a, s.b); f.kind = what; review.added.push(f); view.selRef = f; }
     review.added.sort(function (x, y) { return x.start_s - y.start_s; });
     review.excluded.sort(function (x, y) { return x.start_s - y.start_s; });
     view.sel = null; showSelection(); changed();
@@ -864,38 +1000,43 @@
     changed();
     return true;
   }
-  // the selected blink's current onset and end (relative seconds)
+  // the selected event's onset and end (relative seconds), when it can be retimed
   function selectedSpan() {
-    if (view.selBlink === null) return null;
-    var b = blinks[view.selBlink], d = review.decisions[view.selBlink];
-    if (d && d.decision === "retime") return { a: d.new_start_s - t0abs, b: d.new_end_s - t0abs };
-    return { a: b.start_s - t0abs, b: b.end_s - t0abs };
+    var e = selected();
+    if (!e || e.source === "rejected") return null;
+    return { a: e.start_s - t0abs, b: e.end_s - t0abs };
   }
   function edgeAt(x) {
     var sp = selectedSpan();
-    if (!sp || (review.decisions[view.selBlink] || {}).decision === "reject") return null;
+    if (!sp) return null;
     if (Math.abs(xOf(sp.a) - x) <= 6) return { which: "a", t: sp.a };
     if (Math.abs(xOf(sp.b) - x) <= 6) return { which: "b", t: sp.b };
     return null;
   }
-  function finishRetime(edge) {
-    var sp = selectedSpan(), a = edge.which === "a" ? edge.t : sp.a, b = edge.which === "b" ? edge.t : sp.b;
-    if (b - a < (D.interval || 0.002)) return;
-    review.decisions[view.selBlink] = { decision: "retime", new_start_s: a + t0abs, new_end_s: b + t0abs };
+  // the selected event from row i0 to row i1 (inclusive): a retime of an automatic blink, or the added event moved
+  function setRows(i0, i1) {
+    var e = selected();
+    if (!e || i1 < i0) return;
+    var span = { start_s: TABS[i0], end_s: TABS[i1], start_frame: frameOf(i0), end_frame: frameOf(i1) };
+    if (e.source === "added") Object.keys(span).forEach(function (c) { e.ref[c] = span[c]; });
+    else review.decisions[e.order] = { decision: "retime", new_start_s: span.start_s, new_end_s: span.end_s,
+                                      new_start_frame: span.start_frame, new_end_frame: span.end_frame };
     changed();
   }
-  // keys [ ] move the selected blink's onset, { } its end, one frame earlier or later (a retime)
+  function rowsOfSelected() {
+    var e = selected();
+    return { a: rowOfFrame(e.start_frame), b: rowOfFrame(e.end_frame) };
+  }
+  function finishRetime(edge) {  // a dragged edge lands on the nearest frame
+    var r = rowsOfSelected(), i = nearestRow(edge.t);
+    if (edge.which === "a") setRows(i, r.b); else setRows(r.a, i);
+  }
+  // keys [ ] move the selected event's onset, { } its end, one frame earlier or later (a retime)
   function nudge(which, dir) {
-    var sp = selectedSpan();
-    if (!sp || (review.decisions[view.selBlink] || {}).decision === "reject" || !N) return false;
-    var t = which === "a" ? sp.a : sp.b, i = lowerBound(t - 1e-6);
-    if (i < N && Math.abs(T[i] - t) > 1e-6 && dir < 0) i--;  // between two frames: the one before, going back
-    else i += dir;
-    i = Math.max(0, Math.min(N - 1, i));
-    var a = which === "a" ? T[i] : sp.a, b = which === "b" ? T[i] : sp.b;
-    if (b - a < 0.5 * (D.interval || 0.002)) return true;  // never shorter than a frame
-    review.decisions[view.selBlink] = { decision: "retime", new_start_s: a + t0abs, new_end_s: b + t0abs };
-    changed();
+    if (!selectedSpan() || !N) return false;
+    var r = rowsOfSelected();
+    if (which === "a") r.a = Math.max(0, Math.min(N - 1, r.a + dir)); else r.b = Math.max(0, Math.min(N - 1, r.b + dir));
+    if (r.b >= r.a) setRows(r.a, r.b);  // never shorter than one frame
     return true;
   }
   function drawReview(top, bottom) {
@@ -906,33 +1047,9 @@
       ctx.fillRect(xOf(a), top, Math.max(1, xOf(b) - xOf(a)), bottom - top);
       if (xOf(b) - xOf(a) > 50) label("excluded", (xOf(a) + xOf(b)) / 2, bottom - 16, "#222", "center");
     });
-    review.added.forEach(function (s) {
-      var a = s.start_s - t0abs, b = s.end_s - t0abs;
-      if (b < view.t0 || a > view.t1) return;
-      ctx.fillStyle = "rgba(46, 160, 67, 0.25)";
-      ctx.fillRect(xOf(a), top, Math.max(1.5, xOf(b) - xOf(a)), bottom - top);
-      ctx.fillStyle = "#2e7d32"; ctx.fillRect(xOf(a), 17, Math.max(1.5, xOf(b) - xOf(a)), 3);
-      label("added", (xOf(a) + xOf(b)) / 2, 31, "#2e7d32", "center");
-    });
-    review.decisions.forEach(function (d, k) {
-      if (!d || d.decision !== "retime") return;
-      var a = d.new_start_s - t0abs, b = d.new_end_s - t0abs;
-      if (b < view.t0 || a > view.t1) return;
-      ctx.fillStyle = k === view.selBlink ? "rgba(123, 31, 162, 0.30)" : "rgba(123, 31, 162, 0.18)";
-      ctx.fillRect(xOf(a), top, Math.max(1.5, xOf(b) - xOf(a)), bottom - top);
-      label("retimed " + blinks[k].blink, (xOf(a) + xOf(b)) / 2, 31, "#7b1fa2", "center");
-    });
-    review.decisions.forEach(function (d, k) {
-      if (!d || d.decision !== "accept") return;
-      var a = blinks[k].start_s - t0abs, b = blinks[k].end_s - t0abs;
-      if (b < view.t0 || a > view.t1) return;
-      ctx.fillStyle = "#2e7d32"; ctx.fillRect(xOf(a), 21, Math.max(1.5, xOf(b) - xOf(a)), 3);
-    });
     var sp = selectedSpan();
     if (sp && drag && drag.edge) { if (drag.edge.which === "a") sp.a = drag.edge.t; else sp.b = drag.edge.t; }
-    if (sp && (review.decisions[view.selBlink] || {}).decision !== "reject") {  // the edges that can be dragged
-      [sp.a, sp.b].forEach(function (t) { line(t, "#e65100", top, bottom, [3, 2]); });
-    }
+    if (sp) [sp.a, sp.b].forEach(function (t) { line(t, "#e65100", top, bottom, [3, 2]); });  // the edges that can be dragged
     if (view.sel) {
       var a = Math.min(view.sel.a, view.sel.b), b = Math.max(view.sel.a, view.sel.b);
       ctx.fillStyle = "rgba(30, 136, 229, 0.22)";
@@ -958,20 +1075,33 @@
     if (k === "Escape") { view.sel = null; showSelection(); redraw(); return true; }
     return false;
   }
-  // what <stem>.corrections.json holds: decisions by the automatic blink's times (so a rerun can match them)
+  // what <stem>.corrections.json holds: decisions by the automatic blink's frames and times (so a rerun can match
+  // them); a retimed or added event by its first and last frame, with those frames' times from frames.csv
   function corrections() {
     var out = [];
     review.decisions.forEach(function (d, k) {
       if (!d) return;
-      var o = { start_s: blinks[k].start_s, end_s: blinks[k].end_s, decision: d.decision };
-      if (d.decision === "retime") { o.new_start_s = d.new_start_s; o.new_end_s = d.new_end_s; }
+      var b = blinks[k], o = { start_s: b.start_s, end_s: b.end_s };
+      if (isFinite(b.start_frame) && isFinite(b.end_frame)) { o.start_frame = b.start_frame; o.end_frame = b.end_frame; }
+      o.decision = d.decision;
+      if (d.decision === "retime") {
+        o.new_start_s = d.new_start_s; o.new_end_s = d.new_end_s;
+        if (isFinite(d.new_start_frame) && isFinite(d.new_end_frame)) {
+          o.new_start_frame = d.new_start_frame; o.new_end_frame = d.new_end_frame;
+        }
+      }
       out.push(o);
     });
     return {
       format: "eyeblink.corrections", format_version: 1, stem: D.stem, reviewer: reviewerInput.value,
       saved_at: new Date().toISOString(), eyeblink_version: D.version,
       blinks: out.concat(review.unmatched),  // decisions no blink matches now are kept, never dropped
-      added: review.added, excluded: review.excluded,
+      added: review.added.map(function (s) {
+        var o = { start_s: s.start_s, end_s: s.end_s };
+        if (isFinite(s.start_frame) && isFinite(s.end_frame)) { o.start_frame = s.start_frame; o.end_frame = s.end_frame; }
+        o.kind = s.kind;
+        return o;
+      }), excluded: review.excluded,
       excluded_trials: Array.from(review.excludedTrials).sort(function (a, b) { return a - b; })
     };
   }
@@ -1021,8 +1151,8 @@
   function fromHash() {
     var h = decodeURIComponent(window.location.hash.slice(1)), m;
     if ((m = /^blink=(\d+)$/.exec(h))) {
-      var k = blinks.findIndex(function (b) { return b.blink === +m[1]; });
-      if (k >= 0) { selectBlink(k, true); return; }
+      var e = events.find(function (x) { return x.number === +m[1]; });  // blinks.csv's number
+      if (e) { selectEvent(e, true); return; }
     } else if ((m = /^trial=(\d+)$/.exec(h))) {
       var j = trials.findIndex(function (tr) { return tr.trial === +m[1]; });
       if (j >= 0) { selectTrial(j, true); return; }
@@ -1042,6 +1172,5 @@
   status.setAttribute("data-draw-ms", String(Math.round(performance.now())));
   status.setAttribute("data-frames", String(N));
   status.setAttribute("data-blinks", String(blinks.length));
-  status.setAttribute("data-blink-rows", String(blinkTable.querySelectorAll("tbody tr").length));
   status.textContent = "drawn: " + N + " frames, " + blinks.length + " blinks";
 })();

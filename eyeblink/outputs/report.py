@@ -12,8 +12,8 @@ Each trace (``ear_left``, ``ear_right``, ``closure``) is quantized to uint16 ove
 On top of the raw samples sits a pyramid of min/max envelopes, buckets of 16, 64, 256, ... samples
 (x4 per level, up to a few thousand buckets), so the browser draws any zoom level from at most a few
 buckets per pixel column instead of scanning every sample. The pyramid costs a sixth of the raw level.
-Frame times are float32 seconds from the first frame (0.1 ms resolution over hours), so dropped frames
-leave real gaps on the time axis. Everything binary is base64 in one JSON block: a 600,000-frame
+Frame times are the float64 timestamps of frames.csv (a time the page saves is the file's own), so dropped
+frames leave real gaps on the time axis; frame numbers travel as runs of consecutive frames. Everything binary is base64 in one JSON block: a 600,000-frame
 session is about 9 MB (see README).
 
 Marked on the trace: blinks (``blinks.csv``), frames without a face (``face`` = 0), dropped or
@@ -222,6 +222,8 @@ def _review(outdir: Path, stem: str, header: list[str], blinks: list[dict[str, s
     the corrected table) and each one's decision, the added events, excluded spans and trials, and the
     decisions that match no detected blink (kept when the page saves again). ``None``: no corrections and
     blinks.csv is the detector's own."""
+    import dataclasses
+
     from eyeblink.outputs.corrections import as_json, auto_rows, corrections_path, match_decisions, read_corrections
 
     cpath = corrections_path(outdir, stem)
@@ -237,12 +239,12 @@ def _review(outdir: Path, stem: str, header: list[str], blinks: list[dict[str, s
     doc = as_json(c)
     decisions: list[dict[str, Any] | None] = [None] * len(auto)
     for i, d in matched.items():
-        decisions[i] = {"decision": d.decision, "new_start_s": d.new_start_s, "new_end_s": d.new_end_s}
+        decisions[i] = {"decision": d.decision, "new_start_s": d.new_start_s, "new_end_s": d.new_end_s,
+                        "new_start_frame": d.new_start_frame, "new_end_frame": d.new_end_frame}
     return {"auto": auto, "decisions": decisions, "added": doc["added"], "excluded": doc["excluded"],
             "excludedTrials": doc["excluded_trials"], "reviewer": c.reviewer, "savedAt": c.saved_at,
-            "unmatched": [{"start_s": d.start_s, "end_s": d.end_s, "decision": d.decision,
-                           **({"new_start_s": d.new_start_s, "new_end_s": d.new_end_s}
-                              if d.decision == "retime" else {})} for d in unmatched]}
+            # kept as the file has them (frames included) when the page saves again
+            "unmatched": as_json(dataclasses.replace(c, decisions=tuple(unmatched)))["blinks"]}
 
 
 # ------------------------------------------------------------------------------------------ encoding
@@ -330,6 +332,16 @@ def _gaps(t: np.ndarray, dropped: np.ndarray) -> list[list[float]]:
 # ------------------------------------------------------------------------------------------ the page
 
 
+def frame_runs(frame: np.ndarray) -> list[list[int]]:
+    """[row, frame] where each run of consecutive frame numbers starts (one run for a file without drops)."""
+    import numpy as np
+
+    if not len(frame):
+        return []
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(frame) != 1) + 1))
+    return [[int(i), int(frame[i])] for i in starts]
+
+
 def _number(v: str) -> float | str | None:
     if v == "":
         return None
@@ -376,7 +388,8 @@ def payload(data: ReportData) -> dict[str, Any]:
         "frames": len(t),
         "t0": t0,
         "interval": interval,
-        "t": _b64((t - t0).astype(np.float32)),
+        "t": _b64(t.astype(np.float64)),
+        "frameRuns": frame_runs(s.frame),
         "series": series,
         "blinkColumns": blink_cols,
         "blinks": [[_number(b.get(c, "")) for c in blink_cols] for b in data.blinks],
@@ -454,9 +467,11 @@ def _summary_html(data: ReportData, notes: tuple[str, ...] = ()) -> str:
         cards.append(("CR", _fmt(tr.get("percent_cr"), " %", 3),
                       f"{_fmt(tr.get('cr_trials'))} of {_fmt(tr.get('scored_trials'))} scored trials"))
     cards.append(("processing", _fmt(tim.get("fps"), " FPS", 4), f"wall {_fmt(tim.get('wall_s'), ' s', 3)}"))
-    # every value is text (a damaged or hostile summary may hold markup anywhere); the count has an id to find
+    # every value is text (a damaged or hostile summary may hold markup anywhere); the count and the rate have an
+    # id: the page updates them as the review goes
+    ids = {"blinks": "blink-count", "blink rate": "blink-rate"}
     card_html = "".join(f'<div class="card"><div class="k">{html.escape(k)}</div><div class="v">'
-                        + (f'<span id="blink-count">{html.escape(v)}</span>' if k == "blinks" else html.escape(v))
+                        + (f'<span id="{ids[k]}">{html.escape(v)}</span>' if k in ids else html.escape(v))
                         + f'</div><div class="d">{html.escape(d)}</div></div>' for k, v, d in cards)
     status = s.get("status", "?")
     status_html = (f'<span class="badge {"ok" if status == "ok" else "bad"}">{html.escape(str(status))}</span>'
