@@ -30,5 +30,6 @@ from eyeblink.api import (
     process,
 )
 
-__all__ = ["CorrectionsWarning", "EyeState", "LiveRow", "LiveSession", "Session", "SessionDamageWarning", "SettingsError", "StateChange",
+__all__ = ["CorrectionsWarning", "EyeState", "LiveRow", "LiveSession", "Session", "SessionDamageWarning",
+           "SettingsError", "StateChange",
            "__version__", "agree", "live", "load", "process"]

@@ -62,7 +62,8 @@ if TYPE_CHECKING:
     from eyeblink.runtime.publish import LiveTap
     from eyeblink.signals.blinks import BlinkEvent
 
-__all__ = ["CorrectionsWarning", "EyeState", "LiveRow", "LiveSession", "Session", "SessionDamageWarning", "SettingsError", "StateChange",
+__all__ = ["CorrectionsWarning", "EyeState", "LiveRow", "LiveSession", "Session", "SessionDamageWarning",
+           "SettingsError", "StateChange",
            "check_workers", "live", "load", "process", "process_workers", "progress_factory", "run_process"]
 
 #: the config sections a setting can name, as in the presets
@@ -662,7 +663,7 @@ def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers:
     trials, plots, NWB as ``analysis`` asks), with ``<stem>.report.html`` when ``report``; returns the results
     and the per-input failures (the other inputs still run)."""
     from eyeblink.runtime.parallel import physical_cores
-    from eyeblink.runtime.runner import process_paths
+    from eyeblink.runtime.runner import process_paths, report_writer
 
     if report:  # keep the eye crops of each blink for the report's table
         cfg = dataclasses.replace(cfg, eye_crops=True)
@@ -673,16 +674,9 @@ def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers:
         if corrections_path(outdir, stem).is_file():
             read_corrections(corrections_path(outdir, stem), stem)
 
-    def write_reports(results: list[RunResult]) -> None:
-        from eyeblink.outputs.report import write_report
-        from eyeblink.runtime.runner import record_output
-
-        for r in results:
-            record_output(r, "report", write_report(outdir / r.stem))  # summary.json's outputs name it too
-
     results, failures = process_paths(list(paths), outdir, cfg, progress=progress,
                                       workers=process_workers(workers, cfg, physical_cores), loaders=loaders,
-                                      analysis=analysis, then=write_reports if report else None)
+                                      analysis=analysis, then=report_writer(outdir) if report else None)
     return results, failures
 
 

@@ -359,8 +359,9 @@ def test_keyboard_only_review_of_the_demo(tmp_path: Path) -> None:
             page.keyboard.press("r" if k == n - 1 else "a")
         st = page.locator("#status")
         assert st.get_attribute("data-reviewed") == str(n) and st.get_attribute("data-kept") == str(n - 1)
-        # the last blink is selected, its row marked
-        assert page.locator("#blink-table tbody tr.selected td").nth(0).text_content() == str(n)
+        # the last blink is selected, its row marked: rejected, it has no number in blinks.csv any more
+        cells = page.locator("#blink-table tbody tr.selected td")
+        assert cells.nth(0).text_content() == "–" and cells.nth(1).text_content() == "rejected"
         saved = _save(page, tmp_path)
         assert p.errors == [] and p.dialogs == [] and [m for m in p.console if m.startswith("error")] == []
     shutil.move(saved, out / saved.name)
@@ -369,6 +370,88 @@ def test_keyboard_only_review_of_the_demo(tmp_path: Path) -> None:
     assert [r["source"] for r in rows] == ["accepted"] * (n - 1)
     summary = json.loads((out / "demo.summary.json").read_text())
     assert summary["corrections"]["accepted"] == n - 1 and summary["corrections"]["rejected"] == 1
+
+
+def _page_rows(page: Any) -> list[tuple[str, str, str]]:
+    """The blink table's (number, review, frames) per row, as shown."""
+    out = []
+    for tr in page.locator("#blink-table tbody tr").all():
+        cells = tr.locator("td")
+        out.append((cells.nth(0).text_content(), cells.nth(1).text_content(), cells.last.text_content()))
+    return out
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_demo_reviewed_to_the_frame(tmp_path: Path) -> None:
+    """``eyeblink demo`` writes its report; in it blink 3 is retimed two frames earlier with ``[`` and a missed
+    blink added: after ``eyeblink report`` blink 3's start_frame is exactly 2 less, every row keeps the one
+    duration rule, the added blink is in the table and reached with ``n``, the page numbers rows as blinks.csv
+    does, and ``n`` starts at the first blink not yet reviewed."""
+    out = tmp_path / "demo"
+    proc = run_cli("demo", "-o", out, "--duration", "4", "--no-progress")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html = out / "demo.report.html"
+    assert html.is_file() and "demo.report.html" in proc.stdout  # the demo writes its report
+    auto = _csv(out / "demo.blinks.csv")
+    assert len(auto) >= 3
+    b1, b2, b3 = auto[0], auto[1], auto[2]
+    f3 = int(b3["start_frame"])
+    gap = (float(b1["end_s"]) + float(b2["start_s"])) / 2  # quiet eyes between blinks 1 and 2
+    t0 = float(_csv(out / "demo.frames.csv")[0]["timestamp_s"])  # the trace's times are from the first frame
+    with browser_page(html) as p:
+        page = p.page
+        st = page.locator("#status")
+        page.locator("body").click(position={"x": 5, "y": 5})
+        page.keyboard.press("n")
+        page.keyboard.press("a")  # blink 1 accepted
+        page.keyboard.press("n")
+        page.keyboard.press("n")
+        assert st.get_attribute("data-selected") == "3"
+        page.keyboard.press("[")
+        page.keyboard.press("[")
+        assert st.get_attribute("data-selected-frames") == f"{f3 - 2}-{b3['end_frame']}"
+        page.wait_for_timeout(100)  # the trace is drawn on the next animation frame
+        labels = json.loads(st.get_attribute("data-labels"))
+        assert labels and all(a[1] <= b[0] or b[1] <= a[0] or a[2] != b[2]
+                              for i, a in enumerate(labels) for b in labels[i + 1:])  # none over another
+        # a missed blink added between blinks 1 and 2: in the table, numbered as blinks.csv will number it
+        page.keyboard.press("0")
+        _select_span(page, gap - t0 - 0.03, gap - t0 + 0.03)
+        page.keyboard.press("b")
+        rows = _page_rows(page)
+        assert [r[1] for r in rows][:4] == ["accepted", "added", "–", "retimed"]
+        assert [r[0] for r in rows][:4] == ["1", "2", "3", "4"]
+        assert page.locator("#blink-count").text_content() == str(len(auto) + 1)
+        # n from blink 1 reaches the added blink
+        page.locator('#blink-table tbody tr[data-row="0"]').click()
+        page.keyboard.press("n")
+        assert st.get_attribute("data-selected") == "2"
+        assert page.locator("#blink-table tbody tr.selected td").nth(1).text_content() == "added"
+        saved = _save(page, tmp_path)
+        assert p.errors == [] and [m for m in p.console if m.startswith("error")] == []
+    doc = json.loads(saved.read_text())
+    retime = next(d for d in doc["blinks"] if d["decision"] == "retime")
+    assert retime["new_start_frame"] == f3 - 2 and retime["start_frame"] == f3
+    shutil.move(saved, out / saved.name)
+    assert run_cli("report", out / "demo").returncode == 0
+    rows = _csv(out / "demo.blinks.csv")
+    frames = {int(r["frame"]): float(r["timestamp_s"]) for r in _csv(out / "demo.frames.csv")}
+    assert [r["source"] for r in rows][:4] == ["accepted", "added", "auto", "corrected"]
+    corrected = rows[3]
+    assert int(corrected["start_frame"]) == f3 - 2 and corrected["end_frame"] == b3["end_frame"]
+    assert float(corrected["start_s"]) == frames[f3 - 2]  # the frame's own timestamp, no float32 on the way
+    for r in rows:  # one duration rule: end - start + one frame (2 ms at 500 FPS)
+        assert float(r["duration_ms"]) == pytest.approx((float(r["end_s"]) - float(r["start_s"])) * 1000 + 2,
+                                                        abs=1e-3), r
+    # the page after applying: blinks.csv's numbers and frames, and n starts at the first one not yet reviewed
+    with browser_page(html) as p:
+        page = p.page
+        shown = _page_rows(page)
+        assert [(r[0], r[2]) for r in shown] == [(r["blink"], f"{r['start_frame']}–{r['end_frame']}") for r in rows]
+        page.locator("body").click(position={"x": 5, "y": 5})
+        page.keyboard.press("n")
+        assert page.locator("#status").get_attribute("data-selected") == "3"  # detector's blink 2: not reviewed
 
 
 def test_applying_corrections_twice_changes_nothing(tmp_path: Path) -> None:

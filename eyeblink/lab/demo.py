@@ -93,7 +93,8 @@ def print_report(truth: SyntheticTruth, score: DemoScore) -> None:
 
 def run_demo(outdir: Path, *, duration_s: float = 10.0, seed: int = 0, progress: Any = None,
              config: RunConfig | None = None) -> int:
-    """Render, process and score; returns the exit status (0 = every planted blink found, none false)."""
+    """Render, process (with the report: ``demo.report.html``) and score; returns the exit status (0 = every
+    planted blink found, none false)."""
     from eyeblink.outputs.export import ensure_output_dir
     from eyeblink.runtime.runner import process_paths
 
@@ -105,18 +106,23 @@ def run_demo(outdir: Path, *, duration_s: float = 10.0, seed: int = 0, progress:
     truth = write_recording(video, synth)
     (outdir / "demo.truth.json").write_text(truth.to_json(indent=2) + "\n", encoding="utf-8")
     # the run a user gets from `eyeblink process`: the cpu preset, one worker per physical core
+    import dataclasses
+
     from eyeblink.config import load_preset
     from eyeblink.presets import resolve_preset
     from eyeblink.runtime.parallel import physical_cores
+    from eyeblink.runtime.runner import report_writer
 
-    cfg = config or load_preset(resolve_preset("cpu"))
-    results, failures = process_paths([video], outdir, cfg, progress=progress, workers=physical_cores())
+    # with the eye crops of each blink, for the report's table (as --report keeps them)
+    cfg = dataclasses.replace(config or load_preset(resolve_preset("cpu")), eye_crops=True)
+    results, failures = process_paths([video], outdir, cfg, progress=progress, workers=physical_cores(),
+                                      then=report_writer(outdir))
     if failures:
         raise failures[0][1]
     res = results[0]
     t = res.summary["timings"]
     print(f"processed {res.frames} frames at {t['fps']:.0f} FPS; outputs in {outdir}/demo.*.csv, "
-          f"demo.summary.json")
+          f"demo.summary.json; report {res.outputs.get('report', outdir / 'demo.report.html')}")
     score = score_demo(truth, res.blinks)
     print_report(truth, score)
     return 0 if score.passed else 1

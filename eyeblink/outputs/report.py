@@ -13,8 +13,8 @@ On top of the raw samples sits a pyramid of min/max envelopes, buckets of 16, 64
 (x4 per level, up to a few thousand buckets), so the browser draws any zoom level from at most a few
 buckets per pixel column instead of scanning every sample. The pyramid costs a sixth of the raw level.
 Frame times are the float64 timestamps of frames.csv (a time the page saves is the file's own), so dropped
-frames leave real gaps on the time axis; frame numbers travel as runs of consecutive frames. Everything binary is base64 in one JSON block: a 600,000-frame
-session is about 9 MB (see README).
+frames leave real gaps on the time axis; frame numbers travel as runs of consecutive frames. Everything
+binary is base64 in one JSON block: a 600,000-frame session is about 12 MB (see the report guide).
 
 Marked on the trace: blinks (``blinks.csv``), frames without a face (``face`` = 0), dropped or
 damaged frames (timestamp gaps over 1.5 frame intervals, duplicate timestamps, and the ``dropped``

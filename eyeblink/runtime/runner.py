@@ -196,6 +196,18 @@ def record_output(result: RunResult, key: str, path: Path) -> None:
     _rewrite_summary(result, result.summary)
 
 
+def report_writer(outdir: Path) -> Callable[[list[RunResult]], None]:
+    """What ``--report`` runs after the inputs (``process_paths``' ``then``): each session's ``<stem>.report.html``,
+    named in its summary's ``outputs``."""
+    def write_reports(results: list[RunResult]) -> None:
+        from eyeblink.outputs.report import write_report
+
+        for r in results:
+            record_output(r, "report", write_report(outdir / r.stem))
+
+    return write_reports
+
+
 def add_output(summary_path: Path, key: str, path: Path) -> None:
     """Name ``path`` in the ``outputs`` of the summary at ``summary_path`` (best effort, as :func:`record_output`)."""
     import json
