@@ -348,17 +348,19 @@ def load(session: str | Path) -> Session:
     return Session(stem, frames, blinks, trials, summary, paths, notes)
 
 
-def agree(session: str | Path, corrections: Sequence[str | Path] = ()) -> dict[str, Any]:
+def agree(session: str | Path, corrections: Sequence[str | Path] = (), *, reference: str | Path | None = None,
+          tier: str | None = None) -> dict[str, Any]:
     """Agreement of two scorings of a session's blinks, as ``eyeblink agree`` prints it: the detector against
     the session's ``<stem>.corrections.json`` (or the one file in ``corrections``), or the second of two
-    raters' files against the first; a folder: every session with corrections, and ``total`` pooled.
+    raters' files against the first; a folder: every session with corrections, and ``total`` pooled. With
+    ``reference`` (an ELAN ``.eaf``) and ``tier``: the detector (or the one corrections file) against that tier.
 
     Returns ``{"sessions": [{"events": {precision, recall, f1, onset_diff_mean_ms, ...}, "trials": [...]}],
     "total": {...}}`` (see :mod:`eyeblink.outputs.agreement`).
     """
     from eyeblink.outputs.agreement import agree_sessions
 
-    return agree_sessions(session, corrections)
+    return agree_sessions(session, corrections, reference=reference, tier=tier)
 
 
 # ------------------------------------------------------------------------------------------ settings

@@ -219,7 +219,28 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--corrections", nargs="+", metavar="JSON", default=(),
                    help="one file: the detector against it (instead of <stem>.corrections.json); two files: the "
                         "second rater against the first (the reference)")
+    g.add_argument("--reference", metavar="EAF", default=None,
+                   help="score against a human rater's tier of this ELAN file instead (with --tier); the detector, "
+                        "or the one --corrections file, is scored")
+    g.add_argument("--tier", metavar="NAME", default=None, help="the tier of --reference to score against")
     g.add_argument("--json", metavar="FILE", default=None, help="also write the figures to this JSON file")
+    x = sub.add_parser("export-eaf", help="write a session's blinks as an ELAN (.eaf) file linked to the recording",
+                       description="Write OUTDIR/<stem>.eaf: the session's blinks as ELAN tiers (blinks-automatic, "
+                                   "blinks-corrected when the session has corrections, left-eye, right-eye), time "
+                                   "slots in milliseconds, the recording linked, so ELAN opens the video with them.")
+    x.add_argument("session", metavar="OUTDIR/STEM", help="a processed session (e.g. results/session1)")
+    x.add_argument("-o", "--output", metavar="EAF", default=None, help="where to write (default: OUTDIR/<stem>.eaf)")
+    m = sub.add_parser("import-eaf", help="bring a rater's ELAN tier into a session as its corrections",
+                       description="Read one tier of an ELAN file (a rater's blinks) and write the session's "
+                                   "<stem>.corrections.json from it: the detector's blinks the tier has are accepted "
+                                   "or retimed to its frames, the others rejected, the tier's other annotations "
+                                   "added. eyeblink report (or process) then applies it: blinks.csv holds the "
+                                   "tier's events, frame for frame.")
+    m.add_argument("eaf", metavar="FILE.eaf", help="the ELAN file")
+    m.add_argument("session", metavar="OUTDIR/STEM", help="the processed session of the same recording")
+    m.add_argument("--tier", metavar="NAME", required=True, help="the tier that holds the rater's blinks")
+    m.add_argument("-o", "--output", metavar="JSON", default=None,
+                   help="where to write (default: OUTDIR/<stem>.corrections.json)")
     r = sub.add_parser("report", help="write a self-contained HTML report of a processed session",
                        description="Read OUTDIR/<stem>.frames.csv, .blinks.csv, .summary.json (and .trials.csv) "
                                    "and write OUTDIR/<stem>.report.html: one file that opens offline in a browser, "
@@ -375,10 +396,27 @@ def _run_batch(args: argparse.Namespace) -> int:
 def cmd_agree(args: argparse.Namespace) -> int:
     from eyeblink.outputs.agreement import agree_sessions, format_text, write_json
 
-    result = agree_sessions(args.session, args.corrections)
+    if args.tier is not None and args.reference is None:
+        raise ConfigError("--tier names a tier of the --reference ELAN file; give --reference FILE.eaf too")
+    result = agree_sessions(args.session, args.corrections, reference=args.reference, tier=args.tier)
     print(format_text(result))
     if args.json:
         write_json(result, Path(args.json))
+    return 0
+
+
+def cmd_export_eaf(args: argparse.Namespace) -> int:
+    from eyeblink.outputs.elan import write_eaf
+
+    print(f"ELAN file: {write_eaf(args.session, args.output)}")
+    return 0
+
+
+def cmd_import_eaf(args: argparse.Namespace) -> int:
+    from eyeblink.outputs.elan import import_eaf
+
+    path = import_eaf(args.eaf, args.tier, args.session, args.output)
+    print(f"corrections: {path} (tier {args.tier} of {args.eaf}); apply them with eyeblink report {args.session}")
     return 0
 
 
@@ -435,7 +473,8 @@ def _main(argv: Sequence[str] | None) -> int:
                    "bench": bench.run,
                    "eval-long": longrun.run, "train-landmarks": train.run, "train-detector": train_detector.run,
                    "train-lids": train_lids.run, "batch": _run_batch, "live": cmd_live,
-                   "report": cmd_report, "agree": cmd_agree, "compare": cmd_compare}[args.command]
+                   "report": cmd_report, "agree": cmd_agree, "compare": cmd_compare,
+                   "export-eaf": cmd_export_eaf, "import-eaf": cmd_import_eaf}[args.command]
         if getattr(args, "log_level", None) is not None:
             from eyeblink.runtime.logs import setup_logging
 

@@ -15,6 +15,11 @@ reference (the corrected or rater A's), the second is scored against it:
   same way; an excluded trial says so.
 
 Excluded spans (of either scoring) leave both lists: nothing there is scored.
+
+A human rater's ELAN tier can be the reference instead (``--reference FILE.eaf --tier NAME``): its annotations
+placed on the session's frames (:func:`eyeblink.outputs.elan.tier_spans`), the detector (or, with one
+corrections file, the corrected blinks) scored against them. Events that share a frame overlap, so this is the
+convention of ``eyeblink eval`` (frame spans that overlap pair, one to one), strict: every scored event counts.
 """
 
 from __future__ import annotations
@@ -119,16 +124,17 @@ def _events(rows: Sequence[dict[str, Any]]) -> list[Event]:
     return sorted(out)
 
 
-def agree_session(session: str | Path, corrections: Sequence[str | Path] = ()) -> dict[str, Any]:
+def agree_session(session: str | Path, corrections: Sequence[str | Path] = (), *,
+                  reference: str | Path | None = None, tier: str | None = None) -> dict[str, Any]:
     """Agreement for one processed session ``OUTDIR/<stem>``: no ``corrections``: the detector against the
     session's own ``<stem>.corrections.json``; one file: the detector against it; two files: the second rater
-    against the first. Returns a JSON-able dict (``events`` overall, ``trials`` per trial)."""
+    against the first. With ``reference`` (an ELAN file) and ``tier``: the detector, or the one corrections file
+    applied, against that tier. Returns a JSON-able dict (``events`` overall, ``trials`` per trial)."""
     from eyeblink.outputs.corrections import (
         apply_blinks,
         auto_rows,
         corrections_path,
         read_corrections,
-        read_csv,
         read_frames,
     )
     from eyeblink.outputs.report import split_stem
@@ -137,6 +143,8 @@ def agree_session(session: str | Path, corrections: Sequence[str | Path] = ()) -
     if not (outdir / f"{stem}.blinks.csv").is_file():
         raise InputNotFoundError(f"no session {stem!r} in {outdir}: {stem}.blinks.csv not found; give "
                                  "OUTDIR/<stem> of a processed session")
+    if reference is not None:
+        return _against_tier(outdir, stem, Path(reference), tier, [Path(c) for c in corrections])
     files = [Path(c) for c in corrections] or [corrections_path(outdir, stem)]
     if len(files) > 2:
         raise InputNotFoundError(f"agree compares two scorings; {len(files)} corrections files were given")
@@ -158,10 +166,41 @@ def agree_session(session: str | Path, corrections: Sequence[str | Path] = ()) -
         spans = (*applied[0].excluded, *applied[1].excluded)
         excluded_trials = set(applied[0].excluded_trials) | set(applied[1].excluded_trials)
 
+    return _result(outdir, stem, names, _events(ref_rows), _events(test_rows), spans, excluded_trials)
+
+
+def _against_tier(outdir: Path, stem: str, reference: Path, tier: str | None,
+                  files: list[Path]) -> dict[str, Any]:
+    from eyeblink.outputs.corrections import apply_blinks, auto_rows, read_corrections, read_frames
+    from eyeblink.outputs.elan import tier_spans
+
+    if not tier:
+        raise InputNotFoundError(f"name the tier of {reference} to score against with --tier NAME")
+    if len(files) > 1:
+        raise InputNotFoundError("with --reference, give at most one corrections file (the scoring to compare)")
+    for f in files:
+        if not f.is_file():
+            raise InputNotFoundError(f"no corrections file {f}: save one from the session's report")
+    frames = read_frames(outdir / f"{stem}.frames.csv")
+    ref = [(s.start_s, s.end_s) for s in tier_spans(reference, tier, frames)]
+    _, auto = auto_rows(outdir, stem)
+    if files:
+        applied = apply_blinks(auto, read_corrections(files[0], stem), frames)
+        test, spans, excluded = _events(applied.rows), applied.excluded, set(applied.excluded_trials)
+        scored = str(files[0])
+    else:
+        test, spans, excluded, scored = _events(auto), (), set(), "automatic"
+    return _result(outdir, stem, (f"{reference} tier {tier}", scored), sorted(ref), test, spans, excluded)
+
+
+def _result(outdir: Path, stem: str, names: tuple[str, str], ref_events: list[Event], test_events: list[Event],
+            spans: Sequence[Any], excluded_trials: set[int]) -> dict[str, Any]:
+    from eyeblink.outputs.corrections import read_csv
+
     def keep(evs: list[Event]) -> list[Event]:
         return [e for e in evs if not any(e[0] <= s.end_s and s.start_s <= e[1] for s in spans)]
 
-    ref, test = keep(_events(ref_rows)), keep(_events(test_rows))
+    ref, test = keep(ref_events), keep(test_events)
     overall = score(ref, test)
     trials_out = []
     tpath = outdir / f"{stem}.trials.csv"
@@ -193,11 +232,14 @@ def agree_session(session: str | Path, corrections: Sequence[str | Path] = ()) -
             "events": overall.as_dict(), "trials": trials_out, "_agreement": overall}
 
 
-def agree_sessions(path: str | Path, corrections: Sequence[str | Path] = ()) -> dict[str, Any]:
+def agree_sessions(path: str | Path, corrections: Sequence[str | Path] = (), *,
+                   reference: str | Path | None = None, tier: str | None = None) -> dict[str, Any]:
     """:func:`agree_session` for ``OUTDIR/<stem>``, or for every session of a folder that has a
     ``<stem>.corrections.json``, with the events of all of them pooled (``total``)."""
     p = Path(path)
-    if p.is_dir() and not corrections:
+    if reference is not None:
+        sessions = [agree_session(p, corrections, reference=reference, tier=tier)]
+    elif p.is_dir() and not corrections:
         stems = sorted(f.name[: -len(".corrections.json")] for f in p.glob("*.corrections.json"))
         if not stems:
             raise InputNotFoundError(f"{p} has no <stem>.corrections.json: save corrections from a session's "
