@@ -119,6 +119,21 @@ def test_column_without_description_fails_the_build() -> None:
         hook.columns_markdown((), docs, "frames.csv")
 
 
+def test_the_tables_written_into_outputs_md_are_current() -> None:
+    """outputs.md holds its column tables in the Markdown (it reads as it is, as the README says); the build
+    generates them afresh, and they must be what the code says now."""
+    hook = _hook()
+    page = ROOT / "docs" / "reference" / "outputs.md"
+    text = page.read_text(encoding="utf-8")
+    assert "<!-- end generate -->" in text and "| 1 | `frame` |" in text
+    assert hook.refresh(text, str(page)) == text, (
+        "the tables in docs/reference/outputs.md are out of date: run python docs/hooks/reference.py "
+        "docs/reference/outputs.md")
+    # a stale table is replaced at build time all the same
+    stale = text.replace("| 1 | `frame` |", "| 1 | `frame_old` |")
+    assert "`frame_old`" not in hook.expand(stale) and "| 1 | `frame` |" in hook.expand(stale)
+
+
 def test_preset_key_without_description_fails_the_build() -> None:
     from eyeblink.config import _require
 

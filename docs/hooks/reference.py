@@ -1,6 +1,9 @@
 """MkDocs hook: the reference pages' tables, generated from the code.
 
-A page asks for a table with a marker line ``<!-- generate: NAME -->`` (names in :data:`GENERATORS`). The
+A page asks for a table with a marker line ``<!-- generate: NAME -->`` (names in :data:`GENERATORS`), or
+holds the table itself between that line and ``<!-- end generate -->`` so that the raw Markdown reads as it
+is: the build then replaces the block with the table generated afresh, and ``python docs/hooks/reference.py
+PAGE.md ...`` writes the current tables into such pages (tests/test_docs.py checks that they are current). The
 tables come from the code itself: the argparse parsers of ``eyeblink.cli.build_parser()``, the column
 constants and their description mappings, the config dataclasses (defaults and the checks of their
 ``__post_init__``), the eye-model registry, the error classes and the live metrics registry. Anything the code
@@ -26,6 +29,8 @@ from typing import Any
 from mkdocs.exceptions import PluginError
 
 MARKER = re.compile(r"^<!--\s*generate:\s*([\w.-]+)\s*-->\s*$", re.M)
+#: a marker with the table written after it, up to ``<!-- end generate -->``
+BLOCK = re.compile(r"^<!--\s*generate:\s*([\w.-]+)\s*-->[ \t]*\n.*?^<!--\s*end generate\s*-->[ \t]*$", re.M | re.S)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -483,16 +488,26 @@ GENERATORS: dict[str, Callable[[], str]] = {
 }
 
 
+def _generated(name: str, where: str) -> str:
+    if name not in GENERATORS:
+        raise PluginError(f"{where}: unknown generator {name!r}; known: {', '.join(GENERATORS)}")
+    return GENERATORS[name]()
+
+
 def expand(markdown: str, where: str = "page") -> str:
-    """``markdown`` with every ``<!-- generate: NAME -->`` line replaced by its generated table."""
+    """``markdown`` with every ``<!-- generate: NAME -->`` line (or block) replaced by its generated table."""
+    markdown = BLOCK.sub(lambda m: _generated(m.group(1), where), markdown)
+    return MARKER.sub(lambda m: _generated(m.group(1), where), markdown)
 
-    def one(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in GENERATORS:
-            raise PluginError(f"{where}: unknown generator {name!r}; known: {', '.join(GENERATORS)}")
-        return GENERATORS[name]()
 
-    return MARKER.sub(one, markdown)
+def refresh(markdown: str, where: str = "page") -> str:
+    """``markdown`` with every marker followed by its current table, up to ``<!-- end generate -->`` (the form
+    committed in pages that must read as they are)."""
+    def block(m: re.Match[str]) -> str:
+        return f"<!-- generate: {m.group(1)} -->\n{_generated(m.group(1), where).strip()}\n<!-- end generate -->"
+
+    markdown = BLOCK.sub(lambda m: f"<!-- generate: {m.group(1)} -->", markdown)
+    return MARKER.sub(block, markdown)
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
@@ -506,3 +521,12 @@ def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
     """The code's docstrings use Sphinx roles (``:class:`~x.Y```) and literal-block markers (``Example::``); on
     these pages they are plain code and a colon."""
     return SPHINX_ROLE.sub("", html).replace("<code>~", "<code>").replace("::</p>", ":</p>")
+
+
+if __name__ == "__main__":  # python docs/hooks/reference.py docs/reference/outputs.md: write the current tables in
+    import sys
+
+    for arg in sys.argv[1:]:
+        page = Path(arg)
+        page.write_text(refresh(page.read_text(encoding="utf-8"), arg), encoding="utf-8")
+        print(f"{page}: tables written")

@@ -597,7 +597,8 @@ def apply_session(outdir: str | Path, stem: str, *, write: bool = True) -> Appli
     unmatched = [{"start_s": d.start_s, "end_s": d.end_s, "decision": d.decision} for d in applied.unmatched]
     corrected = applied.counts["rejected"] + applied.counts["corrected"] + applied.counts["added"]
     summary["corrections"] = {
-        "file": str(cpath), "reviewer": c.reviewer, "saved_at": c.saved_at, "eyeblink_version": c.eyeblink_version,
+        "file": str(cpath.resolve()), "reviewer": c.reviewer, "saved_at": c.saved_at,
+        "eyeblink_version": c.eyeblink_version,
         **applied.counts, "corrected_total": corrected, "excluded_spans": len(c.excluded),
         "excluded_s": round((t1 - t0) - kept_s, 6), "excluded_trials": list(c.excluded_trials),
         "unmatched": unmatched, "automatic": auto_counts,
@@ -627,7 +628,7 @@ def apply_session(outdir: str | Path, stem: str, *, write: bool = True) -> Appli
 
         outputs = summary.get("outputs")
         if isinstance(outputs, dict):
-            outputs["blinks_auto"] = str(auto_path)
+            outputs["blinks_auto"] = str(auto_path.resolve())
         write_text_atomic(summary_path, json.dumps(clean_json(summary), indent=2, allow_nan=False) + "\n")
     return AppliedSession(bheader, applied.rows, theader, trials, summary, auto, applied)
 

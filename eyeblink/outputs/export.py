@@ -52,8 +52,9 @@ FRAME_COLUMN_DOCS: dict[str, tuple[str, str]] = {
     "timestamp_s": ("s", "the container's presentation timestamp (live: the camera's or stream's, else the "
                          "arrival time), never frame / fps"),
     "face": ("0/1", "1 when a face was measured in this frame, 0 when none was found (the EAR cells are then empty)"),
-    "ear_left": ("ratio", "openness of the subject's left eye: lid distance over eye width (`mesh`: lid aperture; "
-                          "`mesh-ear`, `face68`, `eye12`: six-point EAR); ~0.25-0.35 open, towards 0 closed"),
+    "ear_left": ("ratio", "openness of the subject's left eye: lid distance over eye width (`lids`, `mesh`: lid "
+                          "aperture; `mesh-ear`, `face68`, `eye12`: six-point EAR); ~0.25-0.35 open, towards 0 "
+                          "closed"),
     "ear_right": ("ratio", "openness of the subject's right eye, as `ear_left`"),
     "ear": ("ratio", "mean openness of the eyes measured in this frame"),
     "baseline_ear": ("ratio", "the blink detector's open-eye baseline at this frame (median `ear` of the last 3 s "

@@ -965,7 +965,7 @@ class _Run:
                     hold.release()  # a stop since the files were created: raised here, the summary says so
                     with stopping.held():
                         write_running_summary(writer, source, cfg)
-                    bar = progress_bar(stack, progress, source)
+                    bar = progress_bar(stack, progress, source, cfg.max_frames)
                     try:
                         self._start()
                         info = self._sink_loop(sink, clock, redet, bar)

@@ -509,11 +509,18 @@ def _timed(frames: Iterator[Frame], clock: StageClock) -> Iterator[Frame]:
         yield f
 
 
-def progress_bar(stack: ExitStack, progress: ProgressFactory | None, source: FrameSource) -> Any:
-    """The run's progress bar (or None), closed with ``stack``."""
-    bar = progress(source.name, source.frame_count_hint) if progress else None
+def progress_bar(stack: ExitStack, progress: ProgressFactory | None, source: FrameSource,
+                 max_frames: int | None = None) -> Any:
+    """The run's progress bar (or None), closed with ``stack``: its total is the frames the run will read (the
+    source's count, or ``max_frames`` when fewer), and it shows the final count before it closes."""
+    total = source.frame_count_hint
+    if max_frames is not None:
+        total = min(total, max_frames) if total else max_frames
+    bar = progress(source.name, total) if progress else None
     if bar is not None:
         stack.callback(bar.close)
+        if hasattr(bar, "refresh"):
+            stack.callback(bar.refresh)  # runs first: the last update may have been throttled
     return bar
 
 
@@ -589,7 +596,7 @@ def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, anal
                 hold.release()
                 with stopping.held():
                     write_running_summary(writer, source, config)
-                bar = progress_bar(stack, progress, source)
+                bar = progress_bar(stack, progress, source, config.max_frames)
                 for n, frame in enumerate(_timed(iter(source), clock)):
                     if config.max_frames is not None and n >= config.max_frames:
                         break
