@@ -250,12 +250,16 @@ def build_parser() -> argparse.ArgumentParser:
                                                           "(e.g. results/session1), or any of its output files")
     r.add_argument("-o", "--output", metavar="HTML", default=None,
                    help="where to write the report (default: OUTDIR/<stem>.report.html)")
+    r.add_argument("--eyes-video", action="store_true",
+                   help="also write OUTDIR/<stem>.eyes.webm, the band of both eyes of every frame (VP9), which the "
+                        "report plays in step with its trace (process --report writes it too)")
     ov = r.add_argument_group("annotated video (--overlay)")
     ov.add_argument("--overlay", metavar="MP4", default=None,
                     help="also re-encode the recording (H.264) with the face box, the eye points (fitted again by "
                          "the session's eye model), EAR per eye, closure and blinks drawn on every frame")
     ov.add_argument("--video", metavar="VIDEO", default=None,
-                    help="the recording, when it is no longer at the path in summary.json")
+                    help="the recording, when it is no longer at the path in summary.json (for --overlay and "
+                         "--eyes-video)")
     ov.add_argument("--start", type=float, default=None, metavar="S", help="first second of the overlay video")
     ov.add_argument("--end", type=float, default=None, metavar="S", help="last second of the overlay video")
     ov.add_argument("--fps", type=_positive_float, default=None, metavar="FPS",
@@ -366,6 +370,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from eyeblink.outputs.report import load_report_data, report_plan, split_stem, write_report
 
     given = [f"--{k}" for k in ("video", "start", "end", "fps") if getattr(args, k) is not None]
+    if args.eyes_video:
+        given = [g for g in given if g != "--video"]  # the recording, for the eyes' video too
     if given and not args.overlay:
         raise ConfigError(f"{'/'.join(given)} only {'shape' if len(given) > 1 else 'shapes'} the --overlay video; "
                           "add --overlay OUT.mp4, or leave "
@@ -373,6 +379,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     data = load_report_data(args.session)  # a damaged session stops here, before anything is written
     # no output is an input or another output (-o rec.frames.csv, --overlay rec.avi, --overlay X --video X)
     report_plan(args.session, args.output, overlay=args.overlay, video=args.video, data=data).check()
+    if args.eyes_video:  # before the page, which links it when it is there
+        from eyeblink.outputs.eyevideo import write_eyes_video
+
+        eyes = write_eyes_video(args.session, args.video)
+        print(f"eyes' video: {eyes} ({eyes.stat().st_size / 1e6:.1f} MB)")
     path = write_report(args.session, args.output, data=data)
     print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
     if args.overlay:

@@ -413,6 +413,11 @@
   function redraw() { if (!pending) { pending = true; window.requestAnimationFrame(draw); } }
 
   function drawHover() {
+    if (cursor.row !== null && panels.length) {  // the cursor: the frame the eyes' video shows
+      var xc = Math.round(xOf(T[cursor.row])) + 0.5;
+      ctx.save(); ctx.strokeStyle = "#111"; ctx.lineWidth = 1.5; ctx.setLineDash([]); ctx.beginPath();
+      ctx.moveTo(xc, panels[0].y0); ctx.lineTo(xc, panels[panels.length - 1].y1); ctx.stroke(); ctx.restore();
+    }
     if (view.hover === null || !panels.length) return;
     var x = xOf(view.hover);
     ctx.strokeStyle = "rgba(0,0,0,0.35)"; ctx.setLineDash([]); ctx.beginPath();
@@ -544,9 +549,10 @@
     }
     if (!click) return;
     var r = canvas.getBoundingClientRect(), t = tOf(ev.clientX - r.left) + t0abs;
+    if (N) setCursor(nearestRow(t - t0abs), false);  // a click seeks: the cursor (and the eyes' video) to that frame
     for (var k = 0; k < events.length; k++) {
       var e = events[k], a = e.source === "rejected" ? e.autoStart : e.start_s, z = e.source === "rejected" ? e.autoEnd : e.end_s;
-      if (a <= t && t <= z) { selectEvent(e, false); return; }
+      if (a <= t && t <= z) { selectEvent(e, false, true); return; }
     }
   });
   var readout = document.getElementById("readout");
@@ -564,6 +570,11 @@
     var k = ev.key;
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
     if (reviewKey(k)) { ev.preventDefault(); return; }
+    if ((k === "," || k === ".") && N) {  // one frame earlier / later
+      setCursor(Math.max(0, Math.min(N - 1, (cursor.row === null ? lowerBound(view.t0) : cursor.row + (k === "." ? 1 : -1)))), true);
+      ev.preventDefault();
+      return;
+    }
     if (k === "+" || k === "=") zoom(0.5); else if (k === "-") zoom(2);
     else if (k === "ArrowLeft") pan(-0.25); else if (k === "ArrowRight") pan(0.25);
     else if (k === "0") whole(); else return;
@@ -703,8 +714,9 @@
     });
   }
 
-  function selectEvent(e, zoomTo) {
+  function selectEvent(e, zoomTo, keepCursor) {
     view.selRef = e.ref;
+    if (!keepCursor && N && isFinite(e.start_frame)) setCursor(rowOfFrame(e.start_frame), false);  // the eyes at its onset
     if (zoomTo) {
       var a = e.start_s - t0abs, z = e.end_s - t0abs, pad = Math.max(0.4, (z - a) * 1.5);
       setView(a - pad, z + pad);
@@ -1145,6 +1157,64 @@
     document.getElementById(b[0]).onclick = b[1];
   });
   showSelection();
+
+  // ------------------------------------------------------------------ the cursor and the eyes' video
+  // <stem>.eyes.webm beside the report: frame k of the session is shown from k / fps to (k + 1) / fps, so the
+  // cursor's frame is the video's; without the file the cursor still shows its frame and time
+  var cursor = { row: null };
+  var EV = D.eyesVideo || null, video = document.getElementById("eye-video"), eyeFrame = document.getElementById("eye-frame");
+  var videoOk = false, following = false;
+  function cursorText(i) {
+    return "frame " + frameOf(i).toLocaleString() + " · " + fmtTime(T[i], 0.0001);
+  }
+  function shownFrame(now, meta) { status.setAttribute("data-video-frame", String(Math.round(meta.mediaTime * EV.fps))); }
+  function setCursor(i, keepInView) {
+    cursor.row = i;
+    var f = frameOf(i);
+    status.setAttribute("data-cursor-frame", String(f));
+    eyeFrame.textContent = cursorText(i);
+    if (keepInView && (T[i] < view.t0 || T[i] > view.t1)) { var s = view.t1 - view.t0; setView(T[i] - s / 2, T[i] + s / 2); }
+    if (videoOk && !following) {
+      if (!video.paused) video.pause();
+      var target = (f + 0.5) / EV.fps;
+      if (Math.abs(video.currentTime - target) > 0.25 / EV.fps) {
+        // the frame now on screen: the presented frame's own time, as the browser tells it (asked before the seek:
+        // the frame can be on screen before the seeked event)
+        if (video.requestVideoFrameCallback) video.requestVideoFrameCallback(shownFrame);
+        video.currentTime = target;
+      } else status.setAttribute("data-video-frame", String(f));
+    }
+    redraw();
+  }
+  if (EV && video) {
+    document.getElementById("eyes").hidden = false;
+    video.addEventListener("loadedmetadata", function () {
+      videoOk = true;
+      video.width = video.videoWidth * 2; video.height = video.videoHeight * 2;
+      status.setAttribute("data-video", "1");
+      if (cursor.row !== null) setCursor(cursor.row, false);
+    });
+    video.addEventListener("seeked", function () {  // without requestVideoFrameCallback: the seek's frame
+      if (!video.requestVideoFrameCallback) status.setAttribute("data-video-frame", String(Math.floor(video.currentTime * EV.fps + 1e-6)));
+    });
+    video.addEventListener("error", function () {
+      document.getElementById("eyes").hidden = true;
+      var note = document.getElementById("eyes-note");
+      note.hidden = false;
+      note.textContent = "The eyes' video (" + EV.src + ") is not beside this report; make it with " +
+        "eyeblink report --eyes-video OUTDIR/" + D.stem + ".";
+      status.setAttribute("data-video", "0");
+    });
+    // playing: the cursor follows the frame on screen
+    function follow() {
+      if (video.paused) return;
+      var f = Math.floor(video.currentTime * EV.fps + 1e-6);
+      following = true; setCursor(rowOfFrame(f), true); following = false;
+      if (video.requestVideoFrameCallback) video.requestVideoFrameCallback(follow); else window.requestAnimationFrame(follow);
+    }
+    video.addEventListener("play", follow);
+    video.src = EV.src.split("/").map(encodeURIComponent).join("/");
+  }
 
   // ------------------------------------------------------------------ start
   // a link can open a view: #blink=3, #trial=2 or #t=12.5,14 (seconds from the first frame)

@@ -511,7 +511,7 @@ def _summary_html(data: ReportData, notes: tuple[str, ...] = ()) -> str:
 
 
 def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None,
-                crops_problem: str | None = None) -> str:
+                crops_problem: str | None = None, eyes: dict[str, Any] | None = None) -> str:
     """The report page: template + inlined CSS/JS + the data as one JSON block.
 
     ``crops`` (blink number -> image data URIs: onset, peak, offset) fills the blink table's crop column
@@ -522,6 +522,7 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None,
 
     page = payload(data)
     page["crops"] = {str(k): v for k, v in (crops or {}).items()}
+    page["eyesVideo"] = eyes  # {"src": path relative to the page, "fps": its frame rate} or None
     blob = script_json(page)
     template = (_ASSETS / "report.html").read_text(encoding="utf-8")
     trials_note = "" if data.trials else "hidden"
@@ -550,6 +551,28 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None,
     fill["CROPS_NOTE"] = html.escape(crops_note)
     # one pass: a value that happens to hold "{{JS}}" (a file name, a label) stays text, never a slot
     return re.sub(r"\{\{([A-Z_]+)\}\}", lambda m: fill.get(m.group(1), m.group(0)), template)
+
+
+def eyes_video_for(outdir: Path, stem: str, page: Path) -> dict[str, Any] | None:
+    """What the page needs of ``<stem>.eyes.webm`` when it is beside the session: its path relative to the page
+    and its frame rate; ``None`` without one (the page then has no video panel)."""
+    import os
+
+    from eyeblink.outputs.eyevideo import eyes_video_path
+
+    path = eyes_video_path(outdir, stem)
+    if not path.is_file():
+        return None
+    import av
+
+    try:
+        with av.open(str(path)) as c:
+            rate = c.streams.video[0].average_rate
+    except (av.FFmpegError, IndexError):
+        return None
+    if not rate:
+        return None
+    return {"src": Path(os.path.relpath(path.resolve(), page.resolve().parent)).as_posix(), "fps": float(rate)}
 
 
 def report_plan(session: str | Path, output: str | Path | None = None, *, overlay: str | Path | None = None,
@@ -596,6 +619,7 @@ def write_report(path: str | Path, output: str | Path | None = None, *, data: Re
     out = Path(output) if output is not None else report_path(path)
     report_plan(path, out, data=data).check()
     crops, problem = read_crops(crops_path(outdir, stem))
-    text = render_html(data, crops=render_blink_crops(crops, data.blinks), crops_problem=problem)
+    text = render_html(data, crops=render_blink_crops(crops, data.blinks), crops_problem=problem,
+                       eyes=eyes_video_for(outdir, stem, out))
     write_text(out, text, "-o")
     return out

@@ -197,12 +197,18 @@ def record_output(result: RunResult, key: str, path: Path) -> None:
 
 
 def report_writer(outdir: Path) -> Callable[[list[RunResult]], None]:
-    """What ``--report`` runs after the inputs (``process_paths``' ``then``): each session's ``<stem>.report.html``,
-    named in its summary's ``outputs``."""
+    """What ``--report`` runs after the inputs (``process_paths``' ``then``): each session's ``<stem>.eyes.webm``
+    (:mod:`eyeblink.outputs.eyevideo`) and ``<stem>.report.html``, named in its summary's ``outputs``."""
     def write_reports(results: list[RunResult]) -> None:
+        from eyeblink.errors import warn
+        from eyeblink.outputs.eyevideo import write_eyes_video
         from eyeblink.outputs.report import write_report
 
         for r in results:
+            try:  # the eyes' video first: the page links it when it is there
+                record_output(r, "eyes_video", write_eyes_video(outdir / r.stem))
+            except (InputNotFoundError, ConfigError) as exc:
+                warn(f"{r.stem}: no eyes' video beside the report ({exc})")
             record_output(r, "report", write_report(outdir / r.stem))
 
     return write_reports
