@@ -148,6 +148,7 @@ def test_keyboard_only_review_then_report_rereads_the_corrections(tmp_path: Path
         assert st.get_attribute("data-reviewed") == "4" and st.get_attribute("data-kept") == "3"
         assert st.get_attribute("data-dirty") == "1"
         assert page.locator("#blink-count").text_content() == "3"
+        assert page.locator("#blink-rate").text_content() == "18/min"  # 3 blinks in 9.99 s: the cards follow
         assert page.locator("#blink-table tbody tr.review-reject").count() == 1
         page.locator("#reviewer").fill("A. Rater")
         page.locator("body").click(position={"x": 5, "y": 5})
@@ -485,6 +486,44 @@ def test_saving_again_keeps_decisions_that_match_no_blink(tmp_path: Path) -> Non
         saved = _save(p.page, tmp_path)
     doc = json.loads(saved.read_text())
     assert stale in doc["blinks"] and len(doc["blinks"]) == 2
+
+
+def test_load_warns_of_decisions_that_match_no_blink_and_the_summary_paths_are_absolute(tmp_path: Path) -> None:
+    import eyeblink
+
+    session = write_session(tmp_path / "out", "s1", summary_extra={"outputs": {}})
+    stale = {"start_s": 9.5, "end_s": 9.6, "decision": "accept"}  # no blink there (any more)
+    (session.parent / "s1.corrections.json").write_text(json.dumps(_corrections("s1", blinks=[stale])))
+    with pytest.warns(eyeblink.CorrectionsWarning, match="1 decision.*match no detected blink"):
+        s = eyeblink.load(session)
+    assert s.summary["corrections"]["unmatched"] == [stale]
+    proc = run_cli("report", "out/s1", cwd=tmp_path)  # a relative path: the summary names files absolutely
+    assert proc.returncode == 0 and "match no detected blink" in proc.stderr
+    summary = json.loads((session.parent / "s1.summary.json").read_text())
+    assert Path(summary["corrections"]["file"]).is_absolute()
+    assert Path(summary["outputs"]["blinks_auto"]).is_absolute()
+
+
+def test_a_retime_lands_on_its_frames_whatever_the_times_say(tmp_path: Path) -> None:
+    """A decision that names frames gets exactly them; one with times only (a file written by hand, or by an
+    older report that passed times through float32: 5.0100000001 s) gets the nearest frame, never the next;
+    every row keeps the detector's duration rule (end - start + one frame)."""
+    from eyeblink.outputs.corrections import apply_session
+
+    session = write_session(tmp_path / "out", "s1")
+    (start, dur), (start4, dur4) = BLINKS[2], BLINKS[3]
+    retimes = [{"start_s": start, "end_s": start + dur, "start_frame": 500, "end_frame": 525, "decision": "retime",
+                "new_start_s": 4.98, "new_end_s": start + dur, "new_start_frame": 498, "new_end_frame": 525},
+               {"start_s": start4, "end_s": start4 + dur4, "decision": "retime",
+                "new_start_s": 7.0100000001, "new_end_s": 7.2099999999}]
+    (session.parent / "s1.corrections.json").write_text(json.dumps(_corrections(
+        "s1", blinks=retimes, added=[{"start_s": 8.4999999, "end_s": 8.70000001}])))
+    rows = apply_session(session.parent, "s1").blinks
+    got = {r["source"]: [] for r in rows}
+    for r in rows:
+        got[r["source"]].append((r["start_frame"], r["end_frame"], r["duration_ms"]))
+    assert got["corrected"] == [(498, 525, pytest.approx(280)), (701, 721, pytest.approx(210))]
+    assert got["added"] == [(850, 870, pytest.approx(210))]
 
 
 def test_fec_is_calibrated_on_the_blinks_the_reviewer_kept(tmp_path: Path) -> None:

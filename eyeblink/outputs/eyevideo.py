@@ -25,7 +25,7 @@ from eyeblink.errors import ConfigError, InputNotFoundError, one_line
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["WIDTH", "eye_boxes", "eyes_video_path", "write_eyes_video"]
+__all__ = ["WIDTH", "eye_boxes", "write_eyes_video"]
 
 #: the video's width in pixels (its height follows the band's shape)
 WIDTH = 256
@@ -38,11 +38,6 @@ STEADY_S = 0.2
 #: VP9 quality (constant quality: lower is better and larger) and a keyframe at least every this many frames
 CRF = 32
 GOP = 250
-
-
-def eyes_video_path(outdir: str | Path, stem: str) -> Path:
-    """``OUTDIR/<stem>.eyes.webm``: where the report looks for the eyes' video."""
-    return Path(outdir) / f"{stem}.eyes.webm"
 
 
 def _running_median(x: np.ndarray, k: int) -> np.ndarray:
@@ -100,7 +95,7 @@ def write_eyes_video(session: str | Path, recording: str | Path | None = None,
     import numpy as np
 
     from eyeblink.outputs.paths import OutputPlan, atomic_path
-    from eyeblink.outputs.report import numbers, read_rows, split_stem
+    from eyeblink.outputs.report import eyes_video_path, numbers, read_rows, split_stem
     from eyeblink.sources.files import open_source
 
     outdir, stem = split_stem(session)

@@ -716,7 +716,7 @@
 
   function selectEvent(e, zoomTo, keepCursor) {
     view.selRef = e.ref;
-    if (!keepCursor && N && isFinite(e.start_frame)) setCursor(rowOfFrame(e.start_frame), false);  // the eyes at its onset
+    if (!keepCursor && N && Number.isFinite(e.start_frame)) setCursor(rowOfFrame(e.start_frame), false);  // the eyes at its onset
     if (zoomTo) {
       var a = e.start_s - t0abs, z = e.end_s - t0abs, pad = Math.max(0.4, (z - a) * 1.5);
       setView(a - pad, z + pad);
@@ -883,6 +883,10 @@
                 duration_ms: durationMs(s.start_s, s.end_s), complete: 1, replaced: false };
       MEASURES.forEach(function (c) { e[c] = null; });
       events.push(e);
+    });
+    events.forEach(function (e) {  // a file written by hand may give times only: each on its nearest frame
+      if (N && !Number.isFinite(e.start_frame)) e.start_frame = frameOf(nearestRow(e.start_s - t0abs));
+      if (N && !Number.isFinite(e.end_frame)) e.end_frame = frameOf(nearestRow(e.end_s - t0abs));
     });
     var byTime = function (x, y) { return x.start_s - y.start_s || x.order - y.order; };
     events.forEach(function (e) {
@@ -1094,11 +1098,11 @@
     review.decisions.forEach(function (d, k) {
       if (!d) return;
       var b = blinks[k], o = { start_s: b.start_s, end_s: b.end_s };
-      if (isFinite(b.start_frame) && isFinite(b.end_frame)) { o.start_frame = b.start_frame; o.end_frame = b.end_frame; }
+      if (Number.isFinite(b.start_frame) && Number.isFinite(b.end_frame)) { o.start_frame = b.start_frame; o.end_frame = b.end_frame; }
       o.decision = d.decision;
       if (d.decision === "retime") {
         o.new_start_s = d.new_start_s; o.new_end_s = d.new_end_s;
-        if (isFinite(d.new_start_frame) && isFinite(d.new_end_frame)) {
+        if (Number.isFinite(d.new_start_frame) && Number.isFinite(d.new_end_frame)) {
           o.new_start_frame = d.new_start_frame; o.new_end_frame = d.new_end_frame;
         }
       }
@@ -1110,7 +1114,7 @@
       blinks: out.concat(review.unmatched),  // decisions no blink matches now are kept, never dropped
       added: review.added.map(function (s) {
         var o = { start_s: s.start_s, end_s: s.end_s };
-        if (isFinite(s.start_frame) && isFinite(s.end_frame)) { o.start_frame = s.start_frame; o.end_frame = s.end_frame; }
+        if (Number.isFinite(s.start_frame) && Number.isFinite(s.end_frame)) { o.start_frame = s.start_frame; o.end_frame = s.end_frame; }
         o.kind = s.kind;
         return o;
       }), excluded: review.excluded,

@@ -553,12 +553,15 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None,
     return re.sub(r"\{\{([A-Z_]+)\}\}", lambda m: fill.get(m.group(1), m.group(0)), template)
 
 
+def eyes_video_path(outdir: str | Path, stem: str) -> Path:
+    """``OUTDIR/<stem>.eyes.webm``: the eyes' video (:mod:`eyeblink.outputs.eyevideo`), where the page finds it."""
+    return Path(outdir) / f"{stem}.eyes.webm"
+
+
 def eyes_video_for(outdir: Path, stem: str, page: Path) -> dict[str, Any] | None:
     """What the page needs of ``<stem>.eyes.webm`` when it is beside the session: its path relative to the page
     and its frame rate; ``None`` without one (the page then has no video panel)."""
     import os
-
-    from eyeblink.outputs.eyevideo import eyes_video_path
 
     path = eyes_video_path(outdir, stem)
     if not path.is_file():
