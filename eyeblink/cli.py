@@ -313,6 +313,8 @@ def cmd_process(args: argparse.Namespace) -> int:
             print(f"{r.stem}: {tr['trials']} trials, {tr['scored_trials']} with a valid baseline, CR in "
                   f"{tr['cr_trials']} ({'-' if pct is None else f'{pct:.0f}%'})")
     for r in results:
+        if "eyes_video" in r.outputs:
+            print(f"{r.stem}: eyes' video {r.outputs['eyes_video']}")
         if "report" in r.outputs:
             print(f"{r.stem}: report {r.outputs['report']}")
     from eyeblink.runtime.pipeline import damage_warning
