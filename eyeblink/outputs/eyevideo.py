@@ -15,7 +15,6 @@ error naming why).
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,7 +109,7 @@ def write_eyes_video(session: str | Path, recording: str | Path | None = None,
         raise ConfigError(f"{summary_path} cannot be read ({one_line(exc)}); re-run `eyeblink process`") from None
     video = Path(recording) if recording is not None else (
         Path(summary["input"]) if isinstance(summary, dict) and isinstance(summary.get("input"), str) else None)
-    if video is None or not video.is_file():
+    if video is None or not video.exists():
         raise InputNotFoundError(f"the recording of {stem} is not at {video}; give it with --video VIDEO")
     out = Path(output) if output is not None else eyes_video_path(outdir, stem)
     OutputPlan().read(video, "the recording").read(frames_csv, "the session's frames.csv").write(
@@ -120,8 +119,9 @@ def write_eyes_video(session: str | Path, recording: str | Path | None = None,
     box = np.stack([numbers(frames_csv, header, rows, c) for c in ("face_x0", "face_y0", "face_x1", "face_y1")],
                    axis=1)
     interval = summary.get("frame_interval_median_ms") if isinstance(summary, dict) else None
-    with open_source(video) as src:
-        fps = float(src.nominal_fps or (1000 / interval if interval else 0) or 30.0)
+    step_fps = 1000 / interval if isinstance(interval, (int, float)) and interval > 0 else 30.0
+    with open_source(video, fps=step_fps) as src:  # fps: an image folder's rate (a video's own wins)
+        fps = float(src.nominal_fps or step_fps)
         origin, cw, ch = eye_boxes(box, fps)
         out_w = WIDTH
         out_h = max(2, 2 * round(WIDTH * ch / cw / 2))
@@ -136,9 +136,11 @@ def write_eyes_video(session: str | Path, recording: str | Path | None = None,
                 stream.codec_context.gop_size = GOP
                 stream.codec_context.options = {"crf": str(CRF), "b": "0", "deadline": "realtime",
                                                 "cpu-used": "8", "row-mt": "1"}
-                last = 0
+                written = 0
                 bar = progress(f"{stem} eyes video", len(rows)) if progress else None
                 for frame in src:
+                    if frame.index > frame_no[-1]:
+                        break  # past the last frame the run wrote (max_frames)
                     i = row_of.get(frame.index)
                     if i is None:
                         continue  # a frame the run never wrote (past max_frames)
@@ -150,7 +152,7 @@ def write_eyes_video(session: str | Path, recording: str | Path | None = None,
                     vf.time_base = Fraction(1) / rate
                     for packet in stream.encode(vf):
                         container.mux(packet)
-                    last = frame.index
+                    written += 1
                     if bar is not None:
                         bar.update(1)
                 for packet in stream.encode():
@@ -159,6 +161,6 @@ def write_eyes_video(session: str | Path, recording: str | Path | None = None,
                     bar.close()
             finally:
                 container.close()
-    if not math.isfinite(last):
-        raise ConfigError(f"{video} gave no frames")
+            if not written:  # the temporary file is removed
+                raise ConfigError(f"{video} gave none of the session's frames: is it the recording of {stem}?")
     return out
