@@ -130,3 +130,13 @@ def test_the_report_opens_without_the_eyes_video(tmp_path: Path) -> None:
         page.keyboard.press(".")  # the cursor works without the video
         assert page.locator("#status").get_attribute("data-cursor-frame") == "0"
         assert p.errors == []
+
+
+def test_no_recording_for_the_eyes_video_is_one_line(tmp_path: Path) -> None:
+    from review_session import write_session
+
+    session = write_session(tmp_path / "out", "s1")  # its summary names /recordings/s1.avi, not here
+    proc = run_cli("report", session, "--eyes-video")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "give it with --video VIDEO" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (session.parent / "s1.eyes.webm").exists()
