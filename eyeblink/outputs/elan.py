@@ -231,18 +231,19 @@ def tier_corrections(path: str | Path, tier: str, session: str | Path, *, review
             used.add(j)
     decisions = []
     for i, r in enumerate(auto):
-        base = {"start_s": _f(r.get("start_s")), "end_s": _f(r.get("end_s")),
-                "start_frame": int(_f(r.get("start_frame"))), "end_frame": int(_f(r.get("end_frame")))}
-        j = row_of.get(i)
-        if j is None:
-            decisions.append(Decision(decision="reject", **base))
+        a, b = _f(r.get("start_s")), _f(r.get("end_s"))
+        fa, fb = _f(r.get("start_frame")), _f(r.get("end_frame"))
+        f0 = int(fa) if math.isfinite(fa) else None
+        f1 = int(fb) if math.isfinite(fb) else None
+        k = row_of.get(i)
+        if k is None:
+            decisions.append(Decision(a, b, "reject", start_frame=f0, end_frame=f1))
             continue
-        s = spans[j]
-        if (s.start_frame, s.end_frame) == (base["start_frame"], base["end_frame"]):
-            decisions.append(Decision(decision="accept", **base))
+        s = spans[k]
+        if (s.start_frame, s.end_frame) == (f0, f1):
+            decisions.append(Decision(a, b, "accept", start_frame=f0, end_frame=f1))
         else:
-            decisions.append(Decision(decision="retime", new_start_s=s.start_s, new_end_s=s.end_s,
-                                      new_start_frame=s.start_frame, new_end_frame=s.end_frame, **base))
+            decisions.append(Decision(a, b, "retime", s.start_s, s.end_s, f0, f1, s.start_frame, s.end_frame))
     added = tuple(Span(s.start_s, s.end_s, s.kind, "", s.start_frame, s.end_frame)
                   for j, s in enumerate(spans) if j not in used)
     return Corrections(stem, tuple(decisions), added, reviewer=reviewer or f"ELAN tier {tier} of {Path(path).name}",
