@@ -1171,7 +1171,12 @@
   function cursorText(i) {
     return "frame " + frameOf(i).toLocaleString() + " · " + fmtTime(T[i], 0.0001);
   }
-  function shownFrame(now, meta) { status.setAttribute("data-video-frame", String(Math.round(meta.mediaTime * EV.fps))); }
+  function shownFrame(now, meta) {
+    var f = Math.round(meta.mediaTime * EV.fps);
+    status.setAttribute("data-video-frame", String(f));
+    // a frame of an earlier seek (the keys outran the decoder): wait for the cursor's own
+    if (video.paused && cursor.row !== null && f !== frameOf(cursor.row)) video.requestVideoFrameCallback(shownFrame);
+  }
   function setCursor(i, keepInView) {
     cursor.row = i;
     var f = frameOf(i);
