@@ -105,23 +105,21 @@ def test_a_bad_eaf_or_tier_is_one_line(tmp_path: Path, make, args: tuple[str, ..
     assert not (session.parent / "s1.corrections.json").exists()
 
 
-def _zju_clip(data: Path) -> Path:
-    """A zju-dev clip with blinks (its .tag has some)."""
-    from eyeblink.lab.evaluate import read_tag
-
-    for tag in sorted((data / "zju-dev").glob("*.tag")):
-        if len(read_tag(tag).blinks) >= 2 and tag.with_suffix(".avi").is_file():
-            return tag
-    pytest.skip("no zju-dev clip with blinks")
+#: zju-dev clips where eval's F1 is not 1: a missed blink, a detection outside the annotated frames (a false
+#: positive under the strict convention), a false positive
+ZJU_CLIPS = ("000001M_FNN", "000005M_FBN", "000015F_UNN")
 
 
 @pytest.mark.slow
-def test_agree_against_an_eaf_of_the_zju_labels_gives_evals_f1(data_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("clip", ZJU_CLIPS)
+def test_agree_against_an_eaf_of_the_zju_labels_gives_evals_f1(data_dir: Path, tmp_path: Path, clip: str) -> None:
     """The ZJU .tag labels of one clip as an ELAN tier (each blink from its first packet's time to its last
     packet's time plus a frame): ``agree --reference`` on the session ``eval`` kept gives eval's strict F1."""
     from eyeblink.lab.evaluate import read_tag
 
-    tag = _zju_clip(data_dir)
+    tag = data_dir / "zju-dev" / f"{clip}.tag"
+    if not tag.is_file() or not tag.with_suffix(".avi").is_file():
+        pytest.skip(f"{clip} is not in {data_dir / 'zju-dev'}")
     dataset = tmp_path / "one"
     dataset.mkdir()
     for f in (tag, tag.with_suffix(".avi")):  # links, not copies: the data stays where it is
@@ -144,4 +142,4 @@ def test_agree_against_an_eaf_of_the_zju_labels_gives_evals_f1(data_dir: Path, t
     events = json.loads((tmp_path / "a.json").read_text())["total"]
     assert events["reference_events"] == len(spans)
     assert (events["hits"], events["false"], events["missed"]) == (strict["tp"], strict["fp"], strict["fn"])
-    assert events["f1"] == pytest.approx(strict["f1"])
+    assert events["f1"] == pytest.approx(strict["f1"]) and strict["f1"] < 1
