@@ -143,3 +143,17 @@ def test_agree_against_an_eaf_of_the_zju_labels_gives_evals_f1(data_dir: Path, t
     assert events["reference_events"] == len(spans)
     assert (events["hits"], events["false"], events["missed"]) == (strict["tp"], strict["fp"], strict["fn"])
     assert events["f1"] == pytest.approx(strict["f1"]) and strict["f1"] < 1
+
+
+def test_without_pympi_the_elan_commands_say_what_to_install(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    session = write_session(tmp_path / "out", "s1")
+    code = ("import sys; sys.modules['pympi'] = None  # as if pympi-ling were not installed\n"
+            "from eyeblink.cli import main; sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", code, "export-eaf", str(session)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "pip install 'eyeblink[elan]'" in proc.stderr
+    assert not (session.parent / "s1.eaf").exists()

@@ -38,6 +38,15 @@ _MIME = {".avi": "video/x-msvideo", ".mp4": "video/mp4", ".mov": "video/quicktim
 _CLOSURE_VALUES = ("prolonged_closure", "prolonged closure", "closure")
 
 
+def _pympi() -> Any:
+    """pympi-ling (extra ``elan``), or a one-line error naming the install."""
+    try:
+        import pympi
+    except ImportError:
+        raise ConfigError("ELAN files need the pympi-ling package: pip install 'eyeblink[elan]'") from None
+    return pympi
+
+
 def eaf_path(outdir: str | Path, stem: str) -> Path:
     """Where ``eyeblink export-eaf`` writes by default: ``OUTDIR/<stem>.eaf``."""
     return Path(outdir) / f"{stem}.eaf"
@@ -55,12 +64,11 @@ def write_eaf(session: str | Path, output: str | Path | None = None) -> Path:
     import json
     import xml.etree.ElementTree as ET
 
-    import pympi
-
     from eyeblink.outputs.corrections import apply_session, auto_rows, read_frames
     from eyeblink.outputs.paths import OutputPlan, write_text
     from eyeblink.outputs.report import split_stem
 
+    pympi = _pympi()
     outdir, stem = split_stem(session)
     for name in ("frames.csv", "blinks.csv", "summary.json"):
         if not (outdir / f"{stem}.{name}").is_file():
@@ -132,8 +140,7 @@ def read_tier(path: str | Path, tier: str) -> list[tuple[int, int, str]]:
     that is not an ELAN file, or has no such tier, is one :class:`ConfigError` line naming it and the fix."""
     import warnings
 
-    import pympi
-
+    pympi = _pympi()
     p = Path(path)
     if not p.is_file():
         raise InputNotFoundError(f"ELAN file not found: {p}")
