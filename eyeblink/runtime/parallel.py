@@ -496,6 +496,9 @@ class _Batcher:
 
     def add(self, slot: int, timestamp_s: float, t_decoded: float) -> None:
         """One frame (``slot`` -1: a gap the live loader dropped); sent when its batch or chunk is full."""
+        preview = self._run.preview
+        if preview is not None and slot >= 0 and preview.wanted():  # the view asked for a frame (<= 30 a second)
+            preview.put(self.n, self._run.ring[slot])  # type: ignore[index]
         self._slots.append(slot)
         self._ts.append(timestamp_s)
         self._td.append(t_decoded)
@@ -541,6 +544,9 @@ class _Run:
         self.parent_pid = os.getpid()
         self.ring: FrameRing | None = None
         self.ring_name: str | None = None
+        #: the browser view's frame grab (eyeblink.runtime.view.PreviewGrab; None: no view): the loaders hand it
+        #: their newest frame when it asks, at most 30 a second
+        self.preview: Any = getattr(pipe, "preview", None)
         self.work_qs: list[Any] = []
         self.free_q: Any = None
         self.out_q: Any = None
