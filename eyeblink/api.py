@@ -648,7 +648,7 @@ def progress_factory(show: bool) -> Any:
 
 def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers: int | None = None,
                 loaders: int = 0, analysis: AnalysisOptions | None = None, progress: Any = None,
-                report: bool = False) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
+                report: bool = False, view: Any = None) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     """What ``eyeblink process`` and :func:`process` both run: every input into ``outdir``, finalized (FEC,
     trials, plots, NWB as ``analysis`` asks), with ``<stem>.report.html`` when ``report``; returns the results
     and the per-input failures (the other inputs still run)."""
@@ -673,7 +673,7 @@ def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers:
 
     results, failures = process_paths(list(paths), outdir, cfg, progress=progress,
                                       workers=process_workers(workers, cfg, physical_cores), loaders=loaders,
-                                      analysis=analysis, then=write_reports if report else None)
+                                      analysis=analysis, then=write_reports if report else None, view=view)
     return results, failures
 
 
@@ -874,6 +874,11 @@ class LiveSession:
     def gate_port(self) -> int | None:
         """The gate socket's port on 127.0.0.1 once listening (``gate_port=0`` picks a free one)."""
         return self.tap.bound_port
+
+    @property
+    def view_url(self) -> str | None:
+        """The browser view's address once the session has started (``view=True``; None without a view)."""
+        return self.tap.sinks[0].url or None if self.tap.sinks else None
 
     @property
     def running(self) -> bool:

@@ -310,3 +310,88 @@ def test_the_preview_grab_crosses_a_fork_only_when_asked() -> None:
     finally:
         os.waitpid(pid, 0)
         grab.close()
+
+
+# ------------------------------------------------------------------------------------------ a file: process --view
+
+
+@needs_chromium
+def test_process_view_shows_a_recording_as_it_is_processed(tmp_path: Path) -> None:
+    """``eyeblink process VIDEO --view``: the page follows the file (the image, the trace, the blinks of
+    blinks.csv in order) and says when every input is done; the rows are those of a run without a view."""
+    from conftest import write_video
+
+    from eyeblink.lab.loopback import render_loop_frames
+
+    pw_api = pytest.importorskip("playwright.sync_api")
+    loop = render_loop_frames(100, fps=100.0, width=320, height=240)
+    video = write_video(tmp_path / "rec.mkv", [loop[i % 100] for i in range(3000)], fps=100, width=320, height=240)
+    proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(tmp_path / "view"),
+                             "--no-progress", "--view"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=REPO)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    m = re.match(r"eyeblink: view: (http://127\.0\.0\.1:\d+/)$", first.strip())
+    assert m, first + proc.stderr.read()
+    seen: list[int] = []
+    try:
+        with pw_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            try:
+                page = browser.new_page()
+                errors: list[str] = []
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.goto(m.group(1))
+                page.wait_for_selector('#conn[data-ok="1"]', timeout=60_000)
+                while True:
+                    kind = page.locator("#banner").get_attribute("data-kind")
+                    seen.append(int(page.locator("#trace").get_attribute("data-newest") or -1))
+                    if kind == "ended":
+                        break
+                    page.wait_for_timeout(100)
+                listed = [int(x) for x in page.eval_on_selector_all(
+                    "#blink-list li", "els => els.map(e => e.dataset.startFrame)")]
+                assert page.locator("#stem").text_content() == "rec"
+                assert page.locator("#image-frame").text_content() != "–"  # an image was shown
+                assert errors == []
+            finally:
+                browser.close()
+    finally:
+        _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert seen[-1] == 2999 and len(set(seen)) > 3  # the trace advanced up to the last frame
+    blinks = [int(b["start_frame"]) for b in read_csv(tmp_path / "view" / "rec.blinks.csv")]
+    assert len(blinks) >= 20 and listed == blinks
+    plain = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(tmp_path / "plain"),
+                            "--no-progress"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    for name in ("rec.frames.csv", "rec.blinks.csv"):
+        assert read_csv(tmp_path / "view" / name) == read_csv(tmp_path / "plain" / name), name
+
+
+def test_the_api_s_view_url_serves_the_session(tmp_path: Path) -> None:
+    """``eyeblink.live(url, view=True)``: :attr:`LiveSession.view_url` serves the page and its stream of rows."""
+    import eyeblink
+
+    port = free_port()
+    sender = start_sender(port, "--fps", "100", "--stop-after", "600")
+    try:
+        with eyeblink.live(f"tcp://127.0.0.1:{port}", tmp_path, name="cam", view=True, landmarks="lids") as s:
+            url = s.view_url
+            assert url is not None and url.startswith("http://127.0.0.1:")
+            assert b"eyeblink view" in _get(url)[1]
+            for item in s:
+                if isinstance(item, LiveRow) and item.frame >= 200:
+                    break
+            conn = http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1].strip("/")), timeout=30)
+            conn.request("GET", "/events")
+            resp = conn.getresponse()
+            snap = b""
+            while b"\n\n" not in snap.split(b"event: snapshot", 1)[-1]:
+                snap += resp.read1(1 << 20)
+            conn.close()
+            data = json.loads(snap.split(b"event: snapshot\ndata: ", 1)[1].split(b"\n\n", 1)[0])
+            assert data["hello"]["stem"] == "cam" and data["rows"][0][0] == 0 and len(data["rows"]) >= 200
+    finally:
+        sender.kill()
+    assert s.result is not None and s.result.summary["live"]["publish"]["view"]["tabs"] == 1

@@ -897,6 +897,24 @@ def view_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"view": on, "view_port": args.view_port or 0, "view_host": args.view_host or "127.0.0.1"}
 
 
+@contextlib.contextmanager
+def open_file_view(args: argparse.Namespace) -> Any:
+    """``process --view``: the page open for the whole run (None without ``--view``), closed at the end."""
+    settings = view_settings(args)
+    if not settings["view"]:
+        yield None
+        return
+    from eyeblink.runtime.view import ViewSink
+
+    view = ViewSink(port=settings["view_port"], host=settings["view_host"],
+                    announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
+    view.open(mode="file")
+    try:
+        yield view
+    finally:
+        view.close("all inputs processed")
+
+
 def prepare(spec: str, cfg: RunConfig, live: LiveConfig, *, name: str | None = None, stream: Any = None,
             report: bool = False, analysis: AnalysisOptions | None = None,
             tap: LiveTap | None = None) -> tuple[LivePipeline, LiveSource, RunConfig]:

@@ -546,7 +546,8 @@ class _Run:
         self.ring_name: str | None = None
         #: the browser view's frame grab (eyeblink.runtime.view.PreviewGrab; None: no view): the loaders hand it
         #: their newest frame when it asks, at most 30 a second
-        self.preview: Any = getattr(pipe, "preview", None)
+        self.view: Any = getattr(pipe, "view", None)
+        self.preview: Any = self.view.preview if self.view is not None else None
         self.work_qs: list[Any] = []
         self.free_q: Any = None
         self.out_q: Any = None
@@ -1028,7 +1029,9 @@ class _Run:
         return info or self._info, clock, redet.redetections
 
     def _make_writer(self, outdir: Path, stem: str) -> ResultWriter:
-        """The sink's writer (a hook: live mode appends a ``dropped`` column)."""
+        """The sink's writer (a hook: live mode appends a ``dropped`` column; ``process --view`` shows the rows)."""
+        if self.view is not None:
+            return self.view.file_writer(outdir, self.source)  # type: ignore[no-any-return]
         return ResultWriter(outdir, stem)
 
     def _extra_warnings(self) -> list[str]:

@@ -300,6 +300,11 @@
       $("blink-list").textContent = ""; for (const b of blinks) addBlinkItem(b);
       prune(); setBanner(); draw();
     });
+    es.addEventListener("reset", (m) => {  // process --view: the next input
+      hello = JSON.parse(m.data); rows = []; start = 0; blinks = []; events = []; shownMeta = null; wanted = null;
+      $("stem").textContent = hello.stem || ""; $("source").textContent = hello.source + " · " + hello.mode;
+      $("blink-list").textContent = ""; goLive();
+    });
     es.addEventListener("rows", (m) => {
       const add = JSON.parse(m.data);
       for (const r of add) rows.push(r);

@@ -180,6 +180,15 @@ def _row_item(r: Any) -> list[Any]:
             _r(r.closure, 3), r.face, r.dropped, _r(r.age_ms, 1), *box]
 
 
+def _file_row(row: Any) -> Any:
+    """A frames.csv row of ``process`` (``FRAME_COLUMNS``) as the :class:`LiveRow` the page is fed."""
+    from eyeblink.runtime.publish import LiveRow
+
+    f = [math.nan if v is None else float(v) for v in row[3:14]]
+    return LiveRow(int(row[0]), float(row[1]), int(row[2]), f[0], f[1], f[2], f[3], int(row[7]), f[5], f[6], f[7],
+                   f[8], f[9], f[10], 0, math.nan, math.nan)
+
+
 def _blink_item(ev: Any) -> dict[str, Any]:
     return {"blink": ev.blink, "kind": getattr(ev, "kind", "blink"), "start_frame": ev.start_frame,
             "end_frame": ev.end_frame, "start_s": _r(ev.start_s, 5), "end_s": _r(ev.end_s, 5),
@@ -260,6 +269,7 @@ class ViewSink:
         self._sent_image = 0
         self._clients = 0
         self._tabs_total = 0
+        self._new_input: dict[str, Any] | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()  # the pump's: a new image (or the end) is sent at once
         self._threads: list[threading.Thread] = []
@@ -308,6 +318,7 @@ class ViewSink:
             t = threading.Thread(target=self._timed(name, target), name=f"eyeblink-view-{name}", daemon=True)
             t.start()
             self._threads.append(t)
+        log.info("view: %s", self.url)
         if self.announce is not None:
             self.announce(f"view: {self.url}")
 
@@ -351,6 +362,30 @@ class ViewSink:
         self._server = None
         self.preview.close()
 
+    def file_writer(self, outdir: Path, source: Any) -> Any:
+        """``process --view``: the writer of one input, whose rows and blinks the page shows (a new input starts
+        a new page: the history is cleared)."""
+        from eyeblink.outputs.export import ResultWriter
+
+        view = self
+
+        class ViewedWriter(ResultWriter):
+            def write_frame(self, row: Any) -> None:
+                super().write_frame(row)
+                view.row(_file_row(row))
+
+            def write_blink(self, ev: Any) -> None:
+                super().write_blink(ev)
+                view.blink(ev)
+
+        writer = ViewedWriter(outdir, source.name)
+        with self._lock:
+            self._rows, self._blinks, self._events = [], [], []
+            self._new_input = {"source": str(getattr(source, "path", "") or source.name), "stem": source.name,
+                               "fps": getattr(source, "fps", None)}
+        self._wake.set()
+        return writer
+
     def summary(self) -> dict[str, Any]:
         return {"url": self.url, "host": self.host, "port": self.port, "token": self.token is not None,
                 "tabs": self._tabs_total, "images": self.images_sent, "frames_grabbed": self.preview.grabs,
@@ -368,6 +403,17 @@ class ViewSink:
 
     def _take(self) -> tuple[list[Any], list[Any], list[Any]]:
         with self._lock:
+            new, self._new_input = self._new_input, None
+            if new is not None:  # process --view: the next input; every tab starts a new page
+                self.info.update(new)
+                self._history.clear()
+                self._blink_history.clear()
+                self._event_history.clear()
+                self._recent.clear()
+                self.rows_in = self.dropped_total = 0
+                self._noface_since = None
+                self._image = None
+                self._stream.put("reset", self._hello())
             rows, self._rows = self._rows, []
             blinks, self._blinks = self._blinks, []
             events, self._events = self._events, []
