@@ -80,11 +80,14 @@
 
   // ------------------------------------------------------------------ the trace
   const trace = $("trace");
-  let drawPending = false;
+  let drawPending = false, lastDraw = 0;
+  const DRAW_MS = 66;  // the trace is redrawn at most ~15 times a second: a watching browser costs little CPU
   function draw() {
     if (drawPending) return;
     drawPending = true;
-    requestAnimationFrame(() => { drawPending = false; drawTrace(); drawFrame(); });
+    setTimeout(() => requestAnimationFrame(() => {
+      drawPending = false; lastDraw = performance.now(); drawTrace(); drawFrame();
+    }), Math.max(0, lastDraw + DRAW_MS - performance.now()));
   }
   function drawTrace() {
     const dpr = window.devicePixelRatio || 1;

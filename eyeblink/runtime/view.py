@@ -180,6 +180,18 @@ def _row_item(r: Any) -> list[Any]:
             _r(r.closure, 3), r.face, r.dropped, _r(r.age_ms, 1), *box]
 
 
+def _thread_cpu_s(tid: int) -> float:
+    """CPU seconds (user + system) of thread ``tid`` of this process (Linux; 0 elsewhere)."""
+    import os
+
+    try:
+        stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+        fields = stat.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def _file_row(row: Any) -> Any:
     """A frames.csv row of ``process`` (``FRAME_COLUMNS``) as the :class:`LiveRow` the page is fed."""
     from eyeblink.runtime.publish import LiveRow
@@ -284,7 +296,8 @@ class ViewSink:
         self._noface_frame = -1
         self.ended: str | None = None
         self.images_sent = 0
-        self.cpu_s: dict[str, float] = {}
+        self.cpu_s: dict[str, float] = {}  # CPU seconds of the view's threads that ended, by role
+        self._alive: dict[int, str] = {}  # native thread id -> role, of the view's threads running now
 
     # ------------------------------------------------------------------ the run's calls
 
@@ -389,17 +402,32 @@ class ViewSink:
     def summary(self) -> dict[str, Any]:
         return {"url": self.url, "host": self.host, "port": self.port, "token": self.token is not None,
                 "tabs": self._tabs_total, "images": self.images_sent, "frames_grabbed": self.preview.grabs,
-                "cpu_s": {k: round(v, 3) for k, v in self.cpu_s.items()}}
+                "cpu_s": {k: round(v, 3) for k, v in self.cpu_now().items()}}
 
     # ------------------------------------------------------------------ threads
 
     def _timed(self, name: str, target: Callable[[], None]) -> Callable[[], None]:
+        """``target`` with its thread's CPU time counted under ``name`` (``cpu_s`` in the summary)."""
         def run() -> None:
+            tid = threading.get_native_id()
+            with self._lock:
+                self._alive[tid] = name
             try:
                 target()
             finally:
-                self.cpu_s[name] = self.cpu_s.get(name, 0.0) + time.thread_time()
+                with self._lock:
+                    self._alive.pop(tid, None)
+                    self.cpu_s[name] = self.cpu_s.get(name, 0.0) + time.thread_time()
         return run
+
+    def cpu_now(self) -> dict[str, float]:
+        """CPU seconds of the view's threads so far, by role (the threads still running read from /proc)."""
+        with self._lock:
+            out = dict(self.cpu_s)
+            alive = dict(self._alive)
+        for tid, name in alive.items():
+            out[name] = out.get(name, 0.0) + _thread_cpu_s(tid)
+        return out
 
     def _take(self) -> tuple[list[Any], list[Any], list[Any]]:
         with self._lock:
@@ -606,6 +634,9 @@ def _handler(view: ViewSink) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "eyeblink-view"
         protocol_version = "HTTP/1.1"
+
+        def handle(self) -> None:  # one connection (a tab's stream, or its image requests): its CPU counted
+            view._timed("http", super().handle)()
 
         def log_message(self, format: str, *args: Any) -> None:
             log.debug("view: " + format, *args)
