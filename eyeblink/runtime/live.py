@@ -883,7 +883,7 @@ def add_view_options(p: Any) -> None:
     v.add_argument("--view", action="store_true",
                    help="serve the session's page while it runs: the newest frame with the face box, the closure "
                         "trace of both eyes with the blinks, the gate's state, rate, drops and latency (URL printed "
-                        "at start; any number of tabs; costs the frames nothing)")
+                        "at start; any number of tabs; a slow or closed browser never holds up a frame or a row)")
     v.add_argument("--view-port", type=int, default=None, metavar="PORT",
                    help="the page's port (implies --view; default: any free port)")
     v.add_argument("--view-host", default=None, metavar="ADDR",

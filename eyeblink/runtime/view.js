@@ -298,6 +298,7 @@
       hello = d.hello; rows = d.rows; start = 0; blinks = d.blinks; events = d.events; ended = d.ended;
       connected = true;
       $("stem").textContent = hello.stem || ""; $("source").textContent = hello.source + " · " + hello.mode;
+      document.title = "eyeblink view: " + (hello.stem || hello.source || "");
       $("model").textContent = hello.eye_model || "–";
       $("conn").textContent = "connected"; $("conn").dataset.ok = "1";
       $("blink-list").textContent = ""; for (const b of blinks) addBlinkItem(b);
@@ -306,6 +307,7 @@
     es.addEventListener("reset", (m) => {  // process --view: the next input
       hello = JSON.parse(m.data); rows = []; start = 0; blinks = []; events = []; shownMeta = null; wanted = null;
       $("stem").textContent = hello.stem || ""; $("source").textContent = hello.source + " · " + hello.mode;
+      document.title = "eyeblink view: " + (hello.stem || hello.source || "");
       $("blink-list").textContent = ""; goLive();
     });
     es.addEventListener("rows", (m) => {
