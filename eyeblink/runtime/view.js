@@ -122,7 +122,7 @@
       }
       g.strokeRect(padL + 0.5, lane.y + 0.5, plotW - 1, lane.h - 1);
     }
-    g.fillText("EAR", 4, laneA.y + 10); g.fillText("FEC", 4, laneB.y + 10);
+    g.fillText("EAR", padL + 4, laneA.y + 12); g.fillText("FEC", padL + 4, laneB.y + 12);
     // time ticks (capture time, s)
     const step = windowS > 30 ? 10 : windowS > 12 ? 5 : windowS > 4 ? 1 : 0.5;
     for (let s = Math.ceil(t0 / step) * step; s <= t1; s += step) {
@@ -223,9 +223,12 @@
       const s = dw / shownMeta.frame_width;
       g.strokeStyle = css("--box"); g.lineWidth = 2;
       g.strokeRect(ox + r[C.x0] * s, oy + r[C.y0] * s, (r[C.x1] - r[C.x0]) * s, (r[C.y1] - r[C.y0]) * s);
-      g.font = "12px system-ui, sans-serif"; g.fillStyle = css("--box");
+      g.font = "12px system-ui, sans-serif";
       const ear = (v) => (v === null ? "–" : v.toFixed(3));
-      g.fillText("EAR L " + ear(r[C.el]) + "  R " + ear(r[C.er]), ox + r[C.x0] * s, Math.max(12, oy + r[C.y0] * s - 5));
+      const label = "EAR L " + ear(r[C.el]) + "  R " + ear(r[C.er]);
+      const lx = ox + r[C.x0] * s, ly = Math.max(16, oy + r[C.y0] * s - 4);
+      g.fillStyle = "rgba(0, 0, 0, 0.6)"; g.fillRect(lx, ly - 13, g.measureText(label).width + 8, 16);
+      g.fillStyle = css("--box"); g.fillText(label, lx + 4, ly - 1);
     } else if (r && r[C.drop]) {
       g.fillStyle = css("--drop"); g.font = "13px system-ui, sans-serif"; g.fillText("dropped frame", ox + 8, oy + 18);
     } else if (r) {

@@ -557,19 +557,28 @@ class ViewSink:
 
         grab = self.preview
         asked = 0.0
-        while not self._stop.wait(self.image_period_s):
+        last = 0.0  # when the last image was published
+        wait = 0.005
+        while not self._stop.wait(wait):
+            now = time.monotonic()
+            wait = 0.005  # a frame asked for is taken within 5 ms of the loader's putting it
             if not self._clients:
+                wait = 0.1
+                continue
+            if now - last < self.image_period_s:
+                wait = max(0.001, last + self.image_period_s - now)
                 continue
             if not asked:
                 grab.request()
-                asked = time.monotonic()
+                asked = now
                 continue
             got = grab.take(IMAGE_SIDE)
             if got is None:
-                if time.monotonic() - asked > 1.0:
+                if now - asked > 1.0:
                     asked = 0.0  # no frame came (a stalled stream, the end of a file): ask again
                 continue
             asked = 0.0
+            last = now
             frame, img, (fh, fw) = got
             deadline = time.monotonic() + 1.0
             while self.newest_frame < frame and self._rows_written_frame() < frame and time.monotonic() < deadline:
@@ -583,8 +592,6 @@ class ViewSink:
             self._image = (self._image_seq, frame, jpg.tobytes(), img.shape[1], img.shape[0], fw, fh)
             self.images_sent += 1
             self._wake.set()
-            grab.request()  # the next one is asked for now: it is taken one period later
-            asked = time.monotonic()
 
     def _rows_written_frame(self) -> int:
         with self._lock:
