@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import http.client
 import json
+import math
 import os
 import re
 import signal
@@ -396,3 +397,41 @@ def test_the_api_s_view_url_serves_the_session(tmp_path: Path) -> None:
     finally:
         sender.kill()
     assert s.result is not None and s.result.summary["live"]["publish"]["view"]["tabs"] == 1
+
+
+def _statuses(port: int, seconds: float) -> list[dict]:
+    """The status messages a tab gets over ``seconds``."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/events")
+    resp = conn.getresponse()
+    text = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        text += resp.read1(1 << 16)
+    conn.close()
+    return [json.loads(block.split(b"data: ", 1)[1]) for block in text.split(b"\n\n")
+            if block.startswith(b"event: status")]
+
+
+def test_a_stalled_stream_and_a_lost_face_are_said_in_the_status() -> None:
+    """Rows that stop coming (the stream stalled) and rows without a face for face_lost_ms: the status a tab
+    gets says so (the page's banners), and says it no more once rows with a face come again."""
+    view = ViewSink(port=0)
+    view.open(source="test", stem="cam")
+    try:
+        for i in range(200):
+            view.row(_row(i))
+        time.sleep(0.3)
+        st = _statuses(view.port, 1.2)  # nothing comes for 1.2 s: stalled after 0.5 s
+        assert not st[0]["face_lost"] and st[0]["stalled_s"] is None
+        assert st[-1]["stalled_s"] is not None and st[-1]["stalled_s"] >= 0.5 and st[-1]["frame"] == 199
+        for i in range(200, 400):  # 0.4 s of capture time without a face
+            view.row(_row(i)._replace(face=0, ear_left=math.nan, ear_right=math.nan))
+        st = _statuses(view.port, 0.5)
+        assert st[-1]["face_lost"] and st[-1]["face_lost_frame"] == 200
+        for i in range(400, 450):
+            view.row(_row(i))
+        st = _statuses(view.port, 0.5)
+        assert not st[-1]["face_lost"] and st[-1]["frame"] == 449
+    finally:
+        view.close()

@@ -550,7 +550,9 @@ class LiveTap:
     # ------------------------------------------------------------------ lifecycle
 
     def check(self) -> None:
-        """Before any model loads: the ``lsl`` extra is there when asked for."""
+        """Before any model loads: the ``lsl`` extra is there when asked for; the view's port is taken."""
+        for sink in self.sinks:
+            sink.bind()
         if self.lsl_enabled:
             import importlib.util
 

@@ -81,7 +81,7 @@
   // ------------------------------------------------------------------ the trace
   const trace = $("trace");
   let drawPending = false, lastDraw = 0;
-  const DRAW_MS = 66;  // the trace is redrawn at most ~15 times a second: a watching browser costs little CPU
+  const DRAW_MS = 100;  // the trace is redrawn at most 10 times a second: a watching browser costs little CPU
   function draw() {
     if (drawPending) return;
     drawPending = true;

@@ -74,6 +74,11 @@ MAX_BACKLOG = 2000
 #: no row written for this long (wall clock) while the run goes on: the page says the stream stalled
 STALL_S = 0.5
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+#: rows waiting for the pump at most (~100 s at 1,000 FPS); it takes them 20 times a second
+MAX_PENDING = 100_000
+#: rows of a new tab's snapshot encoded per call: the session's thread gets the GIL between two (one call of a
+#: minute at 500 FPS held it for tens of milliseconds)
+SNAPSHOT_CHUNK = 500
 
 
 def check_view_host(host: str) -> str:
@@ -295,6 +300,7 @@ class ViewSink:
         self._clients = 0
         self._tabs_total = 0
         self._new_input: dict[str, Any] | None = None
+        self._pump_failed = False
         self._stop = threading.Event()
         self._wake = threading.Event()  # the pump's: a new image (or the end) is sent at once
         self._threads: list[threading.Thread] = []
@@ -316,11 +322,27 @@ class ViewSink:
 
     def open(self, *, source: str = "", stem: str = "", mode: str = "live", fps: float | None = None,
              eye_model: str = "", tap: Any = None) -> None:
-        """Listen (a port that cannot be had is one line naming the fix) and start the threads."""
+        """Listen (:meth:`bind`, if not yet) and start the threads."""
         self.info.update(source=source, stem=stem, mode=mode, fps=fps, eye_model=eye_model)
         self.tap = tap
         if tap is not None:
             self.face_lost_s = tap.debouncer.face_lost_s
+        if self._threads:
+            return
+        self.bind()
+        assert self._server is not None
+        self._page = self._render_page()
+        for name, target in (("serve", self._server.serve_forever), ("pump", self._pump),
+                             ("preview", self._preview)):
+            t = threading.Thread(target=self._timed(name, target), name=f"eyeblink-view-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        log.info("view: %s", self.url)
+        if self.announce is not None:
+            self.announce(f"view: {self.url}")
+
+    def bind(self) -> None:
+        """Take the port now, before any model loads (one line naming the fix when it cannot be had)."""
         if self._server is not None:
             return
         handler = _handler(self)
@@ -338,15 +360,6 @@ class ViewSink:
         if self.host in ("0.0.0.0", "::"):
             shown = socket.gethostname()
         self.url = f"http://{shown}:{self.port}/" + (f"?token={self.token}" if self.token else "")
-        self._page = self._render_page()
-        for name, target in (("serve", self._server.serve_forever), ("pump", self._pump),
-                             ("preview", self._preview)):
-            t = threading.Thread(target=self._timed(name, target), name=f"eyeblink-view-{name}", daemon=True)
-            t.start()
-            self._threads.append(t)
-        log.info("view: %s", self.url)
-        if self.announce is not None:
-            self.announce(f"view: {self.url}")
 
     def set_info(self, **info: Any) -> None:
         self.info.update({k: v for k, v in info.items() if v is not None})
@@ -363,6 +376,8 @@ class ViewSink:
     def row(self, r: Any) -> None:
         with self._lock:
             self._rows.append(r)
+            if len(self._rows) > MAX_PENDING:  # the pump is gone (a bug): the view goes stale, the run goes on
+                del self._rows[: len(self._rows) // 2]
 
     def blink(self, ev: Any) -> None:
         with self._lock:
@@ -375,6 +390,11 @@ class ViewSink:
     def close(self, reason: str | None = None) -> None:
         """The run ended: the tabs are told (the page says so), the threads end, the port is freed."""
         if self._server is None:
+            return
+        if not self._threads:  # bound, never opened (the run stopped before its source connected)
+            self._server.server_close()
+            self._server = None
+            self.preview.close()
             return
         self.ended = reason or "ended"
         self._stop.set()
@@ -466,35 +486,41 @@ class ViewSink:
         next_status = time.monotonic()
         while True:
             stopping = self._stop.is_set()
-            rows, blinks, events = self._take()
-            now = time.perf_counter()
             out: list[tuple[str, Any]] = []  # one message of this cycle's news to every tab
-            if rows:
-                items = [_row_item(r) for r in rows]
-                self._last_row_wall = now
-                self._account(rows, now)
-                hist = self._history
-                hist.extend(items)
-                newest = items[-1][1]
-                while hist and newest is not None and hist[0][1] is not None and newest - hist[0][1] > self.history_s:
-                    hist.popleft()
-                out.append(("rows", items))
-            for ev in blinks:
-                item = _blink_item(ev)
-                self._blink_history.append(item)
-                out.append(("blink", item))
-            for ev in events:
-                item = {"event": ev.event, "frame": ev.frame, "t": _r(ev.timestamp_s, 5), "state": ev.state.value}
-                self._event_history.append(item)
-                out.append(("event", item))
-            img = self._image
-            if img is not None and img[0] != self._sent_image:
-                self._sent_image = img[0]
-                out.append(("image", {"seq": img[0], "frame": img[1], "width": img[3], "height": img[4],
-                                      "frame_width": img[5], "frame_height": img[6]}))
-            if stopping or time.monotonic() >= next_status:
-                out.append(("status", self._status(now)))
-                next_status = max(next_status + status_period, time.monotonic())
+            try:
+                rows, blinks, events = self._take()
+                now = time.perf_counter()
+                if rows:
+                    items = [_row_item(r) for r in rows]
+                    self._last_row_wall = now
+                    self._account(rows, now)
+                    hist = self._history
+                    hist.extend(items)
+                    newest = items[-1][1]
+                    keep = self.history_s
+                    while hist and newest is not None and hist[0][1] is not None and newest - hist[0][1] > keep:
+                        hist.popleft()
+                    out.append(("rows", items))
+                for ev in blinks:
+                    item = _blink_item(ev)
+                    self._blink_history.append(item)
+                    out.append(("blink", item))
+                for ev in events:
+                    item = {"event": ev.event, "frame": ev.frame, "t": _r(ev.timestamp_s, 5), "state": ev.state.value}
+                    self._event_history.append(item)
+                    out.append(("event", item))
+                img = self._image
+                if img is not None and img[0] != self._sent_image:
+                    self._sent_image = img[0]
+                    out.append(("image", {"seq": img[0], "frame": img[1], "width": img[3], "height": img[4],
+                                          "frame_width": img[5], "frame_height": img[6]}))
+                if stopping or time.monotonic() >= next_status:
+                    out.append(("status", self._status(now)))
+                    next_status = max(next_status + status_period, time.monotonic())
+            except Exception:  # a bug of the view: said once; it goes on with the next rows, the run never sees it
+                if not self._pump_failed:
+                    log.exception("view: the page's data could not be made")
+                self._pump_failed = True
             if stopping:
                 out.append(("end", {"reason": self.ended}))
             self._stream.put_all(out)
@@ -618,6 +644,11 @@ class ViewSink:
             cursor = self._stream.seq
             snap = {"hello": self._hello(), "rows": list(self._history), "blinks": list(self._blink_history),
                     "events": list(self._event_history), "ended": self.ended}
+        rows = snap.pop("rows")
+        head = json.dumps(snap, separators=(",", ":"), allow_nan=False)
+        parts = [json.dumps(rows[i:i + SNAPSHOT_CHUNK], separators=(",", ":"), allow_nan=False)[1:-1]
+                 for i in range(0, len(rows), SNAPSHOT_CHUNK)]
+        body = head[:-1] + ',"rows":[' + ",".join(p for p in parts if p) + "]}"
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream")
         h.send_header("Cache-Control", "no-store")
@@ -627,8 +658,7 @@ class ViewSink:
             self._clients += 1
             self._tabs_total += 1
         try:
-            h.wfile.write(b"retry: 1000\nevent: snapshot\ndata: "
-                          + json.dumps(snap, separators=(",", ":"), allow_nan=False).encode() + b"\n\n")
+            h.wfile.write(b"retry: 1000\nevent: snapshot\ndata: " + body.encode() + b"\n\n")
             h.wfile.flush()
             while True:
                 got = self._stream.after(cursor, 1.0)
