@@ -202,7 +202,7 @@
   };
   img.onerror = () => { loading = false; next(); };
   function next() {
-    if (loading || !wanted || paused) return;
+    if (loading || !wanted || paused || document.hidden) return;  // a hidden tab fetches no image
     if (shownMeta && wanted.seq === shownMeta.seq) return;
     imgMeta = wanted; loading = true;
     img.src = "frame.jpg?seq=" + wanted.seq + q(false);
@@ -362,6 +362,7 @@
   });
   trace.addEventListener("pointerup", () => { dragX = null; });
   window.addEventListener("resize", draw);
+  document.addEventListener("visibilitychange", () => { if (!document.hidden) { next(); draw(); } });
   setInterval(() => { if (!paused) draw(); }, 1000);
   connect();
 })();

@@ -46,7 +46,7 @@ from collections import deque
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
@@ -204,13 +204,29 @@ def _thread_cpu_s(tid: int) -> float:
         return 0.0
 
 
-def _file_row(row: Any) -> Any:
-    """A frames.csv row of ``process`` (``FRAME_COLUMNS``) as the :class:`LiveRow` the page is fed."""
-    from eyeblink.runtime.publish import LiveRow
+class _FileRow(NamedTuple):
+    """A frames.csv row of ``process`` with what the page reads of a live run's
+    :class:`~eyeblink.runtime.publish.LiveRow` (no arrival: a file has no latency)."""
 
+    frame: int
+    timestamp_s: float
+    face: int
+    ear_left: float
+    ear_right: float
+    baseline_ear: float
+    face_x0: float
+    face_y0: float
+    face_x1: float
+    face_y1: float
+    closure: float
+    dropped: int = 0
+    age_ms: float = math.nan
+
+
+def _file_row(row: Any) -> _FileRow:
+    """``FRAME_COLUMNS`` values as the page's row."""
     f = [math.nan if v is None else float(v) for v in row[3:14]]
-    return LiveRow(int(row[0]), float(row[1]), int(row[2]), f[0], f[1], f[2], f[3], int(row[7]), f[5], f[6], f[7],
-                   f[8], f[9], f[10], 0, math.nan, math.nan)
+    return _FileRow(int(row[0]), float(row[1]), int(row[2]), f[0], f[1], f[3], f[6], f[7], f[8], f[9], f[10])
 
 
 def _blink_item(ev: Any) -> dict[str, Any]:
