@@ -1019,6 +1019,8 @@ class LiveSession:
                 self._abort()
 
     def _cleanup(self) -> None:
+        for sink in self.tap.sinks:  # the view's port, taken before the models loaded (closed already after a run)
+            sink.close(None)
         if self._tmp is not None:
             with contextlib.suppress(OSError):
                 self._tmp.cleanup()
