@@ -660,7 +660,7 @@ def progress_factory(show: bool) -> Any:
 
 def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers: int | None = None,
                 loaders: int = 0, analysis: AnalysisOptions | None = None, progress: Any = None,
-                report: bool = False) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
+                report: bool = False, view: Any = None) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     """What ``eyeblink process`` and :func:`process` both run: every input into ``outdir``, finalized (FEC,
     trials, plots, NWB as ``analysis`` asks), with ``<stem>.report.html`` when ``report``; returns the results
     and the per-input failures (the other inputs still run)."""
@@ -678,7 +678,7 @@ def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers:
 
     results, failures = process_paths(list(paths), outdir, cfg, progress=progress,
                                       workers=process_workers(workers, cfg, physical_cores), loaders=loaders,
-                                      analysis=analysis, then=report_writer(outdir) if report else None)
+                                      analysis=analysis, then=report_writer(outdir) if report else None, view=view)
     return results, failures
 
 
@@ -881,6 +881,11 @@ class LiveSession:
         return self.tap.bound_port
 
     @property
+    def view_url(self) -> str | None:
+        """The browser view's address once the session has started (``view=True``; None without a view)."""
+        return self.tap.sinks[0].url or None if self.tap.sinks else None
+
+    @property
     def running(self) -> bool:
         return self._thread is not None and not self._ended
 
@@ -1019,6 +1024,8 @@ class LiveSession:
                 self._abort()
 
     def _cleanup(self) -> None:
+        for sink in self.tap.sinks:  # the view's port, taken before the models loaded (closed already after a run)
+            sink.close(None)
         if self._tmp is not None:
             with contextlib.suppress(OSError):
                 self._tmp.cleanup()

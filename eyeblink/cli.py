@@ -158,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="+", metavar="VIDEO_OR_DIR", help="recordings or image folders")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="output directory (created)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on terminals)")
+    from eyeblink.runtime.live import add_view_options
+
+    add_view_options(p)  # --view: the page of the input being processed
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="landmark worker processes (default: physical cores); 0 or 1 = single process")
     p.add_argument("--loaders", type=_loader_count, default=0, metavar="N",
@@ -299,10 +302,14 @@ def cmd_process(args: argparse.Namespace) -> int:
                           f"the workers post-process); --workers {args.workers} runs everything in one process: use "
                           f"--stage fused, or more workers")
     cfg = config_from_args(run_config_from_args(args), args)
+    from eyeblink.runtime.live import open_file_view
+
     # the same function as eyeblink.process(): the same files for the same settings
-    results, failures = run_process([Path(p) for p in args.inputs], Path(args.output), cfg,
-                                    progress=_progress_factory(args.no_progress), workers=args.workers,
-                                    loaders=args.loaders, analysis=options_from_args(args), report=args.report)
+    with open_file_view(args) as view:  # --view: the page of the input being processed
+        results, failures = run_process([Path(p) for p in args.inputs], Path(args.output), cfg,
+                                        progress=_progress_factory(args.no_progress), workers=args.workers,
+                                        loaders=args.loaders, analysis=options_from_args(args), report=args.report,
+                                        view=view)
     for r in results:
         s = r.summary
         print(f"{r.stem}: {r.frames} frames, face in {r.faces}, {len(r.blinks)} blinks, "

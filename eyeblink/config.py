@@ -523,6 +523,12 @@ class LiveConfig:
     max_latency_ms: float = 250.0
     #: ``--record FILE``: the frames as received, raw gray in NUT with their capture times (None: not kept)
     record: str | None = None
+    #: ``--view``: serve the session's page (the newest frame, the closure trace, the gate's state) in a browser
+    view: bool = False
+    #: ``--view-port`` (0: any free port, printed at start)
+    view_port: int = 0
+    #: ``--view-host``: the address the page is served on; other than loopback, a token is required in the URL
+    view_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         import math

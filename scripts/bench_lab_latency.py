@@ -1,6 +1,7 @@
 """Latency of a live session to other programs: a frame's arrival -> its LSL sample, and -> its gate message.
 
     python scripts/bench_lab_latency.py [--fps 500] [--duration 20] [--landmarks auto] [--json out.json]
+                                        [--view [--browser]]
 
 What runs (all real, all on this machine):
 
@@ -31,11 +32,18 @@ the latencies above), and ``memory_mib``: the RSS of this process (the sink, the
 workers after the warm-up and at the end. This process's share grows by the API's queue of rows that nobody
 reads (50,000 at most, ~26 MiB) and by the bench's own record of each frame's arrival (~10 MiB a minute at
 1,000 FPS).
+
+``--view`` serves the browser view (``view=True``) and ``--browser`` keeps a headless system Chromium on it for
+the whole session (the page drawing its trace and fetching its images, as a user watching): ``view`` then gives the
+view's own CPU, per thread role (the pump, the preview encoder, the HTTP connections, the server), in seconds and
+as a share of one core over the session, the images served and the frames the loader handed over; the CPU of the
+browser itself (all its processes) is ``browser_cpu_s``. Compare the drops and the latencies with and without.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -128,6 +136,44 @@ def memory_figures(memory: list[tuple[float, dict[str, float]]], warmup: float) 
             "total_every_10_s": [round(sum(m.values()), 1) for t, m in full if int(t) % 10 == 0]}
 
 
+def open_browser(url: str, profile: Path) -> subprocess.Popen[bytes]:
+    """A headless system Chromium showing ``url`` (a process group of its own)."""
+    import shutil
+
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        raise SystemExit("--browser needs the system Chromium (apt-get install chromium)")
+    return subprocess.Popen([exe, "--headless=new", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
+                             "--window-size=1280,1000", url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) of ``root`` and its descendants alive now."""
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def close_browser(browser: subprocess.Popen[bytes]) -> float:
+    """The browser's CPU seconds (all its processes), then it is killed."""
+    import signal
+
+    cpu = tree_cpu_s(browser.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(browser.pid, signal.SIGKILL)
+    browser.wait(10)
+    return round(cpu, 2)
+
+
 def pct(x: np.ndarray) -> dict[str, float | int | None]:
     if not len(x):
         return {"n": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
@@ -148,6 +194,9 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=None,
                     help="worker processes (default: the session's, one per physical core)")
     ap.add_argument("--json", default=None, help="also write the result here")
+    ap.add_argument("--view", action="store_true", help="serve the browser view during the session")
+    ap.add_argument("--browser", action="store_true",
+                    help="with --view: a headless Chromium (the system's) shows the page for the whole session")
     args = ap.parse_args()
 
     import eyeblink
@@ -168,21 +217,28 @@ def main() -> int:
         t0 = time.monotonic()
         while not done.wait(1.0):
             memory.append((round(time.monotonic() - t0, 1), tree_rss_mib(os.getpid(), leave_out)))
+    browser: subprocess.Popen[bytes] | None = None
+    browser_cpu: float | None = None
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "consumer.json"
         try:
             with eyeblink.live(f"tcp://127.0.0.1:{port}", Path(tmp) / "live", name="bench", lsl=True, lsl_name=name,
                                lsl_wait_s=120, gate_port=0, fps=args.fps, landmarks=args.landmarks,
-                               max_age_ms=args.max_age_ms, workers=args.workers,
+                               max_age_ms=args.max_age_ms, workers=args.workers, view=args.view,
                                on_frame=lambda r: arrivals.__setitem__(r.frame, (r.arrival_time,
                                                                                   time.perf_counter()))) as s:
                 consumer = subprocess.Popen([sys.executable, "-c", CONSUMER, name, str(s.gate_port), str(out)])
                 leave_out.add(consumer.pid)
+                if args.browser and s.view_url:
+                    browser = open_browser(s.view_url, Path(tmp) / "profile")
+                    leave_out.add(browser.pid)
                 watcher = threading.Thread(target=watch_memory, daemon=True)
                 watcher.start()
                 s.wait()
                 done.set()
+                if browser is not None:
+                    browser_cpu = close_browser(browser)
             consumer.wait(timeout=120)
         finally:
             sender.kill()
@@ -228,6 +284,12 @@ def main() -> int:
         # the RSS of the session's processes (this one, the loader, the workers), each second of the capture
         "memory_mib": memory_figures(memory, args.warmup),
     }
+    view = result.summary["live"]["publish"].get("view") if args.view else None
+    if view is not None:
+        span = result.summary["timings"].get("wall_s") or args.duration
+        res["view"] = {**view, "wall_s": span, "cpu_share_of_one_core": {
+            k: round(v / span, 4) for k, v in {**view["cpu_s"], "all": sum(view["cpu_s"].values())}.items()}}
+        res["browser_cpu_s"] = browser_cpu
     text = json.dumps(res, indent=2)
     print(text)
     if args.json:

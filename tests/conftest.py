@@ -208,6 +208,12 @@ SLOW_TESTS: dict[str, str] = {
     "test_train_detector.py::test_train_detector_end_to_end_on_rendered_frames": "32 s",
     "test_train_detector_ipu.py::test_cli_device_ipu_on_a_fake_sdk": "36 s",
     "test_train_detector_ipu.py::test_train_ipu_on_a_fake_sdk": "15 s",
+    "test_view.py::test_a_browser_killed_mid_stream_leaves_the_rows_of_a_run_without_a_view": "26 s",
+    "test_view.py::test_a_tab_that_stops_reading_is_let_go_and_the_rows_never_wait": "6 s",
+    "test_view.py::test_process_view_shows_a_recording_as_it_is_processed": "36 s",
+    "test_view.py::test_the_api_s_view_url_serves_the_session": "15 s",
+    "test_view.py::test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a_fresh_image": "23 s",
+    "test_view.py::test_view_options_that_cannot_work_are_one_line": "5 s",
 }
 
 

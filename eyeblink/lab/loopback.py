@@ -16,7 +16,8 @@ it prints ``listening`` on stdout once the socket is bound (then waits for one r
 when done (the receiver sees the end of the stream). ``--stop-after N`` closes the connection after
 ``N`` frames: a sender that stops mid-stream. ``--freeze-at N --freeze-s S`` stops sending for ``S`` seconds
 after frame ``N`` with the connection open, then goes on where the clock is (a camera that froze: the frames of
-the freeze never come).
+the freeze never come). ``--blank-at N --blank-frames M`` sends frames ``N`` to ``N+M-1`` as a uniform gray
+image (no face: the camera looking away), on time.
 
 NUT is muxed without syncpoints (FFmpeg's ``-syncpoints none -strict experimental``, the muxer's pipe mode):
 FFmpeg's NUT demuxer keeps every syncpoint it reads until the stream is closed, and a NUT muxer writes one
@@ -87,13 +88,15 @@ def video_loop_frames(path: str, n: int, *, width: int = 640, height: int = 480)
 
 def serve(port: int, frames: Sequence[np.ndarray], *, fps: float = 500.0, duration_s: float | None = None,
           stop_after: int | None = None, host: str = "127.0.0.1", announce: bool = True,
-          syncpoints: bool = False, freeze_at: int | None = None, freeze_s: float = 0.0) -> int:
+          syncpoints: bool = False, freeze_at: int | None = None, freeze_s: float = 0.0,
+          blank: tuple[int, int] | None = None) -> int:
     """Listen on ``tcp://host:port``, wait for one receiver, send frames paced at ``fps``; frames sent.
 
     ``syncpoints``: write NUT syncpoints (a default ``ffmpeg -f nut`` sender; the receiver's demuxer then keeps
     one per frame for as long as the stream lasts); by default none, as a long live stream should be sent.
     ``freeze_at``: after that frame nothing is sent for ``freeze_s`` seconds (the connection stays open); the
     frames that fall in the freeze are skipped, their timestamps too, as a camera that froze would.
+    ``blank``: (first, count): those frames are sent as a uniform gray image (no face), on time.
     """
     import av
 
@@ -121,11 +124,13 @@ def serve(port: int, frames: Sequence[np.ndarray], *, fps: float = 500.0, durati
             if id(f) not in built:
                 built[id(f)] = np.ascontiguousarray(f, dtype=np.uint8).tobytes()
             payloads.append(built[id(f)])
+        blank_payload = bytes([128]) * (width * height)
+        b0, b1 = (blank[0], blank[0] + blank[1]) if blank is not None else (-1, -1)
         i = 0
         sent = 0
         start = math.nan
         while total is None or i < total:
-            packet = av.Packet(payloads[i % len(payloads)])
+            packet = av.Packet(blank_payload if b0 <= i < b1 else payloads[i % len(payloads)])
             packet.stream = stream
             packet.pts = packet.dts = i
             packet.time_base = tb
@@ -171,6 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--freeze-at", type=int, default=None, metavar="N",
                    help="after frame N send nothing for --freeze-s seconds, the connection open (a frozen camera)")
     p.add_argument("--freeze-s", type=float, default=0.0, metavar="S")
+    p.add_argument("--blank-at", type=int, default=None, metavar="N",
+                   help="send frames N .. N+M-1 (--blank-frames M) as a uniform gray image: no face in view")
+    p.add_argument("--blank-frames", type=int, default=0, metavar="M")
     p.add_argument("--syncpoints", action="store_true",
                    help="write NUT syncpoints, as a default `ffmpeg -f nut` sender does (the receiver's memory grows)")
     a = p.parse_args(argv)
@@ -186,7 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     rendering = _cpu_s()
     n = serve(a.port, frames, fps=a.fps, duration_s=a.duration, stop_after=a.stop_after, host=a.host,
-              syncpoints=a.syncpoints, freeze_at=a.freeze_at, freeze_s=a.freeze_s)
+              syncpoints=a.syncpoints, freeze_at=a.freeze_at, freeze_s=a.freeze_s,
+              blank=(a.blank_at, a.blank_frames) if a.blank_at is not None and a.blank_frames > 0 else None)
     print(f"sent {n} frames, rendering cpu {rendering:.3f} s, sending cpu {_cpu_s() - rendering:.3f} s",
           file=sys.stderr)
     return 0

@@ -201,6 +201,8 @@ class _LiveRun(_Run):
         ctx = pipe._ctx
         self.live = pipe.live
         self.tap = tap
+        if tap is not None and tap.preview is not None:  # --view: the loader hands the view a frame when asked
+            self.preview = tap.preview
         self.capture_stop = ctx.Event()
         self.n_in = ctx.RawValue("q", 0)
         self.n_dropped = ctx.RawValue("q", 0)
@@ -855,6 +857,7 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
     lab.add_argument("--face-lost-ms", type=float, default=200.0, metavar="MS",
                      help="face_lost only after no face has been fitted for MS milliseconds; dropped frames "
                           "never count (default: %(default)s)")
+    add_view_options(p)
     m = p.add_argument_group("metrics (pip install 'eyeblink[metrics]')")
     m.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus metrics on http://HOST:PORT/metrics (0 = any free port)")
@@ -872,6 +875,44 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
                            "the cheaper of lids and mesh-ear, said in the first line; costs measured on this machine "
                            "before the capture) or a model: "
                            + ", ".join(LIVE_LANDMARKS[1:]))
+
+
+def add_view_options(p: Any) -> None:
+    """``--view``, ``--view-port``, ``--view-host`` (live and process)."""
+    v = p.add_argument_group("the browser view (docs: guides/live)")
+    v.add_argument("--view", action="store_true",
+                   help="serve the session's page while it runs: the newest frame with the face box, the closure "
+                        "trace of both eyes with the blinks, the gate's state, rate, drops and latency (URL printed "
+                        "at start; any number of tabs; a slow or closed browser never holds up a frame or a row)")
+    v.add_argument("--view-port", type=int, default=None, metavar="PORT",
+                   help="the page's port (implies --view; default: any free port)")
+    v.add_argument("--view-host", default=None, metavar="ADDR",
+                   help="serve the page on ADDR instead of 127.0.0.1 (implies --view), e.g. 0.0.0.0; the URL then "
+                        "carries a random token, required by every request")
+
+
+def view_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`LiveConfig` fields of ``--view``, ``--view-port`` and ``--view-host``."""
+    on = bool(args.view or args.view_port is not None or args.view_host is not None)
+    return {"view": on, "view_port": args.view_port or 0, "view_host": args.view_host or "127.0.0.1"}
+
+
+@contextlib.contextmanager
+def open_file_view(args: argparse.Namespace) -> Any:
+    """``process --view``: the page open for the whole run (None without ``--view``), closed at the end."""
+    settings = view_settings(args)
+    if not settings["view"]:
+        yield None
+        return
+    from eyeblink.runtime.view import ViewSink
+
+    view = ViewSink(port=settings["view_port"], host=settings["view_host"],
+                    announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
+    view.open(mode="file")
+    try:
+        yield view
+    finally:
+        view.close("all inputs processed")
 
 
 def prepare(spec: str, cfg: RunConfig, live: LiveConfig, *, name: str | None = None, stream: Any = None,
@@ -941,7 +982,8 @@ def live_config_from_args(args: argparse.Namespace, cfg: RunConfig) -> LiveConfi
                       landmarks="auto" if auto else cfg.landmarks.model, lsl=args.lsl, lsl_name=args.lsl_name,
                       lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms,
                       max_age_ms=args.max_age_ms, settle_ms=args.settle_ms, face_lost_ms=args.face_lost_ms,
-                      max_latency_ms=args.max_latency_ms, record=args.record, adapt=not args.no_adapt)
+                      max_latency_ms=args.max_latency_ms, record=args.record, adapt=not args.no_adapt,
+                      **view_settings(args))
 
 
 def run(args: argparse.Namespace, cfg: RunConfig) -> int:

@@ -496,6 +496,9 @@ class _Batcher:
 
     def add(self, slot: int, timestamp_s: float, t_decoded: float) -> None:
         """One frame (``slot`` -1: a gap the live loader dropped); sent when its batch or chunk is full."""
+        preview = self._run.preview
+        if preview is not None and slot >= 0 and preview.wanted():  # the view asked for a frame (<= 30 a second)
+            preview.put(self.n, self._run.ring[slot])  # type: ignore[index]
         self._slots.append(slot)
         self._ts.append(timestamp_s)
         self._td.append(t_decoded)
@@ -541,6 +544,10 @@ class _Run:
         self.parent_pid = os.getpid()
         self.ring: FrameRing | None = None
         self.ring_name: str | None = None
+        #: the browser view's frame grab (eyeblink.runtime.view.PreviewGrab; None: no view): the loaders hand it
+        #: their newest frame when it asks, at most 30 a second
+        self.view: Any = getattr(pipe, "view", None)
+        self.preview: Any = self.view.preview if self.view is not None else None
         self.work_qs: list[Any] = []
         self.free_q: Any = None
         self.out_q: Any = None
@@ -1022,7 +1029,9 @@ class _Run:
         return info or self._info, clock, redet.redetections
 
     def _make_writer(self, outdir: Path, stem: str) -> ResultWriter:
-        """The sink's writer (a hook: live mode appends a ``dropped`` column)."""
+        """The sink's writer (a hook: live mode appends a ``dropped`` column; ``process --view`` shows the rows)."""
+        if self.view is not None:
+            return self.view.file_writer(outdir, self.source)  # type: ignore[no-any-return]
         return ResultWriter(outdir, stem)
 
     def _extra_warnings(self) -> list[str]:

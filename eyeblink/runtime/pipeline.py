@@ -578,17 +578,19 @@ def session_outcome(sink: SessionSink, source: FrameSource) -> Iterator[Outcome]
 
 
 def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, analyzer: FrameAnalyzer,
-                   progress: ProgressFactory | None = None) -> RunResult:
+                   progress: ProgressFactory | None = None, view: Any = None) -> RunResult:
     """Run the reference pipeline on one opened source; writes the output contract into ``outdir``.
 
     On any failure (decode error, interrupt, worker error) the rows computed so
     far are flushed and the summary records the status and the error before
-    the exception propagates.
+    the exception propagates. ``view``: the browser view (``process --view``, :mod:`eyeblink.runtime.view`).
     """
     clock = analyzer.clock
+    preview = view.preview if view is not None else None
     started = time.perf_counter()
     with ExitStack() as stack, stopping.held() as hold:  # a stop once the files exist: raised in the try below
-        writer = stack.enter_context(ResultWriter(outdir, source.name))
+        writer = stack.enter_context(ResultWriter(outdir, source.name) if view is None else
+                                     view.file_writer(outdir, source))
         sink = SessionSink(writer, config, clock)
         outcome = Outcome()
         try:
@@ -600,6 +602,8 @@ def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, anal
                 for n, frame in enumerate(_timed(iter(source), clock)):
                     if config.max_frames is not None and n >= config.max_frames:
                         break
+                    if preview is not None and preview.wanted():
+                        preview.put(frame.index, frame.image)
                     sink.add(analyzer.analyze(frame))
                     if bar is not None:
                         bar.update(1)

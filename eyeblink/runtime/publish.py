@@ -520,6 +520,10 @@ class LiveTap:
         self._watch: threading.Thread | None = None
         self._closing = threading.Event()
         self.opened = threading.Event()  # set once the outlets and the socket exist (before the source connects)
+        #: other outputs of the run (the browser view, eyeblink.runtime.view): opened with the tap, fed through
+        #: :attr:`listeners`, closed with it; ``preview`` is the frame grab the loader serves (None: no view)
+        self.sinks: list[Any] = []
+        self.preview: Any = None
 
     @classmethod
     def from_config(cls, live: Any, max_blink_ms: float,
@@ -527,17 +531,28 @@ class LiveTap:
         """The tap a :class:`~eyeblink.config.LiveConfig` asks for (None: no LSL and no gate socket, unless
         ``always``: the API's); ``max_blink_ms``: the blink detector's (``blinks.max_blink_ms``), the line of
         ``prolonged_closure``."""
-        if not live.lsl and live.gate_port is None and not always:
+        view = getattr(live, "view", False)
+        if not live.lsl and live.gate_port is None and not always and not view:
             return None
-        return cls(lsl=live.lsl, lsl_name=live.lsl_name, lsl_wait_s=live.lsl_wait_s, gate_port=live.gate_port,
-                   stable_ms=live.stable_ms, max_blink_ms=max_blink_ms, max_age_ms=live.max_age_ms,
-                   settle_ms=live.settle_ms, face_lost_ms=live.face_lost_ms,
-                   max_latency_ms=live.max_latency_ms if live.overload == "drop" else None, announce=announce)
+        tap = cls(lsl=live.lsl, lsl_name=live.lsl_name, lsl_wait_s=live.lsl_wait_s, gate_port=live.gate_port,
+                  stable_ms=live.stable_ms, max_blink_ms=max_blink_ms, max_age_ms=live.max_age_ms,
+                  settle_ms=live.settle_ms, face_lost_ms=live.face_lost_ms,
+                  max_latency_ms=live.max_latency_ms if live.overload == "drop" else None, announce=announce)
+        if view:  # the browser view (--view): a sink of its own beside LSL and the gate
+            from eyeblink.runtime.view import ViewSink
+
+            sink = ViewSink(port=live.view_port, host=live.view_host, announce=announce)
+            tap.sinks.append(sink)
+            tap.listeners.append(sink.on_item)
+            tap.preview = sink.preview
+        return tap
 
     # ------------------------------------------------------------------ lifecycle
 
     def check(self) -> None:
-        """Before any model loads: the ``lsl`` extra is there when asked for."""
+        """Before any model loads: the ``lsl`` extra is there when asked for; the view's port is taken."""
+        for sink in self.sinks:
+            sink.bind()
         if self.lsl_enabled:
             import importlib.util
 
@@ -563,6 +578,8 @@ class LiveTap:
             self._say(f"gate: JSON lines on tcp://127.0.0.1:{self.gate.port}")
         if nominal_fps or self.lsl_wait_s > 0:
             self._open_lsl(nominal_fps)
+        for sink in self.sinks:
+            sink.open(source=source, stem=stem, fps=nominal_fps, eye_model=eye_model, tap=self)
         if self._watch is None:
             self._watch = threading.Thread(target=self._watchdog, name="eyeblink-stale-watch", daemon=True)
             self._watch.start()
@@ -576,6 +593,8 @@ class LiveTap:
         """The source is connected (its rate known), the capture not started: the outlets, if not made yet."""
         if eye_model:
             self._eye_model = eye_model
+        for sink in self.sinks:
+            sink.set_info(fps=nominal_fps, eye_model=eye_model)
         self._open_lsl(nominal_fps)
 
     def _open_lsl(self, nominal_fps: float | None) -> None:
@@ -625,6 +644,8 @@ class LiveTap:
             if self.lsl is not None:
                 self.lsl.close()
                 self.lsl = None
+        for sink in self.sinks:
+            sink.close(reason)
 
     # ------------------------------------------------------------------ freshness
 
@@ -809,4 +830,5 @@ class LiveTap:
                 "face_lost_ms": self.debouncer.face_lost_s * 1000.0, "stale_events": self.stale_events,
                 "max_latency_ms": self.max_latency_s * 1000.0 if self.max_latency_s is not None else None,
                 "late_rows": self.late_rows,
-                "lsl_offset_s": self._offset, "events": self.events}
+                "lsl_offset_s": self._offset, "events": self.events,
+                "view": self.sinks[0].summary() if self.sinks else None}

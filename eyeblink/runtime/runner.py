@@ -90,12 +90,14 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
                   loaders: int = 0,
                   analysis: AnalysisOptions | None = None,
                   then: Callable[[list[RunResult]], None] | None = None,
+                  view: Any = None,
                   ) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     """Process every input into ``outdir``; returns the results and the per-input failures.
 
     Each session (``outdir`` and an input's stem) is locked for the whole run, before any model loads
     (:mod:`eyeblink.outputs.lock`): a second run writing one of them is refused. ``then`` is called with the
-    results while the sessions are still locked (``--report`` writes the reports there).
+    results while the sessions are still locked (``--report`` writes the reports there). ``view``: the browser
+    view (``--view``, :class:`eyeblink.runtime.view.ViewSink`, opened): each input is shown as it is processed.
 
     ``workers`` > 1 runs the multiprocess pipeline (:mod:`eyeblink.runtime.parallel`) with that many
     landmark workers (and ``loaders`` decoder processes per input, 0 = auto: see
@@ -115,7 +117,7 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
     output_plan(paths, outdir, opts).check()  # no output is an input (a link to the recording, the trials file)
     with session_locks(outdir, [stem_of(p) for p in paths]):  # one writer per session, before any work
         results, failures = _process_existing(paths, outdir, config, progress=progress, analyzer=analyzer,
-                                              workers=workers, loaders=loaders, opts=opts)
+                                              workers=workers, loaders=loaders, opts=opts, view=view)
         if then is not None:
             then(results)
     return results, [*missing, *failures]
@@ -123,12 +125,14 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
 
 def _process_existing(paths: Sequence[Path], outdir: Path, config: RunConfig, *, progress: ProgressFactory | None,
                       analyzer: FrameAnalyzer | None, workers: int, loaders: int,
-                      opts: AnalysisOptions) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
+                      opts: AnalysisOptions, view: Any = None) -> tuple[list[RunResult],
+                                                                       list[tuple[Path, EyeblinkError]]]:
     from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline, supports
 
     if workers > 1 and analyzer is None and supports(config):
         pipe = ParallelPipeline(config, ParallelConfig(workers=workers, loaders=loaders))
-        if len(paths) > 1 and not config.detect.accelerator_stage:
+        pipe.view = view  # type: ignore[attr-defined]  # --view: the rows in this process, the frames from the loader
+        if len(paths) > 1 and not config.detect.accelerator_stage and view is None:
             return _pooled(paths, outdir, config, pipe, progress=progress, opts=opts)
         return _run_each(paths, config,
                          lambda src: _finalize(pipe.process_source(src, outdir, progress=progress), config, opts))
@@ -136,7 +140,8 @@ def _process_existing(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
 
     def one(source: FrameSource) -> RunResult:
         ref.reset()
-        return _finalize(process_source(source, outdir, config, analyzer=ref, progress=progress), config, opts)
+        return _finalize(process_source(source, outdir, config, analyzer=ref, progress=progress, view=view), config,
+                         opts)
 
     return _run_each(paths, config, one)
 

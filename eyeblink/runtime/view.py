@@ -1,0 +1,762 @@
+"""The session's page in a browser while it runs: ``eyeblink live SOURCE --view`` (and ``process --view``).
+
+A :class:`ViewSink` is an output of the run beside LSL and the gate: it is fed what the run already publishes
+(each row as written, each blink settled, each gate event), and serves one self-contained page (``view.html``,
+``view.css`` and ``view.js`` beside this module, inlined; no external script, font or style) from a stdlib
+HTTP server thread on ``127.0.0.1``:
+
+* ``/`` the page; ``/events`` a Server-Sent Events stream (a snapshot of the last minute on connect, then the
+  rows, blinks, events and the status about 20 times a second); ``/frame.jpg`` the newest preview image.
+
+What it costs the frames: in the sink, one list append per row and per event (the listener); everything else
+runs in the view's own threads:
+
+* the **pump** (:meth:`ViewSink._pump`, 20 Hz) turns the rows into JSON once for every tab, keeps the last
+  minute for a tab that connects, and works out the status (rate, drops, latency, face lost, stalled);
+* the **preview** (:meth:`ViewSink._preview`, at most ``max_image_hz``, only while a tab is connected) asks the
+  loader for its newest frame through :class:`PreviewGrab` (the loader copies one frame when asked, at most
+  that often: a shared flag it reads per frame, otherwise nothing), downscales it, encodes a JPEG and publishes
+  it once the row of that frame is written (the face box drawn on it is that frame's own);
+* one thread per open tab writes its stream. A tab that falls a whole backlog behind is disconnected (its
+  browser reconnects and gets a fresh snapshot); images are never queued: a slow tab just gets fewer of them.
+
+A closed tab or a killed browser is a socket that fails: its thread ends, nothing else changes.
+
+Safety: the server listens on ``127.0.0.1`` (requests whose ``Host`` is not a loopback name are refused, so a
+web page elsewhere cannot read it through DNS rebinding). ``--view-host ADDR`` listens on ``ADDR`` and then every
+request must carry the random token of the printed URL (``?token=...``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import html
+import ipaddress
+import json
+import logging
+import math
+import mmap
+import re
+import secrets
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, NamedTuple
+from urllib.parse import parse_qs, urlsplit
+
+import numpy as np
+
+from eyeblink.errors import ConfigError
+
+__all__ = ["PreviewGrab", "ViewSink", "check_view_host"]
+
+log = logging.getLogger("eyeblink.view")
+
+_ASSETS = Path(__file__).resolve().parent
+#: the longest side of a frame the loader hands over (a larger frame is subsampled by an integer step first)
+GRAB_SIDE = 640
+#: the longest side of a preview image on the page, at most (a frame is reduced by a whole factor: 640x480 gives
+#: 320x240, an average of 2x2 pixels, ~0.05 ms, where a reduction to 480 wide costs ~0.7 ms)
+IMAGE_SIDE = 400
+#: the page's status (rate, drops, latency, banners, the gate's state), times a second
+STATUS_HZ = 5.0
+#: seconds of rows, blinks and events the page can scroll back over (and a new tab gets at once)
+HISTORY_S = 60.0
+#: how often the pump sends what came (Hz)
+PUMP_HZ = 20.0
+#: a tab more than this many messages behind is disconnected (its browser reconnects with a fresh snapshot)
+MAX_BACKLOG = 2000
+#: no row written for this long (wall clock) while the run goes on: the page says the stream stalled
+STALL_S = 0.5
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+#: rows waiting for the pump at most (~100 s at 1,000 FPS); it takes them 20 times a second
+MAX_PENDING = 100_000
+#: rows of a new tab's snapshot encoded per call: the session's thread gets the GIL between two (one call of a
+#: minute at 500 FPS held it for tens of milliseconds)
+SNAPSHOT_CHUNK = 500
+
+
+def check_view_host(host: str) -> str:
+    """``--view-host``: an address of this machine to listen on (one line naming the fix otherwise)."""
+    host = str(host).strip()
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if host != "localhost":
+            raise ConfigError(f"--view-host must be an IP address of this machine (e.g. 0.0.0.0 or 192.168.1.20), "
+                              f"got {host!r}") from None
+    return host
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    with contextlib.suppress(ValueError):
+        return ipaddress.ip_address(host).is_loopback
+    return False
+
+
+class PreviewGrab:
+    """One frame handed from the loader process to the view, on request, through an anonymous shared mapping.
+
+    Made in the parent before the loader is forked (the mapping is inherited). The view sets the request flag;
+    the loader, after putting a frame into the ring, reads that flag (one shared int) and, when set, copies the
+    frame (subsampled to at most :data:`GRAB_SIDE`) under a sequence lock and clears it. So the loader copies at
+    most as many frames as the view asks for (30 a second, and none while no tab is open).
+    """
+
+    HEADER = 10  # int64: want, seq, frame, height, width, channels, the serving loader's pid, frame height, width, -
+
+    def __init__(self, side: int = GRAB_SIDE) -> None:
+        self.capacity = side * side * 3
+        self._mm = mmap.mmap(-1, self.HEADER * 8 + self.capacity)  # MAP_SHARED | MAP_ANONYMOUS: kept across fork
+        self._hdr = (ctypes.c_int64 * self.HEADER).from_buffer(self._mm)
+        self._pix = np.ndarray((self.capacity,), np.uint8, buffer=self._mm, offset=self.HEADER * 8)
+        self.side = side
+        self._last_seq = 0
+        self.grabs = 0  # frames taken (in the view's process)
+
+    # in the loader ------------------------------------------------------------------------------------------
+
+    def wanted(self) -> int:
+        return self._hdr[0]
+
+    def put(self, frame: int, image: np.ndarray) -> None:
+        """The loader's newest frame (it was asked for one): copied, flag cleared. With several loaders (a file
+        split into ranges) the first one to serve a request serves them all."""
+        hdr = self._hdr
+        if hdr[6] != self._pid():
+            if hdr[6]:
+                return
+            hdr[6] = self._pid()
+        h, w = image.shape[:2]
+        step = max(1, -(-max(h, w) // self.side))
+        img = image[::step, ::step] if step > 1 else image
+        hh, ww = img.shape[:2]
+        c = img.shape[2] if img.ndim == 3 else 1
+        hdr[1] += 1  # odd: being written
+        np.copyto(self._pix[: hh * ww * c].reshape(img.shape), img)
+        hdr[2], hdr[3], hdr[4], hdr[5], hdr[7], hdr[8] = frame, hh, ww, c, h, w
+        hdr[1] += 1
+        hdr[0] = 0
+
+    @staticmethod
+    def _pid() -> int:
+        import os
+
+        return os.getpid()
+
+    # in the view ---------------------------------------------------------------------------------------------
+
+    def request(self) -> None:
+        self._hdr[0] = 1
+
+    def take(self, side: int | None = None) -> tuple[int, np.ndarray, tuple[int, int]] | None:
+        """The frame the loader put since the last take (frame number, a copy reduced by a whole factor to at most
+        ``side`` pixels, the frame's own height and width), or None."""
+        import cv2
+
+        hdr = self._hdr
+        seq = hdr[1]
+        if seq == self._last_seq or seq & 1:
+            return None
+        frame, h, w, c, full = hdr[2], hdr[3], hdr[4], hdr[5], (hdr[7], hdr[8])
+        img = self._pix[: h * w * c].reshape((h, w, c) if c > 1 else (h, w))
+        k = -(-max(h, w) // side) if side else 1
+        img = cv2.resize(img, (max(1, w // k), max(1, h // k)), interpolation=cv2.INTER_AREA) if k > 1 else img.copy()
+        if hdr[1] != seq:
+            return None  # overwritten while copied: the next one
+        self._last_seq = seq
+        self.grabs += 1
+        return int(frame), img, (int(full[0]), int(full[1]))
+
+    def close(self) -> None:
+        with contextlib.suppress(BufferError, ValueError):
+            del self._hdr, self._pix
+            self._mm.close()
+
+
+def _r(x: float, nd: int) -> float | None:
+    return round(x, nd) if x == x and not math.isinf(x) else None
+
+
+def _row_item(r: Any) -> list[Any]:
+    """A row as the page gets it: frame, t, ear left, ear right, baseline, closure, face, dropped, age ms, box."""
+    box = [None if v != v else int(v) for v in (r.face_x0, r.face_y0, r.face_x1, r.face_y1)]
+    return [r.frame, _r(r.timestamp_s, 5), _r(r.ear_left, 4), _r(r.ear_right, 4), _r(r.baseline_ear, 4),
+            _r(r.closure, 3), r.face, r.dropped, _r(r.age_ms, 1), *box]
+
+
+def _thread_cpu_s(tid: int) -> float:
+    """CPU seconds (user + system) of thread ``tid`` of this process (Linux; 0 elsewhere)."""
+    import os
+
+    try:
+        stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+        fields = stat.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class _FileRow(NamedTuple):
+    """A frames.csv row of ``process`` with what the page reads of a live run's
+    :class:`~eyeblink.runtime.publish.LiveRow` (no arrival: a file has no latency)."""
+
+    frame: int
+    timestamp_s: float
+    face: int
+    ear_left: float
+    ear_right: float
+    baseline_ear: float
+    face_x0: float
+    face_y0: float
+    face_x1: float
+    face_y1: float
+    closure: float
+    dropped: int = 0
+    age_ms: float = math.nan
+
+
+def _file_row(row: Any) -> _FileRow:
+    """``FRAME_COLUMNS`` values as the page's row."""
+    f = [math.nan if v is None else float(v) for v in row[3:14]]
+    return _FileRow(int(row[0]), float(row[1]), int(row[2]), f[0], f[1], f[3], f[6], f[7], f[8], f[9], f[10])
+
+
+def _blink_item(ev: Any) -> dict[str, Any]:
+    return {"blink": ev.blink, "kind": getattr(ev, "kind", "blink"), "start_frame": ev.start_frame,
+            "end_frame": ev.end_frame, "start_s": _r(ev.start_s, 5), "end_s": _r(ev.end_s, 5),
+            "duration_ms": _r(ev.duration_ms, 1), "amplitude": _r(ev.amplitude, 3), "complete": bool(ev.complete)}
+
+
+class _Stream:
+    """The messages every tab gets, numbered; a tab's thread sends those past its cursor."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.items: deque[tuple[int, bytes]] = deque(maxlen=MAX_BACKLOG)
+        self.seq = 0
+        self.closed = False
+
+    def put(self, event: str, data: Any) -> None:
+        self.put_all([(event, data)])
+
+    def put_all(self, messages: list[tuple[str, Any]]) -> None:
+        """Messages sent together (one wake-up and one write per tab)."""
+        if not messages:
+            return
+        blob = b"".join(f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'), allow_nan=False)}\n\n"
+                        .encode() for event, data in messages)
+        with self.cond:
+            self.seq += 1
+            self.items.append((self.seq, blob))
+            self.cond.notify_all()
+
+    def after(self, cursor: int, timeout: float) -> tuple[int, list[bytes]] | None:
+        """(new cursor, messages past ``cursor``); None when the tab fell off the backlog."""
+        with self.cond:
+            if self.seq == cursor and not self.closed:
+                self.cond.wait(timeout)
+            if not self.items or self.seq == cursor:
+                return cursor, []
+            first = self.items[0][0]
+            if cursor + 1 < first:
+                return None
+            return self.seq, [b for s, b in self.items if s > cursor]
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+
+class ViewSink:
+    """The browser view of a run: an output fed rows, blinks and events; serves the page in its own threads.
+
+    Interface (what a run calls): :meth:`open` once before the first frame, :meth:`row`, :meth:`blink` and
+    :meth:`event` as they are written, :meth:`close` at the end; :attr:`preview` is handed to the loader.
+    """
+
+    def __init__(self, *, port: int = 0, host: str = "127.0.0.1", history_s: float = HISTORY_S,
+                 max_image_hz: float = 30.0, announce: Callable[[str], None] | None = None) -> None:
+        self.host = check_view_host(host)
+        self.port_asked = int(port)
+        if not 0 <= self.port_asked <= 65535:
+            raise ConfigError(f"--view-port must be a port number 0..65535 (0: any free port), got {port}")
+        self.loopback = _is_loopback(self.host)
+        self.token = None if self.loopback else secrets.token_urlsafe(18)
+        self.history_s = float(history_s)
+        self.image_period_s = 1.0 / max(0.5, float(max_image_hz))
+        self.announce = announce
+        self.preview = PreviewGrab()
+        self.url = ""
+        self.port: int | None = None
+        self.info: dict[str, Any] = {"source": "", "stem": "", "mode": "live", "fps": None, "eye_model": ""}
+        self.tap: Any = None  # the live run's LiveTap (the gate's state); None for a file
+        self.face_lost_s = 0.2
+        self._lock = threading.Lock()
+        self._rows: list[Any] = []
+        self._blinks: list[Any] = []
+        self._events: list[Any] = []
+        self._stream = _Stream()
+        self._history: deque[list[Any]] = deque()
+        self._blink_history: deque[dict[str, Any]] = deque(maxlen=2000)
+        self._event_history: deque[dict[str, Any]] = deque(maxlen=2000)
+        self._recent: deque[tuple[float, int, float, float]] = deque()  # (wall time, dropped, age_ms, t) last 1 s
+        #: (seq, frame, jpeg, width, height, the frame's own width and height)
+        self._image: tuple[int, int, bytes, int, int, int, int] | None = None
+        self._image_seq = 0
+        self._sent_image = 0
+        self._clients = 0
+        self._tabs_total = 0
+        self._new_input: dict[str, Any] | None = None
+        self._pump_failed = False
+        self._stop = threading.Event()
+        self._wake = threading.Event()  # the pump's: a new image (or the end) is sent at once
+        self._threads: list[threading.Thread] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._page: bytes | None = None
+        self.rows_in = 0
+        self.dropped_total = 0
+        self.newest_frame = -1
+        self.newest_s = math.nan
+        self._last_row_wall = math.nan
+        self._noface_since: float | None = None  # capture time of the first face-less analysed row of the run
+        self._noface_frame = -1
+        self.ended: str | None = None
+        self.images_sent = 0
+        self.cpu_s: dict[str, float] = {}  # CPU seconds of the view's threads that ended, by role
+        self._alive: dict[int, str] = {}  # native thread id -> role, of the view's threads running now
+
+    # ------------------------------------------------------------------ the run's calls
+
+    def open(self, *, source: str = "", stem: str = "", mode: str = "live", fps: float | None = None,
+             eye_model: str = "", tap: Any = None) -> None:
+        """Listen (:meth:`bind`, if not yet) and start the threads."""
+        self.info.update(source=source, stem=stem, mode=mode, fps=fps, eye_model=eye_model)
+        self.tap = tap
+        if tap is not None:
+            self.face_lost_s = tap.debouncer.face_lost_s
+        if self._threads:
+            return
+        self.bind()
+        assert self._server is not None
+        self._page = self._render_page()
+        for name, target in (("serve", self._server.serve_forever), ("pump", self._pump),
+                             ("preview", self._preview)):
+            t = threading.Thread(target=self._timed(name, target), name=f"eyeblink-view-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        log.info("view: %s", self.url)
+        if self.announce is not None:
+            self.announce(f"view: {self.url}")
+
+    def bind(self) -> None:
+        """Take the port now, before any model loads (one line naming the fix when it cannot be had)."""
+        if self._server is not None:
+            return
+        handler = _handler(self)
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        server_cls = type("ViewServer", (ThreadingHTTPServer,), {"address_family": family,
+                                                                 "daemon_threads": True,
+                                                                 "allow_reuse_address": True})
+        try:
+            self._server = server_cls((self.host, self.port_asked), handler)
+        except OSError as exc:
+            raise ConfigError(f"--view-port {self.port_asked}: cannot listen on {self.host}:{self.port_asked} "
+                              f"({exc.strerror or exc}); choose another port or 0 for any free one") from None
+        self.port = int(self._server.server_address[1])
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        if self.host in ("0.0.0.0", "::"):
+            shown = socket.gethostname()
+        self.url = f"http://{shown}:{self.port}/" + (f"?token={self.token}" if self.token else "")
+
+    def set_info(self, **info: Any) -> None:
+        self.info.update({k: v for k, v in info.items() if v is not None})
+
+    def on_item(self, kind: str, item: Any) -> None:
+        """A :class:`~eyeblink.runtime.publish.LiveTap` listener: in the sink's thread, one append."""
+        if kind == "row":
+            self.row(item)
+        elif kind == "blink":
+            self.blink(item)
+        elif kind == "event":
+            self.event(item)
+
+    def row(self, r: Any) -> None:
+        with self._lock:
+            self._rows.append(r)
+            if len(self._rows) > MAX_PENDING:  # the pump is gone (a bug): the view goes stale, the run goes on
+                del self._rows[: len(self._rows) // 2]
+
+    def blink(self, ev: Any) -> None:
+        with self._lock:
+            self._blinks.append(ev)
+
+    def event(self, ev: Any) -> None:
+        with self._lock:
+            self._events.append(ev)
+
+    def close(self, reason: str | None = None) -> None:
+        """The run ended: the tabs are told (the page says so), the threads end, the port is freed."""
+        if self._server is None:
+            return
+        if not self._threads:  # bound, never opened (the run stopped before its source connected)
+            self._server.server_close()
+            self._server = None
+            self.preview.close()
+            return
+        self.ended = reason or "ended"
+        self._stop.set()
+        self._wake.set()
+        for t in self._threads[1:]:
+            t.join(timeout=2.0)
+        self._stream.close()
+        self._server.shutdown()
+        self._server.server_close()
+        self._threads[0].join(timeout=2.0)
+        self._server = None
+        self.preview.close()
+
+    def file_writer(self, outdir: Path, source: Any) -> Any:
+        """``process --view``: the writer of one input, whose rows and blinks the page shows (a new input starts
+        a new page: the history is cleared)."""
+        from eyeblink.outputs.export import ResultWriter
+
+        view = self
+
+        class ViewedWriter(ResultWriter):
+            def write_frame(self, row: Any) -> None:
+                super().write_frame(row)
+                view.row(_file_row(row))
+
+            def write_blink(self, ev: Any) -> None:
+                super().write_blink(ev)
+                view.blink(ev)
+
+        writer = ViewedWriter(outdir, source.name)
+        with self._lock:
+            self._rows, self._blinks, self._events = [], [], []
+            self._new_input = {"source": str(getattr(source, "path", "") or source.name), "stem": source.name,
+                               "fps": getattr(source, "fps", None)}
+        self._wake.set()
+        return writer
+
+    def summary(self) -> dict[str, Any]:
+        return {"url": self.url, "host": self.host, "port": self.port, "token": self.token is not None,
+                "tabs": self._tabs_total, "images": self.images_sent, "frames_grabbed": self.preview.grabs,
+                "cpu_s": {k: round(v, 3) for k, v in self.cpu_now().items()}}
+
+    # ------------------------------------------------------------------ threads
+
+    def _timed(self, name: str, target: Callable[[], None]) -> Callable[[], None]:
+        """``target`` with its thread's CPU time counted under ``name`` (``cpu_s`` in the summary)."""
+        def run() -> None:
+            tid = threading.get_native_id()
+            with self._lock:
+                self._alive[tid] = name
+            try:
+                target()
+            finally:
+                with self._lock:
+                    self._alive.pop(tid, None)
+                    self.cpu_s[name] = self.cpu_s.get(name, 0.0) + time.thread_time()
+        return run
+
+    def cpu_now(self) -> dict[str, float]:
+        """CPU seconds of the view's threads so far, by role (the threads still running read from /proc)."""
+        with self._lock:
+            out = dict(self.cpu_s)
+            alive = dict(self._alive)
+        for tid, name in alive.items():
+            out[name] = out.get(name, 0.0) + _thread_cpu_s(tid)
+        return out
+
+    def _take(self) -> tuple[list[Any], list[Any], list[Any]]:
+        with self._lock:
+            new, self._new_input = self._new_input, None
+            if new is not None:  # process --view: the next input; every tab starts a new page
+                self.info.update(new)
+                self._history.clear()
+                self._blink_history.clear()
+                self._event_history.clear()
+                self._recent.clear()
+                self.rows_in = self.dropped_total = 0
+                self._noface_since = None
+                self._image = None
+                self._stream.put("reset", self._hello())
+            rows, self._rows = self._rows, []
+            blinks, self._blinks = self._blinks, []
+            events, self._events = self._events, []
+        return rows, blinks, events
+
+    def _pump(self) -> None:
+        period = 1.0 / PUMP_HZ
+        status_period = 1.0 / STATUS_HZ
+        next_status = time.monotonic()
+        while True:
+            stopping = self._stop.is_set()
+            out: list[tuple[str, Any]] = []  # one message of this cycle's news to every tab
+            try:
+                rows, blinks, events = self._take()
+                now = time.perf_counter()
+                if rows:
+                    items = [_row_item(r) for r in rows]
+                    self._last_row_wall = now
+                    self._account(rows, now)
+                    hist = self._history
+                    hist.extend(items)
+                    newest = items[-1][1]
+                    keep = self.history_s
+                    while hist and newest is not None and hist[0][1] is not None and newest - hist[0][1] > keep:
+                        hist.popleft()
+                    out.append(("rows", items))
+                for ev in blinks:
+                    item = _blink_item(ev)
+                    self._blink_history.append(item)
+                    out.append(("blink", item))
+                for ev in events:
+                    item = {"event": ev.event, "frame": ev.frame, "t": _r(ev.timestamp_s, 5), "state": ev.state.value}
+                    self._event_history.append(item)
+                    out.append(("event", item))
+                img = self._image
+                if img is not None and img[0] != self._sent_image:
+                    self._sent_image = img[0]
+                    out.append(("image", {"seq": img[0], "frame": img[1], "width": img[3], "height": img[4],
+                                          "frame_width": img[5], "frame_height": img[6]}))
+                if stopping or time.monotonic() >= next_status:
+                    out.append(("status", self._status(now)))
+                    next_status = max(next_status + status_period, time.monotonic())
+            except Exception:  # a bug of the view: said once; it goes on with the next rows, the run never sees it
+                if not self._pump_failed:
+                    log.exception("view: the page's data could not be made")
+                self._pump_failed = True
+            if stopping:
+                out.append(("end", {"reason": self.ended}))
+            self._stream.put_all(out)
+            if stopping:
+                return
+            self._wake.wait(period)  # a new image wakes the pump at once
+            self._wake.clear()
+
+    def _account(self, rows: list[Any], now: float) -> None:
+        """Counts and the face-lost run of the rows just taken (in the pump)."""
+        recent = self._recent
+        for r in rows:
+            recent.append((now, r.dropped, r.age_ms, r.timestamp_s))
+            if r.dropped:
+                self.dropped_total += 1
+                continue
+            if r.face:
+                self._noface_since = None
+            elif self._noface_since is None:
+                self._noface_since, self._noface_frame = r.timestamp_s, r.frame
+        last = rows[-1]
+        self.rows_in += len(rows)
+        self.newest_frame, self.newest_s = last.frame, last.timestamp_s
+        while recent and now - recent[0][0] > 1.0:
+            recent.popleft()
+
+    def _status(self, now: float) -> dict[str, Any]:
+        recent = self._recent
+        while recent and now - recent[0][0] > 1.0:
+            recent.popleft()
+        ages = sorted(a for _, d, a, _ in recent if not d and a == a)
+        ts = [t for *_, t in recent]
+        span = ts[-1] - ts[0] if len(ts) > 1 else 0.0
+        noface_s = (self.newest_s - self._noface_since) if self._noface_since is not None else 0.0
+        st: dict[str, Any] = {
+            "frame": self.newest_frame, "t": _r(self.newest_s, 5), "rows": self.rows_in,
+            "rows_per_s": len(recent), "source_fps": _r((len(ts) - 1) / span, 1) if span > 0 else None,
+            "dropped": self.dropped_total, "dropped_1s": sum(d for _, d, _, _ in recent),
+            "latency_ms_p50": _r(ages[len(ages) // 2], 1) if ages else None,
+            "latency_ms_max": _r(ages[-1], 1) if ages else None,
+            "face_lost": bool(self.rows_in and noface_s >= self.face_lost_s),
+            "face_lost_frame": self._noface_frame if noface_s >= self.face_lost_s else None,
+            "stalled_s": _r(now - self._last_row_wall, 2) if (self.info["mode"] == "live" and self.rows_in
+                                                             and now - self._last_row_wall > STALL_S) else None,
+            "tabs": self._clients, "image_frame": self._image[1] if self._image else None,
+        }
+        tap = self.tap
+        if tap is not None:
+            tr = tap.tracker
+            st.update(state=tr.state.value, since_frame=tr.since_frame, held_ms=_r(tr.held_s() * 1000.0, 0),
+                      open_stable=bool(tr.is_open_for(tr.stable_s * 1000.0)),
+                      pending=tap.debouncer.pending.value if tap.debouncer.pending is not None else None,
+                      stale=bool(tap.stale), stale_events=tap.stale_events, late_rows=tap.late_rows)
+        return st
+
+    def _preview(self) -> None:
+        """At most ``max_image_hz``, while a tab is open: the loader's newest frame, as a JPEG, once its row is
+        written."""
+        import cv2
+
+        grab = self.preview
+        asked = 0.0
+        last = 0.0  # when the last image was published
+        wait = 0.005
+        while not self._stop.wait(wait):
+            now = time.monotonic()
+            wait = 0.005  # a frame asked for is taken within 5 ms of the loader's putting it
+            if not self._clients:
+                wait = 0.1
+                continue
+            if now - last < self.image_period_s:
+                wait = max(0.001, last + self.image_period_s - now)
+                continue
+            if not asked:
+                grab.request()
+                asked = now
+                continue
+            got = grab.take(IMAGE_SIDE)
+            if got is None:
+                if now - asked > 1.0:
+                    asked = 0.0  # no frame came (a stalled stream, the end of a file): ask again
+                continue
+            asked = 0.0
+            last = now
+            frame, img, (fh, fw) = got
+            deadline = time.monotonic() + 1.0
+            while self.newest_frame < frame and self._rows_written_frame() < frame and time.monotonic() < deadline:
+                if self._stop.wait(0.005):
+                    return
+            ok, jpg = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 75])
+            if not ok:
+                continue
+            self._image_seq += 1
+            # the box drawn on it is in frame pixels: the page scales by the frame's own size
+            self._image = (self._image_seq, frame, jpg.tobytes(), img.shape[1], img.shape[0], fw, fh)
+            self.images_sent += 1
+            self._wake.set()
+
+    def _rows_written_frame(self) -> int:
+        with self._lock:
+            return self._rows[-1].frame if self._rows else -1
+
+    # ------------------------------------------------------------------ serving
+
+    def _render_page(self) -> bytes:
+        template = (_ASSETS / "view.html").read_text(encoding="utf-8")
+        fill = {"CSS": (_ASSETS / "view.css").read_text(encoding="utf-8"),
+                "JS": (_ASSETS / "view.js").read_text(encoding="utf-8"),
+                "TITLE": html.escape(f"eyeblink view: {self.info['stem'] or self.info['source']}")}
+        return re.sub(r"\{\{([A-Z_]+)\}\}", lambda m: fill.get(m.group(1), m.group(0)), template).encode()
+
+    def _hello(self) -> dict[str, Any]:
+        return {**self.info, "history_s": self.history_s, "face_lost_ms": self.face_lost_s * 1000.0,
+                "max_image_hz": round(1.0 / self.image_period_s, 1),
+                "columns": ["frame", "t", "ear_left", "ear_right", "baseline", "closure", "face", "dropped",
+                            "age_ms", "x0", "y0", "x1", "y1"],
+                "stable_ms": self.tap.tracker.stable_s * 1000.0 if self.tap is not None else None}
+
+    def _serve_events(self, h: BaseHTTPRequestHandler) -> None:
+        with self._stream.cond:  # the snapshot and the cursor at one moment: nothing missed, nothing twice
+            cursor = self._stream.seq
+            snap = {"hello": self._hello(), "rows": list(self._history), "blinks": list(self._blink_history),
+                    "events": list(self._event_history), "ended": self.ended}
+        rows = snap.pop("rows")
+        head = json.dumps(snap, separators=(",", ":"), allow_nan=False)
+        parts = [json.dumps(rows[i:i + SNAPSHOT_CHUNK], separators=(",", ":"), allow_nan=False)[1:-1]
+                 for i in range(0, len(rows), SNAPSHOT_CHUNK)]
+        body = head[:-1] + ',"rows":[' + ",".join(p for p in parts if p) + "]}"
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Cache-Control", "no-store")
+        h.send_header("X-Content-Type-Options", "nosniff")
+        h.end_headers()
+        with self._lock:
+            self._clients += 1
+            self._tabs_total += 1
+        try:
+            h.wfile.write(b"retry: 1000\nevent: snapshot\ndata: " + body.encode() + b"\n\n")
+            h.wfile.flush()
+            while True:
+                got = self._stream.after(cursor, 1.0)
+                if got is None:
+                    return  # too far behind: the browser reconnects and gets a fresh snapshot
+                cursor, blobs = got
+                if blobs:
+                    h.wfile.write(b"".join(blobs))
+                    h.wfile.flush()
+                elif self._stream.closed:
+                    return
+                else:
+                    h.wfile.write(b": keep-alive\n\n")
+                    h.wfile.flush()
+        except OSError:  # the tab was closed or the browser killed: nothing else changes
+            return
+        finally:
+            with self._lock:
+                self._clients -= 1
+
+
+def _handler(view: ViewSink) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "eyeblink-view"
+        protocol_version = "HTTP/1.1"
+
+        def handle(self) -> None:  # one connection (a tab's stream, or its image requests): its CPU counted
+            view._timed("http", super().handle)()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("view: " + format, *args)
+
+        def _refuse(self, code: int, text: str) -> None:
+            body = text.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _send(self, body: bytes, kind: str) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("Content-Security-Policy", "default-src 'none'; img-src 'self'; connect-src 'self'; "
+                                                        "style-src 'unsafe-inline'; script-src 'unsafe-inline'")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            url = urlsplit(self.path)
+            if view.token is not None:
+                if not secrets.compare_digest(parse_qs(url.query).get("token", [""])[0], view.token):
+                    self._refuse(403, "eyeblink view: this page needs the token of the URL the run printed\n")
+                    return
+            else:
+                host = (self.headers.get("Host") or "").rsplit(":", 1)[0] if "]" not in (
+                    self.headers.get("Host") or "") else (self.headers.get("Host") or "").rsplit("]", 1)[0] + "]"
+                if host not in _LOOPBACK_NAMES:
+                    self._refuse(403, "eyeblink view: served to this machine only (open the URL the run printed)\n")
+                    return
+            try:
+                if url.path == "/":
+                    self._send(view._page or b"", "text/html; charset=utf-8")
+                elif url.path == "/events":
+                    self.close_connection = True
+                    view._serve_events(self)
+                elif url.path == "/favicon.ico":
+                    self.send_response(204)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                elif url.path == "/frame.jpg":
+                    img = view._image
+                    if img is None:
+                        self._refuse(404, "no image yet\n")
+                    else:
+                        self._send(img[2], "image/jpeg")
+                else:
+                    self._refuse(404, "not found\n")
+            except OSError:
+                self.close_connection = True
+
+    return Handler

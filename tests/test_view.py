@@ -1,0 +1,437 @@
+"""The browser view (``eyeblink live --view``): the real loopback sender, the real ``eyeblink live`` CLI, the page
+opened in the system Chromium through Playwright, and a real browser killed mid-stream."""
+
+from __future__ import annotations
+
+import csv
+import http.client
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import CHILD_SIGNALS, CHROMIUM, free_port, needs_chromium, start_sender
+
+from eyeblink.errors import ConfigError
+from eyeblink.runtime.publish import LiveRow
+from eyeblink.runtime.view import PreviewGrab, ViewSink
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
+#: a deterministic live run: no frame dropped or stepped down, one eye model whatever the host measured
+STEADY = ("--on-overload", "block", "--no-adapt", "--landmarks", "lids")
+
+
+class LiveRun:
+    """``eyeblink live`` on the loopback sender, its stderr read line by line (the view's URL is in it)."""
+
+    def __init__(self, out: Path, sender_args: list[str], *live_args: str) -> None:
+        port = free_port()
+        self.sender = start_sender(port, *sender_args, distinct=100)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{port}", "-o", str(out), "--name", "cam",
+             *live_args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
+            **CHILD_SIGNALS)  # type: ignore[call-overload]
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def url(self, timeout: float = 120.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.lines:
+                m = re.search(r"eyeblink: view: (http://\S+)", line)
+                if m:
+                    return m.group(1)
+            assert self.proc.poll() is None, "".join(self.lines)
+            time.sleep(0.05)
+        raise AssertionError("no view URL printed:\n" + "".join(self.lines))
+
+    def wait(self, timeout: float = 180.0) -> str:
+        try:
+            self.proc.wait(timeout=timeout)
+        finally:
+            self.proc.kill()
+            self.sender.kill()
+        self._reader.join(5)
+        err = "".join(self.lines)
+        assert self.proc.returncode == 0, err
+        return err
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# ------------------------------------------------------------------------------------------ the page in a browser
+
+
+@needs_chromium
+def test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a_fresh_image(tmp_path: Path) -> None:
+    """Two tabs on one live run: the trace advances, the image is at most 0.2 s behind the last row written, the
+    blank stretch raises the face-lost banner (and it goes away), every blink of blinks.csv is listed in order,
+    and the end of the run is said."""
+    pw_api = pytest.importorskip("playwright.sync_api")
+    out = tmp_path / "out"
+    # 100 FPS, one 150 ms blink a second; frames 700..899 blank (2 s without a face)
+    run = LiveRun(out, ["--fps", "100", "--stop-after", "1500", "--blank-at", "700", "--blank-frames", "200"],
+                  "--view", *STEADY)
+    url = run.url()
+    assert url.startswith("http://127.0.0.1:")
+    banners: list[str] = []
+    lags: list[float] = []
+    try:
+        with pw_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            try:
+                ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
+                errors: list[str] = []
+                pages = [ctx.new_page(), ctx.new_page()]
+                for page in pages:
+                    page.on("pageerror", lambda e: errors.append(str(e)))
+                    page.goto(url)
+                    page.wait_for_selector('#conn[data-ok="1"]', timeout=60_000)
+                page = pages[0]
+                page.wait_for_function("Number(document.getElementById('trace').dataset.newest) > 50",
+                                       timeout=90_000)
+                before = [int(p.locator("#trace").get_attribute("data-newest") or -1) for p in pages]
+                page.wait_for_timeout(1000)
+                after = [int(p.locator("#trace").get_attribute("data-newest") or -1) for p in pages]
+                assert all(a > b for a, b in zip(after, before, strict=True)), (before, after)  # both tabs
+                page.wait_for_function("document.getElementById('image-lag').dataset.ms !== undefined",
+                                       timeout=30_000)
+                # until the run ends: the banner's kind and the image's lag behind the last row, ten times a second
+                while run.proc.poll() is None:
+                    kind = page.locator("#banner").get_attribute("data-kind") or ""
+                    if not banners or banners[-1] != kind:
+                        banners.append(kind)
+                    ms = page.locator("#image-lag").get_attribute("data-ms")
+                    if ms and kind in ("", "face_lost"):
+                        lags.append(float(ms))
+                    if kind == "ended":
+                        break
+                    page.wait_for_timeout(100)
+                page.wait_for_selector('#banner[data-kind="ended"]', timeout=60_000)
+                listed = [int(x) for x in page.eval_on_selector_all(
+                    "#blink-list li", "els => els.map(e => e.dataset.startFrame)")]
+                assert errors == []
+            finally:
+                browser.close()
+    finally:
+        run.wait()
+    blinks = [int(b["start_frame"]) for b in read_csv(out / "cam.blinks.csv")]
+    assert len(blinks) >= 8 and listed == blinks  # every blink, as markers, in order
+    assert "face_lost" in banners, banners
+    assert banners.index("face_lost") < len(banners) - 1 and "" in banners[banners.index("face_lost") + 1:], banners
+    print(f"image behind the last row written: median {np.median(lags):.0f} ms, max {max(lags):.0f} ms "
+          f"({len(lags)} samples)")
+    assert len(lags) >= 20
+    assert float(np.median(lags)) <= 200.0, sorted(lags)
+    s = json.loads((out / "cam.summary.json").read_text())
+    view = s["live"]["publish"]["view"]
+    assert view["tabs"] >= 2 and view["images"] > 10 and view["token"] is False
+
+
+@needs_chromium
+def test_a_browser_killed_mid_stream_leaves_the_rows_of_a_run_without_a_view(tmp_path: Path) -> None:
+    """The same stream with a view whose browser is killed (SIGKILL) mid-stream, and without a view: frames.csv and
+    blinks.csv are identical, cell for cell."""
+    sender = ["--fps", "100", "--stop-after", "1000"]
+    run = LiveRun(tmp_path / "view", sender, "--view", *STEADY)
+    url = run.url()
+    browser = None
+    try:
+        browser = subprocess.Popen([str(CHROMIUM), "--headless=new", "--no-sandbox", "--disable-gpu",
+                                    "--user-data-dir=" + str(tmp_path / "profile"), url],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # the run has written a few seconds of rows with the tab open
+            rows = tmp_path / "view" / "cam.frames.csv"
+            if rows.exists() and rows.read_text().count("\n") > 400:
+                break
+            time.sleep(0.1)
+        os.killpg(browser.pid, signal.SIGKILL)
+        browser.wait(10)
+    finally:
+        if browser is not None and browser.poll() is None:
+            os.killpg(browser.pid, signal.SIGKILL)
+        run.wait()
+    view = json.loads((tmp_path / "view" / "cam.summary.json").read_text())["live"]["publish"]["view"]
+    assert view["tabs"] >= 1  # the browser had the page open
+    plain = LiveRun(tmp_path / "plain", sender, *STEADY)
+    plain.wait()
+    for name in ("cam.frames.csv", "cam.blinks.csv"):
+        a, b = read_csv(tmp_path / "view" / name), read_csv(tmp_path / "plain" / name)
+        assert len(a) == len(b) and a == b, name
+    assert len(read_csv(tmp_path / "plain" / "cam.frames.csv")) == 1000
+
+
+# ------------------------------------------------------------------------------------------ the server on its own
+
+
+def _row(i: int) -> LiveRow:
+    t = i / 500.0
+    return LiveRow(i, t, 1, 0.28, 0.27, 0.275, 0.28, 0, 0.9, 100.0, 80.0, 300.0, 300.0, 0.0, 0,
+                   time.perf_counter(), time.perf_counter())
+
+
+def _get(url: str, host: str | None = None) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, headers={"Host": host} if host else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_loopback_by_default_and_a_token_on_any_other_address() -> None:
+    view = ViewSink(port=0)
+    view.open(source="test", stem="cam")
+    try:
+        assert view.url == f"http://127.0.0.1:{view.port}/" and view.token is None
+        code, body = _get(view.url)
+        assert code == 200 and b"eyeblink view" in body
+        # no external resource: nothing in the page points off the machine
+        assert not re.search(rb"(src|href)=\"(https?:)?//", body) and b"@import" not in body and b"url(" not in body
+        # another site's page (DNS rebinding) cannot read it
+        assert _get(view.url, host=f"evil.example:{view.port}")[0] == 403
+    finally:
+        view.close()
+    view = ViewSink(port=0, host="0.0.0.0")
+    view.open(source="test", stem="cam")
+    try:
+        assert view.token is not None and f"?token={view.token}" in view.url
+        base = f"http://127.0.0.1:{view.port}/"
+        assert _get(base)[0] == 403
+        assert _get(base + "?token=wrong")[0] == 403
+        assert _get(base + "events?token=x")[0] == 403
+        assert _get(base + f"?token={view.token}")[0] == 200
+    finally:
+        view.close()
+
+
+def test_view_options_that_cannot_work_are_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--view-host must be an IP address"):
+        ViewSink(host="my laptop")
+    busy = ViewSink(port=0)
+    busy.open()
+    try:
+        with pytest.raises(ConfigError, match=f"--view-port {busy.port}: cannot listen"):
+            ViewSink(port=busy.port).open()
+    finally:
+        busy.close()
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "live", "tcp://127.0.0.1:9", "-o", str(tmp_path),
+                           "--view-host", "not an address"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("eyeblink: error: --view-host must be an IP address")
+
+
+def test_a_tab_that_stops_reading_is_let_go_and_the_rows_never_wait() -> None:
+    """A client that connects and never reads: the sink's calls stay one append each, the stream of the other
+    tab goes on, and the stalled one is disconnected once a whole backlog waits for it."""
+    view = ViewSink(port=0)
+    view.open(source="test", stem="cam")
+    stalled = http.client.HTTPConnection("127.0.0.1", view.port, timeout=30)
+    stalled.request("GET", "/events")
+    stalled.getresponse()  # the headers; the body is never read
+    live = http.client.HTTPConnection("127.0.0.1", view.port, timeout=30)
+    live.request("GET", "/events")
+    resp = live.getresponse()
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.extend(iter(lambda: resp.read1(65536), b"")), daemon=True)
+    reader.start()
+    try:
+        for i in range(60 * 500):  # a minute of rows at 500 FPS, as fast as the sink can hand them on
+            view.row(_row(i))
+            if i % 250 == 0:
+                time.sleep(0.05)  # the pump's time to send them
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and view._clients > 1:
+            time.sleep(0.1)
+        assert view._clients == 1  # the reader is still there, the stalled tab was let go
+        while time.monotonic() < deadline and b"[29999," not in b"".join(got[-3:]):
+            time.sleep(0.1)
+        text = b"".join(got)
+        assert b"[29999," in text and b"[0," in text  # the reading tab got every row, the last one too
+    finally:
+        view.close()
+        stalled.close()
+        live.close()
+
+
+def test_the_preview_grab_crosses_a_fork_only_when_asked() -> None:
+    grab = PreviewGrab()
+    frame = np.arange(480 * 640, dtype=np.uint32).astype(np.uint8).reshape(480, 640)
+    big = np.zeros((1080, 1920, 3), np.uint8)
+    big[::3, ::3] = 200
+    pid = os.fork()
+    if pid == 0:  # the loader: serves each request once
+        served = 0
+        deadline = time.monotonic() + 20
+        while served < 2 and time.monotonic() < deadline:
+            if grab.wanted():
+                grab.put(7 if not served else 8, frame if not served else big)
+                served += 1
+            time.sleep(0.001)
+        os._exit(0)
+    try:
+        assert grab.take() is None  # nothing asked, nothing put
+        grab.request()
+        deadline = time.monotonic() + 20
+        got: Any = None
+        while got is None and time.monotonic() < deadline:
+            got = grab.take()
+            time.sleep(0.002)
+        assert got is not None and got[0] == 7 and got[2] == (480, 640) and np.array_equal(got[1], frame)
+        assert grab.take() is None  # taken once
+        grab.request()
+        got = None
+        while got is None and time.monotonic() < deadline:
+            got = grab.take()
+            time.sleep(0.002)
+        assert got is not None and got[0] == 8 and got[2] == (1080, 1920)
+        assert got[1].shape == (360, 640, 3) and (got[1] == 200).all()  # every 3rd pixel, at most 640 wide
+    finally:
+        os.waitpid(pid, 0)
+        grab.close()
+
+
+# ------------------------------------------------------------------------------------------ a file: process --view
+
+
+@needs_chromium
+def test_process_view_shows_a_recording_as_it_is_processed(tmp_path: Path) -> None:
+    """``eyeblink process VIDEO --view``: the page follows the file (the image, the trace, the blinks of
+    blinks.csv in order) and says when every input is done; the rows are those of a run without a view."""
+    from conftest import write_video
+
+    from eyeblink.lab.loopback import render_loop_frames
+
+    pw_api = pytest.importorskip("playwright.sync_api")
+    loop = render_loop_frames(100, fps=100.0, width=320, height=240)
+    video = write_video(tmp_path / "rec.mkv", [loop[i % 100] for i in range(3000)], fps=100, width=320, height=240)
+    proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(tmp_path / "view"),
+                             "--no-progress", "--view"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=REPO)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    m = re.match(r"eyeblink: view: (http://127\.0\.0\.1:\d+/)$", first.strip())
+    assert m, first + proc.stderr.read()
+    seen: list[int] = []
+    try:
+        with pw_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            try:
+                page = browser.new_page()
+                errors: list[str] = []
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.goto(m.group(1))
+                page.wait_for_selector('#conn[data-ok="1"]', timeout=60_000)
+                while True:
+                    kind = page.locator("#banner").get_attribute("data-kind")
+                    seen.append(int(page.locator("#trace").get_attribute("data-newest") or -1))
+                    if kind == "ended":
+                        break
+                    page.wait_for_timeout(100)
+                listed = [int(x) for x in page.eval_on_selector_all(
+                    "#blink-list li", "els => els.map(e => e.dataset.startFrame)")]
+                assert page.locator("#stem").text_content() == "rec"
+                assert page.locator("#image-frame").text_content() != "–"  # an image was shown
+                assert errors == []
+            finally:
+                browser.close()
+    finally:
+        _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert seen[-1] == 2999 and len(set(seen)) > 3  # the trace advanced up to the last frame
+    blinks = [int(b["start_frame"]) for b in read_csv(tmp_path / "view" / "rec.blinks.csv")]
+    assert len(blinks) >= 20 and listed == blinks
+    plain = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(tmp_path / "plain"),
+                            "--no-progress"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    for name in ("rec.frames.csv", "rec.blinks.csv"):
+        assert read_csv(tmp_path / "view" / name) == read_csv(tmp_path / "plain" / name), name
+
+
+def test_the_api_s_view_url_serves_the_session(tmp_path: Path) -> None:
+    """``eyeblink.live(url, view=True)``: :attr:`LiveSession.view_url` serves the page and its stream of rows."""
+    import eyeblink
+
+    port = free_port()
+    sender = start_sender(port, "--fps", "100", "--stop-after", "600")
+    try:
+        with eyeblink.live(f"tcp://127.0.0.1:{port}", tmp_path, name="cam", view=True, landmarks="lids") as s:
+            url = s.view_url
+            assert url is not None and url.startswith("http://127.0.0.1:")
+            assert b"eyeblink view" in _get(url)[1]
+            for item in s:
+                if isinstance(item, LiveRow) and item.frame >= 200:
+                    break
+            conn = http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1].strip("/")), timeout=30)
+            conn.request("GET", "/events")
+            resp = conn.getresponse()
+            snap = b""
+            while b"\n\n" not in snap.split(b"event: snapshot", 1)[-1]:
+                snap += resp.read1(1 << 20)
+            conn.close()
+            data = json.loads(snap.split(b"event: snapshot\ndata: ", 1)[1].split(b"\n\n", 1)[0])
+            frames = [r[0] for r in data["rows"]]  # every row so far, from the first (the pump sends 20 times a second)
+            assert data["hello"]["stem"] == "cam" and frames == list(range(len(frames))) and len(frames) >= 100
+    finally:
+        sender.kill()
+    assert s.result is not None and s.result.summary["live"]["publish"]["view"]["tabs"] == 1
+
+
+def _statuses(port: int, seconds: float) -> list[dict]:
+    """The status messages a tab gets over ``seconds``."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/events")
+    resp = conn.getresponse()
+    text = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        text += resp.read1(1 << 16)
+    conn.close()
+    return [json.loads(block.split(b"data: ", 1)[1]) for block in text.split(b"\n\n")
+            if block.startswith(b"event: status")]
+
+
+def test_a_stalled_stream_and_a_lost_face_are_said_in_the_status() -> None:
+    """Rows that stop coming (the stream stalled) and rows without a face for face_lost_ms: the status a tab
+    gets says so (the page's banners), and says it no more once rows with a face come again."""
+    view = ViewSink(port=0)
+    view.open(source="test", stem="cam")
+    try:
+        for i in range(200):
+            view.row(_row(i))
+        time.sleep(0.3)
+        st = _statuses(view.port, 1.2)  # nothing comes for 1.2 s: stalled after 0.5 s
+        assert not st[0]["face_lost"] and st[0]["stalled_s"] is None
+        assert st[-1]["stalled_s"] is not None and st[-1]["stalled_s"] >= 0.5 and st[-1]["frame"] == 199
+        for i in range(200, 400):  # 0.4 s of capture time without a face
+            view.row(_row(i)._replace(face=0, ear_left=math.nan, ear_right=math.nan))
+        st = _statuses(view.port, 0.5)
+        assert st[-1]["face_lost"] and st[-1]["face_lost_frame"] == 200
+        for i in range(400, 450):
+            view.row(_row(i))
+        st = _statuses(view.port, 0.5)
+        assert not st[-1]["face_lost"] and st[-1]["frame"] == 449
+    finally:
+        view.close()
