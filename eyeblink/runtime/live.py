@@ -69,8 +69,8 @@ from eyeblink.outputs.analysis import AnalysisOptions
 from eyeblink.outputs.export import FRAME_COLUMNS, ResultWriter, _CsvStream
 from eyeblink.runtime.hops import HopRecord
 from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
-from eyeblink.runtime.priority import raise_priority
 from eyeblink.runtime.parallel import _POLL_S, ParallelPipeline, _Batcher, _Run, _Stop
+from eyeblink.runtime.priority import raise_priority
 from eyeblink.runtime.shm import FrameRing, RingSpec
 
 if TYPE_CHECKING:
