@@ -57,7 +57,7 @@ def test_a_live_runs_hops_add_up_to_its_end_to_end_latency(tmp_path: Path) -> No
     summary = json.loads((tmp_path / "cam.summary.json").read_text())
     hops = summary["live"]["hops_ms"]
     frames = summary["frames"] - summary["live"]["frames_dropped"]
-    assert hops["frames"] == frames > 400
+    assert hops["frames"] == frames > 100
     for name, _, _ in HOPS:
         assert hops[name]["p50"] >= 0 and hops[name]["mean"] >= 0, (name, hops[name])
     total = sum(hops[name]["mean"] for name, _, _ in HOPS)
