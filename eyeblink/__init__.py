@@ -13,8 +13,6 @@ Importing this package is cheap: heavy dependencies (pandas, dlib, ai_edge_liter
 imported only inside the functions and modules that use them.
 """
 
-__version__ = "0.1.0"
-
 from eyeblink.api import (
     CorrectionsWarning,
     EyeState,
@@ -29,6 +27,7 @@ from eyeblink.api import (
     load,
     process,
 )
+from eyeblink.version import __version__
 
 __all__ = ["CorrectionsWarning", "EyeState", "LiveRow", "LiveSession", "Session", "SessionDamageWarning",
            "SettingsError", "StateChange",

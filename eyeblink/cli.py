@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from eyeblink import __version__, stopping
+from eyeblink import stopping
 from eyeblink.api import check_workers, process_workers, progress_factory, run_process
 from eyeblink.config import LANDMARK_MODELS, STAGES, run_config_from_args
 from eyeblink.errors import INPUT_DAMAGED_EXIT, ConfigError, EyeblinkError, one_line
+from eyeblink.version import __version__
 
 DESCRIPTION = """\
 Eyeblink detection for high-speed face recordings (e.g. 640x480 grayscale at

@@ -400,6 +400,8 @@ LIVE_CHUNK_FRAMES = 2
 #: Frames per queue message: a frame waits for its batch to fill (2 frames = 2 ms at 500 FPS).
 LIVE_BATCH_FRAMES = 2
 OVERLOAD_POLICIES = ("drop", "block")
+#: ``--priority`` of a live run's processes (eyeblink.runtime.priority)
+LIVE_PRIORITIES = ("normal", "high", "realtime")
 #: the longest live ring, in seconds of frames (``--buffer``): latency past it is no longer "live"
 MAX_BUFFER_S = 10.0
 #: ``--landmarks`` in live mode: a model, or ``auto`` (the default; see :func:`choose_landmarks`)
@@ -529,6 +531,9 @@ class LiveConfig:
     view_port: int = 0
     #: ``--view-host``: the address the page is served on; other than loopback, a token is required in the URL
     view_host: str = "127.0.0.1"
+    #: ``--priority``: normal, high (a lower nice value) or realtime (SCHED_RR) for the capture and the frame
+    #: path (eyeblink.runtime.priority); refused by the OS: one line, and the run goes on
+    priority: str = "normal"
 
     def __post_init__(self) -> None:
         import math
@@ -560,6 +565,8 @@ class LiveConfig:
         _require(self.stable_ms > 0, f"--stable-ms must be > 0 ms, got {self.stable_ms}")
         _require(self.landmarks in LIVE_LANDMARKS,
                  f"live landmarks must be one of {', '.join(LIVE_LANDMARKS)}, got {self.landmarks!r}")
+        _require(self.priority in LIVE_PRIORITIES,
+                 f"--priority must be one of {', '.join(LIVE_PRIORITIES)}, got {self.priority!r}")
         _require(self.overload in OVERLOAD_POLICIES,
                  f"--on-overload must be one of {', '.join(OVERLOAD_POLICIES)}, got {self.overload!r}")
         _require(self.buffer_s > 0, f"--buffer must be > 0 seconds, got {self.buffer_s}")

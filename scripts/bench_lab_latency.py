@@ -104,6 +104,37 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def tree_cpu_s(root: int, others: dict[int, str]) -> dict[str, float]:
+    """CPU seconds (user + system, since each process started) of ``root`` and its descendants, by ``pid:name``,
+    and of the ``others`` (the sender, the consumer: ``{pid: label}``) under their label."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out, todo = {}, [root, *others]
+    seen: set[int] = set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            name = others.get(pid) or f"{pid}:{Path(f'/proc/{pid}/comm').read_text().strip()}"
+            out[name] = (int(fields[11]) + int(fields[12])) / tick
+            if pid not in others:
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def cores_busy() -> tuple[int, int]:
+    """(busy, total) jiffies of all cores so far (``/proc/stat``)."""
+    v = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = v[3] + v[4]  # idle + iowait
+    return sum(v[:8]) - idle, sum(v[:8])
+
+
 def tree_rss_mib(root: int, leave_out: set[int]) -> dict[str, float]:
     """The RSS (MiB) of ``root`` and each of its descendants, but ``leave_out`` and theirs (the sender, the
     consumer), by ``pid:name``."""
@@ -148,30 +179,36 @@ def open_browser(url: str, profile: Path) -> subprocess.Popen[bytes]:
                             start_new_session=True)
 
 
-def tree_cpu_s(root: int) -> float:
-    """CPU seconds (user + system) of ``root`` and its descendants alive now."""
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-            for task in Path(f"/proc/{pid}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
-
-
 def close_browser(browser: subprocess.Popen[bytes]) -> float:
     """The browser's CPU seconds (all its processes), then it is killed."""
     import signal
 
-    cpu = tree_cpu_s(browser.pid)
+    cpu = sum(tree_cpu_s(browser.pid, {}).values())
     with contextlib.suppress(ProcessLookupError):
         os.killpg(browser.pid, signal.SIGKILL)
     browser.wait(10)
     return round(cpu, 2)
+
+
+def cpu_figures(cpu: list[tuple[float, dict[str, float], tuple[int, int]]], warmup: float,
+                fps: float) -> dict[str, object]:
+    """CPU ms a frame of each process between the first sample after the warm-up and the last with every process
+    alive (the sender's frames at ``fps``), their total over eyeblink's own processes, and the cores' use."""
+    if len(cpu) < 2:
+        return {}
+    n = max(len(c) for _, c, _ in cpu)
+    full = [s for s in cpu if len(s[1]) == n]
+    first = next((s for s in full if s[0] >= warmup), full[0])
+    last = full[-1]
+    span = last[0] - first[0]
+    if span <= 0:
+        return {}
+    frames = span * fps
+    per = {k: round((last[1][k] - first[1].get(k, 0.0)) * 1000.0 / frames, 3) for k in last[1]}
+    own = round(sum(v for k, v in per.items() if not k.startswith("bench-")), 3)
+    busy = (last[2][0] - first[2][0]) / max(1, last[2][1] - first[2][1])
+    return {"cpu_ms_per_frame": per, "cpu_ms_per_frame_eyeblink": own, "cores_busy": round(busy, 3),
+            "cpu_span_s": span}
 
 
 def pct(x: np.ndarray) -> dict[str, float | int | None]:
@@ -193,6 +230,10 @@ def main() -> int:
                          "later than this sends stale instead of open")
     ap.add_argument("--workers", type=int, default=None,
                     help="worker processes (default: the session's, one per physical core)")
+    ap.add_argument("--priority", default="normal", choices=("normal", "high", "realtime"),
+                    help="the session's --priority (default: %(default)s)")
+    ap.add_argument("--batch-frames", type=int, default=None,
+                    help="the session's frames per queue message (default: the session's)")
     ap.add_argument("--json", default=None, help="also write the result here")
     ap.add_argument("--view", action="store_true", help="serve the browser view during the session")
     ap.add_argument("--browser", action="store_true",
@@ -211,12 +252,16 @@ def main() -> int:
     arrivals: dict[int, float] = {}
     memory: list[tuple[float, dict[str, float]]] = []  # (s since the session started, MiB of each process)
     leave_out = {sender.pid}
+    labels = {sender.pid: "bench-sender"}
     done = threading.Event()
+    cpu: list[tuple[float, dict[str, float], tuple[int, int]]] = []  # (s, CPU s of each process, cores' jiffies)
 
     def watch_memory() -> None:
         t0 = time.monotonic()
         while not done.wait(1.0):
-            memory.append((round(time.monotonic() - t0, 1), tree_rss_mib(os.getpid(), leave_out)))
+            t = round(time.monotonic() - t0, 1)
+            memory.append((t, tree_rss_mib(os.getpid(), leave_out)))
+            cpu.append((t, tree_cpu_s(os.getpid(), labels), cores_busy()))
     browser: subprocess.Popen[bytes] | None = None
     browser_cpu: float | None = None
     load_before = os.getloadavg()
@@ -225,14 +270,17 @@ def main() -> int:
         try:
             with eyeblink.live(f"tcp://127.0.0.1:{port}", Path(tmp) / "live", name="bench", lsl=True, lsl_name=name,
                                lsl_wait_s=120, gate_port=0, fps=args.fps, landmarks=args.landmarks,
-                               max_age_ms=args.max_age_ms, workers=args.workers, view=args.view,
+                               max_age_ms=args.max_age_ms, workers=args.workers, view=args.view, priority=args.priority,
+                               **({"batch_frames": args.batch_frames} if args.batch_frames else {}),
                                on_frame=lambda r: arrivals.__setitem__(r.frame, (r.arrival_time,
                                                                                   time.perf_counter()))) as s:
                 consumer = subprocess.Popen([sys.executable, "-c", CONSUMER, name, str(s.gate_port), str(out)])
                 leave_out.add(consumer.pid)
+                labels[consumer.pid] = "bench-consumer"
                 if args.browser and s.view_url:
                     browser = open_browser(s.view_url, Path(tmp) / "profile")
                     leave_out.add(browser.pid)
+                    labels[browser.pid] = "bench-browser"  # its CPU is browser_cpu_s, not eyeblink's
                 watcher = threading.Thread(target=watch_memory, daemon=True)
                 watcher.start()
                 s.wait()
@@ -258,8 +306,10 @@ def main() -> int:
     gate_lat = np.array([t - m["arrival_time"] for t, m in gate if m.get("arrival_time") is not None])
     gate_transport = np.array([t - m["sent_time"] for t, m in gate])  # the line sent -> received by the client
     rows = result.frames
+    from eyeblink.runtime.host import host_info
+
     res = {
-        "machine": {"cpus": os.cpu_count(), "loadavg_before": [round(x, 2) for x in load_before],
+        "machine": {**host_info(), "loadavg_before": [round(x, 2) for x in load_before],
                     "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
         "fps": fps, "duration_s": args.duration, "warmup_s": args.warmup,
         "eye_model": result.summary["live"]["landmarks_model"], "workers": result.summary["parallel"]["workers"],
@@ -273,6 +323,11 @@ def main() -> int:
         "of_which_row_written_to_lsl_sample": pct(publish[np.isfinite(publish)]),
         "of_which_gate_line_sent_to_received": pct(gate_transport),
         "pipeline_latency_ms_p99": result.summary["timings"].get("latency_ms_p99"),
+        # the sink's per-hop breakdown of arrival -> row written (eyeblink.runtime.hops), the whole run
+        "hops_ms": result.summary["live"].get("hops_ms"),
+        # CPU ms a frame of each process after the warm-up, and the cores' use over the same span
+        **cpu_figures(cpu, args.warmup, fps),
+        "priority": result.summary["live"].get("priority"),
         "stale_events": result.summary["live"]["publish"]["stale_events"],
         "max_age_ms": args.max_age_ms,
         "dropped_share": round(int(rows["dropped"].sum()) / max(1, len(rows)), 4),

@@ -56,3 +56,18 @@ def test_the_cli_and_every_folder_import_light() -> None:
             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_version_is_read_from_the_ground_floor() -> None:
+    """No module reads the version through the package's face (an import upwards, and a circle through the API);
+    the installed metadata's version is the code's."""
+    import re
+
+    from eyeblink.version import __version__
+
+    pkg = Path(__file__).resolve().parent.parent / "eyeblink"
+    upward = [str(p.relative_to(pkg)) for p in pkg.rglob("*.py")
+              if re.search(r"from eyeblink import [^\n]*__version__", p.read_text(encoding="utf-8"))]
+    assert upward == []
+    toml = (pkg.parent / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^version = "([^"]+)"', toml, re.M).group(1) == __version__  # type: ignore[union-attr]

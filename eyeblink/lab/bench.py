@@ -287,8 +287,8 @@ def synthetic_recording(frames: int, where: str | None = None) -> Path:
 def machine_info() -> dict[str, Any]:
     from importlib import metadata
 
-    from eyeblink import __version__
     from eyeblink.runtime.parallel import physical_cores
+    from eyeblink.version import __version__
 
     cpu = platform.processor() or platform.machine()
     try:

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eyeblink import __version__
 from eyeblink.errors import OutputError
+from eyeblink.version import __version__
 
 if TYPE_CHECKING:
     from eyeblink.config import RunConfig

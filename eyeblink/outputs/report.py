@@ -376,7 +376,7 @@ def payload(data: ReportData) -> dict[str, Any]:
                   "startle", "cr", "cr_onset_latency_ms", "cr_peak_latency_ms", "cr_peak_amplitude", "fec_at_us",
                   "ur_amplitude", "ur_peak_latency_ms")
     cs_ms = [_number(r.get("cs_duration_ms", "")) for r in data.trials]
-    from eyeblink import __version__
+    from eyeblink.version import __version__
 
     review = dict(data.review) if data.review is not None else {
         "decisions": [None] * len(data.blinks), "added": [], "excluded": [], "excludedTrials": [], "reviewer": "",
@@ -518,7 +518,7 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None,
     (:func:`eyeblink.outputs.crops.render_blink_crops` of the session's ``<stem>.crops.npz``); ``crops_problem``:
     why that file exists but shows no crops (said on the page).
     """
-    from eyeblink import __version__
+    from eyeblink.version import __version__
 
     page = payload(data)
     page["crops"] = {str(k): v for k, v in (crops or {}).items()}

@@ -363,7 +363,7 @@ def post_rows(ring: Any, msg: tuple[Any, ...], row_dtype: np.dtype, eye_crops: b
             continue
         row["detected"] = rec["detected"]
         row["ear_left"], row["ear_right"] = rec["ear_left"], rec["ear_right"]
-        row["t_start"] = rec["t_start"]
+        row["t_start"] = row["t_got"] = rec["t_start"]  # the stage's batch: its frame's hops start there
         if rec["face"]:
             row["face"] = True
             row["box"], row["score"], row["keypoints"] = rec["box"], rec["score"], rec["keypoints"]

@@ -69,10 +69,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eyeblink import __version__, stopping
+from eyeblink import stopping
 from eyeblink.closing import Closing
 from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError, EyeblinkError, InputNotFoundError, MissingExtraError, WorkerError
+from eyeblink.version import __version__
 
 if TYPE_CHECKING:
     from eyeblink.frames import Frame

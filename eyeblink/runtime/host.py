@@ -15,6 +15,7 @@ run the face mesh, the iris network and BlazeFace ~3x faster with AVX-512 than w
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -41,6 +42,8 @@ VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf1
 #: frames: ~0.23 ms of networks), so ~1.2 ms a frame in all and ~1.0 ms besides the networks. Not a network,
 #: so not ~3x dearer on an AVX2-only host.
 LIVE_OVERHEAD_MS = 1.0
+#: set by the development stand-in for a slower CPU (``slow-host --networks K``): every network run costs K times
+SLOW_HOST_ENV = "SLOW_HOST_NETWORKS"
 #: BlazeFace keyframe cost when it cannot be measured (one core, LiteRT, an AVX2-only host)
 FALLBACK_DETECT_MS = 1.7
 
@@ -64,7 +67,9 @@ def _cpuinfo() -> dict[str, str]:
 
 def host_info() -> dict[str, Any]:
     """The host class: CPU model, cores, the vector extensions present (``vector``), and a short ``class``
-    label (``avx512``, ``avx2`` or ``baseline``) that the docs' speed tables are grouped by."""
+    label (``avx512``, ``avx2`` or ``baseline``) that the docs' speed tables are grouped by; under the
+    slower-host stand-in (``slow-host --avx2-pc``, which sets :data:`SLOW_HOST_ENV`) also its factor
+    (``stand_in_network_factor``: each network run costs that many times its own time)."""
     info = _cpuinfo()
     flags = set(info.get("flags", "").split())
     vector = [f for f in VECTOR_FLAGS if f in flags]
@@ -74,8 +79,13 @@ def host_info() -> dict[str, Any]:
         cls = "avx2"
     else:
         cls = "baseline" if flags else platform.machine()
-    return {"cpu": info.get("model name") or platform.processor() or platform.machine(),
-            "logical_cpus": os.cpu_count(), "physical_cores": physical_cores(), "vector": vector, "class": cls}
+    out = {"cpu": info.get("model name") or platform.processor() or platform.machine(),
+           "logical_cpus": os.cpu_count(), "physical_cores": physical_cores(), "vector": vector, "class": cls}
+    slow = os.environ.get(SLOW_HOST_ENV)
+    if slow:  # run under the slower-host stand-in: every network costs this many times its own time
+        with contextlib.suppress(ValueError):
+            out["stand_in_network_factor"] = float(slow)
+    return out
 
 
 def face_frame(width: int = 640, height: int = 480) -> np.ndarray:

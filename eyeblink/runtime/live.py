@@ -56,12 +56,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eyeblink.config import LIVE_BATCH_FRAMES, LIVE_CHUNK_FRAMES, LIVE_LANDMARKS, OVERLOAD_POLICIES, LiveConfig
+from eyeblink.config import (
+    LIVE_BATCH_FRAMES,
+    LIVE_CHUNK_FRAMES,
+    LIVE_LANDMARKS,
+    LIVE_PRIORITIES,
+    OVERLOAD_POLICIES,
+    LiveConfig,
+)
 from eyeblink.errors import ConfigError, EyeblinkError, VideoOpenError, WorkerError, warn
 from eyeblink.outputs.analysis import AnalysisOptions
 from eyeblink.outputs.export import FRAME_COLUMNS, ResultWriter, _CsvStream
+from eyeblink.runtime.hops import HopRecord
 from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
 from eyeblink.runtime.parallel import _POLL_S, ParallelPipeline, _Batcher, _Run, _Stop
+from eyeblink.runtime.priority import raise_priority
 from eyeblink.runtime.shm import FrameRing, RingSpec
 
 if TYPE_CHECKING:
@@ -238,6 +247,9 @@ class _LiveRun(_Run):
         self.metrics: LiveMetrics | None = None
         # the RSS of the run's processes, sampled by the sink: a run of hours must not grow (eyeblink.runtime.memory)
         self.memory = MemoryWatch(self._memory_processes, hint=self._memory_hint)
+        self.priority: dict[str, Any] = {"asked": self.live.priority, "applied": self.live.priority == "normal",
+                                         "refused": None}
+        self.hops = HopRecord()  # where each frame's time went, arrival -> row written (eyeblink.runtime.hops)
 
     def _ring_spec(self) -> RingSpec | None:
         return None  # sized in _start, once the stream is open and its frame size and rate are known
@@ -400,6 +412,7 @@ class _LiveRun(_Run):
         super()._child_setup()
         die_with_parent(self.parent_pid)
         sys.setswitchinterval(LIVE_SWITCH_INTERVAL_S)  # see LIVE_SWITCH_INTERVAL_S
+        raise_priority(self.live.priority)  # --priority: the sink said already whether the OS allows it
 
     def _worker_ready(self, wid: int) -> None:
         self.ready.release()
@@ -545,6 +558,7 @@ class _LiveRun(_Run):
                 finally:
                     writer.dropped = False
         self.n_written += len(rows)
+        self.hops.add(rows, time.perf_counter())
         self._judge(rows)
         if self.metrics is not None:
             self.metrics.observe(rows, time.perf_counter(), len(sink.events) - n_events)
@@ -634,6 +648,8 @@ class _LiveRun(_Run):
             "timestamps": (self._info or {}).get("timestamps"),
             "publish": self.tap.summary() if self.tap is not None else None,
             "memory": self.memory.summary(),
+            "hops_ms": self.hops.summary(),
+            "priority": self.priority,
         }}
 
     def gauges(self) -> dict[str, Any]:
@@ -671,12 +687,22 @@ class _LiveRun(_Run):
         The sink's process hands rows on with a short GIL switch interval meanwhile (:data:`LIVE_SWITCH_INTERVAL_S`)."""
         import sys
 
+        from eyeblink.runtime import priority
+
         interval = sys.getswitchinterval()
         sys.setswitchinterval(min(interval, LIVE_SWITCH_INTERVAL_S))
+        saved = priority.current()
+        # --priority: the sink first (its threads: LSL, the gate, metrics start later and inherit it); the loader
+        # and the workers apply it to themselves as they start (_child_setup)
+        refused = priority.raise_priority(self.live.priority)
+        self.priority = {"asked": self.live.priority, "applied": refused is None, "refused": refused}
+        if refused is not None:
+            warn(f"live: {refused}")
         try:
             return self._execute_live(outdir, signals=signals)
         finally:
             sys.setswitchinterval(interval)
+            priority.restore_priority(saved)
 
     def _execute_live(self, outdir: Path, *, signals: bool) -> RunResult:
         if not signals:
@@ -817,6 +843,10 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
     g.add_argument("--batch-frames", type=int, default=LIVE_BATCH_FRAMES, metavar="N",
                    help="frames per queue message (default: %(default)s)")
     g.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds of capture")
+    g.add_argument("--priority", choices=LIVE_PRIORITIES, default="normal",
+                   help="run the capture and the frame path (sink, loader, workers) ahead of other programs: high "
+                        "(nice -10) or realtime (SCHED_RR); needs root, CAP_SYS_NICE or a ulimit that allows it, "
+                        "else one line says so and the run goes on (default: %(default)s)")
     g.add_argument("--record", default=None, metavar="FILE",
                    help="also keep the frames as received, with their timestamps, in FILE (.nut: raw gray, "
                         "lossless), written by a thread of its own; `eyeblink process FILE` re-analyses them")
@@ -983,7 +1013,7 @@ def live_config_from_args(args: argparse.Namespace, cfg: RunConfig) -> LiveConfi
                       lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms,
                       max_age_ms=args.max_age_ms, settle_ms=args.settle_ms, face_lost_ms=args.face_lost_ms,
                       max_latency_ms=args.max_latency_ms, record=args.record, adapt=not args.no_adapt,
-                      **view_settings(args))
+                      priority=args.priority, **view_settings(args))
 
 
 def run(args: argparse.Namespace, cfg: RunConfig) -> int:

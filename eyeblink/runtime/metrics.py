@@ -77,7 +77,7 @@ class LiveMetrics:
     """
 
     def __init__(self, *, source: str, overload: str, gauges: dict[str, Callable[[], Any]]) -> None:
-        from eyeblink import __version__
+        from eyeblink.version import __version__
 
         pc = _client()
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily

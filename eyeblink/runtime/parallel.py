@@ -130,8 +130,9 @@ RESULT_DTYPE = np.dtype([
     # the blink detector's appearance cue (landmarks.eye_patches): 576 bytes a frame
     ("has_patches", "?"), ("patches", "u1", (2, 12, 24)),
     # live mode (eyeblink.runtime.live): per-frame stage times (perf_counter, one clock for all processes)
-    # and the gap marker of a frame the live loader dropped (slot -1: no pixels, nothing analysed)
-    ("t_start", "f8"), ("t_end", "f8"), ("dropped", "?"),
+    # and the gap marker of a frame the live loader dropped (slot -1: no pixels, nothing analysed); ``t_got``:
+    # the worker received the frame's batch, ``t_recv``: the sink received it (eyeblink.runtime.hops)
+    ("t_start", "f8"), ("t_end", "f8"), ("dropped", "?"), ("t_got", "f8"), ("t_recv", "f8"),
 ])
 #: ``eye_crops`` runs (``--report``): each row also carries both eyes as one small image and the eye points in
 #: its pixels (4.9 KB a frame; :mod:`eyeblink.outputs.crops`). Other runs do not pay for them.
@@ -257,12 +258,14 @@ def decode_rows(rows: np.ndarray, shift: int = 0) -> Iterator[FrameResult]:
                           patches[j].copy() if has_patches[j] else None, strip, pts, eye_points, pose, pose_frame)
 
 def _encode_batch(out: np.ndarray, td: np.ndarray, at: list[int], results: list[FrameResult], t_start: list[float],
-                  t_end: list[float]) -> None:
-    """A worker's analysed frames of one batch into their records, with their decode, start and end times."""
+                  t_end: list[float], t_got: float = 0.0) -> None:
+    """A worker's analysed frames of one batch into their records, with their decode, receipt, start and end
+    times."""
     if at:
         encode_results(out, at, results)
         idx = np.asarray(at, np.intp)
         out["t_decoded"][idx] = td[idx]
+        out["t_got"][idx] = t_got
         out["t_start"][idx] = t_start
         out["t_end"][idx] = t_end
 
@@ -762,6 +765,7 @@ class _Run:
                         analyzer.fitter = fitters[model]
                     continue
                 assert ring is not None
+                t_got = time.perf_counter()
                 c, first, slots, ts, td = msg
                 self._on_batch(analyzer, fitters)
                 if c != chunk and not track:  # a new chunk: forget the tracked face (keyframe on its first frame)
@@ -783,7 +787,7 @@ class _Run:
                             self.out_q.join_thread()  # machine: no timed pause)
                             os._exit(70)
                         if j:  # the rows before the failing frame are computed: send them first
-                            _encode_batch(out, td, done_at, done, t_starts, t_ends)
+                            _encode_batch(out, td, done_at, done, t_starts, t_ends, t_got)
                             self._put(self.out_q, ("rows", wid, out[:j]))
                         if fault[0] == "stall":  # stuck on frame K until the run is stopped (Ctrl-C, SIGTERM)
                             while not self.stop.wait(_POLL_S) and os.getppid() == self.parent_pid:
@@ -799,7 +803,7 @@ class _Run:
                     done.append(analyzer.analyze(Frame(frame_index, ts_l[j], ring[slot_l[j]])))
                     done_at.append(j)
                     t_ends.append(time.perf_counter())
-                _encode_batch(out, td, done_at, done, t_starts, t_ends)
+                _encode_batch(out, td, done_at, done, t_starts, t_ends, t_got)
                 self._put(self.out_q, ("rows", wid, out))
                 self._release(slots[slots >= 0])
                 chunks.advanced(c, first + len(slots))
@@ -1136,6 +1140,7 @@ class _Run:
             if kind == "rows":
                 _, wid, rows = msg
                 if len(rows):
+                    rows["t_recv"] = time.perf_counter()  # the sink has it: a hop's end (eyeblink.runtime.hops)
                     pending[int(rows["index"][0])] = rows
                     last_seen[wid] = int(rows["index"][-1])
                 while next_idx in pending:

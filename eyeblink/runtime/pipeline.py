@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eyeblink import __version__, stopping
+from eyeblink import stopping
 from eyeblink.config import RunConfig
 from eyeblink.errors import EyeblinkError, NoFaceError, OutputError, warn
 from eyeblink.frames import Frame
@@ -32,6 +32,7 @@ from eyeblink.outputs.session import RunResult
 from eyeblink.signals.blinks import BlinkDetector, BlinkEvent
 from eyeblink.signals.closure import OnlineClosure
 from eyeblink.signals.plausibility import event_counts
+from eyeblink.version import __version__
 
 if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection, FaceDetector

@@ -53,9 +53,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from eyeblink import __version__
 from eyeblink.errors import ConfigError, MissingExtraError, warn
 from eyeblink.signals.state import EyeState, StateChange, StateDebouncer
+from eyeblink.version import __version__
 
 if TYPE_CHECKING:
     from eyeblink.signals.blinks import BlinkDetector, BlinkEvent

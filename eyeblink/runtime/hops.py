@@ -1,0 +1,80 @@
+"""Where a live frame's time goes between its arrival and its row: the per-hop breakdown.
+
+Every record a worker sends the sink carries its frame's times on one clock (``time.perf_counter``,
+``CLOCK_MONOTONIC`` on Linux, the same in every process of the run; see
+:data:`eyeblink.runtime.parallel.RESULT_DTYPE`), and the sink adds the moment it received the batch and the
+moment it had written the rows. The hops are consecutive differences of those times, so for each frame they add
+up to its arrival -> row written latency exactly (and so do their means; the medians need not):
+
+========================  =======================================================================================
+``capture_to_worker``     arrival (the capture thread has the frame) -> its worker received the batch: the ring
+                          copy, waiting for the batch to fill, the loader's queue (pickle, pipe, unpickle)
+``waiting_in_worker``     the worker has the batch -> it starts this frame (the frames before it in the batch)
+``analysis``              detection (on keyframes), the eye model, the openness
+``worker_to_sink``        the frame analysed -> the sink received its batch (the frames after it in the batch,
+                          the result queue)
+``sink``                  the sink received the batch -> the row written and published (reordering behind
+                          another worker's frames, the blink detector, the CSV row, LSL, the gate, the API)
+========================  =======================================================================================
+
+``summary.json`` (``live.hops_ms``) holds each hop's p50, p99, max and mean over the run's analysed frames (gap
+rows have no hops); ``scripts/bench_lab_latency.py`` prints them beside what a consumer measured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["HOPS", "HopRecord"]
+
+#: (name, the record field it starts at, the field it ends at; None = when the sink had written the rows)
+HOPS: tuple[tuple[str, str, str | None], ...] = (
+    ("capture_to_worker", "t_decoded", "t_got"),
+    ("waiting_in_worker", "t_got", "t_start"),
+    ("analysis", "t_start", "t_end"),
+    ("worker_to_sink", "t_end", "t_recv"),
+    ("sink", "t_recv", None),
+)
+
+
+class HopRecord:
+    """The hops of a run's analysed frames, in bounded memory (each hop a
+    :class:`eyeblink.runtime.parallel.LatencyRecord`)."""
+
+    def __init__(self) -> None:
+        from eyeblink.runtime.parallel import LatencyRecord
+
+        self._hops = {name: LatencyRecord() for name, _, _ in HOPS}
+        self._total = LatencyRecord()
+        self._sums = dict.fromkeys([*self._hops, "end_to_end"], 0.0)
+
+    def __len__(self) -> int:
+        return len(self._total)
+
+    def add(self, rows: np.ndarray, written: float) -> None:
+        """Account for one batch of rows the sink wrote at ``written`` (perf_counter)."""
+        done = rows[~rows["dropped"]] if "dropped" in (rows.dtype.names or ()) else rows
+        if not len(done) or "t_recv" not in (done.dtype.names or ()):
+            return
+        for name, start, end in HOPS:
+            d = (done[end] if end is not None else written) - done[start]
+            self._hops[name].add(d)
+            self._sums[name] += float(np.sum(d))
+        total = written - done["t_decoded"]
+        self._total.add(total)
+        self._sums["end_to_end"] += float(np.sum(total))
+
+    def summary(self) -> dict[str, Any]:
+        """``{hop: {p50, p99, max, mean}}`` in ms, then ``end_to_end`` (arrival -> row written); empty before a
+        frame."""
+        n = len(self._total)
+        if not n:
+            return {}
+        out: dict[str, Any] = {}
+        for name, rec in (*self._hops.items(), ("end_to_end", self._total)):
+            out[name] = {"p50": round(rec.percentile_ms(50), 3), "p99": round(rec.percentile_ms(99), 3),
+                         "max": round(rec.max_s * 1000.0, 3), "mean": round(self._sums[name] / n * 1000.0, 4)}
+        out["frames"] = n
+        return out
