@@ -205,7 +205,7 @@ def tier_corrections(path: str | Path, tier: str, session: str | Path, *, review
     annotations, added. Applied, ``blinks.csv`` holds the tier's events, frame for frame."""
     import time
 
-    from eyeblink import __version__
+    from eyeblink.version import __version__
     from eyeblink.outputs.corrections import (
         MATCH_IOU,
         Corrections,
