@@ -574,17 +574,11 @@ def _check_keyword_types(settings: dict[str, Any]) -> None:
 
 
 def check_workers(requested: int | None) -> None:
-    """``--workers`` within 0..4 x the CPUs: more processes than that only thrash memory and the CPUs
-    (1,000 workers on 2 cores: 10 GB and 1 FPS)."""
-    import os
+    """``--workers`` within 0..4 x the CPUs (:func:`eyeblink.config.check_worker_count`, which live settings use
+    too)."""
+    from eyeblink.config import check_worker_count
 
-    if requested is None:
-        return
-    cpus = os.cpu_count() or 1
-    cap = 4 * cpus
-    if isinstance(requested, bool) or not isinstance(requested, int) or not 0 <= requested <= cap:
-        raise ConfigError(f"--workers {requested} is out of range: use 0 or 1 (one process) up to {cap} "
-                          f"(4 x the {cpus} CPUs here), or leave it out for one per physical core")
+    check_worker_count(requested)
 
 
 def process_workers(requested: int | None, cfg: RunConfig, physical_cores: Callable[[], int]) -> int:
