@@ -107,6 +107,11 @@ LIVE_WARM_BATCH = 32
 #: a run that drops more than this share of its frames (the loader's and the late ones) says so: one warning
 #: line, the summary's ``warnings`` and ``live.status`` ``overloaded``
 DROP_WARN_SHARE = 0.01
+#: start-up: the frames read at connection (a stream's rate probe, up to 0.5 s of a slow stream) and those that
+#: arrive in the first this many seconds of the capture are analysed whatever their age (never gap rows of the
+#: latency bound, and not counted as rows past it): the workers' first frames and the burst of the connection
+#: are not the run falling behind
+LIVE_STARTUP_GRACE_S = 0.5
 #: the GIL switch interval of a live run's processes (Python's default: 5 ms). Each process has threads that hand
 #: a frame on (the loader's capture thread and its queue's feeder thread, a worker's analysis and its feeder, the
 #: sink and the API's consumer); a thread woken to pass a frame on waits for the GIL up to the switch interval
@@ -227,6 +232,9 @@ class _LiveRun(_Run):
         self.ready = ctx.Semaphore(0)  # one release per worker whose detector is built
         # frames received before the capture started (a stream's rate probe): analysed whatever their age
         self.startup_frames = ctx.RawValue("q", 0)
+        # the first frame the latency bound drops: set by the loader at the first frame that arrives
+        # LIVE_STARTUP_GRACE_S after the capture started (until then every frame is analysed, whatever its age)
+        self.late_from_frame = ctx.RawValue("q", 2**62)
         self.clock_believed = ctx.RawValue("i", 1)  # 0 once the source's clock is not believable (the metric)
         self.prefault_slots = 0  # ring slots every process maps before the capture (see _start)
         self.fitters = pipe.fitters  # --landmarks auto: the models to pick from
@@ -315,7 +323,6 @@ class _LiveRun(_Run):
             self._choose(source)
             if self.tap is not None:  # a stream's own rate is known now; the capture has not started
                 self.tap.connected(self.fps, self.cfg.landmarks.model)
-                self.tap.startup_frames = int(self.startup_frames.value)
             # the ring: --buffer seconds at the rate measured as the first frames arrived (not a claimed one)
             ring_fps = source.measured_fps or self.fps
             self.par = self.live.parallel(ring_fps, base=self.par)
@@ -359,7 +366,7 @@ class _LiveRun(_Run):
 
     def late_from(self) -> int:
         """The first frame the latency bound drops (those before it arrived while the run started)."""
-        return int(self.startup_frames.value)
+        return int(self.late_from_frame.value)
 
     def _choose(self, source: LiveSource) -> None:
         """Now that the rate, size and codec are known: the decode cost, ``auto``'s model, the cost ladder."""
@@ -500,11 +507,15 @@ class _LiveRun(_Run):
             batch.add(slot, ts, arrival)
 
         def capture() -> None:
+            grace_until = time.perf_counter() + LIVE_STARTUP_GRACE_S  # start-up: see LIVE_STARTUP_GRACE_S
             try:
                 for cap in source.capture():
                     with lock:
                         if st["closed"]:
                             return
+                        if grace_until is not None and cap.arrival_s >= grace_until:
+                            self.late_from_frame.value = batch.n  # this frame's index: the bound applies from here
+                            grace_until = None
                         place(cap.image, cap.timestamp_s, cap.arrival_s)
                         if st["t0"] is None:
                             st["t0"] = cap.arrival_s
@@ -572,6 +583,7 @@ class _LiveRun(_Run):
         n_events = len(sink.events)
         if self.tap is not None:
             self.tap.detector = sink.blinks  # the state machine whose changes the tap publishes
+            self.tap.startup_frames = self.late_from()  # the start-up rows: not counted as past the bound
             self.tap.arrivals(rows["index"].tolist(), rows["t_decoded"].tolist())
         dropped = rows["dropped"]
         self.n_gap += int(dropped.sum())

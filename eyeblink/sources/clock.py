@@ -21,9 +21,10 @@ whose arrival time minus its timestamp is smallest. The tolerances:
   by more than :data:`JUMP_S`.
 
 The source's time running *ahead* of the arrival clock is judged always (a frame cannot arrive before it was
-taken). *Behind* it is judged only over windows in which the capture never waited for a free ring slot: with
+taken). *Behind* it is judged only over windows in which the capture never waited for a free ring slot (with
 ``--on-overload block`` the capture waits, the sender backs up and frames then arrive late through no fault of
-the source's clock.
+the source's clock) and in which the reader waited for data at least :data:`BACKED_UP_SHARE` of the time (one
+that never waits reads slower than the frames come: a busy machine, not a slow clock).
 
 From the first mismatch on (from the first frame when found at connection), each frame's timestamp is the
 previous frame's plus the arrival step (``timestamps`` ``arrival_monotonic`` in the summary): durations, rates,
@@ -37,8 +38,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DRIFT_S", "DRIFT_SHARE", "JUMP_S", "PROBE_FACTOR", "RATE_TOLERANCE", "WINDOW_S", "ClockCheck",
-           "probe_verdict"]
+__all__ = ["BACKED_UP_SHARE", "DRIFT_S", "DRIFT_SHARE", "JUMP_S", "PROBE_FACTOR", "RATE_TOLERANCE", "WINDOW_S",
+           "ClockCheck", "probe_verdict"]
 
 #: at connection: the timestamps' rate and the arrival rate of the same frames more than this factor apart
 PROBE_FACTOR = 2.0
@@ -52,14 +53,18 @@ DRIFT_S = 1.0
 DRIFT_SHARE = 0.01
 #: one frame's timestamp step past its arrival step (or back) by more than this many seconds
 JUMP_S = 1.0
+#: a reader that waited for data less than this share of the time read slower than the frames came (backed up)
+BACKED_UP_SHARE = 0.05
 
 
-def probe_verdict(ts_rate: float | None, arrival_rate: float | None) -> str | None:
-    """At connection: why the source's clock is not believed (None: believed, or nothing to compare)."""
+def probe_verdict(ts_rate: float | None, arrival_rate: float | None, *, backed_up: bool = False) -> str | None:
+    """At connection: why the source's clock is not believed (None: believed, or nothing to compare).
+    ``backed_up``: the reader never waited for data (it read slower than the frames came): frames arriving slower
+    than their timestamps say is then no verdict."""
     if not ts_rate or not arrival_rate or ts_rate <= 0 or arrival_rate <= 0:
         return None
     factor = max(ts_rate / arrival_rate, arrival_rate / ts_rate)
-    if factor <= PROBE_FACTOR:
+    if factor <= PROBE_FACTOR or (backed_up and ts_rate > arrival_rate):
         return None
     return (f"its timestamps give {ts_rate:.4g} FPS but its first frames arrived at {arrival_rate:.4g} FPS "
             f"({factor:.1f}x apart, more than {PROBE_FACTOR:g}x)")
@@ -92,6 +97,7 @@ class ClockCheck:
         self._ref: tuple[float, float, float] | None = None
         self._waited = False
         self._prev_waited = False
+        self._read_wait = 0.0
 
     # ------------------------------------------------------------------ inputs
 
@@ -110,6 +116,10 @@ class ClockCheck:
     def note_wait(self) -> None:
         """The capture waited for a free ring slot (``--on-overload block``): frames may arrive late meanwhile."""
         self._waited = True
+
+    def note_read(self, seconds: float) -> None:
+        """The reader waited ``seconds`` for the next packet (a reader that never waits is backed up)."""
+        self._read_wait += seconds
 
     def new_segment(self) -> None:
         """A reconnected stream: its timestamps start again (continued on the arrival clock by the source)."""
@@ -152,13 +162,16 @@ class ClockCheck:
             if here[0] < self._win_best[0]:
                 self._win_best = here
             return
-        self._close_window()
+        self._close_window(arrival)
         self._win_start, self._win_best = arrival, here
 
-    def _close_window(self) -> None:
+    def _close_window(self, now: float) -> None:
         best = self._win_best
-        assert best is not None
+        assert best is not None and self._win_start is not None
         self.windows += 1
+        if self._read_wait < BACKED_UP_SHARE * (now - self._win_start):
+            self._waited = True  # the reader never waited for data: frames came in late (see BACKED_UP_SHARE)
+        self._read_wait = 0.0
         waited = self._waited or self._prev_waited
         if self._prev_best is not None and best[2] > self._prev_best[2]:
             ratio = (best[1] - self._prev_best[1]) / (best[2] - self._prev_best[2])

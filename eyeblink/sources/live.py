@@ -37,7 +37,7 @@ import numpy as np
 
 from eyeblink.errors import ConfigError, EyeblinkError, MissingExtraError, VideoOpenError
 from eyeblink.frames import Frame
-from eyeblink.sources.clock import ClockCheck, probe_verdict
+from eyeblink.sources.clock import BACKED_UP_SHARE, PROBE_FACTOR, ClockCheck, probe_verdict
 from eyeblink.sources.files import FrameSource, luma, open_av
 
 __all__ = [
@@ -94,6 +94,8 @@ class Captured(NamedTuple):
     arrival_s: float  # time.perf_counter() when the frame was received and decoded
 
 
+#: the rate assumed for a source whose rate is not known (the ring, the eye-model choice)
+UNKNOWN_FPS = 500.0
 #: frames read at connection to measure a stream's frame rate from its timestamps (StreamSource._probe_rate)
 RATE_PROBE_FRAMES = 16
 #: ... or at most this long (a slow stream)
@@ -341,8 +343,9 @@ class StreamSource(LiveSource):
                 arr_rate = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])
             return ts_rate, arr_rate
 
+        waits: list[float] = []
         try:
-            for packet in self._packets:
+            for packet in _timed(self._packets, waits.append):
                 self._probed_packets.append(packet)
                 for frame in packet.decode():
                     arrival = time.perf_counter()
@@ -361,11 +364,23 @@ class StreamSource(LiveSource):
         ts_rate, arr_rate = rates()
         self._info["declared_fps"] = declared
         self._info["arrival_fps"] = arr_rate
-        why = probe_verdict(ts_rate, arr_rate)
-        if why is not None and arr_rate is not None:
+        # reading slower than the sender sends (a busy machine): the frames arrive late, behind their timestamps
+        span = arrivals[-1] - arrivals[0] if len(arrivals) >= 2 else 0.0
+        backed_up = span > 0 and sum(waits[1:]) < BACKED_UP_SHARE * span
+        why = probe_verdict(ts_rate, arr_rate, backed_up=backed_up)
+        if why is None and ts_rate is not None and arr_rate is not None and ts_rate > PROBE_FACTOR * arr_rate:
+            # no verdict (this machine read slower than the stream came): a ring for the claimed rate only up to
+            # the rate assumed when none is known, the arrival rate being a lower bound here
+            self._info["fps_from"] = "timestamps, not confirmed by the arrival rate"
+            self.nominal_fps = ts_rate
+            self.measured_fps = min(ts_rate, max(arr_rate, UNKNOWN_FPS))
+        elif why is not None and arr_rate is not None:
             self.clock.distrust("probe", why)  # every frame, the probe's first, on the arrival clock
             self._info["fps_from"] = "arrival"
-            self.nominal_fps = self.measured_fps = arr_rate
+            self.nominal_fps = arr_rate
+            # the ring: the first frames' arrival rate is a lower bound (a sender slow to start catches up after),
+            # so at least the rate assumed when none is known
+            self.measured_fps = max(arr_rate, UNKNOWN_FPS)
         elif ts_rate is not None:
             self._info["fps_from"] = "timestamps"
             if declared is None or abs(ts_rate / declared - 1) > 0.05:
@@ -472,12 +487,26 @@ class StreamSource(LiveSource):
                 self.on_packet(packet)
         yield from probed
         packets, self._packets = self._packets, None
-        for packet in packets if packets is not None else container.demux(stream):
+        for packet in _timed(packets if packets is not None else container.demux(stream), self.clock.note_read):
             if self.on_packet is not None:
                 self.on_packet(packet)
             for frame in packet.decode():
                 arrival = time.perf_counter()
                 yield frame.pts, self._gray(luma(frame)), arrival
+
+
+def _timed(it: Any, note: Any) -> Iterator[Any]:
+    """``it``'s items, each after calling ``note(seconds)`` with the time spent waiting for it (reading the
+    socket): a capture that never waits reads slower than the sender sends (ClockCheck)."""
+    it = iter(it)
+    while True:
+        t = time.perf_counter()
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        note(time.perf_counter() - t)
+        yield item
 
 
 def _thread_type(stream: Any) -> str:
