@@ -37,7 +37,7 @@ import numpy as np
 
 from eyeblink.errors import ConfigError, EyeblinkError, MissingExtraError, VideoOpenError
 from eyeblink.frames import Frame
-from eyeblink.sources.clock import BACKED_UP_SHARE, PROBE_FACTOR, ClockCheck, probe_verdict
+from eyeblink.sources.clock import PROBE_FACTOR, ClockCheck, probe_verdict
 from eyeblink.sources.files import FrameSource, luma, open_av
 
 __all__ = [
@@ -343,9 +343,13 @@ class StreamSource(LiveSource):
                 arr_rate = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])
             return ts_rate, arr_rate
 
-        waits: list[float] = []
+        def spans() -> tuple[float, float]:
+            uniq = sorted(set(pts))
+            ts_span = float((uniq[-1] - uniq[0]) * tb) if tb is not None and len(uniq) >= 2 else 0.0
+            return ts_span, (arrivals[-1] - arrivals[0] if len(arrivals) >= 2 else 0.0)
+
         try:
-            for packet in _timed(self._packets, waits.append):
+            for packet in _timed(self._packets, self.clock.note_read):
                 self._probed_packets.append(packet)
                 for frame in packet.decode():
                     arrival = time.perf_counter()
@@ -356,7 +360,7 @@ class StreamSource(LiveSource):
                 waited = time.monotonic() - t0
                 if len(self._probed) >= RATE_PROBE_FRAMES or waited > RATE_PROBE_S:
                     span = arrivals[-1] - arrivals[0] if arrivals else 0.0
-                    if (probe_verdict(*rates()) is None or span >= RATE_PROBE_MIN_SPAN_S
+                    if (probe_verdict(*rates(), *spans()) is None or span >= RATE_PROBE_MIN_SPAN_S
                             or len(self._probed) >= RATE_PROBE_MAX_FRAMES or waited > 2 * RATE_PROBE_S):
                         break
         except av.error.FFmpegError as exc:
@@ -364,13 +368,11 @@ class StreamSource(LiveSource):
         ts_rate, arr_rate = rates()
         self._info["declared_fps"] = declared
         self._info["arrival_fps"] = arr_rate
-        # reading slower than the sender sends (a busy machine): the frames arrive late, behind their timestamps
-        span = arrivals[-1] - arrivals[0] if len(arrivals) >= 2 else 0.0
-        backed_up = span > 0 and sum(waits[1:]) < BACKED_UP_SHARE * span
-        why = probe_verdict(ts_rate, arr_rate, backed_up=backed_up)
+        why = probe_verdict(ts_rate, arr_rate, *spans())
         if why is None and ts_rate is not None and arr_rate is not None and ts_rate > PROBE_FACTOR * arr_rate:
-            # no verdict (this machine read slower than the stream came): a ring for the claimed rate only up to
-            # the rate assumed when none is known, the arrival rate being a lower bound here
+            # timestamps closer than the frames came: a slow clock, or a sender (or reader) slow to start; no
+            # verdict yet (the running check judges), and a ring for the claimed rate only up to the rate assumed
+            # when none is known, or the arrival rate if higher
             self._info["fps_from"] = "timestamps, not confirmed by the arrival rate"
             self.nominal_fps = ts_rate
             self.measured_fps = min(ts_rate, max(arr_rate, UNKNOWN_FPS))
