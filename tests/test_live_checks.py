@@ -181,7 +181,7 @@ def test_a_ring_past_the_memory_cap_is_refused_before_it_is_allocated(tmp_path: 
     lines = [ln for ln in errors(err) if ln.startswith("eyeblink: error:")]
     assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in err, err
     assert f"--buffer 10 s of {w}x{h} frames at" in lines[0] and "more than a ring may take here" in lines[0]
-    assert "of the memory available" in lines[0] or "free in /dev/shm" in lines[0]
+    assert re.search(r"\(\S+ MiB: \d+% of the [\d.]+ GiB (of memory available|free in \S+)\)", lines[0])
     fits = float(re.search(r"lower --buffer to ([\d.e+-]+) s", lines[0]).group(1))
     assert 0 < fits < 10
     s = summary(tmp_path)
@@ -369,13 +369,13 @@ def test_record_onto_an_existing_file_is_refused_unless_overwrite(tmp_path: Path
 
 
 def test_counts_in_the_warnings_of_a_run_stopped_at_once_are_the_rows_on_disk(tmp_path: Path) -> None:
-    """2,000 FPS into one worker with the gate on (rows past the bound are not published), then Ctrl-C twice: every
-    "N of M rows" of the summary's warnings counts what frames.csv holds, as do ``frames_dropped`` and
-    ``rows_written``."""
+    """2,000 FPS into one worker with the gate on (a backlog of up to 1 s: --max-latency-ms 2000), then Ctrl-C twice
+    while it drains: every "N of M rows" of the summary's warnings counts what frames.csv holds, as do
+    ``frames_dropped`` and ``rows_written``; the frames captured but never written are said as such."""
     port = free_port()
     sender = start_sender(port, "--fps", "2000", "--duration", "60")
     live = subprocess.Popen(live_cmd(f"tcp://127.0.0.1:{port}", tmp_path, "--workers", "1", "--landmarks", "lids",
-                                     "--gate-port", "0", "--max-latency-ms", "100"),
+                                     "--gate-port", "0", "--max-latency-ms", "2000"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                             **CHILD_SIGNALS)  # type: ignore[call-overload]
     try:
@@ -384,9 +384,9 @@ def test_counts_in_the_warnings_of_a_run_stopped_at_once_are_the_rows_on_disk(tm
         while not (path.exists() and path.read_text().count("\n") > 1500) and time.monotonic() < deadline:
             assert live.poll() is None, live.communicate()
             time.sleep(0.05)
-        live.send_signal(signal.SIGINT)
-        time.sleep(0.3)
-        live.send_signal(signal.SIGINT)
+        live.send_signal(signal.SIGINT)  # drain ...
+        time.sleep(0.05)
+        live.send_signal(signal.SIGINT)  # ... no: stop at once
         _, err = live.communicate(timeout=60)
     finally:
         live.kill()

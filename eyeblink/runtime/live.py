@@ -760,8 +760,8 @@ class _LiveRun(_Run):
         def on_signal(signum: int, _frame: Any) -> None:
             name = signal.Signals(signum).name
             if self.capture_stop.is_set():
-                if signum == signal.SIGINT:
-                    raise KeyboardInterrupt
+                if signum == signal.SIGINT:  # stop at once, as any command does: never inside the summary's write
+                    stopping.on_signal(signum, _frame)
                 return
             self.stop_reason = f"stopped by {name}"
             log.info("%s: stopping the capture, draining the pipeline", name)
