@@ -15,8 +15,8 @@ delayed. The offset of a frame is its arrival time minus its timestamp (both fro
   less than 1/:data:`PROBE_FACTOR` of the rate at which the same frames arrived, and whose span exceeds the
   arrival span by more than :data:`PROBE_AHEAD_S`: not believed from the first frame (1/30 s steps on a 500 FPS
   stream). The other way (timestamps closer together than the frames arrive, 1/64,000 s steps) is also what a
-  sender slow to start looks like: the probe then only keeps the ring from the claimed rate
-  (:data:`~eyeblink.sources.live.UNKNOWN_FPS` at most, or the arrival rate if higher) and the running check judges;
+  sender slow to start looks like: the probe then sizes the ring for the claimed rate only up to 4x the arrival
+  rate (or :data:`~eyeblink.sources.live.UNKNOWN_FPS`), and the running check judges;
 * **ahead** (any frame): its offset below the least-delayed frame's of the first window by more than
   :data:`AHEAD_S` and :data:`DRIFT_SHARE` of the time since: the source's time got ahead of the arrival clock,
   which no delay can do (a fast clock, a forward jump);

@@ -371,11 +371,12 @@ class StreamSource(LiveSource):
         why = probe_verdict(ts_rate, arr_rate, *spans())
         if why is None and ts_rate is not None and arr_rate is not None and ts_rate > PROBE_FACTOR * arr_rate:
             # timestamps closer than the frames came: a slow clock, or a sender (or reader) slow to start; no
-            # verdict yet (the running check judges), and a ring for the claimed rate only up to the rate assumed
-            # when none is known, or the arrival rate if higher
-            self._info["fps_from"] = "timestamps, not confirmed by the arrival rate"
+            # verdict yet (the running check judges), and a ring for the claimed rate only up to 4x the arrival rate
+            # (or the rate assumed when none is known): 1,000s of slots, never the 64,000 a NUT time base claims
+            self._info["fps_from"] = "timestamps"
+            self._info["rate_confirmed"] = False
             self.nominal_fps = ts_rate
-            self.measured_fps = min(ts_rate, max(arr_rate, UNKNOWN_FPS))
+            self.measured_fps = min(ts_rate, max(PROBE_FACTOR**2 * arr_rate, UNKNOWN_FPS))
         elif why is not None and arr_rate is not None:
             self.clock.distrust("probe", why)  # every frame, the probe's first, on the arrival clock
             self._info["fps_from"] = "arrival"
@@ -385,6 +386,7 @@ class StreamSource(LiveSource):
             self.measured_fps = max(arr_rate, UNKNOWN_FPS)
         elif ts_rate is not None:
             self._info["fps_from"] = "timestamps"
+            self._info["rate_confirmed"] = arr_rate is not None
             if declared is None or abs(ts_rate / declared - 1) > 0.05:
                 log.info("%s: %g FPS from the timestamps (the container declares %s)", self.spec, ts_rate,
                          f"{declared:g}" if declared else "none")
