@@ -686,7 +686,9 @@ class BaslerSource(LiveSource):
         try:
             while cam.IsGrabbing():
                 try:
+                    waited = time.perf_counter()
                     res = cam.RetrieveResult(self.grab_timeout_ms, pylon.TimeoutHandling_Return)
+                    self.clock.note_read(time.perf_counter() - waited)  # a grab that never waits is backed up
                 except Exception as exc:  # pylon's RuntimeException: the device is gone
                     self.end_reason = "camera disconnected"
                     raise SourceLostError(f"{self.spec}: camera {self.serial} disconnected ({exc}); rows so far are "
