@@ -62,7 +62,7 @@ from eyeblink.outputs.analysis import AnalysisOptions
 from eyeblink.outputs.export import FRAME_COLUMNS, ResultWriter, _CsvStream
 from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
 from eyeblink.runtime.parallel import _POLL_S, ParallelPipeline, _Batcher, _Run, _Stop
-from eyeblink.runtime.shm import FrameRing, RingSpec, ring_cap_bytes
+from eyeblink.runtime.shm import FrameRing, RingSpec, ring_cap_bytes, ring_refusal
 
 if TYPE_CHECKING:
     from eyeblink.runtime.adapt import StepController
@@ -173,17 +173,6 @@ def choose_landmarks(fps: float | None, cores: int, mesh_reuse_ms: float = 20.0,
     return model, (f"{model} CANNOT hold {rate:g} FPS here: it needs ~{need(model):.1f} cores at most "
                    f"{LIVE_MAX_LOAD:.0%} busy, this machine has {cores}; frames will be dropped (lower the "
                    f"camera's rate, or use a machine with more cores); {where}"), False
-
-
-def ring_refusal(spec: RingSpec, fps: float | None, buffer_s: float, cap: int, why: str) -> str:
-    """The one line of a ring past the memory cap: what it needs, what is allowed, the ``--buffer`` that fits."""
-    height, width = spec.shape[:2]
-    fits = cap / (spec.slot_bytes * fps) if fps else 0.0
-    fix = (f"lower --buffer to {fits:.2g} s or less" if fits >= 0.01 else
-           "free memory (or /dev/shm), or send smaller frames")
-    return (f"the live ring for --buffer {buffer_s:g} s of {width}x{height} frames at {fps or 0:.4g} FPS needs "
-            f"{spec.nbytes / 2**20:,.0f} MiB of shared memory, more than a ring may take here "
-            f"({cap / 2**20:,.0f} MiB: {why}); {fix}")
 
 
 class LiveResultWriter(ResultWriter):

@@ -35,7 +35,7 @@ from types import TracebackType
 import numpy as np
 
 __all__ = ["RING_MEMORY_SHARE", "RING_PREFIX", "RING_SHM_SHARE", "FrameRing", "RingSpec", "remove_stale_rings",
-           "ring_cap_bytes"]
+           "ring_cap_bytes", "ring_refusal"]
 
 #: Start of every ring's name: ``eyeblink_<creator pid>_<random hex>``.
 RING_PREFIX = "eyeblink_"
@@ -285,3 +285,14 @@ def ring_cap_bytes(shm_dir: str = SHM_DIR) -> tuple[int | None, str]:
     if not caps:
         return None, "memory not readable here"
     return min(caps)
+
+
+def ring_refusal(spec: RingSpec, fps: float | None, buffer_s: float, cap: int, why: str) -> str:
+    """The one line of a ring past the memory cap: what it needs, what is allowed, the ``--buffer`` that fits."""
+    height, width = spec.shape[:2]
+    fits = cap / (spec.slot_bytes * fps) if fps else 0.0
+    fix = (f"lower --buffer to {fits:.2g} s or less" if fits >= 0.01 else
+           "free memory (or /dev/shm), or send smaller frames")
+    return (f"the live ring for --buffer {buffer_s:g} s of {width}x{height} frames at {fps or 0:.4g} FPS needs "
+            f"{spec.nbytes / 2**20:,.0f} MiB of shared memory, more than a ring may take here "
+            f"({cap / 2**20:,.0f} MiB: {why}); {fix}")
