@@ -110,8 +110,10 @@ DROP_WARN_SHARE = 0.01
 #: start-up: the frames read at connection (a stream's rate probe, up to 0.5 s of a slow stream) and those that
 #: arrive in the first this many seconds of the capture are analysed whatever their age (never gap rows of the
 #: latency bound, and not counted as rows past it): the workers' first frames and the burst of the connection
-#: are not the run falling behind
+#: are not the run falling behind ...
 LIVE_STARTUP_GRACE_S = 0.5
+#: ... but at most this many frames after those read at connection (a fast stream's backlog stays short)
+LIVE_STARTUP_GRACE_FRAMES = 128
 #: the GIL switch interval of a live run's processes (Python's default: 5 ms). Each process has threads that hand
 #: a frame on (the loader's capture thread and its queue's feeder thread, a worker's analysis and its feeder, the
 #: sink and the API's consumer); a thread woken to pass a frame on waits for the GIL up to the switch interval
@@ -497,12 +499,13 @@ class _LiveRun(_Run):
 
         def capture() -> None:
             grace_until = time.perf_counter() + LIVE_STARTUP_GRACE_S  # start-up: see LIVE_STARTUP_GRACE_S
+            grace_frames = int(self.startup_frames.value) + LIVE_STARTUP_GRACE_FRAMES
             try:
                 for cap in source.capture():
                     with lock:
                         if st["closed"]:
                             return
-                        if grace_until is not None and cap.arrival_s >= grace_until:
+                        if grace_until is not None and (cap.arrival_s >= grace_until or batch.n >= grace_frames):
                             self.late_from_frame.value = batch.n  # this frame's index: the bound applies from here
                             grace_until = None
                         place(cap.image, cap.timestamp_s, cap.arrival_s)
