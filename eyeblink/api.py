@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eyeblink.config import (
+    LIVE_RANGES,
     BlinkConfig,
     ClosureConfig,
     DetectConfig,
@@ -366,6 +367,11 @@ def agree(session: str | Path, corrections: Sequence[str | Path] = (), *, refere
 # ------------------------------------------------------------------------------------------ settings
 
 
+def _is_number(value: Any) -> bool:
+    """An int or a float (not a bool): a live setting whose range :func:`eyeblink.config.check_range` checks."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _type_ok(value: Any, default: Any) -> str | None:
     """What ``value`` should be, when it is not what the preset key ``default`` is (None: fine)."""
     if value is None:
@@ -472,6 +478,8 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
         except TypeError as exc:
             raise ConfigError(f"[{section}] {exc}") from None
     for k, v in top.items():
+        if k in LIVE_RANGES and _is_number(v):
+            continue  # its range, infinity included: the check the CLI's --fps goes through (config.check_range)
         want = _type_ok(v, {"fps": 1.0, "points": False}.get(k, 1))
         if want is not None:
             raise ConfigError(f"{k} must be {want}, got {type(v).__name__} {v!r}")
@@ -586,17 +594,11 @@ def _check_keyword_types(settings: dict[str, Any]) -> None:
 
 
 def check_workers(requested: int | None) -> None:
-    """``--workers`` within 0..4 x the CPUs: more processes than that only thrash memory and the CPUs
-    (1,000 workers on 2 cores: 10 GB and 1 FPS)."""
-    import os
+    """``--workers`` within 0..4 x the CPUs (:func:`eyeblink.config.check_worker_count`, which live settings use
+    too)."""
+    from eyeblink.config import check_worker_count
 
-    if requested is None:
-        return
-    cpus = os.cpu_count() or 1
-    cap = 4 * cpus
-    if isinstance(requested, bool) or not isinstance(requested, int) or not 0 <= requested <= cap:
-        raise ConfigError(f"--workers {requested} is out of range: use 0 or 1 (one process) up to {cap} "
-                          f"(4 x the {cpus} CPUs here), or leave it out for one per physical core")
+    check_worker_count(requested)
 
 
 def process_workers(requested: int | None, cfg: RunConfig, physical_cores: Callable[[], int]) -> int:
@@ -802,13 +804,14 @@ class LiveSession:
             if "workers" in rest and rest["workers"] is None:  # None: the default (one per physical core), as process
                 del rest["workers"]
             for k, v in rest.items():
+                if k in LIVE_RANGES and _is_number(v):
+                    continue  # its range: LiveConfig's check, the CLI's (config.check_range)
                 want = _type_ok(v, live_defaults[k])
                 if want is not None:
                     raise ConfigError(f"live {k} must be {want}, got {v!r}")
-            for k, proto in (("reconnect", 0), ("read_timeout_s", 0.0)):
-                want = _type_ok(stream.get(k), proto)
-                if want is not None or (stream.get(k) or 0) < 0:
-                    raise ConfigError(f"{k} must be {want or 'a number >= 0'}, got {stream[k]!r}")
+            for k in ("reconnect", "read_timeout_s"):  # their ranges: StreamOptions (config.check_range)
+                if k in stream and not _is_number(stream[k]):
+                    raise ConfigError(f"{k} must be a number, got {stream[k]!r}")
             self.live_config = LiveConfig(**{**rest, "landmarks": "auto" if auto else cfg.landmarks.model})
             from eyeblink.sources.live import StreamOptions
 
@@ -816,8 +819,8 @@ class LiveSession:
             if not isinstance(opts, dict):
                 raise ConfigError(f"stream_options must be a dict of FFmpeg options, got {opts!r}")
             self._stream = StreamOptions(options={str(k): str(v) for k, v in opts.items()},
-                                         read_timeout_s=float(stream.get("read_timeout_s", 5.0)),
-                                         reconnect=int(stream.get("reconnect", 0)))
+                                         read_timeout_s=stream.get("read_timeout_s", 5.0),
+                                         reconnect=stream.get("reconnect", 0))
         if isinstance(source, int) and not isinstance(source, bool):
             source = str(source)  # live(0) is live("0"): camera 0
         if not isinstance(source, str):

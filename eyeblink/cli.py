@@ -66,6 +66,14 @@ def _loader_count(text: str) -> int:
     return v
 
 
+def _number(text: str) -> float:
+    """A number as written; its range is checked by the config it goes to (one check for the CLI and the API)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
 def _nonneg_float(text: str) -> float:
     return _float(text, zero_ok=True)
 
@@ -112,7 +120,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                         "re-detected early when the eye fit drifts (1 = every frame; default from preset)")
     g.add_argument("--score-threshold", type=float, default=None, metavar="S",
                    help="minimum BlazeFace score for a face, in (0, 1) (default 0.5)")
-    g.add_argument("--fps", type=_positive_float, default=None,
+    g.add_argument("--fps", type=_number, default=None,  # its range: config.LIVE_RANGES, as in the API
                    help="frame rate for image folders (required there); for videos the container's "
                         "timestamps are used and --fps is only the fallback when they are missing")
     g.add_argument("--max-frames", type=_positive_int, default=None, metavar="N",

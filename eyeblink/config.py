@@ -366,7 +366,7 @@ class RunConfig:
     points: bool = False
 
     def __post_init__(self) -> None:
-        _require(self.fps is None or self.fps > 0, f"--fps must be > 0, got {self.fps}")
+        check_range("fps", self.fps)
         _require(self.max_frames is None or self.max_frames > 0,
                  f"--max-frames must be > 0, got {self.max_frames}")
 
@@ -404,6 +404,59 @@ OVERLOAD_POLICIES = ("drop", "block")
 LIVE_PRIORITIES = ("normal", "high", "realtime")
 #: the longest live ring, in seconds of frames (``--buffer``): latency past it is no longer "live"
 MAX_BUFFER_S = 10.0
+#: the highest frame rate (``--fps``, a live stream's measured rate): the fastest high-speed cameras
+MAX_FPS = 100_000.0
+#: The range of every numeric live setting, checked in one place (:func:`check_range`) for the CLI and the Python
+#: API alike: setting -> (flag, low, high, low included, unit). High is always included; ``None``: no value.
+LIVE_RANGES: dict[str, tuple[str, float, float, bool, str]] = {
+    "fps": ("--fps", 0.0, MAX_FPS, False, "frames per second"),
+    "buffer_s": ("--buffer", 0.0, MAX_BUFFER_S, False, "seconds"),
+    "duration_s": ("--duration", 0.0, 30 * 86_400.0, False, "seconds (30 days)"),
+    "max_latency_ms": ("--max-latency-ms", 0.0, 60_000.0, False, "ms"),
+    "max_age_ms": ("--max-age-ms", 0.0, 60_000.0, False, "ms"),
+    "stable_ms": ("--stable-ms", 0.0, 3_600_000.0, False, "ms (one hour)"),
+    "settle_ms": ("--settle-ms", 0.0, 60_000.0, True, "ms"),
+    "face_lost_ms": ("--face-lost-ms", 0.0, 3_600_000.0, True, "ms (one hour)"),
+    "lsl_wait_s": ("--lsl-wait", 0.0, 3_600.0, True, "seconds"),
+    "chunk_frames": ("--chunk-frames", 1, 256, True, "frames"),
+    "batch_frames": ("--batch-frames", 1, 256, True, "frames"),
+    "gate_port": ("--gate-port", 0, 65_535, True, "(0 = any free port)"),
+    "metrics_port": ("--metrics-port", 0, 65_535, True, "(0 = any free port)"),
+    "reconnect": ("--reconnect", 0, 10_000, True, "tries"),
+    "read_timeout_s": ("--read-timeout", 0.0, 3_600.0, False, "seconds"),
+    "open_timeout_s": ("stream open timeout", 0.0, 3_600.0, False, "seconds"),
+    "reconnect_delay_s": ("reconnect delay", 0.0, 3_600.0, True, "seconds"),
+}
+
+
+def check_range(key: str, value: Any) -> None:
+    """``value`` of the live setting ``key`` within :data:`LIVE_RANGES` (None passes: not set), else one
+    :class:`ConfigError` line naming the flag, the range and the value. Whole-number settings must be whole."""
+    import math
+
+    if value is None:
+        return
+    flag, low, high, low_in, unit = LIVE_RANGES[key]
+    whole = isinstance(low, int) and isinstance(high, int)
+    span = f"{'[' if low_in else '('}{low:g}, {high:g}]" if not whole else f"{low}..{high}"
+    ok = (isinstance(value, int) if whole else isinstance(value, (int, float))) and not isinstance(value, bool)
+    ok = ok and math.isfinite(value) and (low <= value if low_in else low < value) and value <= high
+    if not ok:
+        raise ConfigError(f"{flag} must be {'a whole number' if whole else 'a number'} in {span} {unit}, "
+                          f"got {value!r}")
+
+
+def check_worker_count(requested: int | None) -> None:
+    """``--workers`` within 0..4 x the CPUs: more processes than that only thrash memory and the CPUs
+    (1,000 workers on 2 cores: 10 GB and 1 FPS)."""
+    if requested is None:
+        return
+    cpus = os.cpu_count() or 1
+    cap = 4 * cpus
+    if isinstance(requested, bool) or not isinstance(requested, int) or not 0 <= requested <= cap:
+        raise ConfigError(f"--workers {requested} is out of range: use 0 or 1 (one process) up to {cap} "
+                          f"(4 x the {cpus} CPUs here), or leave it out for one per physical core")
+
 #: ``--landmarks`` in live mode: a model, or ``auto`` (the default; see :func:`choose_landmarks`)
 LIVE_LANDMARKS = ("auto", *LANDMARK_MODELS)
 
@@ -534,44 +587,24 @@ class LiveConfig:
     #: ``--priority``: normal, high (a lower nice value) or realtime (SCHED_RR) for the capture and the frame
     #: path (eyeblink.runtime.priority); refused by the OS: one line, and the run goes on
     priority: str = "normal"
+    #: ``--overwrite``: ``record`` may replace an existing file (else an existing file is refused)
+    overwrite: bool = False
 
     def __post_init__(self) -> None:
-        import math
-
-        for key, flag in (("stable_ms", "--stable-ms"), ("max_age_ms", "--max-age-ms"), ("settle_ms", "--settle-ms"),
-                          ("face_lost_ms", "--face-lost-ms"), ("lsl_wait_s", "--lsl-wait"), ("buffer_s", "--buffer"),
-                          ("max_latency_ms", "--max-latency-ms")):
-            v = getattr(self, key)
-            _require(isinstance(v, (int, float)) and math.isfinite(v),
-                     f"{flag} must be a finite number, got {v!r}")
-        _require(self.duration_s is None or math.isfinite(self.duration_s),
-                 f"--duration must be a finite number of seconds, got {self.duration_s!r}")
-        _require(self.stable_ms <= 3_600_000,
-                 f"--stable-ms must be at most one hour (3600000 ms), got {self.stable_ms}")
-        _require(self.max_age_ms > 0, f"--max-age-ms must be > 0 ms, got {self.max_age_ms}")
+        for key in LIVE_RANGES:  # every number in its stated range: one line naming the flag and the range
+            if hasattr(self, key):
+                check_range(key, getattr(self, key))
+        check_worker_count(self.workers)
         _require(self.record is None or (isinstance(self.record, str) and self.record.strip() != ""),
                  f"--record must be a file name ending in .nut, got {self.record!r}")
-        _require(self.max_latency_ms > 0, f"--max-latency-ms must be > 0 ms, got {self.max_latency_ms}")
-        _require(self.settle_ms >= 0, f"--settle-ms must be >= 0 ms, got {self.settle_ms}")
-        _require(self.face_lost_ms >= 0, f"--face-lost-ms must be >= 0 ms, got {self.face_lost_ms}")
-        _require(self.buffer_s <= MAX_BUFFER_S,
-                 f"--buffer must be at most {MAX_BUFFER_S:g} seconds of frames (it is held in shared memory), "
-                 f"got {self.buffer_s:g}")
         _require(isinstance(self.lsl_name, str) and self.lsl_name.strip() != "",
                  f"--lsl-name must be a non-empty name, got {self.lsl_name!r}")
-        _require(self.lsl_wait_s >= 0, f"--lsl-wait must be >= 0 seconds, got {self.lsl_wait_s}")
-        _require(self.gate_port is None or 0 <= self.gate_port <= 65535,
-                 f"--gate-port must be in 0..65535 (0 = any free port), got {self.gate_port}")
-        _require(self.stable_ms > 0, f"--stable-ms must be > 0 ms, got {self.stable_ms}")
         _require(self.landmarks in LIVE_LANDMARKS,
                  f"live landmarks must be one of {', '.join(LIVE_LANDMARKS)}, got {self.landmarks!r}")
         _require(self.priority in LIVE_PRIORITIES,
                  f"--priority must be one of {', '.join(LIVE_PRIORITIES)}, got {self.priority!r}")
         _require(self.overload in OVERLOAD_POLICIES,
                  f"--on-overload must be one of {', '.join(OVERLOAD_POLICIES)}, got {self.overload!r}")
-        _require(self.buffer_s > 0, f"--buffer must be > 0 seconds, got {self.buffer_s}")
-        _require(self.duration_s is None or self.duration_s > 0,
-                 f"--duration must be > 0 seconds, got {self.duration_s}")
         ParallelConfig(workers=self.workers, chunk_frames=self.chunk_frames, batch_frames=self.batch_frames)
 
     def parallel(self, fps: float | None, base: ParallelConfig | None = None) -> ParallelConfig:

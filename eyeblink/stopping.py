@@ -69,6 +69,12 @@ def message(exc: BaseException | None = None) -> str:
     return f"interrupted ({name}); rows computed so far are on disk"
 
 
+def on_signal(signum: int, frame: FrameType | None) -> None:
+    """The stop handler itself, for a handler of its own that hands a signal on (a live run's second Ctrl-C):
+    recorded, raised at once outside :class:`held` blocks, else when the block ends."""
+    _on_signal(signum, frame)
+
+
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
     global _received, _raised
     if _received is None:
@@ -201,6 +207,7 @@ __all__ = [
     "held",
     "install",
     "message",
+    "on_signal",
     "reason",
     "received",
 ]

@@ -216,9 +216,9 @@ def test_auto_landmarks_fit_the_rate_to_the_cores(fps: float | None, cores: int,
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"landmarks": "face5"}, "live landmarks must be one of auto, mesh, mesh-ear, lids, face68, eye12"),
     ({"overload": "skip"}, "--on-overload must be one of drop, block"),
-    ({"buffer_s": 0}, "--buffer must be > 0"),
-    ({"chunk_frames": 0}, "chunk_frames must be >= 1"),
-    ({"duration_s": -1.0}, "--duration must be > 0"),
+    ({"buffer_s": 0}, r"--buffer must be a number in \(0, 10\] seconds"),
+    ({"chunk_frames": 0}, "--chunk-frames must be a whole number in 1..256"),
+    ({"duration_s": -1.0}, r"--duration must be a number in \(0, "),
 ])
 def test_live_config_errors(kwargs: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
@@ -439,6 +439,7 @@ def test_drop_policy_writes_gap_rows(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert dropped and len(dropped) == s["live"]["frames_dropped"]
     assert all(x["face"] == "0" and x["ear"] == "" and x["timestamp_s"] != "" for x in dropped)
     assert any(x["face"] == "1" for x in r)
+    assert s["live"]["status"] == "overloaded" and s["status"] == "overloaded"  # what a script reads says so too
 
 
 def test_basler_emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,3 +26,12 @@ def test_a_wrong_size_is_one_line(size: str, message: str) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     line = r.stderr.strip().splitlines()[-1]
     assert line.startswith("python -m eyeblink.lab.loopback") and "error:" in line and message in line, line
+
+
+@pytest.mark.parametrize("step", ["fast", "0", "-1/30"])
+def test_a_wrong_timestamp_step_is_one_line(step: str) -> None:
+    """``--timestamp-step S`` (a sender whose clock lies) takes seconds > 0, as a fraction or a decimal."""
+    r = subprocess.run([sys.executable, "-m", "eyeblink.lab.loopback", "--port", "1", f"--timestamp-step={step}"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "--timestamp-step" in r.stderr and "expected seconds" in r.stderr

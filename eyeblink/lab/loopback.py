@@ -14,7 +14,9 @@ resized to ``--size``; e.g. real faces, which cost the eye model more than the r
 Run it as ``python -m eyeblink.lab.loopback --port P [--fps 500] [--duration S] [--stop-after N]``;
 it prints ``listening`` on stdout once the socket is bound (then waits for one receiver) and exits
 when done (the receiver sees the end of the stream). ``--stop-after N`` closes the connection after
-``N`` frames: a sender that stops mid-stream. ``--freeze-at N --freeze-s S`` stops sending for ``S`` seconds
+``N`` frames: a sender that stops mid-stream. ``--timestamp-step S`` stamps frame ``i`` with ``i x S`` seconds
+while still sending at ``--fps``: a sender whose clock lies (``1/64000`` or ``1/30`` on a 500 FPS stream).
+``--freeze-at N --freeze-s S`` stops sending for ``S`` seconds
 after frame ``N`` with the connection open, then goes on where the clock is (a camera that froze: the frames of
 the freeze never come). ``--blank-at N --blank-frames M`` sends frames ``N`` to ``N+M-1`` as a uniform gray
 image (no face: the camera looking away), on time.
@@ -89,7 +91,7 @@ def video_loop_frames(path: str, n: int, *, width: int = 640, height: int = 480)
 def serve(port: int, frames: Sequence[np.ndarray], *, fps: float = 500.0, duration_s: float | None = None,
           stop_after: int | None = None, host: str = "127.0.0.1", announce: bool = True,
           syncpoints: bool = False, freeze_at: int | None = None, freeze_s: float = 0.0,
-          blank: tuple[int, int] | None = None) -> int:
+          blank: tuple[int, int] | None = None, timestamp_step: Fraction | None = None) -> int:
     """Listen on ``tcp://host:port``, wait for one receiver, send frames paced at ``fps``; frames sent.
 
     ``syncpoints``: write NUT syncpoints (a default ``ffmpeg -f nut`` sender; the receiver's demuxer then keeps
@@ -97,6 +99,8 @@ def serve(port: int, frames: Sequence[np.ndarray], *, fps: float = 500.0, durati
     ``freeze_at``: after that frame nothing is sent for ``freeze_s`` seconds (the connection stays open); the
     frames that fall in the freeze are skipped, their timestamps too, as a camera that froze would.
     ``blank``: (first, count): those frames are sent as a uniform gray image (no face), on time.
+    ``timestamp_step``: frame ``i`` is stamped ``i x timestamp_step`` seconds while the frames are still sent at
+    ``fps`` (a sender whose clock lies: 1/64000 or 1/30 on a 500 FPS stream); default ``1 / fps``.
     """
     import av
 
@@ -111,9 +115,10 @@ def serve(port: int, frames: Sequence[np.ndarray], *, fps: float = 500.0, durati
                                                                     "flush_packets": "1"})
     try:
         rate = Fraction(fps).limit_denominator(1000)
-        stream = out.add_stream("rawvideo", rate=rate)
+        stamps = 1 / Fraction(timestamp_step) if timestamp_step else rate  # the rate the timestamps claim
+        stream = out.add_stream("rawvideo", rate=stamps)
         stream.width, stream.height, stream.pix_fmt = width, height, "gray"
-        tb = 1 / rate
+        tb = 1 / stamps
         total = stop_after if stop_after is not None else (
             round(duration_s * fps) if duration_s is not None else None)
         # a rawvideo packet is the frame's bytes: build them once, not once per frame sent (a camera
@@ -163,6 +168,17 @@ def _cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+def _step(text: str) -> Fraction:
+    """``--timestamp-step``: seconds as a fraction (1/64000) or a decimal (0.002), > 0."""
+    try:
+        step = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"expected seconds such as 1/64000 or 0.002, got {text!r}") from None
+    if step <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return step
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m eyeblink.lab.loopback", description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, required=True)
@@ -179,6 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--blank-at", type=int, default=None, metavar="N",
                    help="send frames N .. N+M-1 (--blank-frames M) as a uniform gray image: no face in view")
     p.add_argument("--blank-frames", type=int, default=0, metavar="M")
+    p.add_argument("--timestamp-step", type=_step, default=None, metavar="S",
+                   help="stamp frame i with i x S seconds (e.g. 1/64000 or 1/30) while sending at --fps: a sender "
+                        "whose timestamps lie (default: 1/--fps)")
     p.add_argument("--syncpoints", action="store_true",
                    help="write NUT syncpoints, as a default `ffmpeg -f nut` sender does (the receiver's memory grows)")
     a = p.parse_args(argv)
@@ -194,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     rendering = _cpu_s()
     n = serve(a.port, frames, fps=a.fps, duration_s=a.duration, stop_after=a.stop_after, host=a.host,
-              syncpoints=a.syncpoints, freeze_at=a.freeze_at, freeze_s=a.freeze_s,
+              syncpoints=a.syncpoints, freeze_at=a.freeze_at, freeze_s=a.freeze_s, timestamp_step=a.timestamp_step,
               blank=(a.blank_at, a.blank_frames) if a.blank_at is not None and a.blank_frames > 0 else None)
     print(f"sent {n} frames, rendering cpu {rendering:.3f} s, sending cpu {_cpu_s() - rendering:.3f} s",
           file=sys.stderr)

@@ -205,7 +205,6 @@ def tier_corrections(path: str | Path, tier: str, session: str | Path, *, review
     annotations, added. Applied, ``blinks.csv`` holds the tier's events, frame for frame."""
     import time
 
-    from eyeblink.version import __version__
     from eyeblink.outputs.corrections import (
         MATCH_IOU,
         Corrections,
@@ -215,6 +214,7 @@ def tier_corrections(path: str | Path, tier: str, session: str | Path, *, review
         read_frames,
     )
     from eyeblink.outputs.report import split_stem
+    from eyeblink.version import __version__
 
     outdir, stem = split_stem(session)
     if not (outdir / f"{stem}.frames.csv").is_file():

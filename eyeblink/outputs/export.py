@@ -107,7 +107,8 @@ POINTS_COLUMN_DOCS: dict[str, tuple[str, str]] = {
 #: One-line meaning of every top-level field of ``summary.json`` (the docs' output reference is generated from
 #: this mapping; a field added later needs a line here: tests/test_docs.py compares it with a real summary).
 SUMMARY_FIELDS: dict[str, str] = {
-    "status": "`running` while the run goes on, then `ok`, `failed` or `interrupted` (Ctrl-C or SIGTERM)",
+    "status": "`running` while the run goes on, then `ok`, `failed` or `interrupted` (Ctrl-C or SIGTERM); a live "
+              "run that ended well but fell behind says `overloaded` (its `live.status`)",
     "exit_status": "the exit status this input's run ended with: 0, 5 (damaged packets skipped), an error's status, "
                    "130 when stopped (null while running; see the exit statuses)",
     "error": "the one-line error that ended the run (null when none)",

@@ -71,7 +71,7 @@ from eyeblink.runtime.hops import HopRecord
 from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
 from eyeblink.runtime.parallel import _POLL_S, ParallelPipeline, _Batcher, _Run, _Stop
 from eyeblink.runtime.priority import raise_priority
-from eyeblink.runtime.shm import FrameRing, RingSpec
+from eyeblink.runtime.shm import FrameRing, RingSpec, ring_cap_bytes, ring_refusal
 
 if TYPE_CHECKING:
     from eyeblink.runtime.adapt import StepController
@@ -116,6 +116,13 @@ LIVE_WARM_BATCH = 32
 #: a run that drops more than this share of its frames (the loader's and the late ones) says so: one warning
 #: line, the summary's ``warnings`` and ``live.status`` ``overloaded``
 DROP_WARN_SHARE = 0.01
+#: start-up: the frames read at connection (a stream's rate probe, up to 0.5 s of a slow stream) and those that
+#: arrive in the first this many seconds of the capture are analysed whatever their age (never gap rows of the
+#: latency bound, and not counted as rows past it): the workers' first frames and the burst of the connection
+#: are not the run falling behind ...
+LIVE_STARTUP_GRACE_S = 0.5
+#: ... but at most this many frames after those read at connection (a fast stream's backlog stays short)
+LIVE_STARTUP_GRACE_FRAMES = 128
 #: the GIL switch interval of a live run's processes (Python's default: 5 ms). Each process has threads that hand
 #: a frame on (the loader's capture thread and its queue's feeder thread, a worker's analysis and its feeder, the
 #: sink and the API's consumer); a thread woken to pass a frame on waits for the GIL up to the switch interval
@@ -190,6 +197,14 @@ class LiveResultWriter(ResultWriter):
         self.dropped = False
         self.tap = tap  # LSL, the gate socket, the API: each row and blink right after it is written
 
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        """As :meth:`ResultWriter.write_summary`; a run that ended well but fell behind (``live.status``
+        ``overloaded``) says so in the top-level ``status`` too, which scripts read (the dict is updated in place:
+        the run's result says the same)."""
+        if summary.get("status") == "ok" and (summary.get("live") or {}).get("status") == "overloaded":
+            summary["status"] = "overloaded"
+        super().write_summary(summary)
+
     def write_frame(self, row: Any) -> None:
         full = (*row, int(self.dropped))
         super().write_frame(full)
@@ -217,6 +232,12 @@ class _LiveRun(_Run):
         self.n_dropped = ctx.RawValue("q", 0)
         self.n_reconnects = ctx.RawValue("q", 0)
         self.ready = ctx.Semaphore(0)  # one release per worker whose detector is built
+        # frames received before the capture started (a stream's rate probe): analysed whatever their age
+        self.startup_frames = ctx.RawValue("q", 0)
+        # the first frame the latency bound drops: set by the loader at the first frame that arrives
+        # LIVE_STARTUP_GRACE_S after the capture started (until then every frame is analysed, whatever its age)
+        self.late_from_frame = ctx.RawValue("q", 2**62)
+        self.clock_believed = ctx.RawValue("i", 1)  # 0 once the source's clock is not believable (the metric)
         self.prefault_slots = 0  # ring slots every process maps before the capture (see _start)
         self.fitters = pipe.fitters  # --landmarks auto: the models to pick from
         self.model: str | None = None if not pipe.fitters else AUTO_LANDMARKS[0]  # chosen in _start (auto)
@@ -273,11 +294,13 @@ class _LiveRun(_Run):
         self._make_queues(0)  # the ring bounds the frames in flight; its size is not known yet
         self._fork_workers()
         source: LiveSource = self.source  # type: ignore[assignment]
-        # while the workers load: reserve the ring for the likely geometry (the configured or the
-        # camera's rate and size, else 500 FPS 640x480), so that its page faults come now
-        likely = RingSpec(self.live.parallel(self.cfg.fps or source.nominal_fps, base=self.par).slots,
-                          (source.height or 480, source.width or 640))
-        block: Any = FrameRing.reserve(likely.nbytes)
+        # the most the ring may take (a share of the memory available and of /dev/shm), measured before any of it
+        cap, cap_why = ring_cap_bytes()
+        # while the workers load: reserve the ring for the likely geometry (the configured or the camera's rate,
+        # at most 1,000 FPS, and size, else 500 FPS 640x480), so that its page faults come now; within the cap
+        guess = min(self.cfg.fps or source.nominal_fps or 500.0, 1000.0)
+        likely = RingSpec(self.live.parallel(guess, base=self.par).slots, (source.height or 480, source.width or 640))
+        block: Any = FrameRing.reserve(likely.nbytes if cap is None else min(likely.nbytes, cap))
         try:
             deadline = time.monotonic() + self.par.stall_timeout_s
             for _ in range(self.n_done):  # the workers (and the accelerator stage, once compiled)
@@ -299,18 +322,23 @@ class _LiveRun(_Run):
                     raise
                 self._stopped_before_connect()  # Ctrl-C / SIGTERM while waiting for the sender
                 return
+            self._connected(source)
             # the rate: --fps when given, else the source's (a stream's measured from its timestamps)
             self.fps = self.cfg.fps or source.nominal_fps
             self._choose(source)
             if self.tap is not None:  # a stream's own rate is known now; the capture has not started
                 self.tap.connected(self.fps, self.cfg.landmarks.model)
-            self.par = self.live.parallel(self.fps, base=self.par)
+            # the ring: --buffer seconds at the rate measured as the first frames arrived (not a claimed one)
+            ring_fps = source.measured_fps or self.fps
+            self.par = self.live.parallel(ring_fps, base=self.par)
             slots = self.par.slots
             if self.accelerated:
                 from eyeblink.runtime.accelerator import stage_slots
 
                 slots = stage_slots(self.cfg, slots, self.W, self.B)
             self.spec = RingSpec(slots, (source.height, source.width))
+            if cap is not None and self.spec.nbytes > cap:  # refused before the ring is allocated
+                raise ConfigError(ring_refusal(self.spec, ring_fps, self.live.buffer_s, cap, cap_why))
             if self.spec.nbytes <= block.size:
                 self.ring, block = FrameRing(self.spec, block=block), None
                 self.prefault_slots = self.spec.slots
@@ -327,6 +355,23 @@ class _LiveRun(_Run):
             self.metrics.landmark_model.labels(model=self.cfg.landmarks.model).set(1)
         self._announce_ring(("ring", self.ring.name, self.spec, self.prefault_slots, self.model))
         (self.loader,) = self._fork((self._loader_main, (), "eyeblink-loader"))
+
+    def _connected(self, source: LiveSource) -> None:
+        """The source is connected: its first frames (a stream's rate probe) are start-up frames, analysed whatever
+        their age; a clock found not believable there is said now (one warning line, the metric)."""
+        self.startup_frames.value = int(getattr(source, "startup_frames", 0))
+        source.clock.on_mismatch = self._clock_mismatch
+        if not source.clock.believed and source.clock.text:
+            self._clock_mismatch(source.clock.text)
+
+    def _clock_mismatch(self, text: str) -> None:
+        """The source's clock is not believable (in the parent at connection, or the loader during the capture)."""
+        self.clock_believed.value = 0
+        warn(text)
+
+    def late_from(self) -> int:
+        """The first frame the latency bound drops (those before it arrived while the run started)."""
+        return int(self.late_from_frame.value)
 
     def _choose(self, source: LiveSource) -> None:
         """Now that the rate, size and codec are known: the decode cost, ``auto``'s model, the cost ladder."""
@@ -452,6 +497,7 @@ class _LiveRun(_Run):
                     except queue.Empty:
                         break
             if not free and block:
+                source.clock.note_wait()  # the sender backs up meanwhile: frames arrive late, not its clock's fault
                 free.extend(self._get(self.free_q))
             return free.pop() if free else -1
 
@@ -467,11 +513,16 @@ class _LiveRun(_Run):
             batch.add(slot, ts, arrival)
 
         def capture() -> None:
+            grace_until = time.perf_counter() + LIVE_STARTUP_GRACE_S  # start-up: see LIVE_STARTUP_GRACE_S
+            grace_frames = int(self.startup_frames.value) + LIVE_STARTUP_GRACE_FRAMES
             try:
                 for cap in source.capture():
                     with lock:
                         if st["closed"]:
                             return
+                        if grace_until is not None and (cap.arrival_s >= grace_until or batch.n >= grace_frames):
+                            self.late_from_frame.value = batch.n  # this frame's index: the bound applies from here
+                            grace_until = None
                         place(cap.image, cap.timestamp_s, cap.arrival_s)
                         if st["t0"] is None:
                             st["t0"] = cap.arrival_s
@@ -539,6 +590,7 @@ class _LiveRun(_Run):
         n_events = len(sink.events)
         if self.tap is not None:
             self.tap.detector = sink.blinks  # the state machine whose changes the tap publishes
+            self.tap.startup_frames = self.late_from()  # the start-up rows: not counted as past the bound
             self.tap.arrivals(rows["index"].tolist(), rows["t_decoded"].tolist())
         dropped = rows["dropped"]
         self.n_gap += int(dropped.sum())
@@ -585,9 +637,10 @@ class _LiveRun(_Run):
         return max(int(self.n_dropped.value), self.n_gap)
 
     def drop_warning(self) -> str | None:
-        """One line when more than :data:`DROP_WARN_SHARE` of the frames were dropped (None otherwise)."""
-        n = int(self.n_in.value)
-        d = self.frames_dropped()
+        """One line when more than :data:`DROP_WARN_SHARE` of the rows written are gap rows (None otherwise): its
+        counts are those of frames.csv, also when a run stopped at once left captured frames unwritten."""
+        n = self.n_written
+        d = self.n_gap
         if not n or d / n <= DROP_WARN_SHARE:
             return None
         model = self.cfg.landmarks.model
@@ -599,7 +652,7 @@ class _LiveRun(_Run):
     def unpublished_warning(self) -> str | None:
         """One line when more than :data:`DROP_WARN_SHARE` of the rows reached the sink past ``--max-latency-ms``
         and were not published (None otherwise)."""
-        n = int(self.n_in.value)
+        n = self.n_written  # the rows in frames.csv (the tap sees each one as it is written)
         u = self.tap.late_rows if self.tap is not None else 0
         if not n or u / n <= DROP_WARN_SHARE:
             return None
@@ -610,6 +663,9 @@ class _LiveRun(_Run):
     def _extra_warnings(self) -> list[str]:
         steps = self.steps.steps if self.steps is not None else []
         out = [*self.warnings_extra]
+        clock = (self._info or self.source.describe()).get("clock") or {}
+        if clock.get("message"):  # said when it was found
+            out.append(clock["message"])
         downs = sum(s["direction"] == "down" for s in steps)
         if downs:
             out.append(f"live: the pipeline fell behind and stepped down {downs} times (summary live.adaptations)")
@@ -621,6 +677,10 @@ class _LiveRun(_Run):
                     f"({rec.get('error') or 'the disk did not keep up'}); the session's rows are complete")
             warn(text)
             out.append(text)
+        unwritten = int(self.n_in.value) - self.n_written
+        if unwritten > 0 and self.n_written:
+            out.append(warn(f"{unwritten} of the {int(self.n_in.value)} frames captured were never written (the run "
+                            f"stopped before they were analysed): frames.csv holds {self.n_written} rows"))
         for line in (self.drop_warning(), self.unpublished_warning()):
             if line is not None:
                 warn(line)
@@ -639,13 +699,18 @@ class _LiveRun(_Run):
             "adaptations": self.steps.steps if self.steps is not None else [],
             "ladder": [r.as_dict() for r in self.steps.rungs] if self.steps is not None else [],
             "frames_in": int(self.n_in.value),
-            "frames_dropped": self.frames_dropped(),
+            "rows_written": self.n_written,
+            "frames_dropped": self.n_gap,  # the gap rows in frames.csv
             "frames_late": max(0, self.n_gap - int(self.n_dropped.value)),
             "status": ("overloaded" if self.drop_warning() is not None or self.unpublished_warning() is not None
                        else "ok"),
             "recording": info.get("recording"),
             "stop_reason": self.stop_reason or info.get("stop_reason"),
             "timestamps": (self._info or {}).get("timestamps"),
+            "measured_fps": (self._info or self.source.describe()).get("measured_fps"),
+            "startup_frames": int(self.startup_frames.value),
+            # the source's clock against the arrival clock (eyeblink.sources.clock): which one the run used
+            "clock": (self._info or self.source.describe()).get("clock"),
             "publish": self.tap.summary() if self.tap is not None else None,
             "memory": self.memory.summary(),
             "hops_ms": self.hops.summary(),
@@ -661,6 +726,7 @@ class _LiveRun(_Run):
             "frames_in": lambda: self.n_in.value,
             "frames_dropped": self.frames_dropped,
             "reconnects": lambda: self.n_reconnects.value,
+            "clock_believed": lambda: self.clock_believed.value,
             "rows_unpublished": lambda: self.tap.late_rows if self.tap is not None else 0,
             "queue:ring": lambda: max(0, self.n_in.value - self.n_dropped.value - self.n_written),
             "queue:work": work_depth,
@@ -714,8 +780,8 @@ class _LiveRun(_Run):
         def on_signal(signum: int, _frame: Any) -> None:
             name = signal.Signals(signum).name
             if self.capture_stop.is_set():
-                if signum == signal.SIGINT:
-                    raise KeyboardInterrupt
+                if signum == signal.SIGINT:  # stop at once, as any command does: never inside the summary's write
+                    stopping.on_signal(signum, _frame)
                 return
             self.stop_reason = f"stopped by {name}"
             log.info("%s: stopping the capture, draining the pipeline", name)
@@ -849,7 +915,9 @@ def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
                         "else one line says so and the run goes on (default: %(default)s)")
     g.add_argument("--record", default=None, metavar="FILE",
                    help="also keep the frames as received, with their timestamps, in FILE (.nut: raw gray, "
-                        "lossless), written by a thread of its own; `eyeblink process FILE` re-analyses them")
+                        "lossless), written by a thread of its own; `eyeblink process FILE` re-analyses them; an "
+                        "existing FILE is refused unless --overwrite")
+    g.add_argument("--overwrite", action="store_true", help="with --record: replace FILE if it exists")
     g.add_argument("--report", action="store_true",
                    help="at the end of the capture also write OUTDIR/<stem>.report.html (as `eyeblink report` "
                         "does), with the eye crops of every blink kept during the capture")
@@ -957,7 +1025,7 @@ def prepare(spec: str, cfg: RunConfig, live: LiveConfig, *, name: str | None = N
     if live.record is not None:
         from eyeblink.runtime.record import check_record_path
 
-        check_record_path(live.record)
+        check_record_path(live.record, overwrite=live.overwrite)
     if report:  # the workers keep each blink's eye crops: a stream cannot be read again for them
         cfg = replace(cfg, eye_crops=True)
     from eyeblink.runtime.parallel import supports
@@ -1012,8 +1080,8 @@ def live_config_from_args(args: argparse.Namespace, cfg: RunConfig) -> LiveConfi
                       landmarks="auto" if auto else cfg.landmarks.model, lsl=args.lsl, lsl_name=args.lsl_name,
                       lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms,
                       max_age_ms=args.max_age_ms, settle_ms=args.settle_ms, face_lost_ms=args.face_lost_ms,
-                      max_latency_ms=args.max_latency_ms, record=args.record, adapt=not args.no_adapt,
-                      priority=args.priority, **view_settings(args))
+                      max_latency_ms=args.max_latency_ms, record=args.record, overwrite=args.overwrite,
+                      adapt=not args.no_adapt, priority=args.priority, **view_settings(args))
 
 
 def run(args: argparse.Namespace, cfg: RunConfig) -> int:
@@ -1026,14 +1094,14 @@ def run(args: argparse.Namespace, cfg: RunConfig) -> int:
     from eyeblink.sources.live import StreamOptions
 
     options = stream_options(args.stream_option)
-    live = live_config_from_args(args, cfg)
+    live = live_config_from_args(args, cfg)  # every number in its range (config.LIVE_RANGES), as in the API
+    stream = StreamOptions(options=options, read_timeout_s=args.read_timeout, reconnect=args.reconnect)
     outdir = ensure_output_dir(Path(args.output))
     tap = LiveTap.from_config(live, cfg.blinks.max_blink_ms,
                               announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
     analysis = options_from_args(args)
     pipe, source, cfg = prepare(args.source, cfg, live, name=args.name, report=args.report, analysis=analysis,
-                                tap=tap, stream=StreamOptions(options=options, read_timeout_s=args.read_timeout,
-                                                              reconnect=args.reconnect))
+                                tap=tap, stream=stream)
     from eyeblink.outputs.lock import session_locks
 
     with session_locks(outdir, [source.name]):  # one writer per session: before the capture connects

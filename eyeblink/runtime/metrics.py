@@ -34,6 +34,9 @@ Metrics (all prefixed ``eyeblink_``):
                                             or the backlog grew, ``up`` with headroom (counter)
 ``adapt_level``                             the rung the run is on, 0 = the settings chosen at the
                                             start (gauge; see :mod:`eyeblink.runtime.adapt`)
+``stream_clock_believed``                   1 while the source's own timestamps agree with the
+                                            arrival clock, 0 once they did not (the run then uses
+                                            the arrival clock; see :mod:`eyeblink.sources.clock`)
 ``memory_rss_bytes{process}``               resident memory of each process of the run: ``sink``,
                                             ``loader``, ``worker-N``, ``accelerator-N`` (gauge, read
                                             at scrape time; see :mod:`eyeblink.runtime.memory`)
@@ -133,6 +136,10 @@ class LiveMetrics:
                                           "(written as gap rows)", value=float(gauges["frames_dropped"]()))
                 yield CounterMetricFamily("eyeblink_source_reconnects", "Stream reconnects",
                                           value=float(gauges["reconnects"]()))
+                if "clock_believed" in gauges:
+                    yield GaugeMetricFamily("eyeblink_stream_clock_believed", "1 while the source's own timestamps "
+                                            "agree with the arrival clock, 0 once they did not and the run went on "
+                                            "on the arrival clock", value=float(gauges["clock_believed"]()))
                 if "rows_unpublished" in gauges:
                     yield CounterMetricFamily("eyeblink_rows_unpublished", "Rows written but not published (no LSL "
                                               "sample, no state): they reached the sink more than --max-latency-ms "

@@ -597,6 +597,10 @@ class _Run:
 
             self.spec = RingSpec(stage_slots(self.cfg, self.spec.slots, self.W, self.B), self.spec.shape)
 
+    def late_from(self) -> int:
+        """The first frame the latency bound (``late_s``) applies to (a hook: live mode's start-up frames)."""
+        return 0
+
     def _ring_spec(self) -> RingSpec | None:
         """The ring's geometry (a hook: live mode sizes it once the stream is open)."""
         from dataclasses import replace
@@ -794,7 +798,8 @@ class _Run:
                                 pass
                             raise _Stop
                         raise RuntimeError(f"injected failure at frame {frame_index} ({FAULT_ENV})")
-                    if slot_l[j] < 0 or (late is not None and time.perf_counter() - td[j] > late):
+                    if slot_l[j] < 0 or (late is not None and time.perf_counter() - td[j] > late
+                                         and frame_index >= self.late_from()):
                         # dropped by the live loader (eyeblink.runtime.live), or too late to be worth it: a gap row
                         out[j]["index"], out[j]["timestamp_s"], out[j]["t_decoded"] = frame_index, ts[j], td[j]
                         out[j]["dropped"] = True

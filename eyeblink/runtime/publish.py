@@ -494,6 +494,10 @@ class LiveTap:
         # after its frame arrived is not published (no LSL sample, no evidence of the state); counted
         self.max_latency_s = max_latency_ms / 1000.0 if max_latency_ms is not None else None
         self.late_rows = 0
+        #: rows of the frames received before the capture started (a stream's rate probe): past the bound as
+        #: they are written, not published either, but counted apart: the run did not fall behind for them
+        self.startup_frames = 0
+        self.startup_rows = 0
         self.announce = announce
         self.listeners: list[Listener] = []
         self.detector: BlinkDetector | None = None
@@ -699,7 +703,9 @@ class LiveTap:
         self.newest_frame, self.newest_s = frame, t
         # past the latency bound (the sink held up under overload): in frames.csv, but no answer is made of it
         late = self._past_latency(r.sent_time - arrival)
-        if late:
+        if late and frame < self.startup_frames:
+            self.startup_rows += 1
+        elif late:
             self.late_rows += 1
         elif self.lsl is not None:
             self.lsl.push(r, t + self._offset)
@@ -829,6 +835,6 @@ class LiveTap:
                 "max_age_ms": self.max_age_s * 1000.0, "settle_ms": self.debouncer.settle_s * 1000.0,
                 "face_lost_ms": self.debouncer.face_lost_s * 1000.0, "stale_events": self.stale_events,
                 "max_latency_ms": self.max_latency_s * 1000.0 if self.max_latency_s is not None else None,
-                "late_rows": self.late_rows,
+                "late_rows": self.late_rows, "startup_rows": self.startup_rows,
                 "lsl_offset_s": self._offset, "events": self.events,
                 "view": self.sinks[0].summary() if self.sinks else None}

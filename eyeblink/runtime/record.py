@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from eyeblink.errors import ConfigError
+from eyeblink.errors import ConfigError, OutputError
 
 __all__ = ["RECORD_SUFFIX", "Recorder", "check_record_path"]
 
@@ -41,8 +41,9 @@ QUEUE_S = 2.0
 QUEUE_BYTES = 256 * 2**20
 
 
-def check_record_path(path: str | Path) -> Path:
-    """``--record FILE`` before anything starts: a ``.nut`` file in a folder that exists (one clear line if not)."""
+def check_record_path(path: str | Path, *, overwrite: bool = False) -> Path:
+    """``--record FILE`` before anything starts: a ``.nut`` file in a folder that exists, not an existing file
+    unless ``overwrite`` (``--overwrite``: a previous session's recording is never replaced without a word)."""
     p = Path(path)
     if p.suffix.lower() != RECORD_SUFFIX:
         raise ConfigError(f"--record {path}: the recording is raw gray video in NUT; give a file ending in "
@@ -51,6 +52,9 @@ def check_record_path(path: str | Path) -> Path:
         raise ConfigError(f"--record {path} is a folder; give a file name ending in {RECORD_SUFFIX}")
     if not p.parent.is_dir():
         raise ConfigError(f"--record {path}: the folder {p.parent} does not exist; create it first")
+    if (p.exists() or p.is_symlink()) and not overwrite:
+        raise OutputError(f"--record {path} exists (a previous recording?); give another file name, or add "
+                          "--overwrite (overwrite=True in the Python API) to replace it")
     return p
 
 

@@ -34,7 +34,8 @@ from types import TracebackType
 
 import numpy as np
 
-__all__ = ["RING_PREFIX", "FrameRing", "RingSpec", "remove_stale_rings"]
+__all__ = ["RING_MEMORY_SHARE", "RING_PREFIX", "RING_SHM_SHARE", "FrameRing", "RingSpec", "remove_stale_rings",
+           "ring_cap_bytes", "ring_refusal"]
 
 #: Start of every ring's name: ``eyeblink_<creator pid>_<random hex>``.
 RING_PREFIX = "eyeblink_"
@@ -252,3 +253,46 @@ def _pid() -> int:
     import os
 
     return os.getpid()
+
+
+#: a live ring may take at most this share of the memory available (``MemAvailable`` in ``/proc/meminfo``) ...
+RING_MEMORY_SHARE = 0.25
+#: ... and at most this share of the free space of ``/dev/shm``, where it lives
+RING_SHM_SHARE = 0.5
+
+
+def ring_cap_bytes(shm_dir: str = SHM_DIR) -> tuple[int | None, str]:
+    """The most a live ring may take now, and why: :data:`RING_MEMORY_SHARE` of the memory available and
+    :data:`RING_SHM_SHARE` of ``shm_dir``'s free space, whichever is less (None where neither can be read)."""
+    caps: list[tuple[int, str]] = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    caps.append((int(RING_MEMORY_SHARE * avail), f"{RING_MEMORY_SHARE:.0%} of the "
+                                                                 f"{avail / 2**30:.1f} GiB of memory available"))
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        st = os.statvfs(shm_dir)
+        free = st.f_bavail * st.f_frsize
+        caps.append((int(RING_SHM_SHARE * free), f"{RING_SHM_SHARE:.0%} of the {free / 2**30:.1f} GiB free in "
+                                                 f"{shm_dir}"))
+    except OSError:
+        pass
+    if not caps:
+        return None, "memory not readable here"
+    return min(caps)
+
+
+def ring_refusal(spec: RingSpec, fps: float | None, buffer_s: float, cap: int, why: str) -> str:
+    """The one line of a ring past the memory cap: what it needs, what is allowed, the ``--buffer`` that fits."""
+    height, width = spec.shape[:2]
+    fits = cap / (spec.slot_bytes * fps) if fps else 0.0
+    fix = (f"lower --buffer to {fits:.2g} s or less" if fits >= 0.01 else
+           "free memory (or /dev/shm), or send smaller frames")
+    return (f"the live ring for --buffer {buffer_s:g} s of {width}x{height} frames at {fps or 0:.4g} FPS needs "
+            f"{spec.nbytes / 2**20:,.0f} MiB of shared memory, more than a ring may take here "
+            f"({cap / 2**20:,.0f} MiB: {why}); {fix}")

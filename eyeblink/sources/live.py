@@ -37,6 +37,7 @@ import numpy as np
 
 from eyeblink.errors import ConfigError, EyeblinkError, MissingExtraError, VideoOpenError
 from eyeblink.frames import Frame
+from eyeblink.sources.clock import PROBE_FACTOR, ClockCheck, probe_verdict
 from eyeblink.sources.files import FrameSource, luma, open_av
 
 __all__ = [
@@ -93,10 +94,17 @@ class Captured(NamedTuple):
     arrival_s: float  # time.perf_counter() when the frame was received and decoded
 
 
+#: the rate assumed for a source whose rate is not known (the ring, the eye-model choice)
+UNKNOWN_FPS = 500.0
 #: frames read at connection to measure a stream's frame rate from its timestamps (StreamSource._probe_rate)
 RATE_PROBE_FRAMES = 16
 #: ... or at most this long (a slow stream)
 RATE_PROBE_S = 0.5
+#: a stream whose timestamps disagree with its arrival times is read on until its frames span this much
+#: arrival time (a burst of the sender's is no verdict) ...
+RATE_PROBE_MIN_SPAN_S = 0.25
+#: ... or this many frames
+RATE_PROBE_MAX_FRAMES = 600
 
 
 class LiveSource(FrameSource):
@@ -115,6 +123,10 @@ class LiveSource(FrameSource):
         self.height = 0
         self._ts_counts: dict[str, int] = {}
         self._t0_arrival: float | None = None
+        #: the source's own clock (stream timestamps, a camera's ticks) checked against the arrival clock
+        self.clock = ClockCheck(spec)
+        #: the frame rate measured at connection (a stream's first frames; None: not measured), which sizes the ring
+        self.measured_fps: float | None = None
         self.end_reason: str | None = None
         #: set by the live run: while it returns True, waiting for a sender stops (a signal arrived)
         self.cancelled: Any = None
@@ -153,6 +165,14 @@ class LiveSource(FrameSource):
                                   f"{img.shape[1]}x{img.shape[0]} mid-run; restart the run with the new size")
         return np.ascontiguousarray(img)
 
+    def _own_clock(self, ts: float, arrival: float, kind: str) -> float:
+        """A frame stamped ``ts`` by the source's own clock (``kind``): the timestamp to use, the arrival clock's
+        once that clock is not believable (:class:`~eyeblink.sources.clock.ClockCheck`)."""
+        out = self.clock.stamp(ts, arrival)
+        kind = kind if self.clock.believed else "arrival_monotonic"
+        self._ts_counts[kind] = self._ts_counts.get(kind, 0) + 1
+        return out
+
     def _timestamps_kind(self) -> str:
         if not self._ts_counts:
             return "none"
@@ -162,7 +182,7 @@ class LiveSource(FrameSource):
         return {"kind": self.kind, "source": self.spec, "width": self.width, "height": self.height,
                 "nominal_fps": self.nominal_fps, "output": "gray",
                 "timestamps": self._timestamps_kind(), "timestamps_from": dict(self._ts_counts),
-                "end_reason": self.end_reason}
+                "end_reason": self.end_reason, "measured_fps": self.measured_fps, "clock": self.clock.summary()}
 
 
 # --------------------------------------------------------------------------- network streams
@@ -186,11 +206,10 @@ class StreamOptions:
     reconnect_delay_s: float = 1.0
 
     def __post_init__(self) -> None:
-        if not (self.open_timeout_s > 0 and self.read_timeout_s > 0 and self.reconnect_delay_s >= 0):
-            raise ConfigError("stream timeouts must be > 0 and the reconnect delay >= 0, got "
-                              f"open {self.open_timeout_s}, read {self.read_timeout_s}, delay {self.reconnect_delay_s}")
-        if self.reconnect < 0:
-            raise ConfigError(f"--reconnect must be >= 0, got {self.reconnect}")
+        from eyeblink.config import check_range
+
+        for key in ("open_timeout_s", "read_timeout_s", "reconnect", "reconnect_delay_s"):
+            check_range(key, getattr(self, key))  # the live settings' one check (eyeblink.config.LIVE_RANGES)
 
 
 class StreamSource(LiveSource):
@@ -296,10 +315,13 @@ class StreamSource(LiveSource):
         return container
 
     def _probe_rate(self) -> None:
-        """The stream's real frame rate, from the timestamps of its first frames (up to :data:`RATE_PROBE_FRAMES`
-        or :data:`RATE_PROBE_S`): a container's declared rate can be its time base (NUT declares 64,000 FPS for
-        any stream), which would size the ring and the LSL rate 64 times too big. The frames are kept and
-        are the capture's first. The declared rate stays where no two timestamps can be read."""
+        """The stream's real frame rate, from its first frames (up to :data:`RATE_PROBE_FRAMES` or
+        :data:`RATE_PROBE_S`): a container's declared rate can be its time base (NUT declares 64,000 FPS for any
+        stream), which would size the ring and the LSL rate 64 times too big. The rate the timestamps give is
+        checked against the rate at which the frames arrived (:func:`~eyeblink.sources.clock.probe_verdict`); a
+        stream whose timestamps are not believable is read on until :data:`RATE_PROBE_MIN_SPAN_S` of arrival time
+        confirms it, and then runs on the arrival clock from its first frame, at the arrival rate. The frames are
+        kept and are the capture's first. The declared rate stays where no two timestamps can be read."""
         import av
 
         container = self._container
@@ -308,31 +330,75 @@ class StreamSource(LiveSource):
         declared = self.nominal_fps
         stream.thread_type = _thread_type(stream)
         self._packets = container.demux(stream)
-        deadline = time.monotonic() + RATE_PROBE_S
+        t0 = time.monotonic()
         pts: list[int] = []
+        arrivals: list[float] = []
+
+        def rates() -> tuple[float | None, float | None]:
+            ts_rate = arr_rate = None
+            uniq = sorted(set(pts))
+            if tb is not None and len(uniq) >= 2 and uniq[-1] > uniq[0]:
+                ts_rate = float((len(uniq) - 1) / float((uniq[-1] - uniq[0]) * tb))
+            if len(arrivals) >= 2 and arrivals[-1] > arrivals[0]:
+                arr_rate = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])
+            return ts_rate, arr_rate
+
+        def spans() -> tuple[float, float]:
+            uniq = sorted(set(pts))
+            ts_span = float((uniq[-1] - uniq[0]) * tb) if tb is not None and len(uniq) >= 2 else 0.0
+            return ts_span, (arrivals[-1] - arrivals[0] if len(arrivals) >= 2 else 0.0)
+
         try:
-            for packet in self._packets:
+            for packet in _timed(self._packets, self.clock.note_read):
                 self._probed_packets.append(packet)
                 for frame in packet.decode():
                     arrival = time.perf_counter()
                     self._probed.append((frame.pts, self._gray(luma(frame)), arrival))
+                    arrivals.append(arrival)
                     if frame.pts is not None:
                         pts.append(int(frame.pts))
-                if len(self._probed) >= RATE_PROBE_FRAMES or time.monotonic() > deadline:
-                    break
+                waited = time.monotonic() - t0
+                if len(self._probed) >= RATE_PROBE_FRAMES or waited > RATE_PROBE_S:
+                    span = arrivals[-1] - arrivals[0] if arrivals else 0.0
+                    if (probe_verdict(*rates(), *spans()) is None or span >= RATE_PROBE_MIN_SPAN_S
+                            or len(self._probed) >= RATE_PROBE_MAX_FRAMES or waited > 2 * RATE_PROBE_S):
+                        break
         except av.error.FFmpegError as exc:
             log.debug("%s: rate probe stopped (%s)", self.spec, exc)
-        pts = sorted(set(pts))
-        if tb is not None and len(pts) >= 2 and pts[-1] > pts[0]:
-            measured = float((len(pts) - 1) / float((pts[-1] - pts[0]) * tb))
-            self._info["declared_fps"] = declared
+        ts_rate, arr_rate = rates()
+        self._info["declared_fps"] = declared
+        self._info["arrival_fps"] = arr_rate
+        why = probe_verdict(ts_rate, arr_rate, *spans())
+        if why is None and ts_rate is not None and arr_rate is not None and ts_rate > PROBE_FACTOR * arr_rate:
+            # timestamps closer than the frames came: a slow clock, or a sender (or reader) slow to start; no
+            # verdict yet (the running check judges), and a ring for the claimed rate only up to 4x the arrival rate
+            # (or the rate assumed when none is known): 1,000s of slots, never the 64,000 a NUT time base claims
             self._info["fps_from"] = "timestamps"
-            if declared is None or abs(measured / declared - 1) > 0.05:
-                log.info("%s: %g FPS from the timestamps (the container declares %s)", self.spec, measured,
+            self._info["rate_confirmed"] = False
+            self.nominal_fps = ts_rate
+            self.measured_fps = min(ts_rate, max(PROBE_FACTOR**2 * arr_rate, UNKNOWN_FPS))
+        elif why is not None and arr_rate is not None:
+            self.clock.distrust("probe", why)  # every frame, the probe's first, on the arrival clock
+            self._info["fps_from"] = "arrival"
+            self.nominal_fps = arr_rate
+            # the ring: the first frames' arrival rate is a lower bound (a sender slow to start catches up after),
+            # so at least the rate assumed when none is known
+            self.measured_fps = max(arr_rate, UNKNOWN_FPS)
+        elif ts_rate is not None:
+            self._info["fps_from"] = "timestamps"
+            self._info["rate_confirmed"] = arr_rate is not None
+            if declared is None or abs(ts_rate / declared - 1) > 0.05:
+                log.info("%s: %g FPS from the timestamps (the container declares %s)", self.spec, ts_rate,
                          f"{declared:g}" if declared else "none")
-            self.nominal_fps = measured
+            self.nominal_fps = self.measured_fps = ts_rate
         else:
             self._info["fps_from"] = "container"
+            self.measured_fps = arr_rate
+
+    @property
+    def startup_frames(self) -> int:
+        """Frames read at connection (the rate probe), before the capture starts: they wait for the ring."""
+        return len(self._probed)
 
     @property
     def compressed(self) -> bool:
@@ -377,8 +443,9 @@ class StreamSource(LiveSource):
                             first_pts = frame_pts
                             if last_ts >= 0:  # a new segment continues on the arrival clock
                                 segment_offset = arrival - self._t0_arrival
-                        ts = segment_offset + float((frame_pts - first_pts) * tb)
-                        self._ts_counts["stream_pts"] = self._ts_counts.get("stream_pts", 0) + 1
+                                self.clock.new_segment()
+                        ts = self._own_clock(segment_offset + float((frame_pts - first_pts) * tb), arrival,
+                                             "stream_pts")
                     else:
                         ts = self._arrival_ts(arrival)
                     last_ts = ts
@@ -424,12 +491,26 @@ class StreamSource(LiveSource):
                 self.on_packet(packet)
         yield from probed
         packets, self._packets = self._packets, None
-        for packet in packets if packets is not None else container.demux(stream):
+        for packet in _timed(packets if packets is not None else container.demux(stream), self.clock.note_read):
             if self.on_packet is not None:
                 self.on_packet(packet)
             for frame in packet.decode():
                 arrival = time.perf_counter()
                 yield frame.pts, self._gray(luma(frame)), arrival
+
+
+def _timed(it: Any, note: Any) -> Iterator[Any]:
+    """``it``'s items, each after calling ``note(seconds)`` with the time spent waiting for it (reading the
+    socket): a capture that never waits reads slower than the sender sends (ClockCheck)."""
+    it = iter(it)
+    while True:
+        t = time.perf_counter()
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        note(time.perf_counter() - t)
+        yield item
 
 
 def _thread_type(stream: Any) -> str:
@@ -470,7 +551,7 @@ class CameraSource(LiveSource):
         super().__init__(label, name or (f"camera{device}" if isinstance(device, int) else
                                          re.sub(r"[^A-Za-z0-9._-]+", "-", str(device)).strip("-")))
         self.device = device
-        cap = cv2.VideoCapture(device, cv2.CAP_V4L2)
+        cap = _quiet_open(cv2, device)
         if not cap.isOpened():
             cap.release()
             raise VideoOpenError(f"cannot open camera {device!r} (V4L2): no such device or it is busy; "
@@ -503,6 +584,20 @@ class CameraSource(LiveSource):
                 yield Captured(self._gray(img), self._arrival_ts(arrival), arrival)
         finally:
             self.close()
+
+
+def _quiet_open(cv2: Any, device: int | str) -> Any:
+    """``cv2.VideoCapture(device, CAP_V4L2)`` without OpenCV's own ``[ WARN …]`` lines for a camera that is not
+    there (our one-line error says it): OpenCV logs errors only while it opens."""
+    logging_ = getattr(getattr(cv2, "utils", None), "logging", None)
+    if logging_ is None:
+        return cv2.VideoCapture(device, cv2.CAP_V4L2)
+    old = logging_.getLogLevel()
+    logging_.setLogLevel(logging_.LOG_LEVEL_ERROR)
+    try:
+        return cv2.VideoCapture(device, cv2.CAP_V4L2)
+    finally:
+        logging_.setLogLevel(old)
 
 
 # --------------------------------------------------------------------------- Basler / GenICam
@@ -591,7 +686,9 @@ class BaslerSource(LiveSource):
         try:
             while cam.IsGrabbing():
                 try:
+                    waited = time.perf_counter()
                     res = cam.RetrieveResult(self.grab_timeout_ms, pylon.TimeoutHandling_Return)
+                    self.clock.note_read(time.perf_counter() - waited)  # a grab that never waits is backed up
                 except Exception as exc:  # pylon's RuntimeException: the device is gone
                     self.end_reason = "camera disconnected"
                     raise SourceLostError(f"{self.spec}: camera {self.serial} disconnected ({exc}); rows so far are "
@@ -621,8 +718,7 @@ class BaslerSource(LiveSource):
                     if t0_ticks is None:
                         t0_ticks = ticks
                         self._t0_arrival = arrival
-                    ts = (ticks - t0_ticks) / self.tick_hz
-                    self._ts_counts["camera_clock"] = self._ts_counts.get("camera_clock", 0) + 1
+                    ts = self._own_clock((ticks - t0_ticks) / self.tick_hz, arrival, "camera_clock")
                 else:
                     ts = self._arrival_ts(arrival)
                 yield Captured(image, ts, arrival)
