@@ -151,9 +151,9 @@ ZJU_SUBSET = ("000011M_FNN", "000011M_UNN", "000017F_FTN", "000019F_FBN")
 
 
 def test_the_rule_for_defaults_on_real_clips(data_dir: Path, tmp_path: Path) -> None:
-    """On four real zju-dev clips (one per condition): the default eye model run twice is no worse than
-    itself (the pipeline is deterministic: margins 0), and a detector that needs a much deeper closure
-    (``close_ratio`` 0.5) is worse, beyond the bootstrap's noise, on some rung."""
+    """On four real zju-dev clips (one per condition), two rates: the default eye model (``lids`` with its
+    default network) holds against the other shipped lid network, and a detector that needs a much deeper
+    closure (``close_ratio`` 0.5) is worse beyond the bootstrap's noise on some rung."""
     src = data_dir / "zju-dev"
     if not all((src / f"{c}.avi").is_file() for c in ZJU_SUBSET):
         pytest.skip(f"zju-dev clips {ZJU_SUBSET} not found under {src}")
@@ -164,16 +164,23 @@ def test_the_rule_for_defaults_on_real_clips(data_dir: Path, tmp_path: Path) -> 
             (ds / f"{c}{ext}").symlink_to(src / f"{c}{ext}")
     from dataclasses import replace
 
+    from eyeblink import weights
     from eyeblink.config import RunConfig
     from eyeblink.lab.ladder import run_ladder
 
     cfg = RunConfig()
-    ref = run_ladder(ds, cfg, rates=(15.0, 7.5))
-    again = run_ladder(ds, cfg, rates=(15.0, 7.5))
-    verdict = no_worse(again, ref)
-    assert verdict["passes"] and all(c["loss"] == 0 for c in verdict["cells"])
-    assert ref["table"]["native"]["overall"]["truth"] == sum(c["rungs"]["native"]["truth"] for c in ref["clips"])
+    assert cfg.landmarks.model == "lids" and cfg.landmarks.model_path is None
+    default = run_ladder(ds, cfg, rates=(15.0, 7.5))
+    assert list(default["table"]) == ["native", "decimated 15", "exposed 15", "decimated 7.5", "exposed 7.5"]
+    assert default["table"]["native"]["overall"]["truth"] == sum(c["rungs"]["native"]["truth"]
+                                                                 for c in default["clips"])
+    same = no_worse(default, default)
+    assert same["passes"] and all(c["margin"] == 0 and c["loss"] == 0 for c in same["cells"])
+    other = run_ladder(ds, replace(cfg, landmarks=replace(
+        cfg.landmarks, model_path=str(weights.WEIGHTS_DIR / weights.LIDS_V2_FILENAME))), rates=(15.0, 7.5))
+    verdict = no_worse(default, other)
+    assert verdict["passes"], verdict["cells"][:3]
     shallow = run_ladder(ds, replace(cfg, blinks=replace(cfg.blinks, close_ratio=0.5, open_ratio=0.6,
                                                          onset_ratio=0.7)), rates=(15.0, 7.5))
-    worse = no_worse(shallow, ref)
+    worse = no_worse(shallow, default)
     assert not worse["passes"], worse["cells"][:3]
