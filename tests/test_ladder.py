@@ -184,3 +184,18 @@ def test_the_rule_for_defaults_on_real_clips(data_dir: Path, tmp_path: Path) -> 
                                                          onset_ratio=0.7)), rates=(15.0, 7.5))
     worse = no_worse(shallow, default)
     assert not worse["passes"], worse["cells"][:3]
+
+
+def test_bad_ladder_options_are_one_line(tmp_path: Path) -> None:
+    """A rate that is not a number, and an --against file that is no ladder report: one line, exit 2."""
+    data = tmp_path / "set"
+    data.mkdir()
+    not_a_ladder = tmp_path / "scores.json"
+    not_a_ladder.write_text('{"overall": {}}')
+    for args, message in ((("--rates", "15,fast"), "--rates '15,fast'"), (("--rates", "0"), "positive"),
+                          (("--against", not_a_ladder), "is not a ladder report"),
+                          (("--against", tmp_path / "missing.json"), "cannot read the ladder report")):
+        res = run_cli("eval", data, "--ladder", *args)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        lines = [line for line in res.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and message in lines[0] and "Traceback" not in res.stderr, res.stderr
