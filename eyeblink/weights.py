@@ -101,8 +101,9 @@ IRIS_SHA256 = "d1744d2a09c25f501d39eba4faff47e53ecca8852c5ce19bce8eeac39357521f"
 
 LIDS_FILENAME = "lids_v1.tflite"
 #: sha256 of lids_v1.tflite: the project's own lid network, the default (``eyeblink train-lids``, first recipe;
-#: weights/README.md). It is the default because the frame-rate ladder finds the second recipe's no better and
-#: held-out webcams at 6-17 FPS found it worse (docs/explanation/lid-network.md, "Which network is the default").
+#: weights/README.md). It is the default because on the frame-rate ladder the second recipe is no better (on
+#: unseen people worse at 7.5 FPS exposed) and held-out webcams at 6-17 FPS found lids_v2 worse
+#: (docs/explanation/lid-network.md, "Which network is the default").
 LIDS_SHA256 = "4f4841340a1a6dda7044716f98836a450efe4490ec2a18b7f257498a3b97cb7c"
 LIDS_V2_FILENAME = "lids_v2.tflite"
 #: sha256 of lids_v2.tflite: the second recipe's lid network (eye shapes and lenses), not loaded by default, kept
