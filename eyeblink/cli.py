@@ -8,6 +8,7 @@ row computed before the failure is already on disk.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -207,6 +208,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the per-video outputs here (default: a temporary folder)")
     e.add_argument("--json", metavar="FILE", default=None, help="also write the scores as JSON")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
+    e.add_argument("--ladder", action="store_true",
+                   help="the frame-rate ladder: also score every clip at --rates, each both decimated (every "
+                        "k-th frame) and exposed (each frame the mean of the frames of its frame time)")
+    e.add_argument("--rates", default=None, metavar="FPS,...",
+                   help="the ladder's slower rates (default: 15,10,7.5)")
+    e.add_argument("--against", default=None, metavar="LADDER_JSON",
+                   help="with --ladder: the rule for defaults against this reference ladder (--json of an "
+                        "earlier run): exit 1 when this run is worse on any rung, condition or convention "
+                        "beyond the paired bootstrap's noise")
     _add_run_options(e)
     # the lab commands import NumPy and more: after main has installed its stop handlers (eyeblink.stopping)
     from eyeblink.lab import bench, example, longrun, train, train_detector, train_lids
@@ -357,9 +367,37 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from eyeblink.lab.evaluate import run_eval
 
     cfg = run_config_from_args(args)
+    if args.ladder or args.rates or args.against:
+        return cmd_ladder(args, cfg)
     return run_eval(Path(args.dataset), cfg, outdir=Path(args.output) if args.output else None,
                     json_path=Path(args.json) if args.json else None,
                     progress=_progress_factory(args.no_progress))
+
+
+def cmd_ladder(args: argparse.Namespace, cfg: Any) -> int:
+    """``eval --ladder``: the frame-rate ladder, and with ``--against`` the rule for defaults (exit 1: worse)."""
+    from eyeblink.lab import ladder
+
+    if not args.ladder:
+        raise ConfigError("--rates and --against belong to the frame-rate ladder: add --ladder")
+    rates = ladder.RATES
+    if args.rates:
+        try:
+            rates = tuple(float(x) for x in args.rates.split(","))
+        except ValueError:
+            raise ConfigError(f"--rates {args.rates!r}: give frame rates separated by commas, e.g. 15,10,7.5") from None
+        if not all(math.isfinite(r) and r > 0 for r in rates):
+            raise ConfigError(f"--rates {args.rates!r}: every rate must be a positive number of frames a second")
+    reference = ladder.read_report(Path(args.against)) if args.against else None
+    report = ladder.run_ladder(Path(args.dataset), cfg, rates=rates,
+                               outdir=Path(args.output) if args.output else None,
+                               json_path=Path(args.json) if args.json else None,
+                               progress=_progress_factory(args.no_progress))
+    if reference is None:
+        return 0
+    verdict = ladder.no_worse(report, reference)
+    print(ladder.format_verdict(verdict))
+    return 0 if verdict["passes"] else 1
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

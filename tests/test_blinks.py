@@ -125,6 +125,19 @@ def test_one_blink_found_at_any_frame_rate(fps: float, closing: float, closed: f
     assert e.closing_velocity > 0 and e.opening_velocity > 0
 
 
+@pytest.mark.parametrize("fps", [7.5, 10.0])
+def test_a_one_frame_dip_at_a_low_frame_rate_is_the_blink_and_its_peak(fps: float) -> None:
+    """A slow camera sees a blink in one frame, after frames already a little below the open level (the lid
+    starting down, exposure blending it): the event ends at that frame and peaks there, not at the dip's first
+    frame (which missed the truth in the frame-rate ladder's exposed rungs)."""
+    ratio = np.ones(round(5 * fps))
+    ratio[20:23] = [0.91, 0.91, 0.55]  # below onset_ratio, below onset_ratio, one frame shut
+    events = run(np.stack([OPEN * ratio, OPEN * ratio], axis=1), fps)
+    assert [(e.start_frame, e.end_frame, e.peak_frame) for e in events] == [(20, 22, 22)]
+    assert events[0].min_ear == pytest.approx(0.55 * OPEN)
+    check_invariants(events, BlinkConfig(), fps)
+
+
 @pytest.mark.parametrize(("left_depth", "right_depth", "left_found", "right_found"), [
     (0.9, 0.9, True, True),
     (0.9, 0.0, True, False),

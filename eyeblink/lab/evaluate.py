@@ -221,15 +221,18 @@ def detected_spans(blinks: Iterable[Any], source: Any, fps: float) -> list[Span]
     does not (image folders, frames without pts) the ID is ``round(t * fps)``.
     In the ZJU AVIs the container timestamps also skip zero-length index entries
     (frames the capture dropped) that the tags do not count, so timestamps alone
-    misalign those clips by up to 14 frames.
+    misalign those clips by up to 14 frames. A source with ``packet_end`` (a frame standing for several
+    packets: :class:`eyeblink.lab.ladder.RungSource`) ends a span at its frame's last packet.
     """
-    def fid(frame: int, t: float) -> int:
-        p = source.packet_index(frame) if hasattr(source, "packet_index") else None
+    def fid(frame: int, t: float, lookup: str = "packet_index") -> int:
+        if not hasattr(source, lookup):
+            lookup = "packet_index"
+        p = getattr(source, lookup)(frame) if hasattr(source, lookup) else None
         return int(p) if p is not None else round(t * fps)
 
     spans = []
-    for b in blinks:
-        s, e = fid(b.start_frame, b.start_s), fid(b.end_frame, b.end_s)
+    for b in blinks:  # a frame that stands for several packets (the ladder's exposed rungs) ends at its last
+        s, e = fid(b.start_frame, b.start_s), fid(b.end_frame, b.end_s, "packet_end")
         spans.append(Span(s, max(s, e)))
     return spans
 

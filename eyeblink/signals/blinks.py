@@ -870,17 +870,17 @@ class BlinkDetector:
 
     def _begin(self, ear_level: float, app_level: float) -> None:
         dip = list(self._dip) or [self._recent[-1]]
-        first = dip[0]
+        first, now = dip[0], dip[-1]
         # the samples before the dip, for the onset fit -- never from the previous blink
         pre = [r for r in self._recent if self._floor_t < r[_T] < first[_T]]
-        self._ev = {
-            "start": (int(first[_F]), first[_T]), "end": (int(first[_F]), first[_T]),
+        self._ev = {  # ends at least at this frame, the one below close_ratio (a one-frame dip at low rates)
+            "start": (int(first[_F]), first[_T]), "end": (int(now[_F]), now[_T]),
             "baseline": (float(self._stats[1]), float(self._stats[2]), float(self._stats[3])),
             "samples": list(dip), "pre": pre, "cue_ear": False, "cue_app": False, "complete": True,
             "tail": deque(), "peak": None, "hole": False, "seg_first": self._seg_first,
         }
         if ear_level < self.cfg.onset_ratio:
-            self._ev["ear_end"] = self._ev["start"]
+            self._ev["ear_end"] = self._ev["end"]
         self._note_cue(ear_level, app_level)
         self._dip.clear()
         self._state = self._CLOSED
