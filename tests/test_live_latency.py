@@ -95,3 +95,28 @@ def _may_renice(without_cap: bool = False) -> bool:
     code = "import os; os.setpriority(os.PRIO_PROCESS, 0, -1)"
     prefix = ["setpriv", "--inh-caps=-sys_nice", "--bounding-set=-sys_nice"] if without_cap else []
     return subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def test_frames_go_to_one_worker_while_its_networks_hold_the_rate() -> None:
+    """The default deals every frame to one worker (one tracker: half the face-mesh refits of two) while its
+    measured networks need at most LIVE_ONE_WORKER_LOAD of a core; past it, to all; --workers N is obeyed."""
+    from eyeblink.runtime.host import HostCosts
+    from eyeblink.runtime.live import LIVE_ONE_WORKER_LOAD, choose_dealt_workers
+
+    # an AVX2-only PC: BlazeFace 1.7 ms, lids 2.1 ms with its face mesh, 0.4 ms reusing it
+    costs = HostCosts(detect_ms=1.7, fit_ms={"lids": 2.1}, reuse_ms={"lids": 0.4}, decode_ms=0.6, host={})
+    kw = {"mesh_reuse_ms": 20.0, "detect_every": 10}
+    n, why = choose_dealt_workers(costs, "lids", 500.0, workers=2, asked=0, **kw)
+    load = 500.0 * ((2.1 + 9 * 0.4) / 10 + 0.17) / 1000.0
+    assert load <= LIVE_ONE_WORKER_LOAD and n == 1 and f"~{load:.2f}" in why
+    n, why = choose_dealt_workers(costs, "lids", 1000.0, workers=2, asked=0, **kw)
+    assert n == 2 and "> 0.6" in why
+    assert choose_dealt_workers(costs, "lids", 500.0, workers=3, asked=3, **kw)[0] == 3
+    unmeasured = HostCosts(detect_ms=1.7, fit_ms={"lids": 2.1}, reuse_ms={"lids": 0.4}, measured=False, host={})
+    assert choose_dealt_workers(unmeasured, "lids", 500.0, workers=2, asked=0, **kw)[0] == 2
+
+
+def test_an_explicit_worker_count_deals_to_every_worker(tmp_path: Path) -> None:
+    live_cli(tmp_path, ["--fps", "100", "--duration", "2"], "--workers", "2")
+    live = json.loads((tmp_path / "cam.summary.json").read_text())["live"]
+    assert live["workers_dealt"] == 2 and "--workers" in live["workers_dealt_reason"]

@@ -105,6 +105,9 @@ LIVE_RESCAN_PER_FRAME = 25
 #: the live pipeline keeps its cores at most this busy (30% headroom): above it, queueing makes the latency
 #: tail grow fast
 LIVE_MAX_LOAD = 0.7
+#: with the default ``--workers``, all frames go to one worker while its networks need at most this share of a
+#: core at the source's rate (see :func:`choose_dealt_workers`)
+LIVE_ONE_WORKER_LOAD = 0.6
 #: ``--landmarks auto`` candidates, first choice first (Apache-2.0 models only): ``lids`` is as accurate as
 #: ``mesh`` on people it never saw at about half the cost; ``mesh-ear`` is the fallback where ``lids`` cannot
 #: hold the rate (its face mesh on every frame is cheaper than the lids' mesh only at low rates).
@@ -184,6 +187,32 @@ def choose_landmarks(fps: float | None, cores: int, mesh_reuse_ms: float = 20.0,
     return model, (f"{model} CANNOT hold {rate:g} FPS here: it needs ~{need(model):.1f} cores at most "
                    f"{LIVE_MAX_LOAD:.0%} busy, this machine has {cores}; frames will be dropped (lower the "
                    f"camera's rate, or use a machine with more cores); {where}"), False
+
+
+def choose_dealt_workers(costs: HostCosts | None, model: str, fps: float | None, *, workers: int, asked: int,
+                         mesh_reuse_ms: float, detect_every: int) -> tuple[int, str]:
+    """How many of the ``workers`` forked get frames, and why.
+
+    Each worker tracks the face over its own frames, so each runs its own keyframes and its own face-mesh refits
+    (every ``mesh_reuse_ms`` of capture time): two workers run the face mesh twice as often as one, and on two
+    cores four busy processes (sink, loader, two workers) wait for each other's cores. So with the default
+    (``asked`` 0) all frames go to one worker while its networks, measured on this machine before the capture
+    (:class:`~eyeblink.runtime.host.HostCosts`: the fit with its mesh reused, a keyframe every ``detect_every``
+    frames), need at most :data:`LIVE_ONE_WORKER_LOAD` of a core at ``fps``; otherwise to all. An explicit
+    ``--workers N`` is obeyed. Returns (workers dealt, reason)."""
+    if asked > 0 or workers <= 1:
+        return workers, f"{workers} worker{'s' if workers > 1 else ''} ({'--workers' if asked else 'one core'})"
+    if costs is None or not costs.measured or model not in costs.fit_ms:
+        return workers, f"{workers} workers (costs not measured)"
+    rate = fps if fps and fps > 0 else 500.0
+    per_frame = costs.frame_ms(model, rate, mesh_reuse_ms=mesh_reuse_ms, detect_every=detect_every) \
+        - costs.decode_ms - costs.overhead_ms
+    load = rate * per_frame / 1000.0
+    if load <= LIVE_ONE_WORKER_LOAD:
+        return 1, (f"1 worker of {workers}: {model}'s networks need ~{load:.2f} of a core at {rate:g} FPS "
+                   f"(<= {LIVE_ONE_WORKER_LOAD:g}); one tracker refits the face mesh half as often as two")
+    return workers, (f"{workers} workers: {model}'s networks need ~{load:.2f} of a core at {rate:g} FPS "
+                     f"(> {LIVE_ONE_WORKER_LOAD:g})")
 
 
 class LiveResultWriter(ResultWriter):
@@ -271,6 +300,7 @@ class _LiveRun(_Run):
         self.priority: dict[str, Any] = {"asked": self.live.priority, "applied": self.live.priority == "normal",
                                          "refused": None}
         self.hops = HopRecord()  # where each frame's time went, arrival -> row written (eyeblink.runtime.hops)
+        self.dealt_reason = "as forked"  # how many workers get frames (choose_dealt_workers, in _choose)
 
     def _ring_spec(self) -> RingSpec | None:
         return None  # sized in _start, once the stream is open and its frame size and rate are known
@@ -395,6 +425,11 @@ class _LiveRun(_Run):
                                                            detect_every=every, candidates=(lm.model,))
         else:
             holds = True
+        if not self.accelerated:  # all frames to one worker while it holds the rate (choose_dealt_workers)
+            self.dealt, self.dealt_reason = choose_dealt_workers(
+                self.costs, self.cfg.landmarks.model, fps, workers=self.W, asked=self.live.workers,
+                mesh_reuse_ms=lm.mesh_reuse_ms, detect_every=every)
+            log.info("live: %s", self.dealt_reason)
         if self.model_reason:
             print(f"eyeblink: eye model {self.model_reason}", file=sys.stderr, flush=True)
             if not holds:
@@ -713,6 +748,8 @@ class _LiveRun(_Run):
             "clock": (self._info or self.source.describe()).get("clock"),
             "publish": self.tap.summary() if self.tap is not None else None,
             "memory": self.memory.summary(),
+            "workers_dealt": self.dealt,
+            "workers_dealt_reason": self.dealt_reason,
             "hops_ms": self.hops.summary(),
             "priority": self.priority,
         }}

@@ -536,6 +536,7 @@ class _Run:
         self.par = pipe.par
         self.source = source
         self.W = pipe.par.n_workers
+        self.dealt = self.W  # the workers chunks are dealt to (a live run on few cores may use fewer: live.py)
         # a file's chunks are whole tracking segments (pipeline.SEGMENT_FRAMES), so that every chunk starts where
         # the reference run restarts its tracking too: the rows do not depend on the layout; live runs (each worker
         # tracks across its own small chunks) deal the chunks they ask for
@@ -633,7 +634,7 @@ class _Run:
 
     def _dest(self, chunk: int) -> Any:
         """The queue a loader sends chunk ``chunk``'s frame records to (its worker, or the accelerator stage)."""
-        return self.work_qs[chunk % len(self.work_qs)]
+        return self.work_qs[chunk % (len(self.work_qs) if self.accelerated else self.dealt)]
 
     # ---------------------------------------------------------------- children
 
@@ -899,14 +900,14 @@ class _Run:
     # ---------------------------------------------------------------- parent
 
     def _owner(self, frame: int) -> int:
-        return (frame // self.C) % self.W
+        return (frame // self.C) % self.dealt
 
     def _first_owned_from(self, frame: int, wid: int) -> int:
         """The first frame >= ``frame`` in a chunk owned by worker ``wid``."""
         c = frame // self.C
-        if c % self.W == wid:
+        if c % self.dealt == wid:
             return frame
-        ahead = (wid - c) % self.W
+        ahead = (wid - c) % self.dealt
         return (c + ahead) * self.C
 
     def _start(self) -> None:
