@@ -313,6 +313,7 @@ def main() -> int:
                     "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
         "fps": fps, "duration_s": args.duration, "warmup_s": args.warmup,
         "eye_model": result.summary["live"]["landmarks_model"], "workers": result.summary["parallel"]["workers"],
+        "workers_dealt": result.summary["live"].get("workers_dealt"),
         "frames": len(rows), "dropped": int(rows["dropped"].sum()),
         "lsl_samples_received": len(frames),
         "lsl_in_order": bool(np.all(np.diff(frames) > 0)) if len(frames) > 1 else None,
