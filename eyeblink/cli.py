@@ -156,6 +156,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"eyeblink: error: {one_line(message)}; see `{self.prog} --help`\n")
 
 
+#: ``eyeblink report --eyes-video``
+EYES_VIDEO_HELP = ("also write OUTDIR/<stem>.eyes.webm, the band of both eyes of every frame (VP9), which the report "
+                   "plays in step with its trace (process --report writes it too)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="eyeblink", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"eyeblink {__version__}")
@@ -272,16 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
                                                           "(e.g. results/session1), or any of its output files")
     r.add_argument("-o", "--output", metavar="HTML", default=None,
                    help="where to write the report (default: OUTDIR/<stem>.report.html)")
-    r.add_argument("--eyes-video", action="store_true",
-                   help="also write OUTDIR/<stem>.eyes.webm, the band of both eyes of every frame (VP9), which the "
-                        "report plays in step with its trace (process --report writes it too)")
+    r.add_argument("--eyes-video", action="store_true", help=EYES_VIDEO_HELP)
     ov = r.add_argument_group("annotated video (--overlay)")
     ov.add_argument("--overlay", metavar="MP4", default=None,
                     help="also re-encode the recording (H.264) with the face box, the eye points (fitted again by "
                          "the session's eye model), EAR per eye, closure and blinks drawn on every frame")
     ov.add_argument("--video", metavar="VIDEO", default=None,
-                    help="the recording, when it is no longer at the path in summary.json (for --overlay and "
-                         "--eyes-video)")
+                    help="the recording, when it is no longer where summary.json says (--overlay, --eyes-video)")
     ov.add_argument("--start", type=float, default=None, metavar="S", help="first second of the overlay video")
     ov.add_argument("--end", type=float, default=None, metavar="S", help="last second of the overlay video")
     ov.add_argument("--fps", type=_positive_float, default=None, metavar="FPS",

@@ -589,3 +589,17 @@ class LslPuller:
         """Read what is still queued, then end the thread."""
         self._ended.set()
         self.thread.join(timeout)
+
+
+def zju_subset(data_dir: Path, tmp_path: Path, clips: Sequence[str]) -> Path:
+    """A dataset folder of the zju-dev ``clips`` (video and ``.tag``, symlinked: research data is never copied);
+    skips the test when any is missing."""
+    src = data_dir / "zju-dev"
+    if not all((src / f"{c}.avi").is_file() for c in clips):
+        pytest.skip(f"zju-dev clips {tuple(clips)} not found under {src}")
+    ds = tmp_path / "zju"
+    ds.mkdir()
+    for c in clips:
+        for ext in (".avi", ".tag"):
+            (ds / f"{c}{ext}").symlink_to(src / f"{c}{ext}")
+    return ds

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+from conftest import zju_subset
 
 from eyeblink.errors import DatasetError
 from eyeblink.lab.evaluate import Score, Span, find_pairs, group_of, match_events, read_tag, within
@@ -213,19 +214,12 @@ def test_eval_on_zju_clips(data_dir: Path, tmp_path: Path, capsys: pytest.Captur
     from eyeblink.lab.evaluate import run_eval
     from eyeblink.presets import resolve_preset
 
-    src = data_dir / "zju-dev"
-    if not all((src / f"{c}.avi").is_file() for c in ZJU_CLIPS):
-        pytest.skip(f"zju-dev clips {ZJU_CLIPS} not found under {src}")
-    ds = tmp_path / "zju"
-    ds.mkdir()
-    for c in ZJU_CLIPS:
-        for ext in (".avi", ".tag"):
-            (ds / f"{c}{ext}").symlink_to(src / f"{c}{ext}")
+    ds = zju_subset(data_dir, tmp_path, ZJU_CLIPS)
     report = tmp_path / "scores.json"
     assert run_eval(ds, load_preset(resolve_preset("cpu")), outdir=tmp_path / "out", json_path=report) == 0
     scores = json.loads(report.read_text())
     overall = scores["overall"]
-    truth = sum(read_tag(src / f"{c}.tag").blinks.__len__() for c in ZJU_CLIPS)
+    truth = sum(read_tag(ds / f"{c}.tag").blinks.__len__() for c in ZJU_CLIPS)
     assert overall["tp"] + overall["fn"] == truth == 10
     # 8/10 found, none false, with the cpu preset (face mesh + iris lids): the two misses are the shallow
     # blinks (~15% closure) of the looking-up clip 000007M_UNN, which dlib's 68 points found

@@ -10,7 +10,7 @@ import pytest
 
 from eyeblink.lab.evaluate import Span
 from eyeblink.lab.ladder import Rung, RungSource, no_worse, present, rungs_for
-from tests.conftest import run_cli
+from tests.conftest import run_cli, zju_subset
 
 FPS = 30
 
@@ -154,14 +154,7 @@ def test_the_rule_for_defaults_on_real_clips(data_dir: Path, tmp_path: Path) -> 
     """On four real zju-dev clips (one per condition), two rates: the default eye model (``lids`` with its
     default network) holds against the other shipped lid network, and a detector that needs a much deeper
     closure (``close_ratio`` 0.5) is worse beyond the bootstrap's noise on some rung."""
-    src = data_dir / "zju-dev"
-    if not all((src / f"{c}.avi").is_file() for c in ZJU_SUBSET):
-        pytest.skip(f"zju-dev clips {ZJU_SUBSET} not found under {src}")
-    ds = tmp_path / "zju"
-    ds.mkdir()
-    for c in ZJU_SUBSET:
-        for ext in (".avi", ".tag"):
-            (ds / f"{c}{ext}").symlink_to(src / f"{c}{ext}")
+    ds = zju_subset(data_dir, tmp_path, ZJU_SUBSET)
     from dataclasses import replace
 
     from eyeblink import weights

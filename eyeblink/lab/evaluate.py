@@ -237,6 +237,25 @@ def detected_spans(blinks: Iterable[Any], source: Any, fps: float) -> list[Span]
     return spans
 
 
+def prepare_dataset(dataset: Path, json_path: Path | None, outdir: Path | None,
+                    what: str) -> tuple[list[tuple[Path, Path]], Path, tempfile.TemporaryDirectory[str] | None]:
+    """The dataset's (video, .tag) pairs, every one readable and ``json_path`` writable (checked before the first
+    video: an unwritable ``--json`` must not cost the whole evaluation), and the folder the rows go to (a temporary
+    one, returned to be cleaned up, when ``outdir`` is None)."""
+    from eyeblink.outputs.paths import OutputPlan
+
+    pairs = find_pairs(dataset)
+    plan = OutputPlan()
+    for video, tag_path in pairs:
+        plan.read(video, "the dataset video").read(tag_path, "the dataset annotation")
+    plan.write(json_path, "--json").check()
+    tmp = None
+    if outdir is None:
+        tmp = tempfile.TemporaryDirectory(prefix=f"eyeblink-{what}-")
+        outdir = Path(tmp.name)
+    return pairs, outdir, tmp
+
+
 def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, json_path: Path | None = None,
              progress: Any = None) -> int:
     """``eyeblink eval``: process every annotated video and print the scores."""
@@ -245,17 +264,7 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
     from eyeblink.runtime.runner import build_analyzer
     from eyeblink.sources.files import open_source
 
-    pairs = find_pairs(dataset)
-    from eyeblink.outputs.paths import OutputPlan
-
-    plan = OutputPlan()  # before the first video: an unwritable --json must not cost the whole evaluation
-    for video, tag_path in pairs:
-        plan.read(video, "the dataset video").read(tag_path, "the dataset annotation")
-    plan.write(json_path, "--json").check()
-    tmp = None
-    if outdir is None:
-        tmp = tempfile.TemporaryDirectory(prefix="eyeblink-eval-")
-        outdir = Path(tmp.name)
+    pairs, outdir, tmp = prepare_dataset(dataset, json_path, outdir, "eval")
     ensure_output_dir(outdir)
     analyzer = build_analyzer(config)
     rows: list[dict[str, Any]] = []

@@ -27,7 +27,6 @@ candidate's F1 may be lower than the reference's only by the paired bootstrap's 
 from __future__ import annotations
 
 import json
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -43,9 +42,9 @@ from eyeblink.lab.evaluate import (
     Score,
     Span,
     detected_spans,
-    find_pairs,
     group_of,
     match_events,
+    prepare_dataset,
     read_tag,
     within,
 )
@@ -202,20 +201,11 @@ def run_ladder(dataset: Path, config: Any, *, rates: Sequence[float] = RATES, ou
                json_path: Path | None = None, progress: Any = None) -> dict[str, Any]:
     """Every clip of ``dataset`` at every rung through the real pipeline; prints the table, returns the report."""
     from eyeblink.outputs.export import ensure_output_dir
-    from eyeblink.outputs.paths import OutputPlan
     from eyeblink.runtime.pipeline import process_source
     from eyeblink.runtime.runner import build_analyzer
     from eyeblink.sources.files import open_source
 
-    pairs = find_pairs(dataset)
-    plan = OutputPlan()
-    for video, tag_path in pairs:
-        plan.read(video, "the dataset video").read(tag_path, "the dataset annotation")
-    plan.write(json_path, "--json").check()
-    tmp = None
-    if outdir is None:
-        tmp = tempfile.TemporaryDirectory(prefix="eyeblink-ladder-")
-        outdir = Path(tmp.name)
+    pairs, outdir, tmp = prepare_dataset(dataset, json_path, outdir, "ladder")
     analyzer = build_analyzer(config)
     clips: list[dict[str, Any]] = []
     try:

@@ -137,12 +137,9 @@ def agree_session(session: str | Path, corrections: Sequence[str | Path] = (), *
         read_corrections,
         read_frames,
     )
-    from eyeblink.outputs.report import split_stem
+    from eyeblink.outputs.report import session_paths
 
-    outdir, stem = split_stem(session)
-    if not (outdir / f"{stem}.blinks.csv").is_file():
-        raise InputNotFoundError(f"no session {stem!r} in {outdir}: {stem}.blinks.csv not found; give "
-                                 "OUTDIR/<stem> of a processed session")
+    outdir, stem, _ = session_paths(session, ".blinks.csv")
     if reference is not None:
         return _against_tier(outdir, stem, Path(reference), tier, [Path(c) for c in corrections])
     files = [Path(c) for c in corrections] or [corrections_path(outdir, stem)]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eyeblink.errors import ConfigError, InputNotFoundError
+from eyeblink.errors import ConfigError
 
 __all__ = ["DEFAULT_TOLERANCE", "Comparison", "compare_sessions", "format_comparison"]
 
@@ -90,14 +90,9 @@ class Comparison:
 
 def _session_files(session: str | Path) -> tuple[str, Path, Path]:
     """(name, frames.csv, blinks.csv) of ``OUTDIR/<stem>`` or any of its files."""
-    from eyeblink.outputs.report import split_stem
+    from eyeblink.outputs.report import session_paths
 
-    outdir, stem = split_stem(session)
-    frames, blinks = outdir / f"{stem}.frames.csv", outdir / f"{stem}.blinks.csv"
-    for path in (frames, blinks):
-        if not path.is_file():
-            raise InputNotFoundError(f"no session {stem!r} in {outdir}: {path.name} not found — give OUTDIR/<stem> "
-                                     "of a processed session (or one of its files)")
+    outdir, stem, (frames, blinks) = session_paths(session, ".frames.csv", ".blinks.csv")
     return str(outdir / stem), frames, blinks
 
 

@@ -19,9 +19,8 @@ absorbs the rounding to milliseconds), so a session's events go out and come bac
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eyeblink.errors import ConfigError, InputNotFoundError, one_line
 
@@ -66,14 +65,10 @@ def write_eaf(session: str | Path, output: str | Path | None = None) -> Path:
 
     from eyeblink.outputs.corrections import apply_session, auto_rows, read_frames
     from eyeblink.outputs.paths import OutputPlan, write_text
-    from eyeblink.outputs.report import split_stem
+    from eyeblink.outputs.report import session_paths
 
     pympi = _pympi()
-    outdir, stem = split_stem(session)
-    for name in ("frames.csv", "blinks.csv", "summary.json"):
-        if not (outdir / f"{stem}.{name}").is_file():
-            raise InputNotFoundError(f"no eyeblink outputs for {outdir / stem}: {stem}.{name} not found; give "
-                                     "OUTDIR/<stem> of a folder written by `eyeblink process`")
+    outdir, stem, _ = session_paths(session, ".frames.csv", ".blinks.csv", ".summary.json")
     out = Path(output) if output is not None else eaf_path(outdir, stem)
     if out.suffix.lower() != ".eaf":
         raise ConfigError(f"{out}: an ELAN file's name ends in .eaf; give -o FILE.eaf")
@@ -164,8 +159,7 @@ def read_tier(path: str | Path, tier: str) -> list[tuple[int, int, str]]:
     return sorted(rows)
 
 
-@dataclass(frozen=True)
-class TierSpan:
+class TierSpan(NamedTuple):
     """An annotation on a session's frames: its first and last frame, their timestamps, and its kind."""
 
     start_frame: int
@@ -213,13 +207,10 @@ def tier_corrections(path: str | Path, tier: str, session: str | Path, *, review
         auto_rows,
         read_frames,
     )
-    from eyeblink.outputs.report import split_stem
+    from eyeblink.outputs.report import session_paths
     from eyeblink.version import __version__
 
-    outdir, stem = split_stem(session)
-    if not (outdir / f"{stem}.frames.csv").is_file():
-        raise InputNotFoundError(f"no eyeblink outputs for {outdir / stem}: {stem}.frames.csv not found; give "
-                                 "OUTDIR/<stem> of a folder written by `eyeblink process`")
+    outdir, stem, _ = session_paths(session, ".frames.csv")
     spans = tier_spans(path, tier, read_frames(outdir / f"{stem}.frames.csv"))
     _, auto = auto_rows(outdir, stem)
     pairs = []

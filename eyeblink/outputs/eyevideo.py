@@ -94,15 +94,10 @@ def write_eyes_video(session: str | Path, recording: str | Path | None = None,
     import numpy as np
 
     from eyeblink.outputs.paths import OutputPlan, atomic_path
-    from eyeblink.outputs.report import eyes_video_path, numbers, read_rows, split_stem
+    from eyeblink.outputs.report import eyes_video_path, numbers, read_rows, session_paths
     from eyeblink.sources.files import open_source
 
-    outdir, stem = split_stem(session)
-    frames_csv, summary_path = outdir / f"{stem}.frames.csv", outdir / f"{stem}.summary.json"
-    for p in (frames_csv, summary_path):
-        if not p.is_file():
-            raise InputNotFoundError(f"no eyeblink outputs for {outdir / stem}: {p.name} not found; give "
-                                     "OUTDIR/<stem> of a folder written by `eyeblink process`")
+    outdir, stem, (frames_csv, summary_path) = session_paths(session, ".frames.csv", ".summary.json")
     try:
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

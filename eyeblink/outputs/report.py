@@ -72,6 +72,18 @@ class ReportData:
     review: dict[str, Any] | None = None
 
 
+def session_paths(session: str | Path, *suffixes: str) -> tuple[Path, str, list[Path]]:
+    """(OUTDIR, stem, ``OUTDIR/<stem><suffix>`` for each suffix) of a processed session named as ``OUTDIR/<stem>``
+    or any of its files; a missing file is one line naming it."""
+    outdir, stem = split_stem(session)
+    paths = [outdir / f"{stem}{suffix}" for suffix in suffixes]
+    for path in paths:
+        if not path.is_file():
+            raise InputNotFoundError(f"no session {stem!r} in {outdir}: {path.name} not found — give OUTDIR/<stem> "
+                                     "of a processed session (or one of its files)")
+    return outdir, stem, paths
+
+
 def split_stem(path: str | Path) -> tuple[Path, str]:
     """``OUTDIR/<stem>`` (or any of its output files) -> (OUTDIR, stem)."""
     p = Path(path)
