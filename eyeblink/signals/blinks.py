@@ -1045,7 +1045,7 @@ class BlinkDetector:
 #: Unit and one-line meaning of every ``blinks.csv`` column (the docs' column reference is generated from this;
 #: a column without an entry fails the docs build). "ratio" is EAR divided by the eye's open-eye baseline.
 BLINK_COLUMN_DOCS: dict[str, tuple[str, str]] = {
-    "blink": ("index", "blink number in this session, from 1"),
+    "blink": ("index", "blink number in the recording, from 1"),
     "start_frame": ("frame", "onset frame (the knee of the start-from-rest fit at high frame rates, else the "
                              "threshold crossing)"),
     "end_frame": ("frame", "last frame of the blink (the eye back above the open threshold)"),
