@@ -120,13 +120,18 @@ class HostCosts:
     note: str = ""
     host: dict[str, Any] = field(default_factory=host_info)
 
-    def frame_ms(self, model: str, fps: float, *, mesh_reuse_ms: float, detect_every: int) -> float:
-        """CPU ms per frame of ``model`` at ``fps``: the mesh once per ``mesh_reuse_ms`` (at most every frame),
-        BlazeFace once per ``detect_every`` frames, the decode and the fixed overhead."""
+    def networks_ms(self, model: str, fps: float, *, mesh_reuse_ms: float, detect_every: int) -> float:
+        """CPU ms per frame of a worker's networks for ``model`` at ``fps``: the mesh once per ``mesh_reuse_ms`` (at
+        most every frame) and BlazeFace once per ``detect_every`` frames."""
         every = max(1, math.floor(mesh_reuse_ms * fps / 1000.0 + 1e-9)) if fps > 0 else 1
         full, reuse = self.fit_ms[model], self.reuse_ms.get(model, self.fit_ms[model])
         fit = (full + (every - 1) * reuse) / every
-        return fit + self.detect_ms / max(1, detect_every) + self.decode_ms + self.overhead_ms
+        return fit + self.detect_ms / max(1, detect_every)
+
+    def frame_ms(self, model: str, fps: float, *, mesh_reuse_ms: float, detect_every: int) -> float:
+        """CPU ms per frame of ``model`` at ``fps``: :meth:`networks_ms`, the decode and the fixed overhead."""
+        return (self.networks_ms(model, fps, mesh_reuse_ms=mesh_reuse_ms, detect_every=detect_every)
+                + self.decode_ms + self.overhead_ms)
 
     def cores_needed(self, model: str, fps: float, *, mesh_reuse_ms: float, detect_every: int,
                      max_load: float) -> float:

@@ -205,9 +205,7 @@ def choose_dealt_workers(costs: HostCosts | None, model: str, fps: float | None,
     if costs is None or not costs.measured or model not in costs.fit_ms:
         return workers, f"{workers} workers (costs not measured)"
     rate = fps if fps and fps > 0 else 500.0
-    per_frame = costs.frame_ms(model, rate, mesh_reuse_ms=mesh_reuse_ms, detect_every=detect_every) \
-        - costs.decode_ms - costs.overhead_ms
-    load = rate * per_frame / 1000.0
+    load = rate * costs.networks_ms(model, rate, mesh_reuse_ms=mesh_reuse_ms, detect_every=detect_every) / 1000.0
     if load <= LIVE_ONE_WORKER_LOAD:
         return 1, (f"1 worker of {workers}: {model}'s networks need ~{load:.2f} of a core at {rate:g} FPS "
                    f"(<= {LIVE_ONE_WORKER_LOAD:g}); one tracker refits the face mesh half as often as two")
