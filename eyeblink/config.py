@@ -62,6 +62,9 @@ class DetectConfig:
     detect_every: int = 1
     hold_iou: float = 0.9  # keep the tracked box while a new detection overlaps it this much (0: never)
     hold_max_ms: float = 250.0  # ... but adopt a new box at least this often
+    #: keyframe work (detection, face-mesh placement) on frames closer than this is used this long after its
+    #: frame (eyeblink.runtime.keyframes); 0: always on the frame that asks for it
+    keyframe_lag_ms: float = 20.0
     jit_compile: bool = True
     prefetch_depth: int = 2
     io_tiles: int = 0
@@ -94,6 +97,8 @@ class DetectConfig:
         _require(self.detect_every >= 1, f"--detect-every must be >= 1, got {self.detect_every}")
         _require(0.0 <= self.hold_iou < 1.0, f"detect.hold_iou must be in [0, 1), got {self.hold_iou}")
         _require(self.hold_max_ms > 0, f"detect.hold_max_ms must be > 0, got {self.hold_max_ms}")
+        _require(isinstance(self.keyframe_lag_ms, (int, float)) and 0.0 <= self.keyframe_lag_ms <= 1000.0,
+                 f"detect.keyframe_lag_ms must be in [0, 1000] ms, got {self.keyframe_lag_ms!r}")
         _require(self.stage in STAGES, f"--stage must be one of {', '.join(STAGES)}, got {self.stage!r}")
         _require(self.flush_ms > 0, f"detect.flush_ms must be > 0, got {self.flush_ms}")
         _require(0 <= self.stage_processes <= 64,
@@ -641,6 +646,8 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
                         "early on drift or a lost face)",
         "hold_iou": "keep the tracked box while a new detection overlaps it this much (0: always take the new one)",
         "hold_max_ms": "but take a new box at least this often, ms",
+        "keyframe_lag_ms": "on frames closer than this, a detection or eye placement is used this long after the "
+                           "frame it was made on, so that it never holds a frame up (0: on that frame), ms",
         "jit_compile": "compile the network with XLA (tensorflow, jax)",
         "prefetch_depth": "batches prepared ahead of the device (TensorFlow's tf.data feed)",
         "io_tiles": "IPU tiles reserved for I/O (ipu backend only)",

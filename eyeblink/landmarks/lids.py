@@ -205,9 +205,7 @@ class LidsFitter(Closing):
 
     def fit(self, gray: np.ndarray, face: FaceDetection) -> EyeFit:
         """The eye points (face mesh) and each eye's lid aperture (lid network) for one face."""
-        eyes, t = self._eyes, self._t
-        fresh = not (eyes is not None and eyes[0] is face and t is not None
-                     and 0.0 <= t - eyes[4] < self.mesh_reuse_s)
+        fresh = not self._reusable(face, self._t)
         if fresh:
             self._place(gray, face)
         assert self._eyes is not None
@@ -217,6 +215,16 @@ class LidsFitter(Closing):
             self._place(gray, face)
             left, right, ls = self.measure(gray, self._eyes[2])
             conf = confidence_of(ls)
+        return self._eye_fit(gray, left, right, conf)
+
+    def _reusable(self, face: FaceDetection, t: float | None) -> bool:
+        """Whether the placement held now was made for ``face`` less than ``mesh_reuse_ms`` before ``t``."""
+        eyes = self._eyes
+        return eyes is not None and eyes[0] is face and t is not None and 0.0 <= t - eyes[4] < self.mesh_reuse_s
+
+    def _eye_fit(self, gray: np.ndarray, left: float, right: float, conf: np.ndarray) -> EyeFit:
+        """The fit's record: the held placement's points, patches and pose with the measured apertures."""
+        assert self._eyes is not None
         self.confidence = (float(conf[1]), float(conf[0]))
         pts = self._eyes[1]
         self.presence = self._eyes[3]
@@ -228,14 +236,45 @@ class LidsFitter(Closing):
         return EyeFit(points=pts, ear_left=left, ear_right=right, patches=patches, presence=self.presence,
                       pose=pose, pose_frame=self._eyes[6] if pose is not None else None)
 
-    def _place(self, gray: np.ndarray, face: FaceDetection) -> None:
-        """Run the face mesh: the eye points and the strip for ``face`` (kept for the next fits of it)."""
+    # -- placement apart from measurement (keyframe work beside the stream: eyeblink.runtime.keyframes) ----------
+
+    def placement(self, gray: np.ndarray, face: FaceDetection, t: float, frame: int | None,
+                  mesher: MeshFitter | None = None) -> tuple[Any, ...]:
+        """The face mesh's placement of ``face`` in ``gray`` (a frame at ``t``, index ``frame``), without holding
+        it: what :meth:`adopt` takes. ``mesher``: another face mesh than this fitter's own (a thread's; the
+        networks are not thread-safe), set up alike."""
+        mesher = mesher or self._mesher
         self.mesh_runs += 1
-        mesh = self._mesher.mesh(gray, self._mesher.face_roi(face))
+        mesh = mesher.mesh(gray, mesher.face_roi(face))
         pts = mesh_ear_eyes(mesh)[0]
         m = strip_affine(*eye_centres(mesh_eye_corners(mesh)))
-        self._eyes = (face, pts, m, self._mesher.presence, self._t if self._t is not None else math.nan,
-                      self._mesher.pose, self._frame)
+        return (face, pts, m, mesher.presence, t, mesher.pose, frame)
+
+    def new_mesher(self) -> MeshFitter:
+        """A face mesh set up as this fitter's own (for a thread that places beside it)."""
+        return MeshFitter(refine=False)
+
+    def adopt(self, placement: tuple[Any, ...]) -> None:
+        """Hold ``placement`` (:meth:`placement`'s) for the fits that follow."""
+        self._eyes = placement
+
+    def reusable(self, face: FaceDetection, t: float) -> bool:
+        """Whether the held placement serves ``face`` at ``t`` without a new face-mesh run."""
+        return self._reusable(face, t)
+
+    def placed_fit(self, gray: np.ndarray, face: FaceDetection) -> tuple[EyeFit, bool]:
+        """The lid network on the placement held for ``face`` (no face-mesh run, whatever its age), and whether
+        a new placement is due: the held one is older than ``mesh_reuse_ms`` or the network's confidence in
+        an eye fell below :data:`REFIT_CONFIDENCE`."""
+        assert self._eyes is not None and self._eyes[0] is face, "placed_fit needs a placement of this face"
+        left, right, ls = self.measure(gray, self._eyes[2])
+        conf = confidence_of(ls)
+        due = not self._reusable(face, self._t) or float(conf.min()) < REFIT_CONFIDENCE
+        return self._eye_fit(gray, left, right, conf), due
+
+    def _place(self, gray: np.ndarray, face: FaceDetection) -> None:
+        """Run the face mesh: the eye points and the strip for ``face`` (kept for the next fits of it)."""
+        self._eyes = self.placement(gray, face, self._t if self._t is not None else math.nan, self._frame)
 
     @property
     def pose_wanted(self) -> bool:

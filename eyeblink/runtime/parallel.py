@@ -87,6 +87,7 @@ from eyeblink.frames import Frame
 from eyeblink.landmarks.eyes import STRIP_SHAPE
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.runtime.accelerator import stage_processes, stage_summary
+from eyeblink.runtime.keyframes import BesideKeyframes
 from eyeblink.runtime.pipeline import (
     ChunkStates,
     FrameAnalyzer,
@@ -283,6 +284,20 @@ def _warm_up(analyzer: FrameAnalyzer, source: Any) -> None:
     blank = np.full((h, w), 128, np.uint8)
     analyzer.detector.detect(blank)
     analyzer.fitter.warm_up(blank)
+
+
+def beside_keyframes(config: RunConfig, fitters: Any, source: Any) -> BesideKeyframes | None:
+    """A live worker's thread for keyframe work (:mod:`eyeblink.runtime.keyframes`), its networks warmed up on
+    a blank frame; None when lagging is off or no eye model of the run places apart from measuring."""
+    fitter = next((f for f in fitters if hasattr(f, "new_mesher")), None)
+    if fitter is None or config.detect.keyframe_lag_ms <= 0:
+        return None
+    beside = BesideKeyframes(build_detector(config), fitter.new_mesher())
+    h, w = int(getattr(source, "height", 0) or 480), int(getattr(source, "width", 0) or 640)
+    blank = np.full((h, w), 128, np.uint8)
+    beside.detector.detect(blank)
+    beside.mesher.warm_up(blank)
+    return beside
 
 
 def supports(config: RunConfig) -> bool:
@@ -747,6 +762,7 @@ class _Run:
             track = self.par.track_across_chunks
             if track:  # live: each worker tracks the face across its own chunks, no segment restarts
                 analyzer.segment_frames = None
+                analyzer.keyframes = beside_keyframes(self.cfg, fitters.values(), self.source)
             self._worker_ready(wid)
             ring = self.ring  # None: forked before the ring existed; its first message names it
             fault = self.fault if self.fault is None or self.fault[0] != "slowstart" else None  # the stage's hook
@@ -813,6 +829,8 @@ class _Run:
                 self._put(self.out_q, ("rows", wid, out))
                 self._release(slots[slots >= 0])
                 chunks.advanced(c, first + len(slots))
+            if analyzer.keyframes is not None:
+                analyzer.keyframes.close()
             clock = analyzer.clock
             self._put(self.out_q, ("done", wid, dict(clock.seconds), dict(clock.calls), analyzer.redetections))
         except _Stop:

@@ -29,6 +29,7 @@ from eyeblink.landmarks.eyes import eye_strip
 from eyeblink.outputs.crops import BlinkCrops, crops_path
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.outputs.session import RunResult
+from eyeblink.runtime.keyframes import InlineKeyframes, KeyframeJob
 from eyeblink.signals.blinks import BlinkDetector, BlinkEvent
 from eyeblink.signals.closure import OnlineClosure
 from eyeblink.signals.plausibility import event_counts
@@ -188,6 +189,14 @@ class FrameAnalyzer:
         # the same objects frame after frame, and the same answers
         self._iod_of: tuple[np.ndarray, float] | None = None
         self._drift_of: tuple[FaceDetection, np.ndarray, float, bool] | None = None
+        #: where lagged keyframe work runs (eyeblink.runtime.keyframes): None, inline on the frame that asks for
+        #: it; a live worker sets a BesideKeyframes (a thread with its own networks)
+        self.keyframes: Any = None
+        self._inline: Any = None
+        # the keyframe work in flight (job, handle, where it runs, the eye model it places for) and the timestamp
+        # of the frame analysed last (None: a fresh start, which works on its own frame)
+        self._pending: tuple[Any, Any, Any, Any] | None = None
+        self._prev_t: float | None = None
 
     def reset(self) -> None:
         """Forget the tracked face and restart the stage clock (a new input)."""
@@ -197,6 +206,8 @@ class FrameAnalyzer:
         self._face_t = -math.inf
         self.redetections = 0
         self.clock = StageClock()
+        self._pending = None
+        self._prev_t = None
         self._restore_fitter(None)
 
     def tracking_state(self) -> tuple[Any, ...]:
@@ -206,13 +217,14 @@ class FrameAnalyzer:
         A worker whose chunks arrive interleaved (several loaders) keeps one per unfinished chunk.
         """
         get = getattr(self.fitter, "tracking_state", None)
-        return (self._face, self._since_detect, self._iod_ref, self._face_t, get() if get else None)
+        return (self._face, self._since_detect, self._iod_ref, self._face_t, get() if get else None,
+                self._pending, self._prev_t)
 
     def restore_tracking(self, state: tuple[Any, ...] | None) -> None:
         """Continue from :meth:`tracking_state`'s ``state``; ``None``: no tracked face (a keyframe next)."""
         if state is None:
-            state = (None, 0, math.nan, -math.inf, None)
-        self._face, self._since_detect, self._iod_ref, self._face_t, fitter_state = state
+            state = (None, 0, math.nan, -math.inf, None, None, None)
+        self._face, self._since_detect, self._iod_ref, self._face_t, fitter_state, self._pending, self._prev_t = state
         self._restore_fitter(fitter_state)
 
     def _restore_fitter(self, state: Any) -> None:
@@ -246,6 +258,13 @@ class FrameAnalyzer:
         seg = self.segment_frames
         if seg and frame.index % seg == 0:  # a tracking segment starts: a keyframe, nothing carried over
             self.restore_tracking(None)
+        prev, self._prev_t = self._prev_t, frame.timestamp_s
+        lag = self.cfg.detect.keyframe_lag_ms
+        if (prev is not None and lag > 0 and (frame.timestamp_s - prev) * 1000.0 < lag
+                and hasattr(self.fitter, "placed_fit")):
+            return self._analyze_lagged(frame, lag)
+        if self._pending is not None:  # frames far apart again: the work in flight is used from this frame
+            self._adopt()
         every = self.cfg.detect.detect_every
         detected = False
         face = self._face
@@ -269,6 +288,10 @@ class FrameAnalyzer:
         if detected:
             self._iod_ref = self._inter_ocular(fit)
         self._face = face
+        return self._result(frame, face, detected, fit)
+
+    def _result(self, frame: Frame, face: FaceDetection, detected: bool, fit: EyeFit) -> FrameResult:
+        """The row of a frame with a face."""
         self.last_points = fit.points
         strip = pts = None
         if self.cfg.eye_crops and np.isfinite(fit.points).all():
@@ -278,6 +301,91 @@ class FrameAnalyzer:
                                fit.patches, strip, pts, fit.points, fit.pose, fit.pose_frame)
         return FrameResult(frame.index, frame.timestamp_s, face, detected, fit.ear_left, fit.ear_right,
                            fit.patches, strip, pts)
+
+    # -- keyframe work beside the stream (eyeblink.runtime.keyframes) -----------------------------------------
+
+    def _analyze_lagged(self, frame: Frame, lag: float) -> FrameResult:
+        """A frame closer than ``lag`` ms to the one before: rowed with the face and placement held now; the
+        keyframe work it asks for starts on its pixels and is used from the first frame ``lag`` ms later."""
+        pending = self._pending
+        if pending is not None and (frame.timestamp_s - pending[0].t) * 1000.0 >= lag:
+            self._adopt()
+            pending = None
+        face = self._face
+        if face is None:  # no face: look for one (on this frame; the frames until it is used have none)
+            if pending is None:
+                self._submit(frame, "search", hold=False)
+            return self._no_face(frame, pending is None)
+        held = getattr(self.fitter, "tracking_state", None)
+        eyes = held() if held is not None else None
+        if eyes is None or eyes[0] is not face:  # the eye model changed (live --landmarks auto): place now
+            if pending is not None:
+                self._adopt()
+            fit = self._fit(frame, face)
+            self._iod_ref = self._inter_ocular(fit)
+            return self._result(frame, face, False, fit)
+        detected = False
+        if pending is None and self._since_detect + 1 >= self.cfg.detect.detect_every:
+            self._submit(frame, "detect", hold=True)
+            detected = True
+        else:
+            self._since_detect += 1
+        fit, due = self._placed_fit(frame, face)
+        if self._pending is None:
+            if (self._drifted_cached(face, fit.points, self._inter_ocular(fit))
+                    or fit.presence < self.cfg.landmarks.min_presence):
+                self.redetections += 1  # the held box no longer fits the face: detect again, without holding it
+                self._submit(frame, "detect", hold=False)
+                detected = True
+            elif due:
+                self._submit(frame, "place", hold=False)
+        return self._result(frame, face, detected, fit)
+
+    def _placed_fit(self, frame: Frame, face: FaceDetection) -> tuple[EyeFit, bool]:
+        """The eye model on the placement it holds for ``face``, timed as the ``landmarks`` stage."""
+        self.fitter.set_time(frame.timestamp_s, frame.index)  # type: ignore[attr-defined]
+        if self.cfg.points and getattr(self.fitter, "pose_wanted", True) is False:
+            self.fitter.pose_wanted = True  # type: ignore[attr-defined]
+        t0 = time.perf_counter()
+        out = self.fitter.placed_fit(frame.gray, face)  # type: ignore[attr-defined]
+        self.clock.add("landmarks", time.perf_counter() - t0)
+        return out  # type: ignore[no-any-return]
+
+    def _submit(self, frame: Frame, kind: str, *, hold: bool) -> None:
+        """Start keyframe work of ``kind`` on ``frame``."""
+        face = None if kind == "search" else self._face
+        fitter = self.fitter
+        reuse_ok = kind == "detect" and face is not None and fitter.reusable(face, frame.timestamp_s)  # type: ignore[attr-defined]
+        job = KeyframeJob(kind, frame.index, frame.timestamp_s, frame.image, frame.gray, face, self._face_t, hold,
+                          reuse_ok)
+        where = self.keyframes
+        if where is None:
+            if self._inline is None or self._inline.detector is not self.detector:
+                self._inline = InlineKeyframes(self.detector)
+            where = self._inline
+        self._pending = (job, where.submit(job, self.cfg, fitter), where, fitter)
+        if kind != "place":
+            self._since_detect = 0
+
+    def _adopt(self) -> None:
+        """Use the keyframe work in flight from this frame on (waiting for it when it is not done yet)."""
+        assert self._pending is not None
+        job, handle, where, fitter = self._pending
+        self._pending = None
+        res = where.result(handle)
+        for stage, dt in res.seconds.items():
+            self.clock.add(stage, dt)
+        if job.kind == "place":
+            if fitter is self.fitter:
+                fitter.adopt(res.placement)
+            return
+        self._face, self._face_t = res.face, res.face_t
+        if res.face is None:
+            return
+        if res.placement is not None and fitter is self.fitter:
+            fitter.adopt(res.placement)
+        eyes = fitter.tracking_state()
+        self._iod_ref = float(np.linalg.norm(eyes[1][:6].mean(0) - eyes[1][6:].mean(0)))
 
     def _fit(self, frame: Frame, face: FaceDetection) -> EyeFit:
         """The eye model on one face, timed as the ``landmarks`` stage."""

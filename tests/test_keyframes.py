@@ -1,0 +1,143 @@
+"""Keyframe work beside the stream (``eyeblink.runtime.keyframes``): on a real 500 FPS recording of a face, through
+the real networks.
+
+* the rows are the same whether the work runs inline (``process``) or in the worker's thread (``live``);
+* below 1000 / ``keyframe_lag_ms`` FPS nothing changes: the rows are those of ``keyframe_lag_ms = 0``;
+* the result of the work asked for on frame k is used from the first frame ``keyframe_lag_ms`` later;
+* a deliberately slow detector holds up no frame in the thread, while inline it holds every keyframe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from eyeblink.config import RunConfig
+from eyeblink.frames import Frame
+from eyeblink.runtime.keyframes import BesideKeyframes
+from eyeblink.runtime.pipeline import FrameAnalyzer, build_detector, build_fitter
+
+
+def _config(lag_ms: float = 20.0, detect_every: int = 10) -> RunConfig:
+    cfg = RunConfig()
+    assert cfg.landmarks.model == "lids"  # the default eye model is the one that lags
+    return dataclasses.replace(cfg, detect=dataclasses.replace(cfg.detect, detect_every=detect_every,
+                                                               keyframe_lag_ms=lag_ms))
+
+
+def _analyzer(cfg: RunConfig, *, beside: bool = False, detector: Any = None) -> FrameAnalyzer:
+    a = FrameAnalyzer(cfg, build_detector(cfg), build_fitter(cfg))
+    a.segment_frames = None  # as a live worker: one track over the whole stream
+    if beside:
+        a.keyframes = BesideKeyframes(detector or build_detector(cfg), a.fitter.new_mesher())
+    return a
+
+
+def _rows(a: FrameAnalyzer, frames: list[Frame]) -> list[tuple[Any, ...]]:
+    out = []
+    for f in frames:
+        r = a.analyze(f)
+        out.append((r.index, r.face.box if r.face is not None else None, r.detected, r.ear_left, r.ear_right))
+    if a.keyframes is not None:
+        a.keyframes.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def frames(face_frames: list[np.ndarray]) -> list[Frame]:
+    return [Frame(i, i / 500.0, img) for i, img in enumerate(face_frames)]
+
+
+def test_the_thread_gives_the_rows_of_inline_work(frames: list[Frame]) -> None:
+    cfg = _config()
+    inline = _analyzer(cfg)
+    a = _rows(inline, frames)
+    b = _rows(_analyzer(cfg, beside=True), frames)
+    assert a == b
+    # and the work was lagged: the rows differ from working on the frame itself, with the face found throughout
+    assert a != _rows(_analyzer(_config(lag_ms=0.0)), frames)
+    assert all(r[1] is not None for r in a)
+    assert inline.fitter.mesh_runs > 20  # the placement was renewed along the way (every mesh_reuse_ms)
+
+
+def test_slow_frame_rates_are_unchanged(frames: list[Frame]) -> None:
+    at30 = [Frame(f.index, f.index / 30.0, f.image) for f in frames[:120]]
+    assert _rows(_analyzer(_config()), at30) == _rows(_analyzer(_config(lag_ms=0.0)), at30)
+
+
+class _Recording:
+    """The real BlazeFace, noting the frames it saw (by their pixels' identity) and, optionally, slow."""
+
+    def __init__(self, cfg: RunConfig, sleep_s: float = 0.0) -> None:
+        self.inner = build_detector(cfg)
+        self.sleep_s = sleep_s
+        self.seen: list[float] = []
+
+    def track(self, image: np.ndarray, previous: Any = None) -> Any:
+        self.seen.append(float(image[0, :8].sum()) + float(image[240, 100:140].sum()))
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        return self.inner.track(image, previous)
+
+    def detect(self, image: np.ndarray) -> Any:
+        return self.inner.detect(image)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_the_result_is_used_from_the_first_frame_a_lag_later(frames: list[Frame]) -> None:
+    """With a keyframe every 10 frames at 500 FPS (2 ms apart) and a 7 ms lag, the keyframes are frames 0, 10,
+    20, ... (frame 0 starts the track: worked on itself); each is used from 4 frames later (8 ms >= 7 ms). No box
+    is held (``hold_iou`` 0), so each detection's box is a new one."""
+    cfg = _config(lag_ms=7.0)
+    cfg = dataclasses.replace(cfg, detect=dataclasses.replace(cfg.detect, hold_iou=0.0))
+    a = _analyzer(cfg)
+    det = _Recording(cfg)
+    a.detector = det  # type: ignore[assignment]
+    boxes = []
+    for f in frames[:60]:
+        r = a.analyze(f)
+        boxes.append(r.face.box)
+        assert r.detected == (f.index % 10 == 0), f.index
+    assert len(det.seen) == 6
+    # the box in use changes only on frames 4 after a keyframe (when the new detection was not held)
+    changes = [i for i in range(1, 60) if boxes[i] != boxes[i - 1]]
+    assert len(changes) >= 3 and all(i % 10 == 4 for i in changes), changes
+
+
+def test_a_slow_detector_holds_up_no_frame_beside_the_stream(frames: list[Frame]) -> None:
+    """The detector sleeps 15 ms per keyframe (over seven frame times at 500 FPS); frames fed at 500 FPS, the
+    lag 60 ms (so that a loaded test machine finishes the work before its frame). In the worker's thread no
+    frame waits for it (a little slack for a busy machine preempting the test); inline every keyframe does."""
+    cfg = _config(lag_ms=60.0)
+
+    def paced(a: FrameAnalyzer) -> np.ndarray:
+        a.analyze(frames[0])  # the first frame starts the track on itself
+        took = []
+        t0 = time.perf_counter()
+        for i, f in enumerate(frames[1:200], start=1):
+            wait = t0 + i * 0.002 - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+            s = time.perf_counter()
+            a.analyze(f)
+            took.append(time.perf_counter() - s)
+        if a.keyframes is not None:
+            a.keyframes.close()
+        return np.array(took) * 1000
+
+    slow = _Recording(cfg, sleep_s=0.015)
+    beside = paced(_analyzer(cfg, beside=True, detector=slow))
+    slow_inline = _analyzer(cfg)
+    slow_inline.detector = _Recording(cfg, sleep_s=0.015)  # type: ignore[assignment]
+    inline = paced(slow_inline)
+    # a keyframe every 10 frames, or when the last work is used (every 30 frames: one piece in flight at a time)
+    # (the same frames in both: inline, the first frame's search is the slow detector's too)
+    assert len(slow.seen) >= 6 and slow_inline.detector.seen[1:] == slow.seen  # type: ignore[attr-defined]
+    assert np.sum(inline >= 15.0) >= len(slow.seen)  # inline, each keyframe held its frame
+    assert np.sum(beside >= 15.0) <= 2, np.sort(beside)[-5:]  # beside the stream, none
