@@ -235,6 +235,9 @@ def main() -> int:
     ap.add_argument("--batch-frames", type=int, default=None,
                     help="the session's frames per queue message (default: the session's)")
     ap.add_argument("--json", default=None, help="also write the result here")
+    ap.add_argument("--frames-npz", default=None,
+                    help="also write each frame's times here (frame, arrival, row written, LSL sample received; "
+                         "perf_counter seconds): to find when the slow frames came")
     ap.add_argument("--view", action="store_true", help="serve the browser view during the session")
     ap.add_argument("--browser", action="store_true",
                     help="with --view: a headless Chromium (the system's) shows the page for the whole session")
@@ -302,6 +305,8 @@ def main() -> int:
     lsl_lat = (recv - arr[:, 0])[keep]
     publish = (recv - arr[:, 1])[keep]  # the row written (on_frame) -> the sample received: LSL's own share
     pipeline = (arr[:, 1] - arr[:, 0])[keep]  # arrival -> the row written by the sink
+    if args.frames_npz:
+        np.savez_compressed(args.frames_npz, frame=frames, arrival=arr[:, 0], row_written=arr[:, 1], lsl_received=recv)
     gate = [(t, m) for t, m in data["gate"] if m.get("event") == "state" and m["frame"] >= skip]
     gate_lat = np.array([t - m["arrival_time"] for t, m in gate if m.get("arrival_time") is not None])
     gate_transport = np.array([t - m["sent_time"] for t, m in gate])  # the line sent -> received by the client

@@ -70,7 +70,7 @@ from eyeblink.outputs.export import FRAME_COLUMNS, ResultWriter, _CsvStream
 from eyeblink.runtime.hops import HopRecord
 from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
 from eyeblink.runtime.parallel import _POLL_S, ParallelPipeline, _Batcher, _Run, _Stop
-from eyeblink.runtime.priority import raise_priority
+from eyeblink.runtime.priority import raise_priority, settle_heap
 from eyeblink.runtime.shm import FrameRing, RingSpec, ring_cap_bytes, ring_refusal
 
 if TYPE_CHECKING:
@@ -339,6 +339,7 @@ class _LiveRun(_Run):
                         raise WorkerError(f"the workers did not load their models within "
                                           f"{self.par.stall_timeout_s:.0f} s")
             source.cancelled = self.capture_stop.is_set
+            settle_heap()  # the sink's process, before the first frame (see settle_heap)
             if self.tap is not None:  # the gate socket (and the outlets if their rate is known) before any frame
                 self.tap.open(source=source.spec, stem=source.name, nominal_fps=self.cfg.fps or source.nominal_fps,
                               eye_model=self.model or self.cfg.landmarks.model, cancelled=self.capture_stop.is_set)
@@ -493,6 +494,7 @@ class _LiveRun(_Run):
         raise_priority(self.live.priority)  # --priority: the sink said already whether the OS allows it
 
     def _worker_ready(self, wid: int) -> None:
+        settle_heap()  # its models loaded and warmed up: no full collection of them during the session
         self.ready.release()
 
     def _worker_main(self, wid: int) -> None:
@@ -505,6 +507,7 @@ class _LiveRun(_Run):
         ring = self.ring
         assert ring is not None
         ring.prefault(self.prefault_slots)  # a fork does not copy the page tables of a shared mapping
+        settle_heap()
         source: LiveSource = self.source  # type: ignore[assignment]
         block = self.live.overload == "block"
         max_frames = self.cfg.max_frames
