@@ -701,12 +701,13 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
     assert [float(r["timestamp_s"]) for r in again] == pytest.approx(
         [float(r["timestamp_s"]) for r in live_rows], abs=1e-6)
     analysed = [(x, y) for x, y in zip(live_rows, again, strict=True) if x["dropped"] == "0"]
-    # the same face on every analysed frame but within one 30 FPS source frame (~17 frames here) of the cuts where
-    # the face leaves and comes back: there a live worker may still hold the face it tracked on its own frames
-    # while the one process of the recording already sees none (measured: 8 frames, 868-875, with the lids_v1
-    # network; none with lids_v2)
+    # the same face on every analysed frame but near the cuts where the face leaves and comes back: a face that
+    # leaves is let go at a keyframe (every 10th frame a worker analyses: with 2 workers dealt pairs of frames,
+    # every 20th frame) plus the keyframe lag (20 ms: 10 frames), so live and the one process of the recording,
+    # on other keyframe schedules, may let it go up to ~30 frames apart, and the cuts themselves fall within one
+    # 30 FPS source frame (~17 frames here) of a and b (measured: live let go 21 frames after the process)
     edge = [(x["frame"], x["face"], y["face"]) for x, y in analysed if x["face"] != y["face"]]
-    assert len(analysed) > n // 10 and all(min(abs(int(f) - a), abs(int(f) - b)) <= 20 for f, _, _ in edge), edge
+    assert len(analysed) > n // 10 and all(min(abs(int(f) - a), abs(int(f) - b)) <= 50 for f, _, _ in edge), edge
     diff = [abs(float(x["ear"]) - float(y["ear"])) for x, y in analysed if x["ear"] and y["ear"]]
     assert len(diff) > n // 10 and sum(d < 0.02 for d in diff) >= 0.99 * len(diff), max(diff)
 

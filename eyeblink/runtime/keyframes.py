@@ -18,7 +18,8 @@ lock while a network runs, so it takes the other core) and waits at the adopting
 yet. The rows are the same either way (``tests/test_keyframes.py``).
 
 Frames further apart than the lag (every camera below 1000 / ``keyframe_lag_ms`` FPS: 50 FPS by default) and
-the first frame of a tracking segment do the work on the frame itself, as without lagging. Only eye models
+the first frame of a tracking segment in ``process`` do the work on the frame itself, as without lagging (a live
+session's first frame lags its search too: ``FrameAnalyzer.lag_first``). Only eye models
 that separate placement from measurement (``lids``) are lagged; the others always work on the frame.
 """
 
@@ -64,12 +65,13 @@ class KeyframeJob:
 @dataclass(slots=True)
 class KeyframeResult:
     """A job's outcome: the face (None: none found), when its box was adopted, the new placement (None: keep
-    the held one) and the seconds spent detecting and placing."""
+    the held one), the seconds spent detecting and placing, and whether a placement job detected again."""
 
     face: FaceDetection | None
     face_t: float
     placement: tuple[Any, ...] | None
     seconds: dict[str, float] = field(default_factory=dict)
+    redetected: bool = False  # a placement that found no face in the tracked box detected again
 
 
 def run_job(job: KeyframeJob, config: RunConfig, detector: FaceDetector, fitter: Any,
@@ -99,6 +101,18 @@ def run_job(job: KeyframeJob, config: RunConfig, detector: FaceDetector, fitter:
     t0 = time.perf_counter()
     placement = fitter.placement(job.gray, face, job.t, job.frame, mesher)
     seconds["landmarks"] = time.perf_counter() - t0
+    if job.kind == "place" and placement[3] < config.landmarks.min_presence:
+        # the face mesh no longer sees a face in the tracked box: detect again in the same piece of work (what
+        # the frame after it would ask for), so that a face that left is let go after one lag, not two
+        t0 = time.perf_counter()
+        found = detector.track(job.image, job.prior)
+        seconds["detect"] = time.perf_counter() - t0
+        if found is None:
+            return KeyframeResult(None, face_t, None, seconds)
+        t0 = time.perf_counter()
+        placement = fitter.placement(job.gray, found, job.t, job.frame, mesher)
+        seconds["landmarks"] += time.perf_counter() - t0
+        return KeyframeResult(found, job.t, placement, seconds, redetected=True)
     return KeyframeResult(face, face_t, placement, seconds)
 
 

@@ -197,6 +197,9 @@ class FrameAnalyzer:
         # of the frame analysed last (None: a fresh start, which works on its own frame)
         self._pending: tuple[Any, Any, Any, Any] | None = None
         self._prev_t: float | None = None
+        #: lag the first frame's search too (live: the session's first frame is no slower than the others; its
+        #: rows have no face until the search's result is used); else the first frame works on itself
+        self.lag_first = False
 
     def reset(self) -> None:
         """Forget the tracked face and restart the stage clock (a new input)."""
@@ -260,7 +263,7 @@ class FrameAnalyzer:
             self.restore_tracking(None)
         prev, self._prev_t = self._prev_t, frame.timestamp_s
         lag = self.cfg.detect.keyframe_lag_ms
-        if (prev is not None and lag > 0 and (frame.timestamp_s - prev) * 1000.0 < lag
+        if (lag > 0 and (self.lag_first if prev is None else (frame.timestamp_s - prev) * 1000.0 < lag)
                 and hasattr(self.fitter, "placed_fit")):
             return self._analyze_lagged(frame, lag)
         if self._pending is not None:  # frames far apart again: the work in flight is used from this frame
@@ -375,10 +378,12 @@ class FrameAnalyzer:
         res = where.result(handle)
         for stage, dt in res.seconds.items():
             self.clock.add(stage, dt)
-        if job.kind == "place":
+        if job.kind == "place" and not res.redetected:
             if fitter is self.fitter:
                 fitter.adopt(res.placement)
             return
+        if res.redetected:
+            self.redetections += 1
         self._face, self._face_t = res.face, res.face_t
         if res.face is None:
             return
