@@ -235,8 +235,10 @@ def test_a_face_that_leaves_and_returns_gives_the_reference_rows(face_frames: li
     proc = run_cli("process", video, "-o", acc, "--workers", "2", "--stage", "accelerator", "--no-progress")
     assert proc.returncode == 0, proc.stderr
     assert (acc / "away.frames.csv").read_bytes() == (ref / "away.frames.csv").read_bytes()
-    face = [r["face"] for r in read_rows(acc / "away.frames.csv")]
-    assert face[90:130] == ["0"] * 40 and set(face[:90] + face[135:]) == {"1"}
+    face = "".join(r["face"] for r in read_rows(acc / "away.frames.csv"))
+    # at 500 FPS a keyframe's work is used 20 ms (10 frames) after its frame (eyeblink.runtime.keyframes): the face
+    # is let go within that lag plus one keyframe interval (10 frames) after it left, and found again within that
+    assert face[110:130] == "0" * 20 and set(face[:90] + face[150:]) == {"1"}, face
 
 
 @pytest.mark.slow
@@ -323,7 +325,9 @@ def test_live_keyframe_stage_tracks_the_face_across_its_chunks(tmp_path: Path) -
     s, rows = _live_stage(tmp_path, _cpu_preset(tmp_path, "live-keyframes", stage="accelerator"), "lids")
     assert s["parallel"]["detector"] == "accelerator stage" and s["settings"]["detect"]["detect_every"] == 10
     detected = sum(r["detected"] == "1" for r in rows)
-    assert 300 / 10 <= detected < 300 / 4, detected  # the keyframe policy (drift checks may add a few)
+    # the keyframe policy: every 10th frame (drift checks may add a few; at 500 FPS a keyframe waits while the last
+    # piece of keyframe work is in flight, eyeblink.runtime.keyframes, which may take a few away)
+    assert 300 / 12 <= detected < 300 / 4, detected
 
 
 @pytest.mark.slow

@@ -763,7 +763,6 @@ class _Run:
             if track:  # live: each worker tracks the face across its own chunks, no segment restarts
                 analyzer.segment_frames = None
                 analyzer.keyframes = beside_keyframes(self.cfg, fitters.values(), self.source)
-                analyzer.lag_first = analyzer.keyframes is not None
             self._worker_ready(wid)
             ring = self.ring  # None: forked before the ring existed; its first message names it
             fault = self.fault if self.fault is None or self.fault[0] != "slowstart" else None  # the stage's hook

@@ -197,9 +197,6 @@ class FrameAnalyzer:
         # of the frame analysed last (None: a fresh start, which works on its own frame)
         self._pending: tuple[Any, Any, Any, Any] | None = None
         self._prev_t: float | None = None
-        #: lag the first frame's search too (live: the session's first frame is no slower than the others; its
-        #: rows have no face until the search's result is used); else the first frame works on itself
-        self.lag_first = False
 
     def reset(self) -> None:
         """Forget the tracked face and restart the stage clock (a new input)."""
@@ -263,7 +260,8 @@ class FrameAnalyzer:
             self.restore_tracking(None)
         prev, self._prev_t = self._prev_t, frame.timestamp_s
         lag = self.cfg.detect.keyframe_lag_ms
-        if (lag > 0 and (self.lag_first if prev is None else (frame.timestamp_s - prev) * 1000.0 < lag)
+        if (lag > 0 and self.cfg.detect.detect_every > 1  # --detect-every 1: every frame its own detection
+                and prev is not None and (frame.timestamp_s - prev) * 1000.0 < lag
                 and hasattr(self.fitter, "placed_fit")):
             return self._analyze_lagged(frame, lag)
         if self._pending is not None:  # frames far apart again: the work in flight is used from this frame
@@ -358,7 +356,12 @@ class FrameAnalyzer:
         """Start keyframe work of ``kind`` on ``frame``."""
         face = None if kind == "search" else self._face
         fitter = self.fitter
-        reuse_ok = kind == "detect" and face is not None and fitter.reusable(face, frame.timestamp_s)  # type: ignore[attr-defined]
+        if self.cfg.points and getattr(fitter, "pose_wanted", True) is False:
+            fitter.pose_wanted = True  # the placement measures the head pose too (points.csv)
+        # the held placement serves a kept box only if it is still fresh when the result is used (else the job
+        # places too: one detection and one face mesh per keyframe, as without lagging)
+        reuse_ok = (kind == "detect" and face is not None
+                    and fitter.reusable(face, frame.timestamp_s + self.cfg.detect.keyframe_lag_ms / 1000.0))  # type: ignore[attr-defined]
         job = KeyframeJob(kind, frame.index, frame.timestamp_s, frame.image, frame.gray, face, self._face_t, hold,
                           reuse_ok)
         where = self.keyframes
