@@ -929,9 +929,10 @@ class LiveSession:
             assert self._pipe is not None and self._outdir is not None
             with session_locks(self._outdir, [source.name]):  # one writer per session, before the capture
                 with source:
-                    result, _ = self._pipe.run(source, self._outdir, tap=self.tap, signals=False,
-                                               started=self._started)
-                self._run_result = finish(result, self.cfg, self._analysis, report=self._report)
+                    result, run = self._pipe.run(source, self._outdir, tap=self.tap, signals=False,
+                                                 started=self._started)
+                # the run's config: with auto, the eye model it chose once the source's rate was known
+                self._run_result = finish(result, run.cfg, self._analysis, report=self._report)
         except BaseException as exc:
             if self._error is None:
                 self._error = exc

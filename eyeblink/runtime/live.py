@@ -41,7 +41,6 @@ tries) stops it with :class:`~eyeblink.sources.live.SourceLostError` (exit 4), r
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import os
@@ -59,9 +58,6 @@ import numpy as np
 from eyeblink.config import (
     LIVE_BATCH_FRAMES,
     LIVE_CHUNK_FRAMES,
-    LIVE_LANDMARKS,
-    LIVE_PRIORITIES,
-    OVERLOAD_POLICIES,
     LiveConfig,
 )
 from eyeblink.errors import ConfigError, EyeblinkError, VideoOpenError, WorkerError, warn
@@ -86,7 +82,7 @@ if TYPE_CHECKING:
     from eyeblink.sources.live import LiveSource
 
 __all__ = ["LIVE_BATCH_FRAMES", "LIVE_CHUNK_FRAMES", "LIVE_FRAME_COLUMNS", "LiveConfig", "LivePipeline",
-           "add_parser", "run"]
+           "finish", "open_file_view", "prepare", "resolve_eye_model"]
 
 log = logging.getLogger("eyeblink.live")
 
@@ -830,32 +826,38 @@ class _LiveRun(_Run):
                 signal.signal(s, h)
 
 
+def resolve_eye_model(config: RunConfig, live: LiveConfig) -> tuple[RunConfig, LiveConfig]:
+    """The live run's one eye model, settled before any model loads: the configs it returns name the same model,
+    or ``live.landmarks`` is ``auto`` (the run picks one of :data:`AUTO_LANDMARKS` when the source's rate is known,
+    :meth:`_LiveRun._choose`, and from then on keeps that choice's config). The accelerator stage runs the eye
+    model on the device: ``auto`` is the accurate one there, whatever the CPU cores. A model named in ``live``
+    (a :class:`LiveConfig` built by a program) is the run's."""
+    if live.landmarks == "auto" and config.detect.accelerator_stage:
+        live = replace(live, landmarks=AUTO_LANDMARKS[0])
+    if live.landmarks != "auto" and live.landmarks != config.landmarks.model:
+        config = replace(config, landmarks=replace(config.landmarks, model=live.landmarks))
+    return config, live
+
+
 class LivePipeline(ParallelPipeline):
     """The multiprocess pipeline with live defaults; :meth:`run` processes one live source."""
 
     def __init__(self, config: RunConfig, live: LiveConfig) -> None:
         """Load the models (before the source is opened: see :meth:`_LiveRun._start`).
 
-        With ``live.landmarks == "auto"`` both candidate models are loaded (:data:`AUTO_LANDMARKS`: a few
-        MB each) and the run picks one once the source's rate is known (:func:`choose_landmarks`); otherwise the
-        model of ``config.landmarks``.
+        The eye model of the two configs is made one first (:func:`resolve_eye_model`). With ``auto`` both
+        candidate models are loaded (:data:`AUTO_LANDMARKS`: a few MB each) and the run picks one once the
+        source's rate is known (:func:`choose_landmarks`); otherwise the model of ``config.landmarks``.
         """
-        from dataclasses import replace as _replace
-
         from eyeblink.runtime.pipeline import build_fitter
 
+        config, live = resolve_eye_model(config, live)
         self.live = live
         self.fitters: dict[str, Any] = {}
-        if live.landmarks == "auto" and config.detect.accelerator_stage:
-            # the accelerator stage runs the eye model on the device: the accurate one, whatever the CPU cores
-            live = _replace(live, landmarks=AUTO_LANDMARKS[0])
-            self.live = live
         if live.landmarks == "auto":
             for model in AUTO_LANDMARKS:
-                self.fitters[model] = build_fitter(_replace(config, landmarks=_replace(
+                self.fitters[model] = build_fitter(replace(config, landmarks=replace(
                     config.landmarks, model=model, model_path=None)))
-        elif live.landmarks != config.landmarks.model:
-            config = _replace(config, landmarks=_replace(config.landmarks, model=live.landmarks))
         super().__init__(config, live.parallel(None), fitter=self.fitters.get(AUTO_LANDMARKS[0]))
 
     def measure_host(self) -> HostCosts | None:
@@ -900,152 +902,21 @@ class LivePipeline(ParallelPipeline):
                 server.server_close()
 
 
-# ---------------------------------------------------------------------------- CLI
-
-
-def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
-    """The ``live`` subcommand."""
-    from eyeblink.sources.live import STREAM_SCHEMES
-
-    p = sub.add_parser(
-        "live", help="process a camera or network stream in real time (rows written as frames arrive)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Process a live feed as it arrives into <stem>.frames.csv (plus a `dropped` column), "
-                    "<stem>.blinks.csv and <stem>.summary.json. Ctrl-C or SIGTERM stops the capture, drains "
-                    "the pipeline, flushes every file and exits 0.",
-        epilog="SOURCE:\n  0, camera:0, /dev/video0     a V4L2 camera (OpenCV)\n"
-               f"  {'://, '.join(STREAM_SCHEMES)}://...\n"
-               "                               a network stream FFmpeg opens (PyAV, low-latency probing),\n"
-               "                               e.g. tcp://127.0.0.1:5000, udp://@:1234, rtsp://cam/stream\n"
-               "  basler:, basler:SERIAL       a Basler/GenICam camera (pip install 'eyeblink[basler]')")
-    p.add_argument("source", metavar="SOURCE", help="camera index, stream URL or basler:[SERIAL] (see below)")
-    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="output directory (created)")
-    p.add_argument("--name", metavar="STEM", default=None, help="output file stem (default: from the source)")
-    g = p.add_argument_group("real time")
-    g.add_argument("--on-overload", choices=OVERLOAD_POLICIES, default="drop",
-                   help="when the pipeline falls behind and the buffer is full: drop the frame (written as a "
-                        "gap row, dropped=1) or block the capture (the source backs up) (default: %(default)s)")
-    g.add_argument("--max-latency-ms", type=float, default=250.0, metavar="MS",
-                   help="with --on-overload drop, the latency bound: a frame still waiting half of MS "
-                        "milliseconds after it arrived is not analysed but written as a gap row (dropped=1), so that "
-                        "under overload the newest frames win; a row that still reaches the end of the pipeline "
-                        "more than MS after its frame arrived is written but not published (no LSL sample, no "
-                        "state) (default: %(default)s)")
-    g.add_argument("--buffer", type=float, default=1.0, metavar="S",
-                   help="frames buffered in shared memory, in seconds at the source's rate (default: %(default)s)")
-    g.add_argument("--no-adapt", action="store_true",
-                   help="never step down to cheaper settings (longer face-mesh reuse, fewer keyframes, a cheaper "
-                        "eye model) when frames drop or the backlog grows; by default each step is a warning line, "
-                        "a metric and a summary entry")
-    g.add_argument("--workers", type=int, default=0, metavar="N", help="worker processes (default: physical cores)")
-    g.add_argument("--chunk-frames", type=int, default=LIVE_CHUNK_FRAMES, metavar="N",
-                   help="frames dealt to one worker at a time; each worker keeps tracking the face across its "
-                        "chunks (default: %(default)s)")
-    g.add_argument("--batch-frames", type=int, default=LIVE_BATCH_FRAMES, metavar="N",
-                   help="frames per queue message (default: %(default)s)")
-    g.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds of capture")
-    g.add_argument("--priority", choices=LIVE_PRIORITIES, default="normal",
-                   help="run the capture and the frame path (sink, loader, workers) ahead of other programs: high "
-                        "(nice -10) or realtime (SCHED_RR); needs root, CAP_SYS_NICE or a ulimit that allows it, "
-                        "else one line says so and the run goes on (default: %(default)s)")
-    g.add_argument("--record", default=None, metavar="FILE",
-                   help="also keep the frames as received, with their timestamps, in FILE (.nut: raw gray, "
-                        "lossless), written by a thread of its own; `eyeblink process FILE` re-analyses them; an "
-                        "existing FILE is refused unless --overwrite")
-    g.add_argument("--overwrite", action="store_true", help="with --record: replace FILE if it exists")
-    g.add_argument("--report", action="store_true",
-                   help="at the end of the capture also write OUTDIR/<stem>.report.html (as `eyeblink report` "
-                        "does), with the eye crops of every blink kept during the capture")
-    s = p.add_argument_group("streams")
-    s.add_argument("--reconnect", type=int, default=0, metavar="N",
-                   help="reopen a stream that ends or fails up to N times (default: %(default)s)")
-    s.add_argument("--stream-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="an FFmpeg option for the stream (repeatable), e.g. rtsp_transport=tcp")
-    s.add_argument("--read-timeout", type=float, default=5.0, metavar="S",
-                   help="a stream silent this long is lost (default: %(default)s)")
-    lab = p.add_argument_group("lab programs: Lab Streaming Layer and the trial gate (docs: guides/lab-programs)")
-    lab.add_argument("--lsl", action="store_true",
-                     help="publish two LSL streams (pip install 'eyeblink[lsl]'): NAME, one sample per frame "
-                          "(openness_left, openness_right, closure, face, frame) stamped with the frame's capture "
-                          "time on LSL's clock, and NAME-markers (state:<state>, blink_start, blink_end, "
-                          "open_stable, prolonged_closure, face_lost, face_found)")
-    lab.add_argument("--lsl-name", default="eyeblink", metavar="NAME",
-                     help="name of the LSL sample stream; the marker stream is NAME-markers (default: %(default)s)")
-    lab.add_argument("--lsl-wait", type=float, default=0.0, metavar="S",
-                     help="before connecting the source, wait up to S seconds for an LSL inlet (e.g. LabRecorder) "
-                          "on the sample stream, so that it gets every sample (default: %(default)s, no wait)")
-    lab.add_argument("--gate-port", type=int, default=None, metavar="PORT",
-                     help="serve the eye state on tcp://127.0.0.1:PORT as JSON lines, one per state change and "
-                          "event (0 = any free port, printed at start; default: no socket)")
-    lab.add_argument("--stable-ms", type=float, default=200.0, metavar="MS",
-                     help="the open_stable event: the eye state open held for MS milliseconds of capture time "
-                          "(default: %(default)s)")
-    lab.add_argument("--max-age-ms", type=float, default=50.0, metavar="MS",
-                     help="freshness bound: no 'open' is reported about a frame received more than MS milliseconds "
-                          "ago; the gate and the markers say 'stale' instead, within MS of a stall "
-                          "(default: %(default)s)")
-    lab.add_argument("--settle-ms", type=float, default=10.0, metavar="MS",
-                     help="a new eye state is reported once it has lasted MS milliseconds of capture time "
-                          "(no single-frame flicker; 0: every change at once) (default: %(default)s)")
-    lab.add_argument("--face-lost-ms", type=float, default=200.0, metavar="MS",
-                     help="face_lost only after no face has been fitted for MS milliseconds; dropped frames "
-                          "never count (default: %(default)s)")
-    add_view_options(p)
-    m = p.add_argument_group("metrics (pip install 'eyeblink[metrics]')")
-    m.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
-                   help="serve Prometheus metrics on http://HOST:PORT/metrics (0 = any free port)")
-    m.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
-                   help="address the metrics server binds (default: %(default)s; 0.0.0.0 exposes it)")
-    from eyeblink.outputs.analysis import add_cli_options
-
-    add_cli_options(p)  # FEC calibration, trials, plots, NWB: done when the capture has ended, as in process
-    add_log_options(p)
-    add_run_options(p)
-    for action in p._actions:  # live mode also takes --landmarks auto, its default
-        if "--landmarks" in action.option_strings:
-            action.choices = LIVE_LANDMARKS
-            action.help = ("eye model: auto (default: lids when this machine runs it at the source's rate, else "
-                           "the cheaper of lids and mesh-ear, said in the first line; costs measured on this machine "
-                           "before the capture) or a model: "
-                           + ", ".join(LIVE_LANDMARKS[1:]))
-
-
-def add_view_options(p: Any) -> None:
-    """``--view``, ``--view-port``, ``--view-host`` (live and process)."""
-    v = p.add_argument_group("the browser view (docs: guides/live)")
-    v.add_argument("--view", action="store_true",
-                   help="serve the session's page while it runs: the newest frame with the face box, the closure "
-                        "trace of both eyes with the blinks, the gate's state, rate, drops and latency (URL printed "
-                        "at start; any number of tabs; a slow or closed browser never holds up a frame or a row)")
-    v.add_argument("--view-port", type=int, default=None, metavar="PORT",
-                   help="the page's port (implies --view; default: any free port)")
-    v.add_argument("--view-host", default=None, metavar="ADDR",
-                   help="serve the page on ADDR instead of 127.0.0.1 (implies --view), e.g. 0.0.0.0; the URL then "
-                        "carries a random token, required by every request")
-
-
-def view_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`LiveConfig` fields of ``--view``, ``--view-port`` and ``--view-host``."""
-    on = bool(args.view or args.view_port is not None or args.view_host is not None)
-    return {"view": on, "view_port": args.view_port or 0, "view_host": args.view_host or "127.0.0.1"}
-
-
 @contextlib.contextmanager
-def open_file_view(args: argparse.Namespace) -> Any:
-    """``process --view``: the page open for the whole run (None without ``--view``), closed at the end."""
-    settings = view_settings(args)
-    if not settings["view"]:
+def open_file_view(view: bool, view_port: int = 0, view_host: str = "127.0.0.1") -> Any:
+    """``process --view``: the page open for the whole run (None without ``view``), closed at the end."""
+    if not view:
         yield None
         return
     from eyeblink.runtime.view import ViewSink
 
-    view = ViewSink(port=settings["view_port"], host=settings["view_host"],
+    page = ViewSink(port=view_port, host=view_host,
                     announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
-    view.open(mode="file")
+    page.open(mode="file")
     try:
-        yield view
+        yield page
     finally:
-        view.close("all inputs processed")
+        page.close("all inputs processed")
 
 
 def prepare(spec: str, cfg: RunConfig, live: LiveConfig, *, name: str | None = None, stream: Any = None,
@@ -1092,70 +963,3 @@ def finish(result: RunResult, cfg: RunConfig, analysis: AnalysisOptions | None, 
 
         record_output(result, "report", write_report(result.outputs["frames"].parent / result.stem))
     return result
-
-
-def stream_options(items: list[str]) -> dict[str, str]:
-    """``--stream-option KEY=VALUE`` items as a dict."""
-    options: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--stream-option must be KEY=VALUE, got {item!r}")
-        options[key] = value
-    return options
-
-
-def live_config_from_args(args: argparse.Namespace, cfg: RunConfig) -> LiveConfig:
-    """The :class:`LiveConfig` of ``eyeblink live``'s flags."""
-    # no --landmarks and no model file (flag or preset): auto, the model this machine runs at the source's rate
-    auto = args.landmarks is None and cfg.landmarks.model_path is None
-    return LiveConfig(overload=args.on_overload, workers=args.workers, chunk_frames=args.chunk_frames,
-                      batch_frames=args.batch_frames, buffer_s=args.buffer, duration_s=args.duration,
-                      metrics_port=args.metrics_port, metrics_host=args.metrics_host,
-                      landmarks="auto" if auto else cfg.landmarks.model, lsl=args.lsl, lsl_name=args.lsl_name,
-                      lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms,
-                      max_age_ms=args.max_age_ms, settle_ms=args.settle_ms, face_lost_ms=args.face_lost_ms,
-                      max_latency_ms=args.max_latency_ms, record=args.record, overwrite=args.overwrite,
-                      adapt=not args.no_adapt, priority=args.priority, **view_settings(args))
-
-
-def run(args: argparse.Namespace, cfg: RunConfig) -> int:
-    """``eyeblink live``: open the source, run, print one line; the exit status."""
-    import sys
-
-    from eyeblink.outputs.analysis import options_from_args
-    from eyeblink.outputs.export import ensure_output_dir
-    from eyeblink.runtime.publish import LiveTap
-    from eyeblink.sources.live import StreamOptions
-
-    options = stream_options(args.stream_option)
-    live = live_config_from_args(args, cfg)  # every number in its range (config.LIVE_RANGES), as in the API
-    stream = StreamOptions(options=options, read_timeout_s=args.read_timeout, reconnect=args.reconnect)
-    outdir = ensure_output_dir(Path(args.output))
-    tap = LiveTap.from_config(live, cfg.blinks.max_blink_ms,
-                              announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
-    analysis = options_from_args(args)
-    pipe, source, cfg = prepare(args.source, cfg, live, name=args.name, report=args.report, analysis=analysis,
-                                tap=tap, stream=stream)
-    from eyeblink.outputs.lock import session_locks
-
-    with session_locks(outdir, [source.name]):  # one writer per session: before the capture connects
-        with source:
-            result, _ = pipe.run(source, outdir, tap=tap)
-        # the capture ended normally (end of stream, --duration, a signal): calibrate the session's FEC column
-        # and write trials, traces, plots and NWB as `process` does (a failed run keeps its provisional rows)
-        result = finish(result, cfg, analysis)
-    s = result.summary
-    lv = s.get("live", {})
-    t = s.get("timings", {})
-    p99 = t.get("latency_ms_p99")
-    processed = result.frames - (lv.get("frames_dropped") or 0)
-    print(f"{result.stem}: {lv.get('stop_reason')}; {lv.get('frames_in')} frames in, {processed} processed, "
-          f"{lv.get('frames_dropped')} dropped, face in {result.faces}, {len(result.blinks)} blinks, "
-          f"p99 latency {'-' if p99 is None else f'{p99:.0f} ms'} -> {result.outputs['frames'].parent}",
-          file=sys.stderr)
-    if args.report:
-        from eyeblink.outputs.report import write_report
-
-        print(f"{result.stem}: report {write_report(result.outputs['frames'].parent / result.stem)}", file=sys.stderr)
-    return 0
