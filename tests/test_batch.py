@@ -23,17 +23,15 @@ import pytest
 from eyeblink.config import DetectConfig, RunConfig
 from eyeblink.errors import ConfigError, InputNotFoundError
 from eyeblink.runtime.batch import (
-    ALIGN_FRAMES,
     FAULT_ENV,
     MANIFEST_NAME,
     BatchConfig,
-    FrameRange,
     Manifest,
     expand_inputs,
-    plan_chunks,
     run_batch,
     settings_hash,
 )
+from eyeblink.sources.chunking import ALIGN_FRAMES, ChunkSource, plan_chunks
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")
 
@@ -141,20 +139,20 @@ def test_manifest_ignores_torn_line_and_requires_outputs(tmp_path: Path) -> None
     assert m.done_keys(tmp_path) == {"k1"}
 
 
-def test_frame_range_renumbers_and_stops(tmp_path: Path) -> None:
+def test_chunk_source_renumbers_and_stops(tmp_path: Path) -> None:
     from conftest import write_video
 
     from eyeblink.sources.files import open_source
 
     path = write_video(tmp_path / "v.mkv", 20)
     with open_source(path) as src:
-        frames = list(FrameRange(src, 5, 9))
+        frames = list(ChunkSource(src, 5, 9))
     assert [f.index for f in frames] == [0, 1, 2, 3]
     assert [round(f.timestamp_s * 500) for f in frames] == [5, 6, 7, 8]
     with open_source(path) as src:
-        assert len(list(FrameRange(src, 16, None))) == 4
+        assert len(list(ChunkSource(src, 16, None))) == 4
     with pytest.raises(ConfigError, match="frame range"):
-        FrameRange(open_source(path), 5, 5)
+        ChunkSource(open_source(path), 5, 5)
 
 
 # --------------------------------------------------------------------------- real runs on a local Ray cluster

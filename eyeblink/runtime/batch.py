@@ -18,9 +18,10 @@ object store.
 
 **Chunks.** A video longer than ``chunk_s`` is split into time chunks so one recording can use many
 nodes. Chunk ``k`` is frames ``[start_k, end_k)``; borders are multiples of the tracking segment
-(:data:`ALIGN_FRAMES` = :data:`~eyeblink.runtime.pipeline.SEGMENT_FRAMES`), where every runtime restarts the
-keyframe policy, so a chunk's per-frame measurements (face box, eye points, openness, the eye patches) are those
-of an unsplit run. A chunk task runs only that per-frame stage and leaves its records in the staging folder
+(:data:`~eyeblink.sources.chunking.ALIGN_FRAMES` = :data:`~eyeblink.runtime.pipeline.SEGMENT_FRAMES`; the plan and
+a chunk's frame source are :mod:`eyeblink.sources.chunking`), where every runtime restarts the keyframe policy, so
+a chunk's per-frame measurements (face box, eye points, openness, the eye patches) are those of an unsplit run.
+A chunk task runs only that per-frame stage and leaves its records in the staging folder
 (:mod:`eyeblink.runtime.chunks`); once every chunk of the video is measured, the driver runs the session's sink
 (blink detector, closure, writers, summary) over all of them in frame order, exactly as ``process`` does: the
 rows and blinks are byte-identical to ``process``'s for any ``--chunk-s`` and ``--cpus-per-task``. The summary
@@ -72,12 +73,11 @@ from eyeblink import stopping
 from eyeblink.closing import Closing
 from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError, EyeblinkError, InputNotFoundError, MissingExtraError, WorkerError
+from eyeblink.sources.chunking import ALIGN_FRAMES, ChunkSource, plan_chunks
 from eyeblink.version import __version__
 
 if TYPE_CHECKING:
-    from eyeblink.frames import Frame
     from eyeblink.runtime.pipeline import FrameAnalyzer, RunResult
-    from eyeblink.sources.files import FrameSource
 
 __all__ = [
     "FAULT_ENV",
@@ -85,11 +85,9 @@ __all__ = [
     "BatchConfig",
     "BatchReport",
     "ChunkTask",
-    "FrameRange",
     "Manifest",
     "RetryableTaskError",
     "expand_inputs",
-    "plan_chunks",
     "run_batch",
     "run_chunk",
     "settings_hash",
@@ -101,9 +99,6 @@ FAULT_ENV = "EYEBLINK_TEST_BATCH_FAULT"
 MANIFEST_NAME = "eyeblink-batch.jsonl"
 #: Staging folder (inside OUTDIR) for chunk outputs until their video is merged.
 STAGING_NAME = ".eyeblink-batch"
-#: The tracking segment (:data:`eyeblink.runtime.pipeline.SEGMENT_FRAMES`, not imported: this module stays light): chunk
-#: borders are multiples of it so per-frame rows are identical to an unsplit run.
-ALIGN_FRAMES = 128
 
 
 class RetryableTaskError(EyeblinkError):
@@ -306,47 +301,6 @@ def _line(record: dict[str, Any]) -> str:
 # ----------------------------------------------------------------------------------------- chunks
 
 
-class FrameRange(Closing):
-    """Frames ``[lo, hi)`` of another source, renumbered from 0 (the merge shifts them back by ``lo``).
-
-    Frames before ``lo`` are decoded and dropped (decode order defines the frame number, so a seek
-    could not tell which frame it landed on); iteration stops at ``hi`` and closes the inner source.
-    Timestamps are the container's, unchanged. ``hi = None``: to the end of the video (the last
-    chunk; the inner source's truncation check then runs as in ``process``).
-    """
-
-    def __init__(self, inner: FrameSource, lo: int, hi: int | None) -> None:
-        if lo < 0 or (hi is not None and hi <= lo):
-            raise ConfigError(f"frame range [{lo}, {hi}) is empty or negative; lo must be >= 0 and < hi")
-        self.inner, self.lo, self.hi = inner, lo, hi
-        self.path, self.name = inner.path, inner.name
-        self.nominal_fps = inner.nominal_fps
-        hint = inner.frame_count_hint
-        end = hi if hi is not None else hint
-        self.frame_count_hint = None if end is None else max(0, end - lo)
-        self.width, self.height = inner.width, inner.height
-
-    def __iter__(self) -> Iterator[Frame]:
-        from eyeblink.frames import Frame
-
-        it = iter(self.inner)
-        with contextlib.closing(it):  # type: ignore[type-var]
-            for f in it:
-                if f.index < self.lo:
-                    continue
-                if self.hi is not None and f.index >= self.hi:
-                    break
-                yield Frame(f.index - self.lo, f.timestamp_s, f.image)
-
-    def describe(self) -> dict[str, Any]:
-        info = dict(self.inner.describe())
-        info["frame_range"] = [self.lo, self.hi]
-        return info
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 def gpu_task_config(config: RunConfig) -> RunConfig:
     """The run config of a GPU task (``--gpus-per-task`` > 0): a GPU backend the config names is kept; otherwise
     the ``gpu`` preset's choice, the first of JAX and TensorFlow installed here (the nodes run this environment)."""
@@ -355,26 +309,6 @@ def gpu_task_config(config: RunConfig) -> RunConfig:
     if config.detect.backend in {b.value for b in GPU_BACKENDS}:
         return config
     return config.with_overrides("detect", backend=first_installed_backend([b.value for b in GPU_BACKENDS]))
-
-
-def _align_up(n: int, step: int = ALIGN_FRAMES) -> int:
-    return -(-n // step) * step
-
-
-def plan_chunks(frames: int | None, fps: float | None, chunk_s: float) -> list[tuple[int, int | None]]:
-    """Chunks of a video as ``(start, end)``: frames ``[start, end)``, ``end`` None meaning "to the end of the video".
-
-    One chunk ``(0, None)`` when the length or rate is unknown, splitting is off (``chunk_s == 0``) or the video
-    is not longer than one and a half chunks. Borders are multiples of :data:`ALIGN_FRAMES` (whole tracking
-    segments); a remainder shorter than half a chunk joins the previous chunk.
-    """
-    if not frames or not fps or chunk_s <= 0:
-        return [(0, None)]
-    size = _align_up(max(1, round(chunk_s * fps)))
-    starts = list(range(0, frames, size))
-    if len(starts) > 1 and frames - starts[-1] < size / 2:
-        starts.pop()
-    return [(s, starts[i + 1] if i + 1 < len(starts) else None) for i, s in enumerate(starts)]
 
 
 @dataclass(frozen=True)
@@ -432,7 +366,7 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
             from eyeblink.runtime.chunks import measure_chunk
 
             with open_source(task.path, fps=cfg.fps) as src:
-                chunk: Any = FrameRange(src, task.start, task.end)  # a FrameSource's face, frames numbered from 0
+                chunk: Any = ChunkSource(src, task.start, task.end)  # a FrameSource's face, frames numbered from 0
                 meta = measure_chunk(chunk, task.staging, cfg, task.workers)
             return {"status": "done", "stem": task.stem, "index": task.index, "frames": int(meta["frames"]),
                     "blinks": None, "wall_s": time.perf_counter() - started, "damaged_packets": 0,
