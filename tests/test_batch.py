@@ -506,7 +506,7 @@ def test_short_videos_share_a_task_that_keeps_its_processes(archive: dict[str, P
 def test_rays_failure_messages_become_one_line_each() -> None:
     """What Ray's driver printed (dozens of lines) when a worker node's raylet was SIGKILLed during a batch: one
     line for the lost node (once, however often Ray repeats it), one per retried task, nothing for the dump."""
-    from eyeblink.runtime.batch import _RayMessages
+    from eyeblink.runtime.raycluster import RayMessages
 
     node = "f1eb36146c3a78d1508fc1db6909bd7a16f41d5c5a598e152861dd7d"
     dump = ("Raylet is terminated. Termination is unexpected. Possible reasons include: (1) SIGKILL by the user "
@@ -515,7 +515,7 @@ def test_rays_failure_messages_become_one_line_each() -> None:
              f"because the node it was running on is dead or unavailable. Node IP: 192.0.2.2, node ID: {node}.")
     dead = (f"The node with node id: {node} and address: 192.0.2.2 and node name: 192.0.2.2 has been marked dead "
             "because the detector has missed too many heartbeats from it.")
-    m = _RayMessages()
+    m = RayMessages()
     try:
         lines = [m.line(text) for text in (dump, retry, dead, dump, dead, "Something else\nand its details")]
     finally:

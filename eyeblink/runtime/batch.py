@@ -35,7 +35,7 @@ one CPU each, which load the models once and keep them for every group they run.
 
 **Manifest.** ``OUTDIR/eyeblink-batch.jsonl``, one JSON object per input (done or failed; its latest
 run), appended and fsynced by the driver only, and compacted to one line per input when a batch starts
-and ends (see :class:`Manifest`). A rerun skips a video when a
+and ends (see :class:`~eyeblink.outputs.manifest.Manifest`). A rerun skips a video when a
 ``done`` line has the same key (absolute input path, size, mtime in ns, settings hash) and its
 three output files exist; failed videos are tried again (a changed file has a new key anyway).
 
@@ -56,14 +56,12 @@ failure and Ray's retry are exercised; nothing else reads it.
 from __future__ import annotations
 
 import contextlib
-import glob
-import hashlib
 import json
 import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -72,8 +70,11 @@ from typing import TYPE_CHECKING, Any
 from eyeblink import stopping
 from eyeblink.closing import Closing
 from eyeblink.config import RunConfig
-from eyeblink.errors import ConfigError, EyeblinkError, InputNotFoundError, MissingExtraError, WorkerError
+from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
+from eyeblink.outputs.manifest import MANIFEST_NAME, Manifest, input_key, settings_hash
+from eyeblink.runtime import raycluster
 from eyeblink.sources.chunking import ALIGN_FRAMES, ChunkSource, plan_chunks
+from eyeblink.sources.inputs import expand_inputs
 from eyeblink.version import __version__
 
 if TYPE_CHECKING:
@@ -95,8 +96,6 @@ __all__ = [
 
 #: Environment variable of the fault-injection test hook (see the module docstring).
 FAULT_ENV = "EYEBLINK_TEST_BATCH_FAULT"
-#: The manifest's file name inside OUTDIR.
-MANIFEST_NAME = "eyeblink-batch.jsonl"
 #: Staging folder (inside OUTDIR) for chunk outputs until their video is merged.
 STAGING_NAME = ".eyeblink-batch"
 
@@ -142,160 +141,6 @@ class BatchConfig:
             raise ConfigError(f"--max-retries must be >= 0, got {self.max_retries}")
         if self.local_cpus is not None and self.local_cpus < 1:
             raise ConfigError(f"--local-cpus must be >= 1, got {self.local_cpus}")
-
-
-
-# ----------------------------------------------------------------------------------------- inputs
-
-
-def expand_inputs(items: Sequence[str]) -> list[Path]:
-    """Paths from glob patterns (``**`` recurses), directories (their videos, recursively), video
-    paths and ``@LIST`` files (one path or pattern per line, ``#`` comments, relative to the list).
-
-    Order is kept, duplicates dropped. A pattern or list that matches nothing is an error.
-    """
-    from eyeblink.sources.files import VIDEO_SUFFIXES
-
-    out: list[Path] = []
-    seen: set[Path] = set()
-
-    def add(p: Path) -> None:
-        key = p.resolve()
-        if key not in seen:
-            seen.add(key)
-            out.append(p)
-
-    def add_all(paths: list[Path], nothing: str) -> None:
-        """Every one of ``paths``; none is an error saying ``nothing``."""
-        if not paths:
-            raise InputNotFoundError(nothing)
-        for q in paths:
-            add(q)
-
-    def one(item: str, base: Path | None) -> None:
-        text = item.strip()
-        if text.startswith("@"):
-            lst = Path(text[1:])
-            if base is not None and not lst.is_absolute():
-                lst = base / lst
-            if not lst.is_file():
-                raise InputNotFoundError(f"list file not found: {lst} — give @FILE with one video path per line")
-            lines = [ln.strip() for ln in lst.read_text(encoding="utf-8").splitlines()]
-            entries = [ln for ln in lines if ln and not ln.startswith("#")]
-            if not entries:
-                raise InputNotFoundError(f"list file {lst} names no video; put one path per line")
-            for ln in entries:
-                one(ln, lst.parent)
-            return
-        p = Path(text)
-        if base is not None and not p.is_absolute():
-            p = base / p
-        if glob.has_magic(str(p)):
-            matches = sorted(Path(m) for m in glob.glob(str(p), recursive=True))
-            add_all([m for m in matches if m.is_file()], f"pattern {text!r} matches no file — check the pattern "
-                    "(quote it so the shell does not expand it)")
-        elif p.is_dir():
-            add_all(sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() in VIDEO_SUFFIXES),
-                    f"folder {p} holds no video ({', '.join(VIDEO_SUFFIXES[:4])}, ...); give video files, a "
-                    "pattern or @LIST")
-        elif p.is_file():
-            add(p)
-        else:
-            raise InputNotFoundError(f"input not found: {p} — check the path")
-
-    for item in items:
-        one(item, None)
-    return out
-
-
-# ----------------------------------------------------------------------------------------- settings, manifest
-
-
-def settings_hash(config: RunConfig) -> str:
-    """16 hex digits over everything that changes the outputs: the run config and eyeblink's version.
-
-    Scheduling settings (CPUs per task, chunk length) are left out: they do not change the results; so is
-    ``eye_crops`` (``--report``: an extra file beside the same rows).
-    """
-    cfg = config.to_dict()
-    cfg.pop("eye_crops", None)
-    blob = json.dumps({"config": cfg, "eyeblink": __version__}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
-
-
-def input_key(path: Path, settings: str) -> tuple[str, dict[str, Any]]:
-    """(key, identity) of one input: absolute path + size + mtime (ns) + settings hash."""
-    st = path.stat()
-    ident = {"input": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "settings": settings}
-    key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode("utf-8")).hexdigest()[:24]
-    return key, ident
-
-
-class Manifest:
-    """``OUTDIR/eyeblink-batch.jsonl``: one JSON line per finished video; the driver is the only writer.
-
-    Line fields: ``key`` (sha256 of the identity below), ``input`` (absolute path), ``size``,
-    ``mtime_ns``, ``settings`` (:func:`settings_hash`), ``stem``, ``status`` (``done`` | ``failed``),
-    ``error`` (the one-line message, failed only), ``frames``, ``blinks``, ``chunks``, ``wall_s``
-    (task seconds, summed over chunks), ``damaged_packets`` (undecodable packets skipped, done only),
-    ``finished`` (ISO 8601 UTC), ``eyeblink`` (version). Lines are appended and fsynced one by one, so a
-    crash loses at most the line being written; an unreadable (torn) line is ignored on reading. A rerun's
-    line of an input replaces the earlier ones (:meth:`compact`): one line per input.
-    """
-
-    def __init__(self, outdir: Path) -> None:
-        self.path = outdir / MANIFEST_NAME
-
-    def records(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        out = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError):
-                rec = json.loads(line)
-                if isinstance(rec, dict) and "key" in rec:
-                    out.append(rec)
-        return out
-
-    def done_keys(self, outdir: Path) -> set[str]:
-        """Keys of videos whose last line says ``done`` and whose three output files exist."""
-        last: dict[str, dict[str, Any]] = {}
-        for rec in self.records():
-            last[rec["key"]] = rec
-        done = set()
-        for key, rec in last.items():
-            stem = rec.get("stem", "")
-            if rec.get("status") == "done" and all(
-                    (outdir / f"{stem}.{kind}").is_file() for kind in ("frames.csv", "blinks.csv", "summary.json")):
-                done.add(key)
-        return done
-
-    def compact(self) -> None:
-        """Rewrite the manifest with one line per input (its latest), atomically: a rerun's lines replace the
-        earlier run's lines of the same inputs instead of adding to them. Called when a batch starts (after a
-        killed run) and when it ends; in between, lines are appended (crash-safe)."""
-        from eyeblink.outputs.export import write_text_atomic
-
-        records = self.records()
-        latest: dict[str, dict[str, Any]] = {}
-        for rec in records:
-            latest.pop(str(rec.get("input", rec["key"])), None)  # re-inserted: the order of the latest lines
-            latest[str(rec.get("input", rec["key"]))] = rec
-        if len(latest) == len(records) and (not self.path.exists() or
-                                            self.path.read_text(encoding="utf-8").count("\n") == len(records)):
-            return  # nothing to drop (no duplicate, no torn line)
-        write_text_atomic(self.path, "".join(_line(rec) for rec in latest.values()))
-
-    def append(self, record: dict[str, Any]) -> None:
-        line = _line(record)
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
-
-
-def _line(record: dict[str, Any]) -> str:
-    return json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n"
 
 
 # ----------------------------------------------------------------------------------------- chunks
@@ -568,15 +413,6 @@ class _Video:
     frames: int | None = None  # the probe's frame count (None: unknown)
 
 
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise MissingExtraError("eyeblink batch needs Ray, which is not installed; "
-                                "pip install 'eyeblink[ray]' (or pip install 'ray[default]')") from None
-    return ray
-
-
 def _preflight(config: RunConfig, outdir: Path, gpu: bool) -> None:
     """Fail before any task on what would fail every task: the output folder, the models (CPU runs)."""
     from eyeblink.outputs.export import ensure_output_dir
@@ -615,7 +451,7 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     output_plan(paths, out).check()  # no output is an input (eyeblink.outputs.paths)
     with session_locks(out, [stem_of(p) for p in paths]):  # one writer per session, before any work
         _preflight(config, out, gpu)
-        ray = _import_ray()
+        ray = raycluster.import_ray()
         return _run_locked(paths, out, config, bc, gpu, ray, on_video)
 
 
@@ -674,14 +510,14 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
                    for i, (s, e) in enumerate(plan)]
 
     started_here = False
-    quiet = _ray_notices_silenced()
-    messages = _RayMessages()  # a lost node, a retried task: one line each; Ray's own dumps go to the log
-    handlers = _python_signal_handlers()
+    quiet = raycluster.notices_silenced()
+    messages = raycluster.RayMessages()  # a lost node, a retried task: one line each; Ray's own dumps go to the log
+    handlers = raycluster.python_signal_handlers()
     hold = stopping.held()  # a stop while Ray starts: raised once it has, in the try below that shuts it down
     try:
-        with _ray_keeps_the_sigterm_handler(ray):
+        with raycluster.keeps_the_sigterm_handler(ray):
             if bc.address:
-                _join(ray, bc.address)
+                raycluster.join(ray, bc.address)
                 started_here = True
             elif not ray.is_initialized():
                 ray.init(num_cpus=bc.local_cpus, include_dashboard=False, configure_logging=False,
@@ -690,7 +526,7 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
     except BaseException:
         hold.release(raise_stop=False)
         raise
-    _restore_signal_handlers(handlers)  # ray.init installs a C++ SIGTERM handler that dumps a stack and exits 1
+    raycluster.restore_signal_handlers(handlers)  # ray.init installs a C++ SIGTERM handler (a stack dump, exit 1)
     actors: _ShortActors | None = None
     try:
         hold.release()
@@ -834,56 +670,6 @@ class _ShortActors(Closing):
             self._end(actor)
 
 
-def _join(ray: Any, address: str) -> None:
-    """``ray.init`` of the cluster at ``address``; a cluster that cannot be joined is a one-line
-    :class:`~eyeblink.errors.ConfigError` naming the likely fix (Ray raises a chain of tracebacks)."""
-    try:
-        ray.init(address=address, configure_logging=False, log_to_driver=False)
-    except (ConnectionError, RuntimeError, ray.exceptions.RayError) as exc:
-        text = " ".join(str(e) for e in (exc, exc.__cause__, exc.__context__) if e is not None)
-        if "InvalidAuthToken" in text or "uthentication" in text:
-            mode = os.environ.get("RAY_AUTH_MODE", "not set")
-            raise ConfigError(f"cannot join the Ray cluster at {address}: it asks for an authentication token "
-                              f"(RAY_AUTH_MODE is {mode}); export RAY_AUTH_MODE=token and give this machine the "
-                              "head's token (~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)") from None
-        raise ConfigError(f"cannot join the Ray cluster at {address} ({str(exc).splitlines()[0][:200]}); check the "
-                          "address (ray start --head prints it) and that the head is running") from None
-
-
-def _python_signal_handlers() -> dict[int, Any]:
-    import signal
-
-    return {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-
-@contextlib.contextmanager
-def _ray_keeps_the_sigterm_handler(ray: Any) -> Iterator[None]:
-    """``ray.init`` without its SIGTERM handler (``sys.exit(15)``: a stop while Ray starts would end the batch with
-    exit status 15 and no summary): eyeblink's stays (:mod:`eyeblink.stopping`, held while Ray starts)."""
-    utils: Any = getattr(getattr(ray, "_private", None), "utils", None)
-    original = getattr(utils, "set_sigterm_handler", None)
-    if utils is None or original is None:
-        yield
-        return
-    utils.set_sigterm_handler = lambda _handler: None
-    try:
-        yield
-    finally:
-        utils.set_sigterm_handler = original
-
-
-def _restore_signal_handlers(handlers: dict[int, Any]) -> None:
-    """Put back the Python handlers (``eyeblink`` treats SIGTERM as Ctrl-C) that ``ray.init`` replaced."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for sig, handler in handlers.items():
-        if handler is not None:  # again at the OS level too: a C++ handler is invisible to getsignal
-            signal.signal(sig, handler)
-
-
 def _mark_interrupted(videos: Iterable[_Video]) -> None:
     """The summaries of videos whose tasks were still running say ``interrupted`` (not ``running``); their rows
     so far stay on disk, no manifest line is written, so the next run of the batch processes them again."""
@@ -902,96 +688,6 @@ def _mark_interrupted(videos: Iterable[_Video]) -> None:
                            error=f"{stopping.reason()}: the batch stopped; run it again to process this video")
             with contextlib.suppress(EyeblinkError):
                 write_text_atomic(path, json.dumps(summary, indent=2) + "\n")
-
-
-class _RayLogLevel(Closing):
-    """The ``ray`` logger's level while a batch runs; :meth:`close` restores it."""
-
-    def __init__(self, level: int | None) -> None:
-        import logging
-
-        self.logger = logging.getLogger("ray")
-        self.saved = self.logger.level
-        if level is not None:
-            self.logger.setLevel(level)
-
-    def close(self) -> None:
-        self.logger.setLevel(self.saved)
-
-
-class _RayMessages(Closing):
-    """What a Ray cluster tells the driver about its failures, as the user should read it.
-
-    Ray's driver prints every error the cluster publishes (``ray._private.worker.listen_error_messages``) to
-    stdout: a dead raylet's last 20 log lines of internal state, the node's death, each retried task, dozens of
-    lines per lost node. While a batch runs, each such message goes whole to the ``eyeblink.ray`` logger (the
-    ``--log-file``, at INFO) and, on stderr, becomes one line: ``node ... lost`` once per node, ``a task was
-    lost with its node; retrying it`` per retried task, and the first line of anything else. :meth:`close`
-    puts Ray's printer back. (A private hook of Ray's driver: when it is not there, Ray prints as before.)
-    """
-
-    def __init__(self) -> None:
-        import logging
-
-        self.log = logging.getLogger("eyeblink.ray")
-        self.nodes: set[str] = set()
-        module: Any = sys.modules.get("ray._private.worker")
-        self.module = module
-        self.saved = getattr(module, "print_to_stdstream", None)
-        if self.saved is not None:
-            module.print_to_stdstream = self._print
-
-    def _print(self, data: dict[str, Any], ignore_prefix: bool = False) -> None:
-        if data.get("pid") != "raylet":  # a worker's own output (log_to_driver): Ray's printer
-            assert self.saved is not None
-            self.saved(data, ignore_prefix)
-            return
-        for text in data.get("lines") or []:
-            self.log.info("ray: %s", text)
-            line = self.line(str(text))
-            if line:
-                print(f"eyeblink: batch: {line}", file=sys.stderr, flush=True)
-
-    def line(self, text: str) -> str | None:
-        """The one line (or none) the user sees for Ray's message ``text``."""
-        import re
-
-        node = re.search(r"node[ _]id[:=]? ?([0-9a-f]{8})[0-9a-f]*", text, re.IGNORECASE)
-        node_id = node.group(1) if node else None
-        address = re.search(r"address:? ([0-9.]+)", text)
-        if "Raylet is terminated" in text:
-            return None  # the node's death follows, with its id (once per node, below)
-        if "marked dead" in text:
-            if node_id in self.nodes:
-                return None
-            self.nodes.add(node_id or "?")
-            where = f" {address.group(1)}" if address else ""
-            return (f"node{where} ({node_id or 'unknown id'}) lost; its tasks are retried on the other nodes "
-                    "(details in the --log-file)")
-        if "will be retried" in text:
-            left = re.search(r"There (?:are|is) (\d+) retr", text)
-            return (f"a task was lost with its node ({node_id or 'unknown'}); retrying it"
-                    + (f" ({left.group(1)} retries left)" if left else ""))
-        first = text.strip().splitlines()[0] if text.strip() else ""
-        return first[:200] or None
-
-    def close(self) -> None:
-        module: Any = self.module
-        if self.saved is not None and module is not None:
-            module.print_to_stdstream = self.saved
-            self.saved = None
-
-
-def _ray_notices_silenced() -> _RayLogLevel:
-    """Keep Ray's notices (e.g. "Token authentication is enabled for this Ray cluster ...", logged at
-    WARNING by ``ray.init`` on a new local cluster) off stderr below ``--log-level info``, as the TFLite
-    runtime's INFO line is (``detect.litert.native_info_silenced``): a user error stays one line. Ray's own
-    errors still show."""
-    import logging
-
-    if logging.getLogger("eyeblink").getEffectiveLevel() <= logging.INFO:
-        return _RayLogLevel(None)
-    return _RayLogLevel(logging.ERROR)
 
 
 def _progress_bar(enabled: bool, total: int | None, tasks: int) -> Any:
