@@ -457,7 +457,7 @@ def check_worker_count(requested: int | None) -> None:
         raise ConfigError(f"--workers {requested} is out of range: use 0 or 1 (one process) up to {cap} "
                           f"(4 x the {cpus} CPUs here), or leave it out for one per physical core")
 
-#: ``--landmarks`` in live mode: a model, or ``auto`` (the default; see :func:`choose_landmarks`)
+#: ``--landmarks`` in live mode: a model, or ``auto`` (the default; :func:`eyeblink.runtime.choose.choose_landmarks`)
 LIVE_LANDMARKS = ("auto", *LANDMARK_MODELS)
 
 

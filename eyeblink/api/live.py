@@ -1,6 +1,6 @@
 """``eyeblink.live``: a camera or a stream in real time, as a context manager that yields rows, blinks and
 state changes (:class:`LiveSession`); ``eyeblink live`` and :func:`live` share
-:func:`eyeblink.runtime.live.prepare` and ``finish``.
+:func:`eyeblink.runtime.capture.prepare` and ``finish``.
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ class LiveSession:
 
     def _main(self, source: Any) -> None:
         from eyeblink.outputs.lock import session_locks
-        from eyeblink.runtime.live import finish
+        from eyeblink.runtime.capture import finish
 
         try:
             assert self._pipe is not None and self._outdir is not None
@@ -239,7 +239,7 @@ class LiveSession:
 
     def __enter__(self) -> LiveSession:
         from eyeblink.outputs.export import ensure_output_dir
-        from eyeblink.runtime.live import prepare
+        from eyeblink.runtime.capture import prepare
 
         if self.output is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="eyeblink-live-")

@@ -2,7 +2,7 @@
 
 The eye model is settled here once, before anything loads (:func:`live_config`): ``--landmarks auto`` (live's
 default) is ``auto`` in :class:`~eyeblink.config.LiveConfig`, and the run picks the model when the source's rate
-is known (:func:`eyeblink.runtime.live.choose_landmarks`); a model named here is the one of both configs.
+is known (:func:`eyeblink.runtime.choose.choose_landmarks`); a model named here is the one of both configs.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def cmd_live(args: argparse.Namespace) -> int:
     """``eyeblink live``: open the source, run, print one line; the exit status."""
     from eyeblink.api import check_workers
     from eyeblink.outputs.export import ensure_output_dir
-    from eyeblink.runtime.live import finish, prepare
+    from eyeblink.runtime.capture import finish, prepare
     from eyeblink.runtime.publish import LiveTap
     from eyeblink.sources.live import StreamOptions
 

@@ -28,8 +28,8 @@ for a whole chunk (files: contiguous chunks of 128, throughput first). The worke
 before the source is connected and the ring (``--buffer`` seconds of frames, which absorbs a hiccup
 of the machine without dropping) is reserved and faulted in meanwhile (:meth:`_LiveRun._start`).
 ``--landmarks auto`` (the default) picks the landmark model the machine can run at the source's
-rate (:func:`choose_landmarks`), from costs measured on this machine before the capture starts
-(:mod:`eyeblink.runtime.host`). During the run the sink steps down a ladder of cheaper settings when frames
+rate (:func:`~eyeblink.runtime.choose.choose_landmarks`), from costs measured on this machine before the capture
+starts (:mod:`eyeblink.runtime.host`). During the run the sink steps down a ladder of cheaper settings when frames
 drop or the backlog grows, and back up when headroom returns (:mod:`eyeblink.runtime.adapt`): each step is a
 warning line, a metric and a ``summary.json`` entry.
 
@@ -61,8 +61,8 @@ from eyeblink.config import (
     LiveConfig,
 )
 from eyeblink.errors import ConfigError, EyeblinkError, VideoOpenError, WorkerError, warn
-from eyeblink.outputs.analysis import AnalysisOptions
 from eyeblink.outputs.export import FRAME_COLUMNS, ResultWriter, _CsvStream
+from eyeblink.runtime.choose import AUTO_LANDMARKS, choose_dealt_workers, choose_landmarks, resolve_eye_model
 from eyeblink.runtime.hops import HopRecord
 from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
 from eyeblink.runtime.parallel import _POLL_S, ParallelPipeline, _Batcher, _Run, _Stop
@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     from eyeblink.sources.live import LiveSource
 
 __all__ = ["LIVE_BATCH_FRAMES", "LIVE_CHUNK_FRAMES", "LIVE_FRAME_COLUMNS", "LiveConfig", "LivePipeline",
-           "finish", "open_file_view", "prepare", "resolve_eye_model"]
+           "open_file_view"]
 
 log = logging.getLogger("eyeblink.live")
 
@@ -98,16 +98,6 @@ LIVE_FRAME_COLUMN_DOCS: dict[str, tuple[str, str]] = {
 PREFAULT_SLOTS = 64
 #: warm-up frames the blink detector re-judges per new frame (BlinkDetector rescan_per_frame)
 LIVE_RESCAN_PER_FRAME = 25
-#: the live pipeline keeps its cores at most this busy (30% headroom): above it, queueing makes the latency
-#: tail grow fast
-LIVE_MAX_LOAD = 0.7
-#: with the default ``--workers``, all frames go to one worker while its networks need at most this share of a
-#: core at the source's rate (see :func:`choose_dealt_workers`)
-LIVE_ONE_WORKER_LOAD = 0.6
-#: ``--landmarks auto`` candidates, first choice first (Apache-2.0 models only): ``lids`` is as accurate as
-#: ``mesh`` on people it never saw at about half the cost; ``mesh-ear`` is the fallback where ``lids`` cannot
-#: hold the rate (its face mesh on every frame is cheaper than the lids' mesh only at low rates).
-AUTO_LANDMARKS = ("lids", "mesh-ear")
 #: rungs of the cost ladder at most (eyeblink.runtime.adapt)
 MAX_RUNGS = 8
 #: the accelerator stage's largest batch compiled before a live capture starts (see _LiveRun.warm_batch)
@@ -150,63 +140,6 @@ def die_with_parent(parent_pid: int) -> None:
             libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
     if os.getppid() != parent_pid:
         os._exit(1)
-
-
-def choose_landmarks(fps: float | None, cores: int, mesh_reuse_ms: float = 20.0, *, costs: HostCosts | None = None,
-                     detect_every: int = 10, candidates: tuple[str, ...] = AUTO_LANDMARKS) -> tuple[str, str, bool]:
-    """``--landmarks auto``: the first of ``candidates`` that ``cores`` run at ``fps`` in real time.
-
-    Real time needs ``fps x frame_ms`` of CPU at most ``LIVE_MAX_LOAD`` of the cores, ``frame_ms`` being the
-    per-frame cost on this machine (:meth:`HostCosts.frame_ms`: the fit with its face mesh reused for
-    ``mesh_reuse_ms``, BlazeFace every ``detect_every`` frames, the decode and a fixed overhead) from
-    ``costs`` measured before the capture (:func:`eyeblink.runtime.host.measure_costs`), or the registry's
-    constants when there are none. When none fits, the cheapest at this rate, and the reason says that it
-    cannot hold the rate. An unknown rate counts as 500 FPS. Returns (model, reason, holds the rate).
-    """
-    from eyeblink.runtime.host import registry_costs
-
-    rate = fps if fps and fps > 0 else 500.0
-    if costs is None:
-        costs = registry_costs(candidates, "not measured")
-    usable = [m for m in candidates if m in costs.fit_ms] or list(candidates)
-
-    def need(model: str) -> float:
-        return costs.cores_needed(model, rate, mesh_reuse_ms=mesh_reuse_ms, detect_every=detect_every,
-                                  max_load=LIVE_MAX_LOAD)
-
-    where = costs.describe(usable)
-    for model in usable:
-        if need(model) <= cores:
-            return model, (f"{model}: {rate:g} FPS needs ~{need(model):.1f} of the {cores} cores at most "
-                           f"{LIVE_MAX_LOAD:.0%} busy; {where}"), True
-    model = min(usable, key=need)
-    return model, (f"{model} CANNOT hold {rate:g} FPS here: it needs ~{need(model):.1f} cores at most "
-                   f"{LIVE_MAX_LOAD:.0%} busy, this machine has {cores}; frames will be dropped (lower the "
-                   f"camera's rate, or use a machine with more cores); {where}"), False
-
-
-def choose_dealt_workers(costs: HostCosts | None, model: str, fps: float | None, *, workers: int, asked: int,
-                         mesh_reuse_ms: float, detect_every: int) -> tuple[int, str]:
-    """How many of the ``workers`` forked get frames, and why.
-
-    Each worker tracks the face over its own frames, so each runs its own keyframes and its own face-mesh refits
-    (every ``mesh_reuse_ms`` of capture time): two workers run the face mesh twice as often as one, and on two
-    cores four busy processes (sink, loader, two workers) wait for each other's cores. So with the default
-    (``asked`` 0) all frames go to one worker while its networks, measured on this machine before the capture
-    (:class:`~eyeblink.runtime.host.HostCosts`: the fit with its mesh reused, a keyframe every ``detect_every``
-    frames), need at most :data:`LIVE_ONE_WORKER_LOAD` of a core at ``fps``; otherwise to all. An explicit
-    ``--workers N`` is obeyed. Returns (workers dealt, reason)."""
-    if asked > 0 or workers <= 1:
-        return workers, f"{workers} worker{'s' if workers > 1 else ''} ({'--workers' if asked else 'one core'})"
-    if costs is None or not costs.measured or model not in costs.fit_ms:
-        return workers, f"{workers} workers (costs not measured)"
-    rate = fps if fps and fps > 0 else 500.0
-    load = rate * costs.networks_ms(model, rate, mesh_reuse_ms=mesh_reuse_ms, detect_every=detect_every) / 1000.0
-    if load <= LIVE_ONE_WORKER_LOAD:
-        return 1, (f"1 worker of {workers}: {model}'s networks need ~{load:.2f} of a core at {rate:g} FPS "
-                   f"(<= {LIVE_ONE_WORKER_LOAD:g}); one tracker refits the face mesh half as often as two")
-    return workers, (f"{workers} workers: {model}'s networks need ~{load:.2f} of a core at {rate:g} FPS "
-                     f"(> {LIVE_ONE_WORKER_LOAD:g})")
 
 
 class LiveResultWriter(ResultWriter):
@@ -826,19 +759,6 @@ class _LiveRun(_Run):
                 signal.signal(s, h)
 
 
-def resolve_eye_model(config: RunConfig, live: LiveConfig) -> tuple[RunConfig, LiveConfig]:
-    """The live run's one eye model, settled before any model loads: the configs it returns name the same model,
-    or ``live.landmarks`` is ``auto`` (the run picks one of :data:`AUTO_LANDMARKS` when the source's rate is known,
-    :meth:`_LiveRun._choose`, and from then on keeps that choice's config). The accelerator stage runs the eye
-    model on the device: ``auto`` is the accurate one there, whatever the CPU cores. A model named in ``live``
-    (a :class:`LiveConfig` built by a program) is the run's."""
-    if live.landmarks == "auto" and config.detect.accelerator_stage:
-        live = replace(live, landmarks=AUTO_LANDMARKS[0])
-    if live.landmarks != "auto" and live.landmarks != config.landmarks.model:
-        config = replace(config, landmarks=replace(config.landmarks, model=live.landmarks))
-    return config, live
-
-
 class LivePipeline(ParallelPipeline):
     """The multiprocess pipeline with live defaults; :meth:`run` processes one live source."""
 
@@ -846,8 +766,9 @@ class LivePipeline(ParallelPipeline):
         """Load the models (before the source is opened: see :meth:`_LiveRun._start`).
 
         The eye model of the two configs is made one first (:func:`resolve_eye_model`). With ``auto`` both
-        candidate models are loaded (:data:`AUTO_LANDMARKS`: a few MB each) and the run picks one once the
-        source's rate is known (:func:`choose_landmarks`); otherwise the model of ``config.landmarks``.
+        candidate models are loaded (:data:`~eyeblink.runtime.choose.AUTO_LANDMARKS`: a few MB each) and the run
+        picks one once the source's rate is known (:func:`~eyeblink.runtime.choose.choose_landmarks`); otherwise
+        the model of ``config.landmarks``.
         """
         from eyeblink.runtime.pipeline import build_fitter
 
@@ -917,49 +838,3 @@ def open_file_view(view: bool, view_port: int = 0, view_host: str = "127.0.0.1")
         yield page
     finally:
         page.close("all inputs processed")
-
-
-def prepare(spec: str, cfg: RunConfig, live: LiveConfig, *, name: str | None = None, stream: Any = None,
-            report: bool = False, analysis: AnalysisOptions | None = None,
-            tap: LiveTap | None = None) -> tuple[LivePipeline, LiveSource, RunConfig]:
-    """Everything before the capture, for the CLI and the Python API alike: the checks, the models (loaded before
-    a stream is connected), the source (not yet connected). Returns the pipeline, the source and the run's config."""
-    from eyeblink.sources.live import open_live_source
-
-    if tap is not None:
-        tap.check()  # the lsl extra, before any model loads
-    if live.record is not None:
-        from eyeblink.runtime.record import check_record_path
-
-        check_record_path(live.record, overwrite=live.overwrite)
-    if report:  # the workers keep each blink's eye crops: a stream cannot be read again for them
-        cfg = replace(cfg, eye_crops=True)
-    from eyeblink.runtime.parallel import supports
-
-    if not supports(cfg):
-        raise ConfigError(f"live mode runs the multiprocess pipeline, which needs the litert backend or the "
-                          f"accelerator stage (--stage accelerator with jax or tensorflow); got "
-                          f"{cfg.detect.backend!r} with --stage {cfg.detect.stage}")
-    pipe = LivePipeline(cfg, live)  # models first: a stream is connected only once the workers are ready
-    source = open_live_source(spec, name=name, fps=cfg.fps, connect=False, stream=stream)
-    (analysis or AnalysisOptions()).check_stems([source.name])  # before the capture: extras, trials file
-    return pipe, source, cfg
-
-
-def finish(result: RunResult, cfg: RunConfig, analysis: AnalysisOptions | None, *, report: bool = False) -> RunResult:
-    """After the capture ended normally (end of stream, ``--duration``, a signal, the API's stop): calibrate the
-    session's FEC column and write trials, traces, plots and NWB as ``process`` does, then the report."""
-    from eyeblink.outputs.analysis import finalize
-    from eyeblink.runtime.runner import record_failure
-
-    try:
-        result = finalize(result, cfg, analysis or AnalysisOptions())
-    except EyeblinkError as exc:  # e.g. a full disk: the summary says failed, as the exit status does
-        record_failure(result, exc)
-        raise
-    if report:
-        from eyeblink.outputs.report import write_report
-        from eyeblink.runtime.runner import record_output
-
-        record_output(result, "report", write_report(result.outputs["frames"].parent / result.stem))
-    return result
