@@ -462,7 +462,7 @@ def check_worker_count(requested: int | None) -> None:
         raise ConfigError(f"--workers {requested} is out of range: use 0 or 1 (one process) up to {cap} "
                           f"(4 x the {cpus} CPUs here), or leave it out for one per physical core")
 
-#: ``--landmarks`` in live mode: a model, or ``auto`` (the default; see :func:`choose_landmarks`)
+#: ``--landmarks`` in live mode: a model, or ``auto`` (the default; :func:`eyeblink.runtime.choose.choose_landmarks`)
 LIVE_LANDMARKS = ("auto", *LANDMARK_MODELS)
 
 
@@ -765,19 +765,3 @@ def config_from_dict(data: dict[str, Any], *, source: str = "config") -> RunConf
         else:
             raise ConfigError(f"{source}: unknown section or key {key!r}; valid: {sorted(_SECTIONS)}")
     return RunConfig(**kwargs)
-
-
-def run_config_from_args(args: Any) -> RunConfig:
-    """The run's config from parsed CLI flags: the ``--pipeline`` preset, then the flags that override it
-    (``eyeblink process``, ``live`` and ``batch`` share these flags)."""
-    from eyeblink.presets import resolve_preset
-
-    cfg = load_preset(resolve_preset(args.pipeline))
-    cfg = cfg.with_overrides("landmarks", model=args.landmarks, model_path=args.landmark_model,
-                             mesh_reuse_ms=getattr(args, "mesh_reuse_ms", None))
-    cfg = cfg.with_overrides("detect", backend=args.backend, model_path=args.face_model, num_threads=args.threads,
-                             detect_every=args.detect_every, score_threshold=args.score_threshold,
-                             stage=getattr(args, "stage", None))
-    cfg = cfg.with_overrides("blinks", close_ratio=args.close_ratio, open_ratio=args.open_ratio,
-                             min_duration_ms=args.min_blink_ms)
-    return replace(cfg, fps=args.fps, max_frames=args.max_frames, points=bool(getattr(args, "points", False)))

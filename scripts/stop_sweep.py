@@ -100,7 +100,7 @@ def check_run(sig: int, delay: float, returncode: int, stderr: str, out: Path, s
     # before main (the interpreter starting, eyeblink's imports): Python's defaults, nothing written; the
     # signal's default action, or Python's KeyboardInterrupt (SIGINT) outside eyeblink's main
     before = returncode == -sig or (sig == signal.SIGINT and returncode in (1, -sig) and "KeyboardInterrupt" in stderr
-                                    and 'eyeblink/cli.py", line' not in stderr)
+                                    and 'eyeblink/cli/__init__.py", line' not in stderr)
     if before and not files:
         return Try(name, delay, returncode, "before_main",
                    note="Python's KeyboardInterrupt traceback" if "Traceback" in stderr else "")

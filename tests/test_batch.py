@@ -23,17 +23,15 @@ import pytest
 from eyeblink.config import DetectConfig, RunConfig
 from eyeblink.errors import ConfigError, InputNotFoundError
 from eyeblink.runtime.batch import (
-    ALIGN_FRAMES,
     FAULT_ENV,
     MANIFEST_NAME,
     BatchConfig,
-    FrameRange,
     Manifest,
     expand_inputs,
-    plan_chunks,
     run_batch,
     settings_hash,
 )
+from eyeblink.sources.chunking import ALIGN_FRAMES, ChunkSource, plan_chunks
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")
 
@@ -141,20 +139,20 @@ def test_manifest_ignores_torn_line_and_requires_outputs(tmp_path: Path) -> None
     assert m.done_keys(tmp_path) == {"k1"}
 
 
-def test_frame_range_renumbers_and_stops(tmp_path: Path) -> None:
+def test_chunk_source_renumbers_and_stops(tmp_path: Path) -> None:
     from conftest import write_video
 
     from eyeblink.sources.files import open_source
 
     path = write_video(tmp_path / "v.mkv", 20)
     with open_source(path) as src:
-        frames = list(FrameRange(src, 5, 9))
+        frames = list(ChunkSource(src, 5, 9))
     assert [f.index for f in frames] == [0, 1, 2, 3]
     assert [round(f.timestamp_s * 500) for f in frames] == [5, 6, 7, 8]
     with open_source(path) as src:
-        assert len(list(FrameRange(src, 16, None))) == 4
+        assert len(list(ChunkSource(src, 16, None))) == 4
     with pytest.raises(ConfigError, match="frame range"):
-        FrameRange(open_source(path), 5, 5)
+        ChunkSource(open_source(path), 5, 5)
 
 
 # --------------------------------------------------------------------------- real runs on a local Ray cluster
@@ -508,7 +506,7 @@ def test_short_videos_share_a_task_that_keeps_its_processes(archive: dict[str, P
 def test_rays_failure_messages_become_one_line_each() -> None:
     """What Ray's driver printed (dozens of lines) when a worker node's raylet was SIGKILLed during a batch: one
     line for the lost node (once, however often Ray repeats it), one per retried task, nothing for the dump."""
-    from eyeblink.runtime.batch import _RayMessages
+    from eyeblink.runtime.raycluster import RayMessages
 
     node = "f1eb36146c3a78d1508fc1db6909bd7a16f41d5c5a598e152861dd7d"
     dump = ("Raylet is terminated. Termination is unexpected. Possible reasons include: (1) SIGKILL by the user "
@@ -517,7 +515,7 @@ def test_rays_failure_messages_become_one_line_each() -> None:
              f"because the node it was running on is dead or unavailable. Node IP: 192.0.2.2, node ID: {node}.")
     dead = (f"The node with node id: {node} and address: 192.0.2.2 and node name: 192.0.2.2 has been marked dead "
             "because the detector has missed too many heartbeats from it.")
-    m = _RayMessages()
+    m = RayMessages()
     try:
         lines = [m.line(text) for text in (dump, retry, dead, dump, dead, "Something else\nand its details")]
     finally:

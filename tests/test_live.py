@@ -26,7 +26,8 @@ import pytest
 from conftest import CHILD_SIGNALS, free_port, live_to_end, start_sender
 
 from eyeblink.errors import ConfigError, VideoOpenError
-from eyeblink.runtime.live import LIVE_FRAME_COLUMNS, LiveConfig, choose_landmarks
+from eyeblink.runtime.choose import choose_landmarks
+from eyeblink.runtime.live import LIVE_FRAME_COLUMNS, LiveConfig
 from eyeblink.sources.live import _stream_name, open_live_source
 
 REPO = Path(__file__).resolve().parent.parent

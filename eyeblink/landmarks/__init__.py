@@ -61,7 +61,7 @@ class EyeModelSpec:
     """One registry entry: where the model's class lives, its fixed options and its cost.
 
     ``fit_ms`` is the measured CPU cost of one fit (one face, one core; ``eyeblink bench landmarks`` on
-    real Eyeblink8 frames, 2-core dev VM, 2026-11-24), used by live mode's ``--landmarks auto`` to pick
+    real Eyeblink8 frames, a 2-core VM), used by live mode's ``--landmarks auto`` to pick
     what keeps up with the camera. ``reusable_ms`` is the part of it a fit skips when it reuses an
     earlier fit's work (``mesh``: the face mesh, reused for ``landmarks.mesh_reuse_ms``):
     :meth:`cost_ms` is the cost per frame at a frame rate.
@@ -94,8 +94,8 @@ EYE_MODELS: dict[str, EyeModelSpec] = {
     "mesh-ear": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": False}, fit_ms=0.86,
                              lid_confirms=False),
     # the face mesh places the eyes (reused like mesh's: all but the lid network is reusable), the project's
-    # lid network (eyeblink train-lids, ~0.03 ms for both eyes) replaces the two iris-network runs: 2026-11-25,
-    # same bench, contended VM (docs/explanation/lid-network.md)
+    # lid network (eyeblink train-lids, ~0.03 ms for both eyes) replaces the two iris-network runs (the
+    # same bench, on a contended VM: docs/explanation/lid-network.md)
     "lids": EyeModelSpec("eyeblink.landmarks.lids", "LidsFitter", {}, fit_ms=0.95,
                          settings=("mesh_reuse_ms",), reusable_ms=0.85),
     "face68": EyeModelSpec("eyeblink.landmarks.dlib", "LandmarkFitter", {"model": "face68"}, fit_ms=0.77,

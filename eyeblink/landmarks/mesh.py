@@ -1,4 +1,4 @@
-"""MediaPipe face mesh eyelids: ``--landmarks mesh`` (the default eye model) and ``mesh-ear``.
+"""MediaPipe face mesh eyelids: ``--landmarks mesh`` (the lid network's teacher) and ``mesh-ear``.
 
 Two Apache-2.0 networks from the ``mediapipe==0.10.21`` wheel, run on LiteRT (XNNPACK) on the CPU:
 

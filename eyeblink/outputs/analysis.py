@@ -15,12 +15,11 @@
 
 Everything that can be checked before the first frame (trials files parse, the extras import) is
 checked by :meth:`AnalysisOptions.check` first. Only the standard library is imported at module level
-(the CLI imports this module to build its parser).
+(the command line imports this module for :class:`AnalysisOptions`).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 from collections.abc import Sequence
@@ -109,62 +108,6 @@ class AnalysisOptions:
                                  "<stem>.csv per input to --trials, or process the inputs one at a time")
         for stem in stems:
             self.load_trials(stem)
-
-
-# ------------------------------------------------------------------------------------------ CLI
-
-
-def add_cli_options(p: argparse.ArgumentParser) -> None:
-    """The ``process`` (and ``live``) options for conditioning sessions."""
-    g = p.add_argument_group("conditioning: eyelid closure (FEC), trials, CRs, plots, NWB")
-    g.add_argument("--trials", metavar="CSV_OR_DIR", default=None,
-                   help="trials file: one row per trial with cs_onset_s (or _ms, _frame), optional us_onset_*, "
-                        "cs_duration_*, us_duration_*, trial, trial_type, cs_type, us_type; or a folder with "
-                        "<stem>.csv per input. Writes <stem>.trials.csv and <stem>.traces.csv")
-    g.add_argument("--sync-column", metavar="NAME", default=None,
-                   help="read --trials as a per-sample sync CSV (time column timestamp_s, time_ms or frame) and "
-                        "take CS onsets from the rising edges of this TTL column")
-    g.add_argument("--us-sync-column", metavar="NAME", default=None,
-                   help="with --sync-column: take US onsets from the rising edges of this column")
-    g.add_argument("--calibration", metavar="START_S:END_S", default=None, type=_segment,
-                   help="calibrate full eyelid closure (FEC = 1) on this segment of the recording, e.g. US-alone "
-                        "puffs (default: the session's largest blinks and URs)")
-    g.add_argument("--cr-threshold", metavar="FEC", type=float, default=None,
-                   help="a CR is FEC at least this far above the pre-CS baseline in the CR window (default 0.1)")
-    g.add_argument("--block-size", metavar="N", type=int, default=None,
-                   help="trials per block for the average-CR plot and the block column (default 10)")
-    g.add_argument("--plots", action="store_true",
-                   help="also write PNG plots: EAR/FEC trace, per-trial closure heat map, mean CR per block "
-                        "(needs the plots extra: matplotlib)")
-    g.add_argument("--nwb", action="store_true",
-                   help="also write <stem>.nwb: EAR, FEC, blinks and trials with CR metrics (needs the nwb extra)")
-
-
-def _segment(text: str) -> tuple[float, float]:
-    start, sep, end = text.partition(":")
-    try:
-        if not sep:
-            raise ValueError
-        seg = (float(start), float(end))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected START_S:END_S in seconds (e.g. 0:5), got {text!r}") from None
-    if not 0 <= seg[0] < seg[1]:
-        raise argparse.ArgumentTypeError(f"expected 0 <= START_S < END_S, got {text!r}")
-    return seg
-
-
-def config_from_args(cfg: RunConfig, args: argparse.Namespace) -> RunConfig:
-    """Apply the conditioning flags to the config tree (``None`` = keep the preset's value)."""
-    cfg = cfg.with_overrides("closure", calibration_s=getattr(args, "calibration", None))
-    return cfg.with_overrides("trials", cr_threshold=getattr(args, "cr_threshold", None),
-                              block_size=getattr(args, "block_size", None))
-
-
-def options_from_args(args: argparse.Namespace) -> AnalysisOptions:
-    trials = getattr(args, "trials", None)
-    return AnalysisOptions(trials=Path(trials) if trials else None, sync_column=getattr(args, "sync_column", None),
-                           us_sync_column=getattr(args, "us_sync_column", None),
-                           plots=bool(getattr(args, "plots", False)), nwb=bool(getattr(args, "nwb", False)))
 
 
 # ------------------------------------------------------------------------------------------ session data

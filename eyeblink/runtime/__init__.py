@@ -4,8 +4,10 @@
 * :mod:`eyeblink.runtime.parallel` — the multiprocess pipeline (loaders, workers, ordered sink):
   ``ParallelPipeline``.
 * :mod:`eyeblink.runtime.shm` — the shared-memory ring of frame slots: ``FrameRing``, ``RingSpec``.
-* :mod:`eyeblink.runtime.live` — ``eyeblink live``: ``LivePipeline``.
-* :mod:`eyeblink.runtime.batch` — ``eyeblink batch`` on Ray (imported only when a batch runs).
+* :mod:`eyeblink.runtime.live` — ``eyeblink live``: ``LivePipeline`` (:mod:`~eyeblink.runtime.capture`: before and
+  after a capture; :mod:`~eyeblink.runtime.choose`: the eye model and the workers a live run settles).
+* :mod:`eyeblink.runtime.batch` — ``eyeblink batch`` on Ray (imported only when a batch runs;
+  :mod:`~eyeblink.runtime.raycluster`: joining Ray and its messages).
 * :mod:`eyeblink.runtime.runner` — ``process_paths``: picks the pipeline per input and finalizes.
 * :mod:`eyeblink.runtime.metrics` (Prometheus) and :mod:`eyeblink.runtime.logs` (one log queue).
 """

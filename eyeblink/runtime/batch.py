@@ -18,9 +18,10 @@ object store.
 
 **Chunks.** A video longer than ``chunk_s`` is split into time chunks so one recording can use many
 nodes. Chunk ``k`` is frames ``[start_k, end_k)``; borders are multiples of the tracking segment
-(:data:`ALIGN_FRAMES` = :data:`~eyeblink.runtime.pipeline.SEGMENT_FRAMES`), where every runtime restarts the
-keyframe policy, so a chunk's per-frame measurements (face box, eye points, openness, the eye patches) are those
-of an unsplit run. A chunk task runs only that per-frame stage and leaves its records in the staging folder
+(:data:`~eyeblink.sources.chunking.ALIGN_FRAMES` = :data:`~eyeblink.runtime.pipeline.SEGMENT_FRAMES`; the plan and
+a chunk's frame source are :mod:`eyeblink.sources.chunking`), where every runtime restarts the keyframe policy, so
+a chunk's per-frame measurements (face box, eye points, openness, the eye patches) are those of an unsplit run.
+A chunk task runs only that per-frame stage and leaves its records in the staging folder
 (:mod:`eyeblink.runtime.chunks`); once every chunk of the video is measured, the driver runs the session's sink
 (blink detector, closure, writers, summary) over all of them in frame order, exactly as ``process`` does: the
 rows and blinks are byte-identical to ``process``'s for any ``--chunk-s`` and ``--cpus-per-task``. The summary
@@ -34,7 +35,7 @@ one CPU each, which load the models once and keep them for every group they run.
 
 **Manifest.** ``OUTDIR/eyeblink-batch.jsonl``, one JSON object per input (done or failed; its latest
 run), appended and fsynced by the driver only, and compacted to one line per input when a batch starts
-and ends (see :class:`Manifest`). A rerun skips a video when a
+and ends (see :class:`~eyeblink.outputs.manifest.Manifest`). A rerun skips a video when a
 ``done`` line has the same key (absolute input path, size, mtime in ns, settings hash) and its
 three output files exist; failed videos are tried again (a changed file has a new key anyway).
 
@@ -54,16 +55,13 @@ failure and Ray's retry are exercised; nothing else reads it.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import glob
-import hashlib
 import json
 import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -72,13 +70,15 @@ from typing import TYPE_CHECKING, Any
 from eyeblink import stopping
 from eyeblink.closing import Closing
 from eyeblink.config import RunConfig
-from eyeblink.errors import ConfigError, EyeblinkError, InputNotFoundError, MissingExtraError, WorkerError
+from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
+from eyeblink.outputs.manifest import MANIFEST_NAME, Manifest, input_key, settings_hash
+from eyeblink.runtime import raycluster
+from eyeblink.sources.chunking import ALIGN_FRAMES, ChunkSource, plan_chunks
+from eyeblink.sources.inputs import expand_inputs
 from eyeblink.version import __version__
 
 if TYPE_CHECKING:
-    from eyeblink.frames import Frame
     from eyeblink.runtime.pipeline import FrameAnalyzer, RunResult
-    from eyeblink.sources.files import FrameSource
 
 __all__ = [
     "FAULT_ENV",
@@ -86,11 +86,9 @@ __all__ = [
     "BatchConfig",
     "BatchReport",
     "ChunkTask",
-    "FrameRange",
     "Manifest",
     "RetryableTaskError",
     "expand_inputs",
-    "plan_chunks",
     "run_batch",
     "run_chunk",
     "settings_hash",
@@ -98,13 +96,8 @@ __all__ = [
 
 #: Environment variable of the fault-injection test hook (see the module docstring).
 FAULT_ENV = "EYEBLINK_TEST_BATCH_FAULT"
-#: The manifest's file name inside OUTDIR.
-MANIFEST_NAME = "eyeblink-batch.jsonl"
 #: Staging folder (inside OUTDIR) for chunk outputs until their video is merged.
 STAGING_NAME = ".eyeblink-batch"
-#: The tracking segment (:data:`eyeblink.runtime.pipeline.SEGMENT_FRAMES`, not imported: this module stays light): chunk
-#: borders are multiples of it so per-frame rows are identical to an unsplit run.
-ALIGN_FRAMES = 128
 
 
 class RetryableTaskError(EyeblinkError):
@@ -150,202 +143,7 @@ class BatchConfig:
             raise ConfigError(f"--local-cpus must be >= 1, got {self.local_cpus}")
 
 
-
-# ----------------------------------------------------------------------------------------- inputs
-
-
-def expand_inputs(items: Sequence[str]) -> list[Path]:
-    """Paths from glob patterns (``**`` recurses), directories (their videos, recursively), video
-    paths and ``@LIST`` files (one path or pattern per line, ``#`` comments, relative to the list).
-
-    Order is kept, duplicates dropped. A pattern or list that matches nothing is an error.
-    """
-    from eyeblink.sources.files import VIDEO_SUFFIXES
-
-    out: list[Path] = []
-    seen: set[Path] = set()
-
-    def add(p: Path) -> None:
-        key = p.resolve()
-        if key not in seen:
-            seen.add(key)
-            out.append(p)
-
-    def add_all(paths: list[Path], nothing: str) -> None:
-        """Every one of ``paths``; none is an error saying ``nothing``."""
-        if not paths:
-            raise InputNotFoundError(nothing)
-        for q in paths:
-            add(q)
-
-    def one(item: str, base: Path | None) -> None:
-        text = item.strip()
-        if text.startswith("@"):
-            lst = Path(text[1:])
-            if base is not None and not lst.is_absolute():
-                lst = base / lst
-            if not lst.is_file():
-                raise InputNotFoundError(f"list file not found: {lst} — give @FILE with one video path per line")
-            lines = [ln.strip() for ln in lst.read_text(encoding="utf-8").splitlines()]
-            entries = [ln for ln in lines if ln and not ln.startswith("#")]
-            if not entries:
-                raise InputNotFoundError(f"list file {lst} names no video; put one path per line")
-            for ln in entries:
-                one(ln, lst.parent)
-            return
-        p = Path(text)
-        if base is not None and not p.is_absolute():
-            p = base / p
-        if glob.has_magic(str(p)):
-            matches = sorted(Path(m) for m in glob.glob(str(p), recursive=True))
-            add_all([m for m in matches if m.is_file()], f"pattern {text!r} matches no file — check the pattern "
-                    "(quote it so the shell does not expand it)")
-        elif p.is_dir():
-            add_all(sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() in VIDEO_SUFFIXES),
-                    f"folder {p} holds no video ({', '.join(VIDEO_SUFFIXES[:4])}, ...); give video files, a "
-                    "pattern or @LIST")
-        elif p.is_file():
-            add(p)
-        else:
-            raise InputNotFoundError(f"input not found: {p} — check the path")
-
-    for item in items:
-        one(item, None)
-    return out
-
-
-# ----------------------------------------------------------------------------------------- settings, manifest
-
-
-def settings_hash(config: RunConfig) -> str:
-    """16 hex digits over everything that changes the outputs: the run config and eyeblink's version.
-
-    Scheduling settings (CPUs per task, chunk length) are left out: they do not change the results; so is
-    ``eye_crops`` (``--report``: an extra file beside the same rows).
-    """
-    cfg = config.to_dict()
-    cfg.pop("eye_crops", None)
-    blob = json.dumps({"config": cfg, "eyeblink": __version__}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
-
-
-def input_key(path: Path, settings: str) -> tuple[str, dict[str, Any]]:
-    """(key, identity) of one input: absolute path + size + mtime (ns) + settings hash."""
-    st = path.stat()
-    ident = {"input": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "settings": settings}
-    key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode("utf-8")).hexdigest()[:24]
-    return key, ident
-
-
-class Manifest:
-    """``OUTDIR/eyeblink-batch.jsonl``: one JSON line per finished video; the driver is the only writer.
-
-    Line fields: ``key`` (sha256 of the identity below), ``input`` (absolute path), ``size``,
-    ``mtime_ns``, ``settings`` (:func:`settings_hash`), ``stem``, ``status`` (``done`` | ``failed``),
-    ``error`` (the one-line message, failed only), ``frames``, ``blinks``, ``chunks``, ``wall_s``
-    (task seconds, summed over chunks), ``damaged_packets`` (undecodable packets skipped, done only),
-    ``finished`` (ISO 8601 UTC), ``eyeblink`` (version). Lines are appended and fsynced one by one, so a
-    crash loses at most the line being written; an unreadable (torn) line is ignored on reading. A rerun's
-    line of an input replaces the earlier ones (:meth:`compact`): one line per input.
-    """
-
-    def __init__(self, outdir: Path) -> None:
-        self.path = outdir / MANIFEST_NAME
-
-    def records(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        out = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError):
-                rec = json.loads(line)
-                if isinstance(rec, dict) and "key" in rec:
-                    out.append(rec)
-        return out
-
-    def done_keys(self, outdir: Path) -> set[str]:
-        """Keys of videos whose last line says ``done`` and whose three output files exist."""
-        last: dict[str, dict[str, Any]] = {}
-        for rec in self.records():
-            last[rec["key"]] = rec
-        done = set()
-        for key, rec in last.items():
-            stem = rec.get("stem", "")
-            if rec.get("status") == "done" and all(
-                    (outdir / f"{stem}.{kind}").is_file() for kind in ("frames.csv", "blinks.csv", "summary.json")):
-                done.add(key)
-        return done
-
-    def compact(self) -> None:
-        """Rewrite the manifest with one line per input (its latest), atomically: a rerun's lines replace the
-        earlier run's lines of the same inputs instead of adding to them. Called when a batch starts (after a
-        killed run) and when it ends; in between, lines are appended (crash-safe)."""
-        from eyeblink.outputs.export import write_text_atomic
-
-        records = self.records()
-        latest: dict[str, dict[str, Any]] = {}
-        for rec in records:
-            latest.pop(str(rec.get("input", rec["key"])), None)  # re-inserted: the order of the latest lines
-            latest[str(rec.get("input", rec["key"]))] = rec
-        if len(latest) == len(records) and (not self.path.exists() or
-                                            self.path.read_text(encoding="utf-8").count("\n") == len(records)):
-            return  # nothing to drop (no duplicate, no torn line)
-        write_text_atomic(self.path, "".join(_line(rec) for rec in latest.values()))
-
-    def append(self, record: dict[str, Any]) -> None:
-        line = _line(record)
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
-
-
-def _line(record: dict[str, Any]) -> str:
-    return json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n"
-
-
 # ----------------------------------------------------------------------------------------- chunks
-
-
-class FrameRange(Closing):
-    """Frames ``[lo, hi)`` of another source, renumbered from 0 (the merge shifts them back by ``lo``).
-
-    Frames before ``lo`` are decoded and dropped (decode order defines the frame number, so a seek
-    could not tell which frame it landed on); iteration stops at ``hi`` and closes the inner source.
-    Timestamps are the container's, unchanged. ``hi = None``: to the end of the video (the last
-    chunk; the inner source's truncation check then runs as in ``process``).
-    """
-
-    def __init__(self, inner: FrameSource, lo: int, hi: int | None) -> None:
-        if lo < 0 or (hi is not None and hi <= lo):
-            raise ConfigError(f"frame range [{lo}, {hi}) is empty or negative; lo must be >= 0 and < hi")
-        self.inner, self.lo, self.hi = inner, lo, hi
-        self.path, self.name = inner.path, inner.name
-        self.nominal_fps = inner.nominal_fps
-        hint = inner.frame_count_hint
-        end = hi if hi is not None else hint
-        self.frame_count_hint = None if end is None else max(0, end - lo)
-        self.width, self.height = inner.width, inner.height
-
-    def __iter__(self) -> Iterator[Frame]:
-        from eyeblink.frames import Frame
-
-        it = iter(self.inner)
-        with contextlib.closing(it):  # type: ignore[type-var]
-            for f in it:
-                if f.index < self.lo:
-                    continue
-                if self.hi is not None and f.index >= self.hi:
-                    break
-                yield Frame(f.index - self.lo, f.timestamp_s, f.image)
-
-    def describe(self) -> dict[str, Any]:
-        info = dict(self.inner.describe())
-        info["frame_range"] = [self.lo, self.hi]
-        return info
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def gpu_task_config(config: RunConfig) -> RunConfig:
@@ -356,26 +154,6 @@ def gpu_task_config(config: RunConfig) -> RunConfig:
     if config.detect.backend in {b.value for b in GPU_BACKENDS}:
         return config
     return config.with_overrides("detect", backend=first_installed_backend([b.value for b in GPU_BACKENDS]))
-
-
-def _align_up(n: int, step: int = ALIGN_FRAMES) -> int:
-    return -(-n // step) * step
-
-
-def plan_chunks(frames: int | None, fps: float | None, chunk_s: float) -> list[tuple[int, int | None]]:
-    """Chunks of a video as ``(start, end)``: frames ``[start, end)``, ``end`` None meaning "to the end of the video".
-
-    One chunk ``(0, None)`` when the length or rate is unknown, splitting is off (``chunk_s == 0``) or the video
-    is not longer than one and a half chunks. Borders are multiples of :data:`ALIGN_FRAMES` (whole tracking
-    segments); a remainder shorter than half a chunk joins the previous chunk.
-    """
-    if not frames or not fps or chunk_s <= 0:
-        return [(0, None)]
-    size = _align_up(max(1, round(chunk_s * fps)))
-    starts = list(range(0, frames, size))
-    if len(starts) > 1 and frames - starts[-1] < size / 2:
-        starts.pop()
-    return [(s, starts[i + 1] if i + 1 < len(starts) else None) for i, s in enumerate(starts)]
 
 
 @dataclass(frozen=True)
@@ -433,7 +211,7 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
             from eyeblink.runtime.chunks import measure_chunk
 
             with open_source(task.path, fps=cfg.fps) as src:
-                chunk: Any = FrameRange(src, task.start, task.end)  # a FrameSource's face, frames numbered from 0
+                chunk: Any = ChunkSource(src, task.start, task.end)  # a FrameSource's face, frames numbered from 0
                 meta = measure_chunk(chunk, task.staging, cfg, task.workers)
             return {"status": "done", "stem": task.stem, "index": task.index, "frames": int(meta["frames"]),
                     "blinks": None, "wall_s": time.perf_counter() - started, "damaged_packets": 0,
@@ -635,15 +413,6 @@ class _Video:
     frames: int | None = None  # the probe's frame count (None: unknown)
 
 
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise MissingExtraError("eyeblink batch needs Ray, which is not installed; "
-                                "pip install 'eyeblink[ray]' (or pip install 'ray[default]')") from None
-    return ray
-
-
 def _preflight(config: RunConfig, outdir: Path, gpu: bool) -> None:
     """Fail before any task on what would fail every task: the output folder, the models (CPU runs)."""
     from eyeblink.outputs.export import ensure_output_dir
@@ -682,7 +451,7 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     output_plan(paths, out).check()  # no output is an input (eyeblink.outputs.paths)
     with session_locks(out, [stem_of(p) for p in paths]):  # one writer per session, before any work
         _preflight(config, out, gpu)
-        ray = _import_ray()
+        ray = raycluster.import_ray()
         return _run_locked(paths, out, config, bc, gpu, ray, on_video)
 
 
@@ -741,14 +510,14 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
                    for i, (s, e) in enumerate(plan)]
 
     started_here = False
-    quiet = _ray_notices_silenced()
-    messages = _RayMessages()  # a lost node, a retried task: one line each; Ray's own dumps go to the log
-    handlers = _python_signal_handlers()
+    quiet = raycluster.notices_silenced()
+    messages = raycluster.RayMessages()  # a lost node, a retried task: one line each; Ray's own dumps go to the log
+    handlers = raycluster.python_signal_handlers()
     hold = stopping.held()  # a stop while Ray starts: raised once it has, in the try below that shuts it down
     try:
-        with _ray_keeps_the_sigterm_handler(ray):
+        with raycluster.keeps_the_sigterm_handler(ray):
             if bc.address:
-                _join(ray, bc.address)
+                raycluster.join(ray, bc.address)
                 started_here = True
             elif not ray.is_initialized():
                 ray.init(num_cpus=bc.local_cpus, include_dashboard=False, configure_logging=False,
@@ -757,7 +526,7 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
     except BaseException:
         hold.release(raise_stop=False)
         raise
-    _restore_signal_handlers(handlers)  # ray.init installs a C++ SIGTERM handler that dumps a stack and exits 1
+    raycluster.restore_signal_handlers(handlers)  # ray.init installs a C++ SIGTERM handler (a stack dump, exit 1)
     actors: _ShortActors | None = None
     try:
         hold.release()
@@ -901,56 +670,6 @@ class _ShortActors(Closing):
             self._end(actor)
 
 
-def _join(ray: Any, address: str) -> None:
-    """``ray.init`` of the cluster at ``address``; a cluster that cannot be joined is a one-line
-    :class:`~eyeblink.errors.ConfigError` naming the likely fix (Ray raises a chain of tracebacks)."""
-    try:
-        ray.init(address=address, configure_logging=False, log_to_driver=False)
-    except (ConnectionError, RuntimeError, ray.exceptions.RayError) as exc:
-        text = " ".join(str(e) for e in (exc, exc.__cause__, exc.__context__) if e is not None)
-        if "InvalidAuthToken" in text or "uthentication" in text:
-            mode = os.environ.get("RAY_AUTH_MODE", "not set")
-            raise ConfigError(f"cannot join the Ray cluster at {address}: it asks for an authentication token "
-                              f"(RAY_AUTH_MODE is {mode}); export RAY_AUTH_MODE=token and give this machine the "
-                              "head's token (~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)") from None
-        raise ConfigError(f"cannot join the Ray cluster at {address} ({str(exc).splitlines()[0][:200]}); check the "
-                          "address (ray start --head prints it) and that the head is running") from None
-
-
-def _python_signal_handlers() -> dict[int, Any]:
-    import signal
-
-    return {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-
-@contextlib.contextmanager
-def _ray_keeps_the_sigterm_handler(ray: Any) -> Iterator[None]:
-    """``ray.init`` without its SIGTERM handler (``sys.exit(15)``: a stop while Ray starts would end the batch with
-    exit status 15 and no summary): eyeblink's stays (:mod:`eyeblink.stopping`, held while Ray starts)."""
-    utils: Any = getattr(getattr(ray, "_private", None), "utils", None)
-    original = getattr(utils, "set_sigterm_handler", None)
-    if utils is None or original is None:
-        yield
-        return
-    utils.set_sigterm_handler = lambda _handler: None
-    try:
-        yield
-    finally:
-        utils.set_sigterm_handler = original
-
-
-def _restore_signal_handlers(handlers: dict[int, Any]) -> None:
-    """Put back the Python handlers (``eyeblink`` treats SIGTERM as Ctrl-C) that ``ray.init`` replaced."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for sig, handler in handlers.items():
-        if handler is not None:  # again at the OS level too: a C++ handler is invisible to getsignal
-            signal.signal(sig, handler)
-
-
 def _mark_interrupted(videos: Iterable[_Video]) -> None:
     """The summaries of videos whose tasks were still running say ``interrupted`` (not ``running``); their rows
     so far stay on disk, no manifest line is written, so the next run of the batch processes them again."""
@@ -969,96 +688,6 @@ def _mark_interrupted(videos: Iterable[_Video]) -> None:
                            error=f"{stopping.reason()}: the batch stopped; run it again to process this video")
             with contextlib.suppress(EyeblinkError):
                 write_text_atomic(path, json.dumps(summary, indent=2) + "\n")
-
-
-class _RayLogLevel(Closing):
-    """The ``ray`` logger's level while a batch runs; :meth:`close` restores it."""
-
-    def __init__(self, level: int | None) -> None:
-        import logging
-
-        self.logger = logging.getLogger("ray")
-        self.saved = self.logger.level
-        if level is not None:
-            self.logger.setLevel(level)
-
-    def close(self) -> None:
-        self.logger.setLevel(self.saved)
-
-
-class _RayMessages(Closing):
-    """What a Ray cluster tells the driver about its failures, as the user should read it.
-
-    Ray's driver prints every error the cluster publishes (``ray._private.worker.listen_error_messages``) to
-    stdout: a dead raylet's last 20 log lines of internal state, the node's death, each retried task, dozens of
-    lines per lost node. While a batch runs, each such message goes whole to the ``eyeblink.ray`` logger (the
-    ``--log-file``, at INFO) and, on stderr, becomes one line: ``node ... lost`` once per node, ``a task was
-    lost with its node; retrying it`` per retried task, and the first line of anything else. :meth:`close`
-    puts Ray's printer back. (A private hook of Ray's driver: when it is not there, Ray prints as before.)
-    """
-
-    def __init__(self) -> None:
-        import logging
-
-        self.log = logging.getLogger("eyeblink.ray")
-        self.nodes: set[str] = set()
-        module: Any = sys.modules.get("ray._private.worker")
-        self.module = module
-        self.saved = getattr(module, "print_to_stdstream", None)
-        if self.saved is not None:
-            module.print_to_stdstream = self._print
-
-    def _print(self, data: dict[str, Any], ignore_prefix: bool = False) -> None:
-        if data.get("pid") != "raylet":  # a worker's own output (log_to_driver): Ray's printer
-            assert self.saved is not None
-            self.saved(data, ignore_prefix)
-            return
-        for text in data.get("lines") or []:
-            self.log.info("ray: %s", text)
-            line = self.line(str(text))
-            if line:
-                print(f"eyeblink: batch: {line}", file=sys.stderr, flush=True)
-
-    def line(self, text: str) -> str | None:
-        """The one line (or none) the user sees for Ray's message ``text``."""
-        import re
-
-        node = re.search(r"node[ _]id[:=]? ?([0-9a-f]{8})[0-9a-f]*", text, re.IGNORECASE)
-        node_id = node.group(1) if node else None
-        address = re.search(r"address:? ([0-9.]+)", text)
-        if "Raylet is terminated" in text:
-            return None  # the node's death follows, with its id (once per node, below)
-        if "marked dead" in text:
-            if node_id in self.nodes:
-                return None
-            self.nodes.add(node_id or "?")
-            where = f" {address.group(1)}" if address else ""
-            return (f"node{where} ({node_id or 'unknown id'}) lost; its tasks are retried on the other nodes "
-                    "(details in the --log-file)")
-        if "will be retried" in text:
-            left = re.search(r"There (?:are|is) (\d+) retr", text)
-            return (f"a task was lost with its node ({node_id or 'unknown'}); retrying it"
-                    + (f" ({left.group(1)} retries left)" if left else ""))
-        first = text.strip().splitlines()[0] if text.strip() else ""
-        return first[:200] or None
-
-    def close(self) -> None:
-        module: Any = self.module
-        if self.saved is not None and module is not None:
-            module.print_to_stdstream = self.saved
-            self.saved = None
-
-
-def _ray_notices_silenced() -> _RayLogLevel:
-    """Keep Ray's notices (e.g. "Token authentication is enabled for this Ray cluster ...", logged at
-    WARNING by ``ray.init`` on a new local cluster) off stderr below ``--log-level info``, as the TFLite
-    runtime's INFO line is (``detect.litert.native_info_silenced``): a user error stays one line. Ray's own
-    errors still show."""
-    import logging
-
-    if logging.getLogger("eyeblink").getEffectiveLevel() <= logging.INFO:
-        return _RayLogLevel(None)
-    return _RayLogLevel(logging.ERROR)
 
 
 def _progress_bar(enabled: bool, total: int | None, tasks: int) -> Any:
@@ -1131,85 +760,3 @@ def _settle(ray: Any, v: _Video, t: ChunkTask, outcome: dict[str, Any], pending:
     record(v, "done", None, merged.frames, len(merged.blinks),
            int((merged.summary.get("damaged_packets") or {}).get("count") or 0))
     report.frames += merged.frames
-
-
-# ----------------------------------------------------------------------------------------- CLI
-
-
-def add_parser(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], None],
-               add_log_options: Callable[[argparse.ArgumentParser], None] | None = None) -> None:
-    """The ``batch`` subcommand (no Ray import here: ``eyeblink --help`` stays light)."""
-    p = sub.add_parser(
-        "batch", help="process a whole archive on a Ray cluster (resumable, chunked, retried)",
-        description="Process many recordings on Ray: one task per video (long videos in time chunks, joined by "
-                    "one ordered pass), each running the multiprocess pipeline on its node's cores. Writes exactly "
-                    "the files of `eyeblink process` per video into OUTDIR plus a manifest, eyeblink-batch.jsonl: "
-                    "a rerun skips the videos it lists as done. Inputs and OUTDIR must be on a filesystem "
-                    "every node sees. Exit status 0 when every video is done, 5 when every video is done but some were "
-                    "damaged (undecodable packets skipped), 2 when a video failed.")
-    p.add_argument("inputs", nargs="+", metavar="PATTERN_OR_LIST",
-                   help="videos, folders (their videos, recursively), glob patterns ('**' recurses; quote "
-                        "them) or @LIST files with one path per line")
-    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="output directory (created)")
-    p.add_argument("--address", default=None, metavar="ADDR",
-                   help="join this Ray cluster (e.g. auto, or ray://head:10001); default: start a local one")
-    p.add_argument("--local-cpus", type=int, default=None, metavar="N",
-                   help="CPUs of the local Ray instance (default: all of this machine's)")
-    p.add_argument("--cpus-per-task", type=int, default=2, metavar="N",
-                   help="CPUs per task = detect+landmark workers of its pipeline (default: %(default)s)")
-    p.add_argument("--gpus-per-task", type=float, default=0.0, metavar="G",
-                   help="GPUs per task; > 0 runs a GPU backend (jax, else tensorflow, as the gpu preset) on GPU nodes "
-                        "(default: %(default)s)")
-    p.add_argument("--chunk-s", type=float, default=300.0, metavar="S",
-                   help="split videos longer than this into chunks of ~S seconds; 0 = never (default: %(default)s)")
-    p.add_argument("--overlap-s", type=float, default=None, metavar="S",
-                   help="ignored: chunks no longer overlap (one ordered pass over a video's chunks finds its blinks); "
-                        "accepted so that older command lines still run")
-    p.add_argument("--max-retries", type=int, default=2, metavar="N",
-                   help="retries of a task after a system failure (crash, lost node); user errors such as a "
-                        "corrupt video are never retried (default: %(default)s)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on terminals)")
-    p.add_argument("--report", action="store_true",
-                   help="also write OUTDIR/<stem>.report.html for each video done (as `eyeblink report` does), "
-                        "with eye crops of every blink (videos skipped as done before keep their files)")
-    add_run_options(p)
-    if add_log_options is not None:
-        add_log_options(p)  # --log-level info also shows Ray's own notices
-
-
-def run(args: argparse.Namespace) -> int:
-    """``eyeblink batch``: returns the exit status (0 all done, else the first failure's)."""
-    from eyeblink.config import run_config_from_args
-    from eyeblink.errors import INPUT_DAMAGED_EXIT, warn
-
-    cfg = run_config_from_args(args)
-    if args.report:  # the workers keep each blink's eye crops for the report
-        cfg = replace(cfg, eye_crops=True)
-    bc = BatchConfig(cpus_per_task=args.cpus_per_task, gpus_per_task=args.gpus_per_task, chunk_s=args.chunk_s,
-                     overlap_s=args.overlap_s, max_retries=args.max_retries, address=args.address,
-                     local_cpus=args.local_cpus, progress=not args.no_progress)
-
-    def show(rec: dict[str, Any]) -> None:
-        if rec["status"] == "done":
-            print(f"{rec['stem']}: done, {rec['frames']} frames, {rec['blinks']} blinks", flush=True)
-            if rec.get("damaged_packets"):
-                warn(f"{rec['stem']}: {rec['damaged_packets']} damaged packet(s) skipped (undecodable: a gap in "
-                     f"frames.csv; the rows after the damage are complete); {rec['stem']}.summary.json lists them "
-                     "under damaged_packets")
-            if args.report:
-                from eyeblink.outputs.report import write_report
-                from eyeblink.runtime.runner import add_output
-
-                html = write_report(Path(args.output) / rec["stem"])
-                add_output(Path(args.output) / f"{rec['stem']}.summary.json", "report", html)
-                print(f"{rec['stem']}: report {html}", flush=True)
-        else:
-            print(f"eyeblink: error: {rec['stem']}: {rec['error']}", file=sys.stderr, flush=True)
-
-    rep = run_batch(args.inputs, args.output, cfg, bc, on_video=show)
-    print(f"batch: {len(rep.done)} done, {len(rep.failed)} failed, {len(rep.skipped)} skipped (done before); "
-          f"{rep.frames} frames in {rep.wall_s:.1f} s ({rep.fps:.0f} FPS); manifest "
-          f"{Path(args.output) / MANIFEST_NAME}")
-    if rep.failed:
-        return 2
-    return INPUT_DAMAGED_EXIT if rep.damaged else 0

@@ -9,7 +9,7 @@ run the face mesh, the iris network and BlazeFace ~3x faster with AVX-512 than w
 * :func:`measure_costs` times, on this machine, on a real face frame at the source's size (scikit-image's
   astronaut photo, the demo's face), a BlazeFace keyframe, each candidate eye model's fit with and without
   its reused face mesh, and the decode of a frame in the source's codec. ``eyeblink live --landmarks auto``
-  picks its model from these numbers (:func:`eyeblink.runtime.live.choose_landmarks`); the registry's
+  picks its model from these numbers (:func:`eyeblink.runtime.choose.choose_landmarks`); the registry's
   constants (:data:`eyeblink.landmarks.EYE_MODELS` ``fit_ms``) are only the fallback when measuring fails.
 """
 

@@ -28,8 +28,8 @@ for a whole chunk (files: contiguous chunks of 128, throughput first). The worke
 before the source is connected and the ring (``--buffer`` seconds of frames, which absorbs a hiccup
 of the machine without dropping) is reserved and faulted in meanwhile (:meth:`_LiveRun._start`).
 ``--landmarks auto`` (the default) picks the landmark model the machine can run at the source's
-rate (:func:`choose_landmarks`), from costs measured on this machine before the capture starts
-(:mod:`eyeblink.runtime.host`). During the run the sink steps down a ladder of cheaper settings when frames
+rate (:func:`~eyeblink.runtime.choose.choose_landmarks`), from costs measured on this machine before the capture
+starts (:mod:`eyeblink.runtime.host`). During the run the sink steps down a ladder of cheaper settings when frames
 drop or the backlog grows, and back up when headroom returns (:mod:`eyeblink.runtime.adapt`): each step is a
 warning line, a metric and a ``summary.json`` entry.
 
@@ -41,7 +41,6 @@ tries) stops it with :class:`~eyeblink.sources.live.SourceLostError` (exit 4), r
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import os
@@ -59,14 +58,11 @@ import numpy as np
 from eyeblink.config import (
     LIVE_BATCH_FRAMES,
     LIVE_CHUNK_FRAMES,
-    LIVE_LANDMARKS,
-    LIVE_PRIORITIES,
-    OVERLOAD_POLICIES,
     LiveConfig,
 )
 from eyeblink.errors import ConfigError, EyeblinkError, VideoOpenError, WorkerError, warn
-from eyeblink.outputs.analysis import AnalysisOptions
 from eyeblink.outputs.export import FRAME_COLUMNS, ResultWriter, _CsvStream
+from eyeblink.runtime.choose import AUTO_LANDMARKS, choose_dealt_workers, choose_landmarks, resolve_eye_model
 from eyeblink.runtime.hops import HopRecord
 from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
 from eyeblink.runtime.parallel import _POLL_S, ParallelPipeline, _Batcher, _Run, _Stop
@@ -86,7 +82,7 @@ if TYPE_CHECKING:
     from eyeblink.sources.live import LiveSource
 
 __all__ = ["LIVE_BATCH_FRAMES", "LIVE_CHUNK_FRAMES", "LIVE_FRAME_COLUMNS", "LiveConfig", "LivePipeline",
-           "add_parser", "run"]
+           "open_file_view"]
 
 log = logging.getLogger("eyeblink.live")
 
@@ -102,16 +98,6 @@ LIVE_FRAME_COLUMN_DOCS: dict[str, tuple[str, str]] = {
 PREFAULT_SLOTS = 64
 #: warm-up frames the blink detector re-judges per new frame (BlinkDetector rescan_per_frame)
 LIVE_RESCAN_PER_FRAME = 25
-#: the live pipeline keeps its cores at most this busy (30% headroom): above it, queueing makes the latency
-#: tail grow fast
-LIVE_MAX_LOAD = 0.7
-#: with the default ``--workers``, all frames go to one worker while its networks need at most this share of a
-#: core at the source's rate (see :func:`choose_dealt_workers`)
-LIVE_ONE_WORKER_LOAD = 0.6
-#: ``--landmarks auto`` candidates, first choice first (Apache-2.0 models only): ``lids`` is as accurate as
-#: ``mesh`` on people it never saw at about half the cost; ``mesh-ear`` is the fallback where ``lids`` cannot
-#: hold the rate (its face mesh on every frame is cheaper than the lids' mesh only at low rates).
-AUTO_LANDMARKS = ("lids", "mesh-ear")
 #: rungs of the cost ladder at most (eyeblink.runtime.adapt)
 MAX_RUNGS = 8
 #: the accelerator stage's largest batch compiled before a live capture starts (see _LiveRun.warm_batch)
@@ -154,63 +140,6 @@ def die_with_parent(parent_pid: int) -> None:
             libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
     if os.getppid() != parent_pid:
         os._exit(1)
-
-
-def choose_landmarks(fps: float | None, cores: int, mesh_reuse_ms: float = 20.0, *, costs: HostCosts | None = None,
-                     detect_every: int = 10, candidates: tuple[str, ...] = AUTO_LANDMARKS) -> tuple[str, str, bool]:
-    """``--landmarks auto``: the first of ``candidates`` that ``cores`` run at ``fps`` in real time.
-
-    Real time needs ``fps x frame_ms`` of CPU at most ``LIVE_MAX_LOAD`` of the cores, ``frame_ms`` being the
-    per-frame cost on this machine (:meth:`HostCosts.frame_ms`: the fit with its face mesh reused for
-    ``mesh_reuse_ms``, BlazeFace every ``detect_every`` frames, the decode and a fixed overhead) from
-    ``costs`` measured before the capture (:func:`eyeblink.runtime.host.measure_costs`), or the registry's
-    constants when there are none. When none fits, the cheapest at this rate, and the reason says that it
-    cannot hold the rate. An unknown rate counts as 500 FPS. Returns (model, reason, holds the rate).
-    """
-    from eyeblink.runtime.host import registry_costs
-
-    rate = fps if fps and fps > 0 else 500.0
-    if costs is None:
-        costs = registry_costs(candidates, "not measured")
-    usable = [m for m in candidates if m in costs.fit_ms] or list(candidates)
-
-    def need(model: str) -> float:
-        return costs.cores_needed(model, rate, mesh_reuse_ms=mesh_reuse_ms, detect_every=detect_every,
-                                  max_load=LIVE_MAX_LOAD)
-
-    where = costs.describe(usable)
-    for model in usable:
-        if need(model) <= cores:
-            return model, (f"{model}: {rate:g} FPS needs ~{need(model):.1f} of the {cores} cores at most "
-                           f"{LIVE_MAX_LOAD:.0%} busy; {where}"), True
-    model = min(usable, key=need)
-    return model, (f"{model} CANNOT hold {rate:g} FPS here: it needs ~{need(model):.1f} cores at most "
-                   f"{LIVE_MAX_LOAD:.0%} busy, this machine has {cores}; frames will be dropped (lower the "
-                   f"camera's rate, or use a machine with more cores); {where}"), False
-
-
-def choose_dealt_workers(costs: HostCosts | None, model: str, fps: float | None, *, workers: int, asked: int,
-                         mesh_reuse_ms: float, detect_every: int) -> tuple[int, str]:
-    """How many of the ``workers`` forked get frames, and why.
-
-    Each worker tracks the face over its own frames, so each runs its own keyframes and its own face-mesh refits
-    (every ``mesh_reuse_ms`` of capture time): two workers run the face mesh twice as often as one, and on two
-    cores four busy processes (sink, loader, two workers) wait for each other's cores. So with the default
-    (``asked`` 0) all frames go to one worker while its networks, measured on this machine before the capture
-    (:class:`~eyeblink.runtime.host.HostCosts`: the fit with its mesh reused, a keyframe every ``detect_every``
-    frames), need at most :data:`LIVE_ONE_WORKER_LOAD` of a core at ``fps``; otherwise to all. An explicit
-    ``--workers N`` is obeyed. Returns (workers dealt, reason)."""
-    if asked > 0 or workers <= 1:
-        return workers, f"{workers} worker{'s' if workers > 1 else ''} ({'--workers' if asked else 'one core'})"
-    if costs is None or not costs.measured or model not in costs.fit_ms:
-        return workers, f"{workers} workers (costs not measured)"
-    rate = fps if fps and fps > 0 else 500.0
-    load = rate * costs.networks_ms(model, rate, mesh_reuse_ms=mesh_reuse_ms, detect_every=detect_every) / 1000.0
-    if load <= LIVE_ONE_WORKER_LOAD:
-        return 1, (f"1 worker of {workers}: {model}'s networks need ~{load:.2f} of a core at {rate:g} FPS "
-                   f"(<= {LIVE_ONE_WORKER_LOAD:g}); one tracker refits the face mesh half as often as two")
-    return workers, (f"{workers} workers: {model}'s networks need ~{load:.2f} of a core at {rate:g} FPS "
-                     f"(> {LIVE_ONE_WORKER_LOAD:g})")
 
 
 class LiveResultWriter(ResultWriter):
@@ -839,26 +768,20 @@ class LivePipeline(ParallelPipeline):
     def __init__(self, config: RunConfig, live: LiveConfig) -> None:
         """Load the models (before the source is opened: see :meth:`_LiveRun._start`).
 
-        With ``live.landmarks == "auto"`` both candidate models are loaded (:data:`AUTO_LANDMARKS`: a few
-        MB each) and the run picks one once the source's rate is known (:func:`choose_landmarks`); otherwise the
-        model of ``config.landmarks``.
+        The eye model of the two configs is made one first (:func:`resolve_eye_model`). With ``auto`` both
+        candidate models are loaded (:data:`~eyeblink.runtime.choose.AUTO_LANDMARKS`: a few MB each) and the run
+        picks one once the source's rate is known (:func:`~eyeblink.runtime.choose.choose_landmarks`); otherwise
+        the model of ``config.landmarks``.
         """
-        from dataclasses import replace as _replace
-
         from eyeblink.runtime.pipeline import build_fitter
 
+        config, live = resolve_eye_model(config, live)
         self.live = live
         self.fitters: dict[str, Any] = {}
-        if live.landmarks == "auto" and config.detect.accelerator_stage:
-            # the accelerator stage runs the eye model on the device: the accurate one, whatever the CPU cores
-            live = _replace(live, landmarks=AUTO_LANDMARKS[0])
-            self.live = live
         if live.landmarks == "auto":
             for model in AUTO_LANDMARKS:
-                self.fitters[model] = build_fitter(_replace(config, landmarks=_replace(
+                self.fitters[model] = build_fitter(replace(config, landmarks=replace(
                     config.landmarks, model=model, model_path=None)))
-        elif live.landmarks != config.landmarks.model:
-            config = _replace(config, landmarks=_replace(config.landmarks, model=live.landmarks))
         super().__init__(config, live.parallel(None), fitter=self.fitters.get(AUTO_LANDMARKS[0]))
 
     def measure_host(self) -> HostCosts | None:
@@ -903,262 +826,18 @@ class LivePipeline(ParallelPipeline):
                 server.server_close()
 
 
-# ---------------------------------------------------------------------------- CLI
-
-
-def add_parser(sub: Any, add_run_options: Any, add_log_options: Any) -> None:
-    """The ``live`` subcommand."""
-    from eyeblink.sources.live import STREAM_SCHEMES
-
-    p = sub.add_parser(
-        "live", help="process a camera or network stream in real time (rows written as frames arrive)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Process a live feed as it arrives into <stem>.frames.csv (plus a `dropped` column), "
-                    "<stem>.blinks.csv and <stem>.summary.json. Ctrl-C or SIGTERM stops the capture, drains "
-                    "the pipeline, flushes every file and exits 0.",
-        epilog="SOURCE:\n  0, camera:0, /dev/video0     a V4L2 camera (OpenCV)\n"
-               f"  {'://, '.join(STREAM_SCHEMES)}://...\n"
-               "                               a network stream FFmpeg opens (PyAV, low-latency probing),\n"
-               "                               e.g. tcp://127.0.0.1:5000, udp://@:1234, rtsp://cam/stream\n"
-               "  basler:, basler:SERIAL       a Basler/GenICam camera (pip install 'eyeblink[basler]')")
-    p.add_argument("source", metavar="SOURCE", help="camera index, stream URL or basler:[SERIAL] (see below)")
-    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="output directory (created)")
-    p.add_argument("--name", metavar="STEM", default=None, help="output file stem (default: from the source)")
-    g = p.add_argument_group("real time")
-    g.add_argument("--on-overload", choices=OVERLOAD_POLICIES, default="drop",
-                   help="when the pipeline falls behind and the buffer is full: drop the frame (written as a "
-                        "gap row, dropped=1) or block the capture (the source backs up) (default: %(default)s)")
-    g.add_argument("--max-latency-ms", type=float, default=250.0, metavar="MS",
-                   help="with --on-overload drop, the latency bound: a frame still waiting half of MS "
-                        "milliseconds after it arrived is not analysed but written as a gap row (dropped=1), so that "
-                        "under overload the newest frames win; a row that still reaches the end of the pipeline "
-                        "more than MS after its frame arrived is written but not published (no LSL sample, no "
-                        "state) (default: %(default)s)")
-    g.add_argument("--buffer", type=float, default=1.0, metavar="S",
-                   help="frames buffered in shared memory, in seconds at the source's rate (default: %(default)s)")
-    g.add_argument("--no-adapt", action="store_true",
-                   help="never step down to cheaper settings (longer face-mesh reuse, fewer keyframes, a cheaper "
-                        "eye model) when frames drop or the backlog grows; by default each step is a warning line, "
-                        "a metric and a summary entry")
-    g.add_argument("--workers", type=int, default=0, metavar="N", help="worker processes (default: physical cores)")
-    g.add_argument("--chunk-frames", type=int, default=LIVE_CHUNK_FRAMES, metavar="N",
-                   help="frames dealt to one worker at a time; each worker keeps tracking the face across its "
-                        "chunks (default: %(default)s)")
-    g.add_argument("--batch-frames", type=int, default=LIVE_BATCH_FRAMES, metavar="N",
-                   help="frames per queue message (default: %(default)s)")
-    g.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds of capture")
-    g.add_argument("--priority", choices=LIVE_PRIORITIES, default="normal",
-                   help="run the capture and the frame path (sink, loader, workers) ahead of other programs: high "
-                        "(nice -10) or realtime (SCHED_RR); needs root, CAP_SYS_NICE or a ulimit that allows it, "
-                        "else one line says so and the run goes on (default: %(default)s)")
-    g.add_argument("--record", default=None, metavar="FILE",
-                   help="also keep the frames as received, with their timestamps, in FILE (.nut: raw gray, "
-                        "lossless), written by a thread of its own; `eyeblink process FILE` re-analyses them; an "
-                        "existing FILE is refused unless --overwrite")
-    g.add_argument("--overwrite", action="store_true", help="with --record: replace FILE if it exists")
-    g.add_argument("--report", action="store_true",
-                   help="at the end of the capture also write OUTDIR/<stem>.report.html (as `eyeblink report` "
-                        "does), with the eye crops of every blink kept during the capture")
-    s = p.add_argument_group("streams")
-    s.add_argument("--reconnect", type=int, default=0, metavar="N",
-                   help="reopen a stream that ends or fails up to N times (default: %(default)s)")
-    s.add_argument("--stream-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="an FFmpeg option for the stream (repeatable), e.g. rtsp_transport=tcp")
-    s.add_argument("--read-timeout", type=float, default=5.0, metavar="S",
-                   help="a stream silent this long is lost (default: %(default)s)")
-    lab = p.add_argument_group("lab programs: Lab Streaming Layer and the trial gate (docs: guides/lab-programs)")
-    lab.add_argument("--lsl", action="store_true",
-                     help="publish two LSL streams (pip install 'eyeblink[lsl]'): NAME, one sample per frame "
-                          "(openness_left, openness_right, closure, face, frame) stamped with the frame's capture "
-                          "time on LSL's clock, and NAME-markers (state:<state>, blink_start, blink_end, "
-                          "open_stable, prolonged_closure, face_lost, face_found)")
-    lab.add_argument("--lsl-name", default="eyeblink", metavar="NAME",
-                     help="name of the LSL sample stream; the marker stream is NAME-markers (default: %(default)s)")
-    lab.add_argument("--lsl-wait", type=float, default=0.0, metavar="S",
-                     help="before connecting the source, wait up to S seconds for an LSL inlet (e.g. LabRecorder) "
-                          "on the sample stream, so that it gets every sample (default: %(default)s, no wait)")
-    lab.add_argument("--gate-port", type=int, default=None, metavar="PORT",
-                     help="serve the eye state on tcp://127.0.0.1:PORT as JSON lines, one per state change and "
-                          "event (0 = any free port, printed at start; default: no socket)")
-    lab.add_argument("--stable-ms", type=float, default=200.0, metavar="MS",
-                     help="the open_stable event: the eye state open held for MS milliseconds of capture time "
-                          "(default: %(default)s)")
-    lab.add_argument("--max-age-ms", type=float, default=50.0, metavar="MS",
-                     help="freshness bound: no 'open' is reported about a frame received more than MS milliseconds "
-                          "ago; the gate and the markers say 'stale' instead, within MS of a stall "
-                          "(default: %(default)s)")
-    lab.add_argument("--settle-ms", type=float, default=10.0, metavar="MS",
-                     help="a new eye state is reported once it has lasted MS milliseconds of capture time "
-                          "(no single-frame flicker; 0: every change at once) (default: %(default)s)")
-    lab.add_argument("--face-lost-ms", type=float, default=200.0, metavar="MS",
-                     help="face_lost only after no face has been fitted for MS milliseconds; dropped frames "
-                          "never count (default: %(default)s)")
-    add_view_options(p)
-    m = p.add_argument_group("metrics (pip install 'eyeblink[metrics]')")
-    m.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
-                   help="serve Prometheus metrics on http://HOST:PORT/metrics (0 = any free port)")
-    m.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
-                   help="address the metrics server binds (default: %(default)s; 0.0.0.0 exposes it)")
-    from eyeblink.outputs.analysis import add_cli_options
-
-    add_cli_options(p)  # FEC calibration, trials, plots, NWB: done when the capture has ended, as in process
-    add_log_options(p)
-    add_run_options(p)
-    for action in p._actions:  # live mode also takes --landmarks auto, its default
-        if "--landmarks" in action.option_strings:
-            action.choices = LIVE_LANDMARKS
-            action.help = ("eye model: auto (default: lids when this machine runs it at the source's rate, else "
-                           "the cheaper of lids and mesh-ear, said in the first line; costs measured on this machine "
-                           "before the capture) or a model: "
-                           + ", ".join(LIVE_LANDMARKS[1:]))
-
-
-def add_view_options(p: Any) -> None:
-    """``--view``, ``--view-port``, ``--view-host`` (live and process)."""
-    v = p.add_argument_group("the browser view (docs: guides/live)")
-    v.add_argument("--view", action="store_true",
-                   help="serve the session's page while it runs: the newest frame with the face box, the closure "
-                        "trace of both eyes with the blinks, the gate's state, rate, drops and latency (URL printed "
-                        "at start; any number of tabs; a slow or closed browser never holds up a frame or a row)")
-    v.add_argument("--view-port", type=int, default=None, metavar="PORT",
-                   help="the page's port (implies --view; default: any free port)")
-    v.add_argument("--view-host", default=None, metavar="ADDR",
-                   help="serve the page on ADDR instead of 127.0.0.1 (implies --view), e.g. 0.0.0.0; the URL then "
-                        "carries a random token, required by every request")
-
-
-def view_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`LiveConfig` fields of ``--view``, ``--view-port`` and ``--view-host``."""
-    on = bool(args.view or args.view_port is not None or args.view_host is not None)
-    return {"view": on, "view_port": args.view_port or 0, "view_host": args.view_host or "127.0.0.1"}
-
-
 @contextlib.contextmanager
-def open_file_view(args: argparse.Namespace) -> Any:
-    """``process --view``: the page open for the whole run (None without ``--view``), closed at the end."""
-    settings = view_settings(args)
-    if not settings["view"]:
+def open_file_view(view: bool, view_port: int = 0, view_host: str = "127.0.0.1") -> Any:
+    """``process --view``: the page open for the whole run (None without ``view``), closed at the end."""
+    if not view:
         yield None
         return
     from eyeblink.runtime.view import ViewSink
 
-    view = ViewSink(port=settings["view_port"], host=settings["view_host"],
+    page = ViewSink(port=view_port, host=view_host,
                     announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
-    view.open(mode="file")
+    page.open(mode="file")
     try:
-        yield view
+        yield page
     finally:
-        view.close("all inputs processed")
-
-
-def prepare(spec: str, cfg: RunConfig, live: LiveConfig, *, name: str | None = None, stream: Any = None,
-            report: bool = False, analysis: AnalysisOptions | None = None,
-            tap: LiveTap | None = None) -> tuple[LivePipeline, LiveSource, RunConfig]:
-    """Everything before the capture, for the CLI and the Python API alike: the checks, the models (loaded before
-    a stream is connected), the source (not yet connected). Returns the pipeline, the source and the run's config."""
-    from eyeblink.sources.live import open_live_source
-
-    if tap is not None:
-        tap.check()  # the lsl extra, before any model loads
-    if live.record is not None:
-        from eyeblink.runtime.record import check_record_path
-
-        check_record_path(live.record, overwrite=live.overwrite)
-    if report:  # the workers keep each blink's eye crops: a stream cannot be read again for them
-        cfg = replace(cfg, eye_crops=True)
-    from eyeblink.runtime.parallel import supports
-
-    if not supports(cfg):
-        raise ConfigError(f"live mode runs the multiprocess pipeline, which needs the litert backend or the "
-                          f"accelerator stage (--stage accelerator with jax or tensorflow); got "
-                          f"{cfg.detect.backend!r} with --stage {cfg.detect.stage}")
-    pipe = LivePipeline(cfg, live)  # models first: a stream is connected only once the workers are ready
-    source = open_live_source(spec, name=name, fps=cfg.fps, connect=False, stream=stream)
-    (analysis or AnalysisOptions()).check_stems([source.name])  # before the capture: extras, trials file
-    return pipe, source, cfg
-
-
-def finish(result: RunResult, cfg: RunConfig, analysis: AnalysisOptions | None, *, report: bool = False) -> RunResult:
-    """After the capture ended normally (end of stream, ``--duration``, a signal, the API's stop): calibrate the
-    session's FEC column and write trials, traces, plots and NWB as ``process`` does, then the report."""
-    from eyeblink.outputs.analysis import finalize
-    from eyeblink.runtime.runner import record_failure
-
-    try:
-        result = finalize(result, cfg, analysis or AnalysisOptions())
-    except EyeblinkError as exc:  # e.g. a full disk: the summary says failed, as the exit status does
-        record_failure(result, exc)
-        raise
-    if report:
-        from eyeblink.outputs.report import write_report
-        from eyeblink.runtime.runner import record_output
-
-        record_output(result, "report", write_report(result.outputs["frames"].parent / result.stem))
-    return result
-
-
-def stream_options(items: list[str]) -> dict[str, str]:
-    """``--stream-option KEY=VALUE`` items as a dict."""
-    options: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--stream-option must be KEY=VALUE, got {item!r}")
-        options[key] = value
-    return options
-
-
-def live_config_from_args(args: argparse.Namespace, cfg: RunConfig) -> LiveConfig:
-    """The :class:`LiveConfig` of ``eyeblink live``'s flags."""
-    # no --landmarks and no model file (flag or preset): auto, the model this machine runs at the source's rate
-    auto = args.landmarks is None and cfg.landmarks.model_path is None
-    return LiveConfig(overload=args.on_overload, workers=args.workers, chunk_frames=args.chunk_frames,
-                      batch_frames=args.batch_frames, buffer_s=args.buffer, duration_s=args.duration,
-                      metrics_port=args.metrics_port, metrics_host=args.metrics_host,
-                      landmarks="auto" if auto else cfg.landmarks.model, lsl=args.lsl, lsl_name=args.lsl_name,
-                      lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms,
-                      max_age_ms=args.max_age_ms, settle_ms=args.settle_ms, face_lost_ms=args.face_lost_ms,
-                      max_latency_ms=args.max_latency_ms, record=args.record, overwrite=args.overwrite,
-                      adapt=not args.no_adapt, priority=args.priority, **view_settings(args))
-
-
-def run(args: argparse.Namespace, cfg: RunConfig) -> int:
-    """``eyeblink live``: open the source, run, print one line; the exit status."""
-    import sys
-
-    from eyeblink.outputs.analysis import options_from_args
-    from eyeblink.outputs.export import ensure_output_dir
-    from eyeblink.runtime.publish import LiveTap
-    from eyeblink.sources.live import StreamOptions
-
-    options = stream_options(args.stream_option)
-    live = live_config_from_args(args, cfg)  # every number in its range (config.LIVE_RANGES), as in the API
-    stream = StreamOptions(options=options, read_timeout_s=args.read_timeout, reconnect=args.reconnect)
-    outdir = ensure_output_dir(Path(args.output))
-    tap = LiveTap.from_config(live, cfg.blinks.max_blink_ms,
-                              announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
-    analysis = options_from_args(args)
-    pipe, source, cfg = prepare(args.source, cfg, live, name=args.name, report=args.report, analysis=analysis,
-                                tap=tap, stream=stream)
-    from eyeblink.outputs.lock import session_locks
-
-    with session_locks(outdir, [source.name]):  # one writer per session: before the capture connects
-        with source:
-            result, _ = pipe.run(source, outdir, tap=tap)
-        # the capture ended normally (end of stream, --duration, a signal): calibrate the session's FEC column
-        # and write trials, traces, plots and NWB as `process` does (a failed run keeps its provisional rows)
-        result = finish(result, cfg, analysis)
-    s = result.summary
-    lv = s.get("live", {})
-    t = s.get("timings", {})
-    p99 = t.get("latency_ms_p99")
-    processed = result.frames - (lv.get("frames_dropped") or 0)
-    print(f"{result.stem}: {lv.get('stop_reason')}; {lv.get('frames_in')} frames in, {processed} processed, "
-          f"{lv.get('frames_dropped')} dropped, face in {result.faces}, {len(result.blinks)} blinks, "
-          f"p99 latency {'-' if p99 is None else f'{p99:.0f} ms'} -> {result.outputs['frames'].parent}",
-          file=sys.stderr)
-    if args.report:
-        from eyeblink.outputs.report import write_report
-
-        print(f"{result.stem}: report {write_report(result.outputs['frames'].parent / result.stem)}", file=sys.stderr)
-    return 0
+        page.close("all inputs processed")

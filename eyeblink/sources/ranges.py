@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -38,6 +37,7 @@ from typing import Any
 
 from eyeblink.errors import VideoDecodeError
 from eyeblink.frames import Frame
+from eyeblink.sources.chunking import round_up
 from eyeblink.sources.files import FrameSource, ImageFolderSource, VideoFileSource
 
 __all__ = ["ONE_FRAME_PER_PACKET", "FrameRange", "RangePlan", "iter_range", "plan_ranges", "single_plan"]
@@ -109,16 +109,12 @@ def plan_ranges(source: FrameSource, loaders: int, *, chunk_frames: int, max_fra
     return _plan_video(source, loaders, chunk_frames, max_frames)
 
 
-def _round_up(value: float, step: int) -> int:
-    return max(step, math.ceil(value / step) * step)
-
-
 def _plan_uniform(n: int, loaders: int, chunk: int, key_frames: list[int], pts: list[int] | None,
                   gop: float = 1.0) -> RangePlan:
     """Ranges over ``n`` frames; ``key_frames`` (sorted frame indices of keyframes, empty: every frame)."""
     if loaders <= 1 or n <= 0:
         return single_plan(n, "one loader asked for" if loaders <= 1 else "no frames")
-    segment = _round_up(max(MIN_SEGMENT_FRAMES, GOPS_PER_SEGMENT * gop), chunk)
+    segment = round_up(max(MIN_SEGMENT_FRAMES, GOPS_PER_SEGMENT * gop), chunk)
     spans = _segments(n, segment)
     if len(spans) < 2:
         return single_plan(n, f"{n} frames fit in one range of {segment}")

@@ -1,0 +1,412 @@
+"""``eyeblink.live``: a camera or a stream in real time, as a context manager that yields rows, blinks and
+state changes (:class:`LiveSession`); ``eyeblink live`` and :func:`live` share
+:func:`eyeblink.runtime.capture.prepare` and ``finish``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eyeblink.api.load import Session, _require_pandas, load
+from eyeblink.api.settings import (
+    ANALYSIS,
+    LIVE_ONLY,
+    SettingsError,
+    _analysis,
+    _field_defaults,
+    _is_number,
+    _run_config,
+    _settings_errors,
+    _type_ok,
+)
+from eyeblink.config import (
+    LIVE_RANGES,
+    LiveConfig,
+)
+from eyeblink.errors import ConfigError, EyeblinkError
+from eyeblink.runtime.publish import LiveRow  # stdlib only: what a live session yields
+from eyeblink.signals.state import EyeState  # the eye's state (one definition, the detector's)
+
+if TYPE_CHECKING:
+
+    from eyeblink.outputs.session import RunResult
+    from eyeblink.runtime.live import LivePipeline, _LiveRun
+    from eyeblink.runtime.publish import LiveTap
+    from eyeblink.signals.blinks import BlinkEvent
+
+_END = object()
+
+
+class LiveSession:
+    """A live session (:func:`live`): a context manager; iterate it for rows and blink events as they come.
+
+    ``with eyeblink.live("tcp://127.0.0.1:5000", lsl=True) as s:`` loads the models, connects the source and
+    runs the pipeline in a background thread of this process (its workers are child processes). In the block:
+
+    * ``for item in s:`` yields :class:`~eyeblink.runtime.publish.LiveRow` (one per written row, frame order)
+      and :class:`~eyeblink.signals.blinks.BlinkEvent` (as the detector settles them) until the source ends or
+      :meth:`stop`; up to :attr:`QUEUE_ITEMS` unread items are kept (older ones are dropped: ``missed``);
+    * ``s.state`` (the detector's :class:`~eyeblink.signals.state.EyeState`), ``s.wait_until_open(...)``;
+    * callbacks ``on_frame(row)``, ``on_blink(event)``, ``on_state(change)`` run in the session's thread, in
+      order, as each is written: keep them short.
+
+    Leaving the block (or Ctrl-C in it, or the source ending) stops the capture, analyses every frame already
+    captured, flushes the files and finalizes the session as ``eyeblink live`` does; Ctrl-C is then swallowed
+    (the block ends normally; ``summary["live"]["stop_reason"]`` says ``stopped by SIGINT``). Afterwards
+    :attr:`result` is the :class:`Session`.
+    """
+
+    #: unread items kept for iteration (~100 s of rows at 500 FPS)
+    QUEUE_ITEMS = 50_000
+
+    def __init__(self, source: str | int, output: str | Path | None, settings: dict[str, Any]) -> None:
+        from eyeblink.runtime.publish import LiveTap
+
+        _require_pandas()
+        settings = dict(settings)
+        landmarks = settings.get("landmarks")
+        if landmarks == "auto":  # live's default: the model this machine runs at the source's rate
+            del settings["landmarks"]
+        with _settings_errors():
+            cfg, rest = _run_config(settings, (*ANALYSIS, *LIVE_ONLY,
+                                               *(f.name for f in dataclasses.fields(LiveConfig))))
+            self._callbacks = {k: rest.pop(k, None) for k in ("on_frame", "on_blink", "on_state")}
+            for k, cb in self._callbacks.items():
+                if cb is not None and not callable(cb):
+                    raise ConfigError(f"{k} must be a function, got {cb!r}")
+            self._analysis = _analysis(rest)
+            self._name = rest.pop("name", None)
+            self._report = bool(rest.pop("report", False))
+            stream: dict[str, Any] = {k: rest.pop(k) for k in ("reconnect", "stream_options", "read_timeout_s")
+                                      if k in rest}
+            auto = landmarks in (None, "auto") and cfg.landmarks.model_path is None
+            live_defaults = _field_defaults(LiveConfig)
+            if isinstance(rest.get("record"), os.PathLike):  # a path, as ``output`` takes
+                rest["record"] = os.fspath(rest["record"])
+            if "workers" in rest and rest["workers"] is None:  # None: the default (one per physical core), as process
+                del rest["workers"]
+            for k, v in rest.items():
+                if k in LIVE_RANGES and _is_number(v):
+                    continue  # its range: LiveConfig's check, the CLI's (config.check_range)
+                want = _type_ok(v, live_defaults[k])
+                if want is not None:
+                    raise ConfigError(f"live {k} must be {want}, got {v!r}")
+            for k in ("reconnect", "read_timeout_s"):  # their ranges: StreamOptions (config.check_range)
+                if k in stream and not _is_number(stream[k]):
+                    raise ConfigError(f"{k} must be a number, got {stream[k]!r}")
+            self.live_config = LiveConfig(**{**rest, "landmarks": "auto" if auto else cfg.landmarks.model})
+            from eyeblink.sources.live import StreamOptions
+
+            opts = stream.get("stream_options") or {}
+            if not isinstance(opts, dict):
+                raise ConfigError(f"stream_options must be a dict of FFmpeg options, got {opts!r}")
+            self._stream = StreamOptions(options={str(k): str(v) for k, v in opts.items()},
+                                         read_timeout_s=stream.get("read_timeout_s", 5.0),
+                                         reconnect=stream.get("reconnect", 0))
+        if isinstance(source, int) and not isinstance(source, bool):
+            source = str(source)  # live(0) is live("0"): camera 0
+        if not isinstance(source, str):
+            raise SettingsError(f"live source must be a camera index (0), a stream URL or basler:[SERIAL], "
+                                f"got {source!r}")
+        self.cfg = cfg
+        self.source_spec = source
+        self.output = output
+        tap = LiveTap.from_config(self.live_config, cfg.blinks.max_blink_ms, always=True)
+        assert tap is not None
+        self.tap: LiveTap = tap
+        #: why the last :meth:`wait_until_open` returned False ("" after True)
+        self.wait_reason = ""
+        self.tap.listeners.append(self._on_item)
+        self.result: Session | None = None
+        self.missed = 0
+        self._items: deque[Any] = deque()
+        self._cond = threading.Condition()
+        self._ended = False
+        self._error: BaseException | None = None
+        self._run: _LiveRun | None = None
+        self._stop_reason: str | None = None
+        self._thread: threading.Thread | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._outdir: Path | None = None
+        self._run_result: RunResult | None = None
+        self._pipe: LivePipeline | None = None
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def state(self) -> EyeState:
+        """The eye's state as of the last row written (``no_face`` before the detector has a baseline)."""
+        return self.tap.tracker.state
+
+    @property
+    def time_s(self) -> float:
+        """Capture time (``timestamp_s``, the source's clock) of the newest row written; NaN before the first."""
+        return self.tap.newest_s
+
+    @property
+    def frame(self) -> int:
+        """The newest row written (-1 before the first)."""
+        return self.tap.newest_frame
+
+    @property
+    def age_ms(self) -> float:
+        """How long ago (ms) the newest analysed frame was received: the age of :attr:`state` now (inf before the
+        first frame)."""
+        return self.tap.age_s() * 1000.0
+
+    @property
+    def stale(self) -> bool:
+        """True when the newest analysed frame is older than the session's ``max_age_ms``: :attr:`state` is then
+        about the past (a stalled camera or a pipeline that lags), and :meth:`wait_until_open` waits."""
+        return self.tap.stale or self.tap.age_s() > self.tap.max_age_s
+
+    @property
+    def gate_port(self) -> int | None:
+        """The gate socket's port on 127.0.0.1 once listening (``gate_port=0`` picks a free one)."""
+        return self.tap.bound_port
+
+    @property
+    def view_url(self) -> str | None:
+        """The browser view's address once the session has started (``view=True``; None without a view)."""
+        return self.tap.sinks[0].url or None if self.tap.sinks else None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._ended
+
+    # ------------------------------------------------------------------ the session's thread
+
+    def _on_item(self, kind: str, item: Any) -> None:
+        """Called by the tap in the session's thread for every row, blink, state change and gate event."""
+        cb = {"row": self._callbacks["on_frame"], "blink": self._callbacks["on_blink"],
+              "state": self._callbacks["on_state"]}.get(kind)
+        if cb is not None:
+            try:
+                cb(item)
+            except BaseException as exc:  # a failing callback stops the session; __exit__ re-raises it
+                if self._error is None:
+                    self._error = exc
+                self.stop(f"a callback ({cb!r}) failed")
+        if kind in ("row", "blink"):
+            with self._cond:
+                if len(self._items) >= self.QUEUE_ITEMS:
+                    self._items.popleft()
+                    self.missed += 1
+                self._items.append(item)
+                self._cond.notify_all()
+        elif kind == "event":
+            with self._cond:
+                self._cond.notify_all()
+
+    def _started(self, run: _LiveRun) -> None:
+        self._run = run
+        if self._stop_reason is not None:
+            run.request_stop(self._stop_reason)
+
+    def _main(self, source: Any) -> None:
+        from eyeblink.outputs.lock import session_locks
+        from eyeblink.runtime.capture import finish
+
+        try:
+            assert self._pipe is not None and self._outdir is not None
+            with session_locks(self._outdir, [source.name]):  # one writer per session, before the capture
+                with source:
+                    result, run = self._pipe.run(source, self._outdir, tap=self.tap, signals=False,
+                                                 started=self._started)
+                # the run's config: with auto, the eye model it chose once the source's rate was known
+                self._run_result = finish(result, run.cfg, self._analysis, report=self._report)
+        except BaseException as exc:
+            if self._error is None:
+                self._error = exc
+        finally:
+            with self._cond:
+                self._ended = True
+                self._items.append(_END)
+                self._cond.notify_all()
+
+    # ------------------------------------------------------------------ context manager
+
+    def __enter__(self) -> LiveSession:
+        from eyeblink.outputs.export import ensure_output_dir
+        from eyeblink.runtime.capture import prepare
+
+        if self.output is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="eyeblink-live-")
+            self._outdir = Path(self._tmp.name)
+        else:
+            self._outdir = ensure_output_dir(Path(self.output))
+        try:
+            self._pipe, source, self.cfg = prepare(self.source_spec, self.cfg, self.live_config, name=self._name,
+                                                   stream=self._stream, report=self._report,
+                                                   analysis=self._analysis, tap=self.tap)
+        except BaseException:
+            self._cleanup()
+            raise
+        self._thread = threading.Thread(target=self._main, args=(source,), name="eyeblink-live", daemon=True)
+        self._thread.start()
+        try:  # the models loaded, the outlets and the socket up (gate_port known), the source about to connect
+            while not self.tap.opened.wait(0.1):
+                if self._ended:
+                    break
+        except BaseException:  # Ctrl-C while the models load
+            self.__exit__(*sys.exc_info())
+            raise
+        if self._ended and self._error is not None:
+            self._join()
+            self._cleanup()
+            raise self._error
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+        # while the session ends, Ctrl-C (any number of times) stops it at once instead of escaping: the files are
+        # closed, the children stopped and the ring unlinked whatever the user presses
+        restore = self._catch_sigint()
+        try:
+            self.stop("stopped by SIGINT" if interrupted else "stopped by the program")
+            self._join()
+            stem = (self._run_result.stem if self._run_result is not None
+                    else getattr(getattr(self._run, "source", None), "name", None))
+            if stem is not None and self._outdir is not None and (self._outdir / f"{stem}.summary.json").exists():
+                with contextlib.suppress(EyeblinkError, OSError, ValueError):
+                    self.result = load(self._outdir / stem)
+                    if self.output is None:
+                        self.result.paths = {}
+        finally:
+            self._cleanup()
+            restore()
+        aborted = isinstance(self._error, KeyboardInterrupt)
+        if aborted:
+            interrupted = True  # a second Ctrl-C: the session ended interrupted, its files whole
+        elif self._error is not None and (exc_type is None or interrupted):
+            raise self._error
+        return interrupted  # Ctrl-C in the block stopped the session: every row is on disk, the block ends
+
+    def _catch_sigint(self) -> Callable[[], None]:
+        """In the main thread: SIGINT aborts the session (see :meth:`_abort`) until the returned function runs."""
+        import signal
+
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        try:
+            old = signal.signal(signal.SIGINT, lambda _s, _f: self._abort())
+        except (ValueError, OSError):
+            return lambda: None
+        return lambda: signal.signal(signal.SIGINT, old)
+
+    def _abort(self) -> None:
+        """A Ctrl-C while the session ends: stop at once (no more draining)."""
+        self._stop_reason = self._stop_reason or "stopped by SIGINT"
+        if self._run is not None:
+            self._run.abort()
+
+    def _join(self) -> None:
+        if self._thread is None:
+            return
+        while self._thread.is_alive():
+            try:
+                self._thread.join(0.1)
+            except KeyboardInterrupt:  # outside the main thread's handler (another thread's session)
+                self._abort()
+
+    def _cleanup(self) -> None:
+        for sink in self.tap.sinks:  # the view's port, taken before the models loaded (closed already after a run)
+            sink.close(None)
+        if self._tmp is not None:
+            with contextlib.suppress(OSError):
+                self._tmp.cleanup()
+            self._tmp = None
+
+    # ------------------------------------------------------------------ in the block
+
+    def stop(self, reason: str = "stopped by the program") -> None:
+        """Stop the capture (frames already captured are still analysed); the iteration then ends."""
+        if self._stop_reason is None:
+            self._stop_reason = reason
+        if self._run is not None:
+            self._run.request_stop(reason)
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until the source ends (or :meth:`stop`); False after ``timeout_s``."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._cond:
+            while not self._ended:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(0.1 if left is None else min(left, 0.1))
+        return True
+
+    def __iter__(self) -> Iterator[LiveRow | BlinkEvent]:
+        while True:
+            with self._cond:
+                while not self._items:
+                    self._cond.wait(0.1)
+                item = self._items.popleft()
+            if item is _END:
+                with self._cond:
+                    self._items.appendleft(_END)  # a second loop ends at once too
+                if self._error is not None:
+                    raise self._error
+                return
+            yield item
+
+    def wait_until_open(self, stable_ms: float = 200.0, timeout_s: float | None = None,
+                        max_age_ms: float | None = None) -> bool:
+        """Block until the eye is ``open``, settled, has stayed open for ``stable_ms`` of capture time (the state
+        the ``open_stable`` marker and gate line report) **and** the newest analysed frame was received at most
+        ``max_age_ms`` ago (default: the session's ``max_age_ms``); True then, checked at the moment it returns.
+        A stale answer is never True: it keeps waiting. False after ``timeout_s`` seconds or when the session
+        ended first, with the reason in :attr:`wait_reason`. Returns at once when it already holds."""
+        if not (isinstance(stable_ms, (int, float)) and math.isfinite(stable_ms) and stable_ms >= 0):
+            raise SettingsError(f"stable_ms must be a finite number >= 0, got {stable_ms!r}")
+        if max_age_ms is not None and not (isinstance(max_age_ms, (int, float)) and math.isfinite(max_age_ms)
+                                           and max_age_ms > 0):
+            raise SettingsError(f"max_age_ms must be a finite number > 0, got {max_age_ms!r}")
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                ok, why = self.tap.open_now(stable_ms, max_age_ms)
+                if ok:
+                    self.wait_reason = ""
+                    return True
+                if self._ended:
+                    self.wait_reason = f"the session ended ({why})"
+                    return False
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    self.wait_reason = f"timed out after {timeout_s:g} s: {why}"
+                    return False
+                # the tap notifies on every event; a frozen stream sends none, so poll within the bound too
+                self._cond.wait(min(0.005, self.tap.max_age_s / 4) if left is None else
+                                min(left, 0.005, self.tap.max_age_s / 4))
+
+    def __repr__(self) -> str:
+        return f"LiveSession({self.source_spec!r}, state={self.state.value}, running={self.running})"
+
+
+def live(source: str | int, output: str | Path | None = None, **settings: Any) -> LiveSession:
+    """A live session on a camera or stream (``source`` as for ``eyeblink live``: ``0``, ``tcp://...``,
+    ``basler:``), as a context manager (:class:`LiveSession`).
+
+    ``output``: where ``<stem>.frames.csv`` (with ``dropped``), ``.blinks.csv`` and ``.summary.json`` are
+    written as the frames arrive (``None``: a temporary folder, removed at the end; the tables stay in
+    :attr:`LiveSession.result`). ``settings``: the preset keys as for :func:`process`, the live ones of
+    :class:`~eyeblink.config.LiveConfig` (``lsl``, ``lsl_name``, ``lsl_wait_s``, ``gate_port``,
+    ``stable_ms``, ``duration_s``, ``overload``, ``workers``, ``buffer_s``, ...), ``name``,
+    ``reconnect``, ``stream_options`` (a dict of FFmpeg options), ``read_timeout_s``, ``report``, the
+    conditioning options and the callbacks ``on_frame``, ``on_blink``, ``on_state``. A wrong setting raises
+    :class:`SettingsError` at once, before any model loads.
+    """
+    return LiveSession(source, output, settings)
