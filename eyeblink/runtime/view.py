@@ -280,7 +280,9 @@ class ViewSink:
     """The browser view of a run: an output fed rows, blinks and events; serves the page in its own threads.
 
     Interface (what a run calls): :meth:`open` once before the first frame, :meth:`row`, :meth:`blink` and
-    :meth:`event` as they are written, :meth:`close` at the end; :attr:`preview` is handed to the loader.
+    :meth:`event` as they are written, :meth:`close` at the end; :attr:`preview` is handed to the loader. A live
+    run feeds it as a sink of its tap (:class:`eyeblink.runtime.sinks.view.ViewOutput`), ``process --view``
+    through the writer of each input (:meth:`file_writer`).
     """
 
     def __init__(self, *, port: int = 0, host: str = "127.0.0.1", history_s: float = HISTORY_S,
@@ -380,16 +382,8 @@ class ViewSink:
     def set_info(self, **info: Any) -> None:
         self.info.update({k: v for k, v in info.items() if v is not None})
 
-    def on_item(self, kind: str, item: Any) -> None:
-        """A :class:`~eyeblink.runtime.publish.LiveTap` listener: in the sink's thread, one append."""
-        if kind == "row":
-            self.row(item)
-        elif kind == "blink":
-            self.blink(item)
-        elif kind == "event":
-            self.event(item)
-
-    def row(self, r: Any) -> None:
+    def row(self, r: Any, published: bool = True) -> None:
+        """A row as written (in the sink's thread: one append)."""
         with self._lock:
             self._rows.append(r)
             if len(self._rows) > MAX_PENDING:  # the pump is gone (a bug): the view goes stale, the run goes on
@@ -399,7 +393,7 @@ class ViewSink:
         with self._lock:
             self._blinks.append(ev)
 
-    def event(self, ev: Any) -> None:
+    def event(self, ev: Any, line: Any = None) -> None:
         with self._lock:
             self._events.append(ev)
 
