@@ -79,7 +79,7 @@ ALIASES: dict[str, tuple[str, str]] = {
 #: settings of what to do after each input (``eyeblink process``'s conditioning options)
 ANALYSIS = ("trials", "sync_column", "us_sync_column", "plots", "nwb")
 #: settings of :func:`process` only
-PROCESS_ONLY = ("workers", "loaders", "progress", "report")
+PROCESS_ONLY = ("workers", "loaders", "progress", "report", "view", "view_port", "view_host")
 #: settings of :func:`live` only (besides :class:`~eyeblink.config.LiveConfig`'s fields)
 LIVE_ONLY = ("name", "reconnect", "stream_options", "read_timeout_s", "report", "on_frame", "on_blink", "on_state")
 
@@ -570,6 +570,9 @@ _KEYWORD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "loaders": ((int,), "an int"),
     "progress": ((bool,), "a bool"),
     "report": ((bool,), "a bool"),
+    "view": ((bool,), "a bool"),
+    "view_port": ((int,), "an int (0: any free port)"),
+    "view_host": ((str,), "a str (an IP address of this machine)"),
     "plots": ((bool,), "a bool"),
     "nwb": ((bool,), "a bool"),
     "trials": ((str, Path, type(None)), "a str or pathlib.Path (a file or a folder) or None"),
@@ -706,6 +709,20 @@ def _input_paths(path_or_paths: Any) -> list[Path]:
     return [Path(p) for p in items]
 
 
+@contextlib.contextmanager
+def _file_view(rest: dict[str, Any]) -> Iterator[Any]:
+    """``view=True`` (or ``view_port`` / ``view_host``) of :func:`process`: the page served for the whole call,
+    its address said on stderr as the CLI does; None without."""
+    if not (rest.get("view") or "view_port" in rest or "view_host" in rest):
+        yield None
+        return
+    from eyeblink.runtime.view import serving
+
+    with serving(port=rest.get("view_port", 0), host=rest.get("view_host", "127.0.0.1"),
+                 announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True)) as view:
+        yield view
+
+
 def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path | None = None,
             **settings: Any) -> Session | list[Session]:
     """Process recordings (or image folders) as ``eyeblink process`` does; a :class:`Session` per input.
@@ -716,7 +733,9 @@ def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path
     :class:`Session`, a list gives a list. ``settings``: see the module docstring; besides the preset keys,
     ``workers`` (default: physical cores), ``loaders``, ``progress`` (a bar on a terminal or in a notebook),
     ``report``,
-    ``trials``, ``sync_column``, ``us_sync_column``, ``plots``, ``nwb``.
+    ``trials``, ``sync_column``, ``us_sync_column``, ``plots``, ``nwb``; ``view=True`` serves the page of
+    ``eyeblink process --view`` while the inputs are processed (its address printed on stderr; ``view_port``,
+    ``view_host`` as ``--view-port``, ``--view-host``, either implying ``view``).
 
     Raises :class:`SettingsError` (a ValueError) for a wrong setting, before any frame is read, and the
     first input's :class:`~eyeblink.errors.EyeblinkError` if an input fails (the others are processed first).
@@ -736,10 +755,10 @@ def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path
         loaders = rest.get("loaders", 0)
         if loaders < 0:
             raise ConfigError(f"loaders must be >= 0, got {loaders!r}")
-    with _output_dir(output) as outdir, _python_errors():
+    with _output_dir(output) as outdir, _python_errors(), _file_view(rest) as view:
         results, failures = run_process(paths, outdir, cfg, workers=workers, loaders=loaders, analysis=analysis,
                                         progress=progress_factory(bool(rest.get("progress"))),
-                                        report=bool(rest.get("report")))
+                                        report=bool(rest.get("report")), view=view)
         if failures:
             raise failures[0][1]
         sessions = [load(outdir / r.stem) for r in results]
