@@ -10,6 +10,7 @@ import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -441,3 +442,52 @@ def test_a_stalled_stream_and_a_lost_face_are_said_in_the_status() -> None:
         assert not st[-1]["face_lost"] and st[-1]["frame"] == 449
     finally:
         view.close()
+
+
+def test_the_api_s_process_view_serves_the_page_while_a_recording_is_processed(tmp_path: Path) -> None:
+    """``eyeblink.process(video, out, view=True, view_port=P)``: the page of ``process --view`` is served while the
+    recording is processed (its stream says the file's stem), then closed; the rows are those without a view."""
+    from conftest import write_video
+
+    import eyeblink
+    from eyeblink.lab.loopback import render_loop_frames
+
+    loop = render_loop_frames(50, fps=100.0, width=320, height=240)
+    video = write_video(tmp_path / "rec.mkv", [loop[i % 50] for i in range(1500)], fps=100, width=320, height=240)
+    port = free_port()
+    seen: dict[str, Any] = {}
+
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and "hello" not in seen:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                conn.request("GET", "/events")
+                resp = conn.getresponse()
+                text = b""
+                while b"event: rows" not in text:  # the snapshot, then the rows of the input being processed
+                    chunk = resp.read1(1 << 16)
+                    if not chunk:
+                        break
+                    text += chunk
+                conn.close()
+                for block in text.split(b"\n\n"):
+                    if block.startswith((b"event: snapshot", b"event: reset")):
+                        data = json.loads(block.split(b"data: ", 1)[1])
+                        seen["hello"] = data.get("hello", data)
+                    if block.startswith(b"event: rows") and "hello" in seen:
+                        seen["rows"] = json.loads(block.split(b"data: ", 1)[1])
+            except OSError:
+                time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    with pytest.raises(eyeblink.SettingsError, match="view_port must be an int"):
+        eyeblink.process(video, tmp_path / "bad", view_port="8050")
+    s = eyeblink.process(video, tmp_path / "view", view=True, view_port=port, workers=1)
+    watcher.join(30)
+    assert seen["hello"]["mode"] == "file" and seen["hello"]["stem"] == "rec" and seen["rows"], seen
+    with pytest.raises(OSError):  # the page is gone with the call
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    plain = eyeblink.process(video, tmp_path / "plain", workers=1)
+    assert len(s.frames) == 1500 and s.frames.equals(plain.frames) and s.blinks.equals(plain.blinks)
