@@ -130,6 +130,7 @@ def test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a
                         break
                     page.wait_for_timeout(100)
                 page.wait_for_selector('#banner[data-kind="ended"]', timeout=60_000)
+                points_drawn = page.locator("#frame").get_attribute("data-points")
                 listed = [int(x) for x in page.eval_on_selector_all(
                     "#blink-list li", "els => els.map(e => e.dataset.startFrame)")]
                 assert errors == []
@@ -139,6 +140,7 @@ def test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a
         run.wait()
     blinks = [int(b["start_frame"]) for b in read_csv(out / "cam.blinks.csv")]
     assert len(blinks) >= 8 and listed == blinks  # every blink, as markers, in order
+    assert points_drawn == "12"  # the eye points of the last image (a frame with a face) were drawn
     assert "face_lost" in banners, banners
     assert banners.index("face_lost") < len(banners) - 1 and "" in banners[banners.index("face_lost") + 1:], banners
     print(f"image behind the last row written: median {np.median(lags):.0f} ms, max {max(lags):.0f} ms "
@@ -397,13 +399,35 @@ def test_the_api_s_view_url_serves_the_session(tmp_path: Path) -> None:
             snap = b""
             while b"\n\n" not in snap.split(b"event: snapshot", 1)[-1]:
                 snap += resp.read1(1 << 20)
-            conn.close()
             data = json.loads(snap.split(b"event: snapshot\ndata: ", 1)[1].split(b"\n\n", 1)[0])
             frames = [r[0] for r in data["rows"]]  # every row so far, from the first (the pump sends 20 times a second)
             assert data["hello"]["stem"] == "cam" and frames == list(range(len(frames))) and len(frames) >= 100
+            # the images of an open tab come with the eye points the eye model placed on that frame
+            images: list[dict] = []
+            text = snap.split(b"event: snapshot", 1)[1]
+            deadline = time.monotonic() + 30
+            while len([i for i in images if i["points"]]) < 3 and time.monotonic() < deadline:
+                text += resp.read1(1 << 16)
+                blocks = text.split(b"\n\n")
+                text = blocks.pop()
+                new = [json.loads(b.split(b"data: ", 1)[1]) for b in blocks if b.startswith(b"event: image")]
+                if new:  # fetched as a browser does: the next image is made once this one was
+                    assert _get(url + "frame.jpg")[0] == 200
+                images += new
+            conn.close()
     finally:
         sender.kill()
     assert s.result is not None and s.result.summary["live"]["publish"]["view"]["tabs"] == 1
+    rows = {int(r["frame"]): r for r in read_csv(tmp_path / "cam.frames.csv")}
+    shown = [i for i in images if i["points"]]
+    assert len(shown) >= 3, images
+    for im in shown:  # 12 points, the subject's two eyes, inside the face box of that very frame's row
+        r = rows[im["frame"]]
+        pts = np.array(im["points"])
+        x0, y0, x1, y1 = (float(r[k]) for k in ("face_x0", "face_y0", "face_x1", "face_y1"))
+        assert pts.shape == (12, 2) and (pts[:, 0] > x0).all() and (pts[:, 0] < x1).all()
+        assert (pts[:, 1] > y0).all() and (pts[:, 1] < y1).all()
+        assert pts[:6, 0].mean() < pts[6:, 0].mean()  # the subject's right eye on the image's left
 
 
 def _statuses(port: int, seconds: float) -> list[dict]:

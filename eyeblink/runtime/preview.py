@@ -22,15 +22,25 @@ class PreviewGrab:
     the loader, after putting a frame into the ring, reads that flag (one shared int) and, when set, copies the
     frame (subsampled to at most :data:`GRAB_SIDE`) under a sequence lock and clears it. So the loader copies at
     most as many frames as the view asks for (30 a second, and none while no tab is open).
+
+    The eye points of that frame come the same way from the worker that analyses it: the loader names the frame
+    (:meth:`points_wanted`, one shared int a worker reads per frame), the worker copies the eye model's 12 points
+    (:meth:`put_points`) before it sends the frame's row, and the view reads them once the row is written.
     """
 
-    HEADER = 10  # int64: want, seq, frame, height, width, channels, the serving loader's pid, frame height, width, -
+    #: int64: want, seq, frame, height, width, channels, the serving loader's pid, frame height, width, -, then the
+    #: points: the frame whose points are wanted, their seq, their frame, 1 when a face was fitted
+    HEADER = 14
+    POINTS = 24 * 4  # (12, 2) float32
 
     def __init__(self, side: int = GRAB_SIDE) -> None:
         self.capacity = side * side * 3
-        self._mm = mmap.mmap(-1, self.HEADER * 8 + self.capacity)  # MAP_SHARED | MAP_ANONYMOUS: kept across fork
+        # MAP_SHARED | MAP_ANONYMOUS: kept across fork
+        self._mm = mmap.mmap(-1, self.HEADER * 8 + self.POINTS + self.capacity)
         self._hdr = (ctypes.c_int64 * self.HEADER).from_buffer(self._mm)
-        self._pix = np.ndarray((self.capacity,), np.uint8, buffer=self._mm, offset=self.HEADER * 8)
+        self._pts = np.ndarray((12, 2), np.float32, buffer=self._mm, offset=self.HEADER * 8)
+        self._pix = np.ndarray((self.capacity,), np.uint8, buffer=self._mm, offset=self.HEADER * 8 + self.POINTS)
+        self._hdr[10] = -1
         self.side = side
         self._last_seq = 0
         self.grabs = 0  # frames taken (in the view's process)
@@ -57,7 +67,24 @@ class PreviewGrab:
         np.copyto(self._pix[: hh * ww * c].reshape(img.shape), img)
         hdr[2], hdr[3], hdr[4], hdr[5], hdr[7], hdr[8] = frame, hh, ww, c, h, w
         hdr[1] += 1
+        hdr[10] = frame  # before any worker sees the frame: its points are wanted
         hdr[0] = 0
+
+    # in a worker ---------------------------------------------------------------------------------------------
+
+    def points_wanted(self) -> int:
+        """The frame whose eye points the view wants (-1: none)."""
+        return self._hdr[10]
+
+    def put_points(self, frame: int, points: np.ndarray | None) -> None:
+        """The eye model's 12 points of ``frame`` in frame pixels (None: no face), under a sequence lock."""
+        hdr = self._hdr
+        hdr[11] += 1  # odd: being written
+        if points is not None:
+            np.copyto(self._pts, points, casting="unsafe")
+        hdr[12], hdr[13] = frame, points is not None
+        hdr[11] += 1
+        hdr[10] = -1
 
     @staticmethod
     def _pid() -> int:
@@ -89,7 +116,16 @@ class PreviewGrab:
         self.grabs += 1
         return int(frame), img, (int(full[0]), int(full[1]))
 
+    def points(self, frame: int) -> np.ndarray | None:
+        """The eye points a worker put for ``frame`` (a copy), or None (not put, no face, being written)."""
+        hdr = self._hdr
+        seq = hdr[11]
+        if seq & 1 or hdr[12] != frame or not hdr[13]:
+            return None
+        pts = self._pts.copy()
+        return pts if hdr[11] == seq else None
+
     def close(self) -> None:
         with contextlib.suppress(BufferError, ValueError):
-            del self._hdr, self._pix
+            del self._hdr, self._pix, self._pts
             self._mm.close()

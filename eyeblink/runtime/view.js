@@ -18,7 +18,8 @@
   const COL = {};
   function loadColours() {
     const cs = getComputedStyle(root);
-    for (const n of ["muted", "grid", "prolonged", "blink", "noface", "drop", "base", "left", "right", "closure", "box"]) {
+    for (const n of ["muted", "grid", "prolonged", "blink", "noface", "drop", "base", "left", "right", "closure", "box",
+                     "eye"]) {
       COL[n] = cs.getPropertyValue("--" + n).trim();
     }
   }
@@ -273,6 +274,20 @@
       const lx = ox + r[C.x0] * s, ly = Math.max(16, oy + r[C.y0] * s - 4);
       g.fillStyle = "rgba(0, 0, 0, 0.6)"; g.fillRect(lx, ly - 13, g.measureText(label).width + 8, 16);
       g.fillStyle = COL.box; g.fillText(label, lx + 4, ly - 1);
+      const p = shownMeta.points;  // the eye model's 12 points of this frame: each eye's outline (corner, upper
+      setData(frameCanvas, "points", p ? String(p.length) : "0");  // lid, corner, lower lid; right eye first)
+      if (p) {
+        g.strokeStyle = COL.eye; g.fillStyle = COL.eye; g.lineWidth = 1.5;
+        for (const e of [0, 6]) {
+          g.beginPath();
+          for (let i = 0; i < 6; i++) {
+            const x = ox + p[e + i][0] * s, y = oy + p[e + i][1] * s;
+            if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
+          }
+          g.closePath(); g.stroke();
+          for (let i = 0; i < 6; i++) g.fillRect(ox + p[e + i][0] * s - 1.5, oy + p[e + i][1] * s - 1.5, 3, 3);
+        }
+      }
     } else if (r && r[C.drop]) {
       g.fillStyle = COL.drop; g.font = "13px system-ui, sans-serif"; g.fillText("dropped frame", ox + 8, oy + 18);
     } else if (r) {

@@ -47,6 +47,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
+import numpy as np
+
 from eyeblink.errors import ConfigError
 from eyeblink.runtime.preview import PreviewGrab
 
@@ -245,8 +247,8 @@ class ViewSink:
         self._blink_history: deque[dict[str, Any]] = deque(maxlen=2000)
         self._event_history: deque[dict[str, Any]] = deque(maxlen=2000)
         self._recent: deque[tuple[float, int, float, float]] = deque()  # (wall time, dropped, age_ms, t) last 1 s
-        #: (seq, frame, jpeg, width, height, the frame's own width and height)
-        self._image: tuple[int, int, bytes, int, int, int, int] | None = None
+        #: (seq, frame, jpeg, width, height, the frame's own width and height, its eye points or None)
+        self._image: tuple[int, int, bytes, int, int, int, int, Any] | None = None
         self._image_seq = 0
         self._sent_image = 0
         self._fetched = 0  # the newest image a tab fetched: the next is made once it was (the tabs' own pace)
@@ -460,7 +462,7 @@ class ViewSink:
                 if img is not None and img[0] != self._sent_image:
                     self._sent_image = img[0]
                     out.append(("image", {"seq": img[0], "frame": img[1], "width": img[3], "height": img[4],
-                                          "frame_width": img[5], "frame_height": img[6]}))
+                                          "frame_width": img[5], "frame_height": img[6], "points": img[7]}))
                 if stopping or time.monotonic() >= next_status:
                     out.append(("status", self._status(now)))
                     next_status = max(next_status + status_period, time.monotonic())
@@ -591,7 +593,10 @@ class ViewSink:
                 continue
             self._image_seq += 1
             # the box drawn on it is in frame pixels: the page scales by the frame's own size
-            self._image = (self._image_seq, frame, jpg.tobytes(), img.shape[1], img.shape[0], fw, fh)
+            pts = grab.points(frame)  # the eye model's 12 points of this frame (put before its row was written)
+            points = ([[round(float(x), 1), round(float(y), 1)] for x, y in pts]
+                      if pts is not None and np.isfinite(pts).all() else None)
+            self._image = (self._image_seq, frame, jpg.tobytes(), img.shape[1], img.shape[0], fw, fh, points)
             self.images_sent += 1
             self._wake.set()
 

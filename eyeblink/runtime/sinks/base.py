@@ -31,7 +31,7 @@ class Sink:
     * per item, in the sink's thread (the watchdog's for a ``stale`` event), in frame order:
       :meth:`row` for every row written to ``frames.csv`` (``published`` False for a row past the latency bound,
       which is in the file but is no answer), :meth:`state` for each settled state change, :meth:`event` for
-      each gate event (``line``: the JSON line the gate socket sends, without its ``sent_time``, as a dict), and
+      each gate event (``line``: the line the gate socket sends, as a dict: a sink must not change it), and
       :meth:`blink` for each blink the detector settles. :meth:`row` runs outside the tap's lock, the others
       under it. A per-item hook is on the latency path: keep it to an append or a push, no I/O that can block;
     * :meth:`close`: at the end (also when the run never started; twice is harmless).
