@@ -496,7 +496,7 @@ def test_the_api_s_process_view_serves_the_page_while_a_recording_is_processed(t
                     text += chunk
                 conn.close()
                 for block in text.split(b"\n\n"):
-                    if block.startswith((b"event: snapshot", b"event: reset")):
+                    if b"event: snapshot" in block or block.startswith(b"event: reset"):  # (after "retry:")
                         data = json.loads(block.split(b"data: ", 1)[1])
                         seen["hello"] = data.get("hello", data)
                     if block.startswith(b"event: rows") and "hello" in seen:

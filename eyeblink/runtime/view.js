@@ -236,21 +236,18 @@
 
   // ------------------------------------------------------------------ the camera image
   const rangeEl = $("range");
-  const img = new Image();
-  const shot = document.createElement("canvas");  // the image shown, kept while the next one loads
-  let imgMeta = null, shownMeta = null, loading = false, wanted = null;
-  img.onload = () => {
-    loading = false; shownMeta = imgMeta;
-    shot.width = img.naturalWidth; shot.height = img.naturalHeight;
-    shot.getContext("2d").drawImage(img, 0, 0);
-    drawFrame(); next();
-  };
-  img.onerror = () => { loading = false; next(); };
+  // two images taking turns: the one shown stays while the next loads, each drawn straight onto the canvas
+  const imgs = [new Image(), new Image()];
+  let shot = null, imgMeta = null, shownMeta = null, loading = false, wanted = null;
+  for (const im of imgs) {
+    im.onload = () => { loading = false; shot = im; shownMeta = imgMeta; drawFrame(); next(); };
+    im.onerror = () => { loading = false; next(); };
+  }
   function next() {  // the newest image announced, once the last one has loaded (a slow browser fetches fewer)
     if (loading || !wanted || paused || document.hidden) return;  // a hidden tab fetches no image
     if (shownMeta && wanted.seq === shownMeta.seq) return;
     imgMeta = wanted; loading = true;
-    img.src = "frame.jpg?seq=" + wanted.seq + q(false);
+    (shot === imgs[0] ? imgs[1] : imgs[0]).src = "frame.jpg?seq=" + wanted.seq + q(false);
   }
   function drawFrame() {
     if (!shownMeta || document.hidden) return;
