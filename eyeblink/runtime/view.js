@@ -292,8 +292,8 @@
     }
     setText($("image-frame"), String(shownMeta.frame));
     setText($("image-caption"), shownMeta.frame_width + "×" + shownMeta.frame_height + " px, shown at " +
-      shownMeta.width + "×" + shownMeta.height + " (at most " + (status.images_hz || hello.max_image_hz || 30) +
-      " images/s" + (status.busy ? ": fewer while the machine is busy" : "") + ")");
+      shownMeta.width + "×" + shownMeta.height + ", at most " + (status.images_hz || hello.max_image_hz || 30) +
+      " images/s" + (status.busy ? " (machine busy)" : ""));
     updateLag();
   }
   function updateLag() {
