@@ -8,4 +8,6 @@
 * :mod:`eyeblink.runtime.batch` — ``eyeblink batch`` on Ray (imported only when a batch runs).
 * :mod:`eyeblink.runtime.runner` — ``process_paths``: picks the pipeline per input and finalizes.
 * :mod:`eyeblink.runtime.metrics` (Prometheus) and :mod:`eyeblink.runtime.logs` (one log queue).
+* :mod:`eyeblink.runtime.publish` — what a live session tells other programs, through the outputs of
+  :mod:`eyeblink.runtime.sinks` (the gate socket, LSL, the browser view of :mod:`eyeblink.runtime.view`, the API).
 """
