@@ -43,14 +43,19 @@ def test_every_module_is_named_in_the_map_and_every_module_it_names_exists() -> 
     assert set(rows) == folders | {""}, f"one row per folder of eyeblink/ and one for the top level: {sorted(rows)}"
     missing = []
     for module in _modules():
-        folder, name = ("", module.name) if len(module.parts) == 1 else (module.parts[0], module.name)
-        if name == "__init__.py" and folder:
+        # a module of a sub-package is named by its path in the folder (runtime/sinks/lsl.py: `sinks/lsl.py`)
+        folder, name = ("", module.name) if len(module.parts) == 1 else (module.parts[0], "/".join(module.parts[1:]))
+        if name.endswith("__init__.py") and folder:
             continue  # the folder's row is its own
         if f"`{name}`" not in rows[folder] and f"{folder}/{name}" not in text:
             missing.append(str(module))
     assert missing == [], f"modules the map does not name (add them to their folder's row): {missing}"
-    named = {(f, n) for f, n in re.findall(r"(?<![\w/.])(\w+)/(\w+\.py)\b", text) if f in folders}
-    named |= {(f, n) for f, row in rows.items() for n in re.findall(r"`(\w+\.py)`", row)}
+    named = {(f, n) for f, n in re.findall(r"(?<![\w/.])(\w+)/((?:\w+/)?\w+\.py)\b", text) if f in folders}
+    for f, row in rows.items():  # `x.py` in a folder's row; `sub/x.py` there: a sub-package's (another folder's
+        for n in re.findall(r"`((?:\w+/)*\w+\.py)`", row):  # path when it starts with a top folder or a dot path)
+            head = n.split("/")[0]
+            if "/" not in n or not (head in folders or head in ("eyeblink", "tests")):
+                named.add((f, n))
     gone = sorted(f"{f}/{n}".lstrip("/") for f, n in named if not (PACKAGE / f / n).is_file())
     assert gone == [], f"the map names modules that do not exist: {gone}"
 

@@ -10,6 +10,7 @@ import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -129,6 +130,7 @@ def test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a
                         break
                     page.wait_for_timeout(100)
                 page.wait_for_selector('#banner[data-kind="ended"]', timeout=60_000)
+                points_drawn = page.locator("#frame").get_attribute("data-points")
                 listed = [int(x) for x in page.eval_on_selector_all(
                     "#blink-list li", "els => els.map(e => e.dataset.startFrame)")]
                 assert errors == []
@@ -138,6 +140,7 @@ def test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a
         run.wait()
     blinks = [int(b["start_frame"]) for b in read_csv(out / "cam.blinks.csv")]
     assert len(blinks) >= 8 and listed == blinks  # every blink, as markers, in order
+    assert points_drawn == "12"  # the eye points of the last image (a frame with a face) were drawn
     assert "face_lost" in banners, banners
     assert banners.index("face_lost") < len(banners) - 1 and "" in banners[banners.index("face_lost") + 1:], banners
     print(f"image behind the last row written: median {np.median(lags):.0f} ms, max {max(lags):.0f} ms "
@@ -396,13 +399,35 @@ def test_the_api_s_view_url_serves_the_session(tmp_path: Path) -> None:
             snap = b""
             while b"\n\n" not in snap.split(b"event: snapshot", 1)[-1]:
                 snap += resp.read1(1 << 20)
-            conn.close()
             data = json.loads(snap.split(b"event: snapshot\ndata: ", 1)[1].split(b"\n\n", 1)[0])
             frames = [r[0] for r in data["rows"]]  # every row so far, from the first (the pump sends 20 times a second)
             assert data["hello"]["stem"] == "cam" and frames == list(range(len(frames))) and len(frames) >= 100
+            # the images of an open tab come with the eye points the eye model placed on that frame
+            images: list[dict] = []
+            text = snap.split(b"event: snapshot", 1)[1]
+            deadline = time.monotonic() + 30
+            while len([i for i in images if i["points"]]) < 3 and time.monotonic() < deadline:
+                text += resp.read1(1 << 16)
+                blocks = text.split(b"\n\n")
+                text = blocks.pop()
+                new = [json.loads(b.split(b"data: ", 1)[1]) for b in blocks if b.startswith(b"event: image")]
+                if new:  # fetched as a browser does: the next image is made once this one was
+                    assert _get(url + "frame.jpg")[0] == 200
+                images += new
+            conn.close()
     finally:
         sender.kill()
     assert s.result is not None and s.result.summary["live"]["publish"]["view"]["tabs"] == 1
+    rows = {int(r["frame"]): r for r in read_csv(tmp_path / "cam.frames.csv")}
+    shown = [i for i in images if i["points"]]
+    assert len(shown) >= 3, images
+    for im in shown:  # 12 points, the subject's two eyes, inside the face box of that very frame's row
+        r = rows[im["frame"]]
+        pts = np.array(im["points"])
+        x0, y0, x1, y1 = (float(r[k]) for k in ("face_x0", "face_y0", "face_x1", "face_y1"))
+        assert pts.shape == (12, 2) and (pts[:, 0] > x0).all() and (pts[:, 0] < x1).all()
+        assert (pts[:, 1] > y0).all() and (pts[:, 1] < y1).all()
+        assert pts[:6, 0].mean() < pts[6:, 0].mean()  # the subject's right eye on the image's left
 
 
 def _statuses(port: int, seconds: float) -> list[dict]:
@@ -441,3 +466,52 @@ def test_a_stalled_stream_and_a_lost_face_are_said_in_the_status() -> None:
         assert not st[-1]["face_lost"] and st[-1]["frame"] == 449
     finally:
         view.close()
+
+
+def test_the_api_s_process_view_serves_the_page_while_a_recording_is_processed(tmp_path: Path) -> None:
+    """``eyeblink.process(video, out, view=True, view_port=P)``: the page of ``process --view`` is served while the
+    recording is processed (its stream says the file's stem), then closed; the rows are those without a view."""
+    from conftest import write_video
+
+    import eyeblink
+    from eyeblink.lab.loopback import render_loop_frames
+
+    loop = render_loop_frames(50, fps=100.0, width=320, height=240)
+    video = write_video(tmp_path / "rec.mkv", [loop[i % 50] for i in range(1500)], fps=100, width=320, height=240)
+    port = free_port()
+    seen: dict[str, Any] = {}
+
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and "hello" not in seen:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                conn.request("GET", "/events")
+                resp = conn.getresponse()
+                text = b""
+                while b"event: rows" not in text:  # the snapshot, then the rows of the input being processed
+                    chunk = resp.read1(1 << 16)
+                    if not chunk:
+                        break
+                    text += chunk
+                conn.close()
+                for block in text.split(b"\n\n"):
+                    if b"event: snapshot" in block or block.startswith(b"event: reset"):  # (after "retry:")
+                        data = json.loads(block.split(b"data: ", 1)[1])
+                        seen["hello"] = data.get("hello", data)
+                    if block.startswith(b"event: rows") and "hello" in seen:
+                        seen["rows"] = json.loads(block.split(b"data: ", 1)[1])
+            except OSError:
+                time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    with pytest.raises(eyeblink.SettingsError, match="view_port must be an int"):
+        eyeblink.process(video, tmp_path / "bad", view_port="8050")
+    s = eyeblink.process(video, tmp_path / "view", view=True, view_port=port, workers=1)
+    watcher.join(30)
+    assert seen["hello"]["mode"] == "file" and seen["hello"]["stem"] == "rec" and seen["rows"], seen
+    with pytest.raises(OSError):  # the page is gone with the call
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    plain = eyeblink.process(video, tmp_path / "plain", workers=1)
+    assert len(s.frames) == 1500 and s.frames.equals(plain.frames) and s.blinks.equals(plain.blinks)

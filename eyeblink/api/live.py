@@ -72,6 +72,7 @@ class LiveSession:
 
     def __init__(self, source: str | int, output: str | Path | None, settings: dict[str, Any]) -> None:
         from eyeblink.runtime.publish import LiveTap
+        from eyeblink.runtime.sinks.queue import QueueSink
 
         _require_pandas()
         settings = dict(settings)
@@ -127,11 +128,12 @@ class LiveSession:
         self.tap: LiveTap = tap
         #: why the last :meth:`wait_until_open` returned False ("" after True)
         self.wait_reason = ""
-        self.tap.listeners.append(self._on_item)
+        # the session's own output: the callbacks and the queue the iterator reads (eyeblink.runtime.sinks.queue)
+        self._queue = QueueSink(**self._callbacks, max_items=self.QUEUE_ITEMS, failed=self._callback_failed)
+        self.tap.add(self._queue)
         self.result: Session | None = None
-        self.missed = 0
-        self._items: deque[Any] = deque()
-        self._cond = threading.Condition()
+        self._items: deque[Any] = self._queue.items
+        self._cond = self._queue.cond
         self._ended = False
         self._error: BaseException | None = None
         self._run: _LiveRun | None = None
@@ -179,7 +181,7 @@ class LiveSession:
     @property
     def view_url(self) -> str | None:
         """The browser view's address once the session has started (``view=True``; None without a view)."""
-        return self.tap.sinks[0].url or None if self.tap.sinks else None
+        return next((s.url for s in self.tap.sinks if getattr(s, "url", "")), None)
 
     @property
     def running(self) -> bool:
@@ -187,27 +189,16 @@ class LiveSession:
 
     # ------------------------------------------------------------------ the session's thread
 
-    def _on_item(self, kind: str, item: Any) -> None:
-        """Called by the tap in the session's thread for every row, blink, state change and gate event."""
-        cb = {"row": self._callbacks["on_frame"], "blink": self._callbacks["on_blink"],
-              "state": self._callbacks["on_state"]}.get(kind)
-        if cb is not None:
-            try:
-                cb(item)
-            except BaseException as exc:  # a failing callback stops the session; __exit__ re-raises it
-                if self._error is None:
-                    self._error = exc
-                self.stop(f"a callback ({cb!r}) failed")
-        if kind in ("row", "blink"):
-            with self._cond:
-                if len(self._items) >= self.QUEUE_ITEMS:
-                    self._items.popleft()
-                    self.missed += 1
-                self._items.append(item)
-                self._cond.notify_all()
-        elif kind == "event":
-            with self._cond:
-                self._cond.notify_all()
+    @property
+    def missed(self) -> int:
+        """Rows and blinks dropped from the iterator's queue unread (more than :attr:`QUEUE_ITEMS` waited)."""
+        return self._queue.missed
+
+    def _callback_failed(self, exc: BaseException, cb: Any) -> None:
+        """A callback raised (in the session's thread): the session stops; ``__exit__`` re-raises it."""
+        if self._error is None:
+            self._error = exc
+        self.stop(f"a callback ({cb!r}) failed")
 
     def _started(self, run: _LiveRun) -> None:
         self._run = run

@@ -132,6 +132,20 @@ def _output_dir(output: str | Path | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
+@contextlib.contextmanager
+def _file_view(rest: dict[str, Any]) -> Iterator[Any]:
+    """``view=True`` (or ``view_port`` / ``view_host``) of :func:`process`: the page served for the whole call,
+    its address said on stderr as the CLI does; None without."""
+    if not (rest.get("view") or "view_port" in rest or "view_host" in rest):
+        yield None
+        return
+    from eyeblink.runtime.view import serving
+
+    with serving(port=rest.get("view_port", 0), host=rest.get("view_host", "127.0.0.1"),
+                 announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True)) as view:
+        yield view
+
+
 def _input_paths(path_or_paths: Any) -> list[Path]:
     """The inputs of :func:`process` as paths; anything but a path or a list of paths is a :class:`SettingsError`
     naming the argument and the type given."""
@@ -155,7 +169,9 @@ def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path
     :class:`Session`, a list gives a list. ``settings``: see the module docstring; besides the preset keys,
     ``workers`` (default: physical cores), ``loaders``, ``progress`` (a bar on a terminal or in a notebook),
     ``report``,
-    ``trials``, ``sync_column``, ``us_sync_column``, ``plots``, ``nwb``.
+    ``trials``, ``sync_column``, ``us_sync_column``, ``plots``, ``nwb``; ``view=True`` serves the page of
+    ``eyeblink process --view`` while the inputs are processed (its address printed on stderr; ``view_port``,
+    ``view_host`` as ``--view-port``, ``--view-host``, either implying ``view``).
 
     Raises :class:`SettingsError` (a ValueError) for a wrong setting, before any frame is read, and the
     first input's :class:`~eyeblink.errors.EyeblinkError` if an input fails (the others are processed first).
@@ -175,10 +191,10 @@ def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path
         loaders = rest.get("loaders", 0)
         if loaders < 0:
             raise ConfigError(f"loaders must be >= 0, got {loaders!r}")
-    with _output_dir(output) as outdir, _python_errors():
+    with _output_dir(output) as outdir, _python_errors(), _file_view(rest) as view:
         results, failures = run_process(paths, outdir, cfg, workers=workers, loaders=loaders, analysis=analysis,
                                         progress=progress_factory(bool(rest.get("progress"))),
-                                        report=bool(rest.get("report")))
+                                        report=bool(rest.get("report")), view=view)
         if failures:
             raise failures[0][1]
         sessions = [load(outdir / r.stem) for r in results]

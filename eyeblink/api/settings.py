@@ -44,7 +44,7 @@ ALIASES: dict[str, tuple[str, str]] = {
 #: settings of what to do after each input (``eyeblink process``'s conditioning options)
 ANALYSIS = ("trials", "sync_column", "us_sync_column", "plots", "nwb")
 #: settings of :func:`process` only
-PROCESS_ONLY = ("workers", "loaders", "progress", "report")
+PROCESS_ONLY = ("workers", "loaders", "progress", "report", "view", "view_port", "view_host")
 #: settings of :func:`live` only (besides :class:`~eyeblink.config.LiveConfig`'s fields)
 LIVE_ONLY = ("name", "reconnect", "stream_options", "read_timeout_s", "report", "on_frame", "on_blink", "on_state")
 
@@ -257,6 +257,9 @@ _KEYWORD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "loaders": ((int,), "an int"),
     "progress": ((bool,), "a bool"),
     "report": ((bool,), "a bool"),
+    "view": ((bool,), "a bool"),
+    "view_port": ((int,), "an int (0: any free port)"),
+    "view_host": ((str,), "a str (an IP address of this machine)"),
     "plots": ((bool,), "a bool"),
     "nwb": ((bool,), "a bool"),
     "trials": ((str, Path, type(None)), "a str or pathlib.Path (a file or a folder) or None"),

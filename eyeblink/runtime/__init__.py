@@ -10,4 +10,6 @@
   :mod:`~eyeblink.runtime.raycluster`: joining Ray and its messages).
 * :mod:`eyeblink.runtime.runner` — ``process_paths``: picks the pipeline per input and finalizes.
 * :mod:`eyeblink.runtime.metrics` (Prometheus) and :mod:`eyeblink.runtime.logs` (one log queue).
+* :mod:`eyeblink.runtime.publish` — what a live session tells other programs, through the outputs of
+  :mod:`eyeblink.runtime.sinks` (the gate socket, LSL, the browser view of :mod:`eyeblink.runtime.view`, the API).
 """

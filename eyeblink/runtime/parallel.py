@@ -767,6 +767,7 @@ class _Run:
             ring = self.ring  # None: forked before the ring existed; its first message names it
             fault = self.fault if self.fault is None or self.fault[0] != "slowstart" else None  # the stage's hook
             late = self.late_s
+            preview = self.preview  # --view: the eye points of the frame the view shows
             row_dtype = record_dtype(self.cfg)
             chunk = -1
             chunks = ChunkStates(self.C)
@@ -823,6 +824,8 @@ class _Run:
                         continue
                     t_starts.append(time.perf_counter())
                     done.append(analyzer.analyze(Frame(frame_index, ts_l[j], ring[slot_l[j]])))
+                    if preview is not None and preview.points_wanted() == frame_index:  # the view's image
+                        preview.put_points(frame_index, analyzer.last_points)
                     done_at.append(j)
                     t_ends.append(time.perf_counter())
                 _encode_batch(out, td, done_at, done, t_starts, t_ends, t_got)

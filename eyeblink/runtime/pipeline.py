@@ -721,7 +721,10 @@ def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, anal
                         break
                     if preview is not None and preview.wanted():
                         preview.put(frame.index, frame.image)
-                    sink.add(analyzer.analyze(frame))
+                    result = analyzer.analyze(frame)
+                    if preview is not None and preview.points_wanted() == frame.index:  # the view's eye points,
+                        preview.put_points(frame.index, analyzer.last_points)  # before its row is written
+                    sink.add(result)
                     if bar is not None:
                         bar.update(1)
                     stopping.check()  # a stop whose KeyboardInterrupt was swallowed on its way

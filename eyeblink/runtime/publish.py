@@ -1,14 +1,17 @@
-"""What a live session tells other programs while it runs: Lab Streaming Layer outlets, the gate socket, the API.
+"""What a live session tells other programs while it runs: the eye's settled state, its freshness, and the
+outputs it is handed to (Lab Streaming Layer outlets, the gate socket, the browser view, the API).
 
 The live sink (:class:`eyeblink.runtime.live._LiveRun`) writes rows and blink events in frame order; a
-:class:`LiveTap` sees each of them right after it is written and hands it on:
+:class:`LiveTap` sees each of them right after it is written and hands it on to the run's sinks, each a class of
+one interface in :mod:`eyeblink.runtime.sinks` chosen by the config:
 
-* :class:`LslOutlets` (``--lsl``, extra ``lsl``): one per-frame sample stream and one marker stream,
-  described as the XDF conventions ask (channel labels, units, types, the source, eyeblink's version), so
-  LabRecorder records them as they are;
-* :class:`GateServer` (``--gate-port``): JSON lines on a TCP socket on 127.0.0.1, one per state change
-  (and per derived event), for programs in any language;
-* the Python API (:func:`eyeblink.live`): callbacks and an iterator, through :attr:`LiveTap.listeners`.
+* :class:`~eyeblink.runtime.sinks.lsl.LslSink` (``--lsl``, extra ``lsl``): one per-frame sample stream and one
+  marker stream, described as the XDF conventions ask (channel labels, units, types, the source, eyeblink's
+  version), so LabRecorder records them as they are;
+* :class:`~eyeblink.runtime.sinks.gate.GateSink` (``--gate-port``): JSON lines on a TCP socket on 127.0.0.1, one
+  per state change (and per derived event), for programs in any language;
+* :class:`~eyeblink.runtime.sinks.view.ViewOutput` (``--view``): the session's page in a browser;
+* :class:`~eyeblink.runtime.sinks.queue.QueueSink`: the Python API's callbacks and iterator (:func:`eyeblink.live`).
 
 The eye's state is **not** decided here. The blink detector owns the state machine
 (:mod:`eyeblink.signals.state`, :attr:`BlinkDetector.state`); the tap reads it after every analysed frame the
@@ -39,13 +42,8 @@ frame's own capture time on LSL's clock, so the samples are spaced exactly as in
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import math
-import select
-import socket
-import sys
 import threading
 import time
 from collections import OrderedDict
@@ -53,32 +51,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from eyeblink.errors import ConfigError, MissingExtraError, warn
+from eyeblink.runtime.sinks import Sink, sinks_from_config
+from eyeblink.runtime.sinks.gate import GATE_EVENTS, MAX_CLIENT_BACKLOG, GateServer, GateSink
+from eyeblink.runtime.sinks.gate import finite as _finite
+from eyeblink.runtime.sinks.lsl import LSL_CHANNELS, LslOutlets, LslSink
 from eyeblink.signals.state import EyeState, StateChange, StateDebouncer
-from eyeblink.version import __version__
 
 if TYPE_CHECKING:
     from eyeblink.signals.blinks import BlinkDetector, BlinkEvent
 
-__all__ = ["GATE_EVENTS", "LSL_CHANNELS", "GateEvent", "GateServer", "GateTracker", "LiveRow", "LiveTap",
-           "LslOutlets"]
+__all__ = ["GATE_EVENTS", "LSL_CHANNELS", "MAX_CLIENT_BACKLOG", "GateEvent", "GateServer", "GateTracker", "LiveRow",
+           "LiveTap", "LslOutlets"]
 
 log = logging.getLogger("eyeblink.live")
 
-#: The events of the marker stream and the gate socket (a state change is ``state``; see the guide).
-GATE_EVENTS = ("state", "blink_start", "blink_end", "open_stable", "prolonged_closure", "face_lost", "face_found",
-               "stale", "fresh", "blink")
-#: The per-frame LSL sample: (label, unit, type) per channel, in order.
-LSL_CHANNELS: tuple[tuple[str, str, str], ...] = (
-    ("openness_left", "ratio", "EAR"),  # the subject's left eye aspect ratio (frames.csv ear_left)
-    ("openness_right", "ratio", "EAR"),  # the right eye (ear_right)
-    ("closure", "normalized", "FEC"),  # online fraction of eyelid closure, 0 open .. 1 closed (closure)
-    ("face", "boolean", "Presence"),  # 1 when a face was measured in the frame (face)
-    ("frame", "count", "Index"),  # the row's frame number in frames.csv (frame)
-    ("age", "ms", "Latency"),  # how long ago the frame was received when the sample was sent
-)
-#: a client whose unread lines exceed this is dropped (it stopped reading; the sink never waits for it)
-MAX_CLIENT_BACKLOG = 1 << 20
+
 
 
 class LiveRow(NamedTuple):
@@ -203,290 +190,21 @@ class GateTracker:
         return self.state == EyeState.OPEN and self.held_s() >= stable_ms / 1000.0 - 1e-9
 
 
-#: liblsl's own log (its INFO lines on stderr: "Loaded default config", its git build, ...) kept to errors: the
-#: session's outlets are announced by eyeblink in one line. A user's own ``LSLAPICFG`` is left alone.
-_LSL_QUIET_CFG = "[log]\nlevel = -2\n"
-
-
-def _quiet_liblsl() -> None:
-    """Point liblsl at a configuration that logs errors only, before pylsl loads it (once per process)."""
-    import os
-    import tempfile
-
-    if "LSLAPICFG" in os.environ or "pylsl" in sys.modules:
-        return
-    fd, path = tempfile.mkstemp(prefix="eyeblink-lsl-", suffix=".cfg")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(_LSL_QUIET_CFG)
-    os.environ["LSLAPICFG"] = path
-
-
-def _same_name_streams(pylsl: Any, name: str) -> list[Any]:
-    """LSL streams named ``name`` already on this network (0.2 s to ask): a second session by one name makes an
-    inlet that resolves by name pick either."""
-    try:
-        return list(pylsl.resolve_byprop("name", name, minimum=1, timeout=0.2))
-    except Exception:  # resolving is an aid to the warning: a network that does not answer is no error here
-        return []
-
-
-class LslOutlets:
-    """The two LSL outlets of a live session: ``<name>`` (per-frame samples) and ``<name>-markers``."""
-
-    def __init__(self, name: str, *, source: str, stem: str, nominal_fps: float | None, eye_model: str,
-                 timestamps: str | None = None) -> None:
-        _quiet_liblsl()
-        try:
-            import pylsl
-        except ImportError:
-            raise MissingExtraError("--lsl needs pylsl, which is not installed; pip install 'eyeblink[lsl]' "
-                                    "(or pip install pylsl)") from None
-        except (OSError, RuntimeError) as exc:  # pylsl installed but liblsl missing
-            raise MissingExtraError(f"--lsl: pylsl cannot load liblsl ({exc}); pip install 'eyeblink[lsl]'") from None
-        self._pylsl = pylsl
-        rate = float(nominal_fps) if nominal_fps and nominal_fps > 0 else pylsl.IRREGULAR_RATE
-        self.nominal_fps = rate
-        source_id = f"eyeblink:{source}:{stem}"
-        info = pylsl.StreamInfo(name, "Eyeblink", len(LSL_CHANNELS), rate, pylsl.cf_double64, source_id)
-        self._describe(info, source=source, stem=stem, eye_model=eye_model, timestamps=timestamps, channels=True)
-        minfo = pylsl.StreamInfo(f"{name}-markers", "Markers", 1, pylsl.IRREGULAR_RATE, pylsl.cf_string,
-                                 f"{source_id}:markers")
-        self._describe(minfo, source=source, stem=stem, eye_model=eye_model, timestamps=timestamps, channels=False)
-        self.local_clock: Callable[[], float] = pylsl.local_clock
-        others = _same_name_streams(pylsl, name)
-        self.name_taken_by = [o.source_id() for o in others]
-        if others:
-            warn(f"--lsl: another LSL stream named {name!r} is already published on this network (source "
-                 f"{others[0].source_id()!r} on {others[0].hostname()!r}); an inlet that resolves by name may get "
-                 f"either: give this session its own name with --lsl-name")
-        self.samples = pylsl.StreamOutlet(info, 1, 360)  # chunk of 1 sample: sent at once
-        self.markers = pylsl.StreamOutlet(minfo, 1, 360)
-        self.name = name
-
-    @staticmethod
-    def _describe(info: Any, *, source: str, stem: str, eye_model: str, timestamps: str | None,
-                  channels: bool) -> None:
-        desc = info.desc()
-        if channels:
-            chans = desc.append_child("channels")
-            for label, unit, kind in LSL_CHANNELS:
-                ch = chans.append_child("channel")
-                ch.append_child_value("label", label)
-                ch.append_child_value("unit", unit)
-                ch.append_child_value("type", kind)
-        else:
-            ch = desc.append_child("channels").append_child("channel")
-            ch.append_child_value("label", "event")
-            ch.append_child_value("type", "Marker")
-            desc.append_child_value("events", ", ".join(GATE_EVENTS) + " (state:<state>; blink:<kind> for a "
-                                              "settled event that is not a blink)")
-        acq = desc.append_child("acquisition")
-        acq.append_child_value("manufacturer", "eyeblink")
-        acq.append_child_value("model", f"eyeblink {eye_model}")
-        acq.append_child_value("software_version", __version__)
-        eb = desc.append_child("eyeblink")
-        eb.append_child_value("version", __version__)
-        eb.append_child_value("source", source)
-        eb.append_child_value("stem", stem)
-        eb.append_child_value("eye_model", eye_model)
-        eb.append_child_value("timestamps", "frame capture time (the source's clock) mapped onto local_clock at "
-                                            f"the first frame ({timestamps or 'source clock'})")
-
-    def have_consumers(self) -> bool:
-        return bool(self.samples.have_consumers())
-
-    def wait_for_consumers(self, timeout_s: float, cancelled: Callable[[], bool] | None = None) -> bool:
-        """Wait up to ``timeout_s`` for an inlet on the sample stream (a recorder that should get every sample)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.samples.have_consumers():
-                return True
-            if cancelled is not None and cancelled():
-                return False
-            time.sleep(0.01)
-        return bool(self.samples.have_consumers())
-
-    def push(self, row: LiveRow, lsl_time: float) -> None:
-        self.samples.push_sample([row.ear_left, row.ear_right, row.closure, float(row.face), float(row.frame),
-                                  row.age_ms], lsl_time)
-
-    def marker(self, text: str, lsl_time: float) -> None:
-        self.markers.push_sample([text], lsl_time)
-
-    def close(self) -> None:
-        for name in ("samples", "markers"):
-            outlet = getattr(self, name, None)
-            if outlet is not None:
-                with contextlib.suppress(Exception):
-                    del outlet
-                setattr(self, name, None)
-
-
-class GateServer:
-    """JSON lines on a TCP socket on 127.0.0.1: a ``hello`` line on connect, then one line per event.
-
-    One-way: what a client sends is ignored. A client that stops reading is dropped once
-    :data:`MAX_CLIENT_BACKLOG` bytes wait for it; the sink never blocks on a client.
-    """
-
-    def __init__(self, port: int, hello: Callable[[], dict[str, Any]]) -> None:
-        try:
-            self.sock = socket.create_server(("127.0.0.1", port))
-        except OSError as exc:
-            raise ConfigError(f"--gate-port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); "
-                              "choose another port or 0 for any free one") from None
-        self.port = int(self.sock.getsockname()[1])
-        self.sock.settimeout(0.1)
-        self._hello = hello
-        self._clients: dict[socket.socket, bytearray] = {}
-        self._lock = threading.Lock()
-        self._closed = False
-        self._thread = threading.Thread(target=self._accept, name="eyeblink-gate", daemon=True)
-        self._thread.start()
-
-    @property
-    def clients(self) -> int:
-        with self._lock:
-            return len(self._clients)
-
-    def _accept(self) -> None:
-        """Accept clients until closed. Out of file descriptors (EMFILE, ENFILE, ...) the thread logs it once per
-        episode, closes the clients that hung up and tries again: a connection waiting meanwhile gets its
-        ``hello`` as soon as a descriptor is free; the accept thread never dies of it."""
-        exhausted = False
-        while not self._closed:
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                self._reap()
-                continue
-            except OSError as exc:
-                if self._closed:
-                    return
-                if not exhausted:
-                    log.warning("gate: cannot accept a client (%s; %d clients connected); clients that hung up "
-                                "are closed and the gate keeps trying (raise the limit with ulimit -n)",
-                                exc.strerror or exc, self.clients)
-                exhausted = True
-                self._reap()
-                time.sleep(0.05)
-                continue
-            if exhausted:
-                log.warning("gate: accepting clients again (%d connected)", self.clients + 1)
-                exhausted = False
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn.setblocking(False)
-            with self._lock:
-                self._clients[conn] = bytearray()
-                self._send_to(conn, _line(self._hello()))
-
-    def _reap(self) -> None:
-        """Close clients that hung up (a readable socket with nothing to read); their input is ignored."""
-        with self._lock:
-            conns = list(self._clients)
-        if not conns:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            poller = select.poll()  # not select(): a descriptor past 1023 is fine
-            by_fd = {}
-            for c in conns:
-                with contextlib.suppress(OSError, ValueError):
-                    by_fd[c.fileno()] = c
-                    poller.register(c, select.POLLIN | select.POLLHUP | select.POLLERR)
-            readable = [by_fd[fd] for fd, _ in poller.poll(0) if fd in by_fd]
-            for c in readable:
-                try:
-                    data = c.recv(4096)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    data = b""
-                if not data:
-                    with self._lock:
-                        self._drop(c)
-
-    def _drop(self, conn: socket.socket) -> None:
-        self._clients.pop(conn, None)
-        with contextlib.suppress(OSError):
-            conn.close()
-
-    def _send_to(self, conn: socket.socket, data: bytes) -> None:
-        buf = self._clients.get(conn)
-        if buf is None:
-            return
-        buf += data
-        try:
-            sent = conn.send(buf)
-            del buf[:sent]
-        except BlockingIOError:
-            pass
-        except OSError:
-            self._drop(conn)
-            return
-        if len(buf) > MAX_CLIENT_BACKLOG:
-            log.warning("gate: a client stopped reading (%d bytes waiting); dropped", len(buf))
-            self._drop(conn)
-
-    def send(self, message: dict[str, Any]) -> None:
-        if not self._clients:
-            return
-        data = _line(message)
-        with self._lock:
-            for conn in list(self._clients):
-                self._send_to(conn, data)
-
-    def close(self, last: dict[str, Any] | None = None) -> None:
-        if last is not None:
-            self.send(last)
-        self._closed = True
-        with contextlib.suppress(OSError):
-            self.sock.close()
-        self._thread.join(timeout=1.0)
-        with self._lock:
-            for conn, buf in list(self._clients.items()):
-                with contextlib.suppress(OSError):
-                    conn.setblocking(True)
-                    conn.settimeout(0.5)
-                    if buf:
-                        conn.sendall(bytes(buf))
-                    conn.shutdown(socket.SHUT_RDWR)
-                self._drop(conn)
-
-
-def _line(message: dict[str, Any]) -> bytes:
-    return (json.dumps(message, allow_nan=False, default=_json_default) + "\n").encode()
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, EyeState):
-        return o.value
-    raise TypeError(f"not JSON serialisable: {o!r}")
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-Listener = Callable[[str, Any], None]
-
-
 class LiveTap:
-    """Sees every written row, blink event and state change of a live session, in frame order, and
-    publishes them (LSL, the gate socket, the API's listeners), each with its age; refuses stale answers.
+    """Sees every written row, blink event and state change of a live session, in frame order, decides the eye's
+    settled state and its freshness, and hands each on to its sinks (:mod:`eyeblink.runtime.sinks`: the gate
+    socket, the LSL outlets, the browser view, the API), each with its age; refuses stale answers.
 
-    Lifecycle: :meth:`open` before the source connects (outlets and socket exist before the first frame),
-    :meth:`arrivals` per batch of rows, :meth:`row` and :meth:`blink` from the writer, :meth:`close` at the end.
+    Lifecycle: :meth:`check` before any model loads, :meth:`open` before the source connects (outlets and socket
+    exist before the first frame), :meth:`connected` once its rate is known, :meth:`arrivals` per batch of rows,
+    :meth:`row` and :meth:`blink` from the writer, :meth:`close` at the end.
     """
 
     def __init__(self, *, lsl: bool = False, lsl_name: str = "eyeblink", lsl_wait_s: float = 0.0,
                  gate_port: int | None = None, stable_ms: float = 200.0, max_blink_ms: float = 1000.0,
                  max_age_ms: float = 50.0, settle_ms: float = 10.0, face_lost_ms: float = 200.0,
-                 max_latency_ms: float | None = None, announce: Callable[[str], None] | None = None) -> None:
-        self.lsl_enabled = lsl
-        self.lsl_name = lsl_name
-        self.lsl_wait_s = lsl_wait_s
-        self.gate_port = gate_port
-        self.bound_port: int | None = None  # the gate's port once listening (gate_port 0: the one chosen)
+                 max_latency_ms: float | None = None, announce: Callable[[str], None] | None = None,
+                 sinks: Sequence[Sink] = ()) -> None:
         self.tracker = GateTracker(stable_ms, max_blink_ms)
         self.debouncer = StateDebouncer(settle_ms, face_lost_ms)
         self.max_age_s = max_age_ms / 1000.0
@@ -499,17 +217,15 @@ class LiveTap:
         self.startup_frames = 0
         self.startup_rows = 0
         self.announce = announce
-        self.listeners: list[Listener] = []
         self.detector: BlinkDetector | None = None
-        self.lsl: LslOutlets | None = None
-        self.gate: GateServer | None = None
         self.source = ""
         self.stem = ""
+        self.eye_model = ""
+        self.nominal_fps: float | None = None  # --fps or the source's rate, once known
+        self.timestamps: str | None = None
         self._arrival: OrderedDict[int, float] = OrderedDict()
         self._offset: float | None = None  # lsl_time - capture time (set at the first frame)
-        self._eye_model = ""
-        self._pc_to_lsl = 0.0  # LSL's clock minus perf_counter (set with the outlets)
-        self._timestamps: str | None = None
+        self._pc_to_lsl = 0.0  # LSL's clock minus perf_counter (set by the LSL sink with its outlets)
         self.frames = 0
         self.events = 0
         self.stale_events = 0
@@ -524,94 +240,87 @@ class LiveTap:
         self._watch: threading.Thread | None = None
         self._closing = threading.Event()
         self.opened = threading.Event()  # set once the outlets and the socket exist (before the source connects)
-        #: other outputs of the run (the browser view, eyeblink.runtime.view): opened with the tap, fed through
-        #: :attr:`listeners`, closed with it; ``preview`` is the frame grab the loader serves (None: no view)
-        self.sinks: list[Any] = []
-        self.preview: Any = None
+        #: the outputs of the run (:class:`~eyeblink.runtime.sinks.base.Sink`), in order; see :meth:`add`
+        self.sinks: list[Sink] = []
+        # the sinks' per-item hooks, bound once (a sink that does not override a hook is not called for it)
+        self._on_row: list[Callable[[LiveRow, bool], None]] = []
+        self._on_state: list[Callable[[StateChange], None]] = []
+        self._on_event: list[Callable[[GateEvent, dict[str, Any]], None]] = []
+        self._on_blink: list[Callable[[BlinkEvent], None]] = []
+        for sink in ((GateSink(gate_port),) if gate_port is not None else ()) + (
+                (LslSink(lsl_name, lsl_wait_s),) if lsl else ()) + tuple(sinks):
+            self.add(sink)
 
     @classmethod
     def from_config(cls, live: Any, max_blink_ms: float,
                     announce: Callable[[str], None] | None = None, *, always: bool = False) -> LiveTap | None:
-        """The tap a :class:`~eyeblink.config.LiveConfig` asks for (None: no LSL and no gate socket, unless
-        ``always``: the API's); ``max_blink_ms``: the blink detector's (``blinks.max_blink_ms``), the line of
+        """The tap a :class:`~eyeblink.config.LiveConfig` asks for, with the sinks it asks for
+        (:func:`~eyeblink.runtime.sinks.sinks_from_config`); None when it asks for none, unless ``always`` (the
+        API's, which adds its own). ``max_blink_ms``: the blink detector's (``blinks.max_blink_ms``), the line of
         ``prolonged_closure``."""
-        view = getattr(live, "view", False)
-        if not live.lsl and live.gate_port is None and not always and not view:
+        sinks = sinks_from_config(live, announce=announce)
+        if not sinks and not always:
             return None
-        tap = cls(lsl=live.lsl, lsl_name=live.lsl_name, lsl_wait_s=live.lsl_wait_s, gate_port=live.gate_port,
-                  stable_ms=live.stable_ms, max_blink_ms=max_blink_ms, max_age_ms=live.max_age_ms,
-                  settle_ms=live.settle_ms, face_lost_ms=live.face_lost_ms,
-                  max_latency_ms=live.max_latency_ms if live.overload == "drop" else None, announce=announce)
-        if view:  # the browser view (--view): a sink of its own beside LSL and the gate
-            from eyeblink.runtime.view import ViewSink
+        return cls(stable_ms=live.stable_ms, max_blink_ms=max_blink_ms, max_age_ms=live.max_age_ms,
+                   settle_ms=live.settle_ms, face_lost_ms=live.face_lost_ms,
+                   max_latency_ms=live.max_latency_ms if live.overload == "drop" else None, announce=announce,
+                   sinks=sinks)
 
-            sink = ViewSink(port=live.view_port, host=live.view_host, announce=announce)
-            tap.sinks.append(sink)
-            tap.listeners.append(sink.on_item)
-            tap.preview = sink.preview
-        return tap
+    def add(self, sink: Sink) -> None:
+        """One more output (before :meth:`open`); the sinks are kept in their ``order``."""
+        self.sinks.append(sink)
+        self.sinks.sort(key=lambda s: s.order)  # stable: sinks of one order keep the order they were added in
+        for name, hooks in (("row", self._on_row), ("state", self._on_state), ("event", self._on_event),
+                            ("blink", self._on_blink)):
+            hooks[:] = [getattr(s, name) for s in self.sinks if s.overrides(name)]
+
+    @property
+    def preview(self) -> Any:
+        """The frame grab the loader serves for a sink that shows frames (the browser view); None: no such sink."""
+        return next((s.preview for s in self.sinks if s.preview is not None), None)
+
+    @property
+    def bound_port(self) -> int | None:
+        """The gate socket's port once listening (``gate_port`` 0: the one chosen); None without a gate."""
+        return next((s.port for s in self.sinks if isinstance(s, GateSink)), None)
 
     # ------------------------------------------------------------------ lifecycle
 
     def check(self) -> None:
-        """Before any model loads: the ``lsl`` extra is there when asked for; the view's port is taken."""
+        """Before any model loads: each sink's own check (the ``lsl`` extra is there; the view's port is free)."""
         for sink in self.sinks:
-            sink.bind()
-        if self.lsl_enabled:
-            import importlib.util
-
-            try:
-                spec = importlib.util.find_spec("pylsl")
-            except (ImportError, ValueError):  # a broken install, or blocked in sys.modules
-                spec = None
-            if spec is None:
-                raise MissingExtraError("--lsl needs pylsl, which is not installed; pip install 'eyeblink[lsl]' "
-                                        "(or pip install pylsl)")
+            sink.check()
 
     def open(self, *, source: str, stem: str, nominal_fps: float | None, eye_model: str,
              timestamps: str | None = None, cancelled: Callable[[], bool] | None = None) -> None:
-        """Before the source connects: the gate socket, and the LSL outlets when their rate is known now
-        (``nominal_fps``: ``--fps`` or a camera's) or an inlet is to be waited for (``lsl_wait_s``); otherwise
-        the outlets wait for :meth:`connected`, when a network stream's own rate is known. Starts the watchdog
-        that says ``stale`` when no fresh frame comes."""
+        """Before the source connects: every sink opens (the gate socket; the LSL outlets when their rate is known
+        now, ``nominal_fps``: ``--fps`` or a camera's, or an inlet is to be waited for; otherwise at
+        :meth:`connected`). Starts the watchdog that says ``stale`` when no fresh frame comes."""
         self.source, self.stem = source, stem
-        self._eye_model, self._timestamps = eye_model, timestamps
-        if self.gate_port is not None and self.gate is None:
-            self.gate = GateServer(self.gate_port, self._hello)
-            self.bound_port = self.gate.port
-            self._say(f"gate: JSON lines on tcp://127.0.0.1:{self.gate.port}")
-        if nominal_fps or self.lsl_wait_s > 0:
-            self._open_lsl(nominal_fps)
+        self.eye_model, self.timestamps, self.nominal_fps = eye_model, timestamps, nominal_fps
         for sink in self.sinks:
-            sink.open(source=source, stem=stem, fps=nominal_fps, eye_model=eye_model, tap=self)
+            sink.open(self)
         if self._watch is None:
             self._watch = threading.Thread(target=self._watchdog, name="eyeblink-stale-watch", daemon=True)
             self._watch.start()
         self.opened.set()
-        if self.lsl is not None and self.lsl_wait_s > 0:
-            ok = self.lsl.wait_for_consumers(self.lsl_wait_s, cancelled)
-            self._say("lsl: an inlet is connected" if ok else
-                      f"lsl: no inlet after {self.lsl_wait_s:g} s; starting anyway")
+        for sink in self.sinks:
+            sink.started(cancelled)
 
     def connected(self, nominal_fps: float | None, eye_model: str | None = None) -> None:
-        """The source is connected (its rate known), the capture not started: the outlets, if not made yet."""
+        """The source is connected (its rate known), the capture not started: the sinks are told."""
         if eye_model:
-            self._eye_model = eye_model
+            self.eye_model = eye_model
+        self.nominal_fps = nominal_fps
         for sink in self.sinks:
-            sink.set_info(fps=nominal_fps, eye_model=eye_model)
-        self._open_lsl(nominal_fps)
+            sink.connected(self)
 
-    def _open_lsl(self, nominal_fps: float | None) -> None:
-        if not self.lsl_enabled or self.lsl is not None:
-            return
-        self.lsl = LslOutlets(self.lsl_name, source=self.source, stem=self.stem, nominal_fps=nominal_fps,
-                              eye_model=self._eye_model, timestamps=self._timestamps)
-        clock = self.lsl.local_clock  # perf_counter -> LSL's clock (the same clock on Linux; not everywhere)
-        self._pc_to_lsl = min((clock() - time.perf_counter() for _ in range(5)), key=abs)
-        rate = "irregular rate (declare --fps)" if not self.lsl.nominal_fps else f"{self.lsl.nominal_fps:g} Hz"
-        self._say(f"lsl: streams {self.lsl_name!r} (samples, {rate}) and {self.lsl_name + '-markers'!r}")
+    def set_clock(self, pc_to_lsl: float) -> None:
+        """LSL's clock minus ``perf_counter`` (the LSL sink measures it with its outlets, before the first frame)."""
+        self._pc_to_lsl = pc_to_lsl
 
-    def _say(self, text: str) -> None:
+    def say(self, text: str) -> None:
+        """One line of the session's start (the log, and the CLI's stderr)."""
         log.info("%s", text)
         if self.announce is not None:
             self.announce(text)
@@ -623,33 +332,13 @@ class LiveTap:
             return math.inf
         return (time.perf_counter() if now is None else now) - a
 
-    def _hello(self) -> dict[str, Any]:
-        # no tap lock here: the gate's accept thread holds the gate's lock, which the sink takes under the tap's
-        tr = self.tracker
-        age = self.age_s()
-        return {"event": "hello", "version": __version__, "source": self.source, "stem": self.stem,
-                "state": tr.state.value, "since_frame": tr.since_frame, "since_s": _finite(tr.since_s),
-                "frame": tr.last_frame, "timestamp_s": _finite(tr.last_s), "stable_ms": tr.stable_s * 1000.0,
-                "max_blink_ms": tr.max_blink_s * 1000.0, "max_age_ms": self.max_age_s * 1000.0,
-                "settle_ms": self.debouncer.settle_s * 1000.0, "face_lost_ms": self.debouncer.face_lost_s * 1000.0,
-                "latest_frame": self.fresh_frame, "latest_s": _finite(self.fresh_s),
-                "age_ms": _finite(age * 1000.0), "stale": bool(self.stale or age > self.max_age_s),
-                "sent_time": time.perf_counter()}
-
     def close(self, reason: str | None = None) -> None:
         self._closing.set()
         if self._watch is not None:
             self._watch.join(timeout=1.0)
         with self._lock:
-            if self.gate is not None:
-                self.gate.close({"event": "end", "reason": reason, "frame": self.tracker.last_frame,
-                                 "timestamp_s": _finite(self.tracker.last_s), "sent_time": time.perf_counter()})
-                self.gate = None
-            if self.lsl is not None:
-                self.lsl.close()
-                self.lsl = None
-        for sink in self.sinks:
-            sink.close(reason)
+            for sink in self.sinks:
+                sink.close(reason)
 
     # ------------------------------------------------------------------ freshness
 
@@ -707,10 +396,8 @@ class LiveTap:
             self.startup_rows += 1
         elif late:
             self.late_rows += 1
-        elif self.lsl is not None:
-            self.lsl.push(r, t + self._offset)
-        for listener in self.listeners:
-            listener("row", r)
+        for hook in self._on_row:  # every row written; a late one is not published (no LSL sample)
+            hook(r, not late)
         det = self.detector
         if det is not None:
             det.pop_state_changes()  # the detector's own records: the settled state below is what is published
@@ -744,8 +431,8 @@ class LiveTap:
                         elif not self.stale:
                             self._go_stale(now - arrival)
                         return
-                    for listener in self.listeners:
-                        listener("state", ch)
+                    for hook in self._on_state:
+                        hook(ch)
                     events.extend(self.tracker.change(ch))
             if self.debouncer.pending is None:  # no timed event while the eye may be changing
                 events.extend(self.tracker.tick(frame, t))
@@ -756,21 +443,10 @@ class LiveTap:
 
     def blink(self, ev: BlinkEvent) -> None:
         """A blink event the detector settled (one row of blinks.csv): a ``blink`` line on the gate socket and a
-        ``blink`` marker (``blink:<kind>`` for a prolonged closure)."""
+        ``blink`` marker (``blink:<kind>`` for a prolonged closure), the view's marker, the API's item."""
         with self._lock:
-            kind = getattr(ev, "kind", "blink")
-            if self.lsl is not None:
-                self.lsl.marker("blink" if kind == "blink" else f"blink:{kind}", self.lsl_time(ev.start_s))
-            if self.gate is not None:
-                self.gate.send({"event": "blink", "blink": ev.blink, "start_frame": ev.start_frame,
-                                "end_frame": ev.end_frame, "start_s": ev.start_s, "end_s": ev.end_s,
-                                "duration_ms": ev.duration_ms, "amplitude": _finite(ev.amplitude),
-                                "complete": bool(ev.complete), "kind": kind,
-                                "lsl_time": self.lsl_time(ev.start_s), "latest_frame": self.fresh_frame,
-                                "latest_s": _finite(self.fresh_s), "age_ms": _finite(self.age_s() * 1000.0),
-                                "sent_time": time.perf_counter()})
-        for listener in self.listeners:
-            listener("blink", ev)
+            for hook in self._on_blink:
+                hook(ev)
 
     def _publish(self, ev: GateEvent, latest_frame: int, latest_s: float, arrival: float) -> None:
         says_open = ev.state == EyeState.OPEN and ev.event in ("state", "open_stable", "blink_end", "face_found")
@@ -787,14 +463,10 @@ class LiveTap:
                 self._go_stale(age)  # state past the latency bound); "fresh" says the state again later
             return
         self.events += 1
-        if self.gate is not None:
-            msg["sent_time"] = now
-            msg.setdefault("age_ms", _finite(age * 1000.0))
-            self.gate.send(msg)
-        if self.lsl is not None:
-            self.lsl.marker(ev.marker, lsl_t)
-        for listener in self.listeners:
-            listener("event", ev)
+        msg["sent_time"] = now
+        msg.setdefault("age_ms", _finite(age * 1000.0))
+        for hook in self._on_event:  # the gate's line, the LSL marker, ...
+            hook(ev, msg)
 
     def _past_latency(self, age_s: float) -> bool:
         """True when an answer ``age_s`` old is past the latency bound (``--max-latency-ms``; never without one)."""
@@ -804,7 +476,7 @@ class LiveTap:
         """Is the eye open, settled, held ``stable_ms`` of capture time, on a frame received at most ``max_age_ms``
         ago (default: the session's bound) now? (True, "") or (False, why not).
 
-        No tap lock: the API calls this under its condition, which the tap's listeners take under the lock. The
+        No tap lock: the API calls this under its condition, which its sink takes under the tap's lock. The
         age is read again last, so a True is about a frame at most the bound old at the moment it is given.
         """
         bound = self.max_age_s if max_age_ms is None else max_age_ms / 1000.0
@@ -829,12 +501,15 @@ class LiveTap:
 
     def summary(self) -> dict[str, Any]:
         """The ``live.publish`` section of ``summary.json``."""
-        return {"lsl": {"samples": self.lsl_name, "markers": f"{self.lsl_name}-markers"} if self.lsl_enabled else None,
-                "gate_port": self.bound_port,
+        out: dict[str, Any] = {
+                "lsl": None, "gate_port": None,
                 "stable_ms": self.tracker.stable_s * 1000.0, "max_blink_ms": self.tracker.max_blink_s * 1000.0,
                 "max_age_ms": self.max_age_s * 1000.0, "settle_ms": self.debouncer.settle_s * 1000.0,
                 "face_lost_ms": self.debouncer.face_lost_s * 1000.0, "stale_events": self.stale_events,
                 "max_latency_ms": self.max_latency_s * 1000.0 if self.max_latency_s is not None else None,
                 "late_rows": self.late_rows, "startup_rows": self.startup_rows,
-                "lsl_offset_s": self._offset, "events": self.events,
-                "view": self.sinks[0].summary() if self.sinks else None}
+                "lsl_offset_s": self._offset, "events": self.events, "view": None}
+        for sink in self.sinks:  # each sink's own part, under its key (lsl, gate_port, view, ...)
+            if sink.summary_key is not None:
+                out[sink.summary_key] = sink.summary()
+        return out

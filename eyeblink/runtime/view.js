@@ -14,13 +14,24 @@
   if (theme !== "dark" && theme !== "light") {
     theme = window.matchMedia && window.matchMedia("(prefers-color-scheme: light)").matches ? "light" : "dark";
   }
+  // the theme's colours, read once per theme (a draw never asks the style engine)
+  const COL = {};
+  function loadColours() {
+    const cs = getComputedStyle(root);
+    for (const n of ["muted", "grid", "prolonged", "blink", "noface", "drop", "base", "left", "right", "closure", "box",
+                     "eye"]) {
+      COL[n] = cs.getPropertyValue("--" + n).trim();
+    }
+  }
   function setTheme(t) {
     theme = t; root.setAttribute("data-theme", t);
     try { localStorage.setItem("eyeblink-view-theme", t); } catch (e) { /* private mode: not kept */ }
-    draw();
+    loadColours(); dirty = true; shownDirty = true; draw();
   }
   root.setAttribute("data-theme", theme);
-  const css = (name) => getComputedStyle(root).getPropertyValue(name).trim();
+  // text and attributes written only when they change (no layout work for a value that stayed the same)
+  function setText(el, v) { if (el._t !== v) { el._t = v; el.textContent = v; } }
+  function setData(el, k, v) { if (el.dataset[k] !== v) el.dataset[k] = v; }
 
   // ------------------------------------------------------------------ the data of the last minute
   let hello = { history_s: 60 };
@@ -66,7 +77,7 @@
   function scrollBy(s) {
     const e = Math.max(Math.min(viewEnd() + s, newestT()), oldestT() + windowS);
     endT = e >= newestT() && !paused ? null : e;
-    draw();
+    dirty = true; draw();
   }
   function setPaused(p) {
     paused = p;
@@ -74,27 +85,59 @@
     if (!p) endT = null;
     $("pause").textContent = p ? "resume" : "pause";
     $("pause").classList.toggle("on", p);
-    draw();
+    dirty = true; draw();
   }
-  function goLive() { setPaused(false); endT = null; draw(); }
+  function goLive() { setPaused(false); endT = null; dirty = true; draw(); }
 
   // ------------------------------------------------------------------ the trace
   const trace = $("trace");
-  let drawPending = false, lastDraw = 0;
-  const DRAW_MS = 100;  // the trace is redrawn at most 10 times a second: a watching browser costs little CPU
+  const frameCanvas = $("frame");
+  // the canvases' sizes in CSS pixels, kept by a ResizeObserver: a draw never reads the layout
+  const size = new Map([[trace, { w: 0, h: 0 }], [frameCanvas, { w: 0, h: 0 }]]);
+  function fit(c) {
+    const dpr = window.devicePixelRatio || 1, z = size.get(c);
+    const w = Math.round(z.w * dpr), h = Math.round(z.h * dpr);
+    if (c.width !== w || c.height !== h) { c.width = w; c.height = h; }
+    return z;
+  }
+  new ResizeObserver((entries) => {
+    for (const e of entries) {
+      const z = size.get(e.target); z.w = e.contentRect.width; z.h = e.contentRect.height;
+    }
+    dirty = true; shownDirty = true; draw();
+  }).observe(trace);
+  new ResizeObserver((entries) => {
+    for (const e of entries) {
+      const z = size.get(e.target); z.w = e.contentRect.width; z.h = e.contentRect.height;
+    }
+    shownDirty = true; draw();
+  }).observe(frameCanvas);
+  // The page draws only what changed (new rows, a new image, a scroll), at most DRAW_MS apart and never while
+  // hidden: a watching browser costs little CPU beside the session.
+  let drawPending = false, lastDraw = 0, dirty = false, shownDirty = false;
+  const DRAW_MS = 100;  // the trace at most 10 times a second
   function draw() {
-    if (drawPending) return;
+    if (drawPending || document.hidden || !(dirty || shownDirty)) return;
     drawPending = true;
     setTimeout(() => requestAnimationFrame(() => {
-      drawPending = false; lastDraw = performance.now(); drawTrace(); drawFrame();
+      drawPending = false; lastDraw = performance.now();
+      if (dirty) { dirty = false; drawTrace(); }
+      if (shownDirty) { shownDirty = false; drawFrame(); }
     }), Math.max(0, lastDraw + DRAW_MS - performance.now()));
+  }
+  // the per-pixel-column envelopes, kept between draws (no allocation per draw or per row)
+  let envCols = 0, envBuf = null, noface = null, dropped = null;
+  function envelopes(cols) {
+    if (cols !== envCols) {
+      envCols = cols; envBuf = new Float64Array(cols * 8); noface = new Uint8Array(cols); dropped = new Uint8Array(cols);
+    }
+    for (let i = 0; i < cols * 8; i += 2) { envBuf[i] = Infinity; envBuf[i + 1] = -Infinity; }
+    noface.fill(0); dropped.fill(0);
   }
   function drawTrace() {
     const dpr = window.devicePixelRatio || 1;
-    const W = trace.clientWidth, H = trace.clientHeight;
-    if (trace.width !== Math.round(W * dpr) || trace.height !== Math.round(H * dpr)) {
-      trace.width = Math.round(W * dpr); trace.height = Math.round(H * dpr);
-    }
+    const z = fit(trace), W = z.w, H = z.h;
+    if (!W || !H) return;
     const g = trace.getContext("2d");
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, W, H);
@@ -105,7 +148,7 @@
     const t1 = viewEnd(), t0 = t1 - windowS;
     const X = (t) => padL + (t - t0) / windowS * plotW;
     g.font = "11px system-ui, sans-serif";
-    g.fillStyle = css("--muted"); g.strokeStyle = css("--grid"); g.lineWidth = 1;
+    g.fillStyle = COL.muted; g.strokeStyle = COL.grid; g.lineWidth = 1;
     // the EAR lane's scale: up to 1.5 x the highest baseline in view (0.45 before one is known)
     const i0 = lowerBound(t0), i1 = lowerBound(t1 + 1e-9);
     let top1 = 0;
@@ -135,83 +178,82 @@
     // blinks and prolonged closures: bands over both lanes
     for (const b of blinks) {
       if (b.end_s === null || b.end_s < t0 || b.start_s > t1) continue;
-      g.fillStyle = b.kind === "prolonged_closure" ? css("--prolonged") : css("--blink");
+      g.fillStyle = b.kind === "prolonged_closure" ? COL.prolonged : COL.blink;
       const x = X(b.start_s), w = Math.max(2, X(b.end_s) - x);
       g.fillRect(x, laneA.y, w, laneA.h); g.fillRect(x, laneB.y, w, laneB.h);
     }
-    // per pixel column: min/max envelopes of every frame; no face and dropped frames marked
+    // per pixel column: min/max envelopes of every frame (each column's min and max of left, right, baseline and
+    // closure, side by side in one buffer); no face and dropped frames marked
     const cols = Math.ceil(plotW);
-    const env = (k) => ({ lo: new Float64Array(cols).fill(Infinity), hi: new Float64Array(cols).fill(-Infinity) });
-    const eL = env(), eR = env(), eB = env(), eC = env();
-    const noface = new Uint8Array(cols), dropped = new Uint8Array(cols);
+    envelopes(cols);
+    const e = envBuf, kx = plotW / windowS;
     for (let i = i0; i < i1; i++) {
-      const r = rows[i]; const c = Math.min(cols - 1, Math.max(0, Math.floor(X(r[C.t]) - padL)));
+      const r = rows[i]; let c = Math.floor((r[C.t] - t0) * kx);
+      c = c < 0 ? 0 : c >= cols ? cols - 1 : c;
       if (r[C.drop]) { dropped[c] = 1; continue; }
       if (!r[C.face]) noface[c] = 1;
-      for (const [e, k] of [[eL, C.el], [eR, C.er], [eB, C.base], [eC, C.cl]]) {
-        const v = r[k]; if (v === null) continue;
-        if (v < e.lo[c]) e.lo[c] = v; if (v > e.hi[c]) e.hi[c] = v;
-      }
+      const o = c * 8;
+      let v = r[C.el]; if (v !== null) { if (v < e[o]) e[o] = v; if (v > e[o + 1]) e[o + 1] = v; }
+      v = r[C.er]; if (v !== null) { if (v < e[o + 2]) e[o + 2] = v; if (v > e[o + 3]) e[o + 3] = v; }
+      v = r[C.base]; if (v !== null) { if (v < e[o + 4]) e[o + 4] = v; if (v > e[o + 5]) e[o + 5] = v; }
+      v = r[C.cl]; if (v !== null) { if (v < e[o + 6]) e[o + 6] = v; if (v > e[o + 7]) e[o + 7] = v; }
     }
-    g.fillStyle = css("--noface");
+    g.fillStyle = COL.noface;
     for (let c = 0; c < cols; c++) if (noface[c]) { g.fillRect(padL + c, laneA.y, 1, laneA.h); g.fillRect(padL + c, laneB.y, 1, laneB.h); }
-    g.fillStyle = css("--drop");
+    g.fillStyle = COL.drop;
     for (let c = 0; c < cols; c++) if (dropped[c]) g.fillRect(padL + c, laneB.y + laneB.h - 5, 1, 5);
-    function envelope(e, Y, color, width) {
+    function envelope(k, Y, color, width) {  // k: the series' offset in a column's 8 values
       g.strokeStyle = color; g.lineWidth = width; g.beginPath();
       let on = false;
       for (let c = 0; c < cols; c++) {
-        if (e.lo[c] === Infinity) { on = false; continue; }
+        const lo = e[c * 8 + k], hi = e[c * 8 + k + 1];
+        if (lo === Infinity) { on = false; continue; }
         const x = padL + c + 0.5;
-        if (!on) { g.moveTo(x, Y(e.hi[c])); on = true; } else g.lineTo(x, Y(e.hi[c]));
-        if (e.lo[c] !== e.hi[c]) g.lineTo(x, Y(e.lo[c]));
+        if (!on) { g.moveTo(x, Y(hi)); on = true; } else g.lineTo(x, Y(hi));
+        if (lo !== hi) g.lineTo(x, Y(lo));
       }
       g.stroke();
     }
-    g.setLineDash([4, 3]); envelope(eB, YA, css("--base"), 1); g.setLineDash([]);
-    envelope(eL, YA, css("--left"), 1.4);
-    envelope(eR, YA, css("--right"), 1.4);
-    envelope(eC, YB, css("--closure"), 1.4);
+    g.setLineDash([4, 3]); envelope(4, YA, COL.base, 1); g.setLineDash([]);
+    envelope(0, YA, COL.left, 1.4);
+    envelope(2, YA, COL.right, 1.4);
+    envelope(6, YB, COL.closure, 1.4);
     // the gate's events: a tick at the top of the closure lane
     for (const ev of events) {
       if (ev.t === null || ev.t < t0 || ev.t > t1) continue;
-      const col = ev.event === "prolonged_closure" ? css("--prolonged") : ev.event === "face_lost" ? css("--drop")
-        : null;
+      const col = ev.event === "prolonged_closure" ? COL.prolonged : ev.event === "face_lost" ? COL.drop : null;
       if (!col) continue;
       g.fillStyle = col; const x = X(ev.t);
       g.beginPath(); g.moveTo(x - 5, laneB.y); g.lineTo(x + 5, laneB.y); g.lineTo(x, laneB.y + 8); g.fill();
     }
     g.restore();
     const n = i1 - i0;
-    trace.dataset.rows = String(rows.length - start);
-    trace.dataset.newest = rows.length > start ? String(rows[rows.length - 1][C.frame]) : "-1";
-    $("range").textContent = (t0.toFixed(2) + " – " + t1.toFixed(2) + " s · " + n + " frames in view" +
+    setData(trace, "rows", String(rows.length - start));
+    setData(trace, "newest", rows.length > start ? String(rows[rows.length - 1][C.frame]) : "-1");
+    setText(rangeEl, t0.toFixed(1) + " – " + t1.toFixed(1) + " s · " + n + " frames in view" +
       (paused ? " · paused" : endT !== null ? " · scrolled back" : ""));
   }
 
   // ------------------------------------------------------------------ the camera image
-  const frameCanvas = $("frame");
-  const img = new Image();
-  const shot = document.createElement("canvas");  // the image shown, kept while the next one loads
-  let imgMeta = null, shownMeta = null, loading = false, wanted = null;
-  img.onload = () => {
-    loading = false; shownMeta = imgMeta;
-    shot.width = img.naturalWidth; shot.height = img.naturalHeight;
-    shot.getContext("2d").drawImage(img, 0, 0);
-    drawFrame(); next();
-  };
-  img.onerror = () => { loading = false; next(); };
-  function next() {
+  const rangeEl = $("range");
+  // two images taking turns: the one shown stays while the next loads, each drawn straight onto the canvas
+  const imgs = [new Image(), new Image()];
+  let shot = null, imgMeta = null, shownMeta = null, loading = false, wanted = null;
+  for (const im of imgs) {
+    im.onload = () => { loading = false; shot = im; shownMeta = imgMeta; drawFrame(); next(); };
+    im.onerror = () => { loading = false; next(); };
+  }
+  function next() {  // the newest image announced, once the last one has loaded (a slow browser fetches fewer)
     if (loading || !wanted || paused || document.hidden) return;  // a hidden tab fetches no image
     if (shownMeta && wanted.seq === shownMeta.seq) return;
     imgMeta = wanted; loading = true;
-    img.src = "frame.jpg?seq=" + wanted.seq + q(false);
+    (shot === imgs[0] ? imgs[1] : imgs[0]).src = "frame.jpg?seq=" + wanted.seq + q(false);
   }
   function drawFrame() {
-    if (!shownMeta) return;
+    if (!shownMeta || document.hidden) return;
     const dpr = window.devicePixelRatio || 1;
-    const W = frameCanvas.clientWidth, H = frameCanvas.clientHeight;
-    if (frameCanvas.width !== Math.round(W * dpr)) { frameCanvas.width = Math.round(W * dpr); frameCanvas.height = Math.round(H * dpr); }
+    const z = fit(frameCanvas), W = z.w, H = z.h;
+    if (!W || !H) return;
     const g = frameCanvas.getContext("2d");
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.fillStyle = "#000"; g.fillRect(0, 0, W, H);
@@ -221,22 +263,37 @@
     const r = rowOfFrame(shownMeta.frame);
     if (r && r[C.face] && r[C.x0] !== null) {  // the face box the run used for this very frame
       const s = dw / shownMeta.frame_width;
-      g.strokeStyle = css("--box"); g.lineWidth = 2;
+      g.strokeStyle = COL.box; g.lineWidth = 2;
       g.strokeRect(ox + r[C.x0] * s, oy + r[C.y0] * s, (r[C.x1] - r[C.x0]) * s, (r[C.y1] - r[C.y0]) * s);
       g.font = "12px system-ui, sans-serif";
       const ear = (v) => (v === null ? "–" : v.toFixed(3));
       const label = "EAR L " + ear(r[C.el]) + "  R " + ear(r[C.er]);
       const lx = ox + r[C.x0] * s, ly = Math.max(16, oy + r[C.y0] * s - 4);
       g.fillStyle = "rgba(0, 0, 0, 0.6)"; g.fillRect(lx, ly - 13, g.measureText(label).width + 8, 16);
-      g.fillStyle = css("--box"); g.fillText(label, lx + 4, ly - 1);
+      g.fillStyle = COL.box; g.fillText(label, lx + 4, ly - 1);
+      const p = shownMeta.points;  // the eye model's 12 points of this frame: each eye's outline (corner, upper
+      setData(frameCanvas, "points", p ? String(p.length) : "0");  // lid, corner, lower lid; right eye first)
+      if (p) {
+        g.strokeStyle = COL.eye; g.fillStyle = COL.eye; g.lineWidth = 1.5;
+        for (const e of [0, 6]) {
+          g.beginPath();
+          for (let i = 0; i < 6; i++) {
+            const x = ox + p[e + i][0] * s, y = oy + p[e + i][1] * s;
+            if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
+          }
+          g.closePath(); g.stroke();
+          for (let i = 0; i < 6; i++) g.fillRect(ox + p[e + i][0] * s - 1.5, oy + p[e + i][1] * s - 1.5, 3, 3);
+        }
+      }
     } else if (r && r[C.drop]) {
-      g.fillStyle = css("--drop"); g.font = "13px system-ui, sans-serif"; g.fillText("dropped frame", ox + 8, oy + 18);
+      g.fillStyle = COL.drop; g.font = "13px system-ui, sans-serif"; g.fillText("dropped frame", ox + 8, oy + 18);
     } else if (r) {
-      g.fillStyle = css("--drop"); g.font = "13px system-ui, sans-serif"; g.fillText("no face", ox + 8, oy + 18);
+      g.fillStyle = COL.drop; g.font = "13px system-ui, sans-serif"; g.fillText("no face", ox + 8, oy + 18);
     }
-    $("image-frame").textContent = String(shownMeta.frame);
-    $("image-caption").textContent = shownMeta.frame_width + "×" + shownMeta.frame_height + " px, shown at " +
-      shownMeta.width + "×" + shownMeta.height + " (at most " + (hello.max_image_hz || 30) + " images/s)";
+    setText($("image-frame"), String(shownMeta.frame));
+    setText($("image-caption"), shownMeta.frame_width + "×" + shownMeta.frame_height + " px, shown at " +
+      shownMeta.width + "×" + shownMeta.height + ", at most " + (status.images_hz || hello.max_image_hz || 30) +
+      " images/s" + (status.busy ? " (machine busy)" : ""));
     updateLag();
   }
   function updateLag() {
@@ -245,8 +302,9 @@
     const r = rowOfFrame(shownMeta.frame);
     const frames = last[C.frame] - shownMeta.frame;
     const ms = r && r[C.t] !== null && last[C.t] !== null ? (last[C.t] - r[C.t]) * 1000 : null;
-    $("image-lag").textContent = frames + " frames" + (ms === null ? "" : " (" + ms.toFixed(0) + " ms)");
-    $("image-lag").dataset.ms = ms === null ? "" : String(ms);
+    const lag = $("image-lag");
+    setText(lag, frames + " frames" + (ms === null ? "" : " (" + ms.toFixed(0) + " ms)"));
+    setData(lag, "ms", ms === null ? "" : String(ms));
   }
 
   // ------------------------------------------------------------------ status, banners, blinks
@@ -258,7 +316,7 @@
     else if (status.stalled_s) { kind = "stalled"; text = "The stream stalled: no frame for " + status.stalled_s.toFixed(1) + " s."; }
     else if (status.face_lost) { kind = "face_lost"; text = "Face lost since frame " + status.face_lost_frame + ": check the camera, the light and the subject."; }
     else if (status.stale) { kind = "stale"; text = "Stale: the newest analysed frame is older than the freshness bound."; }
-    b.dataset.kind = kind; b.textContent = text; b.hidden = !kind;
+    setData(b, "kind", kind); setText(b, text); if (b.hidden !== !kind) b.hidden = !kind;
   }
   function fmt(v, unit) { return v === null || v === undefined ? "–" : v + (unit || ""); }
   function onStatus(s) {
@@ -266,18 +324,18 @@
     const st = s.stale ? "stale" : s.state;
     const el = $("state");
     if (st) {
-      el.dataset.state = st; el.textContent = st.replace("_", " ");
-      $("state-detail").textContent = (s.pending ? "may be " + s.pending.replace("_", " ") + " · " : "") +
+      setData(el, "state", st); setText(el, st.replace("_", " "));
+      setText($("state-detail"), (s.pending ? "may be " + s.pending.replace("_", " ") + " · " : "") +
         "since frame " + s.since_frame + (s.held_ms !== null ? " (" + (s.held_ms / 1000).toFixed(1) + " s)" : "") +
-        (s.open_stable ? " · open and stable" : "");
-    } else { el.dataset.state = ""; el.textContent = "file"; $("state-detail").textContent = "no gate for a file"; }
-    $("rate").textContent = fmt(s.rows_per_s);
-    $("source-fps").textContent = fmt(s.source_fps, " FPS");
-    $("drops").textContent = s.dropped_1s + " / " + s.dropped;
-    $("latency").textContent = fmt(s.latency_ms_p50, " ms") + " / " + fmt(s.latency_ms_max, " ms");
-    $("late").textContent = fmt(s.late_rows);
-    $("tabs").textContent = fmt(s.tabs);
-    $("last-frame").textContent = String(s.frame);
+        (s.open_stable ? " · open and stable" : ""));
+    } else { setData(el, "state", ""); setText(el, "file"); setText($("state-detail"), "no gate for a file"); }
+    setText($("rate"), fmt(s.rows_per_s));
+    setText($("source-fps"), fmt(s.source_fps, " FPS"));
+    setText($("drops"), s.dropped_1s + " / " + s.dropped);
+    setText($("latency"), fmt(s.latency_ms_p50, " ms") + " / " + fmt(s.latency_ms_max, " ms"));
+    setText($("late"), fmt(s.late_rows));
+    setText($("tabs"), fmt(s.tabs));
+    setText($("last-frame"), String(s.frame));
     updateLag();
     setBanner();
   }
@@ -305,7 +363,7 @@
       $("model").textContent = hello.eye_model || "–";
       $("conn").textContent = "connected"; $("conn").dataset.ok = "1";
       $("blink-list").textContent = ""; for (const b of blinks) addBlinkItem(b);
-      prune(); setBanner(); draw();
+      prune(); setBanner(); dirty = true; draw();
     });
     es.addEventListener("reset", (m) => {  // process --view: the next input
       hello = JSON.parse(m.data); rows = []; start = 0; blinks = []; events = []; shownMeta = null; wanted = null;
@@ -317,9 +375,11 @@
       const add = JSON.parse(m.data);
       for (const r of add) rows.push(r);
       prune();
-      if (!paused) draw();
+      if (!paused) { dirty = true; draw(); }
     });
-    es.addEventListener("blink", (m) => { const b = JSON.parse(m.data); blinks.push(b); addBlinkItem(b); draw(); });
+    es.addEventListener("blink", (m) => {
+      const b = JSON.parse(m.data); blinks.push(b); addBlinkItem(b); dirty = true; draw();
+    });
     es.addEventListener("event", (m) => { events.push(JSON.parse(m.data)); });
     es.addEventListener("status", (m) => onStatus(JSON.parse(m.data)));
     es.addEventListener("image", (m) => { wanted = JSON.parse(m.data); next(); });
@@ -343,8 +403,8 @@
     if (k === " ") { setPaused(!paused); }
     else if (k === "ArrowLeft") { if (endT === null) endT = newestT(); scrollBy(e.shiftKey ? -10 : -1); }
     else if (k === "ArrowRight") { scrollBy(e.shiftKey ? 10 : 1); }
-    else if (k === "+" || k === "=") { windowS = Math.max(2, windowS / 1.5); draw(); }
-    else if (k === "-" || k === "_") { windowS = Math.min(hello.history_s || 60, windowS * 1.5); draw(); }
+    else if (k === "+" || k === "=") { windowS = Math.max(2, windowS / 1.5); dirty = true; draw(); }
+    else if (k === "-" || k === "_") { windowS = Math.min(hello.history_s || 60, windowS * 1.5); dirty = true; draw(); }
     else if (k === "End" || k === "l" || k === "L") { goLive(); }
     else if (k === "t" || k === "T") { setTheme(theme === "dark" ? "light" : "dark"); }
     else return;
@@ -357,12 +417,13 @@
   trace.addEventListener("pointerdown", (e) => { dragX = e.clientX; if (endT === null) endT = newestT(); trace.setPointerCapture(e.pointerId); });
   trace.addEventListener("pointermove", (e) => {
     if (dragX === null) return;
-    const plotW = Math.max(10, trace.clientWidth - 54);
+    const plotW = Math.max(10, size.get(trace).w - 54);
     const ds = -(e.clientX - dragX) / plotW * windowS; dragX = e.clientX; scrollBy(ds);
   });
   trace.addEventListener("pointerup", () => { dragX = null; });
-  window.addEventListener("resize", draw);
-  document.addEventListener("visibilitychange", () => { if (!document.hidden) { next(); draw(); } });
-  setInterval(() => { if (!paused) draw(); }, 1000);
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden) { dirty = true; shownDirty = true; next(); draw(); }
+  });
+  loadColours();
   connect();
 })();

@@ -30,20 +30,18 @@ request must carry the random token of the printed URL (``?token=...``).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import html
 import ipaddress
 import json
 import logging
 import math
-import mmap
 import re
 import secrets
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -52,14 +50,13 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 
 from eyeblink.errors import ConfigError
+from eyeblink.runtime.preview import PreviewGrab
 
-__all__ = ["PreviewGrab", "ViewSink", "check_view_host"]
+__all__ = ["PreviewGrab", "ViewSink", "check_view_host", "serving"]
 
 log = logging.getLogger("eyeblink.view")
 
 _ASSETS = Path(__file__).resolve().parent
-#: the longest side of a frame the loader hands over (a larger frame is subsampled by an integer step first)
-GRAB_SIDE = 640
 #: the longest side of a preview image on the page, at most (a frame is reduced by a whole factor: 640x480 gives
 #: 320x240, an average of 2x2 pixels, ~0.05 ms, where a reduction to 480 wide costs ~0.7 ms)
 IMAGE_SIDE = 400
@@ -76,6 +73,12 @@ STALL_S = 0.5
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 #: rows waiting for the pump at most (~100 s at 1,000 FPS); it takes them 20 times a second
 MAX_PENDING = 100_000
+#: while the run falls behind (a frame dropped, a row past the latency bound, in the last BUSY_S seconds) or the
+#: machine's load exceeds its cores, the preview images are made at most this often (Hz)
+BUSY_IMAGE_HZ = 10.0
+BUSY_S = 5.0
+#: an image nobody fetched (a hidden tab, a slow browser) is replaced by the next one only after this long
+UNFETCHED_S = 1.0
 #: rows of a new tab's snapshot encoded per call: the session's thread gets the GIL between two (one call of a
 #: minute at 500 FPS held it for tens of milliseconds)
 SNAPSHOT_CHUNK = 500
@@ -99,86 +102,6 @@ def _is_loopback(host: str) -> bool:
     with contextlib.suppress(ValueError):
         return ipaddress.ip_address(host).is_loopback
     return False
-
-
-class PreviewGrab:
-    """One frame handed from the loader process to the view, on request, through an anonymous shared mapping.
-
-    Made in the parent before the loader is forked (the mapping is inherited). The view sets the request flag;
-    the loader, after putting a frame into the ring, reads that flag (one shared int) and, when set, copies the
-    frame (subsampled to at most :data:`GRAB_SIDE`) under a sequence lock and clears it. So the loader copies at
-    most as many frames as the view asks for (30 a second, and none while no tab is open).
-    """
-
-    HEADER = 10  # int64: want, seq, frame, height, width, channels, the serving loader's pid, frame height, width, -
-
-    def __init__(self, side: int = GRAB_SIDE) -> None:
-        self.capacity = side * side * 3
-        self._mm = mmap.mmap(-1, self.HEADER * 8 + self.capacity)  # MAP_SHARED | MAP_ANONYMOUS: kept across fork
-        self._hdr = (ctypes.c_int64 * self.HEADER).from_buffer(self._mm)
-        self._pix = np.ndarray((self.capacity,), np.uint8, buffer=self._mm, offset=self.HEADER * 8)
-        self.side = side
-        self._last_seq = 0
-        self.grabs = 0  # frames taken (in the view's process)
-
-    # in the loader ------------------------------------------------------------------------------------------
-
-    def wanted(self) -> int:
-        return self._hdr[0]
-
-    def put(self, frame: int, image: np.ndarray) -> None:
-        """The loader's newest frame (it was asked for one): copied, flag cleared. With several loaders (a file
-        split into ranges) the first one to serve a request serves them all."""
-        hdr = self._hdr
-        if hdr[6] != self._pid():
-            if hdr[6]:
-                return
-            hdr[6] = self._pid()
-        h, w = image.shape[:2]
-        step = max(1, -(-max(h, w) // self.side))
-        img = image[::step, ::step] if step > 1 else image
-        hh, ww = img.shape[:2]
-        c = img.shape[2] if img.ndim == 3 else 1
-        hdr[1] += 1  # odd: being written
-        np.copyto(self._pix[: hh * ww * c].reshape(img.shape), img)
-        hdr[2], hdr[3], hdr[4], hdr[5], hdr[7], hdr[8] = frame, hh, ww, c, h, w
-        hdr[1] += 1
-        hdr[0] = 0
-
-    @staticmethod
-    def _pid() -> int:
-        import os
-
-        return os.getpid()
-
-    # in the view ---------------------------------------------------------------------------------------------
-
-    def request(self) -> None:
-        self._hdr[0] = 1
-
-    def take(self, side: int | None = None) -> tuple[int, np.ndarray, tuple[int, int]] | None:
-        """The frame the loader put since the last take (frame number, a copy reduced by a whole factor to at most
-        ``side`` pixels, the frame's own height and width), or None."""
-        import cv2
-
-        hdr = self._hdr
-        seq = hdr[1]
-        if seq == self._last_seq or seq & 1:
-            return None
-        frame, h, w, c, full = hdr[2], hdr[3], hdr[4], hdr[5], (hdr[7], hdr[8])
-        img = self._pix[: h * w * c].reshape((h, w, c) if c > 1 else (h, w))
-        k = -(-max(h, w) // side) if side else 1
-        img = cv2.resize(img, (max(1, w // k), max(1, h // k)), interpolation=cv2.INTER_AREA) if k > 1 else img.copy()
-        if hdr[1] != seq:
-            return None  # overwritten while copied: the next one
-        self._last_seq = seq
-        self.grabs += 1
-        return int(frame), img, (int(full[0]), int(full[1]))
-
-    def close(self) -> None:
-        with contextlib.suppress(BufferError, ValueError):
-            del self._hdr, self._pix
-            self._mm.close()
 
 
 def _r(x: float, nd: int) -> float | None:
@@ -276,11 +199,26 @@ class _Stream:
             self.cond.notify_all()
 
 
+@contextlib.contextmanager
+def serving(*, port: int = 0, host: str = "127.0.0.1",
+            announce: Callable[[str], None] | None = None) -> Iterator[ViewSink]:
+    """``process --view`` (and :func:`eyeblink.process` with ``view=True``): the page open while the inputs are
+    processed (each shown through :meth:`ViewSink.file_writer`), closed at the end."""
+    view = ViewSink(port=port, host=host, announce=announce)
+    view.open(mode="file")
+    try:
+        yield view
+    finally:
+        view.close("all inputs processed")
+
+
 class ViewSink:
     """The browser view of a run: an output fed rows, blinks and events; serves the page in its own threads.
 
     Interface (what a run calls): :meth:`open` once before the first frame, :meth:`row`, :meth:`blink` and
-    :meth:`event` as they are written, :meth:`close` at the end; :attr:`preview` is handed to the loader.
+    :meth:`event` as they are written, :meth:`close` at the end; :attr:`preview` is handed to the loader. A live
+    run feeds it as a sink of its tap (:class:`eyeblink.runtime.sinks.view.ViewOutput`), ``process --view``
+    through the writer of each input (:meth:`file_writer`).
     """
 
     def __init__(self, *, port: int = 0, host: str = "127.0.0.1", history_s: float = HISTORY_S,
@@ -309,10 +247,13 @@ class ViewSink:
         self._blink_history: deque[dict[str, Any]] = deque(maxlen=2000)
         self._event_history: deque[dict[str, Any]] = deque(maxlen=2000)
         self._recent: deque[tuple[float, int, float, float]] = deque()  # (wall time, dropped, age_ms, t) last 1 s
-        #: (seq, frame, jpeg, width, height, the frame's own width and height)
-        self._image: tuple[int, int, bytes, int, int, int, int] | None = None
+        #: (seq, frame, jpeg, width, height, the frame's own width and height, its eye points or None)
+        self._image: tuple[int, int, bytes, int, int, int, int, Any] | None = None
         self._image_seq = 0
         self._sent_image = 0
+        self._fetched = 0  # the newest image a tab fetched: the next is made once it was (the tabs' own pace)
+        self._busy_until = 0.0  # (monotonic) until then the run is taken as falling behind: fewer images
+        self._late_seen = 0
         self._clients = 0
         self._tabs_total = 0
         self._new_input: dict[str, Any] | None = None
@@ -380,16 +321,8 @@ class ViewSink:
     def set_info(self, **info: Any) -> None:
         self.info.update({k: v for k, v in info.items() if v is not None})
 
-    def on_item(self, kind: str, item: Any) -> None:
-        """A :class:`~eyeblink.runtime.publish.LiveTap` listener: in the sink's thread, one append."""
-        if kind == "row":
-            self.row(item)
-        elif kind == "blink":
-            self.blink(item)
-        elif kind == "event":
-            self.event(item)
-
-    def row(self, r: Any) -> None:
+    def row(self, r: Any, published: bool = True) -> None:
+        """A row as written (in the sink's thread: one append)."""
         with self._lock:
             self._rows.append(r)
             if len(self._rows) > MAX_PENDING:  # the pump is gone (a bug): the view goes stale, the run goes on
@@ -399,7 +332,7 @@ class ViewSink:
         with self._lock:
             self._blinks.append(ev)
 
-    def event(self, ev: Any) -> None:
+    def event(self, ev: Any, line: Any = None) -> None:
         with self._lock:
             self._events.append(ev)
 
@@ -529,7 +462,7 @@ class ViewSink:
                 if img is not None and img[0] != self._sent_image:
                     self._sent_image = img[0]
                     out.append(("image", {"seq": img[0], "frame": img[1], "width": img[3], "height": img[4],
-                                          "frame_width": img[5], "frame_height": img[6]}))
+                                          "frame_width": img[5], "frame_height": img[6], "points": img[7]}))
                 if stopping or time.monotonic() >= next_status:
                     out.append(("status", self._status(now)))
                     next_status = max(next_status + status_period, time.monotonic())
@@ -552,6 +485,7 @@ class ViewSink:
             recent.append((now, r.dropped, r.age_ms, r.timestamp_s))
             if r.dropped:
                 self.dropped_total += 1
+                self._busy_until = time.monotonic() + BUSY_S
                 continue
             if r.face:
                 self._noface_since = None
@@ -582,6 +516,7 @@ class ViewSink:
             "stalled_s": _r(now - self._last_row_wall, 2) if (self.info["mode"] == "live" and self.rows_in
                                                              and now - self._last_row_wall > STALL_S) else None,
             "tabs": self._clients, "image_frame": self._image[1] if self._image else None,
+            "images_hz": round(1.0 / self._image_period(), 1), "busy": self._busy(),
         }
         tap = self.tap
         if tap is not None:
@@ -592,24 +527,51 @@ class ViewSink:
                       stale=bool(tap.stale), stale_events=tap.stale_events, late_rows=tap.late_rows)
         return st
 
+    def _busy(self) -> bool:
+        """The run is falling behind (a frame dropped or a row late in the last :data:`BUSY_S` s) or the machine's
+        load exceeds its cores: the view then makes fewer images (:data:`BUSY_IMAGE_HZ`)."""
+        import os
+
+        now = time.monotonic()
+        tap = self.tap
+        if tap is not None and tap.late_rows != self._late_seen:
+            self._late_seen = tap.late_rows
+            self._busy_until = now + BUSY_S
+        if now < self._busy_until:
+            return True
+        with contextlib.suppress(OSError, AttributeError):
+            return os.getloadavg()[0] > (os.cpu_count() or 1)
+        return False
+
+    def _image_period(self) -> float:
+        return max(self.image_period_s, 1.0 / BUSY_IMAGE_HZ) if self._busy() else self.image_period_s
+
     def _preview(self) -> None:
-        """At most ``max_image_hz``, while a tab is open: the loader's newest frame, as a JPEG, once its row is
-        written."""
+        """While a tab is open: the loader's newest frame, as a JPEG, once its row is written; at most
+        ``max_image_hz`` (:data:`BUSY_IMAGE_HZ` while the machine is busy), and the next one only once a tab
+        fetched the last (or :data:`UNFETCHED_S` later): a hidden tab or a slow browser costs fewer images."""
         import cv2
 
         grab = self.preview
         asked = 0.0
         last = 0.0  # when the last image was published
         wait = 0.005
+        period = self.image_period_s
+        checked = 0.0
         while not self._stop.wait(wait):
             now = time.monotonic()
             wait = 0.005  # a frame asked for is taken within 5 ms of the loader's putting it
             if not self._clients:
                 wait = 0.1
                 continue
-            if now - last < self.image_period_s:
-                wait = max(0.001, last + self.image_period_s - now)
+            if now - checked > 0.5:  # the machine's business, twice a second
+                period, checked = self._image_period(), now
+            if now - last < period:
+                wait = max(0.001, last + period - now)
                 continue
+            img = self._image
+            if not asked and img is not None and self._fetched < img[0] and now - last < UNFETCHED_S:
+                continue  # nobody has fetched the last one yet
             if not asked:
                 grab.request()
                 asked = now
@@ -631,7 +593,10 @@ class ViewSink:
                 continue
             self._image_seq += 1
             # the box drawn on it is in frame pixels: the page scales by the frame's own size
-            self._image = (self._image_seq, frame, jpg.tobytes(), img.shape[1], img.shape[0], fw, fh)
+            pts = grab.points(frame)  # the eye model's 12 points of this frame (put before its row was written)
+            points = ([[round(float(x), 1), round(float(y), 1)] for x, y in pts]
+                      if pts is not None and np.isfinite(pts).all() else None)
+            self._image = (self._image_seq, frame, jpg.tobytes(), img.shape[1], img.shape[0], fw, fh, points)
             self.images_sent += 1
             self._wake.set()
 
@@ -753,6 +718,7 @@ def _handler(view: ViewSink) -> type[BaseHTTPRequestHandler]:
                     if img is None:
                         self._refuse(404, "no image yet\n")
                     else:
+                        view._fetched = max(view._fetched, img[0])
                         self._send(img[2], "image/jpeg")
                 else:
                     self._refuse(404, "not found\n")
