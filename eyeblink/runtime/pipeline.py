@@ -76,6 +76,9 @@ class FrameResult:
     eye_points: np.ndarray | None = None
     pose: tuple[float, float, float] | None = None
     pose_frame: int | None = None
+    #: the values of the frame table's worker columns (:attr:`eyeblink.outputs.columns.FrameColumn.worker`) as a
+    #: worker's record carried them to the sink; None: computed by the sink from this result
+    columns: tuple[Any, ...] | None = None
 
     @property
     def ear(self) -> float:
@@ -377,6 +380,7 @@ class SessionSink:
         self.crops = BlinkCrops() if config.eye_crops else None
         self.crops_saved = False
         self.finished = False
+        self._row = writer.table.row  # the frame's cells (eyeblink.outputs.columns: the writer's header's table)
         with contextlib.suppress(OSError):
             self.crops_path.unlink()
         if config.points:  # <stem>.points.csv beside frames.csv (--points)
@@ -400,20 +404,12 @@ class SessionSink:
             self._blink(ev)
         t1 = time.perf_counter()
         self.clock.add("blinks", t1 - t0)
-        f = r.face
-        box = f.box if f is not None else (None, None, None, None)
-        base = self.blinks.baseline
-        ear = r.ear
-        self.writer.write_frame((
-            r.index, r.timestamp_s, int(f is not None), r.ear_left, r.ear_right, ear,
-            base, int(r.detected), f.score if f is not None else None, *box,
-            self.closure.update(r.timestamp_s, ear, base),
-        ))
+        self.writer.write_frame(self._row(r, self.blinks.baseline, self.closure))
         if self.cfg.points:
             self.writer.write_points(r.index, r.timestamp_s, r.eye_points, r.pose, r.pose_frame)
         self.clock.add("write", time.perf_counter() - t1)
         self.frames += 1
-        self.faces += f is not None
+        self.faces += r.face is not None
         self.detections += r.detected
         if math.isnan(self.first_t):
             self.first_t = r.timestamp_s
