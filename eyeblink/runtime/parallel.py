@@ -103,6 +103,7 @@ from eyeblink.runtime.pipeline import (
     warn_once,
     write_running_summary,
 )
+from eyeblink.runtime.profiling import profiled
 from eyeblink.runtime.results import RESULT_DTYPE, decode_rows, encode_batch, record_dtype
 from eyeblink.runtime.shm import FrameRing, RingSpec
 
@@ -788,7 +789,8 @@ class _Run:
     def _fork(self, *targets: tuple[Any, tuple[Any, ...], str]) -> list[Any]:
         """Start one daemon child per ``(function, args, name)``; they are added to :attr:`procs`."""
         ctx = self.pipe._ctx
-        procs = [ctx.Process(target=fn, args=args, name=name, daemon=True) for fn, args, name in targets]
+        procs = [ctx.Process(target=profiled(fn, name), args=args, name=name, daemon=True)
+                 for fn, args, name in targets]
         # OpenCV's thread pool does not survive a fork (a child that touches it deadlocks): fork with
         # the pool torn down, so the children run cv2 single-threaded (one process per core already).
         cv2 = sys.modules.get("cv2")
@@ -837,7 +839,7 @@ class _Run:
                     bar = progress_bar(stack, progress, source, cfg.max_frames)
                     try:
                         self._start()
-                        info = self._sink_loop(sink, clock, redet, bar)
+                        info = profiled(self._sink_loop, "eyeblink-sink")(sink, clock, redet, bar)
                     finally:
                         with stopping.held():  # a second Ctrl-C does not leave children or the ring behind
                             self._shutdown()
