@@ -358,10 +358,6 @@ def gpu_task_config(config: RunConfig) -> RunConfig:
     return config.with_overrides("detect", backend=first_installed_backend([b.value for b in GPU_BACKENDS]))
 
 
-def _align_up(n: int, step: int = ALIGN_FRAMES) -> int:
-    return -(-n // step) * step
-
-
 def plan_chunks(frames: int | None, fps: float | None, chunk_s: float) -> list[tuple[int, int | None]]:
     """Chunks of a video as ``(start, end)``: frames ``[start, end)``, ``end`` None meaning "to the end of the video".
 
@@ -371,7 +367,9 @@ def plan_chunks(frames: int | None, fps: float | None, chunk_s: float) -> list[t
     """
     if not frames or not fps or chunk_s <= 0:
         return [(0, None)]
-    size = _align_up(max(1, round(chunk_s * fps)))
+    from eyeblink.sources.ranges import round_up
+
+    size = round_up(max(1, round(chunk_s * fps)), ALIGN_FRAMES)
     starts = list(range(0, frames, size))
     if len(starts) > 1 and frames - starts[-1] < size / 2:
         starts.pop()

@@ -98,12 +98,14 @@ from eyeblink.runtime.pipeline import (
     aligned_frames,
     build_detector,
     build_fitter,
+    finish_session,
     progress_bar,
     session_outcome,
     warn_once,
     write_running_summary,
 )
 from eyeblink.runtime.profiling import profiled
+from eyeblink.runtime.queues import POLL_S, get_until_stopped, put_until_stopped
 from eyeblink.runtime.results import RESULT_DTYPE, decode_rows, encode_batch, record_dtype
 from eyeblink.runtime.shm import FrameRing, RingSpec
 
@@ -123,7 +125,7 @@ __all__ = [
 #: Environment variable of the fault-injection test hook (see the module docstring).
 FAULT_ENV = "EYEBLINK_TEST_WORKER_FAULT"
 
-_POLL_S = 0.05  # how often a blocked get/put wakes up to check the stop event and its peers
+_POLL_S = POLL_S  # how often a blocked get/put wakes up to check the stop event and its peers
 
 
 def _warm_up(analyzer: FrameAnalyzer, source: Any) -> None:
@@ -497,22 +499,15 @@ class _Run:
         # does not stop when asked is killed by _shutdown
         stopping.child_ignores_stops()
 
+    def _stopping(self) -> bool:
+        """Whether this child should stop: the run's stop event is set, or the parent is gone."""
+        return self.stop.is_set() or os.getppid() != self.parent_pid
+
     def _get(self, q: Any) -> Any:
-        while True:
-            try:
-                return q.get(timeout=_POLL_S)
-            except queue.Empty:
-                if self.stop.is_set() or os.getppid() != self.parent_pid:
-                    raise _Stop from None
+        return get_until_stopped(q, self._stopping, _Stop)
 
     def _put(self, q: Any, item: Any) -> None:
-        while True:
-            try:
-                q.put(item, timeout=_POLL_S)
-                return
-            except queue.Full:
-                if self.stop.is_set() or os.getppid() != self.parent_pid:
-                    raise _Stop from None
+        put_until_stopped(q, item, self._stopping, _Stop)
 
     def _report(self, role: str, wid: int, frame: int, exc: BaseException) -> None:
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -709,7 +704,7 @@ class _Run:
 
     def _check_stop(self) -> None:
         """Raise :class:`_Stop` in a child when the run is being stopped or the parent is gone."""
-        if self.stop.is_set() or os.getppid() != self.parent_pid:
+        if self._stopping():
             raise _Stop
 
     def _slow_start(self) -> None:
@@ -746,7 +741,7 @@ class _Run:
         return (*self.work_qs, *self.post_qs, self.free_q, self.out_q)
 
     def _quit(self) -> None:
-        if self.stop.is_set() or os.getppid() != self.parent_pid:
+        if self._stopping():
             for q in self._queues():
                 q.cancel_join_thread()
 
@@ -844,38 +839,34 @@ class _Run:
                         with stopping.held():  # a second Ctrl-C does not leave children or the ring behind
                             self._shutdown()
             finally:
-                from eyeblink.runtime.pipeline import build_summary
-
+                # self.cfg: live mode may settle the landmark model once the source is open
+                # the accelerator stage: its process says whether the device is there (the parent must not ask JAX)
                 with stopping.held():  # the summary is written whole, whatever arrives meanwhile
-                    outcome.stopped_at_the_end()
-                    wall = time.perf_counter() - started
-                    # self.cfg: live mode may settle the landmark model once the source is open
-                    # the accelerator stage: its process says whether the device is there (the parent must not ask JAX)
                     warnings = (sorted({w for i in self.accel_infos for w in i.get("warnings", [])}
                                        | set(self.pipe.notes)) if self.accelerated else None)
                     for message in warnings or ():
                         warn_once(message)
-                    summary = build_summary(_SourceView(source, info or self._info), self.cfg, sink, clock,  # type: ignore[arg-type]
-                                            redet, wall, outcome.status, outcome.error,  # type: ignore[arg-type]
-                                            warnings=warnings, exit_status=outcome.exit_status)
-                    summary["timings"].update(self._latency_summary())
-                    summary["parallel"] = clean_json({
-                        "workers": self.W, "loaders": self.n_loaders,
-                        "split": self.plan.describe() if self.plan is not None else None,
-                        "placement": self.placement,
-                        "chunk_frames": self.C, "batch_frames": self.B,
-                        "ring_slots": self.spec.slots if self.spec else None,
-                        "ring_mb": self.spec.nbytes / 2**20 if self.spec else None,
-                        "ring_name": self.ring_name,
-                        "detector": "accelerator stage" if self.accelerated else "fused",
-                        "accelerator": stage_summary(self.accel_infos) if self.accelerated else None,
-                    })
-                    summary.update(self._extra_summary())
-                    summary["warnings"] = [*summary.get("warnings", []), *self._extra_warnings()]
-                    if outcome.traceback:
-                        summary["error_traceback"] = outcome.traceback
-                    writer.finish(summary)
+                summary = finish_session(writer, sink, _SourceView(source, info or self._info),  # type: ignore[arg-type]
+                                         self.cfg, clock, redet, started, outcome, warnings=warnings,
+                                         extend=self._summary_sections)
         return RunResult(source.name, sink.frames, sink.faces, sink.events, summary, sink.output_paths())
+
+    def _summary_sections(self, summary: dict[str, Any]) -> None:
+        """The multiprocess run's own sections of its summary: latencies, the layout, a live run's extras."""
+        summary["timings"].update(self._latency_summary())
+        summary["parallel"] = clean_json({
+            "workers": self.W, "loaders": self.n_loaders,
+            "split": self.plan.describe() if self.plan is not None else None,
+            "placement": self.placement,
+            "chunk_frames": self.C, "batch_frames": self.B,
+            "ring_slots": self.spec.slots if self.spec else None,
+            "ring_mb": self.spec.nbytes / 2**20 if self.spec else None,
+            "ring_name": self.ring_name,
+            "detector": "accelerator stage" if self.accelerated else "fused",
+            "accelerator": stage_summary(self.accel_infos) if self.accelerated else None,
+        })
+        summary.update(self._extra_summary())
+        summary["warnings"] = [*summary.get("warnings", []), *self._extra_warnings()]
 
     def measure(self, capture: Callable[[np.ndarray], None]) -> tuple[dict[str, Any] | None, StageClock, int]:
         """The per-frame stage alone: every frame's record (:func:`record_dtype`), in frame order, to ``capture``;

@@ -54,7 +54,9 @@ SEGMENT_FRAMES = 128
 def aligned_frames(frames: int) -> int:
     """``frames`` rounded up to whole tracking segments (:data:`SEGMENT_FRAMES`; at least one): the unit in
     which frames may be dealt to workers, loaders and chunks without changing any row."""
-    return max(1, math.ceil(frames / SEGMENT_FRAMES)) * SEGMENT_FRAMES
+    from eyeblink.sources.ranges import round_up
+
+    return round_up(frames, SEGMENT_FRAMES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -606,13 +608,28 @@ def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, anal
                         bar.update(1)
                     stopping.check()  # a stop whose KeyboardInterrupt was swallowed on its way
         finally:
-            with stopping.held():  # the summary is written whole, whatever arrives meanwhile
-                outcome.stopped_at_the_end()
-                wall = time.perf_counter() - started
-                summary = build_summary(source, config, sink, clock, analyzer, wall, outcome.status,
-                                        outcome.error, exit_status=outcome.exit_status)
-                writer.finish(summary)
+            summary = finish_session(writer, sink, source, config, clock, analyzer, started, outcome)
     return RunResult(source.name, sink.frames, sink.faces, sink.events, summary, sink.output_paths())
+
+
+def finish_session(writer: ResultWriter, sink: SessionSink, source: FrameSource, config: RunConfig,
+                   clock: StageClock, analyzer: Any, started: float, outcome: Outcome, *,
+                   warnings: list[str] | None = None,
+                   extend: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """The end of every session, however it ended (the reference and the multiprocess pipelines): its summary
+    (:func:`build_summary`, wall time since ``started``), ``extend(summary)`` adding a pipeline's own sections, a
+    failed worker's traceback, then the CSVs closed and the summary written, whole whatever arrives meanwhile."""
+    with stopping.held():
+        outcome.stopped_at_the_end()
+        wall = time.perf_counter() - started
+        summary = build_summary(source, config, sink, clock, analyzer, wall, outcome.status, outcome.error,
+                                warnings=warnings, exit_status=outcome.exit_status)
+        if extend is not None:
+            extend(summary)
+        if outcome.traceback:
+            summary["error_traceback"] = outcome.traceback
+        writer.finish(summary)
+    return summary
 
 
 def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clock: StageClock,

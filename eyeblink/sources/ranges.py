@@ -40,7 +40,7 @@ from eyeblink.errors import VideoDecodeError
 from eyeblink.frames import Frame
 from eyeblink.sources.files import FrameSource, ImageFolderSource, VideoFileSource
 
-__all__ = ["ONE_FRAME_PER_PACKET", "FrameRange", "RangePlan", "iter_range", "plan_ranges", "single_plan"]
+__all__ = ["ONE_FRAME_PER_PACKET", "FrameRange", "RangePlan", "iter_range", "plan_ranges", "round_up", "single_plan"]
 
 #: Codecs where every non-empty packet decodes to exactly one frame (no null "repeat" packets, no
 #: packed frames): the plan can number frames from packets without decoding.
@@ -109,7 +109,9 @@ def plan_ranges(source: FrameSource, loaders: int, *, chunk_frames: int, max_fra
     return _plan_video(source, loaders, chunk_frames, max_frames)
 
 
-def _round_up(value: float, step: int) -> int:
+def round_up(value: float, step: int) -> int:
+    """``value`` rounded up to a whole number of ``step`` (at least one step): frame counts in whole tracking
+    segments or chunks."""
     return max(step, math.ceil(value / step) * step)
 
 
@@ -118,7 +120,7 @@ def _plan_uniform(n: int, loaders: int, chunk: int, key_frames: list[int], pts: 
     """Ranges over ``n`` frames; ``key_frames`` (sorted frame indices of keyframes, empty: every frame)."""
     if loaders <= 1 or n <= 0:
         return single_plan(n, "one loader asked for" if loaders <= 1 else "no frames")
-    segment = _round_up(max(MIN_SEGMENT_FRAMES, GOPS_PER_SEGMENT * gop), chunk)
+    segment = round_up(max(MIN_SEGMENT_FRAMES, GOPS_PER_SEGMENT * gop), chunk)
     spans = _segments(n, segment)
     if len(spans) < 2:
         return single_plan(n, f"{n} frames fit in one range of {segment}")
