@@ -364,6 +364,11 @@ class _Batcher:
         if len(self._slots) >= self._run.B or self.n % self._run.C == 0:
             self.flush()
 
+    @property
+    def starting(self) -> bool:
+        """Whether the next frame starts a batch (none is waiting)."""
+        return not self._slots
+
     def start_at(self, first: int) -> None:
         """Continue at frame ``first`` (a loader's next range; ranges start on chunk boundaries)."""
         self.flush()
@@ -516,11 +521,15 @@ class _Run:
         with contextlib.suppress(_Stop):
             self._put(self.out_q, ("error", role, wid, frame, line, tb, user_error))
 
-    def _take_slot(self, free: list[int], free_q: Any) -> int:
+    def _take_slot(self, free: list[int], free_q: Any, drain: bool = True) -> int:
         """A free ring slot for the next frame: wait for one if none is known, and take back every
-        other slot the workers have freed meanwhile without waiting."""
+        other slot the workers have freed meanwhile without waiting (``drain``; the file loaders do at the start
+        of each batch: workers free slots a batch at a time, and an empty look at the queue costs a system call).
+        """
         if not free:
             free.extend(self._get(free_q))
+        elif not drain:
+            return free.pop()
         while True:
             try:
                 free.extend(free_q.get_nowait())
@@ -567,7 +576,7 @@ class _Run:
                     break
                 t1 = time.perf_counter()
                 decode_s += t1 - t0
-                slot = self._take_slot(free, self.free_q)
+                slot = self._take_slot(free, self.free_q, batch.starting)
                 ring.put(slot, frame.image)
                 batch.add(slot, frame.timestamp_s, t1)
             batch.flush()
@@ -1139,7 +1148,7 @@ class _Run:
                     t1 = time.perf_counter()
                     decode_s += t1 - t0
                     decoded += 1
-                    slot = self._take_slot(free, free_q)
+                    slot = self._take_slot(free, free_q, batch.starting)
                     ring.put(slot, frame.image)
                     batch.add(slot, frame.timestamp_s, t1)
                 batch.flush()
