@@ -855,9 +855,9 @@ class _Run:
                                        | set(self.pipe.notes)) if self.accelerated else None)
                     for message in warnings or ():
                         warn_once(message)
-                summary = finish_session(writer, sink, _SourceView(source, info or self._info),  # type: ignore[arg-type]
-                                         self.cfg, clock, redet, started, outcome, warnings=warnings,
-                                         extend=self._summary_sections)
+                    summary = finish_session(writer, sink, _SourceView(source, info or self._info),  # type: ignore[arg-type]
+                                             self.cfg, clock, redet, started, outcome, warnings=warnings,
+                                             extend=self._summary_sections)
         return RunResult(source.name, sink.frames, sink.faces, sink.events, summary, sink.output_paths())
 
     def _summary_sections(self, summary: dict[str, Any]) -> None:
