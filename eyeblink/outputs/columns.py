@@ -1,9 +1,9 @@
 """The ``frames.csv`` columns, declared once.
 
 Each column of a frame's row is one :class:`FrameColumn`: its name, unit and meaning (the docs' column reference
-is generated from them), its cell type (how the CSV writes it, and the type of a live row's field) and how its
-value is computed from the frame's result. :class:`FrameTable` derives everything else from the list, once, when
-the table is made (never per row):
+is generated from them), its cell type (the type of its value, which decides how the CSV writes it, and of a live
+row's field) and how its value is computed from the frame's result. :class:`FrameTable` derives everything else
+from the list, once, when the table is made (never per row):
 
 * :attr:`FrameTable.names`: the CSV header, in file order;
 * :attr:`FrameTable.docs`: unit and meaning per column (``docs/reference/outputs.md``);
@@ -53,8 +53,9 @@ _NO_BOX = (None, None, None, None)
 class FrameColumn:
     """One column of ``frames.csv``.
 
-    ``cell``: ``int`` (written in decimal; never empty) or ``float`` (9 significant digits; None or NaN is an empty
-    cell). ``value``: the expression the sink evaluates (see the module docstring for its names); ``worker``:
+    ``cell``: the type of the value, ``int`` (written in decimal; never empty) or ``float`` (9 significant digits;
+    None or NaN is an empty cell); the value must have it (the CSV writes what it is given), a live row converts to
+    it. ``value``: the expression the sink evaluates (see the module docstring for its names); ``worker``:
     instead, a function of the frame result evaluated where the frame was analysed, its value carried to the
     sink as ``record_dtype`` (``"f8"`` or ``"i8"``).
     """
