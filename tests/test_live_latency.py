@@ -14,7 +14,7 @@ import pytest
 from conftest import free_port, live_to_end, start_sender
 
 from eyeblink.runtime.hops import HOPS, HopRecord
-from eyeblink.runtime.parallel import RESULT_DTYPE
+from eyeblink.runtime.results import RESULT_DTYPE
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")

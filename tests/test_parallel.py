@@ -273,8 +273,8 @@ def test_a_batch_encoded_at_once_is_the_records_encoded_one_by_one() -> None:
     import numpy as np
 
     from eyeblink.detect.blazeface import FaceDetection
-    from eyeblink.runtime.parallel import decode_rows, encode_result, encode_results, record_dtype
     from eyeblink.runtime.pipeline import FrameResult
+    from eyeblink.runtime.results import decode_rows, encode_result, encode_results, record_dtype
 
     rng = np.random.default_rng(3)
 

@@ -175,6 +175,14 @@ def _gen_columns(module: str, prefix: str, what: str) -> Callable[[], str]:
     return generate
 
 
+def _gen_frames() -> str:
+    """frames.csv's columns from their one declaration (read when the page is built)."""
+    from eyeblink.outputs import columns
+
+    table = columns.FRAME_TABLE
+    return columns_markdown(table.names, table.docs, "frames.csv", "FRAME_TABLE in eyeblink/outputs/columns.py")
+
+
 def _gen_live_frames() -> str:
     from eyeblink.outputs.export import FRAME_COLUMNS
     from eyeblink.runtime.live import LIVE_FRAME_COLUMN_DOCS, LIVE_FRAME_COLUMNS
@@ -473,7 +481,7 @@ def _gen_metrics() -> str:
 
 GENERATORS: dict[str, Callable[[], str]] = {
     "cli": _gen_cli,
-    "columns-frames": _gen_columns("eyeblink.outputs.export", "FRAME", "frames.csv"),
+    "columns-frames": _gen_frames,
     "columns-live-frames": _gen_live_frames,
     "columns-blinks": _gen_columns("eyeblink.signals.blinks", "BLINK", "blinks.csv"),
     "columns-trials": _gen_columns("eyeblink.signals.trials", "TRIAL", "trials.csv"),

@@ -28,46 +28,14 @@ from typing import Any, BinaryIO
 
 from eyeblink.closing import Closing
 from eyeblink.errors import OutputError, OutputWriteError
+from eyeblink.outputs import columns as _columns
+from eyeblink.outputs.columns import FRAME_TABLE, FrameTable
 from eyeblink.signals.blinks import BLINK_COLUMNS, BlinkEvent
 
-FRAME_COLUMNS = (
-    "frame",        # decode order, 0-based
-    "timestamp_s",  # container presentation timestamp (or arrival time), seconds
-    "face",         # 1 when a face was measured in this frame, else 0
-    "ear_left",     # subject's left eye EAR (dlib points 42-47)
-    "ear_right",    # subject's right eye EAR (dlib points 36-41)
-    "ear",          # mean of the eyes measured
-    "baseline_ear", # the blink detector's open-eye baseline at this frame
-    "detected",     # 1 when the face detector ran on this frame (keyframe), 0 when the box was reused
-    "face_score",   # BlazeFace score of the box used
-    "face_x0", "face_y0", "face_x1", "face_y1",  # the face box used, frame pixels
-    "closure",      # fraction of eyelid closure (FEC): 0 = open baseline, 1 = full closure (eyeblink.signals.closure)
-)
-
-#: Unit and one-line meaning of every ``frames.csv`` column. The documentation's column reference is generated
-#: from this mapping; a column without an entry fails the docs build (``mkdocs build``), so add one with each column.
-FRAME_COLUMN_DOCS: dict[str, tuple[str, str]] = {
-    "frame": ("index", "position of the frame in decode order, 0-based (a dropped frame leaves no row, "
-                       "a timestamp gap instead)"),
-    "timestamp_s": ("s", "the container's presentation timestamp (live: the camera's or stream's, else the "
-                         "arrival time), never frame / fps"),
-    "face": ("0/1", "1 when a face was measured in this frame, 0 when none was found (the EAR cells are then empty)"),
-    "ear_left": ("ratio", "openness of the subject's left eye: lid distance over eye width (`lids`, `mesh`: lid "
-                          "aperture; `mesh-ear`, `face68`, `eye12`: six-point EAR); ~0.25-0.35 open, towards 0 "
-                          "closed"),
-    "ear_right": ("ratio", "openness of the subject's right eye, as `ear_left`"),
-    "ear": ("ratio", "mean openness of the eyes measured in this frame"),
-    "baseline_ear": ("ratio", "the blink detector's open-eye baseline at this frame (median `ear` of the last 3 s "
-                              "outside blinks; empty during the first second's warm-up)"),
-    "detected": ("0/1", "1 when the face detector ran on this frame (a keyframe), 0 when the tracked box was reused"),
-    "face_score": ("probability", "BlazeFace's score of the face box used"),
-    "face_x0": ("px", "left edge of the face box used, frame pixels"),
-    "face_y0": ("px", "top edge of the face box used, frame pixels"),
-    "face_x1": ("px", "right edge of the face box used, frame pixels"),
-    "face_y1": ("px", "bottom edge of the face box used, frame pixels"),
-    "closure": ("FEC", "fraction of eyelid closure: 0 = the subject's open baseline, 1 = full closure, calibrated "
-                       "on the whole session when it ends (eyeblink.signals.closure)"),
-}
+#: The ``frames.csv`` header and the unit and meaning of each column, derived from the one declaration of the
+#: columns (:data:`eyeblink.outputs.columns.FRAME_TABLE`: add a column there, and only there).
+FRAME_COLUMNS = FRAME_TABLE.names
+FRAME_COLUMN_DOCS: dict[str, tuple[str, str]] = FRAME_TABLE.docs
 
 #: ``points.csv`` (``--points``): the eye model's 12 eye points in dlib's iBUG-68 numbering (36..41 the subject's
 #: right eye, 42..47 the subject's left eye), x then y, then the face mesh's head pose and the frame it came from.
@@ -384,15 +352,20 @@ class _CsvStream:
 
 
 class ResultWriter(Closing):
-    """The sink's writer for one input. Use as a context manager; ``close`` is idempotent."""
+    """The sink's writer for one input. Use as a context manager; ``close`` is idempotent.
 
-    def __init__(self, outdir: str | Path, stem: str, *, flush_interval_s: float = 0.5) -> None:
+    ``table``: the frame columns (default :data:`~eyeblink.outputs.columns.FRAME_TABLE` as it is when the writer is
+    made); the sink computes its rows with the same table (:attr:`table`)."""
+
+    def __init__(self, outdir: str | Path, stem: str, *, flush_interval_s: float = 0.5,
+                 table: FrameTable | None = None) -> None:
         self.outdir = Path(outdir)
         self.stem = stem
+        self.table = table if table is not None else _columns.FRAME_TABLE
         self.frames_path = self.outdir / f"{stem}.frames.csv"
         self.blinks_path = self.outdir / f"{stem}.blinks.csv"
         self.summary_path = self.outdir / f"{stem}.summary.json"
-        self._frames = _CsvStream(self.frames_path, FRAME_COLUMNS, flush_interval_s)
+        self._frames = _CsvStream(self.frames_path, self.frame_header(), flush_interval_s)
         self._blinks = _CsvStream(self.blinks_path, BLINK_COLUMNS, flush_interval_s)
         self._flush_interval_s = flush_interval_s
         #: ``<stem>.points.csv`` once :meth:`open_points` is called (``--points``), else None
@@ -401,6 +374,10 @@ class ResultWriter(Closing):
         #: blink rows waiting for the frame rows they cover to be on disk (a run killed outright never leaves
         #: a blink in blinks.csv past the last row of frames.csv)
         self._held: list[list[Any]] = []
+
+    def frame_header(self) -> tuple[str, ...]:
+        """The frames.csv header: the table's columns (a live writer appends its own)."""
+        return self.table.names
 
     @property
     def frame_rows(self) -> int:
@@ -411,7 +388,7 @@ class ResultWriter(Closing):
         return self._blinks.rows + len(self._held)
 
     def write_frame(self, row: Sequence[Any]) -> None:
-        """One frames.csv row, values in FRAME_COLUMNS order."""
+        """One frames.csv row, values in :meth:`frame_header` order."""
         self._frames.write(row)
         if self._held and self._frames.flushed:
             self._release()

@@ -53,6 +53,7 @@ import numpy as np
 
 from eyeblink.frames import Frame
 from eyeblink.landmarks.eyes import eye_patches, eye_strip
+from eyeblink.outputs import columns as _columns
 from eyeblink.runtime.shm import FrameRing
 
 if TYPE_CHECKING:
@@ -380,6 +381,12 @@ def post_rows(ring: Any, msg: tuple[Any, ...], row_dtype: np.dtype, eye_crops: b
                 if rec["has_pose"]:
                     row["has_pose"], row["pose"], row["pose_frame"] = True, rec["pose"], rec["pose_frame"]
         row["t_end"] = time.perf_counter()
+    table = _columns.FRAME_TABLE
+    if table.worker_columns:  # frame columns the workers compute: from the frame result the record gives back
+        from eyeblink.runtime.results import decode_rows
+
+        for (name, _), values in zip(table.record_fields, table.worker_values(list(decode_rows(out))), strict=True):
+            out[name] = values
     return out
 
 

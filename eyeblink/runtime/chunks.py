@@ -7,7 +7,7 @@
     frames [start_k, end_k) ─► the per-frame stage             chunk 0, 1, ... in frame order ─► SessionSink:
     (decode, keyframe policy, eye model: FrameAnalyzer,        the blink detector, the closure, the writers and
     1 process or the multiprocess pipeline) ─► records         the summary of the reference run ─► OUTDIR/<stem>.*
-    (parallel.record_dtype) ─► staging/rows.bin + meta.json
+    (results.record_dtype) ─► staging/rows.bin + meta.json
 
 Why this split: the per-frame stage is a function of the frame and of its tracking segment only
 (:data:`~eyeblink.runtime.pipeline.SEGMENT_FRAMES`: the keyframe policy restarts on every multiple of it in
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["META_NAME", "ROWS_NAME", "Chunk", "measure_chunk", "sink_chunks"]
 
-#: A chunk's records (raw :func:`~eyeblink.runtime.parallel.record_dtype` rows, frame order) in its staging folder.
+#: A chunk's records (raw :func:`~eyeblink.runtime.results.record_dtype` rows, frame order) in its staging folder.
 ROWS_NAME = "rows.bin"
 #: A chunk's facts (frames, source description, stage clock, redetections, wall time), written last.
 META_NAME = "meta.json"
@@ -80,7 +80,8 @@ def measure_chunk(source: FrameSource, staging: Path, config: RunConfig, workers
     ``meta.json`` is written last, so a chunk with no ``meta.json`` was not measured to its end.
     """
     from eyeblink.outputs.export import write_text_atomic
-    from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline, record_dtype, supports
+    from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline, supports
+    from eyeblink.runtime.results import record_dtype
 
     staging.mkdir(parents=True, exist_ok=True)
     meta_path = staging / META_NAME
@@ -114,7 +115,7 @@ def measure_chunk(source: FrameSource, staging: Path, config: RunConfig, workers
 def _measure_here(source: FrameSource, analyzer: FrameAnalyzer, dtype: np.dtype,
                   capture: Callable[[np.ndarray], None]) -> None:
     """The per-frame stage in this process: the reference run's loop without its sink."""
-    from eyeblink.runtime.parallel import encode_result
+    from eyeblink.runtime.results import encode_result
 
     clock = analyzer.clock
     out = np.zeros(_BLOCK, dtype)
@@ -166,7 +167,7 @@ def sink_chunks(path: Path, stem: str, outdir: Path, config: RunConfig, chunks: 
     face fails with its one-line error after the rows are written). ``extra``: summary sections to add (the
     ``batch`` section). Not yet finalised (:func:`eyeblink.outputs.analysis.finalize`)."""
     from eyeblink.outputs.export import ResultWriter
-    from eyeblink.runtime.parallel import record_dtype
+    from eyeblink.runtime.results import record_dtype
 
     metas = [_read_meta(c, stem) for c in chunks]
     clock = StageClock()
@@ -211,7 +212,7 @@ def _read_meta(chunk: Chunk, stem: str) -> dict[str, Any]:
 
 def _feed(sink: SessionSink, chunk: Chunk, meta: dict[str, Any], dtype: np.dtype, stem: str) -> None:
     """A chunk's records, frame numbers made global, to the sink in frame order."""
-    from eyeblink.runtime.parallel import decode_rows
+    from eyeblink.runtime.results import decode_rows
 
     rows_path = chunk.staging / ROWS_NAME
     n = int(meta["frames"])

@@ -2,7 +2,7 @@
 
 Every record a worker sends the sink carries its frame's times on one clock (``time.perf_counter``,
 ``CLOCK_MONOTONIC`` on Linux, the same in every process of the run; see
-:data:`eyeblink.runtime.parallel.RESULT_DTYPE`), and the sink adds the moment it received the batch and the
+:data:`eyeblink.runtime.results.RESULT_DTYPE`), and the sink adds the moment it received the batch and the
 moment it had written the rows. The hops are consecutive differences of those times, so for each frame they add
 up to its arrival -> row written latency exactly (and so do their means; the medians need not):
 

@@ -61,7 +61,7 @@ from eyeblink.config import (
     LiveConfig,
 )
 from eyeblink.errors import ConfigError, EyeblinkError, VideoOpenError, WorkerError, warn
-from eyeblink.outputs.export import FRAME_COLUMNS, ResultWriter, _CsvStream
+from eyeblink.outputs.export import FRAME_COLUMNS, ResultWriter
 from eyeblink.runtime.choose import AUTO_LANDMARKS, choose_dealt_workers, choose_landmarks, resolve_eye_model
 from eyeblink.runtime.hops import HopRecord
 from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
@@ -148,10 +148,12 @@ class LiveResultWriter(ResultWriter):
     def __init__(self, outdir: str | Path, stem: str, *, flush_interval_s: float = 0.5,
                  tap: LiveTap | None = None) -> None:
         super().__init__(outdir, stem, flush_interval_s=flush_interval_s)
-        self._frames.close()  # reopened with the live header (same path, truncated)
-        self._frames = _CsvStream(self.frames_path, LIVE_FRAME_COLUMNS, flush_interval_s)
         self.dropped = False
         self.tap = tap  # LSL, the gate socket, the API: each row and blink right after it is written
+
+    def frame_header(self) -> tuple[str, ...]:
+        """The table's columns, then ``dropped`` (:data:`LIVE_FRAME_COLUMNS` with the default table)."""
+        return (*self.table.names, *LIVE_FRAME_COLUMNS[len(FRAME_COLUMNS):])
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         """As :meth:`ResultWriter.write_summary`; a run that ended well but fell behind (``live.status``

@@ -3,7 +3,7 @@
 The sink (the parent process) owns the registry and serves it over HTTP
 (``--metrics-port``, bound to ``127.0.0.1`` unless ``--metrics-host`` says otherwise). Workers do not
 talk to Prometheus: the per-frame stage times travel in the result records they already send
-(``t_decoded`` = arrival, ``t_start``/``t_end`` = analysis, see :data:`eyeblink.runtime.parallel.RESULT_DTYPE`),
+(``t_decoded`` = arrival, ``t_start``/``t_end`` = analysis, see :data:`eyeblink.runtime.results.RESULT_DTYPE`),
 and the loader's counters are shared-memory integers the sink reads at scrape time.
 
 Metrics (all prefixed ``eyeblink_``):

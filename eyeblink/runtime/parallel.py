@@ -84,7 +84,6 @@ from eyeblink import stopping
 from eyeblink.config import ParallelConfig, RunConfig, physical_cores
 from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
 from eyeblink.frames import Frame
-from eyeblink.landmarks.eyes import STRIP_SHAPE
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.runtime.accelerator import stage_processes, stage_summary
 from eyeblink.runtime.keyframes import BesideKeyframes
@@ -100,11 +99,15 @@ from eyeblink.runtime.pipeline import (
     aligned_frames,
     build_detector,
     build_fitter,
+    finish_session,
     progress_bar,
     session_outcome,
     warn_once,
     write_running_summary,
 )
+from eyeblink.runtime.profiling import profiled
+from eyeblink.runtime.queues import POLL_S, get_until_stopped, put_until_stopped
+from eyeblink.runtime.results import RESULT_DTYPE, decode_rows, encode_batch, record_dtype
 from eyeblink.runtime.shm import FrameRing, RingSpec
 
 if TYPE_CHECKING:
@@ -123,155 +126,7 @@ __all__ = [
 #: Environment variable of the fault-injection test hook (see the module docstring).
 FAULT_ENV = "EYEBLINK_TEST_WORKER_FAULT"
 
-#: One row per frame from a worker to the sink (a numpy record array per batch: no pickled objects).
-RESULT_DTYPE = np.dtype([
-    ("index", "i8"), ("timestamp_s", "f8"), ("face", "?"), ("detected", "?"),
-    ("ear_left", "f8"), ("ear_right", "f8"), ("box", "f8", (4,)), ("score", "f8"),
-    ("keypoints", "f8", (6, 2)), ("t_decoded", "f8"),
-    # the blink detector's appearance cue (landmarks.eye_patches): 576 bytes a frame
-    ("has_patches", "?"), ("patches", "u1", (2, 12, 24)),
-    # live mode (eyeblink.runtime.live): per-frame stage times (perf_counter, one clock for all processes)
-    # and the gap marker of a frame the live loader dropped (slot -1: no pixels, nothing analysed); ``t_got``:
-    # the worker received the frame's batch, ``t_recv``: the sink received it (eyeblink.runtime.hops)
-    ("t_start", "f8"), ("t_end", "f8"), ("dropped", "?"), ("t_got", "f8"), ("t_recv", "f8"),
-])
-#: ``eye_crops`` runs (``--report``): each row also carries both eyes as one small image and the eye points in
-#: its pixels (4.9 KB a frame; :mod:`eyeblink.outputs.crops`). Other runs do not pay for them.
-CROP_DTYPE = np.dtype([
-    *RESULT_DTYPE.descr, ("has_strip", "?"), ("strip", "u1", STRIP_SHAPE), ("strip_points", "f4", (12, 2)),
-])
-#: ``points`` runs (``--points``): the 12 eye points and the face mesh's head pose with its frame (129 bytes a
-#: frame, appended to the row only in those runs).
-POINTS_FIELDS = [("has_points", "?"), ("eye_points", "f4", (12, 2)), ("has_pose", "?"), ("pose", "f8", (3,)),
-                 ("pose_frame", "i8")]
-
-
-def record_dtype(cfg: RunConfig) -> np.dtype:
-    """The record a worker sends the sink per frame: :data:`RESULT_DTYPE`, or :data:`CROP_DTYPE` with
-    ``eye_crops``, plus :data:`POINTS_FIELDS` with ``points``."""
-    base = CROP_DTYPE if cfg.eye_crops else RESULT_DTYPE
-    return np.dtype([*base.descr, *POINTS_FIELDS]) if cfg.points else base
-
-
-def encode_result(row: Any, r: FrameResult) -> None:
-    """Fill one zeroed record of :func:`record_dtype` with ``r`` (the timing and ``dropped`` fields are left to
-    the caller). :func:`decode_rows` gives ``r`` back, bit for bit."""
-    row["index"] = r.index
-    row["timestamp_s"] = r.timestamp_s
-    row["detected"] = r.detected
-    row["ear_left"] = r.ear_left
-    row["ear_right"] = r.ear_right
-    if r.eye_patches is not None:
-        row["has_patches"] = True
-        row["patches"] = r.eye_patches
-    if r.eye_strip is not None:
-        row["has_strip"] = True
-        row["strip"] = r.eye_strip
-        row["strip_points"] = r.strip_points
-    if r.eye_points is not None:
-        row["has_points"] = True
-        row["eye_points"] = r.eye_points
-        if r.pose is not None:
-            row["has_pose"], row["pose"], row["pose_frame"] = True, r.pose, r.pose_frame
-    if r.face is not None:
-        row["face"] = True
-        row["box"] = r.face.box
-        row["score"] = r.face.score
-        row["keypoints"] = r.face.keypoints
-
-
-def encode_results(out: np.ndarray, at: Sequence[int], results: Sequence[FrameResult]) -> None:
-    """:func:`encode_result` of ``results[k]`` into the zeroed record ``out[at[k]]``, a column at a time (a
-    worker's batch: the same records, without a dozen record-field writes per frame)."""
-    if not results:
-        return
-    if len(results) == 1 or "has_strip" in (out.dtype.names or ()) or "has_points" in (out.dtype.names or ()):
-        for j, r in zip(at, results, strict=True):
-            encode_result(out[j], r)
-        return
-    idx = np.asarray(at, np.intp)
-    out["index"][idx] = [r.index for r in results]
-    out["timestamp_s"][idx] = [r.timestamp_s for r in results]
-    out["detected"][idx] = [r.detected for r in results]
-    out["ear_left"][idx] = [r.ear_left for r in results]
-    out["ear_right"][idx] = [r.ear_right for r in results]
-    with_patches = [k for k, r in enumerate(results) if r.eye_patches is not None]
-    if with_patches:
-        rows = idx[with_patches]
-        out["has_patches"][rows] = True
-        out["patches"][rows] = [results[k].eye_patches for k in with_patches]
-    faces = [k for k, r in enumerate(results) if r.face is not None]
-    if faces:
-        rows = idx[faces]
-        found = [results[k].face for k in faces]
-        out["face"][rows] = True
-        out["box"][rows] = [f.box for f in found]  # type: ignore[union-attr]
-        out["score"][rows] = [f.score for f in found]  # type: ignore[union-attr]
-        out["keypoints"][rows] = [f.keypoints for f in found]  # type: ignore[union-attr]
-
-
-def decode_rows(rows: np.ndarray, shift: int = 0) -> Iterator[FrameResult]:
-    """The :class:`FrameResult` of each record (:func:`encode_result`), frame numbers (and the pose's) plus
-    ``shift``: what the sink is fed. Consecutive records of one face (the same box, score and keypoints, bit for
-    bit: a box reused between detections) share one :class:`FaceDetection`."""
-    from eyeblink.detect.blazeface import FaceDetection
-
-    n = len(rows)
-    if not n:
-        return
-    crops = "has_strip" in (rows.dtype.names or ())
-    points = "has_points" in (rows.dtype.names or ())
-    index = (rows["index"] + shift).tolist() if shift else rows["index"].tolist()
-    ts = rows["timestamp_s"].tolist()
-    has_face = rows["face"].tolist()
-    detected = rows["detected"].tolist()
-    ear_l = rows["ear_left"].tolist()
-    ear_r = rows["ear_right"].tolist()
-    has_patches = rows["has_patches"].tolist()
-    patches = rows["patches"]
-    box, score, kp = rows["box"], rows["score"], rows["keypoints"]
-    # a face's bits (box, score, keypoints), to tell a new face from the one before
-    bits = np.concatenate([np.ascontiguousarray(box).view(np.uint64).reshape(n, 4),
-                           np.ascontiguousarray(score).view(np.uint64).reshape(n, 1),
-                           np.ascontiguousarray(kp).view(np.uint64).reshape(n, 12)], axis=1)
-    same = np.zeros(n, bool)
-    same[1:] = (bits[1:] == bits[:-1]).all(axis=1)
-    same_l = same.tolist()
-    boxes = box.tolist()
-    scores = score.tolist()
-    face = None
-    for j in range(n):
-        if not has_face[j]:
-            face = None
-        elif face is None or not same_l[j]:
-            face = FaceDetection(tuple(boxes[j]), scores[j], kp[j])
-        strip = pts = None
-        eye_points = pose = pose_frame = None
-        if crops or points:
-            r = rows[j]
-            if crops and r["has_strip"]:
-                strip, pts = r["strip"].copy(), r["strip_points"].copy()
-            if points and r["has_points"]:
-                eye_points = r["eye_points"].copy()
-                if r["has_pose"]:
-                    pose, pose_frame = tuple(r["pose"].tolist()), int(r["pose_frame"]) + shift
-        yield FrameResult(index[j], ts[j], face, detected[j], ear_l[j], ear_r[j],
-                          patches[j].copy() if has_patches[j] else None, strip, pts, eye_points, pose, pose_frame)
-
-def _encode_batch(out: np.ndarray, td: np.ndarray, at: list[int], results: list[FrameResult], t_start: list[float],
-                  t_end: list[float], t_got: float = 0.0) -> None:
-    """A worker's analysed frames of one batch into their records, with their decode, receipt, start and end
-    times."""
-    if at:
-        encode_results(out, at, results)
-        idx = np.asarray(at, np.intp)
-        out["t_decoded"][idx] = td[idx]
-        out["t_got"][idx] = t_got
-        out["t_start"][idx] = t_start
-        out["t_end"][idx] = t_end
-
-
-_POLL_S = 0.05  # how often a blocked get/put wakes up to check the stop event and its peers
+_POLL_S = POLL_S  # how often a blocked get/put wakes up to check the stop event and its peers
 
 
 def _warm_up(analyzer: FrameAnalyzer, source: Any) -> None:
@@ -524,6 +379,11 @@ class _Batcher:
         if len(self._slots) >= self._run.B or self.n % self._run.C == 0:
             self.flush()
 
+    @property
+    def starting(self) -> bool:
+        """Whether the next frame starts a batch (none is waiting)."""
+        return not self._slots
+
     def start_at(self, first: int) -> None:
         """Continue at frame ``first`` (a loader's next range; ranges start on chunk boundaries)."""
         self.flush()
@@ -659,22 +519,15 @@ class _Run:
         # does not stop when asked is killed by _shutdown
         stopping.child_ignores_stops()
 
+    def _stopping(self) -> bool:
+        """Whether this child should stop: the run's stop event is set, or the parent is gone."""
+        return self.stop.is_set() or os.getppid() != self.parent_pid
+
     def _get(self, q: Any) -> Any:
-        while True:
-            try:
-                return q.get(timeout=_POLL_S)
-            except queue.Empty:
-                if self.stop.is_set() or os.getppid() != self.parent_pid:
-                    raise _Stop from None
+        return get_until_stopped(q, self._stopping, _Stop)
 
     def _put(self, q: Any, item: Any) -> None:
-        while True:
-            try:
-                q.put(item, timeout=_POLL_S)
-                return
-            except queue.Full:
-                if self.stop.is_set() or os.getppid() != self.parent_pid:
-                    raise _Stop from None
+        put_until_stopped(q, item, self._stopping, _Stop)
 
     def _report(self, role: str, wid: int, frame: int, exc: BaseException) -> None:
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -683,11 +536,15 @@ class _Run:
         with contextlib.suppress(_Stop):
             self._put(self.out_q, ("error", role, wid, frame, line, tb, user_error))
 
-    def _take_slot(self, free: list[int], free_q: Any) -> int:
+    def _take_slot(self, free: list[int], free_q: Any, drain: bool = True) -> int:
         """A free ring slot for the next frame: wait for one if none is known, and take back every
-        other slot the workers have freed meanwhile without waiting."""
+        other slot the workers have freed meanwhile without waiting (``drain``; the file loaders do at the start
+        of each batch: workers free slots a batch at a time, and an empty look at the queue costs a system call).
+        """
         if not free:
             free.extend(self._get(free_q))
+        elif not drain:
+            return free.pop()
         while True:
             try:
                 free.extend(free_q.get_nowait())
@@ -734,7 +591,7 @@ class _Run:
                     break
                 t1 = time.perf_counter()
                 decode_s += t1 - t0
-                slot = self._take_slot(free, self.free_q)
+                slot = self._take_slot(free, self.free_q, batch.starting)
                 ring.put(slot, frame.image)
                 batch.add(slot, frame.timestamp_s, t1)
             batch.flush()
@@ -809,7 +666,7 @@ class _Run:
                             self.out_q.join_thread()  # machine: no timed pause)
                             os._exit(70)
                         if j:  # the rows before the failing frame are computed: send them first
-                            _encode_batch(out, td, done_at, done, t_starts, t_ends, t_got)
+                            encode_batch(out, td, done_at, done, t_starts, t_ends, t_got)
                             self._put(self.out_q, ("rows", wid, out[:j]))
                         if fault[0] == "stall":  # stuck on frame K until the run is stopped (Ctrl-C, SIGTERM)
                             while not self.stop.wait(_POLL_S) and os.getppid() == self.parent_pid:
@@ -828,7 +685,7 @@ class _Run:
                         preview.put_points(frame_index, analyzer.last_points)
                     done_at.append(j)
                     t_ends.append(time.perf_counter())
-                _encode_batch(out, td, done_at, done, t_starts, t_ends, t_got)
+                encode_batch(out, td, done_at, done, t_starts, t_ends, t_got)
                 self._put(self.out_q, ("rows", wid, out))
                 self._release(slots[slots >= 0])
                 chunks.advanced(c, first + len(slots))
@@ -877,7 +734,7 @@ class _Run:
 
     def _check_stop(self) -> None:
         """Raise :class:`_Stop` in a child when the run is being stopped or the parent is gone."""
-        if self.stop.is_set() or os.getppid() != self.parent_pid:
+        if self._stopping():
             raise _Stop
 
     def _slow_start(self) -> None:
@@ -914,7 +771,7 @@ class _Run:
         return (*self.work_qs, *self.post_qs, self.free_q, self.out_q)
 
     def _quit(self) -> None:
-        if self.stop.is_set() or os.getppid() != self.parent_pid:
+        if self._stopping():
             for q in self._queues():
                 q.cancel_join_thread()
 
@@ -957,7 +814,8 @@ class _Run:
     def _fork(self, *targets: tuple[Any, tuple[Any, ...], str]) -> list[Any]:
         """Start one daemon child per ``(function, args, name)``; they are added to :attr:`procs`."""
         ctx = self.pipe._ctx
-        procs = [ctx.Process(target=fn, args=args, name=name, daemon=True) for fn, args, name in targets]
+        procs = [ctx.Process(target=profiled(fn, name), args=args, name=name, daemon=True)
+                 for fn, args, name in targets]
         # OpenCV's thread pool does not survive a fork (a child that touches it deadlocks): fork with
         # the pool torn down, so the children run cv2 single-threaded (one process per core already).
         cv2 = sys.modules.get("cv2")
@@ -1006,43 +864,39 @@ class _Run:
                     bar = progress_bar(stack, progress, source, cfg.max_frames)
                     try:
                         self._start()
-                        info = self._sink_loop(sink, clock, redet, bar)
+                        info = profiled(self._sink_loop, "eyeblink-sink")(sink, clock, redet, bar)
                     finally:
                         with stopping.held():  # a second Ctrl-C does not leave children or the ring behind
                             self._shutdown()
             finally:
-                from eyeblink.runtime.pipeline import build_summary
-
+                # self.cfg: live mode may settle the landmark model once the source is open
+                # the accelerator stage: its process says whether the device is there (the parent must not ask JAX)
                 with stopping.held():  # the summary is written whole, whatever arrives meanwhile
-                    outcome.stopped_at_the_end()
-                    wall = time.perf_counter() - started
-                    # self.cfg: live mode may settle the landmark model once the source is open
-                    # the accelerator stage: its process says whether the device is there (the parent must not ask JAX)
                     warnings = (sorted({w for i in self.accel_infos for w in i.get("warnings", [])}
                                        | set(self.pipe.notes)) if self.accelerated else None)
                     for message in warnings or ():
                         warn_once(message)
-                    summary = build_summary(_SourceView(source, info or self._info), self.cfg, sink, clock,  # type: ignore[arg-type]
-                                            redet, wall, outcome.status, outcome.error,  # type: ignore[arg-type]
-                                            warnings=warnings, exit_status=outcome.exit_status)
-                    summary["timings"].update(self._latency_summary())
-                    summary["parallel"] = clean_json({
-                        "workers": self.W, "loaders": self.n_loaders,
-                        "split": self.plan.describe() if self.plan is not None else None,
-                        "placement": self.placement,
-                        "chunk_frames": self.C, "batch_frames": self.B,
-                        "ring_slots": self.spec.slots if self.spec else None,
-                        "ring_mb": self.spec.nbytes / 2**20 if self.spec else None,
-                        "ring_name": self.ring_name,
-                        "detector": "accelerator stage" if self.accelerated else "fused",
-                        "accelerator": stage_summary(self.accel_infos) if self.accelerated else None,
-                    })
-                    summary.update(self._extra_summary())
-                    summary["warnings"] = [*summary.get("warnings", []), *self._extra_warnings()]
-                    if outcome.traceback:
-                        summary["error_traceback"] = outcome.traceback
-                    writer.finish(summary)
+                    summary = finish_session(writer, sink, _SourceView(source, info or self._info),  # type: ignore[arg-type]
+                                             self.cfg, clock, redet, started, outcome, warnings=warnings,
+                                             extend=self._summary_sections)
         return RunResult(source.name, sink.frames, sink.faces, sink.events, summary, sink.output_paths())
+
+    def _summary_sections(self, summary: dict[str, Any]) -> None:
+        """The multiprocess run's own sections of its summary: latencies, the layout, a live run's extras."""
+        summary["timings"].update(self._latency_summary())
+        summary["parallel"] = clean_json({
+            "workers": self.W, "loaders": self.n_loaders,
+            "split": self.plan.describe() if self.plan is not None else None,
+            "placement": self.placement,
+            "chunk_frames": self.C, "batch_frames": self.B,
+            "ring_slots": self.spec.slots if self.spec else None,
+            "ring_mb": self.spec.nbytes / 2**20 if self.spec else None,
+            "ring_name": self.ring_name,
+            "detector": "accelerator stage" if self.accelerated else "fused",
+            "accelerator": stage_summary(self.accel_infos) if self.accelerated else None,
+        })
+        summary.update(self._extra_summary())
+        summary["warnings"] = [*summary.get("warnings", []), *self._extra_warnings()]
 
     def measure(self, capture: Callable[[np.ndarray], None]) -> tuple[dict[str, Any] | None, StageClock, int]:
         """The per-frame stage alone: every frame's record (:func:`record_dtype`), in frame order, to ``capture``;
@@ -1315,7 +1169,7 @@ class _Run:
                     t1 = time.perf_counter()
                     decode_s += t1 - t0
                     decoded += 1
-                    slot = self._take_slot(free, free_q)
+                    slot = self._take_slot(free, free_q, batch.starting)
                     ring.put(slot, frame.image)
                     batch.add(slot, frame.timestamp_s, t1)
                 batch.flush()

@@ -55,7 +55,9 @@ SEGMENT_FRAMES = 128
 def aligned_frames(frames: int) -> int:
     """``frames`` rounded up to whole tracking segments (:data:`SEGMENT_FRAMES`; at least one): the unit in
     which frames may be dealt to workers, loaders and chunks without changing any row."""
-    return max(1, math.ceil(frames / SEGMENT_FRAMES)) * SEGMENT_FRAMES
+    from eyeblink.sources.ranges import round_up
+
+    return round_up(frames, SEGMENT_FRAMES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,9 @@ class FrameResult:
     eye_points: np.ndarray | None = None
     pose: tuple[float, float, float] | None = None
     pose_frame: int | None = None
+    #: the values of the frame table's worker columns (:attr:`eyeblink.outputs.columns.FrameColumn.worker`) as a
+    #: worker's record carried them to the sink; None: computed by the sink from this result
+    columns: tuple[Any, ...] | None = None
 
     @property
     def ear(self) -> float:
@@ -493,6 +498,7 @@ class SessionSink:
         self.crops = BlinkCrops() if config.eye_crops else None
         self.crops_saved = False
         self.finished = False
+        self._row = writer.table.row  # the frame's cells (eyeblink.outputs.columns: the writer's header's table)
         with contextlib.suppress(OSError):
             self.crops_path.unlink()
         if config.points:  # <stem>.points.csv beside frames.csv (--points)
@@ -516,20 +522,12 @@ class SessionSink:
             self._blink(ev)
         t1 = time.perf_counter()
         self.clock.add("blinks", t1 - t0)
-        f = r.face
-        box = f.box if f is not None else (None, None, None, None)
-        base = self.blinks.baseline
-        ear = r.ear
-        self.writer.write_frame((
-            r.index, r.timestamp_s, int(f is not None), r.ear_left, r.ear_right, ear,
-            base, int(r.detected), f.score if f is not None else None, *box,
-            self.closure.update(r.timestamp_s, ear, base),
-        ))
+        self.writer.write_frame(self._row(r, self.blinks.baseline, self.closure))
         if self.cfg.points:
             self.writer.write_points(r.index, r.timestamp_s, r.eye_points, r.pose, r.pose_frame)
         self.clock.add("write", time.perf_counter() - t1)
         self.frames += 1
-        self.faces += f is not None
+        self.faces += r.face is not None
         self.detections += r.detected
         if math.isnan(self.first_t):
             self.first_t = r.timestamp_s
@@ -729,13 +727,28 @@ def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, anal
                         bar.update(1)
                     stopping.check()  # a stop whose KeyboardInterrupt was swallowed on its way
         finally:
-            with stopping.held():  # the summary is written whole, whatever arrives meanwhile
-                outcome.stopped_at_the_end()
-                wall = time.perf_counter() - started
-                summary = build_summary(source, config, sink, clock, analyzer, wall, outcome.status,
-                                        outcome.error, exit_status=outcome.exit_status)
-                writer.finish(summary)
+            summary = finish_session(writer, sink, source, config, clock, analyzer, started, outcome)
     return RunResult(source.name, sink.frames, sink.faces, sink.events, summary, sink.output_paths())
+
+
+def finish_session(writer: ResultWriter, sink: SessionSink, source: FrameSource, config: RunConfig,
+                   clock: StageClock, analyzer: Any, started: float, outcome: Outcome, *,
+                   warnings: list[str] | None = None,
+                   extend: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """The end of every session, however it ended (the reference and the multiprocess pipelines): its summary
+    (:func:`build_summary`, wall time since ``started``), ``extend(summary)`` adding a pipeline's own sections, a
+    failed worker's traceback, then the CSVs closed and the summary written, whole whatever arrives meanwhile."""
+    with stopping.held():
+        outcome.stopped_at_the_end()
+        wall = time.perf_counter() - started
+        summary = build_summary(source, config, sink, clock, analyzer, wall, outcome.status, outcome.error,
+                                warnings=warnings, exit_status=outcome.exit_status)
+        if extend is not None:
+            extend(summary)
+        if outcome.traceback:
+            summary["error_traceback"] = outcome.traceback
+        writer.finish(summary)
+    return summary
 
 
 def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clock: StageClock,

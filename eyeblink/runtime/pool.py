@@ -43,6 +43,7 @@ from eyeblink import stopping
 from eyeblink.config import RunConfig
 from eyeblink.errors import EyeblinkError, WorkerError
 from eyeblink.runtime.parallel import close_queues, end_processes
+from eyeblink.runtime.queues import POLL_S, get_until_stopped, put_until_stopped
 
 if TYPE_CHECKING:
     from eyeblink.landmarks import EyeModel
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 #: longer one goes through the multiprocess pipeline, whose start (~0.3-0.5 s) is then under ~10% of its run.
 POOL_MAX_FRAMES = 2048
 
-_POLL_S = 0.05
 
 
 @dataclass
@@ -132,21 +132,13 @@ class FilePool:
         return self.stop.is_set() or os.getppid() != self.parent_pid
 
     def _get(self, q: Any) -> Any:
-        while True:
-            try:
-                return q.get(timeout=_POLL_S)
-            except queue.Empty:
-                if self._stopped():
-                    raise KeyboardInterrupt from None
+        return get_until_stopped(q, self._stopped, KeyboardInterrupt)
 
     def _put(self, item: Any) -> None:
-        while True:
-            try:
-                self.out_q.put(item, timeout=_POLL_S)
-                return
-            except queue.Full:
-                if os.getppid() != self.parent_pid:
-                    raise KeyboardInterrupt from None
+        put_until_stopped(self.out_q, item, self._orphaned, KeyboardInterrupt)
+
+    def _orphaned(self) -> bool:
+        return os.getppid() != self.parent_pid
 
     # ------------------------------------------------------------------ parent side
 
@@ -201,7 +193,7 @@ class FilePool:
             if not busy and (not st.todo or st.fatal is not None or st.stop is not None or not st.alive):
                 return
             try:
-                msg = self.out_q.get(timeout=_POLL_S)
+                msg = self.out_q.get(timeout=POLL_S)
             except queue.Empty:
                 self._check_deaths(procs, st)
                 continue

@@ -49,8 +49,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
+from eyeblink.outputs import columns as _columns
+from eyeblink.outputs.columns import FRAME_TABLE
 from eyeblink.runtime.sinks import Sink, sinks_from_config
 from eyeblink.runtime.sinks.gate import GATE_EVENTS, MAX_CLIENT_BACKLOG, GateServer, GateSink
 from eyeblink.runtime.sinks.gate import finite as _finite
@@ -68,40 +70,10 @@ log = logging.getLogger("eyeblink.live")
 
 
 
-class LiveRow(NamedTuple):
-    """One row of a live session as written to ``frames.csv`` (empty cells are NaN), plus its arrival time.
-
-    ``arrival_time`` is when the frame was received and ``sent_time`` when the row was handed on (LSL, the API),
-    ``time.perf_counter()`` (``CLOCK_MONOTONIC`` on Linux, the clock ``pylsl.local_clock()`` reads there too);
-    :attr:`age_ms` is their difference.
-    """
-
-    frame: int
-    timestamp_s: float
-    face: int
-    ear_left: float
-    ear_right: float
-    ear: float
-    baseline_ear: float
-    detected: int
-    face_score: float
-    face_x0: float
-    face_y0: float
-    face_x1: float
-    face_y1: float
-    closure: float
-    dropped: int
-    arrival_time: float
-    sent_time: float = math.nan
-
-    @property
-    def age_ms(self) -> float:
-        """How long ago the frame was received when the row was handed on, in ms."""
-        return (self.sent_time - self.arrival_time) * 1000.0
-
-
-def _num(v: Any) -> float:
-    return math.nan if v is None else float(v)
+#: One row of a live session as written to ``frames.csv`` (empty cells are NaN), plus ``dropped``, its arrival time
+#: and when it was handed on (``age_ms``): derived from the frame columns' one declaration
+#: (:data:`eyeblink.outputs.columns.FRAME_TABLE`), a field per column in file order.
+LiveRow = FRAME_TABLE.live_row_type
 
 
 @dataclass(frozen=True)
@@ -224,6 +196,7 @@ class LiveTap:
         self.nominal_fps: float | None = None  # --fps or the source's rate, once known
         self.timestamps: str | None = None
         self._arrival: OrderedDict[int, float] = OrderedDict()
+        self._live_row = _columns.FRAME_TABLE.live_row  # the rows' cells as a LiveRow (the table of this run)
         self._offset: float | None = None  # lsl_time - capture time (set at the first frame)
         self._pc_to_lsl = 0.0  # LSL's clock minus perf_counter (set by the LSL sink with its outlets)
         self.frames = 0
@@ -379,15 +352,13 @@ class LiveTap:
 
     def row(self, values: Sequence[Any]) -> None:
         """One row as written (``LIVE_FRAME_COLUMNS``), then the settled state and the events it implies."""
-        frame = int(values[0])
+        frame = int(values[0])  # the contract's first two columns: frame, timestamp_s
         t = float(values[1])
         arrival = self._arrival.get(frame, math.nan)
         if self._offset is None:
             self._offset = (arrival if math.isfinite(arrival) else time.perf_counter()) + self._pc_to_lsl - t
-        f = [_num(v) for v in values[3:14]]  # ear_left .. closure; detected (values[7]) is an int
-        dropped = int(values[14])
-        r = LiveRow(frame, t, int(values[2]), f[0], f[1], f[2], f[3], int(values[7]), f[5], f[6], f[7], f[8], f[9],
-                    f[10], dropped, arrival, time.perf_counter())
+        r = self._live_row(values, arrival, time.perf_counter())
+        dropped = r.dropped
         self.frames += 1
         self.newest_frame, self.newest_s = frame, t
         # past the latency bound (the sink held up under overload): in frames.csv, but no answer is made of it

@@ -40,7 +40,7 @@ from eyeblink.frames import Frame
 from eyeblink.sources.chunking import round_up
 from eyeblink.sources.files import FrameSource, ImageFolderSource, VideoFileSource
 
-__all__ = ["ONE_FRAME_PER_PACKET", "FrameRange", "RangePlan", "iter_range", "plan_ranges", "single_plan"]
+__all__ = ["ONE_FRAME_PER_PACKET", "FrameRange", "RangePlan", "iter_range", "plan_ranges", "round_up", "single_plan"]
 
 #: Codecs where every non-empty packet decodes to exactly one frame (no null "repeat" packets, no
 #: packed frames): the plan can number frames from packets without decoding.
