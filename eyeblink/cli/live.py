@@ -12,16 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from eyeblink.cli.options import (
-    add_analysis_options,
-    add_log_options,
-    add_run_options,
-    add_view_options,
-    analysis_options,
-    run_config_from_args,
-    view_settings,
-    with_analysis_settings,
-)
+from eyeblink.cli import options as shared  # the flags and config builders every command shares
 from eyeblink.config import (
     LIVE_BATCH_FRAMES,
     LIVE_CHUNK_FRAMES,
@@ -121,15 +112,15 @@ def add_parser(sub: Any) -> None:
     lab.add_argument("--face-lost-ms", type=float, default=200.0, metavar="MS",
                      help="face_lost only after no face has been fitted for MS milliseconds; dropped frames "
                           "never count (default: %(default)s)")
-    add_view_options(p)
+    shared.add_view_options(p)
     m = p.add_argument_group("metrics (pip install 'eyeblink[metrics]')")
     m.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus metrics on http://HOST:PORT/metrics (0 = any free port)")
     m.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                    help="address the metrics server binds (default: %(default)s; 0.0.0.0 exposes it)")
-    add_analysis_options(p)  # FEC calibration, trials, plots, NWB: done when the capture has ended, as in process
-    add_log_options(p)
-    add_run_options(p)
+    shared.add_analysis_options(p)  # FEC, trials, plots, NWB: done when the capture has ended, as in process
+    shared.add_log_options(p)
+    shared.add_run_options(p)
     for action in p._actions:  # live mode also takes --landmarks auto, its default
         if "--landmarks" in action.option_strings:
             action.choices = LIVE_LANDMARKS
@@ -164,7 +155,7 @@ def live_config(args: argparse.Namespace, cfg: RunConfig) -> LiveConfig:
                       lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms,
                       max_age_ms=args.max_age_ms, settle_ms=args.settle_ms, face_lost_ms=args.face_lost_ms,
                       max_latency_ms=args.max_latency_ms, record=args.record, overwrite=args.overwrite,
-                      adapt=not args.no_adapt, priority=args.priority, **view_settings(args))
+                      adapt=not args.no_adapt, priority=args.priority, **shared.view_settings(args))
 
 
 def cmd_live(args: argparse.Namespace) -> int:
@@ -176,14 +167,14 @@ def cmd_live(args: argparse.Namespace) -> int:
     from eyeblink.sources.live import StreamOptions
 
     check_workers(args.workers)  # before any model loads or process forks (0 = physical cores)
-    cfg = with_analysis_settings(run_config_from_args(args), args)
+    cfg = shared.analysed_run_config(args)
     options = stream_options(args.stream_option)
     live = live_config(args, cfg)
     stream = StreamOptions(options=options, read_timeout_s=args.read_timeout, reconnect=args.reconnect)
     outdir = ensure_output_dir(Path(args.output))
     tap = LiveTap.from_config(live, cfg.blinks.max_blink_ms,
                               announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
-    analysis = analysis_options(args)
+    analysis = shared.analysis_options(args)
     pipe, source, _ = prepare(args.source, cfg, live, name=args.name, report=args.report, analysis=analysis,
                                 tap=tap, stream=stream)
     from eyeblink.outputs.lock import session_locks

@@ -212,6 +212,12 @@ def with_analysis_settings(cfg: RunConfig, args: argparse.Namespace) -> RunConfi
                               block_size=getattr(args, "block_size", None))
 
 
+def analysed_run_config(args: argparse.Namespace) -> RunConfig:
+    """The run's config of a command that also analyses (``process``, ``live``): the preset and the flags, with
+    the conditioning flags applied."""
+    return with_analysis_settings(run_config_from_args(args), args)
+
+
 def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
     """What to do after each input (trials, plots, NWB) from the conditioning flags."""
     trials = getattr(args, "trials", None)

@@ -16,10 +16,10 @@ from eyeblink.cli.options import (
     add_log_options,
     add_run_options,
     add_view_options,
+    analysed_run_config,
     analysis_options,
     run_config_from_args,
     view_settings,
-    with_analysis_settings,
 )
 from eyeblink.errors import INPUT_DAMAGED_EXIT, ConfigError, one_line
 
@@ -94,7 +94,7 @@ def cmd_process(args: argparse.Namespace) -> int:
         raise ConfigError(f"--stage accelerator needs --workers 2 or more (one process runs the networks on batches, "
                           f"the workers post-process); --workers {args.workers} runs everything in one process: use "
                           f"--stage fused, or more workers")
-    cfg = with_analysis_settings(run_config_from_args(args), args)
+    cfg = analysed_run_config(args)
     from eyeblink.runtime.live import open_file_view
 
     # the same function as eyeblink.process(): the same files for the same settings
