@@ -502,7 +502,7 @@ class ParallelConfig:
     depends on the layout, which live input does anyway). ``batch_frames``: frame records per queue
     message (at most one chunk). ``loaders``: decoder processes that split one file or image folder
     into frame ranges (:mod:`eyeblink.sources.ranges`; 0 = chosen from the cores and the per-stage
-    costs, see :func:`eyeblink.runtime.parallel.choose_loaders`). ``ring_slots``: frames in
+    costs, see :func:`eyeblink.runtime.sizing.choose_loaders`). ``ring_slots``: frames in
     flight (default ``workers x chunk_frames + 2 x batch_frames``). ``stall_timeout_s``: the run
     fails if no stage makes progress for this long; a process that is building, warming up or
     compiling its networks (the accelerator stage: XLA programs, before the first frame and on the

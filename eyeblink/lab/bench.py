@@ -500,7 +500,7 @@ def _child(argv: list[str]) -> dict[str, Any]:
     if kind == "decode" and loaders != 1:
         return _decode_ranges(video, limit, loaders, preset)
     if kind == "decode":
-        from eyeblink.runtime.parallel import time_decode
+        from eyeblink.runtime.sizing import time_decode
 
         with open_source(video) as src:
             n, wall = time_decode(src, limit)
@@ -559,7 +559,7 @@ def _decode_ranges(video: str, limit: int, loaders: int, preset: str) -> dict[st
 
     from eyeblink.config import ParallelConfig, load_preset, physical_cores
     from eyeblink.presets import resolve_preset
-    from eyeblink.runtime.parallel import choose_loaders, worker_ms_per_frame
+    from eyeblink.runtime.sizing import choose_loaders, worker_ms_per_frame
     from eyeblink.sources.files import open_source
     from eyeblink.sources.ranges import iter_range, plan_ranges
 

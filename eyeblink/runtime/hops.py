@@ -41,10 +41,10 @@ HOPS: tuple[tuple[str, str, str | None], ...] = (
 
 class HopRecord:
     """The hops of a run's analysed frames, in bounded memory (each hop a
-    :class:`eyeblink.runtime.parallel.LatencyRecord`)."""
+    :class:`eyeblink.runtime.roles.sink.LatencyRecord`)."""
 
     def __init__(self) -> None:
-        from eyeblink.runtime.parallel import LatencyRecord
+        from eyeblink.runtime.roles.sink import LatencyRecord
 
         self._hops = {name: LatencyRecord() for name, _, _ in HOPS}
         self._total = LatencyRecord()

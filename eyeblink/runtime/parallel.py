@@ -62,19 +62,13 @@ failure into a real run; nothing else reads it.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import math
 import multiprocessing as mp
 import os
-import queue
-import signal
 import sys
 import time
-import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,15 +76,11 @@ import numpy as np
 
 from eyeblink import stopping
 from eyeblink.config import ParallelConfig, RunConfig, physical_cores
-from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
-from eyeblink.frames import Frame
+from eyeblink.errors import ConfigError
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.runtime.accelerator import stage_processes, stage_summary
-from eyeblink.runtime.keyframes import BesideKeyframes
 from eyeblink.runtime.pipeline import (
-    ChunkStates,
     FrameAnalyzer,
-    FrameResult,
     Outcome,
     ProgressFactory,
     RunResult,
@@ -106,9 +96,20 @@ from eyeblink.runtime.pipeline import (
     write_running_summary,
 )
 from eyeblink.runtime.profiling import profiled
-from eyeblink.runtime.queues import POLL_S, get_until_stopped, put_until_stopped
-from eyeblink.runtime.results import RESULT_DTYPE, decode_rows, encode_batch, record_dtype
+from eyeblink.runtime.results import RESULT_DTYPE
+from eyeblink.runtime.roles.base import _POLL_S, _ChildRole, _Stop
+from eyeblink.runtime.roles.loader import _Batcher, _LoaderRole
+from eyeblink.runtime.roles.sink import LatencyRecord, _Redetections, _SinkRole
+from eyeblink.runtime.roles.worker import FAULT_ENV, _parse_fault, _WorkerRole, beside_keyframes
 from eyeblink.runtime.shm import FrameRing, RingSpec
+from eyeblink.runtime.sizing import (
+    WORKER_MS_PER_FRAME,
+    _probe_decode_ms,
+    choose_loaders,
+    loader_share,
+    time_decode,
+    worker_ms_per_frame,
+)
 
 if TYPE_CHECKING:
     from eyeblink.landmarks import EyeModel
@@ -117,42 +118,21 @@ if TYPE_CHECKING:
 __all__ = [
     "FAULT_ENV",
     "RESULT_DTYPE",
+    "WORKER_MS_PER_FRAME",
+    "FrameAnalyzer",
+    "LatencyRecord",
     "ParallelConfig",
     "ParallelPipeline",
+    "beside_keyframes",
+    "choose_loaders",
+    "loader_share",
     "physical_cores",
     "supports",
+    "time_decode",
+    "worker_ms_per_frame",
 ]
-
-#: Environment variable of the fault-injection test hook (see the module docstring).
-FAULT_ENV = "EYEBLINK_TEST_WORKER_FAULT"
-
-_POLL_S = POLL_S  # how often a blocked get/put wakes up to check the stop event and its peers
-
-
-def _warm_up(analyzer: FrameAnalyzer, source: Any) -> None:
-    """One detection and one fit on a blank frame before the first real one.
-
-    The first LiteRT invoke packs XNNPACK's weights (detector, mesh) and a first dlib fit pages in its model,
-    together ~100-200 ms: paid here, before a live capture starts, instead of on the first frames.
-    """
-    h, w = int(getattr(source, "height", 0) or 480), int(getattr(source, "width", 0) or 640)
-    blank = np.full((h, w), 128, np.uint8)
-    analyzer.detector.detect(blank)
-    analyzer.fitter.warm_up(blank)
-
-
-def beside_keyframes(config: RunConfig, fitters: Any, source: Any) -> BesideKeyframes | None:
-    """A live worker's thread for keyframe work (:mod:`eyeblink.runtime.keyframes`), its networks warmed up on
-    a blank frame; None when lagging is off or no eye model of the run places apart from measuring."""
-    fitter = next((f for f in fitters if hasattr(f, "new_mesher")), None)
-    if fitter is None or config.detect.keyframe_lag_ms <= 0:
-        return None
-    beside = BesideKeyframes(build_detector(config), fitter.new_mesher())
-    h, w = int(getattr(source, "height", 0) or 480), int(getattr(source, "width", 0) or 640)
-    blank = np.full((h, w), 128, np.uint8)
-    beside.detector.detect(blank)
-    beside.mesher.warm_up(blank)
-    return beside
+# re-exported for the subclasses and the tests that read them here (their modules: roles/, sizing)
+_REEXPORTED = (_POLL_S, _Batcher, _Stop)
 
 
 def supports(config: RunConfig) -> bool:
@@ -194,23 +174,6 @@ def close_queues(queues: Iterable[Any]) -> None:
             q.close()
 
 
-class _Stop(Exception):
-    """Raised inside a child when the run is being stopped (or the parent vanished)."""
-
-
-_PAUSE_S = 2.0  # the pause@K test hook's pause
-
-
-def _parse_fault() -> tuple[str, int] | None:
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
-        return None
-    kind, _, at = spec.partition("@")
-    if kind not in ("raise", "exit", "stall", "pause", "slowstart") or not at.strip().isdigit():
-        raise ConfigError(f"{FAULT_ENV} must be 'raise@K', 'exit@K', 'stall@K', 'pause@K' (K a frame index) or "
-                          f"'slowstart@S' (S seconds), got {spec!r}")
-    return kind, int(at)
-
 
 class _SourceView:
     """What :func:`build_summary` needs from a source whose frames were decoded in another process."""
@@ -223,11 +186,6 @@ class _SourceView:
 
     def describe(self) -> dict[str, Any]:
         return self._info if self._info is not None else self._source.describe()
-
-
-@dataclass
-class _Redetections:
-    redetections: int = 0
 
 
 class ParallelPipeline:
@@ -291,119 +249,9 @@ class ParallelPipeline:
         return _Run(self, source).measure(capture)
 
 
-class LatencyRecord:
-    """The frame-to-row latencies of a run, for the summary's p50, p99 and max, in bounded memory.
-
-    The first ``exact_frames`` latencies are kept as they are (the percentiles are then ``np.percentile``'s, as
-    before); past them, all are counted in a histogram of log-spaced bins ``rel`` wide (1 µs to 10,000 s, ~23,000
-    bins, 184 KB), and a percentile is its bin's geometric middle: within ``rel / 2`` of the exact value. A live
-    run at 500 FPS kept every latency before (8 bytes a frame plus a small array per batch, ~0.5 MB a minute);
-    this holds ``8 * exact_frames`` bytes (the first latencies, kept) plus the histogram, however long the run.
-    The max is exact.
-    """
-
-    LO_S = 1e-6
-    HI_S = 1e4
-
-    def __init__(self, exact_frames: int = 65536, rel: float = 1e-3) -> None:
-        self.exact_frames = exact_frames
-        self.n = 0
-        self.max_s = -math.inf
-        self._exact = np.empty(exact_frames, np.float64)
-        self._log_step = math.log1p(rel)
-        self._bins = math.ceil(math.log(self.HI_S / self.LO_S) / self._log_step) + 1
-        self._counts: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return self.n
-
-    def add(self, latencies_s: np.ndarray) -> None:
-        """Record one batch of latencies (seconds)."""
-        lat = np.asarray(latencies_s, np.float64).ravel()
-        if not len(lat):
-            return
-        self.max_s = max(self.max_s, float(lat.max()))
-        keep = min(len(lat), self.exact_frames - min(self.n, self.exact_frames))
-        self._exact[self.n:self.n + keep] = lat[:keep]
-        if self._counts is None and self.n + len(lat) > self.exact_frames:
-            self._counts = np.zeros(self._bins, np.int64)  # past the exact part: everything into the histogram
-            self._count(self._exact[:self.n + keep])
-            self._count(lat[keep:])
-        elif self._counts is not None:
-            self._count(lat)
-        self.n += len(lat)
-
-    def _count(self, lat: np.ndarray) -> None:
-        assert self._counts is not None
-        idx = np.floor(np.log(np.maximum(lat, self.LO_S) / self.LO_S) / self._log_step)
-        np.add.at(self._counts, np.clip(idx, 0, self._bins - 1).astype(np.intp), 1)
-
-    def percentile_ms(self, q: float) -> float:
-        """The ``q``-th percentile in ms: exact (as before) while the exact part holds every latency."""
-        if self._counts is None:
-            return float(np.percentile(self._exact[:self.n] * 1000.0, q))
-        rank = q / 100.0 * (self.n - 1)  # np.percentile's (linear) rank, 0-based
-        b = int(np.searchsorted(np.cumsum(self._counts), math.floor(rank) + 1))
-        return min(self.LO_S * math.exp((b + 0.5) * self._log_step), self.max_s) * 1000.0
-
-    def exact_ms(self) -> np.ndarray:
-        """The first ``exact_frames`` latencies (ms), in the order they were written (``scripts/bench_live.py``)."""
-        return self._exact[:min(self.n, self.exact_frames)] * 1000.0
-
-    def nbytes(self) -> int:
-        """Bytes held by the record's arrays."""
-        return self._exact.nbytes + (self._counts.nbytes if self._counts is not None else 0)
-
-
-class _Batcher:
-    """The loader's outgoing frame records: gathered until ``batch_frames`` are waiting or a chunk
-    ends, then sent as one message to the worker that owns the chunk (``chunk % W``)."""
-
-    def __init__(self, run: _Run) -> None:
-        self._run = run
-        self.n = 0  # frames added so far: the next frame's index
-        self._first = 0
-        self._slots: list[int] = []
-        self._ts: list[float] = []
-        self._td: list[float] = []
-
-    def add(self, slot: int, timestamp_s: float, t_decoded: float) -> None:
-        """One frame (``slot`` -1: a gap the live loader dropped); sent when its batch or chunk is full."""
-        preview = self._run.preview
-        if preview is not None and slot >= 0 and preview.wanted():  # the view asked for a frame (<= 30 a second)
-            preview.put(self.n, self._run.ring[slot])  # type: ignore[index]
-        self._slots.append(slot)
-        self._ts.append(timestamp_s)
-        self._td.append(t_decoded)
-        self.n += 1
-        if len(self._slots) >= self._run.B or self.n % self._run.C == 0:
-            self.flush()
-
-    @property
-    def starting(self) -> bool:
-        """Whether the next frame starts a batch (none is waiting)."""
-        return not self._slots
-
-    def start_at(self, first: int) -> None:
-        """Continue at frame ``first`` (a loader's next range; ranges start on chunk boundaries)."""
-        self.flush()
-        self.n = self._first = first
-
-    def flush(self) -> None:
-        """Send what is waiting (the end of the input: a partial batch)."""
-        if self._slots:
-            run = self._run
-            c = self._first // run.C
-            run._put(run._dest(c), (c, self._first, np.asarray(self._slots, np.int32),
-                                              np.asarray(self._ts), np.asarray(self._td)))
-            self._slots.clear()
-            self._ts.clear()
-            self._td.clear()
-        self._first = self.n
-
-
-class _Run:
-    """One input through the process pipeline (all the state of the parent side)."""
+class _Run(_LoaderRole, _WorkerRole, _SinkRole, _ChildRole):
+    """One input through the process pipeline (all the state of the parent side); each child's role is a mixin
+    of :mod:`eyeblink.runtime.roles`."""
 
     def __init__(self, pipe: ParallelPipeline, source: FrameSource) -> None:
         self.pipe = pipe
@@ -511,253 +359,6 @@ class _Run:
         """The queue a loader sends chunk ``chunk``'s frame records to (its worker, or the accelerator stage)."""
         return self.work_qs[chunk % (len(self.work_qs) if self.accelerated else self.dealt)]
 
-    # ---------------------------------------------------------------- children
-
-    def _child_setup(self) -> None:
-        # SIGINT and SIGTERM to the whole group (Ctrl-C, Slurm) are the parent's to handle (it drains); the
-        # child was forked with both blocked (_fork), so none ran the parent's handler here; a child that
-        # does not stop when asked is killed by _shutdown
-        stopping.child_ignores_stops()
-
-    def _stopping(self) -> bool:
-        """Whether this child should stop: the run's stop event is set, or the parent is gone."""
-        return self.stop.is_set() or os.getppid() != self.parent_pid
-
-    def _get(self, q: Any) -> Any:
-        return get_until_stopped(q, self._stopping, _Stop)
-
-    def _put(self, q: Any, item: Any) -> None:
-        put_until_stopped(q, item, self._stopping, _Stop)
-
-    def _report(self, role: str, wid: int, frame: int, exc: BaseException) -> None:
-        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        line = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
-        user_error = exc if isinstance(exc, EyeblinkError) else None
-        with contextlib.suppress(_Stop):
-            self._put(self.out_q, ("error", role, wid, frame, line, tb, user_error))
-
-    def _take_slot(self, free: list[int], free_q: Any, drain: bool = True) -> int:
-        """A free ring slot for the next frame: wait for one if none is known, and take back every
-        other slot the workers have freed meanwhile without waiting (``drain``; the file loaders do at the start
-        of each batch: workers free slots a batch at a time, and an empty look at the queue costs a system call).
-        """
-        if not free:
-            free.extend(self._get(free_q))
-        elif not drain:
-            return free.pop()
-        while True:
-            try:
-                free.extend(free_q.get_nowait())
-            except queue.Empty:
-                break
-        return free.pop()
-
-    @contextlib.contextmanager
-    def _as_loader(self, batch: _Batcher, on_exit: Callable[[], object] | None = None) -> Iterator[None]:
-        """A loader's ends: a stop asked for (:class:`_Stop`) quits quietly; anything else is reported with the
-        frames dealt so far and ends the process with status 1 (the parent reads the report); ``on_exit`` runs
-        last in every case."""
-        try:
-            yield
-        except _Stop:
-            self._quit()
-        except BaseException as exc:
-            self._report("loader", -1, batch.n, exc)
-            self._quit()
-            raise SystemExit(1) from None
-        finally:
-            if on_exit is not None:
-                on_exit()
-
-    def _loader_main(self) -> None:
-        self._child_setup()
-        ring = self.ring
-        assert ring is not None
-        free: list[int] = list(range(len(ring) - 1, -1, -1))
-        max_frames = self.cfg.max_frames
-        decode_s = 0.0
-        batch = _Batcher(self)
-        source_error: EyeblinkError | None = None
-        with self._as_loader(batch):
-            frames = iter(self.source)
-            while max_frames is None or batch.n < max_frames:
-                t0 = time.perf_counter()
-                try:
-                    frame = next(frames)
-                except StopIteration:
-                    break
-                except EyeblinkError as exc:  # decode error part-way: what came before still counts
-                    source_error = exc
-                    break
-                t1 = time.perf_counter()
-                decode_s += t1 - t0
-                slot = self._take_slot(free, self.free_q, batch.starting)
-                ring.put(slot, frame.image)
-                batch.add(slot, frame.timestamp_s, t1)
-            batch.flush()
-            n = batch.n
-            info = self.source.describe()
-            self.source.close()
-            self._put(self.out_q, ("eof", n, info, decode_s, n, source_error))
-            self._end_of_input()
-
-    def _on_batch(self, analyzer: FrameAnalyzer, fitters: dict[str, Any]) -> None:
-        """Before each batch a worker runs: files run as configured (live mode steps down under load)."""
-
-    def _worker_main(self, wid: int) -> None:
-        self._child_setup()
-        frame_index = -1
-        try:
-            detector = build_detector(self.cfg)
-            assert self.pipe.fitter is not None  # fused workers: the parent loaded the eye model
-            analyzer = FrameAnalyzer(self.cfg, detector, self.pipe.fitter, StageClock())
-            fitters = getattr(self.pipe, "fitters", None) or {"": self.pipe.fitter}  # live: models to pick from
-            for fitter in fitters.values():
-                analyzer.fitter = fitter
-                _warm_up(analyzer, self.source)
-            analyzer.fitter = self.pipe.fitter
-            track = self.par.track_across_chunks
-            if track:  # live: each worker tracks the face across its own chunks, no segment restarts
-                analyzer.segment_frames = None
-                analyzer.keyframes = beside_keyframes(self.cfg, fitters.values(), self.source)
-            self._worker_ready(wid)
-            ring = self.ring  # None: forked before the ring existed; its first message names it
-            fault = self.fault if self.fault is None or self.fault[0] != "slowstart" else None  # the stage's hook
-            late = self.late_s
-            preview = self.preview  # --view: the eye points of the frame the view shows
-            row_dtype = record_dtype(self.cfg)
-            chunk = -1
-            chunks = ChunkStates(self.C)
-            ends = 0
-            while True:
-                msg = self._get(self.work_qs[wid])
-                if msg is None:  # one per loader: each sends its own after its last frame
-                    ends += 1
-                    if ends < self.n_loaders:
-                        continue
-                    break
-                if msg[0] == "ring":
-                    _, name, spec, prefault, model = msg
-                    ring = self.ring = FrameRing.attach(name, spec)
-                    ring.prefault(prefault)
-                    if model is not None:  # live --landmarks auto: the model picked for the source's rate
-                        analyzer.fitter = fitters[model]
-                    continue
-                assert ring is not None
-                t_got = time.perf_counter()
-                c, first, slots, ts, td = msg
-                self._on_batch(analyzer, fitters)
-                if c != chunk and not track:  # a new chunk: forget the tracked face (keyframe on its first frame)
-                    chunks.switch(analyzer, chunk, c)
-                    chunk = c
-                out = np.zeros(len(slots), row_dtype)
-                done_at: list[int] = []  # the batch's analysed frames: encoded into out at once (encode_results)
-                done: list[FrameResult] = []
-                t_starts: list[float] = []
-                t_ends: list[float] = []
-                slot_l, ts_l = slots.tolist(), ts.tolist()  # Python ints and floats: no numpy scalar per frame
-                for j in range(len(slots)):
-                    frame_index = first + j
-                    if fault is not None and fault[1] == frame_index and fault[0] == "pause":
-                        time.sleep(_PAUSE_S)  # slow on frame K for a moment, then on as usual
-                    elif fault is not None and fault[1] == frame_index:
-                        if fault[0] == "exit":  # a crash on frame K, not in the middle of IPC: the rows
-                            self.out_q.close()  # already sent leave the queue's feeder thread first (on any
-                            self.out_q.join_thread()  # machine: no timed pause)
-                            os._exit(70)
-                        if j:  # the rows before the failing frame are computed: send them first
-                            encode_batch(out, td, done_at, done, t_starts, t_ends, t_got)
-                            self._put(self.out_q, ("rows", wid, out[:j]))
-                        if fault[0] == "stall":  # stuck on frame K until the run is stopped (Ctrl-C, SIGTERM)
-                            while not self.stop.wait(_POLL_S) and os.getppid() == self.parent_pid:
-                                pass
-                            raise _Stop
-                        raise RuntimeError(f"injected failure at frame {frame_index} ({FAULT_ENV})")
-                    if slot_l[j] < 0 or (late is not None and time.perf_counter() - td[j] > late
-                                         and frame_index >= self.late_from()):
-                        # dropped by the live loader (eyeblink.runtime.live), or too late to be worth it: a gap row
-                        out[j]["index"], out[j]["timestamp_s"], out[j]["t_decoded"] = frame_index, ts[j], td[j]
-                        out[j]["dropped"] = True
-                        continue
-                    t_starts.append(time.perf_counter())
-                    done.append(analyzer.analyze(Frame(frame_index, ts_l[j], ring[slot_l[j]])))
-                    if preview is not None and preview.points_wanted() == frame_index:  # the view's image
-                        preview.put_points(frame_index, analyzer.last_points)
-                    done_at.append(j)
-                    t_ends.append(time.perf_counter())
-                encode_batch(out, td, done_at, done, t_starts, t_ends, t_got)
-                self._put(self.out_q, ("rows", wid, out))
-                self._release(slots[slots >= 0])
-                chunks.advanced(c, first + len(slots))
-            if analyzer.keyframes is not None:
-                analyzer.keyframes.close()
-            clock = analyzer.clock
-            self._put(self.out_q, ("done", wid, dict(clock.seconds), dict(clock.calls), analyzer.redetections))
-        except _Stop:
-            self._quit()
-        except BaseException as exc:
-            self._report("worker", wid, frame_index, exc)
-            self._quit()
-            raise SystemExit(1) from None
-
-    def _worker_ready(self, wid: int) -> None:
-        """Called in worker ``wid`` once its detector is built (a hook: live mode starts capturing then)."""
-
-    # ------------------------------------------------------------ the accelerator stage's children
-
-    def _accelerator_main(self, sid: int) -> None:
-        """Process ``sid`` of the accelerator stage (:func:`eyeblink.runtime.accelerator.stage_main`)."""
-        from eyeblink.runtime.accelerator import stage_main
-
-        self._guarded("accelerator", sid, lambda at: stage_main(self, sid, at))
-
-    def _post_worker_main(self, wid: int) -> None:
-        """A CPU worker of the accelerator stage (:func:`eyeblink.runtime.accelerator.post_worker_main`)."""
-        from eyeblink.runtime.accelerator import post_worker_main
-
-        row_dtype = record_dtype(self.cfg)
-        self._guarded("worker", wid, lambda at: post_worker_main(self, wid, row_dtype, at))
-
-    def _guarded(self, role: str, wid: int, body: Any) -> None:
-        """Run a child's ``body(at)``: a stop ends it quietly; a failure goes to the sink as a report at frame
-        ``at[0]`` (what the body last set) and the child exits 1."""
-        self._child_setup()
-        at = [-1]
-        try:
-            body(at)
-        except _Stop:
-            self._quit()
-        except BaseException as exc:
-            self._report(role, wid, at[0], exc)
-            self._quit()
-            raise SystemExit(1) from None
-
-    def _check_stop(self) -> None:
-        """Raise :class:`_Stop` in a child when the run is being stopped or the parent is gone."""
-        if self._stopping():
-            raise _Stop
-
-    def _slow_start(self) -> None:
-        """The test hook ``slowstart@S`` (module docstring): the accelerator stage's warm-up lasts ``S`` s longer."""
-        if self.fault is not None and self.fault[0] == "slowstart":
-            self.stop.wait(self.fault[1])
-            self._check_stop()
-
-    def _inject_fault(self, first: int, n: int) -> None:
-        """The test hook (module docstring) in the accelerator stage: ``raise@K`` / ``exit@K`` / ``stall@K`` in the
-        batch holding frame K (``first`` .. ``first + n - 1``)."""
-        fault = self.fault
-        if fault is None or fault[0] == "slowstart" or not first <= fault[1] < first + n:
-            return
-        if fault[0] == "stall":  # stuck (not compiling: no heartbeat) until the run is stopped
-            while not self.stop.wait(_POLL_S) and os.getppid() == self.parent_pid:
-                pass
-            raise _Stop
-        if fault[0] == "exit":
-            time.sleep(0.3)  # the rows already sent leave the queues first
-            os._exit(70)
-        raise RuntimeError(f"injected failure at frame {fault[1]} ({FAULT_ENV})")
-
     def _fork_workers(self) -> None:
         """Fork the detect+landmark workers, or the accelerator stage and its post-processing workers."""
         if self.accelerated:
@@ -766,14 +367,6 @@ class _Run:
                                             for k in range(self.n_stage)])
         else:
             self.workers = self._fork(*[(self._worker_main, (w,), f"eyeblink-worker-{w}") for w in range(self.W)])
-
-    def _queues(self) -> tuple[Any, ...]:
-        return (*self.work_qs, *self.post_qs, self.free_q, self.out_q)
-
-    def _quit(self) -> None:
-        if self._stopping():
-            for q in self._queues():
-                q.cancel_join_thread()
 
     # ---------------------------------------------------------------- parent
 
@@ -927,147 +520,6 @@ class _Run:
         """Sections a subclass adds to the summary (live mode: ``live``)."""
         return {}
 
-    def _latency_summary(self) -> dict[str, Any]:
-        if not self.latencies:
-            return {"latency_ms_p50": None, "latency_ms_p99": None, "latency_ms_max": None}
-        lat = self.latencies
-        return {"latency_ms_p50": lat.percentile_ms(50), "latency_ms_p99": lat.percentile_ms(99),
-                "latency_ms_max": lat.max_s * 1000.0}
-
-    def _write(self, sink: SessionSink | None, rows: np.ndarray) -> None:
-        if self._capture is not None:  # measure(): the rows go to the caller, no sink
-            self._capture(rows)
-        else:
-            assert sink is not None
-            add = sink.add
-            for r in decode_rows(rows):
-                add(r)
-            self.latencies.add(time.perf_counter() - rows["t_decoded"])
-        if self.written is not None:
-            self.written.value = int(rows["index"][-1]) + 1
-
-    def _sink_loop(self, sink: SessionSink | None, clock: StageClock, redet: _Redetections,
-                   bar: Any) -> dict[str, Any] | None:
-        """Receive, reorder and write rows until every frame is written (or a failure stops the run)."""
-        pending: dict[int, np.ndarray] = {}
-        next_idx = 0
-        expected: int | None = None
-        done: set[int] = set()
-        info: dict[str, Any] | None = None
-        source_error: EyeblinkError | None = None
-        failure: WorkerError | None = None
-        limit = math.inf  # after a failure: write rows below this frame, then stop
-        last_seen = dict.fromkeys(range(self.W), -1)
-        fail_deadline = math.inf
-        last_progress = time.monotonic()
-        stall = self.par.stall_timeout_s
-
-        rows_file = sink.writer.frames_path.name if sink is not None else "the chunk's measurements"
-
-        def fail(role: str, wid: int, frame: int | None, line: str, tb: str | None, pid: int | None) -> None:
-            nonlocal failure, limit, fail_deadline
-            who = {"worker": f"landmark worker {wid}", "accelerator": "accelerator stage"}.get(role, "frame loader")
-            if role == "accelerator" and self.n_stage > 1:
-                who = f"accelerator stage process {wid}"
-            where = f" at frame {frame}" if frame is not None and frame >= 0 else ""
-            err = WorkerError(f"{who}{f' (pid {pid})' if pid else ''} failed{where}: {line}; "
-                              f"rows before it are in {rows_file}"
-                              f"{' (traceback in the summary)' if tb else ''}")
-            err.traceback_text = tb  # type: ignore[attr-defined]
-            if failure is None:
-                failure = err
-                fail_deadline = time.monotonic() + self.par.drain_timeout_s
-            if role == "worker" and not self.accelerated:
-                stop_at = frame if frame is not None and frame >= 0 else self._first_owned_from(
-                    last_seen[wid] + 1, wid)
-            else:
-                stop_at = frame if frame is not None and frame >= 0 else next_idx
-            limit = min(limit, stop_at)
-
-        while True:
-            stopping.check()  # a stop whose KeyboardInterrupt was swallowed on its way (an at-fork hook)
-            end = expected if expected is not None else math.inf
-            if failure is not None or source_error is not None:
-                end = min(end, limit)
-            if next_idx >= end and (failure is not None or source_error is not None or len(done) == self.n_done):
-                break
-            if failure is not None and time.monotonic() > fail_deadline:
-                break
-            try:
-                msg = self.out_q.get(timeout=_POLL_S)
-            except queue.Empty:
-                now = time.monotonic()
-                for p in self.procs:
-                    code = p.exitcode
-                    if code not in (None, 0) and p.pid not in self._reported:
-                        self._reported.add(p.pid)
-                        role = ("loader" if p is self.loader or p in self.loaders
-                                else "accelerator" if p in self.accel_procs else "worker")
-                        wid = (self.workers.index(p) if role == "worker" else
-                               self.accel_procs.index(p) if role == "accelerator" else -1)
-                        why = (f"killed by signal {signal.Signals(-code).name}" if code < 0
-                               else f"exited with status {code}")
-                        fail(role, wid, None, f"the process died without a report ({why})", None, p.pid)
-                if failure is None and now - last_progress > stall:
-                    raise WorkerError(f"no progress for {stall:.0f} s (stuck at frame {next_idx}); "
-                                      "the pipeline processes stopped answering") from None
-                continue
-            last_progress = time.monotonic()  # any message is an answer: rows, reports, heartbeats ("tick")
-            if msg[0] == "part":  # one of several loaders finished: one "eof" once all have
-                msg = self._merge_part(msg)
-                if msg is None:
-                    continue
-            kind = msg[0]
-            if kind == "rows":
-                _, wid, rows = msg
-                if len(rows):
-                    rows["t_recv"] = time.perf_counter()  # the sink has it: a hop's end (eyeblink.runtime.hops)
-                    pending[int(rows["index"][0])] = rows
-                    last_seen[wid] = int(rows["index"][-1])
-                while next_idx in pending:
-                    rows = pending.pop(next_idx)
-                    if next_idx + len(rows) > limit:
-                        rows = rows[: int(limit - next_idx)]
-                        if not len(rows):
-                            break
-                    self._write(sink, rows)
-                    next_idx += len(rows)
-                    if bar is not None:
-                        bar.update(len(rows))
-            elif kind == "done":
-                _, wid, seconds, calls, redetections, *extra = msg
-                done.add(wid)
-                if extra:
-                    self.accel_infos.append(extra[0])
-                for k, v in seconds.items():
-                    clock.seconds[k] += v
-                    clock.calls[k] += calls[k]
-                redet.redetections += redetections
-            elif kind == "eof":
-                _, expected, info, decode_s, decode_n, source_error = msg
-                self._info = info
-                clock.seconds["decode"] += decode_s
-                clock.calls["decode"] += decode_n
-                if source_error is not None:
-                    limit = min(limit, expected)
-            elif kind == "error":
-                _, role, wid, frame, line, tb, user_error = msg
-                pid = (self._loader_pid(wid) if role == "loader" else self.accel_procs[wid].pid if role == "accelerator"
-                       else self.workers[wid].pid)
-                if pid is not None:
-                    self._reported.add(pid)
-                if role == "loader" and isinstance(user_error, EyeblinkError) and failure is None:
-                    source_error = user_error
-                    limit = min(limit, frame)
-                    fail_deadline = time.monotonic() + self.par.drain_timeout_s
-                    continue
-                fail(role, wid, frame, line, tb, pid)
-        if failure is not None:
-            raise failure
-        if source_error is not None:
-            raise source_error
-        return info
-
     # ---------------------------------------------------------------- several loaders on one input
 
     def _start_ranges(self) -> bool:
@@ -1118,177 +570,3 @@ class _Run:
         self.loader = self.loaders[0]
         return True
 
-    def _release(self, slots: np.ndarray) -> None:
-        """A worker hands the ring slots it has read back to the loader(s) that own them."""
-        if self.n_loaders == 1:
-            self._put(self.free_q, slots.tolist())
-            return
-        owner = slots % self.n_loaders
-        for lid in np.unique(owner).tolist():
-            self._put(self.free_qs[lid], slots[owner == lid].tolist())
-
-    def _loader_pid(self, lid: int) -> int | None:
-        if self.loaders and 0 <= lid < len(self.loaders):
-            return self.loaders[lid].pid
-        return self.loader.pid if self.loader is not None else None
-
-    def _wait_window(self, first: int) -> None:
-        """Block (stop-aware) until frame ``first`` is within :attr:`window` of the sink's write position."""
-        assert self.written is not None
-        while first - self.written.value > self.window:
-            if self.stop.is_set() or os.getppid() != self.parent_pid:
-                raise _Stop
-            time.sleep(0.002)
-
-    def _range_loader_main(self, lid: int) -> None:
-        from eyeblink.sources.ranges import iter_range
-
-        self._child_setup()
-        ring, plan, n = self.ring, self.plan, self.n_loaders
-        assert ring is not None and plan is not None
-        free: list[int] = list(range(len(ring) - 1, -1, -1))
-        free = [s for s in free if s % n == lid]
-        free_q = self.free_qs[lid]
-        decode_s = 0.0
-        decoded = 0
-        batch = _Batcher(self)
-        try:
-            for rng in plan.ranges[lid::n]:
-                self._wait_window(rng.first)
-                batch.start_at(rng.first)
-                frames = iter_range(self.source, plan, rng)
-                while True:
-                    t0 = time.perf_counter()
-                    try:
-                        frame = next(frames)
-                    except StopIteration:
-                        break
-                    except EyeblinkError:  # rows below it still count: send them, then report it
-                        batch.flush()
-                        raise
-                    t1 = time.perf_counter()
-                    decode_s += t1 - t0
-                    decoded += 1
-                    slot = self._take_slot(free, free_q, batch.starting)
-                    ring.put(slot, frame.image)
-                    batch.add(slot, frame.timestamp_s, t1)
-                batch.flush()
-            self._put(self.out_q, ("part", lid, decode_s, decoded))
-            self._end_of_input()
-        except _Stop:
-            self._quit()
-        except BaseException as exc:
-            self._report("loader", lid, batch.n, exc)
-            self._quit()
-            raise SystemExit(1) from None
-
-    def _merge_part(self, msg: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """Gather the loaders' ``part`` messages; the input's ``eof`` message once every loader sent one."""
-        _, lid, decode_s, decoded = msg
-        self._parts[lid] = (decode_s, decoded)
-        if len(self._parts) < self.n_loaders:
-            return None
-        plan = self.plan
-        return ("eof", plan.frames, plan.info or None, sum(p[0] for p in self._parts.values()),
-                sum(p[1] for p in self._parts.values()), None)
-
-
-#: Placement model of the loaders (ms of one core per 640x480 frame; ``eyeblink bench`` measures them).
-#: A landmark worker's frame costs ~0.8 ms with the default eye model (``lids``: the lid network every frame, the
-#: face mesh and BlazeFace every ~10th) to 3.5-5 ms (``mesh``, or detection on every frame); a file's decode
-#: ~1 ms (MJPG) to ~1.5 ms (H.264) of CPU. The fallback when the eye model's cost is not known:
-WORKER_MS_PER_FRAME = 1.7
-#: A frame's CPU outside its networks and decoding (the worker's Python per frame, the hand-off, the sink and the
-#: CSV writer): measured with ``lids`` on real 640x480 frames, 2-core AVX-512 VM, 2026-11-26 (~0.2 + 0.1 ms), and
-#: rounded up for slower cores.
-FRAME_OVERHEAD_MS = 0.4
-#: BlazeFace runs per detection (a segment's first frame looks at four quarter turns): 1.24 on real recordings.
-DETECT_RUNS_PER_KEYFRAME = 1.24
-#: From this many cores, loaders by the throughput rule (see :func:`choose_loaders`).
-MIN_CORES_FOR_LOADERS = 4
-#: Below :data:`MIN_CORES_FOR_LOADERS` cores, a second loader when one loader would need at least this share of a
-#: core to keep the cores busy (with the decode cost :func:`_probe_decode_ms` measures). Measured on 2 cores
-#: (AVX-512 VM, real 640x480 MJPG, 20,000 frames, alternated runs): with ``lids`` (share ~1.2) a second loader
-#: raised the cores' use from 0.86 to 0.97 and the rate by 7-12 %; with ``mesh`` (share ~0.75) it changed nothing.
-SECOND_LOADER_SHARE = 1.0
-
-
-def worker_ms_per_frame(cfg: RunConfig, fps: float | None) -> float:
-    """A landmark worker's CPU per frame under ``cfg`` at ``fps`` (the registry's costs, :data:`FRAME_OVERHEAD_MS`).
-
-    An estimate for placing processes (never for rows): the eye model's cost with its reuse at ``fps``, the
-    detector's keyframes, the per-frame overhead. :data:`WORKER_MS_PER_FRAME` when the model is not registered.
-    """
-    from eyeblink.landmarks import EYE_MODELS
-    from eyeblink.runtime.host import FALLBACK_DETECT_MS
-
-    spec = EYE_MODELS.get(cfg.landmarks.model)
-    if spec is None:
-        return WORKER_MS_PER_FRAME
-    rate = fps if fps and fps > 0 else 500.0
-    detect = FALLBACK_DETECT_MS * DETECT_RUNS_PER_KEYFRAME / max(1, cfg.detect.detect_every)
-    return spec.cost_ms(rate, cfg.landmarks.mesh_reuse_ms) + detect + FRAME_OVERHEAD_MS
-
-
-def loader_share(decode_ms: float, worker_ms: float, cores: int) -> float:
-    """The share of one core a single loader needs to keep ``cores`` busy: ``decode x cores / (decode + worker)``."""
-    return decode_ms * cores / max(decode_ms + worker_ms, 1e-9)
-
-
-def choose_loaders(par: ParallelConfig, workers: int, source: Any, *, cores: int | None = None,
-                   decode_ms: float | None = None, worker_ms: float = WORKER_MS_PER_FRAME) -> int:
-    """How many loaders feed ``workers`` landmark workers (``par.loaders`` when set).
-
-    From :data:`MIN_CORES_FOR_LOADERS` cores the rule is throughput: frames flow at ``min(L / decode_ms, W /
-    worker_ms)``, so ``L = ceil(W x decode_ms / worker_ms)`` loaders keep ``W`` workers busy; capped at a quarter
-    of the cores (the workers are the expensive stage). Below it the cores are shared by every process, and the
-    rule is the loader's share: at the rate the cores allow, one loader must run ``decode_ms x cores / (decode_ms
-    + worker_ms)`` of a core; from :data:`SECOND_LOADER_SHARE` on (a cheap eye model on a costly codec) a second
-    loader keeps the cores busy, otherwise one. ``decode_ms`` (CPU time) is measured on the input's first frames
-    when not given. One worker or one core: one loader.
-    """
-    if par.loaders:
-        return par.loaders
-    cores = cores or physical_cores()
-    if cores < 2 or workers <= 1:
-        return 1
-    if decode_ms is None:
-        decode_ms = _probe_decode_ms(source)
-    if cores < MIN_CORES_FOR_LOADERS:
-        return 2 if loader_share(decode_ms, worker_ms, cores) >= SECOND_LOADER_SHARE else 1
-    need = math.ceil(workers * decode_ms / worker_ms - 1e-9)
-    return max(1, min(need, cores // 4))
-
-
-def time_decode(source: Any, frames: int) -> tuple[int, float]:
-    """Decode at most ``frames`` frames of ``source`` in this process: (frames decoded, seconds)."""
-    t0 = time.perf_counter()
-    n = 0
-    for _ in source:
-        n += 1
-        if n >= frames:
-            break
-    return n, time.perf_counter() - t0
-
-
-def _probe_decode_ms(source: Any, frames: int = 48) -> float:
-    """User CPU ms per frame of decoding ``source`` in this process: frames 2 to ``frames`` (~50 ms in all).
-
-    User CPU time (the decoder's threads included), not the wall clock: what decoding takes from the cores
-    whatever else runs, without the kernel's time reading a file not yet cached. The first frame (the decoder's
-    set-up) is not counted. The first frames cost more than the rest (MJPG 640x480 here: ~1.3 ms against ~0.95
-    over a whole file); :data:`SECOND_LOADER_SHARE` is set on this measure.
-    """
-    import resource
-
-    n, t0 = 0, 0.0
-    for _ in source:
-        n += 1
-        if n == 1:
-            t0 = resource.getrusage(resource.RUSAGE_SELF).ru_utime
-        if n >= frames:
-            break
-    seconds = resource.getrusage(resource.RUSAGE_SELF).ru_utime - t0
-    with contextlib.suppress(Exception):
-        source.close()
-    return seconds * 1000.0 / max(n - 1, 1)

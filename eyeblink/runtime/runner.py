@@ -101,7 +101,7 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
 
     ``workers`` > 1 runs the multiprocess pipeline (:mod:`eyeblink.runtime.parallel`) with that many
     landmark workers (and ``loaders`` decoder processes per input, 0 = auto: see
-    :func:`eyeblink.runtime.parallel.choose_loaders`); 0 or 1 runs the single-process reference. After each input,
+    :func:`eyeblink.runtime.sizing.choose_loaders`); 0 or 1 runs the single-process reference. After each input,
     :func:`eyeblink.outputs.analysis.finalize` calibrates its FEC column and writes trials, plots and NWB as
     ``analysis`` asks (checked before the first frame).
     """

@@ -1,0 +1,62 @@
+"""What every child process of a multiprocess run does: notice a stop, hand messages on, report its failure.
+
+``_ChildRole`` is the base of the roles (:mod:`eyeblink.runtime.roles`); its methods run in the loaders, the
+workers and the accelerator stage, each forked from the parent with the run's state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+from typing import Any
+
+from eyeblink import stopping
+from eyeblink.errors import EyeblinkError
+from eyeblink.runtime.queues import POLL_S, get_until_stopped, put_until_stopped
+
+_POLL_S = POLL_S  # how often a blocked get/put wakes up to check the stop event and its peers
+
+
+class _Stop(Exception):
+    """Raised inside a child when the run is being stopped (or the parent vanished)."""
+
+
+class _ChildRole:
+    """The child side every role shares (a mixin of :class:`eyeblink.runtime.parallel._Run`)."""
+
+    def _child_setup(self) -> None:
+        # SIGINT and SIGTERM to the whole group (Ctrl-C, Slurm) are the parent's to handle (it drains); the
+        # child was forked with both blocked (_fork), so none ran the parent's handler here; a child that
+        # does not stop when asked is killed by _shutdown
+        stopping.child_ignores_stops()
+
+    def _stopping(self) -> bool:
+        """Whether this child should stop: the run's stop event is set, or the parent is gone."""
+        return self.stop.is_set() or os.getppid() != self.parent_pid
+
+    def _get(self, q: Any) -> Any:
+        return get_until_stopped(q, self._stopping, _Stop)
+
+    def _put(self, q: Any, item: Any) -> None:
+        put_until_stopped(q, item, self._stopping, _Stop)
+
+    def _report(self, role: str, wid: int, frame: int, exc: BaseException) -> None:
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        line = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+        user_error = exc if isinstance(exc, EyeblinkError) else None
+        with contextlib.suppress(_Stop):
+            self._put(self.out_q, ("error", role, wid, frame, line, tb, user_error))
+
+    def _check_stop(self) -> None:
+        """Raise :class:`_Stop` in a child when the run is being stopped or the parent is gone."""
+        if self._stopping():
+            raise _Stop
+
+    def _queues(self) -> tuple[Any, ...]:
+        return (*self.work_qs, *self.post_qs, self.free_q, self.out_q)
+
+    def _quit(self) -> None:
+        if self._stopping():
+            for q in self._queues():
+                q.cancel_join_thread()
