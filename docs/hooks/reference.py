@@ -185,11 +185,11 @@ def _gen_frames() -> str:
 
 def _gen_live_frames() -> str:
     from eyeblink.outputs.export import FRAME_COLUMNS
-    from eyeblink.runtime.live import LIVE_FRAME_COLUMN_DOCS, LIVE_FRAME_COLUMNS
+    from eyeblink.runtime.livewriter import LIVE_FRAME_COLUMN_DOCS, LIVE_FRAME_COLUMNS
 
     extra = LIVE_FRAME_COLUMNS[len(FRAME_COLUMNS):]
     return columns_markdown(extra, LIVE_FRAME_COLUMN_DOCS, "live frames.csv",
-                            "LIVE_FRAME_COLUMN_DOCS in eyeblink/runtime/live.py")
+                            "LIVE_FRAME_COLUMN_DOCS in eyeblink/runtime/livewriter.py")
 
 
 def _gen_summary() -> str:

@@ -61,12 +61,14 @@ from eyeblink.config import (
     LiveConfig,
 )
 from eyeblink.errors import ConfigError, EyeblinkError, VideoOpenError, WorkerError, warn
-from eyeblink.outputs.export import FRAME_COLUMNS, ResultWriter
+from eyeblink.outputs.export import ResultWriter
 from eyeblink.runtime.choose import AUTO_LANDMARKS, choose_dealt_workers, choose_landmarks, resolve_eye_model
 from eyeblink.runtime.hops import HopRecord
+from eyeblink.runtime.livewriter import LIVE_FRAME_COLUMNS, LiveResultWriter
 from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
 from eyeblink.runtime.parallel import _POLL_S, ParallelPipeline, _Batcher, _Run, _Stop
 from eyeblink.runtime.priority import raise_priority, settle_heap
+from eyeblink.runtime.roles.base import die_with_parent
 from eyeblink.runtime.shm import FrameRing, RingSpec, ring_cap_bytes, ring_refusal
 
 if TYPE_CHECKING:
@@ -78,7 +80,6 @@ if TYPE_CHECKING:
     from eyeblink.runtime.metrics import LiveMetrics
     from eyeblink.runtime.pipeline import RunResult, SessionSink
     from eyeblink.runtime.publish import LiveTap
-    from eyeblink.signals.blinks import BlinkEvent
     from eyeblink.sources.live import LiveSource
 
 __all__ = ["LIVE_BATCH_FRAMES", "LIVE_CHUNK_FRAMES", "LIVE_FRAME_COLUMNS", "LiveConfig", "LivePipeline",
@@ -86,13 +87,6 @@ __all__ = ["LIVE_BATCH_FRAMES", "LIVE_CHUNK_FRAMES", "LIVE_FRAME_COLUMNS", "Live
 
 log = logging.getLogger("eyeblink.live")
 
-#: frames.csv of a live run: the contract's columns, then ``dropped`` (1 = a gap row of the overload policy).
-LIVE_FRAME_COLUMNS = (*FRAME_COLUMNS, "dropped")
-#: Unit and meaning of the columns a live frames.csv adds to the contract's (generated into the docs).
-LIVE_FRAME_COLUMN_DOCS: dict[str, tuple[str, str]] = {
-    "dropped": ("0/1", "live runs only: 1 for a gap row, a frame the overload policy dropped (--on-overload drop) "
-                       "or that never arrived; its measurement cells are empty"),
-}
 #: Ring slots mapped into every process before the capture when the ring could not be reserved in
 #: advance (FrameRing.prefault): the frames in flight cycle through the lowest slots, ~10 at 500 FPS.
 PREFAULT_SLOTS = 64
@@ -121,58 +115,6 @@ LIVE_SWITCH_INTERVAL_S = 0.0005
 #: for what follows the worker (its batch, the results queue, the sink's reorder and its write), which took up to
 #: ~150 ms more on a 2-core host at 1,000 FPS: a frame started at the whole bound reached LSL and the gate past it
 LIVE_LATE_SHARE = 0.5
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """In a forked child: be killed (SIGKILL) as soon as the process that forked it dies, whatever killed it
-    (``kill -9`` included), so that no loader keeps the camera connection and the ring, and no worker spins.
-
-    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; the parent may have died before it took effect, so the parent's
-    pid is checked after. Elsewhere the children's queue polls (every ``_POLL_S``) notice the new parent.
-    """
-    import sys
-
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
-    if os.getppid() != parent_pid:
-        os._exit(1)
-
-
-class LiveResultWriter(ResultWriter):
-    """frames.csv with the ``dropped`` column appended; set :attr:`dropped` before a gap row."""
-
-    def __init__(self, outdir: str | Path, stem: str, *, flush_interval_s: float = 0.5,
-                 tap: LiveTap | None = None) -> None:
-        super().__init__(outdir, stem, flush_interval_s=flush_interval_s)
-        self.dropped = False
-        self.tap = tap  # LSL, the gate socket, the API: each row and blink right after it is written
-
-    def frame_header(self) -> tuple[str, ...]:
-        """The table's columns, then ``dropped`` (:data:`LIVE_FRAME_COLUMNS` with the default table)."""
-        return (*self.table.names, *LIVE_FRAME_COLUMNS[len(FRAME_COLUMNS):])
-
-    def write_summary(self, summary: dict[str, Any]) -> None:
-        """As :meth:`ResultWriter.write_summary`; a run that ended well but fell behind (``live.status``
-        ``overloaded``) says so in the top-level ``status`` too, which scripts read (the dict is updated in place:
-        the run's result says the same)."""
-        if summary.get("status") == "ok" and (summary.get("live") or {}).get("status") == "overloaded":
-            summary["status"] = "overloaded"
-        super().write_summary(summary)
-
-    def write_frame(self, row: Any) -> None:
-        full = (*row, int(self.dropped))
-        super().write_frame(full)
-        if self.tap is not None:
-            self.tap.row(full)
-
-    def write_blink(self, ev: BlinkEvent) -> None:
-        super().write_blink(ev)
-        if self.tap is not None:
-            self.tap.blink(ev)
 
 
 class _LiveRun(_Run):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import traceback
 from typing import Any
 
@@ -60,3 +61,22 @@ class _ChildRole:
         if self._stopping():
             for q in self._queues():
                 q.cancel_join_thread()
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """In a forked child: be killed (SIGKILL) as soon as the process that forked it dies, whatever killed it
+    (``kill -9`` included), so that no loader keeps the camera connection and the ring, and no worker spins.
+
+    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; the parent may have died before it took effect, so the parent's
+    pid is checked after. Elsewhere the children's queue polls (every ``_POLL_S``) notice the new parent.
+    """
+    import sys
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != parent_pid:
+        os._exit(1)
