@@ -254,7 +254,7 @@ class _Run(_LoaderRole, _WorkerRole, _SinkRole, _ChildRole):
     of :mod:`eyeblink.runtime.roles`."""
 
     def __init__(self, pipe: ParallelPipeline, source: FrameSource) -> None:
-        self.pipe = pipe
+        self.pipe: ParallelPipeline = pipe
         self.cfg = pipe.cfg
         self.par = pipe.par
         self.source = source

@@ -10,11 +10,19 @@ import contextlib
 import os
 import signal
 import traceback
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from eyeblink import stopping
 from eyeblink.errors import EyeblinkError
 from eyeblink.runtime.queues import POLL_S, get_until_stopped, put_until_stopped
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from eyeblink.config import ParallelConfig, RunConfig
+    from eyeblink.runtime.shm import FrameRing, RingSpec
+    from eyeblink.sources.files import FrameSource
 
 _POLL_S = POLL_S  # how often a blocked get/put wakes up to check the stop event and its peers
 
@@ -23,7 +31,58 @@ class _Stop(Exception):
     """Raised inside a child when the run is being stopped (or the parent vanished)."""
 
 
-class _ChildRole:
+class _RunState:
+    """The run's state the roles read, as :class:`eyeblink.runtime.parallel._Run` sets it (declarations for the
+    type checker: the values are the run's own)."""
+
+    pipe: Any
+    cfg: RunConfig
+    par: ParallelConfig
+    source: FrameSource
+    W: int
+    dealt: int
+    C: int
+    B: int
+    fault: tuple[str, int] | None
+    spec: RingSpec | None
+    parent_pid: int
+    ring: FrameRing | None
+    preview: Any
+    work_qs: list[Any]
+    post_qs: list[Any]
+    free_q: Any
+    free_qs: list[Any]
+    out_q: Any
+    stop: Any
+    procs: list[Any]
+    loader: Any
+    loaders: list[Any]
+    workers: list[Any]
+    accel_procs: list[Any]
+    accel_infos: list[dict[str, Any]]
+    accelerated: bool
+    n_stage: int
+    n_done: int
+    n_loaders: int
+    plan: Any
+    window: int
+    written: Any
+    late_s: float | None
+    latencies: Any
+    _reported: set[int]
+    _parts: dict[int, tuple[Any, ...]]
+    _capture: Callable[[np.ndarray], None] | None
+    # the run's methods one role calls in another's module
+    late_from: Callable[[], int]
+    _dest: Callable[[int], Any]
+    _end_of_input: Callable[[], None]
+    _release: Callable[[np.ndarray], None]
+    _first_owned_from: Callable[[int, int], int]
+    _loader_pid: Callable[[int], int | None]
+    _merge_part: Callable[[tuple[Any, ...]], tuple[Any, ...] | None]
+
+
+class _ChildRole(_RunState):
     """The child side every role shares (a mixin of :class:`eyeblink.runtime.parallel._Run`)."""
 
     def _child_setup(self) -> None:

@@ -25,7 +25,7 @@ class _Batcher:
     """The loader's outgoing frame records: gathered until ``batch_frames`` are waiting or a chunk
     ends, then sent as one message to the worker that owns the chunk (``chunk % W``)."""
 
-    def __init__(self, run: Any) -> None:
+    def __init__(self, run: _LoaderRole) -> None:
         self._run = run
         self.n = 0  # frames added so far: the next frame's index
         self._first = 0

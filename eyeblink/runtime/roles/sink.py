@@ -21,7 +21,7 @@ from eyeblink import stopping
 from eyeblink.errors import EyeblinkError, WorkerError
 from eyeblink.runtime.pipeline import SessionSink, StageClock
 from eyeblink.runtime.results import decode_rows
-from eyeblink.runtime.roles.base import _POLL_S
+from eyeblink.runtime.roles.base import _POLL_S, _RunState
 
 
 @dataclass
@@ -93,7 +93,7 @@ class LatencyRecord:
         return self._exact.nbytes + (self._counts.nbytes if self._counts is not None else 0)
 
 
-class _SinkRole:
+class _SinkRole(_RunState):
     """The sink's methods, run in the parent (a mixin of :class:`eyeblink.runtime.parallel._Run`)."""
 
     def _latency_summary(self) -> dict[str, Any]:
