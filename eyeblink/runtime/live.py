@@ -66,9 +66,10 @@ from eyeblink.runtime.choose import AUTO_LANDMARKS, choose_dealt_workers, choose
 from eyeblink.runtime.hops import HopRecord
 from eyeblink.runtime.livewriter import LIVE_FRAME_COLUMNS, LiveResultWriter
 from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
-from eyeblink.runtime.parallel import _POLL_S, ParallelPipeline, _Batcher, _Run, _Stop
+from eyeblink.runtime.parallel import ParallelPipeline, _Run
 from eyeblink.runtime.priority import raise_priority, settle_heap
-from eyeblink.runtime.roles.base import die_with_parent
+from eyeblink.runtime.roles.base import _POLL_S, _Stop, die_with_parent
+from eyeblink.runtime.roles.loader import _Batcher
 from eyeblink.runtime.shm import FrameRing, RingSpec, ring_cap_bytes, ring_refusal
 
 if TYPE_CHECKING:

@@ -80,7 +80,6 @@ from eyeblink.errors import ConfigError
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.runtime.accelerator import stage_processes, stage_summary
 from eyeblink.runtime.pipeline import (
-    FrameAnalyzer,
     Outcome,
     ProgressFactory,
     RunResult,
@@ -97,10 +96,10 @@ from eyeblink.runtime.pipeline import (
 )
 from eyeblink.runtime.profiling import profiled
 from eyeblink.runtime.results import RESULT_DTYPE
-from eyeblink.runtime.roles.base import _POLL_S, _ChildRole, _Stop
-from eyeblink.runtime.roles.loader import _Batcher, _LoaderRole
+from eyeblink.runtime.roles.base import _ChildRole
+from eyeblink.runtime.roles.loader import _LoaderRole
 from eyeblink.runtime.roles.sink import LatencyRecord, _Redetections, _SinkRole
-from eyeblink.runtime.roles.worker import FAULT_ENV, _parse_fault, _WorkerRole, beside_keyframes
+from eyeblink.runtime.roles.worker import FAULT_ENV, _parse_fault, _WorkerRole
 from eyeblink.runtime.shm import FrameRing, RingSpec
 from eyeblink.runtime.sizing import (
     WORKER_MS_PER_FRAME,
@@ -119,11 +118,9 @@ __all__ = [
     "FAULT_ENV",
     "RESULT_DTYPE",
     "WORKER_MS_PER_FRAME",
-    "FrameAnalyzer",
     "LatencyRecord",
     "ParallelConfig",
     "ParallelPipeline",
-    "beside_keyframes",
     "choose_loaders",
     "loader_share",
     "physical_cores",
@@ -131,8 +128,6 @@ __all__ = [
     "time_decode",
     "worker_ms_per_frame",
 ]
-# re-exported for the subclasses and the tests that read them here (their modules: roles/, sizing)
-_REEXPORTED = (_POLL_S, _Batcher, _Stop)
 
 
 def supports(config: RunConfig) -> bool:
