@@ -40,6 +40,11 @@ Why this shape (measured on a 2-core x86 VM, 640x480 MJPG, see ``eyeblink bench`
   (copy-on-write: its pages stay shared); each worker builds its own LiteRT interpreter after the
   fork (interpreters and their thread pools must not cross a fork).
 
+Where the code is: this module holds the parent's side of a run (:class:`ParallelPipeline`, ``_Run``'s state,
+queues, forks and summary); each child's role is a mixin of ``_Run`` in :mod:`eyeblink.runtime.roles` (the
+loaders, the workers and the accelerator stage's children, the sink), and the loader count comes from
+:mod:`eyeblink.runtime.sizing`.
+
 Failure handling: every queue is bounded and every ``put``/``get``/``join`` has a timeout. A
 worker that raises sends its traceback to the sink; one that dies without a word (``os._exit``,
 a signal, the OOM killer) is noticed through its exit code. Either way the sink first writes every
