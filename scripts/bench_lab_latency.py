@@ -335,6 +335,8 @@ def main() -> int:
         **cpu_figures(cpu, args.warmup, fps),
         "priority": result.summary["live"].get("priority"),
         "stale_events": result.summary["live"]["publish"]["stale_events"],
+        # of which about start-up frames (analysed whatever their age: not the run falling behind)
+        "startup_stale_events": result.summary["live"]["publish"].get("startup_stale_events"),
         "max_age_ms": args.max_age_ms,
         "dropped_share": round(int(rows["dropped"].sum()) / max(1, len(rows)), 4),
         "frames_late": result.summary["live"]["frames_late"],

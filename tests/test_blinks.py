@@ -544,18 +544,18 @@ def test_a_blink_at_the_first_frame_after_a_gap_is_cut_by_its_start() -> None:
 
 
 def test_the_baselines_faster_medians_are_np_medians_floats() -> None:
-    """_row_medians (a sort per row) and _CenteredTemplate.pair (both eyes at once) give the floats np.median and
+    """row_medians (a sort per row) and CenteredTemplate.pair (both eyes at once) give the floats np.median and
     dissimilarity give, to the last bit: the rows written must not change with the way they are computed."""
-    from eyeblink.signals.blinks import _CenteredTemplate, _row_medians
+    from eyeblink.signals.numerics import CenteredTemplate, row_medians
 
     rng = np.random.default_rng(0)
     for i in range(300):
         n = int(rng.integers(1, 1600))
         rows = rng.random((6, n)) if i % 2 else np.round(rng.normal(0.3, 0.05, (6, n)), 3)
-        assert np.array_equal(_row_medians(rows), np.median(rows, axis=1))
+        assert np.array_equal(row_medians(rows), np.median(rows, axis=1))
         stack = rng.integers(0, 256, (int(rng.integers(1, 130)), 40)).astype(np.float32)
-        assert np.array_equal(_row_medians(np.ascontiguousarray(stack.T)), np.median(stack, axis=0))
-    template = _CenteredTemplate(np.median(rng.integers(0, 256, (9, 2, 12, 24)).astype(np.float32), axis=0))
+        assert np.array_equal(row_medians(np.ascontiguousarray(stack.T)), np.median(stack, axis=0))
+    template = CenteredTemplate(np.median(rng.integers(0, 256, (9, 2, 12, 24)).astype(np.float32), axis=0))
     for _ in range(300):
         patches = rng.integers(0, 256, (2, 12, 24), dtype=np.uint8)
         assert template.pair(patches) == (template.dissimilarity(0, patches[0]), template.dissimilarity(1, patches[1]))

@@ -451,6 +451,7 @@ def test_sha256sums_file_matches_constants() -> None:
         weights.FACE_MESH_FILENAME: weights.FACE_MESH_SHA256,
         weights.IRIS_FILENAME: weights.IRIS_SHA256,
         weights.LIDS_FILENAME: weights.LIDS_SHA256,
+        weights.LIDS_V1_FILENAME: weights.LIDS_V1_SHA256,
         weights.LIDS_V2_FILENAME: weights.LIDS_V2_SHA256,
     }
 

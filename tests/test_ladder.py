@@ -152,16 +152,18 @@ ZJU_SUBSET = ("000011M_FNN", "000011M_UNN", "000017F_FTN", "000019F_FBN")
 
 def test_the_rule_for_defaults_on_real_clips(data_dir: Path, tmp_path: Path) -> None:
     """On four real zju-dev clips (one per condition), two rates: the default eye model (``lids`` with its
-    default network) holds against the other shipped lid network, and a detector that needs a much deeper
+    default network, the ``cpu`` preset as ``eyeblink eval`` runs it) holds against the lid network it replaced as
+    the default (``lids_v1``), and a detector that needs a much deeper
     closure (``close_ratio`` 0.5) is worse beyond the bootstrap's noise on some rung."""
     ds = zju_subset(data_dir, tmp_path, ZJU_SUBSET)
     from dataclasses import replace
 
     from eyeblink import weights
-    from eyeblink.config import RunConfig
+    from eyeblink.config import load_preset
     from eyeblink.lab.ladder import run_ladder
+    from eyeblink.presets import resolve_preset
 
-    cfg = RunConfig()
+    cfg = load_preset(resolve_preset("cpu"))
     assert cfg.landmarks.model == "lids" and cfg.landmarks.model_path is None
     default = run_ladder(ds, cfg, rates=(15.0, 7.5))
     assert list(default["table"]) == ["native", "decimated 15", "exposed 15", "decimated 7.5", "exposed 7.5"]
@@ -170,7 +172,7 @@ def test_the_rule_for_defaults_on_real_clips(data_dir: Path, tmp_path: Path) -> 
     same = no_worse(default, default)
     assert same["passes"] and all(c["margin"] == 0 and c["loss"] == 0 for c in same["cells"])
     other = run_ladder(ds, replace(cfg, landmarks=replace(
-        cfg.landmarks, model_path=str(weights.WEIGHTS_DIR / weights.LIDS_V2_FILENAME))), rates=(15.0, 7.5))
+        cfg.landmarks, model_path=str(weights.WEIGHTS_DIR / weights.LIDS_V1_FILENAME))), rates=(15.0, 7.5))
     verdict = no_worse(default, other)
     assert verdict["passes"], verdict["cells"][:3]
     shallow = run_ladder(ds, replace(cfg, blinks=replace(cfg.blinks, close_ratio=0.5, open_ratio=0.6,

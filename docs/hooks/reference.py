@@ -483,7 +483,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "cli": _gen_cli,
     "columns-frames": _gen_frames,
     "columns-live-frames": _gen_live_frames,
-    "columns-blinks": _gen_columns("eyeblink.signals.blinks", "BLINK", "blinks.csv"),
+    "columns-blinks": _gen_columns("eyeblink.signals.events", "BLINK", "blinks.csv"),
     "columns-trials": _gen_columns("eyeblink.signals.trials", "TRIAL", "trials.csv"),
     "columns-traces": _gen_columns("eyeblink.signals.trials", "TRACE", "traces.csv"),
     "columns-points": _gen_columns("eyeblink.outputs.export", "POINTS", "points.csv"),

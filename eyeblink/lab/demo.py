@@ -19,8 +19,8 @@ from eyeblink.config import RunConfig
 from eyeblink.lab.synth import PlantedBlink, SynthConfig, SyntheticTruth, write_recording
 from eyeblink.signals.blinks import BlinkEvent
 
-#: 8 ms at 500 FPS: the default lid network (``lids_v1``) places the rendered closures' onsets 2-4 frames after the
-#: lid starts to move (``lids_v2`` and the face mesh within 1 frame)
+#: 8 ms at 500 FPS: the earlier default lid network ``lids_v1`` places the rendered closures' onsets 2-4 frames after
+#: the lid starts to move (the default ``lids_v3``, ``lids_v2`` and the face mesh within 1 frame)
 ONSET_TOLERANCE_FRAMES = 4
 
 

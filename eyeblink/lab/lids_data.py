@@ -245,3 +245,117 @@ def build_cache(sources: list[Path], cache: Path, *, every: int = 1, frame_augme
     finally:
         teacher.close()
     return files
+
+
+# --------------------------------------------------------------------------- blinks and long exposures
+
+#: Mid-blink: an eye's teacher aperture between these fractions of its open value (the source's 80th percentile).
+MID_BLINK = (0.2, 0.85)
+#: Frames averaged into one long-exposure sample (the ladder's exposed rungs: 2..4 at 30 FPS; 5 for margin).
+EXPOSURE_FRAMES = (2, 5)
+
+
+@dataclass
+class BlinkFrames:
+    """Where the lid moves in a set of strips (one source's or the training set's, same order): ``mid`` and
+    ``dip`` (:func:`blink_masks`), ``runs`` of consecutive clean frames (:func:`clean_runs`, as indices)."""
+
+    mid: np.ndarray
+    dip: np.ndarray
+    runs: list[np.ndarray]
+
+    @classmethod
+    def of(cls, s: Samples, states: dict[int, str] | None = None) -> BlinkFrames:
+        return cls(*blink_masks(s, states), clean_runs(s))
+
+    @classmethod
+    def concat(cls, items: list[BlinkFrames]) -> BlinkFrames:
+        offsets = np.cumsum([0, *(len(b.mid) for b in items)])
+        return cls(np.concatenate([b.mid for b in items]) if items else np.zeros(0, bool),
+                   np.concatenate([b.dip for b in items]) if items else np.zeros(0, bool),
+                   [r + o for b, o in zip(items, offsets, strict=False) for r in b.runs])
+
+
+def open_value(aperture: np.ndarray) -> np.ndarray:
+    """Per eye the open-eye aperture of a source: the 80th percentile of ``aperture`` ``(N, 2)`` (at least 0.05,
+    the blink detector's open baseline being a high percentile too)."""
+    if len(aperture) == 0:
+        return np.full(2, 0.05, np.float32)
+    return np.maximum(np.percentile(aperture, 80, axis=0), 0.05).astype(np.float32)
+
+
+def blink_masks(s: Samples, states: dict[int, str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(mid, dip)`` boolean masks over the strips of one source.
+
+    ``mid`` (mid-blink): either eye's teacher aperture within :data:`MID_BLINK` of the source's open value
+    (:func:`open_value` of its clean frames), or, where ``states`` (``.tag`` frame id -> ``open`` / ``blink`` /
+    ``closed``, :func:`eyeblink.lab.train_lids.tag_states`) label the frame, inside a labelled blink and not
+    flagged fully closed. ``dip``: the lid down at all, i.e. ``mid``, or an eye under the upper bound
+    (shut included), or inside a labelled blink."""
+    if len(s) == 0:
+        return np.zeros(0, bool), np.zeros(0, bool)
+    clean = ~s.augmented
+    ratio = s.aperture / open_value(s.aperture[clean] if clean.any() else s.aperture)
+    lo, hi = MID_BLINK
+    mid = ((ratio >= lo) & (ratio <= hi)).any(1)
+    dip = (ratio <= hi).any(1)
+    if states:
+        st = np.array([states.get(int(f), "none") for f in s.frame_id])
+        mid |= st == "blink"
+        dip |= (st == "blink") | (st == "closed")
+    return mid, dip
+
+
+def clean_runs(s: Samples, *, max_gap: int = 2) -> list[np.ndarray]:
+    """Indices of a video source's clean (not frame-augmented) strips in runs of consecutive frames (frame ids
+    at most ``max_gap`` apart: a repeated or dropped frame, or one without a face, is a small gap; a longer gap
+    ends the run). Photos and rendered faces (independent frames) have none."""
+    from eyeblink.lab.evaluate import VIDEO_EXTENSIONS
+
+    if Path(s.source).suffix.lower() not in VIDEO_EXTENSIONS:
+        return []
+    idx = np.flatnonzero(~s.augmented & (s.frame_id >= 0))
+    if len(idx) < 2:
+        return []
+    idx = idx[np.argsort(s.frame_id[idx], kind="stable")]
+    breaks = np.flatnonzero(np.diff(s.frame_id[idx]) > max_gap) + 1
+    return [r for r in np.split(idx, breaks) if len(r) >= 2]
+
+
+def exposed_samples(ctx: np.ndarray, aperture: np.ndarray, windows: list[np.ndarray]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Long-exposure samples: per window (indices of consecutive frames' strips) the mean of their context
+    strips (as a camera exposing over those frames records the eye) and the mean of their teacher apertures
+    (the lid opening over the exposure: what the exposed picture integrates)."""
+    if not windows:
+        return np.zeros((0, *ctx.shape[1:]), np.uint8), np.zeros((0, 2), np.float32)
+    out = np.stack([np.rint(ctx[w].astype(np.float32).mean(0)) for w in windows]).astype(np.uint8)
+    return out, np.stack([aperture[w].mean(0) for w in windows]).astype(np.float32)
+
+
+def tiled_windows(runs: list[np.ndarray], k: int) -> list[np.ndarray]:
+    """The windows of ``k`` consecutive strips that tile each run (as an exposed rung at step ``k`` cuts a clip)."""
+    return [r[i:i + k] for r in runs for i in range(0, len(r) - k + 1, k)]
+
+
+def random_windows(runs: list[np.ndarray], dip: np.ndarray, count: int, rng: np.random.Generator, *,
+                   frames: tuple[int, int] = EXPOSURE_FRAMES, dip_share: float = 0.5) -> list[np.ndarray]:
+    """``count`` random windows of ``frames[0]..frames[1]`` consecutive strips from ``runs``; a share
+    ``dip_share`` of them placed over a frame of ``dip`` (the lid down: most of a recording is the open eye,
+    whose exposure is the open eye again)."""
+    runs = [r for r in runs if len(r) >= frames[0]]
+    if not runs or count <= 0:
+        return []
+    owner = np.concatenate([np.full(len(r), i) for i, r in enumerate(runs)])
+    pos = np.concatenate([np.arange(len(r)) for r in runs])
+    dips = np.flatnonzero(dip[np.concatenate(runs)])
+    out = []
+    for _ in range(count):
+        k = int(rng.integers(frames[0], frames[1] + 1))
+        over_blink = len(dips) and rng.random() < dip_share
+        j = int(rng.choice(dips)) if over_blink else int(rng.integers(len(owner)))
+        r, p = runs[owner[j]], int(pos[j])
+        k = min(k, len(r))
+        start = int(rng.integers(max(0, p - k + 1), min(p, len(r) - k) + 1))
+        out.append(r[start:start + k])
+    return out

@@ -10,6 +10,12 @@ down-and-up scaling, sensor noise, row banding (mains flicker / rolling shutter)
 dark or bright, and the lenses' magnification, tint and glare). ``--shape-aug 0 --no-lenses`` is the first
 recipe (that of ``lids_v1.tflite``).
 
+Following the lid through the blink: ``--blink-oversample K`` shows each mid-blink strip (the teacher's aperture
+between open and shut, or inside a ``.tag`` blink) K times an epoch, and ``--exposure-aug F`` adds F x N long
+exposures (the mean of 2-5 consecutive frames' strips, labelled with the mean of their teacher apertures:
+:mod:`eyeblink.lab.lids_data`). The excluded subjects' report gives the error on open, mid-blink and exposed
+frames apart (:func:`lid_errors`); ``--score`` gives it for an exported file without training.
+
 The network (:func:`build_model`, 31k parameters at the default width): per eye crop (40x60, the
 subject's left eye mirrored) a per-crop standardisation, a 3x3 stride-2 convolution, three
 depthwise-separable stride-2 blocks and two dense layers, giving the aperture and the log of its
@@ -42,6 +48,8 @@ from eyeblink.outputs.paths import OutputPlan, atomic_path, write_text
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from eyeblink.lab.lids_data import BlinkFrames
 
 #: Scale of the aperture loss: an error of this size costs 1.
 APERTURE_UNIT = 0.02
@@ -265,24 +273,42 @@ def training_batch(ctx: np.ndarray, aperture: np.ndarray, rng: np.random.Generat
 
 def train(ctx: np.ndarray, aperture: np.ndarray, *, epochs: int = 20, batch_size: int = 128, seed: int = 0,
           learning_rate: float = 3e-3, width: int = 16, shape_range: float = SHAPE_RANGE, lenses: bool = True,
+          blinks: BlinkFrames | None = None, blink_oversample: int = 1, exposure: float = 0.0,
           log: Any = print, on_epoch: Callable[[int, Any], None] | None = None) -> Any:
     """A trained lid network (Keras) on the context strips ``ctx`` and their teacher apertures
     (``shape_range``, ``lenses``: the augmentations of :func:`training_batch`, by default the shipped recipe's;
     ``shape_range=0, lenses=False`` the first recipe's; ``on_epoch(epoch, model)``
-    after each epoch, e.g. to follow a validation set)."""
+    after each epoch, e.g. to follow a validation set).
+
+    With ``blinks`` (:class:`BlinkFrames` of the same strips): every epoch shows each mid-blink strip
+    ``blink_oversample`` times (each copy its own augmentation) and adds ``exposure`` x N long-exposure samples
+    (:func:`eyeblink.lab.lids_data.random_windows`: the mean of 2-5 consecutive frames' strips, labelled with the
+    mean of their teacher apertures; half of them over a blink)."""
     import numpy as np
+
+    from eyeblink.lab.lids_data import BlinkFrames, exposed_samples, random_windows
 
     keras = training_keras()
     if len(ctx) == 0:
         raise DatasetError("no labelled strips to train on (no face found in the training inputs?)")
+    if blinks is None:
+        blinks = BlinkFrames(np.zeros(len(ctx), bool), np.zeros(len(ctx), bool), [])
+    extra = np.repeat(np.flatnonzero(blinks.mid), max(0, blink_oversample - 1))
+    n_exposed = round(exposure * len(ctx)) if blinks.runs else 0
     model = build_model(width, seed)
-    steps = max(1, epochs * math.ceil(2 * len(ctx) / batch_size))
+    steps = max(1, epochs * math.ceil(2 * (len(ctx) + len(extra) + n_exposed) / batch_size))
     sched = keras.optimizers.schedules.CosineDecay(learning_rate, steps, alpha=0.02)
     model.compile(optimizer=keras.optimizers.Adam(sched), loss=lids_loss)
     rng = np.random.default_rng(seed)
+    if len(extra) or n_exposed:
+        log(f"each epoch: {len(ctx)} strips, {len(extra)} more copies of {int(blinks.mid.sum())} mid-blink strips, "
+            f"{n_exposed} long exposures")
     for epoch in range(epochs):
         t0 = time.perf_counter()
-        x, y = training_batch(ctx, aperture, rng, shape_range=shape_range, lenses=lenses)
+        ectx, eap = exposed_samples(ctx, aperture, random_windows(blinks.runs, blinks.dip, n_exposed, rng))
+        idx = np.concatenate([np.arange(len(ctx)), extra])
+        x, y = training_batch(np.concatenate([ctx[idx], ectx]), np.concatenate([aperture[idx], eap]), rng,
+                              shape_range=shape_range, lenses=lenses)
         hist = model.fit(x, y, batch_size=batch_size, epochs=1, shuffle=True, verbose=0)
         log(f"epoch {epoch + 1}/{epochs}: loss {hist.history['loss'][-1]:.4f} "
             f"({time.perf_counter() - t0:.1f} s, {len(x)} eye crops)")
@@ -292,11 +318,16 @@ def train(ctx: np.ndarray, aperture: np.ndarray, *, epochs: int = 20, batch_size
 
 
 def predict(model: Any, strips: np.ndarray, batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-    """(aperture, log sigma) ``(N, 2)`` each (subject's right, left eye) of ``(N, 40, 120)`` strips (Keras)."""
+    """(aperture, log sigma) ``(N, 2)`` each (subject's right, left eye) of ``(N, 40, 120)`` strips (a Keras
+    model, or an exported file's :class:`~eyeblink.landmarks.lids.LidNetwork`)."""
     import numpy as np
 
-    from eyeblink.landmarks.lids import eye_inputs
+    from eyeblink.landmarks.lids import LidNetwork, eye_inputs
 
+    if isinstance(model, LidNetwork):
+        runs = [model.run(s) for s in strips]
+        return (np.array([a for a, _ in runs], np.float64).reshape(-1, 2),
+                np.array([ls for _, ls in runs], np.float64).reshape(-1, 2))
     out = np.asarray(model.predict(eye_inputs(strips), batch_size=batch_size, verbose=0), np.float64)
     out = out.reshape(len(strips), 2, 2)
     return out[..., 0], out[..., 1]
@@ -393,28 +424,86 @@ def agreement(pairs: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
 
 def score_clips(model: Any, files: list[Path], tags: dict[str, Path]) -> dict[str, Any]:
     """Teacher vs student on the clean (not frame-augmented) cached strips of annotated clips, per condition
-    (the ZJU file-name suffix) and overall."""
+    (the ZJU file-name suffix) and overall; ``lid_errors``: :func:`lid_errors` over every excluded video."""
     import numpy as np
 
     from eyeblink.lab.evaluate import group_of
     from eyeblink.lab.lids_data import Samples
 
-    rows = []
+    rows, errs = [], []
     for f in files:
         s = Samples.load(f)
         name = Path(s.source).stem
         tag = tags.get(name)
         keep = ~s.augmented
-        if tag is None or not keep.any():
+        if not keep.any():
             continue
-        states = tag_states(tag)
+        states = tag_states(tag) if tag is not None else None
+        errs.append(clip_errors(model, s, states))
+        if tag is None or states is None:
+            continue
         student, _ = predict(model, crop_strips(s.ctx[keep], None))
         rows.append({"clip": name, "group": group_of(Path(name)), "teacher": s.aperture[keep],
                      "student": student, "states": np.array([states.get(int(i), "none") for i in s.frame_id[keep]])})
-    out: dict[str, Any] = {"overall": frame_scores(rows), "groups": {}}
+    out: dict[str, Any] = {"overall": frame_scores(rows), "groups": {}, "lid_errors": lid_errors(errs)}
     for g in sorted({r["group"] for r in rows}):
         out["groups"][g] = frame_scores([r for r in rows if r["group"] == g])
     return out
+
+
+def clip_errors(model: Any, s: Any, states: dict[int, str] | None) -> dict[str, Any]:
+    """|student - teacher| (per eye) on one video source's clean strips, with the mid-blink mask
+    (:func:`eyeblink.lab.lids_data.blink_masks`), and on its long exposures: for k = 2..5 the windows of k
+    consecutive frames that tile the clip (:func:`~eyeblink.lab.lids_data.tiled_windows`), the mean strip
+    against the mean teacher aperture, each window flagged when it holds a frame with the lid down."""
+    import numpy as np
+
+    from eyeblink.lab.lids_data import EXPOSURE_FRAMES, BlinkFrames, exposed_samples, tiled_windows
+
+    keep = ~s.augmented
+    b = BlinkFrames.of(s, states)
+    student, _ = predict(model, crop_strips(s.ctx[keep], None))
+    out: dict[str, Any] = {"error": np.abs(student - s.aperture[keep]), "mid": b.mid[keep], "exposed": {}}
+    for k in range(EXPOSURE_FRAMES[0], EXPOSURE_FRAMES[1] + 1):
+        windows = tiled_windows(b.runs, k)
+        if not windows:
+            continue
+        ectx, eap = exposed_samples(s.ctx, s.aperture, windows)
+        est, _ = predict(model, crop_strips(ectx, None))
+        out["exposed"][k] = (np.abs(est - eap), np.array([bool(b.dip[w].any()) for w in windows]))
+    return out
+
+
+def lid_errors(clips: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean |student - teacher| apertures (both eyes) over :func:`clip_errors`' clips: every clean frame, the
+    open ones, the mid-blink ones, and the long exposures (all of them, per k, and those over a blink)."""
+    import numpy as np
+
+    def cell(err: list[np.ndarray]) -> dict[str, Any]:
+        e = np.concatenate(err) if err else np.zeros((0, 2))
+        return {"n": len(e), "mae": float(e.mean()) if len(e) else math.nan}
+
+    if not clips:
+        return {}
+    out = {"frames": cell([c["error"] for c in clips]),
+           "open_frames": cell([c["error"][~c["mid"]] for c in clips]),
+           "mid_blink": cell([c["error"][c["mid"]] for c in clips])}
+    ks = sorted({k for c in clips for k in c["exposed"]})
+    out["exposed"] = cell([c["exposed"][k][0] for c in clips for k in ks if k in c["exposed"]])
+    out["exposed_over_blink"] = cell([c["exposed"][k][0][c["exposed"][k][1]] for c in clips for k in ks
+                                      if k in c["exposed"]])
+    out["exposed_k"] = {str(k): cell([c["exposed"][k][0] for c in clips if k in c["exposed"]]) for k in ks}
+    return out
+
+
+def format_lid_errors(e: dict[str, Any]) -> str:
+    """One line of :func:`lid_errors`."""
+    def f(c: dict[str, Any]) -> str:
+        return f"{c['mae']:.4f} ({c['n']})"
+
+    return ("student - teacher mean |aperture error| (samples): all frames " + f(e["frames"]) + ", open "
+            + f(e["open_frames"]) + ", mid-blink " + f(e["mid_blink"]) + ", exposed 2-5 frames " + f(e["exposed"])
+            + ", exposed over a blink " + f(e["exposed_over_blink"]))
 
 
 # --------------------------------------------------------------------------- the command
@@ -426,7 +515,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="+", metavar="VIDEO_DIR_OR_PHOTO",
                    help="training recordings, folders of them (searched recursively) or photos; a .tag beside a "
                         "video is used for the frame scores")
-    p.add_argument("-o", "--output", required=True, metavar="TFLITE", help="the trained lid network (.tflite)")
+    p.add_argument("-o", "--output", metavar="TFLITE", help="the trained lid network (.tflite; needed unless --score)")
     p.add_argument("--cache", default=None, metavar="DIR",
                    help="where the teacher-labelled strips are kept between runs (default: a folder in the "
                         "system temp dir; never inside a repository: the frames may be research-only data)")
@@ -448,6 +537,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "(default %(default)s)")
     p.add_argument("--no-lenses", dest="lenses", action="store_false",
                    help="glasses augmentation without the lens effects (magnification, tint, glare)")
+    p.add_argument("--blink-oversample", type=int, default=1, metavar="K",
+                   help="show each mid-blink strip K times an epoch (the teacher's aperture between open and shut, "
+                        "or inside a .tag blink not flagged fully closed), each copy augmented anew; 1 turns it "
+                        "off (default %(default)s)")
+    p.add_argument("--exposure-aug", type=float, default=0.0, metavar="F",
+                   help="add F x N long exposures an epoch: the mean of 2-5 consecutive video frames' strips "
+                        "labelled with the mean of their teacher apertures, half of them over a blink (as a slow "
+                        "camera exposing that long records it); 0 turns it off (default %(default)s)")
+    p.add_argument("--score", default=None, metavar="TFLITE",
+                   help="train nothing: score this lid network (a .tflite) on the --exclude-subjects' cached "
+                        "strips, as a trained one is (frame AUC, errors on mid-blink and exposed frames)")
     p.add_argument("--validate-subjects", default="", metavar="IDS",
                    help="of the --exclude-subjects, those to follow every 5 epochs (teacher agreement: mean "
                         "|error|, the open-eye offset, the error relative to the open eye), to choose settings "
@@ -481,19 +581,25 @@ def expand_inputs(inputs: list[str]) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     """``eyeblink train-lids``: label (cached), train, export, score the excluded subjects."""
-    from eyeblink.lab.lids_data import PHOTO_SUFFIXES, Samples, build_cache, subject_of
+    from eyeblink.lab.lids_data import PHOTO_SUFFIXES, BlinkFrames, Samples, build_cache, subject_of
 
     for name in ("epochs", "batch_size", "width", "threads"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.synthetic < 0 or args.frame_augment < 0:
-        raise ConfigError("--synthetic and --frame-augment must be >= 0")
-    out = Path(args.output)
-    if out.suffix != ".tflite":
+    if args.synthetic < 0 or args.frame_augment < 0 or args.blink_oversample < 1 or args.exposure_aug < 0:
+        raise ConfigError("--synthetic, --frame-augment and --exposure-aug must be >= 0, --blink-oversample >= 1")
+    if args.output is None and args.score is None:
+        raise ConfigError("give -o TFLITE for the trained network (or --score TFLITE to score one)")
+    out = Path(args.output) if args.output is not None else None
+    if out is not None and out.suffix != ".tflite":
         raise ConfigError(f"--output must end in .tflite, got {out}")
+    if args.score is not None and not args.exclude_subjects.strip():
+        raise ConfigError("--score scores the --exclude-subjects: name them (e.g. --exclude-subjects 000011,000013)")
     plan = OutputPlan()  # before any strip is labelled or epoch trained
     for src in args.inputs:
         plan.read(src, "the input")
+    if args.score is not None:
+        plan.read(args.score, "--score")
     plan.write(out, "-o").write(args.report, "--report").check()
     os.environ.setdefault("TF_NUM_INTEROP_THREADS", str(args.threads))
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(args.threads))
@@ -504,6 +610,7 @@ def run(args: argparse.Namespace) -> int:
     files = build_cache(videos, cache, frame_augment=args.frame_augment, seed=args.seed)
     files += build_cache(photos, cache, frame_augment=12, synthetic=args.synthetic, seed=args.seed)
     excluded = {x.strip() for x in args.exclude_subjects.split(",") if x.strip()}
+    tags = {s.stem: s.with_suffix(".tag") for s in videos if s.with_suffix(".tag").is_file()}
     train_items, test_files = [], []
     for f in files:
         s = Samples.load(f)
@@ -512,6 +619,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             train_items.append(s)
     data = Samples.concat(train_items)
+    if args.score is not None:
+        return score_file(Path(args.score), test_files, tags, excluded, args.report)
     if len(data) == 0:
         raise DatasetError("no labelled strips to train on: no face was found in the training inputs, or every "
                            "input's subject is in --exclude-subjects")
@@ -531,24 +640,53 @@ def run(args: argparse.Namespace) -> int:
             print(f"  validation ({', '.join(sorted(watch))}: {len(val)} sources) at epoch {epoch}: "
                   + ", ".join(f"{k} {v:.4f}" for k, v in agreement(pairs).items()), flush=True)
 
+    blinks = None
+    if args.blink_oversample > 1 or args.exposure_aug > 0:
+        blinks = BlinkFrames.concat([BlinkFrames.of(s, tag_states(tags[Path(s.source).stem])
+                                                    if Path(s.source).stem in tags else None) for s in train_items])
     model = train(data.ctx, data.aperture, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
-                  width=args.width, shape_range=args.shape_aug, lenses=args.lenses, on_epoch=follow)
+                  width=args.width, shape_range=args.shape_aug, lenses=args.lenses, blinks=blinks,
+                  blink_oversample=args.blink_oversample, exposure=args.exposure_aug, on_epoch=follow)
+    assert out is not None
     digest = export_tflite(model, out)
     print(f"wrote {out} ({out.stat().st_size:,} bytes, {model.count_params():,} parameters), sha256 {digest}")
     if test_files:
-        tags = {s.stem: s.with_suffix(".tag") for s in videos if s.with_suffix(".tag").is_file()}
-        scores = score_clips(model, test_files, tags)
-        report = {"model": str(out), "sha256": digest, "excluded": sorted(excluded),
-                  "train_strips": len(data), "scores": scores}
-        ov = scores.get("overall", {})
-        if ov:
-            print(f"excluded subjects, frame AUC closed-vs-open: teacher {ov['auc_teacher']:.4f}, student "
-                  f"{ov['auc_student']:.4f}; student - teacher aperture: mean |error| {ov['mean_abs_error']:.4f}")
-        if args.report:
-            from eyeblink.outputs.export import clean_json
-
-            write_text(args.report, json.dumps(clean_json(report), indent=2) + "\n", "--report")
+        write_scores(model, {"model": str(out), "sha256": digest, "excluded": sorted(excluded),
+                             "train_strips": len(data)}, test_files, tags, args.report)
     return 0
+
+
+def score_file(path: Path, test_files: list[Path], tags: dict[str, Path], excluded: set[str],
+               report: str | None) -> int:
+    """``--score``: an exported lid network scored on the excluded subjects' cached strips."""
+    from eyeblink.landmarks.lids import LidNetwork
+
+    if not test_files:
+        raise DatasetError(f"--score: none of the inputs belongs to --exclude-subjects {','.join(sorted(excluded))}")
+    net = LidNetwork(path)
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        write_scores(net, {"model": str(path), "sha256": digest, "excluded": sorted(excluded)}, test_files, tags,
+                     report)
+    finally:
+        net.close()
+    return 0
+
+
+def write_scores(model: Any, head: dict[str, Any], test_files: list[Path], tags: dict[str, Path],
+                 report: str | None) -> None:
+    """Score ``model`` on the excluded sources, print the summary, write ``report`` (JSON) if given."""
+    scores = score_clips(model, test_files, tags)
+    ov = scores.get("overall", {})
+    if ov:
+        print(f"excluded subjects, frame AUC closed-vs-open: teacher {ov['auc_teacher']:.4f}, student "
+              f"{ov['auc_student']:.4f}; student - teacher aperture: mean |error| {ov['mean_abs_error']:.4f}")
+    if scores.get("lid_errors"):
+        print("excluded subjects, " + format_lid_errors(scores["lid_errors"]))
+    if report:
+        from eyeblink.outputs.export import clean_json
+
+        write_text(report, json.dumps(clean_json({**head, "scores": scores}), indent=2) + "\n", "--report")
 
 
 __all__ = ["add_parser", "auc", "build_model", "export_tflite", "predict", "run", "train"]

@@ -202,6 +202,9 @@ class LiveTap:
         self.frames = 0
         self.events = 0
         self.stale_events = 0
+        #: of those, the ones about a start-up frame (the workers' first frames, the connection's burst): the gate
+        #: said stale, rightly, but the run had not fallen behind
+        self.startup_stale_events = 0
         self.newest_frame = -1  # the newest row written (a gap row included) and its capture time
         self.newest_s = math.nan
         # the newest analysed (not dropped) frame: what every answer is about, and how fresh it is
@@ -331,6 +334,8 @@ class LiveTap:
         """Say ``stale`` about the newest analysed frame; the evidence pending for a new state is forgotten."""
         self.stale = True
         self.stale_events += 1
+        if self.fresh_frame < self.startup_frames:
+            self.startup_stale_events += 1
         self.debouncer.forget()
         self._publish(GateEvent("stale", max(self.fresh_frame, 0), self.fresh_s, self.tracker.state, None,
                                 {"age_ms": age * 1000.0, "max_age_ms": self.max_age_s * 1000.0}),
@@ -477,6 +482,7 @@ class LiveTap:
                 "stable_ms": self.tracker.stable_s * 1000.0, "max_blink_ms": self.tracker.max_blink_s * 1000.0,
                 "max_age_ms": self.max_age_s * 1000.0, "settle_ms": self.debouncer.settle_s * 1000.0,
                 "face_lost_ms": self.debouncer.face_lost_s * 1000.0, "stale_events": self.stale_events,
+                "startup_stale_events": self.startup_stale_events,
                 "max_latency_ms": self.max_latency_s * 1000.0 if self.max_latency_s is not None else None,
                 "late_rows": self.late_rows, "startup_rows": self.startup_rows,
                 "lsl_offset_s": self._offset, "events": self.events, "view": None}

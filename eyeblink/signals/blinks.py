@@ -70,273 +70,38 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from eyeblink.config import BlinkConfig
+from eyeblink.signals.events import BLINK, BLINK_COLUMN_DOCS, BLINK_COLUMNS, EVENT_KINDS, PROLONGED_CLOSURE, BlinkEvent
+from eyeblink.signals.measures import _EL, _ER, _F, _R, _T, event_rows, full_closure, measure_event
+from eyeblink.signals.numerics import (
+    CenteredTemplate,
+    TimeWindow,
+    median_of_few,
+    nanmean,
+    patch_dissimilarity,
+    quadratic_onset,
+    row_medians,
+)
 from eyeblink.signals.state import EyeState, StateChange
 
-BLINK_COLUMNS = (
-    "blink", "start_frame", "end_frame", "start_s", "end_s", "duration_ms", "peak_frame", "peak_s",
-    "baseline_ear", "min_ear", "amplitude", "baseline_ear_left", "min_ear_left", "amplitude_left",
-    "baseline_ear_right", "min_ear_right", "amplitude_right", "complete",
-    # appended in 0.2 (columns never change meaning; new ones go at the end)
-    "start_frame_left", "end_frame_left", "start_s_left", "end_s_left",
-    "start_frame_right", "end_frame_right", "start_s_right", "end_s_right",
-    "opening_amplitude", "closing_velocity", "opening_velocity", "partial", "full_closure_amplitude", "cue",
-    # appended in 0.3
-    "kind",
-)
+# the event, its columns and the two fits were defined here before they had modules of their own: importable from
+# here still
+__all__ = ["BLINK", "BLINK_COLUMNS", "BLINK_COLUMN_DOCS", "EVENT_KINDS", "PROLONGED_CLOSURE", "STATE_BUFFER",
+           "BlinkDetector", "BlinkEvent", "patch_dissimilarity", "quadratic_onset"]
 
-#: the kinds of event (``BlinkEvent.kind``): a blink, or a closure longer than ``max_blink_ms`` (not a blink)
-BLINK = "blink"
-PROLONGED_CLOSURE = "prolonged_closure"
-EVENT_KINDS = (BLINK, PROLONGED_CLOSURE)
 #: state changes kept for ``pop_state_changes`` between two calls (the oldest are dropped past it)
 STATE_BUFFER = 4096
 
 _NAN = math.nan
 _MAD_TO_SIGMA = 1.4826
 
-
-@dataclass(frozen=True, slots=True)
-class BlinkEvent:
-    """One blink. ``amplitude`` = 1 - min/baseline of the combined EAR ratio (0 open, 1 fully closed).
-
-    Per-eye fields are NaN (frames: None) when that eye was never fitted, or never went below
-    ``onset_ratio``, during the blink. Velocities are in EAR-ratio units per second.
-    """
-
-    blink: int
-    start_frame: int
-    end_frame: int
-    start_s: float
-    end_s: float
-    duration_ms: float
-    peak_frame: int
-    peak_s: float
-    baseline_ear: float
-    min_ear: float
-    amplitude: float
-    baseline_ear_left: float
-    min_ear_left: float
-    amplitude_left: float
-    baseline_ear_right: float
-    min_ear_right: float
-    amplitude_right: float
-    complete: bool
-    start_frame_left: int | None = None
-    end_frame_left: int | None = None
-    start_s_left: float = _NAN
-    end_s_left: float = _NAN
-    start_frame_right: int | None = None
-    end_frame_right: int | None = None
-    start_s_right: float = _NAN
-    end_s_right: float = _NAN
-    opening_amplitude: float = _NAN
-    closing_velocity: float = _NAN
-    opening_velocity: float = _NAN
-    partial: bool = False
-    full_closure_amplitude: float = _NAN
-    cue: str = "ear"
-    kind: str = BLINK
-
-    def __post_init__(self) -> None:
-        if self.end_frame < self.start_frame:
-            raise ValueError(f"BlinkEvent end_frame {self.end_frame} < start_frame {self.start_frame}")
-        if self.end_s < self.start_s:
-            raise ValueError(f"BlinkEvent end_s {self.end_s} < start_s {self.start_s}")
-        if not (self.start_frame <= self.peak_frame <= self.end_frame):
-            raise ValueError(f"BlinkEvent peak_frame {self.peak_frame} outside [{self.start_frame}, "
-                             f"{self.end_frame}]")
-        if self.cue not in ("ear", "appearance", "both"):
-            raise ValueError(f"BlinkEvent cue must be 'ear', 'appearance' or 'both', got {self.cue!r}")
-        if self.kind not in EVENT_KINDS:
-            raise ValueError(f"BlinkEvent kind must be one of {EVENT_KINDS}, got {self.kind!r}")
-
-    @property
-    def is_blink(self) -> bool:
-        """True for a blink, False for a prolonged closure (``kind``)."""
-        return self.kind == BLINK
-
-    def as_row(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def quadratic_onset(t: np.ndarray, y: np.ndarray, *, steps_per_frame: int = 4) -> float | None:
-    """Time ``t0`` of the best fit of ``y = b - a·max(0, t - t0)²`` (a > 0), or None.
-
-    ``t``/``y`` are the samples from before the lid moved up to the frame where
-    the blink was confirmed. Every candidate ``t0`` on a grid of
-    ``steps_per_frame`` per frame interval is solved in closed form (two-parameter
-    least squares), all at once.
-    """
-    n = len(t)
-    if n < 4:
-        return None
-    dt = float(np.median(np.diff(t))) if n > 1 else 0.0
-    if dt <= 0:
-        return None
-    cands = np.arange(t[0], t[-2], dt / steps_per_frame)
-    if len(cands) == 0:
-        return None
-    h = np.maximum(0.0, t[None, :] - cands[:, None]) ** 2  # (C, n)
-    # least squares of y ~ b - a h for each candidate: closed-form 2x2 normal equations
-    sh, shh = h.sum(1), (h * h).sum(1)
-    sy, shy = y.sum(), (h * y[None, :]).sum(1)
-    det = n * shh - sh * sh
-    ok = det > 1e-18
-    a = np.where(ok, -(n * shy - sh * sy) / np.where(ok, det, 1.0), 0.0)
-    b = np.where(ok, (sy + a * sh) / n, sy / n)
-    sse = ((b[:, None] - a[:, None] * h - y[None, :]) ** 2).sum(1)
-    sse = np.where(ok & (a > 0), sse, np.inf)
-    k = int(np.argmin(sse))
-    return float(cands[k]) if np.isfinite(sse[k]) else None
-
-
-def patch_dissimilarity(patch: np.ndarray, template: np.ndarray) -> float:
-    """``1 - NCC`` of two equally shaped patches (0 identical, up to 2); NaN for a flat patch."""
-    a = np.asarray(patch, dtype=np.float64)
-    b = np.asarray(template, dtype=np.float64)
-    a = a - a.mean()
-    b = b - b.mean()
-    den = math.sqrt(float((a * a).sum()) * float((b * b).sum()))
-    if den <= 1e-9:
-        return _NAN
-    return 1.0 - float((a * b).sum()) / den
-
-
-class _CenteredTemplate:
-    """A template centred once for :func:`patch_dissimilarity` against many patches (same arithmetic)."""
-
-    def __init__(self, template: np.ndarray) -> None:
-        b = np.asarray(template, dtype=np.float64)
-        self.b = [b[i] - b[i].mean() for i in range(len(b))]
-        self.bb = [float((x * x).sum()) for x in self.b]
-        self._stacked: np.ndarray | None = None  # b as one array, for pair()
-
-    def pair(self, patches: np.ndarray) -> tuple[float, float]:
-        """``(dissimilarity(0, patches[0]), dissimilarity(1, patches[1]))``, both eyes in one pass (the same sums:
-        each eye's reductions run over its own 288 values, as one patch's do)."""
-        if self._stacked is None:
-            self._stacked = np.stack(self.b)
-        a = np.asarray(patches, dtype=np.float64)
-        if a.shape != self._stacked.shape:
-            return self.dissimilarity(0, patches[0]), self.dissimilarity(1, patches[1])
-        add = np.add.reduce  # what mean() and sum() call, without their Python wrappers
-        a = a - (add(a, axis=(1, 2)) / (a.shape[1] * a.shape[2]))[:, None, None]
-        aa = add(a * a, axis=(1, 2)).tolist()
-        ab = add(a * self._stacked, axis=(1, 2)).tolist()
-        out = []
-        for i in (0, 1):
-            den = math.sqrt(aa[i] * self.bb[i])
-            out.append(_NAN if den <= 1e-9 else 1.0 - ab[i] / den)
-        return out[0], out[1]
-
-    def dissimilarity(self, i: int, patch: np.ndarray) -> float:
-        a = np.asarray(patch, dtype=np.float64)
-        a = a - a.mean()
-        den = math.sqrt(float((a * a).sum()) * self.bb[i])
-        if den <= 1e-9:
-            return _NAN
-        return 1.0 - float((a * self.b[i]).sum()) / den
-
-
-def _nanmean(vals: tuple[float, ...]) -> float:
-    v = [x for x in vals if not math.isnan(x)]
-    return sum(v) / len(v) if v else _NAN
-
-
-def _amp(minimum: float, base: float) -> float:
-    if math.isnan(minimum) or math.isnan(base) or base <= 0:
-        return _NAN
-    return min(1.0, max(0.0, 1.0 - minimum / base))
-
-
-def _smooth(y: np.ndarray, t: np.ndarray, window_ms: float) -> np.ndarray:
-    """Centred moving average over ``window_ms`` (no smoothing when it spans fewer than 3 samples)."""
-    if len(y) < 3:
-        return y
-    dt = float(np.median(np.diff(t)))
-    k = round(window_ms / 1000 / dt) if dt > 0 else 1
-    if k < 3:
-        return y
-    k |= 1
-    pad = np.pad(y, k // 2, mode="edge")
-    return np.convolve(pad, np.ones(k) / k, mode="valid")
-
-
 _REFRESH_S = 0.04  # how often the baseline medians and noise are recomputed (and the settle check runs)
 _GAP_INTERVALS = 2.5  # at low frame rates a gap is this many frame intervals (a 6 FPS camera is not all gaps)
 _SETTLED_FRACTION = 0.8  # a level has settled when this fraction of the last settle_ms stays in its band
-
-
-class _Window:
-    """Rows of floats in time order (column 0 = t), dropped from the front by time.
-
-    A numpy buffer rather than a deque of tuples: the baseline medians read it as an array
-    every 10 ms without converting 1,500 tuples each time (that conversion was most of the
-    blink detector's cost per frame at 500 FPS).
-    """
-
-    def __init__(self, width: int, capacity: int = 1024) -> None:
-        self._buf = np.empty((capacity, width))
-        self._start = 0
-        self._end = 0
-
-    def __len__(self) -> int:
-        return self._end - self._start
-
-    def append(self, row: tuple[float, ...]) -> None:
-        if self._end == len(self._buf):
-            live = self._buf[self._start:self._end]
-            if len(live) * 2 > len(self._buf):  # more than half full: grow
-                grown = np.empty((len(self._buf) * 2, self._buf.shape[1]))
-                grown[:len(live)] = live
-                self._buf = grown
-            else:  # compact
-                self._buf[:len(live)] = live.copy()
-            self._start, self._end = 0, len(live)
-        self._buf[self._end] = row
-        self._end += 1
-
-    def drop_before(self, t: float) -> None:
-        """Forget rows older than ``t`` (rows are in time order)."""
-        times = self._buf[self._start:self._end, 0]
-        self._start += int(np.searchsorted(times, t, side="left"))
-
-    def view(self) -> np.ndarray:
-        """The live rows (a view: valid until the next append)."""
-        return self._buf[self._start:self._end]
-
-
-# sample layout in the per-event traces (float64 columns)
-_F, _T, _R, _RL, _RR, _D, _EL, _ER = range(8)
-
-
-def _row_medians(rows: np.ndarray) -> np.ndarray:
-    """``np.median(rows, axis=1)`` of a 2-D array without NaN, the same floats: the middle values of each sorted
-    row, averaged as np.median averages them (a sort of a few thousand values is several times cheaper than
-    np.median's partition, which also looks for NaN)."""
-    n = rows.shape[1]
-    if n == 0:
-        return np.median(rows, axis=1)
-    s = np.sort(rows, axis=1)
-    h = n // 2
-    return np.mean(s[:, h:h + 1] if n % 2 else s[:, h - 1:h + 1], axis=1)
-
-
-def _median_of_few(values: Iterable[float]) -> float:
-    """``np.median`` of a few finite values (the same float), without its per-call cost (~50 us: the live sink runs
-    this on every frame)."""
-    v = sorted(values)
-    n = len(v)
-    if not n:
-        return _NAN
-    return float(v[n // 2]) if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
 class BlinkDetector:
@@ -368,13 +133,13 @@ class BlinkDetector:
         # frames waiting for the state machine, in order, after the warm-up: (frame, t, left, right, patches, learn)
         self._backlog: deque[tuple[int, float, float, float, np.ndarray | None, bool]] = deque()
         # open-eye samples of the baseline window: (t, ear, left, right, ratio, dis_left, dis_right)
-        self._base = _Window(7)
+        self._base = TimeWindow(7)
         self._stats = np.full(7, _NAN)  # medians of the columns above (index 0 unused)
         self._sigma = np.full(7, _NAN)  # robust sigmas
         self._stats_t = -math.inf
         self._patches: deque[tuple[float, np.ndarray]] = deque()  # (t, (2, h, w)) open-eye patches
         self._template: np.ndarray | None = None
-        self._centered: tuple[np.ndarray, _CenteredTemplate] | None = None
+        self._centered: tuple[np.ndarray, CenteredTemplate] | None = None
         self._dis_cache: tuple[np.ndarray, np.ndarray, tuple[float, float]] | None = None
         self._template_t = -math.inf
         self._app_min_span = 0.0  # seconds of patches a template started afresh needs before the cue is used
@@ -484,15 +249,15 @@ class BlinkDetector:
             partial: list[int] = [1, 2, 3, 4, 5, 6]
             if len(arr):
                 # the columns without a NaN: their medians (and MADs) in one call each, the same values as column by
-                # column (_row_medians: np.median of each row)
+                # column (row_medians: np.median of each row)
                 cols = arr[:, 1:7].T
                 whole = np.isfinite(cols).all(axis=1)
                 if whole.any():
                     at = np.flatnonzero(whole)
                     c = cols[at]
-                    meds = _row_medians(c)
+                    meds = row_medians(c)
                     stats[at + 1] = meds
-                    sigma[at + 1] = _MAD_TO_SIGMA * _row_medians(np.abs(c - meds[:, None]))
+                    sigma[at + 1] = _MAD_TO_SIGMA * row_medians(np.abs(c - meds[:, None]))
                     partial = (np.flatnonzero(~whole) + 1).tolist()
             for k in partial:
                 col = arr[:, k] if len(arr) else np.empty(0)
@@ -506,7 +271,7 @@ class BlinkDetector:
             raw = np.stack([p for _, p in self._patches])
             stack = raw.astype(np.float32)
             if raw.dtype.kind in "ui":  # no NaN: np.median(stack, axis=0)'s floats, each pixel's row sorted
-                self._template = _row_medians(np.ascontiguousarray(stack.reshape(len(stack), -1).T)).reshape(
+                self._template = row_medians(np.ascontiguousarray(stack.reshape(len(stack), -1).T)).reshape(
                     stack.shape[1:])
             else:
                 self._template = np.median(stack, axis=0)
@@ -543,7 +308,7 @@ class BlinkDetector:
         s = self._stats
         rl = el / s[2] if s[2] > 0 else _NAN
         rr = er / s[3] if s[3] > 0 else _NAN
-        ratio = _nanmean((rl, rr))
+        ratio = nanmean((rl, rr))
         dl = dr = _NAN
         if patches is not None and self._template is not None and self.cfg.appearance and self._template_ready():
             dl, dr = self._dis(patches)
@@ -597,7 +362,7 @@ class BlinkDetector:
             # (a full deque's length is always 64, so this runs on every frame: sorted() of 64 floats is ~10x
             # cheaper than np.median of a deque, and gives the same value to the last bit)
             if len(self._intervals) % 8 == 0 or self._interval != self._interval:
-                self._interval = _median_of_few(self._intervals)
+                self._interval = median_of_few(self._intervals)
 
     def _gap_s(self) -> float:
         """Seconds without a sample that make a gap: ``max_gap_ms``, or 2.5 frame intervals at low frame rates."""
@@ -633,16 +398,16 @@ class BlinkDetector:
         warm, self._warm = self._warm, None
         t_end = warm[-1][1]
         for _, ts, a, b, p in warm:
-            self._base.append((ts, _nanmean((a, b)), a, b, _NAN, _NAN, _NAN))
+            self._base.append((ts, nanmean((a, b)), a, b, _NAN, _NAN, _NAN))
             if p is not None and self.cfg.appearance:
                 self._patches.append((ts, p))
         self._recompute(t_end)  # EAR medians and the patch template
         s = self._stats
         rows = []
         for _, ts, a, b, p in warm:
-            ratio = _nanmean((a / s[2] if s[2] > 0 else _NAN, b / s[3] if s[3] > 0 else _NAN))
-            rows.append((ts, _nanmean((a, b)), a, b, ratio, *self._dis(p)))
-        self._base = _Window(7)
+            ratio = nanmean((a / s[2] if s[2] > 0 else _NAN, b / s[3] if s[3] > 0 else _NAN))
+            rows.append((ts, nanmean((a, b)), a, b, ratio, *self._dis(p)))
+        self._base = TimeWindow(7)
         for row in rows:
             self._base.append(row)
         self._recompute(t_end)  # ratio and appearance noise
@@ -682,7 +447,7 @@ class BlinkDetector:
 
         def learn_open() -> None:
             if learn:
-                self._push_baseline(t, (_nanmean((el, er)), el, er, row[_R], *self._dis(patches)), patches)
+                self._push_baseline(t, (nanmean((el, er)), el, er, row[_R], *self._dis(patches)), patches)
 
         if self._state == self._OPEN:
             if math.isnan(level) or level >= cfg.onset_ratio:
@@ -757,12 +522,6 @@ class BlinkDetector:
                 ev["peak"] = old
             ev["hole"] = True
 
-    def _full_closure(self) -> float:
-        cfg = self.cfg
-        if len(self._amplitudes) >= cfg.full_closure_min_events:
-            return float(np.quantile(self._amplitudes, cfg.full_closure_quantile))
-        return cfg.full_closure_amplitude
-
     def _settled(self, t: float) -> float | None:
         """The EAR ratio's level when it has held still for ``settle_ms`` (a settled level), else None."""
         cfg = self.cfg
@@ -792,7 +551,7 @@ class BlinkDetector:
             return []
         self._settle_t = t
         level = self._settled(t)
-        if level is None or 1.0 - level >= cfg.partial_fraction * self._full_closure():
+        if level is None or 1.0 - level >= cfg.partial_fraction * full_closure(self.cfg, self._amplitudes):
             return []  # still moving, or settled as deep as a closed eye: a closure goes on
         # a new open level (gaze, posture, glasses, light): learn it, and judge the event's samples again
         self._relearn(t)
@@ -820,16 +579,16 @@ class BlinkDetector:
         start the appearance template afresh from the patches that follow."""
         rows = list(self._tail)
         old = float(self._stats[1])
-        self._base = _Window(7)
+        self._base = TimeWindow(7)
         for r in rows:
-            self._base.append((r[_T], _nanmean((r[_EL], r[_ER])), r[_EL], r[_ER], _NAN, _NAN, _NAN))
+            self._base.append((r[_T], nanmean((r[_EL], r[_ER])), r[_EL], r[_ER], _NAN, _NAN, _NAN))
         self._recompute(t)
         s = self._stats
-        base = _Window(7)
+        base = TimeWindow(7)
         for r in rows:
             a, b = r[_EL], r[_ER]
-            ratio = _nanmean((a / s[2] if s[2] > 0 else _NAN, b / s[3] if s[3] > 0 else _NAN))
-            base.append((r[_T], _nanmean((a, b)), a, b, ratio, _NAN, _NAN))
+            ratio = nanmean((a / s[2] if s[2] > 0 else _NAN, b / s[3] if s[3] > 0 else _NAN))
+            base.append((r[_T], nanmean((a, b)), a, b, ratio, _NAN, _NAN))
         self._base = base
         self._reset_template(t)
         self.level_shifts.append((t, old, float(self._stats[1])))
@@ -843,7 +602,7 @@ class BlinkDetector:
         if cached is not None and cached[0] is patches and cached[1] is self._template:
             return cached[2]
         if self._centered is None or self._centered[0] is not self._template:
-            self._centered = (self._template, _CenteredTemplate(self._template))
+            self._centered = (self._template, CenteredTemplate(self._template))
         c = self._centered[1]
         out = c.pair(patches) if len(c.b) == 2 else (c.dissimilarity(0, patches[0]), c.dissimilarity(1, patches[1]))
         self._dis_cache = (patches, self._template, out)
@@ -899,7 +658,7 @@ class BlinkDetector:
         ev["after"] = []
         prev = self._pending
         if prev is not None and complete and (ev["start"][1] - prev["end"][1]) * 1000 < self.cfg.merge_gap_ms:
-            prev["samples"] = self._rows(prev) + prev["after"] + self._rows(ev)
+            prev["samples"] = event_rows(prev) + prev["after"] + event_rows(ev)
             prev["tail"], prev["peak"], prev["hole"] = deque(), None, False
             prev["end"] = ev["end"]
             prev["cue_ear"] |= ev["cue_ear"]
@@ -918,169 +677,9 @@ class BlinkDetector:
         self._pending = None
         out = []
         for ev in evs:
-            b = self._event(ev)
+            b = measure_event(self.cfg, ev, interval=self._interval, amplitudes=self._amplitudes,
+                              number=self._count + 1)
             if b is not None:
+                self._count += 1
                 out.append(b)
         return out
-
-    # -- measures ---------------------------------------------------------------------------------------
-    def _onset_fit(self, rows: np.ndarray, col: int, base: float, peak_t: float) -> int | None:
-        """Row index of the quadratic-fit onset over the closing phase up to half depth (None: too few)."""
-        if self.cfg.onset_model != "quadratic" or len(rows) < self.cfg.onset_min_samples:
-            return None
-        y = rows[:, col]
-        ok = np.isfinite(y)
-        if ok.sum() < self.cfg.onset_min_samples:
-            return None
-        ymin = float(np.nanmin(y[rows[:, _T] <= peak_t])) if (rows[:, _T] <= peak_t).any() else math.nan
-        if math.isnan(ymin):
-            return None
-        half = base - 0.5 * (base - ymin)
-        below = np.nonzero(ok & (y <= half) & (rows[:, _T] <= peak_t))[0]
-        stop = int(below[0]) + 1 if len(below) else len(rows)
-        sel = np.nonzero(ok[:stop])[0]
-        if len(sel) < self.cfg.onset_min_samples:
-            return None
-        t0 = quadratic_onset(rows[sel, _T], y[sel])
-        if t0 is None:
-            return None
-        return int(sel[int(np.argmin(np.abs(rows[sel, _T] - t0)))])
-
-    def _event(self, ev: dict[str, Any]) -> BlinkEvent | None:
-        cfg = self.cfg
-        inside = np.asarray(self._rows(ev), dtype=np.float64).reshape(-1, 8)
-        pre = np.asarray(ev["pre"], dtype=np.float64).reshape(-1, 8)
-        f1, t1 = ev["end"]
-        inside = inside[inside[:, _T] <= t1]
-        if len(inside) == 0:
-            return None
-        # peak: deepest combined EAR ratio (detection level where the EAR is missing)
-        depth_sig = np.where(np.isfinite(inside[:, _R]), inside[:, _R], inside[:, _D])
-        k_peak = int(np.nanargmin(depth_sig)) if np.isfinite(depth_sig).any() else 0
-        peak_f, peak_t = int(inside[k_peak, _F]), float(inside[k_peak, _T])
-        f0, t0 = ev["start"]
-        trace = np.concatenate([pre, inside]) if len(pre) else inside
-        k0 = self._onset_fit(trace[trace[:, _T] <= peak_t], _R, 1.0, peak_t)
-        if k0 is not None and trace[k0, _T] <= t0:
-            f0, t0 = int(trace[k0, _F]), float(trace[k0, _T])
-        # frames are inclusive: a blink seen in one frame lasts one frame interval, not 0 ms
-        interval = self._interval if self._interval == self._interval else 0.0
-        duration_ms = (t1 - t0 + interval) * 1000
-        if ev["complete"] and duration_ms < cfg.min_duration_ms:
-            return None
-        kind = PROLONGED_CLOSURE if duration_ms > cfg.max_blink_ms else BLINK
-        bs, bl, br = ev["baseline"]
-        with np.errstate(all="ignore"):
-            min_ratio = float(np.nanmin(inside[:, _R])) if np.isfinite(inside[:, _R]).any() else _NAN
-            min_l = float(np.nanmin(inside[:, _EL])) if np.isfinite(inside[:, _EL]).any() else _NAN
-            min_r = float(np.nanmin(inside[:, _ER])) if np.isfinite(inside[:, _ER]).any() else _NAN
-        cue = "both" if ev["cue_ear"] and ev["cue_app"] else ("appearance" if ev["cue_app"] else "ear")
-        if cue == "appearance" and cfg.appearance_needs_lid and min_ratio >= cfg.open_ratio:
-            return None  # the eye patch changed but the lid never left the open range: not a closure
-        amplitude = _amp(min_ratio, 1.0)
-        min_ear = bs * min_ratio if not math.isnan(min_ratio) else _NAN
-        # per-eye spans: the run below onset_ratio around that eye's minimum (onset refined as above)
-        eye: dict[str, Any] = {}
-        for side, col in (("left", _RL), ("right", _RR)):
-            span = self._eye_span(trace, col, float(trace[0, _T]), t1)
-            for key, val in zip(("start_frame", "end_frame", "start_s", "end_s"), span, strict=True):
-                eye[f"{key}_{side}"] = val
-        # velocities of the smoothed ratio over onset..offset
-        seg = trace[(trace[:, _T] >= t0) & (trace[:, _T] <= t1) & np.isfinite(trace[:, _R])]
-        closing_v = opening_v = _NAN
-        if len(seg) >= 2:
-            ys = _smooth(seg[:, _R], seg[:, _T], cfg.smooth_ms)
-            v = np.gradient(ys, seg[:, _T]) if len(seg) >= 2 else np.zeros(1)
-            before, after = seg[:, _T] <= peak_t, seg[:, _T] >= peak_t
-            closing_v = float(max(0.0, -v[before].min())) if before.any() else _NAN
-            opening_v = float(max(0.0, v[after].max())) if after.any() else _NAN
-        end_ratio = float(inside[-1, _R]) if np.isfinite(inside[-1, _R]) else _NAN
-        opening_amplitude = (end_ratio - min_ratio) if not (math.isnan(end_ratio) or math.isnan(min_ratio)) else _NAN
-        # partial vs full: relative to the subject's full closure (a high quantile of this session's amplitudes)
-        if not math.isnan(amplitude) and kind == BLINK:
-            self._amplitudes.append(amplitude)
-        full = self._full_closure()
-        partial = bool(math.isnan(amplitude) or amplitude < cfg.partial_fraction * full)
-        self._count += 1
-        return BlinkEvent(
-            blink=self._count, start_frame=f0, end_frame=f1, start_s=t0, end_s=t1,
-            duration_ms=duration_ms, peak_frame=min(max(peak_f, f0), f1), peak_s=min(max(peak_t, t0), t1),
-            baseline_ear=bs, min_ear=min_ear, amplitude=amplitude,
-            baseline_ear_left=bl, min_ear_left=min_l, amplitude_left=_amp(min_l, bl),
-            baseline_ear_right=br, min_ear_right=min_r, amplitude_right=_amp(min_r, br),
-            complete=bool(ev["complete"]) and f0 > ev.get("seg_first", -1), **eye,
-            opening_amplitude=opening_amplitude, closing_velocity=closing_v, opening_velocity=opening_v,
-            partial=partial, full_closure_amplitude=full, cue=cue, kind=kind,
-        )
-
-    @staticmethod
-    def _rows(ev: dict[str, Any]) -> list[tuple[float, ...]]:
-        """An event's kept samples in time order: the whole first part, its deepest sample, the last part."""
-        rows = list(ev["samples"])
-        if ev.get("peak") is not None:
-            rows.append(ev["peak"])
-        return rows + list(ev.get("tail", ()))
-
-    def _eye_span(self, trace: np.ndarray, col: int, t_lo: float,
-                  t_hi: float) -> tuple[int | None, int | None, float, float]:
-        sel = trace[(trace[:, _T] >= t_lo) & (trace[:, _T] <= t_hi)]
-        y = sel[:, col]
-        if not np.isfinite(y).any():
-            return None, None, _NAN, _NAN
-        k = int(np.nanargmin(y))
-        if not y[k] < self.cfg.onset_ratio:
-            return None, None, _NAN, _NAN
-        a = k
-        while a > 0 and np.isfinite(y[a - 1]) and y[a - 1] < self.cfg.onset_ratio:
-            a -= 1
-        b = k
-        while b + 1 < len(y) and np.isfinite(y[b + 1]) and y[b + 1] < self.cfg.onset_ratio:
-            b += 1
-        lo = sel[: k + 1]
-        fit = self._onset_fit(sel[: k + 1], col, 1.0, float(sel[k, _T])) if len(lo) else None
-        if fit is not None and fit <= a:
-            a = fit
-        return int(sel[a, _F]), int(sel[b, _F]), float(sel[a, _T]), float(sel[b, _T])
-
-#: Unit and one-line meaning of every ``blinks.csv`` column (the docs' column reference is generated from this;
-#: a column without an entry fails the docs build). "ratio" is EAR divided by the eye's open-eye baseline.
-BLINK_COLUMN_DOCS: dict[str, tuple[str, str]] = {
-    "blink": ("index", "blink number in the recording, from 1"),
-    "start_frame": ("frame", "onset frame (the knee of the start-from-rest fit at high frame rates, else the "
-                             "threshold crossing)"),
-    "end_frame": ("frame", "last frame of the blink (the eye back above the open threshold)"),
-    "start_s": ("s", "timestamp of the onset frame"),
-    "end_s": ("s", "timestamp of the end frame"),
-    "duration_ms": ("ms", "end_s - start_s + one frame interval (frames are inclusive: a one-frame blink lasts "
-                          "one frame interval)"),
-    "peak_frame": ("frame", "frame of the deepest closure (lowest openness)"),
-    "peak_s": ("s", "timestamp of the peak frame"),
-    "baseline_ear": ("ratio", "open-eye baseline openness (mean of the eyes) at the onset"),
-    "min_ear": ("ratio", "lowest openness (mean of the eyes) in the blink"),
-    "amplitude": ("fraction", "1 - min_ear / baseline_ear: 0 = no closure, 1 = fully closed"),
-    "baseline_ear_left": ("ratio", "the subject's left eye: baseline openness at the onset"),
-    "min_ear_left": ("ratio", "the subject's left eye: lowest openness"),
-    "amplitude_left": ("fraction", "the subject's left eye: 1 - min / baseline"),
-    "baseline_ear_right": ("ratio", "the subject's right eye: baseline openness at the onset"),
-    "min_ear_right": ("ratio", "the subject's right eye: lowest openness"),
-    "amplitude_right": ("fraction", "the subject's right eye: 1 - min / baseline"),
-    "complete": ("0/1", "1 when the blink started and ended inside the recording (0: cut by its start or end, "
-                        "or by a gap)"),
-    "start_frame_left": ("frame", "onset frame of the left eye alone (empty: that eye did not close)"),
-    "end_frame_left": ("frame", "end frame of the left eye alone"),
-    "start_s_left": ("s", "onset time of the left eye alone"),
-    "end_s_left": ("s", "end time of the left eye alone"),
-    "start_frame_right": ("frame", "onset frame of the right eye alone (empty: that eye did not close)"),
-    "end_frame_right": ("frame", "end frame of the right eye alone"),
-    "start_s_right": ("s", "onset time of the right eye alone"),
-    "end_s_right": ("s", "end time of the right eye alone"),
-    "opening_amplitude": ("fraction", "openness ratio regained from the minimum to the end"),
-    "closing_velocity": ("ratio/s", "peak closing speed of the openness ratio, smoothed over blinks.smooth_ms "
-                                    "(positive)"),
-    "opening_velocity": ("ratio/s", "peak opening speed of the openness ratio (positive)"),
-    "partial": ("0/1", "1 when the amplitude is below blinks.partial_fraction of the subject's full closure"),
-    "full_closure_amplitude": ("fraction", "the subject's full-closure amplitude this blink was judged against"),
-    "cue": ("text", "which signal crossed the threshold: ear, appearance (the eye patches) or both"),
-    "kind": ("text", "blink, or prolonged_closure: a closure longer than blinks.max_blink_ms (not a blink; "
-                     "not counted in the blink figures)"),
-}
