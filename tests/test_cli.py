@@ -134,10 +134,19 @@ def test_face_leaves_and_returns(face_frames: list[np.ndarray], tmp_path: Path) 
     proc = run_cli("process", video, "-o", out, "--detect-every", "5")
     assert proc.returncode == 0, proc.stderr
     face = np.array([int(r["face"]) for r in read_rows(out / "away.frames.csv")])
-    assert face[:100].all() and not face[100:160].any() and face[165:].all()
+    # at 500 FPS the detections that let the face go and find it again are used 10 ms (5 frames) after the frames
+    # they looked at (keyframe work beside the stream): the face is let go within a keyframe interval and that lag
+    # (here: at once, frame 100 is a keyframe), and a search every 5 frames finds it again within two lags
+    assert face[:100].all() and not face[106:160].any() and face[170:].all()
     summary = json.loads((out / "away.summary.json").read_text())
-    assert summary["frames_without_face"] == 60
-    assert read_rows(out / "away.blinks.csv") == []  # losing the face is not a blink
+    assert 54 <= summary["frames_without_face"] <= 65
+    # losing the face is not a blink: the frames between the face leaving and the detection that lets it go (at
+    # most a keyframe interval and the lag) are measured on a placement of a face no longer there; if they read as
+    # a closure, the event is cut by the loss: partial and not complete, never a blink that reopened
+    events = read_rows(out / "away.blinks.csv")
+    assert all(e["complete"] == "0" and e["partial"] == "1" and 95 <= int(e["start_frame"]) <= int(e["end_frame"]) < 106
+               for e in events), events
+    assert len(events) <= 1
 
 
 # ------------------------------------------------------------------------------------------ bad input

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -100,9 +101,16 @@ def test_a_column_added_to_the_table_reaches_header_docs_records_and_live_rows(t
     assert "| 16 | `patch_mean` | grey level | mean of the eye patches (a test column) |" in page
 
     # a live row: the tap turns a written row (and its dropped cell) into the table's row type
-    tap = LiveTap()
+    from eyeblink.runtime.sinks import Sink
+
     seen = []
-    tap.listeners.append(lambda kind, item: seen.append(item) if kind == "row" else None)
+
+    class Rows(Sink):
+        def row(self, r: Any, published: bool) -> None:
+            seen.append(r)
+
+    tap = LiveTap()
+    tap.add(Rows())
     first = rows[-1]
     tap.row([*(int(v) if cell[name] in (0, 2, 7) else (float(v) if v else None) for name, v in zip(header, first,
                                                                                                      strict=True)), 0])

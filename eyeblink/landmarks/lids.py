@@ -263,14 +263,16 @@ class LidsFitter(Closing):
         """Whether the held placement serves ``face`` at ``t`` without a new face-mesh run."""
         return self._reusable(face, t)
 
-    def placed_fit(self, gray: np.ndarray, face: FaceDetection) -> tuple[EyeFit, bool]:
+    def placed_fit(self, gray: np.ndarray, face: FaceDetection) -> tuple[EyeFit, str | None]:
         """The lid network on the placement held for ``face`` (no face-mesh run, whatever its age), and whether
-        a new placement is due: the held one is older than ``mesh_reuse_ms`` or the network's confidence in
-        an eye fell below :data:`REFIT_CONFIDENCE`."""
+        a new placement is due: ``"unsure"`` when the network's confidence in an eye fell below
+        :data:`REFIT_CONFIDENCE` (the eye left its strip: this measurement is not to be trusted), ``"stale"``
+        when the held placement is older than ``mesh_reuse_ms``, else None."""
         assert self._eyes is not None and self._eyes[0] is face, "placed_fit needs a placement of this face"
         left, right, ls = self.measure(gray, self._eyes[2])
         conf = confidence_of(ls)
-        due = not self._reusable(face, self._t) or float(conf.min()) < REFIT_CONFIDENCE
+        due = ("unsure" if float(conf.min()) < REFIT_CONFIDENCE
+               else "stale" if not self._reusable(face, self._t) else None)
         return self._eye_fit(gray, left, right, conf), due
 
     def _place(self, gray: np.ndarray, face: FaceDetection) -> None:

@@ -17,7 +17,7 @@ never of when the work finished: ``process`` computes it inline on the frame tha
 lock while a network runs, so it takes the other core) and waits at the adopting frame only if it is not done
 yet. The rows are the same either way (``tests/test_keyframes.py``).
 
-Frames further apart than the lag (every camera below 1000 / ``keyframe_lag_ms`` FPS: 50 FPS by default) and
+Frames further apart than the lag (every camera below 1000 / ``keyframe_lag_ms`` FPS: 100 FPS by default) and
 the first frame of a tracking segment (and of a live session) do the work on the frame itself, as without
 lagging. So does ``--detect-every 1``: every frame its own detection. Only eye models
 that separate placement from measurement (``lids``) are lagged; the others always work on the frame.

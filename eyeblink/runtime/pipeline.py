@@ -198,9 +198,10 @@ class FrameAnalyzer:
         #: it; a live worker sets a BesideKeyframes (a thread with its own networks)
         self.keyframes: Any = None
         self._inline: Any = None
-        # the keyframe work in flight (job, handle, where it runs, the eye model it places for) and the timestamp
-        # of the frame analysed last (None: a fresh start, which works on its own frame)
-        self._pending: tuple[Any, Any, Any, Any] | None = None
+        # the keyframe work in flight, oldest first (job, handle, where it runs, the eye model it places for): at
+        # most one detection (or search) and one placement; and the timestamp of the frame analysed last (None: a
+        # fresh start, which works on its own frame)
+        self._pending: list[tuple[Any, Any, Any, Any]] = []
         self._prev_t: float | None = None
 
     def reset(self) -> None:
@@ -211,7 +212,7 @@ class FrameAnalyzer:
         self._face_t = -math.inf
         self.redetections = 0
         self.clock = StageClock()
-        self._pending = None
+        self._pending = []
         self._prev_t = None
         self._restore_fitter(None)
 
@@ -223,13 +224,14 @@ class FrameAnalyzer:
         """
         get = getattr(self.fitter, "tracking_state", None)
         return (self._face, self._since_detect, self._iod_ref, self._face_t, get() if get else None,
-                self._pending, self._prev_t)
+                list(self._pending), self._prev_t)
 
     def restore_tracking(self, state: tuple[Any, ...] | None) -> None:
         """Continue from :meth:`tracking_state`'s ``state``; ``None``: no tracked face (a keyframe next)."""
         if state is None:
-            state = (None, 0, math.nan, -math.inf, None, None, None)
-        self._face, self._since_detect, self._iod_ref, self._face_t, fitter_state, self._pending, self._prev_t = state
+            state = (None, 0, math.nan, -math.inf, None, [], None)
+        self._face, self._since_detect, self._iod_ref, self._face_t, fitter_state, pending, self._prev_t = state
+        self._pending = list(pending)
         self._restore_fitter(fitter_state)
 
     def _restore_fitter(self, state: Any) -> None:
@@ -269,8 +271,12 @@ class FrameAnalyzer:
                 and prev is not None and (frame.timestamp_s - prev) * 1000.0 < lag
                 and hasattr(self.fitter, "placed_fit")):
             return self._analyze_lagged(frame, lag)
-        if self._pending is not None:  # frames far apart again: the work in flight is used from this frame
+        while self._pending:  # frames far apart again: the work in flight is used from this frame
             self._adopt()
+        return self._analyze_now(frame)
+
+    def _analyze_now(self, frame: Frame) -> FrameResult:
+        """A frame whose keyframe work is done on it (frames far apart, a segment's first frame, an unsure fit)."""
         every = self.cfg.detect.detect_every
         detected = False
         face = self._face
@@ -313,41 +319,39 @@ class FrameAnalyzer:
     def _analyze_lagged(self, frame: Frame, lag: float) -> FrameResult:
         """A frame closer than ``lag`` ms to the one before: rowed with the face and placement held now; the
         keyframe work it asks for starts on its pixels and is used from the first frame ``lag`` ms later."""
-        pending = self._pending
-        if pending is not None and (frame.timestamp_s - pending[0].t) * 1000.0 >= lag:
+        while self._pending and (frame.timestamp_s - self._pending[0][0].t) * 1000.0 >= lag - 1e-6:  # (float times)
             self._adopt()
-            pending = None
+        # a detection in flight (a keyframe, a search): the next waits for it; a placement in flight does not hold
+        # a keyframe up (the face is let go within the lag of the keyframe that no longer finds it)
+        detecting = any(p[0].kind != "place" for p in self._pending)
         face = self._face
         if face is None:  # no face: look for one (on this frame; the frames until it is used have none)
-            if pending is None:
+            if not detecting:
                 self._submit(frame, "search", hold=False)
-            return self._no_face(frame, pending is None)
+            return self._no_face(frame, not detecting)
         held = getattr(self.fitter, "tracking_state", None)
         eyes = held() if held is not None else None
         if eyes is None or eyes[0] is not face:  # the eye model changed (live --landmarks auto): place now
-            if pending is not None:
+            while self._pending:
                 self._adopt()
-            fit = self._fit(frame, face)
-            self._iod_ref = self._inter_ocular(fit)
-            return self._result(frame, face, False, fit)
+            return self._analyze_now(frame)
         detected = False
-        if pending is None and self._since_detect + 1 >= self.cfg.detect.detect_every:
+        if not detecting and self._since_detect + 1 >= self.cfg.detect.detect_every:
             self._submit(frame, "detect", hold=True)
-            detected = True
+            detected = detecting = True
         else:
             self._since_detect += 1
         fit, due = self._placed_fit(frame, face)
-        if self._pending is None:
-            if (self._drifted_cached(face, fit.points, self._inter_ocular(fit))
-                    or fit.presence < self.cfg.landmarks.min_presence):
-                self.redetections += 1  # the held box no longer fits the face: detect again, without holding it
-                self._submit(frame, "detect", hold=False)
-                detected = True
-            elif due:
-                self._submit(frame, "place", hold=False)
+        if not detecting and (self._drifted_cached(face, fit.points, self._inter_ocular(fit))
+                              or fit.presence < self.cfg.landmarks.min_presence):
+            self.redetections += 1  # the held box no longer fits the face: detect again, without holding it
+            self._submit(frame, "detect", hold=False)
+            detected = True
+        elif due and not self._pending:
+            self._submit(frame, "place", hold=False)
         return self._result(frame, face, detected, fit)
 
-    def _placed_fit(self, frame: Frame, face: FaceDetection) -> tuple[EyeFit, bool]:
+    def _placed_fit(self, frame: Frame, face: FaceDetection) -> tuple[EyeFit, str | None]:
         """The eye model on the placement it holds for ``face``, timed as the ``landmarks`` stage."""
         self.fitter.set_time(frame.timestamp_s, frame.index)  # type: ignore[attr-defined]
         if self.cfg.points and getattr(self.fitter, "pose_wanted", True) is False:
@@ -374,18 +378,18 @@ class FrameAnalyzer:
             if self._inline is None or self._inline.detector is not self.detector:
                 self._inline = InlineKeyframes(self.detector)
             where = self._inline
-        self._pending = (job, where.submit(job, self.cfg, fitter), where, fitter)
+        self._pending.append((job, where.submit(job, self.cfg, fitter), where, fitter))
         if kind != "place":
             self._since_detect = 0
 
     def _adopt(self) -> None:
-        """Use the keyframe work in flight from this frame on (waiting for it when it is not done yet)."""
-        assert self._pending is not None
-        job, handle, where, fitter = self._pending
-        self._pending = None
+        """Use the oldest keyframe work in flight from this frame on (waiting for it when it is not done yet)."""
+        job, handle, where, fitter = self._pending.pop(0)
         res = where.result(handle)
         for stage, dt in res.seconds.items():
             self.clock.add(stage, dt)
+        if job.kind == "place" and job.prior is not self._face:
+            return  # placed for a face let go or replaced meanwhile (a detection adopted before it)
         if job.kind == "place" and not res.redetected:
             if fitter is self.fitter:
                 fitter.adopt(res.placement)
