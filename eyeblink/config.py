@@ -163,8 +163,8 @@ class LandmarkConfig:
                  f"landmarks.mesh_reuse_ms must be in [0, 1000] ms, got {self.mesh_reuse_ms!r}")
         _require(self.min_face_px > 0, f"landmarks.min_face_px must be > 0, got {self.min_face_px}")
         _require(0.0 <= self.min_presence <= 1.0, f"landmarks.min_presence must be in [0, 1], got {self.min_presence}")
-        _require(self.model in LANDMARK_MODELS,
-                 f"landmarks.model must be one of {', '.join(LANDMARK_MODELS)}, got {self.model!r}")
+        _require(self.model in EYE_MODELS,  # the registry as it is now (a model registered after import counts)
+                 f"landmarks.model must be one of {', '.join(EYE_MODELS)}, got {self.model!r}")
 
 
 @dataclass(frozen=True)
@@ -606,8 +606,8 @@ class LiveConfig:
                  f"--record must be a file name ending in .nut, got {self.record!r}")
         _require(isinstance(self.lsl_name, str) and self.lsl_name.strip() != "",
                  f"--lsl-name must be a non-empty name, got {self.lsl_name!r}")
-        _require(self.landmarks in LIVE_LANDMARKS,
-                 f"live landmarks must be one of {', '.join(LIVE_LANDMARKS)}, got {self.landmarks!r}")
+        _require(self.landmarks == "auto" or self.landmarks in EYE_MODELS,
+                 f"live landmarks must be one of {', '.join(('auto', *EYE_MODELS))}, got {self.landmarks!r}")
         _require(self.priority in LIVE_PRIORITIES,
                  f"--priority must be one of {', '.join(LIVE_PRIORITIES)}, got {self.priority!r}")
         _require(self.overload in OVERLOAD_POLICIES,

