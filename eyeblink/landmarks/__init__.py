@@ -8,7 +8,7 @@ patches. Everything downstream (blinks, closure, trials, writers) reads only tha
 =============  ==========================================================================  ==========
 name           model                                                                       licence
 =============  ==========================================================================  ==========
-``mesh``       MediaPipe face mesh + iris-network eyelid refinement (lids's teacher)      Apache-2.0
+``mesh``       MediaPipe face mesh + iris-network eyelid refinement (lids's teacher)         Apache-2.0
 ``mesh-ear``   MediaPipe face mesh, six-point EAR (~3x cheaper: live on few cores)           Apache-2.0
 ``lids``       MediaPipe face mesh places the eyes, the project's lid network measures them  Apache-2.0
                (the default)
