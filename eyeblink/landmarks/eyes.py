@@ -136,6 +136,19 @@ def eye_strip(gray: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndar
     return strip, pts
 
 
+class FrameTimed:
+    """Mixin of the eye models that reuse work from fit to fit: the frame the next fit sees, set by the analyzer."""
+
+    _t: float | None = None
+    _frame: int | None = None
+
+    def set_time(self, timestamp_s: float | None, frame: int | None = None) -> None:
+        """The timestamp of the frame the next :meth:`fit` sees (``mesh_reuse_ms`` counts from it) and its index
+        (the ``pose_frame`` of a head pose measured on it)."""
+        self._t = timestamp_s
+        self._frame = frame
+
+
 @dataclass(frozen=True, slots=True)
 class EyeFit:
     """One frame's eye-model result: the 12 eye points (36..47) in frame pixels, each eye's openness

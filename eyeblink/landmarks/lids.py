@@ -34,7 +34,7 @@ import numpy as np
 
 from eyeblink.closing import Closing
 from eyeblink.errors import ModelFileError
-from eyeblink.landmarks.eyes import EyeFit, patch_affines, warp_patches
+from eyeblink.landmarks.eyes import EyeFit, FrameTimed, patch_affines, warp_patches
 from eyeblink.landmarks.mesh import MeshFitter, mesh_ear_eyes, mesh_eye_corners
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class LidNetwork(Closing):
         self._it = None
 
 
-class LidsFitter(Closing):
+class LidsFitter(FrameTimed, Closing):
     """Face mesh (placement) + the project's lid network (aperture). Implements the eye-model protocol.
 
     ``model_path`` is a lid network of one's own (``eyeblink train-lids``); the face mesh is the shipped
@@ -287,12 +287,6 @@ class LidsFitter(Closing):
     @pose_wanted.setter
     def pose_wanted(self, value: bool) -> None:
         self._mesher.pose_wanted = value
-
-    def set_time(self, timestamp_s: float | None, frame: int | None = None) -> None:
-        """The timestamp of the frame the next :meth:`fit` sees (``mesh_reuse_ms`` counts from it) and its index
-        (the ``pose_frame`` of a head pose measured on it)."""
-        self._t = timestamp_s
-        self._frame = frame
 
     def tracking_state(self) -> tuple[Any, ...] | None:
         """What the next fit reuses (the tracked face's placement); see :meth:`MeshFitter.tracking_state`."""

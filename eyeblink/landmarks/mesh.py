@@ -54,7 +54,7 @@ import numpy as np
 
 from eyeblink.closing import Closing
 from eyeblink.errors import ModelFileError
-from eyeblink.landmarks.eyes import EyeFit, eye_ears, eye_patches
+from eyeblink.landmarks.eyes import EyeFit, FrameTimed, eye_ears, eye_patches
 
 if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection
@@ -298,7 +298,7 @@ def mesh_ear_eyes(mesh: np.ndarray) -> tuple[np.ndarray, float, float]:
     return pts, left, right
 
 
-class MeshFitter(Closing):
+class MeshFitter(FrameTimed, Closing):
     """Face mesh (+ optional iris-network lid refinement) on LiteRT. Implements the eye-model protocol.
 
     One instance per process (LiteRT interpreters are not thread-safe). ``fit`` costs ~1.4 ms per
@@ -420,12 +420,6 @@ class MeshFitter(Closing):
             if not (shift <= REFIT_SHIFT * width and abs(got / width - 1.0) <= REFIT_SCALE):
                 return True  # (a NaN contour refits too)
         return False
-
-    def set_time(self, timestamp_s: float | None, frame: int | None = None) -> None:
-        """The timestamp of the frame the next :meth:`fit` sees (``mesh_reuse_ms`` counts from it) and its index
-        (the ``pose_frame`` of a head pose measured on it)."""
-        self._t = timestamp_s
-        self._frame = frame
 
     def tracking_state(self) -> tuple[Any, ...] | None:
         """What the next fit reuses (the tracked face's eye crops); part of the frame core's tracking
