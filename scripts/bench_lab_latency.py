@@ -337,6 +337,10 @@ def main() -> int:
         "stale_events": result.summary["live"]["publish"]["stale_events"],
         # of which about start-up frames (analysed whatever their age: not the run falling behind)
         "startup_stale_events": result.summary["live"]["publish"].get("startup_stale_events"),
+        # the gate's stale lines about frames after the warm-up and before the last frame: the pipeline fell behind
+        # mid-stream (the line about the last frame says the stream ended, which is right)
+        "stale_lines_mid_stream": sum(1 for _, m in data["gate"] if m.get("event") == "stale"
+                                      and skip <= m.get("latest_frame", -1) < len(rows) - 1),
         "max_age_ms": args.max_age_ms,
         "dropped_share": round(int(rows["dropped"].sum()) / max(1, len(rows)), 4),
         "frames_late": result.summary["live"]["frames_late"],
