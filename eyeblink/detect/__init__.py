@@ -36,6 +36,7 @@ __all__ = [
     "Detector",
     "backend_install_hint",
     "backend_installed",
+    "check_batch",
     "create_detector",
     "first_installed_backend",
     "missing_accelerator",
@@ -43,6 +44,15 @@ __all__ = [
 
 #: Side of the square network input, in pixels.
 INPUT_SIZE = 128
+
+
+def check_batch(batch: np.ndarray, input_shape: tuple[int, ...] = (INPUT_SIZE, INPUT_SIZE, 3)) -> None:
+    """``ValueError`` unless ``batch`` is a float32 ``[B >= 1, *input_shape]`` array: what every backend runs."""
+    if not isinstance(batch, np.ndarray) or batch.dtype != np.float32:
+        got = batch.dtype if isinstance(batch, np.ndarray) else type(batch).__name__
+        raise ValueError(f"batch must be a float32 ndarray, got {got}")
+    if batch.ndim != 1 + len(input_shape) or batch.shape[1:] != input_shape or batch.shape[0] < 1:
+        raise ValueError(f"batch must have shape [B>=1, {', '.join(map(str, input_shape))}], got {batch.shape}")
 #: Number of SSD anchors (16x16x2 + 8x8x6).
 NUM_ANCHORS = 896
 #: Regressor values per anchor: box (4) + 6 keypoints x (x, y).

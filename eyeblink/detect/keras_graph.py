@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from eyeblink.closing import Closing
-from eyeblink.detect import INPUT_SIZE, NUM_ANCHORS, NUM_COORDS, AcceleratorOptions
+from eyeblink.detect import INPUT_SIZE, NUM_ANCHORS, NUM_COORDS, AcceleratorOptions, check_batch
 from eyeblink.detect.tflite_graph import GraphOp, TFLiteGraph, read_tflite_graph
 from eyeblink.errors import BackendUnavailableError, ModelFileError
 
@@ -442,12 +442,7 @@ class BucketedRunner:
 
     def check(self, batch: np.ndarray) -> None:
         """``ValueError`` unless ``batch`` is float32 ``[B >= 1, *input_shape]``."""
-        if not isinstance(batch, np.ndarray) or batch.dtype != np.float32:
-            got = batch.dtype if isinstance(batch, np.ndarray) else type(batch).__name__
-            raise ValueError(f"batch must be a float32 ndarray, got {got}")
-        if batch.ndim != 1 + len(self.input_shape) or batch.shape[1:] != self.input_shape or batch.shape[0] < 1:
-            raise ValueError(f"batch must have shape [B>=1, {', '.join(map(str, self.input_shape))}], "
-                             f"got {batch.shape}")
+        check_batch(batch, self.input_shape)
 
     def bucket(self, b: int) -> int:
         for size in self.buckets:

@@ -33,7 +33,7 @@ import numpy as np
 from ai_edge_litert.interpreter import Interpreter
 
 from eyeblink.closing import Closing
-from eyeblink.detect import INPUT_SIZE, NUM_ANCHORS, NUM_COORDS
+from eyeblink.detect import INPUT_SIZE, NUM_ANCHORS, NUM_COORDS, check_batch
 from eyeblink.errors import ModelFileError
 from eyeblink.weights import face_model
 
@@ -100,11 +100,7 @@ class LiteRTDetector(Closing):
         Returns ``(regressors [B, 896, 16], scores [B, 896])`` float32 in canonical anchor order
         (fresh arrays, safe to keep).
         """
-        if not isinstance(batch, np.ndarray) or batch.dtype != np.float32:
-            got = batch.dtype if isinstance(batch, np.ndarray) else type(batch).__name__
-            raise ValueError(f"batch must be a float32 ndarray, got {got}")
-        if batch.ndim != 4 or batch.shape[1:] != (INPUT_SIZE, INPUT_SIZE, 3) or batch.shape[0] < 1:
-            raise ValueError(f"batch must have shape [B>=1, {INPUT_SIZE}, {INPUT_SIZE}, 3], got {batch.shape}")
+        check_batch(batch)
         interpreter = self._require_open()
         b = batch.shape[0]
         if b != self._batch:
