@@ -32,6 +32,8 @@ GATE_EVENTS = ("state", "blink_start", "blink_end", "open_stable", "prolonged_cl
                "stale", "fresh", "blink")
 #: a client whose unread lines exceed this is dropped (it stopped reading; the sink never waits for it)
 MAX_CLIENT_BACKLOG = 1 << 20
+#: out of file descriptors again this soon after the last warning: the same episode, not logged twice
+EXHAUSTED_QUIET_S = 5.0
 
 
 def finite(x: float) -> float | None:
@@ -69,8 +71,12 @@ class GateServer:
     def _accept(self) -> None:
         """Accept clients until closed. Out of file descriptors (EMFILE, ENFILE, ...) the thread logs it once per
         episode, closes the clients that hung up and tries again: a connection waiting meanwhile gets its
-        ``hello`` as soon as a descriptor is free; the accept thread never dies of it."""
+        ``hello`` as soon as a descriptor is free; the accept thread never dies of it. An episode that starts
+        within :data:`EXHAUSTED_QUIET_S` of the last one's warning (the hung-up clients are closed a few at a time,
+        and the waiting ones take the freed descriptors again) is the same episode: not logged again."""
         exhausted = False
+        warned_at = -math.inf
+        quiet = False
         while not self._closed:
             try:
                 conn, _ = self.sock.accept()
@@ -81,15 +87,19 @@ class GateServer:
                 if self._closed:
                     return
                 if not exhausted:
-                    log.warning("gate: cannot accept a client (%s; %d clients connected); clients that hung up "
-                                "are closed and the gate keeps trying (raise the limit with ulimit -n)",
-                                exc.strerror or exc, self.clients)
+                    quiet = time.monotonic() - warned_at < EXHAUSTED_QUIET_S
+                    if not quiet:
+                        warned_at = time.monotonic()
+                        log.warning("gate: cannot accept a client (%s; %d clients connected); clients that hung up "
+                                    "are closed and the gate keeps trying (raise the limit with ulimit -n)",
+                                    exc.strerror or exc, self.clients)
                 exhausted = True
                 self._reap()
                 time.sleep(0.05)
                 continue
             if exhausted:
-                log.warning("gate: accepting clients again (%d connected)", self.clients + 1)
+                if not quiet:
+                    log.warning("gate: accepting clients again (%d connected)", self.clients + 1)
                 exhausted = False
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.setblocking(False)
