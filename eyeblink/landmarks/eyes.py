@@ -136,6 +136,11 @@ def eye_strip(gray: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndar
     return strip, pts
 
 
+def inter_ocular(points: np.ndarray) -> float:
+    """Distance (pixels) between the centres of the two eyes of 12 eye points (dlib's order)."""
+    return float(np.linalg.norm(points[:6].mean(0) - points[6:].mean(0)))
+
+
 class FrameTimed:
     """Mixin of the eye models that reuse work from fit to fit: the frame the next fit sees, set by the analyzer."""
 
@@ -177,7 +182,7 @@ class EyeFit:
     @property
     def inter_ocular(self) -> float:
         """Distance between the two eye centres (pixels): the scale of the fit."""
-        return float(np.linalg.norm(self.points[:6].mean(0) - self.points[6:].mean(0)))
+        return inter_ocular(self.points)
 
 
 def _contiguous(img: np.ndarray) -> np.ndarray:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection, FaceDetector
     from eyeblink.landmarks.mesh import MeshFitter
 
-__all__ = ["BesideKeyframes", "InlineKeyframes", "KeyframeJob", "KeyframeResult", "run_job"]
+__all__ = ["BesideKeyframes", "InlineKeyframes", "KeyframeJob", "KeyframeResult", "holds_box", "run_job"]
 
 #: What a job does: look for a new face (no tracked one), detect the tracked face again (a keyframe or a
 #: drifted fit; ``hold``: a nearly unchanged box is kept), or place the eyes again on the tracked face.
@@ -74,6 +74,14 @@ class KeyframeResult:
     redetected: bool = False  # a placement that found no face in the tracked box detected again
 
 
+def holds_box(config: RunConfig, found: FaceDetection, prior: FaceDetection | None, t: float, face_t: float) -> bool:
+    """Whether a new detection ``found`` (at ``t``) keeps the tracked box ``prior`` (adopted at ``face_t``): it
+    overlaps it by ``detect.hold_iou`` and the box is younger than ``detect.hold_max_ms`` (keyframe policy only)."""
+    d = config.detect
+    return (d.detect_every > 1 and prior is not None and d.hold_iou > 0 and found.iou(prior) >= d.hold_iou
+            and (t - face_t) * 1000 < d.hold_max_ms)
+
+
 def run_job(job: KeyframeJob, config: RunConfig, detector: FaceDetector, fitter: Any,
             mesher: MeshFitter | None = None) -> KeyframeResult:
     """Do ``job``: a pure function of the job (the frame's pixels and the state it was asked in) and the settings.
@@ -88,9 +96,7 @@ def run_job(job: KeyframeJob, config: RunConfig, detector: FaceDetector, fitter:
         seconds["detect"] = time.perf_counter() - t0
         if found is None:
             return KeyframeResult(None, face_t, None, seconds)
-        d = config.detect
-        if (job.hold and d.detect_every > 1 and job.prior is not None and d.hold_iou > 0
-                and found.iou(job.prior) >= d.hold_iou and (job.t - job.face_t) * 1000 < d.hold_max_ms):
+        if job.hold and holds_box(config, found, job.prior, job.t, job.face_t):
             found = job.prior  # nearly the same box: keep the tracked one (FrameAnalyzer._detect's rule)
         else:
             face_t = job.t

@@ -25,11 +25,11 @@ from eyeblink import stopping
 from eyeblink.config import RunConfig
 from eyeblink.errors import EyeblinkError, NoFaceError, OutputError, warn
 from eyeblink.frames import Frame
-from eyeblink.landmarks.eyes import eye_strip
+from eyeblink.landmarks.eyes import eye_strip, inter_ocular
 from eyeblink.outputs.crops import BlinkCrops, crops_path
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.outputs.session import RunResult
-from eyeblink.runtime.keyframes import InlineKeyframes, KeyframeJob
+from eyeblink.runtime.keyframes import InlineKeyframes, KeyframeJob, holds_box
 from eyeblink.signals.blinks import BlinkDetector, BlinkEvent
 from eyeblink.signals.closure import OnlineClosure
 from eyeblink.signals.plausibility import event_counts
@@ -253,10 +253,7 @@ class FrameAnalyzer:
         face = self.detector.track(frame.image, self._face)  # at any roll (select_subject's tracking)
         self.clock.add("detect", time.perf_counter() - t0)
         self._since_detect = 0
-        d = self.cfg.detect
-        if (hold and d.detect_every > 1 and face is not None and self._face is not None and d.hold_iou > 0
-                and face.iou(self._face) >= d.hold_iou
-                and (frame.timestamp_s - self._face_t) * 1000 < d.hold_max_ms):
+        if hold and face is not None and holds_box(self.cfg, face, self._face, frame.timestamp_s, self._face_t):
             return self._face
         self._face_t = frame.timestamp_s
         return face
@@ -276,7 +273,7 @@ class FrameAnalyzer:
         return self._analyze_now(frame)
 
     def _analyze_now(self, frame: Frame) -> FrameResult:
-        """A frame whose keyframe work is done on it (frames far apart, a segment's first frame, an unsure fit)."""
+        """A frame whose keyframe work is done on it (frames far apart, a segment's first frame, another model)."""
         every = self.cfg.detect.detect_every
         detected = False
         face = self._face
@@ -354,19 +351,22 @@ class FrameAnalyzer:
     def _placed_fit(self, frame: Frame, face: FaceDetection) -> tuple[EyeFit, str | None]:
         """The eye model on the placement it holds for ``face``, timed as the ``landmarks`` stage."""
         self.fitter.set_time(frame.timestamp_s, frame.index)  # type: ignore[attr-defined]
-        if self.cfg.points and getattr(self.fitter, "pose_wanted", True) is False:
-            self.fitter.pose_wanted = True  # type: ignore[attr-defined]
+        self._want_pose()
         t0 = time.perf_counter()
         out = self.fitter.placed_fit(frame.gray, face)  # type: ignore[attr-defined]
         self.clock.add("landmarks", time.perf_counter() - t0)
         return out  # type: ignore[no-any-return]
 
+    def _want_pose(self) -> None:
+        """With ``--points``, the eye model's face mesh measures the head pose too (points.csv)."""
+        if self.cfg.points and getattr(self.fitter, "pose_wanted", True) is False:
+            self.fitter.pose_wanted = True  # type: ignore[attr-defined]
+
     def _submit(self, frame: Frame, kind: str, *, hold: bool) -> None:
         """Start keyframe work of ``kind`` on ``frame``."""
         face = None if kind == "search" else self._face
         fitter = self.fitter
-        if self.cfg.points and getattr(fitter, "pose_wanted", True) is False:
-            fitter.pose_wanted = True  # the placement measures the head pose too (points.csv)
+        self._want_pose()
         # the held placement serves a kept box only if it is still fresh when the result is used (else the job
         # places too: one detection and one face mesh per keyframe, as without lagging)
         reuse_ok = (kind == "detect" and face is not None
@@ -401,16 +401,14 @@ class FrameAnalyzer:
             return
         if res.placement is not None and fitter is self.fitter:
             fitter.adopt(res.placement)
-        eyes = fitter.tracking_state()
-        self._iod_ref = float(np.linalg.norm(eyes[1][:6].mean(0) - eyes[1][6:].mean(0)))
+        self._iod_ref = inter_ocular(fitter.tracking_state()[1])
 
     def _fit(self, frame: Frame, face: FaceDetection) -> EyeFit:
         """The eye model on one face, timed as the ``landmarks`` stage."""
         set_time = getattr(self.fitter, "set_time", None)
         if set_time is not None:
             set_time(frame.timestamp_s, frame.index)
-        if self.cfg.points and getattr(self.fitter, "pose_wanted", True) is False:
-            self.fitter.pose_wanted = True  # type: ignore[attr-defined]  # the mesh's head pose, for points.csv
+        self._want_pose()
         t0 = time.perf_counter()
         fit = self.fitter.fit(frame.gray, face)
         self.clock.add("landmarks", time.perf_counter() - t0)
