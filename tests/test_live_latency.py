@@ -50,6 +50,41 @@ def test_the_hops_add_up_to_each_frames_latency() -> None:
     assert s["end_to_end"]["max"] == pytest.approx(20.0, abs=1e-6)
 
 
+def test_frames_added_one_at_a_time_give_the_figures_of_one_batch() -> None:
+    """A live sink adds each frame as it writes it; the records buffer them and account for a buffer at a time.
+    3,000 frames one by one (the buffers fill and flush, a gap row among them) give exactly the summary of the
+    same frames in one batch, and a latency record fed past its exact part, frame by frame, the percentiles and
+    max of one fed in one go."""
+    rng = np.random.default_rng(3)
+    n = 3000
+    rows = np.zeros(n, RESULT_DTYPE)
+    rows["t_decoded"] = np.cumsum(rng.uniform(0.001, 0.003, n))
+    for field, prev in (("t_got", "t_decoded"), ("t_start", "t_got"), ("t_end", "t_start"), ("t_recv", "t_end")):
+        rows[field] = rows[prev] + rng.lognormal(-7, 1, n)
+    rows["dropped"][::97] = True
+    written = rows["t_recv"] + rng.lognormal(-8, 1, n)
+    each = HopRecord()
+    for i in range(n):
+        each.add(rows[i:i + 1], float(written[i]))
+    ref = HopRecord()  # the same analysed frames accounted at once, each with its own written time
+    ref._account(np.column_stack([rows[f][~rows["dropped"]] for f in ("t_decoded", "t_got", "t_start", "t_end",
+                                                                      "t_recv")] + [written[~rows["dropped"]]]))
+    assert len(each) == int((~rows["dropped"]).sum())
+    assert each.summary() == ref.summary()
+    from eyeblink.runtime.roles.sink import LatencyRecord
+
+    lat = rng.lognormal(-5, 1, 5000)
+    a, b = LatencyRecord(exact_frames=2000), LatencyRecord(exact_frames=2000)
+    for x in lat:
+        a.add(x)
+    b.add(lat)
+    assert len(a) == len(b) == 5000
+    for q in (50, 99):
+        assert a.percentile_ms(q) == b.percentile_ms(q)
+    assert a.max_s == b.max_s == lat.max()
+    assert np.array_equal(a.exact_ms(), b.exact_ms())
+
+
 def test_a_live_runs_hops_add_up_to_its_end_to_end_latency(tmp_path: Path) -> None:
     """A real run at 200 FPS: every hop is measured (non-negative), their means add up to the end-to-end mean,
     and the end-to-end figure is the run's own latency record (the summary's ``latency_ms_max``)."""

@@ -54,6 +54,7 @@ import numpy as np
 from eyeblink.frames import Frame
 from eyeblink.landmarks.eyes import eye_patches, eye_strip
 from eyeblink.outputs import columns as _columns
+from eyeblink.runtime.results import rows_message
 from eyeblink.runtime.shm import FrameRing
 
 if TYPE_CHECKING:
@@ -547,7 +548,7 @@ def post_worker_main(run: Any, wid: int, row_dtype: np.dtype, at: list[int]) -> 
         t0 = time.perf_counter()
         rows = post_rows(ring, msg, row_dtype, run.cfg.eye_crops)
         seconds += time.perf_counter() - t0
-        run._put(run.out_q, ("rows", wid, rows))
+        run._put(run.out_q, rows_message(wid, rows))
         slots = msg[2]
         run._release(slots[slots >= 0])
     run._put(run.out_q, ("done", wid, {"landmarks": seconds}, {"landmarks": 0}, 0))

@@ -20,7 +20,7 @@ from eyeblink.errors import ConfigError
 from eyeblink.frames import Frame
 from eyeblink.runtime.keyframes import BesideKeyframes
 from eyeblink.runtime.pipeline import ChunkStates, FrameAnalyzer, FrameResult, StageClock, build_detector
-from eyeblink.runtime.results import encode_batch, record_dtype
+from eyeblink.runtime.results import encode_batch, record_dtype, rows_message
 from eyeblink.runtime.roles.base import _POLL_S, _ChildRole, _Stop
 from eyeblink.runtime.shm import FrameRing
 
@@ -138,7 +138,7 @@ class _WorkerRole(_ChildRole):
                             os._exit(70)
                         if j:  # the rows before the failing frame are computed: send them first
                             encode_batch(out, td, done_at, done, t_starts, t_ends, t_got)
-                            self._put(self.out_q, ("rows", wid, out[:j]))
+                            self._put(self.out_q, rows_message(wid, out[:j]))
                         if fault[0] == "stall":  # stuck on frame K until the run is stopped (Ctrl-C, SIGTERM)
                             while not self.stop.wait(_POLL_S) and os.getppid() == self.parent_pid:
                                 pass
@@ -157,7 +157,7 @@ class _WorkerRole(_ChildRole):
                     done_at.append(j)
                     t_ends.append(time.perf_counter())
                 encode_batch(out, td, done_at, done, t_starts, t_ends, t_got)
-                self._put(self.out_q, ("rows", wid, out))
+                self._put(self.out_q, rows_message(wid, out))
                 self._release(slots[slots >= 0])
                 chunks.advanced(c, first + len(slots))
             if analyzer.keyframes is not None:
