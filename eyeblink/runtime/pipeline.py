@@ -178,7 +178,10 @@ class FrameAnalyzer:
                  clock: StageClock | None = None) -> None:
         self.cfg = config
         self.detector = detector
+        #: the eye model in use and the keyframe interval: state (live's cost ladder changes them between batches,
+        #: :mod:`eyeblink.runtime.adapt`), started from the config, which never changes
         self.fitter = fitter
+        self.detect_every = config.detect.detect_every
         self.clock = clock or StageClock()
         self._face: FaceDetection | None = None
         self._since_detect = 0
@@ -253,7 +256,8 @@ class FrameAnalyzer:
         face = self.detector.track(frame.image, self._face)  # at any roll (select_subject's tracking)
         self.clock.add("detect", time.perf_counter() - t0)
         self._since_detect = 0
-        if hold and face is not None and holds_box(self.cfg, face, self._face, frame.timestamp_s, self._face_t):
+        if hold and face is not None and holds_box(self.cfg, self.detect_every, face, self._face,
+                                                           frame.timestamp_s, self._face_t):
             return self._face
         self._face_t = frame.timestamp_s
         return face
@@ -264,7 +268,7 @@ class FrameAnalyzer:
             self.restore_tracking(None)
         prev, self._prev_t = self._prev_t, frame.timestamp_s
         lag = self.cfg.detect.keyframe_lag_ms
-        if (lag > 0 and self.cfg.detect.detect_every > 1  # --detect-every 1: every frame its own detection
+        if (lag > 0 and self.detect_every > 1  # --detect-every 1: every frame its own detection
                 and prev is not None and (frame.timestamp_s - prev) * 1000.0 < lag
                 and hasattr(self.fitter, "placed_fit")):
             return self._analyze_lagged(frame, lag)
@@ -274,7 +278,7 @@ class FrameAnalyzer:
 
     def _analyze_now(self, frame: Frame) -> FrameResult:
         """A frame whose keyframe work is done on it (frames far apart, a segment's first frame, another model)."""
-        every = self.cfg.detect.detect_every
+        every = self.detect_every
         detected = False
         face = self._face
         if face is None or self._since_detect + 1 >= every:
@@ -333,7 +337,7 @@ class FrameAnalyzer:
                 self._adopt()
             return self._analyze_now(frame)
         detected = False
-        if not detecting and self._since_detect + 1 >= self.cfg.detect.detect_every:
+        if not detecting and self._since_detect + 1 >= self.detect_every:
             self._submit(frame, "detect", hold=True)
             detected = detecting = True
         else:
@@ -372,7 +376,7 @@ class FrameAnalyzer:
         reuse_ok = (kind == "detect" and face is not None
                     and fitter.reusable(face, frame.timestamp_s + self.cfg.detect.keyframe_lag_ms / 1000.0))  # type: ignore[attr-defined]
         job = KeyframeJob(kind, frame.index, frame.timestamp_s, frame.image, frame.gray, face, self._face_t, hold,
-                          reuse_ok)
+                          reuse_ok, self.detect_every)
         where = self.keyframes
         if where is None:
             if self._inline is None or self._inline.detector is not self.detector:
