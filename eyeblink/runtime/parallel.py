@@ -86,7 +86,6 @@ from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.runtime.accelerator import stage_processes, stage_summary
 from eyeblink.runtime.choose import ResolvedConfig
 from eyeblink.runtime.pipeline import (
-    Outcome,
     ProgressFactory,
     RunResult,
     SessionSink,
@@ -94,11 +93,8 @@ from eyeblink.runtime.pipeline import (
     aligned_frames,
     build_detector,
     build_fitter,
-    finish_session,
     progress_bar,
-    session_outcome,
     warn_once,
-    write_running_summary,
 )
 from eyeblink.runtime.profiling import profiled
 from eyeblink.runtime.results import RESULT_DTYPE
@@ -115,6 +111,7 @@ from eyeblink.runtime.sizing import (
     time_decode,
     worker_ms_per_frame,
 )
+from eyeblink.runtime.summary import Outcome, finish_session, session_outcome, write_running_summary
 
 if TYPE_CHECKING:
     from eyeblink.landmarks import EyeModel
