@@ -198,6 +198,25 @@ def test_a_presets_live_priority_reaches_the_live_config(tmp_path: Path) -> None
     assert live_config(args, shared.analysed_run_config(args)).priority == "normal"
 
 
+def test_a_presets_live_priority_is_what_the_live_run_asks_for(tmp_path: Path) -> None:
+    """``eyeblink live --pipeline rig.toml`` with ``[live] priority = "high"``, no flag: the run asks for high (the
+    summary's ``live.priority``; applied or refused by the OS, the run goes on)."""
+    from conftest import free_port, live_to_end, start_sender
+
+    text = (REPO / "pipelines" / "cpu.toml").read_text(encoding="utf-8")
+    assert 'priority = "normal"' in text
+    rig = _preset(tmp_path, text.replace('priority = "normal"', 'priority = "high"'))
+    port = free_port()
+    sender = start_sender(port, "--fps", "100", "--stop-after", "150")
+    live = subprocess.Popen([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{port}", "-o",
+                             str(tmp_path / "out"), "--name", "cam", "--pipeline", str(rig)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    err = live_to_end(live, sender, timeout=180)
+    s = json.loads((tmp_path / "out" / "cam.summary.json").read_text())
+    assert s["live"]["priority"]["asked"] == "high", err
+    assert s["settings"]["live"] == {"priority": "high"} and s["frames"] == 150
+
+
 def test_the_apis_priority_takes_the_preset_unless_given(tmp_path: Path) -> None:
     import eyeblink
 
