@@ -489,8 +489,11 @@ class SessionSink:
             writer.open_points()
 
     def use_config(self, config: RunConfig) -> None:
-        """Switch to ``config`` before the first frame (live ``--landmarks auto``: the blink settings the chosen
-        eye model decides)."""
+        """Take the run's config, resolved when a live source connected, before the first row (``--landmarks auto``:
+        the blink settings the chosen eye model decides); the sink was made with the requested one. After a row it
+        is a programming error: the rows would mix two configs."""
+        if self.frames:
+            raise RuntimeError("the sink takes the run's config before its first row, never after")
         self.cfg = config
         self.blinks.cfg = config.blink_settings()
 
