@@ -1,6 +1,10 @@
 """A session's ``summary.json``: written with ``"status": "running"`` when an input starts, and whole at its end,
 however it ended (:class:`Outcome`, :func:`session_outcome`), by every runtime alike (the reference pipeline, the
-multiprocess one, a chunked recording's sink): the counts, timings, versions, machine, settings and warnings."""
+multiprocess one, a chunked recording's sink): the counts, timings, versions, machine, settings and warnings.
+
+The session's parts it reads (``sink``: :class:`~eyeblink.runtime.pipeline.SessionSink`, ``clock``: its
+``StageClock``, ``analyzer``: anything with ``redetections``) come from :mod:`eyeblink.runtime.pipeline`, which
+imports this module: they are typed ``Any`` here so that the import goes one way."""
 
 from __future__ import annotations
 
@@ -22,7 +26,6 @@ from eyeblink.version import __version__
 
 if TYPE_CHECKING:
     from eyeblink.config import RunConfig
-    from eyeblink.runtime.pipeline import FrameAnalyzer, SessionSink, StageClock
     from eyeblink.sources.files import FrameSource
 
 __all__ = ["Outcome", "build_summary", "damage_warning", "finish_session", "run_warnings", "session_outcome",
@@ -96,7 +99,7 @@ class Outcome:
 
 
 @contextmanager
-def session_outcome(sink: SessionSink, source: FrameSource) -> Iterator[Outcome]:
+def session_outcome(sink: Any, source: FrameSource) -> Iterator[Outcome]:
     """Run a session's body; record how it ended, close its blinks, and re-raise any failure.
 
     Shared by the reference and the multiprocess pipelines so both end a session the same way:
@@ -132,8 +135,8 @@ def session_outcome(sink: SessionSink, source: FrameSource) -> Iterator[Outcome]
         raise
 
 
-def finish_session(writer: ResultWriter, sink: SessionSink, source: FrameSource, config: RunConfig,
-                   clock: StageClock, analyzer: Any, started: float, outcome: Outcome, *,
+def finish_session(writer: ResultWriter, sink: Any, source: FrameSource, config: RunConfig,
+                   clock: Any, analyzer: Any, started: float, outcome: Outcome, *,
                    warnings: list[str] | None = None,
                    extend: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """The end of every session, however it ended (the reference and the multiprocess pipelines): its summary
@@ -152,8 +155,8 @@ def finish_session(writer: ResultWriter, sink: SessionSink, source: FrameSource,
     return summary
 
 
-def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clock: StageClock,
-                  analyzer: FrameAnalyzer, wall_s: float, status: str, error: str | None, *,
+def build_summary(source: FrameSource, config: RunConfig, sink: Any, clock: Any,
+                  analyzer: Any, wall_s: float, status: str, error: str | None, *,
                   warnings: list[str] | None = None, exit_status: int = 0) -> dict[str, Any]:
     """The summary of one input; ``warnings``: the run's own (default :func:`run_warnings` of ``config``);
     ``exit_status``: the input's (0 becomes :data:`~eyeblink.errors.INPUT_DAMAGED_EXIT` for damaged packets)."""
