@@ -355,6 +355,23 @@ class TrialConfig:
         _require(self.block_size >= 1, f"trials.block_size (--block-size) must be >= 1, got {self.block_size}")
 
 
+#: ``--priority`` of a live run's processes (eyeblink.runtime.priority); a preset's ``[live] priority``
+LIVE_PRIORITIES = ("normal", "high", "realtime")
+
+
+@dataclass(frozen=True)
+class LivePreset:
+    """What a preset sets for ``eyeblink live`` only (``process`` and ``batch`` ignore it); the command line's flag,
+    or the Python API's keyword, wins when given."""
+
+    #: normal, high (a lower nice value) or realtime (SCHED_RR) for the capture and the frame path (``--priority``)
+    priority: str = "normal"
+
+    def __post_init__(self) -> None:
+        _require(self.priority in LIVE_PRIORITIES,
+                 f"[live] priority must be one of {', '.join(LIVE_PRIORITIES)}, got {self.priority!r}")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """A whole run: the stages' settings plus input timing."""
@@ -371,6 +388,8 @@ class RunConfig:
     eye_crops: bool = False
     #: write ``<stem>.points.csv``: each frame's 12 eye points and the face mesh's head pose (``--points``)
     points: bool = False
+    #: the preset's ``[live]`` table: read by ``eyeblink live`` (its flags win)
+    live: LivePreset = field(default_factory=LivePreset)
 
     def __post_init__(self) -> None:
         check_range("fps", self.fps)
@@ -407,8 +426,6 @@ LIVE_CHUNK_FRAMES = 2
 #: Frames per queue message: a frame waits for its batch to fill (2 frames = 2 ms at 500 FPS).
 LIVE_BATCH_FRAMES = 2
 OVERLOAD_POLICIES = ("drop", "block")
-#: ``--priority`` of a live run's processes (eyeblink.runtime.priority)
-LIVE_PRIORITIES = ("normal", "high", "realtime")
 #: the longest live ring, in seconds of frames (``--buffer``): latency past it is no longer "live"
 MAX_BUFFER_S = 10.0
 #: the highest frame rate (``--fps``, a live stream's measured rate): the fastest high-speed cameras
@@ -622,7 +639,7 @@ class LiveConfig:
 
 
 _SECTIONS = {"detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig,
-             "closure": ClosureConfig, "trials": TrialConfig}
+             "closure": ClosureConfig, "trials": TrialConfig, "live": LivePreset}
 
 #: Preset keys outside any section (``config_from_dict``).
 TOP_LEVEL_KEYS = ("name", "description", "fps", "max_frames")
@@ -730,6 +747,11 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "trace_pre_ms": "traces.csv and plots start this long before CS, ms",
         "trace_post_ms": "... and end this long after CS, ms",
         "block_size": "trials per block in the mean-CR plot (--block-size)",
+    },
+    "live": {
+        "priority": "eyeblink live: normal, high (nice -10) or realtime (SCHED_RR) for the capture and the frame "
+                    "path, ahead of other programs; the OS may refuse (root, CAP_SYS_NICE or a ulimit needed): one "
+                    "line says so and the run goes on (--priority wins)",
     },
 }
 

@@ -145,6 +145,8 @@ SLOW_TESTS: dict[str, str] = {
     "test_live.py::test_stream_end_to_end_with_metrics": "12 s",
     "test_live.py::test_stream_not_there_fails_in_one_line_after_loading": "12 s",
     "test_live.py::test_the_loopback_sender_writes_nut_without_syncpoints": "5 s",
+    "test_live_config.py::test_a_live_auto_run_keeps_the_config_resolved_at_connection": "4 s",
+    "test_live_config.py::test_a_presets_live_priority_is_what_the_live_run_asks_for": "4 s",
     "test_live_state.py::test_a_1000_fps_nut_stream_sizes_the_ring_from_its_rate_and_counts_every_drop": "5 s",
     "test_live_state.py::test_a_camera_frozen_with_its_connection_open_is_stale_and_never_open": "8 s",
     "test_live_state.py::test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker_per_blink_of_blinks_csv":

@@ -106,6 +106,8 @@ class LiveSession:
             for k in ("reconnect", "read_timeout_s"):  # their ranges: StreamOptions (config.check_range)
                 if k in stream and not _is_number(stream[k]):
                     raise ConfigError(f"{k} must be a number, got {stream[k]!r}")
+            if rest.get("priority") is None:  # not given: the preset's [live] priority (a keyword given wins)
+                rest["priority"] = cfg.live.priority
             self.live_config = LiveConfig(**{**rest, "landmarks": "auto" if auto else cfg.landmarks.model})
             from eyeblink.sources.live import StreamOptions
 

@@ -66,10 +66,11 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--batch-frames", type=int, default=LIVE_BATCH_FRAMES, metavar="N",
                    help="frames per queue message (default: %(default)s)")
     g.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds of capture")
-    g.add_argument("--priority", choices=LIVE_PRIORITIES, default="normal",
+    g.add_argument("--priority", choices=LIVE_PRIORITIES, default=None,
                    help="run the capture and the frame path (sink, loader, workers) ahead of other programs: high "
                         "(nice -10) or realtime (SCHED_RR); needs root, CAP_SYS_NICE or a ulimit that allows it, "
-                        "else one line says so and the run goes on (default: %(default)s)")
+                        "else one line says so and the run goes on (default: the preset's [live] priority, normal "
+                        "in the shipped presets)")
     g.add_argument("--record", default=None, metavar="FILE",
                    help="also keep the frames as received, with their timestamps, in FILE (.nut: raw gray, "
                         "lossless), written by a thread of its own; `eyeblink process FILE` re-analyses them; an "
@@ -146,7 +147,8 @@ def live_config(args: argparse.Namespace, cfg: RunConfig) -> LiveConfig:
     """The :class:`~eyeblink.config.LiveConfig` of ``eyeblink live``'s flags; every number in its range
     (``config.LIVE_RANGES``), as in the API. The eye model is settled here, once: no ``--landmarks`` (or ``auto``)
     and no model file (flag or preset) is ``auto``, the model this machine runs at the source's rate (chosen when
-    the source is connected); else the model of ``cfg``, so that the two configs name the same one."""
+    the source is connected); else the model of ``cfg``, so that the two configs name the same one. ``--priority``
+    given wins over the preset's ``[live] priority``."""
     auto = args.landmarks in (None, "auto") and cfg.landmarks.model_path is None
     return LiveConfig(overload=args.on_overload, workers=args.workers, chunk_frames=args.chunk_frames,
                       batch_frames=args.batch_frames, buffer_s=args.buffer, duration_s=args.duration,
@@ -155,7 +157,8 @@ def live_config(args: argparse.Namespace, cfg: RunConfig) -> LiveConfig:
                       lsl_wait_s=args.lsl_wait, gate_port=args.gate_port, stable_ms=args.stable_ms,
                       max_age_ms=args.max_age_ms, settle_ms=args.settle_ms, face_lost_ms=args.face_lost_ms,
                       max_latency_ms=args.max_latency_ms, record=args.record, overwrite=args.overwrite,
-                      adapt=not args.no_adapt, priority=args.priority, **shared.view_settings(args))
+                      adapt=not args.no_adapt, priority=args.priority or cfg.live.priority,
+                      **shared.view_settings(args))
 
 
 def cmd_live(args: argparse.Namespace) -> int:

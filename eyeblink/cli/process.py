@@ -117,7 +117,7 @@ def cmd_process(args: argparse.Namespace) -> int:
             print(f"{r.stem}: eyes' video {r.outputs['eyes_video']}")
         if "report" in r.outputs:
             print(f"{r.stem}: report {r.outputs['report']}")
-    from eyeblink.runtime.pipeline import damage_warning
+    from eyeblink.runtime.summary import damage_warning
 
     damaged = [r for r in results if (r.summary.get("damaged_packets") or {}).get("count")]
     for r in damaged:

@@ -1,23 +1,28 @@
-"""What a live run settles before its first frame: its eye model and how many workers get frames.
+"""What a live run settles before its first frame: its config (the eye model) and how many workers get frames.
 
-:func:`resolve_eye_model` makes the run's two configs name one eye model before any model loads (or leaves
-``auto``); with ``auto``, :func:`choose_landmarks` picks the model once the source's rate is known, from costs
-measured on this machine before the capture (:mod:`eyeblink.runtime.host`), and the run keeps that choice's
-config from then on (what the cost ladder changes during the run is state, :mod:`eyeblink.runtime.adapt`).
+A run's config is the requested one with ``auto`` resolved, once, before the run, into a new frozen
+:class:`~eyeblink.config.RunConfig` that the run keeps. :func:`resolve_eye_model` makes the two configs name one
+eye model before any model loads (or leaves ``auto``). For a live run, "before the run" is the source's
+connection: its rate is known only then, and no frame is analysed before it. :func:`resolve_run_config` takes the
+requested config and what is known at connection (the rate, the cores, the costs measured on this machine before
+the capture, :mod:`eyeblink.runtime.host`) and returns the run's config, ``auto`` replaced by the model
+:func:`choose_landmarks` picks; the run stores it once (:class:`ResolvedConfig`: a second store raises). What the
+cost ladder changes during the run (the eye model in use, mesh reuse, ``detect_every``) is state of the
+analyzer and its eye model, never a replaced config (:mod:`eyeblink.runtime.adapt`).
 :func:`choose_dealt_workers` decides how many of the forked workers get frames.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from eyeblink.config import LiveConfig, RunConfig
     from eyeblink.runtime.host import HostCosts
 
-__all__ = ["AUTO_LANDMARKS", "LIVE_MAX_LOAD", "LIVE_ONE_WORKER_LOAD", "choose_dealt_workers", "choose_landmarks",
-           "resolve_eye_model"]
+__all__ = ["AUTO_LANDMARKS", "LIVE_MAX_LOAD", "LIVE_ONE_WORKER_LOAD", "ResolvedConfig", "RunChoice",
+           "choose_dealt_workers", "choose_landmarks", "resolve_eye_model", "resolve_run_config"]
 
 #: the live pipeline keeps its cores at most this busy (30% headroom): above it, queueing makes the latency
 #: tail grow fast
@@ -88,10 +93,68 @@ def choose_dealt_workers(costs: HostCosts | None, model: str, fps: float | None,
                      f"(> {LIVE_ONE_WORKER_LOAD:g})")
 
 
+class RunChoice(NamedTuple):
+    """:func:`resolve_run_config`'s answer: the run's config, why its eye model (None: nothing to say), and
+    whether that model holds the rate."""
+
+    config: RunConfig
+    reason: str | None
+    holds: bool
+
+
+def resolve_run_config(requested: RunConfig, *, auto: bool, fps: float | None, cores: int,
+                       costs: HostCosts | None, check: bool = True) -> RunChoice:
+    """The run's config: ``requested`` with ``auto`` resolved, from what is known at connection.
+
+    ``auto`` (``--landmarks auto``, :data:`AUTO_LANDMARKS`): a new frozen config naming the model
+    :func:`choose_landmarks` picks for ``fps`` on ``cores`` from ``costs`` (measured before the capture). Otherwise
+    ``requested`` itself; with ``check`` and measured ``costs``, the reason says whether the user's model holds
+    the rate. A live run calls this once, when its source connects (its rate is known only then, and no frame is
+    analysed before it): that is "before the run" for live, and the run keeps the answer's config to its end.
+    """
+    lm = requested.landmarks
+    every = requested.detect.detect_every
+    if auto:
+        model, reason, holds = choose_landmarks(fps, cores, lm.mesh_reuse_ms, costs=costs, detect_every=every)
+        return RunChoice(replace(requested, landmarks=replace(lm, model=model)), reason, holds)
+    if check and costs is not None:
+        _, reason, holds = choose_landmarks(fps, cores, lm.mesh_reuse_ms, costs=costs, detect_every=every,
+                                            candidates=(lm.model,))
+        return RunChoice(requested, reason, holds)
+    return RunChoice(requested, None, True)
+
+
+class ResolvedConfig:
+    """A run's ``cfg``: stored once (a second store is a programming error: :class:`RuntimeError`), read by
+    everything of the run after it. Until it is stored (a live run, before its source connects), it reads as the
+    owner's ``requested`` config: the start-up reads only what the resolution does not change (the rate asked,
+    the frame limit, the blink detector's and the workers' set-up)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+        self.slot = f"_{name}_resolved"
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        got = obj.__dict__.get(self.slot)
+        return got if got is not None else obj.requested
+
+    def __set__(self, obj: Any, value: RunConfig) -> None:
+        if obj.__dict__.get(self.slot) is not None:
+            raise RuntimeError(f"the run's {self.name} is resolved once, before the run, and never replaced: what "
+                               f"changes during a run is state, not config")
+        obj.__dict__[self.slot] = value
+
+    def is_set(self, obj: Any) -> bool:
+        """Whether ``obj``'s config is stored (resolved)."""
+        return obj.__dict__.get(self.slot) is not None
+
+
 def resolve_eye_model(config: RunConfig, live: LiveConfig) -> tuple[RunConfig, LiveConfig]:
     """The live run's one eye model, settled before any model loads: the configs it returns name the same model,
     or ``live.landmarks`` is ``auto`` (the run picks one of :data:`AUTO_LANDMARKS` when the source's rate is
-    known, in ``_LiveRun._choose`` of :mod:`eyeblink.runtime.live`, and from then on keeps that choice's config).
+    known, :func:`resolve_run_config`, and keeps that config to its end).
     The accelerator stage runs the eye model on the device: ``auto`` is the accurate one there, whatever the CPU
     cores. A model named in ``live`` (a :class:`LiveConfig` built by a program) is the run's."""
     if live.landmarks == "auto" and config.detect.accelerator_stage:

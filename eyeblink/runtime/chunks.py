@@ -37,17 +37,8 @@ import numpy as np
 from eyeblink import stopping
 from eyeblink.config import RunConfig
 from eyeblink.errors import EyeblinkError
-from eyeblink.runtime.pipeline import (
-    SEGMENT_FRAMES,
-    FrameAnalyzer,
-    Outcome,
-    RunResult,
-    SessionSink,
-    StageClock,
-    build_summary,
-    session_outcome,
-    write_running_summary,
-)
+from eyeblink.runtime.pipeline import SEGMENT_FRAMES, FrameAnalyzer, RunResult, SessionSink, StageClock
+from eyeblink.runtime.summary import Outcome, build_summary, session_outcome, write_running_summary
 
 if TYPE_CHECKING:
     from eyeblink.sources.files import FrameSource

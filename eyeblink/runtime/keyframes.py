@@ -28,7 +28,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -60,6 +60,7 @@ class KeyframeJob:
     face_t: float  # when the tracked box was adopted (detect.hold_max_ms)
     hold: bool  # keep the tracked box when the new one overlaps it by detect.hold_iou
     reuse_ok: bool  # the held placement serves the detected face if it is the tracked one (no mesh run)
+    detect_every: int  # the asking analyzer's keyframe interval (its state: live's cost ladder changes it)
 
 
 @dataclass(slots=True)
@@ -74,11 +75,13 @@ class KeyframeResult:
     redetected: bool = False  # a placement that found no face in the tracked box detected again
 
 
-def holds_box(config: RunConfig, found: FaceDetection, prior: FaceDetection | None, t: float, face_t: float) -> bool:
+def holds_box(config: RunConfig, detect_every: int, found: FaceDetection, prior: FaceDetection | None, t: float,
+              face_t: float) -> bool:
     """Whether a new detection ``found`` (at ``t``) keeps the tracked box ``prior`` (adopted at ``face_t``): it
-    overlaps it by ``detect.hold_iou`` and the box is younger than ``detect.hold_max_ms`` (keyframe policy only)."""
+    overlaps it by ``detect.hold_iou`` and the box is younger than ``detect.hold_max_ms`` (keyframe policy only:
+    ``detect_every``, the analyzer's, above 1)."""
     d = config.detect
-    return (d.detect_every > 1 and prior is not None and d.hold_iou > 0 and found.iou(prior) >= d.hold_iou
+    return (detect_every > 1 and prior is not None and d.hold_iou > 0 and found.iou(prior) >= d.hold_iou
             and (t - face_t) * 1000 < d.hold_max_ms)
 
 
@@ -96,7 +99,7 @@ def run_job(job: KeyframeJob, config: RunConfig, detector: FaceDetector, fitter:
         seconds["detect"] = time.perf_counter() - t0
         if found is None:
             return KeyframeResult(None, face_t, None, seconds)
-        if job.hold and holds_box(config, found, job.prior, job.t, job.face_t):
+        if job.hold and holds_box(config, job.detect_every, found, job.prior, job.t, job.face_t):
             found = job.prior  # nearly the same box: keep the tracked one (FrameAnalyzer._detect's rule)
         else:
             face_t = job.t
@@ -165,8 +168,7 @@ class BesideKeyframes(Closing):
         image = np.array(job.image, copy=True)
         gray = image if job.gray is job.image else np.array(job.gray, copy=True)
         handle = _Pending()
-        self._jobs.put((KeyframeJob(job.kind, job.frame, job.t, image, gray, job.prior, job.face_t, job.hold,
-                                    job.reuse_ok), config, fitter, handle))
+        self._jobs.put((replace(job, image=image, gray=gray), config, fitter, handle))
         return handle
 
     def result(self, handle: _Pending) -> KeyframeResult:

@@ -29,9 +29,12 @@ before the source is connected and the ring (``--buffer`` seconds of frames, whi
 of the machine without dropping) is reserved and faulted in meanwhile (:meth:`_LiveRun._start`).
 ``--landmarks auto`` (the default) picks the landmark model the machine can run at the source's
 rate (:func:`~eyeblink.runtime.choose.choose_landmarks`), from costs measured on this machine before the capture
-starts (:mod:`eyeblink.runtime.host`). During the run the sink steps down a ladder of cheaper settings when frames
-drop or the backlog grows, and back up when headroom returns (:mod:`eyeblink.runtime.adapt`): each step is a
-warning line, a metric and a ``summary.json`` entry.
+starts (:mod:`eyeblink.runtime.host`): the run's config is resolved once when the source connects (the rate is
+known only then; no frame is analysed before it), into a new frozen config the run keeps to its end
+(:func:`~eyeblink.runtime.choose.resolve_run_config`). During the run the sink steps down a ladder of cheaper
+settings when frames drop or the backlog grows, and back up when headroom returns (:mod:`eyeblink.runtime.adapt`):
+each step is a warning line, a metric and a ``summary.json`` entry, and changes the workers' state (eye model,
+mesh reuse, ``detect_every``), never the config.
 
 Stopping: SIGINT (Ctrl-C) or SIGTERM stops the capture; frames already captured are analysed, every
 file is flushed and the run exits 0 (a second Ctrl-C stops at once, status ``interrupted``). A
@@ -62,7 +65,7 @@ from eyeblink.config import (
 )
 from eyeblink.errors import ConfigError, EyeblinkError, VideoOpenError, WorkerError, warn
 from eyeblink.outputs.export import ResultWriter
-from eyeblink.runtime.choose import AUTO_LANDMARKS, choose_dealt_workers, choose_landmarks, resolve_eye_model
+from eyeblink.runtime.choose import AUTO_LANDMARKS, choose_dealt_workers, resolve_eye_model, resolve_run_config
 from eyeblink.runtime.hops import HopRecord
 from eyeblink.runtime.livewriter import LIVE_FRAME_COLUMNS, LiveResultWriter
 from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
@@ -119,7 +122,13 @@ LIVE_LATE_SHARE = 0.5
 
 
 class _LiveRun(_Run):
-    """One live source through the pipeline: the live loader, gap rows, metrics, graceful stop."""
+    """One live source through the pipeline: the live loader, gap rows, metrics, graceful stop.
+
+    Its config (``cfg``) is resolved when the source connects (:meth:`_choose`: ``auto``'s eye model needs the
+    rate, known only then, and no frame is analysed before it) and stored once; until then it reads as the
+    requested one (:attr:`requested`). What the cost ladder changes during the run is the workers' state."""
+
+    resolves_at_connection = True
 
     def __init__(self, pipe: LivePipeline, source: LiveSource, tap: LiveTap | None = None) -> None:
         super().__init__(pipe, source)
@@ -141,7 +150,6 @@ class _LiveRun(_Run):
         self.clock_believed = ctx.RawValue("i", 1)  # 0 once the source's clock is not believable (the metric)
         self.prefault_slots = 0  # ring slots every process maps before the capture (see _start)
         self.fitters = pipe.fitters  # --landmarks auto: the models to pick from
-        self.model: str | None = None if not pipe.fitters else AUTO_LANDMARKS[0]  # chosen in _start (auto)
         self.model_reason: str | None = None
         self.costs: HostCosts | None = None  # measured in _start, before the workers fork
         # the cost ladder (eyeblink.runtime.adapt): the sink writes the rung, the workers read it per batch
@@ -200,7 +208,7 @@ class _LiveRun(_Run):
         cap, cap_why = ring_cap_bytes()
         # while the workers load: reserve the ring for the likely geometry (the configured or the camera's rate,
         # at most 1,000 FPS, and size, else 500 FPS 640x480), so that its page faults come now; within the cap
-        guess = min(self.cfg.fps or source.nominal_fps or 500.0, 1000.0)
+        guess = min(self.requested.fps or source.nominal_fps or 500.0, 1000.0)
         likely = RingSpec(self.live.parallel(guess, base=self.par).slots, (source.height or 480, source.width or 640))
         block: Any = FrameRing.reserve(likely.nbytes if cap is None else min(likely.nbytes, cap))
         try:
@@ -215,8 +223,10 @@ class _LiveRun(_Run):
             source.cancelled = self.capture_stop.is_set
             settle_heap()  # the sink's process, before the first frame (see settle_heap)
             if self.tap is not None:  # the gate socket (and the outlets if their rate is known) before any frame
-                self.tap.open(source=source.spec, stem=source.name, nominal_fps=self.cfg.fps or source.nominal_fps,
-                              eye_model=self.model or self.cfg.landmarks.model, cancelled=self.capture_stop.is_set)
+                asked = AUTO_LANDMARKS[0] if self.fitters else self.requested.landmarks.model
+                self.tap.open(source=source.spec, stem=source.name,
+                              nominal_fps=self.requested.fps or source.nominal_fps, eye_model=asked,
+                              cancelled=self.capture_stop.is_set)
             log.info("waiting for %s", source.spec)
             try:
                 source.start()
@@ -227,8 +237,8 @@ class _LiveRun(_Run):
                 return
             self._connected(source)
             # the rate: --fps when given, else the source's (a stream's measured from its timestamps)
-            self.fps = self.cfg.fps or source.nominal_fps
-            self._choose(source)
+            self.fps = self.requested.fps or source.nominal_fps
+            self._choose(source)  # the run's config, stored once: self.cfg from here on
             if self.tap is not None:  # a stream's own rate is known now; the capture has not started
                 self.tap.connected(self.fps, self.cfg.landmarks.model)
             # the ring: --buffer seconds at the rate measured as the first frames arrived (not a claimed one)
@@ -256,7 +266,7 @@ class _LiveRun(_Run):
         self.ring_name = self.ring.name
         if self.metrics is not None:
             self.metrics.landmark_model.labels(model=self.cfg.landmarks.model).set(1)
-        self._announce_ring(("ring", self.ring.name, self.spec, self.prefault_slots, self.model))
+        self._announce_ring(("ring", self.ring.name, self.spec, self.prefault_slots, self.cfg))
         (self.loader,) = self._fork((self._loader_main, (), "eyeblink-loader"))
 
     def _connected(self, source: LiveSource) -> None:
@@ -277,7 +287,8 @@ class _LiveRun(_Run):
         return int(self.late_from_frame.value)
 
     def _choose(self, source: LiveSource) -> None:
-        """Now that the rate, size and codec are known: the decode cost, ``auto``'s model, the cost ladder."""
+        """Now that the rate, size and codec are known: the decode cost, the run's config (``auto``'s model,
+        :func:`resolve_run_config`, stored once in ``self.cfg`` before any frame is analysed), the cost ladder."""
         from eyeblink.config import physical_cores
         from eyeblink.runtime.adapt import Rung, StepController, ladder
         from eyeblink.runtime.host import with_decode
@@ -287,17 +298,13 @@ class _LiveRun(_Run):
         if self.costs is not None and self.costs.measured:
             self.costs = with_decode(self.costs, source.describe().get("codec"), source.width or 640,
                                      source.height or 480)
+        # --landmarks auto: the model for this rate; a model of the user's: whether it can keep up
+        choice = resolve_run_config(self.requested, auto=bool(self.fitters), fps=fps, cores=physical_cores(),
+                                    costs=self.costs, check=not self.accelerated)
+        self.cfg = choice.config  # the run's config, once (a second store raises)
+        self.model_reason, holds = choice.reason, choice.holds
         lm = self.cfg.landmarks
         every = self.cfg.detect.detect_every
-        if self.fitters:  # --landmarks auto
-            self.model, self.model_reason, holds = choose_landmarks(
-                fps, physical_cores(), lm.mesh_reuse_ms, costs=self.costs, detect_every=every)
-            self.cfg = replace(self.cfg, landmarks=replace(lm, model=self.model))
-        elif self.costs is not None and not self.accelerated:  # a model of the user's: say if it cannot keep up
-            _, self.model_reason, holds = choose_landmarks(fps, physical_cores(), lm.mesh_reuse_ms, costs=self.costs,
-                                                           detect_every=every, candidates=(lm.model,))
-        else:
-            holds = True
         if not self.accelerated:  # all frames to one worker while it holds the rate (choose_dealt_workers)
             self.dealt, self.dealt_reason = choose_dealt_workers(
                 self.costs, self.cfg.landmarks.model, fps, workers=self.W, asked=self.live.workers,
@@ -316,7 +323,8 @@ class _LiveRun(_Run):
             self.steps = StepController(rungs)
 
     def _on_batch(self, analyzer: Any, fitters: dict[str, Any]) -> None:
-        """In a worker, before each batch: run the rung the sink chose (eyeblink.runtime.adapt)."""
+        """In a worker, before each batch: run the rung the sink chose (eyeblink.runtime.adapt). The rung is the
+        analyzer's state (its eye model, the model's mesh reuse, its ``detect_every``); its config stays the run's."""
         level = self.level.value
         if level == self.applied_level:
             return
@@ -326,7 +334,7 @@ class _LiveRun(_Run):
             analyzer.fitter = fitters[self.models[int(k)]]
         if getattr(analyzer.fitter, "mesh_reuse_s", 0.0) > 0:  # a model that reuses its mesh (not mesh-ear)
             analyzer.fitter.mesh_reuse_s = reuse_ms / 1000.0
-        analyzer.cfg = replace(analyzer.cfg, detect=replace(analyzer.cfg.detect, detect_every=int(every)))
+        analyzer.detect_every = int(every)
 
     def _judge(self, rows: np.ndarray) -> None:
         """In the sink, after each write: step down or up the ladder (one warning line, a metric, an entry)."""
@@ -495,7 +503,7 @@ class _LiveRun(_Run):
         assert sink is not None  # live runs always have their sink
         if self.aborted:
             raise KeyboardInterrupt("stopped at once (a second Ctrl-C)")
-        if sink.cfg is not self.cfg:  # --landmarks auto chose the model once the rate was known (no frame before)
+        if sink.cfg is not self.cfg:  # the run's config, resolved at connection: the sink takes it before any row
             sink.use_config(self.cfg)
         n_events = len(sink.events)
         if self.tap is not None:

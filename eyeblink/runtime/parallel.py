@@ -84,8 +84,8 @@ from eyeblink.config import ParallelConfig, RunConfig, physical_cores
 from eyeblink.errors import ConfigError
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.runtime.accelerator import stage_processes, stage_summary
+from eyeblink.runtime.choose import ResolvedConfig
 from eyeblink.runtime.pipeline import (
-    Outcome,
     ProgressFactory,
     RunResult,
     SessionSink,
@@ -93,11 +93,8 @@ from eyeblink.runtime.pipeline import (
     aligned_frames,
     build_detector,
     build_fitter,
-    finish_session,
     progress_bar,
-    session_outcome,
     warn_once,
-    write_running_summary,
 )
 from eyeblink.runtime.profiling import profiled
 from eyeblink.runtime.results import RESULT_DTYPE
@@ -114,6 +111,7 @@ from eyeblink.runtime.sizing import (
     time_decode,
     worker_ms_per_frame,
 )
+from eyeblink.runtime.summary import Outcome, finish_session, session_outcome, write_running_summary
 
 if TYPE_CHECKING:
     from eyeblink.landmarks import EyeModel
@@ -253,9 +251,17 @@ class _Run(_LoaderRole, _WorkerRole, _SinkRole, _ChildRole):
     """One input through the process pipeline (all the state of the parent side); each child's role is a mixin
     of :mod:`eyeblink.runtime.roles`."""
 
+    #: the run's config, stored once (:class:`~eyeblink.runtime.choose.ResolvedConfig`): a file's run at once, a
+    #: live run when its source connects (``auto`` resolved); :attr:`requested` is the one asked for
+    cfg = ResolvedConfig()
+    #: True: the config is resolved when the source connects (live), not here
+    resolves_at_connection = False
+
     def __init__(self, pipe: ParallelPipeline, source: FrameSource) -> None:
         self.pipe: ParallelPipeline = pipe
-        self.cfg = pipe.cfg
+        self.requested: RunConfig = pipe.cfg
+        if not self.resolves_at_connection:
+            self.cfg = pipe.cfg  # a file: nothing to resolve
         self.par = pipe.par
         self.source = source
         self.W = pipe.par.n_workers
@@ -462,7 +468,7 @@ class _Run(_LoaderRole, _WorkerRole, _SinkRole, _ChildRole):
                         with stopping.held():  # a second Ctrl-C does not leave children or the ring behind
                             self._shutdown()
             finally:
-                # self.cfg: live mode may settle the landmark model once the source is open
+                # self.cfg: the run's config (a live run's resolved when its source connected)
                 # the accelerator stage: its process says whether the device is there (the parent must not ask JAX)
                 with stopping.held():  # the summary is written whole, whatever arrives meanwhile
                     warnings = (sorted({w for i in self.accel_infos for w in i.get("warnings", [])}

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-import platform
-import sys
 import time
 from array import array
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,17 +21,16 @@ import numpy as np
 
 from eyeblink import stopping
 from eyeblink.config import RunConfig
-from eyeblink.errors import EyeblinkError, NoFaceError, OutputError, warn
+from eyeblink.errors import OutputError, warn
 from eyeblink.frames import Frame
 from eyeblink.landmarks.eyes import eye_strip, inter_ocular
 from eyeblink.outputs.crops import BlinkCrops, crops_path
-from eyeblink.outputs.export import ResultWriter, clean_json
+from eyeblink.outputs.export import ResultWriter
 from eyeblink.outputs.session import RunResult
 from eyeblink.runtime.keyframes import InlineKeyframes, KeyframeJob, holds_box
+from eyeblink.runtime.summary import Outcome, finish_session, run_warnings, session_outcome, write_running_summary
 from eyeblink.signals.blinks import BlinkDetector, BlinkEvent
 from eyeblink.signals.closure import OnlineClosure
-from eyeblink.signals.plausibility import event_counts
-from eyeblink.version import __version__
 
 if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection, FaceDetector
@@ -130,25 +127,6 @@ def warn_once(message: str) -> None:
         warn(message)
 
 
-def run_warnings(config: RunConfig) -> list[str]:
-    """What the settings will make of this machine that the user should hear about (``summary.json``'s
-    ``warnings``; :func:`eyeblink.finalize` adds the input's own): today an accelerator preset without
-    its accelerator (see :func:`eyeblink.detect.missing_accelerator`)."""
-    from eyeblink.detect import missing_accelerator
-
-    message = missing_accelerator(config.detect.backend)
-    return [message] if message else []
-
-
-def damage_warning(stem: str, damaged: list[dict[str, Any]]) -> str:
-    """The warning for a recording whose damaged packets were skipped (see ``sources.files``)."""
-    times = [d["timestamp_s"] for d in damaged if d.get("timestamp_s") is not None]
-    where = f" between {min(times):.3f} and {max(times):.3f} s" if times else ""
-    return (f"{stem}: {len(damaged)} damaged packet(s){where} could not be decoded and were skipped (a timestamp "
-            "gap in frames.csv; the rows after the damage are complete); summary.json lists them under "
-            "damaged_packets; re-copy the recording from its original if you have it")
-
-
 def build_fitter(config: RunConfig) -> EyeModel:
     """The eye model of a run (``config.landmarks``: model, file, and the settings the model takes)."""
     from eyeblink.detect.litert import native_info_silenced
@@ -178,7 +156,10 @@ class FrameAnalyzer:
                  clock: StageClock | None = None) -> None:
         self.cfg = config
         self.detector = detector
+        #: the eye model in use and the keyframe interval: state (live's cost ladder changes them between batches,
+        #: :mod:`eyeblink.runtime.adapt`), started from the config, which never changes
         self.fitter = fitter
+        self.detect_every = config.detect.detect_every
         self.clock = clock or StageClock()
         self._face: FaceDetection | None = None
         self._since_detect = 0
@@ -253,7 +234,8 @@ class FrameAnalyzer:
         face = self.detector.track(frame.image, self._face)  # at any roll (select_subject's tracking)
         self.clock.add("detect", time.perf_counter() - t0)
         self._since_detect = 0
-        if hold and face is not None and holds_box(self.cfg, face, self._face, frame.timestamp_s, self._face_t):
+        if hold and face is not None and holds_box(self.cfg, self.detect_every, face, self._face,
+                                                           frame.timestamp_s, self._face_t):
             return self._face
         self._face_t = frame.timestamp_s
         return face
@@ -264,7 +246,7 @@ class FrameAnalyzer:
             self.restore_tracking(None)
         prev, self._prev_t = self._prev_t, frame.timestamp_s
         lag = self.cfg.detect.keyframe_lag_ms
-        if (lag > 0 and self.cfg.detect.detect_every > 1  # --detect-every 1: every frame its own detection
+        if (lag > 0 and self.detect_every > 1  # --detect-every 1: every frame its own detection
                 and prev is not None and (frame.timestamp_s - prev) * 1000.0 < lag
                 and hasattr(self.fitter, "placed_fit")):
             return self._analyze_lagged(frame, lag)
@@ -274,7 +256,7 @@ class FrameAnalyzer:
 
     def _analyze_now(self, frame: Frame) -> FrameResult:
         """A frame whose keyframe work is done on it (frames far apart, a segment's first frame, another model)."""
-        every = self.cfg.detect.detect_every
+        every = self.detect_every
         detected = False
         face = self._face
         if face is None or self._since_detect + 1 >= every:
@@ -333,7 +315,7 @@ class FrameAnalyzer:
                 self._adopt()
             return self._analyze_now(frame)
         detected = False
-        if not detecting and self._since_detect + 1 >= self.cfg.detect.detect_every:
+        if not detecting and self._since_detect + 1 >= self.detect_every:
             self._submit(frame, "detect", hold=True)
             detected = detecting = True
         else:
@@ -372,7 +354,7 @@ class FrameAnalyzer:
         reuse_ok = (kind == "detect" and face is not None
                     and fitter.reusable(face, frame.timestamp_s + self.cfg.detect.keyframe_lag_ms / 1000.0))  # type: ignore[attr-defined]
         job = KeyframeJob(kind, frame.index, frame.timestamp_s, frame.image, frame.gray, face, self._face_t, hold,
-                          reuse_ok)
+                          reuse_ok, self.detect_every)
         where = self.keyframes
         if where is None:
             if self._inline is None or self._inline.detector is not self.detector:
@@ -507,8 +489,11 @@ class SessionSink:
             writer.open_points()
 
     def use_config(self, config: RunConfig) -> None:
-        """Switch to ``config`` before the first frame (live ``--landmarks auto``: the blink settings the chosen
-        eye model decides)."""
+        """Take the run's config, resolved when a live source connected, before the first row (``--landmarks auto``:
+        the blink settings the chosen eye model decides); the sink was made with the requested one. After a row it
+        is a programming error: the rows would mix two configs."""
+        if self.frames:
+            raise RuntimeError("the sink takes the run's config before its first row, never after")
         self.cfg = config
         self.blinks.cfg = config.blink_settings()
 
@@ -581,37 +566,6 @@ class SessionSink:
         }
 
 
-def versions() -> dict[str, str]:
-    out = {"eyeblink": __version__, "python": platform.python_version(), "numpy": np.__version__}
-    for mod in ("av", "cv2", "dlib", "ai_edge_litert"):
-        m = sys.modules.get(mod)
-        if m is not None:
-            out[mod] = str(getattr(m, "__version__", "unknown"))
-    return out
-
-
-def write_running_summary(writer: ResultWriter, source: FrameSource, config: RunConfig) -> None:
-    """``<stem>.summary.json`` with ``"status": "running"`` as an input starts (written atomically, replaced
-    atomically by the final summary), so that a run killed outright (SIGKILL, the OOM killer, a lost node)
-    leaves a summary that says it never finished: which input, since when, by which process."""
-    import os
-    import socket
-    from datetime import datetime, timezone
-
-    writer.write_summary(clean_json({
-        "status": "running",
-        "exit_status": None,
-        "error": None,
-        "input": str(source.path),
-        "stem": source.name,
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "versions": versions(),
-        "settings": config.to_dict(),
-    }))
-
-
 ProgressFactory = Callable[[str, int | None], Any]
 
 
@@ -639,59 +593,6 @@ def progress_bar(stack: ExitStack, progress: ProgressFactory | None, source: Fra
         if hasattr(bar, "refresh"):
             stack.callback(bar.refresh)  # runs first: the last update may have been throttled
     return bar
-
-
-@dataclass
-class Outcome:
-    """How a session ended, for its summary: ``ok``, ``failed`` or ``interrupted``, and the exit status."""
-
-    status: str = "ok"
-    error: str | None = None
-    traceback: str | None = None
-    exit_status: int = 0
-
-    def stopped_at_the_end(self) -> None:
-        """A stop signal that arrived once every frame was written (or swallowed on its way): the session
-        says ``interrupted`` as the exit status will (the rows are all there)."""
-        if self.status == "ok" and stopping.received() is not None:
-            self.status, self.error, self.exit_status = "interrupted", stopping.reason(), stopping.STOPPED_EXIT
-
-
-@contextmanager
-def session_outcome(sink: SessionSink, source: FrameSource) -> Iterator[Outcome]:
-    """Run a session's body; record how it ended, close its blinks, and re-raise any failure.
-
-    Shared by the reference and the multiprocess pipelines so both end a session the same way:
-    the open blink is closed (``finish``) on success, failure and Ctrl-C alike, and a session in
-    which no frame had a face fails with :class:`NoFaceError` after its rows are written.
-    """
-    out = Outcome()
-    try:
-        yield out
-        with stopping.held():
-            sink.finish()
-        if sink.frames > 0 and sink.faces == 0:
-            raise NoFaceError(
-                f"no face found in any of the {sink.frames} frames of {source.path}; check that the "
-                "face is in view, lit and at least ~60 px wide (rows written with face=0)"
-            )
-    except EyeblinkError as exc:
-        out.status, out.error, out.exit_status = "failed", str(exc), exc.exit_code
-        out.traceback = getattr(exc, "traceback_text", None)
-        with stopping.held():  # the open blink's row, whole
-            sink.finish()
-        raise
-    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (eyeblink.stopping)
-        out.status, out.error, out.exit_status = "interrupted", stopping.reason(exc), stopping.STOPPED_EXIT
-        with stopping.held():
-            sink.finish()
-        raise
-    except Exception as exc:  # a bug: record it in the summary, then let it surface
-        if stopping.received() is not None:  # a stop's KeyboardInterrupt turned into another error on its way
-            out.status, out.error, out.exit_status = "interrupted", stopping.reason(), stopping.STOPPED_EXIT
-        else:
-            out.status, out.error, out.exit_status = "failed", f"internal error: {type(exc).__name__}: {exc}", 1
-        raise
 
 
 def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, analyzer: FrameAnalyzer,
@@ -731,73 +632,3 @@ def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, anal
         finally:
             summary = finish_session(writer, sink, source, config, clock, analyzer, started, outcome)
     return RunResult(source.name, sink.frames, sink.faces, sink.events, summary, sink.output_paths())
-
-
-def finish_session(writer: ResultWriter, sink: SessionSink, source: FrameSource, config: RunConfig,
-                   clock: StageClock, analyzer: Any, started: float, outcome: Outcome, *,
-                   warnings: list[str] | None = None,
-                   extend: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """The end of every session, however it ended (the reference and the multiprocess pipelines): its summary
-    (:func:`build_summary`, wall time since ``started``), ``extend(summary)`` adding a pipeline's own sections, a
-    failed worker's traceback, then the CSVs closed and the summary written, whole whatever arrives meanwhile."""
-    with stopping.held():
-        outcome.stopped_at_the_end()
-        wall = time.perf_counter() - started
-        summary = build_summary(source, config, sink, clock, analyzer, wall, outcome.status, outcome.error,
-                                warnings=warnings, exit_status=outcome.exit_status)
-        if extend is not None:
-            extend(summary)
-        if outcome.traceback:
-            summary["error_traceback"] = outcome.traceback
-        writer.finish(summary)
-    return summary
-
-
-def build_summary(source: FrameSource, config: RunConfig, sink: SessionSink, clock: StageClock,
-                  analyzer: FrameAnalyzer, wall_s: float, status: str, error: str | None, *,
-                  warnings: list[str] | None = None, exit_status: int = 0) -> dict[str, Any]:
-    """The summary of one input; ``warnings``: the run's own (default :func:`run_warnings` of ``config``);
-    ``exit_status``: the input's (0 becomes :data:`~eyeblink.errors.INPUT_DAMAGED_EXIT` for damaged packets)."""
-    from eyeblink.errors import INPUT_DAMAGED_EXIT
-    from eyeblink.runtime.host import host_info
-
-    dur = sink.last_t - sink.first_t if sink.frames > 1 else 0.0
-    described = source.describe()
-    damaged = list(described.get("damaged_packets") or [])
-    warnings = list(warnings) if warnings is not None else run_warnings(config)
-    if damaged:
-        warnings.append(damage_warning(source.name, damaged))
-    if exit_status == 0 and damaged:
-        exit_status = INPUT_DAMAGED_EXIT
-    summary: dict[str, Any] = {
-        "status": status,
-        "exit_status": exit_status,
-        "error": error,
-        "input": str(source.path),
-        "stem": source.name,
-        "source": described,
-        "frames": sink.frames,
-        "frames_with_face": sink.faces,
-        "frames_without_face": sink.frames - sink.faces,
-        "face_lost_ratio": (sink.frames - sink.faces) / sink.frames if sink.frames else None,
-        "detector_runs": sink.detections,
-        "redetections_on_drift": analyzer.redetections,
-        "first_timestamp_s": sink.first_t,
-        "last_timestamp_s": sink.last_t,
-        "duration_s": dur,
-        **sink.timing_summary(),
-        **event_counts(sink.events, dur),  # blinks apart from prolonged closures
-        "closure": sink.closure.calibration.as_dict(),  # replaced by the session calibration after the run
-        "timings": {
-            "wall_s": wall_s,
-            "fps": sink.frames / wall_s if wall_s > 0 else None,
-            "ms_per_frame": clock.ms_per_frame(sink.frames),
-        },
-        "versions": versions(),
-        "machine": host_info(),  # the CPU class the timings were measured on (vector extensions decide the cost)
-        "settings": config.to_dict(),
-        "damaged_packets": {"count": len(damaged), "packets": damaged},
-        "warnings": warnings,
-        "outputs": {k: str(v) for k, v in sink.output_paths().items()},
-    }
-    return clean_json(summary)

@@ -37,6 +37,7 @@ class _RunState:
 
     pipe: Any
     cfg: RunConfig
+    requested: RunConfig
     par: ParallelConfig
     source: FrameSource
     W: int

@@ -28,7 +28,7 @@ from eyeblink.runtime.shm import FrameRing
 FAULT_ENV = "EYEBLINK_TEST_WORKER_FAULT"
 
 
-def _warm_up(analyzer: FrameAnalyzer, source: Any) -> None:
+def _warm_up(detector: Any, fitter: Any, source: Any) -> None:
     """One detection and one fit on a blank frame before the first real one.
 
     The first LiteRT invoke packs XNNPACK's weights (detector, mesh) and a first dlib fit pages in its model,
@@ -36,8 +36,18 @@ def _warm_up(analyzer: FrameAnalyzer, source: Any) -> None:
     """
     h, w = int(getattr(source, "height", 0) or 480), int(getattr(source, "width", 0) or 640)
     blank = np.full((h, w), 128, np.uint8)
-    analyzer.detector.detect(blank)
-    analyzer.fitter.warm_up(blank)
+    detector.detect(blank)
+    fitter.warm_up(blank)
+
+
+def live_analyzer(config: RunConfig, warm: FrameAnalyzer, fitters: dict[str, Any]) -> FrameAnalyzer:
+    """A live worker's analyzer on the run's ``config`` (resolved at connection), before its first frame: the
+    networks of ``warm`` (built and warmed up before the source connected), the eye model ``config`` names (one of
+    ``fitters`` with ``--landmarks auto``), the same tracking layout."""
+    analyzer = FrameAnalyzer(config, warm.detector, fitters.get(config.landmarks.model, warm.fitter), warm.clock)
+    analyzer.segment_frames = warm.segment_frames
+    analyzer.keyframes = warm.keyframes
+    return analyzer
 
 
 def beside_keyframes(config: RunConfig, fitters: Any, source: Any) -> BesideKeyframes | None:
@@ -79,14 +89,14 @@ class _WorkerRole(_ChildRole):
         self._child_setup()
         frame_index = -1
         try:
+            # self.cfg: a file's run config; a live worker is forked before its source connects, and reads the
+            # requested config until the ring's message brings the run's (resolved) one
             detector = build_detector(self.cfg)
             assert self.pipe.fitter is not None  # fused workers: the parent loaded the eye model
-            analyzer = FrameAnalyzer(self.cfg, detector, self.pipe.fitter, StageClock())
             fitters = getattr(self.pipe, "fitters", None) or {"": self.pipe.fitter}  # live: models to pick from
             for fitter in fitters.values():
-                analyzer.fitter = fitter
-                _warm_up(analyzer, self.source)
-            analyzer.fitter = self.pipe.fitter
+                _warm_up(detector, fitter, self.source)
+            analyzer = FrameAnalyzer(self.cfg, detector, self.pipe.fitter, StageClock())
             track = self.par.track_across_chunks
             if track:  # live: each worker tracks the face across its own chunks, no segment restarts
                 analyzer.segment_frames = None
@@ -108,11 +118,13 @@ class _WorkerRole(_ChildRole):
                         continue
                     break
                 if msg[0] == "ring":
-                    _, name, spec, prefault, model = msg
+                    _, name, spec, prefault, config = msg
                     ring = self.ring = FrameRing.attach(name, spec)
                     ring.prefault(prefault)
-                    if model is not None:  # live --landmarks auto: the model picked for the source's rate
-                        analyzer.fitter = fitters[model]
+                    # live: the run's config, resolved at connection (--landmarks auto: the model picked for the
+                    # source's rate), stored once in this process too; the analyzer of the frames is built on it
+                    self.cfg = config
+                    analyzer = live_analyzer(config, analyzer, fitters)
                     continue
                 assert ring is not None
                 t_got = time.perf_counter()
