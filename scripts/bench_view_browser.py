@@ -12,7 +12,8 @@ are read, again ``--duration`` seconds later, and the difference is printed as J
 threads' CPU and the images the page fetched). ``--metrics`` also reads the page's own time (scripting, layout,
 style) over the same span through the DevTools protocol (Playwright attached to the browser). ``--js FILE`` serves
 another page script (to compare a change); ``--no-images`` never hands a frame (the page without images);
-``--paused`` presses the page's pause key after the warm-up.
+``--paused`` presses the page's pause key after the warm-up; ``--repo PATH`` measures the page of another
+checkout of eyeblink (before and after a change).
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+# --repo PATH: the eyeblink checkout whose view is measured (another branch, to compare); this one by default
+REPO = Path(sys.argv[sys.argv.index("--repo") + 1] if "--repo" in sys.argv else Path(__file__).resolve().parent.parent)
+sys.path.insert(0, str(REPO.resolve()))
 
 from eyeblink.lab.loopback import render_loop_frames  # noqa: E402
 from eyeblink.runtime.view import ViewSink, _FileRow  # noqa: E402
@@ -116,6 +118,7 @@ def main() -> int:
     ap.add_argument("--metrics", action="store_true")
     ap.add_argument("--js", type=Path)
     ap.add_argument("--label", default="")
+    ap.add_argument("--repo", type=Path, help="the eyeblink checkout whose page is measured (default: this one)")
     ap.add_argument("--profile", action="store_true", help="the page's JavaScript self time by function")
     ap.add_argument("--trace", type=Path, help="a Chromium trace of the measured span (DevTools' timeline)")
     args = ap.parse_args()
@@ -177,7 +180,7 @@ def main() -> int:
             if page is not None:
                 k1 = json.loads(page.evaluate(counts))
                 page_draws = {k: k1[k] - k0.get(k, 0) for k in k1}
-            res: dict = {"label": args.label, "fps": args.fps, "duration_s": args.duration,
+            res: dict = {"label": args.label, "repo": str(REPO), "view_module": sys.modules["eyeblink.runtime.view"].__file__, "fps": args.fps, "duration_s": args.duration,
                          "images": not args.no_images, "js": str(args.js or ""), "paused": args.paused}
             by = {k: round(c1[k] - c0.get(k, 0.0), 2) for k in c1}
             res["chromium_cpu_s"] = round(sum(by.values()), 2)
