@@ -12,7 +12,8 @@ are read, again ``--duration`` seconds later, and the difference is printed as J
 threads' CPU and the images the page fetched). ``--metrics`` also reads the page's own time (scripting, layout,
 style) over the same span through the DevTools protocol (Playwright attached to the browser). ``--js FILE`` serves
 another page script (to compare a change); ``--no-images`` never hands a frame (the page without images);
-``--paused`` presses the page's pause key after the warm-up; ``--repo PATH`` measures the page of another
+``--not-busy`` keeps the images at their full rate (the view makes fewer while the machine's load exceeds its
+cores); ``--paused`` presses the page's pause key after the warm-up; ``--repo PATH`` measures the page of another
 checkout of eyeblink (before and after a change).
 """
 
@@ -115,6 +116,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--no-images", action="store_true")
     ap.add_argument("--paused", action="store_true")
+    ap.add_argument("--not-busy", action="store_true",
+                    help="the view's images at their full rate whatever the machine's load (30 a second)")
     ap.add_argument("--metrics", action="store_true")
     ap.add_argument("--js", type=Path)
     ap.add_argument("--label", default="")
@@ -129,6 +132,8 @@ def main() -> int:
         render = view._render_page
         view._render_page = lambda: render().replace(  # type: ignore[method-assign]
             (REPO / "eyeblink/runtime/view.js").read_text().encode(), js.encode())
+    if args.not_busy:
+        view._busy = lambda: False  # type: ignore[method-assign]
     if args.no_images:
         view.preview.wanted = lambda: 0  # type: ignore[method-assign]
     stop = threading.Event()
@@ -180,8 +185,10 @@ def main() -> int:
             if page is not None:
                 k1 = json.loads(page.evaluate(counts))
                 page_draws = {k: k1[k] - k0.get(k, 0) for k in k1}
-            res: dict = {"label": args.label, "repo": str(REPO), "view_module": sys.modules["eyeblink.runtime.view"].__file__, "fps": args.fps, "duration_s": args.duration,
-                         "images": not args.no_images, "js": str(args.js or ""), "paused": args.paused}
+            res: dict = {"label": args.label, "repo": str(REPO),
+                         "view_module": sys.modules["eyeblink.runtime.view"].__file__, "fps": args.fps,
+                         "duration_s": args.duration, "images": not args.no_images, "js": str(args.js or ""),
+                         "paused": args.paused, "not_busy": args.not_busy}
             by = {k: round(c1[k] - c0.get(k, 0.0), 2) for k in c1}
             res["chromium_cpu_s"] = round(sum(by.values()), 2)
             res["chromium_share_of_one_core"] = round(sum(by.values()) / args.duration, 3)
@@ -193,7 +200,6 @@ def main() -> int:
             res["view_threads_cpu_s"] = round(sum(v1.values()) - sum(v0.values()), 2)
             if args.profile:
                 prof = cdp.send("Profiler.stop")["profile"]
-                dt = dict(zip(prof["samples"], prof["timeDeltas"]))
                 self_ms: dict[str, float] = {}
                 for n in prof["nodes"]:
                     cf = n["callFrame"]

@@ -171,10 +171,12 @@
     return { dpr, W, H, padL, cols, laneA, laneB, bottom: laneB.y + laneB.h + 1, kx: cols / windowS,
              key: [W, H, dpr, windowS].join(",") };
   }
-  function scaleOf(i0, i1) {  // the EAR lane's top: 1.5 x the highest baseline in view in steps of 0.05 (0.45 before)
+  // the EAR lane's top: 1.5 x the highest baseline in view, up to the next 0.15 (ticks on round values; 0.45 before
+  // a baseline is known)
+  function scaleOf(i0, i1) {
     let top1 = 0;
     for (let i = i0; i < i1; i++) { const b = rows[i][C.base]; if (b !== null && b > top1) top1 = b; }
-    return top1 > 0 ? Math.ceil(top1 * 1.5 / 0.05 - 1e-9) * 0.05 : 0.45;
+    return top1 > 0 ? Math.round(Math.ceil(top1 * 1.5 / 0.15 - 1e-9) * 15) / 100 : 0.45;
   }
   function drawTrace() {
     const G = geometry();
@@ -189,7 +191,7 @@
     const shift = last ? R - last.R : 0;
     const incremental = !full && last && last.key === G.key && endT === null && shift >= 0 &&
       shift < G.cols - LABEL_COLS - 4 && Number.isInteger(G.dpr) &&
-      yMax <= last.yMax && yMax > last.yMax - 0.1;  // a scale that shrank a little is kept (no full redraw)
+      yMax <= last.yMax && yMax > last.yMax - 0.2;  // a scale one step smaller is kept (no full redraw)
     if (incremental) yMax = last.yMax;
     G.yMax = yMax;
     G.YA = (v) => G.laneA.y + G.laneA.h - v / yMax * G.laneA.h;
@@ -392,6 +394,7 @@
     } else if (r) {
       g.fillStyle = COL.drop; g.font = "13px system-ui, sans-serif"; g.fillText("no face", ox + 8, oy + 18);
     }
+    measureLag();
     if (!imageText) { imageText = true; showImageText(); }  // the first image's; then with the status
   }
   let imageText = false, rangeText = "";
@@ -406,12 +409,17 @@
       (status.busy ? " (machine busy)" : rateHz < (hello.max_image_hz || 30) ? " (browser busy)" : ""));
     updateLag();
   }
-  function updateLag() {
+  let lagAt = null;  // the image's lag behind the newest row when it was drawn: [frames, ms]
+  function measureLag() {
     if (!shownMeta || rows.length <= start) return;
     const last = rows[rows.length - 1];
     const r = rowOfFrame(shownMeta.frame);
-    const frames = last[C.frame] - shownMeta.frame;
-    const ms = r && r[C.t] !== null && last[C.t] !== null ? (last[C.t] - r[C.t]) * 1000 : null;
+    lagAt = [last[C.frame] - shownMeta.frame,
+             r && r[C.t] !== null && last[C.t] !== null ? (last[C.t] - r[C.t]) * 1000 : null];
+  }
+  function updateLag() {
+    if (!lagAt) return;
+    const [frames, ms] = lagAt;
     const lag = $("image-lag");
     setText(lag, frames + " frames" + (ms === null ? "" : " (" + ms.toFixed(0) + " ms)"));
     setData(lag, "ms", ms === null ? "" : String(ms));

@@ -13,9 +13,10 @@ HTTP server thread on ``127.0.0.1``:
 What it costs the frames: in the sink, one list append per row and per event (the listener); everything else
 runs in the view's own threads:
 
-* the **pump** (:meth:`ViewSink._pump`, 20 Hz) turns the rows into JSON once for every tab, keeps the last
-  minute for a tab that connects, and works out the status (rate, drops, latency, face lost, stalled);
-* the **preview** (:meth:`ViewSink._preview`, at most ``max_image_hz``, only while a tab is connected) asks the
+* the **pump** (:meth:`ViewSink._pump`, 10 Hz, and at once for a new image) turns the rows into JSON once for
+  every tab, keeps the last minute for a tab that connects, and works out the status (rate, drops, latency, face
+  lost, stalled);
+* the **preview** (:meth:`ViewSink._preview`, at most ``max_image_hz``, only while a tab asks for images) asks the
   loader for its newest frame through :class:`PreviewGrab` (the loader copies one frame when asked, at most
   that often: a shared flag it reads per frame, otherwise nothing), downscales it, encodes a JPEG and publishes
   it once the row of that frame is written (the face box drawn on it is that frame's own);
@@ -79,14 +80,14 @@ MAX_BACKLOG = 2000
 #: no row written for this long (wall clock) while the run goes on: the page says the stream stalled
 STALL_S = 0.5
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
-#: rows waiting for the pump at most (~100 s at 1,000 FPS); it takes them 20 times a second
+#: rows waiting for the pump at most (~100 s at 1,000 FPS); it takes them 10 times a second
 MAX_PENDING = 100_000
 #: while the run falls behind (a frame dropped, a row past the latency bound, in the last BUSY_S seconds) or the
 #: machine's load exceeds its cores, the preview images are made at most this often (Hz; the page then draws its
 #: trace as often, in the same browser frames)
 BUSY_IMAGE_HZ = 5.0
 BUSY_S = 5.0
-#: an image nobody fetched (a hidden tab, a slow browser) is replaced by the next one only after this long
+#: an image no tab got (a tab that asked for none, a slow browser) is replaced by the next one only after this long
 UNFETCHED_S = 1.0
 #: rows of a new tab's snapshot encoded per call: the session's thread gets the GIL between two (one call of a
 #: minute at 500 FPS held it for tens of milliseconds)
@@ -566,7 +567,8 @@ class ViewSink:
     def _preview(self) -> None:
         """While a tab is open: the loader's newest frame, as a JPEG, once its row is written; at most
         ``max_image_hz`` (:data:`BUSY_IMAGE_HZ` while the machine is busy), and the next one only once a tab
-        fetched the last (or :data:`UNFETCHED_S` later): a hidden tab or a slow browser costs fewer images."""
+        got the last (or :data:`UNFETCHED_S` later), at most as often as the most eager tab asked (``/want``): a
+        hidden or paused tab asks for none, a slow browser gets fewer."""
         import cv2
 
         grab = self.preview
@@ -578,7 +580,7 @@ class ViewSink:
         while not self._stop.wait(wait):
             now = time.monotonic()
             wait = 0.005  # a frame asked for is taken within 5 ms of the loader's putting it
-            wanted = max(self._tab_hz.values(), default=0.0)
+            wanted = max(tuple(self._tab_hz.values()), default=0.0)  # one copy (tabs come and go meanwhile)
             if not wanted:
                 wait = 0.1
                 continue
@@ -590,7 +592,7 @@ class ViewSink:
                 continue
             img = self._image
             if not asked and img is not None and self._fetched < img[0] and now - last < UNFETCHED_S:
-                continue  # nobody has fetched the last one yet
+                continue  # no tab has got the last one yet
             if not asked:
                 grab.request()
                 asked = now
@@ -615,12 +617,12 @@ class ViewSink:
             pts = grab.points(frame)  # the eye model's 12 points of this frame (put before its row was written)
             points = ([[round(float(x), 1), round(float(y), 1)] for x, y in pts]
                       if pts is not None and np.isfinite(pts).all() else None)
-            self._image = (self._image_seq, frame, jpg.tobytes(), img.shape[1], img.shape[0], fw, fh, points)
+            made = (self._image_seq, frame, jpg.tobytes(), img.shape[1], img.shape[0], fw, fh, points)
+            self._image = made
             self.images_sent += 1
-            self._ready = (self._image_seq, {
-                "seq": self._image_seq, "frame": frame, "width": img.shape[1], "height": img.shape[0],
-                "frame_width": fw, "frame_height": fh, "points": points,
-                "jpeg": base64.b64encode(self._image[2]).decode("ascii")})
+            self._ready = (made[0], {"seq": made[0], "frame": frame, "width": made[3], "height": made[4],
+                                     "frame_width": fw, "frame_height": fh, "points": points,
+                                     "jpeg": base64.b64encode(made[2]).decode("ascii")})
             self._wake.set()  # the pump sends it at once, after the rows up to its frame
 
     def _rows_written_frame(self) -> int:
