@@ -45,31 +45,37 @@ from eyeblink.lab.loopback import render_loop_frames  # noqa: E402
 from eyeblink.runtime.view import ViewSink, _FileRow  # noqa: E402
 
 
+def _kind(pid: int, root: int) -> str:
+    """A Chromium process's role from its command line: browser, renderer, gpu-process, utility:NetworkService..."""
+    kind = "browser" if pid == root else "child"
+    for a in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").split():
+        if a.startswith(b"--type="):
+            kind = a[7:].decode()
+        elif a.startswith(b"--utility-sub-type="):
+            kind = "utility:" + a.decode().rsplit(".", 1)[-1]
+    return kind
+
+
 def chromium_cpu(root: int) -> dict[str, float]:
-    """CPU seconds so far of ``root`` and its descendants, by ``pid:type`` (browser, renderer, gpu-process, ...)."""
+    """CPU seconds so far of ``root`` and its descendants, by ``pid:role`` (every process of /proc read once)."""
     tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for d in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (d / "stat").read_text()
+            f = stat[stat.rindex(")") + 2:].split()
+            parent[int(d.name)], cpu[int(d.name)] = int(f[1]), (int(f[11]) + int(f[12])) / tick
+    ours = {root}
+    grew = True
+    while grew:  # the descendants of root, generation by generation
+        more = {p for p, pp in parent.items() if pp in ours} - ours
+        ours |= more
+        grew = bool(more)
     out: dict[str, float] = {}
-    todo, seen = [root], set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
-            args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").split()
-            kind = "browser" if pid == root else "child"
-            for a in args:
-                if a.startswith(b"--type="):
-                    kind = a[7:].decode()
-                if a.startswith(b"--utility-sub-type="):
-                    kind = "utility:" + a.decode().rsplit(".", 1)[-1]
-            out[f"{pid}:{kind}"] = (int(fields[11]) + int(fields[12])) / tick
-            for task in Path(f"/proc/{pid}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (OSError, ValueError, IndexError):
-            continue
+    for pid in sorted(ours & cpu.keys()):
+        with contextlib.suppress(OSError):
+            out[f"{pid}:{_kind(pid, root)}"] = cpu[pid]
     return out
 
 
