@@ -113,11 +113,11 @@
     shownDirty = true; draw();
   }).observe(frameCanvas);
   // The page draws only what changed (new rows, a new image, a scroll), in one animation frame for everything that
-  // changed together, the trace at most 100 ms apart (200 while busy), and nothing while hidden, paused with nothing new, or after
-  // the run ended: a watching browser costs little CPU beside the session. Following the newest rows, the trace is
-  // shifted left by the columns that passed and only its newest columns are drawn (a software-drawn browser spends
-  // its CPU on the pixels a draw touches); a blink, an event, a new scale, a scroll or a resize redraws it whole.
-  // the trace at most 10 times a second, 5 while the run says the machine is busy (its frames come first)
+  // changed together, and nothing while hidden, paused with nothing new, or after the run ended: a watching browser
+  // costs little CPU beside the session (each screen update costs a software-drawn browser a few milliseconds
+  // across its processes). Following the newest rows, the trace is shifted left by the columns that passed and
+  // only its newest columns are drawn; a blink, an event, a new scale, a scroll or a resize redraws it whole.
+  // The trace at most 10 times a second, 5 while the run says the machine is busy (its frames come first).
   const drawMs = () => (status.busy ? 200 : 100);
   let pending = false, lastDraw = -1e9, dirty = false, full = true, shownDirty = false, textDirty = false;
   const counts = { frames: 0, trace: 0, traceFull: 0, image: 0 };  // for the page's tests (window.eyeblinkView)
