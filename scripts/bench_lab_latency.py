@@ -34,10 +34,11 @@ reads (50,000 at most, ~26 MiB) and by the bench's own record of each frame's ar
 1,000 FPS).
 
 ``--view`` serves the browser view (``view=True``) and ``--browser`` keeps a headless system Chromium on it for
-the whole session (the page drawing its trace and fetching its images, as a user watching): ``view`` then gives the
+the whole session (the page drawing its trace and its images, as a user watching): ``view`` then gives the
 view's own CPU, per thread role (the pump, the preview encoder, the HTTP connections, the server), in seconds and
 as a share of one core over the session, the images served and the frames the loader handed over; the CPU of the
-browser itself (all its processes) is ``browser_cpu_s``. Compare the drops and the latencies with and without.
+browser itself (all its processes, since it started) is ``browser_cpu_s``. Compare the drops and the latencies
+with and without. ``scripts/bench_view_browser.py`` measures the browser alone, per Chromium process.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@
   function setTheme(t) {
     theme = t; root.setAttribute("data-theme", t);
     try { localStorage.setItem("eyeblink-view-theme", t); } catch (e) { /* private mode: not kept */ }
-    loadColours(); dirty = true; shownDirty = true; draw();
+    loadColours(); shownDirty = true; redraw();
   }
   root.setAttribute("data-theme", theme);
   // text and attributes written only when they change (no layout work for a value that stayed the same)
@@ -77,7 +77,7 @@
   function scrollBy(s) {
     const e = Math.max(Math.min(viewEnd() + s, newestT()), oldestT() + windowS);
     endT = e >= newestT() && !paused ? null : e;
-    dirty = true; draw();
+    redraw();
   }
   function setPaused(p) {
     paused = p;
@@ -85,9 +85,9 @@
     if (!p) endT = null;
     $("pause").textContent = p ? "resume" : "pause";
     $("pause").classList.toggle("on", p);
-    dirty = true; draw();
+    wantNow(); redraw();
   }
-  function goLive() { setPaused(false); endT = null; dirty = true; draw(); }
+  function goLive() { setPaused(false); endT = null; redraw(); }
 
   // ------------------------------------------------------------------ the trace
   const trace = $("trace");
@@ -104,7 +104,7 @@
     for (const e of entries) {
       const z = size.get(e.target); z.w = e.contentRect.width; z.h = e.contentRect.height;
     }
-    dirty = true; shownDirty = true; draw();
+    shownDirty = true; redraw();
   }).observe(trace);
   new ResizeObserver((entries) => {
     for (const e of entries) {
@@ -112,84 +112,169 @@
     }
     shownDirty = true; draw();
   }).observe(frameCanvas);
-  // The page draws only what changed (new rows, a new image, a scroll), at most DRAW_MS apart and never while
-  // hidden: a watching browser costs little CPU beside the session.
-  let drawPending = false, lastDraw = 0, dirty = false, shownDirty = false;
-  const DRAW_MS = 100;  // the trace at most 10 times a second
+  // The page draws only what changed (new rows, a new image, a scroll), in one animation frame for everything that
+  // changed together, and nothing while hidden, paused with nothing new, or after the run ended: a watching browser
+  // costs little CPU beside the session (each screen update costs a software-drawn browser a few milliseconds
+  // across its processes). Following the newest rows, the trace is shifted left by the columns that passed and
+  // only its newest columns are drawn; a blink, an event, a new scale, a scroll or a resize redraws it whole.
+  // The trace at most 10 times a second, 5 while the run says the machine is busy (its frames come first).
+  const drawMs = () => (status.busy ? 200 : 100);
+  let pending = false, lastDraw = -1e9, dirty = false, full = true, shownDirty = false, textDirty = false;
+  const counts = { frames: 0, trace: 0, traceFull: 0, image: 0 };  // for the page's tests (window.eyeblinkView)
+  window.eyeblinkView = { counts };
+  function redraw() { dirty = true; full = true; draw(); }  // the trace whole, at the next animation frame
+  let timer = null;
   function draw() {
-    if (drawPending || document.hidden || !(dirty || shownDirty)) return;
-    drawPending = true;
-    setTimeout(() => requestAnimationFrame(() => {
-      drawPending = false; lastDraw = performance.now();
-      if (dirty) { dirty = false; drawTrace(); }
-      if (shownDirty) { shownDirty = false; drawFrame(); }
-    }), Math.max(0, lastDraw + DRAW_MS - performance.now()));
+    if (pending || document.hidden || !(dirty || shownDirty || textDirty)) return;
+    const now = performance.now();
+    // an image or a whole redraw at the next frame; new rows when the trace is due (the status waits with them);
+    // while images come, the trace is drawn in their frames (waiting a little longer for one)
+    const wait = shownDirty || (dirty && full) ? 0 : dirty ? Math.max(0, lastDraw + traceDue(now) - now) : 0;
+    if (timer !== null) {
+      if (wait > 0) return;
+      clearTimeout(timer); timer = null;
+    }
+    if (wait > 0) { timer = setTimeout(() => { timer = null; draw(); }, wait); return; }
+    pending = true; askedAt = now;
+    requestAnimationFrame(onFrame);
   }
-  // the per-pixel-column envelopes, kept between draws (no allocation per draw or per row)
+  let askedAt = 0, imageAt = -1e9;
+  function traceDue(now) { return now - imageAt < 2.5 * drawMs() ? 1.6 * drawMs() : drawMs(); }
+  function onFrame(now) {
+    pending = false; counts.frames++;
+    pace(Math.max(0, performance.now() - askedAt - 17));
+    // the trace in an image's frame when it is nearly due (one frame for both: fewer frames, less CPU)
+    const withImage = shownDirty && now - lastDraw >= 0.6 * drawMs();
+    if (dirty && (full || withImage || now >= lastDraw + traceDue(now) - 20)) {
+      dirty = false; lastDraw = now; drawTrace();
+    }
+    if (shownDirty) { shownDirty = false; imageAt = now; drawFrame(); }
+    if (textDirty) { textDirty = false; showStatus(); }
+    draw();  // the trace, when it was not due yet
+  }
+  // the per-pixel-column envelopes of the columns drawn (reused between draws)
   let envCols = 0, envBuf = null, noface = null, dropped = null;
   function envelopes(cols) {
     if (cols !== envCols) {
       envCols = cols; envBuf = new Float64Array(cols * 8); noface = new Uint8Array(cols); dropped = new Uint8Array(cols);
     }
-    for (let i = 0; i < cols * 8; i += 2) { envBuf[i] = Infinity; envBuf[i + 1] = -Infinity; }
-    noface.fill(0); dropped.fill(0);
   }
-  function drawTrace() {
+  const LABEL_COLS = 30;  // the lanes' names sit over the plot's first columns: redrawn after a shift
+  let last = null;  // what the trace on screen was drawn with (its geometry, scale and right edge)
+  function geometry() {
     const dpr = window.devicePixelRatio || 1;
     const z = fit(trace), W = z.w, H = z.h;
-    if (!W || !H) return;
-    const g = trace.getContext("2d");
-    g.setTransform(dpr, 0, 0, dpr, 0, 0);
-    g.clearRect(0, 0, W, H);
     const padL = 46, padR = 8, top = 8, gap = 18;
-    const plotW = Math.max(10, W - padL - padR);
+    const cols = Math.max(10, Math.floor(W - padL - padR));
     const laneA = { y: top, h: (H - top - gap - 20) * 0.62 };
     const laneB = { y: laneA.y + laneA.h + gap, h: (H - top - gap - 20) * 0.38 };
-    const t1 = viewEnd(), t0 = t1 - windowS;
-    const X = (t) => padL + (t - t0) / windowS * plotW;
-    g.font = "11px system-ui, sans-serif";
-    g.fillStyle = COL.muted; g.strokeStyle = COL.grid; g.lineWidth = 1;
-    // the EAR lane's scale: up to 1.5 x the highest baseline in view (0.45 before one is known)
-    const i0 = lowerBound(t0), i1 = lowerBound(t1 + 1e-9);
+    return { dpr, W, H, padL, cols, laneA, laneB, bottom: laneB.y + laneB.h + 1, kx: cols / windowS,
+             key: [W, H, dpr, windowS].join(",") };
+  }
+  // the EAR lane's top: 1.5 x the highest baseline in view, up to the next 0.15 (ticks on round values; 0.45 before
+  // a baseline is known)
+  function scaleOf(i0, i1) {
     let top1 = 0;
     for (let i = i0; i < i1; i++) { const b = rows[i][C.base]; if (b !== null && b > top1) top1 = b; }
-    const yMax = top1 > 0 ? top1 * 1.5 : 0.45;
-    const YA = (v) => laneA.y + laneA.h - v / yMax * laneA.h;
-    const YB = (v) => laneB.y + laneB.h - Math.max(0, Math.min(1, v)) * laneB.h;
-    for (const [lane, ticks, Y, fmt] of [[laneA, [0, yMax / 3, 2 * yMax / 3, yMax], YA, (v) => v.toFixed(2)],
-                                         [laneB, [0, 0.5, 1], YB, (v) => v.toFixed(1)]]) {
-      for (const v of ticks) {
-        const y = Math.round(Y(v)) + 0.5;
-        g.beginPath(); g.moveTo(padL, y); g.lineTo(padL + plotW, y); g.stroke();
-        g.fillText(fmt(v), 4, y + 4);
+    return top1 > 0 ? Math.round(Math.ceil(top1 * 1.5 / 0.15 - 1e-9) * 15) / 100 : 0.45;
+  }
+  function drawTrace() {
+    const G = geometry();
+    if (!G.W || !G.H) return;
+    counts.trace++;
+    const g = trace.getContext("2d");
+    // the right edge on the grid of whole columns (a column: windowS / cols seconds, counted from time 0)
+    const R = Math.floor(viewEnd() * G.kx) + 1;
+    G.R = R; G.c0 = R - G.cols; G.t0 = G.c0 / G.kx; G.t1 = R / G.kx;
+    const i0 = lowerBound(G.t0), i1 = lowerBound(G.t1);
+    let yMax = scaleOf(i0, i1);
+    const shift = last ? R - last.R : 0;
+    const incremental = !full && last && last.key === G.key && endT === null && shift >= 0 &&
+      shift < G.cols - LABEL_COLS - 4 && Number.isInteger(G.dpr) &&
+      yMax <= last.yMax && yMax > last.yMax - 0.2;  // a scale one step smaller is kept (no full redraw)
+    if (incremental) yMax = last.yMax;
+    G.yMax = yMax;
+    G.YA = (v) => G.laneA.y + G.laneA.h - v / yMax * G.laneA.h;
+    G.YB = (v) => G.laneB.y + G.laneB.h - Math.max(0, Math.min(1, v)) * G.laneB.h;
+    g.font = "11px system-ui, sans-serif";
+    if (incremental) {
+      if (shift > 0) {  // the plot moved left by the columns that passed (copied within the canvas)
+        const d = G.dpr, x = G.padL * d, w = G.cols * d, h = Math.ceil(G.bottom * d);
+        g.save(); g.setTransform(1, 0, 0, 1, 0, 0);
+        g.beginPath(); g.rect(x, 0, w, h); g.clip();
+        g.globalCompositeOperation = "copy";
+        g.drawImage(trace, x + shift * d, 0, w - shift * d, h, x, 0, w - shift * d, h);
+        g.restore();
       }
-      g.strokeRect(padL + 0.5, lane.y + 0.5, plotW - 1, lane.h - 1);
+      g.setTransform(G.dpr, 0, 0, G.dpr, 0, 0);
+      drawColumns(g, G, 0, LABEL_COLS);
+      drawColumns(g, G, Math.max(LABEL_COLS, G.cols - shift - 2), G.cols);
+    } else {
+      counts.traceFull++;
+      g.setTransform(G.dpr, 0, 0, G.dpr, 0, 0);
+      g.clearRect(0, 0, G.W, G.H);
+      g.fillStyle = COL.muted;
+      for (const [ticks, Y, fmt] of [[[0, yMax / 3, 2 * yMax / 3, yMax], G.YA, (v) => v.toFixed(2)],
+                                     [[0, 0.5, 1], G.YB, (v) => v.toFixed(1)]]) {
+        for (const v of ticks) g.fillText(fmt(v), 4, Math.round(Y(v)) + 4.5);
+      }
+      drawColumns(g, G, 0, G.cols);
     }
-    g.fillText("EAR", padL + 4, laneA.y + 12); g.fillText("FEC", padL + 4, laneB.y + 12);
-    // time ticks (capture time, s)
-    const step = windowS > 30 ? 10 : windowS > 12 ? 5 : windowS > 4 ? 1 : 0.5;
-    for (let s = Math.ceil(t0 / step) * step; s <= t1; s += step) {
-      const x = Math.round(X(s)) + 0.5;
-      g.beginPath(); g.moveTo(x, laneA.y); g.lineTo(x, laneB.y + laneB.h); g.stroke();
-      g.fillText(s.toFixed(step < 1 ? 1 : 0) + " s", x - 10, H - 5);
+    full = false;
+    last = G;
+    g.fillStyle = COL.muted;
+    g.fillText("EAR", G.padL + 4, G.laneA.y + 12); g.fillText("FEC", G.padL + 4, G.laneB.y + 12);
+    // time ticks' labels (capture time, s), under the plot: redrawn whole
+    g.clearRect(G.padL - 12, G.bottom, G.W - G.padL + 12, G.H - G.bottom);
+    const step = timeStep();
+    for (let s = Math.ceil(G.t0 / step) * step; s <= G.t1; s += step) {
+      g.fillText(s.toFixed(step < 1 ? 1 : 0) + " s", Math.round(G.padL + (s * G.kx - G.c0)) - 9.5, G.H - 5);
     }
+    setData(trace, "rows", String(rows.length - start));
+    setData(trace, "newest", rows.length > start ? String(rows[rows.length - 1][C.frame]) : "-1");
+    rangeText = G.t0.toFixed(1) + " – " + G.t1.toFixed(1) + " s · " + (i1 - i0) + " frames in view" +
+      (paused ? " · paused" : endT !== null ? " · scrolled back" : "");
+    if (endT !== null || !connected || ended !== null) setText(rangeEl, rangeText);  // else with the status
+  }
+  function timeStep() { return windowS > 30 ? 10 : windowS > 12 ? 5 : windowS > 4 ? 1 : 0.5; }
+  // columns a..b-1 of the plot, everything on them: grid, blinks, no face, drops, the envelopes, the events
+  function drawColumns(g, G, a, b) {
+    const { padL, laneA, laneB, kx, c0 } = G;
+    const X = (t) => padL + (t * kx - c0);
+    const xa = padL + a, xb = padL + b;
     g.save();
-    g.beginPath(); g.rect(padL, 0, plotW, H); g.clip();
+    g.beginPath(); g.rect(xa, 0, xb - xa, G.bottom); g.clip();
+    g.clearRect(xa, 0, xb - xa, G.bottom);
+    g.strokeStyle = COL.grid; g.lineWidth = 1;
+    for (const [lane, ticks, Y] of [[laneA, [0, G.yMax / 3, 2 * G.yMax / 3, G.yMax], G.YA], [laneB, [0, 0.5, 1], G.YB]]) {
+      g.beginPath();
+      for (const v of ticks) { const y = Math.round(Y(v)) + 0.5; g.moveTo(xa, y); g.lineTo(xb, y); }
+      g.stroke();
+      g.strokeRect(padL + 0.5, lane.y + 0.5, G.cols - 1, lane.h - 1);
+    }
+    const step = timeStep(), ta = (c0 + a - 1) / kx, tb = (c0 + b + 1) / kx;
+    g.beginPath();
+    for (let s = Math.ceil(ta / step) * step; s <= tb; s += step) {
+      const x = Math.round(X(s)) + 0.5; g.moveTo(x, laneA.y); g.lineTo(x, laneB.y + laneB.h);
+    }
+    g.stroke();
     // blinks and prolonged closures: bands over both lanes
-    for (const b of blinks) {
-      if (b.end_s === null || b.end_s < t0 || b.start_s > t1) continue;
-      g.fillStyle = b.kind === "prolonged_closure" ? COL.prolonged : COL.blink;
-      const x = X(b.start_s), w = Math.max(2, X(b.end_s) - x);
+    for (const bl of blinks) {
+      if (bl.end_s === null || bl.end_s < ta - 1 || bl.start_s > tb) continue;
+      g.fillStyle = bl.kind === "prolonged_closure" ? COL.prolonged : COL.blink;
+      const x = X(bl.start_s), w = Math.max(2, X(bl.end_s) - x);
       g.fillRect(x, laneA.y, w, laneA.h); g.fillRect(x, laneB.y, w, laneB.h);
     }
     // per pixel column: min/max envelopes of every frame (each column's min and max of left, right, baseline and
-    // closure, side by side in one buffer); no face and dropped frames marked
-    const cols = Math.ceil(plotW);
-    envelopes(cols);
-    const e = envBuf, kx = plotW / windowS;
-    for (let i = i0; i < i1; i++) {
-      const r = rows[i]; let c = Math.floor((r[C.t] - t0) * kx);
-      c = c < 0 ? 0 : c >= cols ? cols - 1 : c;
+    // closure, side by side in one buffer), from the column before a (the line comes in from it); no face and
+    // dropped frames marked
+    envelopes(G.cols);
+    const e = envBuf, from = Math.max(0, a - 1);
+    for (let i = from * 8; i < b * 8; i += 2) { e[i] = Infinity; e[i + 1] = -Infinity; }
+    noface.fill(0, from, b); dropped.fill(0, from, b);
+    for (let i = lowerBound((c0 + from) / kx), i1 = lowerBound((c0 + b) / kx); i < i1; i++) {
+      const r = rows[i]; let c = Math.floor(r[C.t] * kx) - c0;
+      c = c < from ? from : c >= b ? b - 1 : c;
       if (r[C.drop]) { dropped[c] = 1; continue; }
       if (!r[C.face]) noface[c] = 1;
       const o = c * 8;
@@ -199,13 +284,13 @@
       v = r[C.cl]; if (v !== null) { if (v < e[o + 6]) e[o + 6] = v; if (v > e[o + 7]) e[o + 7] = v; }
     }
     g.fillStyle = COL.noface;
-    for (let c = 0; c < cols; c++) if (noface[c]) { g.fillRect(padL + c, laneA.y, 1, laneA.h); g.fillRect(padL + c, laneB.y, 1, laneB.h); }
+    for (let c = a; c < b; c++) if (noface[c]) { g.fillRect(padL + c, laneA.y, 1, laneA.h); g.fillRect(padL + c, laneB.y, 1, laneB.h); }
     g.fillStyle = COL.drop;
-    for (let c = 0; c < cols; c++) if (dropped[c]) g.fillRect(padL + c, laneB.y + laneB.h - 5, 1, 5);
+    for (let c = a; c < b; c++) if (dropped[c]) g.fillRect(padL + c, laneB.y + laneB.h - 5, 1, 5);
     function envelope(k, Y, color, width) {  // k: the series' offset in a column's 8 values
       g.strokeStyle = color; g.lineWidth = width; g.beginPath();
       let on = false;
-      for (let c = 0; c < cols; c++) {
+      for (let c = from; c < b; c++) {
         const lo = e[c * 8 + k], hi = e[c * 8 + k + 1];
         if (lo === Infinity) { on = false; continue; }
         const x = padL + c + 0.5;
@@ -214,43 +299,62 @@
       }
       g.stroke();
     }
-    g.setLineDash([4, 3]); envelope(4, YA, COL.base, 1); g.setLineDash([]);
-    envelope(0, YA, COL.left, 1.4);
-    envelope(2, YA, COL.right, 1.4);
-    envelope(6, YB, COL.closure, 1.4);
+    g.setLineDash([4, 3]); g.lineDashOffset = (c0 + from) % 7; envelope(4, G.YA, COL.base, 1); g.setLineDash([]);
+    envelope(0, G.YA, COL.left, 1.4);
+    envelope(2, G.YA, COL.right, 1.4);
+    envelope(6, G.YB, COL.closure, 1.4);
     // the gate's events: a tick at the top of the closure lane
     for (const ev of events) {
-      if (ev.t === null || ev.t < t0 || ev.t > t1) continue;
+      if (ev.t === null || ev.t < ta - 0.5 || ev.t > tb + 0.5) continue;
       const col = ev.event === "prolonged_closure" ? COL.prolonged : ev.event === "face_lost" ? COL.drop : null;
       if (!col) continue;
       g.fillStyle = col; const x = X(ev.t);
       g.beginPath(); g.moveTo(x - 5, laneB.y); g.lineTo(x + 5, laneB.y); g.lineTo(x, laneB.y + 8); g.fill();
     }
     g.restore();
-    const n = i1 - i0;
-    setData(trace, "rows", String(rows.length - start));
-    setData(trace, "newest", rows.length > start ? String(rows[rows.length - 1][C.frame]) : "-1");
-    setText(rangeEl, t0.toFixed(1) + " – " + t1.toFixed(1) + " s · " + n + " frames in view" +
-      (paused ? " · paused" : endT !== null ? " · scrolled back" : ""));
   }
 
   // ------------------------------------------------------------------ the camera image
   const rangeEl = $("range");
-  // two images taking turns: the one shown stays while the next loads, each drawn straight onto the canvas
-  const imgs = [new Image(), new Image()];
-  let shot = null, imgMeta = null, shownMeta = null, loading = false, wanted = null;
-  for (const im of imgs) {
-    im.onload = () => { loading = false; shot = im; shownMeta = imgMeta; drawFrame(); next(); };
-    im.onerror = () => { loading = false; next(); };
+  // The images come inline in the stream (a JPEG in base64: no request per image), as many a second as this tab
+  // asks for (want?hz=, 0 while hidden or paused), each decoded off the main thread, one at a time (one that came
+  // meanwhile replaces the one waiting), then drawn in the next animation frame. The tab asks for fewer when its
+  // animation frames come late (a busy machine or a slow browser) and for more again once they are on time.
+  let shot = null, shownMeta = null, decoding = false, waiting = null;
+  let tabId = null, askedHz = null, rateHz = 30, lateMs = 0, onTimeSince = 0;
+  function want(hz) {
+    if (tabId === null || hz === askedHz) return;
+    askedHz = hz;
+    fetch("want?tab=" + tabId + "&hz=" + hz + q(false)).catch(() => { askedHz = null; });
   }
-  function next() {  // the newest image announced, once the last one has loaded (a slow browser fetches fewer)
-    if (loading || !wanted || paused || document.hidden) return;  // a hidden tab fetches no image
-    if (shownMeta && wanted.seq === shownMeta.seq) return;
-    imgMeta = wanted; loading = true;
-    (shot === imgs[0] ? imgs[1] : imgs[0]).src = "frame.jpg?seq=" + wanted.seq + q(false);
+  function wantNow() { want(paused || document.hidden || ended !== null ? 0 : rateHz); }
+  function onImage(d) {
+    if (paused || document.hidden) return;
+    waiting = d; decodeNext();
+  }
+  function decodeNext() {
+    if (decoding || !waiting) return;
+    const d = waiting; waiting = null; decoding = true;
+    const bin = atob(d.jpeg), bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    d.jpeg = null;
+    createImageBitmap(new Blob([bytes], { type: "image/jpeg" })).then((bmp) => {
+      decoding = false;
+      if (shot) shot.close();
+      shot = bmp; shownMeta = d; shownDirty = true; draw(); decodeNext();
+    }, () => { decoding = false; decodeNext(); });
+  }
+  function pace(late) {  // an animation frame `late` ms after it was asked for: the image rate follows
+    lateMs = 0.8 * lateMs + 0.2 * late;
+    const now = performance.now(), top = hello.max_image_hz || 30;
+    if (lateMs > 40 && rateHz > 5) { rateHz = Math.max(5, Math.round(rateHz / 2)); lateMs = 0; onTimeSince = now; }
+    else if (lateMs > 15) onTimeSince = now;
+    else if (now - onTimeSince > 5000 && rateHz < top) { rateHz = Math.min(top, rateHz * 2); onTimeSince = now; }
+    wantNow();
   }
   function drawFrame() {
     if (!shownMeta || document.hidden) return;
+    counts.image++;
     const dpr = window.devicePixelRatio || 1;
     const z = fit(frameCanvas), W = z.w, H = z.h;
     if (!W || !H) return;
@@ -290,18 +394,32 @@
     } else if (r) {
       g.fillStyle = COL.drop; g.font = "13px system-ui, sans-serif"; g.fillText("no face", ox + 8, oy + 18);
     }
+    measureLag();
+    if (!imageText) { imageText = true; showImageText(); }  // the first image's; then with the status
+  }
+  let imageText = false, rangeText = "";
+  // The text under the image and over the trace changes with every draw: written with the status (twice a second)
+  // only, as the page's text costs a browser a layout and a paint each time it changes.
+  function showImageText() {
+    if (!shownMeta) return;
     setText($("image-frame"), String(shownMeta.frame));
     setText($("image-caption"), shownMeta.frame_width + "×" + shownMeta.frame_height + " px, shown at " +
-      shownMeta.width + "×" + shownMeta.height + ", at most " + (status.images_hz || hello.max_image_hz || 30) +
-      " images/s" + (status.busy ? " (machine busy)" : ""));
+      shownMeta.width + "×" + shownMeta.height + ", at most " +
+      Math.min(status.images_hz || hello.max_image_hz || 30, rateHz) + " images/s" +
+      (status.busy ? " (machine busy)" : rateHz < (hello.max_image_hz || 30) ? " (browser busy)" : ""));
     updateLag();
   }
-  function updateLag() {
+  let lagAt = null;  // the image's lag behind the newest row when it was drawn: [frames, ms]
+  function measureLag() {
     if (!shownMeta || rows.length <= start) return;
     const last = rows[rows.length - 1];
     const r = rowOfFrame(shownMeta.frame);
-    const frames = last[C.frame] - shownMeta.frame;
-    const ms = r && r[C.t] !== null && last[C.t] !== null ? (last[C.t] - r[C.t]) * 1000 : null;
+    lagAt = [last[C.frame] - shownMeta.frame,
+             r && r[C.t] !== null && last[C.t] !== null ? (last[C.t] - r[C.t]) * 1000 : null];
+  }
+  function updateLag() {
+    if (!lagAt) return;
+    const [frames, ms] = lagAt;
     const lag = $("image-lag");
     setText(lag, frames + " frames" + (ms === null ? "" : " (" + ms.toFixed(0) + " ms)"));
     setData(lag, "ms", ms === null ? "" : String(ms));
@@ -319,8 +437,9 @@
     setData(b, "kind", kind); setText(b, text); if (b.hidden !== !kind) b.hidden = !kind;
   }
   function fmt(v, unit) { return v === null || v === undefined ? "–" : v + (unit || ""); }
-  function onStatus(s) {
-    status = s;
+  function onStatus(s) { status = s; textDirty = true; draw(); }  // shown at the next animation frame
+  function showStatus() {
+    const s = status;
     const st = s.stale ? "stale" : s.state;
     const el = $("state");
     if (st) {
@@ -336,7 +455,7 @@
     setText($("late"), fmt(s.late_rows));
     setText($("tabs"), fmt(s.tabs));
     setText($("last-frame"), String(s.frame));
-    updateLag();
+    showImageText(); setText(rangeEl, rangeText);
     setBanner();
   }
   function addBlinkItem(b) {
@@ -357,16 +476,17 @@
     es.addEventListener("snapshot", (m) => {
       const d = JSON.parse(m.data);
       hello = d.hello; rows = d.rows; start = 0; blinks = d.blinks; events = d.events; ended = d.ended;
-      connected = true;
+      connected = true; tabId = d.tab === undefined ? null : d.tab; askedHz = null;
+      rateHz = Math.min(rateHz, hello.max_image_hz || 30); wantNow();
       $("stem").textContent = hello.stem || ""; $("source").textContent = hello.source + " · " + hello.mode;
       document.title = "eyeblink view: " + (hello.stem || hello.source || "");
       $("model").textContent = hello.eye_model || "–";
       $("conn").textContent = "connected"; $("conn").dataset.ok = "1";
       $("blink-list").textContent = ""; for (const b of blinks) addBlinkItem(b);
-      prune(); setBanner(); dirty = true; draw();
+      prune(); setBanner(); redraw();
     });
     es.addEventListener("reset", (m) => {  // process --view: the next input
-      hello = JSON.parse(m.data); rows = []; start = 0; blinks = []; events = []; shownMeta = null; wanted = null;
+      hello = JSON.parse(m.data); rows = []; start = 0; blinks = []; events = []; shownMeta = null; waiting = null;
       $("stem").textContent = hello.stem || ""; $("source").textContent = hello.source + " · " + hello.mode;
       document.title = "eyeblink view: " + (hello.stem || hello.source || "");
       $("blink-list").textContent = ""; goLive();
@@ -375,14 +495,17 @@
       const add = JSON.parse(m.data);
       for (const r of add) rows.push(r);
       prune();
-      if (!paused) { dirty = true; draw(); }
+      if (endT === null) { dirty = true; draw(); }  // paused or scrolled back: nothing new in view
     });
     es.addEventListener("blink", (m) => {
-      const b = JSON.parse(m.data); blinks.push(b); addBlinkItem(b); dirty = true; draw();
+      const b = JSON.parse(m.data); blinks.push(b); addBlinkItem(b); redraw();
     });
-    es.addEventListener("event", (m) => { events.push(JSON.parse(m.data)); });
+    es.addEventListener("event", (m) => {
+      const ev = JSON.parse(m.data); events.push(ev);
+      if (ev.event === "prolonged_closure" || ev.event === "face_lost") redraw();  // its tick on the trace
+    });
     es.addEventListener("status", (m) => onStatus(JSON.parse(m.data)));
-    es.addEventListener("image", (m) => { wanted = JSON.parse(m.data); next(); });
+    es.addEventListener("image", (m) => onImage(JSON.parse(m.data)));
     es.addEventListener("end", (m) => {
       ended = JSON.parse(m.data).reason || "ended"; es.close();
       $("conn").textContent = "run ended"; $("conn").dataset.ok = "0"; setBanner();
@@ -403,8 +526,8 @@
     if (k === " ") { setPaused(!paused); }
     else if (k === "ArrowLeft") { if (endT === null) endT = newestT(); scrollBy(e.shiftKey ? -10 : -1); }
     else if (k === "ArrowRight") { scrollBy(e.shiftKey ? 10 : 1); }
-    else if (k === "+" || k === "=") { windowS = Math.max(2, windowS / 1.5); dirty = true; draw(); }
-    else if (k === "-" || k === "_") { windowS = Math.min(hello.history_s || 60, windowS * 1.5); dirty = true; draw(); }
+    else if (k === "+" || k === "=") { windowS = Math.max(2, windowS / 1.5); redraw(); }
+    else if (k === "-" || k === "_") { windowS = Math.min(hello.history_s || 60, windowS * 1.5); redraw(); }
     else if (k === "End" || k === "l" || k === "L") { goLive(); }
     else if (k === "t" || k === "T") { setTheme(theme === "dark" ? "light" : "dark"); }
     else return;
@@ -422,7 +545,8 @@
   });
   trace.addEventListener("pointerup", () => { dragX = null; });
   document.addEventListener("visibilitychange", () => {
-    if (!document.hidden) { dirty = true; shownDirty = true; next(); draw(); }
+    wantNow();
+    if (!document.hidden) { shownDirty = true; textDirty = true; redraw(); }
   });
   loadColours();
   connect();

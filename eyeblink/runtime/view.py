@@ -6,19 +6,26 @@ A :class:`ViewSink` is an output of the run beside LSL and the gate: it is fed w
 HTTP server thread on ``127.0.0.1``:
 
 * ``/`` the page; ``/events`` a Server-Sent Events stream (a snapshot of the last minute on connect, then the
-  rows, blinks, events and the status about 20 times a second); ``/frame.jpg`` the newest preview image.
+  rows, blinks, events and the status about 10 times a second, and the newest preview image, its JPEG inline, as
+  often as the tab asked for: ``/want?tab=N&hz=H``, 0 while it is hidden or paused); ``/frame.jpg`` the newest
+  preview image on its own.
 
 What it costs the frames: in the sink, one list append per row and per event (the listener); everything else
 runs in the view's own threads:
 
-* the **pump** (:meth:`ViewSink._pump`, 20 Hz) turns the rows into JSON once for every tab, keeps the last
-  minute for a tab that connects, and works out the status (rate, drops, latency, face lost, stalled);
-* the **preview** (:meth:`ViewSink._preview`, at most ``max_image_hz``, only while a tab is connected) asks the
+* the **pump** (:meth:`ViewSink._pump`, 10 Hz, and at once for a new image) turns the rows into JSON once for
+  every tab, keeps the last minute for a tab that connects, and works out the status (rate, drops, latency, face
+  lost, stalled);
+* the **preview** (:meth:`ViewSink._preview`, at most ``max_image_hz``, only while a tab asks for images) asks the
   loader for its newest frame through :class:`PreviewGrab` (the loader copies one frame when asked, at most
   that often: a shared flag it reads per frame, otherwise nothing), downscales it, encodes a JPEG and publishes
   it once the row of that frame is written (the face box drawn on it is that frame's own);
 * one thread per open tab writes its stream. A tab that falls a whole backlog behind is disconnected (its
-  browser reconnects and gets a fresh snapshot); images are never queued: a slow tab just gets fewer of them.
+  browser reconnects and gets a fresh snapshot); images are never queued: a tab gets the newest one when it asked
+  for one and the last was written, so a slow tab just gets fewer of them.
+
+One connection carries everything, so a watching browser does no request per image (each cost it ~5 ms of CPU
+across its processes); the page draws what came in one animation frame (see ``view.js``).
 
 A closed tab or a killed browser is a socket that fails: its thread ends, nothing else changes.
 
@@ -29,6 +36,7 @@ request must carry the random token of the printed URL (``?token=...``).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import html
 import ipaddress
@@ -60,24 +68,26 @@ _ASSETS = Path(__file__).resolve().parent
 #: the longest side of a preview image on the page, at most (a frame is reduced by a whole factor: 640x480 gives
 #: 320x240, an average of 2x2 pixels, ~0.05 ms, where a reduction to 480 wide costs ~0.7 ms)
 IMAGE_SIDE = 400
-#: the page's status (rate, drops, latency, banners, the gate's state), times a second
-STATUS_HZ = 5.0
+#: the page's status (rate, drops, latency, banners, the gate's state), times a second (each change of the page's
+#: text costs the browser a frame: ~1.2 s of CPU a minute at 5 Hz on a 2-core machine)
+STATUS_HZ = 2.0
 #: seconds of rows, blinks and events the page can scroll back over (and a new tab gets at once)
 HISTORY_S = 60.0
-#: how often the pump sends what came (Hz)
-PUMP_HZ = 20.0
+#: how often the pump sends what came (Hz; the page draws the trace 10 times a second; a new image is sent at once)
+PUMP_HZ = 10.0
 #: a tab more than this many messages behind is disconnected (its browser reconnects with a fresh snapshot)
 MAX_BACKLOG = 2000
 #: no row written for this long (wall clock) while the run goes on: the page says the stream stalled
 STALL_S = 0.5
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
-#: rows waiting for the pump at most (~100 s at 1,000 FPS); it takes them 20 times a second
+#: rows waiting for the pump at most (~100 s at 1,000 FPS); it takes them 10 times a second
 MAX_PENDING = 100_000
 #: while the run falls behind (a frame dropped, a row past the latency bound, in the last BUSY_S seconds) or the
-#: machine's load exceeds its cores, the preview images are made at most this often (Hz)
-BUSY_IMAGE_HZ = 10.0
+#: machine's load exceeds its cores, the preview images are made at most this often (Hz; the page then draws its
+#: trace as often, in the same browser frames)
+BUSY_IMAGE_HZ = 5.0
 BUSY_S = 5.0
-#: an image nobody fetched (a hidden tab, a slow browser) is replaced by the next one only after this long
+#: an image no tab got (a tab that asked for none, a slow browser) is replaced by the next one only after this long
 UNFETCHED_S = 1.0
 #: rows of a new tab's snapshot encoded per call: the session's thread gets the GIL between two (one call of a
 #: minute at 500 FPS held it for tens of milliseconds)
@@ -166,32 +176,43 @@ class _Stream:
         self.items: deque[tuple[int, bytes]] = deque(maxlen=MAX_BACKLOG)
         self.seq = 0
         self.closed = False
+        self.image: tuple[int, bytes] | None = None  # the newest image's (seq, message): only the newest is sent
 
     def put(self, event: str, data: Any) -> None:
         self.put_all([(event, data)])
 
-    def put_all(self, messages: list[tuple[str, Any]]) -> None:
-        """Messages sent together (one wake-up and one write per tab)."""
-        if not messages:
+    def put_all(self, messages: list[tuple[str, Any]], image: tuple[int, dict[str, Any]] | None = None) -> None:
+        """Messages sent together (one wake-up and one write per tab), and the newest image (seq, message): a tab
+        that wants one gets it after these messages (the row of its frame is among them or before)."""
+        if not messages and image is None:
             return
         blob = b"".join(f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'), allow_nan=False)}\n\n"
                         .encode() for event, data in messages)
+        img = None if image is None else (image[0], b"event: image\ndata: " + json.dumps(
+            image[1], separators=(",", ":"), allow_nan=False).encode() + b"\n\n")
         with self.cond:
-            self.seq += 1
-            self.items.append((self.seq, blob))
+            if blob:
+                self.seq += 1
+                self.items.append((self.seq, blob))
+            if img is not None:
+                self.image = img
             self.cond.notify_all()
 
-    def after(self, cursor: int, timeout: float) -> tuple[int, list[bytes]] | None:
-        """(new cursor, messages past ``cursor``); None when the tab fell off the backlog."""
+    def after(self, cursor: int, timeout: float, image: int = -1) -> tuple[int, list[bytes], int] | None:
+        """(new cursor, messages past ``cursor`` and the newest image when newer than ``image``, the image the tab
+        then has); None when the tab fell off the backlog. ``image`` -1: the tab wants no image now."""
         with self.cond:
-            if self.seq == cursor and not self.closed:
+            newer = image >= 0 and self.image is not None and self.image[0] > image
+            if self.seq == cursor and not self.closed and not newer:
                 self.cond.wait(timeout)
+            img = self.image if image >= 0 and self.image is not None and self.image[0] > image else None
             if not self.items or self.seq == cursor:
-                return cursor, []
+                return cursor, [] if img is None else [img[1]], img[0] if img else image
             first = self.items[0][0]
             if cursor + 1 < first:
                 return None
-            return self.seq, [b for s, b in self.items if s > cursor]
+            return (self.seq, [b for s, b in self.items if s > cursor] + ([] if img is None else [img[1]]),
+                    img[0] if img else image)
 
     def close(self) -> None:
         with self.cond:
@@ -250,8 +271,9 @@ class ViewSink:
         #: (seq, frame, jpeg, width, height, the frame's own width and height, its eye points or None)
         self._image: tuple[int, int, bytes, int, int, int, int, Any] | None = None
         self._image_seq = 0
-        self._sent_image = 0
-        self._fetched = 0  # the newest image a tab fetched: the next is made once it was (the tabs' own pace)
+        self._ready: tuple[int, dict[str, Any]] | None = None  # an image for the pump to send
+        self._fetched = 0  # the newest image a tab got: the next is made once one did (the tabs' own pace)
+        self._tab_hz: dict[int, float] = {}  # images a second each open tab asked for (0: none, hidden or paused)
         self._busy_until = 0.0  # (monotonic) until then the run is taken as falling behind: fewer images
         self._late_seen = 0
         self._clients = 0
@@ -259,7 +281,7 @@ class ViewSink:
         self._new_input: dict[str, Any] | None = None
         self._pump_failed = False
         self._stop = threading.Event()
-        self._wake = threading.Event()  # the pump's: a new image (or the end) is sent at once
+        self._wake = threading.Event()  # the pump's: a new image (an input, the end) is sent at once
         self._threads: list[threading.Thread] = []
         self._server: ThreadingHTTPServer | None = None
         self._page: bytes | None = None
@@ -458,11 +480,6 @@ class ViewSink:
                     item = {"event": ev.event, "frame": ev.frame, "t": _r(ev.timestamp_s, 5), "state": ev.state.value}
                     self._event_history.append(item)
                     out.append(("event", item))
-                img = self._image
-                if img is not None and img[0] != self._sent_image:
-                    self._sent_image = img[0]
-                    out.append(("image", {"seq": img[0], "frame": img[1], "width": img[3], "height": img[4],
-                                          "frame_width": img[5], "frame_height": img[6], "points": img[7]}))
                 if stopping or time.monotonic() >= next_status:
                     out.append(("status", self._status(now)))
                     next_status = max(next_status + status_period, time.monotonic())
@@ -472,7 +489,8 @@ class ViewSink:
                 self._pump_failed = True
             if stopping:
                 out.append(("end", {"reason": self.ended}))
-            self._stream.put_all(out)
+            ready, self._ready = self._ready, None
+            self._stream.put_all(out, ready)
             if stopping:
                 return
             self._wake.wait(period)  # a new image wakes the pump at once
@@ -549,7 +567,8 @@ class ViewSink:
     def _preview(self) -> None:
         """While a tab is open: the loader's newest frame, as a JPEG, once its row is written; at most
         ``max_image_hz`` (:data:`BUSY_IMAGE_HZ` while the machine is busy), and the next one only once a tab
-        fetched the last (or :data:`UNFETCHED_S` later): a hidden tab or a slow browser costs fewer images."""
+        got the last (or :data:`UNFETCHED_S` later), at most as often as the most eager tab asked (``/want``): a
+        hidden or paused tab asks for none, a slow browser gets fewer."""
         import cv2
 
         grab = self.preview
@@ -561,17 +580,19 @@ class ViewSink:
         while not self._stop.wait(wait):
             now = time.monotonic()
             wait = 0.005  # a frame asked for is taken within 5 ms of the loader's putting it
-            if not self._clients:
+            wanted = max(tuple(self._tab_hz.values()), default=0.0)  # one copy (tabs come and go meanwhile)
+            if not wanted:
                 wait = 0.1
                 continue
             if now - checked > 0.5:  # the machine's business, twice a second
                 period, checked = self._image_period(), now
+            period = max(period, 1.0 / wanted)
             if now - last < period:
                 wait = max(0.001, last + period - now)
                 continue
             img = self._image
             if not asked and img is not None and self._fetched < img[0] and now - last < UNFETCHED_S:
-                continue  # nobody has fetched the last one yet
+                continue  # no tab has got the last one yet
             if not asked:
                 grab.request()
                 asked = now
@@ -596,9 +617,13 @@ class ViewSink:
             pts = grab.points(frame)  # the eye model's 12 points of this frame (put before its row was written)
             points = ([[round(float(x), 1), round(float(y), 1)] for x, y in pts]
                       if pts is not None and np.isfinite(pts).all() else None)
-            self._image = (self._image_seq, frame, jpg.tobytes(), img.shape[1], img.shape[0], fw, fh, points)
+            made = (self._image_seq, frame, jpg.tobytes(), img.shape[1], img.shape[0], fw, fh, points)
+            self._image = made
             self.images_sent += 1
-            self._wake.set()
+            self._ready = (made[0], {"seq": made[0], "frame": frame, "width": made[3], "height": made[4],
+                                     "frame_width": fw, "frame_height": fh, "points": points,
+                                     "jpeg": base64.b64encode(made[2]).decode("ascii")})
+            self._wake.set()  # the pump sends it at once, after the rows up to its frame
 
     def _rows_written_frame(self) -> int:
         with self._lock:
@@ -638,27 +663,41 @@ class ViewSink:
         with self._lock:
             self._clients += 1
             self._tabs_total += 1
+            tab = self._tabs_total
+            self._tab_hz[tab] = 1.0 / self.image_period_s  # until the page says otherwise
         try:
-            h.wfile.write(b"retry: 1000\nevent: snapshot\ndata: " + body.encode() + b"\n\n")
+            h.wfile.write(b"retry: 1000\nevent: snapshot\ndata: " + body[:-1].encode() + b',"tab":' +
+                          str(tab).encode() + b"}\n\n")
             h.wfile.flush()
+            has, sent, wrote = 0, 0.0, time.monotonic()  # the tab's newest image, when it and anything was written
             while True:
-                got = self._stream.after(cursor, 1.0)
+                hz = self._tab_hz.get(tab, 0.0)
+                due = sent + 1.0 / hz - time.monotonic() if hz > 0 else 1.0  # > 0: no image before then
+                got = self._stream.after(cursor, min(1.0, max(0.001, due)) if due > 0 else 1.0,
+                                         has if due <= 0 else -1)
                 if got is None:
                     return  # too far behind: the browser reconnects and gets a fresh snapshot
-                cursor, blobs = got
+                cursor, blobs, got_image = got
+                if got_image > has:
+                    has, sent = got_image, time.monotonic()
+                    self._fetched = max(self._fetched, got_image)
+                now = time.monotonic()
                 if blobs:
                     h.wfile.write(b"".join(blobs))
                     h.wfile.flush()
+                    wrote = now
                 elif self._stream.closed:
                     return
-                else:
+                elif now - wrote >= 1.0:
                     h.wfile.write(b": keep-alive\n\n")
                     h.wfile.flush()
+                    wrote = now
         except OSError:  # the tab was closed or the browser killed: nothing else changes
             return
         finally:
             with self._lock:
                 self._clients -= 1
+                self._tab_hz.pop(tab, None)
 
 
 def _handler(view: ViewSink) -> type[BaseHTTPRequestHandler]:
@@ -709,6 +748,19 @@ def _handler(view: ViewSink) -> type[BaseHTTPRequestHandler]:
                 elif url.path == "/events":
                     self.close_connection = True
                     view._serve_events(self)
+                elif url.path == "/want":  # a tab's images a second (0: none while it is hidden or paused)
+                    q = parse_qs(url.query)
+                    try:
+                        tab, hz = int(q.get("tab", ["0"])[0]), float(q.get("hz", ["0"])[0])
+                    except ValueError:
+                        self._refuse(400, "want?tab=N&hz=H\n")
+                        return
+                    with view._lock:
+                        if tab in view._tab_hz:
+                            view._tab_hz[tab] = max(0.0, min(hz, 1.0 / view.image_period_s))
+                    self.send_response(204)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                 elif url.path == "/favicon.ico":
                     self.send_response(204)
                     self.send_header("Content-Length", "0")
