@@ -145,32 +145,29 @@ def square_roi(cx: float, cy: float, side: float, angle: float, size: int) -> np
                      [sa, ca, cy - sa * h - ca * h]], dtype=np.float64)
 
 
-def warp(gray: np.ndarray, m: np.ndarray, size: int, *, mirror: bool = False) -> np.ndarray:
-    """The crop of ``m`` (crop -> frame) as float32 ``[1, size, size, 3]`` RGB in [0, 1]."""
+def crop_of(gray: np.ndarray, m: np.ndarray, size: int, *, mirror: bool = False) -> np.ndarray:
+    """The ``size`` x ``size`` uint8 crop of ``m`` (crop -> frame), bilinear, zero outside the frame."""
     import cv2
 
     if mirror:  # crop column u samples the frame at the mirrored column size - u
         m = m @ np.array([[-1.0, 0.0, size], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     src = gray if gray.flags.c_contiguous else np.ascontiguousarray(gray)
-    crop = cv2.warpAffine(src, m, (size, size), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+    return cv2.warpAffine(src, m, (size, size), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                           borderMode=cv2.BORDER_CONSTANT, borderValue=0)
-    x = crop.astype(np.float32) * (1.0 / 255.0)
+
+
+def warp(gray: np.ndarray, m: np.ndarray, size: int, *, mirror: bool = False) -> np.ndarray:
+    """The crop of ``m`` (crop -> frame) as float32 ``[1, size, size, 3]`` RGB in [0, 1]."""
+    x = crop_of(gray, m, size, mirror=mirror).astype(np.float32) * (1.0 / 255.0)
     return np.repeat(x[None, :, :, None], 3, axis=3)
 
 
 def warp_into(it: Any, index: int, gray: np.ndarray, m: np.ndarray, size: int, *, mirror: bool = False) -> None:
-    """:func:`warp`'s crop written straight into input ``index`` of the LiteRT interpreter ``it`` (the same float32
-    values in all three channels: no temporaries, no ``set_tensor`` copy). The buffer's view is let go before the
-    caller invokes the interpreter."""
-    import cv2
-
-    if mirror:
-        m = m @ np.array([[-1.0, 0.0, size], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
-    src = gray if gray.flags.c_contiguous else np.ascontiguousarray(gray)
-    crop = cv2.warpAffine(src, m, (size, size), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-                          borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+    """:func:`warp`'s values written straight into input ``index`` of the LiteRT interpreter ``it`` (no temporaries,
+    no ``set_tensor`` copy). The view of the buffer is let go before the caller invokes the interpreter."""
+    crop = crop_of(gray, m, size, mirror=mirror)
     x = it.tensor(index)()  # (1, size, size, 3) float32: the interpreter's own input buffer
-    # warp's crop.astype(float32) * (1 / 255): a Python float meets float32 as float32, as np.float32 does here
+    # warp's float32 crop times the Python float 1/255 is a float32 product, as with np.float32 here
     np.multiply(crop, np.float32(1.0 / 255.0), out=x[0, :, :, 0], casting="unsafe")
     x[0, :, :, 1] = x[0, :, :, 0]
     x[0, :, :, 2] = x[0, :, :, 0]
