@@ -535,7 +535,7 @@ class ParallelConfig:
     workers: int = 0  # 0 = physical cores
     loaders: int = 0  # 0 = auto (choose_loaders)
     chunk_frames: int = 128
-    batch_frames: int = 16
+    batch_frames: int = 64
     ring_slots: int = 0  # 0 = derived
     track_across_chunks: bool = False
     stall_timeout_s: float = 60.0

@@ -132,20 +132,19 @@ class LidNetwork(Closing):
                "restore weights/ from the repository or reinstall eyeblink (see weights/README.md)")
         self.path = Path(model_path) if model_path is not None else lids_path()
         self._it, self._in, self._out = load_lid_network(self.path, fix)
-        self._input = np.empty((2, *EYE_SHAPE, 1), np.float32)  # refilled on every run (set_tensor copies it)
 
     def run(self, strip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(aperture, log_sigma) of (subject's right eye, subject's left eye) from one (40, 120) uint8 strip."""
         if self._it is None:
             raise RuntimeError("LidNetwork is closed")
         s = np.asarray(strip)
-        if s.shape == STRIP_SHAPE:  # eye_inputs' values, written into one buffer (no stack, no temporaries)
-            half, x, scale = EYE_SHAPE[1], self._input, np.float32(1.0 / 255.0)
+        if s.shape == STRIP_SHAPE:  # eye_inputs' values, written straight into the interpreter's input buffer
+            half, x, scale = EYE_SHAPE[1], self._it.tensor(self._in)(), np.float32(1.0 / 255.0)
             np.multiply(s[:, :half], scale, out=x[0, :, :, 0], casting="unsafe")
             np.multiply(s[:, half:][:, ::-1], scale, out=x[1, :, :, 0], casting="unsafe")
+            del x  # no view of the buffer is held while the interpreter runs
         else:
-            x = eye_inputs(s)
-        self._it.set_tensor(self._in, x)
+            self._it.set_tensor(self._in, eye_inputs(s))
         self._it.invoke()
         out = self._it.get_tensor(self._out)
         return out[:, 0].astype(np.float64), out[:, 1].astype(np.float64)

@@ -145,17 +145,33 @@ def square_roi(cx: float, cy: float, side: float, angle: float, size: int) -> np
                      [sa, ca, cy - sa * h - ca * h]], dtype=np.float64)
 
 
-def warp(gray: np.ndarray, m: np.ndarray, size: int, *, mirror: bool = False) -> np.ndarray:
-    """The crop of ``m`` (crop -> frame) as float32 ``[1, size, size, 3]`` RGB in [0, 1]."""
+def crop_of(gray: np.ndarray, m: np.ndarray, size: int, *, mirror: bool = False) -> np.ndarray:
+    """The ``size`` x ``size`` uint8 crop of ``m`` (crop -> frame), bilinear, zero outside the frame."""
     import cv2
 
     if mirror:  # crop column u samples the frame at the mirrored column size - u
         m = m @ np.array([[-1.0, 0.0, size], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     src = gray if gray.flags.c_contiguous else np.ascontiguousarray(gray)
-    crop = cv2.warpAffine(src, m, (size, size), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+    return cv2.warpAffine(src, m, (size, size), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                           borderMode=cv2.BORDER_CONSTANT, borderValue=0)
-    x = crop.astype(np.float32) * (1.0 / 255.0)
+
+
+def warp(gray: np.ndarray, m: np.ndarray, size: int, *, mirror: bool = False) -> np.ndarray:
+    """The crop of ``m`` (crop -> frame) as float32 ``[1, size, size, 3]`` RGB in [0, 1]."""
+    x = crop_of(gray, m, size, mirror=mirror).astype(np.float32) * (1.0 / 255.0)
     return np.repeat(x[None, :, :, None], 3, axis=3)
+
+
+def warp_into(it: Any, index: int, gray: np.ndarray, m: np.ndarray, size: int, *, mirror: bool = False) -> None:
+    """:func:`warp`'s values written straight into input ``index`` of the LiteRT interpreter ``it`` (no temporaries,
+    no ``set_tensor`` copy). The view of the buffer is let go before the caller invokes the interpreter."""
+    crop = crop_of(gray, m, size, mirror=mirror)
+    x = it.tensor(index)()  # (1, size, size, 3) float32: the interpreter's own input buffer
+    # warp's float32 crop times the Python float 1/255 is a float32 product, as with np.float32 here
+    np.multiply(crop, np.float32(1.0 / 255.0), out=x[0, :, :, 0], casting="unsafe")
+    x[0, :, :, 1] = x[0, :, :, 0]
+    x[0, :, :, 2] = x[0, :, :, 0]
+    del x
 
 
 def to_frame(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
@@ -349,7 +365,7 @@ class MeshFitter(FrameTimed, Closing):
     def mesh(self, gray: np.ndarray, roi: np.ndarray) -> np.ndarray:
         """(468, 2) frame-pixel face mesh points in ``roi``; sets :attr:`presence`."""
         it = self._require_open()
-        it.set_tensor(self._mesh_in, warp(gray, roi, MESH_INPUT))
+        warp_into(it, self._mesh_in, gray, roi, MESH_INPUT)
         it.invoke()
         self.presence = presence_of(it.get_tensor(self._mesh_logit).reshape(-1)[0])
         raw = it.get_tensor(self._mesh_pts)
@@ -361,7 +377,7 @@ class MeshFitter(FrameTimed, Closing):
         if self._iris is None:
             raise RuntimeError("lid_contour needs the iris network (MeshFitter(refine=True))")
         m = eye_roi(c0, c1)
-        self._iris.set_tensor(self._iris_in, warp(gray, m, IRIS_INPUT, mirror=mirror))
+        warp_into(self._iris, self._iris_in, gray, m, IRIS_INPUT, mirror=mirror)
         self._iris.invoke()
         return contour_to_frame(self._iris.get_tensor(self._iris_contour), m, mirror=mirror)
 
