@@ -54,16 +54,15 @@ class HopRecord:
     PENDING = 1024
 
     def __init__(self) -> None:
-        from eyeblink.runtime.roles.sink import LatencyRecord
+        from eyeblink.runtime.roles.sink import LatencyRecord, Pending
 
         self._hops = {name: LatencyRecord() for name, _, _ in HOPS}
         self._total = LatencyRecord()
         self._sums = dict.fromkeys([*self._hops, "end_to_end"], 0.0)
-        self._pending = np.empty((self.PENDING, len(_TIMES) + 1), np.float64)
-        self._k = 0
+        self._pending = Pending(self._account, self.PENDING, width=len(_TIMES) + 1)
 
     def __len__(self) -> int:
-        return len(self._total) + self._k
+        return len(self._total) + len(self._pending)
 
     def add(self, rows: np.ndarray, written: float) -> None:
         """Account for one batch of rows the sink wrote at ``written`` (perf_counter)."""
@@ -71,24 +70,8 @@ class HopRecord:
         if "t_recv" not in names:
             return
         done = rows[~rows["dropped"]] if "dropped" in names else rows
-        m = len(done)
-        if not m:
-            return
-        if self._k + m > self.PENDING:
-            self._flush()
-        if m > self.PENDING:
-            self._account(np.column_stack([*(done[f] for f in _TIMES), np.full(m, written)]))
-            return
-        block = self._pending[self._k:self._k + m]
-        for i, f in enumerate(_TIMES):
-            block[:, i] = done[f]
-        block[:, -1] = written
-        self._k += m
-
-    def _flush(self) -> None:
-        if self._k:
-            k, self._k = self._k, 0
-            self._account(self._pending[:k])
+        if len(done):
+            self._pending.put(np.column_stack([*(done[f] for f in _TIMES), np.full(len(done), written)]))
 
     def _account(self, t: np.ndarray) -> None:
         """Times of analysed frames, one row each: the :data:`_TIMES` fields, then when the row was written."""
@@ -105,7 +88,7 @@ class HopRecord:
     def summary(self) -> dict[str, Any]:
         """``{hop: {p50, p99, max, mean}}`` in ms, then ``end_to_end`` (arrival -> row written); empty before a
         frame."""
-        self._flush()
+        self._pending.flush()
         n = len(self._total)
         if not n:
             return {}

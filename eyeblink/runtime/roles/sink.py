@@ -29,6 +29,38 @@ class _Redetections:
     redetections: int = 0
 
 
+class Pending:
+    """A fixed buffer of values handed to ``account`` a buffer at a time (:meth:`flush` hands over the rest).
+
+    For records a live sink feeds one frame at a time, where a NumPy update per frame would cost more than the
+    frame's own bookkeeping: :meth:`put` only copies. ``width``: values are rows of that many floats (else scalars).
+    """
+
+    def __init__(self, account: Any, size: int = 1024, width: int | None = None) -> None:
+        self.account = account
+        self.size = size
+        self._buf = np.empty(size if width is None else (size, width), np.float64)
+        self._k = 0
+
+    def __len__(self) -> int:
+        return self._k
+
+    def put(self, values: np.ndarray) -> None:
+        m = len(values)
+        if self._k + m > self.size:
+            self.flush()
+        if m > self.size:
+            self.account(values)
+            return
+        self._buf[self._k:self._k + m] = values
+        self._k += m
+
+    def flush(self) -> None:
+        if self._k:
+            k, self._k = self._k, 0
+            self.account(self._buf[:k])
+
+
 class LatencyRecord:
     """The frame-to-row latencies of a run, for the summary's p50, p99 and max, in bounded memory.
 
@@ -56,30 +88,19 @@ class LatencyRecord:
         self._log_step = math.log1p(rel)
         self._bins = math.ceil(math.log(self.HI_S / self.LO_S) / self._log_step) + 1
         self._counts: np.ndarray | None = None
-        self._pending = np.empty(self.PENDING, np.float64)
-        self._k = 0
+        self._pending = Pending(self._account, self.PENDING)
 
     def __len__(self) -> int:
-        return self.n + self._k
+        return self.n + len(self._pending)
 
     def add(self, latencies_s: np.ndarray | float) -> None:
         """Record one batch of latencies (seconds)."""
         lat = np.asarray(latencies_s, np.float64).ravel()
-        m = len(lat)
-        if not m:
-            return
-        if self._k + m > self.PENDING:
-            self._flush()
-        if m > self.PENDING:
-            self._account(lat)
-            return
-        self._pending[self._k:self._k + m] = lat
-        self._k += m
+        if len(lat):
+            self._pending.put(lat)
 
     def _flush(self) -> None:
-        if self._k:
-            k, self._k = self._k, 0
-            self._account(self._pending[:k])
+        self._pending.flush()
 
     def _account(self, lat: np.ndarray) -> None:
         self._max_s = max(self._max_s, float(lat.max()))
@@ -120,7 +141,7 @@ class LatencyRecord:
 
     def nbytes(self) -> int:
         """Bytes held by the record's arrays."""
-        return (self._exact.nbytes + self._pending.nbytes
+        return (self._exact.nbytes + self._pending._buf.nbytes
                 + (self._counts.nbytes if self._counts is not None else 0))
 
 
