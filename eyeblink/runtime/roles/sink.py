@@ -45,6 +45,10 @@ class Pending:
     def __len__(self) -> int:
         return self._k
 
+    @property
+    def nbytes(self) -> int:
+        return self._buf.nbytes
+
     def put(self, values: np.ndarray) -> None:
         m = len(values)
         if self._k + m > self.size:
@@ -141,7 +145,7 @@ class LatencyRecord:
 
     def nbytes(self) -> int:
         """Bytes held by the record's arrays."""
-        return (self._exact.nbytes + self._pending._buf.nbytes
+        return (self._exact.nbytes + self._pending.nbytes
                 + (self._counts.nbytes if self._counts is not None else 0))
 
 
