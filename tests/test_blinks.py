@@ -194,11 +194,68 @@ def test_warm_up_rescan_spread_catches_up_while_frames_arrive() -> None:
     fps, warm_frames = 500.0, 500
     det = BlinkDetector(rescan_per_frame=25)
     ears = trace(fps, 3.0, [])
-    for i, (el, er) in enumerate(ears[: warm_frames + 30]):
+    for i, (el, er) in enumerate(ears[: warm_frames + 60]):
         det.update(i, i / fps, float(el), float(er))
-    assert not det._backlog  # ~warm/(25-1) frames after the warm-up, the state machine is current again
+    # the warm-up's end takes ~20 frames (a piece each), then the backlog ~warm/(25-1) more: current again
+    assert det._starting is None and not det._backlog and det.judged_to_newest
     with pytest.raises(ValueError, match="rescan_per_frame"):
         BlinkDetector(rescan_per_frame=1)
+
+
+def _patches_of(ears: np.ndarray) -> Callable[[int], np.ndarray | None]:
+    """Eye patches that darken with the closure (the appearance cue), none where the EAR is NaN."""
+    rng = np.random.default_rng(7)
+    iris = rng.integers(30, 60, (2, 12, 24)).astype(np.float64)
+    lid = rng.integers(150, 200, (2, 12, 24)).astype(np.float64)
+
+    def patches(i: int) -> np.ndarray | None:
+        el = ears[i, 0]
+        if math.isnan(el):
+            return None
+        c = max(0.0, min(1.0, 1.0 - el / OPEN))
+        return np.clip(iris + c * (lid - iris) + rng.normal(0, 3, iris.shape), 0, 255).astype(np.uint8)
+
+    return patches
+
+
+@pytest.mark.parametrize("step", [2, 25])
+def test_warm_up_end_in_pieces_with_patches_and_gaps_changes_nothing(step: int,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Live mode ends the warm-up one piece a frame (its baseline, its ~500-patch template, its rows measured
+    against them), the frames meanwhile waiting behind the warm-up's, face-lost frames among them: the blinks are
+    those of a file, and the blinks and state changes those of the warm-up ended at once and re-scanned over the
+    following frames."""
+    fps = 500.0
+    ears = trace(fps, 4.0, [(0.3, 60, 40, 120, 0.9), (1.02, 60, 40, 120, 0.9), (2.0, 70, 30, 140, 0.9)])
+    ears[505:512] = np.nan  # the face lost while the warm-up ends (1 s at 500 FPS)
+
+    def states(rescan: int | None) -> tuple[list[dict[str, object]], list[tuple[int, str]], int]:
+        det = BlinkDetector(rescan_per_frame=rescan)
+        patches = _patches_of(ears)  # the same patches for every run (its noise drawn in frame order)
+        out, changes, pieces = [], [], 0
+        for i, (el, er) in enumerate(ears):
+            out += det.update(i, i / fps, float(el), float(er), patches(i))
+            pieces += det._starting is not None
+            changes += [(c.frame, c.state.value) for c in det.pop_state_changes()]
+        out += det.finish()
+        changes += [(c.frame, c.state.value) for c in det.pop_state_changes()]
+        return [e.as_row() for e in out], changes, pieces
+
+    rows_file, _, _ = states(None)
+    rows_pieces, changes_pieces, pieces = states(step)
+    assert pieces > 10  # in pieces, not at once
+
+    def at_once(self: BlinkDetector) -> list[BlinkEvent]:  # the warm-up's end at once, its re-scan spread
+        for _ in self._start_steps():
+            pass
+        return self._drain(self._rescan_step)
+
+    monkeypatch.setattr(BlinkDetector, "_start", at_once)
+    rows_once, changes_once, pieces_once = states(step)
+    assert pieces_once == 0
+    assert len(rows_file) == 3
+    assert rows_pieces == rows_once == rows_file
+    assert changes_pieces == changes_once
 
 
 @pytest.mark.parametrize("fps", [30.0, 500.0])

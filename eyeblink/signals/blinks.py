@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -100,6 +101,11 @@ _NAN = math.nan
 _MAD_TO_SIGMA = 1.4826
 
 _REFRESH_S = 0.04  # how often the baseline medians and noise are recomputed (and the settle check runs)
+#: live mode's warm-up end, one piece a frame: warm-up samples per piece (~1 ms of appending or measuring), and
+#: the most patches whose template is computed at once (more: in pieces)
+_START_PIECE = 64
+_TEMPLATE_PIECE = 128
+_DONE = object()
 _GAP_INTERVALS = 2.5  # at low frame rates a gap is this many frame intervals (a 6 FPS camera is not all gaps)
 _SETTLED_FRACTION = 0.8  # a level has settled when this fraction of the last settle_ms stays in its band
 
@@ -146,6 +152,9 @@ class BlinkDetector:
         self._stale_t = _NAN  # since when only the appearance cue holds the event open (the EAR is open)
         self._warm: list[tuple[int, float, float, float, np.ndarray | None]] | None = []
         self._warm_s = 0.0  # seconds of the warm-up buffer covered by samples (gaps left out)
+        #: live mode: the warm-up's end (the baseline, the template, the warm-up rows measured against them), one
+        #: piece a frame (:meth:`_start_steps`); the frames meanwhile wait in the backlog
+        self._starting: Iterator[None] | None = None
         self._state = self._OPEN
         self._count = 0
         self._last: tuple[int, float] | None = None  # last valid (frame, t)
@@ -191,7 +200,7 @@ class BlinkDetector:
         """True when :attr:`state` is about the newest frame given to :meth:`update`: the warm-up is over and no
         frame waits to be judged (live mode re-judges its warm-up, and after a re-learnt level an event's
         frames, a few per new frame; meanwhile ``state`` is about an older frame)."""
-        return self._warm is None and not self._backlog
+        return self._warm is None and self._starting is None and not self._backlog
 
     def pop_state_changes(self) -> list[StateChange]:
         """The state changes since the last call, oldest first (at most ``STATE_BUFFER``: older ones dropped).
@@ -224,7 +233,7 @@ class BlinkDetector:
     @property
     def baseline(self) -> float:
         """Current open-eye baseline of the mean EAR (NaN while warming up)."""
-        return float(self._stats[1]) if self._warm is None else _NAN
+        return float(self._stats[1]) if self._warm is None and self._starting is None else _NAN
 
     def _push_baseline(self, t: float, row: tuple[float, ...], patches: np.ndarray | None) -> None:
         self._base.append((t, *row))
@@ -242,6 +251,12 @@ class BlinkDetector:
             self._recompute(t)
 
     def _recompute(self, t: float) -> None:
+        for _ in self._recompute_steps(t):
+            pass
+
+    def _recompute_steps(self, t: float) -> Iterator[None]:
+        """The baseline's medians and sigmas, then the patch template; yields between the template's pieces when
+        there are many patches (the warm-up's end: ~4 ms at once at 500 FPS otherwise)."""
         arr = self._base.view()
         stats = np.full(7, _NAN)
         sigma = np.full(7, _NAN)
@@ -268,11 +283,20 @@ class BlinkDetector:
                     sigma[k] = _MAD_TO_SIGMA * float(np.median(np.abs(col - med)))
         self._stats, self._sigma, self._stats_t = stats, sigma, t
         if self._patches and t - self._template_t >= 0.1:
+            many = len(self._patches) > _TEMPLATE_PIECE  # the warm-up's end: all its patches, in pieces
             raw = np.stack([p for _, p in self._patches])
+            if many:
+                yield
             stack = raw.astype(np.float32)
             if raw.dtype.kind in "ui":  # no NaN: np.median(stack, axis=0)'s floats, each pixel's row sorted
-                self._template = row_medians(np.ascontiguousarray(stack.reshape(len(stack), -1).T)).reshape(
-                    stack.shape[1:])
+                pixels = np.ascontiguousarray(stack.reshape(len(stack), -1).T)
+                if many:
+                    yield
+                half = len(pixels) // 2 if many else len(pixels)  # each pixel's median on its own: the same floats
+                first = row_medians(pixels[:half])
+                if many:
+                    yield
+                self._template = np.concatenate([first, row_medians(pixels[half:])]).reshape(stack.shape[1:])
             else:
                 self._template = np.median(stack, axis=0)
             self._template_t = t
@@ -334,6 +358,12 @@ class BlinkDetector:
     def update(self, frame: int, t: float, ear_left: float, ear_right: float,
                patches: np.ndarray | None = None) -> list[BlinkEvent]:
         """Process one frame; returns the blinks that were settled with it (usually none)."""
+        if self._starting is not None:  # live: the warm-up's end is under way; this frame waits its turn
+            nan = math.isnan(ear_left) and math.isnan(ear_right)
+            if not nan:
+                self._note_interval(t)
+            self._backlog.append((frame, t, ear_left, ear_right, None if nan else patches, not nan))
+            return self._advance_start()
         if math.isnan(ear_left) and math.isnan(ear_right):
             # face or eyes not found: the state is no_face; a gap for the events, judged by time when the
             # next valid sample arrives. Behind a backlog it waits its turn, so the changes stay in order.
@@ -393,26 +423,53 @@ class BlinkDetector:
         return self._start()
 
     def _start(self) -> list[BlinkEvent]:
-        """Warm-up done: baseline from the whole buffer (robust medians), then re-scan the buffer."""
+        """Warm-up done: baseline from the whole buffer (robust medians), then re-scan the buffer. In live mode
+        (``rescan_per_frame``) one piece of that a frame (~25 ms of work at once at 500 FPS: the sink's rows would
+        wait behind it), the frames meanwhile queued behind the warm-up's; the same numbers either way."""
+        if self._rescan_step is None:
+            for _ in self._start_steps():
+                pass
+            return self._drain(None)
+        self._starting = self._start_steps()
+        return self._advance_start()
+
+    def _advance_start(self) -> list[BlinkEvent]:
+        """The next piece of the warm-up's end; once it is done, the backlog's first frames are judged."""
+        assert self._starting is not None
+        if next(self._starting, _DONE) is not _DONE:
+            return []
+        self._starting = None
+        return self._drain(self._rescan_step)
+
+    def _start_steps(self) -> Iterator[None]:
+        """The warm-up's end in pieces (a yield between them): the buffer's samples and patches, their medians and
+        template, the buffer's ratios and appearance measured against them, their medians again; then the buffer
+        goes to the front of the backlog (before the frames that came meanwhile)."""
         assert self._warm is not None
         warm, self._warm = self._warm, None
         t_end = warm[-1][1]
-        for _, ts, a, b, p in warm:
+        for i, (_, ts, a, b, p) in enumerate(warm):
             self._base.append((ts, nanmean((a, b)), a, b, _NAN, _NAN, _NAN))
             if p is not None and self.cfg.appearance:
                 self._patches.append((ts, p))
-        self._recompute(t_end)  # EAR medians and the patch template
+            if i % _START_PIECE == _START_PIECE - 1:
+                yield
+        yield
+        yield from self._recompute_steps(t_end)  # EAR medians and the patch template
+        yield
         s = self._stats
         rows = []
-        for _, ts, a, b, p in warm:
+        for i, (_, ts, a, b, p) in enumerate(warm):
             ratio = nanmean((a / s[2] if s[2] > 0 else _NAN, b / s[3] if s[3] > 0 else _NAN))
             rows.append((ts, nanmean((a, b)), a, b, ratio, *self._dis(p)))
+            if i % _START_PIECE == _START_PIECE - 1:
+                yield
         self._base = TimeWindow(7)
         for row in rows:
             self._base.append(row)
-        self._recompute(t_end)  # ratio and appearance noise
-        self._backlog.extend((f, ts, a, b, p, False) for f, ts, a, b, p in warm)
-        return self._drain(self._rescan_step)
+        yield
+        yield from self._recompute_steps(t_end)  # ratio and appearance noise
+        self._backlog.extendleft((f, ts, a, b, p, False) for f, ts, a, b, p in reversed(warm))
 
     # -- state machine ----------------------------------------------------------------------------------
     def _step(self, frame: int, t: float, el: float, er: float, patches: np.ndarray | None,
@@ -619,8 +676,14 @@ class BlinkDetector:
         out: list[BlinkEvent] = []
         if self._warm is not None:
             # an input shorter than the warm-up: judge it against its own medians
-            out += self._start() if len(self._warm) >= 3 else []
+            if len(self._warm) >= 3:
+                for _ in self._start_steps():
+                    pass
             self._warm = None
+        if self._starting is not None:  # live: the warm-up's end under way, finished now
+            for _ in self._starting:
+                pass
+            self._starting = None
         out += self._drain(None)
         if self._state != self._OPEN:
             self._end(complete=False)

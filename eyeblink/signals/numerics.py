@@ -11,6 +11,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
+# np.median imports numpy.ma at its first call (~20 ms): a live session's first blink would pay that in the sink,
+# the rows waiting behind it; imported with this module instead
+import numpy.ma
+
 _NAN = math.nan
 
 
