@@ -124,6 +124,8 @@ def main() -> int:
     ap.add_argument("--paused", action="store_true")
     ap.add_argument("--not-busy", action="store_true",
                     help="the view's images at their full rate whatever the machine's load (30 a second)")
+    ap.add_argument("--image-hz", type=float, default=None,
+                    help="the view's most images a second (default: the view's own)")
     ap.add_argument("--metrics", action="store_true")
     ap.add_argument("--js", type=Path)
     ap.add_argument("--label", default="")
@@ -132,7 +134,7 @@ def main() -> int:
     ap.add_argument("--trace", type=Path, help="a Chromium trace of the measured span (DevTools' timeline)")
     args = ap.parse_args()
 
-    view = ViewSink()
+    view = ViewSink(**({"max_image_hz": args.image_hz} if args.image_hz else {}))
     if args.js is not None:
         js = args.js.read_text()
         render = view._render_page
@@ -194,7 +196,8 @@ def main() -> int:
             res: dict = {"label": args.label, "repo": str(REPO),
                          "view_module": sys.modules["eyeblink.runtime.view"].__file__, "fps": args.fps,
                          "duration_s": args.duration, "images": not args.no_images, "js": str(args.js or ""),
-                         "paused": args.paused, "not_busy": args.not_busy}
+                         "paused": args.paused, "not_busy": args.not_busy,
+                         "max_image_hz": round(1.0 / view.image_period_s, 1)}
             by = {k: round(c1[k] - c0.get(k, 0.0), 2) for k in c1}
             res["chromium_cpu_s"] = round(sum(by.values()), 2)
             res["chromium_share_of_one_core"] = round(sum(by.values()) / args.duration, 3)

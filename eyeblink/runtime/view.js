@@ -321,7 +321,7 @@
   // meanwhile replaces the one waiting), then drawn in the next animation frame. The tab asks for fewer when its
   // animation frames come late (a busy machine or a slow browser) and for more again once they are on time.
   let shot = null, shownMeta = null, decoding = false, waiting = null;
-  let tabId = null, askedHz = null, rateHz = 30, lateMs = 0, onTimeSince = 0;
+  let tabId = null, askedHz = null, rateHz = 10, lateMs = 0, onTimeSince = 0;
   function want(hz) {
     if (tabId === null || hz === askedHz) return;
     askedHz = hz;
@@ -346,7 +346,7 @@
   }
   function pace(late) {  // an animation frame `late` ms after it was asked for: the image rate follows
     lateMs = 0.8 * lateMs + 0.2 * late;
-    const now = performance.now(), top = hello.max_image_hz || 30;
+    const now = performance.now(), top = hello.max_image_hz || 10;
     if (lateMs > 40 && rateHz > 5) { rateHz = Math.max(5, Math.round(rateHz / 2)); lateMs = 0; onTimeSince = now; }
     else if (lateMs > 15) onTimeSince = now;
     else if (now - onTimeSince > 5000 && rateHz < top) { rateHz = Math.min(top, rateHz * 2); onTimeSince = now; }
@@ -405,8 +405,8 @@
     setText($("image-frame"), String(shownMeta.frame));
     setText($("image-caption"), shownMeta.frame_width + "×" + shownMeta.frame_height + " px, shown at " +
       shownMeta.width + "×" + shownMeta.height + ", at most " +
-      Math.min(status.images_hz || hello.max_image_hz || 30, rateHz) + " images/s" +
-      (status.busy ? " (machine busy)" : rateHz < (hello.max_image_hz || 30) ? " (browser busy)" : ""));
+      Math.min(status.images_hz || hello.max_image_hz || 10, rateHz) + " images/s" +
+      (status.busy ? " (machine busy)" : rateHz < (hello.max_image_hz || 10) ? " (browser busy)" : ""));
     updateLag();
   }
   let lagAt = null;  // the image's lag behind the newest row when it was drawn: [frames, ms]
@@ -477,7 +477,7 @@
       const d = JSON.parse(m.data);
       hello = d.hello; rows = d.rows; start = 0; blinks = d.blinks; events = d.events; ended = d.ended;
       connected = true; tabId = d.tab === undefined ? null : d.tab; askedHz = null;
-      rateHz = Math.min(rateHz, hello.max_image_hz || 30); wantNow();
+      rateHz = Math.min(rateHz, hello.max_image_hz || 10); wantNow();
       $("stem").textContent = hello.stem || ""; $("source").textContent = hello.source + " · " + hello.mode;
       document.title = "eyeblink view: " + (hello.stem || hello.source || "");
       $("model").textContent = hello.eye_model || "–";

@@ -82,10 +82,15 @@ STALL_S = 0.5
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 #: rows waiting for the pump at most (~100 s at 1,000 FPS); it takes them 10 times a second
 MAX_PENDING = 100_000
+#: the preview images, at most this many a second (each one costs a browser ~9 ms of CPU to decode and draw in
+#: software: a tenth of a core at 10 a second, a quarter at 30)
+MAX_IMAGE_HZ = 10.0
 #: while the run falls behind (a frame dropped, a row past the latency bound, in the last BUSY_S seconds) or the
-#: machine's load exceeds its cores, the preview images are made at most this often (Hz; the page then draws its
-#: trace as often, in the same browser frames)
+#: machine is busy (its cores more than BUSY_CORES busy over the last seconds, the browser's share included), the
+#: preview images are made at most this often (Hz; the page then draws its trace as often, in the same browser
+#: frames)
 BUSY_IMAGE_HZ = 5.0
+BUSY_CORES = 0.7
 BUSY_S = 5.0
 #: an image no tab got (a tab that asked for none, a slow browser) is replaced by the next one only after this long
 UNFETCHED_S = 1.0
@@ -233,6 +238,43 @@ def serving(*, port: int = 0, host: str = "127.0.0.1",
         view.close("all inputs processed")
 
 
+class _CoresBusy:
+    """The share of the machine's cores that was busy (``/proc/stat``: all but idle and I/O wait) over the last
+    :data:`PERIOD_S` seconds or more: :meth:`share`, None until two readings (and where it cannot be read: then
+    :attr:`readable` is False)."""
+
+    PERIOD_S = 2.0
+
+    def __init__(self) -> None:
+        self._last: tuple[float, int, int] | None = None  # (monotonic, busy jiffies, all jiffies)
+        self._share: float | None = None
+        self.readable = True
+
+    @staticmethod
+    def _read() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat", "rb") as f:
+                fields = [int(x) for x in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        if len(fields) < 5:
+            return None
+        total = sum(fields[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
+        return total - fields[3] - fields[4], total
+
+    def share(self, now: float) -> float | None:
+        if self._last is not None and now - self._last[0] < self.PERIOD_S:
+            return self._share
+        got = self._read()
+        if got is None:
+            self.readable = False
+            return None
+        if self._last is not None and got[1] > self._last[2]:
+            self._share = (got[0] - self._last[1]) / (got[1] - self._last[2])
+        self._last = (now, *got)
+        return self._share
+
+
 class ViewSink:
     """The browser view of a run: an output fed rows, blinks and events; serves the page in its own threads.
 
@@ -243,7 +285,7 @@ class ViewSink:
     """
 
     def __init__(self, *, port: int = 0, host: str = "127.0.0.1", history_s: float = HISTORY_S,
-                 max_image_hz: float = 30.0, announce: Callable[[str], None] | None = None) -> None:
+                 max_image_hz: float = MAX_IMAGE_HZ, announce: Callable[[str], None] | None = None) -> None:
         self.host = check_view_host(host)
         self.port_asked = int(port)
         if not 0 <= self.port_asked <= 65535:
@@ -276,6 +318,7 @@ class ViewSink:
         self._tab_hz: dict[int, float] = {}  # images a second each open tab asked for (0: none, hidden or paused)
         self._busy_until = 0.0  # (monotonic) until then the run is taken as falling behind: fewer images
         self._late_seen = 0
+        self._cores = _CoresBusy()
         self._clients = 0
         self._tabs_total = 0
         self._new_input: dict[str, Any] | None = None
@@ -546,8 +589,9 @@ class ViewSink:
         return st
 
     def _busy(self) -> bool:
-        """The run is falling behind (a frame dropped or a row late in the last :data:`BUSY_S` s) or the machine's
-        load exceeds its cores: the view then makes fewer images (:data:`BUSY_IMAGE_HZ`)."""
+        """The run is falling behind (a frame dropped or a row late in the last :data:`BUSY_S` s) or the machine is
+        busy (its cores more than :data:`BUSY_CORES` busy over the last seconds; where that cannot be read, a load
+        above its cores): the view then makes fewer images (:data:`BUSY_IMAGE_HZ`)."""
         import os
 
         now = time.monotonic()
@@ -557,6 +601,11 @@ class ViewSink:
             self._busy_until = now + BUSY_S
         if now < self._busy_until:
             return True
+        share = self._cores.share(now)
+        if self._cores.readable:  # (None: its first reading, nothing known yet)
+            if share is not None and share > BUSY_CORES:
+                self._busy_until = now + BUSY_S
+            return share is not None and share > BUSY_CORES
         with contextlib.suppress(OSError, AttributeError):
             return os.getloadavg()[0] > (os.cpu_count() or 1)
         return False
