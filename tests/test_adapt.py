@@ -78,9 +78,13 @@ def test_measuring_this_host_on_a_real_face_frame() -> None:
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
 def test_a_busy_machine_does_not_inflate_the_measured_costs() -> None:
-    """Two other programs spinning on the measuring core: the costs are CPU time, within 1.8x of the quiet ones
-    (the wall clock made them 3x and more: a model that held the rate was said not to)."""
+    """Two other programs spinning on the measuring core: the costs are this thread's CPU time, so the time spent
+    waiting for the core is not counted (the wall clock made them 3x and more: a model that held the rate was said
+    not to). Checked on what has no CPU time at all, waiting 20 ms (the wall clock: 20 ms and more), and the real
+    networks still measured under that load. (A ratio of the networks' CPU times, busy against quiet, was checked
+    here before; on a shared virtual machine the guest's CPU time itself grows 2-6x in a noisy moment.)"""
     from eyeblink.config import RunConfig
+    from eyeblink.runtime.host import _median_ms
     from eyeblink.runtime.pipeline import build_detector, build_fitter
 
     cfg = RunConfig()
@@ -96,23 +100,19 @@ def test_a_busy_machine_does_not_inflate_the_measured_costs() -> None:
                 hogs.append(subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})\n"
                                               "while True: pass"]))
             time.sleep(0.3)
-            # at most three tries: on a shared virtual machine one measurement's CPU time now and then comes out
-            # ~2x (caches and cores shared with other guests); measuring the wall clock made every one 3x and more
-            for _ in range(3):
-                t0 = time.perf_counter()
-                busy = measure_costs({"lids": fitter}, det, width=640, height=480, reps=9)
-                wall = time.perf_counter() - t0
-                if busy.detect_ms < 1.8 * quiet.detect_ms and busy.fit_ms["lids"] < 1.8 * quiet.fit_ms["lids"]:
-                    break
+            t0 = time.perf_counter()
+            waited = _median_ms(lambda: time.sleep(0.02), 5)
+            wall = time.perf_counter() - t0
+            busy = measure_costs({"lids": fitter}, det, width=640, height=480, reps=9)
     finally:
         for h in hogs:
             h.kill()
             h.wait()
         os.sched_setaffinity(0, before)
         fitter.close()
+    assert wall >= 0.1 and waited < 2.0, (waited, wall)
     assert busy.measured and quiet.measured
-    assert busy.detect_ms < 1.8 * quiet.detect_ms, (busy.detect_ms, quiet.detect_ms, wall)
-    assert busy.fit_ms["lids"] < 1.8 * quiet.fit_ms["lids"], (busy.fit_ms, quiet.fit_ms, wall)
+    assert busy.detect_ms > 0 and busy.fit_ms["lids"] > 0
 
 
 def test_decode_of_the_source_codec_is_measured() -> None:

@@ -521,25 +521,26 @@ def test_fewer_images_while_the_machine_s_cores_are_busy(monkeypatch: pytest.Mon
     """The share of the cores busy is read from this machine's /proc/stat over the last seconds; above BUSY_CORES
     the view makes at most BUSY_IMAGE_HZ images a second, and at most MAX_IMAGE_HZ otherwise."""
     from eyeblink.runtime import view as view_mod
+    from eyeblink.runtime.host import CoresBusy
 
-    cores = view_mod._CoresBusy()
+    cores = CoresBusy()
     assert cores.share(0.0) is None  # one reading: nothing known yet
     if not cores.readable:
         pytest.skip("no /proc/stat on this machine")
     t0 = time.process_time()
     while time.process_time() - t0 < 0.1:  # some jiffies pass
         pass
-    share = cores.share(view_mod._CoresBusy.PERIOD_S + 1.0)
+    share = cores.share(CoresBusy.PERIOD_S + 1.0)
     assert share is not None and 0.0 < share <= 1.0
-    assert cores.share(view_mod._CoresBusy.PERIOD_S + 1.5) == share  # read again only after PERIOD_S
+    assert cores.share(CoresBusy.PERIOD_S + 1.5) == share  # read again only after PERIOD_S
 
     def period(readings: list[tuple[int, int]]) -> float:
         """The image period of a view whose two /proc/stat readings were ``readings`` (busy, all jiffies)."""
         v = ViewSink()
         try:
             it = iter(readings)
-            monkeypatch.setattr(view_mod._CoresBusy, "_read", staticmethod(lambda: next(it)))
-            v._cores = view_mod._CoresBusy()
+            monkeypatch.setattr(CoresBusy, "_read", staticmethod(lambda: next(it)))
+            v._cores = CoresBusy()
             v._cores.share(time.monotonic() - 10.0)
             return v._image_period()
         finally:

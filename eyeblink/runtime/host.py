@@ -29,7 +29,7 @@ import numpy as np
 
 from eyeblink.config import physical_cores
 
-__all__ = ["HostCosts", "face_frame", "host_info", "measure_costs", "registry_costs", "with_decode"]
+__all__ = ["CoresBusy", "HostCosts", "face_frame", "host_info", "measure_costs", "registry_costs", "with_decode"]
 
 log = logging.getLogger("eyeblink.host")
 
@@ -269,3 +269,40 @@ def with_decode(costs: HostCosts, codec: str | None, width: int, height: int, re
         return replace(costs, decode_ms=_decode_ms(face_frame(width, height), codec, reps))
     except Exception as exc:  # an encoder this PyAV build lacks: the decode is then not counted
         return replace(costs, note=f"decode of {codec} not measured ({type(exc).__name__})")
+
+
+class CoresBusy:
+    """The share of the machine's cores that was busy (``/proc/stat``: all but idle and I/O wait) over the last
+    :data:`PERIOD_S` seconds or more: :meth:`share`, None until two readings (and where it cannot be read: then
+    :attr:`readable` is False). The browser view makes fewer preview images while it is high."""
+
+    PERIOD_S = 2.0
+
+    def __init__(self) -> None:
+        self._last: tuple[float, int, int] | None = None  # (monotonic, busy jiffies, all jiffies)
+        self._share: float | None = None
+        self.readable = True
+
+    @staticmethod
+    def _read() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat", "rb") as f:
+                fields = [int(x) for x in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        if len(fields) < 5:
+            return None
+        total = sum(fields[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
+        return total - fields[3] - fields[4], total
+
+    def share(self, now: float) -> float | None:
+        if self._last is not None and now - self._last[0] < self.PERIOD_S:
+            return self._share
+        got = self._read()
+        if got is None:
+            self.readable = False
+            return None
+        if self._last is not None and got[1] > self._last[2]:
+            self._share = (got[0] - self._last[1]) / (got[1] - self._last[2])
+        self._last = (now, *got)
+        return self._share

@@ -58,6 +58,7 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 
 from eyeblink.errors import ConfigError
+from eyeblink.runtime.host import CoresBusy
 from eyeblink.runtime.preview import PreviewGrab
 
 __all__ = ["PreviewGrab", "ViewSink", "check_view_host", "serving"]
@@ -238,43 +239,6 @@ def serving(*, port: int = 0, host: str = "127.0.0.1",
         view.close("all inputs processed")
 
 
-class _CoresBusy:
-    """The share of the machine's cores that was busy (``/proc/stat``: all but idle and I/O wait) over the last
-    :data:`PERIOD_S` seconds or more: :meth:`share`, None until two readings (and where it cannot be read: then
-    :attr:`readable` is False)."""
-
-    PERIOD_S = 2.0
-
-    def __init__(self) -> None:
-        self._last: tuple[float, int, int] | None = None  # (monotonic, busy jiffies, all jiffies)
-        self._share: float | None = None
-        self.readable = True
-
-    @staticmethod
-    def _read() -> tuple[int, int] | None:
-        try:
-            with open("/proc/stat", "rb") as f:
-                fields = [int(x) for x in f.readline().split()[1:]]
-        except (OSError, ValueError):
-            return None
-        if len(fields) < 5:
-            return None
-        total = sum(fields[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
-        return total - fields[3] - fields[4], total
-
-    def share(self, now: float) -> float | None:
-        if self._last is not None and now - self._last[0] < self.PERIOD_S:
-            return self._share
-        got = self._read()
-        if got is None:
-            self.readable = False
-            return None
-        if self._last is not None and got[1] > self._last[2]:
-            self._share = (got[0] - self._last[1]) / (got[1] - self._last[2])
-        self._last = (now, *got)
-        return self._share
-
-
 class ViewSink:
     """The browser view of a run: an output fed rows, blinks and events; serves the page in its own threads.
 
@@ -318,7 +282,7 @@ class ViewSink:
         self._tab_hz: dict[int, float] = {}  # images a second each open tab asked for (0: none, hidden or paused)
         self._busy_until = 0.0  # (monotonic) until then the run is taken as falling behind: fewer images
         self._late_seen = 0
-        self._cores = _CoresBusy()
+        self._cores = CoresBusy()
         self._clients = 0
         self._tabs_total = 0
         self._new_input: dict[str, Any] | None = None
