@@ -131,9 +131,11 @@ def tree_cpu_s(root: int, others: dict[int, str]) -> dict[str, float]:
 
 def cores_busy() -> tuple[int, int]:
     """(busy, total) jiffies of all cores so far (``/proc/stat``)."""
-    v = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = v[3] + v[4]  # idle + iowait
-    return sum(v[:8]) - idle, sum(v[:8])
+    from eyeblink.runtime.host import busy_jiffies
+
+    got = busy_jiffies()
+    assert got is not None, "needs /proc/stat (Linux)"
+    return got
 
 
 def tree_rss_mib(root: int, leave_out: set[int]) -> dict[str, float]:

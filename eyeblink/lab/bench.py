@@ -352,10 +352,12 @@ def tree_pss_bytes(pid: int) -> int:
 
 
 def _busy_seconds() -> float:
-    with open("/proc/stat", encoding="utf-8") as fh:
-        f = [int(v) for v in fh.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = f[:8]
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    from eyeblink.runtime.host import busy_jiffies
+
+    got = busy_jiffies()
+    if got is None:
+        raise OSError("/proc/stat cannot be read on this machine")
+    return got[0] / os.sysconf("SC_CLK_TCK")
 
 
 def wait_quiet(timeout_s: float, *, threshold: float = 0.10) -> bool:

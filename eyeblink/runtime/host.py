@@ -29,7 +29,8 @@ import numpy as np
 
 from eyeblink.config import physical_cores
 
-__all__ = ["CoresBusy", "HostCosts", "face_frame", "host_info", "measure_costs", "registry_costs", "with_decode"]
+__all__ = ["CoresBusy", "HostCosts", "busy_jiffies", "face_frame", "host_info", "measure_costs", "registry_costs",
+           "with_decode"]
 
 log = logging.getLogger("eyeblink.host")
 
@@ -271,6 +272,20 @@ def with_decode(costs: HostCosts, codec: str | None, width: int, height: int, re
         return replace(costs, note=f"decode of {codec} not measured ({type(exc).__name__})")
 
 
+def busy_jiffies() -> tuple[int, int] | None:
+    """(busy, all) jiffies of all cores since boot (``/proc/stat``: busy is all but idle and I/O wait; guest time
+    is inside user); None where it cannot be read (not Linux)."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 5:
+        return None
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal
+    return total - fields[3] - fields[4], total
+
+
 class CoresBusy:
     """The share of the machine's cores that was busy (``/proc/stat``: all but idle and I/O wait) over the last
     :data:`PERIOD_S` seconds or more: :meth:`share`, None until two readings (and where it cannot be read: then
@@ -283,17 +298,7 @@ class CoresBusy:
         self._share: float | None = None
         self.readable = True
 
-    @staticmethod
-    def _read() -> tuple[int, int] | None:
-        try:
-            with open("/proc/stat", "rb") as f:
-                fields = [int(x) for x in f.readline().split()[1:]]
-        except (OSError, ValueError):
-            return None
-        if len(fields) < 5:
-            return None
-        total = sum(fields[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
-        return total - fields[3] - fields[4], total
+    _read = staticmethod(busy_jiffies)  # (the tests give it readings of their own)
 
     def share(self, now: float) -> float | None:
         if self._last is not None and now - self._last[0] < self.PERIOD_S:

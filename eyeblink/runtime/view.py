@@ -565,11 +565,12 @@ class ViewSink:
             self._busy_until = now + BUSY_S
         if now < self._busy_until:
             return True
-        share = self._cores.share(now)
-        if self._cores.readable:  # (None: its first reading, nothing known yet)
-            if share is not None and share > BUSY_CORES:
-                self._busy_until = now + BUSY_S
-            return share is not None and share > BUSY_CORES
+        share = self._cores.share(now)  # None at its first reading: nothing known yet
+        if share is not None and share > BUSY_CORES:
+            self._busy_until = now + BUSY_S
+            return True
+        if self._cores.readable:
+            return False
         with contextlib.suppress(OSError, AttributeError):
             return os.getloadavg()[0] > (os.cpu_count() or 1)
         return False
