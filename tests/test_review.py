@@ -399,7 +399,9 @@ def test_the_demo_reviewed_to_the_frame(tmp_path: Path) -> None:
     b1, b2, b3 = auto[0], auto[1], auto[2]
     f3 = int(b3["start_frame"])
     gap = (float(b1["end_s"]) + float(b2["start_s"])) / 2  # quiet eyes between blinks 1 and 2
-    t0 = float(_csv(out / "demo.frames.csv")[0]["timestamp_s"])  # the trace's times are from the first frame
+    frames_csv = _csv(out / "demo.frames.csv")
+    t0 = float(frames_csv[0]["timestamp_s"])  # the trace's times are from the first frame
+    t_last = float(frames_csv[-1]["timestamp_s"])
     with browser_page(html) as p:
         page = p.page
         st = page.locator("#status")
@@ -418,6 +420,8 @@ def test_the_demo_reviewed_to_the_frame(tmp_path: Path) -> None:
                               for i, a in enumerate(labels) for b in labels[i + 1:])  # none over another
         # a missed blink added between blinks 1 and 2: in the table, numbered as blinks.csv will number it
         page.keyboard.press("0")
+        v0, v1 = map(float, st.get_attribute("data-view").split(",")[:2])
+        assert v0 <= 0 and v1 >= t_last - t0  # the whole run, read at once (the drawing comes a frame later)
         _select_span(page, gap - t0 - 0.03, gap - t0 + 0.03)
         page.keyboard.press("b")
         rows = _page_rows(page)

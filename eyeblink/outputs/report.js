@@ -433,6 +433,8 @@
     if (a < -pad) { b += -pad - a; a = -pad; }
     if (b > SPAN + pad) { a -= b - SPAN - pad; b = SPAN + pad; }
     view.t0 = a; view.t1 = b;
+    // at once, not at the next drawing: a script that reads the view right after a key reads this one
+    status.setAttribute("data-view", [view.t0, view.t1, M.left, plotW()].join(","));
     redraw();
   }
   function zoom(factor, at) {
