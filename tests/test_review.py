@@ -414,7 +414,8 @@ def test_the_demo_reviewed_to_the_frame(tmp_path: Path) -> None:
         page.keyboard.press("[")
         page.keyboard.press("[")
         assert st.get_attribute("data-selected-frames") == f"{f3 - 2}-{b3['end_frame']}"
-        page.wait_for_timeout(100)  # the trace is drawn on the next animation frame
+        # the trace is drawn at the next animation frame: a callback asked for after it runs after it
+        page.evaluate("new Promise(r => requestAnimationFrame(() => r()))")
         labels = json.loads(st.get_attribute("data-labels"))
         assert labels and all(a[1] <= b[0] or b[1] <= a[0] or a[2] != b[2]
                               for i, a in enumerate(labels) for b in labels[i + 1:])  # none over another
