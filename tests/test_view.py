@@ -195,6 +195,28 @@ def _row(i: int) -> LiveRow:
                    time.perf_counter(), time.perf_counter())
 
 
+def test_the_minute_of_history_costs_the_garbage_collector_nothing() -> None:
+    """The page's minute of rows (30,000 at 500 FPS) is kept as plain tuples of numbers, which the garbage collector
+    stops tracking: as lists they made every full collection of the session's process 20-30 ms longer, a pause a
+    frame's row waited behind. The page still gets each row as an array."""
+    import gc
+
+    view = ViewSink(port=0)
+    view.open(source="test", stem="cam")
+    try:
+        for i in range(2000):
+            view.row(_row(i))
+        deadline = time.monotonic() + 30
+        while len(view._history) < 2000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        gc.collect()
+        kept = list(view._history)
+        assert len(kept) == 2000 and not any(gc.is_tracked(item) for item in kept)
+        assert json.loads(json.dumps(kept[5]))[:3] == [5, 0.01, 0.28]
+    finally:
+        view.close()
+
+
 def _get(url: str, host: str | None = None) -> tuple[int, bytes]:
     req = urllib.request.Request(url, headers={"Host": host} if host else {})
     try:

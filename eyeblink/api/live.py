@@ -353,6 +353,8 @@ class LiveSession:
                 if self._error is not None:
                     raise self._error
                 return
+            if type(item) is tuple:  # a row, kept by the queue as a plain tuple of its cells
+                item = tuple.__new__(LiveRow, item)
             yield item
 
     def wait_until_open(self, stable_ms: float = 200.0, timeout_s: float | None = None,
