@@ -38,7 +38,11 @@ the whole session (the page drawing its trace and its images, as a user watching
 view's own CPU, per thread role (the pump, the preview encoder, the HTTP connections, the server), in seconds and
 as a share of one core over the session, the images served and the frames the loader handed over; the CPU of the
 browser itself (all its processes, since it started) is ``browser_cpu_s``. Compare the drops and the latencies
-with and without. ``scripts/bench_view_browser.py`` measures the browser alone, per Chromium process.
+with and without. ``--browser-priority idle`` starts the browser in Linux's idle scheduling class (as
+``chrt --idle 0 chromium URL`` does). ``--reader`` puts a plain HTTP client on the page's stream instead of a
+browser (it is sent the rows, the state and the images a tab gets, and draws nothing): the view's own cost to the
+session, as when the page is watched from another machine. ``scripts/bench_view_browser.py`` measures the
+browser alone, per Chromium process.
 """
 
 from __future__ import annotations
@@ -170,16 +174,40 @@ def memory_figures(memory: list[tuple[float, dict[str, float]]], warmup: float) 
             "total_every_10_s": [round(sum(m.values()), 1) for t, m in full if int(t) % 10 == 0]}
 
 
-def open_browser(url: str, profile: Path) -> subprocess.Popen[bytes]:
-    """A headless system Chromium showing ``url`` (a process group of its own)."""
+def open_browser(url: str, profile: Path, priority: str = "normal") -> subprocess.Popen[bytes]:
+    """A headless system Chromium showing ``url`` (a process group of its own); ``priority`` ``idle``: it and every
+    process it starts in Linux's idle scheduling class (``chrt --idle 0``: it runs only on a core nothing else
+    wants)."""
     import shutil
 
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
         raise SystemExit("--browser needs the system Chromium (apt-get install chromium)")
+
+    def idle() -> None:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
     return subprocess.Popen([exe, "--headless=new", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
                              "--window-size=1280,1000", url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=idle if priority == "idle" else None)
+
+
+#: ``--reader``: the page's stream read and thrown away (rows, state, and images at the rate a tab gets by default)
+READER = """
+import sys, urllib.request
+with urllib.request.urlopen(sys.argv[1]) as r:
+    while r.read(65536):
+        pass
+"""
+
+
+def open_reader(url: str) -> subprocess.Popen[bytes]:
+    """A plain HTTP client reading the view page's event stream (what a tab is sent) without drawing anything:
+    the view's whole work for one tab, as a browser on another machine costs the session."""
+    base, _, query = url.partition("?")  # a token, when the page is served beyond loopback
+    events = base.rstrip("/") + "/events" + ("?" + query if query else "")
+    return subprocess.Popen([sys.executable, "-c", READER, events],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def close_browser(browser: subprocess.Popen[bytes]) -> float:
@@ -244,6 +272,13 @@ def main() -> int:
     ap.add_argument("--view", action="store_true", help="serve the browser view during the session")
     ap.add_argument("--browser", action="store_true",
                     help="with --view: a headless Chromium (the system's) shows the page for the whole session")
+    ap.add_argument("--reader", action="store_true",
+                    help="with --view: instead of a browser, a plain HTTP client reads the page's stream (rows, "
+                         "state, images) and draws nothing: what the view costs the session when the page is "
+                         "watched from another machine")
+    ap.add_argument("--browser-priority", default="normal", choices=("normal", "idle"),
+                    help="with --browser: idle starts it in Linux's idle scheduling class, as `chrt --idle 0 "
+                         "chromium URL` does (default: %(default)s)")
     args = ap.parse_args()
 
     import eyeblink
@@ -283,8 +318,9 @@ def main() -> int:
                 consumer = subprocess.Popen([sys.executable, "-c", CONSUMER, name, str(s.gate_port), str(out)])
                 leave_out.add(consumer.pid)
                 labels[consumer.pid] = "bench-consumer"
-                if args.browser and s.view_url:
-                    browser = open_browser(s.view_url, Path(tmp) / "profile")
+                if (args.browser or args.reader) and s.view_url:
+                    browser = (open_reader(s.view_url) if args.reader
+                               else open_browser(s.view_url, Path(tmp) / "profile", args.browser_priority))
                     leave_out.add(browser.pid)
                     labels[browser.pid] = "bench-browser"  # its CPU is browser_cpu_s, not eyeblink's
                 watcher = threading.Thread(target=watch_memory, daemon=True)
@@ -360,6 +396,8 @@ def main() -> int:
         res["view"] = {**view, "wall_s": span, "cpu_share_of_one_core": {
             k: round(v / span, 4) for k, v in {**view["cpu_s"], "all": sum(view["cpu_s"].values())}.items()}}
         res["browser_cpu_s"] = browser_cpu
+        res["browser_priority"] = args.browser_priority
+        res["reader"] = bool(args.reader)
     text = json.dumps(res, indent=2)
     print(text)
     if args.json:
