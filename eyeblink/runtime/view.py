@@ -130,10 +130,9 @@ def _row_item(r: Any) -> tuple[Any, ...]:
     A tuple of numbers: the garbage collector stops tracking it at its first collection, so the minute of history
     (30,000 rows at 500 FPS) adds nothing to the full collections of the session's process (as lists they made one
     of 25-30 ms every few seconds once the history was full, and a frame's row waited behind it)."""
-    x0, y0, x1, y1 = r.face_x0, r.face_y0, r.face_x1, r.face_y1
     return (r.frame, _r(r.timestamp_s, 5), _r(r.ear_left, 4), _r(r.ear_right, 4), _r(r.baseline_ear, 4),
-            _r(r.closure, 3), r.face, r.dropped, _r(r.age_ms, 1), None if x0 != x0 else int(x0),
-            None if y0 != y0 else int(y0), None if x1 != x1 else int(x1), None if y1 != y1 else int(y1))
+            _r(r.closure, 3), r.face, r.dropped, _r(r.age_ms, 1),
+            *(None if v != v else int(v) for v in (r.face_x0, r.face_y0, r.face_x1, r.face_y1)))
 
 
 def _thread_cpu_s(tid: int) -> float:
