@@ -8,6 +8,7 @@ naming the field, the value and the accepted range.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass, field, fields, replace
@@ -60,6 +61,9 @@ class DetectConfig:
     num_threads: int = 1
     batch_size: int = 1
     detect_every: int = 1
+    #: ... and at least this long apart in capture time (the ``cpu`` preset's 50 ms: at 500 FPS every 25th frame,
+    #: not every 10th; at 200 FPS and below, 10 frames are already that long and nothing changes); 0: frames only
+    detect_min_ms: float = 0.0
     hold_iou: float = 0.9  # keep the tracked box while a new detection overlaps it this much (0: never)
     hold_max_ms: float = 250.0  # ... but adopt a new box at least this often
     #: keyframe work (detection, face-mesh placement) on frames closer than this is used this long after its
@@ -99,6 +103,8 @@ class DetectConfig:
         _require(self.detect_every >= 1, f"--detect-every must be >= 1, got {self.detect_every}")
         _require(0.0 <= self.hold_iou < 1.0, f"detect.hold_iou must be in [0, 1), got {self.hold_iou}")
         _require(self.hold_max_ms > 0, f"detect.hold_max_ms must be > 0, got {self.hold_max_ms}")
+        _require(isinstance(self.detect_min_ms, (int, float)) and 0.0 <= self.detect_min_ms <= 10000.0,
+                 f"detect.detect_min_ms must be in [0, 10000] ms, got {self.detect_min_ms!r}")
         _require(isinstance(self.keyframe_lag_ms, (int, float)) and 0.0 <= self.keyframe_lag_ms <= 1000.0,
                  f"detect.keyframe_lag_ms must be in [0, 1000] ms, got {self.keyframe_lag_ms!r}")
         _require(self.stage in STAGES, f"--stage must be one of {', '.join(STAGES)}, got {self.stage!r}")
@@ -113,6 +119,15 @@ class DetectConfig:
                      f"detect.io_tiles and detect.replicas are IPU settings, but detect.backend is "
                      f"{self.backend!r} (io_tiles={self.io_tiles}, replicas={self.replicas}); "
                      "set backend = \"ipu\" or remove them")
+
+    def keyframe_frames(self, fps: float | None, detect_every: int | None = None) -> int:
+        """Frames from one keyframe detection to the next at ``fps`` (an estimate of cost: ``detect_every``, this
+        config's unless given, or more where ``detect_min_ms`` is longer; 1 stays 1). An unknown rate: 500 FPS."""
+        every = self.detect_every if detect_every is None else detect_every
+        rate = fps if fps and fps > 0 else 500.0
+        if every <= 1 or self.detect_min_ms <= 0:
+            return max(1, every)
+        return max(every, math.ceil(self.detect_min_ms * rate / 1000.0 - 1e-9))
 
     @property
     def accelerator_stage(self) -> bool:
@@ -663,6 +678,8 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "batch_size": "frames per batch on an accelerator (the accelerator stage's largest batch)",
         "detect_every": "detect on every N-th frame and reuse the box in between (--detect-every; re-detected "
                         "early on drift or a lost face)",
+        "detect_min_ms": "keyframe detections at least this far apart in capture time as well (a fast camera's "
+                         "every N-th frame would be closer), ms; 0: frames only",
         "hold_iou": "keep the tracked box while a new detection overlaps it this much (0: always take the new one)",
         "hold_max_ms": "but take a new box at least this often, ms",
         "keyframe_lag_ms": "on frames closer than this, a detection or eye placement is used this long after the "

@@ -138,6 +138,24 @@ def test_the_ladder_gets_cheaper_at_every_rung() -> None:
     assert all(b < a for a, b in itertools.pairwise(cost))
 
 
+def test_the_keyframe_rung_doubles_a_fast_cameras_spacing_in_time() -> None:
+    """With ``detect_min_ms`` 50 a 500 FPS run's keyframes are 25 frames apart: the keyframe rung makes them 50 (not
+    20, which would be no change), costed at what 25 frames cost, not 10 (here it saves too little to be a rung of its
+    own; the cheaper model below it keeps the spacing)."""
+    from eyeblink.config import DetectConfig
+
+    c = costs(lids=(1.9, 0.15), **{"mesh-ear": (0.1, 0.1)})
+    detect = DetectConfig(detect_every=10, detect_min_ms=50.0)
+    assert detect.keyframe_frames(500.0) == 25 and detect.keyframe_frames(30.0) == 10
+    rungs = ladder(Rung("lids", 20.0, 10), 500.0, c, ["lids", "mesh-ear"], detect=detect)
+    assert rungs[-1] == Rung("mesh-ear", 80.0, 50) and {r.detect_every for r in rungs} == {10, 50}
+    cost = [c.frame_ms(r.model, 500.0, mesh_reuse_ms=r.mesh_reuse_ms,
+                       detect_every=detect.keyframe_frames(500.0, r.detect_every)) for r in rungs]
+    assert all(b < a for a, b in itertools.pairwise(cost))
+    # at 30 FPS the spacing is the frames' (10 frames are 333 ms): the rung is 20 frames, as without detect_min_ms
+    assert Rung("lids", 80.0, 20) in ladder(Rung("lids", 20.0, 10), 30.0, c, ["lids", "mesh-ear"], detect=detect)
+
+
 def test_steps_down_on_drops_and_back_up_after_headroom() -> None:
     ctl = StepController([Rung("lids", 20, 10), Rung("lids", 40, 10), Rung("lids", 40, 20)])
     t = 0.0

@@ -97,7 +97,9 @@ def test_a_missing_blink_is_listed_and_the_json_says_so(sessions: Path, tmp_path
 def test_another_eye_model_is_a_real_difference(sessions: Path) -> None:
     c = compare_sessions(sessions / "a" / "rec", sessions / "mesh" / "rec")
     assert c.verdict == "different" and c.max_openness_diff > 10 * DEFAULT_TOLERANCE
-    assert c.frames_common == c.frames_a == c.frames_b and c.max_diff["face_x0"][0] == 0.0  # same boxes
+    # the same face boxes but for a few frames: lids uses a keyframe's new box 10 ms (keyframe_lag_ms) after the face
+    # mesh model does, which works on the frame itself; the openness differs by much more than the box
+    assert c.frames_common == c.frames_a == c.frames_b and c.max_diff["face_x0"][0] < 5.0
 
 
 @pytest.mark.parametrize(("args", "message"), [

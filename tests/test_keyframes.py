@@ -3,6 +3,8 @@ the real networks.
 
 * the rows are the same whether the work runs inline (``process``) or in the worker's thread (``live``);
 * below 1000 / ``keyframe_lag_ms`` FPS nothing changes: the rows are those of ``keyframe_lag_ms = 0``;
+* a fast camera's keyframes are ``detect_min_ms`` of capture time apart, not ``detect_every`` frames; at 100 FPS and
+  below (10 frames are 100 ms or more) the rows are those of ``detect_min_ms = 0``;
 * the result of the work asked for on frame k is used from the first frame ``keyframe_lag_ms`` later;
 * a deliberately slow detector holds up no frame in the thread, while inline it holds every keyframe.
 """
@@ -22,11 +24,11 @@ from eyeblink.runtime.keyframes import BesideKeyframes
 from eyeblink.runtime.pipeline import FrameAnalyzer, build_detector, build_fitter
 
 
-def _config(lag_ms: float = 20.0, detect_every: int = 10) -> RunConfig:
+def _config(lag_ms: float = 20.0, detect_every: int = 10, min_ms: float = 0.0) -> RunConfig:
     cfg = RunConfig()
     assert cfg.landmarks.model == "lids"  # the default eye model is the one that lags
     return dataclasses.replace(cfg, detect=dataclasses.replace(cfg.detect, detect_every=detect_every,
-                                                               keyframe_lag_ms=lag_ms))
+                                                               keyframe_lag_ms=lag_ms, detect_min_ms=min_ms))
 
 
 def _analyzer(cfg: RunConfig, *, beside: bool = False, detector: Any = None) -> FrameAnalyzer:
@@ -141,3 +143,49 @@ def test_a_slow_detector_holds_up_no_frame_beside_the_stream(frames: list[Frame]
     assert len(slow.seen) >= 6 and slow_inline.detector.seen[1:] == slow.seen  # type: ignore[attr-defined]
     assert np.sum(inline >= 15.0) >= len(slow.seen)  # inline, each keyframe held its frame
     assert np.sum(beside >= 15.0) <= 2, np.sort(beside)[-5:]  # beside the stream, none
+
+
+def test_a_fast_cameras_keyframes_are_spaced_in_capture_time(frames: list[Frame]) -> None:
+    """``detect_min_ms`` 30 at 500 FPS: a keyframe every 15 frames (30 ms), not every 10th; each still used a lag
+    later; the face mesh still places the eyes every ``mesh_reuse_ms`` between them."""
+    cfg = _config(lag_ms=7.0, min_ms=30.0)
+    assert cfg.detect.keyframe_frames(500.0) == 15 and cfg.detect.keyframe_frames(30.0) == 10
+    a = _analyzer(cfg)
+    det = _Recording(cfg)
+    a.detector = det  # type: ignore[assignment]
+    for f in frames[:60]:
+        r = a.analyze(f)
+        assert r.face is not None
+        assert r.detected == (f.index % 15 == 0), f.index
+    assert len(det.seen) == 4  # frames 0, 15, 30, 45: no drift on this recording
+    assert a.fitter.mesh_runs >= 5  # placed every 20 ms (10 frames) whatever the keyframes' spacing
+    # --detect-every 1 is every frame whatever detect_min_ms says
+    every = dataclasses.replace(cfg, detect=dataclasses.replace(cfg.detect, detect_every=1))
+    assert every.detect.keyframe_frames(500.0) == 1
+    b = _analyzer(every)
+    assert all(b.analyze(f).detected for f in frames[:12])
+
+
+@pytest.mark.parametrize("fps", [100.0, 30.0, 7.5])
+def test_detect_min_ms_changes_nothing_at_100_fps_and_below(frames: list[Frame], fps: float) -> None:
+    """10 frames are 100 ms or more from 100 FPS down: the keyframes of ``detect_min_ms = 100`` are those of 0."""
+    slow = [Frame(f.index, f.index / fps, f.image) for f in frames[:60]]
+    rows = _rows(_analyzer(_config(min_ms=100.0)), slow)
+    assert rows == _rows(_analyzer(_config()), slow)
+    assert sum(r[2] for r in rows) == 6
+
+
+@pytest.mark.parametrize("min_ms", [0.0, 50.0])
+def test_a_face_that_leaves_is_let_go_within_a_placement_and_a_lag(frames: list[Frame], min_ms: float) -> None:
+    """The ``cpu`` preset's keyframe policy at 500 FPS: a face that leaves the picture (frames without it from frame
+    40) is let go within 28 ms, under the shortest blink (30 ms), with keyframes 10 frames apart or 50 ms apart:
+    the face mesh's next placement (every 20 ms) no longer sees a face and detects again at once."""
+    cfg = _config(lag_ms=10.0, min_ms=min_ms)
+    blank = np.full_like(frames[0].image, 96)
+    seq = frames[:40] + [Frame(i, i / 500.0, blank) for i in range(40, 80)]
+    a = _analyzer(cfg)
+    rows = [a.analyze(f) for f in seq]
+    assert all(r.face is not None for r in rows[:40])
+    gone = next(i for i, r in enumerate(rows) if r.face is None)
+    assert all(r.face is None for r in rows[gone:])
+    assert 40 < gone <= 40 + 14, gone  # 28 ms at most: 45 with keyframes 10 frames apart, 51 with 50 ms

@@ -100,6 +100,8 @@ def test_a_ladder_step_changes_the_analyzers_state_not_its_config() -> None:
         run.level.value = bottom
         run._on_batch(analyzer, pipe.fitters)
         rung = run.steps.rungs[bottom]
+        # the keyframe rung doubles the keyframes' spacing at this rate: 10 frames (detect_min_ms: 50 ms at 200 FPS)
+        assert cfg.detect.keyframe_frames(200.0) == 10
         assert analyzer.detect_every == rung.detect_every == 20
         assert analyzer.fitter is pipe.fitters[rung.model]
         if rung.model == "lids":

@@ -52,18 +52,24 @@ class Rung:
         return {"model": self.model, "mesh_reuse_ms": self.mesh_reuse_ms, "detect_every": self.detect_every}
 
 
-def ladder(start: Rung, fps: float, costs: Any, models: tuple[str, ...] | list[str]) -> list[Rung]:
+def ladder(start: Rung, fps: float, costs: Any, models: tuple[str, ...] | list[str], *,
+           detect: Any = None) -> list[Rung]:
     """The rungs from ``start`` down, each strictly cheaper at ``fps`` than the one above (by ``costs``, a
-    :class:`~eyeblink.runtime.host.HostCosts`); ``models``: the eye models loaded (a cheaper one may end it)."""
+    :class:`~eyeblink.runtime.host.HostCosts`); ``models``: the eye models loaded (a cheaper one may end it).
+    ``detect``: the run's :class:`~eyeblink.config.DetectConfig` (its ``detect_min_ms`` spaces a fast camera's
+    keyframes further than ``detect_every``: the keyframe rung halves what is spent, not the frame count)."""
+    def frames(every: int) -> int:
+        return detect.keyframe_frames(fps, every) if detect is not None else every
+
     def cost(r: Rung) -> float:
-        return float(costs.frame_ms(r.model, fps, mesh_reuse_ms=r.mesh_reuse_ms, detect_every=r.detect_every))
+        return float(costs.frame_ms(r.model, fps, mesh_reuse_ms=r.mesh_reuse_ms, detect_every=frames(r.detect_every)))
 
     cands = [start]
     reuse = start.mesh_reuse_ms if start.mesh_reuse_ms > 0 else 0.0
     if reuse > 0:
         cands += [Rung(start.model, reuse * 2, start.detect_every), Rung(start.model, reuse * 4, start.detect_every)]
     last = cands[-1]
-    cands.append(Rung(last.model, last.mesh_reuse_ms, last.detect_every * 2))
+    cands.append(Rung(last.model, last.mesh_reuse_ms, frames(last.detect_every) * 2))
     last = cands[-1]
     for m in models:
         if m != start.model and m in costs.fit_ms:

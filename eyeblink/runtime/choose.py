@@ -113,7 +113,7 @@ def resolve_run_config(requested: RunConfig, *, auto: bool, fps: float | None, c
     analysed before it): that is "before the run" for live, and the run keeps the answer's config to its end.
     """
     lm = requested.landmarks
-    every = requested.detect.detect_every
+    every = requested.detect.keyframe_frames(fps)  # detect_every, or more frames at a fast camera (detect_min_ms)
     if auto:
         model, reason, holds = choose_landmarks(fps, cores, lm.mesh_reuse_ms, costs=costs, detect_every=every)
         return RunChoice(replace(requested, landmarks=replace(lm, model=model)), reason, holds)

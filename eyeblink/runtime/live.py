@@ -304,7 +304,7 @@ class _LiveRun(_Run):
         self.cfg = choice.config  # the run's config, once (a second store raises)
         self.model_reason, holds = choice.reason, choice.holds
         lm = self.cfg.landmarks
-        every = self.cfg.detect.detect_every
+        every = self.cfg.detect.keyframe_frames(fps)  # detect_every, or more at a fast camera (detect_min_ms)
         if not self.accelerated:  # all frames to one worker while it holds the rate (choose_dealt_workers)
             self.dealt, self.dealt_reason = choose_dealt_workers(
                 self.costs, self.cfg.landmarks.model, fps, workers=self.W, asked=self.live.workers,
@@ -315,8 +315,8 @@ class _LiveRun(_Run):
             if not holds:
                 self.warnings_extra.append(f"eye model {self.model_reason}")
         if self.live.adapt and self.costs is not None and not self.accelerated:
-            start = Rung(self.cfg.landmarks.model, lm.mesh_reuse_ms, every)
-            rungs = ladder(start, rate, self.costs, self.models)[:MAX_RUNGS]
+            start = Rung(self.cfg.landmarks.model, lm.mesh_reuse_ms, self.cfg.detect.detect_every)
+            rungs = ladder(start, rate, self.costs, self.models, detect=self.cfg.detect)[:MAX_RUNGS]
             for i, r in enumerate(rungs):
                 self.rung_table[3 * i: 3 * i + 3] = [float(self.models.index(r.model)) if r.model in self.models
                                                      else -1.0, r.mesh_reuse_ms, float(r.detect_every)]

@@ -160,9 +160,12 @@ class FrameAnalyzer:
         #: :mod:`eyeblink.runtime.adapt`), started from the config, which never changes
         self.fitter = fitter
         self.detect_every = config.detect.detect_every
+        #: ... and at least this long apart in capture time (``detect.detect_min_ms``; seconds)
+        self._detect_min_s = config.detect.detect_min_ms / 1000.0
         self.clock = clock or StageClock()
         self._face: FaceDetection | None = None
         self._since_detect = 0
+        self._detect_t = -math.inf  # the capture time of the last detection (detect.detect_min_ms)
         self._iod_ref = math.nan
         self._face_t = -math.inf  # when the tracked box was adopted (hold_max_ms)
         self.redetections = 0
@@ -189,6 +192,7 @@ class FrameAnalyzer:
         """Forget the tracked face and restart the stage clock (a new input)."""
         self._face = None
         self._since_detect = 0
+        self._detect_t = -math.inf
         self._iod_ref = math.nan
         self._face_t = -math.inf
         self.redetections = 0
@@ -198,20 +202,21 @@ class FrameAnalyzer:
         self._restore_fitter(None)
 
     def tracking_state(self) -> tuple[Any, ...]:
-        """The keyframe policy's state (tracked face, frames since detection, reference IOD, adoption time,
-        and what the eye model carries from fit to fit: the mesh's eye crops).
+        """The keyframe policy's state (tracked face, frames since detection and its time, reference IOD,
+        adoption time, and what the eye model carries from fit to fit: the mesh's eye crops).
 
         A worker whose chunks arrive interleaved (several loaders) keeps one per unfinished chunk.
         """
         get = getattr(self.fitter, "tracking_state", None)
-        return (self._face, self._since_detect, self._iod_ref, self._face_t, get() if get else None,
-                list(self._pending), self._prev_t)
+        return (self._face, (self._since_detect, self._detect_t), self._iod_ref, self._face_t,
+                get() if get else None, list(self._pending), self._prev_t)
 
     def restore_tracking(self, state: tuple[Any, ...] | None) -> None:
         """Continue from :meth:`tracking_state`'s ``state``; ``None``: no tracked face (a keyframe next)."""
         if state is None:
-            state = (None, 0, math.nan, -math.inf, None, [], None)
-        self._face, self._since_detect, self._iod_ref, self._face_t, fitter_state, pending, self._prev_t = state
+            state = (None, (0, -math.inf), math.nan, -math.inf, None, [], None)
+        self._face, since, self._iod_ref, self._face_t, fitter_state, pending, self._prev_t = state
+        self._since_detect, self._detect_t = since
         self._pending = list(pending)
         self._restore_fitter(fitter_state)
 
@@ -234,6 +239,7 @@ class FrameAnalyzer:
         face = self.detector.track(frame.image, self._face)  # at any roll (select_subject's tracking)
         self.clock.add("detect", time.perf_counter() - t0)
         self._since_detect = 0
+        self._detect_t = frame.timestamp_s
         if hold and face is not None and holds_box(self.cfg, self.detect_every, face, self._face,
                                                            frame.timestamp_s, self._face_t):
             return self._face
@@ -254,12 +260,19 @@ class FrameAnalyzer:
             self._adopt()
         return self._analyze_now(frame)
 
+    def _keyframe_due(self, frame: Frame) -> bool:
+        """Whether the keyframe policy detects on ``frame``: ``detect_every`` frames since the last detection, and
+        ``detect.detect_min_ms`` of capture time (a fast camera's keyframes are not closer than that); with
+        ``detect_every`` 1, every frame."""
+        every = self.detect_every
+        return self._since_detect + 1 >= every and (
+            every == 1 or frame.timestamp_s - self._detect_t >= self._detect_min_s - 1e-9)
+
     def _analyze_now(self, frame: Frame) -> FrameResult:
         """A frame whose keyframe work is done on it (frames far apart, a segment's first frame, another model)."""
-        every = self.detect_every
         detected = False
         face = self._face
-        if face is None or self._since_detect + 1 >= every:
+        if face is None or self._keyframe_due(frame):
             face = self._detect(frame)
             detected = True
         else:
@@ -315,7 +328,7 @@ class FrameAnalyzer:
                 self._adopt()
             return self._analyze_now(frame)
         detected = False
-        if not detecting and self._since_detect + 1 >= self.detect_every:
+        if not detecting and self._keyframe_due(frame):
             self._submit(frame, "detect", hold=True)
             detected = detecting = True
         else:
@@ -363,6 +376,7 @@ class FrameAnalyzer:
         self._pending.append((job, where.submit(job, self.cfg, fitter), where, fitter))
         if kind != "place":
             self._since_detect = 0
+            self._detect_t = frame.timestamp_s
 
     def _adopt(self) -> None:
         """Use the oldest keyframe work in flight from this frame on (waiting for it when it is not done yet)."""

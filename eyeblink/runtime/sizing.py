@@ -47,7 +47,7 @@ def worker_ms_per_frame(cfg: RunConfig, fps: float | None) -> float:
     if spec is None:
         return WORKER_MS_PER_FRAME
     rate = fps if fps and fps > 0 else 500.0
-    detect = FALLBACK_DETECT_MS * DETECT_RUNS_PER_KEYFRAME / max(1, cfg.detect.detect_every)
+    detect = FALLBACK_DETECT_MS * DETECT_RUNS_PER_KEYFRAME / cfg.detect.keyframe_frames(rate)
     return spec.cost_ms(rate, cfg.landmarks.mesh_reuse_ms) + detect + FRAME_OVERHEAD_MS
 
 
