@@ -68,8 +68,8 @@ class DetectConfig:
     hold_max_ms: float = 250.0  # ... but adopt a new box at least this often
     #: keyframe work (detection, face-mesh placement) on frames closer than this is used this long after its
     #: frame (eyeblink.runtime.keyframes); 0: always on the frame that asks for it. 10 ms: at 500 FPS a face that
-    #: leaves between two keyframes (every 10th frame, 18 ms apart) is let go within 28 ms, under the 30 ms a blink
-    #: lasts at least (blinks.min_duration_ms): what is measured meanwhile is never a whole blink
+    #: leaves between two eye placements (every 10th frame, 18 ms apart) is let go within 28 ms, under the 30 ms a
+    #: blink lasts at least (blinks.min_duration_ms): what is measured meanwhile is never a whole blink
     keyframe_lag_ms: float = 10.0
     jit_compile: bool = True
     prefetch_depth: int = 2
@@ -412,10 +412,14 @@ class RunConfig:
                  f"--max-frames must be > 0, got {self.max_frames}")
 
     def with_overrides(self, section: str, **values: Any) -> RunConfig:
-        """A copy with some fields of one section replaced (``None`` values are ignored)."""
+        """A copy with some fields of one section replaced (``None`` values are ignored). A ``detect_every`` given
+        without a ``detect_min_ms`` (``--detect-every N``, the API's ``detect_every=N``) is every N-th frame, as asked:
+        the preset's floor in time is dropped."""
         values = {k: v for k, v in values.items() if v is not None}
         if not values:
             return self
+        if section == "detect" and "detect_every" in values:
+            values.setdefault("detect_min_ms", 0.0)
         return replace(self, **{section: replace(getattr(self, section), **values)})
 
     def to_dict(self) -> dict[str, Any]:

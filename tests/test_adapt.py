@@ -199,14 +199,15 @@ def _live(port: int, out: Path, *args: str) -> tuple[subprocess.CompletedProcess
 
 
 def test_an_overloaded_live_run_steps_down_and_says_so(tmp_path: Path) -> None:
-    """2,000 FPS into one worker: more than this 2-core machine analyses. The run steps down (warning line, summary
-    entry with time, frame, from, to and why), the measured costs and the host class are in the summary."""
+    """2,000 FPS into one worker detecting on every frame (``--detect-every 1``: BlazeFace alone needs ~3 cores at this
+    rate): more than this 2-core machine analyses. The run steps down (warning line, summary entry with time, frame,
+    from, to and why), the measured costs and the host class are in the summary."""
     from conftest import free_port
 
     port = free_port()
     sender = _sender(port, "--fps", "2000", "--stop-after", "8000")
     try:
-        proc, s = _live(port, tmp_path / "a", "--workers", "1", "--buffer", "0.25")
+        proc, s = _live(port, tmp_path / "a", "--workers", "1", "--buffer", "0.25", "--detect-every", "1")
     finally:
         sender.kill()
     assert proc.returncode == 0, proc.stderr

@@ -189,3 +189,21 @@ def test_a_face_that_leaves_is_let_go_within_a_placement_and_a_lag(frames: list[
     gone = next(i for i, r in enumerate(rows) if r.face is None)
     assert all(r.face is None for r in rows[gone:])
     assert 40 < gone <= 40 + 14, gone  # 28 ms at most: 45 with keyframes 10 frames apart, 51 with 50 ms
+
+
+def test_a_given_detect_every_is_every_nth_frame_at_any_rate() -> None:
+    """``--detect-every N`` (the API's ``detect_every=N``) drops the preset's floor in time: N frames, as asked;
+    without it the preset's keyframes (every 10th frame, at most every 50 ms)."""
+    from pathlib import Path
+
+    from eyeblink.config import load_preset
+
+    cpu = load_preset(Path(__file__).resolve().parent.parent / "pipelines" / "cpu.toml")
+    assert (cpu.detect.detect_every, cpu.detect.detect_min_ms) == (10, 50.0)
+    assert cpu.detect.keyframe_frames(500.0) == 25 and cpu.detect.keyframe_frames(200.0) == 10
+    for n in (2, 10):
+        given = cpu.with_overrides("detect", detect_every=n)
+        assert given.detect.detect_min_ms == 0.0 and given.detect.keyframe_frames(500.0) == n
+    both = cpu.with_overrides("detect", detect_every=4, detect_min_ms=20.0)
+    assert both.detect.keyframe_frames(500.0) == 10
+    assert cpu.with_overrides("detect", detect_every=None).detect.detect_min_ms == 50.0
