@@ -1,9 +1,8 @@
 """One configuration tree of frozen dataclasses.
 
-CLI flags and TOML presets (``pipelines/*.toml``) load into the same classes,
-so a preset and the equivalent flags give the same run. Values are validated on
-construction; an invalid value raises :class:`~eyeblink.errors.ConfigError`
-naming the field, the value and the accepted range.
+CLI flags and TOML presets (``pipelines/*.toml``) load into the same classes, so a preset and the equivalent flags
+give the same run. Values are validated on construction; an invalid value raises
+:class:`~eyeblink.errors.ConfigError` naming the field, the value and the accepted range.
 """
 
 from __future__ import annotations
@@ -39,19 +38,17 @@ ACCELERATOR_STAGE_BACKENDS = ("jax", "tensorflow")
 class DetectConfig:
     """Face detection (BlazeFace short-range).
 
-    ``detect_every``: run the detector on every N-th frame and reuse the last
-    face box in between (the box is re-detected early when the landmark fit
-    drifts). 1 = detect on every frame, as the original study did.
+    ``detect_every``: run the detector on every N-th frame (and ``detect_min_ms`` apart) and reuse the last face box
+    in between (re-detected early when the landmark fit drifts). 1 = every frame, as the original study did.
 
     ``backend``: a detector backend name, or a list of them (``["jax", "tensorflow"]`` in
     ``pipelines/gpu.toml``): the first one installed here, resolved to its name when the config is
     built (:func:`eyeblink.detect.first_installed_backend`).
 
-    Accelerator settings (``tensorflow``, ``jax`` and ``ipu`` backends; the CPU backend ignores them),
-    see :class:`eyeblink.detect.AcceleratorOptions`: ``jit_compile`` (XLA), ``prefetch_depth``
-    (batches prepared ahead of the device, 1..255), ``io_tiles`` (IPU tiles reserved for I/O:
-    0 or even in [32, 192]) and ``replicas`` (IPUs each running a copy); ``io_tiles`` and
-    ``replicas`` > 1 are only valid with ``backend = "ipu"``.
+    Accelerator settings (``tensorflow``, ``jax`` and ``ipu`` backends; the CPU backend ignores them), see
+    :class:`eyeblink.detect.AcceleratorOptions`: ``jit_compile`` (XLA), ``prefetch_depth`` (batches prepared ahead of
+    the device, 1..255), ``io_tiles`` (IPU tiles reserved for I/O: 0 or even in [32, 192]) and ``replicas`` (IPUs
+    each running a copy); ``io_tiles`` and ``replicas`` > 1 are only valid with ``backend = "ipu"``.
     """
 
     backend: str = "litert"
@@ -66,19 +63,17 @@ class DetectConfig:
     detect_min_ms: float = 0.0
     hold_iou: float = 0.9  # keep the tracked box while a new detection overlaps it this much (0: never)
     hold_max_ms: float = 250.0  # ... but adopt a new box at least this often
-    #: keyframe work (detection, face-mesh placement) on frames closer than this is used this long after its
-    #: frame (eyeblink.runtime.keyframes); 0: always on the frame that asks for it. 10 ms: at 500 FPS a face that
-    #: leaves between two eye placements (every 10th frame, 18 ms apart) is let go within 28 ms, under the 30 ms a
-    #: blink lasts at least (blinks.min_duration_ms): what is measured meanwhile is never a whole blink
+    #: keyframe work (detection, face-mesh placement) on frames closer than this is used this long after its frame
+    #: (eyeblink.runtime.keyframes; 0: on its frame). 10 ms: at 500 FPS a face that leaves between two eye placements
+    #: (18 ms apart) is let go within 28 ms, under the shortest blink (blinks.min_duration_ms, 30 ms)
     keyframe_lag_ms: float = 10.0
     jit_compile: bool = True
     prefetch_depth: int = 2
     io_tiles: int = 0
     replicas: int = 1
-    #: where detection and the face-mesh eye model run in the multiprocess pipeline: ``fused`` into each CPU
-    #: worker, or ``accelerator``: one process owns the device and runs both on batches of ``batch_size``
-    #: frames (:mod:`eyeblink.landmarks.batched`); ``auto``: the accelerator stage for the ``jax`` and
-    #: ``tensorflow`` backends, fused for ``litert``
+    #: where detection and the face-mesh eye model run in the multiprocess pipeline: ``fused`` into each CPU worker,
+    #: or ``accelerator``: one process owns the device and runs both on batches of ``batch_size`` frames
+    #: (:mod:`eyeblink.landmarks.batched`); ``auto``: accelerator for the ``jax`` and ``tensorflow`` backends
     stage: str = "auto"
     #: the accelerator stage runs a partial batch once its first frame has waited this long (live latency)
     flush_ms: float = 5.0
@@ -103,7 +98,7 @@ class DetectConfig:
         _require(self.detect_every >= 1, f"--detect-every must be >= 1, got {self.detect_every}")
         _require(0.0 <= self.hold_iou < 1.0, f"detect.hold_iou must be in [0, 1), got {self.hold_iou}")
         _require(self.hold_max_ms > 0, f"detect.hold_max_ms must be > 0, got {self.hold_max_ms}")
-        _require(isinstance(self.detect_min_ms, (int, float)) and 0.0 <= self.detect_min_ms <= 10000.0,
+        _require(isinstance(self.detect_min_ms, (int, float)) and 0 <= self.detect_min_ms <= 10000,
                  f"detect.detect_min_ms must be in [0, 10000] ms, got {self.detect_min_ms!r}")
         _require(isinstance(self.keyframe_lag_ms, (int, float)) and 0.0 <= self.keyframe_lag_ms <= 1000.0,
                  f"detect.keyframe_lag_ms must be in [0, 1000] ms, got {self.keyframe_lag_ms!r}")
@@ -121,13 +116,12 @@ class DetectConfig:
                      "set backend = \"ipu\" or remove them")
 
     def keyframe_frames(self, fps: float | None, detect_every: int | None = None) -> int:
-        """Frames from one keyframe detection to the next at ``fps`` (an estimate of cost: ``detect_every``, this
-        config's unless given, or more where ``detect_min_ms`` is longer; 1 stays 1). An unknown rate: 500 FPS."""
+        """Frames between keyframe detections at ``fps`` (500 if unknown), for cost estimates: ``detect_every`` (this
+        config's unless given), or more where ``detect_min_ms`` is longer; 1 stays 1."""
         every = self.detect_every if detect_every is None else detect_every
-        rate = fps if fps and fps > 0 else 500.0
         if every <= 1 or self.detect_min_ms <= 0:
             return max(1, every)
-        return max(every, math.ceil(self.detect_min_ms * rate / 1000.0 - 1e-9))
+        return max(every, math.ceil(self.detect_min_ms * (fps if fps and fps > 0 else 500.0) / 1000.0 - 1e-9))
 
     @property
     def accelerator_stage(self) -> bool:
@@ -186,16 +180,15 @@ class LandmarkConfig:
 class BlinkConfig:
     """Online blink detection over the per-eye EAR traces (all times in milliseconds, never frames).
 
-    The full definition is in :mod:`eyeblink.signals.blinks`. In short: each eye's EAR is divided by its
-    own open-eye baseline (median over ``baseline_window_ms`` outside blinks); a blink starts
-    when the mean ratio falls below ``close_ratio`` -- or below ``1 - noise_k`` robust sigmas of
-    its own noise when that is deeper -- or when the eye patches differ from their open-eye
-    templates by ``appearance_z`` robust sigmas (``appearance``), and ends when the signal climbs
-    back above ``open_ratio`` then ``onset_ratio`` (hysteresis). The first ``min_baseline_ms`` are
-    buffered and re-scanned once the baseline exists. Blinks closer than ``merge_gap_ms`` merge.
-    A blink is ``partial`` when its amplitude is below ``partial_fraction`` of the subject's full
-    closure: the ``full_closure_quantile`` of the session's blink amplitudes (the prior
-    ``full_closure_amplitude`` until ``full_closure_min_events`` blinks were seen).
+    The full definition is in :mod:`eyeblink.signals.blinks`. In short: each eye's EAR is divided by its own
+    open-eye baseline (median over ``baseline_window_ms`` outside blinks); a blink starts when the mean ratio falls
+    below ``close_ratio`` -- or below ``1 - noise_k`` robust sigmas of its own noise when that is deeper -- or when
+    the eye patches differ from their open-eye templates by ``appearance_z`` robust sigmas (``appearance``), and
+    ends when the signal climbs back above ``open_ratio`` then ``onset_ratio`` (hysteresis). The first
+    ``min_baseline_ms`` are buffered and re-scanned once the baseline exists. Blinks closer than ``merge_gap_ms``
+    merge. A blink is ``partial`` when its amplitude is below ``partial_fraction`` of the subject's full closure:
+    the ``full_closure_quantile`` of the session's blink amplitudes (the prior ``full_closure_amplitude`` until
+    ``full_closure_min_events`` blinks were seen).
     """
 
     close_ratio: float = 0.80
@@ -287,15 +280,14 @@ class BlinkConfig:
 class ClosureConfig:
     """Fraction of eyelid closure (FEC): 0 = the subject's open baseline, 1 = full closure.
 
-    ``FEC = (1 - EAR / baseline_EAR) / A_full`` where ``baseline_EAR`` is the blink detector's
-    running open-eye baseline and ``A_full`` the session's full-closure amplitude (the
-    ``1 - min/baseline`` of a complete closure). ``A_full`` is calibrated per session either from
-    ``calibration_s`` (a ``(start_s, end_s)`` segment the user names, e.g. air puffs alone: its
-    largest closure, median-filtered over ``smooth_ms``) or from the session's largest reflex
-    closures: the ``percentile``-th percentile of the amplitudes of its complete blinks and
-    US-evoked responses that reach ``min_amplitude``, once there are ``min_responses`` of them.
-    Until then (and for sessions without enough) ``default_full_amplitude`` is used: dlib's
-    68-point eye at full closure reads about 0.7 below its open EAR. See :mod:`eyeblink.signals.closure`.
+    ``FEC = (1 - EAR / baseline_EAR) / A_full`` where ``baseline_EAR`` is the blink detector's running open-eye
+    baseline and ``A_full`` the session's full-closure amplitude (the ``1 - min/baseline`` of a complete closure).
+    ``A_full`` is calibrated per session either from ``calibration_s`` (a ``(start_s, end_s)`` segment the user
+    names, e.g. air puffs alone: its largest closure, median-filtered over ``smooth_ms``) or from the session's
+    largest reflex closures: the ``percentile``-th percentile of the amplitudes of its complete blinks and US-evoked
+    responses that reach ``min_amplitude``, once there are ``min_responses`` of them. Until then (and for sessions
+    without enough) ``default_full_amplitude`` is used: dlib's 68-point eye at full closure reads about 0.7 below its
+    open EAR. See :mod:`eyeblink.signals.closure`.
     """
 
     percentile: float = 90.0
@@ -332,10 +324,9 @@ class TrialConfig:
       ``min_valid_fraction`` of its frames have an EAR).
     * startle / alpha response: FEC rises >= ``startle_threshold`` above baseline within
       ``[0, startle_end_ms]`` after CS.
-    * CR window: from ``cr_start_ms`` after CS to US onset (CS-alone trials: the median ISI of the
-      session's paired trials, else CS offset). A CR is FEC >= baseline + ``cr_threshold`` for at
-      least ``cr_min_ms`` in that window; its onset is where FEC last rose through baseline +
-      ``onset_threshold`` before that.
+    * CR window: from ``cr_start_ms`` after CS to US onset (CS-alone trials: the median ISI of the session's paired
+      trials, else CS offset). A CR is FEC >= baseline + ``cr_threshold`` for at least ``cr_min_ms`` in that window;
+      its onset is where FEC last rose through baseline + ``onset_threshold`` before that.
     * UR: largest FEC in ``[US, US + ur_window_ms]``.
     * traces: ``trace_pre_ms`` before to ``trace_post_ms`` after CS; plots average ``block_size`` trials.
     See :mod:`eyeblink.signals.trials`.
@@ -413,8 +404,7 @@ class RunConfig:
 
     def with_overrides(self, section: str, **values: Any) -> RunConfig:
         """A copy with some fields of one section replaced (``None`` values are ignored). A ``detect_every`` given
-        without a ``detect_min_ms`` (``--detect-every N``, the API's ``detect_every=N``) is every N-th frame, as asked:
-        the preset's floor in time is dropped."""
+        alone (``--detect-every N``, the API's ``detect_every=N``): every N-th frame, ``detect_min_ms`` 0."""
         values = {k: v for k, v in values.items() if v is not None}
         if not values:
             return self
@@ -532,23 +522,21 @@ def physical_cores() -> int:
 class ParallelConfig:
     """How the multiprocess pipeline is laid out.
 
-    ``workers``: detect+landmark worker processes (default: physical cores). ``chunk_frames``:
-    contiguous frames a worker owns (its keyframe-tracking unit; see the module docstring for the
-    trade-off). ``track_across_chunks``: a worker keeps its tracked face from one of its chunks
-    to its next one instead of re-detecting on each chunk's first frame (live mode: chunks of two
-    frames dealt round-robin, each worker tracking the face over its own frames; the output then
-    depends on the layout, which live input does anyway). ``batch_frames``: frame records per queue
-    message (at most one chunk). ``loaders``: decoder processes that split one file or image folder
-    into frame ranges (:mod:`eyeblink.sources.ranges`; 0 = chosen from the cores and the per-stage
-    costs, see :func:`eyeblink.runtime.sizing.choose_loaders`). ``ring_slots``: frames in
-    flight (default ``workers x chunk_frames + 2 x batch_frames``). ``stall_timeout_s``: the run
-    fails if no stage makes progress for this long; a process that is building, warming up or
-    compiling its networks (the accelerator stage: XLA programs, before the first frame and on the
-    first batch of each size) answers with heartbeats meanwhile, so a slow compile is no stall.
-    ``compile_timeout_s``: how long one such build, warm-up or compile may keep answering (default
-    10 min); past it the heartbeats stop and the stall check reports the hung compile one
-    ``stall_timeout_s`` later. ``drain_timeout_s``: after a failure, how long the sink waits for
-    the other workers' rows below the failing frame.
+    ``workers``: detect+landmark worker processes (default: physical cores). ``chunk_frames``: contiguous frames a
+    worker owns (its keyframe-tracking unit; see the module docstring for the trade-off). ``track_across_chunks``: a
+    worker keeps its tracked face from one of its chunks to its next one instead of re-detecting on each chunk's
+    first frame (live mode: chunks of two frames dealt round-robin, each worker tracking the face over its own
+    frames; the output then depends on the layout, which live input does anyway). ``batch_frames``: frame records
+    per queue message (at most one chunk). ``loaders``: decoder processes that split one file or image folder into
+    frame ranges (:mod:`eyeblink.sources.ranges`; 0 = chosen from the cores and the per-stage costs, see
+    :func:`eyeblink.runtime.sizing.choose_loaders`). ``ring_slots``: frames in flight (default ``workers x
+    chunk_frames + 2 x batch_frames``). ``stall_timeout_s``: the run fails if no stage makes progress for this long;
+    a process that is building, warming up or compiling its networks (the accelerator stage: XLA programs, before
+    the first frame and on the first batch of each size) answers with heartbeats meanwhile, so a slow compile is no
+    stall. ``compile_timeout_s``: how long one such build, warm-up or compile may keep answering (default 10 min);
+    past it the heartbeats stop and the stall check reports the hung compile one ``stall_timeout_s`` later.
+    ``drain_timeout_s``: after a failure, how long the sink waits for the other workers' rows below the failing
+    frame.
     """
 
     workers: int = 0  # 0 = physical cores

@@ -207,3 +207,12 @@ def test_a_given_detect_every_is_every_nth_frame_at_any_rate() -> None:
     both = cpu.with_overrides("detect", detect_every=4, detect_min_ms=20.0)
     assert both.detect.keyframe_frames(500.0) == 10
     assert cpu.with_overrides("detect", detect_every=None).detect.detect_min_ms == 50.0
+
+
+@pytest.mark.parametrize("bad", [-1.0, 20000.0, "50"])
+def test_a_bad_detect_min_ms_is_one_line(bad: Any) -> None:
+    from eyeblink.config import DetectConfig
+    from eyeblink.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"detect\.detect_min_ms must be in \[0, 10000\] ms, got"):
+        DetectConfig(detect_every=10, detect_min_ms=bad)

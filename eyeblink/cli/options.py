@@ -128,10 +128,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=_positive_int, default=None, metavar="N",
                    help="threads for the face detector backend (default from the preset: 1)")
     g.add_argument("--detect-every", type=_positive_int, default=None, metavar="N",
-                   help="run face detection on every N-th frame and reuse the box in between; the box is "
-                        "re-detected early when the eye fit drifts (1 = every frame; default from the preset: "
-                        "every 10th frame and at most every 50 ms, i.e. every 25th at 500 FPS; a given N is every "
-                        "N-th frame at any rate)")
+                   help="detect the face on every N-th frame at any rate, reusing the box in between (re-detected "
+                        "early on drift; 1 = every frame); default: the preset's every 10th frame, at most every "
+                        "50 ms (every 25th at 500 FPS)")
     g.add_argument("--score-threshold", type=float, default=None, metavar="S",
                    help="minimum BlazeFace score for a face, in (0, 1) (default 0.5)")
     g.add_argument("--fps", type=_number, default=None,  # its range: config.LIVE_RANGES, as in the API
