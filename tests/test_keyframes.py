@@ -216,3 +216,13 @@ def test_a_bad_detect_min_ms_is_one_line(bad: Any) -> None:
 
     with pytest.raises(ConfigError, match=r"detect\.detect_min_ms must be in \[0, 10000\] ms, got"):
         DetectConfig(detect_every=10, detect_min_ms=bad)
+
+
+def test_a_timestamp_that_goes_back_does_not_stop_the_keyframes(frames: list[Frame]) -> None:
+    """Frames whose timestamps jump back 2 s (a clock reset) at frame 30: the next keyframe is the 10th frame after
+    the last (35), not 2 s later; then 50 ms apart again (60). The floor in time counts only while time moves on."""
+    cfg = _config(lag_ms=0.0, min_ms=50.0)
+    seq = [Frame(i, (i if i < 30 else i - 1000) / 500.0, f.image) for i, f in enumerate(frames[:70])]
+    a = _analyzer(cfg)
+    detected = [a.analyze(f).detected for f in seq]
+    assert [i for i, d in enumerate(detected) if d] == [0, 25, 35, 60]

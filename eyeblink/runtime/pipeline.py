@@ -262,11 +262,11 @@ class FrameAnalyzer:
 
     def _keyframe_due(self, frame: Frame) -> bool:
         """Whether the keyframe policy detects on ``frame``: ``detect_every`` frames since the last detection, and
-        ``detect.detect_min_ms`` of capture time (a fast camera's keyframes are not closer than that); with
-        ``detect_every`` 1, every frame."""
+        ``detect.detect_min_ms`` of capture time (a fast camera's keyframes are not closer than that; a timestamp
+        that went back, or none, counts as far enough); with ``detect_every`` 1, every frame."""
         every = self.detect_every
-        return self._since_detect + 1 >= every and (
-            every == 1 or frame.timestamp_s - self._detect_t >= self._detect_min_s - 1e-9)
+        dt = frame.timestamp_s - self._detect_t
+        return self._since_detect + 1 >= every and (every == 1 or not 0.0 <= dt < self._detect_min_s - 1e-9)
 
     def _analyze_now(self, frame: Frame) -> FrameResult:
         """A frame whose keyframe work is done on it (frames far apart, a segment's first frame, another model)."""
