@@ -374,8 +374,11 @@ def main() -> int:
         **cpu_figures(cpu, args.warmup, fps),
         "priority": result.summary["live"].get("priority"),
         "stale_events": result.summary["live"]["publish"]["stale_events"],
-        # of which about start-up frames (analysed whatever their age: not the run falling behind)
-        "startup_stale_events": result.summary["live"]["publish"].get("startup_stale_events"),
+        # the start-up: the first fresh row (the answers begin there) and how long after the first frame arrived;
+        # the start-up's rows before it, too old to be evidence (no stale line: the session had not been fresh)
+        "first_fresh_frame": result.summary["live"]["publish"].get("first_fresh_frame"),
+        "first_fresh_ms": result.summary["live"]["publish"].get("first_fresh_ms"),
+        "startup_old_rows": result.summary["live"]["publish"].get("startup_old_rows"),
         # the gate's stale lines about frames after the warm-up and before the last frame: the pipeline fell behind
         # mid-stream (the line about the last frame says the stream ended, which is right)
         "stale_lines_mid_stream": sum(1 for _, m in data["gate"] if m.get("event") == "stale"

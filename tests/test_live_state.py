@@ -128,7 +128,7 @@ def test_a_lagging_pipeline_never_answers_open_and_a_frozen_camera_is_stale_with
     rng = np.random.default_rng(1)
     ear = open_trace(rng)
     tap, client = make_tap(max_age_ms=BOUND)
-    tap.startup_frames = 1500  # the lag's stale line is about a start-up frame, the freeze's is not
+    tap.startup_frames = 1500  # the lag is within the start-up's frames, but after fresh answers: a stall
     try:
         feed = Feed(tap)
         client.wait_for("hello")
@@ -173,7 +173,63 @@ def test_a_lagging_pipeline_never_answers_open_and_a_frozen_camera_is_stale_with
     assert (got_t - t_last) * 1000 < BOUND + 1000
     summary = tap.summary()
     assert summary["stale_events"] >= 2  # the lag and the freeze (and any stall of this loaded host)
-    assert summary["startup_stale_events"] >= 1 and summary["stale_events"] - summary["startup_stale_events"] >= 1
+    assert summary["first_fresh_frame"] == 0 and summary["startup_old_rows"] == 0
+
+
+def test_the_start_up_s_old_rows_say_nothing_until_the_first_fresh_row_and_a_stall_after_it_says_stale() -> None:
+    """A session's start: its first rows come 300 ms after their frames arrived (the connection's frames waited
+    for the capture and the first frame's search). Nothing was ever fresh, the ``hello`` said ``stale``: those rows
+    say nothing, not even from the watchdog, and are no evidence (no ``open``). The first fresh row begins the
+    answers (``open_stable`` after 200 ms of fresh frames); a later stall of a start-up frame is ``stale``. A
+    session whose rows are still old after the start-up says ``stale`` before any answer."""
+    rng = np.random.default_rng(3)
+    ear = open_trace(rng)
+    tap, client = make_tap(max_age_ms=BOUND)
+    tap.startup_frames = 1500
+    try:
+        feed = Feed(tap)
+        _, hello = client.wait_for("hello")
+        assert hello["stale"] is True
+        t0 = time.perf_counter()
+        for i in range(100):  # the start-up's backlog: every row 300 ms old
+            feed.row(i, ear(i / FPS), arrival=time.perf_counter() - 0.3)
+        time.sleep(3 * BOUND / 1000.0)  # the watchdog has had time to say stale: it does not
+        assert tap.stale_events == 0 and not tap.answering and tap.startup_old_rows == 100
+        ok, why = tap.open_now(200)
+        assert not ok and why.startswith("stale:"), why
+        for i in range(100, 900):  # caught up (and past the detector's 1 s warm-up)
+            feed.row(i, ear(i / FPS))
+        ok, why = tap.open_now(200)
+        assert ok, why
+        for i in range(900, 1000):  # a stall after the answers began, still a start-up frame: stale
+            feed.row(i, ear(i / FPS), arrival=time.perf_counter() - 1.0)
+        assert tap.stale_events == 1
+    finally:
+        tap.close("end of test")
+    events = client.join()[1:-1]
+    assert events[0]["latest_frame"] >= 100  # nothing about the start-up's old rows
+    assert [m["event"] for m in events if m["event"] in ("stale", "fresh")] == ["stale"]
+    (stale,) = [m for m in events if m["event"] == "stale"]
+    assert 900 <= stale["latest_frame"] < 1000 and stale["age_ms"] >= 1000
+    assert not any(says_open(m) and m["latest_frame"] < 100 for m in events)
+    summary = tap.summary()
+    assert summary["first_fresh_frame"] == 100 and summary["startup_old_rows"] == 100
+    assert summary["first_fresh_ms"] >= 300  # the first row's frame arrived 300 ms before the answers began
+    assert (time.perf_counter() - t0) * 1000 + 300 >= summary["first_fresh_ms"]
+
+    # rows still old once the start-up is over, before any answer: stale, at the first such row
+    tap, client = make_tap(max_age_ms=BOUND)
+    tap.startup_frames = 50
+    try:
+        feed = Feed(tap)
+        client.wait_for("hello")
+        for i in range(100):
+            feed.row(i, ear(i / FPS), arrival=time.perf_counter() - 0.3)
+    finally:
+        tap.close("end of test")
+    events = client.join()[1:-1]
+    assert [(m["event"], m["latest_frame"]) for m in events] == [("stale", 50)]
+    assert tap.summary()["first_fresh_frame"] is None and tap.startup_old_rows == 50
 
 
 def test_the_warm_up_end_during_a_blink_never_says_open_over_it_and_lines_stay_in_frame_order() -> None:

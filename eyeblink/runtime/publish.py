@@ -202,9 +202,14 @@ class LiveTap:
         self.frames = 0
         self.events = 0
         self.stale_events = 0
-        #: of those, the ones about a start-up frame (the workers' first frames, the connection's burst): the gate
-        #: said stale, rightly, but the run had not fallen behind
-        self.startup_stale_events = 0
+        #: answers (state lines, LSL evidence) have begun: a row was fresh. Until then a start-up frame's row too old
+        #: to be evidence says nothing (the session has not been fresh yet: the gate's ``hello`` says ``stale``);
+        #: ``stale`` is said when a session that was fresh stops being, or when rows after the start-up are old
+        self.answering = False
+        self.startup_old_rows = 0  # start-up rows too old to be evidence, before the answers began
+        self.first_fresh_frame: int | None = None  # the first fresh row's frame, and when it was written after
+        self.first_fresh_ms = math.nan  # the first row's frame arrived (the start-up's cost to the answers)
+        self._first_arrival = math.nan
         self.newest_frame = -1  # the newest row written (a gap row included) and its capture time
         self.newest_s = math.nan
         # the newest analysed (not dropped) frame: what every answer is about, and how fresh it is
@@ -323,7 +328,7 @@ class LiveTap:
         pipeline) is ``stale`` now, not when the next row comes."""
         period = min(max(self.max_age_s / 4.0, 0.002), 0.05)
         while not self._closing.wait(period):
-            if self.stale or not math.isfinite(self.fresh_arrival):
+            if self.stale or not math.isfinite(self.fresh_arrival) or self._starting(self.fresh_frame):
                 continue
             with self._lock:
                 age = self.age_s()
@@ -334,12 +339,15 @@ class LiveTap:
         """Say ``stale`` about the newest analysed frame; the evidence pending for a new state is forgotten."""
         self.stale = True
         self.stale_events += 1
-        if self.fresh_frame < self.startup_frames:
-            self.startup_stale_events += 1
         self.debouncer.forget()
         self._publish(GateEvent("stale", max(self.fresh_frame, 0), self.fresh_s, self.tracker.state, None,
                                 {"age_ms": age * 1000.0, "max_age_ms": self.max_age_s * 1000.0}),
                       self.fresh_frame, self.fresh_s, self.fresh_arrival)
+
+    def _starting(self, frame: int) -> bool:
+        """No answer yet and ``frame`` is a start-up frame (read at connection or in the capture's first moments,
+        see :data:`~eyeblink.runtime.live.LIVE_STARTUP_GRACE_S`): its row being old is the start, not a stall."""
+        return not self.answering and frame < self.startup_frames
 
     # ------------------------------------------------------------------ the sink's hooks
 
@@ -363,6 +371,8 @@ class LiveTap:
         if self._offset is None:
             self._offset = (arrival if math.isfinite(arrival) else time.perf_counter()) + self._pc_to_lsl - t
         r = self._live_row(values, arrival, time.perf_counter())
+        if self.frames == 0:
+            self._first_arrival = arrival
         dropped = r.dropped
         self.frames += 1
         self.newest_frame, self.newest_s = frame, t
@@ -386,9 +396,15 @@ class LiveTap:
             age = self.age_s()
             events: list[GateEvent] = []
             if age > self.max_age_s:
-                if not self.stale:
+                if self._starting(frame):
+                    self.startup_old_rows += 1
+                elif not self.stale:
                     self._go_stale(age)
                 return  # too old to be evidence of the eye now
+            if not self.answering:
+                self.answering = True
+                self.first_fresh_frame = frame
+                self.first_fresh_ms = (time.perf_counter() - self._first_arrival) * 1000.0
             if self.stale:
                 self.stale = False
                 self.tracker.restart(frame, t)
@@ -482,7 +498,8 @@ class LiveTap:
                 "stable_ms": self.tracker.stable_s * 1000.0, "max_blink_ms": self.tracker.max_blink_s * 1000.0,
                 "max_age_ms": self.max_age_s * 1000.0, "settle_ms": self.debouncer.settle_s * 1000.0,
                 "face_lost_ms": self.debouncer.face_lost_s * 1000.0, "stale_events": self.stale_events,
-                "startup_stale_events": self.startup_stale_events,
+                "first_fresh_frame": self.first_fresh_frame, "first_fresh_ms": _finite(self.first_fresh_ms),
+                "startup_old_rows": self.startup_old_rows,
                 "max_latency_ms": self.max_latency_s * 1000.0 if self.max_latency_s is not None else None,
                 "late_rows": self.late_rows, "startup_rows": self.startup_rows,
                 "lsl_offset_s": self._offset, "events": self.events, "view": None}
