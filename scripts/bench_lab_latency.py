@@ -374,11 +374,13 @@ def main() -> int:
         **cpu_figures(cpu, args.warmup, fps),
         "priority": result.summary["live"].get("priority"),
         "stale_events": result.summary["live"]["publish"]["stale_events"],
-        # the start-up: the first fresh row (the answers begin there) and how long after the first frame arrived;
-        # the start-up's rows before it, too old to be evidence (no stale line: the session had not been fresh)
-        "first_fresh_frame": result.summary["live"]["publish"].get("first_fresh_frame"),
-        "first_fresh_ms": result.summary["live"]["publish"].get("first_fresh_ms"),
+        # the start-up: the first answer (a state line about a fresh frame, after the detector's warm-up) and how
+        # long after the first frame arrived; the rows before it too old to be evidence (no stale line: nothing had
+        # been answered to be stale) and when the last of them was written (the start-up's backlog caught up)
+        "first_answer_frame": result.summary["live"]["publish"].get("first_answer_frame"),
+        "first_answer_ms": result.summary["live"]["publish"].get("first_answer_ms"),
         "startup_old_rows": result.summary["live"]["publish"].get("startup_old_rows"),
+        "startup_caught_up_ms": result.summary["live"]["publish"].get("startup_caught_up_ms"),
         # the gate's stale lines about frames after the warm-up and before the last frame: the pipeline fell behind
         # mid-stream (the line about the last frame says the stream ended, which is right)
         "stale_lines_mid_stream": sum(1 for _, m in data["gate"] if m.get("event") == "stale"

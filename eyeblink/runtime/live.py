@@ -1,45 +1,43 @@
 """Live mode: a camera or a network stream in, EAR rows and blinks out while the frames arrive.
 
-``eyeblink live SOURCE -o OUTDIR`` runs the multiprocess pipeline of :mod:`eyeblink.runtime.parallel` with a
-live loader and writes the same files as ``process`` (``<stem>.frames.csv`` with one appended
-column, ``dropped``; ``<stem>.blinks.csv``; ``<stem>.summary.json``), incrementally. When the capture
-ends normally, :func:`eyeblink.outputs.analysis.finalize` calibrates the FEC column and writes the trials,
-traces, plots and NWB that the conditioning options ask for, exactly as after ``process``.
+``eyeblink live SOURCE -o OUTDIR`` runs the multiprocess pipeline of :mod:`eyeblink.runtime.parallel` with a live
+loader and writes the same files as ``process`` (``<stem>.frames.csv`` with one appended column, ``dropped``;
+``<stem>.blinks.csv``; ``<stem>.summary.json``), incrementally. When the capture ends normally,
+:func:`eyeblink.outputs.analysis.finalize` calibrates the FEC column and writes the trials, traces, plots and NWB that
+the conditioning options ask for, exactly as after ``process``.
 
 The live loader (a forked process) runs a capture thread that stamps every frame on arrival
-(:class:`~eyeblink.sources.live.Captured`), gives it the next frame index and puts it into a free
-slot of the shared-memory ring; its main thread watches the stop request and the heartbeat.
+(:class:`~eyeblink.sources.live.Captured`), gives it the next frame index and puts it into a free slot of the
+shared-memory ring; its main thread watches the stop request and the heartbeat.
 
 Overload policy (``--on-overload``), applied when a frame arrives and the ring has no free slot:
 
-* ``drop`` (default): the frame is dropped at once and written as a gap row (``face`` 0, empty
-  EAR, ``dropped`` 1) in its place; ``frames_dropped`` counts it. The capture never waits, so
-  the camera's or the socket's buffer never overflows behind our back.
-* ``block``: the capture waits for a free slot. Nothing is dropped by eyeblink, but the source
-  backs up: a TCP sender slows down, a camera's driver drops frames (visible as timestamp gaps,
-  ``timestamp_gaps`` in the summary, and for Basler cameras ``camera_skipped_frames``).
+* ``drop`` (default): the frame is dropped at once and written as a gap row (``face`` 0, empty EAR, ``dropped`` 1) in
+  its place; ``frames_dropped`` counts it. The capture never waits, so the camera's or the socket's buffer never
+  overflows behind our back.
+* ``block``: the capture waits for a free slot. Nothing is dropped by eyeblink, but the source backs up: a TCP sender
+  slows down, a camera's driver drops frames (visible as timestamp gaps, ``timestamp_gaps`` in the summary, and for
+  Basler cameras ``camera_skipped_frames``).
 
-Low-latency layout (measured with ``scripts/bench_live.py``, see its docstring): frames go to the
-workers in chunks of :data:`LIVE_CHUNK_FRAMES` dealt round-robin, in messages of
-:data:`LIVE_BATCH_FRAMES`, and each worker keeps tracking the face from one of its chunks to the
-next (``ParallelConfig.track_across_chunks``), so no chunk starts with a forced detection. Every
-worker then works at 1/W of the camera's rate all the time, instead of one worker at the full rate
-for a whole chunk (files: contiguous chunks of 128, throughput first). The workers load and warm up
-before the source is connected and the ring (``--buffer`` seconds of frames, which absorbs a hiccup
-of the machine without dropping) is reserved and faulted in meanwhile (:meth:`_LiveRun._start`).
-``--landmarks auto`` (the default) picks the landmark model the machine can run at the source's
-rate (:func:`~eyeblink.runtime.choose.choose_landmarks`), from costs measured on this machine before the capture
-starts (:mod:`eyeblink.runtime.host`): the run's config is resolved once when the source connects (the rate is
-known only then; no frame is analysed before it), into a new frozen config the run keeps to its end
-(:func:`~eyeblink.runtime.choose.resolve_run_config`). During the run the sink steps down a ladder of cheaper
-settings when frames drop or the backlog grows, and back up when headroom returns (:mod:`eyeblink.runtime.adapt`):
-each step is a warning line, a metric and a ``summary.json`` entry, and changes the workers' state (eye model,
-mesh reuse, ``detect_every``), never the config.
+Low-latency layout (measured with ``scripts/bench_live.py``, see its docstring): frames go to the workers in chunks of
+:data:`LIVE_CHUNK_FRAMES` dealt round-robin, in messages of :data:`LIVE_BATCH_FRAMES`, and each worker keeps tracking
+the face from one of its chunks to the next (``ParallelConfig.track_across_chunks``), so no chunk starts with a forced
+detection. Every worker then works at 1/W of the camera's rate all the time, instead of one worker at the full rate
+for a whole chunk (files: contiguous chunks of 128, throughput first). The workers load and warm up before the source
+is connected and the ring (``--buffer`` seconds of frames, which absorbs a hiccup of the machine without dropping) is
+reserved and faulted in meanwhile (:meth:`_LiveRun._start`). ``--landmarks auto`` (the default) picks the landmark
+model the machine can run at the source's rate (:func:`~eyeblink.runtime.choose.choose_landmarks`), from costs
+measured on this machine before the capture starts (:mod:`eyeblink.runtime.host`): the run's config is resolved once
+when the source connects (the rate is known only then; no frame is analysed before it), into a new frozen config the
+run keeps to its end (:func:`~eyeblink.runtime.choose.resolve_run_config`). During the run the sink steps down a
+ladder of cheaper settings when frames drop or the backlog grows, and back up when headroom returns
+(:mod:`eyeblink.runtime.adapt`): each step is a warning line, a metric and a ``summary.json`` entry, and changes the
+workers' state (eye model, mesh reuse, ``detect_every``), never the config.
 
-Stopping: SIGINT (Ctrl-C) or SIGTERM stops the capture; frames already captured are analysed, every
-file is flushed and the run exits 0 (a second Ctrl-C stops at once, status ``interrupted``). A
-stream that ends stops the run the same way, with a message; a lost source (after ``--reconnect``
-tries) stops it with :class:`~eyeblink.sources.live.SourceLostError` (exit 4), rows kept.
+Stopping: SIGINT (Ctrl-C) or SIGTERM stops the capture; frames already captured are analysed, every file is flushed
+and the run exits 0 (a second Ctrl-C stops at once, status ``interrupted``). A stream that ends stops the run the same
+way, with a message; a lost source (after ``--reconnect`` tries) stops it with
+:class:`~eyeblink.sources.live.SourceLostError` (exit 4), rows kept.
 """
 
 from __future__ import annotations
@@ -91,8 +89,8 @@ __all__ = ["LIVE_BATCH_FRAMES", "LIVE_CHUNK_FRAMES", "LIVE_FRAME_COLUMNS", "Live
 
 log = logging.getLogger("eyeblink.live")
 
-#: Ring slots mapped into every process before the capture when the ring could not be reserved in
-#: advance (FrameRing.prefault): the frames in flight cycle through the lowest slots, ~10 at 500 FPS.
+#: Ring slots mapped into every process before the capture when the ring could not be reserved in advance
+#: (FrameRing.prefault): the frames in flight cycle through the lowest slots, ~10 at 500 FPS.
 PREFAULT_SLOTS = 64
 #: warm-up frames the blink detector re-judges per new frame (BlinkDetector rescan_per_frame)
 LIVE_RESCAN_PER_FRAME = 25
@@ -100,24 +98,24 @@ LIVE_RESCAN_PER_FRAME = 25
 MAX_RUNGS = 8
 #: the accelerator stage's largest batch compiled before a live capture starts (see _LiveRun.warm_batch)
 LIVE_WARM_BATCH = 32
-#: a run that drops more than this share of its frames (the loader's and the late ones) says so: one warning
-#: line, the summary's ``warnings`` and ``live.status`` ``overloaded``
+#: a run that drops more than this share of its frames (the loader's and the late ones) says so: one warning line, the
+#: summary's ``warnings`` and ``live.status`` ``overloaded``
 DROP_WARN_SHARE = 0.01
-#: start-up: the frames read at connection (a stream's rate probe, up to 0.5 s of a slow stream) and those that
-#: arrive in the first this many seconds of the capture are analysed whatever their age (never gap rows of the
-#: latency bound, and not counted as rows past it): the workers' first frames and the burst of the connection
-#: are not the run falling behind ...
+#: start-up: the frames read at connection (a stream's rate probe, up to 0.5 s of a slow stream) and those that arrive
+#: in the first this many seconds of the capture are analysed whatever their age (never gap rows of the latency bound,
+#: and not counted as rows past it): the workers' first frames and the burst of the connection are not the run falling
+#: behind ...
 LIVE_STARTUP_GRACE_S = 0.5
 #: ... but at most this many frames after those read at connection (a fast stream's backlog stays short)
 LIVE_STARTUP_GRACE_FRAMES = 128
-#: the GIL switch interval of a live run's processes (Python's default: 5 ms). Each process has threads that hand
-#: a frame on (the loader's capture thread and its queue's feeder thread, a worker's analysis and its feeder, the
-#: sink and the API's consumer); a thread woken to pass a frame on waits for the GIL up to the switch interval
-#: whenever another thread of its process is busy in Python, so every hand-off could add up to 5 ms
+#: the GIL switch interval of a live run's processes (Python's default: 5 ms). Each process has threads that hand a
+#: frame on (the loader's capture thread and its queue's feeder thread, a worker's analysis and its feeder, the sink and
+#: the API's consumer); a thread woken to pass a frame on waits for the GIL up to the switch interval whenever another
+#: thread of its process is busy in Python, so every hand-off could add up to 5 ms
 LIVE_SWITCH_INTERVAL_S = 0.0005
-#: with --on-overload drop, the share of --max-latency-ms a frame may wait before its worker starts it; the rest is
-#: for what follows the worker (its batch, the results queue, the sink's reorder and its write), which took up to
-#: ~150 ms more on a 2-core host at 1,000 FPS: a frame started at the whole bound reached LSL and the gate past it
+#: with --on-overload drop, the share of --max-latency-ms a frame may wait before its worker starts it; the rest is for
+#: what follows the worker (its batch, the results queue, the sink's reorder and its write), which took up to ~150 ms
+#: more on a 2-core host at 1,000 FPS: a frame started at the whole bound reached LSL and the gate past it
 LIVE_LATE_SHARE = 0.5
 
 
@@ -188,14 +186,12 @@ class _LiveRun(_Run):
     def _start(self) -> None:
         """Workers first, warmed up; then open the stream, size the ring and start the capture.
 
-        A network stream starts sending when it is opened: every frame that arrives before the
-        workers can analyse it waits in the socket (a paced sender then catches up in a burst)
-        and comes out late. So the workers are forked and warmed up (LiteRT's first invoke, the
-        dlib model paged in) before :meth:`LiveSource.start` connects, and attach to the ring by
-        name when it exists. The ring's memory is reserved and faulted in meanwhile: a frame that
-        lands on a fresh page pays the fault in the loader and again in its worker (up to ~2 ms
-        a frame in a VM), and on the first second of a stream that is a backlog that feeds itself.
-        """
+        A network stream starts sending when it is opened: every frame that arrives before the workers can analyse
+        it waits in the socket (a paced sender then catches up in a burst) and comes out late. So the workers are
+        forked and warmed up (LiteRT's first invoke, the dlib model paged in) before :meth:`LiveSource.start`
+        connects, and attach to the ring by name when it exists. The ring's memory is reserved and faulted in
+        meanwhile: a frame that lands on a fresh page pays the fault in the loader and again in its worker (up to
+        ~2 ms a frame in a VM), and on the first second of a stream that is a backlog that feeds itself."""
         from multiprocessing import resource_tracker
 
         resource_tracker.ensure_running()  # one tracker for the ring, shared by the children (see shm)
@@ -366,7 +362,6 @@ class _LiveRun(_Run):
 
     # ------------------------------------------------------------ children
 
-
     def _child_setup(self) -> None:
         import sys
 
@@ -496,6 +491,15 @@ class _LiveRun(_Run):
 
     def _make_writer(self, outdir: Path, stem: str) -> ResultWriter:
         return LiveResultWriter(outdir, stem, tap=self.tap)
+
+    def _sink_loop(self, sink: Any, clock: Any, redet: Any, bar: Any) -> Any:
+        """Every row written, the capture over: the last blink and the ``end`` line now, not after the children are
+        joined and the files written (the gate and LSL would say ``stale`` about the last frame meanwhile)."""
+        info = super()._sink_loop(sink, clock, redet, bar)
+        if self.tap is not None and sink is not None:
+            sink.finish()
+            self.tap.close(self.stop_reason or ((info or {}).get("live") or {}).get("stop_reason"))
+        return info
 
     def _write(self, sink: SessionSink | None, rows: np.ndarray) -> None:
         from eyeblink.runtime.pipeline import FrameResult

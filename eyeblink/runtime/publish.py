@@ -202,14 +202,17 @@ class LiveTap:
         self.frames = 0
         self.events = 0
         self.stale_events = 0
-        #: answers (state lines, LSL evidence) have begun: a row was fresh. Until then a start-up frame's row too old
-        #: to be evidence says nothing (the session has not been fresh yet: the gate's ``hello`` says ``stale``);
-        #: ``stale`` is said when a session that was fresh stops being, or when rows after the start-up are old
+        #: the answers have begun: an event about a fresh frame was published (a state line after the detector's
+        #: warm-up). ``stale`` says that the answers given are about the past; before the first there is none to
+        #: be stale (the gate's ``hello`` says ``stale``): a row too old to be evidence then says nothing
         self.answering = False
-        self.startup_old_rows = 0  # start-up rows too old to be evidence, before the answers began
-        self.first_fresh_frame: int | None = None  # the first fresh row's frame, and when it was written after
-        self.first_fresh_ms = math.nan  # the first row's frame arrived (the start-up's cost to the answers)
+        self.first_answer_frame: int | None = None  # the frame of the first answer, and when it was sent after the
+        self.first_answer_ms = math.nan  # first row's frame arrived
         self._first_arrival = math.nan
+        #: rows too old to be evidence before the first answer (the start-up's backlog), and when the last of them
+        #: was written after the first frame arrived (the start-up caught up then)
+        self.startup_old_rows = 0
+        self.startup_caught_up_ms = math.nan
         self.newest_frame = -1  # the newest row written (a gap row included) and its capture time
         self.newest_s = math.nan
         # the newest analysed (not dropped) frame: what every answer is about, and how fresh it is
@@ -314,6 +317,9 @@ class LiveTap:
         return (time.perf_counter() if now is None else now) - a
 
     def close(self, reason: str | None = None) -> None:
+        """The run's answers end (each sink's ``end``); once: a second call does nothing."""
+        if self._closing.is_set():
+            return
         self._closing.set()
         if self._watch is not None:
             self._watch.join(timeout=1.0)
@@ -328,7 +334,7 @@ class LiveTap:
         pipeline) is ``stale`` now, not when the next row comes."""
         period = min(max(self.max_age_s / 4.0, 0.002), 0.05)
         while not self._closing.wait(period):
-            if self.stale or not math.isfinite(self.fresh_arrival) or self._starting(self.fresh_frame):
+            if self.stale or not math.isfinite(self.fresh_arrival) or not self.answering:
                 continue
             with self._lock:
                 age = self.age_s()
@@ -343,11 +349,6 @@ class LiveTap:
         self._publish(GateEvent("stale", max(self.fresh_frame, 0), self.fresh_s, self.tracker.state, None,
                                 {"age_ms": age * 1000.0, "max_age_ms": self.max_age_s * 1000.0}),
                       self.fresh_frame, self.fresh_s, self.fresh_arrival)
-
-    def _starting(self, frame: int) -> bool:
-        """No answer yet and ``frame`` is a start-up frame (read at connection or in the capture's first moments,
-        see :data:`~eyeblink.runtime.live.LIVE_STARTUP_GRACE_S`): its row being old is the start, not a stall."""
-        return not self.answering and frame < self.startup_frames
 
     # ------------------------------------------------------------------ the sink's hooks
 
@@ -396,15 +397,12 @@ class LiveTap:
             age = self.age_s()
             events: list[GateEvent] = []
             if age > self.max_age_s:
-                if self._starting(frame):
+                if not self.answering:
                     self.startup_old_rows += 1
+                    self.startup_caught_up_ms = (time.perf_counter() - self._first_arrival) * 1000.0
                 elif not self.stale:
                     self._go_stale(age)
                 return  # too old to be evidence of the eye now
-            if not self.answering:
-                self.answering = True
-                self.first_fresh_frame = frame
-                self.first_fresh_ms = (time.perf_counter() - self._first_arrival) * 1000.0
             if self.stale:
                 self.stale = False
                 self.tracker.restart(frame, t)
@@ -455,6 +453,10 @@ class LiveTap:
                 self._go_stale(age)  # state past the latency bound); "fresh" says the state again later
             return
         self.events += 1
+        if not self.answering and ev.event != "stale":
+            self.answering = True
+            self.first_answer_frame = ev.frame
+            self.first_answer_ms = (now - self._first_arrival) * 1000.0
         msg["sent_time"] = now
         msg.setdefault("age_ms", _finite(age * 1000.0))
         for hook in self._on_event:  # the gate's line, the LSL marker, ...
@@ -498,8 +500,8 @@ class LiveTap:
                 "stable_ms": self.tracker.stable_s * 1000.0, "max_blink_ms": self.tracker.max_blink_s * 1000.0,
                 "max_age_ms": self.max_age_s * 1000.0, "settle_ms": self.debouncer.settle_s * 1000.0,
                 "face_lost_ms": self.debouncer.face_lost_s * 1000.0, "stale_events": self.stale_events,
-                "first_fresh_frame": self.first_fresh_frame, "first_fresh_ms": _finite(self.first_fresh_ms),
-                "startup_old_rows": self.startup_old_rows,
+                "first_answer_frame": self.first_answer_frame, "first_answer_ms": _finite(self.first_answer_ms),
+                "startup_old_rows": self.startup_old_rows, "startup_caught_up_ms": _finite(self.startup_caught_up_ms),
                 "max_latency_ms": self.max_latency_s * 1000.0 if self.max_latency_s is not None else None,
                 "late_rows": self.late_rows, "startup_rows": self.startup_rows,
                 "lsl_offset_s": self._offset, "events": self.events, "view": None}
