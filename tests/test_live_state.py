@@ -66,8 +66,8 @@ def open_trace(rng: np.random.Generator) -> Callable[[float], float]:
     return ear
 
 
-def make_tap(**kw: float) -> tuple[LiveTap, GateClient]:
-    tap = LiveTap(gate_port=0, stable_ms=200, **kw)
+def make_tap(sinks: tuple = (), **kw: float) -> tuple[LiveTap, GateClient]:
+    tap = LiveTap(gate_port=0, stable_ms=200, sinks=sinks, **kw)
     tap.open(source="test", stem="cam", nominal_fps=FPS, eye_model="lids")
     return tap, GateClient(tap.bound_port or 0)
 
@@ -180,10 +180,14 @@ def test_no_stale_line_before_the_first_answer_and_a_stall_after_it_says_stale()
     for the capture and the first frame's search). Nothing has been answered yet (the ``hello`` says ``stale``):
     those rows are no evidence and say nothing, not even from the watchdog. The first answer is a state line about
     a fresh frame once the detector's warm-up is over (``open_stable`` 200 ms later); a stall after it is
-    ``stale``. A session whose rows never come fresh says nothing but its ``hello`` and ``end``."""
+    ``stale``. A session whose rows never come fresh says nothing but its ``hello`` and ``end``. The browser view
+    shows the old rows as what they are: stale."""
+    from eyeblink.runtime.sinks.view import ViewOutput
+
     rng = np.random.default_rng(3)
     ear = open_trace(rng)
-    tap, client = make_tap(max_age_ms=BOUND)
+    view = ViewOutput(port=0)
+    tap, client = make_tap((view,), max_age_ms=BOUND)
     try:
         feed = Feed(tap)
         _, hello = client.wait_for("hello")
@@ -193,12 +197,14 @@ def test_no_stale_line_before_the_first_answer_and_a_stall_after_it_says_stale()
             feed.row(i, ear(i / FPS), arrival=time.perf_counter() - 0.3)
         time.sleep(3 * BOUND / 1000.0)  # the watchdog has had time to say stale: it does not
         assert tap.stale_events == 0 and not tap.answering and tap.startup_old_rows == 100
+        assert view._status(time.monotonic())["stale"] is True  # the page's banner: stale
         ok, why = tap.open_now(200)
         assert not ok and why.startswith("stale:"), why
         for i in range(100, 900):  # caught up (and past the detector's 1 s warm-up)
             feed.row(i, ear(i / FPS))
         ok, why = tap.open_now(200)
         assert ok, why
+        assert view._status(time.monotonic())["stale"] is False
         for i in range(900, 1000):  # a stall after the answers began: stale
             feed.row(i, ear(i / FPS), arrival=time.perf_counter() - 1.0)
         assert tap.stale_events == 1
