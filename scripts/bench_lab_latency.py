@@ -388,7 +388,7 @@ def main() -> int:
         "startup_old_rows": result.summary["live"]["publish"].get("startup_old_rows"),
         "startup_caught_up_ms": result.summary["live"]["publish"].get("startup_caught_up_ms"),
         # the gate's stale lines about frames after the warm-up and before the last frame: the pipeline fell behind
-        # mid-stream (the line about the last frame says the stream ended, which is right)
+        # mid-stream (a line about the last frame would be the stream ending; the end line now comes first)
         "stale_lines_mid_stream": sum(1 for _, m in data["gate"] if m.get("event") == "stale"
                                       and skip <= m.get("latest_frame", -1) < len(rows) - 1),
         "max_age_ms": args.max_age_ms,
