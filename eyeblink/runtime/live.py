@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from eyeblink import stopping
 from eyeblink.config import (
     LIVE_BATCH_FRAMES,
     LIVE_CHUNK_FRAMES,
@@ -493,8 +494,7 @@ class _LiveRun(_Run):
         return LiveResultWriter(outdir, stem, tap=self.tap)
 
     def _sink_loop(self, sink: Any, clock: Any, redet: Any, bar: Any) -> Any:
-        """Every row written, the capture over: the last blink and the ``end`` line now, not after the children are
-        joined and the files written (the gate and LSL would say ``stale`` about the last frame meanwhile)."""
+        """Every row written, the capture over: the last blink and the ``end`` line now (not after the files)."""
         info = super()._sink_loop(sink, clock, redet, bar)
         if self.tap is not None and sink is not None:
             sink.finish()
@@ -515,23 +515,24 @@ class _LiveRun(_Run):
             self.tap.startup_frames = self.late_from()  # the start-up rows: not counted as past the bound
             self.tap.arrivals(rows["index"].tolist(), rows["t_decoded"].tolist())
         dropped = rows["dropped"]
-        self.n_gap += int(dropped.sum())
-        if not dropped.any():
-            super()._write(sink, rows)
-        else:  # runs of analysed rows go through the usual path; gap rows get face 0 and dropped 1
-            edges = np.flatnonzero(np.diff(dropped.astype(np.int8))) + 1
-            for part in np.split(rows, edges):
-                if not part["dropped"][0]:
-                    super()._write(sink, part)
-                    continue
-                writer: LiveResultWriter = sink.writer  # type: ignore[assignment]
-                writer.dropped = True
-                try:
-                    for r in part:
-                        sink.add(FrameResult(int(r["index"]), float(r["timestamp_s"]), None, False))
-                finally:
-                    writer.dropped = False
-        self.n_written += len(rows)
+        with stopping.held():  # a batch's rows and its counts, all or none (a second Ctrl-C comes after both)
+            self.n_gap += int(dropped.sum())
+            if not dropped.any():
+                super()._write(sink, rows)
+            else:  # runs of analysed rows go through the usual path; gap rows get face 0 and dropped 1
+                edges = np.flatnonzero(np.diff(dropped.astype(np.int8))) + 1
+                for part in np.split(rows, edges):
+                    if not part["dropped"][0]:
+                        super()._write(sink, part)
+                        continue
+                    writer: LiveResultWriter = sink.writer  # type: ignore[assignment]
+                    writer.dropped = True
+                    try:
+                        for r in part:
+                            sink.add(FrameResult(int(r["index"]), float(r["timestamp_s"]), None, False))
+                    finally:
+                        writer.dropped = False
+            self.n_written += len(rows)
         self.hops.add(rows, time.perf_counter())
         self._judge(rows)
         if self.metrics is not None:
@@ -697,8 +698,6 @@ class _LiveRun(_Run):
     def _execute_live(self, outdir: Path, *, signals: bool) -> RunResult:
         if not signals:
             return self.execute(outdir, None)
-        from eyeblink import stopping
-
         stopping.check()  # a stop during start-up (eyeblink.stopping): interrupted, exit 130
 
         def on_signal(signum: int, _frame: Any) -> None:
