@@ -173,7 +173,7 @@ class LiveSession:
     def stale(self) -> bool:
         """True when the newest analysed frame is older than the session's ``max_age_ms``: :attr:`state` is then
         about the past (a stalled camera or a pipeline that lags), and :meth:`wait_until_open` waits."""
-        return self.tap.stale or self.tap.age_s() > self.tap.max_age_s
+        return self.tap.stale_now()
 
     @property
     def gate_port(self) -> int | None:

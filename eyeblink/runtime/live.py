@@ -364,8 +364,6 @@ class _LiveRun(_Run):
     # ------------------------------------------------------------ children
 
     def _child_setup(self) -> None:
-        import sys
-
         super()._child_setup()
         die_with_parent(self.parent_pid)
         sys.setswitchinterval(LIVE_SWITCH_INTERVAL_S)  # see LIVE_SWITCH_INTERVAL_S
@@ -498,8 +496,12 @@ class _LiveRun(_Run):
         info = super()._sink_loop(sink, clock, redet, bar)
         if self.tap is not None and sink is not None:
             sink.finish()
-            self.tap.close(self.stop_reason or ((info or {}).get("live") or {}).get("stop_reason"))
+            self.tap.close(self.end_reason())
         return info
+
+    def end_reason(self) -> str | None:
+        """Why the run ended: a stop asked for (a signal, the API), else the capture's own (its ``eof``)."""
+        return self.stop_reason or ((self._info or {}).get("live") or {}).get("stop_reason")
 
     def _write(self, sink: SessionSink | None, rows: np.ndarray) -> None:
         from eyeblink.runtime.pipeline import FrameResult
@@ -628,7 +630,7 @@ class _LiveRun(_Run):
             "status": ("overloaded" if self.drop_warning() is not None or self.unpublished_warning() is not None
                        else "ok"),
             "recording": info.get("recording"),
-            "stop_reason": self.stop_reason or info.get("stop_reason"),
+            "stop_reason": self.end_reason(),
             "timestamps": (self._info or {}).get("timestamps"),
             "measured_fps": (self._info or self.source.describe()).get("measured_fps"),
             "startup_frames": int(self.startup_frames.value),
@@ -676,8 +678,6 @@ class _LiveRun(_Run):
         """:meth:`execute` with SIGINT/SIGTERM turned into "stop the capture and drain" (``signals``: only
         in the main thread; the Python API runs the session in a thread and stops it with :meth:`request_stop`).
         The sink's process hands rows on with a short GIL switch interval meanwhile (:data:`LIVE_SWITCH_INTERVAL_S`)."""
-        import sys
-
         from eyeblink.runtime import priority
 
         interval = sys.getswitchinterval()
@@ -774,7 +774,7 @@ class LivePipeline(ParallelPipeline):
             return run.execute_live(outdir, signals=signals), run
         finally:
             if tap is not None:
-                tap.close(run.stop_reason or ((run._info or {}).get("live") or {}).get("stop_reason"))
+                tap.close(run.end_reason())
             if run.metrics is not None:
                 run.metrics.close()
             if server is not None:

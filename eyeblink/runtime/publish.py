@@ -202,12 +202,10 @@ class LiveTap:
         self.frames = 0
         self.events = 0
         self.stale_events = 0
-        #: the answers have begun: an event about a fresh frame was published (a state line after the detector's
-        #: warm-up). ``stale`` says that the answers given are about the past; before the first there is none to
-        #: be stale (the gate's ``hello`` says ``stale``): a row too old to be evidence then says nothing
-        self.answering = False
-        self.first_answer_frame: int | None = None  # the frame of the first answer, and when it was sent after the
-        self.first_answer_ms = math.nan  # first row's frame arrived
+        #: the first answer (an event about a fresh frame, after the detector's warm-up: see :attr:`answering`) and
+        #: when it was sent after the first row's frame arrived
+        self.first_answer_frame: int | None = None
+        self.first_answer_ms = math.nan
         self._first_arrival = math.nan
         #: rows too old to be evidence before the first answer (the start-up's backlog), and when the last of them
         #: was written after the first frame arrived (the start-up caught up then)
@@ -315,6 +313,17 @@ class LiveTap:
         if not math.isfinite(a):
             return math.inf
         return (time.perf_counter() if now is None else now) - a
+
+    @property
+    def answering(self) -> bool:
+        """The answers have begun. ``stale`` says that the answers given are about the past; before the first there
+        is none to be stale (the gate's ``hello`` says ``stale``): a row too old to be evidence then says nothing."""
+        return self.first_answer_frame is not None
+
+    def stale_now(self) -> bool:
+        """Said stale, or the newest analysed frame older than the bound by now (the gate's ``hello``, the API's
+        ``session.stale``, the view); True before the first analysed frame."""
+        return self.stale or self.age_s() > self.max_age_s
 
     def close(self, reason: str | None = None) -> None:
         """The run's answers end (each sink's ``end``); once: a second call does nothing."""
@@ -454,7 +463,6 @@ class LiveTap:
             return
         self.events += 1
         if not self.answering and ev.event != "stale":
-            self.answering = True
             self.first_answer_frame = ev.frame
             self.first_answer_ms = (now - self._first_arrival) * 1000.0
         msg["sent_time"] = now

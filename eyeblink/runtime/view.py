@@ -553,7 +553,7 @@ class ViewSink:
             st.update(state=tr.state.value, since_frame=tr.since_frame, held_ms=_r(tr.held_s() * 1000.0, 0),
                       open_stable=bool(tr.is_open_for(tr.stable_s * 1000.0)),
                       pending=tap.debouncer.pending.value if tap.debouncer.pending is not None else None,
-                      stale=bool(tap.stale or (tap.frames > 0 and tap.age_s() > tap.max_age_s)),
+                      stale=tap.frames > 0 and tap.stale_now(),
                       stale_events=tap.stale_events, late_rows=tap.late_rows)
         return st
 

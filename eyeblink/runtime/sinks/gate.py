@@ -224,7 +224,7 @@ class GateSink(Sink):
                 "max_blink_ms": tr.max_blink_s * 1000.0, "max_age_ms": tap.max_age_s * 1000.0,
                 "settle_ms": tap.debouncer.settle_s * 1000.0, "face_lost_ms": tap.debouncer.face_lost_s * 1000.0,
                 "latest_frame": tap.fresh_frame, "latest_s": finite(tap.fresh_s),
-                "age_ms": finite(age * 1000.0), "stale": bool(tap.stale or age > tap.max_age_s),
+                "age_ms": finite(age * 1000.0), "stale": tap.stale_now(),
                 "sent_time": time.perf_counter()}
 
     def event(self, ev: Any, line: dict[str, Any]) -> None:
