@@ -84,6 +84,14 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 # ------------------------------------------------------------------------------------------ the page in a browser
 
 
+def _wait_for(cond: Any, timeout_s: float) -> None:
+    """Until ``cond()`` holds (every 50 ms), or fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, f"not reached in {timeout_s} s"
+        time.sleep(0.05)
+
+
 @needs_chromium
 def test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a_fresh_image(tmp_path: Path) -> None:
     """Two tabs on one live run: the trace advances, the image is at most 0.2 s behind the last row written, the
@@ -110,14 +118,13 @@ def test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a
                     page.goto(url)
                     page.wait_for_selector('#conn[data-ok="1"]', timeout=60_000)
                 page = pages[0]
-                page.wait_for_function("Number(document.getElementById('trace').dataset.newest) > 50",
-                                       timeout=90_000)
+                # polled from here: the page's policy refuses Playwright's string conditions (it evaluates them)
+                _wait_for(lambda: int(page.locator("#trace").get_attribute("data-newest") or -1) > 50, 90)
                 before = [int(p.locator("#trace").get_attribute("data-newest") or -1) for p in pages]
                 page.wait_for_timeout(1000)
                 after = [int(p.locator("#trace").get_attribute("data-newest") or -1) for p in pages]
                 assert all(a > b for a, b in zip(after, before, strict=True)), (before, after)  # both tabs
-                page.wait_for_function("document.getElementById('image-lag').dataset.ms !== undefined",
-                                       timeout=30_000)
+                _wait_for(lambda: page.locator("#image-lag").get_attribute("data-ms") is not None, 30)
                 # until the run ends: the banner's kind and the image's lag behind the last row, ten times a second
                 while run.proc.poll() is None:
                     kind = page.locator("#banner").get_attribute("data-kind") or ""

@@ -496,7 +496,7 @@ class _LiveRun(_Run):
         info = super()._sink_loop(sink, clock, redet, bar)
         if self.tap is not None and sink is not None:
             sink.finish()
-            self.tap.close(self.end_reason())
+            self.tap.end(self.end_reason())
         return info
 
     def end_reason(self) -> str | None:

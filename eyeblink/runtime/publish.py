@@ -221,6 +221,7 @@ class LiveTap:
         self._lock = threading.RLock()  # the sink's rows and the watchdog's stale lines, one at a time, in order
         self._watch: threading.Thread | None = None
         self._closing = threading.Event()
+        self._closed = False
         self.opened = threading.Event()  # set once the outlets and the socket exist (before the source connects)
         #: the outputs of the run (:class:`~eyeblink.runtime.sinks.base.Sink`), in order; see :meth:`add`
         self.sinks: list[Sink] = []
@@ -325,13 +326,30 @@ class LiveTap:
         ``session.stale``, the view); True before the first analysed frame."""
         return self.stale or self.age_s() > self.max_age_s
 
-    def close(self, reason: str | None = None) -> None:
-        """The run's answers end (each sink's ``end``); once: a second call does nothing."""
+    @property
+    def ended(self) -> bool:
+        """The run's answers have ended (:meth:`end`)."""
+        return self._closing.is_set()
+
+    def end(self, reason: str | None = None) -> None:
+        """The run's answers end, as the stream's last row is written: the watchdog stops and each sink's
+        :meth:`~eyeblink.runtime.sinks.base.Sink.end` is called (the gate's ``end`` line); once."""
         if self._closing.is_set():
             return
         self._closing.set()
         if self._watch is not None:
             self._watch.join(timeout=1.0)
+        with self._lock:
+            for sink in self.sinks:
+                sink.end(reason)
+
+    def close(self, reason: str | None = None) -> None:
+        """The run is over (its files written): :meth:`end` if not yet, then each sink's ``close`` (the LSL
+        outlets, the view, their sockets: a consumer still reading gets the last samples first); once."""
+        self.end(reason)
+        if self._closed:
+            return
+        self._closed = True
         with self._lock:
             for sink in self.sinks:
                 sink.close(reason)

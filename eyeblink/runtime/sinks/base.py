@@ -34,7 +34,9 @@ class Sink:
       each gate event (``line``: the line the gate socket sends, as a dict: a sink must not change it), and
       :meth:`blink` for each blink the detector settles. :meth:`row` runs outside the tap's lock, the others
       under it. A per-item hook is on the latency path: keep it to an append or a push, no I/O that can block;
-    * :meth:`close`: at the end (also when the run never started; twice is harmless).
+    * :meth:`end`: the stream's last row is written (or the run stopped): the answers end, before the run's
+      files are written;
+    * :meth:`close`: at the end, after :meth:`end` (also when the run never started; twice is harmless).
 
     :attr:`summary_key`: the key of :meth:`summary` in the summary's ``live.publish`` (None: not there).
     :attr:`order`: sinks are called in ascending order.
@@ -73,6 +75,9 @@ class Sink:
 
     def blink(self, ev: Any) -> None:
         """A blink event the detector settled (:class:`~eyeblink.signals.blinks.BlinkEvent`)."""
+
+    def end(self, reason: str | None = None) -> None:
+        """The answers end (``reason``: the run's stop reason); :meth:`close` follows once the run is over."""
 
     def close(self, reason: str | None = None) -> None:
         """The run ended (``reason``: its stop reason)."""

@@ -243,7 +243,7 @@ class GateSink(Sink):
                           "latest_s": finite(tap.fresh_s), "age_ms": finite(tap.age_s() * 1000.0),
                           "sent_time": time.perf_counter()})
 
-    def close(self, reason: str | None = None) -> None:
+    def end(self, reason: str | None = None) -> None:
         if self.server is not None:
             tr = self.tap.tracker
             self.server.close({"event": "end", "reason": reason, "frame": tr.last_frame,
