@@ -376,6 +376,8 @@ def main() -> int:
         "pipeline_latency_ms_p99": result.summary["timings"].get("latency_ms_p99"),
         # the sink's per-hop breakdown of arrival -> row written (eyeblink.runtime.hops), the whole run
         "hops_ms": result.summary["live"].get("hops_ms"),
+        # frames that waited for the keyframe work beside the stream (it outlasted keyframe_lag_ms): in `analysis`
+        "keyframe_waits": result.summary["timings"].get("keyframe_waits"),
         # CPU ms a frame of each process after the warm-up, and the cores' use over the same span
         **cpu_figures(cpu, args.warmup, fps),
         "priority": result.summary["live"].get("priority"),

@@ -6,7 +6,8 @@ the real networks.
 * a fast camera's keyframes are ``detect_min_ms`` of capture time apart, not ``detect_every`` frames; at 100 FPS and
   below (10 frames are 100 ms or more) the rows are those of ``detect_min_ms = 0``;
 * the result of the work asked for on frame k is used from the first frame ``keyframe_lag_ms`` later;
-* a deliberately slow detector holds up no frame in the thread, while inline it holds every keyframe.
+* a deliberately slow detector holds up no frame in the thread, while inline it holds every keyframe; a frame
+  that waits for work that outlasted its lag is counted.
 """
 
 from __future__ import annotations
@@ -143,6 +144,24 @@ def test_a_slow_detector_holds_up_no_frame_beside_the_stream(frames: list[Frame]
     assert len(slow.seen) >= 6 and slow_inline.detector.seen[1:] == slow.seen  # type: ignore[attr-defined]
     assert np.sum(inline >= 15.0) >= len(slow.seen)  # inline, each keyframe held its frame
     assert np.sum(beside >= 15.0) <= 2, np.sort(beside)[-5:]  # beside the stream, none
+
+
+def test_a_frame_that_waits_for_work_that_outlasted_its_lag_is_counted(frames: list[Frame]) -> None:
+    """The detector sleeps 15 ms per keyframe, twice the 7 ms lag, frames fed as fast as they are analysed: each
+    detection's frame-to-use waits for it, and the stage clock counts those waits (the summary's
+    ``timings.keyframe_waits``); inline nothing waits (the work is done on its frame)."""
+    cfg = _config(lag_ms=7.0)
+    slow = _Recording(cfg, sleep_s=0.015)
+    beside = _analyzer(cfg, beside=True, detector=slow)
+    _rows(beside, frames[:120])
+    waits = beside.clock.waits()
+    assert waits is not None and waits["count"] >= len(slow.seen) - 2, (waits, len(slow.seen))
+    assert len(slow.seen) >= 6 and waits["mean_ms"] > 5.0 and waits["total_ms"] >= waits["count"] * 5.0, waits
+    assert "keyframe_wait" not in beside.clock.ms_per_frame(120)  # a wait, not a stage of the work
+    inline = _analyzer(cfg)
+    inline.detector = _Recording(cfg, sleep_s=0.015)  # type: ignore[assignment]
+    _rows(inline, frames[:120])
+    assert inline.clock.waits() is None
 
 
 def test_a_fast_cameras_keyframes_are_spaced_in_capture_time(frames: list[Frame]) -> None:

@@ -111,7 +111,9 @@ SUMMARY_FIELDS: dict[str, str] = {
     "prolonged_closure_s": "total time in prolonged closures, s",
     "closure": "the FEC calibration: full-closure amplitude, method (segment, responses or default), responses used",
     "timings": "wall time, FPS and milliseconds per frame of each stage (decode, detect, landmarks, blinks, write); "
-               "latency percentiles for the multiprocess pipeline",
+               "latency percentiles for the multiprocess pipeline; `keyframe_waits` (`live` above 100 FPS): how many "
+               "frames waited more than 0.5 ms for the keyframe work beside the stream (`count`, `total_ms`, "
+               "`mean_ms`; null when none did)",
     "versions": "versions of eyeblink, Python and the libraries that ran",
     "machine": "the host the timings were measured on: CPU model, logical and physical cores, its vector "
                "extensions (`vector`: avx2, avx512f, avx512_vnni, amx_tile, ...) and `class` (avx512, avx2 or "

@@ -10,7 +10,9 @@ up to its arrival -> row written latency exactly (and so do their means; the med
 ``capture_to_worker``     arrival (the capture thread has the frame) -> its worker received the batch: the ring
                           copy, waiting for the batch to fill, the loader's queue (pickle, pipe, unpickle)
 ``waiting_in_worker``     the worker has the batch -> it starts this frame (the frames before it in the batch)
-``analysis``              detection (on keyframes), the eye model, the openness
+``analysis``              detection (on keyframes), the eye model, the openness; at a fast camera's frame that
+                          uses keyframe work done beside the stream, the wait for it when it outlasted
+                          ``keyframe_lag_ms`` (counted in ``timings.keyframe_waits``)
 ``worker_to_sink``        the frame analysed -> the sink received its batch (the frames after it in the batch,
                           the result queue)
 ``sink``                  the sink received the batch -> the row written and published (reordering behind

@@ -49,6 +49,11 @@ STAGES = ("decode", "detect", "landmarks", "blinks", "write")
 SEGMENT_FRAMES = 128
 
 
+#: a frame that waits longer than this for the keyframe work it uses (the work outlasted ``keyframe_lag_ms``) is
+#: counted in the stage clock's ``keyframe_wait`` (the summary's ``timings.keyframe_waits``)
+KEYFRAME_WAIT_S = 0.0005
+
+
 def aligned_frames(frames: int) -> int:
     """``frames`` rounded up to whole tracking segments (:data:`SEGMENT_FRAMES`; at least one): the unit in
     which frames may be dealt to workers, loaders and chunks without changing any row."""
@@ -96,11 +101,22 @@ class StageClock:
     calls: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STAGES, 0))
 
     def add(self, stage: str, dt: float) -> None:
-        self.seconds[stage] += dt
-        self.calls[stage] += 1
+        """``dt`` seconds more of ``stage`` (a stage not in :data:`STAGES`, such as ``keyframe_wait``, is added)."""
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + dt
+        self.calls[stage] = self.calls.get(stage, 0) + 1
 
     def ms_per_frame(self, frames: int) -> dict[str, float]:
-        return {k: (v * 1000 / frames if frames else math.nan) for k, v in self.seconds.items()}
+        """Each of :data:`STAGES`' time per frame (the work; a wait such as ``keyframe_wait`` is not one)."""
+        return {k: (v * 1000 / frames if frames else math.nan) for k, v in self.seconds.items() if k in STAGES}
+
+    def waits(self) -> dict[str, Any] | None:
+        """How often and how long frames waited for the keyframe work beside the stream (``live`` above
+        1000 / ``keyframe_lag_ms`` FPS) longer than :data:`KEYFRAME_WAIT_S`; None when none did."""
+        n = self.calls.get("keyframe_wait", 0)
+        if not n:
+            return None
+        total = self.seconds["keyframe_wait"] * 1000.0
+        return {"count": n, "total_ms": round(total, 1), "mean_ms": round(total / n, 2)}
 
 
 def build_detector(config: RunConfig) -> FaceDetector:
@@ -381,7 +397,11 @@ class FrameAnalyzer:
     def _adopt(self) -> None:
         """Use the oldest keyframe work in flight from this frame on (waiting for it when it is not done yet)."""
         job, handle, where, fitter = self._pending.pop(0)
+        t0 = time.perf_counter()
         res = where.result(handle)
+        waited = time.perf_counter() - t0
+        if where is not self._inline and waited > KEYFRAME_WAIT_S:
+            self.clock.add("keyframe_wait", waited)  # the work beside the stream outlasted its lag: this frame waited
         for stage, dt in res.seconds.items():
             self.clock.add(stage, dt)
         if job.kind == "place" and job.prior is not self._face:
