@@ -730,23 +730,31 @@ def test_the_end_line_comes_as_the_stream_ends_before_the_session_is_written(
     assert not tail, tail
 
 @needs_fork
-def test_frames_that_waited_for_keyframe_work_reach_the_summary(tmp_path: Path) -> None:
-    """1,000 FPS with the keyframe work used 1.5 ms after its frame (two frames later), less than a detection or
-    a face-mesh placement takes on any CPU: frames wait for it in the worker, and the summary counts them
-    (``timings.keyframe_waits``, from the worker's stage clock), beside the per-hop breakdown."""
+def test_frames_that_waited_for_keyframe_work_reach_the_summary(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """1,000 FPS, each piece of keyframe work beside the stream made 15 ms slower (in the worker: it is forked from
+    here), more than its 10 ms lag on any CPU: the frames that use it wait for it in the worker, and the summary
+    counts them (``timings.keyframe_waits``, from the worker's stage clock), beside the per-hop breakdown."""
     import eyeblink
+    from eyeblink.runtime import keyframes
 
+    real = keyframes.run_job
+
+    def slow_job(*args: Any, **kw: Any) -> Any:
+        time.sleep(0.015)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(keyframes, "run_job", slow_job)
     port = free_port()
     sender = start_sender(port, "--fps", "1000", "--stop-after", "600")
     try:
-        with eyeblink.live(f"tcp://127.0.0.1:{port}", tmp_path, name="cam", workers=1, landmarks="lids",
-                           keyframe_lag_ms=1.5) as s:
+        with eyeblink.live(f"tcp://127.0.0.1:{port}", tmp_path, name="cam", workers=1, landmarks="lids") as s:
             s.wait()
     finally:
         sender.kill()
     summary = json.loads((tmp_path / "cam.summary.json").read_text())
     waits = summary["timings"]["keyframe_waits"]
-    assert waits is not None and waits["count"] >= 5 and waits["mean_ms"] > 0.5, waits
+    assert waits is not None and waits["count"] >= 5 and waits["mean_ms"] > 2.0, waits
     assert waits["total_ms"] == pytest.approx(waits["count"] * waits["mean_ms"], rel=0.01, abs=0.1)
     assert "keyframe_wait" not in summary["timings"]["ms_per_frame"]
 
