@@ -163,9 +163,7 @@ def sink_chunks(path: Path, stem: str, outdir: Path, config: RunConfig, chunks: 
     metas = [_read_meta(c, stem) for c in chunks]
     clock = StageClock()
     for m in metas:
-        for k, v in m["seconds"].items():
-            clock.seconds[k] = clock.seconds.get(k, 0.0) + float(v)
-            clock.calls[k] = clock.calls.get(k, 0) + int(m["calls"].get(k, 0))
+        clock.merge(m["seconds"], m["calls"])
     view = _ChunkedSource(path, stem, metas)
     redet = _Redetections(sum(int(m["redetections"]) for m in metas))
     dtype = record_dtype(config)

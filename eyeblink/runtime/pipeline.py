@@ -105,6 +105,12 @@ class StageClock:
         self.seconds[stage] = self.seconds.get(stage, 0.0) + dt
         self.calls[stage] = self.calls.get(stage, 0) + 1
 
+    def merge(self, seconds: dict[str, float], calls: dict[str, int]) -> None:
+        """Another clock's ``seconds`` and ``calls`` added in (a worker's at its end, a measured chunk's)."""
+        for k, v in seconds.items():
+            self.seconds[k] = self.seconds.get(k, 0.0) + float(v)
+            self.calls[k] = self.calls.get(k, 0) + int(calls.get(k, 0))
+
     def ms_per_frame(self, frames: int) -> dict[str, float]:
         """Each of :data:`STAGES`' time per frame (the work; a wait such as ``keyframe_wait`` is not one)."""
         return {k: (v * 1000 / frames if frames else math.nan) for k, v in self.seconds.items() if k in STAGES}

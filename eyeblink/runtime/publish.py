@@ -220,7 +220,7 @@ class LiveTap:
         self.stale = False
         self._lock = threading.RLock()  # the sink's rows and the watchdog's stale lines, one at a time, in order
         self._watch: threading.Thread | None = None
-        self._closing = threading.Event()
+        self._ended = threading.Event()
         self._closed = False
         self.opened = threading.Event()  # set once the outlets and the socket exist (before the source connects)
         #: the outputs of the run (:class:`~eyeblink.runtime.sinks.base.Sink`), in order; see :meth:`add`
@@ -329,14 +329,14 @@ class LiveTap:
     @property
     def ended(self) -> bool:
         """The run's answers have ended (:meth:`end`)."""
-        return self._closing.is_set()
+        return self._ended.is_set()
 
     def end(self, reason: str | None = None) -> None:
         """The run's answers end, as the stream's last row is written: the watchdog stops and each sink's
         :meth:`~eyeblink.runtime.sinks.base.Sink.end` is called (the gate's ``end`` line); once."""
-        if self._closing.is_set():
+        if self._ended.is_set():
             return
-        self._closing.set()
+        self._ended.set()
         if self._watch is not None:
             self._watch.join(timeout=1.0)
         with self._lock:
@@ -360,7 +360,7 @@ class LiveTap:
         """Every quarter of the bound: no analysed frame for ``max_age_ms`` (a frozen camera, a lagging
         pipeline) is ``stale`` now, not when the next row comes."""
         period = min(max(self.max_age_s / 4.0, 0.002), 0.05)
-        while not self._closing.wait(period):
+        while not self._ended.wait(period):
             if self.stale or not math.isfinite(self.fresh_arrival) or not self.answering:
                 continue
             with self._lock:

@@ -194,7 +194,7 @@ def build_summary(source: FrameSource, config: RunConfig, sink: Any, clock: Any,
             "wall_s": wall_s,
             "fps": sink.frames / wall_s if wall_s > 0 else None,
             "ms_per_frame": clock.ms_per_frame(sink.frames),
-            "keyframe_waits": clock.waits() if hasattr(clock, "waits") else None,
+            "keyframe_waits": clock.waits(),
         },
         "versions": versions(),
         "machine": host_info(),  # the CPU class the timings were measured on (vector extensions decide the cost)

@@ -266,9 +266,7 @@ class _SinkRole(_RunState):
                 done.add(wid)
                 if extra:
                     self.accel_infos.append(extra[0])
-                for k, v in seconds.items():
-                    clock.seconds[k] = clock.seconds.get(k, 0.0) + v
-                    clock.calls[k] = clock.calls.get(k, 0) + calls[k]
+                clock.merge(seconds, calls)
                 redet.redetections += redetections
             elif kind == "eof":
                 _, expected, info, decode_s, decode_n, source_error = msg
