@@ -20,9 +20,10 @@ from eyeblink.config import ParallelConfig, RunConfig, physical_cores
 #: ~1 ms (MJPG) to ~1.5 ms (H.264) of CPU. The fallback when the eye model's cost is not known:
 WORKER_MS_PER_FRAME = 1.7
 #: A frame's CPU outside its networks and decoding (the worker's Python per frame, the hand-off, the sink and the
-#: CSV writer): measured with ``lids`` on real 640x480 frames, 2-core AVX-512 VM, 2026-11-26 (~0.2 + 0.1 ms), and
-#: rounded up for slower cores.
-FRAME_OVERHEAD_MS = 0.4
+#: CSV writer): measured with ``lids`` on real 640x480 MJPG frames at 500 FPS, 2-core AVX-512 VM, per process over
+#: a whole 20,000-frame file: the workers ~0.14 ms besides their networks' ~0.25, the sink ~0.085 (its start-up
+#: included), rounded up. Not a network, so not ~3x dearer on an AVX2-only host.
+FRAME_OVERHEAD_MS = 0.25
 #: BlazeFace runs per detection (a segment's first frame looks at four quarter turns): 1.24 on real recordings.
 DETECT_RUNS_PER_KEYFRAME = 1.24
 #: From this many cores, loaders by the throughput rule (see :func:`choose_loaders`).
@@ -31,6 +32,7 @@ MIN_CORES_FOR_LOADERS = 4
 #: core to keep the cores busy (with the decode cost :func:`_probe_decode_ms` measures). Measured on 2 cores
 #: (AVX-512 VM, real 640x480 MJPG, 20,000 frames, alternated runs): with ``lids`` (share ~1.2) a second loader
 #: raised the cores' use from 0.86 to 0.97 and the rate by 7-12 %; with ``mesh`` (share ~0.75) it changed nothing.
+#: Again later, keyframes 50 ms apart (share ~1.1): 0.80 -> 0.96 of the cores, 1,272-1,308 -> 1,484-1,498 FPS.
 SECOND_LOADER_SHARE = 1.0
 
 
