@@ -9,6 +9,7 @@ the single pass (index, timestamp, pixels).
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 from eyeblink.config import DetectConfig, ParallelConfig, RunConfig
 from eyeblink.sources import ranges
 from eyeblink.sources.files import open_source
-from eyeblink.sources.ranges import iter_range, plan_ranges
+from eyeblink.sources.ranges import RangeReader, iter_range, plan_ranges
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")
 
@@ -113,9 +114,19 @@ def test_each_range_decodes_the_frames_of_the_single_pass(make_video, codec: str
         else:
             assert any(r.seek_frame < r.first for r in plan.ranges)
         got = [(f.index, f.timestamp_s, f.image) for r in reversed(plan.ranges) for f in iter_range(src, plan, r)]
-    got.sort(key=lambda t: t[0])
-    assert [g[:2] for g in got] == [s[:2] for s in single]
-    assert all(np.array_equal(g[2], s[2]) for g, s in zip(got, single, strict=True))
+        # one decoder for several ranges, as a loader reads its own: a range left after 3 frames, then each loader's
+        # ranges in turn (forward seeks within a loader, back to the start for the next one)
+        with RangeReader(src, plan) as reader:
+            part = [(f.index, f.image) for f in itertools.islice(reader.frames(plan.ranges[1]), 3)]
+            shared = [(f.index, f.timestamp_s, f.image) for lid in range(3) for r in plan.ranges[lid::3]
+                      for f in reader.frames(r)]
+    for frames in (got, shared):
+        frames.sort(key=lambda t: t[0])
+        assert [g[:2] for g in frames] == [s[:2] for s in single]
+        assert all(np.array_equal(g[2], s[2]) for g, s in zip(frames, single, strict=True))
+    first = plan.ranges[1].first
+    assert [p[0] for p in part] == [first, first + 1, first + 2]
+    assert all(np.array_equal(p[1], single[p[0]][2]) for p in part)
 
 
 def test_one_keyframe_or_unknown_codecs_keep_one_loader(make_video) -> None:  # type: ignore[no-untyped-def]

@@ -159,7 +159,7 @@ class _LoaderRole(_ChildRole):
             time.sleep(0.002)
 
     def _range_loader_main(self, lid: int) -> None:
-        from eyeblink.sources.ranges import iter_range
+        from eyeblink.sources.ranges import RangeReader
 
         self._child_setup()
         ring, plan, n = self.ring, self.plan, self.n_loaders
@@ -170,11 +170,12 @@ class _LoaderRole(_ChildRole):
         decode_s = 0.0
         decoded = 0
         batch = _Batcher(self)
+        reader = RangeReader(self.source, plan)  # one decoder for all of this loader's ranges
         try:
             for rng in plan.ranges[lid::n]:
                 self._wait_window(rng.first)
                 batch.start_at(rng.first)
-                frames = iter_range(self.source, plan, rng)
+                frames = reader.frames(rng)
                 while True:
                     t0 = time.perf_counter()
                     try:
@@ -199,6 +200,8 @@ class _LoaderRole(_ChildRole):
             self._report("loader", lid, batch.n, exc)
             self._quit()
             raise SystemExit(1) from None
+        finally:
+            reader.close()
 
     def _merge_part(self, msg: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Gather the loaders' ``part`` messages; the input's ``eof`` message once every loader sent one."""
