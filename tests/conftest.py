@@ -489,7 +489,8 @@ def run_with_sender(script: str, out: Path, *sender_args: str, distinct: int = 5
     sender = start_sender(port, *sender_args, distinct=distinct)
     try:
         return subprocess.run([sys.executable, "-c", script, f"tcp://127.0.0.1:{port}", str(out)],
-                              capture_output=True, text=True, cwd=REPO_ROOT, timeout=timeout)
+                              capture_output=True, text=True, cwd=REPO_ROOT, timeout=timeout,
+                              **CHILD_SIGNALS)  # scripts that press Ctrl-C on themselves
     finally:
         sender.kill()
 
