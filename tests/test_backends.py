@@ -8,12 +8,14 @@ The TensorFlow tests skip only when ``tensorflow`` cannot be imported (``pip ins
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -458,6 +460,7 @@ class _FakeIPU:
         fake = self
         self.configured: list = []
         self.executions = 0
+        self.deleted: list[str] = []
 
         class IPUConfig:
             def __init__(self) -> None:
@@ -489,6 +492,11 @@ class _FakeIPU:
             def __next__(self):
                 return next(self._it)
 
+            @property
+            def deleter(self):  # in TF2 the SDK's deleter runs when read: the iterator and its threads go
+                fake.deleted.append("infeed")
+                self._it = None
+
         class IPUOutfeedQueue:
             def __init__(self) -> None:
                 self._items: list = []
@@ -504,6 +512,10 @@ class _FakeIPU:
                 if not items:
                     return np.zeros((0, 1, 896, 16), np.float32), np.zeros((0, 1, 896), np.float32)
                 return np.stack([r for r, _ in items]), np.stack([s for _, s in items])
+
+            @property
+            def deleter(self):
+                fake.deleted.append("outfeed")
 
         def repeat(n, body, inputs, infeed_queue):
             for _ in range(n):
@@ -547,6 +559,12 @@ def test_ipu_backend_host_side_on_a_fake_sdk(monkeypatch: pytest.MonkeyPatch, ba
         assert r1.shape == (n, 896, 16) and s1.shape == (n, 896)
         assert_matches_litert(r1, s1, r0, s0)
         np.testing.assert_allclose(r2[0], r1[0], atol=1e-5)
+        # closed: both queues deleted, and nothing (TensorFlow's generator registry) keeps the detector alive
+        assert fake.deleted == ["infeed", "outfeed"]
+        gone = weakref.ref(det)
+        del det
+        gc.collect()
+        assert gone() is None
     finally:
         tf.config.run_functions_eagerly(False)
 

@@ -85,7 +85,10 @@ class IPUDetector(Closing):
         self._host_queue: queue.Queue[np.ndarray | None] = queue.Queue(
             maxsize=s.steps_per_execution * s.replicas + 2 * s.prefetch_depth)
         spec = tf.TensorSpec((s.batch_size, INPUT_SIZE, INPUT_SIZE, 3), tf.float32)
-        dataset = tf.data.Dataset.from_generator(self._feed, output_signature=spec).prefetch(s.prefetch_depth)
+        # the generator holds the queue, not the detector: TensorFlow's generator registry keeps what it is given
+        # until the dataset goes, so a bound method would keep the detector and its feed threads alive for good
+        dataset = tf.data.Dataset.from_generator(_feeder(self._host_queue), output_signature=spec).prefetch(
+            s.prefetch_depth)
 
         self._strategy = ipu.ipu_strategy.IPUStrategy()
         with self._strategy.scope():
@@ -114,14 +117,6 @@ class IPUDetector(Closing):
         self._closed = False
 
     # ------------------------------------------------------------------ plumbing
-    def _feed(self) -> Any:
-        """tf.data generator: per-replica batches from the host queue; ``None`` ends the stream."""
-        while True:
-            item = self._host_queue.get()
-            if item is None:
-                return
-            yield item
-
     def _dequeue(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Everything on the outfeed now, one ``(regressors, scores)`` per device step."""
         regressors, scores = self._outfeed.dequeue()
@@ -171,4 +166,25 @@ class IPUDetector(Closing):
         finally:
             with contextlib.suppress(queue.Full):  # end the tf.data feed generator
                 self._host_queue.put_nowait(None)
+            self._release()
 
+    def _release(self) -> None:
+        """Free the feeds here and now (their dataset iterator and its threads go with them), not whenever the
+        garbage collector finds them: the SDK's ``deleter`` of each queue, then this detector's references."""
+        for feed in (self._infeed, self._outfeed):
+            with contextlib.suppress(Exception):  # an SDK without deleters: dropping the reference frees it
+                getattr(feed, "deleter", None)
+        self._program = self._infeed = self._outfeed = self._model = None
+
+
+def _feeder(host_queue: queue.Queue[np.ndarray | None]) -> Any:
+    """The tf.data generator function: per-replica batches from ``host_queue``; ``None`` ends the stream."""
+
+    def feed() -> Any:
+        while True:
+            item = host_queue.get()
+            if item is None:
+                return
+            yield item
+
+    return feed
