@@ -157,7 +157,7 @@ class IPUDetector(Closing):
         return regressors, scores
 
     def close(self) -> None:
-        """Stop the drain thread and end the infeed stream. Idempotent."""
+        """Stop the drain thread, end the infeed stream and free both queues. Idempotent."""
         if self._closed:
             return
         self._closed = True
