@@ -109,6 +109,7 @@ def main() -> int:
         print(f"decode_ratio: {args.recording} not found — give a recording's path", file=sys.stderr)
         return 2
     from eyeblink.runtime.host import host_info
+    from eyeblink.runtime.profiling import MODE_ENV, PROFILE_ENV
 
     args.work.mkdir(parents=True, exist_ok=True)
     video = args.recording if args.as_is else make_input(args.recording, args.frames, args.work)
@@ -124,7 +125,7 @@ def main() -> int:
     for i in range(args.rounds):
         ff_wall, ff_cpu = timed([ffmpeg(), "-v", "error", "-i", str(video), "-f", "null", "-"])
         subprocess.run(["rm", "-rf", str(out), str(profiles)], check=True)
-        env = {**os.environ, "EYEBLINK_PROFILE_DIR": str(profiles), "EYEBLINK_PROFILE_MODE": "cpu"}
+        env = {**os.environ, PROFILE_ENV: str(profiles), MODE_ENV: "cpu"}
         wall, cpu = timed([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(out), "--no-progress",
                            *args.process_options], env)
         summary = json.loads((out / f"{video.stem}.summary.json").read_text())

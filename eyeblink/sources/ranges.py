@@ -211,8 +211,7 @@ class RangeReader:
 
     def __init__(self, source: FrameSource, plan: RangePlan) -> None:
         self.source, self.plan = source, plan
-        self._container: Any = None
-        self._used = False
+        self._container: Any = None  # open once a range was read: the next range seeks in it
 
     def frames(self, rng: FrameRange) -> Iterator[Frame]:
         """The frames ``rng.first .. rng.stop - 1``, as the single pass yields them."""
@@ -223,15 +222,14 @@ class RangeReader:
                 yield Frame(index=i, timestamp_s=i / source.fps, image=source._load(source.files[i]))
             return
         assert isinstance(source, VideoFileSource)
-        if self._used and rng.seek_pts is None:  # nowhere to seek back to: a fresh container
+        if rng.seek_pts is None:  # nowhere to seek back to: a fresh container
             self.close()
-        if self._container is None:
+        fresh = self._container is None
+        if fresh:
             self._container = source._open()
             if source.threads:
                 self._container.streams.video[0].thread_type = "AUTO"
-            self._used = False
-        seek = rng.seek_pts is not None and (rng.seek_frame > 0 or self._used)
-        self._used = True
+        seek = rng.seek_pts is not None and (rng.seek_frame > 0 or not fresh)
         yield from _iter_video_range(source, self.plan, rng, self._container, seek)
 
     def close(self) -> None:
