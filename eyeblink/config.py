@@ -370,7 +370,8 @@ class LivePreset:
     """What a preset sets for ``eyeblink live`` only (``process`` and ``batch`` ignore it); the command line's flag,
     or the Python API's keyword, wins when given."""
 
-    #: normal, high (a lower nice value) or realtime (SCHED_RR) for the capture and the frame path (``--priority``)
+    #: normal, high (a lower nice value) or realtime (the real-time scheduling class) for the capture and the frame
+    #: path (``--priority``)
     priority: str = "normal"
 
     def __post_init__(self) -> None:
@@ -495,27 +496,11 @@ LIVE_LANDMARKS = ("auto", *LANDMARK_MODELS)
 
 
 def physical_cores() -> int:
-    """Physical cores this process may run on (hyper-threads do not help the cache-bound dlib fit)."""
-    try:
-        allowed = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        allowed = os.cpu_count() or 1
-    cores: set[tuple[str, str]] = set()
-    try:
-        phys = core = ""
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "physical id":
-                    phys = value.strip()
-                elif key == "core id":
-                    core = value.strip()
-                    cores.add((phys, core))
-    except OSError:
-        pass
-    n = len(cores) if cores else (os.cpu_count() or 1)
-    return max(1, min(n, allowed))
+    """Physical cores this process may run on (hyper-threads do not help the cache-bound dlib fit): what the OS
+    says, :func:`eyeblink.runtime.system.physical_cores`."""
+    from eyeblink.runtime import system  # the one module that knows the OS (light: the standard library)
+
+    return system.physical_cores()
 
 
 @dataclass(frozen=True)
@@ -615,8 +600,8 @@ class LiveConfig:
     view_port: int = 0
     #: ``--view-host``: the address the page is served on; other than loopback, a token is required in the URL
     view_host: str = "127.0.0.1"
-    #: ``--priority``: normal, high (a lower nice value) or realtime (SCHED_RR) for the capture and the frame
-    #: path (eyeblink.runtime.priority); refused by the OS: one line, and the run goes on
+    #: ``--priority``: normal, high (a lower nice value) or realtime (the real-time scheduling class) for the
+    #: capture and the frame path (eyeblink.runtime.priority); refused by the OS: one line, and the run goes on
     priority: str = "normal"
     #: ``--overwrite``: ``record`` may replace an existing file (else an existing file is refused)
     overwrite: bool = False
@@ -758,9 +743,9 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "block_size": "trials per block in the mean-CR plot (--block-size)",
     },
     "live": {
-        "priority": "eyeblink live: normal, high (nice -10) or realtime (SCHED_RR) for the capture and the frame "
-                    "path, ahead of other programs; the OS may refuse (root, CAP_SYS_NICE or a ulimit needed): one "
-                    "line says so and the run goes on (--priority wins)",
+        "priority": "eyeblink live: normal, high (nice -10) or realtime (the real-time scheduling class) for the "
+                    "capture and the frame path, ahead of other programs; the OS may refuse (root, CAP_SYS_NICE or "
+                    "a ulimit needed): one line says so and the run goes on (--priority wins)",
     },
 }
 
@@ -770,10 +755,15 @@ def load_preset(path: str | Path) -> RunConfig:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"preset not found: {p} — give a TOML file or a name from pipelines/")
+    from eyeblink.presets import check_strings, toml_error
+
+    text = ""
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"preset {p} is not valid TOML: {exc}") from None
+        raise ConfigError(toml_error(p, text, exc)) from None
+    check_strings(p, text, data)  # a double-quoted Windows path whose backslashes read as escapes
     return config_from_dict(data, source=str(p))
 
 

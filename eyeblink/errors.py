@@ -86,6 +86,22 @@ class MissingExtraError(ConfigError):
     """An option needs an optional dependency (an extra such as ``plots`` or ``nwb``) that is not installed."""
 
 
+def picklable_error(exc: BaseException) -> EyeblinkError:
+    """``exc`` as it can travel to another process: an :class:`EyeblinkError` as it is when it pickles, else one
+    with its line and exit status; anything else a :class:`WorkerError` naming its type."""
+    import pickle
+
+    if isinstance(exc, EyeblinkError):
+        try:
+            pickle.loads(pickle.dumps(exc))
+            return exc
+        except Exception:
+            err = EyeblinkError(str(exc))
+            err.exit_code = exc.exit_code
+            return err
+    return WorkerError(f"{type(exc).__name__}: {exc}")
+
+
 def one_line(exc: BaseException | str) -> str:
     """The message on one line (native libraries such as dlib put newlines in theirs)."""
     return " ".join(str(exc).split())

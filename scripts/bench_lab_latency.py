@@ -61,6 +61,8 @@ from pathlib import Path
 
 import numpy as np
 
+from eyeblink.runtime import system
+
 CONSUMER = r"""
 import json, socket, sys, threading
 import pylsl
@@ -112,7 +114,6 @@ def free_port() -> int:
 def tree_cpu_s(root: int, others: dict[int, str]) -> dict[str, float]:
     """CPU seconds (user + system, since each process started) of ``root`` and its descendants, by ``pid:name``,
     and of the ``others`` (the sender, the consumer: ``{pid: label}``) under their label."""
-    tick = os.sysconf("SC_CLK_TCK")
     out, todo = {}, [root, *others]
     seen: set[int] = set()
     while todo:
@@ -120,25 +121,20 @@ def tree_cpu_s(root: int, others: dict[int, str]) -> dict[str, float]:
         if pid in seen:
             continue
         seen.add(pid)
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
-            name = others.get(pid) or f"{pid}:{Path(f'/proc/{pid}/comm').read_text().strip()}"
-            out[name] = (int(fields[11]) + int(fields[12])) / tick
-            if pid not in others:
-                for task in Path(f"/proc/{pid}/task").iterdir():
-                    todo += [int(c) for c in (task / "children").read_text().split()]
-        except (OSError, ValueError, IndexError):
+        cpu = system.process_cpu_seconds(pid)
+        name = others.get(pid) or f"{pid}:{system.process_name(pid)}"
+        if cpu is None:
             continue
+        out[name] = cpu
+        if pid not in others:
+            todo += system.children(pid)
     return out
 
 
-def cores_busy() -> tuple[int, int]:
-    """(busy, total) jiffies of all cores so far (``/proc/stat``)."""
-    from eyeblink.runtime.host import busy_jiffies
-
-    got = busy_jiffies()
-    assert got is not None, "needs /proc/stat (Linux)"
+def cores_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of all cores so far (:func:`eyeblink.runtime.system.cpu_busy_seconds`)."""
+    got = system.cpu_busy_seconds()
+    assert got is not None, "the cores' busy time cannot be read here"
     return got
 
 
@@ -150,13 +146,11 @@ def tree_rss_mib(root: int, leave_out: set[int]) -> dict[str, float]:
         pid = todo.pop()
         if pid in leave_out:
             continue
-        try:
-            rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-            out[f"{pid}:{Path(f'/proc/{pid}/comm').read_text().strip()}"] = round(rss / 2**20, 1)
-            for task in Path(f"/proc/{pid}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (OSError, ValueError, IndexError):
+        rss = system.rss_bytes(pid)
+        if rss is None:
             continue
+        out[f"{pid}:{system.process_name(pid)}"] = round(rss / 2**20, 1)
+        todo += system.children(pid)
     return out
 
 
@@ -176,20 +170,17 @@ def memory_figures(memory: list[tuple[float, dict[str, float]]], warmup: float) 
 
 def open_browser(url: str, profile: Path, priority: str = "normal") -> subprocess.Popen[bytes]:
     """A headless system Chromium showing ``url`` (a process group of its own); ``priority`` ``idle``: it and every
-    process it starts in Linux's idle scheduling class (``chrt --idle 0``: it runs only on a core nothing else
-    wants)."""
+    process it starts in the idle scheduling class (``chrt --idle 0``: it runs only on a core nothing else wants;
+    :func:`eyeblink.runtime.system.lower_to_idle`)."""
     import shutil
 
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
         raise SystemExit("--browser needs the system Chromium (apt-get install chromium)")
 
-    def idle() -> None:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-
     return subprocess.Popen([exe, "--headless=new", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
                              "--window-size=1280,1000", url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, preexec_fn=idle if priority == "idle" else None)
+                            start_new_session=True, preexec_fn=system.lower_to_idle if priority == "idle" else None)
 
 
 #: ``--reader``: the page's stream read and thrown away (rows, state, and images at the rate a tab gets by default)
@@ -216,7 +207,7 @@ def close_browser(browser: subprocess.Popen[bytes]) -> float:
 
     cpu = sum(tree_cpu_s(browser.pid, {}).values())
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(browser.pid, signal.SIGKILL)
+        system.kill_process_group(browser.pid, signal.SIGKILL)
     browser.wait(10)
     return round(cpu, 2)
 
@@ -237,14 +228,15 @@ def cpu_figures(cpu: list[tuple[float, dict[str, float], tuple[int, int]]], warm
     frames = span * fps
     per = {k: round((last[1][k] - first[1].get(k, 0.0)) * 1000.0 / frames, 3) for k in last[1]}
     own = round(sum(v for k, v in per.items() if not k.startswith("bench-")), 3)
-    busy = (last[2][0] - first[2][0]) / max(1, last[2][1] - first[2][1])
-    # the floor: what the processes of the bench alone used of the cores over the same span. /proc/stat of a
-    # virtual machine has read less than that (a reading the processes' own clocks contradict): said, not hidden
+    busy = (last[2][0] - first[2][0]) / max(1e-9, last[2][1] - first[2][1])
+    # the floor: what the processes of the bench alone used of the cores over the same span. The kernel's busy
+    # time of a virtual machine has read less than that (a reading the processes' own clocks contradict): said,
+    # not hidden
     floor = sum(per.values()) * fps / 1000.0 / max(1, os.cpu_count() or 1)
     out: dict[str, object] = {"cpu_ms_per_frame": per, "cpu_ms_per_frame_eyeblink": own, "cores_busy": round(busy, 3),
                               "cores_busy_by_the_processes": round(floor, 3), "cpu_span_s": span}
     if busy < floor - 0.02:
-        out["cores_busy_note"] = "/proc/stat read less than the bench's own processes used: a faulty reading"
+        out["cores_busy_note"] = "the kernel's busy time read less than the bench's own processes used: a faulty reading"
     return out
 
 

@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import socket
 import subprocess
 import sys
@@ -32,9 +31,11 @@ from pathlib import Path
 import numpy as np
 
 
-def _cpu(who: int) -> float:
-    ru = resource.getrusage(who)
-    return ru.ru_utime + ru.ru_stime
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that have ended (the sender's are counted apart)."""
+    from eyeblink.runtime import system
+
+    return (system.process_cpu_seconds() or 0.0) + system.children_cpu_seconds()
 
 
 def main() -> int:
@@ -77,11 +78,11 @@ def main() -> int:
         pipe = LivePipeline(cfg, live)
         source = open_live_source(f"tcp://127.0.0.1:{port}", name="bench", connect=False)
         with source:
-            cpu0, cpu0c, t0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
+            cpu0, t0 = _cpu(), time.perf_counter()
             result, run = pipe.run(source, Path(tmp))
             wall = time.perf_counter() - t0
         _, err = sender.communicate(timeout=30)
-        cpu = _cpu(resource.RUSAGE_SELF) - cpu0 + _cpu(resource.RUSAGE_CHILDREN) - cpu0c
+        cpu = _cpu() - cpu0
     # the sender's CPU while sending counts against the pipeline; rendering its frames came before the run
     m = re.search(r"rendering cpu ([0-9.]+) s, sending cpu ([0-9.]+) s", err)
     render_cpu, sender_cpu = (float(m.group(1)), float(m.group(2))) if m else (0.0, float("nan"))

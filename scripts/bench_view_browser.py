@@ -7,7 +7,7 @@ A :class:`~eyeblink.runtime.view.ViewSink` is fed as a live run feeds it (rows a
 face lost for 1 s every 10 s; the preview frames the synthetic face of the loopback sender with its eye points,
 handed through the real :class:`~eyeblink.runtime.preview.PreviewGrab` whenever the view asks for one), and a
 headless system Chromium is started on the page as ``scripts/bench_lab_latency.py --browser`` starts it. After
-``--warmup`` seconds the CPU seconds of each of its processes (``/proc``: browser, renderer, GPU/viz, utility)
+``--warmup`` seconds the CPU seconds of each of its processes (browser, renderer, GPU/viz, utility)
 are read, again ``--duration`` seconds later, and the difference is printed as JSON (with the view's own
 threads' CPU and the images the page fetched). ``--metrics`` also reads the page's own time (scripting, layout,
 style) over the same span through the DevTools protocol (Playwright attached to the browser). ``--js FILE`` serves
@@ -42,40 +42,28 @@ REPO = Path(sys.argv[sys.argv.index("--repo") + 1] if "--repo" in sys.argv else 
 sys.path.insert(0, str(REPO.resolve()))
 
 from eyeblink.lab.loopback import render_loop_frames  # noqa: E402
+from eyeblink.runtime import system  # noqa: E402
 from eyeblink.runtime.view import ViewSink, _FileRow  # noqa: E402
 
 
 def _kind(pid: int, root: int) -> str:
     """A Chromium process's role from its command line: browser, renderer, gpu-process, utility:NetworkService..."""
     kind = "browser" if pid == root else "child"
-    for a in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").split():
-        if a.startswith(b"--type="):
-            kind = a[7:].decode()
-        elif a.startswith(b"--utility-sub-type="):
-            kind = "utility:" + a.decode().rsplit(".", 1)[-1]
+    for a in " ".join(system.process_cmdline(pid)).split():
+        if a.startswith("--type="):
+            kind = a[7:]
+        elif a.startswith("--utility-sub-type="):
+            kind = "utility:" + a.rsplit(".", 1)[-1]
     return kind
 
 
 def chromium_cpu(root: int) -> dict[str, float]:
-    """CPU seconds so far of ``root`` and its descendants, by ``pid:role`` (every process of /proc read once)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    cpu: dict[int, float] = {}
-    for d in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = (d / "stat").read_text()
-            f = stat[stat.rindex(")") + 2:].split()
-            parent[int(d.name)], cpu[int(d.name)] = int(f[1]), (int(f[11]) + int(f[12])) / tick
-    ours = {root}
-    grew = True
-    while grew:  # the descendants of root, generation by generation
-        more = {p for p, pp in parent.items() if pp in ours} - ours
-        ours |= more
-        grew = bool(more)
+    """CPU seconds so far of ``root`` and its descendants, by ``pid:role``."""
     out: dict[str, float] = {}
-    for pid in sorted(ours & cpu.keys()):
-        with contextlib.suppress(OSError):
-            out[f"{pid}:{_kind(pid, root)}"] = cpu[pid]
+    for pid in sorted([root, *system.descendants(root)]):
+        cpu = system.process_cpu_seconds(pid)
+        if cpu is not None:
+            out[f"{pid}:{_kind(pid, root)}"] = cpu
     return out
 
 
@@ -228,7 +216,7 @@ def main() -> int:
                 with contextlib.suppress(Exception):
                     pw.stop()
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(browser.pid, signal.SIGKILL)
+                system.kill_process_group(browser.pid, signal.SIGKILL)
             browser.wait(10)
             stop.set()
             view.close("harness done")

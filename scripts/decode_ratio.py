@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -59,8 +58,9 @@ def make_input(recording: Path, frames: int, work: Path) -> Path:
 
 
 def children_cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+    from eyeblink.runtime.system import children_cpu_seconds
+
+    return children_cpu_seconds()
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:

@@ -36,6 +36,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from eyeblink.runtime import system
+
 
 def _default_signals() -> None:
     """preexec_fn: SIGINT and SIGTERM at their defaults and unblocked, whatever this process inherited."""
@@ -56,7 +58,7 @@ def _start(video: Path, out: Path, workers: int) -> subprocess.Popen[str]:
 
 def _kill_group(proc: subprocess.Popen[str], sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
+        system.kill_process_group(proc.pid, sig)
 
 
 def time_to_rows(video: Path, workers: int, timeout_s: float = 300) -> float:

@@ -174,6 +174,8 @@ SLOW_TESTS: dict[str, str] = {
     "test_mesh.py::test_a_500_fps_recording_gives_the_same_blinks_with_the_mesh_reused": "49 s",
     "test_parallel.py::test_any_layout_gives_the_reference_frames": "33 s",
     "test_parallel.py::test_default_settings_give_the_reference_rows_byte_for_byte": "9 s",
+    "test_platforms.py::test_process_with_spaces_and_accents_in_every_path_writes_lf_csvs_and_quoted_relative_links":
+        "9 s",
     "test_points.py::test_batch_merges_the_chunks_points": "23 s",
     "test_points.py::test_live_writes_points": "4 s",
     "test_points.py::test_one_and_two_workers_write_the_same_points": "5 s",
@@ -224,11 +226,39 @@ SLOW_TESTS: dict[str, str] = {
 }
 
 
+#: real-process tests that run again under ``spawn`` (``-m "not slow or spawn_proof"``, with the quick tier:
+#: tests/test_start_methods.py): every role of a run started the portable way, as on Windows and macOS
+SPAWN_PROOF = {
+    "test_parallel.py::test_default_settings_give_the_reference_rows_byte_for_byte",
+    "test_parallel.py::test_ctrl_c_keeps_the_rows",
+    "test_parallel.py::test_a_failing_worker_stops_the_run_with_rows_on_disk",
+    "test_pool.py::test_short_inputs_run_whole_on_the_pool_with_the_reference_rows",
+    "test_pool.py::test_sigterm_ends_the_inputs_in_hand_with_their_rows",
+    "test_live.py::test_stream_end_to_end_with_metrics",
+    "test_live.py::test_real_ffmpeg_process_streams_a_recording_to_loopback",
+    "test_live.py::test_sigterm_drains_and_exits_0",
+    "test_live.py::test_a_signal_while_waiting_for_the_sender_exits_0",
+    "test_live.py::test_live_session_is_finalised_like_process",
+    "test_view.py::test_process_view_shows_a_recording_as_it_is_processed",
+    "test_view.py::test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a_fresh_image",
+    "test_api.py::test_live_api_on_a_loopback_stream_rows_blinks_states_and_the_gate_socket",
+    "test_api.py::test_lsl_inlet_in_another_process_receives_every_sample_on_the_frames_clock",
+    "test_sinks.py::test_a_sink_added_as_one_module_sees_every_row_of_a_real_live_run",
+    "test_accelerator.py::test_accelerator_stage_on_the_cpu_gives_the_default_rows",
+    "test_live_state.py::test_record_keeps_every_frame_received_and_process_reads_the_live_rows_back",
+    "test_live_state.py::test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker_per_blink_of_blinks_csv",
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tests of :data:`SLOW_TESTS` ``slow`` (by name, every parametrization)."""
+    """Mark the tests of :data:`SLOW_TESTS` ``slow`` (by name, every parametrization), and those of
+    :data:`SPAWN_PROOF` ``spawn_proof``."""
     for item in items:
-        if f"{item.path.name}::{item.originalname}" in SLOW_TESTS:
+        name = f"{item.path.name}::{item.originalname}"
+        if name in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+        if name in SPAWN_PROOF:
+            item.add_marker(pytest.mark.spawn_proof)
 
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from eyeblink.cli.options import add_log_options, add_run_options, run_config_from_args
+from eyeblink.cli.options import add_log_options, add_run_options, add_start_method, run_config_from_args
 
 
 def add_parser(sub: Any) -> None:
@@ -47,6 +47,7 @@ def add_parser(sub: Any) -> None:
                    help="also write OUTDIR/<stem>.report.html for each video done (as `eyeblink report` does), "
                         "with eye crops of every blink (videos skipped as done before keep their files)")
     add_run_options(p)
+    add_start_method(p)  # how each task's processes start on its node
     add_log_options(p)  # --log-level info also shows Ray's own notices
 
 
@@ -60,7 +61,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
         cfg = replace(cfg, eye_crops=True)
     bc = BatchConfig(cpus_per_task=args.cpus_per_task, gpus_per_task=args.gpus_per_task, chunk_s=args.chunk_s,
                      overlap_s=args.overlap_s, max_retries=args.max_retries, address=args.address,
-                     local_cpus=args.local_cpus, progress=not args.no_progress)
+                     local_cpus=args.local_cpus, progress=not args.no_progress, start_method=args.start_method)
 
     def show(rec: dict[str, Any]) -> None:
         if rec["status"] == "done":

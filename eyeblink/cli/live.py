@@ -68,9 +68,9 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds of capture")
     g.add_argument("--priority", choices=LIVE_PRIORITIES, default=None,
                    help="run the capture and the frame path (sink, loader, workers) ahead of other programs: high "
-                        "(nice -10) or realtime (SCHED_RR); needs root, CAP_SYS_NICE or a ulimit that allows it, "
-                        "else one line says so and the run goes on (default: the preset's [live] priority, normal "
-                        "in the shipped presets)")
+                        "(nice -10) or realtime (the real-time scheduling class); needs root, CAP_SYS_NICE or a "
+                        "ulimit that allows it (on Windows realtime needs an administrator), else one line says so "
+                        "and the run goes on (default: the preset's [live] priority, normal in the shipped presets)")
     g.add_argument("--record", default=None, metavar="FILE",
                    help="also keep the frames as received, with their timestamps, in FILE (.nut: raw gray, "
                         "lossless), written by a thread of its own; `eyeblink process FILE` re-analyses them; an "
@@ -114,6 +114,7 @@ def add_parser(sub: Any) -> None:
                      help="face_lost only after no face has been fitted for MS milliseconds; dropped frames "
                           "never count (default: %(default)s)")
     shared.add_view_options(p)
+    shared.add_start_method(p)
     m = p.add_argument_group("metrics (pip install 'eyeblink[metrics]')")
     m.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus metrics on http://HOST:PORT/metrics (0 = any free port)")

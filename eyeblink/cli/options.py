@@ -37,6 +37,16 @@ def _float(text: str, *, zero_ok: bool) -> float:
     return v
 
 
+def add_start_method(p: argparse.ArgumentParser) -> None:
+    """``--start-method``: how a run's processes start (:mod:`eyeblink.runtime.processes`)."""
+    from eyeblink.runtime.processes import START_METHOD_ENV, START_METHODS
+
+    p.add_argument("--start-method", choices=START_METHODS, default=None,
+                   help="how the run's processes start: 'spawn' (a fresh interpreter each; the only way on Windows, "
+                        "the default on macOS), 'forkserver', 'fork' (Linux, macOS) or 'auto' (fork on Linux, spawn "
+                        f"elsewhere); default: the environment variable {START_METHOD_ENV}, else auto")
+
+
 def _loader_count(text: str) -> int:
     """``--loaders``: 0 (auto) up to 4 x the CPUs, the bound ``--workers`` has (more is an error, not lowered)."""
     import os

@@ -15,6 +15,7 @@ from eyeblink.cli.options import (
     add_analysis_options,
     add_log_options,
     add_run_options,
+    add_start_method,
     add_view_options,
     analysed_run_config,
     analysis_options,
@@ -34,6 +35,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="output directory (created)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it is shown on terminals)")
     add_view_options(p)  # --view: the page of the input being processed
+    add_start_method(p)
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="landmark worker processes (default: physical cores); 0 or 1 = single process")
     p.add_argument("--loaders", type=_loader_count, default=0, metavar="N",

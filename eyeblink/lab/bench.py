@@ -15,8 +15,9 @@ not carry over from one mode to the next):
 Reported per mode: FPS (median and min–max over the repeats; frames / wall time of the run,
 worker start-up included), per-stage milliseconds per frame (summed over processes: CPU-side
 cost, not wall), p50/p99 latency from a frame's decode to its row being written, the peak of the
-process tree's memory (sum of PSS over every process, sampled from ``/proc/<pid>/smaps_rollup``
-every 50 ms: shared pages — the dlib model, the frame ring — are counted once), and the share of
+process tree's memory (sum of PSS over every process, sampled every 50 ms with
+:func:`eyeblink.runtime.system.pss_bytes`: shared pages — the dlib model, the frame ring — are counted once; RSS
+where the OS keeps no PSS), and the share of
 the machine's CPU used by *other* processes during the run (a busy machine makes numbers
 meaningless; it is printed so that nobody trusts them by accident).
 
@@ -287,26 +288,12 @@ def synthetic_recording(frames: int, where: str | None = None) -> Path:
 def machine_info() -> dict[str, Any]:
     from importlib import metadata
 
+    from eyeblink.runtime import system
     from eyeblink.runtime.parallel import physical_cores
     from eyeblink.version import __version__
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    ram = 0.0
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    ram = int(line.split()[1]) / 2**20
-    except OSError:
-        pass
+    cpu = system.cpu_info().get("model name") or platform.processor() or platform.machine()
+    ram = (system.memory_total_bytes() or 0) / 2**30
     versions = {"eyeblink": __version__}
     for dist in ("numpy", "av", "dlib-bin", "ai-edge-litert", "opencv-python-headless"):
         with contextlib.suppress(metadata.PackageNotFoundError):
@@ -322,42 +309,21 @@ def machine_info() -> dict[str, Any]:
 # --------------------------------------------------------------------------- measuring a child run
 
 
-def _tree(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children", encoding="utf-8") as fh:
-                    todo.extend(int(c) for c in fh.read().split())
-        except OSError:
-            pass
-    return out
-
-
 def tree_pss_bytes(pid: int) -> int:
-    """Sum of PSS over ``pid`` and its descendants (shared pages counted once overall)."""
-    total = 0
-    for p in _tree(pid):
-        try:
-            with open(f"/proc/{p}/smaps_rollup", encoding="utf-8") as fh:
-                for line in fh:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1]) * 1024
-                        break
-        except OSError:
-            pass
-    return total
+    """Sum of PSS over ``pid`` and its descendants (shared pages counted once overall); of RSS where the OS keeps
+    no PSS (macOS, Windows: shared pages then count in each process)."""
+    from eyeblink.runtime import system
+
+    return sum(system.pss_bytes(p) or system.rss_bytes(p) or 0 for p in [pid, *system.descendants(pid)])
 
 
 def _busy_seconds() -> float:
-    from eyeblink.runtime.host import busy_jiffies
+    from eyeblink.runtime.system import cpu_busy_seconds
 
-    got = busy_jiffies()
+    got = cpu_busy_seconds()
     if got is None:
-        raise OSError("/proc/stat cannot be read on this machine")
-    return got[0] / os.sysconf("SC_CLK_TCK")
+        raise OSError("the CPUs' busy time cannot be read on this machine")
+    return got[0]
 
 
 def wait_quiet(timeout_s: float, *, threshold: float = 0.10) -> bool:
@@ -374,6 +340,8 @@ def wait_quiet(timeout_s: float, *, threshold: float = 0.10) -> bool:
 
 
 def _run_child(argv: list[str]) -> dict[str, Any]:
+    from eyeblink.runtime.system import wait_with_cpu
+
     cmd = [sys.executable, "-m", "eyeblink.lab.bench", "--child", *argv]
     busy0 = _busy_seconds()
     t0 = time.monotonic()
@@ -390,19 +358,17 @@ def _run_child(argv: list[str]) -> dict[str, Any]:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        # wait4 reaps the child with its rusage, which includes the grandchildren it joined
-        _, status, usage = os.wait4(proc.pid, 0)
+        # reaps the child with its CPU time, which includes the grandchildren it joined
+        _, ours = wait_with_cpu(proc)
     except KeyboardInterrupt:
         proc.kill()
         raise
     finally:
         done.set()
         sampler.join(timeout=1)
-    proc.returncode = os.waitstatus_to_exitcode(status)
     stdout, stderr = proc.communicate()
     wall = time.monotonic() - t0
     busy = _busy_seconds() - busy0
-    ours = usage.ru_utime + usage.ru_stime
     if proc.returncode != 0:
         from eyeblink.errors import WorkerError
 
@@ -554,33 +520,38 @@ def _short_run(cfg: Any, folder: Path, workers: int) -> dict[str, Any]:
             "detector_runs": sum(r.summary["detector_runs"] for r in results)}
 
 
+def _decode_share(video: str, plan: Any, lid: int, times: Any) -> None:
+    """Loader ``lid`` of :func:`_decode_ranges`: its share of ``plan``'s ranges decoded from its own open of
+    ``video``; (frames, CPU seconds of the decoding) put on ``times``."""
+    from eyeblink.sources.files import open_source
+    from eyeblink.sources.ranges import iter_range
+
+    with open_source(video) as src:
+        t0, n = time.process_time(), 0
+        for rng in plan.ranges[lid::plan.loaders]:
+            for _ in iter_range(src, plan, rng):
+                n += 1
+    times.put((n, time.process_time() - t0))
+
+
 def _decode_ranges(video: str, limit: int, loaders: int, preset: str) -> dict[str, Any]:
     """Decode-only with ``loaders`` processes (0: the count ``process`` would choose under ``preset``), each
     decoding its ranges as ``process --loaders`` would."""
-    import multiprocessing as mp
-
     from eyeblink.config import ParallelConfig, load_preset, physical_cores
     from eyeblink.presets import resolve_preset
+    from eyeblink.runtime.processes import context, resolve_start_method
     from eyeblink.runtime.sizing import choose_loaders, worker_ms_per_frame
     from eyeblink.sources.files import open_source
-    from eyeblink.sources.ranges import iter_range, plan_ranges
+    from eyeblink.sources.ranges import plan_ranges
 
     with open_source(video) as src:
         worker_ms = worker_ms_per_frame(load_preset(resolve_preset(preset)), src.fallback_fps)
         wanted = choose_loaders(ParallelConfig(loaders=loaders), physical_cores(), src, worker_ms=worker_ms)
         plan = plan_ranges(src, wanted, chunk_frames=ParallelConfig().chunk_frames, max_frames=limit)
-        ctx = mp.get_context("fork")
+        ctx = context(resolve_start_method())  # the start method of `process` here
         times = ctx.Queue()
-
-        def one(lid: int) -> None:
-            t0, n = time.process_time(), 0
-            for rng in plan.ranges[lid::plan.loaders]:
-                for _ in iter_range(src, plan, rng):
-                    n += 1
-            times.put((n, time.process_time() - t0))
-
         t0 = time.perf_counter()
-        procs = [ctx.Process(target=one, args=(lid,)) for lid in range(plan.loaders)]
+        procs = [ctx.Process(target=_decode_share, args=(video, plan, lid, times)) for lid in range(plan.loaders)]
         for p in procs:
             p.start()
         parts = [times.get(timeout=600) for _ in procs]

@@ -385,20 +385,17 @@ def _timing_set(groups: dict[str, list[tuple[np.ndarray, np.ndarray]]],
 def _one_core() -> Iterator[None]:
     import cv2
 
+    from eyeblink.runtime import system
+
     threads = cv2.getNumThreads()
     cv2.setNumThreads(1)
-    try:
-        before = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, {min(before)})
-    except (AttributeError, OSError):
-        before = None
+    before = system.pin_to_one_core()  # None on macOS (no CPU affinity there): timed on whatever core runs it
     try:
         yield
     finally:
         cv2.setNumThreads(threads)
         if before is not None:
-            with contextlib.suppress(OSError):
-                os.sched_setaffinity(0, before)
+            system.restore_cpus(before)
 
 
 def _versions() -> dict[str, str]:

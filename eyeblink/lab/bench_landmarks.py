@@ -18,9 +18,7 @@ sustains at the median; ``--json`` also writes them.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -69,8 +67,9 @@ def run(args: argparse.Namespace, video: Path, machine: dict[str, Any]) -> int:
     names = models(args)
     preset = load_preset(resolve_preset("cpu"))
     every = args.detect_every or preset.detect.detect_every
-    with contextlib.suppress(AttributeError, OSError):
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as one pipeline worker
+    from eyeblink.runtime.system import pin_to_one_core
+
+    pin_to_one_core()  # one core, as one pipeline worker (macOS has no CPU affinity: whatever core runs it)
     frames: list[Any] = []
     faces: list[Any] = []
     times_s: list[float] = []

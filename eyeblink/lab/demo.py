@@ -106,7 +106,7 @@ def run_demo(outdir: Path, *, duration_s: float = 10.0, seed: int = 0, progress:
     print(f"rendering {synth.n_frames} frames of a 640x480 grayscale {synth.fps:g} FPS recording "
           f"with {len(synth.blinks)} planted blinks -> {video}")
     truth = write_recording(video, synth)
-    (outdir / "demo.truth.json").write_text(truth.to_json(indent=2) + "\n", encoding="utf-8")
+    (outdir / "demo.truth.json").write_text(truth.to_json(indent=2) + "\n", encoding="utf-8", newline="\n")
     # the run a user gets from `eyeblink process`: the cpu preset, one worker per physical core
     import dataclasses
 

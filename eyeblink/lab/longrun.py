@@ -386,7 +386,7 @@ def build_joined(dataset: Path, outdir: Path, subject: str, clips: Sequence[Path
         container.close()
     (outdir / f"{subject}.truth.json").write_text(json.dumps({
         "fps": fps, "frames": frame_no, "blinks": [[s.start, s.end] for s in spans],
-        "annotated": [[s.start, s.end] for s in annotated]}), encoding="utf-8")
+        "annotated": [[s.start, s.end] for s in annotated]}), encoding="utf-8", newline="\n")
     return path, spans
 
 

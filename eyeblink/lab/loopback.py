@@ -162,10 +162,9 @@ def serve(port: int, frames: Sequence[np.ndarray], *, fps: float = 500.0, durati
 
 
 def _cpu_s() -> float:
-    import resource
+    from eyeblink.runtime.system import process_cpu_seconds
 
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
+    return process_cpu_seconds() or 0.0
 
 
 def _step(text: str) -> Fraction:

@@ -270,7 +270,10 @@ class _CsvStream:
     def __init__(self, path: Path, columns: Sequence[str], flush_interval_s: float) -> None:
         self.path = path
         try:
-            self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            # O_BINARY (Windows only): a descriptor opened without it is in text mode there, and os.write would
+            # turn each "\n" into "\r\n"; the rows are the same bytes on every OS
+            self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0),
+                                           0o666)
         except OSError as exc:
             raise OutputWriteError(f"cannot create {path} ({exc.strerror or exc}); choose another -o") from None
         self._buf = io.StringIO()

@@ -5,9 +5,10 @@ recordings with the same name) would interleave their rows, rename each other's 
 a summary that names the wrong input. So every run that writes a session (``process``, ``batch``, the Python
 API) first takes the session's lock, a file ``OUTDIR/.<stem>.lock``:
 
-* it is opened and locked with ``flock`` (exclusive, not waiting). The kernel holds that lock for the open
-  file, so two threads of one process exclude each other too, and the lock ends with the process that held
-  it, however it ended (a crash, ``kill -9``, a machine that rebooted);
+* it is opened and locked (exclusive, not waiting: :func:`eyeblink.runtime.system.lock_file`, ``flock`` on Linux
+  and macOS, a byte-range lock on Windows). The OS holds that lock for the open file, so two threads of one
+  process exclude each other too, and the lock ends with the process that held it, however it ended (a crash,
+  ``kill -9``, a machine that rebooted);
 * the holder writes who it is (PID, host, start time, command) into the file, so a second run is refused in
   one line naming that run and the fix (:class:`SessionBusyError`, exit status 2), before any work;
 * a lock file whose lock nobody holds was left by a run that is gone: it is taken over, with a warning naming
@@ -15,7 +16,7 @@ API) first takes the session's lock, a file ``OUTDIR/.<stem>.lock``:
 * releasing removes the file. A run that opened the file just before it was removed would lock a file no
   longer in the folder: after locking, the file's inode is compared with the path's, and the lock retried.
 
-Where the filesystem has no ``flock`` (some network mounts), the file's content decides: a lock of this host
+Where the filesystem cannot lock (some network mounts), the file's content decides: a lock of this host
 whose process is alive, or of another host, is busy (the message names the file to remove if that run is
 gone); one of this host whose process is gone is stale.
 """
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from eyeblink.errors import OutputError, warn
+from eyeblink.runtime import system  # the one module that knows the OS (the import contracts allow this one)
 
 __all__ = ["SessionBusyError", "SessionLock", "lock_path", "lock_session", "session_locks"]
 
@@ -77,15 +79,7 @@ def _read_info(path: Path, wait_s: float = 0.0) -> dict[str, Any]:
 
 
 def _pid_alive(pid: object) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
+    return isinstance(pid, int) and pid > 0 and system.pid_alive(pid)
 
 
 def _command() -> str:
@@ -106,11 +100,7 @@ class SessionLock:
         """Remove the lock file and unlock it (idempotent)."""
         if self.fd < 0:
             return
-        with contextlib.suppress(OSError):
-            if os.path.exists(self.path) and os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
-                os.unlink(self.path)
-        with contextlib.suppress(OSError):
-            os.close(self.fd)  # closing the last descriptor ends the flock
+        system.release_lock_file(self.fd, self.path)  # closing the last descriptor ends the lock
         self.fd = -1
 
 
@@ -125,8 +115,6 @@ def _busy(outdir: Path, stem: str, path: Path, info: dict[str, Any], *, no_flock
 def lock_session(outdir: str | Path, stem: str) -> SessionLock:
     """Take the lock of session ``stem`` in ``outdir`` (the folder must exist); raises :class:`SessionBusyError`
     naming the other run if one holds it, and warns when it takes over a lock left by a run that is gone."""
-    import fcntl
-
     out = Path(outdir)
     path = lock_path(out, stem)
     for _attempt in range(50):
@@ -137,7 +125,7 @@ def lock_session(outdir: str | Path, stem: str) -> SessionLock:
                               "output folder") from None
         no_flock = False
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            system.lock_file(fd)
         except BlockingIOError:
             os.close(fd)
             raise _busy(out, stem, path, _read_info(path, wait_s=1.0)) from None
@@ -167,7 +155,8 @@ def lock_session(outdir: str | Path, stem: str) -> SessionLock:
                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": _command()}
         data = (json.dumps(info) + "\n").encode()
         os.ftruncate(fd, 0)
-        os.pwrite(fd, data, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, data)
         return SessionLock(path, fd, stem)
     raise OutputError(f"cannot take the session lock {path}: it keeps being replaced; try again")
 

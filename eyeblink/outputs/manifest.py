@@ -101,7 +101,7 @@ class Manifest:
 
     def append(self, record: dict[str, Any]) -> None:
         line = _line(record)
-        with self.path.open("a", encoding="utf-8") as fh:
+        with self.path.open("a", encoding="utf-8", newline="\n") as fh:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())

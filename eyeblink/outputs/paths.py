@@ -192,7 +192,7 @@ def write_text(path: str | Path, text: str, option: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` whole or not at all; an ``OSError`` becomes :class:`OutputError`."""
     try:
         with atomic_path(path) as tmp:
-            tmp.write_text(text, encoding="utf-8")
+            tmp.write_text(text, encoding="utf-8", newline="\n")  # "\n" on every OS: the same bytes on Windows
     except OSError as exc:
         raise OutputError(f"cannot write {path} ({exc.strerror or exc}); choose another {option}") from None
 

@@ -1224,7 +1224,7 @@
       if (video.requestVideoFrameCallback) video.requestVideoFrameCallback(follow); else window.requestAnimationFrame(follow);
     }
     video.addEventListener("play", follow);
-    video.src = EV.src.split("/").map(encodeURIComponent).join("/");
+    video.src = EV.url || EV.src.split("/").map(encodeURIComponent).join("/");  // url: quoted by the writer
   }
 
   // ------------------------------------------------------------------ start

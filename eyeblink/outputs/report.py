@@ -534,7 +534,7 @@ def render_html(data: ReportData, *, crops: dict[int, list[str]] | None = None,
 
     page = payload(data)
     page["crops"] = {str(k): v for k, v in (crops or {}).items()}
-    page["eyesVideo"] = eyes  # {"src": path relative to the page, "fps": its frame rate} or None
+    page["eyesVideo"] = eyes  # {"src": path relative to the page, "url": its link, "fps": its frame rate} or None
     blob = script_json(page)
     template = (_ASSETS / "report.html").read_text(encoding="utf-8")
     trials_note = "" if data.trials else "hidden"
@@ -574,6 +574,7 @@ def eyes_video_for(outdir: Path, stem: str, page: Path) -> dict[str, Any] | None
     """What the page needs of ``<stem>.eyes.webm`` when it is beside the session: its path relative to the page
     and its frame rate; ``None`` without one (the page then has no video panel)."""
     import os
+    import urllib.parse
 
     path = eyes_video_path(outdir, stem)
     if not path.is_file():
@@ -587,7 +588,14 @@ def eyes_video_for(outdir: Path, stem: str, page: Path) -> dict[str, Any] | None
         return None
     if not rate:
         return None
-    return {"src": Path(os.path.relpath(path.resolve(), page.resolve().parent)).as_posix(), "fps": float(rate)}
+    # a link the browser follows on every OS: the relative path with "/" (never a Windows "\\"), each name
+    # URL-quoted (spaces, "#", "é", a ":" that would read as a scheme); a page on another Windows drive than the
+    # session has no relative path to it: a file:// URL then
+    try:
+        src = Path(os.path.relpath(path.resolve(), page.resolve().parent)).as_posix()
+    except ValueError:
+        return {"src": path.resolve().as_posix(), "url": path.resolve().as_uri(), "fps": float(rate)}
+    return {"src": src, "url": urllib.parse.quote(src), "fps": float(rate)}
 
 
 def report_plan(session: str | Path, output: str | Path | None = None, *, overlay: str | Path | None = None,

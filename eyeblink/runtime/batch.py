@@ -59,6 +59,7 @@ import contextlib
 import json
 import math
 import os
+import platform
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -73,6 +74,7 @@ from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
 from eyeblink.outputs.manifest import MANIFEST_NAME, Manifest, input_key, settings_hash
 from eyeblink.runtime import raycluster
+from eyeblink.runtime.processes import use_start_method
 from eyeblink.sources.chunking import ALIGN_FRAMES, ChunkSource, plan_chunks
 from eyeblink.sources.inputs import expand_inputs
 from eyeblink.version import __version__
@@ -127,8 +129,17 @@ class BatchConfig:
     address: str | None = None
     local_cpus: int | None = None
     progress: bool = True
+    #: how a task's processes start on its node (``--start-method``); None: the node's ``EYEBLINK_START_METHOD``, else
+    #: auto (:mod:`eyeblink.runtime.processes`)
+    start_method: str | None = None
 
     def __post_init__(self) -> None:
+        if self.start_method is not None:
+            from eyeblink.runtime.processes import START_METHODS
+
+            if self.start_method not in START_METHODS:
+                raise ConfigError(f"--start-method must be one of {', '.join(START_METHODS)}, "
+                                  f"got {self.start_method!r}")
         if self.cpus_per_task < 1:
             raise ConfigError(f"--cpus-per-task must be >= 1, got {self.cpus_per_task}")
         if not (self.gpus_per_task >= 0 and math.isfinite(self.gpus_per_task)):
@@ -170,6 +181,8 @@ class ChunkTask:
     config: RunConfig
     workers: int
     fault: str | None = None
+    #: how the task's processes start on its node (``--start-method``; None: the node's environment, else auto)
+    start_method: str | None = None
 
     @property
     def whole(self) -> bool:
@@ -188,7 +201,7 @@ def _inject_fault(task: ChunkTask) -> None:
     if kind != "crash-once" or not stem or not marker:
         raise ConfigError(f"{FAULT_ENV} must be 'crash-once:STEM:MARKER', got {task.fault!r}")
     if stem == task.stem and task.index == 0 and not Path(marker).exists():
-        Path(marker).write_text(f"crashed pid {os.getpid()}\n", encoding="utf-8")
+        Path(marker).write_text(f"crashed pid {os.getpid()}\n", encoding="utf-8", newline="\n")
         os._exit(71)
 
 
@@ -204,6 +217,7 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
 
     _inject_fault(task)
     _remove_stale_rings()  # this node's leftovers of earlier crashed runs
+    use_start_method(task.start_method)
     cfg = task.config
     started = time.perf_counter()
     try:
@@ -215,7 +229,7 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
                 meta = measure_chunk(chunk, task.staging, cfg, task.workers)
             return {"status": "done", "stem": task.stem, "index": task.index, "frames": int(meta["frames"]),
                     "blinks": None, "wall_s": time.perf_counter() - started, "damaged_packets": 0,
-                    "node": os.uname().nodename, "pid": os.getpid()}
+                    "node": platform.node(), "pid": os.getpid()}
         outdir = Path(task.outdir)
         outdir.mkdir(parents=True, exist_ok=True)
         with open_source(task.path, fps=cfg.fps) as src:
@@ -228,7 +242,7 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
     return {"status": "done", "stem": task.stem, "index": task.index, "frames": result.frames,
             "blinks": len(result.blinks), "wall_s": time.perf_counter() - started,
             "damaged_packets": int((result.summary.get("damaged_packets") or {}).get("count") or 0),
-            "node": os.uname().nodename, "pid": os.getpid()}
+            "node": platform.node(), "pid": os.getpid()}
 
 
 def _remove_stale_rings() -> None:
@@ -284,27 +298,24 @@ def run_group(tasks: list[ChunkTask], analyzer: FrameAnalyzer | None = None) -> 
     other in this process, with ``analyzer`` (a :class:`ShortFiles` actor's, loaded once for all its groups) or one
     built here. One outcome per task, in order (see :func:`run_chunk`)."""
     from eyeblink.errors import one_line
-    from eyeblink.outputs.analysis import finalize
-    from eyeblink.runtime.pipeline import process_source
     from eyeblink.runtime.pool import FilePool
     from eyeblink.runtime.runner import FATAL, build_analyzer
 
     for t in tasks:
         _inject_fault(t)
     _remove_stale_rings()
+    use_start_method(tasks[0].start_method)
     cfg, workers = tasks[0].config, tasks[0].workers
     outdir = Path(tasks[0].outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-
-    def run_one(source: Any, analyzer: Any) -> RunResult:
-        return finalize(process_source(source, outdir, cfg, analyzer=analyzer), cfg)
+    run_one = _GroupInput(outdir, cfg)
 
     def done(t: ChunkTask, result: RunResult) -> dict[str, Any]:
         return {"status": "done", "stem": t.stem, "index": t.index, "frames": result.frames,
                 "blinks": len(result.blinks), "wall_s": float(result.summary["timings"]["wall_s"] or 0.0),
                 "damaged_packets": int((result.summary.get("damaged_packets") or {}).get("count") or 0),
-                "node": os.uname().nodename, "pid": os.getpid()}
+                "node": platform.node(), "pid": os.getpid()}
 
     def failed(t: ChunkTask, exc: EyeblinkError) -> dict[str, Any]:
         return {"status": "failed", "error": one_line(exc), "stem": t.stem, "index": t.index,
@@ -337,6 +348,20 @@ def run_group(tasks: list[ChunkTask], analyzer: FrameAnalyzer | None = None) -> 
         except EyeblinkError as exc:
             outcomes.append(failed(t, exc))
     return outcomes
+
+
+class _GroupInput:
+    """What a pool worker does with one short video of a group: the reference run, then finalize (a class, not a
+    closure: a spawned pool worker gets it pickled)."""
+
+    def __init__(self, outdir: Path, config: RunConfig) -> None:
+        self.outdir, self.config = outdir, config
+
+    def __call__(self, source: Any, analyzer: Any) -> RunResult:
+        from eyeblink.outputs.analysis import finalize
+        from eyeblink.runtime.pipeline import process_source
+
+        return finalize(process_source(source, self.outdir, self.config, analyzer=analyzer), self.config)
 
 
 class ShortFiles:
@@ -506,7 +531,8 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
         if config.max_frames is not None and len(plan) > 1:
             plan[-1] = (plan[-1][0], config.max_frames)
         chunk_cfg = replace(config, max_frames=None) if len(plan) > 1 else config
-        v.tasks = [ChunkTask(str(p), v.path.stem, str(out), i, len(plan), s, e, chunk_cfg, workers, fault)
+        v.tasks = [ChunkTask(str(p), v.path.stem, str(out), i, len(plan), s, e, chunk_cfg, workers, fault,
+                             start_method=bc.start_method)
                    for i, (s, e) in enumerate(plan)]
 
     started_here = False
@@ -591,7 +617,9 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
             ray.shutdown()
         _remove_stale_rings()  # the rings of this machine's Ray workers, killed at shutdown or by a signal
     report.wall_s = time.perf_counter() - t_start
-    report.loadavg = os.getloadavg()
+    from eyeblink.runtime.system import load_average
+
+    report.loadavg = load_average() or (0.0, 0.0, 0.0)
     return report
 
 

@@ -28,13 +28,15 @@ from typing import Any
 import numpy as np
 
 from eyeblink.config import physical_cores
+from eyeblink.runtime import system
 
-__all__ = ["CoresBusy", "HostCosts", "busy_jiffies", "face_frame", "host_info", "measure_costs", "registry_costs",
+__all__ = ["CoresBusy", "HostCosts", "face_frame", "host_info", "measure_costs", "registry_costs",
            "with_decode"]
 
 log = logging.getLogger("eyeblink.host")
 
-#: the CPU flags that decide what a network costs (``/proc/cpuinfo`` spelling)
+#: the CPU flags that decide what a network costs (the Linux kernel's spelling, which
+#: :func:`eyeblink.runtime.system.cpu_info` gives on every OS)
 VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile")
 #: CPU ms a live frame costs besides its eye-model fit, keyframe detection and decode: capture and ring
 #: copy, IPC, blinks, publishing, writing. Measured as a capacity: ``eyeblink live`` held to one core
@@ -49,29 +51,12 @@ SLOW_HOST_ENV = "SLOW_HOST_NETWORKS"
 FALLBACK_DETECT_MS = 1.7
 
 
-def _cpuinfo() -> dict[str, str]:
-    """The first processor's ``/proc/cpuinfo`` fields (empty where there is no such file)."""
-    out: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if not line.strip():
-                    if out:
-                        break
-                    continue
-                key, _, value = line.partition(":")
-                out.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
-    return out
-
-
 def host_info() -> dict[str, Any]:
     """The host class: CPU model, cores, the vector extensions present (``vector``), and a short ``class``
     label (``avx512``, ``avx2`` or ``baseline``) that the docs' speed tables are grouped by; under the
     slower-host stand-in (``slow-host --avx2-pc``, which sets :data:`SLOW_HOST_ENV`) also its factor
     (``stand_in_network_factor``: each network run costs that many times its own time)."""
-    info = _cpuinfo()
+    info = system.cpu_info()
     flags = set(info.get("flags", "").split())
     vector = [f for f in VECTOR_FLAGS if f in flags]
     if "avx512f" in flags:
@@ -272,33 +257,20 @@ def with_decode(costs: HostCosts, codec: str | None, width: int, height: int, re
         return replace(costs, note=f"decode of {codec} not measured ({type(exc).__name__})")
 
 
-def busy_jiffies() -> tuple[int, int] | None:
-    """(busy, all) jiffies of all cores since boot (``/proc/stat``: busy is all but idle and I/O wait; guest time
-    is inside user); None where it cannot be read (not Linux)."""
-    try:
-        with open("/proc/stat", "rb") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    if len(fields) < 5:
-        return None
-    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal
-    return total - fields[3] - fields[4], total
-
-
 class CoresBusy:
-    """The share of the machine's cores that was busy (``/proc/stat``: all but idle and I/O wait) over the last
-    :data:`PERIOD_S` seconds or more: :meth:`share`, None until two readings (and where it cannot be read: then
-    :attr:`readable` is False). The browser view makes fewer preview images while it is high."""
+    """The share of the machine's cores that was busy (:func:`eyeblink.runtime.system.cpu_busy_seconds`: all but
+    idle and I/O wait) over the last :data:`PERIOD_S` seconds or more: :meth:`share`, None until two readings (and
+    where it cannot be read: then :attr:`readable` is False). The browser view makes fewer preview images while it
+    is high."""
 
     PERIOD_S = 2.0
 
     def __init__(self) -> None:
-        self._last: tuple[float, int, int] | None = None  # (monotonic, busy jiffies, all jiffies)
+        self._last: tuple[float, float, float] | None = None  # (monotonic, busy CPU seconds, all CPU seconds)
         self._share: float | None = None
         self.readable = True
 
-    _read = staticmethod(busy_jiffies)  # (the tests give it readings of their own)
+    _read = staticmethod(system.cpu_busy_seconds)  # (the tests give it readings of their own)
 
     def share(self, now: float) -> float | None:
         if self._last is not None and now - self._last[0] < self.PERIOD_S:

@@ -62,15 +62,16 @@ from eyeblink.config import (
     LIVE_CHUNK_FRAMES,
     LiveConfig,
 )
-from eyeblink.errors import ConfigError, EyeblinkError, VideoOpenError, WorkerError, warn
+from eyeblink.errors import ConfigError, EyeblinkError, WorkerError, picklable_error, warn
 from eyeblink.outputs.export import ResultWriter
+from eyeblink.runtime import system
 from eyeblink.runtime.choose import AUTO_LANDMARKS, choose_dealt_workers, resolve_eye_model, resolve_run_config
 from eyeblink.runtime.hops import HopRecord
 from eyeblink.runtime.livewriter import LIVE_FRAME_COLUMNS, LiveResultWriter
 from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
 from eyeblink.runtime.parallel import ParallelPipeline, _Run
 from eyeblink.runtime.priority import raise_priority, settle_heap
-from eyeblink.runtime.roles.base import _POLL_S, _Stop, die_with_parent
+from eyeblink.runtime.roles.base import _POLL_S, _Stop
 from eyeblink.runtime.roles.loader import _Batcher
 from eyeblink.runtime.shm import FrameRing, RingSpec, ring_cap_bytes, ring_refusal
 
@@ -114,6 +115,9 @@ LIVE_STARTUP_GRACE_FRAMES = 128
 #: the API's consumer); a thread woken to pass a frame on waits for the GIL up to the switch interval whenever another
 #: thread of its process is busy in Python, so every hand-off could add up to 5 ms
 LIVE_SWITCH_INTERVAL_S = 0.0005
+#: what the live loader takes over from the parent once the source is connected and the ring sized (the rest of the
+#: run's state it got when it started)
+LOADER_SETTINGS = ("fps", "par", "spec", "prefault_slots", "ring_name", "dealt", "model_reason", "late_s")
 #: with --on-overload drop, the share of --max-latency-ms a frame may wait before its worker starts it; the rest is for
 #: what follows the worker (its batch, the results queue, the sink's reorder and its write), which took up to ~150 ms
 #: more on a 2-core host at 1,000 FPS: a frame started at the whole bound reached LSL and the gate past it
@@ -128,6 +132,14 @@ class _LiveRun(_Run):
     requested one (:attr:`requested`). What the cost ladder changes during the run is the workers' state."""
 
     resolves_at_connection = True
+    #: the sink's side of a live run besides the file run's: publishing, metrics, the memory watch, the ladder
+    PARENT_ONLY = (*_Run.PARENT_ONLY, "tap", "metrics", "memory", "steps", "hops")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        if state.get("fitters"):  # the models to pick from, by name: a child loads its own (pipe.eye_models)
+            state["fitters"] = dict.fromkeys(state["fitters"])
+        return state
 
     def __init__(self, pipe: LivePipeline, source: LiveSource, tap: LiveTap | None = None) -> None:
         super().__init__(pipe, source)
@@ -199,8 +211,15 @@ class _LiveRun(_Run):
         # what each part costs on this machine, timed now (nothing else runs yet): auto's choice and the ladder
         self.costs = self.pipe.measure_host()  # type: ignore[attr-defined]
         self._make_queues(0)  # the ring bounds the frames in flight; its size is not known yet
-        self._fork_workers()
+        ctx = self.pipe._ctx
+        # the loader connects to the source itself (a connection cannot be handed to a spawned process): the
+        # parent tells it when (loader_q), it answers with what the connection found (connect_q)
+        self.loader_q, self.connect_q = ctx.Queue(), ctx.Queue()
         source: LiveSource = self.source  # type: ignore[assignment]
+        source.cancelled = self.capture_stop.is_set  # a signal while the loader waits for a sender stops the wait
+        source.close()  # a camera's handle is the loader's from here on (it opens its own)
+        self._fork_workers()
+        (self.loader,) = self._fork((self._loader_main, (), "eyeblink-loader"))
         # the most the ring may take (a share of the memory available and of /dev/shm), measured before any of it
         cap, cap_why = ring_cap_bytes()
         # while the workers load: reserve the ring for the likely geometry (the configured or the camera's rate,
@@ -217,7 +236,6 @@ class _LiveRun(_Run):
                     if time.monotonic() > deadline:
                         raise WorkerError(f"the workers did not load their models within "
                                           f"{self.par.stall_timeout_s:.0f} s")
-            source.cancelled = self.capture_stop.is_set
             settle_heap()  # the sink's process, before the first frame (see settle_heap)
             if self.tap is not None:  # the gate socket (and the outlets if their rate is known) before any frame
                 asked = AUTO_LANDMARKS[0] if self.fitters else self.requested.landmarks.model
@@ -225,11 +243,7 @@ class _LiveRun(_Run):
                               nominal_fps=self.requested.fps or source.nominal_fps, eye_model=asked,
                               cancelled=self.capture_stop.is_set)
             log.info("waiting for %s", source.spec)
-            try:
-                source.start()
-            except VideoOpenError:
-                if not self.capture_stop.is_set():
-                    raise
+            if not self._connect_through_loader(source):
                 self._stopped_before_connect()  # Ctrl-C / SIGTERM while waiting for the sender
                 return
             self._connected(source)
@@ -264,7 +278,47 @@ class _LiveRun(_Run):
         if self.metrics is not None:
             self.metrics.landmark_model.labels(model=self.cfg.landmarks.model).set(1)
         self._announce_ring(("ring", self.ring.name, self.spec, self.prefault_slots, self.cfg))
-        (self.loader,) = self._fork((self._loader_main, (), "eyeblink-loader"))
+        self.loader_q.put(("ring", self.ring.name, self.cfg, {name: getattr(self, name) for name in LOADER_SETTINGS}))
+
+    def _connect_through_loader(self, source: LiveSource) -> bool:
+        """Have the loader connect to the source and take over what it found (size, rate, clock, the frames read
+        at connection): True once connected; False when a signal stopped the wait for a sender. A source that
+        cannot be opened raises its one-line error here, in the parent, as before any frame."""
+        self.loader_q.put(("connect",))
+        while True:
+            try:
+                msg = self.connect_q.get(timeout=_POLL_S)
+                break
+            except queue.Empty:
+                if self.loader is not None and self.loader.exitcode is not None:
+                    raise WorkerError(f"the loader (pid {self.loader.pid}) ended while connecting to {source.spec} "
+                                      f"(exit status {self.loader.exitcode})") from None
+        if msg[0] == "failed":
+            if self.capture_stop.is_set():
+                return False
+            raise msg[1]
+        _, state = msg
+        source.adopt(state)
+        return True
+
+    def _connect_in_loader(self, source: LiveSource) -> bool:
+        """In the loader: connect when the parent says so, tell it what the connection found, then wait for the
+        ring and the run's settings. False: nothing to capture (stopped, or the connection failed: the parent
+        reports it)."""
+        if self._get(self.loader_q)[0] != "connect":
+            return False
+        try:
+            source.start()
+        except EyeblinkError as exc:
+            self._put(self.connect_q, ("failed", picklable_error(exc)))
+            return False
+        self._put(self.connect_q, ("connected", source.connection_state()))
+        _, name, config, settings = self._get(self.loader_q)
+        self.__dict__.update(settings)
+        self.cfg = config  # the run's, resolved at connection: stored once in this process too
+        self.ring = FrameRing.attach(name, self.spec)
+        source.clock.on_mismatch = self._clock_mismatch
+        return True
 
     def _connected(self, source: LiveSource) -> None:
         """The source is connected: its first frames (a stream's rate probe) are start-up frames, analysed whatever
@@ -365,7 +419,6 @@ class _LiveRun(_Run):
 
     def _child_setup(self) -> None:
         super()._child_setup()
-        die_with_parent(self.parent_pid)
         sys.setswitchinterval(LIVE_SWITCH_INTERVAL_S)  # see LIVE_SWITCH_INTERVAL_S
         raise_priority(self.live.priority)  # --priority: the sink said already whether the OS allows it
 
@@ -380,11 +433,17 @@ class _LiveRun(_Run):
 
     def _loader_main(self) -> None:
         self._child_setup()
+        source: LiveSource = self.source  # type: ignore[assignment]
+        try:
+            if not self._connect_in_loader(source):
+                return
+        except _Stop:
+            source.close()
+            return
         ring = self.ring
         assert ring is not None
-        ring.prefault(self.prefault_slots)  # a fork does not copy the page tables of a shared mapping
+        ring.prefault(self.prefault_slots)  # a new mapping in this process: its page tables are filled now
         settle_heap()
-        source: LiveSource = self.source  # type: ignore[assignment]
         block = self.live.overload == "block"
         max_frames = self.cfg.max_frames
         duration = self.live.duration_s
@@ -462,7 +521,7 @@ class _LiveRun(_Run):
             next_tick = time.monotonic() + 1.0
             while thread.is_alive():
                 thread.join(0.05)
-                if self.stop.is_set() or os.getppid() != self.parent_pid:
+                if self.stop.is_set() or not system.parent_alive():
                     raise _Stop
                 if self.capture_stop.is_set():
                     st["reason"] = st["reason"] or "stop requested (signal)"

@@ -4,8 +4,9 @@
 :class:`logging.handlers.QueueHandler` on the ``eyeblink`` logger that feeds a
 ``multiprocessing`` queue, and starts a :class:`logging.handlers.QueueListener` thread in the parent
 that writes the records to stderr and, with ``--log-file``, to a file. Loader and worker processes
-are forked, so they inherit that handler and its queue: a record logged anywhere comes out of the
-parent's listener, in one format naming the process::
+get that handler and its queue: a record logged anywhere comes out of the
+parent's listener, in one format naming the process (a forked child inherits the handler; a spawned one is given
+the queue as it starts: :mod:`eyeblink.runtime.processes`)::
 
     2024-05-01 12:00:00,123 INFO  eyeblink-loader[4242] eyeblink.runtime.live: capture started: tcp://…
 
@@ -70,7 +71,9 @@ def setup_logging(level: str = "info", log_file: str | Path | None = None) -> Lo
                 from None
     for h in outputs:
         h.setFormatter(fmt)
-    queue = mp.get_context("fork").Queue(-1) if "fork" in mp.get_all_start_methods() else mp.Queue(-1)
+    # a spawn context's queue: every start method's children can have it (a fork context's cannot be handed to a
+    # spawned child), whichever the run uses
+    queue = mp.get_context("spawn").Queue(-1)
     handler = logging.handlers.QueueHandler(queue)
     listener = logging.handlers.QueueListener(queue, *outputs, respect_handler_level=True)
     listener.start()

@@ -3,21 +3,23 @@
 A live session lasts as long as the lab's session (20–60 minutes, or hours): memory that grows a little with
 every frame is invisible in a test of seconds and ends a session hours later. The sink samples the RSS of the
 run's processes (itself, the loader, the workers, the accelerator stage) every :data:`SAMPLE_EVERY_S` seconds
-from ``/proc/PID/statm`` (a few microseconds a process, no page-table walk). The reference is the run's memory at
-:data:`REFERENCE_S` (two minutes: models loaded, the ring and the allocators warm); when the total has grown by
-more than :data:`MAX_GROWTH` of it since (the figure the project holds itself to: RSS at minute 20 within 10% of
-minute 2), the run warns once, one line naming the process that grew and how fast; a NUT stream whose sender
-writes syncpoints (a default ``ffmpeg -f nut``) is the known cause in the loader, and the line says so.
+(:func:`eyeblink.runtime.system.rss_bytes`: on Linux a few microseconds a process, no page-table walk). The
+reference is the run's memory at :data:`REFERENCE_S` (two minutes: models loaded, the ring and the allocators
+warm); when the total has grown by more than :data:`MAX_GROWTH` of it since (the figure the project holds
+itself to: RSS at minute 20 within 10% of minute 2), the run warns once, one line naming the process that grew
+and how fast; a NUT stream whose sender writes syncpoints (a default ``ffmpeg -f nut``) is the known cause in the
+loader, and the line says so.
 
 The figures go to the summary (``live.memory``) and to ``/metrics`` (``eyeblink_memory_rss_bytes{process}``).
-On a system without ``/proc`` the watch records nothing and never warns.
+Where a process's memory cannot be read the watch records nothing and never warns.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from eyeblink.runtime.system import rss_bytes
 
 __all__ = ["MAX_GROWTH", "REFERENCE_S", "SAMPLE_EVERY_S", "MemoryWatch", "rss_bytes"]
 
@@ -30,20 +32,10 @@ MAX_GROWTH = 0.10
 #: ... and by at least this many MiB (a small run's allocator noise is not a leak)
 MIN_GROWTH_MIB = 32.0
 
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _MIB = float(2**20)
 
 NUT_HINT = ("the stream is NUT, and FFmpeg's NUT demuxer keeps every syncpoint it reads until the stream ends: "
             "send with `ffmpeg … -f nut -syncpoints none -strict experimental` (or use another container)")
-
-
-def rss_bytes(pid: int) -> int | None:
-    """The resident set of process ``pid`` in bytes (``/proc/PID/statm``); None if it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * _PAGE
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 class MemoryWatch:

@@ -68,9 +68,7 @@ failure into a real run; nothing else reads it.
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing as mp
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
@@ -81,7 +79,6 @@ import numpy as np
 
 from eyeblink import stopping
 from eyeblink.config import ParallelConfig, RunConfig, physical_cores
-from eyeblink.errors import ConfigError
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.runtime.accelerator import stage_processes, stage_summary
 from eyeblink.runtime.choose import ResolvedConfig
@@ -96,6 +93,7 @@ from eyeblink.runtime.pipeline import (
     progress_bar,
     warn_once,
 )
+from eyeblink.runtime.processes import context, start_children
 from eyeblink.runtime.profiling import profiled
 from eyeblink.runtime.results import RESULT_DTYPE
 from eyeblink.runtime.roles.base import _ChildRole
@@ -196,9 +194,10 @@ class ParallelPipeline:
 
     def __init__(self, config: RunConfig, parallel: ParallelConfig | None = None,
                  fitter: EyeModel | None = None) -> None:
-        if sys.platform == "win32" or "fork" not in mp.get_all_start_methods():
-            raise ConfigError("the multiprocess pipeline needs the 'fork' start method (Linux, macOS); "
-                              "use --workers 1 here")
+        from eyeblink.runtime.processes import resolve_start_method
+
+        #: how the children start (eyeblink.runtime.processes): fork, forkserver or spawn
+        self.start_method = resolve_start_method()
         self.cfg = config
         self.par = parallel or ParallelConfig()
         self.accelerated = config.detect.accelerator_stage
@@ -230,7 +229,40 @@ class ParallelPipeline:
             self.fitter = fitter or build_fitter(config)
             # fail early (in the parent, with the registry's message) if the backend or model cannot load
             build_detector(config).close()
-        self._ctx = mp.get_context("fork")
+        self._ctx = context(self.start_method)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a spawned child gets of the pipeline: the settings; its eye models are loaded there, once, on first
+        use (:meth:`eye_models`), not pickled (a LiteRT interpreter or a dlib predictor cannot be)."""
+        state = self.__dict__.copy()
+        for name in ("_ctx", "view"):
+            state.pop(name, None)
+        state["fitter"] = None
+        if state.get("fitters"):
+            state["fitters"] = dict.fromkeys(state["fitters"])
+        state["_models_unloaded"] = self.fitter is not None
+        return state
+
+    def eye_models(self) -> dict[str, EyeModel]:
+        """The eye models a fused worker fits with, by name (``""``: the run's one model; ``--landmarks auto``: each
+        candidate): the parent's own when the worker was forked, else loaded in this process once."""
+        if getattr(self, "_models_unloaded", False):
+            from dataclasses import replace
+
+            fitters = getattr(self, "fitters", None)
+            if fitters:
+                for model in fitters:
+                    fitters[model] = build_fitter(replace(self.cfg, landmarks=replace(
+                        self.cfg.landmarks, model=model, model_path=None)))
+                self.fitter = next(iter(fitters.values()))
+            else:
+                self.fitter = build_fitter(self.cfg)
+            self._models_unloaded = False
+        fitters = getattr(self, "fitters", None)
+        if fitters:
+            return dict(fitters)
+        assert self.fitter is not None  # fused workers: the parent loaded the eye model
+        return {"": self.fitter}
 
     # ------------------------------------------------------------------ parent side
 
@@ -327,6 +359,25 @@ class _Run(_LoaderRole, _WorkerRole, _SinkRole, _ChildRole):
 
             self.spec = RingSpec(stage_slots(self.cfg, self.spec.slots, self.W, self.B), self.spec.shape)
 
+    #: the parent's side of the run (the sink, the children's handles): not handed to a child that is spawned
+    PARENT_ONLY = ("view", "latencies", "_capture", "_reported", "loader")
+    #: the parent's lists of children (each child gets them empty)
+    PARENT_LISTS = ("procs", "loaders", "workers", "accel_procs")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a child started with ``spawn`` or ``forkserver`` gets of the run (pickled with its target, a bound
+        method of the run): every setting, queue, event and shared value the roles read, the ring and the view's
+        grab by name; not the parent's own side (:attr:`PARENT_ONLY`, :attr:`PARENT_LISTS`), nor the loaded models
+        (each child loads its own once: :meth:`ParallelPipeline.eye_models`)."""
+        state = self.__dict__.copy()
+        for name in self.PARENT_ONLY:
+            if name in state:
+                state[name] = None
+        for name in self.PARENT_LISTS:
+            if name in state:
+                state[name] = []
+        return state
+
     def late_from(self) -> int:
         """The first frame the latency bound (``late_s``) applies to (a hook: live mode's start-up frames)."""
         return 0
@@ -411,27 +462,9 @@ class _Run(_LoaderRole, _WorkerRole, _SinkRole, _ChildRole):
         self.out_q = ctx.Queue(maxsize=max(8, 4 * self.W))
 
     def _fork(self, *targets: tuple[Any, tuple[Any, ...], str]) -> list[Any]:
-        """Start one daemon child per ``(function, args, name)``; they are added to :attr:`procs`."""
-        ctx = self.pipe._ctx
-        procs = [ctx.Process(target=profiled(fn, name), args=args, name=name, daemon=True)
-                 for fn, args, name in targets]
-        # OpenCV's thread pool does not survive a fork (a child that touches it deadlocks): fork with
-        # the pool torn down, so the children run cv2 single-threaded (one process per core already).
-        cv2 = sys.modules.get("cv2")
-        threads = cv2.getNumThreads() if cv2 is not None else None
-        if cv2 is not None:
-            cv2.setNumThreads(1)
-        try:
-            # SIGINT/SIGTERM blocked while forking: a stop then is handled after the fork by the parent alone
-            # (never inside an at-fork hook, where Python discards it, nor by a child before _child_setup)
-            with stopping.blocked():
-                for p in procs:
-                    p.start()
-                    self.procs.append(p)
-        finally:
-            if cv2 is not None and threads is not None:
-                cv2.setNumThreads(threads)
-        return procs
+        """Start one daemon child per ``(function, args, name)`` (:func:`~eyeblink.runtime.processes.start_children`:
+        the start method's way, SIGINT and SIGTERM blocked meanwhile); they are added to :attr:`procs`."""
+        return start_children(self.pipe._ctx, targets, self.procs)
 
     def _shutdown(self) -> None:
         if hasattr(self, "stop"):
@@ -484,7 +517,7 @@ class _Run(_LoaderRole, _WorkerRole, _SinkRole, _ChildRole):
         """The multiprocess run's own sections of its summary: latencies, the layout, a live run's extras."""
         summary["timings"].update(self._latency_summary())
         summary["parallel"] = clean_json({
-            "workers": self.W, "loaders": self.n_loaders,
+            "workers": self.W, "loaders": self.n_loaders, "start_method": self.pipe.start_method,
             "split": self.plan.describe() if self.plan is not None else None,
             "placement": self.placement,
             "chunk_frames": self.C, "batch_frames": self.B,

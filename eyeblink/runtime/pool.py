@@ -28,11 +28,9 @@ and an ``interrupted`` summary on disk, as the single-process run does.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import os
 import queue
 import signal
-import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from eyeblink import stopping
 from eyeblink.config import RunConfig
-from eyeblink.errors import EyeblinkError, WorkerError
+from eyeblink.errors import EyeblinkError, WorkerError, picklable_error
+from eyeblink.runtime import system
 from eyeblink.runtime.parallel import close_queues, end_processes
 from eyeblink.runtime.queues import POLL_S, get_until_stopped, put_until_stopped
 
@@ -82,8 +81,17 @@ class FilePool:
         self.run_one = run_one
         self.fatal = fatal
         self.max_frames = max_frames if max_frames is not None else POOL_MAX_FRAMES
-        self._ctx = mp.get_context("fork")
-        self.parent_pid = os.getpid()
+        from eyeblink.runtime.processes import context, resolve_start_method
+
+        self._ctx = context(resolve_start_method())
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a worker started with ``spawn`` or ``forkserver`` gets: the settings, the queues; it loads the eye
+        model itself (the parent's is shared only with forked workers)."""
+        state = self.__dict__.copy()
+        state.pop("_ctx", None)
+        state["fitter"] = None
+        return state
 
     # ------------------------------------------------------------------ worker side
 
@@ -91,11 +99,11 @@ class FilePool:
         """Take input positions from this worker's queue until ``None``; report each outcome."""
         restore = stopping.install()  # a stop (forwarded by the parent, or the terminal's) ends the input in order
         try:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, stopping.STOP_SIGNALS)  # forked with both blocked
-            from eyeblink.runtime.pipeline import FrameAnalyzer, StageClock, build_detector
+            from eyeblink.runtime.pipeline import FrameAnalyzer, StageClock, build_detector, build_fitter
             from eyeblink.sources.files import open_source
 
-            analyzer = FrameAnalyzer(self.cfg, build_detector(self.cfg), self.fitter, StageClock())
+            fitter = self.fitter or build_fitter(self.cfg)  # the parent's (forked), else loaded here once
+            analyzer = FrameAnalyzer(self.cfg, build_detector(self.cfg), fitter, StageClock())
             self._put(("ready", wid))
             while True:
                 i = self._get(self.task_qs[wid])
@@ -105,7 +113,7 @@ class FilePool:
         except KeyboardInterrupt:
             pass
         except BaseException as exc:  # building the detector, or a bug outside an input: the run's error
-            self._put(("broken", wid, _picklable(exc), traceback.format_exc()))
+            self._put(("broken", wid, picklable_error(exc), traceback.format_exc()))
         finally:
             restore()
             if self._stopped():
@@ -123,13 +131,13 @@ class FilePool:
         except KeyboardInterrupt as exc:  # the input's rows and its interrupted summary are on disk
             return ("stopped", i, stopping.reason(exc))
         except EyeblinkError as exc:
-            return ("fatal" if isinstance(exc, self.fatal) else "failed", i, _picklable(exc), None)
+            return ("fatal" if isinstance(exc, self.fatal) else "failed", i, picklable_error(exc), None)
         except Exception as exc:  # a bug: the input fails with the traceback, the others go on
             err = WorkerError(f"file worker (pid {os.getpid()}) failed on {path}: {type(exc).__name__}: {exc}")
             return ("failed", i, err, traceback.format_exc())
 
     def _stopped(self) -> bool:
-        return self.stop.is_set() or os.getppid() != self.parent_pid
+        return self.stop.is_set() or not system.parent_alive()
 
     def _get(self, q: Any) -> Any:
         return get_until_stopped(q, self._stopped, KeyboardInterrupt)
@@ -138,7 +146,7 @@ class FilePool:
         put_until_stopped(self.out_q, item, self._orphaned, KeyboardInterrupt)
 
     def _orphaned(self) -> bool:
-        return os.getppid() != self.parent_pid
+        return not system.parent_alive()
 
     # ------------------------------------------------------------------ parent side
 
@@ -238,27 +246,18 @@ class FilePool:
                                                  f"{st.paths[i]} ({why}); run it again")
 
     def _fork(self, paths: Sequence[Path], procs: list[Any]) -> None:
-        """Start the workers (appended to ``procs`` as they start) with SIGINT and SIGTERM blocked: a stop that
-        arrives meanwhile is recorded by the parent once they are unblocked; each worker unblocks them itself."""
-        cv2 = sys.modules.get("cv2")  # OpenCV's thread pool does not survive a fork (see parallel._fork)
-        threads = cv2.getNumThreads() if cv2 is not None else None
-        if cv2 is not None:
-            cv2.setNumThreads(1)
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, stopping.STOP_SIGNALS)
-        try:
-            for w in range(self.W):
-                p = self._ctx.Process(target=self._worker_main, args=(w, paths), name=f"eyeblink-files-{w}",
-                                      daemon=True)
-                p.start()
-                procs.append(p)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
-            if cv2 is not None and threads is not None:
-                cv2.setNumThreads(threads)
+        """Start the workers (appended to ``procs`` as they start; :func:`~eyeblink.runtime.processes.start_children`,
+        SIGINT and SIGTERM blocked meanwhile: a stop then is recorded by the parent and forwarded)."""
+        from eyeblink.runtime.processes import start_children
+
+        start_children(self._ctx, [(self._worker_main, (w, paths), f"eyeblink-files-{w}") for w in range(self.W)],
+                       procs)
 
     def _forward_stop(self, procs: list[Any], signum: int | None) -> None:
         """Pass the parent's stop (the same signal) to every worker: each ends its input at the current frame."""
         signum = signum or signal.SIGTERM
+        if not system.can_signal_children():  # Windows: a signal there ends a process at once; the console's
+            return  # Ctrl-C (or Ctrl-Break) reaches every worker itself
         for p in procs:
             if p.pid is not None and p.exitcode is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -284,20 +283,6 @@ class _Dealing:
         self.out = PoolOutcome()
         self.fatal: EyeblinkError | None = None
         self.stop: BaseException | None = None
-
-
-def _picklable(exc: BaseException) -> EyeblinkError:
-    """``exc`` as it can travel to the parent: an :class:`EyeblinkError` as it is when it pickles, else its line."""
-    import pickle
-
-    if isinstance(exc, EyeblinkError):
-        with contextlib.suppress(Exception):
-            pickle.loads(pickle.dumps(exc))
-            return exc
-        err = EyeblinkError(str(exc))
-        err.exit_code = exc.exit_code
-        return err
-    return WorkerError(f"{type(exc).__name__}: {exc}")
 
 
 def _with_traceback(exc: EyeblinkError, tb: str | None) -> EyeblinkError:

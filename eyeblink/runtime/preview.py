@@ -1,13 +1,17 @@
-"""The frame the browser view shows: handed from the loader process to the view, on request, through an anonymous
-shared mapping (:class:`PreviewGrab`). The loader copies a frame only when the view asks for one."""
+"""The frame the browser view shows: handed from the loader process to the view, on request, through a small named
+shared-memory block (:class:`PreviewGrab`). The loader copies a frame only when the view asks for one."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import mmap
+import os
+from multiprocessing import shared_memory
+from typing import Any
 
 import numpy as np
+
+from eyeblink.runtime.shm import RING_PREFIX
 
 __all__ = ["GRAB_SIDE", "PreviewGrab"]
 
@@ -18,7 +22,8 @@ GRAB_SIDE = 640
 class PreviewGrab:
     """One frame handed from the loader process to the view, on request, through an anonymous shared mapping.
 
-    Made in the parent before the loader is forked (the mapping is inherited). The view sets the request flag;
+    Made in the parent before the loader starts; a child maps the same block by its name (pickled with the run,
+    whatever the start method), and the parent removes it at :meth:`close`. The view sets the request flag;
     the loader, after putting a frame into the ring, reads that flag (one shared int) and, when set, copies the
     frame (subsampled to at most :data:`GRAB_SIDE`) under a sequence lock and clears it. So the loader copies at
     most as many frames as the view asks for (30 a second, and none while no tab is open).
@@ -35,15 +40,36 @@ class PreviewGrab:
 
     def __init__(self, side: int = GRAB_SIDE) -> None:
         self.capacity = side * side * 3
-        # MAP_SHARED | MAP_ANONYMOUS: kept across fork
-        self._mm = mmap.mmap(-1, self.HEADER * 8 + self.POINTS + self.capacity)
-        self._hdr = (ctypes.c_int64 * self.HEADER).from_buffer(self._mm)
-        self._pts = np.ndarray((12, 2), np.float32, buffer=self._mm, offset=self.HEADER * 8)
-        self._pix = np.ndarray((self.capacity,), np.uint8, buffer=self._mm, offset=self.HEADER * 8 + self.POINTS)
-        self._hdr[10] = -1
         self.side = side
+        size = self.HEADER * 8 + self.POINTS + self.capacity
+        # named as the rings are (swept as they are after a crash), short enough for macOS's 31 characters
+        self._shm = shared_memory.SharedMemory(name=f"{RING_PREFIX}{os.getpid()}_v{os.urandom(4).hex()}",
+                                               create=True, size=size)
+        self._owner = os.getpid()
+        self._map()
+        self._hdr[:] = [0] * self.HEADER
+        self._hdr[10] = -1
         self._last_seq = 0
         self.grabs = 0  # frames taken (in the view's process)
+
+    def _map(self) -> None:
+        buf = self._shm.buf
+        assert buf is not None
+        self._hdr = (ctypes.c_int64 * self.HEADER).from_buffer(buf)
+        self._pts = np.ndarray((12, 2), np.float32, buffer=buf, offset=self.HEADER * 8)
+        self._pix = np.ndarray((self.capacity,), np.uint8, buffer=buf, offset=self.HEADER * 8 + self.POINTS)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"name": self._shm.name, "side": self.side}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.side = state["side"]
+        self.capacity = self.side * self.side * 3
+        self._shm = shared_memory.SharedMemory(name=state["name"], create=False)
+        self._owner = -1  # mapped here: removed by its creator
+        self._map()
+        self._last_seq = 0
+        self.grabs = 0
 
     # in the loader ------------------------------------------------------------------------------------------
 
@@ -126,6 +152,12 @@ class PreviewGrab:
         return pts if hdr[11] == seq else None
 
     def close(self) -> None:
-        with contextlib.suppress(BufferError, ValueError):
+        """Unmap the block (idempotent); the process that made it removes it too."""
+        with contextlib.suppress(AttributeError):
             del self._hdr, self._pix, self._pts
-            self._mm.close()
+        with contextlib.suppress(BufferError, ValueError, AttributeError):
+            self._shm.close()
+        if self._owner == os.getpid():
+            self._owner = -1
+            with contextlib.suppress(FileNotFoundError):
+                self._shm.unlink()

@@ -6,28 +6,32 @@ the wait. ``--priority`` asks the OS to run the run's processes (the sink, the l
 the workers) first:
 
 * ``normal`` (the default): as started.
-* ``high``: a nice value of :data:`HIGH_NICE` (``setpriority``): the frame path gets most of a busy core, the
-  rest still runs. Allowed to root, to a process with ``CAP_SYS_NICE``, or up to ``ulimit -e`` (``RLIMIT_NICE``,
-  e.g. ``@lab - nice -10`` in ``/etc/security/limits.conf``).
-* ``realtime``: the round-robin real-time class (``SCHED_RR``) at priority :data:`REALTIME_PRIORITY`: a frame
+* ``high``: a nice value of :data:`HIGH_NICE` (``setpriority``; Windows: the ``HIGH`` priority class): the frame
+  path gets most of a busy core, the rest still runs. On Linux allowed to root, to a process with
+  ``CAP_SYS_NICE``, or up to ``ulimit -e`` (``RLIMIT_NICE``, e.g. ``@lab - nice -10`` in
+  ``/etc/security/limits.conf``); on macOS to root.
+* ``realtime``: Linux's round-robin real-time scheduling class at priority :data:`REALTIME_PRIORITY`: a frame
   path thread that can run does, ahead of every normal process. The kernel still keeps 5% of each second for
-  the others (``/proc/sys/kernel/sched_rt_runtime_us``), so a run that overloads cannot freeze the machine.
-  Allowed to root, ``CAP_SYS_NICE`` or up to ``ulimit -r`` (``RLIMIT_RTPRIO``).
+  the others (its ``sched_rt_runtime_us`` setting), so a run that overloads cannot freeze the machine. Allowed
+  to root, ``CAP_SYS_NICE`` or up to ``ulimit -r`` (``RLIMIT_RTPRIO``). Windows: the ``REALTIME`` priority class
+  (an administrator's). macOS has no such class for a program: refused.
 
-When the OS refuses, :func:`raise_priority` says why in one line and the run goes on at the priority it has.
-Each process applies it to itself, once, before it starts its threads (threads inherit it).
+What each OS does is :func:`eyeblink.runtime.system.raise_priority`'s. When the OS refuses, :func:`raise_priority`
+says why in one line and the run goes on at the priority it has. Each process applies it to itself, once, before
+it starts its threads (threads inherit it).
 """
 
 from __future__ import annotations
 
-import os
+from eyeblink.runtime import system
 
 __all__ = ["HIGH_NICE", "PRIORITIES", "REALTIME_PRIORITY", "raise_priority", "restore_priority", "settle_heap"]
 
 PRIORITIES = ("normal", "high", "realtime")
 #: the nice value of ``--priority high`` (the default is 0; -20 is the most favoured)
 HIGH_NICE = -10
-#: the ``SCHED_RR`` priority of ``--priority realtime`` (1-99; low enough to stay below the kernel's own threads)
+#: the real-time priority of ``--priority realtime`` on Linux (1-99; low enough to stay below the kernel's own
+#: threads)
 REALTIME_PRIORITY = 10
 
 
@@ -36,33 +40,20 @@ def raise_priority(level: str) -> str | None:
     ``normal``), else one line saying what the OS refused and how to allow it."""
     if level == "normal":
         return None
-    try:
-        if level == "realtime":
-            os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(REALTIME_PRIORITY))
-        else:
-            os.setpriority(os.PRIO_PROCESS, 0, HIGH_NICE)
-    except (PermissionError, OSError, AttributeError) as exc:
-        how = ("ulimit -r (RLIMIT_RTPRIO)" if level == "realtime" else "ulimit -e (RLIMIT_NICE)")
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        return (f"--priority {level}: the OS refused ({why}); running at normal priority "
-                f"(allow it with root, CAP_SYS_NICE or {how})")
-    return None
+    refused = system.raise_priority(level, nice=HIGH_NICE, realtime=REALTIME_PRIORITY)
+    return None if refused is None else f"--priority {level}: {refused}"
 
 
-def current() -> tuple[int, int]:
-    """This thread's (scheduling policy, nice value): what :func:`restore_priority` puts back."""
-    return os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)
+def current() -> system.Priority:
+    """This thread's scheduling policy and nice value (Windows: the priority class): what
+    :func:`restore_priority` puts back."""
+    return system.current_priority()
 
 
-def restore_priority(saved: tuple[int, int]) -> None:
-    """Put back what :func:`current` returned (the API's caller keeps its own priority after a run)."""
-    policy, nice = saved
-    try:
-        if os.sched_getscheduler(0) != policy:
-            os.sched_setscheduler(0, policy, os.sched_param(0))
-        os.setpriority(os.PRIO_PROCESS, 0, nice)
-    except OSError:
-        pass  # raising it back to a lower priority is always allowed; a failure leaves it favoured, not broken
+def restore_priority(saved: system.Priority) -> None:
+    """Put back what :func:`current` returned (the API's caller keeps its own priority after a run); a failure
+    leaves it favoured, not broken."""
+    system.restore_priority(saved)
 
 
 def settle_heap() -> None:

@@ -42,7 +42,8 @@ def profiled(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
                 t1 = os.times()
                 Path(folder).mkdir(parents=True, exist_ok=True)
                 (Path(folder) / f"{name}-{os.getpid()}.cpu.json").write_text(json.dumps(
-                    {"name": name, "user_s": t1.user - t0.user, "system_s": t1.system - t0.system}))
+                    {"name": name, "user_s": t1.user - t0.user, "system_s": t1.system - t0.system}),
+                    encoding="utf-8", newline="\n")
 
         return account
 

@@ -154,9 +154,7 @@ def _pooled(paths: Sequence[Path], outdir: Path, config: RunConfig, pipe: Any, *
     results and failures in input order."""
     from eyeblink.runtime.pool import FilePool
 
-    def run_one(source: FrameSource, analyzer: FrameAnalyzer) -> RunResult:
-        return _finalize(process_source(source, outdir, config, analyzer=analyzer), config, opts)
-
+    run_one = _PooledInput(outdir, config, opts)
     bar = progress(f"{len(paths)} inputs", None) if progress else None
     try:
         pool = FilePool(config, pipe.par.n_workers, pipe.fitter, run_one, FATAL)
@@ -174,6 +172,17 @@ def _pooled(paths: Sequence[Path], outdir: Path, config: RunConfig, pipe: Any, *
         if failed:
             failures[i] = failed[0]
     return [results[i] for i in sorted(results)], [failures[i] for i in sorted(failures)]
+
+
+class _PooledInput:
+    """What a pool worker does with one input: the reference run, then its finalize (a class, not a closure: a
+    spawned worker gets it pickled)."""
+
+    def __init__(self, outdir: Path, config: RunConfig, opts: AnalysisOptions) -> None:
+        self.outdir, self.config, self.opts = outdir, config, opts
+
+    def __call__(self, source: FrameSource, analyzer: FrameAnalyzer) -> RunResult:
+        return _finalize(process_source(source, self.outdir, self.config, analyzer=analyzer), self.config, self.opts)
 
 
 def _finalize(result: RunResult, config: RunConfig, opts: AnalysisOptions) -> RunResult:

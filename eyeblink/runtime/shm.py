@@ -15,11 +15,13 @@ when the frame size is not known yet) attaches to it by name with :meth:`FrameRi
 
 **Names and stale rings.** A block is named ``eyeblink_<pid>_<random>`` (:data:`RING_PREFIX`), ``<pid>``
 being the process that created it and is to unlink it. A run killed outright (SIGKILL of its process
-group, the OOM killer, a Ray worker killed at shutdown) cannot unlink its ring, and ``/dev/shm`` keeps
-the memory until reboot; so every ``process``, ``batch`` (driver and each task) and ``live`` run starts
-with :func:`remove_stale_rings`, which unlinks the blocks with that prefix whose creator no longer runs
-(and logs each one). A pid is checked on this machine: ``/dev/shm`` is per machine, and a pid that was
-reused meanwhile only keeps a stale block a little longer.
+group, the OOM killer, a Ray worker killed at shutdown) cannot unlink its ring, and Linux keeps the memory
+until reboot; so every ``process``, ``batch`` (driver and each task) and ``live`` run starts with
+:func:`remove_stale_rings`, which unlinks the blocks with that prefix whose creator no longer runs (and logs each
+one). A pid is checked on this machine: shared memory is per machine, and a pid that was reused meanwhile only
+keeps a stale block a little longer. Where the OS keeps such blocks, and where it can list them, is
+:func:`eyeblink.runtime.system.remove_stale_shared_memory`'s (Linux; Windows frees a block with its last handle;
+macOS cannot list them).
 """
 
 from __future__ import annotations
@@ -31,17 +33,17 @@ import secrets
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 from types import TracebackType
+from typing import Any
 
 import numpy as np
+
+from eyeblink.runtime import system
 
 __all__ = ["RING_MEMORY_SHARE", "RING_PREFIX", "RING_SHM_SHARE", "FrameRing", "RingSpec", "remove_stale_rings",
            "ring_cap_bytes", "ring_refusal"]
 
 #: Start of every ring's name: ``eyeblink_<creator pid>_<random hex>``.
 RING_PREFIX = "eyeblink_"
-#: Where POSIX shared memory lives on Linux.
-SHM_DIR = "/dev/shm"
-
 log = logging.getLogger(__name__)
 
 
@@ -92,6 +94,11 @@ class FrameRing:
         buf = self._shm.buf
         assert buf is not None
         self._frames: np.ndarray | None = np.ndarray((spec.slots, *spec.shape), dtype=np.uint8, buffer=buf)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A child started with ``spawn`` or ``forkserver`` gets the ring by name (it maps the same block; never a
+        copy of the frames): :meth:`attach`."""
+        return FrameRing.attach, (self.name, self.spec)
 
     @staticmethod
     def reserve(nbytes: int) -> shared_memory.SharedMemory:
@@ -194,47 +201,18 @@ def _create(nbytes: int) -> shared_memory.SharedMemory:
     return shared_memory.SharedMemory(create=True, size=nbytes)  # pragma: no cover
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` still runs here (a zombie, killed but not yet reaped, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except OSError:
-        return True  # no /proc: trust kill()
-
-
-def remove_stale_rings(shm_dir: str = SHM_DIR) -> list[str]:
-    """Unlink the rings in ``shm_dir`` whose creating process no longer runs; returns their names.
+def remove_stale_rings(shm_dir: str | None = None) -> list[str]:
+    """Unlink the rings whose creating process no longer runs (in ``shm_dir``, default: where this OS keeps
+    them, :func:`eyeblink.runtime.system.shared_memory_dir`; none on macOS and Windows); returns their names.
 
     Only names of the form ``eyeblink_<pid>_<hex>`` are touched; a block another user owns, or one
     removed meanwhile by someone else, is left alone. Each removal is logged (``--log-level info``).
     """
-    try:
-        names = os.listdir(shm_dir)
-    except OSError:
-        return []  # no /dev/shm (macOS, Windows): nothing to sweep
     removed = []
-    for name in names:
-        if not name.startswith(RING_PREFIX):
-            continue
-        pid_text, _, tag = name[len(RING_PREFIX):].partition("_")
-        if not (pid_text.isdigit() and tag) or _alive(int(pid_text)) or int(pid_text) == os.getpid():
-            continue
-        path = os.path.join(shm_dir, name)
-        try:
-            size = os.stat(path).st_size
-            os.unlink(path)
-        except OSError:
-            continue
-        removed.append(name)
+    for path, size, pid in system.remove_stale_shared_memory(RING_PREFIX, shm_dir):
+        removed.append(os.path.basename(path))
         log.info("removed the shared-memory ring %s (%.0f MB) left by process %s, which no longer runs",
-                 path, size / 1e6, pid_text)
+                 path, size / 1e6, pid)
     return removed
 
 
@@ -255,33 +233,27 @@ def _pid() -> int:
     return os.getpid()
 
 
-#: a live ring may take at most this share of the memory available (``MemAvailable`` in ``/proc/meminfo``) ...
+#: a live ring may take at most this share of the memory available
+#: (:func:`eyeblink.runtime.system.memory_available_bytes`) ...
 RING_MEMORY_SHARE = 0.25
-#: ... and at most this share of the free space of ``/dev/shm``, where it lives
+#: ... and at most this share of the free space where shared memory lives (Linux: its own tmpfs)
 RING_SHM_SHARE = 0.5
 
 
-def ring_cap_bytes(shm_dir: str = SHM_DIR) -> tuple[int | None, str]:
+def ring_cap_bytes(shm_dir: str | None = None) -> tuple[int | None, str]:
     """The most a live ring may take now, and why: :data:`RING_MEMORY_SHARE` of the memory available and
-    :data:`RING_SHM_SHARE` of ``shm_dir``'s free space, whichever is less (None where neither can be read)."""
+    :data:`RING_SHM_SHARE` of the free space where shared memory lives (``shm_dir``, default: this OS's place,
+    :func:`eyeblink.runtime.system.shared_memory_free`), whichever is less (None where neither can be read)."""
     caps: list[tuple[int, str]] = []
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-                    caps.append((int(RING_MEMORY_SHARE * avail), f"{RING_MEMORY_SHARE:.0%} of the "
-                                                                 f"{avail / 2**30:.1f} GiB of memory available"))
-                    break
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        st = os.statvfs(shm_dir)
-        free = st.f_bavail * st.f_frsize
+    avail = system.memory_available_bytes()
+    if avail is not None:
+        caps.append((int(RING_MEMORY_SHARE * avail), f"{RING_MEMORY_SHARE:.0%} of the "
+                                                     f"{avail / 2**30:.1f} GiB of memory available"))
+    shm = system.shared_memory_free(shm_dir)
+    if shm is not None:
+        free, where = shm
         caps.append((int(RING_SHM_SHARE * free), f"{RING_SHM_SHARE:.0%} of the {free / 2**30:.1f} GiB free in "
-                                                 f"{shm_dir}"))
-    except OSError:
-        pass
+                                                 f"{where}"))
     if not caps:
         return None, "memory not readable here"
     return min(caps)
@@ -291,8 +263,9 @@ def ring_refusal(spec: RingSpec, fps: float | None, buffer_s: float, cap: int, w
     """The one line of a ring past the memory cap: what it needs, what is allowed, the ``--buffer`` that fits."""
     height, width = spec.shape[:2]
     fits = cap / (spec.slot_bytes * fps) if fps else 0.0
+    where = system.shared_memory_dir()
     fix = (f"lower --buffer to {fits:.2g} s or less" if fits >= 0.01 else
-           "free memory (or /dev/shm), or send smaller frames")
+           f"free memory{f' (or {where})' if where else ''}, or send smaller frames")
     return (f"the live ring for --buffer {buffer_s:g} s of {width}x{height} frames at {fps or 0:.4g} FPS needs "
             f"{spec.nbytes / 2**20:,.0f} MiB of shared memory, more than a ring may take here "
             f"({cap / 2**20:,.0f} MiB: {why}); {fix}")

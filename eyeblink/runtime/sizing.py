@@ -102,16 +102,16 @@ def _probe_decode_ms(source: Any, frames: int = 48) -> float:
     set-up) is not counted. The first frames cost more than the rest (MJPG 640x480 here: ~1.3 ms against ~0.95
     over a whole file); :data:`SECOND_LOADER_SHARE` is set on this measure.
     """
-    import resource
+    from eyeblink.runtime.system import process_cpu_seconds
 
     n, t0 = 0, 0.0
     for _ in source:
         n += 1
         if n == 1:
-            t0 = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+            t0 = process_cpu_seconds(user_only=True) or 0.0
         if n >= frames:
             break
-    seconds = resource.getrusage(resource.RUSAGE_SELF).ru_utime - t0
+    seconds = (process_cpu_seconds(user_only=True) or 0.0) - t0
     with contextlib.suppress(Exception):
         source.close()
     return seconds * 1000.0 / max(n - 1, 1)

@@ -136,15 +136,11 @@ def _row_item(r: Any) -> tuple[Any, ...]:
 
 
 def _thread_cpu_s(tid: int) -> float:
-    """CPU seconds (user + system) of thread ``tid`` of this process (Linux; 0 elsewhere)."""
-    import os
+    """CPU seconds (user + system) of thread ``tid`` (native id) of this process; 0 where the OS does not say
+    (:func:`eyeblink.runtime.system.thread_cpu_seconds`: macOS)."""
+    from eyeblink.runtime.system import thread_cpu_seconds
 
-    try:
-        stat = Path(f"/proc/self/task/{tid}/stat").read_text()
-        fields = stat.rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return 0.0
+    return thread_cpu_seconds(tid) or 0.0
 
 
 class _FileRow(NamedTuple):
@@ -436,7 +432,7 @@ class ViewSink:
         return run
 
     def cpu_now(self) -> dict[str, float]:
-        """CPU seconds of the view's threads so far, by role (the threads still running read from /proc)."""
+        """CPU seconds of the view's threads so far, by role (the threads still running asked of the OS)."""
         with self._lock:
             out = dict(self.cpu_s)
             alive = dict(self._alive)
@@ -576,9 +572,10 @@ class ViewSink:
             return True
         if self._cores.readable:
             return False
-        with contextlib.suppress(OSError, AttributeError):
-            return os.getloadavg()[0] > (os.cpu_count() or 1)
-        return False
+        from eyeblink.runtime.system import load_average
+
+        load = load_average()
+        return load is not None and load[0] > (os.cpu_count() or 1)
 
     def _image_period(self) -> float:
         return max(self.image_period_s, 1.0 / BUSY_IMAGE_HZ) if self._busy() else self.image_period_s

@@ -164,6 +164,17 @@ class FrameSource(ABC, Closing):
     def close(self) -> None:
         """Release file handles held by an unfinished iteration (idempotent)."""
 
+    #: attributes that hold an open handle (a container, a camera): not pickled; a process that gets the source
+    #: (a spawned loader) opens its own
+    HANDLES: tuple[str, ...] = ()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in self.HANDLES:
+            if name in state:
+                state[name] = [] if isinstance(state[name], list) else None
+        return state
+
 
 def _validate_fps(fps: float | None, what: str) -> float | None:
     """Return ``fps`` as float, or raise ConfigError when it is not a positive finite number."""
@@ -209,6 +220,8 @@ class VideoFileSource(FrameSource):
     count): annotation tools that number AVI packets (the ZJU/blinkingmatters ``.tag`` files) use
     that number, which differs from both the decode index and ``round(timestamp_s * fps)``.
     """
+
+    HANDLES = ("_container",)
 
     def __init__(
         self, path: str | Path, *, fps: float | None = None, color: bool = False, threads: bool = True

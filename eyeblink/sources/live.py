@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import logging
 import re
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -143,6 +144,21 @@ class LiveSource(FrameSource):
         """Yield frames as they arrive, until the source ends (returns) or fails (raises)."""
         raise NotImplementedError
 
+    #: a run's callbacks on the source (not handed to another process with it)
+    CALLBACKS: tuple[str, ...] = ("cancelled", "on_packet")
+
+    def connection_state(self) -> dict[str, Any]:
+        """What :meth:`start` found (size, rates, the clock, what it read), without the open handles and the frames
+        it holds: a live run's loader connects and hands this to the parent (:meth:`adopt`)."""
+        state = self.__getstate__()
+        for name in self.CALLBACKS:
+            state.pop(name, None)
+        return state
+
+    def adopt(self, state: dict[str, Any]) -> None:
+        """Take over the state another process's copy of this source found when it connected."""
+        self.__dict__.update(state)
+
     def __iter__(self) -> Iterator[Frame]:
         for i, cap in enumerate(self.capture()):
             yield Frame(i, cap.timestamp_s, cap.image)
@@ -225,6 +241,8 @@ class StreamSource(LiveSource):
     """
 
     kind = "stream"
+    #: the connection, and the frames of the rate probe: the connecting process's own
+    HANDLES = ("_container", "_probed", "_probed_packets", "_packets")
 
     def __init__(self, url: str, *, name: str | None = None, options: StreamOptions | None = None,
                  connect: bool = True) -> None:
@@ -398,7 +416,11 @@ class StreamSource(LiveSource):
     @property
     def startup_frames(self) -> int:
         """Frames read at connection (the rate probe), before the capture starts: they wait for the ring."""
-        return len(self._probed)
+        # a copy without the frames (connection_state): the count the connection read
+        return len(self._probed) or int(self.__dict__.get("_startup_count", 0))
+
+    def connection_state(self) -> dict[str, Any]:
+        return {**super().connection_state(), "_startup_count": len(self._probed)}
 
     @property
     def compressed(self) -> bool:
@@ -551,19 +573,34 @@ class CameraSource(LiveSource):
         super().__init__(label, name or (f"camera{device}" if isinstance(device, int) else
                                          re.sub(r"[^A-Za-z0-9._-]+", "-", str(device)).strip("-")))
         self.device = device
-        cap = _quiet_open(cv2, device)
-        if not cap.isOpened():
-            cap.release()
-            raise VideoOpenError(f"cannot open camera {device!r} (V4L2): no such device or it is busy; "
-                                 "list cameras with `v4l2-ctl --list-devices` and give its index or /dev/videoN")
-        for prop, value in ((cv2.CAP_PROP_FRAME_WIDTH, width), (cv2.CAP_PROP_FRAME_HEIGHT, height),
-                            (cv2.CAP_PROP_FPS, fps)):
-            if value:
-                cap.set(prop, float(value))
-        self._cap: Any = cap
+        self._asked = {cv2.CAP_PROP_FRAME_WIDTH: width, cv2.CAP_PROP_FRAME_HEIGHT: height, cv2.CAP_PROP_FPS: fps}
+        self._cap: Any = None
+        cap = self._open()
         self.width = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH))
         self.height = int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
         self.nominal_fps = float(cap.get(cv2.CAP_PROP_FPS)) or None
+
+    HANDLES = ("_cap",)
+
+    def _open(self) -> Any:
+        """Open the camera in its mode (the one asked for); the capture opens it again where it runs (a live run's
+        loader): a camera handle belongs to one process, and most drivers give it to one at a time."""
+        import cv2
+
+        cap = _quiet_open(cv2, self.device)
+        if not cap.isOpened():
+            cap.release()
+            raise VideoOpenError(f"cannot open camera {self.device!r} ({_camera_backend(cv2)[1]}): no such device "
+                                 f"or it is busy (another program uses it); {_camera_hint()}")
+        for prop, value in self._asked.items():
+            if value:
+                cap.set(prop, float(value))
+        self._cap = cap
+        return cap
+
+    def start(self) -> None:
+        if self._cap is None:
+            self._open()
 
     def close(self) -> None:
         if self._cap is not None:
@@ -572,6 +609,8 @@ class CameraSource(LiveSource):
 
     def capture(self) -> Iterator[Captured]:
         n = 0
+        if self._cap is None:
+            self._open()
         try:
             while self._cap is not None:
                 ok, img = self._cap.read()
@@ -586,16 +625,35 @@ class CameraSource(LiveSource):
             self.close()
 
 
+def _camera_backend(cv2: Any) -> tuple[int, str]:
+    """OpenCV's camera backend of this platform: V4L2 on Linux, DirectShow on Windows (it opens high-speed modes
+    that Media Foundation does not offer), AVFoundation on macOS."""
+    if sys.platform == "win32":
+        return cv2.CAP_DSHOW, "DirectShow"
+    if sys.platform == "darwin":
+        return cv2.CAP_AVFOUNDATION, "AVFoundation"
+    return cv2.CAP_V4L2, "V4L2"
+
+
+def _camera_hint() -> str:
+    if sys.platform == "win32":
+        return "give its index (0 for the first camera) and close the camera maker's viewer"
+    if sys.platform == "darwin":
+        return "give its index (0 for the first camera) and allow camera access for the terminal in System Settings"
+    return "list cameras with `v4l2-ctl --list-devices` and give its index or /dev/videoN"
+
+
 def _quiet_open(cv2: Any, device: int | str) -> Any:
-    """``cv2.VideoCapture(device, CAP_V4L2)`` without OpenCV's own ``[ WARN …]`` lines for a camera that is not
+    """``cv2.VideoCapture(device, backend)`` without OpenCV's own ``[ WARN …]`` lines for a camera that is not
     there (our one-line error says it): OpenCV logs errors only while it opens."""
+    backend = _camera_backend(cv2)[0]
     logging_ = getattr(getattr(cv2, "utils", None), "logging", None)
     if logging_ is None:
-        return cv2.VideoCapture(device, cv2.CAP_V4L2)
+        return cv2.VideoCapture(device, backend)
     old = logging_.getLogLevel()
     logging_.setLogLevel(logging_.LOG_LEVEL_ERROR)
     try:
-        return cv2.VideoCapture(device, cv2.CAP_V4L2)
+        return cv2.VideoCapture(device, backend)
     finally:
         logging_.setLogLevel(old)
 
@@ -615,6 +673,16 @@ class BaslerSource(LiveSource):
     """
 
     kind = "basler"
+    #: the camera handle and pypylon's module: the capturing process's own (imported, opened there)
+    HANDLES = ("_cam", "_pylon_module")
+
+    @property
+    def _pylon(self) -> Any:
+        if self.__dict__.get("_pylon_module") is None:
+            from pypylon import pylon
+
+            self._pylon_module = pylon
+        return self._pylon_module
 
     def __init__(self, serial: str | None = None, *, name: str | None = None, buffers: int = 64,
                  features: dict[str, Any] | None = None, grab_timeout_s: float = 5.0) -> None:
@@ -623,7 +691,7 @@ class BaslerSource(LiveSource):
         except ImportError as exc:
             raise MissingExtraError("a Basler camera needs pypylon: pip install 'eyeblink[basler]'") from exc
         super().__init__(f"basler:{serial or ''}", name or f"basler-{serial or 'camera'}")
-        self._pylon = pylon
+        self._pylon_module = pylon
         tl = pylon.TlFactory.GetInstance()
         devices = tl.EnumerateDevices()
         if serial:

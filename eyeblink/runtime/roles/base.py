@@ -7,14 +7,12 @@ workers and the accelerator stage, each forked from the parent with the run's st
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from eyeblink import stopping
 from eyeblink.errors import EyeblinkError
+from eyeblink.runtime import system
 from eyeblink.runtime.queues import POLL_S, get_until_stopped, put_until_stopped
 
 if TYPE_CHECKING:
@@ -87,14 +85,14 @@ class _ChildRole(_RunState):
     """The child side every role shares (a mixin of :class:`eyeblink.runtime.parallel._Run`)."""
 
     def _child_setup(self) -> None:
-        # SIGINT and SIGTERM to the whole group (Ctrl-C, Slurm) are the parent's to handle (it drains); the
-        # child was forked with both blocked (_fork), so none ran the parent's handler here; a child that
-        # does not stop when asked is killed by _shutdown
-        stopping.child_ignores_stops()
+        """A role's own set-up as its child starts (live mode: the switch interval, the priority)."""
+        # SIGINT and SIGTERM to the whole group (Ctrl-C, Slurm) are the parent's to handle (it drains): every child
+        # ignores them from its start (eyeblink.runtime.processes); a child that does not stop when asked is killed
+        # by _shutdown; one whose parent died stops at its next queue poll (or at once, where the OS kills it)
 
     def _stopping(self) -> bool:
         """Whether this child should stop: the run's stop event is set, or the parent is gone."""
-        return self.stop.is_set() or os.getppid() != self.parent_pid
+        return self.stop.is_set() or not system.parent_alive()
 
     def _get(self, q: Any) -> Any:
         return get_until_stopped(q, self._stopping, _Stop)
@@ -121,22 +119,3 @@ class _ChildRole(_RunState):
         if self._stopping():
             for q in self._queues():
                 q.cancel_join_thread()
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """In a forked child: be killed (SIGKILL) as soon as the process that forked it dies, whatever killed it
-    (``kill -9`` included), so that no loader keeps the camera connection and the ring, and no worker spins.
-
-    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; the parent may have died before it took effect, so the parent's
-    pid is checked after. Elsewhere the children's queue polls (every ``_POLL_S``) notice the new parent.
-    """
-    import sys
-
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
-    if os.getppid() != parent_pid:
-        os._exit(1)

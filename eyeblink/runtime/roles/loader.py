@@ -9,7 +9,6 @@ records into one message per batch.
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from eyeblink.errors import EyeblinkError
+from eyeblink.runtime import system
 from eyeblink.runtime.roles.base import _ChildRole, _Stop
 
 
@@ -154,7 +154,7 @@ class _LoaderRole(_ChildRole):
         """Block (stop-aware) until frame ``first`` is within :attr:`window` of the sink's write position."""
         assert self.written is not None
         while first - self.written.value > self.window:
-            if self.stop.is_set() or os.getppid() != self.parent_pid:
+            if self.stop.is_set() or not system.parent_alive():
                 raise _Stop
             time.sleep(0.002)
 

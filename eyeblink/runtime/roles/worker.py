@@ -18,6 +18,7 @@ import numpy as np
 from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError
 from eyeblink.frames import Frame
+from eyeblink.runtime import system
 from eyeblink.runtime.keyframes import BesideKeyframes
 from eyeblink.runtime.pipeline import ChunkStates, FrameAnalyzer, FrameResult, StageClock, build_detector
 from eyeblink.runtime.results import encode_batch, record_dtype, rows_message
@@ -92,8 +93,8 @@ class _WorkerRole(_ChildRole):
             # self.cfg: a file's run config; a live worker is forked before its source connects, and reads the
             # requested config until the ring's message brings the run's (resolved) one
             detector = build_detector(self.cfg)
-            assert self.pipe.fitter is not None  # fused workers: the parent loaded the eye model
-            fitters = getattr(self.pipe, "fitters", None) or {"": self.pipe.fitter}  # live: models to pick from
+            # the eye models: the parent's (forked) or loaded here once (spawned); live: the models to pick from
+            fitters = self.pipe.eye_models()
             for fitter in fitters.values():
                 _warm_up(detector, fitter, self.source)
             analyzer = FrameAnalyzer(self.cfg, detector, self.pipe.fitter, StageClock())
@@ -152,7 +153,7 @@ class _WorkerRole(_ChildRole):
                             encode_batch(out, td, done_at, done, t_starts, t_ends, t_got)
                             self._put(self.out_q, rows_message(wid, out[:j]))
                         if fault[0] == "stall":  # stuck on frame K until the run is stopped (Ctrl-C, SIGTERM)
-                            while not self.stop.wait(_POLL_S) and os.getppid() == self.parent_pid:
+                            while not self.stop.wait(_POLL_S) and system.parent_alive():
                                 pass
                             raise _Stop
                         raise RuntimeError(f"injected failure at frame {frame_index} ({FAULT_ENV})")
@@ -228,7 +229,7 @@ class _WorkerRole(_ChildRole):
         if fault is None or fault[0] == "slowstart" or not first <= fault[1] < first + n:
             return
         if fault[0] == "stall":  # stuck (not compiling: no heartbeat) until the run is stopped
-            while not self.stop.wait(_POLL_S) and os.getppid() == self.parent_pid:
+            while not self.stop.wait(_POLL_S) and system.parent_alive():
                 pass
             raise _Stop
         if fault[0] == "exit":

@@ -46,7 +46,7 @@ def _quiet_liblsl() -> None:
     if "LSLAPICFG" in os.environ or "pylsl" in sys.modules:
         return
     fd, path = tempfile.mkstemp(prefix="eyeblink-lsl-", suffix=".cfg")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
         fh.write(_LSL_QUIET_CFG)
     os.environ["LSLAPICFG"] = path
 

@@ -1,0 +1,196 @@
+"""The one place that starts a run's processes: the start method, and what every child does before its work.
+
+A multiprocess run (loaders, workers, the accelerator stage, the file pool) starts its children here, with the
+start method of the platform or the one asked for (``--start-method``, ``start_method=`` in the API, or the
+environment variable :data:`START_METHOD_ENV`, which a test or CI uses to force one):
+
+* ``spawn``: a fresh interpreter per child, its work and settings handed over pickled. The only method on
+  Windows, and macOS's default: forking a process that has started threads (LiteRT's thread pool, FFmpeg's
+  decoder threads, the view's and the metrics' servers) is unsafe there.
+* ``forkserver`` (Linux, macOS): children forked from a small server process started once, which has loaded the
+  pipeline's modules (:data:`PRELOAD`) but started no threads.
+* ``fork`` (Linux, macOS): a copy of the loaded parent; the quickest start, and the models' pages are shared.
+* ``auto`` (the default): ``fork`` on Linux (see :func:`auto_method` for why), ``spawn`` everywhere else.
+
+Whatever the method, a child starts the same way (:func:`_child_main`): SIGINT and SIGTERM are the parent's to
+handle (ignored here before anything heavy is imported), its log records go to the parent's log queue, OpenCV
+runs single-threaded (one process per core already), and a child whose parent dies is killed at once where
+the OS can do it, else stops at its next queue poll (:func:`eyeblink.runtime.system.parent_alive`). Under
+``spawn`` and ``forkserver`` the target and its arguments are pickled in the parent (``(function, args)``, a
+bound method pickles its object: see ``_Run.__getstate__``) and unpickled in the child after that set-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import multiprocessing as mp
+import os
+import pickle
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from eyeblink.errors import ConfigError
+
+__all__ = ["START_METHODS", "START_METHOD_ENV", "ChildTarget", "auto_method", "context", "resolve_start_method",
+           "start_children", "use_start_method"]
+
+#: what ``--start-method`` accepts
+START_METHODS = ("auto", "spawn", "forkserver", "fork")
+#: the environment variable that sets the start method when no option does (``auto`` when unset)
+START_METHOD_ENV = "EYEBLINK_START_METHOD"
+#: the modules a forkserver loads once, so that each child it forks starts with them imported
+PRELOAD = ["eyeblink.runtime.parallel", "eyeblink.runtime.live", "eyeblink.runtime.pipeline", "numpy", "av"]
+
+#: one target of :func:`start_children`: ``(function, args, process name)``
+ChildTarget = tuple[Callable[..., Any], tuple[Any, ...], str]
+
+#: the start method this process was told to use (``--start-method``, the API's ``start_method=``); None: the
+#: environment variable's, else ``auto``
+_asked: str | None = None
+
+
+def _platform() -> str:
+    """``sys.platform``, read at call time (a test reports another platform by patching it)."""
+    return sys.platform
+
+
+def auto_method() -> str:
+    """The start method ``auto`` means on this platform.
+
+    Linux: ``fork``. Measured on a 2-core Xeon (see the speed page): a run's first row comes ~0.6 s sooner than
+    under ``spawn`` (each spawned child imports NumPy, PyAV and LiteRT and loads its models itself) and the
+    forked workers share the loaded models' pages; the rows are identical and the frame rate after start-up the
+    same. The threads a Linux parent has when it forks (the log listener, the view's and metrics' servers) are
+    never touched in the children, which run only their role. Elsewhere ``spawn``: Windows has nothing else,
+    and on macOS forking a threaded process is unsafe (its system libraries are not fork-safe).
+    """
+    return "fork" if _platform().startswith("linux") else "spawn"
+
+
+def use_start_method(asked: str | None) -> str:
+    """Start this process's runs with ``asked`` from now on (``--start-method``; None or ``""``: the environment
+    variable's, else ``auto``); checked at once. Returns the resolved method."""
+    global _asked
+    method = resolve_start_method(asked or None)
+    _asked = asked or None
+    return method
+
+
+def resolve_start_method(asked: str | None = None) -> str:
+    """The start method to use: ``asked``, else the one set by :func:`use_start_method`, else
+    :data:`START_METHOD_ENV`, else ``auto``; ``auto`` resolved for this platform. A method this platform lacks is
+    a one-line error."""
+    source = "--start-method"
+    asked = asked or _asked
+    if asked is None or asked == "":
+        asked = os.environ.get(START_METHOD_ENV) or "auto"
+        source = START_METHOD_ENV if os.environ.get(START_METHOD_ENV) else source
+    method = str(asked).strip().lower()
+    if method not in START_METHODS:
+        raise ConfigError(f"{source} must be one of {', '.join(START_METHODS)}, got {asked!r}")
+    if method == "auto":
+        return auto_method()
+    available = ("spawn",) if _platform() == "win32" else tuple(mp.get_all_start_methods())
+    if method not in available:
+        raise ConfigError(f"{source} {method} is not available on this platform ({_platform()}); "
+                          f"choose one of {', '.join(('auto', *available))}")
+    return method
+
+
+def context(method: str) -> Any:
+    """The :mod:`multiprocessing` context of a resolved start method (a forkserver preloads :data:`PRELOAD`)."""
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def _log_handoff() -> tuple[Any, int] | None:
+    """The parent's log queue and the ``eyeblink`` logger's level (:func:`eyeblink.runtime.logs.setup_logging`),
+    for a child that does not inherit the parent's handlers; None when the parent logs without a queue."""
+    logger = logging.getLogger("eyeblink")
+    for handler in logger.handlers:
+        if isinstance(handler, logging.handlers.QueueHandler):
+            return handler.queue, logger.level
+    return None
+
+
+def _child_main(method: str, name: str, payload: Any, logs: tuple[Any, int] | None) -> None:
+    """What every child runs: the common set-up, then its target (unpickled here unless forked)."""
+    from eyeblink import stopping
+
+    # first: a Ctrl-C to the whole group (or the console, on Windows) while this child imports is the parent's
+    stopping.child_ignores_stops()
+    from eyeblink.runtime import system
+
+    system.bind_to_parent()
+    if method != "fork":
+        if logs is not None:
+            queue, level = logs
+            logger = logging.getLogger("eyeblink")
+            logger.handlers[:] = [logging.handlers.QueueHandler(queue)]
+            logger.setLevel(level)
+            logger.propagate = False
+        fn, args = pickle.loads(payload)  # the pipeline's modules are imported here, after the set-up above
+    else:
+        fn, args = payload
+    cv2 = sys.modules.get("cv2")
+    if cv2 is None and method != "fork":
+        import cv2  # the roles use it: single-threaded from the start (one process per core)
+    if cv2 is not None:
+        cv2.setNumThreads(1)
+    from eyeblink.runtime.profiling import profiled
+
+    profiled(fn, name)(*args)
+
+
+class _Pickled:
+    """A child's target and arguments, pickled as bytes while the child starts (when multiprocessing lets its
+    queues, events and shared values be pickled) and unpickled by the child only after its set-up."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        from multiprocessing.reduction import ForkingPickler
+
+        return bytes, (bytes(ForkingPickler.dumps(self.obj, pickle.HIGHEST_PROTOCOL)),)
+
+
+@contextmanager
+def _cv2_single_threaded() -> Iterator[None]:
+    """OpenCV's thread pool does not survive a fork (a child that touches it deadlocks): fork with the pool torn
+    down, so the children run cv2 single-threaded; restored in the parent afterwards."""
+    cv2 = sys.modules.get("cv2")
+    threads = cv2.getNumThreads() if cv2 is not None else None
+    if cv2 is not None:
+        cv2.setNumThreads(1)
+    try:
+        yield
+    finally:
+        if cv2 is not None and threads is not None:
+            cv2.setNumThreads(threads)
+
+
+def start_children(ctx: Any, targets: Sequence[ChildTarget], started: list[Any] | None = None) -> list[Any]:
+    """Start one daemon child per ``(function, args, name)`` in ``ctx`` (:func:`context`); each is appended to
+    ``started`` as soon as it runs (so that a failure midway leaves no child untracked). SIGINT and SIGTERM are
+    blocked meanwhile: a stop then is handled after the start by the parent alone (never inside an at-fork hook,
+    where Python discards it, nor by a child before its set-up)."""
+    from eyeblink import stopping
+
+    method = ctx.get_start_method()
+    logs = None if method == "fork" else _log_handoff()
+    procs = []
+    for fn, args, name in targets:
+        payload: Any = (fn, args) if method == "fork" else _Pickled((fn, args))
+        procs.append(ctx.Process(target=_child_main, args=(method, name, payload, logs), name=name, daemon=True))
+    with _cv2_single_threaded(), stopping.blocked():
+        for p in procs:
+            p.start()
+            if started is not None:
+                started.append(p)
+    return procs

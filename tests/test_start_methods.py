@@ -1,0 +1,182 @@
+"""How a run's processes start (``eyeblink.runtime.processes``): the choice per platform, the option and the
+environment variable, and real runs under ``spawn``, ``forkserver`` and ``fork`` giving the same rows.
+
+The proof that every role works under ``spawn`` (the only start method of Windows, macOS's default) is
+:func:`test_the_quick_tier_and_the_real_process_runs_pass_under_spawn`: the quick tier again, and the real-process
+tests of ``process``, ``live`` on a loopback stream, the view and the gate (marked ``spawn_proof``), all with
+``EYEBLINK_START_METHOD=spawn``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eyeblink.errors import ConfigError
+from eyeblink.runtime import processes
+from eyeblink.runtime.processes import START_METHOD_ENV, auto_method, resolve_start_method, use_start_method
+
+from .conftest import run_cli
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _no_asked_method(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(processes, "_asked", None)
+    monkeypatch.delenv(START_METHOD_ENV, raising=False)
+
+
+@pytest.mark.parametrize(("platform", "auto"), [("linux", "fork"), ("win32", "spawn"), ("darwin", "spawn")])
+def test_auto_is_fork_on_linux_and_spawn_elsewhere(monkeypatch: pytest.MonkeyPatch, platform: str,
+                                                   auto: str) -> None:
+    monkeypatch.setattr(sys, "platform", platform)
+    assert auto_method() == auto
+    assert resolve_start_method() == auto
+    assert resolve_start_method("auto") == auto
+
+
+def test_the_option_wins_over_the_environment_and_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(START_METHOD_ENV, "forkserver")
+    assert resolve_start_method() == "forkserver"
+    assert use_start_method("spawn") == "spawn"
+    assert resolve_start_method() == "spawn"
+    assert use_start_method(None) == "forkserver"  # back to the environment's
+
+
+@pytest.mark.parametrize(("platform", "asked", "match"), [
+    ("linux", "vfork", r"--start-method must be one of auto, spawn, forkserver, fork, got 'vfork'"),
+    ("win32", "fork", r"--start-method fork is not available on this platform \(win32\); choose one of auto, spawn"),
+    ("win32", "forkserver", r"not available on this platform \(win32\)"),
+])
+def test_a_start_method_the_platform_lacks_is_one_line(monkeypatch: pytest.MonkeyPatch, platform: str, asked: str,
+                                                       match: str) -> None:
+    monkeypatch.setattr(sys, "platform", platform)
+    with pytest.raises(ConfigError, match=match):
+        resolve_start_method(asked)
+
+
+def test_a_bad_environment_variable_names_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(START_METHOD_ENV, "sometimes")
+    with pytest.raises(ConfigError, match=rf"{START_METHOD_ENV} must be one of"):
+        resolve_start_method()
+
+
+@pytest.mark.parametrize("platform", ["win32", "darwin"])
+def test_no_needs_fork_error_on_windows_or_macos(monkeypatch: pytest.MonkeyPatch, platform: str) -> None:
+    """The multiprocess pipeline is built on a platform reported as Windows or macOS: it takes spawn, no error;
+    and no module says the pipeline needs fork any more."""
+    from eyeblink.config import ParallelConfig, RunConfig
+    from eyeblink.runtime.parallel import ParallelPipeline
+
+    monkeypatch.setattr(sys, "platform", platform)
+    pipe = ParallelPipeline(RunConfig(), ParallelConfig(workers=2))
+    assert pipe.start_method == "spawn"
+    assert pipe._ctx.get_start_method() == "spawn"
+    for path in (REPO / "eyeblink").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "needs the 'fork'" not in text and "needs fork" not in text, path
+
+
+def test_shared_memory_names_fit_macos(tmp_path: Path) -> None:
+    """POSIX shared-memory names are at most 31 characters on macOS (with the leading slash)."""
+    from eyeblink.runtime.preview import PreviewGrab
+    from eyeblink.runtime.shm import FrameRing, RingSpec
+
+    with FrameRing(RingSpec(2, (4, 4))) as ring:
+        assert len("/" + ring.name) <= 31
+        name = ring.name
+    grab = PreviewGrab(side=8)
+    try:
+        assert len("/" + grab._shm.name) <= 31
+    finally:
+        grab.close()
+    assert name
+
+
+def _sha1(path: Path) -> str:
+    return hashlib.sha1(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_process_rows_are_the_same_under_every_start_method(face_recording: tuple[Path, object], tmp_path: Path,
+                                                            method: str) -> None:
+    """The real CLI on a real 500 FPS face recording, three workers and two loaders: ``method``'s rows are fork's,
+    byte for byte, and the summary names the start method."""
+    import json
+
+    video = face_recording[0]
+    got = {}
+    for m in ("fork", method):
+        out = tmp_path / m
+        done = run_cli("process", video, "-o", out, "--workers", "3", "--loaders", "2", "--start-method", m,
+                       "--no-progress")
+        assert done.returncode == 0, done.stderr
+        got[m] = (_sha1(out / f"{video.stem}.frames.csv"), _sha1(out / f"{video.stem}.blinks.csv"))
+        summary = json.loads((out / f"{video.stem}.summary.json").read_text(encoding="utf-8"))
+        assert summary["parallel"]["start_method"] == m
+    assert got[method] == got["fork"]
+
+
+@pytest.mark.slow
+def test_spawned_children_end_when_their_parent_is_killed(face_recording: tuple[Path, object], tmp_path: Path) -> None:
+    """``kill -9`` of a spawned run's parent: no loader or worker stays behind (a child polls its parent, and on
+    Linux the kernel kills it at once)."""
+    import signal
+    import time
+
+    video = face_recording[0]
+    proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(tmp_path / "o"),
+                             "--workers", "2", "--start-method", "spawn", "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    children: list[int] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(children) < 2:
+        children = _children(proc.pid)
+        time.sleep(0.05)
+    assert len(children) >= 2, "the run's children did not start"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(c) for c in children):
+        time.sleep(0.05)
+    assert not [c for c in children if _alive(c)]
+
+
+def _children(pid: int) -> list[int]:
+    from eyeblink.runtime import system
+
+    return [c for c in system.descendants(pid) if c != pid]
+
+
+def _alive(pid: int) -> bool:
+    from eyeblink.runtime import system
+
+    return system.pid_alive(pid)
+
+
+@pytest.mark.slow
+def test_the_quick_tier_and_the_real_process_runs_pass_under_spawn(tmp_path: Path) -> None:
+    """Every role under ``spawn``, the portable way (Windows has nothing else): the quick tier again, and the tests
+    marked ``spawn_proof`` (``process`` through the real CLI, ``live`` from a real ffmpeg stream on loopback with its
+    Ctrl-C and SIGTERM, the view in a real browser, the gate), in a child pytest with
+    ``EYEBLINK_START_METHOD=spawn``."""
+    if os.environ.get(START_METHOD_ENV):
+        pytest.skip(f"already running under {START_METHOD_ENV}={os.environ[START_METHOD_ENV]}")
+    assert "spawn" in mp.get_all_start_methods()
+    env = {**os.environ, START_METHOD_ENV: "spawn"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m",
+                           "not slow or spawn_proof", "--deselect",
+                           "tests/test_start_methods.py::test_the_quick_tier_and_the_real_process_runs_pass_under_spawn"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=3600,
+                          stdin=subprocess.DEVNULL)
+    tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-40:])
+    assert done.returncode == 0, tail
+    assert " passed" in tail and " failed" not in tail, tail
