@@ -236,7 +236,8 @@ def cpu_figures(cpu: list[tuple[float, dict[str, float], tuple[int, int]]], warm
     out: dict[str, object] = {"cpu_ms_per_frame": per, "cpu_ms_per_frame_eyeblink": own, "cores_busy": round(busy, 3),
                               "cores_busy_by_the_processes": round(floor, 3), "cpu_span_s": span}
     if busy < floor - 0.02:
-        out["cores_busy_note"] = "the kernel's busy time read less than the bench's own processes used: a faulty reading"
+        out["cores_busy_note"] = ("the kernel's busy time read less than the bench's own processes used: a faulty "
+                                  "reading")
     return out
 
 

@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import json
 import math
-import os
 import shutil
 import signal
 import socket

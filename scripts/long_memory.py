@@ -11,11 +11,11 @@
 
 Every ``--every`` seconds it sums, over the eyeblink process and all its descendants (workers, loaders, the
 stage), the RSS and the PSS (:func:`eyeblink.runtime.system.pss_bytes`: shared pages divided among the processes
-that share them, so forked workers are not counted twice; Linux only), and each process's RSS (reported as its growth a minute, by
-process id: the run's own process has the lowest). It reports the tree's RSS and PSS at minute 2 and over the last
-minute, their ratio (issue target: last minute within 10% of minute 2), the largest sample, and the frames lost:
-``process``, rows written vs frames in the file; ``live``, frames the pipeline dropped and frames sent but never
-received.
+that share them, so forked workers are not counted twice; Linux only), and each process's RSS (reported as its
+growth a minute, by process id: the run's own process has the lowest). It reports the tree's RSS and PSS at
+minute 2 and over the last minute, their ratio (issue target: last minute within 10% of minute 2), the largest
+sample, and the frames lost: ``process``, rows written vs frames in the file; ``live``, frames the pipeline
+dropped and frames sent but never received.
 
     python scripts/long_memory.py process --minutes 10 [--landmarks lids] [--json out.json]
     python scripts/long_memory.py live --minutes 5

@@ -27,6 +27,7 @@ import pytest
 from conftest import GateClient, LslPuller, free_port, live_to_end, run_with_sender, start_sender
 
 from eyeblink.config import LiveConfig
+from eyeblink.runtime.processes import resolve_start_method
 from eyeblink.runtime.publish import LiveTap
 from eyeblink.signals.blinks import BlinkDetector
 from eyeblink.signals.state import EyeState, StateDebouncer
@@ -341,10 +342,12 @@ def test_live_0_and_live_str_0_both_mean_camera_0() -> None:
 # ------------------------------------------------------------------------------------------ real streams
 
 REPO = Path(__file__).resolve().parent.parent
-needs_fork = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
+#: a test that changes the workers' code in this process (a monkeypatch): only forked workers see the change
+forked_workers_only = pytest.mark.skipif(resolve_start_method() != "fork", reason="it patches the workers' code in "
+                                         "this process, which only forked workers see (EYEBLINK_START_METHOD is "
+                                         "not fork)")
 
 
-@needs_fork
 @pytest.mark.parametrize("fps", [1000, 2000])
 def test_a_nut_stream_s_rate_comes_from_its_timestamps_and_no_frame_is_lost_to_reading_it(fps: int) -> None:
     """The loopback sender's NUT declares its time base, 64,000 FPS, as the rate; the source reads the rate from
@@ -396,7 +399,6 @@ def _session(out: Path, port: int, sender: subprocess.Popen[Any], *args: str) ->
     return json.loads((out / "cam.summary.json").read_text()), err
 
 
-@needs_fork
 @pytest.mark.slow
 @pytest.mark.parametrize(("fps_flag", "fps"), [((), 1000), (("--fps", "500"), 500)])
 def test_a_1000_fps_nut_stream_sizes_the_ring_from_its_rate_and_counts_every_drop(
@@ -422,7 +424,6 @@ def test_a_1000_fps_nut_stream_sizes_the_ring_from_its_rate_and_counts_every_dro
     assert ("were dropped, more than 1%" in err) == overloaded
 
 
-@needs_fork
 def test_under_overload_no_answer_is_older_than_the_latency_bound_and_every_drop_is_counted(tmp_path: Path) -> None:
     """2,000 FPS into one worker, which no machine analyses in real time: the newest frames win and the bound
     (``max_latency_ms`` 100) holds for what other programs get. No LSL sample (its ``age`` channel), no gate line
@@ -476,7 +477,6 @@ def _alive(pid: int) -> bool:
     return "\nState:\tZ" not in status
 
 
-@needs_fork
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
 def test_kill_9_of_live_ends_the_loader_and_the_workers_within_a_second(tmp_path: Path) -> None:
@@ -528,7 +528,6 @@ print(json.dumps({"status": s.result.summary["status"], "ring": s.result.summary
 """
 
 
-@needs_fork
 @pytest.mark.slow
 def test_ctrl_c_any_number_of_times_inside_the_api_block_ends_the_session_cleanly(tmp_path: Path) -> None:
     """Ctrl-C in the block, then five more while the session drains: no KeyboardInterrupt escapes, the summary is
@@ -620,7 +619,6 @@ def test_a_wrong_record_file_is_one_line_before_anything_starts(tmp_path: Path, 
     assert len([line for line in proc.stderr.splitlines() if line.startswith("eyeblink: error:")]) == 1
 
 
-@needs_fork
 @pytest.mark.slow
 def test_record_keeps_every_frame_received_and_process_reads_the_live_rows_back(tmp_path: Path) -> None:
     """``eyeblink live --record`` on a 500 FPS stream: the recording holds every frame received with its capture
@@ -649,7 +647,6 @@ def test_record_keeps_every_frame_received_and_process_reads_the_live_rows_back(
 # ------------------------------------------------------------------------------------------ a real recording
 
 
-@needs_fork
 @pytest.mark.slow
 @pytest.mark.parametrize("clip", ["000001M_FNN", "000007M_FNN"])
 def test_on_a_real_recording_the_gate_says_each_blink_of_blinks_csv_once_and_never_open_over_one(
@@ -693,7 +690,6 @@ def test_on_a_real_recording_the_gate_says_each_blink_of_blinks_csv_once_and_nev
 
 
 
-@needs_fork
 def test_the_end_line_comes_as_the_stream_ends_before_the_session_is_written(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stream that ends: once its last row is written the gate says ``end`` (the stream's reason), before the
@@ -729,12 +725,12 @@ def test_the_end_line_comes_as_the_stream_ends_before_the_session_is_written(
     tail = [m for m in lines if m["event"] == "stale" and m["latest_frame"] >= 140]
     assert not tail, tail
 
-@needs_fork
+@forked_workers_only
 def test_frames_that_waited_for_keyframe_work_reach_the_summary(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """1,000 FPS, each piece of keyframe work beside the stream made 15 ms slower (in the worker: it is forked from
-    here), more than its 10 ms lag on any CPU: the frames that use it wait for it in the worker, and the summary
-    counts them (``timings.keyframe_waits``, from the worker's stage clock), beside the per-hop breakdown."""
+    here, and sees the patch), more than its 10 ms lag on any CPU: the frames that use it wait for it in the worker,
+    and the summary counts them (``timings.keyframe_waits``, from the worker's stage clock), beside the per-hop breakdown."""
     import eyeblink
     from eyeblink.runtime import keyframes
 
@@ -765,7 +761,6 @@ def test_frames_that_waited_for_keyframe_work_reach_the_summary(tmp_path: Path,
 EYEBLINK8_PIECES = ((17.55, 19.3, "whole"), (19.3, 19.9, "corner"), (36.5, 38.2, "whole"))
 
 
-@needs_fork
 def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker_per_blink_of_blinks_csv(
         data_dir: Path, tmp_path: Path) -> None:
     """Real Eyeblink8 frames retimed to 500 FPS (FFmpeg's fps filter: each 30 FPS frame held for its real time),
@@ -842,7 +837,6 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
     assert len(diff) > n // 10 and sum(d < 0.02 for d in diff) >= 0.99 * len(diff), max(diff)
 
 
-@needs_fork
 @pytest.mark.slow
 def test_a_camera_frozen_with_its_connection_open_is_stale_and_never_open(tmp_path: Path) -> None:
     """The sender stops sending for 3 s after frame 400, its connection open, then goes on. During the freeze
@@ -880,7 +874,6 @@ def test_a_camera_frozen_with_its_connection_open_is_stale_and_never_open(tmp_pa
     assert all(m["age_ms"] <= 500 for m in lines if says_open(m))
 
 
-@needs_fork
 @pytest.mark.slow
 def test_record_copies_a_compressed_stream_as_it_came(face_recording: tuple[Path, object], tmp_path: Path) -> None:
     """A real ``ffmpeg`` sends an MJPG recording (500 FPS, 800 frames) as it is (``-c:v copy``) in NUT: the

@@ -17,12 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from eyeblink.errors import ConfigError
 from eyeblink.runtime import processes
 from eyeblink.runtime.processes import START_METHOD_ENV, auto_method, resolve_start_method, use_start_method
-
-from .conftest import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -180,3 +179,32 @@ def test_the_quick_tier_and_the_real_process_runs_pass_under_spawn(tmp_path: Pat
     tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-40:])
     assert done.returncode == 0, tail
     assert " passed" in tail and " failed" not in tail, tail
+
+
+def test_the_api_checks_its_start_method_before_anything_runs(make_video, tmp_path: Path) -> None:
+    import eyeblink
+
+    video = make_video(4)
+    with pytest.raises(eyeblink.SettingsError, match=r"^start_method must be one of auto, spawn, forkserver, fork"):
+        eyeblink.process(video, tmp_path / "out", start_method="vfork")
+    with pytest.raises(eyeblink.SettingsError, match=r"start_method must be a str"):
+        eyeblink.process(video, tmp_path / "out", start_method=2)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_the_api_runs_its_workers_with_the_start_method_it_is_given(face_recording: tuple[Path, object],
+                                                                    tmp_path: Path) -> None:
+    import json
+
+    import eyeblink
+
+    video = face_recording[0]
+    eyeblink.process(video, tmp_path / "spawn", workers=2, start_method="spawn")
+    eyeblink.process(video, tmp_path / "fork", workers=2, start_method="fork")
+    for m in ("spawn", "fork"):
+        summary = json.loads((tmp_path / m / f"{video.stem}.summary.json").read_text(encoding="utf-8"))
+        assert summary["parallel"]["start_method"] == m
+    rows = [_sha1(tmp_path / m / f"{video.stem}.frames.csv") for m in ("spawn", "fork")]
+    assert rows[0] == rows[1]
+    assert processes._asked is None  # the scope ended with the call

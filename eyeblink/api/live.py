@@ -35,6 +35,7 @@ from eyeblink.config import (
     LiveConfig,
 )
 from eyeblink.errors import ConfigError, EyeblinkError
+from eyeblink.runtime.processes import resolve_start_method, start_method_scope
 from eyeblink.runtime.publish import LiveRow  # stdlib only: what a live session yields
 from eyeblink.signals.state import EyeState  # the eye's state (one definition, the detector's)
 
@@ -88,6 +89,11 @@ class LiveSession:
                     raise ConfigError(f"{k} must be a function, got {cb!r}")
             self._analysis = _analysis(rest)
             self._name = rest.pop("name", None)
+            self._start_method = rest.pop("start_method", None)
+            if self._start_method is not None and not isinstance(self._start_method, str):
+                raise ConfigError(f"start_method must be a str (auto, spawn, forkserver or fork) or None, got "
+                                  f"{self._start_method!r}")
+            resolve_start_method(self._start_method)  # a wrong one: one line, before anything loads
             self._report = bool(rest.pop("report", False))
             stream: dict[str, Any] = {k: rest.pop(k) for k in ("reconnect", "stream_options", "read_timeout_s")
                                       if k in rest}
@@ -240,9 +246,10 @@ class LiveSession:
         else:
             self._outdir = ensure_output_dir(Path(self.output))
         try:
-            self._pipe, source, self.cfg = prepare(self.source_spec, self.cfg, self.live_config, name=self._name,
-                                                   stream=self._stream, report=self._report,
-                                                   analysis=self._analysis, tap=self.tap)
+            with start_method_scope(self._start_method):  # the pipeline's processes start this way
+                self._pipe, source, self.cfg = prepare(self.source_spec, self.cfg, self.live_config,
+                                                       name=self._name, stream=self._stream, report=self._report,
+                                                       analysis=self._analysis, tap=self.tap)
         except BaseException:
             self._cleanup()
             raise
@@ -400,7 +407,8 @@ def live(source: str | int, output: str | Path | None = None, **settings: Any) -
     :attr:`LiveSession.result`). ``settings``: the preset keys as for :func:`process`, the live ones of
     :class:`~eyeblink.config.LiveConfig` (``lsl``, ``lsl_name``, ``lsl_wait_s``, ``gate_port``,
     ``stable_ms``, ``duration_s``, ``overload``, ``workers``, ``buffer_s``, ...), ``name``,
-    ``reconnect``, ``stream_options`` (a dict of FFmpeg options), ``read_timeout_s``, ``report``, the
+    ``reconnect``, ``stream_options`` (a dict of FFmpeg options), ``read_timeout_s``, ``report``, ``start_method``
+    (how the pipeline's processes start, as for :func:`process`), the
     conditioning options and the callbacks ``on_frame``, ``on_blink``, ``on_state``. A wrong setting raises
     :class:`SettingsError` at once, before any model loads.
     """

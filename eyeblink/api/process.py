@@ -25,6 +25,7 @@ from eyeblink.api.settings import (
 )
 from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError, EyeblinkError
+from eyeblink.runtime.processes import resolve_start_method, start_method_scope
 
 if TYPE_CHECKING:
 
@@ -167,7 +168,9 @@ def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path
     settings ask for) into, byte for byte what the CLI writes with the same settings; ``None`` keeps
     everything in memory (the files go to a temporary folder that is removed). One path gives one
     :class:`Session`, a list gives a list. ``settings``: see the module docstring; besides the preset keys,
-    ``workers`` (default: physical cores), ``loaders``, ``progress`` (a bar on a terminal or in a notebook),
+    ``workers`` (default: physical cores), ``loaders``, ``start_method`` (how the worker processes start:
+    ``"auto"``, ``"spawn"``, ``"forkserver"`` or ``"fork"``, as ``--start-method``; default: the environment
+    variable ``EYEBLINK_START_METHOD``, else auto), ``progress`` (a bar on a terminal or in a notebook),
     ``report``,
     ``trials``, ``sync_column``, ``us_sync_column``, ``plots``, ``nwb``; ``view=True`` serves the page of
     ``eyeblink process --view`` while the inputs are processed (its address printed on stderr; ``view_port``,
@@ -191,7 +194,10 @@ def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path
         loaders = rest.get("loaders", 0)
         if loaders < 0:
             raise ConfigError(f"loaders must be >= 0, got {loaders!r}")
-    with _output_dir(output) as outdir, _python_errors(), _file_view(rest) as view:
+        start_method = rest.get("start_method")
+        resolve_start_method(start_method)  # checked now: a wrong one is one line, before anything runs
+    with start_method_scope(start_method), _output_dir(output) as outdir, _python_errors(), \
+            _file_view(rest) as view:
         results, failures = run_process(paths, outdir, cfg, workers=workers, loaders=loaders, analysis=analysis,
                                         progress=progress_factory(bool(rest.get("progress"))),
                                         report=bool(rest.get("report")), view=view)

@@ -44,9 +44,10 @@ ALIASES: dict[str, tuple[str, str]] = {
 #: settings of what to do after each input (``eyeblink process``'s conditioning options)
 ANALYSIS = ("trials", "sync_column", "us_sync_column", "plots", "nwb")
 #: settings of :func:`process` only
-PROCESS_ONLY = ("workers", "loaders", "progress", "report", "view", "view_port", "view_host")
+PROCESS_ONLY = ("workers", "loaders", "progress", "report", "view", "view_port", "view_host", "start_method")
 #: settings of :func:`live` only (besides :class:`~eyeblink.config.LiveConfig`'s fields)
-LIVE_ONLY = ("name", "reconnect", "stream_options", "read_timeout_s", "report", "on_frame", "on_blink", "on_state")
+LIVE_ONLY = ("name", "reconnect", "stream_options", "read_timeout_s", "report", "on_frame", "on_blink", "on_state",
+             "start_method")
 
 
 class SettingsError(ConfigError, ValueError):
@@ -254,6 +255,7 @@ def _python_errors() -> Iterator[None]:
 #: the types of :func:`process`'s own keywords (the config keys are checked by :func:`_type_ok`), by name
 _KEYWORD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "workers": ((int, type(None)), "an int or None"),
+    "start_method": ((str, type(None)), "a str (auto, spawn, forkserver or fork) or None"),
     "loaders": ((int,), "an int"),
     "progress": ((bool,), "a bool"),
     "report": ((bool,), "a bool"),

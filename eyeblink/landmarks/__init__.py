@@ -29,6 +29,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection
     from eyeblink.landmarks.eyes import EyeFit
 
-__all__ = ["DEFAULT_EYE_MODEL", "EYE_MODELS", "EyeModel", "EyeModelSpec", "create_eye_model"]
+__all__ = ["DEFAULT_EYE_MODEL", "EYE_MODELS", "EyeModel", "EyeModelSpec", "create_eye_model", "model_specs",
+           "register_missing"]
 
 
 @runtime_checkable
@@ -127,3 +129,15 @@ def create_eye_model(name: str, *, model_path: str | Path | None = None, **optio
     cls = getattr(importlib.import_module(spec.module), spec.attr)
     model: EyeModel = cls(model_path, **spec.options, **options)
     return model
+
+
+def model_specs(names: Iterable[str]) -> dict[str, EyeModelSpec]:
+    """The registry entries of ``names`` (those registered), to hand to a process that starts fresh (``spawn``):
+    a program that registered its own model in :data:`EYE_MODELS` at run time has it in its workers too."""
+    return {name: EYE_MODELS[name] for name in names if name in EYE_MODELS}
+
+
+def register_missing(specs: dict[str, EyeModelSpec]) -> None:
+    """Register the entries of ``specs`` this process's registry lacks (see :func:`model_specs`)."""
+    for name, spec in specs.items():
+        EYE_MODELS.setdefault(name, spec)

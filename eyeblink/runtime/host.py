@@ -280,6 +280,7 @@ class CoresBusy:
             self.readable = False
             return None
         if self._last is not None and got[1] > self._last[2]:
-            self._share = (got[0] - self._last[1]) / (got[1] - self._last[2])
+            share = (got[0] - self._last[1]) / (got[1] - self._last[2])
+            self._share = min(1.0, max(0.0, share))  # (seconds are floats: all busy can read 1 + 1e-12)
         self._last = (now, *got)
         return self._share

@@ -6,9 +6,9 @@ loader and writes the same files as ``process`` (``<stem>.frames.csv`` with one 
 :func:`eyeblink.outputs.analysis.finalize` calibrates the FEC column and writes the trials, traces, plots and NWB that
 the conditioning options ask for, exactly as after ``process``.
 
-The live loader (a forked process) runs a capture thread that stamps every frame on arrival
-(:class:`~eyeblink.sources.live.Captured`), gives it the next frame index and puts it into a free slot of the
-shared-memory ring; its main thread watches the stop request and the heartbeat.
+The live loader (a child process, which connects to the source itself) runs a capture thread that stamps every
+frame on arrival (:class:`~eyeblink.sources.live.Captured`), gives it the next frame index and puts it into a free
+slot of the shared-memory ring; its main thread watches the stop request and the heartbeat.
 
 Overload policy (``--on-overload``), applied when a frame arrives and the ring has no free slot:
 
@@ -197,12 +197,14 @@ class _LiveRun(_Run):
         return None  # sized in _start, once the stream is open and its frame size and rate are known
 
     def _start(self) -> None:
-        """Workers first, warmed up; then open the stream, size the ring and start the capture.
+        """Workers and the loader first, the workers warmed up; then the loader opens the stream, the ring is sized
+        and the capture starts.
 
         A network stream starts sending when it is opened: every frame that arrives before the workers can analyse
         it waits in the socket (a paced sender then catches up in a burst) and comes out late. So the workers are
-        forked and warmed up (LiteRT's first invoke, the dlib model paged in) before :meth:`LiveSource.start`
-        connects, and attach to the ring by name when it exists. The ring's memory is reserved and faulted in
+        started and warmed up (LiteRT's first invoke, the dlib model paged in) before the loader connects
+        (:meth:`LiveSource.start`, in the loader: a connection cannot be handed to a spawned process), and every
+        child attaches to the ring by name when it exists. The ring's memory is reserved and faulted in
         meanwhile: a frame that lands on a fresh page pays the fault in the loader and again in its worker (up to
         ~2 ms a frame in a VM), and on the first second of a stream that is a backlog that feeds itself."""
         from multiprocessing import resource_tracker
@@ -220,7 +222,7 @@ class _LiveRun(_Run):
         source.close()  # a camera's handle is the loader's from here on (it opens its own)
         self._fork_workers()
         (self.loader,) = self._fork((self._loader_main, (), "eyeblink-loader"))
-        # the most the ring may take (a share of the memory available and of /dev/shm), measured before any of it
+        # the most the ring may take (a share of the memory and shared memory free), measured before any of it
         cap, cap_why = ring_cap_bytes()
         # while the workers load: reserve the ring for the likely geometry (the configured or the camera's rate,
         # at most 1,000 FPS, and size, else 500 FPS 640x480), so that its page faults come now; within the cap

@@ -36,9 +36,11 @@ Why this shape (measured on a 2-core x86 VM, 640x480 MJPG, see ``eyeblink bench`
   ring under 100 MB for two workers. Live mode (:mod:`eyeblink.runtime.live`) deals chunks of 2 frames
   round-robin instead and lets each worker track the face across its chunks
   (``track_across_chunks``): latency first, and no forced keyframe per chunk.
-* The 100 MB dlib model is loaded once in the parent before the workers are forked
-  (copy-on-write: its pages stay shared); each worker builds its own LiteRT interpreter after the
-  fork (interpreters and their thread pools must not cross a fork).
+* The children start the platform's way (:mod:`eyeblink.runtime.processes`: ``fork`` on Linux, ``spawn`` on
+  Windows and macOS, or ``--start-method``). Forked, the workers share the 100 MB dlib model the parent loaded
+  (copy-on-write: its pages stay shared); spawned, each loads it once (:meth:`ParallelPipeline.eye_models`).
+  Either way each worker builds its own LiteRT interpreter in its own process (interpreters and their thread
+  pools must not cross a fork).
 
 Where the code is: this module holds the parent's side of a run (:class:`ParallelPipeline`, ``_Run``'s state,
 queues, forks and summary); each child's role is a mixin of ``_Run`` in :mod:`eyeblink.runtime.roles` (the
@@ -79,6 +81,7 @@ import numpy as np
 
 from eyeblink import stopping
 from eyeblink.config import ParallelConfig, RunConfig, physical_cores
+from eyeblink.landmarks import model_specs, register_missing
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.runtime.accelerator import stage_processes, stage_summary
 from eyeblink.runtime.choose import ResolvedConfig
@@ -187,9 +190,9 @@ class _SourceView:
 class ParallelPipeline:
     """Runs inputs through loader -> workers -> ordered sink. Build once per run (loads the models).
 
-    ``fitter`` is loaded here, in the parent, so that the forked workers share its 100 MB of
-    model pages; :meth:`process_source` forks a fresh loader and worker set per input (a fork of
-    the loaded parent takes a few ms).
+    ``fitter`` is loaded here, in the parent, so that forked workers share its 100 MB of model pages (spawned ones
+    load their own: :meth:`eye_models`); :meth:`process_source` starts a fresh loader and worker set per input
+    (a fork of the loaded parent takes a few ms, a spawn ~0.5 s).
     """
 
     def __init__(self, config: RunConfig, parallel: ParallelConfig | None = None,
@@ -241,6 +244,9 @@ class ParallelPipeline:
         if state.get("fitters"):
             state["fitters"] = dict.fromkeys(state["fitters"])
         state["_models_unloaded"] = self.fitter is not None
+        # the registry entries of the models it loads: one registered at run time (a program's own model) is known
+        # to a spawned child too
+        state["_eye_model_specs"] = model_specs((*(state.get("fitters") or ()), self.cfg.landmarks.model))
         return state
 
     def eye_models(self) -> dict[str, EyeModel]:
@@ -249,6 +255,7 @@ class ParallelPipeline:
         if getattr(self, "_models_unloaded", False):
             from dataclasses import replace
 
+            register_missing(getattr(self, "_eye_model_specs", {}))
             fitters = getattr(self, "fitters", None)
             if fitters:
                 for model in fitters:

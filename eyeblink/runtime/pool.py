@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from eyeblink import stopping
 from eyeblink.config import RunConfig
 from eyeblink.errors import EyeblinkError, WorkerError, picklable_error
+from eyeblink.landmarks import model_specs, register_missing
 from eyeblink.runtime import system
 from eyeblink.runtime.parallel import close_queues, end_processes
 from eyeblink.runtime.queues import POLL_S, get_until_stopped, put_until_stopped
@@ -91,6 +92,7 @@ class FilePool:
         state = self.__dict__.copy()
         state.pop("_ctx", None)
         state["fitter"] = None
+        state["_eye_model_specs"] = model_specs((self.cfg.landmarks.model,))  # a model registered at run time too
         return state
 
     # ------------------------------------------------------------------ worker side
@@ -102,6 +104,7 @@ class FilePool:
             from eyeblink.runtime.pipeline import FrameAnalyzer, StageClock, build_detector, build_fitter
             from eyeblink.sources.files import open_source
 
+            register_missing(getattr(self, "_eye_model_specs", {}))
             fitter = self.fitter or build_fitter(self.cfg)  # the parent's (forked), else loaded here once
             analyzer = FrameAnalyzer(self.cfg, build_detector(self.cfg), fitter, StageClock())
             self._put(("ready", wid))

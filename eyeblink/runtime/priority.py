@@ -6,7 +6,7 @@ the wait. ``--priority`` asks the OS to run the run's processes (the sink, the l
 the workers) first:
 
 * ``normal`` (the default): as started.
-* ``high``: a nice value of :data:`HIGH_NICE` (``setpriority``; Windows: the ``HIGH`` priority class): the frame
+* ``high``: a nice value of :data:`HIGH_NICE` (Windows: the ``HIGH`` priority class): the frame
   path gets most of a busy core, the rest still runs. On Linux allowed to root, to a process with
   ``CAP_SYS_NICE``, or up to ``ulimit -e`` (``RLIMIT_NICE``, e.g. ``@lab - nice -10`` in
   ``/etc/security/limits.conf``); on macOS to root.

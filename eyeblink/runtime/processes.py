@@ -35,7 +35,7 @@ from typing import Any
 from eyeblink.errors import ConfigError
 
 __all__ = ["START_METHODS", "START_METHOD_ENV", "ChildTarget", "auto_method", "context", "resolve_start_method",
-           "start_children", "use_start_method"]
+           "start_children", "start_method_scope", "use_start_method"]
 
 #: what ``--start-method`` accepts
 START_METHODS = ("auto", "spawn", "forkserver", "fork")
@@ -74,9 +74,27 @@ def use_start_method(asked: str | None) -> str:
     """Start this process's runs with ``asked`` from now on (``--start-method``; None or ``""``: the environment
     variable's, else ``auto``); checked at once. Returns the resolved method."""
     global _asked
-    method = resolve_start_method(asked or None)
-    _asked = asked or None
-    return method
+    before, _asked = _asked, asked or None
+    try:
+        return resolve_start_method()
+    except ConfigError:
+        _asked = before
+        raise
+
+
+@contextmanager
+def start_method_scope(asked: str | None) -> Iterator[str]:
+    """The pipelines built inside start their processes with ``asked`` (the API's ``start_method=``; None: as
+    outside); the method before is restored after. Yields the resolved method (checked on entry)."""
+    global _asked
+    before = _asked
+    method = resolve_start_method(asked)
+    if asked:
+        _asked = asked
+    try:
+        yield method
+    finally:
+        _asked = before
 
 
 def resolve_start_method(asked: str | None = None) -> str:
@@ -127,6 +145,8 @@ def _child_main(method: str, name: str, payload: Any, logs: tuple[Any, int] | No
     from eyeblink.runtime import system
 
     system.bind_to_parent()
+    if not system.parent_alive():  # it died before this child could ask to die with it
+        os._exit(1)
     if method != "fork":
         if logs is not None:
             queue, level = logs

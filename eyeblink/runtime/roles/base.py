@@ -1,7 +1,8 @@
 """What every child process of a multiprocess run does: notice a stop, hand messages on, report its failure.
 
 ``_ChildRole`` is the base of the roles (:mod:`eyeblink.runtime.roles`); its methods run in the loaders, the
-workers and the accelerator stage, each forked from the parent with the run's state.
+workers and the accelerator stage, each started from the parent with the run's state
+(:mod:`eyeblink.runtime.processes`).
 """
 
 from __future__ import annotations
