@@ -730,7 +730,8 @@ def test_frames_that_waited_for_keyframe_work_reach_the_summary(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """1,000 FPS, each piece of keyframe work beside the stream made 15 ms slower (in the worker: it is forked from
     here, and sees the patch), more than its 10 ms lag on any CPU: the frames that use it wait for it in the worker,
-    and the summary counts them (``timings.keyframe_waits``, from the worker's stage clock), beside the per-hop breakdown."""
+    and the summary counts them (``timings.keyframe_waits``, from the worker's stage clock), beside the per-hop
+    breakdown."""
     import eyeblink
     from eyeblink.runtime import keyframes
 
