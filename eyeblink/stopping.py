@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: SIGINT (Ctrl-C), SIGTERM, and on Windows SIGBREAK (Ctrl-Break, which a console sends where Ctrl-C is taken)
+STOP_SIGNALS: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, *((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK")
+                                                                  else ()))
 
 #: The exit status of a stopped command (128 + SIGINT), for SIGINT and SIGTERM alike.
 STOPPED_EXIT = 130
@@ -59,13 +61,16 @@ def reason(signum: int | BaseException | None = None) -> str:
         signum = _received
     if signum == signal.SIGTERM:
         return "stopped by SIGTERM"
+    if signum == getattr(signal, "SIGBREAK", None):
+        return "interrupted by Ctrl-Break (SIGBREAK)"
     return "interrupted by Ctrl-C (SIGINT)"
 
 
 def message(exc: BaseException | None = None) -> str:
     """The stderr line's text for a stop: ``interrupted (SIGTERM); ...``."""
     signum = getattr(exc, "signum", None) or _received
-    name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C, SIGINT"
+    name = ("SIGTERM" if signum == signal.SIGTERM else "Ctrl-Break, SIGBREAK"
+            if signum == getattr(signal, "SIGBREAK", None) else "Ctrl-C, SIGINT")
     return f"interrupted ({name}); rows computed so far are on disk"
 
 

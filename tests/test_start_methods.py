@@ -208,3 +208,16 @@ def test_the_api_runs_its_workers_with_the_start_method_it_is_given(face_recordi
     rows = [_sha1(tmp_path / m / f"{video.stem}.frames.csv") for m in ("spawn", "fork")]
     assert rows[0] == rows[1]
     assert processes._asked is None  # the scope ended with the call
+
+
+def test_ctrl_break_is_a_stop_with_its_own_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows' console sends SIGBREAK for Ctrl-Break: a stop like Ctrl-C, said as such (the signal does not exist
+    here: its number is given to ``signal`` as Windows has it)."""
+    import signal
+
+    from eyeblink import stopping
+
+    monkeypatch.setattr(signal, "SIGBREAK", 21, raising=False)
+    assert stopping.reason(21) == "interrupted by Ctrl-Break (SIGBREAK)"
+    assert stopping.message(stopping.Stopped(21)).startswith("interrupted (Ctrl-Break, SIGBREAK)")
+    assert stopping.reason(signal.SIGINT) == "interrupted by Ctrl-C (SIGINT)"

@@ -318,7 +318,7 @@ def test_children_descendants_names_and_command_lines(platform_: str) -> None:
 def test_pid_alive_this_process_a_zombie_and_a_dead_one(platform_: str) -> None:
     assert system.pid_alive(os.getpid())
     assert not system.pid_alive(_dead_pid())
-    assert not system.pid_alive(0) and not system.pid_alive(-5)
+    assert not system.pid_alive(0) and not system.pid_alive(-5) and not system.pid_alive(2**70)
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 30
     while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:

@@ -318,6 +318,7 @@ class _LiveRun(_Run):
         _, name, config, settings = self._get(self.loader_q)
         self.__dict__.update(settings)
         self.cfg = config  # the run's, resolved at connection: stored once in this process too
+        assert self.spec is not None  # sized by the parent at connection (LOADER_SETTINGS)
         self.ring = FrameRing.attach(name, self.spec)
         source.clock.on_mismatch = self._clock_mismatch
         return True
@@ -764,14 +765,15 @@ class _LiveRun(_Run):
         def on_signal(signum: int, _frame: Any) -> None:
             name = signal.Signals(signum).name
             if self.capture_stop.is_set():
-                if signum == signal.SIGINT:  # stop at once, as any command does: never inside the summary's write
+                if signum != signal.SIGTERM:  # a second Ctrl-C (or Ctrl-Break) stops at once, as any command does:
+                    # never inside the summary's write
                     stopping.on_signal(signum, _frame)
                 return
             self.stop_reason = f"stopped by {name}"
             log.info("%s: stopping the capture, draining the pipeline", name)
             self.capture_stop.set()
 
-        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        old = {s: signal.signal(s, on_signal) for s in stopping.STOP_SIGNALS}
         try:
             return self.execute(outdir, None)
         finally:

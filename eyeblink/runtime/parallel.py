@@ -367,9 +367,9 @@ class _Run(_LoaderRole, _WorkerRole, _SinkRole, _ChildRole):
             self.spec = RingSpec(stage_slots(self.cfg, self.spec.slots, self.W, self.B), self.spec.shape)
 
     #: the parent's side of the run (the sink, the children's handles): not handed to a child that is spawned
-    PARENT_ONLY = ("view", "latencies", "_capture", "_reported", "loader")
+    PARENT_ONLY: tuple[str, ...] = ("view", "latencies", "_capture", "_reported", "loader")
     #: the parent's lists of children (each child gets them empty)
-    PARENT_LISTS = ("procs", "loaders", "workers", "accel_procs")
+    PARENT_LISTS: tuple[str, ...] = ("procs", "loaders", "workers", "accel_procs")
 
     def __getstate__(self) -> dict[str, Any]:
         """What a child started with ``spawn`` or ``forkserver`` gets of the run (pickled with its target, a bound

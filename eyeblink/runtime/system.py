@@ -78,7 +78,7 @@ def _psutil() -> Any:
 
 
 def _ps_errors() -> tuple[type[BaseException], ...]:
-    return (_psutil().Error, OSError, ValueError, AttributeError)
+    return (_psutil().Error, OSError, ValueError, AttributeError, OverflowError)
 
 
 def _clock_tick() -> int:
@@ -391,7 +391,7 @@ def pid_alive(pid: int) -> bool:
             return False
         except PermissionError:
             return True  # another user's process
-        except OSError:
+        except (OSError, OverflowError):  # (a pid past the OS's range: a record's garbage)
             return False
         if _linux():
             try:
