@@ -282,6 +282,9 @@ class _LiveRun(_Run):
         self._announce_ring(("ring", self.ring.name, self.spec, self.prefault_slots, self.cfg))
         self.loader_q.put(("ring", self.ring.name, self.cfg, {name: getattr(self, name) for name in LOADER_SETTINGS}))
 
+    def _queues(self) -> tuple[Any, ...]:
+        return (*super()._queues(), getattr(self, "loader_q", None), getattr(self, "connect_q", None))
+
     def _connect_through_loader(self, source: LiveSource) -> bool:
         """Have the loader connect to the source and take over what it found (size, rate, clock, the frames read
         at connection): True once connected; False when a signal stopped the wait for a sender. A source that

@@ -119,4 +119,5 @@ class _ChildRole(_RunState):
     def _quit(self) -> None:
         if self._stopping():
             for q in self._queues():
-                q.cancel_join_thread()
+                if q is not None:
+                    q.cancel_join_thread()
