@@ -122,7 +122,8 @@ SUMMARY_FIELDS: dict[str, str] = {
     "damaged_packets": "packets the decoder rejected and skipped: count, and each one's position, byte offset, "
                        "timestamp",
     "warnings": "the `eyeblink: warning:` lines of this input",
-    "parallel": "the multiprocess layout: workers, loaders, how the file was split, chunk size, ring slots; "
+    "parallel": "the multiprocess layout: workers, loaders, how the processes were started (`start_method`: `fork`, "
+                "`forkserver` or `spawn`), how the file was split, chunk size, ring slots; "
                 "`accelerator` with the accelerator stage's backend, device, batches and times",
     "live": "live runs: the source, the eye model chosen and why, frames in / dropped, reconnects, and `memory`: the "
             "RSS (MiB) of the run's processes at minute 2 (`rss_mib_reference`), at the last sample and at most, "
