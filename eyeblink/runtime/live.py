@@ -50,7 +50,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,9 +115,9 @@ LIVE_STARTUP_GRACE_FRAMES = 128
 #: the API's consumer); a thread woken to pass a frame on waits for the GIL up to the switch interval whenever another
 #: thread of its process is busy in Python, so every hand-off could add up to 5 ms
 LIVE_SWITCH_INTERVAL_S = 0.0005
-#: what the live loader takes over from the parent once the source is connected and the ring sized (the rest of the
-#: run's state it got when it started)
-LOADER_SETTINGS = ("fps", "par", "spec", "prefault_slots", "ring_name", "dealt", "model_reason", "late_s")
+#: what the live loader reads of the parent's state set once the source is connected (the rest of the run's state it
+#: got when it started): the rate (its recording's), the ring's geometry and the slots to map, the workers dealt to
+LOADER_SETTINGS = ("fps", "spec", "prefault_slots", "dealt")
 #: with --on-overload drop, the share of --max-latency-ms a frame may wait before its worker starts it; the rest is for
 #: what follows the worker (its batch, the results queue, the sink's reorder and its write), which took up to ~150 ms
 #: more on a 2-core host at 1,000 FPS: a frame started at the whole bound reached LSL and the gate past it
@@ -795,15 +795,11 @@ class LivePipeline(ParallelPipeline):
         picks one once the source's rate is known (:func:`~eyeblink.runtime.choose.choose_landmarks`); otherwise
         the model of ``config.landmarks``.
         """
-        from eyeblink.runtime.pipeline import build_fitter
+        from eyeblink.runtime.pipeline import build_fitters
 
         config, live = resolve_eye_model(config, live)
         self.live = live
-        self.fitters: dict[str, Any] = {}
-        if live.landmarks == "auto":
-            for model in AUTO_LANDMARKS:
-                self.fitters[model] = build_fitter(replace(config, landmarks=replace(
-                    config.landmarks, model=model, model_path=None)))
+        self.fitters: dict[str, Any] = build_fitters(config, AUTO_LANDMARKS) if live.landmarks == "auto" else {}
         super().__init__(config, live.parallel(None), fitter=self.fitters.get(AUTO_LANDMARKS[0]))
 
     def measure_host(self) -> HostCosts | None:

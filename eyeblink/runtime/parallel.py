@@ -93,6 +93,7 @@ from eyeblink.runtime.pipeline import (
     aligned_frames,
     build_detector,
     build_fitter,
+    build_fitters,
     progress_bar,
     warn_once,
 )
@@ -253,15 +254,10 @@ class ParallelPipeline:
         """The eye models a fused worker fits with, by name (``""``: the run's one model; ``--landmarks auto``: each
         candidate): the parent's own when the worker was forked, else loaded in this process once."""
         if getattr(self, "_models_unloaded", False):
-            from dataclasses import replace
-
             register_missing(getattr(self, "_eye_model_specs", {}))
-            fitters = getattr(self, "fitters", None)
-            if fitters:
-                for model in fitters:
-                    fitters[model] = build_fitter(replace(self.cfg, landmarks=replace(
-                        self.cfg.landmarks, model=model, model_path=None)))
-                self.fitter = next(iter(fitters.values()))
+            if getattr(self, "fitters", None):
+                self.fitters = build_fitters(self.cfg, self.fitters)
+                self.fitter = next(iter(self.fitters.values()))
             else:
                 self.fitter = build_fitter(self.cfg)
             self._models_unloaded = False

@@ -11,7 +11,7 @@ import contextlib
 import math
 import time
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,6 +147,15 @@ def warn_once(message: str) -> None:
     if message not in _WARNED:
         _WARNED.add(message)
         warn(message)
+
+
+def build_fitters(config: RunConfig, models: Iterable[str]) -> dict[str, EyeModel]:
+    """Each of ``models`` built as the run's eye model would be, from the registry (no model file): the candidates
+    ``live --landmarks auto`` picks from."""
+    from dataclasses import replace
+
+    return {model: build_fitter(replace(config, landmarks=replace(config.landmarks, model=model, model_path=None)))
+            for model in models}
 
 
 def build_fitter(config: RunConfig) -> EyeModel:

@@ -52,22 +52,17 @@ ChildTarget = tuple[Callable[..., Any], tuple[Any, ...], str]
 _asked: str | None = None
 
 
-def _platform() -> str:
-    """``sys.platform``, read at call time (a test reports another platform by patching it)."""
-    return sys.platform
-
-
 def auto_method() -> str:
     """The start method ``auto`` means on this platform.
 
-    Linux: ``fork``. Measured on a 2-core Xeon (see the speed page): a run's first row comes ~0.6 s sooner than
-    under ``spawn`` (each spawned child imports NumPy, PyAV and LiteRT and loads its models itself) and the
+    Linux: ``fork``. Measured on a 2-core AMD EPYC (the speed page, "Start methods"): a run's first row comes ~0.5 s
+    sooner than under ``spawn`` (each spawned child imports NumPy, PyAV and LiteRT and loads its models itself) and the
     forked workers share the loaded models' pages; the rows are identical and the frame rate after start-up the
     same. The threads a Linux parent has when it forks (the log listener, the view's and metrics' servers) are
     never touched in the children, which run only their role. Elsewhere ``spawn``: Windows has nothing else,
     and on macOS forking a threaded process is unsafe (its system libraries are not fork-safe).
     """
-    return "fork" if _platform().startswith("linux") else "spawn"
+    return "fork" if sys.platform.startswith("linux") else "spawn"
 
 
 def use_start_method(asked: str | None) -> str:
@@ -111,9 +106,9 @@ def resolve_start_method(asked: str | None = None) -> str:
         raise ConfigError(f"{source} must be one of {', '.join(START_METHODS)}, got {asked!r}")
     if method == "auto":
         return auto_method()
-    available = ("spawn",) if _platform() == "win32" else tuple(mp.get_all_start_methods())
+    available = ("spawn",) if sys.platform == "win32" else tuple(mp.get_all_start_methods())
     if method not in available:
-        raise ConfigError(f"{source} {method} is not available on this platform ({_platform()}); "
+        raise ConfigError(f"{source} {method} is not available on this platform ({sys.platform}); "
                           f"choose one of {', '.join(('auto', *available))}")
     return method
 
