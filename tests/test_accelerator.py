@@ -426,6 +426,7 @@ def test_a_stall_outside_a_compile_is_still_reported(face_recording: tuple[Path,
     proc = _stage_run(face_recording[0], tmp_path, {"stall_timeout_s": 2.0}, "stall@64", backend="litert", batch_size=8)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "no progress for 2 s (stuck at frame 64)" in proc.stdout, proc.stdout + proc.stderr
+    assert "accelerator 0 pid " in proc.stdout and " running" in proc.stdout  # which process went quiet
     assert [int(r["frame"]) for r in read_rows(tmp_path / "subject.frames.csv")] == list(range(64))
 
 

@@ -171,6 +171,17 @@ class _SinkRole(_RunState):
         if self.written is not None:
             self.written.value = int(rows["index"][-1]) + 1
 
+    def _states(self) -> str:
+        """Each child's state for a stall's message: ``worker 1 pid 4242 running, loader pid 4240 exited 0``."""
+        states = []
+        for p in self.procs:
+            role = ("loader" if p is self.loader or p in self.loaders else
+                    f"accelerator {self.accel_procs.index(p)}" if p in self.accel_procs else
+                    f"worker {self.workers.index(p)}" if p in self.workers else "child")
+            code = p.exitcode
+            states.append(f"{role} pid {p.pid} {'running' if code is None else f'exited {code}'}")
+        return ", ".join(states)
+
     def _sink_loop(self, sink: SessionSink | None, clock: StageClock, redet: _Redetections,
                    bar: Any) -> dict[str, Any] | None:
         """Receive, reorder and write rows until every frame is written (or a failure stops the run)."""
@@ -236,7 +247,7 @@ class _SinkRole(_RunState):
                         fail(role, wid, None, f"the process died without a report ({why})", None, p.pid)
                 if failure is None and now - last_progress > stall:
                     raise WorkerError(f"no progress for {stall:.0f} s (stuck at frame {next_idx}); "
-                                      "the pipeline processes stopped answering") from None
+                                      f"the pipeline processes stopped answering ({self._states()})") from None
                 continue
             last_progress = time.monotonic()  # any message is an answer: rows, reports, heartbeats ("tick")
             if msg[0] == "part":  # one of several loaders finished: one "eof" once all have
