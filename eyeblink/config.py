@@ -79,8 +79,15 @@ class DetectConfig:
     flush_ms: float = 5.0
     #: processes of the accelerator stage sharing the device (0: one per 4 cores, 1 to 4)
     stage_processes: int = 0
+    #: a recording of one eye (``--eye-roi X,Y,W,H``, frame pixels): no face detection, the eye model (``area`` or
+    #: ``contour``) measures the lid in this region of every frame (:mod:`eyeblink.landmarks.region`); None: faces
+    eye_roi: tuple[int, int, int, int] | None = None
 
     def __post_init__(self) -> None:
+        if self.eye_roi is not None:
+            from eyeblink.landmarks.region import EyeRegion
+
+            object.__setattr__(self, "eye_roi", tuple(EyeRegion.parse(self.eye_roi).as_list()))
         if isinstance(self.backend, (list, tuple)):
             from eyeblink.detect import first_installed_backend
 
@@ -166,8 +173,16 @@ class LandmarkConfig:
     #: ``mesh``: the face mesh (which places the eye crops) of a tracked face box is reused for this long;
     #: the iris network measures the lids on every frame (0 = the mesh on every frame; see landmarks/mesh.py)
     mesh_reuse_ms: float = 20.0
+    #: ``area`` (an eye region): the eye is the part of the region ``dark``er or ``bright``er than its border ...
+    area_polarity: str = "dark"
+    #: ... by this factor of the border's mean brightness (dark: below ``t x border``; bright: the same towards 255)
+    area_threshold: float = 0.7
 
     def __post_init__(self) -> None:
+        _require(self.area_polarity in ("dark", "bright"),
+                 f"landmarks.area_polarity must be dark or bright, got {self.area_polarity!r}")
+        _require(isinstance(self.area_threshold, (int, float)) and 0.0 < self.area_threshold < 1.0,
+                 f"landmarks.area_threshold must be in (0, 1), got {self.area_threshold!r}")
         _require(isinstance(self.mesh_reuse_ms, (int, float)) and 0.0 <= self.mesh_reuse_ms <= 1000.0,
                  f"landmarks.mesh_reuse_ms must be in [0, 1000] ms, got {self.mesh_reuse_ms!r}")
         _require(self.min_face_px > 0, f"landmarks.min_face_px must be > 0, got {self.min_face_px}")
@@ -402,15 +417,29 @@ class RunConfig:
         check_range("fps", self.fps)
         _require(self.max_frames is None or self.max_frames > 0,
                  f"--max-frames must be > 0, got {self.max_frames}")
+        region = EYE_MODELS[self.landmarks.model].region
+        if self.detect.eye_roi is not None and not region:
+            raise ConfigError(f"--landmarks {self.landmarks.model} measures a face, not an eye region; with "
+                              "--eye-roi use --landmarks area (any eye) or contour (a human eye close-up)")
+        if self.detect.eye_roi is None and region:
+            raise ConfigError(f"--landmarks {self.landmarks.model} measures an eye region; give it with "
+                              "--eye-roi X,Y,W,H (pixels of the frame)")
 
     def with_overrides(self, section: str, **values: Any) -> RunConfig:
         """A copy with some fields of one section replaced (``None`` values are ignored). A ``detect_every`` given
-        alone (``--detect-every N``, the API's ``detect_every=N``): every N-th frame, ``detect_min_ms`` 0."""
+        alone (``--detect-every N``, the API's ``detect_every=N``): every N-th frame, ``detect_min_ms`` 0. An
+        ``eye_roi`` given to a config whose eye model measures faces switches it to the region's default model
+        (``area``); naming another model after that is the user's choice."""
         values = {k: v for k, v in values.items() if v is not None}
         if not values:
             return self
         if section == "detect" and "detect_every" in values:
             values.setdefault("detect_min_ms", 0.0)
+        if section == "detect" and "eye_roi" in values and not EYE_MODELS[self.landmarks.model].region:
+            from eyeblink.landmarks.region import DEFAULT_REGION_MODEL
+
+            landmarks = replace(self.landmarks, model=DEFAULT_REGION_MODEL, model_path=None)
+            return replace(self, detect=replace(self.detect, **values), landmarks=landmarks)
         return replace(self, **{section: replace(getattr(self, section), **values)})
 
     def to_dict(self) -> dict[str, Any]:

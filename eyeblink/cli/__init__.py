@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     train_lids.add_parser(sub)
     batch.add_parser(sub)  # no Ray import: the CLI stays light
     review.add_parsers(sub)  # agree, export-eaf, import-eaf, report, compare
+    review.add_region_parser(sub)
     live.add_parser(sub)  # no heavy import: PyAV, pypylon, prometheus load when a run starts
     return parser
 
@@ -103,7 +104,8 @@ def _main(argv: Sequence[str] | None) -> int:
                    "eval-long": longrun.run, "train-landmarks": train.run, "train-detector": train_detector.run,
                    "train-lids": train_lids.run, "batch": batch.cmd_batch, "live": live.cmd_live,
                    "report": review.cmd_report, "agree": review.cmd_agree, "compare": review.cmd_compare,
-                   "export-eaf": review.cmd_export_eaf, "import-eaf": review.cmd_import_eaf}[args.command]
+                   "export-eaf": review.cmd_export_eaf, "import-eaf": review.cmd_import_eaf,
+                   "region": review.cmd_region}[args.command]
         if getattr(args, "start_method", None) is not None:  # --start-method: checked before anything runs
             from eyeblink.runtime.processes import use_start_method
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from eyeblink.config import LANDMARK_MODELS, STAGES, RunConfig
-from eyeblink.errors import one_line
+from eyeblink.errors import ConfigError, one_line
 from eyeblink.outputs.analysis import AnalysisOptions
 
 
@@ -91,6 +91,16 @@ def _segment(text: str) -> tuple[float, float]:
     return seg
 
 
+def _eye_roi(text: str) -> tuple[int, int, int, int]:
+    from eyeblink.landmarks.region import EyeRegion
+
+    try:
+        r = EyeRegion.parse(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return r.x, r.y, r.w, r.h
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with README's one-line errors: ``eyeblink: error: <problem>; <fix>``, exit 2 (no usage text).
 
@@ -118,7 +128,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         "them: the iris network's cost /40; the default), mesh (MediaPipe face mesh + iris-network "
                         "eyelids, Apache-2.0: the lid network's teacher, ~2x the cost), mesh-ear (the face mesh's "
                         "six-point EAR), face68 (dlib's 68-point model, non-commercial) or eye12 (the project's "
-                        "12-point dlib eye model) (default from the preset: lids)")
+                        "12-point dlib eye model) (default from the preset: lids); with --eye-roi: area (the eye's "
+                        "visible share of the region, any species; the default there) or contour (MediaPipe's iris "
+                        "network on the region: a human eye close-up)")
+    g.add_argument("--eye-roi", type=_eye_roi, default=None, metavar="X,Y,W,H",
+                   help="a recording of one eye (a head-fixed animal, a human eye close-up): measure the lid in "
+                        "this region of every frame (pixels of the frame: left, top, width, height) with no face "
+                        "detection; `eyeblink region INPUT` draws a region on the first frame to check it")
     g.add_argument("--landmark-model", metavar="FILE", default=None,
                    help="a model file of your own for --landmarks: a face-mesh .tflite (mesh, mesh-ear), a lid network "
                         ".tflite (lids; eyeblink train-lids) or a "
@@ -176,6 +192,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     from eyeblink.presets import resolve_preset
 
     cfg = load_preset(resolve_preset(args.pipeline))
+    cfg = cfg.with_overrides("detect", eye_roi=getattr(args, "eye_roi", None))  # first: it picks the region's model
     model = None if args.landmarks == "auto" else args.landmarks
     cfg = cfg.with_overrides("landmarks", model=model, model_path=args.landmark_model,
                              mesh_reuse_ms=getattr(args, "mesh_reuse_ms", None))

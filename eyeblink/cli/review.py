@@ -106,6 +106,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if result.verdict == "different" else 0
 
 
+def add_region_parser(sub: Any) -> None:
+    """``eyeblink region``: a frame of a recording as a picture, with an eye region drawn on it."""
+    from eyeblink.cli.options import _eye_roi
+
+    g = sub.add_parser("region", help="a recording's first frame as a PNG, with an eye region (--eye-roi) drawn",
+                       description="Write one frame of INPUT (the first by default) as a PNG with a pixel scale "
+                                   "along its edges and, with --eye-roi, the region drawn on it: choose the region "
+                                   "of a recording of one eye by eye, then pass the same --eye-roi to process, live "
+                                   "or batch.")
+    g.add_argument("input", metavar="INPUT", help="a video file or an image folder")
+    g.add_argument("--eye-roi", type=_eye_roi, default=None, metavar="X,Y,W,H",
+                   help="the region to draw (pixels of the frame: left, top, width, height)")
+    g.add_argument("--frame", type=int, default=0, metavar="N", help="the frame to show (default: the first, 0)")
+    g.add_argument("--fps", type=_positive_float, default=None, help="frame rate of an image folder")
+    g.add_argument("-o", "--output", metavar="PNG", default=None,
+                   help="where to write (default: <stem>.region.png in the current folder)")
+
+
+def cmd_region(args: argparse.Namespace) -> int:
+    from eyeblink.outputs.regionview import write_region_picture
+
+    out = Path(args.output) if args.output else Path(f"{Path(args.input).stem}.region.png")
+    size = write_region_picture(Path(args.input), out, args.eye_roi, frame=args.frame, fps=args.fps)
+    where = f"; region {','.join(map(str, args.eye_roi))} drawn" if args.eye_roi else ""
+    print(f"frame {args.frame} ({size[0]}x{size[1]}): {out}{where}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from eyeblink.outputs.report import load_report_data, report_plan, split_stem, write_report
 

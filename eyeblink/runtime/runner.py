@@ -65,6 +65,22 @@ def check_inputs(paths: Sequence[Path]) -> None:
         seen[stem] = p
 
 
+def check_region(paths: Sequence[Path], config: RunConfig) -> None:
+    """With an eye region (``--eye-roi``): every input's frames hold it, checked before any work (each input's
+    size read from its container, or its first image)."""
+    if config.detect.eye_roi is None:
+        return
+    from eyeblink.landmarks.region import EyeRegion
+    from eyeblink.sources.files import open_source
+
+    region = EyeRegion.parse(config.detect.eye_roi)
+    for p in paths:
+        with open_source(p, fps=config.fps) as source:
+            w, h = int(getattr(source, "width", 0) or 0), int(getattr(source, "height", 0) or 0)
+        if w and h:
+            region.check_inside(w, h, f"the frames of {p.name}")
+
+
 def output_plan(paths: Sequence[Path], outdir: Path, opts: AnalysisOptions | None = None) -> OutputPlan:
     """What a run over ``paths`` into ``outdir`` reads and may write (see :mod:`eyeblink.outputs.paths`)."""
     plan = OutputPlan()
@@ -111,6 +127,7 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
     if not paths:
         raise missing[0][1] if missing else ConfigError("no inputs given")
     check_inputs(paths)
+    check_region(paths, config)
     opts = analysis or AnalysisOptions()
     opts.check(paths)
     ensure_output_dir(outdir)

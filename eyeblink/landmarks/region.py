@@ -1,0 +1,264 @@
+"""Recordings of one eye: the lid measured in a fixed eye region, with no face detector (``--eye-roi``).
+
+Many blink rigs film one eye and nothing else: a head-fixed mouse, rat or rabbit under infrared light, or a
+human eye close-up cropped to reach a high frame rate. There is no face to detect; the user names the eye's
+region once, ``--eye-roi X,Y,W,H`` in pixels of the frame (:class:`EyeRegion`), and one of two eye models
+measures the lid inside it on every frame:
+
+``area`` (:class:`AreaFitter`) — any eye, any species: the share of the region's pixels that belong to the
+    eye. The eye is the part of the region darker (``polarity = "dark"``: the iris, pupil and lid margin of an
+    eye in visible or near-infrared light) or brighter (``"bright"``: an eye lit from behind or by its own
+    reflection) than the skin or fur around it. The threshold comes from the recording itself, frame by
+    frame: ``threshold`` times the mean of the region's border band (the outer eighth of its width and
+    height), which is skin or fur whether the eye is open or shut, so a change of exposure or gain moves the
+    threshold with it. Visible area, as Neuroblinks measures it in MATLAB; an open eye reads its own share
+    (say 0.3), a shut one towards 0. Cost: one comparison per pixel of the region (~30 µs for 200x150).
+``contour`` (:class:`ContourFitter`) — a human eye close-up: MediaPipe's iris network (the lid contour
+    network of the ``mesh`` model) on the region, the lid aperture of its contour as in face mode. The crop is
+    placed on the eye corners the network finds on each tracking segment's first frame (a small re-centring
+    that follows an eye drifting slowly in the region, never a jump), starting from the region's own
+    horizontal centre line. One network run per frame (~0.6 ms on one AVX-512 core).
+
+Both give the same outputs as face mode: the openness goes into ``ear_left`` (one eye: ``ear_right`` stays
+empty), the blink detector and the eyelid closure (FEC: 0 = this eye's open baseline, 1 = a full closure,
+calibrated on a segment or on the session's largest closures, :mod:`eyeblink.signals.closure`) work on it
+unchanged, and the face box columns of ``frames.csv`` hold the region. A frame's row depends on that frame
+and its tracking segment only, so rows are equal across worker counts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from eyeblink.closing import Closing
+from eyeblink.errors import ConfigError
+from eyeblink.landmarks.eyes import EyeFit
+
+if TYPE_CHECKING:
+    from eyeblink.detect.blazeface import FaceDetection
+
+#: The eye models that measure in an eye region (``--eye-roi``); the others need a face.
+REGION_MODELS = ("area", "contour")
+#: The eye model of a run with ``--eye-roi`` and no ``--landmarks``.
+DEFAULT_REGION_MODEL = "area"
+#: The border band of the region that sets the area threshold: this share of its width and height on each side.
+BORDER = 1 / 8
+#: The contour measure's crop: the eye corners are assumed at this share of the region's width from each side
+#: until the network has found them (a region drawn around the eye with a little margin).
+CORNER_INSET = 0.15
+#: Corners the network finds are used when their width is in this range of the region's width ...
+CORNER_WIDTH = (0.3, 1.2)
+#: ... and their midpoint within this share of the region's size of its centre.
+CORNER_SHIFT = 0.25
+
+
+@dataclass(frozen=True)
+class EyeRegion:
+    """A rectangle of the frame, in pixels: left ``x``, top ``y``, width ``w``, height ``h``."""
+
+    x: int
+    y: int
+    w: int
+    h: int
+
+    @classmethod
+    def parse(cls, text: str | tuple[int, ...] | list[int] | EyeRegion) -> EyeRegion:
+        """``X,Y,W,H`` (whole pixels, W and H at least 4, X and Y not negative), or the four numbers."""
+        if isinstance(text, EyeRegion):
+            return text
+        parts = [p.strip() for p in text.split(",")] if isinstance(text, str) else list(text)
+        try:
+            if len(parts) != 4:
+                raise ValueError
+            vals = [int(p) if not isinstance(p, float) or p.is_integer() else None for p in parts]
+            if any(v is None for v in vals):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ConfigError(f"eye region must be X,Y,W,H in whole pixels (e.g. 220,140,200,120), got {text!r}"
+                              ) from None
+        x, y, w, h = (int(v) for v in vals)  # type: ignore[arg-type]
+        if x < 0 or y < 0:
+            raise ConfigError(f"eye region {x},{y},{w},{h} starts outside the frame (X and Y must be >= 0); "
+                              "give its top-left corner in pixels of the frame")
+        if w < 4 or h < 4:
+            raise ConfigError(f"eye region {x},{y},{w},{h} is {w}x{h} pixels, too small to measure; give W and H of "
+                              "at least 4 pixels (draw it around the whole eye)")
+        return cls(x, y, w, h)
+
+    def check_inside(self, width: int, height: int, where: str = "the frame") -> None:
+        """Raise :class:`ConfigError` unless the region lies inside a ``width`` x ``height`` frame."""
+        if self.x + self.w > width or self.y + self.h > height:
+            raise ConfigError(f"eye region {self} reaches past {where} ({width}x{height} pixels: it ends at "
+                              f"x={self.x + self.w}, y={self.y + self.h}); choose it inside the frame "
+                              "(eyeblink region INPUT draws it on the first frame)")
+
+    @property
+    def box(self) -> tuple[float, float, float, float]:
+        return float(self.x), float(self.y), float(self.x + self.w), float(self.y + self.h)
+
+    def face(self) -> FaceDetection:
+        """The region as the pipeline's face: its box, score 1, every keypoint at its centre."""
+        from eyeblink.detect.blazeface import NUM_KEYPOINTS, FaceDetection
+
+        cx, cy = self.x + self.w / 2, self.y + self.h / 2
+        return FaceDetection(self.box, 1.0, np.tile([cx, cy], (NUM_KEYPOINTS, 1)))
+
+    def as_list(self) -> list[int]:
+        return [self.x, self.y, self.w, self.h]
+
+    def __str__(self) -> str:
+        return f"{self.x},{self.y},{self.w},{self.h}"
+
+
+def _pixels(face: FaceDetection) -> tuple[int, int, int, int]:
+    x0, y0, x1, y1 = face.box
+    return int(x0), int(y0), int(x1), int(y1)
+
+
+def _outline(x0: float, y0: float, x1: float, y1: float) -> np.ndarray:
+    """Six points in dlib's eye order on the region's inscribed ellipse (corners, two upper, two lower)."""
+    cx, cy, rx, ry = (x0 + x1) / 2, (y0 + y1) / 2, (x1 - x0) / 2, (y1 - y0) / 2
+    angles = (math.pi, 4 * math.pi / 3, 5 * math.pi / 3, 0.0, math.pi / 3, 2 * math.pi / 3)
+    return np.array([[cx + rx * math.cos(a), cy + ry * math.sin(a)] for a in angles], np.float64)
+
+
+def _one_eye(points6: np.ndarray) -> np.ndarray:
+    """The 12 eye points with the measured eye in the first six (the other eye's six: NaN)."""
+    out = np.full((12, 2), np.nan, np.float32)
+    out[:6] = points6
+    return out
+
+
+class AreaFitter(Closing):
+    """``--landmarks area``: the eye's visible share of the region (module docstring)."""
+
+    name = "area"
+
+    def __init__(self, model_path: str | Path | None = None, *, area_polarity: str = "dark",
+                 area_threshold: float = 0.7) -> None:
+        polarity, threshold = area_polarity, area_threshold
+        if model_path is not None:
+            raise ConfigError("--landmarks area has no model file; leave out --landmark-model")
+        if polarity not in ("dark", "bright"):
+            raise ConfigError(f"landmarks.area_polarity must be dark or bright, got {polarity!r}")
+        if not 0.0 < threshold < 1.0:
+            raise ConfigError(f"landmarks.area_threshold must be in (0, 1), got {threshold!r}")
+        self.polarity = polarity
+        self.threshold = float(threshold)
+        self._geom: tuple[tuple[int, int, int, int], np.ndarray, np.ndarray] | None = None
+
+    def _geometry(self, face: FaceDetection) -> tuple[tuple[int, int, int, int], np.ndarray, np.ndarray]:
+        px = _pixels(face)
+        if self._geom is None or self._geom[0] != px:
+            x0, y0, x1, y1 = px
+            h, w = y1 - y0, x1 - x0
+            bh, bw = max(1, round(h * BORDER)), max(1, round(w * BORDER))
+            band = np.ones((h, w), bool)
+            band[bh:h - bh, bw:w - bw] = False
+            self._geom = (px, band, _one_eye(_outline(*face.box)))
+        return self._geom
+
+    def share(self, gray: np.ndarray, face: FaceDetection) -> float:
+        """The eye's share of the region's pixels in ``gray``."""
+        (x0, y0, x1, y1), band, _ = self._geometry(face)
+        roi = gray[y0:y1, x0:x1]
+        ref = float(roi[band].mean())
+        if self.polarity == "dark":
+            eye = np.count_nonzero(roi < ref * self.threshold)
+        else:
+            eye = np.count_nonzero(roi > 255.0 - (255.0 - ref) * self.threshold)
+        return eye / roi.size
+
+    def fit(self, gray: np.ndarray, face: FaceDetection) -> EyeFit:
+        _, _, points = self._geometry(face)
+        return EyeFit(points, self.share(gray, face), math.nan, presence=1.0)
+
+    def warm_up(self, gray: np.ndarray) -> None:
+        """Nothing to warm up (no network)."""
+
+    def close(self) -> None:
+        self._geom = None
+
+
+class ContourFitter(Closing):
+    """``--landmarks contour``: MediaPipe's iris network on the region, the lid aperture of its contour."""
+
+    name = "contour"
+
+    def __init__(self, model_path: str | Path | None = None) -> None:
+        from eyeblink.landmarks.mesh import IRIS_INPUT, _load
+        from eyeblink.weights import iris_path
+
+        fix = ("check --landmark-model (an iris-landmark .tflite: input [1, 64, 64, 3], 213 + 15 outputs)"
+               if model_path is not None else
+               "restore weights/ from the repository or reinstall eyeblink (see weights/README.md)")
+        path = Path(model_path) if model_path is not None else iris_path()
+        self._iris: Any
+        self._iris, self._in, outs = _load(path, (1, IRIS_INPUT, IRIS_INPUT, 3), 213, "iris", fix)
+        self._contour = next(d["index"] for d in outs if int(np.prod(d["shape"])) == 213)
+        self.model_path = path
+        #: the eye corners of this tracking segment (found on its first frame), or None: find them on the next fit
+        self._corners: tuple[np.ndarray, np.ndarray] | None = None
+
+    def contour(self, gray: np.ndarray, c0: np.ndarray, c1: np.ndarray) -> np.ndarray:
+        """(16, 2) frame-pixel lid contour of the eye between the corners ``c0``, ``c1`` (0, 8: the corners)."""
+        from eyeblink.landmarks.mesh import IRIS_INPUT, contour_to_frame, eye_roi, warp_into
+
+        if self._iris is None:
+            raise RuntimeError("the contour eye model is closed")
+        m = eye_roi(c0, c1)
+        warp_into(self._iris, self._in, gray, m, IRIS_INPUT)
+        self._iris.invoke()
+        return contour_to_frame(self._iris.get_tensor(self._contour), m, mirror=False)
+
+    def _place(self, gray: np.ndarray, face: FaceDetection) -> tuple[np.ndarray, np.ndarray]:
+        """The segment's corners: the region's centre line, re-centred on the corners the network finds there
+        when they are plausible (inside :data:`CORNER_WIDTH` and :data:`CORNER_SHIFT`)."""
+        x0, y0, x1, y1 = face.box
+        w, h = x1 - x0, y1 - y0
+        cy = (y0 + y1) / 2
+        c0 = np.array([x0 + CORNER_INSET * w, cy])
+        c1 = np.array([x1 - CORNER_INSET * w, cy])
+        found = self.contour(gray, c0, c1)
+        f0, f1 = found[0], found[8]
+        if f0[0] > f1[0]:
+            f0, f1 = f1, f0
+        width = float(np.hypot(*(f1 - f0)))
+        mid = (f0 + f1) / 2
+        if (CORNER_WIDTH[0] * w <= width <= CORNER_WIDTH[1] * w and abs(mid[0] - (x0 + x1) / 2) <= CORNER_SHIFT * w
+                and abs(mid[1] - cy) <= CORNER_SHIFT * h):
+            return f0, f1
+        return c0, c1
+
+    def fit(self, gray: np.ndarray, face: FaceDetection) -> EyeFit:
+        from eyeblink.landmarks.mesh import CONTOUR_EYE_POINTS, aperture
+
+        if self._corners is None:
+            self._corners = self._place(gray, face)
+        contour = self.contour(gray, *self._corners)
+        return EyeFit(_one_eye(contour[list(CONTOUR_EYE_POINTS[0])]), aperture(contour), math.nan, presence=1.0)
+
+    def tracking_state(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """What the fitter carries from fit to fit: this segment's eye corners."""
+        return self._corners
+
+    def restore_tracking(self, state: tuple[np.ndarray, np.ndarray] | None) -> None:
+        """Continue from :meth:`tracking_state` (None: a new segment, the corners found again)."""
+        self._corners = state
+
+    def warm_up(self, gray: np.ndarray) -> None:
+        """One network run (weight packing, paging in the model)."""
+        h, w = gray.shape[:2]
+        self.contour(gray, np.array([w * 0.3, h / 2]), np.array([w * 0.7, h / 2]))
+
+    def close(self) -> None:
+        self._iris = None
+        self._corners = None
+
+
+__all__ = ["DEFAULT_REGION_MODEL", "REGION_MODELS", "AreaFitter", "ContourFitter", "EyeRegion"]
