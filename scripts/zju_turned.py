@@ -70,23 +70,42 @@ def copy_clip(video: Path, tag: Path, out_dirs: dict[str, Path]) -> int:
                 vf.pts, vf.time_base = pts - start, time_base
                 out.mux(s.encode(vf))
             out.mux(s.encode(None))
-        lines, inside, seen = [], False, set()
-        for line in tag.read_text(encoding="utf-8", errors="replace").splitlines():
-            stripped = line.strip()
-            if stripped.startswith("#start"):
-                inside = True
-            elif stripped.startswith("#end"):
-                inside = False
-            elif inside and ":" in stripped:
-                fields = stripped.split(":")
-                d = decoded_of.get(int(fields[0]))
-                if d is None or d in seen:
-                    continue  # a null packet: its frame is the previous line's
-                seen.add(d)
-                line = ":".join([str(d), *fields[1:]])
-            lines.append(line)
-        (folder / (video.stem + ".tag")).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (folder / (video.stem + ".tag")).write_text(renumbered_tag(tag, decoded_of), encoding="utf-8")
     return len(frames)
+
+
+def packets_of(video: Path) -> dict[int, int]:
+    """Each packet of ``video`` that decodes to a frame -> that frame's index (a null packet has none)."""
+    from eyeblink.sources.files import open_source
+
+    out: dict[int, int] = {}
+    with open_source(video) as src:
+        for fr in src:
+            p = src.packet_index(fr.index)  # type: ignore[attr-defined]
+            if p is not None:
+                out.setdefault(int(p), fr.index)
+    return out
+
+
+def renumbered_tag(tag: Path, decoded_of: dict[int, int]) -> str:
+    """``tag``'s text with its frame IDs (packets of the original) renumbered to decoded frames (``decoded_of``);
+    a null packet's line is dropped (the frame it repeats has its own line)."""
+    lines, inside, seen = [], False, set()
+    for line in tag.read_text(encoding="utf-8", errors="replace").splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#start"):
+            inside = True
+        elif stripped.startswith("#end"):
+            inside = False
+        elif inside and ":" in stripped:
+            fields = stripped.split(":")
+            d = decoded_of.get(int(fields[0]))
+            if d is None or d in seen:
+                continue  # a null packet: its frame is the previous line's
+            seen.add(d)
+            line = ":".join([str(d), *fields[1:]])
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 def evaluate(folder: Path, json_path: Path, extra: list[str]) -> dict:

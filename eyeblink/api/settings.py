@@ -40,6 +40,7 @@ ALIASES: dict[str, tuple[str, str]] = {
     "landmarks": ("landmarks", "model"), "landmark_model": ("landmarks", "model_path"),
     "face_model": ("detect", "model_path"), "threads": ("detect", "num_threads"),
     "min_blink_ms": ("blinks", "min_duration_ms"), "calibration": ("closure", "calibration_s"),
+    "eye_polarity": ("landmarks", "area_polarity"), "eye_threshold": ("landmarks", "area_threshold"),
 }
 #: settings of what to do after each input (``eyeblink process``'s conditioning options)
 ANALYSIS = ("trials", "sync_column", "us_sync_column", "plots", "nwb")

@@ -135,6 +135,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="a recording of one eye (a head-fixed animal, a human eye close-up): measure the lid in "
                         "this region of every frame (pixels of the frame: left, top, width, height) with no face "
                         "detection; `eyeblink region INPUT` draws a region on the first frame to check it")
+    g.add_argument("--eye-polarity", choices=("dark", "bright"), default=None,
+                   help="--landmarks area: the eye is darker (dark: iris and pupil against skin, the default) or "
+                        "brighter (bright: an eye lit against dark fur) than the region's border")
+    g.add_argument("--eye-threshold", type=_number, default=None, metavar="T",
+                   help="--landmarks area: a pixel is the eye's when it is T times the border's mean brightness "
+                        "away from it, towards black (dark) or white (bright); in (0, 1), default 0.7")
     g.add_argument("--landmark-model", metavar="FILE", default=None,
                    help="a model file of your own for --landmarks: a face-mesh .tflite (mesh, mesh-ear), a lid network "
                         ".tflite (lids; eyeblink train-lids) or a "
@@ -195,7 +201,9 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     cfg = cfg.with_overrides("detect", eye_roi=getattr(args, "eye_roi", None))  # first: it picks the region's model
     model = None if args.landmarks == "auto" else args.landmarks
     cfg = cfg.with_overrides("landmarks", model=model, model_path=args.landmark_model,
-                             mesh_reuse_ms=getattr(args, "mesh_reuse_ms", None))
+                             mesh_reuse_ms=getattr(args, "mesh_reuse_ms", None),
+                             area_polarity=getattr(args, "eye_polarity", None),
+                             area_threshold=getattr(args, "eye_threshold", None))
     cfg = cfg.with_overrides("detect", backend=args.backend, model_path=args.face_model, num_threads=args.threads,
                              detect_every=args.detect_every, score_threshold=args.score_threshold,
                              stage=getattr(args, "stage", None))

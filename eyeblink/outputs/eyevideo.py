@@ -10,7 +10,7 @@ Chromium and Firefox play). Frame ``k`` is shown from ``k / fps`` to ``(k + 1) /
 rate, whatever its real timestamps: the page seeks by frame number.
 
 Rows without a face take the nearest box there is; a session without any face has no eyes' video (an
-error naming why).
+error naming why). A recording of one eye (``--eye-roi``) shows its whole eye region.
 """
 
 from __future__ import annotations
@@ -50,14 +50,19 @@ def _running_median(x: np.ndarray, k: int) -> np.ndarray:
     return np.median(win, axis=1)
 
 
-def eye_boxes(box: np.ndarray, fps: float) -> tuple[np.ndarray, int, int]:
+def eye_boxes(box: np.ndarray, fps: float, *, region: bool = False) -> tuple[np.ndarray, int, int]:
     """Per frame row the crop (x0, y0) of the eye band, and its width and height in source pixels, from the
-    face boxes ``box`` (rows of x0, y0, x1, y1; NaN without a face)."""
+    face boxes ``box`` (rows of x0, y0, x1, y1; NaN without a face). ``region``: the boxes are a recording's eye
+    region (``--eye-roi``), shown whole."""
     import numpy as np
 
     ok = np.isfinite(box).all(axis=1)
     if not ok.any():
         raise ConfigError("no frame of this session has a face box: there are no eyes to show")
+    if region:
+        first = box[np.argmax(ok)]
+        w, h = max(8, round(first[2] - first[0])), max(4, round(first[3] - first[1]))
+        return np.tile(first[:2], (len(box), 1)), w, h
     idx = np.arange(len(box))
     filled = np.empty_like(box)
     for c in range(4):  # rows without a face: the nearest box there is
@@ -117,7 +122,9 @@ def write_eyes_video(session: str | Path, recording: str | Path | None = None,
     step_fps = 1000 / interval if isinstance(interval, (int, float)) and interval > 0 else 30.0
     with open_source(video, fps=step_fps) as src:  # fps: an image folder's rate (a video's own wins)
         fps = float(src.nominal_fps or step_fps)
-        origin, cw, ch = eye_boxes(box, fps)
+        settings = summary.get("settings") if isinstance(summary, dict) else None
+        detect = settings.get("detect") if isinstance(settings, dict) else None
+        origin, cw, ch = eye_boxes(box, fps, region=isinstance(detect, dict) and detect.get("eye_roi") is not None)
         out_w = WIDTH
         out_h = max(2, 2 * round(WIDTH * ch / cw / 2))
         row_of = {int(f): i for i, f in enumerate(frame_no)}

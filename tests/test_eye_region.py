@@ -1,0 +1,190 @@
+"""Recordings of one eye (``--eye-roi``): the real CLI on real video, no face detector.
+
+The region is found the way a user finds it: the eye's points of a face-mode run (``--points``) on the synthetic
+face recording, a box around the subject's right eye; then only that region is measured, by ``area`` and by
+``contour``. The research recordings of one eye (``eye-only/``) run when the data is there.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_cli
+
+
+@pytest.fixture(scope="module")
+def eye_roi(face_recording: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``X,Y,W,H`` around the subject's right eye of :func:`face_recording`, from a face-mode run's points."""
+    out = tmp_path_factory.mktemp("face")
+    proc = run_cli("process", face_recording[0], "-o", out, "--points", "--max-frames", "20", "--workers", "1",
+                   "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    with (out / "subject.points.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    xs = np.array([[float(r[f"p{i}_x"]) for i in range(36, 42)] for r in rows])
+    ys = np.array([[float(r[f"p{i}_y"]) for i in range(36, 42)] for r in rows])
+    x0, x1, cy = np.median(xs.min(1)), np.median(xs.max(1)), np.median(ys.mean(1))
+    w = (x1 - x0) * 1.4
+    h = w * 2 / 3
+    return f"{round((x0 + x1) / 2 - w / 2)},{round(cy - h / 2)},{round(w)},{round(h)}"
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _blinks(out: Path, stem: str = "subject") -> list[dict[str, str]]:
+    with (out / f"{stem}.blinks.csv").open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.mark.parametrize("model", ["area", "contour"])
+def test_one_eye_in_a_region_finds_the_blink_with_no_face(face_recording: tuple[Path, object], eye_roi: str,
+                                                          tmp_path: Path, model: str) -> None:
+    path, truth = face_recording
+    onset = truth.blinks[0].onset_s  # type: ignore[attr-defined]
+    # FEC normalised on a calibration segment: the planted full closure
+    proc = run_cli("process", path, "-o", tmp_path, "--eye-roi", eye_roi, "--landmarks", model, "--workers", "1",
+                   "--calibration", f"{onset - 0.1:g}:{onset + 0.4:g}", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    rows = read_rows(tmp_path / "subject.frames.csv")
+    x, y, w, h = (float(v) for v in eye_roi.split(","))
+    assert all(r["face"] == "1" and r["ear_right"] == "" and r["detected"] == "0" for r in rows)
+    assert {(float(r["face_x0"]), float(r["face_y0"]), float(r["face_x1"]), float(r["face_y1"])) for r in rows} == {
+        (x, y, x + w, y + h)}  # the face box columns hold the region
+    blinks = _blinks(tmp_path)
+    assert len(blinks) == 1, blinks
+    assert abs(float(blinks[0]["start_s"]) - onset) < 0.05
+    closure = np.array([float(r["closure"]) for r in rows])
+    t = np.array([float(r["timestamp_s"]) for r in rows])
+    assert np.nanmax(closure[(t > onset) & (t < onset + 0.2)]) > 0.9  # the full closure reads as one
+    assert np.nanmax(np.abs(closure[t < onset - 0.1])) < 0.2  # the open eye, before it
+    summary = json.loads((tmp_path / "subject.summary.json").read_text())
+    assert summary["settings"]["detect"]["eye_roi"] == [int(v) for v in eye_roi.split(",")]
+    assert summary["settings"]["landmarks"]["model"] == model
+
+
+def test_an_eye_region_gives_the_same_rows_with_one_or_two_workers(face_recording: tuple[Path, object],
+                                                                   eye_roi: str, tmp_path: Path) -> None:
+    outs = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"w{workers}"
+        proc = run_cli("process", face_recording[0], "-o", out, "--eye-roi", eye_roi, "--landmarks", "contour",
+                       "--workers", workers, "--no-progress")
+        assert proc.returncode == 0, proc.stderr
+        outs.append(out)
+    for name in ("subject.frames.csv", "subject.blinks.csv"):
+        assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("--eye-roi", "600,400,100,100"), "reaches past the frames of subject.avi (640x480 pixels"),
+    (("--eye-roi", "10,10,0,40"), "is 0x40 pixels, too small to measure"),
+    (("--eye-roi", "-5,10,40,40"), "expected one argument"),  # argparse reads -5,... as an option
+    (("--eye-roi", "10,10,40"), "must be X,Y,W,H in whole pixels"),
+    (("--eye-roi", "10,10,40,40", "--landmarks", "lids"), "--landmarks lids measures a face, not an eye region"),
+    (("--landmarks", "area"), "--landmarks area measures an eye region; give it with --eye-roi"),
+])
+def test_a_bad_region_is_one_line_and_exit_2_before_any_work(face_recording: tuple[Path, object], tmp_path: Path,
+                                                             args: tuple[str, ...], says: str) -> None:
+    out = tmp_path / "out"
+    proc = run_cli("process", face_recording[0], "-o", out, *args, "--no-progress")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("eyeblink: error: ") and says in lines[0], proc.stderr
+    assert not out.exists() or not any(out.iterdir())  # nothing written
+
+
+def test_the_region_command_draws_the_region_on_the_first_frame(face_recording: tuple[Path, object], eye_roi: str,
+                                                                tmp_path: Path) -> None:
+    import cv2
+
+    png = tmp_path / "pick.png"
+    proc = run_cli("region", face_recording[0], "--eye-roi", eye_roi, "-o", png)
+    assert proc.returncode == 0, proc.stderr
+    img = cv2.imread(str(png))
+    assert img.shape == (480, 640, 3)
+    x, y, w, h = (int(v) for v in eye_roi.split(","))
+    red = (img[:, :, 2] > 200) & (img[:, :, 1] < 60) & (img[:, :, 0] < 60)
+    assert red[y, x + w // 2] and red[y + h - 1, x + w // 2] and red[y + h // 2, x] and red[y + h // 2, x + w - 1]
+    assert not red[y + h // 2, x + w // 2]  # a rectangle, the eye inside it untouched
+    bad = run_cli("region", face_recording[0], "--eye-roi", "600,10,100,40", "-o", tmp_path / "bad.png")
+    assert bad.returncode == 2 and "reaches past the frames" in bad.stderr and not (tmp_path / "bad.png").exists()
+
+
+def test_the_python_api_takes_an_eye_region(face_recording: tuple[Path, object], eye_roi: str,
+                                            tmp_path: Path) -> None:
+    import eyeblink
+
+    session = eyeblink.process(face_recording[0], tmp_path, eye_roi=[int(v) for v in eye_roi.split(",")],
+                               workers=1, progress=False)
+    assert len(session.blinks) == 1
+    assert len(_blinks(tmp_path)) == 1
+
+
+# --------------------------------------------------------------------------- the research recordings of one eye
+
+
+def test_a_mouse_eye_with_no_blink_gives_no_blink(data_dir: Path, tmp_path: Path) -> None:
+    """``2p_mouse.mp4``: a head-fixed mouse's eye under a two-photon microscope, no blink in its 40 s."""
+    video = data_dir / "eye-only" / "2p_mouse.mp4"
+    if not video.exists():
+        pytest.skip(f"{video} not found")
+    proc = run_cli("process", video, "-o", tmp_path, "--eye-roi", MOUSE_ROI, "--workers", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert _blinks(tmp_path, "2p_mouse") == []
+
+
+#: the mouse's eye in ``2p_mouse.mp4`` (446x334), chosen with ``eyeblink region``
+MOUSE_ROI = "85,95,130,105"
+
+
+def test_the_report_of_an_eye_region_shows_the_region(face_recording: tuple[Path, object], eye_roi: str,
+                                                      tmp_path: Path) -> None:
+    """``--report``: the page and the eyes' video, which shows the whole region (its shape, scaled)."""
+    import av
+
+    proc = run_cli("process", face_recording[0], "-o", tmp_path, "--eye-roi", eye_roi, "--report", "--workers", "1",
+                   "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "subject.report.html").is_file()
+    with av.open(str(tmp_path / "subject.eyes.webm")) as c:
+        s = c.streams.video[0]
+        width, height = s.codec_context.width, s.codec_context.height
+        frames = sum(1 for _ in c.decode(s))
+    _, _, w, h = (int(v) for v in eye_roi.split(","))
+    assert abs(width / height - w / h) < 0.05 and frames == 800
+
+
+#: the full closures of ``h_f.mp4`` (a human eye close-up filling the frame: 816 frames at 20 FPS, every frame
+#: shown twice), labelled by eye from contact sheets of every frame: (first closed frame, last frame before the
+#: eye is open again)
+HF_CLOSURES = ((46, 49), (72, 75), (108, 111), (306, 317), (408, 411), (482, 485), (600, 603), (784, 785),
+               (794, 797))
+#: ... and what else moves the lids there: half blinks (the lid to the pupil's centre or two thirds down) and a
+#: squint while the eye looks down-left
+HF_HALF_BLINKS_AND_SQUINT = ((294, 297), (550, 553), (666, 667), (270, 279))
+
+
+def test_a_human_eye_close_up_finds_every_full_closure(data_dir: Path, tmp_path: Path) -> None:
+    """``h_f.mp4`` with ``contour`` on the whole frame (the eye fills it): every labelled full closure found; the
+    other events are the half blinks and the squint, no event where the lids stay open."""
+    video = data_dir / "eye-only" / "h_f.mp4"
+    if not video.exists():
+        pytest.skip(f"{video} not found")
+    proc = run_cli("process", video, "-o", tmp_path, "--eye-roi", "0,0,640,480", "--landmarks", "contour",
+                   "--workers", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    events = [(int(b["start_frame"]), int(b["end_frame"])) for b in _blinks(tmp_path, "h_f")]
+
+    def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+        return a[0] <= b[1] and b[0] <= a[1]
+
+    assert all(any(overlaps(c, e) for e in events) for c in HF_CLOSURES), events
+    others = [e for e in events if not any(overlaps(c, e) for c in HF_CLOSURES)]
+    assert all(any(overlaps(h, e) for h in HF_HALF_BLINKS_AND_SQUINT) for e in others), others
