@@ -697,15 +697,22 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "stage": "where detection and the eye model run with several workers: fused, accelerator, auto (--stage)",
         "flush_ms": "the accelerator stage runs a partial batch once its first frame waited this long, ms",
         "stage_processes": "accelerator-stage processes sharing the device (0: one per 4 cores, at most 4)",
+        "eye_roi": "a recording of one eye: the region [X, Y, W, H] (frame pixels) measured with no face "
+                   "detection (--eye-roi)",
     },
     "landmarks": {
-        "model": "the eye model: mesh, mesh-ear, face68, eye12 (--landmarks)",
+        "model": "the eye model: lids, mesh, mesh-ear, face68, eye12; with an eye region area or contour "
+                 "(--landmarks)",
         "model_path": "a model file of your own for that eye model (--landmark-model)",
         "derotate": "dlib models: rotate the face upright before the fit",
         "min_face_px": "dlib models: smaller faces are enlarged to this width before the fit, px",
         "min_presence": "mesh models: below this face-presence probability the next frame re-detects",
         "mesh_reuse_ms": "mesh: reuse the face mesh (which places the eye crops) for this long on a tracked face, "
                          "ms (--mesh-reuse-ms; 0: every frame)",
+        "area_polarity": "area: the eye is darker (dark) or brighter (bright) than the region's border band "
+                         "(--eye-polarity)",
+        "area_threshold": "area: a pixel is the eye's at this fraction of the border's brightness away from it "
+                          "(--eye-threshold)",
     },
     "blinks": {
         "close_ratio": "a blink starts below this openness / baseline ratio (--close-ratio)",

@@ -1,6 +1,7 @@
 """Latency of a live session to other programs: a frame's arrival -> its LSL sample, and -> its gate message.
 
-    python scripts/bench_lab_latency.py [--fps 500] [--duration 20] [--landmarks auto] [--json out.json]
+    python scripts/bench_lab_latency.py [--fps 500] [--duration 20] [--landmarks auto] [--eye-roi X,Y,W,H]
+        [--json out.json]
                                         [--view [--browser]]
 
 What runs (all real, all on this machine):
@@ -255,6 +256,9 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=2.0, help="first seconds left out (default: %(default)s)")
     ap.add_argument("--landmarks", default="auto",
                     help="the eye model (default: auto, the model live mode picks for this machine at --fps)")
+    ap.add_argument("--eye-roi", default=None, metavar="X,Y,W,H",
+                    help="a recording of one eye: the session measures this region of the sender's frames (the "
+                         "rendered face's eye) with the region's eye model (--landmarks area or contour)")
     ap.add_argument("--max-age-ms", type=float, default=50.0,
                     help="the session's freshness bound (default: %(default)s): a loaded machine whose rows come "
                          "later than this sends stale instead of open")
@@ -312,6 +316,7 @@ def main() -> int:
                                lsl_wait_s=120, gate_port=0, fps=args.fps, landmarks=args.landmarks,
                                max_age_ms=args.max_age_ms, workers=args.workers, view=args.view, priority=args.priority,
                                **({"batch_frames": args.batch_frames} if args.batch_frames else {}),
+                               **({"eye_roi": [int(v) for v in args.eye_roi.split(",")]} if args.eye_roi else {}),
                                on_frame=lambda r: arrivals.__setitem__(r.frame, (r.arrival_time,
                                                                                   time.perf_counter()))) as s:
                 consumer = subprocess.Popen([sys.executable, "-c", CONSUMER, name, str(s.gate_port), str(out)])

@@ -15,7 +15,8 @@ PACKAGE = ROOT / "eyeblink"
 MAP = ROOT / "ARCHITECTURE.md"
 #: the file each eye model loads from weights/ (the one that makes it that model)
 MODEL_FILES = {"lids": weights.LIDS_FILENAME, "mesh": weights.IRIS_FILENAME, "mesh-ear": weights.FACE_MESH_FILENAME,
-               "face68": weights.DLIB68_FILENAME, "eye12": weights.EYE12_FILENAME}
+               "face68": weights.DLIB68_FILENAME, "eye12": weights.EYE12_FILENAME, "area": None,
+               "contour": weights.IRIS_FILENAME}  # area: no model file (pixels of the eye region)
 
 
 def _modules() -> list[Path]:

@@ -3,6 +3,7 @@ opened in the system Chromium through Playwright, and a real browser killed mid-
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import http.client
 import json
@@ -159,6 +160,55 @@ def test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a
     s = json.loads((out / "cam.summary.json").read_text())
     view = s["live"]["publish"]["view"]
     assert view["tabs"] >= 2 and view["images"] > 10 and view["token"] is False
+
+
+@contextlib.contextmanager
+def _one_page(pw: Any, url: str, errors: list[str]) -> Any:
+    """The page at ``url`` in the system Chromium (1280x1000), its script errors appended to ``errors``."""
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        yield page
+    finally:
+        browser.close()
+
+
+@needs_chromium
+def test_an_eye_region_dragged_on_the_image_reads_as_eye_roi_and_a_region_run_shows_its_region(
+        tmp_path: Path) -> None:
+    """A live run of one eye (``--eye-roi``): the page draws the run's region as its box; a rectangle dragged on
+    the image reads as the ``--eye-roi`` of the frame pixels under it (the image is letterboxed and scaled)."""
+    pw_api = pytest.importorskip("playwright.sync_api")
+    out = tmp_path / "out"
+    run = LiveRun(out, ["--fps", "100", "--stop-after", "600"], "--view", "--on-overload", "block", "--no-adapt",
+                  "--eye-roi", "240,166,66,44")
+    url = run.url()
+    errors: list[str] = []
+    try:
+        with pw_api.sync_playwright() as pw, _one_page(pw, url, errors) as page:
+            _wait_for(lambda: page.locator("#image-frame").inner_text() not in ("–", ""), 90)
+            box = page.locator("#frame").bounding_box()
+            assert box is not None
+            k = min(box["width"] / 640, box["height"] / 480)  # the 640x480 frame, letterboxed in the canvas
+            ox, oy = box["x"] + (box["width"] - 640 * k) / 2, box["y"] + (box["height"] - 480 * k) / 2
+            want = (100, 120, 200, 150)  # frame pixels
+            page.mouse.move(ox + (want[0] + want[2]) * k, oy + (want[1] + want[3]) * k)  # dragged up-left
+            page.mouse.down()
+            page.mouse.move(ox + (want[0] + 60) * k, oy + (want[1] + 40) * k, steps=5)
+            page.mouse.move(ox + want[0] * k, oy + want[1] * k, steps=5)
+            page.mouse.up()
+            got = [int(v) for v in (page.locator("#roi").get_attribute("data-roi") or "").split(",")]
+            assert all(abs(g - w) <= 1 for g, w in zip(got, want, strict=True)), got
+            assert page.locator("#roi").inner_text() == "--eye-roi " + ",".join(map(str, got))
+            page.mouse.click(ox + 10 * k, oy + 10 * k)  # a click is not a region: the drawn one goes
+            assert page.locator("#roi").get_attribute("data-roi") == ""
+        assert errors == []
+    finally:
+        run.wait()
+    rows = read_csv(out / "cam.frames.csv")
+    assert {(r["face_x0"], r["face_y0"], r["face_x1"], r["face_y1"]) for r in rows} == {("240", "166", "306", "210")}
 
 
 @needs_chromium

@@ -114,6 +114,21 @@ class _Parser(argparse.ArgumentParser):
 # ------------------------------------------------------------------------------------------ the run's settings
 
 
+#: the flags of a recording of one eye: (flag, argparse's type or choices and metavar, help)
+EYE_REGION_FLAGS: tuple[tuple[str, dict[str, Any], str], ...] = (
+    ("--eye-roi", {"type": _eye_roi, "metavar": "X,Y,W,H"},
+     "a recording of one eye (a head-fixed animal, a human eye close-up): measure the lid in this region of every "
+     "frame (pixels of the frame: left, top, width, height) with no face detection; `eyeblink region INPUT` draws "
+     "a region on the first frame to check it"),
+    ("--eye-polarity", {"choices": ("dark", "bright")},
+     "--landmarks area: the eye is darker (dark: iris and pupil against skin, the default) or brighter (bright: an "
+     "eye lit against dark fur) than the region's border"),
+    ("--eye-threshold", {"type": _number, "metavar": "T"},
+     "--landmarks area: a pixel is the eye's when it is T times the border's mean brightness away from it, towards "
+     "black (dark) or white (bright); in (0, 1), default 0.7"),
+)
+
+
 def add_run_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("pipeline settings (override the preset)")
     g.add_argument("--pipeline", metavar="PRESET", default="cpu",
@@ -131,16 +146,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         "12-point dlib eye model) (default from the preset: lids); with --eye-roi: area (the eye's "
                         "visible share of the region, any species; the default there) or contour (MediaPipe's iris "
                         "network on the region: a human eye close-up)")
-    g.add_argument("--eye-roi", type=_eye_roi, default=None, metavar="X,Y,W,H",
-                   help="a recording of one eye (a head-fixed animal, a human eye close-up): measure the lid in "
-                        "this region of every frame (pixels of the frame: left, top, width, height) with no face "
-                        "detection; `eyeblink region INPUT` draws a region on the first frame to check it")
-    g.add_argument("--eye-polarity", choices=("dark", "bright"), default=None,
-                   help="--landmarks area: the eye is darker (dark: iris and pupil against skin, the default) or "
-                        "brighter (bright: an eye lit against dark fur) than the region's border")
-    g.add_argument("--eye-threshold", type=_number, default=None, metavar="T",
-                   help="--landmarks area: a pixel is the eye's when it is T times the border's mean brightness "
-                        "away from it, towards black (dark) or white (bright); in (0, 1), default 0.7")
+    for flag, kind, text in EYE_REGION_FLAGS:
+        g.add_argument(flag, default=None, help=text, **kind)
     g.add_argument("--landmark-model", metavar="FILE", default=None,
                    help="a model file of your own for --landmarks: a face-mesh .tflite (mesh, mesh-ear), a lid network "
                         ".tflite (lids; eyeblink train-lids) or a "
@@ -207,6 +214,12 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     cfg = cfg.with_overrides("detect", backend=args.backend, model_path=args.face_model, num_threads=args.threads,
                              detect_every=args.detect_every, score_threshold=args.score_threshold,
                              stage=getattr(args, "stage", None))
+    given = [f for f, v in (("--eye-polarity", getattr(args, "eye_polarity", None)),
+                            ("--eye-threshold", getattr(args, "eye_threshold", None))) if v is not None]
+    if given and cfg.landmarks.model != "area":
+        raise ConfigError(f"{' and '.join(given)} set the area measure of an eye region; with --landmarks "
+                          f"{cfg.landmarks.model} leave {'them' if len(given) > 1 else 'it'} out (or use --eye-roi "
+                          "with --landmarks area)")
     cfg = cfg.with_overrides("blinks", close_ratio=args.close_ratio, open_ratio=args.open_ratio,
                              min_duration_ms=args.min_blink_ms)
     return replace(cfg, fps=args.fps, max_frames=args.max_frames, points=bool(getattr(args, "points", False)))

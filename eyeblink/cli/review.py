@@ -9,6 +9,10 @@ from typing import Any
 from eyeblink.cli.options import _nonneg_float, _positive_float
 from eyeblink.errors import ConfigError
 
+#: ``eyeblink region``
+REGION_DESCRIPTION = ("Write one frame of INPUT (the first by default) as a PNG with a pixel scale along its edges "
+                      "and, with --eye-roi, the region drawn on it: choose the region of a recording of one eye by "
+                      "eye, then pass the same --eye-roi to process, live or batch.")
 #: ``eyeblink report --eyes-video``
 EYES_VIDEO_HELP = ("also write OUTDIR/<stem>.eyes.webm, the band of both eyes of every frame (VP9), which the report "
                    "plays in step with its trace (process --report writes it too)")
@@ -111,10 +115,7 @@ def add_region_parser(sub: Any) -> None:
     from eyeblink.cli.options import _eye_roi
 
     g = sub.add_parser("region", help="a recording's first frame as a PNG, with an eye region (--eye-roi) drawn",
-                       description="Write one frame of INPUT (the first by default) as a PNG with a pixel scale "
-                                   "along its edges and, with --eye-roi, the region drawn on it: choose the region "
-                                   "of a recording of one eye by eye, then pass the same --eye-roi to process, live "
-                                   "or batch.")
+                       description=REGION_DESCRIPTION)
     g.add_argument("input", metavar="INPUT", help="a video file or an image folder")
     g.add_argument("--eye-roi", type=_eye_roi, default=None, metavar="X,Y,W,H",
                    help="the region to draw (pixels of the frame: left, top, width, height)")

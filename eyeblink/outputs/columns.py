@@ -202,20 +202,22 @@ FRAME_TABLE = FrameTable([
                                "then empty)", int, "int(face is not None)"),
     FrameColumn("ear_left", "ratio", "openness of the subject's left eye: lid distance over eye width (`lids`, "
                                      "`mesh`: lid aperture; `mesh-ear`, `face68`, `eye12`: six-point EAR); "
-                                     "~0.25-0.35 open, towards 0 closed", float, "r.ear_left"),
+                                     "~0.25-0.35 open, towards 0 closed. A recording of one eye (`--eye-roi`): "
+                                     "that eye's openness (`contour`: lid aperture; `area`: its share of the "
+                                     "region)", float, "r.ear_left"),
     FrameColumn("ear_right", "ratio", "openness of the subject's right eye, as `ear_left`", float, "r.ear_right"),
     FrameColumn("ear", "ratio", "mean openness of the eyes measured in this frame", float, "ear"),
     FrameColumn("baseline_ear", "ratio", "the blink detector's open-eye baseline at this frame (median `ear` of the "
                                          "last 3 s outside blinks; empty during the first second's warm-up)",
                 float, "baseline"),
     FrameColumn("detected", "0/1", "1 when the face detector ran on this frame (a keyframe), 0 when the tracked box "
-                                   "was reused", int, "int(r.detected)"),
-    FrameColumn("face_score", "probability", "BlazeFace's score of the face box used", float,
+                                   "was reused (or no detector ran: an eye region)", int, "int(r.detected)"),
+    FrameColumn("face_score", "probability", "BlazeFace's score of the face box used (1 for an eye region)", float,
                 "face.score if face is not None else None"),
-    FrameColumn("face_x0", "px", "left edge of the face box used, frame pixels", float, "box[0]"),
-    FrameColumn("face_y0", "px", "top edge of the face box used, frame pixels", float, "box[1]"),
-    FrameColumn("face_x1", "px", "right edge of the face box used, frame pixels", float, "box[2]"),
-    FrameColumn("face_y1", "px", "bottom edge of the face box used, frame pixels", float, "box[3]"),
+    FrameColumn("face_x0", "px", "left edge of the face box (or the eye region), frame pixels", float, "box[0]"),
+    FrameColumn("face_y0", "px", "top edge of the face box (or the eye region), frame pixels", float, "box[1]"),
+    FrameColumn("face_x1", "px", "right edge of the face box (or the eye region), frame pixels", float, "box[2]"),
+    FrameColumn("face_y1", "px", "bottom edge of the face box (or the eye region), frame pixels", float, "box[3]"),
     FrameColumn("closure", "FEC", "fraction of eyelid closure: 0 = the subject's open baseline, 1 = full closure, "
                                   "calibrated on the whole session when it ends (eyeblink.signals.closure)",
                 float, "closure.update(r.timestamp_s, ear, baseline)"),

@@ -364,6 +364,12 @@
     const k = Math.min(W / shownMeta.width, H / shownMeta.height);
     const dw = shownMeta.width * k, dh = shownMeta.height * k, ox = (W - dw) / 2, oy = (H - dh) / 2;
     g.drawImage(shot, ox, oy, dw, dh);
+    frameAt = { ox: ox, oy: oy, s: dw / shownMeta.frame_width, fw: shownMeta.frame_width, fh: shownMeta.frame_height };
+    if (roi) {  // the eye region drawn on the image (frame pixels), to pass as --eye-roi
+      g.save(); g.setLineDash([6, 4]); g.strokeStyle = COL.eye; g.lineWidth = 2;
+      g.strokeRect(ox + roi[0] * frameAt.s, oy + roi[1] * frameAt.s, roi[2] * frameAt.s, roi[3] * frameAt.s);
+      g.restore();
+    }
     const r = rowOfFrame(shownMeta.frame);
     if (r && r[C.face] && r[C.x0] !== null) {  // the face box the run used for this very frame
       const s = dw / shownMeta.frame_width;
@@ -536,6 +542,35 @@
   trace.addEventListener("wheel", (e) => {
     e.preventDefault(); if (endT === null) endT = newestT(); scrollBy((e.deltaY || e.deltaX) > 0 ? 1 : -1);
   }, { passive: false });
+  // An eye region drawn on the camera image (a recording of one eye): dragged in frame pixels, shown as the
+  // --eye-roi X,Y,W,H a run of that camera takes (the region of a run is fixed from its start)
+  let frameAt = null, roi = null, roiFrom = null;
+  function framePoint(e) {
+    const b = frameCanvas.getBoundingClientRect(), z = frameAt;
+    const x = Math.round((e.clientX - b.left - z.ox) / z.s), y = Math.round((e.clientY - b.top - z.oy) / z.s);
+    return [Math.max(0, Math.min(z.fw, x)), Math.max(0, Math.min(z.fh, y))];
+  }
+  function showRoi() {
+    const text = roi ? "--eye-roi " + roi.join(",") : "–";
+    setText($("roi"), text); setData($("roi"), "roi", roi ? roi.join(",") : "");
+  }
+  frameCanvas.addEventListener("pointerdown", (e) => {
+    if (!frameAt) return;
+    roiFrom = framePoint(e); roi = null; frameCanvas.setPointerCapture(e.pointerId);
+  });
+  frameCanvas.addEventListener("pointermove", (e) => {
+    if (roiFrom === null) return;
+    const p = framePoint(e);
+    roi = [Math.min(p[0], roiFrom[0]), Math.min(p[1], roiFrom[1]), Math.abs(p[0] - roiFrom[0]),
+           Math.abs(p[1] - roiFrom[1])];
+    shownDirty = true; draw();
+  });
+  frameCanvas.addEventListener("pointerup", () => {
+    if (roiFrom === null) return;
+    roiFrom = null;
+    if (roi && (roi[2] < 4 || roi[3] < 4)) roi = null;  // a click, not a region: the drawn one goes
+    showRoi(); shownDirty = true; draw();
+  });
   let dragX = null;
   trace.addEventListener("pointerdown", (e) => { dragX = e.clientX; if (endT === null) endT = newestT(); trace.setPointerCapture(e.pointerId); });
   trace.addEventListener("pointermove", (e) => {

@@ -169,6 +169,7 @@ class _LoaderRole(_ChildRole):
         free_q = self.free_qs[lid]
         decode_s = 0.0
         decoded = 0
+        ended = None  # the frame the stream ended at, when the file's last range ends early (sources.ranges)
         batch = _Batcher(self)
         reader = RangeReader(self.source, plan)  # one decoder for all of this loader's ranges
         try:
@@ -176,6 +177,7 @@ class _LoaderRole(_ChildRole):
                 self._wait_window(rng.first)
                 batch.start_at(rng.first)
                 frames = reader.frames(rng)
+                before = decoded
                 while True:
                     t0 = time.perf_counter()
                     try:
@@ -192,7 +194,9 @@ class _LoaderRole(_ChildRole):
                     ring.put(slot, frame.image)
                     batch.add(slot, frame.timestamp_s, t1)
                 batch.flush()
-            self._put(self.out_q, ("part", lid, decode_s, decoded))
+                if decoded - before < rng.stop - rng.first:
+                    ended = rng.first + decoded - before
+            self._put(self.out_q, ("part", lid, decode_s, decoded, ended))
             self._end_of_input()
         except _Stop:
             self._quit()
@@ -205,10 +209,12 @@ class _LoaderRole(_ChildRole):
 
     def _merge_part(self, msg: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Gather the loaders' ``part`` messages; the input's ``eof`` message once every loader sent one."""
-        _, lid, decode_s, decoded = msg
-        self._parts[lid] = (decode_s, decoded)
+        _, lid, decode_s, decoded, ended = msg
+        self._parts[lid] = (decode_s, decoded, ended)
         if len(self._parts) < self.n_loaders:
             return None
         plan = self.plan
-        return ("eof", plan.frames, plan.info or None, sum(p[0] for p in self._parts.values()),
+        # the file's last range may end early (its last packets decode to nothing): the input ends there
+        frames = min([plan.frames, *(p[2] for p in self._parts.values() if p[2] is not None)])
+        return ("eof", frames, plan.info or None, sum(p[0] for p in self._parts.values()),
                 sum(p[1] for p in self._parts.values()), None)
