@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from eyeblink.errors import ConfigError
 from eyeblink.lab.evaluate import Span
-from eyeblink.lab.ladder import Rung, RungSource, no_worse, present, rungs_for
+from eyeblink.lab.ladder import Rung, RungSource, no_worse, present, replaces_default, rungs_for
 from tests.conftest import run_cli, zju_subset
 
 FPS = 30
@@ -147,6 +148,24 @@ def test_the_rule_fails_a_candidate_that_loses_blinks_beyond_the_noise() -> None
     assert same["passes"] and all(c["margin"] == 0 for c in same["cells"])
 
 
+def test_a_new_default_must_be_no_worse_on_every_ladder() -> None:
+    """The rule for a default over two kinds of recording: better on one ladder and worse beyond the noise on the
+    other keeps the current default; no worse on both replaces it; one ladder alone decides nothing."""
+    def report(tps: list[int]) -> dict[str, object]:
+        return {"clips": [{"video": f"c{i}", "group": "G", "rungs": {"native": {"tp": tp, "fp": 0, "fn": 4 - tp,
+                                                                                 "unscored": 0}}}
+                          for i, tp in enumerate(tps)]}
+
+    current = {"zju": report([3] * 20), "webcam": report([4] * 20)}
+    better_on_zju_worse_on_webcams = {"zju": report([4] * 20), "webcam": report([3] * 20)}
+    verdict = replaces_default({k: (better_on_zju_worse_on_webcams[k], current[k]) for k in current})
+    assert not verdict["replaces"]
+    assert verdict["ladders"]["zju"]["passes"] and not verdict["ladders"]["webcam"]["passes"]
+    assert replaces_default({k: (current[k], current[k]) for k in current})["replaces"]
+    with pytest.raises(ConfigError, match="at least two ladders"):
+        replaces_default({"zju": (current["zju"], current["zju"])})
+
+
 ZJU_SUBSET = ("000011M_FNN", "000011M_UNN", "000017F_FTN", "000019F_FBN")
 
 
@@ -194,3 +213,58 @@ def test_bad_ladder_options_are_one_line(tmp_path: Path) -> None:
         assert res.returncode == 2, (args, res.stdout, res.stderr)
         lines = [line for line in res.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and message in lines[0] and "Traceback" not in res.stderr, res.stderr
+
+
+def _script(name: str) -> object:
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    sys.path.insert(0, str(path.parent))  # the scripts import their siblings
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_webcam_like_copy_keeps_frames_times_rate_and_labels(data_dir: Path, tmp_path: Path) -> None:
+    """``scripts/webcam_ladder.py`` on a real zju-dev clip with null packets: 640x480, as many frames at the same
+    times (to the millisecond) and the same nominal rate, the gain drifting, and the tags renumbered so that
+    ``eval`` finds the same labelled blinks in the copy as in the original."""
+    from eyeblink.lab.evaluate import read_tag
+    from eyeblink.sources.files import open_source
+
+    ds = zju_subset(data_dir, tmp_path, ("000001M_FNN",))
+    out = tmp_path / "webcam"
+    assert _script("webcam_ladder").main([str(ds), str(out)]) == 0  # type: ignore[attr-defined]
+    with open_source(ds / "000001M_FNN.avi") as a, open_source(out / "000001M_FNN.mkv") as b:
+        fa, fb = list(a), list(b)
+        assert b.nominal_fps == pytest.approx(a.nominal_fps, rel=1e-3)
+    assert len(fa) == len(fb) and fb[0].image.shape == (480, 640)
+    assert max(abs(x.timestamp_s - y.timestamp_s) for x, y in zip(fa, fb, strict=True)) <= 0.0015
+    means = [float(f.image.mean()) for f in fb]
+    assert max(means) - min(means) > 5  # the exposure drifts
+    decoded_of = _script("zju_turned").packets_of(ds / "000001M_FNN.avi")  # type: ignore[attr-defined]
+    orig, copy = read_tag(ds / "000001M_FNN.tag"), read_tag(out / "000001M_FNN.tag")
+    assert len(copy.blinks) == len(orig.blinks) > 0
+    for a, b in zip(orig.blinks, copy.blinks, strict=True):  # the same blink, in the copy's decoded frames
+        assert (b.start, b.end) == (decoded_of[a.start], decoded_of[a.end])
+
+
+def test_the_rule_script_keeps_the_default_unless_every_ladder_agrees(tmp_path: Path) -> None:
+    def report(tps: list[int]) -> dict[str, object]:
+        return {"clips": [{"video": f"c{i}", "group": "G", "rungs": {"native": {"tp": tp, "fp": 0, "fn": 4 - tp,
+                                                                                 "unscored": 0}}}
+                          for i, tp in enumerate(tps)]}
+
+    files = {}
+    for name, tps in (("good", [4] * 20), ("bad", [2] * 20)):
+        files[name] = tmp_path / f"{name}.json"
+        files[name].write_text(json.dumps(report(tps)))
+    rule = _script("default_rule").main  # type: ignore[attr-defined]
+    good, bad = str(files["good"]), str(files["bad"])
+    assert rule(["--ladder", "zju", good, good, "--ladder", "webcam", good, good]) == 0
+    assert rule(["--ladder", "zju", good, good, "--ladder", "webcam", bad, good]) == 1
+    assert rule(["--ladder", "zju", good, good]) == 2  # one ladder decides nothing
+    assert rule(["--ladder", "zju", good, good, "--ladder", "webcam", good, str(tmp_path / "none.json")]) == 2

@@ -128,3 +128,31 @@ def test_train_lids_with_the_blink_recipe_reports_mid_blink_and_exposed_errors(d
                      ([], "give -o TFLITE")):
         proc = subprocess.run([*common, *bad], capture_output=True, text=True, timeout=300)
         assert proc.returncode == 2 and msg in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_the_contact_sheet_shows_the_largest_errors_blink_frames_first(data_dir: Path, tmp_path: Path) -> None:
+    """``train-lids --score ... --sheet``: the shipped network against its teacher on a left-out subject's real
+    clips; the sheet holds the worst strips, those inside labelled blinks first, each with both apertures."""
+    import cv2
+
+    from eyeblink import weights
+    from eyeblink.lab.train_lids import SHEET_COLUMNS, SHEET_TILES
+
+    ds = zju_subset(data_dir, tmp_path, CLIPS)
+    sheet, scored = tmp_path / "worst.png", tmp_path / "s.json"
+    proc = subprocess.run([sys.executable, "-m", "eyeblink", "train-lids", str(ds), "--cache", str(tmp_path / "c"),
+                           "--frame-augment", "0", "--exclude-subjects", "000003", "--score",
+                           str(weights.WEIGHTS_DIR / weights.LIDS_FILENAME), "--report", str(scored), "--sheet",
+                           str(sheet)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(scored.read_text())["scores"]["sheet"]["strips"]
+    assert 0 < len(rows) <= SHEET_TILES and all(r["source"].startswith("000003") for r in rows)
+    flags = [r["in_blink"] for r in rows]
+    assert any(flags) and flags == sorted(flags, reverse=True)  # the blink frames first
+    for part in (r for r in (rows[:flags.count(True)], rows[flags.count(True):]) if r):
+        assert [x["error"] for x in part] == sorted((x["error"] for x in part), reverse=True)
+    r0 = rows[0]
+    assert r0["error"] == pytest.approx(max(abs(s - t) for s, t in zip(r0["student"], r0["teacher"], strict=True)),
+                                        abs=2e-4)
+    img = cv2.imread(str(sheet))
+    assert img.shape[1] == SHEET_COLUMNS * 240 and img.shape[0] % 110 == 0  # 40x120 strips at 2x, 30 px of text

@@ -366,6 +366,20 @@ def no_worse(candidate: dict[str, Any], reference: dict[str, Any], *, margin: fl
             "quantile": quantile, "cells": cells}
 
 
+def replaces_default(ladders: dict[str, tuple[dict[str, Any], dict[str, Any]]], **rule: Any) -> dict[str, Any]:
+    """The rule for a new default network (or any default of the pipeline): ``ladders`` maps each ladder's name
+    (``zju-dev``, ``webcam-like``: each a different kind of recording) to ``(candidate's report, current
+    default's report)`` on it. The candidate replaces the default only if it is no worse (:func:`no_worse`, with
+    ``rule``'s options) on every cell of **every** ladder; otherwise the current default stays. Returns
+    ``{"replaces": bool, "ladders": {name: verdict}}``; a missing ladder is refused (:class:`ConfigError`):
+    a default is chosen on more than one kind of recording."""
+    if len(ladders) < 2:
+        raise ConfigError(f"a default is chosen on at least two ladders (kinds of recording), got {len(ladders)}: "
+                          f"{', '.join(ladders) or 'none'}")
+    verdicts = {name: no_worse(cand, current, **rule) for name, (cand, current) in ladders.items()}
+    return {"replaces": all(v["passes"] for v in verdicts.values()), "ladders": verdicts}
+
+
 def format_verdict(verdict: dict[str, Any]) -> str:
     failing = [c for c in verdict["cells"] if not c["passes"]]
     head = (f"rule for defaults: {'NO WORSE' if verdict['passes'] else 'WORSE'} on {len(verdict['cells'])} "

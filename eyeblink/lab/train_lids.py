@@ -557,6 +557,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="TensorFlow CPU threads (default %(default)s: the machine may be shared)")
     p.add_argument("--report", default=None, metavar="JSON",
                    help="write the teacher-vs-student frame scores of the excluded subjects here")
+    p.add_argument("--sheet", default=None, metavar="PNG",
+                   help="also write a contact sheet of the excluded subjects' strips where the student's aperture "
+                        "differs most from the teacher's, frames inside labelled blinks first (where blinks are "
+                        "lost): what the next recipe should aim at")
     return p
 
 
@@ -600,7 +604,9 @@ def run(args: argparse.Namespace) -> int:
         plan.read(src, "the input")
     if args.score is not None:
         plan.read(args.score, "--score")
-    plan.write(out, "-o").write(args.report, "--report").check()
+    plan.write(out, "-o").write(args.report, "--report").write(args.sheet, "--sheet").check()
+    if args.sheet is not None and Path(args.sheet).suffix.lower() != ".png":
+        raise ConfigError(f"--sheet is a PNG: name it NAME.png, got {args.sheet}")
     os.environ.setdefault("TF_NUM_INTEROP_THREADS", str(args.threads))
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(args.threads))
     sources = expand_inputs(args.inputs)
@@ -620,7 +626,7 @@ def run(args: argparse.Namespace) -> int:
             train_items.append(s)
     data = Samples.concat(train_items)
     if args.score is not None:
-        return score_file(Path(args.score), test_files, tags, excluded, args.report)
+        return score_file(Path(args.score), test_files, tags, excluded, args.report, args.sheet)
     if len(data) == 0:
         raise DatasetError("no labelled strips to train on: no face was found in the training inputs, or every "
                            "input's subject is in --exclude-subjects")
@@ -652,12 +658,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {out} ({out.stat().st_size:,} bytes, {model.count_params():,} parameters), sha256 {digest}")
     if test_files:
         write_scores(model, {"model": str(out), "sha256": digest, "excluded": sorted(excluded),
-                             "train_strips": len(data)}, test_files, tags, args.report)
+                             "train_strips": len(data)}, test_files, tags, args.report, args.sheet)
     return 0
 
 
 def score_file(path: Path, test_files: list[Path], tags: dict[str, Path], excluded: set[str],
-               report: str | None) -> int:
+               report: str | None, sheet: str | None = None) -> int:
     """``--score``: an exported lid network scored on the excluded subjects' cached strips."""
     from eyeblink.landmarks.lids import LidNetwork
 
@@ -667,16 +673,21 @@ def score_file(path: Path, test_files: list[Path], tags: dict[str, Path], exclud
     try:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         write_scores(net, {"model": str(path), "sha256": digest, "excluded": sorted(excluded)}, test_files, tags,
-                     report)
+                     report, sheet)
     finally:
         net.close()
     return 0
 
 
 def write_scores(model: Any, head: dict[str, Any], test_files: list[Path], tags: dict[str, Path],
-                 report: str | None) -> None:
-    """Score ``model`` on the excluded sources, print the summary, write ``report`` (JSON) if given."""
+                 report: str | None, sheet: str | None = None) -> None:
+    """Score ``model`` on the excluded sources, print the summary, write ``report`` (JSON) and ``sheet`` (the
+    contact sheet of the largest errors, :func:`error_sheet`) if given."""
     scores = score_clips(model, test_files, tags)
+    if sheet:
+        worst = error_sheet(model, test_files, tags, Path(sheet))
+        scores["sheet"] = {"path": str(sheet), "strips": worst}
+        print(f"contact sheet of the {len(worst)} largest student - teacher errors: {sheet}")
     ov = scores.get("overall", {})
     if ov:
         print(f"excluded subjects, frame AUC closed-vs-open: teacher {ov['auc_teacher']:.4f}, student "
@@ -689,4 +700,58 @@ def write_scores(model: Any, head: dict[str, Any], test_files: list[Path], tags:
         write_text(report, json.dumps(clean_json({**head, "scores": scores}), indent=2) + "\n", "--report")
 
 
-__all__ = ["add_parser", "auc", "build_model", "export_tflite", "predict", "run", "train"]
+#: the contact sheet: tiles, columns, each strip's scale
+SHEET_TILES, SHEET_COLUMNS, SHEET_SCALE = 48, 4, 2
+
+
+def error_sheet(model: Any, files: list[Path], tags: dict[str, Path], path: Path) -> list[dict[str, Any]]:
+    """Write ``path``: a PNG of the :data:`SHEET_TILES` clean strips where the student's aperture differs most from
+    the teacher's (the larger of the two eyes' errors), frames inside a labelled blink (``.tag``: the lid moving or
+    down) first, where a lost blink comes from; each tile says its source, frame and both apertures per eye
+    (teacher T, student S; the subject's right eye first). Returns the tiles' rows (source, frame, errors)."""
+    import cv2
+    import numpy as np
+
+    from eyeblink.lab.lids_data import Samples
+
+    cands: list[tuple[bool, float, str, int, np.ndarray, np.ndarray, np.ndarray]] = []
+    for f in files:
+        s = Samples.load(f)
+        keep = ~s.augmented
+        if not keep.any():
+            continue
+        name = Path(s.source).stem
+        states = tag_states(tags[name]) if name in tags else None
+        strips = crop_strips(s.ctx[keep], None)
+        student, _ = predict(model, strips)
+        err = np.abs(student - s.aperture[keep]).max(axis=1)
+        ids = s.frame_id[keep]
+        for i in np.argsort(-err)[:SHEET_TILES]:
+            in_blink = states is not None and states.get(int(ids[i]), "none") not in ("none", "open")
+            cands.append((in_blink, float(err[i]), name, int(ids[i]), strips[i], s.aperture[keep][i], student[i]))
+    cands.sort(key=lambda c: (not c[0], -c[1]))
+    tiles, rows = [], []
+    for in_blink, e, name, frame, strip, teacher, stud in cands[:SHEET_TILES]:
+        img = np.clip(np.asarray(strip, np.float32) * (255.0 if float(np.max(strip)) <= 1.0 else 1.0), 0, 255)
+        img = cv2.resize(img.astype(np.uint8), None, fx=SHEET_SCALE, fy=SHEET_SCALE, interpolation=cv2.INTER_NEAREST)
+        tile = np.full((img.shape[0] + 30, img.shape[1]), 255, np.uint8)
+        tile[30:] = img
+        cv2.putText(tile, f"{name} f{frame}{' blink' if in_blink else ''}", (2, 11), cv2.FONT_HERSHEY_SIMPLEX, 0.35,
+                    0, 1, cv2.LINE_AA)
+        cv2.putText(tile, f"T {teacher[0]:.2f}/{teacher[1]:.2f} S {stud[0]:.2f}/{stud[1]:.2f}", (2, 25),
+                    cv2.FONT_HERSHEY_SIMPLEX, 0.35, 0, 1, cv2.LINE_AA)
+        tiles.append(tile)
+        rows.append({"source": name, "frame": frame, "in_blink": in_blink, "error": round(e, 4),
+                     "teacher": [round(float(v), 4) for v in teacher], "student": [round(float(v), 4) for v in stud]})
+    if not tiles:
+        raise DatasetError("--sheet: no clean strip of the excluded subjects to show")
+    while len(tiles) % SHEET_COLUMNS:
+        tiles.append(np.full_like(tiles[0], 255))
+    grid = np.vstack([np.hstack(tiles[r:r + SHEET_COLUMNS]) for r in range(0, len(tiles), SHEET_COLUMNS)])
+    with atomic_path(path) as tmp:
+        if not cv2.imwrite(str(tmp), grid):
+            raise ConfigError(f"--sheet: could not write {path}")
+    return rows
+
+
+__all__ = ["add_parser", "auc", "build_model", "error_sheet", "export_tflite", "predict", "run", "train"]
