@@ -557,10 +557,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="TensorFlow CPU threads (default %(default)s: the machine may be shared)")
     p.add_argument("--report", default=None, metavar="JSON",
                    help="write the teacher-vs-student frame scores of the excluded subjects here")
-    p.add_argument("--sheet", default=None, metavar="PNG",
-                   help="also write a contact sheet of the excluded subjects' strips where the student's aperture "
-                        "differs most from the teacher's, frames inside labelled blinks first (where blinks are "
-                        "lost): what the next recipe should aim at")
+    p.add_argument("--sheet", default=None, metavar="PNG", help=SHEET_HELP)
     return p
 
 
@@ -700,6 +697,9 @@ def write_scores(model: Any, head: dict[str, Any], test_files: list[Path], tags:
         write_text(report, json.dumps(clean_json({**head, "scores": scores}), indent=2) + "\n", "--report")
 
 
+SHEET_HELP = ("also write a contact sheet of the excluded subjects' strips where the student's aperture differs most "
+              "from the teacher's, frames inside labelled blinks first (where blinks are lost): what the next recipe "
+              "should aim at")
 #: the contact sheet: tiles, columns, each strip's scale
 SHEET_TILES, SHEET_COLUMNS, SHEET_SCALE = 48, 4, 2
 
