@@ -156,3 +156,13 @@ def test_the_contact_sheet_shows_the_largest_errors_blink_frames_first(data_dir:
                                         abs=2e-4)
     img = cv2.imread(str(sheet))
     assert img.shape[1] == SHEET_COLUMNS * 240 and img.shape[0] % 110 == 0  # 40x120 strips at 2x, 30 px of text
+
+
+def test_a_clip_and_its_copy_elsewhere_keep_their_own_tags() -> None:
+    """Training inputs may hold a clip and a rendered copy of it (``scripts/webcam_ladder.py``) with the same stem
+    in another folder, whose tags number other frames: each source finds the ``.tag`` beside it, as the strips'
+    cache tells sources apart (folder and name)."""
+    from eyeblink.lab.train_lids import tag_key
+
+    assert tag_key("/data/zju-dev/000001M_FNN.avi") != tag_key("/tmp/webcam/000001M_FNN.mkv")
+    assert tag_key("/data/zju-dev/000001M_FNN.avi") == tag_key(Path("/data/zju-dev/000001M_FNN.tag"))

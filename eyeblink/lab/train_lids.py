@@ -368,6 +368,14 @@ def auc(pos: np.ndarray, neg: np.ndarray) -> float:
     return float((r[:len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
+def tag_key(source: str | Path) -> str:
+    """The key of a video's ``.tag`` among the inputs: its folder's name and its stem, as the strips' cache names a
+    source (:func:`eyeblink.lab.lids_data.cache_name`): a clip and a rendered copy of it in another folder share a
+    stem but not their tags, whose frame IDs differ."""
+    p = Path(source)
+    return f"{p.parent.name}/{p.stem}"
+
+
 def tag_states(tag_path: Path) -> dict[int, str]:
     """Frame id -> ``closed`` (an eye flagged fully closed), ``open`` (outside every blink) or ``blink``."""
     from eyeblink.lab.evaluate import tag_ids, tag_rows
@@ -434,7 +442,7 @@ def score_clips(model: Any, files: list[Path], tags: dict[str, Path]) -> dict[st
     for f in files:
         s = Samples.load(f)
         name = Path(s.source).stem
-        tag = tags.get(name)
+        tag = tags.get(tag_key(s.source))
         keep = ~s.augmented
         if not keep.any():
             continue
@@ -613,7 +621,9 @@ def run(args: argparse.Namespace) -> int:
     files = build_cache(videos, cache, frame_augment=args.frame_augment, seed=args.seed)
     files += build_cache(photos, cache, frame_augment=12, synthetic=args.synthetic, seed=args.seed)
     excluded = {x.strip() for x in args.exclude_subjects.split(",") if x.strip()}
-    tags = {s.stem: s.with_suffix(".tag") for s in videos if s.with_suffix(".tag").is_file()}
+    # each video's own .tag, by its path: two inputs may share a stem (a clip and a rendered copy of it, whose tags
+    # number other frames)
+    tags = {tag_key(s): s.with_suffix(".tag") for s in videos if s.with_suffix(".tag").is_file()}
     train_items, test_files = [], []
     for f in files:
         s = Samples.load(f)
@@ -645,8 +655,8 @@ def run(args: argparse.Namespace) -> int:
 
     blinks = None
     if args.blink_oversample > 1 or args.exposure_aug > 0:
-        blinks = BlinkFrames.concat([BlinkFrames.of(s, tag_states(tags[Path(s.source).stem])
-                                                    if Path(s.source).stem in tags else None) for s in train_items])
+        blinks = BlinkFrames.concat([BlinkFrames.of(s, tag_states(tags[tag_key(s.source)])
+                                                    if tag_key(s.source) in tags else None) for s in train_items])
     model = train(data.ctx, data.aperture, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
                   width=args.width, shape_range=args.shape_aug, lenses=args.lenses, blinks=blinks,
                   blink_oversample=args.blink_oversample, exposure=args.exposure_aug, on_epoch=follow)
@@ -721,7 +731,7 @@ def error_sheet(model: Any, files: list[Path], tags: dict[str, Path], path: Path
         if not keep.any():
             continue
         name = Path(s.source).stem
-        states = tag_states(tags[name]) if name in tags else None
+        states = tag_states(tags[tag_key(s.source)]) if tag_key(s.source) in tags else None
         strips = crop_strips(s.ctx[keep], None)
         student, _ = predict(model, strips)
         err = np.abs(student - s.aperture[keep]).max(axis=1)
