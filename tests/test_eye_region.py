@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import CHILD_SIGNALS, free_port, run_cli, start_sender
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +102,29 @@ def test_a_bad_region_is_one_line_and_exit_2_before_any_work(face_recording: tup
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("eyeblink: error: ") and says in lines[0], proc.stderr
     assert not out.exists() or not any(out.iterdir())  # nothing written
+
+
+def test_a_live_stream_refuses_a_region_past_its_frames_in_one_line(tmp_path: Path) -> None:
+    """Live: the stream's frame size is known when it connects; a region past it stops the run there (exit 2, one
+    line), before any frame is measured."""
+    import subprocess
+    import sys
+
+    port = free_port()
+    sender = start_sender(port, "--fps", "100", "--stop-after", "300")
+    live = subprocess.Popen([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{port}", "-o",
+                             str(tmp_path), "--name", "cam", "--eye-roi", "600,400,100,100"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **CHILD_SIGNALS)  # type: ignore[call-overload]
+    try:
+        _, stderr = live.communicate(timeout=120)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 2, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("eyeblink: error:")]
+    assert len(errors) == 1 and "reaches past the frames of cam (640x480 pixels" in errors[0], stderr
+    assert read_rows(tmp_path / "cam.frames.csv") == []  # no frame measured
 
 
 def test_the_region_command_draws_the_region_on_the_first_frame(face_recording: tuple[Path, object], eye_roi: str,

@@ -249,6 +249,11 @@ class _LiveRun(_Run):
                 self._stopped_before_connect()  # Ctrl-C / SIGTERM while waiting for the sender
                 return
             self._connected(source)
+            if self.requested.detect.eye_roi is not None and source.width and source.height:
+                from eyeblink.landmarks.region import EyeRegion  # a recording of one eye: its region, before any frame
+
+                EyeRegion.parse(self.requested.detect.eye_roi).check_inside(
+                    source.width, source.height, f"the frames of {source.name}")
             # the rate: --fps when given, else the source's (a stream's measured from its timestamps)
             self.fps = self.requested.fps or source.nominal_fps
             self._choose(source)  # the run's config, stored once: self.cfg from here on
