@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -250,6 +252,51 @@ def test_the_webcam_like_copy_keeps_frames_times_rate_and_labels(data_dir: Path,
     assert len(copy.blinks) == len(orig.blinks) > 0
     for a, b in zip(orig.blinks, copy.blinks, strict=True):  # the same blink, in the copy's decoded frames
         assert (b.start, b.end) == (decoded_of[a.start], decoded_of[a.end])
+
+
+def test_a_dim_room_copy_is_a_slower_rolling_exposure_with_every_labelled_blink(data_dir: Path,
+                                                                                 tmp_path: Path) -> None:
+    """``webcam_ladder.py --dim 2`` on a real zju-dev clip with null packets: half the rate, every frame a rolling
+    exposure of two frame times (rows read out later lower down) in little light, and every labelled blink of the
+    original in the copy's ``.tag`` at its time."""
+    from eyeblink.lab.evaluate import read_tag
+    from eyeblink.sources.files import open_source
+
+    mod = _script("webcam_ladder")
+    ramp = [np.full((100, 4), 10.0 * s) for s in range(6)]  # slot s shows grey 10 s
+    frame = mod.rolling_exposure(ramp, 2, 2)  # type: ignore[attr-defined]
+    assert frame[0, 0] == pytest.approx(25.0)  # the top row: slots 2 and 3
+    assert frame[-1, 0] == pytest.approx(25.0 + 10.0 * mod.READOUT * 2 * 99 / 100)  # type: ignore[attr-defined]
+    assert np.all(np.diff(frame[:, 0]) >= 0)  # lower rows later
+    grey = np.full((200, 200), 100.0)
+    rng = np.random.default_rng(0)
+    per_level, read = mod.ELECTRONS, mod.READ_NOISE  # type: ignore[attr-defined]
+    for light in (0.25, 0.5, 1.0):  # photon and read noise of grey 100, amplified back by 1 / light
+        got = mod.low_light(grey, light, rng)  # type: ignore[attr-defined]
+        assert got.mean() == pytest.approx(100.0, abs=0.3)
+        caught = light * per_level
+        assert got.std() == pytest.approx(np.sqrt(100 / caught + (read / caught) ** 2), rel=0.05)
+
+    ds = zju_subset(data_dir, tmp_path, ("000001M_FNN",))
+    dim = tmp_path / "dim"
+    assert mod.main([str(ds), str(dim), "--dim", "2"]) == 0  # type: ignore[attr-defined]
+    with open_source(ds / "000001M_FNN.avi") as a, open_source(dim / "000001M_FNN.mkv") as b:
+        fa, fb = list(a), list(b)
+        assert b.nominal_fps == pytest.approx(a.nominal_fps / 2, rel=1e-3)
+    assert fb[0].image.shape == (480, 640)
+    slots = round((fa[-1].timestamp_s - fa[0].timestamp_s) * a.nominal_fps) + 1
+    assert len(fb) == slots // 2
+    assert fb[5].timestamp_s - fb[4].timestamp_s == pytest.approx(2 / a.nominal_fps, abs=0.0015)
+    orig, copy = read_tag(ds / "000001M_FNN.tag"), read_tag(dim / "000001M_FNN.tag")
+    assert len(copy.blinks) == len(orig.blinks) > 0
+    t_orig = {f.index: f.timestamp_s for f in fa}
+    decoded_of = _script("zju_turned").packets_of(ds / "000001M_FNN.avi")  # type: ignore[attr-defined]
+    for a_, b_ in zip(orig.blinks, copy.blinks, strict=True):  # the same blink, at the same time
+        start, end = t_orig[decoded_of[a_.start]], t_orig[decoded_of[a_.end]]
+        assert fb[b_.start].timestamp_s <= start + 0.002 and fb[b_.end].timestamp_s >= end - 3 / a.nominal_fps
+    bad = subprocess.run([sys.executable, str(Path(mod.__file__)), str(ds), str(tmp_path / "x"), "--dim", "1"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--dim 1" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_the_rule_script_keeps_the_default_unless_every_ladder_agrees(tmp_path: Path) -> None:
