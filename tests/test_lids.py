@@ -71,6 +71,35 @@ def test_the_export_equals_the_keras_model_on_golden_inputs(tiny_model: tuple[ob
         net.close()
 
 
+def test_an_ensemble_is_the_members_mean_with_their_disagreement_in_its_error(
+        tiny_model: tuple[object, Path, np.ndarray], tmp_path: Path) -> None:
+    """``train-lids --members N``: one file of the run-time interface whose aperture is the members' mean and whose
+    expected error grows with their disagreement; LiteRT on the export gives the Keras ensemble's outputs."""
+    from eyeblink.lab.train_lids import build_model, ensemble, export_tflite, predict
+
+    trained, _, strips = tiny_model
+    other = build_model(16, seed=5)  # an untrained member: it disagrees with the trained one
+    both = ensemble([trained, other])
+    assert ensemble([trained]) is trained
+    (a0, l0), (a1, l1), (a, ls) = predict(trained, strips), predict(other, strips), predict(both, strips)
+    np.testing.assert_allclose(a, (a0 + a1) / 2, atol=1e-5)
+    var = ((a0 - a) ** 2 + (a1 - a) ** 2) / 2
+    s2 = (np.exp(2 * np.clip(l0, -8, 2)) + np.exp(2 * np.clip(l1, -8, 2))) / 2
+    np.testing.assert_allclose(ls, 0.5 * np.log(s2 + var), atol=1e-4)
+    assert np.all(ls >= 0.5 * np.log(s2) - 1e-6)  # disagreement never makes it surer
+    path = tmp_path / "ensemble.tflite"
+    export_tflite(both, path)
+    net = LidNetwork(path)
+    try:
+        for strip in strips[:4]:
+            ap, lsig = net.run(strip)
+            kap, kls = predict(both, strip[None])
+            np.testing.assert_allclose(ap, kap[0], atol=1e-4)
+            np.testing.assert_allclose(lsig, kls[0], atol=1e-3)
+    finally:
+        net.close()
+
+
 def test_the_shape_warp_scales_the_eye_and_its_label_alike() -> None:
     """An eye-shape change squashes a box by ``sy`` and widens it by ``sx`` (the keystone narrows the top row
     only), and the training label is multiplied by ``sy / sx``: the aperture's vertical over horizontal."""
@@ -238,10 +267,12 @@ def test_train_lids_through_the_cli_then_process_with_the_result(tmp_path: Path)
                                                                           closed_ms=10, opening_ms=20),)))
     model, report = tmp_path / "mine.tflite", tmp_path / "report.json"
     proc = subprocess.run([sys.executable, "-m", "eyeblink", "train-lids", str(video), "-o", str(model),
-                           "--cache", str(tmp_path / "cache"), "--epochs", "1", "--frame-augment", "0"],
+                           "--cache", str(tmp_path / "cache"), "--epochs", "1", "--frame-augment", "0",
+                           "--members", "2"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "strips from 1 sources" in proc.stdout and model.is_file(), proc.stdout
+    assert "member 2 of 2 (seed 1)" in proc.stdout, proc.stdout
     assert list((tmp_path / "cache").glob("*.npz"))
     proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(tmp_path / "out"),
                            "--landmarks", "lids", "--landmark-model", str(model), "--no-progress"],

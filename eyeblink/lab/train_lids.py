@@ -38,7 +38,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +96,32 @@ def build_model(width: int = 16, seed: int = 0) -> Any:
     x = layers.Dense(32, activation="relu")(x)
     out = layers.Dense(2, name="aperture_logsigma")(x)
     return keras.Model(inp, out, name="lids")
+
+
+def ensemble(models: Sequence[Any]) -> Any:
+    """One network of several trained ones, with the run-time interface of each: the aperture is their mean, the
+    expected error combines theirs with their disagreement (log of sqrt(mean sigma^2 + variance of the
+    apertures)), so a frame the members read differently is a frame of low confidence."""
+    keras = training_keras()
+    from keras import layers, ops
+
+    from eyeblink.landmarks.lids import EYE_SHAPE
+
+    if len(models) == 1:
+        return models[0]
+    inp = keras.Input((*EYE_SHAPE, 1), name="eyes")
+    # each member under its own name (a model is a layer here; names must be unique)
+    outs = [keras.Model(m.inputs, m.output, name=f"member{i}")(inp) for i, m in enumerate(models)]
+
+    def combine(ys: Any) -> Any:
+        y = ops.stack(ys, axis=0)  # (M, B, 2)
+        mu = ops.mean(y[..., 0], axis=0)
+        var = ops.mean(ops.square(y[..., 0] - mu), axis=0)
+        s2 = ops.mean(ops.exp(2.0 * ops.clip(y[..., 1], -8.0, 2.0)), axis=0)
+        return ops.stack([mu, 0.5 * ops.log(s2 + var)], axis=-1)
+
+    out = layers.Lambda(combine, name="aperture_logsigma")(outs)
+    return keras.Model(inp, out, name="lids_ensemble")
 
 
 def lids_loss(y_true: Any, y_pred: Any) -> Any:
@@ -560,6 +586,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="of the --exclude-subjects, those to follow every 5 epochs (teacher agreement: mean "
                         "|error|, the open-eye offset, the error relative to the open eye), to choose settings "
                         "on people other than those you score")
+    p.add_argument("--members", type=int, default=1, metavar="N",
+                   help="train N networks (seeds SEED to SEED+N-1) and write their mean as one file with the same "
+                        "interface: N times the training and the lid network's run time (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default %(default)s)")
     p.add_argument("--threads", type=int, default=1, metavar="T",
                    help="TensorFlow CPU threads (default %(default)s: the machine may be shared)")
@@ -592,7 +621,7 @@ def run(args: argparse.Namespace) -> int:
     """``eyeblink train-lids``: label (cached), train, export, score the excluded subjects."""
     from eyeblink.lab.lids_data import PHOTO_SUFFIXES, BlinkFrames, Samples, build_cache, subject_of
 
-    for name in ("epochs", "batch_size", "width", "threads"):
+    for name in ("epochs", "batch_size", "width", "threads", "members"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.synthetic < 0 or args.frame_augment < 0 or args.blink_oversample < 1 or args.exposure_aug < 0:
@@ -657,9 +686,15 @@ def run(args: argparse.Namespace) -> int:
     if args.blink_oversample > 1 or args.exposure_aug > 0:
         blinks = BlinkFrames.concat([BlinkFrames.of(s, tag_states(tags[tag_key(s.source)])
                                                     if tag_key(s.source) in tags else None) for s in train_items])
-    model = train(data.ctx, data.aperture, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
-                  width=args.width, shape_range=args.shape_aug, lenses=args.lenses, blinks=blinks,
-                  blink_oversample=args.blink_oversample, exposure=args.exposure_aug, on_epoch=follow)
+    members = []
+    for m in range(args.members):
+        if args.members > 1:
+            print(f"member {m + 1} of {args.members} (seed {args.seed + m})", flush=True)
+        members.append(train(data.ctx, data.aperture, epochs=args.epochs, batch_size=args.batch_size,
+                             seed=args.seed + m, width=args.width, shape_range=args.shape_aug, lenses=args.lenses,
+                             blinks=blinks, blink_oversample=args.blink_oversample, exposure=args.exposure_aug,
+                             on_epoch=follow))
+    model = ensemble(members)
     assert out is not None
     digest = export_tflite(model, out)
     print(f"wrote {out} ({out.stat().st_size:,} bytes, {model.count_params():,} parameters), sha256 {digest}")
