@@ -8,8 +8,10 @@ lags (rows seconds old) and a camera that freezes (no rows) are the real conditi
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import csv
+import itertools
 import json
 import math
 import os
@@ -768,9 +770,10 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
     sent by the loopback sender to ``eyeblink.live`` with the gate and LSL: one gate ``blink`` line and one
     ``blink`` marker per row of blinks.csv; no line saying open about a frame inside a blink that blinks.csv
     records (the detector's first second ends inside one); lines in frame order; one face_lost, then one
-    face_found, for the 0.6 s the face is gone. The session's ``record=`` keeps every frame, and ``eyeblink
-    process`` on the recording gives its rows as the guide says: the same frames and capture times, the same
-    ``face`` on every analysed row, the openness within a little (another keyframe schedule)."""
+    face_found, for the 0.6 s the face is gone. The session's ``record=`` keeps every frame received (or
+    counts and says those its writer could not take in time on a loaded host), and ``eyeblink process`` on the
+    recording gives its rows as the guide says: each recorded frame's capture time, the same ``face`` on every
+    analysed row, the openness within a little (another keyframe schedule)."""
     import csv
 
 
@@ -820,13 +823,23 @@ def test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker
     # a 30 FPS frame is ~17 frames at 500 FPS: the pieces' edges move by as much; face_lost after --face-lost-ms
     assert a - 20 <= faces[1][1] <= a + 120 and b - 20 <= faces[2][1] <= b + 20, (faces, a, b)
 
-    rec = json.loads((out / "cam.summary.json").read_text())["live"]["recording"]
-    assert rec["frames"] == n and rec["dropped"] == 0 and rec["error"] is None  # not one frame missing
+    summary = json.loads((out / "cam.summary.json").read_text())
+    rec = summary["live"]["recording"]
+    # every frame received is recorded or counted as missing from the recording (a loaded host's disk or writer
+    # thread may fall behind: the recorder never makes the capture wait), and the summary says which
+    assert rec["frames"] + rec["dropped"] == n and rec["error"] is None and rec["frames"], rec
+    assert (rec["dropped"] == 0) == (not any("missing from the recording" in w for w in summary["warnings"]))
     live_rows, again = reprocessed(tmp_path, out)
-    assert [r["frame"] for r in again] == [r["frame"] for r in live_rows]
-    assert [float(r["timestamp_s"]) for r in again] == pytest.approx(
-        [float(r["timestamp_s"]) for r in live_rows], abs=1e-6)
-    analysed = [(x, y) for x, y in zip(live_rows, again, strict=True) if x["dropped"] == "0"]
+    assert len(again) == rec["frames"]
+    # each recorded frame is the live row with its capture time, in order (row for row when none is missing)
+    live_ts = [float(r["timestamp_s"]) for r in live_rows]
+    at = [bisect.bisect_left(live_ts, float(r["timestamp_s"]) - 2e-6) for r in again]
+    assert all(i < len(live_ts) and abs(live_ts[i] - float(r["timestamp_s"])) <= 2e-6
+               for i, r in zip(at, again, strict=True))
+    assert all(i < j for i, j in itertools.pairwise(at))
+    if rec["dropped"] == 0:
+        assert [r["frame"] for r in again] == [r["frame"] for r in live_rows]
+    analysed = [(live_rows[i], y) for i, y in zip(at, again, strict=True) if live_rows[i]["dropped"] == "0"]
     # the same face on every analysed frame but near the cuts where the face leaves and comes back: a face that
     # leaves is let go at a keyframe (every 10th frame a worker analyses: with 2 workers dealt pairs of frames,
     # every 20th frame) plus the keyframe lag (20 ms: 10 frames), so live and the one process of the recording,
