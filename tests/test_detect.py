@@ -453,6 +453,7 @@ def test_sha256sums_file_matches_constants() -> None:
         weights.LIDS_FILENAME: weights.LIDS_SHA256,
         weights.LIDS_V1_FILENAME: weights.LIDS_V1_SHA256,
         weights.LIDS_V2_FILENAME: weights.LIDS_V2_SHA256,
+        weights.LIDS_V3_FILENAME: weights.LIDS_V3_SHA256,
     }
 
 

@@ -175,7 +175,8 @@ def test_the_rule_for_defaults_on_real_clips(data_dir: Path, tmp_path: Path) -> 
     """On four real zju-dev clips (one per condition), two rates: the default eye model (``lids`` with its
     default network, the ``cpu`` preset as ``eyeblink eval`` runs it) holds against the lid network it replaced as
     the default (``lids_v1``), and a detector that needs a much deeper
-    closure (``close_ratio`` 0.5) is worse beyond the bootstrap's noise on some rung."""
+    closure (``close_ratio`` 0.3: the default network reads closures deep enough that 0.5 still finds them all
+    here) is worse beyond the bootstrap's noise on some rung."""
     ds = zju_subset(data_dir, tmp_path, ZJU_SUBSET)
     from dataclasses import replace
 
@@ -196,8 +197,8 @@ def test_the_rule_for_defaults_on_real_clips(data_dir: Path, tmp_path: Path) -> 
         cfg.landmarks, model_path=str(weights.WEIGHTS_DIR / weights.LIDS_V1_FILENAME))), rates=(15.0, 7.5))
     verdict = no_worse(default, other)
     assert verdict["passes"], verdict["cells"][:3]
-    shallow = run_ladder(ds, replace(cfg, blinks=replace(cfg.blinks, close_ratio=0.5, open_ratio=0.6,
-                                                         onset_ratio=0.7)), rates=(15.0, 7.5))
+    shallow = run_ladder(ds, replace(cfg, blinks=replace(cfg.blinks, close_ratio=0.3, open_ratio=0.4,
+                                                         onset_ratio=0.5)), rates=(15.0, 7.5))
     worse = no_worse(shallow, default)
     assert not worse["passes"], worse["cells"][:3]
 

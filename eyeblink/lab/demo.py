@@ -20,7 +20,7 @@ from eyeblink.lab.synth import PlantedBlink, SynthConfig, SyntheticTruth, write_
 from eyeblink.signals.blinks import BlinkEvent
 
 #: 8 ms at 500 FPS: the earlier default lid network ``lids_v1`` places the rendered closures' onsets 2-4 frames after
-#: the lid starts to move (the default ``lids_v3``, ``lids_v2`` and the face mesh within 1 frame)
+#: the lid starts to move (the default ``lids_v4``, ``lids_v3``, ``lids_v2`` and the face mesh within 1 frame)
 ONSET_TOLERANCE_FRAMES = 4
 
 

@@ -103,9 +103,9 @@ EYE_MODELS: dict[str, EyeModelSpec] = {
     "mesh-ear": EyeModelSpec("eyeblink.landmarks.mesh", "MeshFitter", {"refine": False}, fit_ms=0.86,
                              lid_confirms=False),
     # the face mesh places the eyes (reused like mesh's: all but the lid network is reusable), the project's
-    # lid network (eyeblink train-lids, ~0.03 ms for both eyes) replaces the two iris-network runs (the
-    # same bench, on a contended VM: docs/explanation/lid-network.md)
-    "lids": EyeModelSpec("eyeblink.landmarks.lids", "LidsFitter", {}, fit_ms=0.95,
+    # lid network (eyeblink train-lids; the default file holds two, ~0.05 ms for both eyes) replaces the two
+    # iris-network runs (the same bench, on a contended VM: docs/explanation/lid-network.md)
+    "lids": EyeModelSpec("eyeblink.landmarks.lids", "LidsFitter", {}, fit_ms=0.97,
                          settings=("mesh_reuse_ms",), reusable_ms=0.85),
     "face68": EyeModelSpec("eyeblink.landmarks.dlib", "LandmarkFitter", {"model": "face68"}, fit_ms=0.77,
                            requires="dlib", install='pip install "eyeblink[dlib]"',
