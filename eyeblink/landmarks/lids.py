@@ -1,12 +1,11 @@
 """``--landmarks lids``: the face mesh places the eyes, the project's own lid network measures them.
 
-The default eye model (``mesh``) measures each eye's lid aperture with MediaPipe's iris network: two
-64x64 runs per frame, more than half of all CPU per frame. ``lids`` keeps the face mesh (it places the
-eyes and gives the face-presence probability) and replaces the two iris runs by a tiny
-conv/depthwise network trained by the project (``eyeblink train-lids``, ``weights/lids_v4.tflite``, the
-default, two such networks averaged in one file; ``lids_v1.tflite``, ``lids_v2.tflite`` and ``lids_v3.tflite``
-beside it) to reproduce the ``mesh`` aperture, the
-*teacher*, from the two eye crops:
+The ``mesh`` eye model measures each eye's lid aperture with MediaPipe's iris network: two 64x64 runs per
+frame, more than half of all CPU per frame. ``lids`` (the default eye model) keeps the face mesh (it places the
+eyes and gives the face-presence probability) and replaces the two iris runs by a tiny conv/depthwise network
+trained by the project (``eyeblink train-lids``; ``weights/lids_v4.tflite``, the default, holds two such networks
+and gives their mean; ``lids_v1.tflite``, ``lids_v2.tflite`` and ``lids_v3.tflite`` beside it) to reproduce the
+``mesh`` aperture, the *teacher*, from the two eye crops:
 
 * the crop: a :data:`STRIP_SHAPE` (40x120, the report's eye-strip shape) upright strip centred between
   the two eyes' corner midpoints (face mesh points 33/133 and 362/263), :data:`STRIP_SPAN` inter-ocular
