@@ -61,7 +61,7 @@ def reason(signum: int | BaseException | None = None) -> str:
         signum = _received
     if signum == signal.SIGTERM:
         return "stopped by SIGTERM"
-    if signum == getattr(signal, "SIGBREAK", None):
+    if signum is not None and signum == getattr(signal, "SIGBREAK", None):
         return "interrupted by Ctrl-Break (SIGBREAK)"
     return "interrupted by Ctrl-C (SIGINT)"
 
@@ -70,7 +70,7 @@ def message(exc: BaseException | None = None) -> str:
     """The stderr line's text for a stop: ``interrupted (SIGTERM); ...``."""
     signum = getattr(exc, "signum", None) or _received
     name = ("SIGTERM" if signum == signal.SIGTERM else "Ctrl-Break, SIGBREAK"
-            if signum == getattr(signal, "SIGBREAK", None) else "Ctrl-C, SIGINT")
+            if signum is not None and signum == getattr(signal, "SIGBREAK", None) else "Ctrl-C, SIGINT")
     return f"interrupted ({name}); rows computed so far are on disk"
 
 

@@ -92,8 +92,12 @@ def write_eaf(session: str | Path, output: str | Path | None = None) -> Path:
         import os
 
         media = Path(recording).resolve()
-        relative = Path(os.path.relpath(media, out.resolve().parent)).as_posix()
-        relative = relative if relative.startswith("../") else "./" + relative
+        try:
+            relative: str | None = Path(os.path.relpath(media, out.resolve().parent)).as_posix()
+        except ValueError:  # the recording on another Windows drive than the file: its absolute URL only
+            relative = None
+        if relative is not None and not relative.startswith("../"):
+            relative = "./" + relative
         eaf.add_linked_file(media.as_uri(), relpath=relative, mimetype=_MIME.get(media.suffix.lower(), "video/*"))
 
     def tier(name: str, spans: list[tuple[float, float, str]]) -> None:

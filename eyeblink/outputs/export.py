@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import json
 import math
@@ -198,8 +199,13 @@ def ensure_output_dir(path: str | Path) -> Path:
 def write_failed(path: Path, exc: OSError) -> OutputWriteError:
     """The one-line error of a failed write of ``path`` (disk full, file too large, read-only file)."""
     why = exc.strerror or str(exc)
-    return OutputWriteError(f"cannot write {path} ({why}); free space on that disk or choose another -o "
-                            "(complete rows written before it are kept)")
+    fix = {errno.ENOSPC: "free space on that disk or choose another -o",
+           errno.EDQUOT: "free space in your disk quota or choose another -o",
+           errno.EFBIG: "free space on that disk (or lift the file-size limit) or choose another -o",
+           errno.EROFS: "choose another -o: that disk is read-only",
+           errno.EACCES: "make it writable or choose another -o",
+           errno.EPERM: "make it writable or choose another -o"}.get(exc.errno or 0, "choose another -o")
+    return OutputWriteError(f"cannot write {path} ({why}); {fix} (complete rows written before it are kept)")
 
 
 def write_summary_in_place(path: Path, summary: dict[str, Any]) -> bool:
@@ -285,7 +291,7 @@ class _CsvStream:
         self.failed = False
         self._columns = columns
         self._interval = flush_interval_s
-        self._next_flush = time.monotonic() + flush_interval_s
+        self._next_flush = time.perf_counter() + flush_interval_s
         self.rows = 0
         self._add(columns)
         self.flush()
@@ -308,7 +314,7 @@ class _CsvStream:
             self._pending.append(line)
             self._pending_n += len(line)
         self.rows += 1
-        now = time.monotonic()
+        now = time.perf_counter()
         if now >= self._next_flush or self._pending_n >= self._MAX_PENDING:
             self.flush()
             self._next_flush = now + self._interval

@@ -176,7 +176,8 @@ def atomic_path(path: str | Path, *, temporary: Path | None = None) -> Iterator[
         yield tmp
         with stopping.held():
             if tmp.is_file():  # on disk before the rename: a crash then leaves the old file or the new, whole
-                fd = os.open(tmp, os.O_RDONLY)
+                # opened for writing: Windows flushes (FlushFileBuffers) only a handle with write access
+                fd = os.open(tmp, os.O_RDWR)
                 try:
                     os.fsync(fd)
                 finally:

@@ -207,9 +207,7 @@ class _LiveRun(_Run):
         child attaches to the ring by name when it exists. The ring's memory is reserved and faulted in
         meanwhile: a frame that lands on a fresh page pays the fault in the loader and again in its worker (up to
         ~2 ms a frame in a VM), and on the first second of a stream that is a backlog that feeds itself."""
-        from multiprocessing import resource_tracker
-
-        resource_tracker.ensure_running()  # one tracker for the ring, shared by the children (see shm)
+        system.start_shared_memory_tracker()  # one tracker for the ring, shared by the children (see shm)
         # what each part costs on this machine, timed now (nothing else runs yet): auto's choice and the ladder
         self.costs = self.pipe.measure_host()  # type: ignore[attr-defined]
         self._make_queues(0)  # the ring bounds the frames in flight; its size is not known yet
@@ -230,12 +228,12 @@ class _LiveRun(_Run):
         likely = RingSpec(self.live.parallel(guess, base=self.par).slots, (source.height or 480, source.width or 640))
         block: Any = FrameRing.reserve(likely.nbytes if cap is None else min(likely.nbytes, cap))
         try:
-            deadline = time.monotonic() + self.par.stall_timeout_s
+            deadline = time.perf_counter() + self.par.stall_timeout_s
             for _ in range(self.n_done):  # the workers (and the accelerator stage, once compiled)
                 while not self.ready.acquire(timeout=_POLL_S):
                     if any(p.exitcode is not None for p in self.procs):
                         return  # a worker failed while loading: the sink loop reports it
-                    if time.monotonic() > deadline:
+                    if time.perf_counter() > deadline:
                         raise WorkerError(f"the workers did not load their models within "
                                           f"{self.par.stall_timeout_s:.0f} s")
             settle_heap()  # the sink's process, before the first frame (see settle_heap)
@@ -405,7 +403,7 @@ class _LiveRun(_Run):
         backlog = max(0, int(self.n_in.value) - int(self.n_dropped.value) - self.n_written)
         # the drops of both kinds: the loader's (ring full) and the frames the workers found too late, the only
         # kind while the ring is large enough to hold the backlog
-        step = self.steps.observe(time.monotonic(), dropped=self.frames_dropped(), backlog=backlog,
+        step = self.steps.observe(time.perf_counter(), dropped=self.frames_dropped(), backlog=backlog,
                                   age_s=max(0.0, time.perf_counter() - float(rows["t_decoded"][-1])),
                                   frame=int(rows["index"][-1]), t_s=float(rows["timestamp_s"][-1]))
         if step is None:
@@ -529,7 +527,7 @@ class _LiveRun(_Run):
                      source.height, f"{source.nominal_fps:g}" if source.nominal_fps else "?", self.live.overload)
             thread = threading.Thread(target=capture, name="eyeblink-capture", daemon=True)
             thread.start()
-            next_tick = time.monotonic() + 1.0
+            next_tick = time.perf_counter() + 1.0
             while thread.is_alive():
                 thread.join(0.05)
                 if self.stop.is_set() or not system.parent_alive():
@@ -537,8 +535,8 @@ class _LiveRun(_Run):
                 if self.capture_stop.is_set():
                     st["reason"] = st["reason"] or "stop requested (signal)"
                     break
-                if time.monotonic() >= next_tick:  # heartbeat: the sink's stall check sees us alive
-                    next_tick = time.monotonic() + 1.0
+                if time.perf_counter() >= next_tick:  # heartbeat: the sink's stall check sees us alive
+                    next_tick = time.perf_counter() + 1.0
                     with contextlib.suppress(queue.Full):
                         self.out_q.put_nowait(("tick",))
             if st["bug"] is not None:
@@ -609,7 +607,7 @@ class _LiveRun(_Run):
         self._judge(rows)
         if self.metrics is not None:
             self.metrics.observe(rows, time.perf_counter(), len(sink.events) - n_events)
-        warning = self.memory.sample(time.monotonic())
+        warning = self.memory.sample(time.perf_counter())
         if warning is not None:
             warn(warning)
 

@@ -37,8 +37,8 @@ __all__ = ["SHM_DIR", "Priority", "bind_to_parent", "can_signal_children", "chil
            "memory_available_bytes", "memory_parts", "memory_total_bytes", "parent_alive", "physical_cores",
            "pid_alive", "pin_to_one_core", "process_cmdline", "process_cpu_seconds", "process_name", "pss_bytes",
            "raise_priority", "release_lock_file", "remove_stale_shared_memory", "restore_cpus", "restore_priority",
-           "rss_bytes", "shared_memory_dir", "shared_memory_free", "thread_cpu_seconds", "usable_cpus",
-           "wait_with_cpu"]
+           "rss_bytes", "shared_memory_dir", "shared_memory_free", "start_shared_memory_tracker", "thread_cpu_seconds",
+           "usable_cpus", "wait_with_cpu"]
 
 #: where Linux keeps POSIX shared memory, one file per block (a tmpfs)
 SHM_DIR = "/dev/shm"
@@ -500,6 +500,19 @@ def shared_memory_free(shm_dir: str | None = None) -> tuple[int, str] | None:
             return None
     avail = memory_available_bytes()
     return None if avail is None else (avail, "memory")
+
+
+def start_shared_memory_tracker() -> bool:
+    """Start this process's shared-memory tracker before any child starts, so that the children a run starts share
+    it (:mod:`eyeblink.runtime.shm`); returns whether one runs. POSIX only: Python on Windows tracks no
+    shared memory (a block is a mapping of the page file, freed with its last handle), and has no tracker to start
+    (it needs ``_posixsubprocess``)."""
+    if _windows():
+        return False
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    return True
 
 
 def remove_stale_shared_memory(prefix: str, shm_dir: str | None = None) -> list[tuple[str, int, int]]:

@@ -11,7 +11,7 @@ import contextlib
 import json
 import logging
 import math
-import select
+import selectors
 import socket
 import threading
 import time
@@ -87,9 +87,9 @@ class GateServer:
                 if self._closed:
                     return
                 if not exhausted:
-                    quiet = time.monotonic() - warned_at < EXHAUSTED_QUIET_S
+                    quiet = time.perf_counter() - warned_at < EXHAUSTED_QUIET_S
                     if not quiet:
-                        warned_at = time.monotonic()
+                        warned_at = time.perf_counter()
                         log.warning("gate: cannot accept a client (%s; %d clients connected); clients that hung up "
                                     "are closed and the gate keeps trying (raise the limit with ulimit -n)",
                                     exc.strerror or exc, self.clients)
@@ -113,14 +113,13 @@ class GateServer:
             conns = list(self._clients)
         if not conns:
             return
-        with contextlib.suppress(OSError, ValueError):
-            poller = select.poll()  # not select(): a descriptor past 1023 is fine
-            by_fd = {}
+        # the platform's best selector: epoll on Linux (a descriptor past 1023 is fine), select on Windows (sockets
+        # are all it takes there, and all the gate has)
+        with contextlib.suppress(OSError, ValueError), selectors.DefaultSelector() as poller:
             for c in conns:
-                with contextlib.suppress(OSError, ValueError):
-                    by_fd[c.fileno()] = c
-                    poller.register(c, select.POLLIN | select.POLLHUP | select.POLLERR)
-            readable = [by_fd[fd] for fd, _ in poller.poll(0) if fd in by_fd]
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    poller.register(c, selectors.EVENT_READ)
+            readable = [key.fileobj for key, _ in poller.select(0)]
             for c in readable:
                 try:
                     data = c.recv(4096)
