@@ -339,10 +339,10 @@ class LiveSession:
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until the source ends (or :meth:`stop`); False after ``timeout_s``."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        deadline = None if timeout_s is None else time.perf_counter() + timeout_s
         with self._cond:
             while not self._ended:
-                left = None if deadline is None else deadline - time.monotonic()
+                left = None if deadline is None else deadline - time.perf_counter()
                 if left is not None and left <= 0:
                     return False
                 self._cond.wait(0.1 if left is None else min(left, 0.1))
@@ -376,7 +376,7 @@ class LiveSession:
         if max_age_ms is not None and not (isinstance(max_age_ms, (int, float)) and math.isfinite(max_age_ms)
                                            and max_age_ms > 0):
             raise SettingsError(f"max_age_ms must be a finite number > 0, got {max_age_ms!r}")
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        deadline = None if timeout_s is None else time.perf_counter() + timeout_s
         with self._cond:
             while True:
                 ok, why = self.tap.open_now(stable_ms, max_age_ms)
@@ -386,7 +386,7 @@ class LiveSession:
                 if self._ended:
                     self.wait_reason = f"the session ended ({why})"
                     return False
-                left = None if deadline is None else deadline - time.monotonic()
+                left = None if deadline is None else deadline - time.perf_counter()
                 if left is not None and left <= 0:
                     self.wait_reason = f"timed out after {timeout_s:g} s: {why}"
                     return False

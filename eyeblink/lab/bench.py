@@ -328,14 +328,14 @@ def _busy_seconds() -> float:
 
 def wait_quiet(timeout_s: float, *, threshold: float = 0.10) -> bool:
     """Wait until the CPUs were less than ``threshold`` busy over one second; False on timeout."""
-    deadline = time.monotonic() + timeout_s
+    deadline = time.perf_counter() + timeout_s
     ncpu = os.cpu_count() or 1
     while True:
-        b0, t0 = _busy_seconds(), time.monotonic()
+        b0, t0 = _busy_seconds(), time.perf_counter()
         time.sleep(1.0)
-        if (_busy_seconds() - b0) / ((time.monotonic() - t0) * ncpu) < threshold:
+        if (_busy_seconds() - b0) / ((time.perf_counter() - t0) * ncpu) < threshold:
             return True
-        if time.monotonic() > deadline:
+        if time.perf_counter() > deadline:
             return False
 
 
@@ -344,7 +344,7 @@ def _run_child(argv: list[str]) -> dict[str, Any]:
 
     cmd = [sys.executable, "-m", "eyeblink.lab.bench", "--child", *argv]
     busy0 = _busy_seconds()
-    t0 = time.monotonic()
+    t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = 0
     done = threading.Event()
@@ -367,7 +367,7 @@ def _run_child(argv: list[str]) -> dict[str, Any]:
         done.set()
         sampler.join(timeout=1)
     stdout, stderr = proc.communicate()
-    wall = time.monotonic() - t0
+    wall = time.perf_counter() - t0
     busy = _busy_seconds() - busy0
     if proc.returncode != 0:
         from eyeblink.errors import WorkerError

@@ -65,7 +65,7 @@ def _holder_text(info: dict[str, Any]) -> str:
 def _read_info(path: Path, wait_s: float = 0.0) -> dict[str, Any]:
     """The holder's record in ``path`` ({} if none or unreadable); waits up to ``wait_s`` for a holder that has
     locked the file but not yet written it."""
-    deadline = time.monotonic() + wait_s
+    deadline = time.perf_counter() + wait_s
     while True:
         try:
             info = json.loads(path.read_text(encoding="utf-8") or "{}")
@@ -73,7 +73,7 @@ def _read_info(path: Path, wait_s: float = 0.0) -> dict[str, Any]:
                 return info
         except (OSError, ValueError):
             pass
-        if time.monotonic() >= deadline:
+        if time.perf_counter() >= deadline:
             return {}
         time.sleep(0.02)
 

@@ -393,7 +393,7 @@ def post_rows(ring: Any, msg: tuple[Any, ...], row_dtype: np.dtype, eye_crops: b
 
 def drain(q: Any, gather: BatchGatherer, poll_s: float) -> Any:
     """The next message of ``q`` within the gatherer's wait (``queue.Empty`` when none came)."""
-    wait = gather.wait_s(time.monotonic(), poll_s)
+    wait = gather.wait_s(time.perf_counter(), poll_s)
     if wait <= 0:
         raise queue.Empty
     return q.get(timeout=wait)
@@ -420,8 +420,8 @@ class Heartbeat:
         self._thread.join()
 
     def _beat(self) -> None:
-        deadline = time.monotonic() + self.bound_s
-        while not self._done.wait(self.every_s) and time.monotonic() < deadline:
+        deadline = time.perf_counter() + self.bound_s
+        while not self._done.wait(self.every_s) and time.perf_counter() < deadline:
             with contextlib.suppress(queue.Full):
                 self.q.put_nowait(("tick", "compiling"))
 
@@ -487,7 +487,7 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
         try:
             msg = drain(q, gather, POLL_S)
         except queue.Empty:
-            if gather.due(time.monotonic()):
+            if gather.due(time.perf_counter()):
                 run_gathered(gather.take())
             elif run.stage_ends.value >= all_ends:  # the siblings took the last end markers
                 break
@@ -504,7 +504,7 @@ def stage_main(run: Any, sid: int, at: list[int]) -> None:
             ring = run.ring = FrameRing.attach(msg[1], msg[2])
             ring.prefault(msg[3])
             continue
-        ready = gather.add(msg, time.monotonic())
+        ready = gather.add(msg, time.perf_counter())
         if ready:
             run_gathered(ready)
         if gather.full():

@@ -152,9 +152,9 @@ def end_processes(procs: Sequence[Any], wait_s: float, before_forcing: Callable[
                   terminate_wait_s: float = 1.0) -> None:
     """Wait up to ``wait_s`` in all for ``procs`` to end; then ``before_forcing()`` (e.g. set the stop event), and
     SIGTERM, then SIGKILL, whatever is still alive."""
-    deadline = time.monotonic() + wait_s
+    deadline = time.perf_counter() + wait_s
     for p in procs:
-        p.join(timeout=max(0.0, deadline - time.monotonic()))
+        p.join(timeout=max(0.0, deadline - time.perf_counter()))
     if before_forcing is not None:
         before_forcing()
     for p in procs:

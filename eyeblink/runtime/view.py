@@ -461,7 +461,7 @@ class ViewSink:
     def _pump(self) -> None:
         period = 1.0 / PUMP_HZ
         status_period = 1.0 / STATUS_HZ
-        next_status = time.monotonic()
+        next_status = time.perf_counter()
         while True:
             stopping = self._stop.is_set()
             out: list[tuple[str, Any]] = []  # one message of this cycle's news to every tab
@@ -487,9 +487,9 @@ class ViewSink:
                     item = {"event": ev.event, "frame": ev.frame, "t": _r(ev.timestamp_s, 5), "state": ev.state.value}
                     self._event_history.append(item)
                     out.append(("event", item))
-                if stopping or time.monotonic() >= next_status:
+                if stopping or time.perf_counter() >= next_status:
                     out.append(("status", self._status(now)))
-                    next_status = max(next_status + status_period, time.monotonic())
+                    next_status = max(next_status + status_period, time.perf_counter())
             except Exception:  # a bug of the view: said once; it goes on with the next rows, the run never sees it
                 if not self._pump_failed:
                     log.exception("view: the page's data could not be made")
@@ -510,7 +510,7 @@ class ViewSink:
             recent.append((now, r.dropped, r.age_ms, r.timestamp_s))
             if r.dropped:
                 self.dropped_total += 1
-                self._busy_until = time.monotonic() + BUSY_S
+                self._busy_until = time.perf_counter() + BUSY_S
                 continue
             if r.face:
                 self._noface_since = None
@@ -559,7 +559,7 @@ class ViewSink:
         above its cores): the view then makes fewer images (:data:`BUSY_IMAGE_HZ`)."""
         import os
 
-        now = time.monotonic()
+        now = time.perf_counter()
         tap = self.tap
         if tap is not None and tap.late_rows != self._late_seen:
             self._late_seen = tap.late_rows
@@ -594,7 +594,7 @@ class ViewSink:
         period = self.image_period_s
         checked = 0.0
         while not self._stop.wait(wait):
-            now = time.monotonic()
+            now = time.perf_counter()
             wait = 0.005  # a frame asked for is taken within 5 ms of the loader's putting it
             wanted = max(tuple(self._tab_hz.values()), default=0.0)  # one copy (tabs come and go meanwhile)
             if not wanted:
@@ -621,8 +621,8 @@ class ViewSink:
             asked = 0.0
             last = now
             frame, img, (fh, fw) = got
-            deadline = time.monotonic() + 1.0
-            while self.newest_frame < frame and self._rows_written_frame() < frame and time.monotonic() < deadline:
+            deadline = time.perf_counter() + 1.0
+            while self.newest_frame < frame and self._rows_written_frame() < frame and time.perf_counter() < deadline:
                 if self._stop.wait(0.005):
                     return
             ok, jpg = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 75])
@@ -685,19 +685,19 @@ class ViewSink:
             h.wfile.write(b"retry: 1000\nevent: snapshot\ndata: " + body[:-1].encode() + b',"tab":' +
                           str(tab).encode() + b"}\n\n")
             h.wfile.flush()
-            has, sent, wrote = 0, 0.0, time.monotonic()  # the tab's newest image, when it and anything was written
+            has, sent, wrote = 0, 0.0, time.perf_counter()  # the tab's newest image, when it and anything was written
             while True:
                 hz = self._tab_hz.get(tab, 0.0)
-                due = sent + 1.0 / hz - time.monotonic() if hz > 0 else 1.0  # > 0: no image before then
+                due = sent + 1.0 / hz - time.perf_counter() if hz > 0 else 1.0  # > 0: no image before then
                 got = self._stream.after(cursor, min(1.0, max(0.001, due)) if due > 0 else 1.0,
                                          has if due <= 0 else -1)
                 if got is None:
                     return  # too far behind: the browser reconnects and gets a fresh snapshot
                 cursor, blobs, got_image = got
                 if got_image > has:
-                    has, sent = got_image, time.monotonic()
+                    has, sent = got_image, time.perf_counter()
                     self._fetched = max(self._fetched, got_image)
-                now = time.monotonic()
+                now = time.perf_counter()
                 if blobs:
                     h.wfile.write(b"".join(blobs))
                     h.wfile.flush()

@@ -286,7 +286,7 @@ class StreamSource(LiveSource):
         import av
 
         opts = {**LOW_LATENCY_OPTIONS, **self.opts.options}
-        deadline = time.monotonic() + self.opts.open_timeout_s
+        deadline = time.perf_counter() + self.opts.open_timeout_s
         for attempt in (0, 1):
             try:
                 while True:  # a sender that is starting up refuses connections for a moment: wait for it
@@ -297,7 +297,7 @@ class StreamSource(LiveSource):
                                             timeout=(self.opts.open_timeout_s, self.opts.read_timeout_s))
                         break
                     except ConnectionRefusedError:
-                        if time.monotonic() > deadline or (self.cancelled is not None and self.cancelled()):
+                        if time.perf_counter() > deadline or (self.cancelled is not None and self.cancelled()):
                             raise
                         time.sleep(0.05)
             except (av.error.FFmpegError, OSError) as exc:
@@ -348,7 +348,7 @@ class StreamSource(LiveSource):
         declared = self.nominal_fps
         stream.thread_type = _thread_type(stream)
         self._packets = container.demux(stream)
-        t0 = time.monotonic()
+        t0 = time.perf_counter()
         pts: list[int] = []
         arrivals: list[float] = []
 
@@ -375,7 +375,7 @@ class StreamSource(LiveSource):
                     arrivals.append(arrival)
                     if frame.pts is not None:
                         pts.append(int(frame.pts))
-                waited = time.monotonic() - t0
+                waited = time.perf_counter() - t0
                 if len(self._probed) >= RATE_PROBE_FRAMES or waited > RATE_PROBE_S:
                     span = arrivals[-1] - arrivals[0] if arrivals else 0.0
                     if (probe_verdict(*rates(), *spans()) is None or span >= RATE_PROBE_MIN_SPAN_S

@@ -195,7 +195,7 @@ class _SinkRole(_RunState):
         limit = math.inf  # after a failure: write rows below this frame, then stop
         last_seen = dict.fromkeys(range(self.W), -1)
         fail_deadline = math.inf
-        last_progress = time.monotonic()
+        last_progress = time.perf_counter()
         stall = self.par.stall_timeout_s
 
         rows_file = sink.writer.frames_path.name if sink is not None else "the chunk's measurements"
@@ -213,7 +213,7 @@ class _SinkRole(_RunState):
             err.traceback_text = tb  # type: ignore[attr-defined]
             if failure is None:
                 failure = err
-                fail_deadline = time.monotonic() + self.par.drain_timeout_s
+                fail_deadline = time.perf_counter() + self.par.drain_timeout_s
             if role == "worker" and not self.accelerated:
                 stop_at = frame if frame is not None and frame >= 0 else self._first_owned_from(
                     last_seen[wid] + 1, wid)
@@ -228,12 +228,12 @@ class _SinkRole(_RunState):
                 end = min(end, limit)
             if next_idx >= end and (failure is not None or source_error is not None or len(done) == self.n_done):
                 break
-            if failure is not None and time.monotonic() > fail_deadline:
+            if failure is not None and time.perf_counter() > fail_deadline:
                 break
             try:
                 msg = self.out_q.get(timeout=_POLL_S)
             except queue.Empty:
-                now = time.monotonic()
+                now = time.perf_counter()
                 for p in self.procs:
                     code = p.exitcode
                     if code not in (None, 0) and p.pid not in self._reported:
@@ -249,7 +249,7 @@ class _SinkRole(_RunState):
                     raise WorkerError(f"no progress for {stall:.0f} s (stuck at frame {next_idx}); "
                                       f"the pipeline processes stopped answering ({self._states()})") from None
                 continue
-            last_progress = time.monotonic()  # any message is an answer: rows, reports, heartbeats ("tick")
+            last_progress = time.perf_counter()  # any message is an answer: rows, reports, heartbeats ("tick")
             if msg[0] == "part":  # one of several loaders finished: one "eof" once all have
                 msg = self._merge_part(msg)
                 if msg is None:
@@ -295,7 +295,7 @@ class _SinkRole(_RunState):
                 if role == "loader" and isinstance(user_error, EyeblinkError) and failure is None:
                     source_error = user_error
                     limit = min(limit, frame)
-                    fail_deadline = time.monotonic() + self.par.drain_timeout_s
+                    fail_deadline = time.perf_counter() + self.par.drain_timeout_s
                     continue
                 fail(role, wid, frame, line, tb, pid)
         if failure is not None:

@@ -126,8 +126,8 @@ class LslOutlets:
 
     def wait_for_consumers(self, timeout_s: float, cancelled: Callable[[], bool] | None = None) -> bool:
         """Wait up to ``timeout_s`` for an inlet on the sample stream (a recorder that should get every sample)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        deadline = time.perf_counter() + timeout_s
+        while time.perf_counter() < deadline:
             if self.samples.have_consumers():
                 return True
             if cancelled is not None and cancelled():
