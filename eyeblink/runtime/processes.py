@@ -22,6 +22,7 @@ bound method pickles its object: see ``_Run.__getstate__``) and unpickled in the
 
 from __future__ import annotations
 
+import ast
 import logging
 import logging.handlers
 import multiprocessing as mp
@@ -35,7 +36,7 @@ from typing import Any
 from eyeblink.errors import ConfigError
 
 __all__ = ["START_METHODS", "START_METHOD_ENV", "ChildTarget", "auto_method", "context", "resolve_start_method",
-           "start_children", "start_method_scope", "use_start_method"]
+           "start_children", "start_method_scope", "unguarded_main", "use_start_method"]
 
 #: what ``--start-method`` accepts
 START_METHODS = ("auto", "spawn", "forkserver", "fork")
@@ -190,6 +191,54 @@ def _cv2_single_threaded() -> Iterator[None]:
             cv2.setNumThreads(threads)
 
 
+def _is_main_test(test: ast.expr) -> bool:
+    """Whether an ``if`` tests ``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
+            and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
+
+
+def unguarded_main(method: str = "spawn") -> str | None:
+    """The one-line error for a script that starts a run's processes from its top level outside an
+    ``if __name__ == "__main__":`` block, else None.
+
+    ``spawn`` and ``forkserver`` start each child by running the main script again (as ``__mp_main__``;
+    :mod:`multiprocessing.spawn`): a call made at the script's top level would run again in every child, which
+    Python stops there, and the child dies before it can say why. Checked as the standard library decides what
+    it runs again: nothing for ``python -m package`` (a ``__main__`` module), an interactive session or a
+    notebook (no file); a script's file otherwise. The call is found on this thread's stack (the frame of the
+    script's top level) and its line is looked up in the script's own ``if __name__ == "__main__":`` blocks."""
+    main = sys.modules.get("__main__")
+    spec_name = getattr(getattr(main, "__spec__", None), "name", None)
+    path = getattr(main, "__file__", None)
+    if spec_name is not None:
+        if spec_name == "__main__" or spec_name.endswith(".__main__"):
+            return None
+    elif not path or os.path.splitext(os.path.basename(path))[0] == "ipython":
+        return None
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "<module>"
+                                     and frame.f_globals.get("__name__") == "__main__"):
+        frame = frame.f_back
+    if frame is None or not path:
+        return None  # not called from the script's top level (a thread, a callback): nothing runs again
+    line = frame.f_lineno
+    try:
+        with open(path, "rb") as fh:
+            tree = ast.parse(fh.read(), filename=path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_main_test(node.test) and node.end_lineno is not None \
+                and node.body[0].lineno <= line <= node.end_lineno:
+            return None
+    return (f"{os.path.basename(path)} line {line} starts eyeblink's worker processes from the script's top level; "
+            f"with the '{method}' start method each worker runs the script again, so put the "
+            'script\'s work under `if __name__ == "__main__":`')
+
+
 def start_children(ctx: Any, targets: Sequence[ChildTarget], started: list[Any] | None = None) -> list[Any]:
     """Start one daemon child per ``(function, args, name)`` in ``ctx`` (:func:`context`); each is appended to
     ``started`` as soon as it runs (so that a failure midway leaves no child untracked). SIGINT and SIGTERM are
@@ -198,6 +247,10 @@ def start_children(ctx: Any, targets: Sequence[ChildTarget], started: list[Any] 
     from eyeblink import stopping
 
     method = ctx.get_start_method()
+    if method != "fork":
+        problem = unguarded_main(method)
+        if problem is not None:
+            raise ConfigError(problem)
     logs = None if method == "fork" else _log_handoff()
     procs = []
     for fn, args, name in targets:
