@@ -35,7 +35,7 @@ from eyeblink.config import (
     LiveConfig,
 )
 from eyeblink.errors import ConfigError, EyeblinkError
-from eyeblink.runtime.processes import resolve_start_method, start_method_scope
+from eyeblink.runtime.processes import check_main_guard, resolve_start_method, start_method_scope
 from eyeblink.runtime.publish import LiveRow  # stdlib only: what a live session yields
 from eyeblink.signals.state import EyeState  # the eye's state (one definition, the detector's)
 
@@ -93,7 +93,8 @@ class LiveSession:
             if self._start_method is not None and not isinstance(self._start_method, str):
                 raise ConfigError(f"start_method must be a str (auto, spawn, forkserver or fork) or None, got "
                                   f"{self._start_method!r}")
-            resolve_start_method(self._start_method)  # a wrong one: one line, before anything loads
+            # a wrong one, or a script that spawned workers would run again: one line, before anything loads
+            check_main_guard(resolve_start_method(self._start_method))
             self._report = bool(rest.pop("report", False))
             stream: dict[str, Any] = {k: rest.pop(k) for k in ("reconnect", "stream_options", "read_timeout_s")
                                       if k in rest}

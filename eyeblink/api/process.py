@@ -25,7 +25,7 @@ from eyeblink.api.settings import (
 )
 from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError, EyeblinkError
-from eyeblink.runtime.processes import resolve_start_method, start_method_scope
+from eyeblink.runtime.processes import check_main_guard, resolve_start_method, start_method_scope
 
 if TYPE_CHECKING:
 
@@ -195,7 +195,8 @@ def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path
         if loaders < 0:
             raise ConfigError(f"loaders must be >= 0, got {loaders!r}")
         start_method = rest.get("start_method")
-        resolve_start_method(start_method)  # checked now: a wrong one is one line, before anything runs
+        # checked now: a wrong one, or a script that spawned workers would run again, is one line before anything runs
+        check_main_guard(resolve_start_method(start_method))
     with start_method_scope(start_method), _output_dir(output) as outdir, _python_errors(), \
             _file_view(rest) as view:
         results, failures = run_process(paths, outdir, cfg, workers=workers, loaders=loaders, analysis=analysis,

@@ -35,8 +35,8 @@ from typing import Any
 
 from eyeblink.errors import ConfigError
 
-__all__ = ["START_METHODS", "START_METHOD_ENV", "ChildTarget", "auto_method", "context", "resolve_start_method",
-           "start_children", "start_method_scope", "unguarded_main", "use_start_method"]
+__all__ = ["START_METHODS", "START_METHOD_ENV", "ChildTarget", "auto_method", "check_main_guard", "context",
+           "resolve_start_method", "start_children", "start_method_scope", "unguarded_main", "use_start_method"]
 
 #: what ``--start-method`` accepts
 START_METHODS = ("auto", "spawn", "forkserver", "fork")
@@ -239,6 +239,16 @@ def unguarded_main(method: str = "spawn") -> str | None:
             'script\'s work under `if __name__ == "__main__":`')
 
 
+def check_main_guard(method: str) -> None:
+    """Raise :func:`unguarded_main`'s error (a :class:`~eyeblink.errors.ConfigError`) where ``method`` runs the main
+    script again in each child and the script's call is not guarded; the API checks it before it writes anything,
+    :func:`start_children` before every start."""
+    if method != "fork":
+        problem = unguarded_main(method)
+        if problem is not None:
+            raise ConfigError(problem)
+
+
 def start_children(ctx: Any, targets: Sequence[ChildTarget], started: list[Any] | None = None) -> list[Any]:
     """Start one daemon child per ``(function, args, name)`` in ``ctx`` (:func:`context`); each is appended to
     ``started`` as soon as it runs (so that a failure midway leaves no child untracked). SIGINT and SIGTERM are
@@ -247,10 +257,7 @@ def start_children(ctx: Any, targets: Sequence[ChildTarget], started: list[Any] 
     from eyeblink import stopping
 
     method = ctx.get_start_method()
-    if method != "fork":
-        problem = unguarded_main(method)
-        if problem is not None:
-            raise ConfigError(problem)
+    check_main_guard(method)
     logs = None if method == "fork" else _log_handoff()
     procs = []
     for fn, args, name in targets:
