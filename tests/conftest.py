@@ -7,6 +7,7 @@ tests that need it use the ``data_dir`` fixture and skip when it is absent.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -15,6 +16,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -37,8 +39,34 @@ def default_signals() -> None:
     default_child_signals()
 
 
-#: ``subprocess.Popen(..., **CHILD_SIGNALS)``: the child starts with SIGINT and SIGTERM at their defaults.
-CHILD_SIGNALS: dict[str, object] = {"preexec_fn": default_signals}
+#: ``subprocess.Popen(..., **CHILD_SIGNALS)``: the child starts with SIGINT and SIGTERM at their defaults (POSIX;
+#: Windows runs nothing in a child before it starts, so ``subprocess`` refuses ``preexec_fn`` there, and a console
+#: program does not inherit an ignored Ctrl-C that way)
+CHILD_SIGNALS: dict[str, object] = {"preexec_fn": default_signals} if os.name == "posix" else {}
+
+
+#: a test that stops another process with a POSIX signal (SIGINT, SIGTERM) and checks what its handler did: Windows
+#: delivers neither to a pid (``Popen.send_signal(SIGTERM)`` and ``os.kill`` end the process at once with
+#: TerminateProcess; Ctrl-C and Ctrl-Break reach the processes of a console, not one pid)
+posix_stop_signals = pytest.mark.skipif(os.name != "posix", reason="Windows sends no SIGINT or SIGTERM to another "
+                                        "process (os.kill and Popen.send_signal end it with TerminateProcess)")
+
+
+def kill_tree(proc: Any) -> None:
+    """End a process (a ``Popen`` or a pid) and every process it started, at once and the platform's own way
+    (``psutil``: SIGKILL on POSIX, TerminateProcess on Windows): no handler runs, nobody is left to clean up."""
+    import psutil
+
+    pid = proc if isinstance(proc, int) else proc.pid
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    psutil.wait_procs(procs, timeout=30)
 
 
 @pytest.fixture(autouse=True)
@@ -226,8 +254,8 @@ SLOW_TESTS: dict[str, str] = {
 }
 
 
-#: real-process tests that run again under ``spawn`` (``-m "not slow or spawn_proof"``, with the quick tier:
-#: tests/test_start_methods.py): every role of a run started the portable way, as on Windows and macOS
+#: real-process tests that run again under Windows' rules (``-m "not slow or spawn_proof"`` under windows-like, with
+#: the quick tier: tests/test_start_methods.py): every role of a run started the portable way, as on Windows and macOS
 SPAWN_PROOF = {
     "test_parallel.py::test_default_settings_give_the_reference_rows_byte_for_byte",
     "test_parallel.py::test_ctrl_c_keeps_the_rows",

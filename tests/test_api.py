@@ -27,7 +27,6 @@ from eyeblink.runtime.publish import GateTracker
 from eyeblink.signals.state import EyeState, StateChange
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
 
 
 def start_sender(port: int, *args: str) -> subprocess.Popen[str]:
@@ -406,7 +405,7 @@ n = 0
 with eyeblink.live(sys.argv[1], sys.argv[2], name="cam", workers=2) as s:
     for item in s:
         if isinstance(item, tuple) and item.frame == 400:
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C inside the block
+            signal.raise_signal(signal.SIGINT)  # Ctrl-C inside the block
         n += 1
 print(json.dumps({"frames": s.result.summary["frames"], "stop": s.result.summary["live"]["stop_reason"],
                   "status": s.result.summary["status"], "rows": len(s.result.frames)}))

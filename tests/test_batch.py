@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import posix_stop_signals
 
 from eyeblink.config import DetectConfig, RunConfig
 from eyeblink.errors import ConfigError, InputNotFoundError
@@ -33,7 +34,6 @@ from eyeblink.runtime.batch import (
 )
 from eyeblink.sources.chunking import ALIGN_FRAMES, ChunkSource, plan_chunks
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")
 
 def _default_config() -> RunConfig:
     """The settings ``eyeblink batch`` runs with when no option is given (the ``cpu`` preset: keyframes every
@@ -437,6 +437,7 @@ def test_batch_user_error_is_one_line_without_ray_notices(tmp_path: Path) -> Non
 
 
 @pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm here")
+@posix_stop_signals
 def test_sigterm_stops_a_batch_like_ctrl_c(archive: dict[str, Path], tmp_path: Path) -> None:
     """SIGTERM (Slurm, ``timeout``, ``docker stop``) to a real ``eyeblink batch``: exit 130 and one line, not Ray's
     stack dump and exit 1; the video in flight keeps its whole rows, its summary says ``interrupted`` (not

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")]
+pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

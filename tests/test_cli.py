@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli, write_video
+from conftest import kill_tree, run_cli, write_video
 
 from eyeblink import __version__
 from eyeblink.outputs.export import FRAME_COLUMNS
@@ -516,10 +516,8 @@ def test_a_stale_ring_is_removed_at_the_next_start(face_frames: list[np.ndarray]
 @needs_dev_shm
 def test_a_run_killed_outright_leaves_a_ring_the_next_run_removes(face_frames: list[np.ndarray],
                                                                   tmp_path: Path) -> None:
-    """SIGKILL to the whole process group (nobody left to clean up): the ring stays in /dev/shm, named after
+    """The run and its children killed outright (nobody left to clean up): the ring stays in /dev/shm, named after
     the dead process, and the next run removes it."""
-    import os
-    import signal
     import time
 
     video = write_video(tmp_path / "long.mkv", face_frames * 4, codec="ffv1", pix_fmt="gray")
@@ -532,9 +530,8 @@ def test_a_run_killed_outright_leaves_a_ring_the_next_run_removes(face_frames: l
             time.sleep(0.01)
         assert rings_of(proc.pid), "the run never created its ring"
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_tree(proc)
         proc.wait()
-    time.sleep(0.2)  # the group's other processes die too
     leftover = rings_of(proc.pid)
     try:
         assert leftover, "nothing leaked: the kill came too late to test the sweep"
@@ -552,8 +549,6 @@ def test_a_run_killed_outright_leaves_a_summary_that_says_running(face_frames: l
                                                                    workers: str) -> None:
     """summary.json exists from the start of an input with status ``running`` (replaced at the end), so a
     run killed with SIGKILL is recognisable; both CSVs have their header on disk."""
-    import os
-    import signal
     import time
 
     video = write_video(tmp_path / "long.mkv", face_frames * 4, codec="ffv1", pix_fmt="gray")
@@ -570,7 +565,7 @@ def test_a_run_killed_outright_leaves_a_summary_that_says_running(face_frames: l
             time.sleep(0.05)
         assert proc.poll() is None, "the run ended before it could be killed"
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_tree(proc)
         proc.wait()
     summary = json.loads((out / "long.summary.json").read_text())
     assert summary["status"] == "running" and summary["input"] == str(video) and summary["pid"] == proc.pid

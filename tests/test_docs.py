@@ -20,7 +20,6 @@ import importlib.util
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import kill_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -243,13 +243,12 @@ def test_examples_run(page: Path, session_avi: Path, tmp_path: Path) -> None:
         try:
             out, err = proc.communicate(timeout=300)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc)
             out, err = proc.communicate()
             pytest.fail(f"{page.relative_to(ROOT)}:{line}: {lang} block still running after 300 s\n{code}\n"
                         f"{err[-2000:]}")
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc)
         assert proc.returncode == 0, (f"{page.relative_to(ROOT)}:{line}: {lang} block failed with exit status "
                                       f"{proc.returncode}\n{code}\n--- stdout\n{out[-2000:]}\n--- stderr\n"
                                       f"{err[-4000:]}")
@@ -414,8 +413,7 @@ def test_mkdocs_serve_works_offline() -> None:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         assert "ear_left" in page and "Output files and columns" in page
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+        kill_tree(proc)
         proc.wait(timeout=30)
 
 

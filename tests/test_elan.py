@@ -157,3 +157,24 @@ def test_without_pympi_the_elan_commands_say_what_to_install(tmp_path: Path) -> 
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "pip install 'eyeblink[elan]'" in proc.stderr
     assert not (session.parent / "s1.eaf").exists()
+
+
+def test_a_recording_on_another_windows_drive_is_linked_by_its_url_alone(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows has no relative path from one drive to another (``ntpath.relpath`` raises ``ValueError``): the export
+    then links the recording by its absolute URL only, and the file is written."""
+    import ntpath
+    import os
+
+    from eyeblink.outputs.elan import write_eaf
+
+    with pytest.raises(ValueError):  # what Windows' os.path does with two drives
+        ntpath.relpath(r"D:\rig\s1.avi", r"C:\results")
+    session = write_session(tmp_path / "out", "s1")
+    recording = tmp_path / "s1.avi"
+    recording.write_bytes(b"not looked at")
+    summary = json.loads((session.parent / "s1.summary.json").read_text())
+    (session.parent / "s1.summary.json").write_text(json.dumps({**summary, "input": str(recording)}))
+    monkeypatch.setattr(os.path, "relpath", lambda path, start=None: ntpath.relpath(r"D:\rig\s1.avi", r"C:\results"))
+    text = write_eaf(session).read_text()
+    assert f'MEDIA_URL="{recording.resolve().as_uri()}"' in text and "RELATIVE_MEDIA_URL" not in text

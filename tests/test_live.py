@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import CHILD_SIGNALS, free_port, live_to_end, start_sender
+from conftest import CHILD_SIGNALS, free_port, kill_tree, live_to_end, posix_stop_signals, start_sender
 
 from eyeblink.errors import ConfigError, VideoOpenError
 from eyeblink.runtime.choose import choose_landmarks
@@ -31,7 +31,6 @@ from eyeblink.runtime.live import LIVE_FRAME_COLUMNS, LiveConfig
 from eyeblink.sources.live import _stream_name, open_live_source
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
 
 
 def start_live(url: str, out: Path, *args: str) -> subprocess.Popen[str]:
@@ -388,6 +387,7 @@ def test_live_checks_its_trials_file_before_the_capture(tmp_path: Path) -> None:
     assert "trials file not found" in proc.stderr and "missing.csv" in proc.stderr
 
 
+@posix_stop_signals
 def test_sigterm_drains_and_exits_0(tmp_path: Path) -> None:
     port = free_port()
     sender = start_sender(port, "--fps", "500", "--duration", "60")
@@ -474,6 +474,7 @@ def test_basler_emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert result.faces == 60
 
 
+@posix_stop_signals
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_waiting_for_the_sender_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
     """No sender yet: Ctrl-C or SIGTERM ends the wait as it ends a capture (exit 0, files written),
@@ -544,9 +545,9 @@ def test_a_listen_port_taken_by_another_program_says_so(tmp_path: Path) -> None:
 
 
 def test_a_live_run_killed_outright_leaves_headers_and_a_running_summary(tmp_path: Path) -> None:
-    """SIGKILL of ``eyeblink live`` mid-stream (nothing can flush): blinks.csv has its header although no blink
-    ended yet, frames.csv whole rows, and summary.json says ``running`` (written when the run started)."""
-    import os
+    """``eyeblink live`` and its children killed outright mid-stream (nothing can flush): blinks.csv has its
+    header although no blink ended yet, frames.csv whole rows, and summary.json says ``running`` (written when
+    the run started)."""
 
     port = free_port()
     sender = start_sender(port, "--fps", "500", "--duration", "60")
@@ -556,7 +557,7 @@ def test_a_live_run_killed_outright_leaves_headers_and_a_running_summary(tmp_pat
     try:
         wait_rows(tmp_path, 100, live)
     finally:
-        os.killpg(live.pid, signal.SIGKILL)
+        kill_tree(live)
         live.wait()
         sender.kill()
     assert (tmp_path / "cam.blinks.csv").read_text().startswith("blink,start_frame,")

@@ -22,13 +22,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import CHILD_SIGNALS, free_port, live_to_end, start_sender
+from conftest import CHILD_SIGNALS, free_port, live_to_end, posix_stop_signals, start_sender
 
 from eyeblink.sources.clock import ClockCheck
 
 REPO = Path(__file__).resolve().parent.parent
 SHM = Path("/dev/shm")
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
 
 
 def mem_available() -> int:
@@ -369,6 +368,7 @@ def test_record_onto_an_existing_file_is_refused_unless_overwrite(tmp_path: Path
     assert old.stat().st_size > 100 * 640 * 480 * (rec["frames"] / 100) * 0.99
 
 
+@posix_stop_signals
 def test_counts_in_the_warnings_of_a_run_stopped_at_once_are_the_rows_on_disk(tmp_path: Path) -> None:
     """2,000 FPS into one worker with the gate on (a backlog of up to 1 s: --max-latency-ms 2000), then Ctrl-C twice
     while it drains: every "N of M rows" of the summary's warnings counts what frames.csv holds, as do

@@ -17,7 +17,6 @@ from eyeblink.runtime.hops import HOPS, HopRecord
 from eyeblink.runtime.results import RESULT_DTYPE
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
 
 
 def live_cli(out: Path, sender_args: list[str], *args: str, prefix: tuple[str, ...] = ()) -> str:

@@ -10,7 +10,6 @@ the single pass (index, timestamp, pixels).
 from __future__ import annotations
 
 import itertools
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +19,6 @@ from eyeblink.config import DetectConfig, ParallelConfig, RunConfig
 from eyeblink.sources import ranges
 from eyeblink.sources.files import open_source
 from eyeblink.sources.ranges import RangeReader, iter_range, plan_ranges
-
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")
 
 FRAMES = 360  # 0.72 s at 500 FPS
 CHUNK = 16

@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -90,7 +89,7 @@ def test_a_lock_left_by_a_killed_process_is_taken_over_with_a_warning(tmp_path: 
         with pytest.raises(SessionBusyError, match=f"PID {child.pid} "):
             lock_session(tmp_path, "rec")
     finally:
-        child.send_signal(signal.SIGKILL)  # gone without releasing: its lock file stays behind
+        child.kill()  # gone without releasing: its lock file stays behind
         child.wait(timeout=30)
     assert lock_path(tmp_path, "rec").exists()
     lock = lock_session(tmp_path, "rec")

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CHILD_SIGNALS, stop_when
+from conftest import CHILD_SIGNALS, posix_stop_signals, stop_when
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,9 +24,6 @@ from eyeblink.config import DetectConfig, RunConfig
 from eyeblink.errors import ConfigError
 from eyeblink.runtime.parallel import FAULT_ENV, ParallelConfig, physical_cores
 from eyeblink.runtime.pipeline import SEGMENT_FRAMES
-
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")
-
 
 # --------------------------------------------------------------------------- fixtures
 
@@ -188,6 +185,7 @@ def test_a_failing_worker_stops_the_run_with_rows_on_disk(recordings: dict[str, 
     assert ring and not (Path("/dev/shm") / ring.lstrip("/")).exists()  # the ring was unlinked
 
 
+@posix_stop_signals
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_keeps_the_rows(recordings: dict[str, Path], tmp_path: Path, sig: signal.Signals) -> None:

@@ -13,9 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CHILD_SIGNALS, stop_when
-
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the pool needs fork")
+from conftest import CHILD_SIGNALS, posix_stop_signals, stop_when
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +81,7 @@ def test_a_long_input_is_handed_to_the_multiprocess_pipeline(trials: list[Path],
 
 
 @pytest.mark.slow
+@posix_stop_signals
 def test_sigterm_ends_the_inputs_in_hand_with_their_rows(trials: list[Path], tmp_path: Path) -> None:
     """A stop while the pool runs: exit 130, one line; each input is either done, or interrupted with whole
     rows and an ``interrupted`` summary, or not started; no worker is left behind."""

@@ -495,8 +495,6 @@ def test_sigkill_never_leaves_a_blink_past_the_last_frame_row(tmp_path: Path) ->
     """The real pipeline killed outright (SIGKILL) the moment a blink row reaches disk: blinks.csv's blinks
     all end within frames.csv's rows. (A race by nature: the deterministic check of the rule is
     test_blink_rows_reach_disk_after_the_frame_rows_they_cover; this one runs it through the real process.)"""
-    import os
-    import signal
     import time
 
     from eyeblink.lab.synth import BlinkSpec, SynthConfig, write_recording
@@ -514,7 +512,7 @@ def test_sigkill_never_leaves_a_blink_past_the_last_frame_row(tmp_path: Path) ->
         try:
             while proc.poll() is None and time.monotonic() < deadline:
                 if blinks.is_file() and len(_on_disk(blinks)) >= k:
-                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.kill()  # outright: SIGKILL (TerminateProcess on Windows)
                     break
                 time.sleep(0.002)
         finally:

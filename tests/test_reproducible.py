@@ -17,8 +17,7 @@ import pytest
 
 from eyeblink.runtime.pipeline import SEGMENT_FRAMES
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(sys.platform == "win32", reason="the process pipeline needs fork")]
+pytestmark = [pytest.mark.slow]
 
 #: Every tenth clip of the 40: four subjects and conditions (105-145 frames each: in the longer ones a second
 #: tracking segment starts mid-clip).

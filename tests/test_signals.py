@@ -25,7 +25,9 @@ from eyeblink.cli import main
 from eyeblink.runtime.parallel import FAULT_ENV
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and fork")
+pytestmark = pytest.mark.skipif(sys.platform == "win32",
+                                reason="sends SIGINT and SIGTERM to process groups (os.killpg) and blocks them "
+                                "around a fork: Windows has no process-group signals and no fork")
 
 
 def _sweep_module() -> ModuleType:

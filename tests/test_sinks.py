@@ -22,8 +22,6 @@ from eyeblink.runtime.sinks.lsl import LslSink
 from eyeblink.runtime.sinks.queue import QueueSink
 from eyeblink.runtime.sinks.view import ViewOutput
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
-
 #: the module a user adds beside the others: a file of its own with every row, the blinks and the gate's events
 NEW_SINK = '''
 """A file of its own: each row's frame, capture time and left EAR, the blinks and the gate's events."""

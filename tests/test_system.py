@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import ast
-import contextlib
 import errno
 import json
 import os
@@ -29,6 +28,7 @@ from typing import Any, ClassVar
 
 import psutil  # imported before any test patches sys.platform (psutil picks its platform module at import)
 import pytest
+from conftest import kill_tree
 
 from eyeblink.runtime import system
 
@@ -150,8 +150,7 @@ def _gone(pid: int, timeout_s: float = 10.0) -> bool:
 
 def _end(child: subprocess.Popen[Any], *pids: int) -> None:
     for pid in (child.pid, *pids):
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+        kill_tree(pid)
     child.wait(timeout=30)
 
 
@@ -332,13 +331,13 @@ def test_pid_alive_this_process_a_zombie_and_a_dead_one(platform_: str) -> None:
 def test_kill_process_group_ends_the_child_and_what_it_started(platform_: str) -> None:
     child, grandchild = _tree()
     try:
-        system.kill_process_group(child.pid, signal.SIGKILL)
+        system.kill_process_group(child.pid, signal.SIGTERM)
         child.wait(timeout=30)
         assert _gone(grandchild)
     finally:
         _end(child, grandchild)
     with pytest.raises(ProcessLookupError):
-        system.kill_process_group(_dead_pid(), signal.SIGKILL)
+        system.kill_process_group(_dead_pid(), signal.SIGTERM)
 
 
 def test_load_average(platform_: str) -> None:
@@ -419,6 +418,8 @@ def test_nothing_to_sweep_where_the_os_cannot_list_or_frees_itself(monkeypatch: 
 
 _PRIORITY_CHILD = """
 import json, os, sys
+from conftest import kill_tree
+
 from eyeblink.runtime import system
 saved = system.current_priority()
 refused = system.raise_priority(sys.argv[1], nice=-10, realtime=10)
@@ -558,6 +559,8 @@ def test_lower_to_idle_and_pin_to_one_core_on_linux_and_macos() -> None:
 
 _FAMILY = """
 import multiprocessing as mp, os, sys, time
+from conftest import kill_tree
+
 from eyeblink.runtime import system
 
 
@@ -602,7 +605,7 @@ def test_a_bound_child_is_killed_with_its_parent(tmp_path: Path, method: str) ->
     parent, child, (bound, alive) = _family(tmp_path, True, method)
     try:
         assert bound == "True" and alive == "True"
-        parent.send_signal(signal.SIGKILL)
+        parent.kill()  # outright (SIGKILL; TerminateProcess on Windows)
         parent.wait(timeout=30)
         assert _gone(child, 5.0), "the child outlived its parent"  # it sleeps: only the OS ended it
     finally:
@@ -616,7 +619,7 @@ def test_an_unbound_child_notices_its_parent_gone(tmp_path: Path, monkeypatch: p
     parent, child, (bound, alive) = _family(tmp_path, False, "spawn")
     try:
         assert bound == "False" and alive == "True"
-        parent.send_signal(signal.SIGKILL)
+        parent.kill()  # outright (SIGKILL; TerminateProcess on Windows)
         parent.wait(timeout=30)
         assert _gone(child, 10.0)
         assert (tmp_path / "child-False-spawn.txt").read_text().endswith("orphaned\n")
@@ -724,3 +727,30 @@ def test_the_session_lock_on_the_windows_branch(tmp_path: Path, msvcrt: type[_Fa
     assert not lock_path(tmp_path, "rec").exists()
     lock_session(tmp_path, "rec").release()
 
+
+
+def test_durations_in_the_package_are_timed_with_perf_counter() -> None:
+    """Python <= 3.12 on Windows ticks ``time.time()`` and ``time.monotonic()`` every 15.6 ms (eight frames at 500
+    FPS): every duration, age, rate and deadline inside the package is timed with ``time.perf_counter()`` (or a
+    frame's own timestamp); wall-clock dates come from ``datetime``."""
+    found = []
+    for path in sorted((REPO / "eyeblink").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "time" \
+                    and node.attr in ("monotonic", "monotonic_ns", "time", "time_ns"):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: time.{node.attr}")
+            if isinstance(node, ast.ImportFrom) and node.module == "time":
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: from time import ...")
+    assert not found, found
+
+
+def test_a_failed_write_names_the_fix_for_its_cause() -> None:
+    """A full disk asks for space; a file that cannot be written (read-only, another program's) asks for another
+    place, never blames the disk."""
+    from eyeblink.outputs.export import write_failed
+
+    full = str(write_failed(Path("out/s.frames.csv"), OSError(errno.ENOSPC, "No space left on device")))
+    assert full.startswith("cannot write out/s.frames.csv (No space left on device); free space on that disk")
+    for err, text in ((errno.EACCES, "Permission denied"), (errno.EBADF, "Bad file descriptor")):
+        line = str(write_failed(Path("out/s.summary.json"), OSError(err, text)))
+        assert f"({text})" in line and "free space" not in line and "choose another -o" in line, line

@@ -10,7 +10,6 @@ import json
 import math
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -23,14 +22,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import CHILD_SIGNALS, CHROMIUM, free_port, needs_chromium, start_sender
+from conftest import CHILD_SIGNALS, CHROMIUM, free_port, kill_tree, needs_chromium, start_sender
 
 from eyeblink.errors import ConfigError
 from eyeblink.runtime.publish import LiveRow
 from eyeblink.runtime.view import PreviewGrab, ViewSink
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the live pipeline forks")
 #: a deterministic live run: no frame dropped or stepped down, one eye model whatever the host measured
 STEADY = ("--on-overload", "block", "--no-adapt", "--landmarks", "lids")
 
@@ -229,11 +227,11 @@ def test_a_browser_killed_mid_stream_leaves_the_rows_of_a_run_without_a_view(tmp
             if rows.exists() and rows.read_text().count("\n") > 400:
                 break
             time.sleep(0.1)
-        os.killpg(browser.pid, signal.SIGKILL)
+        kill_tree(browser)
         browser.wait(10)
     finally:
         if browser is not None and browser.poll() is None:
-            os.killpg(browser.pid, signal.SIGKILL)
+            kill_tree(browser)
         run.wait()
     view = json.loads((tmp_path / "view" / "cam.summary.json").read_text())["live"]["publish"]["view"]
     assert view["tabs"] >= 1  # the browser had the page open

@@ -8,7 +8,6 @@ they still come, with the stream stalled, and after the run ended."""
 from __future__ import annotations
 
 import math
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,8 +19,6 @@ from conftest import CHROMIUM, needs_chromium
 
 from eyeblink.lab.loopback import render_loop_frames
 from eyeblink.runtime.view import ViewSink, _FileRow
-
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the view's test feeds it from a thread")
 
 #: counts every animation-frame callback and every drawing call of a 2D canvas (the page's own code untouched)
 COUNT = """
