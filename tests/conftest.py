@@ -45,6 +45,12 @@ def default_signals() -> None:
 CHILD_SIGNALS: dict[str, object] = {"preexec_fn": default_signals} if os.name == "posix" else {}
 
 
+#: Windows' rules apply to this run: a Windows PC, or this host under ``../shared/tools/windows-like``
+WINDOWS_RULES = sys.platform == "win32" or "windows_like_site" in os.environ.get("PYTHONPATH", "")
+#: a test of the fork start method (or a forked child): Windows has only spawn
+needs_fork = pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(),
+                                reason="needs the fork start method (Windows has only spawn)")
+
 #: a test that stops another process with a POSIX signal (SIGINT, SIGTERM) and checks what its handler did: Windows
 #: delivers neither to a pid (``Popen.send_signal(SIGTERM)`` and ``os.kill`` end the process at once with
 #: TerminateProcess; Ctrl-C and Ctrl-Break reach the processes of a console, not one pid)

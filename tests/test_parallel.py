@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CHILD_SIGNALS, posix_stop_signals, stop_when
+from conftest import CHILD_SIGNALS, needs_fork, posix_stop_signals, stop_when
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -225,6 +225,7 @@ def test_the_multiprocess_pipeline_fuses_the_cpu_backend_and_stages_the_accelera
     assert cfg.detect.accelerator_stage is accelerated
 
 
+@needs_fork
 def test_frame_ring_reserved_before_its_geometry_and_attached_by_name_in_a_child() -> None:
     """Live mode's ring: reserved (faulted in) before the frame size is known, laid out later,
     attached by name in a child forked before it existed, and unlinked by its creator only."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import CHILD_SIGNALS
+from conftest import CHILD_SIGNALS, needs_fork
 
 from eyeblink import stopping
 from eyeblink.cli import main
@@ -196,6 +196,7 @@ def test_a_whole_file_is_in_place_or_absent_whatever_the_stop_hits(installed: ob
     assert sorted(x.name for x in tmp_path.iterdir()) == ["report.html"]
 
 
+@needs_fork
 def test_signals_are_blocked_around_a_fork(installed: object) -> None:
     """In a forked child the stop signals start blocked (never the parent's handler), and are ignored once
     unblocked; the parent raises the stop that arrived during the fork once it is done."""

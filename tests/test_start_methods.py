@@ -41,6 +41,7 @@ def test_auto_is_fork_on_linux_and_spawn_elsewhere(monkeypatch: pytest.MonkeyPat
     assert resolve_start_method("auto") == auto
 
 
+@pytest.mark.skipif("forkserver" not in mp.get_all_start_methods(), reason="needs forkserver (Windows has only spawn)")
 def test_the_option_wins_over_the_environment_and_auto(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(START_METHOD_ENV, "forkserver")
     assert resolve_start_method() == "forkserver"

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import psutil  # imported before any test patches sys.platform (psutil picks its platform module at import)
 import pytest
-from conftest import kill_tree
+from conftest import kill_tree, needs_fork
 
 from eyeblink.runtime import system
 
@@ -418,8 +418,6 @@ def test_nothing_to_sweep_where_the_os_cannot_list_or_frees_itself(monkeypatch: 
 
 _PRIORITY_CHILD = """
 import json, os, sys
-from conftest import kill_tree
-
 from eyeblink.runtime import system
 saved = system.current_priority()
 refused = system.raise_priority(sys.argv[1], nice=-10, realtime=10)
@@ -559,8 +557,6 @@ def test_lower_to_idle_and_pin_to_one_core_on_linux_and_macos() -> None:
 
 _FAMILY = """
 import multiprocessing as mp, os, sys, time
-from conftest import kill_tree
-
 from eyeblink.runtime import system
 
 
@@ -600,7 +596,7 @@ def _family(tmp_path: Path, bind: bool, method: str) -> tuple[subprocess.Popen[s
 
 
 @needs_linux
-@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("method", [pytest.param("fork", marks=needs_fork), "spawn"])
 def test_a_bound_child_is_killed_with_its_parent(tmp_path: Path, method: str) -> None:
     parent, child, (bound, alive) = _family(tmp_path, True, method)
     try:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import CHILD_SIGNALS, CHROMIUM, free_port, kill_tree, needs_chromium, start_sender
+from conftest import CHILD_SIGNALS, CHROMIUM, free_port, kill_tree, needs_chromium, needs_fork, start_sender
 
 from eyeblink.errors import ConfigError
 from eyeblink.runtime.publish import LiveRow
@@ -358,6 +358,7 @@ def test_a_tab_that_stops_reading_is_let_go_and_the_rows_never_wait() -> None:
         live.close()
 
 
+@needs_fork
 def test_the_preview_grab_crosses_a_fork_only_when_asked() -> None:
     grab = PreviewGrab()
     frame = np.arange(480 * 640, dtype=np.uint32).astype(np.uint8).reshape(480, 640)

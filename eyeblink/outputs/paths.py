@@ -177,7 +177,7 @@ def atomic_path(path: str | Path, *, temporary: Path | None = None) -> Iterator[
         with stopping.held():
             if tmp.is_file():  # on disk before the rename: a crash then leaves the old file or the new, whole
                 # opened for writing: Windows flushes (FlushFileBuffers) only a handle with write access
-                fd = os.open(tmp, os.O_RDWR)
+                fd = os.open(tmp, os.O_RDWR | getattr(os, "O_BINARY", 0))
                 try:
                     os.fsync(fd)
                 finally:
