@@ -281,6 +281,12 @@ SPAWN_PROOF = {
     "test_accelerator.py::test_accelerator_stage_on_the_cpu_gives_the_default_rows",
     "test_live_state.py::test_record_keeps_every_frame_received_and_process_reads_the_live_rows_back",
     "test_live_state.py::test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker_per_blink_of_blinks_csv",
+    "test_api.py::test_example_process_and_plot",
+    "test_api.py::test_example_rig_gates_trials_on_a_real_ffmpeg_stream",
+    "test_start_methods.py::test_a_guarded_script_runs_under_spawn_and_an_unguarded_one_under_fork",
+    "test_batch.py::test_short_videos_share_a_task_that_keeps_its_processes",
+    "test_report.py::test_report_of_a_processed_recording",
+    "test_review.py::test_keyboard_only_review_then_report_rereads_the_corrections",
 }
 
 

