@@ -345,13 +345,6 @@ def test_load_average(platform_: str) -> None:
     assert load is not None and len(load) == 3 and all(x >= 0.0 for x in load)
 
 
-def test_can_signal_children(platform_: str) -> None:
-    assert system.can_signal_children() is (platform_ != "win32")
-
-
-# --------------------------------------------------------------------------- memory and shared memory
-
-
 def test_memory_available_and_total(platform_: str) -> None:
     avail, total = system.memory_available_bytes(), system.memory_total_bytes()
     assert avail is not None and total is not None and 0 < avail <= total

@@ -27,10 +27,13 @@ and an ``interrupted`` summary on disk, as the single-process run does.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import queue
 import signal
+import threading
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -100,6 +103,7 @@ class FilePool:
     def _worker_main(self, wid: int, paths: Sequence[Path]) -> None:
         """Take input positions from this worker's queue until ``None``; report each outcome."""
         restore = stopping.install()  # a stop (forwarded by the parent, or the terminal's) ends the input in order
+        threading.Thread(target=self._watch_stop, name="eyeblink-stop-watch", daemon=True).start()
         try:
             from eyeblink.runtime.pipeline import FrameAnalyzer, StageClock, build_detector, build_fitter
             from eyeblink.sources.files import open_source
@@ -122,6 +126,17 @@ class FilePool:
             if self._stopped():
                 for q in (self.out_q, *self.task_qs):
                     q.cancel_join_thread()
+
+    def _watch_stop(self) -> None:
+        """The parent's forwarded stop, raised in this worker's main thread as the signal it was
+        (``_thread.interrupt_main``: the stop handler runs as for a real signal, on every OS)."""
+        while not self._stopped():
+            with self.stop_signal.get_lock():
+                signum = self.stop_signal.value
+            if signum:
+                _thread.interrupt_main(signum)
+                return
+            time.sleep(POLL_S)
 
     def _one(self, i: int, path: Path, analyzer: Any, open_source: Any) -> tuple[Any, ...]:
         try:
@@ -160,6 +175,7 @@ class FilePool:
         run-wide error (``fatal``)."""
         ctx = self._ctx
         self.stop = ctx.Event()
+        self.stop_signal = ctx.Value("i", 0)  # the parent's stop for the inputs in hand: its signal number
         self.task_qs = [ctx.Queue() for _ in range(self.W)]
         self.out_q = ctx.Queue()
         procs: list[Any] = []
@@ -257,14 +273,14 @@ class FilePool:
                        procs)
 
     def _forward_stop(self, procs: list[Any], signum: int | None) -> None:
-        """Pass the parent's stop (the same signal) to every worker: each ends its input at the current frame."""
-        signum = signum or signal.SIGTERM
-        if not system.can_signal_children():  # Windows: a signal there ends a process at once; the console's
-            return  # Ctrl-C (or Ctrl-Break) reaches every worker itself
-        for p in procs:
-            if p.pid is not None and p.exitcode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signum)
+        """Pass the parent's stop (the same signal) to every worker: each ends its input at the current frame, its
+        rows and its ``interrupted`` summary on disk. Through shared memory, not a signal: on Windows a signal sent
+        to a process ends it at once (no handler runs), and a stop that did not come from the console (a program
+        that stops its ``eyeblink.process``) would reach no worker by itself."""
+        del procs  # every worker watches the same value
+        with self.stop_signal.get_lock():
+            if not self.stop_signal.value:
+                self.stop_signal.value = int(signum or signal.SIGTERM)
 
     def _shutdown(self, procs: list[Any]) -> None:
         for q in self.task_qs:

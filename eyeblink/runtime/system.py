@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-__all__ = ["SHM_DIR", "Priority", "bind_to_parent", "can_signal_children", "children", "children_cpu_seconds",
+__all__ = ["SHM_DIR", "Priority", "bind_to_parent", "children", "children_cpu_seconds",
            "cpu_busy_seconds", "cpu_info", "current_priority", "descendants", "kill_process_group", "load_average",
            "lock_file", "lower_to_idle",
            "memory_available_bytes", "memory_parts", "memory_total_bytes", "parent_alive", "physical_cores",
@@ -698,13 +698,6 @@ def bind_to_parent() -> bool:
     if os.getppid() != parent.pid:  # the parent died before the binding took: this child was reparented
         os._exit(1)
     return True
-
-
-def can_signal_children() -> bool:
-    """Whether a parent may pass a stop on to its children as a signal (SIGINT, SIGTERM) that they handle: Linux
-    and macOS. Not Windows, where ``os.kill`` with a signal ends a process at once (no handler runs); there the
-    console's Ctrl-C (or Ctrl-Break) reaches every process attached to it by itself."""
-    return not _windows()
 
 
 def parent_alive() -> bool:
