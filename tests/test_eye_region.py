@@ -236,3 +236,33 @@ def test_a_human_eye_close_up_finds_every_full_closure(data_dir: Path, tmp_path:
     assert all(any(overlaps(c, e) for e in events) for c in HF_CLOSURES), events
     others = [e for e in events if not any(overlaps(c, e) for c in HF_CLOSURES)]
     assert all(any(overlaps(h, e) for h in HF_HALF_BLINKS_AND_SQUINT) for e in others), others
+
+
+#: the rat's right eye (the frame's right one) in ``rat_march8.mp4`` (262x97), chosen with ``eyeblink region``
+RAT_ROI = "170,15,50,50"
+
+
+def test_a_rat_session_gives_no_blink_rate_warning_unless_held_to_human_norms(data_dir: Path,
+                                                                                tmp_path: Path) -> None:
+    """``rat_march8.mp4`` (200 s): a rat blinks a few times in it, far below a human's rate. With an eye region the
+    warnings take an animal's norms (no rate is too low); named ``--species human`` the same run warns, and the
+    Python API's ``species`` does what the flag does."""
+    import eyeblink
+
+    video = data_dir / "eye-only" / "rat_march8.mp4"
+    if not video.exists():
+        pytest.skip(f"{video} not found")
+    proc = run_cli("process", video, "-o", tmp_path / "auto", "--eye-roi", RAT_ROI, "--workers", "1",
+                   "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((tmp_path / "auto" / "rat_march8.summary.json").read_text())
+    assert summary["settings"]["blinks"]["species"] == "auto"
+    assert 0 < summary["blinks"] < 10  # a rat's few blinks: the check below is one a human rate would fail
+    assert not [w for w in summary["warnings"] if "blink rate" in w], summary["warnings"]
+    assert "blink rate" not in proc.stderr
+    human = eyeblink.process(video, tmp_path / "human", eye_roi=[int(v) for v in RAT_ROI.split(",")],
+                             species="human", workers=1, progress=False)
+    rate = [w for w in human.summary["warnings"] if "blink rate" in w]
+    assert len(rate) == 1 and "1-60/min of species human" in rate[0], human.summary["warnings"]
+    bad = run_cli("process", video, "-o", tmp_path / "bad", "--eye-roi", RAT_ROI, "--species", "cat")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--species" in bad.stderr
