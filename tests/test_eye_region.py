@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from conftest import CHILD_SIGNALS, free_port, run_cli, start_sender
 
+from eyeblink.outputs.regionview import MARGIN_PX
+
 
 @pytest.fixture(scope="module")
 def eye_roi(face_recording: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory) -> str:
@@ -135,7 +137,9 @@ def test_the_region_command_draws_the_region_on_the_first_frame(face_recording: 
     proc = run_cli("region", face_recording[0], "--eye-roi", eye_roi, "-o", png)
     assert proc.returncode == 0, proc.stderr
     img = cv2.imread(str(png))
-    assert img.shape == (480, 640, 3)
+    m = MARGIN_PX  # the scale's bands along the top and left edges
+    assert img.shape == (480 + m, 640 + m, 3)  # a 640x480 frame is large enough: drawn 1:1
+    img = img[m:, m:]
     x, y, w, h = (int(v) for v in eye_roi.split(","))
     red = (img[:, :, 2] > 200) & (img[:, :, 1] < 60) & (img[:, :, 0] < 60)
     assert red[y, x + w // 2] and red[y + h - 1, x + w // 2] and red[y + h // 2, x] and red[y + h // 2, x + w - 1]
@@ -266,3 +270,43 @@ def test_a_rat_session_gives_no_blink_rate_warning_unless_held_to_human_norms(da
     assert len(rate) == 1 and "1-60/min of species human" in rate[0], human.summary["warnings"]
     bad = run_cli("process", video, "-o", tmp_path / "bad", "--eye-roi", RAT_ROI, "--species", "cat")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--species" in bad.stderr
+
+
+def test_the_region_picture_of_a_small_frame_is_scaled_up_and_an_image_folder_needs_no_rate(
+        data_dir: Path, tmp_path: Path) -> None:
+    """``rat_march8.mp4``'s 262x97 frames: the picture is drawn 3x (each frame pixel a 3x3 square, the region's
+    rectangle around the frame pixels it names); the same frames as an image folder need no ``--fps`` for one
+    picture, and its default name and a run's outputs are the folder's name, also when it is given as ``.``."""
+    import av
+    import cv2
+
+    video = data_dir / "eye-only" / "rat_march8.mp4"
+    if not video.exists():
+        pytest.skip(f"{video} not found")
+    folder = tmp_path / "rat_day1"
+    folder.mkdir()
+    with av.open(str(video)) as c:
+        for i, f in enumerate(c.decode(video=0)):
+            if i == 40:
+                break
+            cv2.imwrite(str(folder / f"{i:04d}.png"), f.to_ndarray(format="bgr24"))
+    first = cv2.cvtColor(cv2.imread(str(folder / "0000.png")), cv2.COLOR_BGR2GRAY)
+    proc = run_cli("region", folder, "--eye-roi", RAT_ROI, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "(262x97, drawn 3x" in proc.stdout
+    img = cv2.imread(str(tmp_path / "rat_day1.region.png"))
+    m, k = MARGIN_PX, 3
+    assert img.shape == (97 * k + m, 262 * k + m, 3)
+    pic = cv2.cvtColor(img[m:, m:], cv2.COLOR_BGR2GRAY)
+    assert np.array_equal(pic[k * 80:k * 90:k, k * 100:k * 110:k], first[80:90, 100:110])  # the frame, scaled
+    x, y, w, h = (int(v) for v in RAT_ROI.split(","))
+    red = (img[m:, m:, 2] > 200) & (img[m:, m:, 1] < 60) & (img[m:, m:, 0] < 60)
+    assert red[k * (y + h // 2), k * x] and red[k * (y + h) - 1, k * (x + w // 2)]
+    assert not red[k * (y + h // 2), k * (x + w // 2)]
+    band = img[:m, m:]  # the scale's band holds its ticks and numbers: bright marks on the dark band
+    assert (band.max(axis=2) > 200).mean() > 0.01
+    run = run_cli("process", ".", "--fps", "30", "--eye-roi", RAT_ROI, "-o", tmp_path / "out", "--workers", "1",
+                  "--no-progress", cwd=folder)
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.csv")) == ["rat_day1.blinks.csv",
+                                                                          "rat_day1.frames.csv"]

@@ -120,18 +120,23 @@ def add_region_parser(sub: Any) -> None:
     g.add_argument("--eye-roi", type=_eye_roi, default=None, metavar="X,Y,W,H",
                    help="the region to draw (pixels of the frame: left, top, width, height)")
     g.add_argument("--frame", type=int, default=0, metavar="N", help="the frame to show (default: the first, 0)")
-    g.add_argument("--fps", type=_positive_float, default=None, help="frame rate of an image folder")
+    g.add_argument("--fps", type=_positive_float, default=None,
+                   help="frame rate of a video without timestamps (an image folder needs none here: one frame is "
+                        "shown)")
     g.add_argument("-o", "--output", metavar="PNG", default=None,
                    help="where to write (default: <stem>.region.png in the current folder)")
 
 
 def cmd_region(args: argparse.Namespace) -> int:
-    from eyeblink.outputs.regionview import write_region_picture
+    from eyeblink.outputs.regionview import picture_scale, write_region_picture
+    from eyeblink.sources.files import input_stem
 
-    out = Path(args.output) if args.output else Path(f"{Path(args.input).stem}.region.png")
+    out = Path(args.output) if args.output else Path(f"{input_stem(args.input)}.region.png")
     size = write_region_picture(Path(args.input), out, args.eye_roi, frame=args.frame, fps=args.fps)
     where = f"; region {','.join(map(str, args.eye_roi))} drawn" if args.eye_roi else ""
-    print(f"frame {args.frame} ({size[0]}x{size[1]}): {out}{where}")
+    k = picture_scale(*size)
+    drawn = f", drawn {k}x with the scale in frame pixels" if k > 1 else ""
+    print(f"frame {args.frame} ({size[0]}x{size[1]}{drawn}): {out}{where}")
     return 0
 
 
