@@ -41,6 +41,22 @@ def event_counts(events: Sequence[Any], duration_s: float) -> dict[str, Any]:
     }
 
 
+def kind_counts(events: Sequence[Any]) -> tuple[int, int]:
+    """(blinks, prolonged closures) among ``events``: what ``summary.json``'s ``blinks`` and ``prolonged_closures``
+    count."""
+    blinks = sum(1 for e in events if getattr(e, "kind", "blink") == "blink")
+    return blinks, len(events) - blinks
+
+
+def count_words(blinks: int | None, closures: int | None = 0) -> str:
+    """The counts as every line of a run says them: ``14 blinks, 1 prolonged closure`` (the closures left out when
+    there are none), in the words of ``summary.json``."""
+    text = f"{'?' if blinks is None else blinks} blink{'' if blinks == 1 else 's'}"
+    if closures:
+        text += f", {closures} prolonged closure{'' if closures == 1 else 's'}"
+    return text
+
+
 def session_warnings(events: Sequence[Any], t: np.ndarray, baseline: np.ndarray, face: np.ndarray | None,
                      cfg: BlinkConfig, stem: str) -> list[str]:
     """The implausible-output lines (module docstring); empty when the session looks physiological."""
