@@ -310,3 +310,57 @@ def test_the_region_picture_of_a_small_frame_is_scaled_up_and_an_image_folder_ne
     assert run.returncode == 0, run.stderr
     assert sorted(p.name for p in (tmp_path / "out").glob("*.csv")) == ["rat_day1.blinks.csv",
                                                                           "rat_day1.frames.csv"]
+
+
+def _hf_folder(data_dir: Path, folder: Path, sequence: list[int]) -> Path:
+    """An image folder of ``h_f.mp4``'s real frames in the order ``sequence`` (20 FPS with ``--fps 20``)."""
+    import av
+    import cv2
+
+    video = data_dir / "eye-only" / "h_f.mp4"
+    if not video.exists():
+        pytest.skip(f"{video} not found")
+    with av.open(str(video)) as c:
+        frames = [f.to_ndarray(format="gray") for f in c.decode(video=0)]
+    folder.mkdir()
+    for i, k in enumerate(sequence):
+        cv2.imwrite(str(folder / f"{i:04d}.png"), frames[k])
+    return folder
+
+
+#: ``h_f.mp4``'s frames of a squint that deepens into a full blink and reopens slowly: 7 s open (120-259), the lid
+#: two thirds down (288-291, ratio ~0.75) for 0.7 s, the full closure (306-315, 0.5 s), the lid held part-open
+#: (316-317, ~0.82) for 0.6 s, open again (318-399). Folder frames: the squint 140-153, the closure 154-163.
+SQUINT_BOUT = [*range(120, 260), *[288, 289, 290, 291] * 3, 288, 289, *range(306, 316), *[316, 317] * 6,
+               *range(318, 400)]
+
+
+def test_a_full_blink_inside_a_long_partial_closure_is_a_blink_row_of_its_own(data_dir: Path,
+                                                                               tmp_path: Path) -> None:
+    """The squint bout is one event longer than max_blink_ms (a prolonged_closure row from the squint on, as
+    before); the full closure inside it is a blink row of its own, the closure's frames, and the run's line says
+    the counts summary.json says. A closure held shut longer than max_blink_ms (the closed frames for 1.5 s) stays
+    one prolonged closure: no blink row is made of its own inside."""
+    folder = _hf_folder(data_dir, tmp_path / "bout", SQUINT_BOUT)
+    proc = run_cli("process", folder, "--fps", "20", "--eye-roi", "0,0,640,480", "--landmarks", "contour",
+                   "--species", "human", "-o", tmp_path / "out", "--workers", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    rows = _blinks(tmp_path / "out", "bout")
+    long = [r for r in rows if r["kind"] == "prolonged_closure"]
+    blinks = [r for r in rows if r["kind"] == "blink"]
+    assert len(long) == 1 and len(blinks) == 1, rows
+    assert int(long[0]["start_frame"]) <= 141 and int(long[0]["end_frame"]) >= 170
+    b = blinks[0]
+    assert 153 <= int(b["start_frame"]) <= 155 and 162 <= int(b["end_frame"]) <= 166, b
+    assert b["complete"] == "1" and b["partial"] == "0" and float(b["duration_ms"]) <= 1000
+    assert int(long[0]["start_frame"]) < int(b["start_frame"]) <= int(b["end_frame"]) < int(long[0]["end_frame"])
+    summary = json.loads((tmp_path / "out" / "bout.summary.json").read_text())
+    assert summary["blinks"] == 1 and summary["prolonged_closures"] == 1
+    assert "bout: 258 frames, face in 258, 1 blink, 1 prolonged closure," in proc.stdout
+
+    shut = _hf_folder(data_dir, tmp_path / "shut", [*range(120, 260), *list(range(306, 316)) * 3,
+                                                      *range(318, 400)])
+    proc = run_cli("process", shut, "--fps", "20", "--eye-roi", "0,0,640,480", "--landmarks", "contour",
+                   "-o", tmp_path / "out", "--workers", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert [r["kind"] for r in _blinks(tmp_path / "out", "shut")] == ["prolonged_closure"]
