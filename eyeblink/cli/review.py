@@ -12,7 +12,8 @@ from eyeblink.errors import ConfigError
 #: ``eyeblink region``
 REGION_DESCRIPTION = ("Write one frame of INPUT (the first by default) as a PNG with a pixel scale along its edges "
                       "and, with --eye-roi, the region drawn on it: choose the region of a recording of one eye by "
-                      "eye, then pass the same --eye-roi to process, live or batch.")
+                      "eye, then pass the same --eye-roi to process, live or batch. A small frame is drawn larger "
+                      "(a whole factor, up to about 960 pixels), the scale in the frame's own pixels.")
 #: ``eyeblink report --eyes-video``
 EYES_VIDEO_HELP = ("also write OUTDIR/<stem>.eyes.webm, the band of both eyes of every frame (VP9), which the report "
                    "plays in step with its trace (process --report writes it too)")
