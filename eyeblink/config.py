@@ -191,6 +191,21 @@ class LandmarkConfig:
                  f"landmarks.model must be one of {', '.join(EYE_MODELS)}, got {self.model!r}")
 
 
+#: the species whose norms the session warnings hold a recording to (``blinks.species``, ``--species``): ``auto`` is
+#: ``human`` for a face and ``animal`` for an eye region (``--eye-roi``: most such rigs film an animal's eye)
+SPECIES = ("auto", "human", "mouse", "rat", "rabbit", "animal")
+#: the blink rate, per minute in any ``rate_window_s`` window, that the session warnings take as physiological, per
+#: species (the docs' long-recordings page gives the sources). Human: spontaneous blinking is ~4-30 a minute (17 at
+#: rest, 4.5 reading, 26 in conversation: Bentivoglio et al. 1997, Mov Disord 12:1028); none for two minutes is
+#: most often a detector that stopped. Mice, rats and rabbits blink rarely, and can go minutes without a blink
+#: (rats: Kaminer et al. 2011, J Neurosci 31:11256; rabbits a few times an hour): no rate is too low, so 0; the
+#: upper bound stays the human one (a detector firing on fur or whiskers). No per-species figure firm enough for
+#: narrower bounds was found: the animals share one wide range.
+SPECIES_BLINK_RATES: dict[str, tuple[float, float]] = {
+    "human": (1.0, 60.0), "mouse": (0.0, 60.0), "rat": (0.0, 60.0), "rabbit": (0.0, 60.0), "animal": (0.0, 60.0),
+}
+
+
 @dataclass(frozen=True)
 class BlinkConfig:
     """Online blink detection over the per-eye EAR traces (all times in milliseconds, never frames).
@@ -250,12 +265,15 @@ class BlinkConfig:
     #: level then is taken as open, whatever it is: no state of the detector lasts longer
     max_closure_ms: float = 60000.0
     #: plausibility warnings (summary.json ``warnings``, :mod:`eyeblink.signals.plausibility`): the blink rate in
-    #: any ``rate_window_s`` window outside [``min_rate_per_min``, ``max_rate_per_min``]; the open-eye baseline
-    #: moving by more than ``max_baseline_change`` of its median
+    #: any ``rate_window_s`` window outside [``min_rate_per_min``, ``max_rate_per_min``] (None: the ``species``'
+    #: range, :data:`SPECIES_BLINK_RATES`); the open-eye baseline moving by more than ``max_baseline_change`` of
+    #: its median
     rate_window_s: float = 120.0
-    min_rate_per_min: float = 1.0
-    max_rate_per_min: float = 60.0
+    min_rate_per_min: float | None = None
+    max_rate_per_min: float | None = None
     max_baseline_change: float = 0.3
+    #: whose norms the warnings use (:data:`SPECIES`); ``auto``: human for a face, animal for an eye region
+    species: str = "auto"
 
     def __post_init__(self) -> None:
         _require(self.onset_model in ("quadratic", "threshold"),
@@ -278,14 +296,22 @@ class BlinkConfig:
             _require(0.0 < getattr(self, name) <= 1.0, f"blinks.{name} must be in (0, 1], got {getattr(self, name)}")
         _require(self.appearance_needs_lid in (None, True, False),
                  f"blinks.appearance_needs_lid must be true or false, got {self.appearance_needs_lid!r}")
-        _require(0.0 <= self.min_rate_per_min < self.max_rate_per_min,
-                 f"blinks.min_rate_per_min ({self.min_rate_per_min}) must be >= 0 and < max_rate_per_min "
-                 f"({self.max_rate_per_min})")
+        _require(self.species in SPECIES, f"blinks.species must be one of {', '.join(SPECIES)}, got {self.species!r}")
+        lo, hi = self.rate_range()
+        _require(0.0 <= lo < hi, f"blinks.min_rate_per_min ({lo:g}) must be >= 0 and < max_rate_per_min ({hi:g})")
         _require(self.max_closure_ms >= self.max_blink_ms + self.settle_ms,
                  f"blinks.max_closure_ms ({self.max_closure_ms}) must be >= max_blink_ms + settle_ms "
                  f"({self.max_blink_ms + self.settle_ms})")
         _require(self.full_closure_min_events >= 1,
                  f"blinks.full_closure_min_events must be >= 1, got {self.full_closure_min_events}")
+
+    def rate_range(self) -> tuple[float, float]:
+        """The blink rate per minute the warnings take as physiological: the species' range
+        (:data:`SPECIES_BLINK_RATES`; ``auto`` counts as human here, :meth:`RunConfig.blink_settings` resolves it
+        by the eye model), each bound replaced by ``min_rate_per_min`` / ``max_rate_per_min`` when set."""
+        lo, hi = SPECIES_BLINK_RATES["human" if self.species == "auto" else self.species]
+        return (lo if self.min_rate_per_min is None else self.min_rate_per_min,
+                hi if self.max_rate_per_min is None else self.max_rate_per_min)
 
 
 # The conditioning sections: [closure] (FEC calibration) and [trials].
@@ -448,10 +474,15 @@ class RunConfig:
         return asdict(self)
 
     def blink_settings(self) -> BlinkConfig:
-        """``blinks`` with what the eye model decides filled in (``appearance_needs_lid``)."""
-        if self.blinks.appearance_needs_lid is not None:
-            return self.blinks
-        return replace(self.blinks, appearance_needs_lid=EYE_MODELS[self.landmarks.model].lid_confirms)
+        """``blinks`` with what the eye model decides filled in (``appearance_needs_lid``; ``species`` auto: human
+        for a face, animal for an eye region)."""
+        spec = EYE_MODELS[self.landmarks.model]
+        out = self.blinks
+        if out.appearance_needs_lid is None:
+            out = replace(out, appearance_needs_lid=spec.lid_confirms)
+        if out.species == "auto":
+            out = replace(out, species="animal" if spec.region else "human")
+        return out
 
 
 # ------------------------------------------------------------------ runtime sections
@@ -749,8 +780,12 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "max_closure_ms": "an event still open after this long ends (prolonged_closure, complete 0), whatever the "
                           "level, ms",
         "rate_window_s": "warnings: the blink rate is checked in windows of this many seconds",
-        "min_rate_per_min": "warnings: a window with fewer blinks per minute than this is implausible",
-        "max_rate_per_min": "warnings: a window with more blinks per minute than this is implausible",
+        "min_rate_per_min": "warnings: a window with fewer blinks per minute than this is implausible (empty: the "
+                            "species' bound: 1 for a human, 0 for an animal)",
+        "max_rate_per_min": "warnings: a window with more blinks per minute than this is implausible (empty: the "
+                            "species' bound: 60)",
+        "species": "warnings: whose blink-rate norms apply: human, mouse, rat, rabbit, animal, or auto (human for a "
+                   "face, animal with an eye region) (--species)",
         "max_baseline_change": "warnings: the open-eye baseline moving by more than this fraction of its median",
     },
     "closure": {

@@ -115,6 +115,28 @@ def test_a_busy_machine_does_not_inflate_the_measured_costs() -> None:
     assert busy.detect_ms > 0 and busy.fit_ms["lids"] > 0
 
 
+def test_an_eye_region_costs_no_face_detection() -> None:
+    """``--eye-roi``: no detector runs, so none is timed or counted; the region's eye models are measured on the
+    region (a live run's start line and auto's sums read these costs)."""
+    from eyeblink.config import RunConfig
+    from eyeblink.landmarks.region import EyeRegion
+    from eyeblink.runtime.pipeline import build_fitters
+
+    cfg = RunConfig().with_overrides("detect", eye_roi=(232, 160, 80, 56))
+    fitters = build_fitters(cfg, ("area", "contour"))
+    try:
+        costs = measure_costs(fitters, None, width=640, height=480, reps=5,
+                              region=EyeRegion.parse(cfg.detect.eye_roi).face())
+    finally:
+        for f in fitters.values():
+            f.close()
+    assert costs.measured and not costs.detector and costs.detect_ms == 0.0, costs.note
+    assert 0 < costs.fit_ms["area"] < costs.fit_ms["contour"] < 100
+    assert costs.networks_ms("contour", 30.0, mesh_reuse_ms=0.0, detect_every=10) == costs.fit_ms["contour"]
+    line = costs.describe(["contour"])
+    assert "no face detection" in line and "detect " not in line and "contour" in line
+
+
 def test_decode_of_the_source_codec_is_measured() -> None:
     from eyeblink.runtime.host import with_decode
 

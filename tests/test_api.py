@@ -434,7 +434,7 @@ def test_example_process_and_plot(face_recording: tuple[Path, object], tmp_path:
     proc = subprocess.run([sys.executable, str(REPO / "examples" / "process_and_plot.py"), str(video), "--out",
                            str(tmp_path)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "Session('subject': 800 frames, 1 blinks" in proc.stdout
+    assert "Session('subject': 800 frames, 1 blink," in proc.stdout
     png = tmp_path / "subject.png"
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
 

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from conftest import CHILD_SIGNALS, free_port, run_cli, start_sender
 
+from eyeblink.outputs.regionview import MARGIN_PX
+
 
 @pytest.fixture(scope="module")
 def eye_roi(face_recording: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory) -> str:
@@ -135,7 +137,9 @@ def test_the_region_command_draws_the_region_on_the_first_frame(face_recording: 
     proc = run_cli("region", face_recording[0], "--eye-roi", eye_roi, "-o", png)
     assert proc.returncode == 0, proc.stderr
     img = cv2.imread(str(png))
-    assert img.shape == (480, 640, 3)
+    m = MARGIN_PX  # the scale's bands along the top and left edges
+    assert img.shape == (480 + m, 640 + m, 3)  # a 640x480 frame is large enough: drawn 1:1
+    img = img[m:, m:]
     x, y, w, h = (int(v) for v in eye_roi.split(","))
     red = (img[:, :, 2] > 200) & (img[:, :, 1] < 60) & (img[:, :, 0] < 60)
     assert red[y, x + w // 2] and red[y + h - 1, x + w // 2] and red[y + h // 2, x] and red[y + h // 2, x + w - 1]
@@ -236,3 +240,127 @@ def test_a_human_eye_close_up_finds_every_full_closure(data_dir: Path, tmp_path:
     assert all(any(overlaps(c, e) for e in events) for c in HF_CLOSURES), events
     others = [e for e in events if not any(overlaps(c, e) for c in HF_CLOSURES)]
     assert all(any(overlaps(h, e) for h in HF_HALF_BLINKS_AND_SQUINT) for e in others), others
+
+
+#: the rat's right eye (the frame's right one) in ``rat_march8.mp4`` (262x97), chosen with ``eyeblink region``
+RAT_ROI = "170,15,50,50"
+
+
+def test_a_rat_session_gives_no_blink_rate_warning_unless_held_to_human_norms(data_dir: Path,
+                                                                                tmp_path: Path) -> None:
+    """``rat_march8.mp4`` (200 s): a rat blinks a few times in it, far below a human's rate. With an eye region the
+    warnings take an animal's norms (no rate is too low); named ``--species human`` the same run warns, and the
+    Python API's ``species`` does what the flag does."""
+    import eyeblink
+
+    video = data_dir / "eye-only" / "rat_march8.mp4"
+    if not video.exists():
+        pytest.skip(f"{video} not found")
+    proc = run_cli("process", video, "-o", tmp_path / "auto", "--eye-roi", RAT_ROI, "--workers", "1",
+                   "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((tmp_path / "auto" / "rat_march8.summary.json").read_text())
+    assert summary["settings"]["blinks"]["species"] == "auto"
+    assert 0 < summary["blinks"] < 10  # a rat's few blinks: the check below is one a human rate would fail
+    assert not [w for w in summary["warnings"] if "blink rate" in w], summary["warnings"]
+    assert "blink rate" not in proc.stderr
+    human = eyeblink.process(video, tmp_path / "human", eye_roi=[int(v) for v in RAT_ROI.split(",")],
+                             species="human", workers=1, progress=False)
+    rate = [w for w in human.summary["warnings"] if "blink rate" in w]
+    assert len(rate) == 1 and "1-60/min of species human" in rate[0], human.summary["warnings"]
+    bad = run_cli("process", video, "-o", tmp_path / "bad", "--eye-roi", RAT_ROI, "--species", "cat")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--species" in bad.stderr
+
+
+def test_the_region_picture_of_a_small_frame_is_scaled_up_and_an_image_folder_needs_no_rate(
+        data_dir: Path, tmp_path: Path) -> None:
+    """``rat_march8.mp4``'s 262x97 frames: the picture is drawn 3x (each frame pixel a 3x3 square, the region's
+    rectangle around the frame pixels it names); the same frames as an image folder need no ``--fps`` for one
+    picture, and its default name and a run's outputs are the folder's name, also when it is given as ``.``."""
+    import av
+    import cv2
+
+    video = data_dir / "eye-only" / "rat_march8.mp4"
+    if not video.exists():
+        pytest.skip(f"{video} not found")
+    folder = tmp_path / "rat_day1"
+    folder.mkdir()
+    with av.open(str(video)) as c:
+        for i, f in enumerate(c.decode(video=0)):
+            if i == 40:
+                break
+            cv2.imwrite(str(folder / f"{i:04d}.png"), f.to_ndarray(format="bgr24"))
+    first = cv2.cvtColor(cv2.imread(str(folder / "0000.png")), cv2.COLOR_BGR2GRAY)
+    proc = run_cli("region", folder, "--eye-roi", RAT_ROI, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "(262x97, drawn 3x" in proc.stdout
+    img = cv2.imread(str(tmp_path / "rat_day1.region.png"))
+    m, k = MARGIN_PX, 3
+    assert img.shape == (97 * k + m, 262 * k + m, 3)
+    pic = cv2.cvtColor(img[m:, m:], cv2.COLOR_BGR2GRAY)
+    assert np.array_equal(pic[k * 80:k * 90:k, k * 100:k * 110:k], first[80:90, 100:110])  # the frame, scaled
+    x, y, w, h = (int(v) for v in RAT_ROI.split(","))
+    red = (img[m:, m:, 2] > 200) & (img[m:, m:, 1] < 60) & (img[m:, m:, 0] < 60)
+    assert red[k * (y + h // 2), k * x] and red[k * (y + h) - 1, k * (x + w // 2)]
+    assert not red[k * (y + h // 2), k * (x + w // 2)]
+    band = img[:m, m:]  # the scale's band holds its ticks and numbers: bright marks on the dark band
+    assert (band.max(axis=2) > 200).mean() > 0.01
+    run = run_cli("process", ".", "--fps", "30", "--eye-roi", RAT_ROI, "-o", tmp_path / "out", "--workers", "1",
+                  "--no-progress", cwd=folder)
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.csv")) == ["rat_day1.blinks.csv",
+                                                                          "rat_day1.frames.csv"]
+
+
+def _hf_folder(data_dir: Path, folder: Path, sequence: list[int]) -> Path:
+    """An image folder of ``h_f.mp4``'s real frames in the order ``sequence`` (20 FPS with ``--fps 20``)."""
+    import av
+    import cv2
+
+    video = data_dir / "eye-only" / "h_f.mp4"
+    if not video.exists():
+        pytest.skip(f"{video} not found")
+    with av.open(str(video)) as c:
+        frames = [f.to_ndarray(format="gray") for f in c.decode(video=0)]
+    folder.mkdir()
+    for i, k in enumerate(sequence):
+        cv2.imwrite(str(folder / f"{i:04d}.png"), frames[k])
+    return folder
+
+
+#: ``h_f.mp4``'s frames of a squint that deepens into a full blink and reopens slowly: 7 s open (120-259), the lid
+#: two thirds down (288-291, ratio ~0.75) for 0.7 s, the full closure (306-315, 0.5 s), the lid held part-open
+#: (316-317, ~0.82) for 0.6 s, open again (318-399). Folder frames: the squint 140-153, the closure 154-163.
+SQUINT_BOUT = [*range(120, 260), *[288, 289, 290, 291] * 3, 288, 289, *range(306, 316), *[316, 317] * 6,
+               *range(318, 400)]
+
+
+def test_a_full_blink_inside_a_long_partial_closure_is_a_blink_row_of_its_own(data_dir: Path,
+                                                                               tmp_path: Path) -> None:
+    """The squint bout is one event longer than max_blink_ms (a prolonged_closure row from the squint on, as
+    before); the full closure inside it is a blink row of its own, the closure's frames, and the run's line says
+    the counts summary.json says. A closure held shut longer than max_blink_ms (the closed frames for 1.5 s) stays
+    one prolonged closure: no blink row is made of its own inside."""
+    folder = _hf_folder(data_dir, tmp_path / "bout", SQUINT_BOUT)
+    proc = run_cli("process", folder, "--fps", "20", "--eye-roi", "0,0,640,480", "--landmarks", "contour",
+                   "--species", "human", "-o", tmp_path / "out", "--workers", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    rows = _blinks(tmp_path / "out", "bout")
+    long = [r for r in rows if r["kind"] == "prolonged_closure"]
+    blinks = [r for r in rows if r["kind"] == "blink"]
+    assert len(long) == 1 and len(blinks) == 1, rows
+    assert int(long[0]["start_frame"]) <= 141 and int(long[0]["end_frame"]) >= 170
+    b = blinks[0]
+    assert 153 <= int(b["start_frame"]) <= 155 and 162 <= int(b["end_frame"]) <= 166, b
+    assert b["complete"] == "1" and b["partial"] == "0" and float(b["duration_ms"]) <= 1000
+    assert int(long[0]["start_frame"]) < int(b["start_frame"]) <= int(b["end_frame"]) < int(long[0]["end_frame"])
+    summary = json.loads((tmp_path / "out" / "bout.summary.json").read_text())
+    assert summary["blinks"] == 1 and summary["prolonged_closures"] == 1
+    assert "bout: 258 frames, face in 258, 1 blink, 1 prolonged closure," in proc.stdout
+
+    shut = _hf_folder(data_dir, tmp_path / "shut", [*range(120, 260), *list(range(306, 316)) * 3,
+                                                      *range(318, 400)])
+    proc = run_cli("process", shut, "--fps", "20", "--eye-roi", "0,0,640,480", "--landmarks", "contour",
+                   "-o", tmp_path / "out", "--workers", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert [r["kind"] for r in _blinks(tmp_path / "out", "shut")] == ["prolonged_closure"]

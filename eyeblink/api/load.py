@@ -70,13 +70,22 @@ class Session:
 
         return session_figure(col("timestamp_s"), col("ear_left"), col("ear_right"), col("closure"),
                               self.blinks.to_dict("records"), self.trials.to_dict("records"),
-                              f"{self.stem}: {len(self.blinks)} blinks"
+                              f"{self.stem}: {self._counts()}"
                               + (f", {len(self.trials)} trials" if len(self.trials) else ""),
                               start_s=start_s, end_s=end_s)
 
+    def _counts(self) -> str:
+        """``14 blinks, 1 prolonged closure``: the rows of ``blinks`` by kind, in the words of ``summary.json``."""
+        from eyeblink.signals.plausibility import count_words
+
+        if "kind" not in self.blinks:  # a blinks.csv written before the kind column: every row a blink
+            return count_words(len(self.blinks))
+        blinks = int((self.blinks["kind"] == "blink").sum())
+        return count_words(blinks, len(self.blinks) - blinks)
+
     def __repr__(self) -> str:
         damage = f", {len(self.notes)} damage notes" if self.notes else ""
-        return (f"Session({self.stem!r}: {len(self.frames)} frames, {len(self.blinks)} blinks, "
+        return (f"Session({self.stem!r}: {len(self.frames)} frames, {self._counts()}, "
                 f"{len(self.trials)} trials, status {self.summary.get('status')!r}{damage})")
 
 

@@ -107,14 +107,14 @@ def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers:
     trials, plots, NWB as ``analysis`` asks), with ``<stem>.report.html`` when ``report``; returns the results
     and the per-input failures (the other inputs still run)."""
     from eyeblink.runtime.parallel import physical_cores
-    from eyeblink.runtime.runner import process_paths, report_writer
+    from eyeblink.runtime.runner import process_paths, report_writer, stem_of
 
     if report:  # keep the eye crops of each blink for the report's table
         cfg = dataclasses.replace(cfg, eye_crops=True)
     from eyeblink.outputs.corrections import corrections_path, read_corrections
 
     for p in paths:  # a rerun applies the reviewer's corrections: a file it cannot read stops it before any frame
-        stem = p.name if p.is_dir() else p.stem
+        stem = stem_of(p)
         if corrections_path(outdir, stem).is_file():
             read_corrections(corrections_path(outdir, stem), stem)
 

@@ -65,7 +65,10 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
     def show(rec: dict[str, Any]) -> None:
         if rec["status"] == "done":
-            print(f"{rec['stem']}: done, {rec['frames']} frames, {rec['blinks']} blinks", flush=True)
+            from eyeblink.signals.plausibility import count_words
+
+            words = count_words(rec["blinks"], rec.get("prolonged_closures"))
+            print(f"{rec['stem']}: done, {rec['frames']} frames, {words}", flush=True)
             if rec.get("damaged_packets"):
                 warn(f"{rec['stem']}: {rec['damaged_packets']} damaged packet(s) skipped (undecodable: a gap in "
                      f"frames.csv; the rows after the damage are complete); {rec['stem']}.summary.json lists them "

@@ -195,8 +195,10 @@ def cmd_live(args: argparse.Namespace) -> int:
     t = s.get("timings", {})
     p99 = t.get("latency_ms_p99")
     processed = result.frames - (lv.get("frames_dropped") or 0)
+    from eyeblink.signals.plausibility import count_words, kind_counts
+
     print(f"{result.stem}: {lv.get('stop_reason')}; {lv.get('frames_in')} frames in, {processed} processed, "
-          f"{lv.get('frames_dropped')} dropped, face in {result.faces}, {len(result.blinks)} blinks, "
+          f"{lv.get('frames_dropped')} dropped, face in {result.faces}, {count_words(*kind_counts(result.blinks))}, "
           f"p99 latency {'-' if p99 is None else f'{p99:.0f} ms'} -> {result.outputs['frames'].parent}",
           file=sys.stderr)
     if args.report:

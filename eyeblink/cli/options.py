@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from eyeblink.config import LANDMARK_MODELS, STAGES, RunConfig
+from eyeblink.config import LANDMARK_MODELS, SPECIES, STAGES, RunConfig
 from eyeblink.errors import ConfigError, one_line
 from eyeblink.outputs.analysis import AnalysisOptions
 
@@ -188,6 +188,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="a blink ends once the ratio is back above this (hysteresis; default 0.87)")
     b.add_argument("--min-blink-ms", type=float, default=None, metavar="MS",
                    help="discard blinks shorter than this (default 30 ms)")
+    b.add_argument("--species", choices=SPECIES, default=None,
+                   help="whose blink-rate norms the session's warnings use: human (1-60 a minute), or mouse, rat, "
+                        "rabbit, animal (0-60: an animal may go minutes without a blink); default auto: human for a "
+                        "face, animal with --eye-roi (name human for a human eye close-up)")
 
 
 def add_log_options(p: argparse.ArgumentParser) -> None:
@@ -221,7 +225,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
                           f"{cfg.landmarks.model} leave {'them' if len(given) > 1 else 'it'} out (or use --eye-roi "
                           "with --landmarks area)")
     cfg = cfg.with_overrides("blinks", close_ratio=args.close_ratio, open_ratio=args.open_ratio,
-                             min_duration_ms=args.min_blink_ms)
+                             min_duration_ms=args.min_blink_ms, species=getattr(args, "species", None))
     return replace(cfg, fps=args.fps, max_frames=args.max_frames, points=bool(getattr(args, "points", False)))
 
 

@@ -105,9 +105,11 @@ def cmd_process(args: argparse.Namespace) -> int:
                                         progress=_progress_factory(args.no_progress), workers=args.workers,
                                         loaders=args.loaders, analysis=analysis_options(args), report=args.report,
                                         view=view)
+    from eyeblink.signals.plausibility import count_words, kind_counts
+
     for r in results:
         s = r.summary
-        print(f"{r.stem}: {r.frames} frames, face in {r.faces}, {len(r.blinks)} blinks, "
+        print(f"{r.stem}: {r.frames} frames, face in {r.faces}, {count_words(*kind_counts(r.blinks))}, "
               f"{(s['timings'].get('fps') or 0):.0f} FPS -> {r.outputs['frames'].parent}")
         if s.get("trials"):
             tr = s["trials"]

@@ -12,7 +12,8 @@ from eyeblink.errors import ConfigError
 #: ``eyeblink region``
 REGION_DESCRIPTION = ("Write one frame of INPUT (the first by default) as a PNG with a pixel scale along its edges "
                       "and, with --eye-roi, the region drawn on it: choose the region of a recording of one eye by "
-                      "eye, then pass the same --eye-roi to process, live or batch.")
+                      "eye, then pass the same --eye-roi to process, live or batch. A small frame is drawn larger "
+                      "(a whole factor, up to about 960 pixels), the scale in the frame's own pixels.")
 #: ``eyeblink report --eyes-video``
 EYES_VIDEO_HELP = ("also write OUTDIR/<stem>.eyes.webm, the band of both eyes of every frame (VP9), which the report "
                    "plays in step with its trace (process --report writes it too)")
@@ -120,18 +121,23 @@ def add_region_parser(sub: Any) -> None:
     g.add_argument("--eye-roi", type=_eye_roi, default=None, metavar="X,Y,W,H",
                    help="the region to draw (pixels of the frame: left, top, width, height)")
     g.add_argument("--frame", type=int, default=0, metavar="N", help="the frame to show (default: the first, 0)")
-    g.add_argument("--fps", type=_positive_float, default=None, help="frame rate of an image folder")
+    g.add_argument("--fps", type=_positive_float, default=None,
+                   help="frame rate of a video without timestamps (an image folder needs none here: one frame is "
+                        "shown)")
     g.add_argument("-o", "--output", metavar="PNG", default=None,
                    help="where to write (default: <stem>.region.png in the current folder)")
 
 
 def cmd_region(args: argparse.Namespace) -> int:
-    from eyeblink.outputs.regionview import write_region_picture
+    from eyeblink.outputs.regionview import picture_scale, write_region_picture
+    from eyeblink.sources.files import input_stem
 
-    out = Path(args.output) if args.output else Path(f"{Path(args.input).stem}.region.png")
+    out = Path(args.output) if args.output else Path(f"{input_stem(args.input)}.region.png")
     size = write_region_picture(Path(args.input), out, args.eye_roi, frame=args.frame, fps=args.fps)
     where = f"; region {','.join(map(str, args.eye_roi))} drawn" if args.eye_roi else ""
-    print(f"frame {args.frame} ({size[0]}x{size[1]}): {out}{where}")
+    k = picture_scale(*size)
+    drawn = f", drawn {k}x with the scale in frame pixels" if k > 1 else ""
+    print(f"frame {args.frame} ({size[0]}x{size[1]}{drawn}): {out}{where}")
     return 0
 
 

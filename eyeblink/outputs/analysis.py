@@ -91,7 +91,9 @@ class AnalysisOptions:
 
     def check(self, inputs: Sequence[Path]) -> None:
         """Fail before any frame is processed: extras installed, trials files present and well formed."""
-        self.check_stems([p.name if p.is_dir() else p.stem for p in inputs])
+        from eyeblink.sources.files import input_stem
+
+        self.check_stems([input_stem(p) for p in inputs])
 
     def check_stems(self, stems: Sequence[str]) -> None:
         """:meth:`check` for inputs known by their output stems (a live source)."""

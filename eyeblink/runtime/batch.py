@@ -75,7 +75,9 @@ from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
 from eyeblink.outputs.manifest import MANIFEST_NAME, Manifest, input_key, settings_hash
 from eyeblink.runtime import raycluster
 from eyeblink.runtime.processes import use_start_method
+from eyeblink.signals.plausibility import kind_counts
 from eyeblink.sources.chunking import ALIGN_FRAMES, ChunkSource, plan_chunks
+from eyeblink.sources.files import input_stem
 from eyeblink.sources.inputs import expand_inputs
 from eyeblink.version import __version__
 
@@ -240,7 +242,8 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
         return {"status": "failed", "error": one_line(exc), "stem": task.stem, "index": task.index,
                 "wall_s": time.perf_counter() - started}
     return {"status": "done", "stem": task.stem, "index": task.index, "frames": result.frames,
-            "blinks": len(result.blinks), "wall_s": time.perf_counter() - started,
+            "blinks": kind_counts(result.blinks)[0], "prolonged_closures": kind_counts(result.blinks)[1],
+            "wall_s": time.perf_counter() - started,
             "damaged_packets": int((result.summary.get("damaged_packets") or {}).get("count") or 0),
             "node": platform.node(), "pid": os.getpid()}
 
@@ -313,7 +316,8 @@ def run_group(tasks: list[ChunkTask], analyzer: FrameAnalyzer | None = None) -> 
 
     def done(t: ChunkTask, result: RunResult) -> dict[str, Any]:
         return {"status": "done", "stem": t.stem, "index": t.index, "frames": result.frames,
-                "blinks": len(result.blinks), "wall_s": float(result.summary["timings"]["wall_s"] or 0.0),
+                "blinks": kind_counts(result.blinks)[0], "prolonged_closures": kind_counts(result.blinks)[1],
+                "wall_s": float(result.summary["timings"]["wall_s"] or 0.0),
                 "damaged_packets": int((result.summary.get("damaged_packets") or {}).get("count") or 0),
                 "node": platform.node(), "pid": os.getpid()}
 
@@ -498,9 +502,10 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
     videos: list[_Video] = []
 
     def record(v: _Video, status: str, error: str | None, frames: int | None = None,
-               blinks: int | None = None, damaged: int | None = None) -> None:
-        rec = {**v.ident, "key": v.key, "stem": v.path.stem if not v.path.is_dir() else v.path.name,
-               "status": status, "error": error, "frames": frames, "blinks": blinks, "damaged_packets": damaged,
+               blinks: int | None = None, damaged: int | None = None, closures: int | None = None) -> None:
+        rec = {**v.ident, "key": v.key, "stem": input_stem(v.path),
+               "status": status, "error": error, "frames": frames, "blinks": blinks, "prolonged_closures": closures,
+               "damaged_packets": damaged,
                "chunks": len(v.tasks),
                "wall_s": sum(float(o.get("wall_s", 0.0)) for o in v.outcomes.values()),
                "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "eyeblink": __version__}
@@ -531,7 +536,7 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
         if config.max_frames is not None and len(plan) > 1:
             plan[-1] = (plan[-1][0], config.max_frames)
         chunk_cfg = replace(config, max_frames=None) if len(plan) > 1 else config
-        v.tasks = [ChunkTask(str(p), v.path.stem, str(out), i, len(plan), s, e, chunk_cfg, workers, fault,
+        v.tasks = [ChunkTask(str(p), input_stem(v.path), str(out), i, len(plan), s, e, chunk_cfg, workers, fault,
                              start_method=bc.start_method)
                    for i, (s, e) in enumerate(plan)]
 
@@ -770,7 +775,8 @@ def _settle(ray: Any, v: _Video, t: ChunkTask, outcome: dict[str, Any], pending:
     if len(v.outcomes) < len(v.tasks):
         return
     if len(v.tasks) == 1:
-        record(v, "done", None, outcome.get("frames"), outcome.get("blinks"), int(outcome.get("damaged_packets") or 0))
+        record(v, "done", None, outcome.get("frames"), outcome.get("blinks"), int(outcome.get("damaged_packets") or 0),
+               closures=outcome.get("prolonged_closures"))
         report.frames += int(outcome.get("frames") or 0)
         return
     try:
@@ -785,6 +791,6 @@ def _settle(ray: Any, v: _Video, t: ChunkTask, outcome: dict[str, Any], pending:
         shutil.rmtree(tk.staging, ignore_errors=True)
     with contextlib.suppress(OSError):
         (Path(v.tasks[0].outdir) / STAGING_NAME).rmdir()
-    record(v, "done", None, merged.frames, len(merged.blinks),
-           int((merged.summary.get("damaged_packets") or {}).get("count") or 0))
+    record(v, "done", None, merged.frames, kind_counts(merged.blinks)[0],
+           int((merged.summary.get("damaged_packets") or {}).get("count") or 0), closures=kind_counts(merged.blinks)[1])
     report.frames += merged.frames

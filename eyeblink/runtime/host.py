@@ -105,6 +105,8 @@ class HostCosts:
     measured: bool = True
     note: str = ""
     host: dict[str, Any] = field(default_factory=host_info)
+    #: False for a recording of one eye (``--eye-roi``): no face detector runs, ``detect_ms`` is 0
+    detector: bool = True
 
     def networks_ms(self, model: str, fps: float, *, mesh_reuse_ms: float, detect_every: int) -> float:
         """CPU ms per frame of a worker's networks for ``model`` at ``fps``: the mesh once per ``mesh_reuse_ms`` (at
@@ -137,17 +139,20 @@ class HostCosts:
         fits = ", ".join(f"{m} {self.fit_ms[m]:.2f}/{self.reuse_ms.get(m, self.fit_ms[m]):.2f} ms"
                          for m in models if m in self.fit_ms)
         how = "measured" if self.measured else f"registry constants ({self.note})"
-        return (f"{how} on {self.host.get('class')} ({self.host.get('cpu')}): detect {self.detect_ms:.2f} ms, "
+        detect = f"detect {self.detect_ms:.2f} ms" if self.detector else "no face detection (an eye region)"
+        return (f"{how} on {self.host.get('class')} ({self.host.get('cpu')}): {detect}, "
                 f"{fits} (fit/reused), decode {self.decode_ms:.2f} ms")
 
 
-def registry_costs(models: tuple[str, ...] | list[str], note: str) -> HostCosts:
-    """The fallback: the registry's measured-once constants (``fit_ms``, ``reusable_ms``)."""
+def registry_costs(models: tuple[str, ...] | list[str], note: str, *, detector: bool = True) -> HostCosts:
+    """The fallback: the registry's measured-once constants (``fit_ms``, ``reusable_ms``); ``detector`` False: a
+    recording of one eye, no face detector's cost."""
     from eyeblink.landmarks import EYE_MODELS
 
     fit = {m: EYE_MODELS[m].fit_ms for m in models}
     reuse = {m: EYE_MODELS[m].fit_ms - EYE_MODELS[m].reusable_ms for m in models}
-    return HostCosts(FALLBACK_DETECT_MS, fit, reuse, measured=False, note=note)
+    return HostCosts(FALLBACK_DETECT_MS if detector else 0.0, fit, reuse, measured=False, note=note,
+                     detector=detector)
 
 
 def _median_ms(fn: Any, reps: int) -> float:
@@ -195,21 +200,27 @@ def _decode_ms(frame: np.ndarray, codec: str | None, reps: int) -> float:
     return statistics.median(times[1:] if len(times) > 2 else times)
 
 
-def measure_costs(fitters: dict[str, Any], detector: Any, *, width: int, height: int, reps: int = 15) -> HostCosts:
+def measure_costs(fitters: dict[str, Any], detector: Any, *, width: int, height: int, reps: int = 15,
+                  region: Any = None) -> HostCosts:
     """Time each part on this machine on a real face frame of the source's size (~0.3 s in all on a 2-core
-    AVX2 host): BlazeFace (``detector``, a :class:`~eyeblink.detect.blazeface.FaceDetector`) and each of
+    AVX2 host): BlazeFace (``detector``, a :class:`~eyeblink.detect.blazeface.FaceDetector`; none with ``region``,
+    the face an eye region stands for: a recording of one eye runs no detector, its cost is 0) and each of
     ``fitters`` (``{model: EyeModel}``) with a fresh face mesh and with the mesh reused. Medians of ``reps`` runs
     each, after a warm-up. The decode is added once the source's codec is known (:func:`with_decode`). Falls
     back to :func:`registry_costs` (with the reason) if the frame has no face or a part fails."""
     try:
-        frame = face_frame(width, height)
-        faces = detector.detect(frame)
-        for _ in range(2):
-            detector.detect(frame)
-        if not faces:
-            return registry_costs(list(fitters), "no face found in the measuring frame")
-        face = faces[0]
-        detect_ms = _median_ms(lambda: detector.detect(frame), reps)
+        if region is not None:  # a recording of one eye: no detector; the eye models fit the region
+            frame = face_frame(max(width, math.ceil(region.box[2])), max(height, math.ceil(region.box[3])))
+            face, detect_ms = region, 0.0
+        else:
+            frame = face_frame(width, height)
+            faces = detector.detect(frame)
+            for _ in range(2):
+                detector.detect(frame)
+            if not faces:
+                return registry_costs(list(fitters), "no face found in the measuring frame")
+            face = faces[0]
+            detect_ms = _median_ms(lambda: detector.detect(frame), reps)
         fit: dict[str, float] = {}
         reuse: dict[str, float] = {}
         for name, fitter in fitters.items():
@@ -240,10 +251,11 @@ def measure_costs(fitters: dict[str, Any], detector: Any, *, width: int, height:
                 fitter.set_time(None)
             else:
                 reuse[name] = fit[name]
-        return HostCosts(detect_ms, fit, reuse)
+        return HostCosts(detect_ms, fit, reuse, detector=region is None)
     except Exception as exc:  # measuring is an aid: a failure falls back to the registry, said in the summary
         log.debug("measuring the host failed", exc_info=True)
-        return registry_costs(list(fitters), f"measuring failed: {type(exc).__name__}: {exc}")
+        return registry_costs(list(fitters), f"measuring failed: {type(exc).__name__}: {exc}",
+                              detector=region is None)
 
 
 def with_decode(costs: HostCosts, codec: str | None, width: int, height: int, reps: int = 10) -> HostCosts:

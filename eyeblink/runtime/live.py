@@ -814,6 +814,11 @@ class LivePipeline(ParallelPipeline):
         if self.accelerated:
             return None
         fitters = self.fitters or {self.cfg.landmarks.model: self.fitter}
+        if self.cfg.detect.eye_roi is not None:  # a recording of one eye: no detector runs, none is timed
+            from eyeblink.landmarks.region import EyeRegion
+
+            region = EyeRegion.parse(self.cfg.detect.eye_roi).face()
+            return measure_costs(fitters, None, width=640, height=480, region=region)
         with build_detector(self.cfg) as detector:
             return measure_costs(fitters, detector, width=640, height=480)
 

@@ -49,7 +49,9 @@ FATAL = (ConfigError, ModelFileError, BackendUnavailableError, OutputError)
 
 def stem_of(path: Path) -> str:
     """The session name an input writes: a folder's name, a file's name without its suffix."""
-    return path.name if path.is_dir() else path.stem
+    from eyeblink.sources.files import input_stem
+
+    return input_stem(path)
 
 
 def check_inputs(paths: Sequence[Path]) -> None:
@@ -85,7 +87,7 @@ def output_plan(paths: Sequence[Path], outdir: Path, opts: AnalysisOptions | Non
     """What a run over ``paths`` into ``outdir`` reads and may write (see :mod:`eyeblink.outputs.paths`)."""
     plan = OutputPlan()
     for p in paths:
-        stem = p.name if p.is_dir() else p.stem
+        stem = stem_of(p)
         plan.read(p, "the input")
         if opts is not None:
             plan.read(opts.trials_path(stem), "the --trials file")

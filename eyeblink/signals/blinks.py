@@ -49,6 +49,9 @@ Definition (all times in milliseconds, never frames, so it behaves the same at
   the buffer). The re-scan ends a blink at a gap as everywhere else.
 * **Merging.** Blinks whose gap (next start - previous end) is shorter than
   ``merge_gap_ms`` are one blink; shorter than ``min_duration_ms``: discarded.
+* **Every blink kept.** An event longer than ``max_blink_ms`` is a ``prolonged_closure``; a full closure inside
+  it (a squint or a movement bout that deepens into a full blink) is also a blink of its own, emitted right after
+  it (:func:`~eyeblink.signals.measures.inner_closures`).
 * **Gaps.** Timestamps drive everything. A gap longer than ``max_gap_ms``
   (dropped frames, face lost) inside a blink ends it as ``complete = False``
   at the last frame seen, so an event never spans frames nobody saw.
@@ -77,7 +80,7 @@ import numpy as np
 
 from eyeblink.config import BlinkConfig
 from eyeblink.signals.events import BLINK, BLINK_COLUMN_DOCS, BLINK_COLUMNS, EVENT_KINDS, PROLONGED_CLOSURE, BlinkEvent
-from eyeblink.signals.measures import _EL, _ER, _F, _R, _T, event_rows, full_closure, measure_event
+from eyeblink.signals.measures import _EL, _ER, _F, _R, _T, event_rows, full_closure, inner_closures, measure_event
 from eyeblink.signals.numerics import (
     CenteredTemplate,
     TimeWindow,
@@ -742,7 +745,18 @@ class BlinkDetector:
         for ev in evs:
             b = measure_event(self.cfg, ev, interval=self._interval, amplitudes=self._amplitudes,
                               number=self._count + 1)
-            if b is not None:
-                self._count += 1
-                out.append(b)
+            if b is None:
+                continue
+            self._count += 1
+            out.append(b)
+            if b.kind != PROLONGED_CLOSURE:
+                continue
+            # every blink kept: a full closure inside the long event is a blink row of its own, after it
+            full = full_closure(self.cfg, self._amplitudes)
+            for inner in inner_closures(self.cfg, ev, full, self._gap_s()):
+                ib = measure_event(self.cfg, inner, interval=self._interval, amplitudes=self._amplitudes,
+                                   number=self._count + 1)
+                if ib is not None and ib.kind == BLINK:
+                    self._count += 1
+                    out.append(ib)
         return out

@@ -136,5 +136,5 @@ BLINK_COLUMN_DOCS: dict[str, tuple[str, str]] = {
     "full_closure_amplitude": ("fraction", "the subject's full-closure amplitude this blink was judged against"),
     "cue": ("text", "which signal crossed the threshold: ear, appearance (the eye patches) or both"),
     "kind": ("text", "blink, or prolonged_closure: a closure longer than blinks.max_blink_ms (not a blink; "
-                     "not counted in the blink figures)"),
+                     "not counted in the blink figures; a full blink inside it is a blink row of its own)"),
 }

@@ -128,6 +128,70 @@ def measure_event(cfg: BlinkConfig, ev: dict[str, Any], *, interval: float, ampl
     )
 
 
+def inner_closures(cfg: BlinkConfig, ev: dict[str, Any], full: float, gap_s: float) -> list[dict[str, Any]]:
+    """The full closures inside a prolonged closure ``ev``, each as an event record of its own (a blink row beside
+    the long event's row): a squint or a movement bout that deepens into a full blink and reopens slowly is one
+    long event, and the blink inside it is still a blink.
+
+    A full closure is a run of samples whose ratio is at most ``1 - partial_fraction * full`` (as deep as a full
+    blink of this subject), the run no longer than ``max_blink_ms``. Its span is widened on each side for as long
+    as the ratio keeps rising away from the run (the lid's closing and reopening; a repeated value continues a
+    rise, a camera's doubled frames) while it stays below ``onset_ratio``, by at most half of what the run leaves
+    of ``max_blink_ms`` on each side (the whole span at most ``max_blink_ms``); the row runs from the first sample
+    below the level the lid left to the last before the level it regained, as a blink's row runs between its
+    ``onset_ratio`` crossings.
+    It counts only inside a long event that lasts at least ``max_blink_ms / 2`` beyond it: a long blink whose
+    deep part fills the event stays one row. Samples further apart than ``gap_s`` end a run (a long event keeps
+    its first and last seconds whole, not the middle of a closure longer than that).
+    """
+    rows = np.asarray(event_rows(ev), dtype=np.float64).reshape(-1, 8)
+    rows = rows[rows[:, _T] <= ev["end"][1]]
+    if len(rows) < 3:
+        return []
+    r, t = rows[:, _R], rows[:, _T]
+    deep = np.isfinite(r) & (r <= 1.0 - cfg.partial_fraction * full)
+    longest = cfg.max_blink_ms / 1000
+    out: list[dict[str, Any]] = []
+    i, n = 0, len(rows)
+    while i < n:
+        if not deep[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < n and deep[j + 1] and t[j + 1] - t[j] <= gap_s:
+            j += 1
+        reach = (longest - (t[j] - t[i])) / 2
+        a = _widen(r, t, i, -1, gap_s, cfg.onset_ratio, reach)
+        b = _widen(r, t, j, 1, gap_s, cfg.onset_ratio, reach)
+        a, b = min(a + 1, i), max(b - 1, j)  # the held level's own samples are not the blink's (as onset_ratio's)
+        span = t[b] - t[a]
+        if reach >= 0 and (t[-1] - t[0]) - span >= longest / 2:
+            out.append({
+                "start": (int(rows[a, _F]), float(t[a])), "end": (int(rows[b, _F]), float(t[b])),
+                "baseline": ev["baseline"], "samples": [tuple(x) for x in rows[a:b + 1]],
+                "pre": [tuple(x) for x in rows[:a][t[:a] >= t[a] - cfg.onset_search_ms / 1000]],  # as a blink's
+                "cue_ear": True, "cue_app": False, "complete": True, "tail": deque(), "peak": None,
+                "hole": False, "seg_first": ev.get("seg_first", -1),
+            })
+        i = j + 1
+    return out
+
+
+def _widen(r: np.ndarray, t: np.ndarray, k: int, step: int, gap_s: float, open_ratio: float,
+           reach_s: float) -> int:
+    """From sample ``k`` of a deep run, the farthest sample in direction ``step`` (-1 back, 1 on) that the ratio
+    rises to: each sample higher than the last (or equal: a repeated frame, committed only once the rise goes
+    on), below ``open_ratio`` (an open eye is no longer the blink), no gap on the way, at most ``reach_s`` from
+    sample ``k``."""
+    best, last, j = k, r[k], k + step
+    while (0 <= j < len(r) and np.isfinite(r[j]) and abs(t[j] - t[j - step]) <= gap_s and last <= r[j] < open_ratio
+           and abs(t[j] - t[k]) <= reach_s):
+        if r[j] > last:
+            best, last = j, r[j]
+        j += step
+    return best
+
+
 def event_rows(ev: dict[str, Any]) -> list[tuple[float, ...]]:
     """An event's kept samples in time order: the whole first part, its deepest sample, the last part."""
     rows = list(ev["samples"])

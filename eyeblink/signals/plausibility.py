@@ -8,8 +8,9 @@ a science that is wrong. After a run (``process``, ``live``, ``batch`` alike:
 * **prolonged closures**: events longer than ``max_blink_ms`` (kind ``prolonged_closure``, not counted as
   blinks) — real (a voluntary or drowsy closure) or a disturbance the detector took for a closure;
 * **blink rate**: in any window of ``rate_window_s`` (sessions at least that long, windows with a face in
-  at least half their frames) the blink rate is outside ``[min_rate_per_min, max_rate_per_min]``
-  (spontaneous blinking is ~4-30 a minute; none for minutes is most often a detector that stopped);
+  at least half their frames) the blink rate is outside the species' range (``species``,
+  :meth:`~eyeblink.config.BlinkConfig.rate_range`: a human blinks ~4-30 times a minute, and none for minutes is
+  most often a detector that stopped; a mouse or a rat can go minutes without a blink);
 * **baseline**: the open-eye baseline EAR moved by more than ``max_baseline_change`` of its median
   (gaze, posture, glasses, light, or a fit that changed): blinks are measured against the new level.
 """
@@ -40,6 +41,22 @@ def event_counts(events: Sequence[Any], duration_s: float) -> dict[str, Any]:
     }
 
 
+def kind_counts(events: Sequence[Any]) -> tuple[int, int]:
+    """(blinks, prolonged closures) among ``events``: what ``summary.json``'s ``blinks`` and ``prolonged_closures``
+    count."""
+    blinks = sum(1 for e in events if getattr(e, "kind", "blink") == "blink")
+    return blinks, len(events) - blinks
+
+
+def count_words(blinks: int | None, closures: int | None = 0) -> str:
+    """The counts as every line of a run says them: ``14 blinks, 1 prolonged closure`` (the closures left out when
+    there are none), in the words of ``summary.json``."""
+    text = f"{'?' if blinks is None else blinks} blink{'' if blinks == 1 else 's'}"
+    if closures:
+        text += f", {closures} prolonged closure{'' if closures == 1 else 's'}"
+    return text
+
+
 def session_warnings(events: Sequence[Any], t: np.ndarray, baseline: np.ndarray, face: np.ndarray | None,
                      cfg: BlinkConfig, stem: str) -> list[str]:
     """The implausible-output lines (module docstring); empty when the session looks physiological."""
@@ -55,6 +72,7 @@ def session_warnings(events: Sequence[Any], t: np.ndarray, baseline: np.ndarray,
     if ok.sum() >= 2:
         t0, t1 = float(t[ok][0]), float(t[ok][-1])
         win = cfg.rate_window_s
+        lo_rate, hi_rate = cfg.rate_range()
         if t1 - t0 >= win:
             starts = [e.start_s for e in events if getattr(e, "kind", "blink") == "blink"]
             has_face = np.asarray(face, dtype=bool) if face is not None else np.ones(len(t), dtype=bool)
@@ -65,17 +83,18 @@ def session_warnings(events: Sequence[Any], t: np.ndarray, baseline: np.ndarray,
                 sel = ok & (t >= a) & (t < a + win)
                 if sel.any() and has_face[sel].mean() >= 0.5:
                     rate = sum(a <= s < a + win for s in starts) * 60 / win
-                    if not cfg.min_rate_per_min <= rate <= cfg.max_rate_per_min:
+                    if not lo_rate <= rate <= hi_rate:
                         bad.append((a, rate))
                 a += step
             if bad:
                 lo = min(bad, key=lambda x: x[1])
                 hi = max(bad, key=lambda x: x[1])
-                worst = lo if lo[1] < cfg.min_rate_per_min else hi
+                worst = lo if lo[1] < lo_rate else hi
                 span = f"{worst[0] - t0:.0f}-{worst[0] - t0 + win:.0f} s"
+                species = "human" if cfg.species == "auto" else cfg.species
                 out.append(f"{stem}: blink rate {worst[1]:.1f}/min over {span} "
                            f"(and {len(bad) - 1} other {win:g} s window(s)) is outside the physiological "
-                           f"{cfg.min_rate_per_min:g}-{cfg.max_rate_per_min:g}/min: check the report's trace "
+                           f"{lo_rate:g}-{hi_rate:g}/min of species {species} (--species): check the report's trace "
                            "(eyes off camera, a detector that stopped, or a tic)")
     b = np.asarray(baseline, dtype=np.float64)
     fin = np.isfinite(b) & ok if len(b) == len(t) else np.isfinite(b)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
 from abc import ABC, abstractmethod
 from array import array
@@ -494,7 +495,7 @@ class ImageFolderSource(FrameSource):
 
     def __init__(self, path: str | Path, *, fps: float | None, color: bool = False) -> None:
         self.path = Path(path)
-        self.name = self.path.name
+        self.name = input_stem(self.path)
         self.color = color
         self.files: list[Path] = sorted(
             (p for p in self.path.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file()),
@@ -570,6 +571,16 @@ def _no_images(folder: Path) -> str:
     return (f"no images in folder {folder}, but {len(videos)} video{'s' if len(videos) > 1 else ''} ({shown}); "
             f"a folder is read as an image sequence: pass the videos themselves (eyeblink process {pattern}) "
             f"or the folder to eyeblink batch {folder}")
+
+
+def input_stem(path: str | Path) -> str:
+    """The name an input's outputs take (``<stem>.frames.csv``): a video's file name without its suffix, an image
+    folder's own name, also when it is given as ``.`` or ``..`` (the folder they are: never a hidden
+    ``.frames.csv``)."""
+    p = Path(path)
+    if p.is_dir():
+        return Path(os.path.abspath(p)).name or "frames"  # the file system's root has no name
+    return p.stem
 
 
 def open_source(path: str | Path, *, fps: float | None = None, color: bool = False) -> FrameSource:
