@@ -3,6 +3,7 @@ shared-memory block (:class:`PreviewGrab`). The loader copies a frame only when 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import os
@@ -68,6 +69,9 @@ class PreviewGrab:
         self._shm = shared_memory.SharedMemory(name=state["name"], create=False)
         self._owner = -1  # mapped here: removed by its creator
         self._map()
+        # a spawned child (loader, worker) unmaps it before Python's own teardown, which cannot close a block that
+        # the views above still point into ("cannot close exported pointers exist" at every child's exit)
+        atexit.register(self.close)
         self._last_seq = 0
         self.grabs = 0
 
