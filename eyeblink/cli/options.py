@@ -126,6 +126,9 @@ EYE_REGION_FLAGS: tuple[tuple[str, dict[str, Any], str], ...] = (
     ("--eye-threshold", {"type": _number, "metavar": "T"},
      "--landmarks area: a pixel is the eye's when it is T times the border's mean brightness away from it, towards "
      "black (dark) or white (bright); in (0, 1), default 0.7"),
+    ("--eye-angle", {"type": _number, "metavar": "DEG"},
+     "--landmarks contour: the eye's corner axis, degrees clockwise from level in the image (a tilted eye); default: "
+     "found on the recording's first frames"),
 )
 
 
@@ -210,7 +213,8 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     cfg = cfg.with_overrides("landmarks", model=model, model_path=args.landmark_model,
                              mesh_reuse_ms=getattr(args, "mesh_reuse_ms", None),
                              area_polarity=getattr(args, "eye_polarity", None),
-                             area_threshold=getattr(args, "eye_threshold", None))
+                             area_threshold=getattr(args, "eye_threshold", None),
+                             eye_angle=getattr(args, "eye_angle", None))
     cfg = cfg.with_overrides("detect", backend=args.backend, model_path=args.face_model, num_threads=args.threads,
                              detect_every=args.detect_every, score_threshold=args.score_threshold,
                              stage=getattr(args, "stage", None))
@@ -220,6 +224,12 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         raise ConfigError(f"{' and '.join(given)} set the area measure of an eye region; with --landmarks "
                           f"{cfg.landmarks.model} leave {'them' if len(given) > 1 else 'it'} out (or use --eye-roi "
                           "with --landmarks area)")
+    if given and cfg.landmarks.region_auto:  # the area measure's settings name it
+        cfg = replace(cfg, landmarks=replace(cfg.landmarks, region_auto=False))
+    if getattr(args, "eye_angle", None) is not None and not (cfg.landmarks.model == "contour"
+                                                               or cfg.landmarks.region_auto):
+        raise ConfigError(f"--eye-angle sets the contour measure of an eye region; with --landmarks "
+                          f"{cfg.landmarks.model} leave it out (or use --eye-roi with --landmarks contour)")
     cfg = cfg.with_overrides("blinks", close_ratio=args.close_ratio, open_ratio=args.open_ratio,
                              min_duration_ms=args.min_blink_ms)
     return replace(cfg, fps=args.fps, max_frames=args.max_frames, points=bool(getattr(args, "points", False)))

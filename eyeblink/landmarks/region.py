@@ -131,6 +131,17 @@ def _one_eye(points6: np.ndarray) -> np.ndarray:
     return out
 
 
+def corners_at(x0: float, y0: float, x1: float, y1: float, angle: float) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`ContourFitter.corners` of the box ``x0, y0, x1, y1``."""
+    t = math.radians(angle)
+    c, s = math.cos(t), math.sin(t)
+    reach = min((x1 - x0) / 2 / abs(c) if abs(c) > 1e-9 else math.inf,
+                (y1 - y0) / 2 / abs(s) if abs(s) > 1e-9 else math.inf)  # centre to the region's edge on the line
+    half = reach * (1 - 2 * CORNER_INSET)
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    return np.array([cx - half * c, cy - half * s]), np.array([cx + half * c, cy + half * s])
+
+
 class AreaFitter(Closing):
     """``--landmarks area``: the eye's visible share of the region (module docstring)."""
 
@@ -187,7 +198,7 @@ class ContourFitter(Closing):
 
     name = "contour"
 
-    def __init__(self, model_path: str | Path | None = None) -> None:
+    def __init__(self, model_path: str | Path | None = None, *, eye_angle: float | None = None) -> None:
         from eyeblink.landmarks.mesh import IRIS_INPUT, _load
         from eyeblink.weights import iris_path
 
@@ -199,6 +210,8 @@ class ContourFitter(Closing):
         self._iris, self._in, outs = _load(path, (1, IRIS_INPUT, IRIS_INPUT, 3), 213, "iris", fix)
         self._contour = next(d["index"] for d in outs if int(np.prod(d["shape"])) == 213)
         self.model_path = path
+        #: the eye's axis, degrees clockwise from level in the image (None: level, until the run settles it)
+        self.eye_angle = float(eye_angle or 0.0)
         #: the region (its face) and the corners placed on it
         self._corners: tuple[Any, np.ndarray, np.ndarray] | None = None
 
@@ -214,18 +227,19 @@ class ContourFitter(Closing):
         return contour_to_frame(self._iris.get_tensor(self._contour), m, mirror=False)
 
     @staticmethod
-    def corners(face: FaceDetection) -> tuple[np.ndarray, np.ndarray]:
-        """The eye corners the crop is placed on: the region's horizontal centre line, :data:`CORNER_INSET` of its
-        width in from each side."""
+    def corners(face: FaceDetection, angle: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """The eye corners the crop is placed on: a line through the region's centre at ``angle`` degrees
+        (clockwise from level in the image), its ends :data:`CORNER_INSET` of the region's extent along that line
+        in from the region's edges (level: the horizontal centre line, ``CORNER_INSET`` of the width in from each
+        side)."""
         x0, y0, x1, y1 = face.box
-        w, cy = x1 - x0, (y0 + y1) / 2
-        return np.array([x0 + CORNER_INSET * w, cy]), np.array([x1 - CORNER_INSET * w, cy])
+        return corners_at(x0, y0, x1, y1, angle)
 
     def fit(self, gray: np.ndarray, face: FaceDetection) -> EyeFit:
         from eyeblink.landmarks.mesh import CONTOUR_EYE_POINTS, aperture
 
         if self._corners is None or self._corners[0] is not face:
-            self._corners = (face, *self.corners(face))
+            self._corners = (face, *self.corners(face, self.eye_angle))
         contour = self.contour(gray, self._corners[1], self._corners[2])
         return EyeFit(_one_eye(contour[list(CONTOUR_EYE_POINTS[0])]), aperture(contour), math.nan, presence=1.0)
 
@@ -239,4 +253,158 @@ class ContourFitter(Closing):
         self._corners = None
 
 
-__all__ = ["DEFAULT_REGION_MODEL", "REGION_MODELS", "AreaFitter", "ContourFitter", "EyeRegion"]
+# --------------------------------------------------------------------------- the measure chosen from the recording
+
+#: The first seconds of a recording on which a run with no ``--landmarks`` chooses its measure and ``contour``
+#: finds the eye's axis ...
+SURVEY_S = 30.0
+#: ... at most this many frames of them measured (evenly spaced: a fast camera's every k-th frame)
+SURVEY_FRAMES = 1200
+#: The eye's axis: the corners the iris network finds on these frames of the survey, its crop turned to them, this
+#: many times from level (the axis converges in 10-15 turns on a tilted eye; a level eye stays level)
+AXIS_FRAMES, AXIS_TURNS = 15, 16
+#: an axis within this many degrees of level is taken as level (a human eye's corners are a few degrees apart)
+LEVEL_DEG = 10.0
+#: A dip of a measure: its openness below this share of its open level (the median of the survey) ...
+DIP = 0.75
+#: ... confirmed when the other measure's falls below this share of its own open level in the same frames (a lid
+#: that closes moves both measures; fur, whiskers or a reflection move one)
+CONFIRM = 0.9
+#: A trace unlike an eye's: its frame-to-frame noise is this share of its open level or more (a blink's depth)
+NOISY_TRACE = 0.15
+
+
+def find_eye_axis(fitter: ContourFitter, grays: list[np.ndarray], region: EyeRegion) -> float:
+    """The eye's corner axis in degrees (clockwise from level in the image; 0: level): the iris network's crop
+    turned to the corners it finds, :data:`AXIS_TURNS` times from level, on :data:`AXIS_FRAMES` frames spread
+    over ``grays`` (the median axis each time)."""
+    if not grays:
+        return 0.0
+    pick = grays[::max(1, len(grays) // AXIS_FRAMES)][:AXIS_FRAMES]
+    x0, y0, x1, y1 = region.box
+    angle = 0.0
+    for _ in range(AXIS_TURNS):
+        axes = []
+        for g in pick:
+            contour = fitter.contour(g, *corners_at(x0, y0, x1, y1, angle))
+            d = contour[8] - contour[0]
+            axes.append(math.degrees(math.atan2(d[1], d[0])))
+        angle = float(np.clip(np.median(axes), -80.0, 80.0))
+    return 0.0 if abs(angle) < LEVEL_DEG else round(angle, 1)
+
+
+def dips(ratio: np.ndarray, below: float) -> list[tuple[int, int]]:
+    """The spans (first, last index) where ``ratio`` stays below ``below``."""
+    low = np.concatenate([[False], np.asarray(ratio) < below, [False]])
+    edges = np.flatnonzero(np.diff(low.astype(np.int8)))
+    return [(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+
+
+def trace_quality(trace: np.ndarray, other: np.ndarray | None = None) -> dict[str, float]:
+    """An openness trace on the survey's frames: ``open_level`` (its median), ``noise`` (the frame-to-frame robust
+    sigma over the open level), ``dips`` (spans below :data:`DIP` of the open level) and, given the ``other``
+    measure's trace of the same frames, ``confirmed`` (the dips in whose frames the other falls below
+    :data:`CONFIRM` of its open level too) and ``unconfirmed``."""
+    x = np.asarray(trace, np.float64)
+    level = float(np.nanmedian(x)) if x.size else math.nan
+    if x.size < 10 or not level > 0:
+        return {"open_level": level, "noise": math.inf, "dips": 0, "confirmed": 0, "unconfirmed": 0}
+    r = np.nan_to_num(x / level, nan=1.0)
+    noise = max(1.4826 * float(np.median(np.abs(np.diff(r)))) / math.sqrt(2.0), 1e-6)
+    spans = dips(r, DIP)
+    out: dict[str, float] = {"open_level": level, "noise": noise, "dips": len(spans)}
+    if other is not None:
+        o = np.asarray(other, np.float64)
+        o = np.nan_to_num(o / float(np.nanmedian(o)), nan=1.0)
+        confirmed = sum(bool((o[max(0, a - 1):b + 2] < CONFIRM).any()) for a, b in spans)
+        out.update(confirmed=confirmed, unconfirmed=len(spans) - confirmed)
+    return out
+
+
+@dataclass(frozen=True)
+class MeasureChoice:
+    """The measure of a run with an eye region, and why (``summary.json``'s ``eye_measure``)."""
+
+    #: area or contour
+    model: str
+    #: named (``--landmarks``) or chosen (from the recording's first seconds)
+    how: str
+    #: one line: which measure and why
+    why: str
+    #: contour: the eye's corner axis, degrees clockwise from level (None: area)
+    eye_angle: float | None = None
+    #: given (``--eye-angle``), found (on the first frames) or None
+    angle_how: str | None = None
+    #: the survey's :func:`trace_quality` of each measure (chosen runs)
+    scores: dict[str, dict[str, float]] | None = None
+    #: a warning when the measure's trace looks unlike an eye's, with what to try
+    warning: str | None = None
+
+
+def choose_measure(grays: list[np.ndarray], seconds: float, region: EyeRegion, *, named: str | None,
+                   eye_angle: float | None, area_options: dict[str, Any] | None = None,
+                   model_path: str | Path | None = None) -> MeasureChoice:
+    """The measure of a run with the eye region ``region`` from ``grays``, frames of the recording's first
+    ``seconds``: ``named`` (``--landmarks``) if given, else the one of ``area`` and ``contour``
+    whose openness separates closed from open frames best (:func:`trace_quality`): the one with fewer dips that
+    the other measure does not see (fur, whiskers, a reflection, a pupil), then with more closures seen by both,
+    then the quieter; ``area`` when no dip is seen by both (no blink in the first seconds). ``contour`` is measured along the eye's axis
+    (``eye_angle``, else :func:`find_eye_axis`)."""
+    face = region.face()
+    contour = None
+    angle, angle_how = eye_angle, ("given" if eye_angle is not None else None)
+    if named != "area":
+        contour = ContourFitter(model_path if named == "contour" else None, eye_angle=eye_angle)
+        if eye_angle is None:
+            angle, angle_how = find_eye_axis(contour, grays, region), "found"
+            contour.eye_angle = angle
+    tilt = f", the eye's axis {angle:g} degrees from level ({angle_how})" if contour is not None else ""
+    scores: dict[str, dict[str, float]] = {}
+    try:
+        if named is not None:
+            model = named
+            why = f"{named}: named with --landmarks{tilt if named == 'contour' else ''}"
+            if named == "area":
+                area = AreaFitter(**(area_options or {}))
+                trace = np.array([area.share(g, face) for g in grays])
+            else:
+                assert contour is not None
+                trace = np.array([contour.fit(g, face).ear_left for g in grays])
+            scores[named] = trace_quality(trace)
+        else:
+            area = AreaFitter(**(area_options or {}))
+            assert contour is not None
+            traces = {"area": np.array([area.share(g, face) for g in grays]),
+                      "contour": np.array([contour.fit(g, face).ear_left for g in grays])}
+            scores["area"] = trace_quality(traces["area"], traces["contour"])
+            scores["contour"] = trace_quality(traces["contour"], traces["area"])
+            a, c = scores["area"], scores["contour"]
+            if not (a["confirmed"] or c["confirmed"]):
+                model, reason = "area", "no closure seen by both measures: the one for any eye"
+            else:
+                # fewer dips the other measure does not see, then more closures seen, then the quieter
+                model = min(scores, key=lambda m: (scores[m]["unconfirmed"], -scores[m]["confirmed"],
+                                                   scores[m]["noise"]))
+                reason = "its dips are closures the other measure sees too"
+            other = "contour" if model == "area" else "area"
+            why = (f"{model}: chosen from the first {seconds:.0f} s ({reason}; dips seen by both / by it alone: "
+                   f"{scores[model]['confirmed']:.0f}/{scores[model]['unconfirmed']:.0f}, {other} "
+                   f"{scores[other]['confirmed']:.0f}/{scores[other]['unconfirmed']:.0f})"
+                   f"{tilt if model == 'contour' else ''}")
+    finally:
+        if contour is not None:
+            contour.close()
+    q = scores[model]
+    warning = None
+    if not q["noise"] < NOISY_TRACE:
+        other = "contour" if model == "area" else "area"
+        warning = (f"the {model} measure's openness in the eye region looks unlike an eye's (no steady open level: "
+                   f"its frame-to-frame noise is {q['noise']:.2f} of it, as large as a blink); check the region with "
+                   f"eyeblink region, draw it around the whole eye with a little margin, or try --landmarks {other}")
+    return MeasureChoice(model, "named" if named is not None else "chosen", why,
+                         angle if model == "contour" else None, angle_how if model == "contour" else None,
+                         scores, warning)
+
+
+__all__ = ["DEFAULT_REGION_MODEL", "REGION_MODELS", "AreaFitter", "ContourFitter", "EyeRegion", "MeasureChoice",
+           "choose_measure", "dips", "find_eye_axis", "trace_quality"]
