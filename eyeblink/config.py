@@ -440,7 +440,8 @@ class RunConfig:
         """A copy with some fields of one section replaced (``None`` values are ignored). A ``detect_every`` given
         alone (``--detect-every N``, the API's ``detect_every=N``): every N-th frame, ``detect_min_ms`` 0. An
         ``eye_roi`` given to a config whose eye model measures faces switches it to the region's default model
-        (``area``); naming another model after that is the user's choice."""
+        (``area``), to be chosen from the recording (``landmarks.region_auto``); naming a model after that, or the
+        area measure's settings, is the user's choice."""
         values = {k: v for k, v in values.items() if v is not None}
         if not values:
             return self
@@ -451,7 +452,8 @@ class RunConfig:
 
             landmarks = replace(self.landmarks, model=DEFAULT_REGION_MODEL, model_path=None, region_auto=True)
             return replace(self, detect=replace(self.detect, **values), landmarks=landmarks)
-        if section == "landmarks" and "model" in values:  # a measure named: the run does not choose one
+        if section == "landmarks" and ("model" in values or (  # a measure named, or the area's settings given: the
+                self.landmarks.region_auto and {"area_polarity", "area_threshold"} & values.keys())):  # run keeps it
             values.setdefault("region_auto", False)
         return replace(self, **{section: replace(getattr(self, section), **values)})
 

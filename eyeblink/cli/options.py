@@ -224,8 +224,6 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         raise ConfigError(f"{' and '.join(given)} set the area measure of an eye region; with --landmarks "
                           f"{cfg.landmarks.model} leave {'them' if len(given) > 1 else 'it'} out (or use --eye-roi "
                           "with --landmarks area)")
-    if given and cfg.landmarks.region_auto:  # the area measure's settings name it
-        cfg = replace(cfg, landmarks=replace(cfg.landmarks, region_auto=False))
     if getattr(args, "eye_angle", None) is not None and not (cfg.landmarks.model == "contour"
                                                                or cfg.landmarks.region_auto):
         raise ConfigError(f"--eye-angle sets the contour measure of an eye region; with --landmarks "

@@ -85,29 +85,30 @@ def check_region(paths: Sequence[Path], config: RunConfig) -> None:
 
 
 def settle_eye_measure(paths: Sequence[Path], config: RunConfig) -> RunConfig:
-    """With an eye region: the run's measure and, for ``contour``, the eye's axis, settled once on the first
-    input's first seconds (:func:`eyeblink.landmarks.region.choose_measure`) before any work, so that every
-    process of the run measures alike; said in one log line and in ``summary.json``'s ``eye_measure``. A config
-    already settled, or without a region, is returned as it is."""
+    """With an eye region: the run's measure and, for ``contour``, the eye's axis, settled once before any work
+    (:func:`eyeblink.landmarks.region.choose_measure`), so that every process of the run measures alike: on the
+    first input's first :data:`~eyeblink.landmarks.region.SURVEY_S` seconds, at most
+    :data:`~eyeblink.landmarks.region.SURVEY_FRAMES` frames (a named measure: its first
+    :data:`~eyeblink.landmarks.region.NAMED_SURVEY_FRAMES`); said in one log line and in ``summary.json``'s
+    ``eye_measure``. A config already settled, or without a region, is returned as it is."""
     lm = config.landmarks
     if config.detect.eye_roi is None or config.eye_measure is not None or not paths:
         return config
     from dataclasses import replace
 
-    from eyeblink.landmarks.region import SURVEY_FRAMES, SURVEY_S, EyeRegion, choose_measure
+    from eyeblink.landmarks.region import NAMED_SURVEY_FRAMES, SURVEY_FRAMES, SURVEY_S, EyeRegion, choose_measure
     from eyeblink.sources.files import open_source
 
     grays: list[np.ndarray] = []
     first = last = None
+    most = SURVEY_FRAMES if lm.region_auto else NAMED_SURVEY_FRAMES
     with open_source(paths[0], fps=config.fps) as source:
         for frame in source:
             first = frame.timestamp_s if first is None else first
-            if frame.timestamp_s - first >= SURVEY_S:
+            if frame.timestamp_s - first >= SURVEY_S or len(grays) >= most:
                 break
             last = frame.timestamp_s
             grays.append(frame.gray.copy())
-    if len(grays) > SURVEY_FRAMES:
-        grays = [grays[i] for i in np.linspace(0, len(grays) - 1, SURVEY_FRAMES).round().astype(int)]
     seconds = (last - first) if first is not None and last is not None else 0.0
     area_options = {"area_polarity": lm.area_polarity, "area_threshold": lm.area_threshold}
     choice = choose_measure(grays, seconds, EyeRegion.parse(config.detect.eye_roi),
