@@ -432,6 +432,10 @@ class RunConfig:
         if self.detect.eye_roi is not None and not region:
             raise ConfigError(f"--landmarks {self.landmarks.model} measures a face, not an eye region; with "
                               "--eye-roi use --landmarks area (any eye) or contour (a human eye close-up)")
+        if self.landmarks.eye_angle is not None and not (self.landmarks.model == "contour"
+                                                          or self.landmarks.region_auto):
+            raise ConfigError(f"--eye-angle sets the contour measure of an eye region; with --landmarks "
+                              f"{self.landmarks.model} leave it out (or use --eye-roi with --landmarks contour)")
         if self.detect.eye_roi is None and region:
             raise ConfigError(f"--landmarks {self.landmarks.model} measures an eye region; give it with "
                               "--eye-roi X,Y,W,H (pixels of the frame)")

@@ -224,10 +224,6 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         raise ConfigError(f"{' and '.join(given)} set the area measure of an eye region; with --landmarks "
                           f"{cfg.landmarks.model} leave {'them' if len(given) > 1 else 'it'} out (or use --eye-roi "
                           "with --landmarks area)")
-    if getattr(args, "eye_angle", None) is not None and not (cfg.landmarks.model == "contour"
-                                                               or cfg.landmarks.region_auto):
-        raise ConfigError(f"--eye-angle sets the contour measure of an eye region; with --landmarks "
-                          f"{cfg.landmarks.model} leave it out (or use --eye-roi with --landmarks contour)")
     cfg = cfg.with_overrides("blinks", close_ratio=args.close_ratio, open_ratio=args.open_ratio,
                              min_duration_ms=args.min_blink_ms)
     return replace(cfg, fps=args.fps, max_frames=args.max_frames, points=bool(getattr(args, "points", False)))
