@@ -266,11 +266,12 @@ NAMED_SURVEY_FRAMES = 300
 AXIS_FRAMES, AXIS_TURNS = 15, 16
 #: an axis within this many degrees of level is taken as level (a human eye's corners are a few degrees apart)
 LEVEL_DEG = 10.0
-#: A dip of a measure: its openness below this share of its open level (the median of the survey) ...
-DIP = 0.75
-#: ... confirmed when the other measure's falls below this share of its own open level in the same frames (a lid
-#: that closes moves both measures; fur, whiskers or a reflection move one)
-CONFIRM = 0.9
+#: A dip of a measure: its openness below this share of its open level (the median of the survey; dips closer than
+#: :data:`DIP_GAP` frames are one) ...
+DIP, DIP_GAP = 0.75, 3
+#: ... that counts when it falls this many times the open level's spread (robust sigma) below it: a closure, not
+#: the open level's wander (fur, whiskers, a reflection, a pupil)
+DIP_SPREADS = 4.0
 #: A trace unlike an eye's: its frame-to-frame noise is this share of its open level or more (a blink's depth)
 NOISY_TRACE = 0.15
 
@@ -294,32 +295,36 @@ def find_eye_axis(fitter: ContourFitter, grays: list[np.ndarray], region: EyeReg
     return 0.0 if abs(angle) < LEVEL_DEG else round(angle, 1)
 
 
-def dips(ratio: np.ndarray, below: float) -> list[tuple[int, int]]:
-    """The spans (first, last index) where ``ratio`` stays below ``below``."""
+def dips(ratio: np.ndarray, below: float, gap: int = 0) -> list[tuple[int, int]]:
+    """The spans (first, last index) where ``ratio`` stays below ``below``; spans with fewer than ``gap`` indices
+    between them joined."""
     low = np.concatenate([[False], np.asarray(ratio) < below, [False]])
     edges = np.flatnonzero(np.diff(low.astype(np.int8)))
-    return [(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    spans: list[tuple[int, int]] = []
+    for a, b in zip(edges[::2], edges[1::2], strict=True):
+        if spans and a - spans[-1][1] <= gap:
+            spans[-1] = (spans[-1][0], int(b) - 1)
+        else:
+            spans.append((int(a), int(b) - 1))
+    return spans
 
 
-def trace_quality(trace: np.ndarray, other: np.ndarray | None = None) -> dict[str, float]:
+def trace_quality(trace: np.ndarray) -> dict[str, float]:
     """An openness trace on the survey's frames: ``open_level`` (its median), ``noise`` (the frame-to-frame robust
-    sigma over the open level), ``dips`` (spans below :data:`DIP` of the open level) and, given the ``other``
-    measure's trace of the same frames, ``confirmed`` (the dips in whose frames the other falls below
-    :data:`CONFIRM` of its open level too) and ``unconfirmed``."""
+    sigma over the open level), ``spread`` (the robust sigma of the whole trace over the open level: its wander),
+    ``dips`` (the closures it shows: spans below :data:`DIP` of the open level, :data:`DIP_SPREADS` spreads deep
+    or more) and ``separation`` (their median depth in spreads)."""
     x = np.asarray(trace, np.float64)
     level = float(np.nanmedian(x)) if x.size else math.nan
     if x.size < 10 or not level > 0:
-        return {"open_level": level, "noise": math.inf, "dips": 0, "confirmed": 0, "unconfirmed": 0}
+        return {"open_level": level, "noise": math.inf, "spread": math.inf, "dips": 0, "separation": 0.0}
     r = np.nan_to_num(x / level, nan=1.0)
-    noise = max(1.4826 * float(np.median(np.abs(np.diff(r)))) / math.sqrt(2.0), 1e-6)
-    spans = dips(r, DIP)
-    out: dict[str, float] = {"open_level": level, "noise": noise, "dips": len(spans)}
-    if other is not None:
-        o = np.asarray(other, np.float64)
-        o = np.nan_to_num(o / float(np.nanmedian(o)), nan=1.0)
-        confirmed = sum(bool((o[max(0, a - 1):b + 2] < CONFIRM).any()) for a, b in spans)
-        out.update(confirmed=confirmed, unconfirmed=len(spans) - confirmed)
-    return out
+    noise = 1.4826 * float(np.median(np.abs(np.diff(r)))) / math.sqrt(2.0)
+    spread = max(1.4826 * float(np.median(np.abs(r - 1.0))), 1e-6)
+    depths = [(1.0 - float(r[a:b + 1].min())) / spread for a, b in dips(r, DIP, DIP_GAP)]
+    depths = [d for d in depths if d >= DIP_SPREADS]
+    return {"open_level": level, "noise": noise, "spread": spread, "dips": len(depths),
+            "separation": float(np.median(depths)) if depths else 0.0}
 
 
 @dataclass(frozen=True)
@@ -336,7 +341,7 @@ class MeasureChoice:
     eye_angle: float | None = None
     #: given (``--eye-angle``), found (on the first frames) or None
     angle_how: str | None = None
-    #: the survey's :func:`trace_quality` of each measure (chosen runs)
+    #: the survey's :func:`trace_quality` of each measure (a named measure: its own)
     scores: dict[str, dict[str, float]] | None = None
     #: a warning when the measure's trace looks unlike an eye's, with what to try
     warning: str | None = None
@@ -347,9 +352,9 @@ def choose_measure(grays: list[np.ndarray], seconds: float, region: EyeRegion, *
                    model_path: str | Path | None = None) -> MeasureChoice:
     """The measure of a run with the eye region ``region`` from ``grays``, frames of the recording's first
     ``seconds``: ``named`` (``--landmarks``) if given, else the one of ``area`` and ``contour``
-    whose openness separates closed from open frames best (:func:`trace_quality`): the one with fewer dips that
-    the other measure does not see (fur, whiskers, a reflection, a pupil), then with more closures seen by both,
-    then the quieter; ``area`` when no dip is seen by both (no blink in the first seconds). ``contour`` is measured along the eye's axis
+    whose openness separates closed from open frames best (:func:`trace_quality`): the one that shows closures
+    (dips far below its open level's spread) when the other shows none, the one whose closures lie deeper in
+    spreads when both show some, the steadier open level when neither does (no blink in the first seconds). ``contour`` is measured along the eye's axis
     (``eye_angle``, else :func:`find_eye_axis`)."""
     face = region.face()
     contour = None
@@ -375,23 +380,23 @@ def choose_measure(grays: list[np.ndarray], seconds: float, region: EyeRegion, *
         else:
             area = AreaFitter(**(area_options or {}))
             assert contour is not None
-            traces = {"area": np.array([area.share(g, face) for g in grays]),
-                      "contour": np.array([contour.fit(g, face).ear_left for g in grays])}
-            scores["area"] = trace_quality(traces["area"], traces["contour"])
-            scores["contour"] = trace_quality(traces["contour"], traces["area"])
+            scores["area"] = trace_quality(np.array([area.share(g, face) for g in grays]))
+            scores["contour"] = trace_quality(np.array([contour.fit(g, face).ear_left for g in grays]))
             a, c = scores["area"], scores["contour"]
-            if not (a["confirmed"] or c["confirmed"]):
-                model, reason = "area", "no closure seen by both measures: the one for any eye"
+            if not (a["dips"] or c["dips"]):
+                model = min(scores, key=lambda m: scores[m]["spread"])
+                reason = "no closure seen; its open level is the steadier"
+            elif not (a["dips"] and c["dips"]):
+                model = "area" if a["dips"] else "contour"
+                reason = "it sees closures, the other does not"
             else:
-                # fewer dips the other measure does not see, then more closures seen, then the quieter
-                model = min(scores, key=lambda m: (scores[m]["unconfirmed"], -scores[m]["confirmed"],
-                                                   scores[m]["noise"]))
-                reason = "its dips are closures the other measure sees too"
+                model = max(scores, key=lambda m: scores[m]["separation"])
+                reason = "its closures stand out farther from its open level"
             other = "contour" if model == "area" else "area"
-            why = (f"{model}: chosen from the first {seconds:.0f} s ({reason}; dips seen by both / by it alone: "
-                   f"{scores[model]['confirmed']:.0f}/{scores[model]['unconfirmed']:.0f}, {other} "
-                   f"{scores[other]['confirmed']:.0f}/{scores[other]['unconfirmed']:.0f})"
-                   f"{tilt if model == 'contour' else ''}")
+            why = (f"{model}: chosen from the first {seconds:.0f} s ({reason}: closures "
+                   f"{scores[model]['dips']:.0f} against {other}'s {scores[other]['dips']:.0f}, depth "
+                   f"{scores[model]['separation']:.1f} against {scores[other]['separation']:.1f} times the open "
+                   f"level's spread){tilt if model == 'contour' else ''}")
     finally:
         if contour is not None:
             contour.close()
