@@ -191,7 +191,8 @@ class LandmarkConfig:
                  f"landmarks.area_threshold must be in (0, 1), got {self.area_threshold!r}")
         _require(isinstance(self.mesh_reuse_ms, (int, float)) and 0.0 <= self.mesh_reuse_ms <= 1000.0,
                  f"landmarks.mesh_reuse_ms must be in [0, 1000] ms, got {self.mesh_reuse_ms!r}")
-        _require(self.eye_angle is None or (isinstance(self.eye_angle, (int, float)) and -90.0 < self.eye_angle <= 90.0),
+        _require(self.eye_angle is None
+                 or (isinstance(self.eye_angle, (int, float)) and -90.0 < self.eye_angle <= 90.0),
                  f"landmarks.eye_angle must be in (-90, 90] degrees, got {self.eye_angle!r}")
         _require(self.min_face_px > 0, f"landmarks.min_face_px must be > 0, got {self.min_face_px}")
         _require(0.0 <= self.min_presence <= 1.0, f"landmarks.min_presence must be in [0, 1], got {self.min_presence}")
@@ -462,9 +463,12 @@ class RunConfig:
         return replace(self, **{section: replace(getattr(self, section), **values)})
 
     def to_dict(self) -> dict[str, Any]:
+        """Every setting (``eye_measure``, the run's own decision, is not one: ``summary.json`` gives it apart)."""
         from dataclasses import asdict
 
-        return asdict(self)
+        out = asdict(self)
+        out.pop("eye_measure", None)
+        return out
 
     def blink_settings(self) -> BlinkConfig:
         """``blinks`` with what the eye model decides filled in (``appearance_needs_lid``)."""

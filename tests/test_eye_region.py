@@ -278,7 +278,7 @@ def test_corners_on_a_tilted_axis_stay_in_the_region() -> None:
     assert np.allclose(c0, [50, 60 * CORNER_INSET]) and np.allclose(c1, [50, 60 * (1 - CORNER_INSET)])
     c0, c1 = corners_at(0, 0, 100, 60, 45.0)
     d = c1 - c0
-    assert abs(np.degrees(np.arctan2(d[1], d[0])) - 45) < 1e-6 and 0 < c0.min() and c1[1] < 60 and c1[0] < 100
+    assert abs(np.degrees(np.arctan2(d[1], d[0])) - 45) < 1e-6 and c0.min() > 0 and c1[1] < 60 and c1[0] < 100
 
 
 def test_a_named_measure_wins_and_the_summary_says_so(face_recording: tuple[Path, object], eye_roi: str,

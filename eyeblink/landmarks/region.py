@@ -15,10 +15,14 @@ measures the lid inside it on every frame:
     (say 0.3), a shut one towards 0. Cost: one comparison per pixel of the region (~30 µs for 200x150).
 ``contour`` (:class:`ContourFitter`) — a human eye close-up: MediaPipe's iris network (the lid contour
     network of the ``mesh`` model) on the region, the lid aperture of its contour as in face mode. Its crop is
-    fixed by the region: the eye corners taken on the region's horizontal centre line, :data:`CORNER_INSET` of
-    its width in from each side. (Re-centring the crop on the corners the network finds, once per tracking
+    fixed by the region: the eye corners taken on a line through the region's centre, :data:`CORNER_INSET` of
+    its extent in from each side, level or turned to the eye's axis (``eye_angle``: given, or found once on the
+    recording's first frames by :func:`find_eye_axis`: a rodent's eye seen from above, a turned head). (Re-centring the crop on the corners the network finds, once per tracking
     segment, lost event F1 on fixed eyes: 0.953 against 0.965 on the zju-dev eye crops; the region is fixed.)
     One network run per frame (~0.6 ms on one AVX-512 core).
+
+With no measure named, a run chooses one of the two from its first seconds (:func:`choose_measure`: the one whose
+openness separates closed from open frames best) and says which and why (:class:`MeasureChoice`).
 
 Both give the same outputs as face mode: the openness goes into ``ear_left`` (one eye: ``ear_right`` stays
 empty), the blink detector and the eyelid closure (FEC: 0 = this eye's open baseline, 1 = a full closure,
@@ -354,8 +358,8 @@ def choose_measure(grays: list[np.ndarray], seconds: float, region: EyeRegion, *
     ``seconds``: ``named`` (``--landmarks``) if given, else the one of ``area`` and ``contour``
     whose openness separates closed from open frames best (:func:`trace_quality`): the one that shows closures
     (dips far below its open level's spread) when the other shows none, the one whose closures lie deeper in
-    spreads when both show some, the steadier open level when neither does (no blink in the first seconds). ``contour`` is measured along the eye's axis
-    (``eye_angle``, else :func:`find_eye_axis`)."""
+    spreads when both show some, the steadier open level when neither does (no blink in the first seconds).
+    ``contour`` is measured along the eye's axis (``eye_angle``, else :func:`find_eye_axis`)."""
     face = region.face()
     contour = None
     angle, angle_how = eye_angle, ("given" if eye_angle is not None else None)

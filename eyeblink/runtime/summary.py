@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from eyeblink.config import RunConfig
     from eyeblink.sources.files import FrameSource
 
-__all__ = ["Outcome", "build_summary", "damage_warning", "finish_session", "run_warnings", "session_outcome",
-           "versions", "write_running_summary"]
+__all__ = ["Outcome", "build_summary", "damage_warning", "eye_measure_of", "finish_session", "run_warnings",
+           "session_outcome", "versions", "write_running_summary"]
 
 
 def run_warnings(config: RunConfig) -> list[str]:
@@ -41,6 +41,14 @@ def run_warnings(config: RunConfig) -> list[str]:
     message = missing_accelerator(config.detect.backend)
     choice = getattr(config, "eye_measure", None)
     return ([message] if message else []) + ([choice.warning] if choice is not None and choice.warning else [])
+
+
+def eye_measure_of(config: RunConfig) -> dict[str, Any] | None:
+    """``summary.json``'s ``eye_measure``: how an eye region's measure came, and why (None in face mode)."""
+    from dataclasses import asdict
+
+    choice = getattr(config, "eye_measure", None)
+    return asdict(choice) if choice is not None else None
 
 
 def damage_warning(stem: str, damaged: list[dict[str, Any]]) -> str:
@@ -70,7 +78,7 @@ def write_running_summary(writer: ResultWriter, source: FrameSource, config: Run
     from datetime import datetime, timezone
 
     settings = config.to_dict()
-    eye_measure = settings.pop("eye_measure", None)
+    eye_measure = eye_measure_of(config)
     writer.write_summary(clean_json({
         "status": "running",
         "exit_status": None,
@@ -176,7 +184,7 @@ def build_summary(source: FrameSource, config: RunConfig, sink: Any, clock: Any,
     if exit_status == 0 and damaged:
         exit_status = INPUT_DAMAGED_EXIT
     settings = config.to_dict()
-    eye_measure = settings.pop("eye_measure", None)
+    eye_measure = eye_measure_of(config)
     summary: dict[str, Any] = {
         "status": status,
         "exit_status": exit_status,
