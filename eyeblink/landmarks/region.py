@@ -264,7 +264,7 @@ SURVEY_S = 30.0
 #: ... at most its first this many frames (decoding them is the survey's main cost: 2.4 s of a 500 FPS camera)
 SURVEY_FRAMES = 1200
 #: A named measure's survey (``contour``'s eye axis, the warning of a trace unlike an eye's): its first frames
-NAMED_SURVEY_FRAMES = 300
+NAMED_SURVEY_FRAMES = 100
 #: The eye's axis: the corners the iris network finds on these frames of the survey, its crop turned to them, this
 #: many times from level (the axis converges in 10-15 turns on a tilted eye; a level eye stays level)
 AXIS_FRAMES, AXIS_TURNS = 15, 16
