@@ -177,6 +177,12 @@ class LandmarkConfig:
     area_polarity: str = "dark"
     #: ... by this factor of the border's mean brightness (dark: below ``t x border``; bright: the same towards 255)
     area_threshold: float = 0.7
+    #: ``contour`` (an eye region): the eye's corner axis, degrees clockwise from level in the image; None: found
+    #: on the recording's first frames (a level eye: 0)
+    eye_angle: float | None = None
+    #: an eye region whose measure was not named: the run chooses ``area`` or ``contour`` from the recording's first
+    #: seconds (:func:`eyeblink.landmarks.region.choose_measure`); ``model`` holds the choice once made
+    region_auto: bool = False
 
     def __post_init__(self) -> None:
         _require(self.area_polarity in ("dark", "bright"),
@@ -185,6 +191,9 @@ class LandmarkConfig:
                  f"landmarks.area_threshold must be in (0, 1), got {self.area_threshold!r}")
         _require(isinstance(self.mesh_reuse_ms, (int, float)) and 0.0 <= self.mesh_reuse_ms <= 1000.0,
                  f"landmarks.mesh_reuse_ms must be in [0, 1000] ms, got {self.mesh_reuse_ms!r}")
+        _require(self.eye_angle is None
+                 or (isinstance(self.eye_angle, (int, float)) and -90.0 < self.eye_angle <= 90.0),
+                 f"landmarks.eye_angle must be in (-90, 90] degrees, got {self.eye_angle!r}")
         _require(self.min_face_px > 0, f"landmarks.min_face_px must be > 0, got {self.min_face_px}")
         _require(0.0 <= self.min_presence <= 1.0, f"landmarks.min_presence must be in [0, 1], got {self.min_presence}")
         _require(self.model in EYE_MODELS,  # the registry as it is now (a model registered after import counts)
@@ -438,6 +447,9 @@ class RunConfig:
     points: bool = False
     #: the preset's ``[live]`` table: read by ``eyeblink live`` (its flags win)
     live: LivePreset = field(default_factory=LivePreset)
+    #: an eye region's measure as the run settled it on its first input, and why
+    #: (:class:`eyeblink.landmarks.region.MeasureChoice`; ``summary.json``'s ``eye_measure``); None before
+    eye_measure: Any = None
 
     def __post_init__(self) -> None:
         check_range("fps", self.fps)
@@ -447,6 +459,10 @@ class RunConfig:
         if self.detect.eye_roi is not None and not region:
             raise ConfigError(f"--landmarks {self.landmarks.model} measures a face, not an eye region; with "
                               "--eye-roi use --landmarks area (any eye) or contour (a human eye close-up)")
+        if self.landmarks.eye_angle is not None and not (self.landmarks.model == "contour"
+                                                          or self.landmarks.region_auto):
+            raise ConfigError(f"--eye-angle sets the contour measure of an eye region; with --landmarks "
+                              f"{self.landmarks.model} leave it out (or use --eye-roi with --landmarks contour)")
         if self.detect.eye_roi is None and region:
             raise ConfigError(f"--landmarks {self.landmarks.model} measures an eye region; give it with "
                               "--eye-roi X,Y,W,H (pixels of the frame)")
@@ -455,7 +471,8 @@ class RunConfig:
         """A copy with some fields of one section replaced (``None`` values are ignored). A ``detect_every`` given
         alone (``--detect-every N``, the API's ``detect_every=N``): every N-th frame, ``detect_min_ms`` 0. An
         ``eye_roi`` given to a config whose eye model measures faces switches it to the region's default model
-        (``area``); naming another model after that is the user's choice."""
+        (``area``), to be chosen from the recording (``landmarks.region_auto``); naming a model after that, or the
+        area measure's settings, is the user's choice."""
         values = {k: v for k, v in values.items() if v is not None}
         if not values:
             return self
@@ -464,14 +481,20 @@ class RunConfig:
         if section == "detect" and "eye_roi" in values and not EYE_MODELS[self.landmarks.model].region:
             from eyeblink.landmarks.region import DEFAULT_REGION_MODEL
 
-            landmarks = replace(self.landmarks, model=DEFAULT_REGION_MODEL, model_path=None)
+            landmarks = replace(self.landmarks, model=DEFAULT_REGION_MODEL, model_path=None, region_auto=True)
             return replace(self, detect=replace(self.detect, **values), landmarks=landmarks)
+        if section == "landmarks" and ("model" in values or (  # a measure named, or the area's settings given: the
+                self.landmarks.region_auto and {"area_polarity", "area_threshold"} & values.keys())):  # run keeps it
+            values.setdefault("region_auto", False)
         return replace(self, **{section: replace(getattr(self, section), **values)})
 
     def to_dict(self) -> dict[str, Any]:
+        """Every setting (``eye_measure``, the run's own decision, is not one: ``summary.json`` gives it apart)."""
         from dataclasses import asdict
 
-        return asdict(self)
+        out = asdict(self)
+        out.pop("eye_measure", None)
+        return out
 
     def blink_settings(self) -> BlinkConfig:
         """``blinks`` with what the eye model decides filled in (``appearance_needs_lid``; ``species`` auto: human
@@ -744,6 +767,10 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
                          "(--eye-polarity)",
         "area_threshold": "area: a pixel is the eye's at this fraction of the border's brightness away from it "
                           "(--eye-threshold)",
+        "eye_angle": "contour: the eye's corner axis, degrees clockwise from level in the image (--eye-angle); "
+                     "empty: found on the recording's first frames",
+        "region_auto": "an eye region with no measure named: choose area or contour from the recording's first "
+                       "seconds (summary.json's eye_measure says which and why)",
     },
     "blinks": {
         "close_ratio": "a blink starts below this openness / baseline ratio (--close-ratio)",

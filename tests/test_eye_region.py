@@ -95,6 +95,10 @@ def test_an_eye_region_gives_the_same_rows_with_one_or_two_workers(face_recordin
      "--eye-threshold set the area measure of an eye region; with --landmarks contour leave it out"),
     (("--eye-polarity", "bright"), "--eye-polarity set the area measure of an eye region; with --landmarks lids"),
     (("--eye-roi", "10,10,40,40", "--eye-threshold", "1.5"), "landmarks.area_threshold must be in (0, 1), got 1.5"),
+    (("--eye-roi", "10,10,40,40", "--landmarks", "area", "--eye-angle", "30"),
+     "--eye-angle sets the contour measure of an eye region; with --landmarks area leave it out"),
+    (("--eye-roi", "10,10,40,40", "--landmarks", "contour", "--eye-angle", "120"),
+     "landmarks.eye_angle must be in (-90, 90] degrees, got 120.0"),
 ])
 def test_a_bad_region_is_one_line_and_exit_2_before_any_work(face_recording: tuple[Path, object], tmp_path: Path,
                                                              args: tuple[str, ...], says: str) -> None:
@@ -183,13 +187,15 @@ def test_a_stream_whose_last_packet_decodes_to_nothing_gives_the_same_rows_with_
 
 
 def test_a_mouse_eye_with_no_blink_gives_no_blink(data_dir: Path, tmp_path: Path) -> None:
-    """``2p_mouse.mp4``: a head-fixed mouse's eye under a two-photon microscope, no blink in its 40 s."""
+    """``2p_mouse.mp4``: a head-fixed mouse's eye under a two-photon microscope, no blink in its 40 s; the measure
+    the run chooses (no ``--landmarks``) sees none."""
     video = data_dir / "eye-only" / "2p_mouse.mp4"
     if not video.exists():
         pytest.skip(f"{video} not found")
     proc = run_cli("process", video, "-o", tmp_path, "--eye-roi", MOUSE_ROI, "--workers", "1", "--no-progress")
     assert proc.returncode == 0, proc.stderr
     assert _blinks(tmp_path, "2p_mouse") == []
+    assert json.loads((tmp_path / "2p_mouse.summary.json").read_text())["eye_measure"]["how"] == "chosen"
 
 
 #: the mouse's eye in ``2p_mouse.mp4`` (446x334), chosen with ``eyeblink region``
@@ -223,23 +229,25 @@ HF_CLOSURES = ((46, 49), (72, 75), (108, 111), (306, 317), (408, 411), (482, 485
 HF_HALF_BLINKS_AND_SQUINT = ((294, 297), (550, 553), (666, 667), (270, 279))
 
 
-def test_a_human_eye_close_up_finds_every_full_closure(data_dir: Path, tmp_path: Path) -> None:
-    """``h_f.mp4`` with ``contour`` on the whole frame (the eye fills it): every labelled full closure found; the
-    other events are the half blinks and the squint, no event where the lids stay open."""
+@pytest.mark.parametrize("named", [pytest.param(("--landmarks", "contour"), id="contour"),
+                                   pytest.param((), id="default", marks=pytest.mark.slow)])
+def test_a_human_eye_close_up_finds_every_full_closure(data_dir: Path, tmp_path: Path, named: tuple[str, ...]) -> None:
+    """``h_f.mp4`` with ``contour``, and with no ``--landmarks`` (the run chooses), on the whole frame (the eye
+    fills it): every labelled full closure found; the other events are the half blinks and the squint, no event
+    where the lids stay open."""
     video = data_dir / "eye-only" / "h_f.mp4"
     if not video.exists():
         pytest.skip(f"{video} not found")
-    proc = run_cli("process", video, "-o", tmp_path, "--eye-roi", "0,0,640,480", "--landmarks", "contour",
-                   "--workers", "1", "--no-progress")
+    proc = run_cli("process", video, "-o", tmp_path, "--eye-roi", "0,0,640,480", *named, "--workers", "1",
+                   "--no-progress")
     assert proc.returncode == 0, proc.stderr
     events = [(int(b["start_frame"]), int(b["end_frame"])) for b in _blinks(tmp_path, "h_f")]
 
-    def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
-        return a[0] <= b[1] and b[0] <= a[1]
-
-    assert all(any(overlaps(c, e) for e in events) for c in HF_CLOSURES), events
-    others = [e for e in events if not any(overlaps(c, e) for c in HF_CLOSURES)]
-    assert all(any(overlaps(h, e) for h in HF_HALF_BLINKS_AND_SQUINT) for e in others), others
+    assert all(any(_overlaps(c, e) for e in events) for c in HF_CLOSURES), events
+    others = [e for e in events if not any(_overlaps(c, e) for c in HF_CLOSURES)]
+    assert all(any(_overlaps(h, e) for h in HF_HALF_BLINKS_AND_SQUINT) for e in others), others
+    measure = json.loads((tmp_path / "h_f.summary.json").read_text())["eye_measure"]
+    assert measure["how"] == ("named" if named else "chosen")
 
 
 #: the rat's right eye (the frame's right one) in ``rat_march8.mp4`` (262x97), chosen with ``eyeblink region``
@@ -364,3 +372,104 @@ def test_a_full_blink_inside_a_long_partial_closure_is_a_blink_row_of_its_own(da
                    "-o", tmp_path / "out", "--workers", "1", "--no-progress")
     assert proc.returncode == 0, proc.stderr
     assert [r["kind"] for r in _blinks(tmp_path / "out", "shut")] == ["prolonged_closure"]
+
+
+# --------------------------------------------------------------------------- the measure chosen, the eye's axis
+
+
+def test_contour_finds_the_axis_of_a_tilted_eye(face_frames: list[np.ndarray], eye_roi: str) -> None:
+    """The eye turned in the frame about the region's centre: the axis ``contour`` finds on the first frames turns
+    with it (the synthetic face's own eye is a few degrees from level, so the turn is compared, not the angle)."""
+    import cv2
+
+    from eyeblink.landmarks.region import ContourFitter, EyeRegion, find_eye_axis
+
+    region = EyeRegion.parse(eye_roi)
+    centre = (region.x + region.w / 2, region.y + region.h / 2)
+    fitter = ContourFitter()
+    found = {}
+    for turn in (0, 30, -35):
+        m = cv2.getRotationMatrix2D(centre, -turn, 1.0)  # clockwise in the image by `turn` degrees
+        frames = [cv2.warpAffine(f, m, (f.shape[1], f.shape[0]), borderMode=cv2.BORDER_REPLICATE)
+                  for f in face_frames[:200]]
+        found[turn] = find_eye_axis(fitter, frames, region)
+    assert abs(found[0]) < 15, found
+    assert abs(found[30] - found[0] - 30) < 6 and abs(found[-35] - found[0] + 35) < 6, found
+
+
+def test_corners_on_a_tilted_axis_stay_in_the_region() -> None:
+    from eyeblink.landmarks.region import CORNER_INSET, corners_at
+
+    c0, c1 = corners_at(0, 0, 100, 60, 0.0)
+    assert np.allclose(c0, [100 * CORNER_INSET, 30]) and np.allclose(c1, [100 * (1 - CORNER_INSET), 30])
+    c0, c1 = corners_at(0, 0, 100, 60, 90.0)  # an upright eye: the corners on the vertical centre line
+    assert np.allclose(c0, [50, 60 * CORNER_INSET]) and np.allclose(c1, [50, 60 * (1 - CORNER_INSET)])
+    c0, c1 = corners_at(0, 0, 100, 60, 45.0)
+    d = c1 - c0
+    assert abs(np.degrees(np.arctan2(d[1], d[0])) - 45) < 1e-6 and c0.min() > 0 and c1[1] < 60 and c1[0] < 100
+
+
+def test_a_named_measure_wins_and_the_summary_says_so(face_recording: tuple[Path, object], eye_roi: str,
+                                                     tmp_path: Path) -> None:
+    proc = run_cli("process", face_recording[0], "-o", tmp_path, "--eye-roi", eye_roi, "--landmarks", "area",
+                   "--workers", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    measure = json.loads((tmp_path / "subject.summary.json").read_text())["eye_measure"]
+    assert measure["model"] == "area" and measure["how"] == "named" and "named with --landmarks" in measure["why"]
+    assert "subject: eye measure area: named with --landmarks" in proc.stdout
+
+
+def test_a_region_with_no_eye_in_it_is_a_warning(tmp_path: Path) -> None:
+    """Noise as large as a blink on every frame, no open level (a dark patch of a random size, as a shadow or fur
+    flickering through the region): the run says so, with what to try."""
+    import cv2
+
+    video = tmp_path / "noise.avi"
+    out = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 30.0, (64, 48))
+    rng = np.random.default_rng(0)
+    for _ in range(90):
+        frame = np.full((48, 64), 200, np.uint8)
+        frame[12:36, 14:14 + int(rng.integers(4, 36))] = 30
+        out.write(cv2.cvtColor(frame, cv2.COLOR_GRAY2BGR))
+    out.release()
+    proc = run_cli("process", video, "-o", tmp_path / "out", "--eye-roi", "8,6,48,36", "--landmarks", "area",
+                   "--workers", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((tmp_path / "out" / "noise.summary.json").read_text())
+    said = [w for w in summary["warnings"] if "looks unlike an eye's" in w]
+    assert len(said) == 1 and "eyeblink region" in said[0] and "--landmarks contour" in said[0], summary["warnings"]
+    assert summary["eye_measure"]["warning"] == said[0]
+    assert any("looks unlike an eye's" in line for line in proc.stderr.splitlines()), proc.stderr
+
+
+#: the blinks of the rat recordings, labelled by eye for these tests (no labels come with them): one eye of each,
+#: the eye to the left of the image, in the region given; candidate windows (a dip of either measure, or the
+#: DeepLabCut points drawn on the eye's lids coming together) looked at frame by frame on contact sheets, the
+#: blink marked from the first frame the lids visibly close to the last before the eye is open again
+RAT_BLINKS: dict[str, tuple[str, tuple[tuple[int, int], ...]]] = {
+    "rat_crush2": ("60,38,45,45", ((760, 767), (4042, 4049))),
+    "rat_march8": ("50,20,45,45", ((785, 793),)),
+}
+
+
+def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", sorted(RAT_BLINKS))
+def test_the_default_measure_finds_every_labelled_blink_of_a_rat(data_dir: Path, tmp_path: Path, stem: str) -> None:
+    """A head-fixed rat's tilted eye, about 20 pixels wide, with whiskers and DeepLabCut's points drawn on it, and
+    no ``--landmarks``: the run chooses its measure from the first seconds; every labelled blink found, at most one
+    event elsewhere."""
+    video = data_dir / "eye-only" / f"{stem}.mp4"
+    if not video.exists():
+        pytest.skip(f"{video} not found")
+    roi, labelled = RAT_BLINKS[stem]
+    proc = run_cli("process", video, "-o", tmp_path, "--eye-roi", roi, "--workers", "2", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    events = [(int(b["start_frame"]), int(b["end_frame"])) for b in _blinks(tmp_path, stem)]
+    assert all(any(_overlaps(b, e) for e in events) for b in labelled), events
+    assert len([e for e in events if not any(_overlaps(b, e) for b in labelled)]) <= 1, events
+    measure = json.loads((tmp_path / f"{stem}.summary.json").read_text())["eye_measure"]
+    assert measure["how"] == "chosen" and measure["why"].startswith(f"{measure['model']}: chosen from the first")

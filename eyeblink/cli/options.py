@@ -126,6 +126,9 @@ EYE_REGION_FLAGS: tuple[tuple[str, dict[str, Any], str], ...] = (
     ("--eye-threshold", {"type": _number, "metavar": "T"},
      "--landmarks area: a pixel is the eye's when it is T times the border's mean brightness away from it, towards "
      "black (dark) or white (bright); in (0, 1), default 0.7"),
+    ("--eye-angle", {"type": _number, "metavar": "DEG"},
+     "--landmarks contour: the eye's corner axis, degrees clockwise from level in the image (a tilted eye); default: "
+     "found on the recording's first frames"),
 )
 
 
@@ -214,7 +217,8 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     cfg = cfg.with_overrides("landmarks", model=model, model_path=args.landmark_model,
                              mesh_reuse_ms=getattr(args, "mesh_reuse_ms", None),
                              area_polarity=getattr(args, "eye_polarity", None),
-                             area_threshold=getattr(args, "eye_threshold", None))
+                             area_threshold=getattr(args, "eye_threshold", None),
+                             eye_angle=getattr(args, "eye_angle", None))
     cfg = cfg.with_overrides("detect", backend=args.backend, model_path=args.face_model, num_threads=args.threads,
                              detect_every=args.detect_every, score_threshold=args.score_threshold,
                              stage=getattr(args, "stage", None))

@@ -111,6 +111,8 @@ def cmd_process(args: argparse.Namespace) -> int:
         s = r.summary
         print(f"{r.stem}: {r.frames} frames, face in {r.faces}, {count_words(*kind_counts(r.blinks))}, "
               f"{(s['timings'].get('fps') or 0):.0f} FPS -> {r.outputs['frames'].parent}")
+        if s.get("eye_measure"):
+            print(f"{r.stem}: eye measure {s['eye_measure']['why']}")
         if s.get("trials"):
             tr = s["trials"]
             pct = tr["percent_cr"]

@@ -261,12 +261,21 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
     """``eyeblink eval``: process every annotated video and print the scores."""
     from eyeblink.outputs.export import ensure_output_dir
     from eyeblink.runtime.pipeline import process_source
-    from eyeblink.runtime.runner import build_analyzer
+    from eyeblink.runtime.runner import build_analyzer, settle_eye_measure
     from eyeblink.sources.files import open_source
 
     pairs, outdir, tmp = prepare_dataset(dataset, json_path, outdir, "eval")
     ensure_output_dir(outdir)
-    analyzer = build_analyzer(config)
+    choose = config.detect.eye_roi is not None and config.landmarks.region_auto  # each clip's own measure
+    analyzers: dict[Any, Any] = {}
+
+    def analyzer_of(cfg: RunConfig) -> Any:
+        key = (cfg.landmarks.model, cfg.landmarks.eye_angle)
+        if key not in analyzers:
+            analyzers[key] = build_analyzer(cfg)
+        return analyzers[key]
+
+    analyzer = None if choose else analyzer_of(config)
     rows: list[dict[str, Any]] = []
     total = EMPTY
     unscored = 0
@@ -283,8 +292,10 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
                     fps = src.nominal_fps or config.fps
                     if not fps:
                         raise DatasetError(f"{video} has no nominal frame rate; pass --fps")
+                    clip_config = settle_eye_measure([video], config) if choose else config
+                    analyzer = analyzer_of(clip_config)
                     analyzer.reset()
-                    res = process_source(src, outdir, config, analyzer=analyzer, progress=progress)
+                    res = process_source(src, outdir, clip_config, analyzer=analyzer, progress=progress)
                     spans, outside = within(detected_spans(res.blinks, src, fps), tag.annotated)
             except DatasetError:
                 raise

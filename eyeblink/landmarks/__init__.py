@@ -116,7 +116,8 @@ EYE_MODELS: dict[str, EyeModelSpec] = {
     # recordings of one eye (--eye-roi): the eye's visible share of the region; the iris network's lid contour on it
     "area": EyeModelSpec("eyeblink.landmarks.region", "AreaFitter", fit_ms=0.05,
                          settings=("area_polarity", "area_threshold"), region=True),
-    "contour": EyeModelSpec("eyeblink.landmarks.region", "ContourFitter", fit_ms=0.6, region=True),
+    "contour": EyeModelSpec("eyeblink.landmarks.region", "ContourFitter", fit_ms=0.6, settings=("eye_angle",),
+                            region=True),
 }
 DEFAULT_EYE_MODEL = "lids"
 

@@ -15,10 +15,15 @@ measures the lid inside it on every frame:
     (say 0.3), a shut one towards 0. Cost: one comparison per pixel of the region (~30 µs for 200x150).
 ``contour`` (:class:`ContourFitter`) — a human eye close-up: MediaPipe's iris network (the lid contour
     network of the ``mesh`` model) on the region, the lid aperture of its contour as in face mode. Its crop is
-    fixed by the region: the eye corners taken on the region's horizontal centre line, :data:`CORNER_INSET` of
-    its width in from each side. (Re-centring the crop on the corners the network finds, once per tracking
-    segment, lost event F1 on fixed eyes: 0.953 against 0.965 on the zju-dev eye crops; the region is fixed.)
+    fixed by the region: the eye corners taken on a line through the region's centre, :data:`CORNER_INSET` of
+    its extent in from each side, level or turned to the eye's axis (``eye_angle``: given, or found once on the
+    recording's first frames by :func:`find_eye_axis`: a rodent's eye seen from above, a turned head).
+    (Re-centring the crop on the corners the network finds, once per tracking segment, lost event F1 on fixed
+    eyes: 0.953 against 0.965 on the zju-dev eye crops; the region is fixed.)
     One network run per frame (~0.6 ms on one AVX-512 core).
+
+With no measure named, a run chooses one of the two from its first seconds (:func:`choose_measure`: the one whose
+openness separates closed from open frames best) and says which and why (:class:`MeasureChoice`).
 
 Both give the same outputs as face mode: the openness goes into ``ear_left`` (one eye: ``ear_right`` stays
 empty), the blink detector and the eyelid closure (FEC: 0 = this eye's open baseline, 1 = a full closure,
@@ -131,6 +136,17 @@ def _one_eye(points6: np.ndarray) -> np.ndarray:
     return out
 
 
+def corners_at(x0: float, y0: float, x1: float, y1: float, angle: float) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`ContourFitter.corners` of the box ``x0, y0, x1, y1``."""
+    t = math.radians(angle)
+    c, s = math.cos(t), math.sin(t)
+    reach = min((x1 - x0) / 2 / abs(c) if abs(c) > 1e-9 else math.inf,
+                (y1 - y0) / 2 / abs(s) if abs(s) > 1e-9 else math.inf)  # centre to the region's edge on the line
+    half = reach * (1 - 2 * CORNER_INSET)
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    return np.array([cx - half * c, cy - half * s]), np.array([cx + half * c, cy + half * s])
+
+
 class AreaFitter(Closing):
     """``--landmarks area``: the eye's visible share of the region (module docstring)."""
 
@@ -187,7 +203,7 @@ class ContourFitter(Closing):
 
     name = "contour"
 
-    def __init__(self, model_path: str | Path | None = None) -> None:
+    def __init__(self, model_path: str | Path | None = None, *, eye_angle: float | None = None) -> None:
         from eyeblink.landmarks.mesh import IRIS_INPUT, _load
         from eyeblink.weights import iris_path
 
@@ -199,6 +215,8 @@ class ContourFitter(Closing):
         self._iris, self._in, outs = _load(path, (1, IRIS_INPUT, IRIS_INPUT, 3), 213, "iris", fix)
         self._contour = next(d["index"] for d in outs if int(np.prod(d["shape"])) == 213)
         self.model_path = path
+        #: the eye's axis, degrees clockwise from level in the image (None: level, until the run settles it)
+        self.eye_angle = float(eye_angle or 0.0)
         #: the region (its face) and the corners placed on it
         self._corners: tuple[Any, np.ndarray, np.ndarray] | None = None
 
@@ -214,18 +232,19 @@ class ContourFitter(Closing):
         return contour_to_frame(self._iris.get_tensor(self._contour), m, mirror=False)
 
     @staticmethod
-    def corners(face: FaceDetection) -> tuple[np.ndarray, np.ndarray]:
-        """The eye corners the crop is placed on: the region's horizontal centre line, :data:`CORNER_INSET` of its
-        width in from each side."""
+    def corners(face: FaceDetection, angle: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """The eye corners the crop is placed on: a line through the region's centre at ``angle`` degrees
+        (clockwise from level in the image), its ends :data:`CORNER_INSET` of the region's extent along that line
+        in from the region's edges (level: the horizontal centre line, ``CORNER_INSET`` of the width in from each
+        side)."""
         x0, y0, x1, y1 = face.box
-        w, cy = x1 - x0, (y0 + y1) / 2
-        return np.array([x0 + CORNER_INSET * w, cy]), np.array([x1 - CORNER_INSET * w, cy])
+        return corners_at(x0, y0, x1, y1, angle)
 
     def fit(self, gray: np.ndarray, face: FaceDetection) -> EyeFit:
         from eyeblink.landmarks.mesh import CONTOUR_EYE_POINTS, aperture
 
         if self._corners is None or self._corners[0] is not face:
-            self._corners = (face, *self.corners(face))
+            self._corners = (face, *self.corners(face, self.eye_angle))
         contour = self.contour(gray, self._corners[1], self._corners[2])
         return EyeFit(_one_eye(contour[list(CONTOUR_EYE_POINTS[0])]), aperture(contour), math.nan, presence=1.0)
 
@@ -239,4 +258,164 @@ class ContourFitter(Closing):
         self._corners = None
 
 
-__all__ = ["DEFAULT_REGION_MODEL", "REGION_MODELS", "AreaFitter", "ContourFitter", "EyeRegion"]
+# --------------------------------------------------------------------------- the measure chosen from the recording
+
+#: The first seconds of a recording on which a run with no ``--landmarks`` chooses its measure ...
+SURVEY_S = 30.0
+#: ... at most its first this many frames (decoding them is the survey's main cost: 2.4 s of a 500 FPS camera)
+SURVEY_FRAMES = 1200
+#: A named measure's survey (``contour``'s eye axis, the warning of a trace unlike an eye's): its first frames
+NAMED_SURVEY_FRAMES = 100
+#: The eye's axis: the corners the iris network finds on these frames of the survey, its crop turned to them, this
+#: many times from level (the axis converges in 10-15 turns on a tilted eye; a level eye stays level)
+AXIS_FRAMES, AXIS_TURNS = 15, 16
+#: an axis within this many degrees of level is taken as level (a human eye's corners are a few degrees apart)
+LEVEL_DEG = 10.0
+#: A dip of a measure: its openness below this share of its open level (the median of the survey; dips closer than
+#: :data:`DIP_GAP` frames are one) ...
+DIP, DIP_GAP = 0.75, 3
+#: ... that counts when it falls this many times the open level's spread (robust sigma) below it: a closure, not
+#: the open level's wander (fur, whiskers, a reflection, a pupil)
+DIP_SPREADS = 4.0
+#: A trace unlike an eye's: its frame-to-frame noise is this share of its open level or more (a blink's depth)
+NOISY_TRACE = 0.15
+
+
+def find_eye_axis(fitter: ContourFitter, grays: list[np.ndarray], region: EyeRegion) -> float:
+    """The eye's corner axis in degrees (clockwise from level in the image; 0: level): the iris network's crop
+    turned to the corners it finds, :data:`AXIS_TURNS` times from level, on :data:`AXIS_FRAMES` frames spread
+    over ``grays`` (the median axis each time)."""
+    if not grays:
+        return 0.0
+    pick = grays[::max(1, len(grays) // AXIS_FRAMES)][:AXIS_FRAMES]
+    x0, y0, x1, y1 = region.box
+    angle = 0.0
+    for _ in range(AXIS_TURNS):
+        axes = []
+        for g in pick:
+            contour = fitter.contour(g, *corners_at(x0, y0, x1, y1, angle))
+            d = contour[8] - contour[0]
+            axes.append(math.degrees(math.atan2(d[1], d[0])))
+        angle = float(np.clip(np.median(axes), -80.0, 80.0))
+    return 0.0 if abs(angle) < LEVEL_DEG else round(angle, 1)
+
+
+def dips(ratio: np.ndarray, below: float, gap: int = 0) -> list[tuple[int, int]]:
+    """The spans (first, last index) where ``ratio`` stays below ``below``; spans with fewer than ``gap`` indices
+    between them joined."""
+    low = np.concatenate([[False], np.asarray(ratio) < below, [False]])
+    edges = np.flatnonzero(np.diff(low.astype(np.int8)))
+    spans: list[tuple[int, int]] = []
+    for a, b in zip(edges[::2], edges[1::2], strict=True):
+        if spans and a - spans[-1][1] <= gap:
+            spans[-1] = (spans[-1][0], int(b) - 1)
+        else:
+            spans.append((int(a), int(b) - 1))
+    return spans
+
+
+def trace_quality(trace: np.ndarray) -> dict[str, float]:
+    """An openness trace on the survey's frames: ``open_level`` (its median), ``noise`` (the frame-to-frame robust
+    sigma over the open level), ``spread`` (the robust sigma of the whole trace over the open level: its wander),
+    ``dips`` (the closures it shows: spans below :data:`DIP` of the open level, :data:`DIP_SPREADS` spreads deep
+    or more) and ``separation`` (their median depth in spreads)."""
+    x = np.asarray(trace, np.float64)
+    level = float(np.nanmedian(x)) if x.size else math.nan
+    if x.size < 10 or not level > 0:
+        return {"open_level": level, "noise": math.inf, "spread": math.inf, "dips": 0, "separation": 0.0}
+    r = np.nan_to_num(x / level, nan=1.0)
+    noise = 1.4826 * float(np.median(np.abs(np.diff(r)))) / math.sqrt(2.0)
+    spread = max(1.4826 * float(np.median(np.abs(r - 1.0))), 1e-6)
+    depths = [(1.0 - float(r[a:b + 1].min())) / spread for a, b in dips(r, DIP, DIP_GAP)]
+    depths = [d for d in depths if d >= DIP_SPREADS]
+    return {"open_level": level, "noise": noise, "spread": spread, "dips": len(depths),
+            "separation": float(np.median(depths)) if depths else 0.0}
+
+
+@dataclass(frozen=True)
+class MeasureChoice:
+    """The measure of a run with an eye region, and why (``summary.json``'s ``eye_measure``)."""
+
+    #: area or contour
+    model: str
+    #: named (``--landmarks``) or chosen (from the recording's first seconds)
+    how: str
+    #: one line: which measure and why
+    why: str
+    #: contour: the eye's corner axis, degrees clockwise from level (None: area)
+    eye_angle: float | None = None
+    #: given (``--eye-angle``), found (on the first frames) or None
+    angle_how: str | None = None
+    #: the survey's :func:`trace_quality` of each measure (a named measure: its own)
+    scores: dict[str, dict[str, float]] | None = None
+    #: a warning when the measure's trace looks unlike an eye's, with what to try
+    warning: str | None = None
+
+
+def choose_measure(grays: list[np.ndarray], seconds: float, region: EyeRegion, *, named: str | None,
+                   eye_angle: float | None, area_options: dict[str, Any] | None = None,
+                   model_path: str | Path | None = None) -> MeasureChoice:
+    """The measure of a run with the eye region ``region`` from ``grays``, frames of the recording's first
+    ``seconds``: ``named`` (``--landmarks``) if given, else the one of ``area`` and ``contour``
+    whose openness separates closed from open frames best (:func:`trace_quality`): the one that shows closures
+    (dips far below its open level's spread) when the other shows none, the one whose closures lie deeper in
+    spreads when both show some, the steadier open level when neither does (no blink in the first seconds).
+    ``contour`` is measured along the eye's axis (``eye_angle``, else :func:`find_eye_axis`)."""
+    face = region.face()
+    contour = None
+    angle, angle_how = eye_angle, ("given" if eye_angle is not None else None)
+    if named != "area":
+        contour = ContourFitter(model_path if named == "contour" else None, eye_angle=eye_angle)
+        if eye_angle is None:
+            angle, angle_how = find_eye_axis(contour, grays, region), "found"
+            contour.eye_angle = angle
+    tilt = f", the eye's axis {angle:g} degrees from level ({angle_how})" if contour is not None else ""
+    scores: dict[str, dict[str, float]] = {}
+    try:
+        if named is not None:
+            model = named
+            why = f"{named}: named with --landmarks{tilt if named == 'contour' else ''}"
+            if named == "area":
+                area = AreaFitter(**(area_options or {}))
+                trace = np.array([area.share(g, face) for g in grays])
+            else:
+                assert contour is not None
+                trace = np.array([contour.fit(g, face).ear_left for g in grays])
+            scores[named] = trace_quality(trace)
+        else:
+            area = AreaFitter(**(area_options or {}))
+            assert contour is not None
+            scores["area"] = trace_quality(np.array([area.share(g, face) for g in grays]))
+            scores["contour"] = trace_quality(np.array([contour.fit(g, face).ear_left for g in grays]))
+            a, c = scores["area"], scores["contour"]
+            if not (a["dips"] or c["dips"]):
+                model = min(scores, key=lambda m: scores[m]["spread"])
+                reason = "no closure seen; its open level is the steadier"
+            elif not (a["dips"] and c["dips"]):
+                model = "area" if a["dips"] else "contour"
+                reason = "it sees closures, the other does not"
+            else:
+                model = max(scores, key=lambda m: scores[m]["separation"])
+                reason = "its closures stand out farther from its open level"
+            other = "contour" if model == "area" else "area"
+            why = (f"{model}: chosen from the first {seconds:.0f} s ({reason}: closures "
+                   f"{scores[model]['dips']:.0f} against {other}'s {scores[other]['dips']:.0f}, depth "
+                   f"{scores[model]['separation']:.1f} against {scores[other]['separation']:.1f} times the open "
+                   f"level's spread){tilt if model == 'contour' else ''}")
+    finally:
+        if contour is not None:
+            contour.close()
+    q = scores[model]
+    warning = None
+    if not q["noise"] < NOISY_TRACE:
+        other = "contour" if model == "area" else "area"
+        warning = (f"the {model} measure's openness in the eye region looks unlike an eye's (no steady open level: "
+                   f"its frame-to-frame noise is {q['noise']:.2f} of it, as large as a blink); check the region with "
+                   f"eyeblink region, draw it around the whole eye with a little margin, or try --landmarks {other}")
+    return MeasureChoice(model, "named" if named is not None else "chosen", why,
+                         angle if model == "contour" else None, angle_how if model == "contour" else None,
+                         scores, warning)
+
+
+__all__ = ["DEFAULT_REGION_MODEL", "REGION_MODELS", "AreaFitter", "ContourFitter", "EyeRegion", "MeasureChoice",
+           "choose_measure", "dips", "find_eye_axis", "trace_quality"]

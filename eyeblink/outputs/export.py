@@ -120,6 +120,11 @@ SUMMARY_FIELDS: dict[str, str] = {
                "extensions (`vector`: avx2, avx512f, avx512_vnni, amx_tile, ...) and `class` (avx512, avx2 or "
                "baseline), which decides what each network costs",
     "settings": "every setting of the run (the preset with the flags applied)",
+    "eye_measure": "a recording of one eye (--eye-roi): the measure (model: area or contour), how it came (named "
+                   "with --landmarks, or chosen from the recording's first seconds), why in one line, contour's "
+                   "eye axis (eye_angle, degrees; angle_how: given or found), each measure's scores on those "
+                   "seconds (closures seen, their depth in spreads of the open level, the noise) and a warning "
+                   "when the trace looks unlike an eye's; empty in face mode",
     "damaged_packets": "packets the decoder rejected and skipped: count, and each one's position, byte offset, "
                        "timestamp",
     "warnings": "the `eyeblink: warning:` lines of this input",

@@ -10,6 +10,7 @@ the others still run; the exit status is non-zero if any failed.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,8 @@ from eyeblink.runtime.pipeline import (
 
 if TYPE_CHECKING:
     from eyeblink.sources.files import FrameSource
+
+log = logging.getLogger(__name__)
 
 # errors that concern the whole run, not one input: stop at once
 FATAL = (ConfigError, ModelFileError, BackendUnavailableError, OutputError)
@@ -81,6 +84,44 @@ def check_region(paths: Sequence[Path], config: RunConfig) -> None:
             w, h = int(getattr(source, "width", 0) or 0), int(getattr(source, "height", 0) or 0)
         if w and h:
             region.check_inside(w, h, f"the frames of {p.name}")
+
+
+def settle_eye_measure(paths: Sequence[Path], config: RunConfig) -> RunConfig:
+    """With an eye region: the run's measure and, for ``contour``, the eye's axis, settled once before any work
+    (:func:`eyeblink.landmarks.region.choose_measure`), so that every process of the run measures alike: on the
+    first input's first :data:`~eyeblink.landmarks.region.SURVEY_S` seconds, at most
+    :data:`~eyeblink.landmarks.region.SURVEY_FRAMES` frames (a named measure: its first
+    :data:`~eyeblink.landmarks.region.NAMED_SURVEY_FRAMES`); said in one log line and in ``summary.json``'s
+    ``eye_measure``. A config already settled, or without a region, is returned as it is."""
+    lm = config.landmarks
+    if config.detect.eye_roi is None or config.eye_measure is not None or not paths:
+        return config
+    from dataclasses import replace
+
+    from eyeblink.landmarks.region import NAMED_SURVEY_FRAMES, SURVEY_FRAMES, SURVEY_S, EyeRegion, choose_measure
+    from eyeblink.sources.files import open_source
+
+    grays: list[np.ndarray] = []
+    first = last = None
+    most = SURVEY_FRAMES if lm.region_auto else NAMED_SURVEY_FRAMES
+    with open_source(paths[0], fps=config.fps) as source:
+        for frame in source:
+            first = frame.timestamp_s if first is None else first
+            if frame.timestamp_s - first >= SURVEY_S or len(grays) >= most:
+                break
+            last = frame.timestamp_s
+            grays.append(frame.gray.copy())
+    seconds = (last - first) if first is not None and last is not None else 0.0
+    area_options = {"area_polarity": lm.area_polarity, "area_threshold": lm.area_threshold}
+    choice = choose_measure(grays, seconds, EyeRegion.parse(config.detect.eye_roi),
+                            named=None if lm.region_auto else lm.model, eye_angle=lm.eye_angle,
+                            area_options=area_options, model_path=lm.model_path)
+    log.info("%s: eye measure %s", paths[0].name, choice.why)
+    if choice.warning:
+        log.warning("%s: %s", paths[0].name, choice.warning)
+    landmarks = replace(lm, model=choice.model, model_path=lm.model_path if choice.how == "named" else None,
+                        eye_angle=choice.eye_angle if choice.model == "contour" else lm.eye_angle)
+    return replace(config, landmarks=landmarks, eye_measure=choice)
 
 
 def output_plan(paths: Sequence[Path], outdir: Path, opts: AnalysisOptions | None = None) -> OutputPlan:
@@ -130,6 +171,7 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
         raise missing[0][1] if missing else ConfigError("no inputs given")
     check_inputs(paths)
     check_region(paths, config)
+    config = settle_eye_measure(paths, config)
     opts = analysis or AnalysisOptions()
     opts.check(paths)
     ensure_output_dir(outdir)

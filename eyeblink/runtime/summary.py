@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from eyeblink.config import RunConfig
     from eyeblink.sources.files import FrameSource
 
-__all__ = ["Outcome", "build_summary", "damage_warning", "finish_session", "run_warnings", "session_outcome",
-           "versions", "write_running_summary"]
+__all__ = ["Outcome", "build_summary", "damage_warning", "eye_measure_of", "finish_session", "run_warnings",
+           "session_outcome", "versions", "write_running_summary"]
 
 
 def run_warnings(config: RunConfig) -> list[str]:
@@ -39,7 +39,16 @@ def run_warnings(config: RunConfig) -> list[str]:
     from eyeblink.detect import missing_accelerator
 
     message = missing_accelerator(config.detect.backend)
-    return [message] if message else []
+    choice = getattr(config, "eye_measure", None)
+    return ([message] if message else []) + ([choice.warning] if choice is not None and choice.warning else [])
+
+
+def eye_measure_of(config: RunConfig) -> dict[str, Any] | None:
+    """``summary.json``'s ``eye_measure``: how an eye region's measure came, and why (None in face mode)."""
+    from dataclasses import asdict
+
+    choice = getattr(config, "eye_measure", None)
+    return asdict(choice) if choice is not None else None
 
 
 def damage_warning(stem: str, damaged: list[dict[str, Any]]) -> str:
@@ -68,6 +77,8 @@ def write_running_summary(writer: ResultWriter, source: FrameSource, config: Run
     import socket
     from datetime import datetime, timezone
 
+    settings = config.to_dict()
+    eye_measure = eye_measure_of(config)
     writer.write_summary(clean_json({
         "status": "running",
         "exit_status": None,
@@ -78,7 +89,8 @@ def write_running_summary(writer: ResultWriter, source: FrameSource, config: Run
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "versions": versions(),
-        "settings": config.to_dict(),
+        "settings": settings,
+        "eye_measure": eye_measure,
     }))
 
 
@@ -171,6 +183,8 @@ def build_summary(source: FrameSource, config: RunConfig, sink: Any, clock: Any,
         warnings.append(damage_warning(source.name, damaged))
     if exit_status == 0 and damaged:
         exit_status = INPUT_DAMAGED_EXIT
+    settings = config.to_dict()
+    eye_measure = eye_measure_of(config)
     summary: dict[str, Any] = {
         "status": status,
         "exit_status": exit_status,
@@ -198,7 +212,8 @@ def build_summary(source: FrameSource, config: RunConfig, sink: Any, clock: Any,
         },
         "versions": versions(),
         "machine": host_info(),  # the CPU class the timings were measured on (vector extensions decide the cost)
-        "settings": config.to_dict(),
+        "settings": settings,
+        "eye_measure": eye_measure,
         "damaged_packets": {"count": len(damaged), "packets": damaged},
         "warnings": warnings,
         "outputs": {k: str(v) for k, v in sink.output_paths().items()},
