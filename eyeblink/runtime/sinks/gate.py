@@ -11,7 +11,7 @@ import contextlib
 import json
 import logging
 import math
-import selectors
+import select
 import socket
 import threading
 import time
@@ -113,13 +113,19 @@ class GateServer:
             conns = list(self._clients)
         if not conns:
             return
-        # the platform's best selector: epoll on Linux (a descriptor past 1023 is fine), select on Windows (sockets
-        # are all it takes there, and all the gate has)
-        with contextlib.suppress(OSError, ValueError), selectors.DefaultSelector() as poller:
-            for c in conns:
-                with contextlib.suppress(OSError, ValueError, KeyError):
-                    poller.register(c, selectors.EVENT_READ)
-            readable = [key.fileobj for key, _ in poller.select(0)]
+        # poll() where the platform has it (Linux, macOS): no descriptor of its own, so it works while the process
+        # is out of them, and one past 1023 is fine; Windows has none: select(), which takes sockets, all the gate has
+        with contextlib.suppress(OSError, ValueError):
+            if hasattr(select, "poll"):
+                poller = select.poll()
+                by_fd = {}
+                for c in conns:
+                    with contextlib.suppress(OSError, ValueError):
+                        by_fd[c.fileno()] = c
+                        poller.register(c, select.POLLIN | select.POLLHUP | select.POLLERR)
+                readable = [by_fd[fd] for fd, _ in poller.poll(0) if fd in by_fd]
+            else:
+                readable = select.select(conns, [], [], 0)[0]
             for c in readable:
                 try:
                     data = c.recv(4096)
