@@ -131,8 +131,7 @@ class FilePool:
         """The parent's forwarded stop, raised in this worker's main thread as the signal it was
         (``_thread.interrupt_main``: the stop handler runs as for a real signal, on every OS)."""
         while not self._stopped():
-            with self.stop_signal.get_lock():
-                signum = self.stop_signal.value
+            signum = self.stop_signal.value
             if signum:
                 _thread.interrupt_main(signum)
                 return
@@ -183,7 +182,7 @@ class FilePool:
         try:
             self._fork(paths, procs)  # not inside a hold: the workers inherit none
         except BaseException:
-            self._forward_stop(procs, signal.SIGTERM)
+            self._forward_stop(signal.SIGTERM)
             with stopping.held():
                 self._shutdown(procs)
             raise
@@ -192,7 +191,7 @@ class FilePool:
             self._loop(procs, state, on_done)
         except KeyboardInterrupt as exc:  # not through eyeblink.stopping (the Python API in a program)
             state.stop = state.stop or exc
-            self._forward_stop(procs, signal.SIGINT)
+            self._forward_stop(signal.SIGINT)
         finally:
             hold.release(raise_stop=False)
             with stopping.held():
@@ -211,7 +210,7 @@ class FilePool:
         while True:
             if st.stop is None and stopping.received() is not None:
                 st.stop = stopping.Stopped(stopping.received())  # type: ignore[arg-type]
-                self._forward_stop(procs, stopping.received())
+                self._forward_stop(stopping.received())
             while st.idle and st.todo and st.fatal is None and st.stop is None:
                 wid = st.idle.pop()
                 st.holding[wid] = st.todo.pop()
@@ -272,12 +271,11 @@ class FilePool:
         start_children(self._ctx, [(self._worker_main, (w, paths), f"eyeblink-files-{w}") for w in range(self.W)],
                        procs)
 
-    def _forward_stop(self, procs: list[Any], signum: int | None) -> None:
+    def _forward_stop(self, signum: int | None) -> None:
         """Pass the parent's stop (the same signal) to every worker: each ends its input at the current frame, its
         rows and its ``interrupted`` summary on disk. Through shared memory, not a signal: on Windows a signal sent
         to a process ends it at once (no handler runs), and a stop that did not come from the console (a program
         that stops its ``eyeblink.process``) would reach no worker by itself."""
-        del procs  # every worker watches the same value
         with self.stop_signal.get_lock():
             if not self.stop_signal.value:
                 self.stop_signal.value = int(signum or signal.SIGTERM)
