@@ -12,10 +12,13 @@ import os
 import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eyeblink.errors import ConfigError
 from eyeblink.landmarks import DEFAULT_EYE_MODEL, EYE_MODELS
+
+if TYPE_CHECKING:
+    from eyeblink.landmarks.region import EyeRegion
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -64,7 +67,7 @@ class DetectConfig:
     hold_iou: float = 0.9  # keep the tracked box while a new detection overlaps it this much (0: never)
     hold_max_ms: float = 250.0  # ... but adopt a new box at least this often
     #: keyframe work (detection, face-mesh placement) on frames closer than this is used this long after its frame
-    #: (eyeblink.runtime.keyframes; 0: on its frame). 10 ms: at 500 FPS a face that leaves between two eye placements
+    #: (eyeblink.frame.keyframes; 0: on its frame). 10 ms: at 500 FPS a face that leaves between two eye placements
     #: (18 ms apart) is let go within 28 ms, under the shortest blink (blinks.min_duration_ms, 30 ms)
     keyframe_lag_ms: float = 10.0
     jit_compile: bool = True
@@ -84,8 +87,8 @@ class DetectConfig:
     eye_roi: tuple[int, int, int, int] | None = None
 
     def __post_init__(self) -> None:
-        if self.eye_roi is not None:
-            from eyeblink.landmarks.region import EyeRegion
+        if self.eye_roi is not None:  # the user's X,Y,W,H (text, four numbers or a region) parsed once, here; kept as
+            from eyeblink.landmarks.region import EyeRegion  # four numbers for TOML/JSON round-trips
 
             object.__setattr__(self, "eye_roi", tuple(EyeRegion.parse(self.eye_roi).as_list()))
         if isinstance(self.backend, (list, tuple)):
@@ -136,6 +139,15 @@ class DetectConfig:
         if self.stage == "auto":
             return str(self.backend).strip().lower() in ACCELERATOR_STAGE_BACKENDS
         return self.stage == "accelerator"
+
+    @property
+    def eye_region(self) -> EyeRegion | None:
+        """The eye region (``eye_roi``, checked when the config was built) as the value code passes; None: faces."""
+        if self.eye_roi is None:
+            return None
+        from eyeblink.landmarks.region import EyeRegion
+
+        return EyeRegion(*self.eye_roi)
 
     def accelerator(self) -> Any:
         """These settings as :class:`eyeblink.detect.AcceleratorOptions` (raises ConfigError if invalid)."""
