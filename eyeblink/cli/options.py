@@ -10,11 +10,14 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from eyeblink.config import LANDMARK_MODELS, SPECIES, STAGES, RunConfig
 from eyeblink.errors import ConfigError, one_line
 from eyeblink.outputs.analysis import AnalysisOptions
+
+if TYPE_CHECKING:
+    from eyeblink.landmarks.region import EyeRegion
 
 
 def _positive_int(text: str) -> int:
@@ -91,14 +94,14 @@ def _segment(text: str) -> tuple[float, float]:
     return seg
 
 
-def _eye_roi(text: str) -> tuple[int, int, int, int]:
+def _eye_roi(text: str) -> EyeRegion:
+    """``--eye-roi X,Y,W,H``: the region value (:meth:`EyeRegion.parse`, the one place the text is read)."""
     from eyeblink.landmarks.region import EyeRegion
 
     try:
-        r = EyeRegion.parse(text)
+        return EyeRegion.parse(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    return r.x, r.y, r.w, r.h
 
 
 class _Parser(argparse.ArgumentParser):
