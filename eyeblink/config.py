@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eyeblink.errors import ConfigError
-from eyeblink.landmarks import DEFAULT_EYE_MODEL, EYE_MODELS
+from eyeblink.landmarks import DEFAULT_EYE_MODEL, EYE_MODELS, check_setting, tunables
 
 if TYPE_CHECKING:
     from eyeblink.landmarks.region import EyeRegion
@@ -197,15 +197,10 @@ class LandmarkConfig:
     region_auto: bool = False
 
     def __post_init__(self) -> None:
-        _require(self.area_polarity in ("dark", "bright"),
-                 f"landmarks.area_polarity must be dark or bright, got {self.area_polarity!r}")
-        _require(isinstance(self.area_threshold, (int, float)) and 0.0 < self.area_threshold < 1.0,
-                 f"landmarks.area_threshold must be in (0, 1), got {self.area_threshold!r}")
+        for name, (_, setting) in tunables().items():  # every eye model's own settings, as its registry entry declares
+            check_setting(setting, getattr(self, name))
         _require(isinstance(self.mesh_reuse_ms, (int, float)) and 0.0 <= self.mesh_reuse_ms <= 1000.0,
                  f"landmarks.mesh_reuse_ms must be in [0, 1000] ms, got {self.mesh_reuse_ms!r}")
-        _require(self.eye_angle is None
-                 or (isinstance(self.eye_angle, (int, float)) and -90.0 < self.eye_angle <= 90.0),
-                 f"landmarks.eye_angle must be in (-90, 90] degrees, got {self.eye_angle!r}")
         _require(self.min_face_px > 0, f"landmarks.min_face_px must be > 0, got {self.min_face_px}")
         _require(0.0 <= self.min_presence <= 1.0, f"landmarks.min_presence must be in [0, 1], got {self.min_presence}")
         _require(self.model in EYE_MODELS,  # the registry as it is now (a model registered after import counts)
@@ -471,10 +466,11 @@ class RunConfig:
         if self.detect.eye_roi is not None and not region:
             raise ConfigError(f"--landmarks {self.landmarks.model} measures a face, not an eye region; with "
                               "--eye-roi use --landmarks area (any eye) or contour (a human eye close-up)")
-        if self.landmarks.eye_angle is not None and not (self.landmarks.model == "contour"
-                                                          or self.landmarks.region_auto):
-            raise ConfigError(f"--eye-angle sets the contour measure of an eye region; with --landmarks "
-                              f"{self.landmarks.model} leave it out (or use --eye-roi with --landmarks contour)")
+        for name, (owner, setting) in tunables().items():  # a setting unset unless given (None), for another model
+            if (setting.optional and getattr(self.landmarks, name) is not None and owner != self.landmarks.model
+                    and not self.landmarks.region_auto):  # (settings with a default: the command line checks them)
+                raise ConfigError(f"{setting.flag} sets the {owner} measure of an eye region; with --landmarks "
+                                  f"{self.landmarks.model} leave it out (or use --eye-roi with --landmarks {owner})")
         if self.detect.eye_roi is None and region:
             raise ConfigError(f"--landmarks {self.landmarks.model} measures an eye region; give it with "
                               "--eye-roi X,Y,W,H (pixels of the frame)")
@@ -495,8 +491,9 @@ class RunConfig:
 
             landmarks = replace(self.landmarks, model=DEFAULT_REGION_MODEL, model_path=None, region_auto=True)
             return replace(self, detect=replace(self.detect, **values), landmarks=landmarks)
-        if section == "landmarks" and ("model" in values or (  # a measure named, or the area's settings given: the
-                self.landmarks.region_auto and {"area_polarity", "area_threshold"} & values.keys())):  # run keeps it
+        if section == "landmarks" and ("model" in values or (  # a measure named, or the settings of the region's
+                self.landmarks.region_auto  # default measure (the model held until the run chooses) given: the run
+                and set(EYE_MODELS[self.landmarks.model].settings) & values.keys())):  # keeps it
             values.setdefault("region_auto", False)
         return replace(self, **{section: replace(getattr(self, section), **values)})
 

@@ -48,8 +48,8 @@ from eyeblink.landmarks.eyes import EyeFit
 if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection
 
-#: The eye models that measure in an eye region (``--eye-roi``); the others need a face.
-REGION_MODELS = ("area", "contour")
+# The eye models that measure in an eye region (``--eye-roi``) are the registry's entries marked ``region``
+# (:func:`eyeblink.landmarks.region_models`), each with its own settings declared there (``tunables``).
 #: The eye model of a run with ``--eye-roi`` and no ``--landmarks``.
 DEFAULT_REGION_MODEL = "area"
 #: The border band of the region that sets the area threshold: this share of its width and height on each side.
@@ -417,5 +417,5 @@ def choose_measure(grays: list[np.ndarray], seconds: float, region: EyeRegion, *
                          scores, warning)
 
 
-__all__ = ["DEFAULT_REGION_MODEL", "REGION_MODELS", "AreaFitter", "ContourFitter", "EyeRegion", "MeasureChoice",
+__all__ = ["DEFAULT_REGION_MODEL", "AreaFitter", "ContourFitter", "EyeRegion", "MeasureChoice",
            "choose_measure", "dips", "find_eye_axis", "trace_quality"]
