@@ -92,7 +92,7 @@ def settle_eye_measure(paths: Sequence[Path], config: RunConfig) -> RunConfig:
         return config
     from dataclasses import replace
 
-    from eyeblink.landmarks import EYE_MODELS
+    from eyeblink.landmarks import EYE_MODELS, region_models
     from eyeblink.landmarks.region import NAMED_SURVEY_FRAMES, SURVEY_FRAMES, SURVEY_S, choose_measure
     from eyeblink.sources.files import open_source
 
@@ -107,10 +107,10 @@ def settle_eye_measure(paths: Sequence[Path], config: RunConfig) -> RunConfig:
             last = frame.timestamp_s
             grays.append(frame.gray.copy())
     seconds = (last - first) if first is not None and last is not None else 0.0
-    area_options = {name: getattr(lm, name) for name in EYE_MODELS["area"].settings}  # as its entry declares
+    options = {m: {name: getattr(lm, name) for name in EYE_MODELS[m].settings} for m in region_models()}
     choice = choose_measure(grays, seconds, locator.region,
                             named=None if lm.region_auto else lm.model, eye_angle=lm.eye_angle,
-                            area_options=area_options, model_path=lm.model_path)
+                            options=options, model_path=lm.model_path)
     log.info("%s: eye measure %s", paths[0].name, choice.why)
     if choice.warning:
         log.warning("%s: %s", paths[0].name, choice.warning)
