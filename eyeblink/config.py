@@ -12,10 +12,13 @@ import os
 import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eyeblink.errors import ConfigError
-from eyeblink.landmarks import DEFAULT_EYE_MODEL, EYE_MODELS
+from eyeblink.landmarks import DEFAULT_EYE_MODEL, EYE_MODELS, check_setting, tunables
+
+if TYPE_CHECKING:
+    from eyeblink.landmarks.region import EyeRegion
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -64,7 +67,7 @@ class DetectConfig:
     hold_iou: float = 0.9  # keep the tracked box while a new detection overlaps it this much (0: never)
     hold_max_ms: float = 250.0  # ... but adopt a new box at least this often
     #: keyframe work (detection, face-mesh placement) on frames closer than this is used this long after its frame
-    #: (eyeblink.runtime.keyframes; 0: on its frame). 10 ms: at 500 FPS a face that leaves between two eye placements
+    #: (eyeblink.frame.keyframes; 0: on its frame). 10 ms: at 500 FPS a face that leaves between two eye placements
     #: (18 ms apart) is let go within 28 ms, under the shortest blink (blinks.min_duration_ms, 30 ms)
     keyframe_lag_ms: float = 10.0
     jit_compile: bool = True
@@ -84,8 +87,8 @@ class DetectConfig:
     eye_roi: tuple[int, int, int, int] | None = None
 
     def __post_init__(self) -> None:
-        if self.eye_roi is not None:
-            from eyeblink.landmarks.region import EyeRegion
+        if self.eye_roi is not None:  # the user's X,Y,W,H (text, four numbers or a region) parsed once, here; kept as
+            from eyeblink.landmarks.region import EyeRegion  # four numbers for TOML/JSON round-trips
 
             object.__setattr__(self, "eye_roi", tuple(EyeRegion.parse(self.eye_roi).as_list()))
         if isinstance(self.backend, (list, tuple)):
@@ -137,6 +140,15 @@ class DetectConfig:
             return str(self.backend).strip().lower() in ACCELERATOR_STAGE_BACKENDS
         return self.stage == "accelerator"
 
+    @property
+    def eye_region(self) -> EyeRegion | None:
+        """The eye region (``eye_roi``, checked when the config was built) as the value code passes; None: faces."""
+        if self.eye_roi is None:
+            return None
+        from eyeblink.landmarks.region import EyeRegion
+
+        return EyeRegion(*self.eye_roi)
+
     def accelerator(self) -> Any:
         """These settings as :class:`eyeblink.detect.AcceleratorOptions` (raises ConfigError if invalid)."""
         from eyeblink.detect import AcceleratorOptions
@@ -185,15 +197,10 @@ class LandmarkConfig:
     region_auto: bool = False
 
     def __post_init__(self) -> None:
-        _require(self.area_polarity in ("dark", "bright"),
-                 f"landmarks.area_polarity must be dark or bright, got {self.area_polarity!r}")
-        _require(isinstance(self.area_threshold, (int, float)) and 0.0 < self.area_threshold < 1.0,
-                 f"landmarks.area_threshold must be in (0, 1), got {self.area_threshold!r}")
+        for name, (_, setting) in tunables().items():  # every eye model's own settings, as its registry entry declares
+            check_setting(setting, getattr(self, name))
         _require(isinstance(self.mesh_reuse_ms, (int, float)) and 0.0 <= self.mesh_reuse_ms <= 1000.0,
                  f"landmarks.mesh_reuse_ms must be in [0, 1000] ms, got {self.mesh_reuse_ms!r}")
-        _require(self.eye_angle is None
-                 or (isinstance(self.eye_angle, (int, float)) and -90.0 < self.eye_angle <= 90.0),
-                 f"landmarks.eye_angle must be in (-90, 90] degrees, got {self.eye_angle!r}")
         _require(self.min_face_px > 0, f"landmarks.min_face_px must be > 0, got {self.min_face_px}")
         _require(0.0 <= self.min_presence <= 1.0, f"landmarks.min_presence must be in [0, 1], got {self.min_presence}")
         _require(self.model in EYE_MODELS,  # the registry as it is now (a model registered after import counts)
@@ -459,10 +466,11 @@ class RunConfig:
         if self.detect.eye_roi is not None and not region:
             raise ConfigError(f"--landmarks {self.landmarks.model} measures a face, not an eye region; with "
                               "--eye-roi use --landmarks area (any eye) or contour (a human eye close-up)")
-        if self.landmarks.eye_angle is not None and not (self.landmarks.model == "contour"
-                                                          or self.landmarks.region_auto):
-            raise ConfigError(f"--eye-angle sets the contour measure of an eye region; with --landmarks "
-                              f"{self.landmarks.model} leave it out (or use --eye-roi with --landmarks contour)")
+        for name, (owner, setting) in tunables().items():  # a setting unset unless given (None), for another model
+            if (setting.optional and getattr(self.landmarks, name) is not None and owner != self.landmarks.model
+                    and not self.landmarks.region_auto):  # (settings with a default: the command line checks them)
+                raise ConfigError(f"{setting.flag} sets the {owner} measure of an eye region; with --landmarks "
+                                  f"{self.landmarks.model} leave it out (or use --eye-roi with --landmarks {owner})")
         if self.detect.eye_roi is None and region:
             raise ConfigError(f"--landmarks {self.landmarks.model} measures an eye region; give it with "
                               "--eye-roi X,Y,W,H (pixels of the frame)")
@@ -483,8 +491,9 @@ class RunConfig:
 
             landmarks = replace(self.landmarks, model=DEFAULT_REGION_MODEL, model_path=None, region_auto=True)
             return replace(self, detect=replace(self.detect, **values), landmarks=landmarks)
-        if section == "landmarks" and ("model" in values or (  # a measure named, or the area's settings given: the
-                self.landmarks.region_auto and {"area_polarity", "area_threshold"} & values.keys())):  # run keeps it
+        if section == "landmarks" and ("model" in values or (  # a measure named, or the settings of the region's
+                self.landmarks.region_auto  # default measure (the model held until the run chooses) given: the run
+                and set(EYE_MODELS[self.landmarks.model].settings) & values.keys())):  # keeps it
             values.setdefault("region_auto", False)
         return replace(self, **{section: replace(getattr(self, section), **values)})
 

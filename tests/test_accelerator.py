@@ -236,7 +236,7 @@ def test_a_face_that_leaves_and_returns_gives_the_reference_rows(face_frames: li
     assert proc.returncode == 0, proc.stderr
     assert (acc / "away.frames.csv").read_bytes() == (ref / "away.frames.csv").read_bytes()
     face = "".join(r["face"] for r in read_rows(acc / "away.frames.csv"))
-    # at 500 FPS a keyframe's work is used 20 ms (10 frames) after its frame (eyeblink.runtime.keyframes): the face
+    # at 500 FPS a keyframe's work is used 20 ms (10 frames) after its frame (eyeblink.frame.keyframes): the face
     # is let go within that lag plus one keyframe interval (10 frames) after it left, and found again within that
     assert face[110:130] == "0" * 20 and set(face[:90] + face[150:]) == {"1"}, face
 
@@ -326,7 +326,7 @@ def test_live_keyframe_stage_tracks_the_face_across_its_chunks(tmp_path: Path) -
     assert s["parallel"]["detector"] == "accelerator stage" and s["settings"]["detect"]["detect_every"] == 10
     detected = sum(r["detected"] == "1" for r in rows)
     # the keyframe policy: every 10th frame (drift checks may add a few; at 500 FPS a keyframe waits while the last
-    # piece of keyframe work is in flight, eyeblink.runtime.keyframes, which may take a few away)
+    # piece of keyframe work is in flight, eyeblink.frame.keyframes, which may take a few away)
     assert 300 / 12 <= detected < 300 / 4, detected
 
 

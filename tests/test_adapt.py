@@ -58,7 +58,8 @@ def test_the_registry_constants_are_only_the_fallback() -> None:
 def test_measuring_this_host_on_a_real_face_frame() -> None:
     """The real networks on the demo's face: every part measured, the reused fit cheaper than the full one."""
     from eyeblink.config import RunConfig
-    from eyeblink.runtime.pipeline import build_detector, build_fitter
+    from eyeblink.frame.analyzer import build_fitter
+    from eyeblink.runtime.pipeline import build_detector
 
     frame = face_frame(640, 480)
     assert frame.shape == (480, 640) and frame.dtype == np.uint8
@@ -84,8 +85,9 @@ def test_a_busy_machine_does_not_inflate_the_measured_costs() -> None:
     networks still measured under that load. (A ratio of the networks' CPU times, busy against quiet, was checked
     here before; on a shared virtual machine the guest's CPU time itself grows 2-6x in a noisy moment.)"""
     from eyeblink.config import RunConfig
+    from eyeblink.frame.analyzer import build_fitter
     from eyeblink.runtime.host import _median_ms
-    from eyeblink.runtime.pipeline import build_detector, build_fitter
+    from eyeblink.runtime.pipeline import build_detector
 
     cfg = RunConfig()
     fitter = build_fitter(cfg)
@@ -119,8 +121,8 @@ def test_an_eye_region_costs_no_face_detection() -> None:
     """``--eye-roi``: no detector runs, so none is timed or counted; the region's eye models are measured on the
     region (a live run's start line and auto's sums read these costs)."""
     from eyeblink.config import RunConfig
+    from eyeblink.frame.analyzer import build_fitters
     from eyeblink.landmarks.region import EyeRegion
-    from eyeblink.runtime.pipeline import build_fitters
 
     cfg = RunConfig().with_overrides("detect", eye_roi=(232, 160, 80, 56))
     fitters = build_fitters(cfg, ("area", "contour"))

@@ -1,8 +1,9 @@
 """The house keeps its shape: the import graph, the number of top-level rooms, and a light ``import``.
 
 The contracts live in ``pyproject.toml`` (``[tool.importlinter]``): folders import only the folders
-below them (cli > lab > runtime > outputs > signals > landmarks | sources > config > detect > leaves >
-errors) and no modules or folders import each other round a circle. See ``ARCHITECTURE.md``.
+below them (cli > api > lab > runtime > frame > outputs > signals > sources > config > landmarks > detect >
+leaves > errors > version; ``frame``: the per-frame core every runtime runs) and no modules or folders import
+each other round a circle. See ``ARCHITECTURE.md``.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ CFG = _default_config()
 def test_chunk_borders_are_whole_tracking_segments() -> None:
     """Chunk borders are multiples of the tracking segment, so a chunk's local frame 0 is
     a segment start in the unsplit run too."""
-    from eyeblink.runtime.pipeline import SEGMENT_FRAMES
+    from eyeblink.frame.analyzer import SEGMENT_FRAMES
 
     assert ALIGN_FRAMES % SEGMENT_FRAMES == 0
     assert CFG.detect.detect_every > 1

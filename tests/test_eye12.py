@@ -17,7 +17,7 @@ from eyeblink.errors import ConfigError, ModelFileError
 
 @pytest.fixture(scope="module")
 def fitters() -> dict[str, object]:
-    from eyeblink.runtime.pipeline import build_fitter
+    from eyeblink.frame.analyzer import build_fitter
 
     return {m: build_fitter(RunConfig(landmarks=LandmarkConfig(model=m))) for m in ("face68", "eye12")}
 

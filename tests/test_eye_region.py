@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -473,3 +474,38 @@ def test_the_default_measure_finds_every_labelled_blink_of_a_rat(data_dir: Path,
     assert len([e for e in events if not any(_overlaps(b, e) for b in labelled)]) <= 1, events
     measure = json.loads((tmp_path / f"{stem}.summary.json").read_text())["eye_measure"]
     assert measure["how"] == "chosen" and measure["why"].startswith(f"{measure['model']}: chosen from the first")
+
+
+# --------------------------------------------------------------------------- where the eye is; a measure's settings
+
+
+def test_the_locator_is_chosen_once_from_the_settings_and_carries_the_region_value() -> None:
+    """``X,Y,W,H`` is read once (the config's), the run's locator holds the region value; no region: faces."""
+    from eyeblink.config import RunConfig
+    from eyeblink.frame.locate import FaceFinder, FixedRegion, locator_for
+    from eyeblink.landmarks.region import EyeRegion
+
+    cfg = RunConfig().with_overrides("detect", eye_roi="10, 20,40,30")
+    assert cfg.detect.eye_roi == (10, 20, 40, 30)  # the user's numbers, as TOML and JSON keep them
+    assert locator_for(cfg) == FixedRegion(EyeRegion(10, 20, 40, 30)) == FixedRegion(cfg.detect.eye_region)
+    assert isinstance(locator_for(RunConfig()), FaceFinder) and RunConfig().detect.eye_region is None
+    assert not locator_for(cfg).needs_detector and locator_for(RunConfig()).needs_detector
+
+
+def test_each_region_measure_s_own_settings_reach_the_config_cli_and_api_from_its_declaration() -> None:
+    """A region measure's settings are declared on its registry entry: the config checks them from there, the
+    command line has their flags and the API their keywords."""
+    from eyeblink.api.settings import ALIASES
+    from eyeblink.cli.options import EYE_REGION_FLAGS
+    from eyeblink.config import LandmarkConfig
+    from eyeblink.errors import ConfigError
+    from eyeblink.landmarks import EYE_MODELS, region_models, tunables
+
+    assert region_models() == [name for name, spec in EYE_MODELS.items() if spec.region] == ["area", "contour"]
+    flags = [flag for flag, _, _ in EYE_REGION_FLAGS]  # process, eval, live and batch all add these
+    for name, (owner, setting) in tunables().items():
+        assert EYE_MODELS[owner].region and name in EYE_MODELS[owner].settings
+        assert setting.flag in flags
+        assert ALIASES.get(setting.keyword, ("landmarks", setting.keyword)) == ("landmarks", name)
+        with pytest.raises(ConfigError, match=re.escape(f"landmarks.{name} must be {setting.expected()}, got")):
+            LandmarkConfig(**{name: "x" if setting.choices is None else "neither"})

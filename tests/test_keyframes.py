@@ -1,4 +1,4 @@
-"""Keyframe work beside the stream (``eyeblink.runtime.keyframes``): on a real 500 FPS recording of a face, through
+"""Keyframe work beside the stream (``eyeblink.frame.keyframes``): on a real 500 FPS recording of a face, through
 the real networks.
 
 * the rows are the same whether the work runs inline (``process``) or in the worker's thread (``live``);
@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 
 from eyeblink.config import RunConfig
+from eyeblink.frame.analyzer import FrameAnalyzer, build_fitter
+from eyeblink.frame.keyframes import BesideKeyframes
 from eyeblink.frames import Frame
-from eyeblink.runtime.keyframes import BesideKeyframes
-from eyeblink.runtime.pipeline import FrameAnalyzer, build_detector, build_fitter
+from eyeblink.runtime.pipeline import build_detector
 
 
 def _config(lag_ms: float = 20.0, detect_every: int = 10, min_ms: float = 0.0) -> RunConfig:

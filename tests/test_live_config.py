@@ -70,9 +70,10 @@ def test_the_resolved_config_is_stored_once() -> None:
 def test_a_ladder_step_changes_the_analyzers_state_not_its_config() -> None:
     """The real run's rung table and worker hook: stepping down swaps the eye model, lengthens the mesh reuse and
     spaces the keyframes (fewer detections on the same real frames), while ``analyzer.cfg`` stays the run's."""
+    from eyeblink.frame.analyzer import FrameAnalyzer
     from eyeblink.lab.loopback import render_loop_frames
     from eyeblink.runtime.live import LivePipeline, _LiveRun
-    from eyeblink.runtime.pipeline import Frame, FrameAnalyzer, build_detector
+    from eyeblink.runtime.pipeline import Frame, build_detector
     from eyeblink.sources.live import open_live_source
 
     pipe = LivePipeline(load_preset(REPO / "pipelines" / "cpu.toml"), LiveConfig(workers=1, landmarks="auto"))

@@ -735,7 +735,7 @@ def test_frames_that_waited_for_keyframe_work_reach_the_summary(tmp_path: Path,
     and the summary counts them (``timings.keyframe_waits``, from the worker's stage clock), beside the per-hop
     breakdown."""
     import eyeblink
-    from eyeblink.runtime import keyframes
+    from eyeblink.frame import keyframes
 
     real = keyframes.run_job
 

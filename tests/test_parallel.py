@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from eyeblink.config import DetectConfig, RunConfig
 from eyeblink.errors import ConfigError
+from eyeblink.frame.analyzer import SEGMENT_FRAMES
 from eyeblink.runtime.parallel import FAULT_ENV, ParallelConfig, physical_cores
-from eyeblink.runtime.pipeline import SEGMENT_FRAMES
 
 # --------------------------------------------------------------------------- fixtures
 
@@ -274,7 +274,7 @@ def test_a_batch_encoded_at_once_is_the_records_encoded_one_by_one() -> None:
     import numpy as np
 
     from eyeblink.detect.blazeface import FaceDetection
-    from eyeblink.runtime.pipeline import FrameResult
+    from eyeblink.frame.analyzer import FrameResult
     from eyeblink.runtime.results import decode_rows, encode_result, encode_results, record_dtype
 
     rng = np.random.default_rng(3)

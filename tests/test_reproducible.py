@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from eyeblink.runtime.pipeline import SEGMENT_FRAMES
+from eyeblink.frame.analyzer import SEGMENT_FRAMES
 
 pytestmark = [pytest.mark.slow]
 

@@ -26,6 +26,7 @@ from eyeblink.config import (
     TrialConfig,
 )
 from eyeblink.errors import ConfigError, EyeblinkError, one_line
+from eyeblink.landmarks import tunables
 
 if TYPE_CHECKING:
 
@@ -40,7 +41,9 @@ ALIASES: dict[str, tuple[str, str]] = {
     "landmarks": ("landmarks", "model"), "landmark_model": ("landmarks", "model_path"),
     "face_model": ("detect", "model_path"), "threads": ("detect", "num_threads"),
     "min_blink_ms": ("blinks", "min_duration_ms"), "calibration": ("closure", "calibration_s"),
-    "eye_polarity": ("landmarks", "area_polarity"), "eye_threshold": ("landmarks", "area_threshold"),
+    # each eye model's own settings by the keyword its declaration gives (eyeblink.landmarks.Setting: eye_polarity,
+    # eye_threshold)
+    **{s.keyword: ("landmarks", name) for name, (_, s) in tunables().items() if s.keyword != name},
 }
 #: settings of what to do after each input (``eyeblink process``'s conditioning options)
 ANALYSIS = ("trials", "sync_column", "us_sync_column", "plots", "nwb")

@@ -10,11 +10,15 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from eyeblink.config import LANDMARK_MODELS, SPECIES, STAGES, RunConfig
 from eyeblink.errors import ConfigError, one_line
+from eyeblink.landmarks import EYE_MODELS, tunables
 from eyeblink.outputs.analysis import AnalysisOptions
+
+if TYPE_CHECKING:
+    from eyeblink.landmarks.region import EyeRegion
 
 
 def _positive_int(text: str) -> int:
@@ -91,14 +95,14 @@ def _segment(text: str) -> tuple[float, float]:
     return seg
 
 
-def _eye_roi(text: str) -> tuple[int, int, int, int]:
+def _eye_roi(text: str) -> EyeRegion:
+    """``--eye-roi X,Y,W,H``: the region value (:meth:`EyeRegion.parse`, the one place the text is read)."""
     from eyeblink.landmarks.region import EyeRegion
 
     try:
-        r = EyeRegion.parse(text)
+        return EyeRegion.parse(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    return r.x, r.y, r.w, r.h
 
 
 class _Parser(argparse.ArgumentParser):
@@ -120,15 +124,9 @@ EYE_REGION_FLAGS: tuple[tuple[str, dict[str, Any], str], ...] = (
      "a recording of one eye (a head-fixed animal, a human eye close-up): measure the lid in this region of every "
      "frame (pixels of the frame: left, top, width, height) with no face detection; `eyeblink region INPUT` draws "
      "a region on the first frame to check it"),
-    ("--eye-polarity", {"choices": ("dark", "bright")},
-     "--landmarks area: the eye is darker (dark: iris and pupil against skin, the default) or brighter (bright: an "
-     "eye lit against dark fur) than the region's border"),
-    ("--eye-threshold", {"type": _number, "metavar": "T"},
-     "--landmarks area: a pixel is the eye's when it is T times the border's mean brightness away from it, towards "
-     "black (dark) or white (bright); in (0, 1), default 0.7"),
-    ("--eye-angle", {"type": _number, "metavar": "DEG"},
-     "--landmarks contour: the eye's corner axis, degrees clockwise from level in the image (a tilted eye); default: "
-     "found on the recording's first frames"),
+    # each region measure's own settings, as its registry entry declares them (eyeblink.landmarks.Setting)
+    *((s.flag, {"choices": s.choices} if s.choices is not None else {"type": _number, "metavar": s.metavar}, s.help)
+      for owner, s in tunables().values() if EYE_MODELS[owner].region),
 )
 
 
@@ -216,18 +214,19 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     model = None if args.landmarks == "auto" else args.landmarks
     cfg = cfg.with_overrides("landmarks", model=model, model_path=args.landmark_model,
                              mesh_reuse_ms=getattr(args, "mesh_reuse_ms", None),
-                             area_polarity=getattr(args, "eye_polarity", None),
-                             area_threshold=getattr(args, "eye_threshold", None),
-                             eye_angle=getattr(args, "eye_angle", None))
+                             **{name: getattr(args, s.keyword, None) for name, (_, s) in tunables().items()})
     cfg = cfg.with_overrides("detect", backend=args.backend, model_path=args.face_model, num_threads=args.threads,
                              detect_every=args.detect_every, score_threshold=args.score_threshold,
                              stage=getattr(args, "stage", None))
-    given = [f for f, v in (("--eye-polarity", getattr(args, "eye_polarity", None)),
-                            ("--eye-threshold", getattr(args, "eye_threshold", None))) if v is not None]
-    if given and cfg.landmarks.model != "area":
-        raise ConfigError(f"{' and '.join(given)} set the area measure of an eye region; with --landmarks "
-                          f"{cfg.landmarks.model} leave {'them' if len(given) > 1 else 'it'} out (or use --eye-roi "
-                          "with --landmarks area)")
+    given: dict[str, list[str]] = {}  # an eye model's own flags given to a run of another model, by that model
+    for owner, s in tunables().values():  # (a setting unset unless given, None: the config tells it given and checks)
+        if (not s.optional and getattr(args, s.keyword, None) is not None and owner != cfg.landmarks.model
+                and not cfg.landmarks.region_auto):
+            given.setdefault(owner, []).append(s.flag)
+    for owner, flags in given.items():
+        raise ConfigError(f"{' and '.join(flags)} set the {owner} measure of an eye region; with --landmarks "
+                          f"{cfg.landmarks.model} leave {'them' if len(flags) > 1 else 'it'} out (or use --eye-roi "
+                          f"with --landmarks {owner})")
     cfg = cfg.with_overrides("blinks", close_ratio=args.close_ratio, open_ratio=args.open_ratio,
                              min_duration_ms=args.min_blink_ms, species=getattr(args, "species", None))
     return replace(cfg, fps=args.fps, max_frames=args.max_frames, points=bool(getattr(args, "points", False)))

@@ -134,7 +134,7 @@ def cmd_region(args: argparse.Namespace) -> int:
 
     out = Path(args.output) if args.output else Path(f"{input_stem(args.input)}.region.png")
     size = write_region_picture(Path(args.input), out, args.eye_roi, frame=args.frame, fps=args.fps)
-    where = f"; region {','.join(map(str, args.eye_roi))} drawn" if args.eye_roi else ""
+    where = f"; region {args.eye_roi} drawn" if args.eye_roi else ""
     k = picture_scale(*size)
     drawn = f", drawn {k}x with the scale in frame pixels" if k > 1 else ""
     print(f"frame {args.frame} ({size[0]}x{size[1]}{drawn}): {out}{where}")

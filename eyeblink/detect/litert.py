@@ -152,7 +152,7 @@ def native_info_silenced() -> Iterator[None]:
     The line is written by C++ straight to file descriptor 2, past Python's ``sys.stderr`` and unaffected
     by ``TF_CPP_MIN_LOG_LEVEL`` (checked with ai-edge-litert 1.2), once per process, when the first
     interpreter allocates its tensors; fd 2 is pointed at a temporary file around the detector's first
-    allocation and the eye model's creation (``runtime.pipeline.build_fitter``: the face mesh runs on
+    allocation and the eye model's creation (``frame.analyzer.build_fitter``: the face mesh runs on
     LiteRT too), and everything else written there meanwhile is passed on.
     """
     if logging.getLogger("eyeblink").getEffectiveLevel() <= logging.INFO:

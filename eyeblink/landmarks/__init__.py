@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection
     from eyeblink.landmarks.eyes import EyeFit
 
-__all__ = ["DEFAULT_EYE_MODEL", "EYE_MODELS", "EyeModel", "EyeModelSpec", "create_eye_model", "face_models",
-           "model_specs", "register_missing"]
+__all__ = ["DEFAULT_EYE_MODEL", "EYE_MODELS", "EyeModel", "EyeModelSpec", "Setting", "check_setting",
+           "create_eye_model", "face_models", "model_specs", "region_models", "register_missing", "tunables"]
 
 
 @runtime_checkable
@@ -60,6 +60,51 @@ class EyeModel(Protocol):
     def warm_up(self, gray: np.ndarray) -> None: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A tunable setting of an eye model, declared once: its ``[landmarks]`` field (presets, the API's sections), its
+    command-line flag (the API's keyword is the flag's name with underscores: ``--eye-threshold``, ``eye_threshold``),
+    its valid values (``choices``, or a number in ``low``..``high``: ``low`` excluded, ``high`` included when
+    ``high_included``; ``None`` allowed when ``optional``) and its help. The config checks it
+    (:func:`check_setting`), the command line and the API read their flags and keywords from it."""
+
+    field: str
+    flag: str
+    help: str
+    choices: tuple[str, ...] | None = None
+    low: float = -math.inf
+    high: float = math.inf
+    high_included: bool = False
+    unit: str = ""
+    optional: bool = False
+    metavar: str | None = None
+
+    @property
+    def keyword(self) -> str:
+        """The API's keyword (and the argparse destination): the flag without dashes, ``-`` as ``_``."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def expected(self) -> str:
+        if self.choices is not None:
+            return " or ".join(self.choices)
+        unit = f" {self.unit}" if self.unit else ""
+        return f"in ({self.low:g}, {self.high:g}{']' if self.high_included else ')'}{unit}"
+
+    def valid(self, value: Any) -> bool:
+        if value is None:
+            return self.optional
+        if self.choices is not None:
+            return value in self.choices
+        return (isinstance(value, (int, float)) and not isinstance(value, bool) and self.low < value
+                and (value <= self.high if self.high_included else value < self.high))
+
+
+def check_setting(setting: Setting, value: Any) -> None:
+    """:class:`ConfigError` ``landmarks.<field> must be <expected>, got <value>`` unless ``value`` is valid."""
+    if not setting.valid(value):
+        raise ConfigError(f"landmarks.{setting.field} must be {setting.expected()}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -88,6 +133,9 @@ class EyeModelSpec:
     #: measures in an eye region (``--eye-roi``: :mod:`eyeblink.landmarks.region`), with no face detector; the
     #: other models need a face
     region: bool = False
+    #: the settings of ``settings`` that are this model's own, declared once (:class:`Setting`: the config's check,
+    #: the command line's flag, the API's keyword)
+    tunables: tuple[Setting, ...] = ()
 
     def cost_ms(self, fps: float, reuse_ms: float = 0.0) -> float:
         """CPU ms per frame at ``fps`` when the reusable part runs once per ``reuse_ms`` (at most every frame)."""
@@ -115,9 +163,22 @@ EYE_MODELS: dict[str, EyeModelSpec] = {
                           settings=("derotate", "min_face_px")),
     # recordings of one eye (--eye-roi): the eye's visible share of the region; the iris network's lid contour on it
     "area": EyeModelSpec("eyeblink.landmarks.region", "AreaFitter", fit_ms=0.05,
-                         settings=("area_polarity", "area_threshold"), region=True),
+                         settings=("area_polarity", "area_threshold"), region=True, tunables=(
+                             Setting("area_polarity", "--eye-polarity", choices=("dark", "bright"), help=(
+                                 "--landmarks area: the eye is darker (dark: iris and pupil against skin, the "
+                                 "default) or brighter (bright: an eye lit against dark fur) than the region's "
+                                 "border")),
+                             Setting("area_threshold", "--eye-threshold", low=0.0, high=1.0, metavar="T", help=(
+                                 "--landmarks area: a pixel is the eye's when it is T times the border's mean "
+                                 "brightness away from it, towards black (dark) or white (bright); in (0, 1), "
+                                 "default 0.7")))),
     "contour": EyeModelSpec("eyeblink.landmarks.region", "ContourFitter", fit_ms=0.6, settings=("eye_angle",),
-                            region=True),
+                            region=True, tunables=(
+                                Setting("eye_angle", "--eye-angle", low=-90.0, high=90.0, high_included=True,
+                                        unit="degrees", optional=True, metavar="DEG", help=(
+                                            "--landmarks contour: the eye's corner axis, degrees clockwise from "
+                                            "level in the image (a tilted eye); default: found on the recording's "
+                                            "first frames")),)),
 }
 DEFAULT_EYE_MODEL = "lids"
 
@@ -125,6 +186,16 @@ DEFAULT_EYE_MODEL = "lids"
 def face_models() -> list[str]:
     """The registered eye models that measure a face (not an eye region)."""
     return [name for name, spec in EYE_MODELS.items() if not spec.region]
+
+
+def region_models() -> list[str]:
+    """The registered eye models that measure in an eye region (``--eye-roi``), the measures a run chooses from."""
+    return [name for name, spec in EYE_MODELS.items() if spec.region]
+
+
+def tunables() -> dict[str, tuple[str, Setting]]:
+    """Every model's own settings by ``[landmarks]`` field: (the model that takes it, its declaration)."""
+    return {s.field: (name, s) for name, spec in EYE_MODELS.items() for s in spec.tunables}
 
 
 def check_eye_model(name: str) -> str:

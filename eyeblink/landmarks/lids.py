@@ -236,7 +236,7 @@ class LidsFitter(FrameTimed, Closing):
         return EyeFit(points=pts, ear_left=left, ear_right=right, patches=patches, presence=self.presence,
                       pose=pose, pose_frame=self._eyes[6] if pose is not None else None)
 
-    # -- placement apart from measurement (keyframe work beside the stream: eyeblink.runtime.keyframes) ----------
+    # -- placement apart from measurement (keyframe work beside the stream: eyeblink.frame.keyframes) ----------
 
     def placement(self, gray: np.ndarray, face: FaceDetection, t: float, frame: int | None,
                   mesher: MeshFitter | None = None) -> tuple[Any, ...]:

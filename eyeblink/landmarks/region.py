@@ -22,8 +22,9 @@ measures the lid inside it on every frame:
     eyes: 0.953 against 0.965 on the zju-dev eye crops; the region is fixed.)
     One network run per frame (~0.6 ms on one AVX-512 core).
 
-With no measure named, a run chooses one of the two from its first seconds (:func:`choose_measure`: the one whose
-openness separates closed from open frames best) and says which and why (:class:`MeasureChoice`).
+With no measure named, a run chooses one of the registry's region measures from its first seconds
+(:func:`choose_measure`: the one whose openness separates closed from open frames best) and says which and why
+(:class:`MeasureChoice`).
 
 Both give the same outputs as face mode: the openness goes into ``ear_left`` (one eye: ``ear_right`` stays
 empty), the blink detector and the eyelid closure (FEC: 0 = this eye's open baseline, 1 = a full closure,
@@ -48,8 +49,8 @@ from eyeblink.landmarks.eyes import EyeFit
 if TYPE_CHECKING:
     from eyeblink.detect.blazeface import FaceDetection
 
-#: The eye models that measure in an eye region (``--eye-roi``); the others need a face.
-REGION_MODELS = ("area", "contour")
+# The eye models that measure in an eye region (``--eye-roi``) are the registry's entries marked ``region``
+# (:func:`eyeblink.landmarks.region_models`), each with its own settings declared there (``tunables``).
 #: The eye model of a run with ``--eye-roi`` and no ``--landmarks``.
 DEFAULT_REGION_MODEL = "area"
 #: The border band of the region that sets the area threshold: this share of its width and height on each side.
@@ -353,62 +354,59 @@ class MeasureChoice:
 
 
 def choose_measure(grays: list[np.ndarray], seconds: float, region: EyeRegion, *, named: str | None,
-                   eye_angle: float | None, area_options: dict[str, Any] | None = None,
+                   eye_angle: float | None, options: dict[str, dict[str, Any]] | None = None,
                    model_path: str | Path | None = None) -> MeasureChoice:
     """The measure of a run with the eye region ``region`` from ``grays``, frames of the recording's first
-    ``seconds``: ``named`` (``--landmarks``) if given, else the one of ``area`` and ``contour``
-    whose openness separates closed from open frames best (:func:`trace_quality`): the one that shows closures
-    (dips far below its open level's spread) when the other shows none, the one whose closures lie deeper in
-    spreads when both show some, the steadier open level when neither does (no blink in the first seconds).
-    ``contour`` is measured along the eye's axis (``eye_angle``, else :func:`find_eye_axis`)."""
+    ``seconds``: ``named`` (``--landmarks``) if given, else the one of the region measures of the registry
+    (:func:`eyeblink.landmarks.region_models`: ``area`` and ``contour``), each built with its ``options`` (the
+    settings its entry declares), whose openness separates closed from open frames best (:func:`trace_quality`):
+    the one that shows closures (dips far below its open level's spread) when the others show none, the one whose
+    closures lie deeper in spreads when several show some, the steadier open level when none does (no blink in the
+    first seconds). ``contour`` is measured along the eye's axis (``eye_angle``, else :func:`find_eye_axis`)."""
+    from eyeblink.landmarks import create_eye_model, region_models
+
     face = region.face()
-    contour = None
+    fitters: dict[str, Any] = {}
     angle, angle_how = eye_angle, ("given" if eye_angle is not None else None)
-    if named != "area":
-        contour = ContourFitter(model_path if named == "contour" else None, eye_angle=eye_angle)
-        if eye_angle is None:
-            angle, angle_how = find_eye_axis(contour, grays, region), "found"
-            contour.eye_angle = angle
-    tilt = f", the eye's axis {angle:g} degrees from level ({angle_how})" if contour is not None else ""
+    tilt = ""
     scores: dict[str, dict[str, float]] = {}
     try:
+        for name in ([named] if named is not None else region_models()):
+            fitters[name] = fitter = create_eye_model(name, model_path=model_path if name == named else None,
+                                                      **(options or {}).get(name, {}))
+            if isinstance(fitter, ContourFitter):  # the crop along the eye's axis: given, or found once here
+                if eye_angle is None:
+                    angle, angle_how = find_eye_axis(fitter, grays, region), "found"
+                fitter.eye_angle = float(angle)  # type: ignore[arg-type]
+                tilt = f", the eye's axis {angle:g} degrees from level ({angle_how})"
+        for name, fitter in fitters.items():
+            scores[name] = trace_quality(np.array([fitter.fit(g, face).ear_left for g in grays]))
         if named is not None:
             model = named
             why = f"{named}: named with --landmarks{tilt if named == 'contour' else ''}"
-            if named == "area":
-                area = AreaFitter(**(area_options or {}))
-                trace = np.array([area.share(g, face) for g in grays])
-            else:
-                assert contour is not None
-                trace = np.array([contour.fit(g, face).ear_left for g in grays])
-            scores[named] = trace_quality(trace)
         else:
-            area = AreaFitter(**(area_options or {}))
-            assert contour is not None
-            scores["area"] = trace_quality(np.array([area.share(g, face) for g in grays]))
-            scores["contour"] = trace_quality(np.array([contour.fit(g, face).ear_left for g in grays]))
-            a, c = scores["area"], scores["contour"]
-            if not (a["dips"] or c["dips"]):
+            seeing = [m for m in scores if scores[m]["dips"]]
+            if not seeing:
                 model = min(scores, key=lambda m: scores[m]["spread"])
                 reason = "no closure seen; its open level is the steadier"
-            elif not (a["dips"] and c["dips"]):
-                model = "area" if a["dips"] else "contour"
+            elif len(seeing) < len(scores):
+                model = max(seeing, key=lambda m: scores[m]["separation"])
                 reason = "it sees closures, the other does not"
             else:
                 model = max(scores, key=lambda m: scores[m]["separation"])
                 reason = "its closures stand out farther from its open level"
-            other = "contour" if model == "area" else "area"
+            other = _runner_up(scores, model)
             why = (f"{model}: chosen from the first {seconds:.0f} s ({reason}: closures "
                    f"{scores[model]['dips']:.0f} against {other}'s {scores[other]['dips']:.0f}, depth "
                    f"{scores[model]['separation']:.1f} against {scores[other]['separation']:.1f} times the open "
                    f"level's spread){tilt if model == 'contour' else ''}")
     finally:
-        if contour is not None:
-            contour.close()
+        for fitter in fitters.values():
+            fitter.close()
     q = scores[model]
     warning = None
     if not q["noise"] < NOISY_TRACE:
-        other = "contour" if model == "area" else "area"
+        other = _runner_up({m: {"dips": 0, "separation": 0.0} for m in region_models()}, model)
         warning = (f"the {model} measure's openness in the eye region looks unlike an eye's (no steady open level: "
                    f"its frame-to-frame noise is {q['noise']:.2f} of it, as large as a blink); check the region with "
                    f"eyeblink region, draw it around the whole eye with a little margin, or try --landmarks {other}")
@@ -417,5 +415,11 @@ def choose_measure(grays: list[np.ndarray], seconds: float, region: EyeRegion, *
                          scores, warning)
 
 
-__all__ = ["DEFAULT_REGION_MODEL", "REGION_MODELS", "AreaFitter", "ContourFitter", "EyeRegion", "MeasureChoice",
+def _runner_up(scores: dict[str, dict[str, float]], model: str) -> str:
+    """The measure next to ``model`` (with two measures: the other one): the most closures, then the deepest."""
+    rest = [m for m in scores if m != model]
+    return max(rest, key=lambda m: (scores[m]["dips"], scores[m]["separation"]))
+
+
+__all__ = ["DEFAULT_REGION_MODEL", "AreaFitter", "ContourFitter", "EyeRegion", "MeasureChoice",
            "choose_measure", "dips", "find_eye_axis", "trace_quality"]

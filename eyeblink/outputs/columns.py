@@ -17,7 +17,7 @@ from the list, once, when the table is made (never per row):
 A column is computed in one of two places:
 
 * **in the sink** (``value``, a Python expression): from the frame result ``r`` (a
-  :class:`~eyeblink.runtime.pipeline.FrameResult`) and the sink's state, over these names: ``r``; ``face``
+  :class:`~eyeblink.frame.analyzer.FrameResult`) and the sink's state, over these names: ``r``; ``face``
   (``r.face`` or None); ``box`` (the face box, or four None); ``ear`` (``r.ear``); ``baseline`` (the blink
   detector's baseline after this frame); ``closure`` (the session's :class:`~eyeblink.signals.closure.OnlineClosure`).
 * **where the frame was analysed** (``worker``, a function of the frame result): in a worker of the multiprocess

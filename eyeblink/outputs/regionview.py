@@ -11,10 +11,14 @@ edge is the same one-line error).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from eyeblink.errors import ConfigError, OutputWriteError
+
+if TYPE_CHECKING:
+    from eyeblink.landmarks.region import EyeRegion
 
 #: the picture's longer side is scaled up (a whole factor, each frame pixel a square of pixels) towards this
 PICTURE_PX = 960
@@ -35,7 +39,7 @@ def label_step(scale: int) -> int:
     return next((s for s in LABEL_STEPS if s * scale >= 60), LABEL_STEPS[-1])
 
 
-def region_picture(gray: np.ndarray, roi: tuple[int, int, int, int] | None) -> np.ndarray:
+def region_picture(gray: np.ndarray, roi: EyeRegion | None) -> np.ndarray:
     """The BGR picture: ``gray`` scaled up by :func:`picture_scale` (nearest pixel), a scale in frame pixels in
     bands along its top and left edges, and ``roi`` as a rectangle around its frame pixels."""
     import cv2
@@ -63,7 +67,7 @@ def region_picture(gray: np.ndarray, roi: tuple[int, int, int, int] | None) -> n
         if y % step == 0 and y:
             cv2.putText(img, str(y), (1, min(py + 5, img.shape[0] - 2)), font, 0.35, tick, 1, cv2.LINE_AA)
     if roi is not None:
-        x, y, rw, rh = roi
+        x, y, rw, rh = roi.x, roi.y, roi.w, roi.h
         cv2.rectangle(img, (m + x * k, m + y * k), (m + (x + rw) * k - 1, m + (y + rh) * k - 1), (0, 0, 255),
                       max(1, k // 2))
         cv2.putText(img, f"{x},{y},{rw},{rh}", (m + x * k + 2, max(m + 14, m + y * k - 5)), font, 0.5,
@@ -71,13 +75,12 @@ def region_picture(gray: np.ndarray, roi: tuple[int, int, int, int] | None) -> n
     return img
 
 
-def write_region_picture(path: Path, out: Path, roi: tuple[int, int, int, int] | None, *, frame: int = 0,
+def write_region_picture(path: Path, out: Path, roi: EyeRegion | None, *, frame: int = 0,
                          fps: float | None = None) -> tuple[int, int]:
     """Write frame ``frame`` of ``path`` with ``roi`` to the PNG ``out``; returns the frame's (width, height).
     A region past the frame's edge, or a frame the recording does not have, raises :class:`ConfigError`."""
     import cv2
 
-    from eyeblink.landmarks.region import EyeRegion
     from eyeblink.sources.files import open_source
 
     if frame < 0:
@@ -97,7 +100,7 @@ def write_region_picture(path: Path, out: Path, roi: tuple[int, int, int, int] |
         raise ConfigError(f"{path} has no frame {frame} (it has {seen}); choose an earlier --frame")
     h, w = gray.shape[:2]
     if roi is not None:
-        EyeRegion.parse(roi).check_inside(w, h, f"the frames of {path.name}")
+        roi.check_inside(w, h, f"the frames of {path.name}")
     ok = cv2.imwrite(str(out), region_picture(gray, roi))
     if not ok:
         raise OutputWriteError(f"could not write {out}; check that its folder exists and is writable")

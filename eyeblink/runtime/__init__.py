@@ -1,6 +1,7 @@
 """Runtime: how frames flow through the stages — one process, many processes, live, or a Ray cluster.
 
-* :mod:`eyeblink.runtime.pipeline` — the single-process reference: ``process_source``, ``FrameAnalyzer``.
+* :mod:`eyeblink.runtime.pipeline` — the single-process reference: ``process_source``, ``SessionSink`` (the
+  per-frame core they all run, ``FrameAnalyzer``, is :mod:`eyeblink.frame`, the floor below).
 * :mod:`eyeblink.runtime.parallel` — the multiprocess pipeline (loaders, workers, ordered sink):
   ``ParallelPipeline``.
 * :mod:`eyeblink.runtime.shm` — the shared-memory ring of frame slots: ``FrameRing``, ``RingSpec``.

@@ -27,7 +27,7 @@ Which frames are detected: on the ``jax`` and ``tensorflow`` backends (a GPU) ev
 :mod:`eyeblink.landmarks.batched`): rows equal those of ``--detect-every 1``, and a keyframe setting
 (``detect_every`` > 1) is set to 1 with one warning, so that the summary states the settings the rows were made
 with. On the ``litert`` backend (the stage on a CPU) with the keyframe policy (``detect_every`` > 1, the default)
-the stage runs the reference's :class:`~eyeblink.runtime.pipeline.FrameAnalyzer` frame by frame
+the stage runs the reference's :class:`~eyeblink.frame.analyzer.FrameAnalyzer` frame by frame
 (:class:`KeyframeEngine`): the rows of the fused workers and of one process, byte for byte. Its tracking state
 is per chunk (whole tracking segments), so with several stage processes each gets whole chunks (one input queue
 per process, chunks dealt by number as to fused workers) instead of sharing one queue.
@@ -179,7 +179,7 @@ def build_engine(config: RunConfig, *, share: int = 1) -> BatchedFaceEyes:
 
 class KeyframeEngine:
     """The stage's work under the keyframe policy (:func:`keyframe_stage`): the reference's
-    :class:`~eyeblink.runtime.pipeline.FrameAnalyzer` on one frame at a time, with the tracking state of each
+    :class:`~eyeblink.frame.analyzer.FrameAnalyzer` on one frame at a time, with the tracking state of each
     unfinished chunk parked and resumed as a fused worker does it (several loaders interleave chunks), so the
     rows are those of one process. The networks are the reference's (LiteRT, one frame a call): on a CPU
     batching gains nothing. :meth:`run` is :func:`run_batch`'s counterpart."""
@@ -189,7 +189,8 @@ class KeyframeEngine:
     batch_size = 1
 
     def __init__(self, config: RunConfig, chunk_frames: int, *, track_across_chunks: bool = False) -> None:
-        from eyeblink.runtime.pipeline import ChunkStates, FrameAnalyzer, StageClock, build_detector, build_fitter
+        from eyeblink.frame.analyzer import ChunkStates, FrameAnalyzer, StageClock, build_fitter
+        from eyeblink.runtime.pipeline import build_detector
 
         self.analyzer = FrameAnalyzer(config, build_detector(config), build_fitter(config), StageClock())
         self.track = track_across_chunks

@@ -18,7 +18,7 @@ object store.
 
 **Chunks.** A video longer than ``chunk_s`` is split into time chunks so one recording can use many
 nodes. Chunk ``k`` is frames ``[start_k, end_k)``; borders are multiples of the tracking segment
-(:data:`~eyeblink.sources.chunking.ALIGN_FRAMES` = :data:`~eyeblink.runtime.pipeline.SEGMENT_FRAMES`; the plan and
+(:data:`~eyeblink.sources.chunking.ALIGN_FRAMES` = :data:`~eyeblink.frame.analyzer.SEGMENT_FRAMES`; the plan and
 a chunk's frame source are :mod:`eyeblink.sources.chunking`), where every runtime restarts the keyframe policy, so
 a chunk's per-frame measurements (face box, eye points, openness, the eye patches) are those of an unsplit run.
 A chunk task runs only that per-frame stage and leaves its records in the staging folder
@@ -82,7 +82,8 @@ from eyeblink.sources.inputs import expand_inputs
 from eyeblink.version import __version__
 
 if TYPE_CHECKING:
-    from eyeblink.runtime.pipeline import FrameAnalyzer, RunResult
+    from eyeblink.frame.analyzer import FrameAnalyzer
+    from eyeblink.runtime.pipeline import RunResult
 
 __all__ = [
     "FAULT_ENV",
@@ -327,7 +328,7 @@ def run_group(tasks: list[ChunkTask], analyzer: FrameAnalyzer | None = None) -> 
 
     paths = [Path(t.path) for t in tasks]
     if workers > 1 and analyzer is None:
-        from eyeblink.runtime.pipeline import build_fitter
+        from eyeblink.frame.analyzer import build_fitter
 
         pool = FilePool(cfg, workers, build_fitter(cfg), run_one, FATAL)
         got = pool.run(paths)

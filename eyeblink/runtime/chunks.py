@@ -10,7 +10,7 @@
     (results.record_dtype) ─► staging/rows.bin + meta.json
 
 Why this split: the per-frame stage is a function of the frame and of its tracking segment only
-(:data:`~eyeblink.runtime.pipeline.SEGMENT_FRAMES`: the keyframe policy restarts on every multiple of it in
+(:data:`~eyeblink.frame.analyzer.SEGMENT_FRAMES`: the keyframe policy restarts on every multiple of it in
 every runtime), so a chunk whose borders are whole segments measures exactly what an unsplit run measures. The
 blink detector and the closure are not: they carry a running open-eye level from the first frame of the
 session to the last. So they run once per recording, over every chunk in frame order, as in ``process``: the
@@ -37,7 +37,8 @@ import numpy as np
 from eyeblink import stopping
 from eyeblink.config import RunConfig
 from eyeblink.errors import EyeblinkError
-from eyeblink.runtime.pipeline import SEGMENT_FRAMES, FrameAnalyzer, RunResult, SessionSink, StageClock
+from eyeblink.frame.analyzer import SEGMENT_FRAMES, FrameAnalyzer, StageClock
+from eyeblink.runtime.pipeline import RunResult, SessionSink
 from eyeblink.runtime.summary import Outcome, build_summary, session_outcome, write_running_summary
 
 if TYPE_CHECKING:

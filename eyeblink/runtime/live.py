@@ -63,6 +63,7 @@ from eyeblink.config import (
     LiveConfig,
 )
 from eyeblink.errors import ConfigError, EyeblinkError, WorkerError, picklable_error, warn
+from eyeblink.frame.locate import FixedRegion, locator_for
 from eyeblink.outputs.export import ResultWriter
 from eyeblink.runtime import system
 from eyeblink.runtime.choose import AUTO_LANDMARKS, choose_dealt_workers, resolve_eye_model, resolve_run_config
@@ -247,11 +248,9 @@ class _LiveRun(_Run):
                 self._stopped_before_connect()  # Ctrl-C / SIGTERM while waiting for the sender
                 return
             self._connected(source)
-            if self.requested.detect.eye_roi is not None and source.width and source.height:
-                from eyeblink.landmarks.region import EyeRegion  # a recording of one eye: its region, before any frame
-
-                EyeRegion.parse(self.requested.detect.eye_roi).check_inside(
-                    source.width, source.height, f"the frames of {source.name}")
+            locator = locator_for(self.requested)
+            if isinstance(locator, FixedRegion) and source.width and source.height:  # one eye: its region, first
+                locator.check_frame(source.width, source.height, f"the frames of {source.name}")
             # the rate: --fps when given, else the source's (a stream's measured from its timestamps)
             self.fps = self.requested.fps or source.nominal_fps
             self._choose(source)  # the run's config, stored once: self.cfg from here on
@@ -572,7 +571,7 @@ class _LiveRun(_Run):
         return self.stop_reason or ((self._info or {}).get("live") or {}).get("stop_reason")
 
     def _write(self, sink: SessionSink | None, rows: np.ndarray) -> None:
-        from eyeblink.runtime.pipeline import FrameResult
+        from eyeblink.frame.analyzer import FrameResult
 
         assert sink is not None  # live runs always have their sink
         if self.aborted:
@@ -798,7 +797,7 @@ class LivePipeline(ParallelPipeline):
         picks one once the source's rate is known (:func:`~eyeblink.runtime.choose.choose_landmarks`); otherwise
         the model of ``config.landmarks``.
         """
-        from eyeblink.runtime.pipeline import build_fitters
+        from eyeblink.frame.analyzer import build_fitters
 
         config, live = resolve_eye_model(config, live)
         self.live = live
@@ -814,11 +813,9 @@ class LivePipeline(ParallelPipeline):
         if self.accelerated:
             return None
         fitters = self.fitters or {self.cfg.landmarks.model: self.fitter}
-        if self.cfg.detect.eye_roi is not None:  # a recording of one eye: no detector runs, none is timed
-            from eyeblink.landmarks.region import EyeRegion
-
-            region = EyeRegion.parse(self.cfg.detect.eye_roi).face()
-            return measure_costs(fitters, None, width=640, height=480, region=region)
+        locator = locator_for(self.cfg)
+        if isinstance(locator, FixedRegion):  # a recording of one eye: no detector runs, none is timed
+            return measure_costs(fitters, None, width=640, height=480, region=locator.face())
         with build_detector(self.cfg) as detector:
             return measure_costs(fitters, detector, width=640, height=480)
 

@@ -26,7 +26,7 @@ Why this shape (measured on a 2-core x86 VM, 640x480 MJPG, see ``eyeblink bench`
   ``c % W``), not single frames round-robin, so each worker keeps the tracking state of the
   keyframe policy (last box, frames since detection, inter-ocular reference) across its chunk.
   A file's chunks are whole tracking segments (``chunk_frames`` is rounded up to a multiple of
-  :data:`~eyeblink.runtime.pipeline.SEGMENT_FRAMES`): the reference run restarts its tracking on the
+  :data:`~eyeblink.frame.analyzer.SEGMENT_FRAMES`): the reference run restarts its tracking on the
   same frames, so the rows are byte-identical whatever the worker count, loader count or chunk size.
   Chunk size trade-off: bigger chunks mean fewer
   forced keyframes and longer tracking runs, but a bigger ring (``~W x chunk`` slots keep every
@@ -81,22 +81,12 @@ import numpy as np
 
 from eyeblink import stopping
 from eyeblink.config import ParallelConfig, RunConfig, physical_cores
+from eyeblink.frame.analyzer import StageClock, aligned_frames, build_fitter, build_fitters
 from eyeblink.landmarks import model_specs, register_missing
 from eyeblink.outputs.export import ResultWriter, clean_json
 from eyeblink.runtime.accelerator import stage_processes, stage_summary
 from eyeblink.runtime.choose import ResolvedConfig
-from eyeblink.runtime.pipeline import (
-    ProgressFactory,
-    RunResult,
-    SessionSink,
-    StageClock,
-    aligned_frames,
-    build_detector,
-    build_fitter,
-    build_fitters,
-    progress_bar,
-    warn_once,
-)
+from eyeblink.runtime.pipeline import ProgressFactory, RunResult, SessionSink, build_detector, progress_bar, warn_once
 from eyeblink.runtime.processes import context, start_children
 from eyeblink.runtime.profiling import profiled
 from eyeblink.runtime.results import RESULT_DTYPE

@@ -105,7 +105,8 @@ class FilePool:
         restore = stopping.install()  # a stop (forwarded by the parent, or the terminal's) ends the input in order
         threading.Thread(target=self._watch_stop, name="eyeblink-stop-watch", daemon=True).start()
         try:
-            from eyeblink.runtime.pipeline import FrameAnalyzer, StageClock, build_detector, build_fitter
+            from eyeblink.frame.analyzer import FrameAnalyzer, StageClock, build_fitter
+            from eyeblink.runtime.pipeline import build_detector
             from eyeblink.sources.files import open_source
 
             register_missing(getattr(self, "_eye_model_specs", {}))

@@ -3,7 +3,7 @@
 A worker of the multiprocess pipeline (and the accelerator stage's post-processing workers, and a chunk task of
 ``eyeblink batch``) sends the sink one numpy record per frame, a record array per batch: no pickled objects.
 :func:`record_dtype` is the record of a run's settings, :func:`encode_results` fills a batch's records from the
-analysed frames' :class:`~eyeblink.runtime.pipeline.FrameResult`, :func:`decode_rows` gives them back in the sink,
+analysed frames' :class:`~eyeblink.frame.analyzer.FrameResult`, :func:`decode_rows` gives them back in the sink,
 bit for bit. The frame columns a worker computes (:attr:`eyeblink.outputs.columns.FrameColumn.worker`) add a
 field each (none by default).
 """
@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from eyeblink.config import RunConfig
+from eyeblink.frame.analyzer import FrameResult
 from eyeblink.landmarks.eyes import STRIP_SHAPE
 from eyeblink.outputs import columns as _columns
-from eyeblink.runtime.pipeline import FrameResult
 
 __all__ = ["CROP_DTYPE", "POINTS_FIELDS", "RESULT_DTYPE", "decode_rows", "encode_batch", "encode_result",
            "encode_results", "record_dtype", "rows_message", "rows_of"]

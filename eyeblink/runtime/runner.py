@@ -27,19 +27,13 @@ from eyeblink.errors import (
     OutputError,
     OutputWriteError,
 )
+from eyeblink.frame.analyzer import FrameAnalyzer, StageClock, build_fitter
+from eyeblink.frame.locate import FixedRegion, locator_for
 from eyeblink.outputs.analysis import AnalysisOptions, finalize
 from eyeblink.outputs.export import ensure_output_dir
 from eyeblink.outputs.lock import session_locks
 from eyeblink.outputs.paths import OutputPlan, session_outputs
-from eyeblink.runtime.pipeline import (
-    FrameAnalyzer,
-    ProgressFactory,
-    RunResult,
-    StageClock,
-    build_detector,
-    build_fitter,
-    process_source,
-)
+from eyeblink.runtime.pipeline import ProgressFactory, RunResult, build_detector, process_source
 
 if TYPE_CHECKING:
     from eyeblink.sources.files import FrameSource
@@ -73,17 +67,16 @@ def check_inputs(paths: Sequence[Path]) -> None:
 def check_region(paths: Sequence[Path], config: RunConfig) -> None:
     """With an eye region (``--eye-roi``): every input's frames hold it, checked before any work (each input's
     size read from its container, or its first image)."""
-    if config.detect.eye_roi is None:
+    locator = locator_for(config)
+    if not isinstance(locator, FixedRegion):
         return
-    from eyeblink.landmarks.region import EyeRegion
     from eyeblink.sources.files import open_source
 
-    region = EyeRegion.parse(config.detect.eye_roi)
     for p in paths:
         with open_source(p, fps=config.fps) as source:
             w, h = int(getattr(source, "width", 0) or 0), int(getattr(source, "height", 0) or 0)
         if w and h:
-            region.check_inside(w, h, f"the frames of {p.name}")
+            locator.check_frame(w, h, f"the frames of {p.name}")
 
 
 def settle_eye_measure(paths: Sequence[Path], config: RunConfig) -> RunConfig:
@@ -94,11 +87,13 @@ def settle_eye_measure(paths: Sequence[Path], config: RunConfig) -> RunConfig:
     :data:`~eyeblink.landmarks.region.NAMED_SURVEY_FRAMES`); said in one log line and in ``summary.json``'s
     ``eye_measure``. A config already settled, or without a region, is returned as it is."""
     lm = config.landmarks
-    if config.detect.eye_roi is None or config.eye_measure is not None or not paths:
+    locator = locator_for(config)
+    if not isinstance(locator, FixedRegion) or config.eye_measure is not None or not paths:
         return config
     from dataclasses import replace
 
-    from eyeblink.landmarks.region import NAMED_SURVEY_FRAMES, SURVEY_FRAMES, SURVEY_S, EyeRegion, choose_measure
+    from eyeblink.landmarks import EYE_MODELS, region_models
+    from eyeblink.landmarks.region import NAMED_SURVEY_FRAMES, SURVEY_FRAMES, SURVEY_S, choose_measure
     from eyeblink.sources.files import open_source
 
     grays: list[np.ndarray] = []
@@ -112,10 +107,10 @@ def settle_eye_measure(paths: Sequence[Path], config: RunConfig) -> RunConfig:
             last = frame.timestamp_s
             grays.append(frame.gray.copy())
     seconds = (last - first) if first is not None and last is not None else 0.0
-    area_options = {"area_polarity": lm.area_polarity, "area_threshold": lm.area_threshold}
-    choice = choose_measure(grays, seconds, EyeRegion.parse(config.detect.eye_roi),
+    options = {m: {name: getattr(lm, name) for name in EYE_MODELS[m].settings} for m in region_models()}
+    choice = choose_measure(grays, seconds, locator.region,
                             named=None if lm.region_auto else lm.model, eye_angle=lm.eye_angle,
-                            area_options=area_options, model_path=lm.model_path)
+                            options=options, model_path=lm.model_path)
     log.info("%s: eye measure %s", paths[0].name, choice.why)
     if choice.warning:
         log.warning("%s: %s", paths[0].name, choice.warning)

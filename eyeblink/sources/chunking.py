@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ALIGN_FRAMES", "ChunkSource", "plan_chunks", "round_up"]
 
-#: The tracking segment (:data:`eyeblink.runtime.pipeline.SEGMENT_FRAMES`, a floor above: not imported): chunk
+#: The tracking segment (:data:`eyeblink.frame.analyzer.SEGMENT_FRAMES`, a floor above: not imported): chunk
 #: borders are multiples of it so per-frame rows are identical to an unsplit run.
 ALIGN_FRAMES = 128
 

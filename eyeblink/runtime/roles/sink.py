@@ -19,7 +19,8 @@ import numpy as np
 
 from eyeblink import stopping
 from eyeblink.errors import EyeblinkError, WorkerError
-from eyeblink.runtime.pipeline import SessionSink, StageClock
+from eyeblink.frame.analyzer import StageClock
+from eyeblink.runtime.pipeline import SessionSink
 from eyeblink.runtime.results import decode_rows, record_dtype, rows_of
 from eyeblink.runtime.roles.base import _POLL_S, _RunState
 

@@ -17,10 +17,11 @@ import numpy as np
 
 from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError
+from eyeblink.frame.analyzer import ChunkStates, FrameAnalyzer, FrameResult, StageClock
+from eyeblink.frame.keyframes import BesideKeyframes
 from eyeblink.frames import Frame
 from eyeblink.runtime import system
-from eyeblink.runtime.keyframes import BesideKeyframes
-from eyeblink.runtime.pipeline import ChunkStates, FrameAnalyzer, FrameResult, StageClock, build_detector
+from eyeblink.runtime.pipeline import build_detector
 from eyeblink.runtime.results import encode_batch, record_dtype, rows_message
 from eyeblink.runtime.roles.base import _POLL_S, _ChildRole, _Stop
 from eyeblink.runtime.shm import FrameRing
@@ -52,7 +53,7 @@ def live_analyzer(config: RunConfig, warm: FrameAnalyzer, fitters: dict[str, Any
 
 
 def beside_keyframes(config: RunConfig, fitters: Any, source: Any) -> BesideKeyframes | None:
-    """A live worker's thread for keyframe work (:mod:`eyeblink.runtime.keyframes`), its networks warmed up on
+    """A live worker's thread for keyframe work (:mod:`eyeblink.frame.keyframes`), its networks warmed up on
     a blank frame; None when lagging is off or no eye model of the run places apart from measuring."""
     fitter = next((f for f in fitters if hasattr(f, "new_mesher")), None)
     if fitter is None or config.detect.keyframe_lag_ms <= 0:
