@@ -580,10 +580,10 @@ LIVE_LANDMARKS = ("auto", *LANDMARK_MODELS)
 
 def physical_cores() -> int:
     """Physical cores this process may run on (hyper-threads do not help the cache-bound dlib fit): what the OS
-    says, :func:`eyeblink.runtime.system.physical_cores`."""
-    from eyeblink.runtime import system  # the one module that knows the OS (light: the standard library)
+    says, :func:`eyeblink.host.physical_cores`."""
+    from eyeblink import host  # the one module that knows the OS (light: the standard library)
 
-    return system.physical_cores()
+    return host.physical_cores()
 
 
 @dataclass(frozen=True)

@@ -150,21 +150,23 @@ def test_spawned_children_end_when_their_parent_is_killed(face_recording: tuple[
 
 
 def _children(pid: int) -> list[int]:
-    from eyeblink.runtime import system
+    from eyeblink import host
 
-    return [c for c in system.descendants(pid) if c != pid]
+    return [c for c in host.descendants(pid) if c != pid]
 
 
 def _alive(pid: int) -> bool:
-    from eyeblink.runtime import system
+    from eyeblink import host
 
-    return system.pid_alive(pid)
+    return host.pid_alive(pid)
 
 
 #: the stand-in for a Windows PC with CPython 3.11/3.12 on this host (``../shared/tools/windows-like``, see its
 #: header): spawn only, fsync of a read-only descriptor refused, 15.6 ms clocks, and for the package's own calls
-#: outside its host module no POSIX-only module, function, signal or path
+#: outside its host module (:data:`HOST_MODULE`) no POSIX-only module, function, signal or path
 WINDOWS_LIKE = Path(os.environ.get("EYEBLINK_WINDOWS_LIKE", REPO.parent / "shared" / "tools" / "windows-like"))
+#: the package's one host module, the only one the stand-in lets call what Windows lacks (its ``--host``)
+HOST_MODULE = "eyeblink.host"
 
 
 @pytest.mark.slow
@@ -178,8 +180,8 @@ def test_the_quick_tier_and_the_real_process_runs_pass_under_windows_rules(tmp_p
     if not os.access(WINDOWS_LIKE, os.X_OK):
         pytest.skip(f"the Windows stand-in is not at {WINDOWS_LIKE} (set EYEBLINK_WINDOWS_LIKE)")
     env = {k: v for k, v in os.environ.items() if k != START_METHOD_ENV}
-    done = subprocess.run([str(WINDOWS_LIKE), "--", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-m", "not slow or spawn_proof", "--deselect",
+    done = subprocess.run([str(WINDOWS_LIKE), "--host", HOST_MODULE, "--", sys.executable, "-m", "pytest", "-q",
+                           "-p", "no:cacheprovider", "-m", "not slow or spawn_proof", "--deselect",
                            "tests/test_start_methods.py::"
                            "test_the_quick_tier_and_the_real_process_runs_pass_under_windows_rules"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=3600,

@@ -622,7 +622,7 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
             ray.shutdown()
         _remove_stale_rings()  # the rings of this machine's Ray workers, killed at shutdown or by a signal
     report.wall_s = time.perf_counter() - t_start
-    from eyeblink.runtime.system import load_average
+    from eyeblink.host import load_average
 
     report.loadavg = load_average() or (0.0, 0.0, 0.0)
     return report

@@ -40,11 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eyeblink import stopping
+from eyeblink import host, stopping
 from eyeblink.config import RunConfig
 from eyeblink.errors import EyeblinkError, WorkerError, picklable_error
 from eyeblink.landmarks import model_specs, register_missing
-from eyeblink.runtime import system
 from eyeblink.runtime.parallel import close_queues, end_processes
 from eyeblink.runtime.queues import POLL_S, get_until_stopped, put_until_stopped
 
@@ -154,7 +153,7 @@ class FilePool:
             return ("failed", i, err, traceback.format_exc())
 
     def _stopped(self) -> bool:
-        return self.stop.is_set() or not system.parent_alive()
+        return self.stop.is_set() or not host.parent_alive()
 
     def _get(self, q: Any) -> Any:
         return get_until_stopped(q, self._stopped, KeyboardInterrupt)
@@ -163,7 +162,7 @@ class FilePool:
         put_until_stopped(self.out_q, item, self._orphaned, KeyboardInterrupt)
 
     def _orphaned(self) -> bool:
-        return not system.parent_alive()
+        return not host.parent_alive()
 
     # ------------------------------------------------------------------ parent side
 

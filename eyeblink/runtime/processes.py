@@ -15,7 +15,7 @@ environment variable :data:`START_METHOD_ENV`, which a test or CI uses to force 
 Whatever the method, a child starts the same way (:func:`_child_main`): SIGINT and SIGTERM are the parent's to
 handle (ignored here before anything heavy is imported), its log records go to the parent's log queue, OpenCV
 runs single-threaded (one process per core already), and a child whose parent dies is killed at once where
-the OS can do it, else stops at its next queue poll (:func:`eyeblink.runtime.system.parent_alive`). Under
+the OS can do it, else stops at its next queue poll (:func:`eyeblink.host.parent_alive`). Under
 ``spawn`` and ``forkserver`` the target and its arguments are pickled in the parent (``(function, args)``, a
 bound method pickles its object: see ``_Run.__getstate__``) and unpickled in the child after that set-up.
 """
@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from eyeblink import host
 from eyeblink.errors import ConfigError
 
 __all__ = ["START_METHODS", "START_METHOD_ENV", "ChildTarget", "auto_method", "check_main_guard", "context",
@@ -63,7 +64,7 @@ def auto_method() -> str:
     never touched in the children, which run only their role. Elsewhere ``spawn``: Windows has nothing else,
     and on macOS forking a threaded process is unsafe (its system libraries are not fork-safe).
     """
-    return "fork" if sys.platform.startswith("linux") else "spawn"
+    return "fork" if host.is_linux() else "spawn"
 
 
 def use_start_method(asked: str | None) -> str:
@@ -107,9 +108,9 @@ def resolve_start_method(asked: str | None = None) -> str:
         raise ConfigError(f"{source} must be one of {', '.join(START_METHODS)}, got {asked!r}")
     if method == "auto":
         return auto_method()
-    available = ("spawn",) if sys.platform == "win32" else tuple(mp.get_all_start_methods())
+    available = host.start_methods_available()
     if method not in available:
-        raise ConfigError(f"{source} {method} is not available on this platform ({sys.platform}); "
+        raise ConfigError(f"{source} {method} is not available on this platform ({host.platform_name()}); "
                           f"choose one of {', '.join(('auto', *available))}")
     return method
 
@@ -138,10 +139,9 @@ def _child_main(method: str, name: str, payload: Any, logs: tuple[Any, int] | No
 
     # first: a Ctrl-C to the whole group (or the console, on Windows) while this child imports is the parent's
     stopping.child_ignores_stops()
-    from eyeblink.runtime import system
 
-    system.bind_to_parent()
-    if not system.parent_alive():  # it died before this child could ask to die with it
+    host.bind_to_parent()
+    if not host.parent_alive():  # it died before this child could ask to die with it
         os._exit(1)
     if method != "fork":
         if logs is not None:
