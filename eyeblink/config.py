@@ -604,7 +604,10 @@ class ParallelConfig:
     stall. ``compile_timeout_s``: how long one such build, warm-up or compile may keep answering (default 10 min);
     past it the heartbeats stop and the stall check reports the hung compile one ``stall_timeout_s`` later.
     ``drain_timeout_s``: after a failure, how long the sink waits for the other workers' rows below the failing
-    frame.
+    frame. ``start_method``: how the run's processes start (``--start-method``, the API's ``start_method=``:
+    ``auto``, ``spawn``, ``forkserver`` or ``fork``; None: the environment variable ``EYEBLINK_START_METHOD``, else
+    ``auto``), resolved and checked once where the processes start
+    (:func:`eyeblink.runtime.processes.resolve_start_method`).
     """
 
     workers: int = 0  # 0 = physical cores
@@ -616,6 +619,7 @@ class ParallelConfig:
     stall_timeout_s: float = 60.0
     drain_timeout_s: float = 10.0
     compile_timeout_s: float = 600.0
+    start_method: str | None = None
 
     def __post_init__(self) -> None:
         _require(self.workers >= 0, f"--workers must be >= 0, got {self.workers}")

@@ -21,14 +21,13 @@ from conftest import run_cli
 
 from eyeblink.errors import ConfigError
 from eyeblink.runtime import processes
-from eyeblink.runtime.processes import START_METHOD_ENV, auto_method, resolve_start_method, use_start_method
+from eyeblink.runtime.processes import START_METHOD_ENV, auto_method, resolve_start_method
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
 def _no_asked_method(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(processes, "_asked", None)
     monkeypatch.delenv(START_METHOD_ENV, raising=False)
 
 
@@ -43,11 +42,26 @@ def test_auto_is_fork_on_linux_and_spawn_elsewhere(monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.skipif("forkserver" not in mp.get_all_start_methods(), reason="needs forkserver (Windows has only spawn)")
 def test_the_option_wins_over_the_environment_and_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    from eyeblink.config import ParallelConfig
+
     monkeypatch.setenv(START_METHOD_ENV, "forkserver")
     assert resolve_start_method() == "forkserver"
-    assert use_start_method("spawn") == "spawn"
-    assert resolve_start_method() == "spawn"
-    assert use_start_method(None) == "forkserver"  # back to the environment's
+    assert resolve_start_method(ParallelConfig(start_method="spawn").start_method) == "spawn"
+    assert resolve_start_method(ParallelConfig().start_method) == "forkserver"  # none asked: the environment's
+
+
+def test_the_start_method_travels_in_the_run_s_settings_not_a_module_global() -> None:
+    """The asked method is the run's (``ParallelConfig.start_method``, which the CLI and the API fill): two
+    pipelines of one process may start their children differently, and nothing is left behind."""
+    from eyeblink.config import ParallelConfig, RunConfig
+    from eyeblink.runtime.parallel import ParallelPipeline
+
+    spawned = ParallelPipeline(RunConfig(), ParallelConfig(workers=2, start_method="spawn"))
+    default = ParallelPipeline(RunConfig(), ParallelConfig(workers=2))
+    assert (spawned.start_method, spawned._ctx.get_start_method()) == ("spawn", "spawn")
+    assert default.start_method == auto_method()
+    assert not [n for n, v in vars(processes).items() if n.startswith("_") and isinstance(v, str | type(None))
+                and not n.startswith("__")], "no module-global start method"
 
 
 @pytest.mark.parametrize(("platform", "asked", "match"), [
@@ -217,7 +231,7 @@ def test_the_api_runs_its_workers_with_the_start_method_it_is_given(face_recordi
         assert summary["parallel"]["start_method"] == m
     rows = [_sha1(tmp_path / m / f"{video.stem}.frames.csv") for m in ("spawn", "fork")]
     assert rows[0] == rows[1]
-    assert processes._asked is None  # the scope ended with the call
+    assert resolve_start_method() == auto_method()  # nothing of the call's method is left in this process
 
 
 def test_ctrl_break_is_a_stop_with_its_own_words(monkeypatch: pytest.MonkeyPatch) -> None:

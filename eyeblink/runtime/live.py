@@ -50,7 +50,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -789,8 +789,9 @@ class _LiveRun(_Run):
 class LivePipeline(ParallelPipeline):
     """The multiprocess pipeline with live defaults; :meth:`run` processes one live source."""
 
-    def __init__(self, config: RunConfig, live: LiveConfig) -> None:
-        """Load the models (before the source is opened: see :meth:`_LiveRun._start`).
+    def __init__(self, config: RunConfig, live: LiveConfig, *, start_method: str | None = None) -> None:
+        """Load the models (before the source is opened: see :meth:`_LiveRun._start`); the processes start by
+        ``start_method`` (``--start-method``, the API's ``start_method=``; None: the environment's, else auto).
 
         The eye model of the two configs is made one first (:func:`resolve_eye_model`). With ``auto`` both
         candidate models are loaded (:data:`~eyeblink.runtime.choose.AUTO_LANDMARKS`: a few MB each) and the run
@@ -802,7 +803,8 @@ class LivePipeline(ParallelPipeline):
         config, live = resolve_eye_model(config, live)
         self.live = live
         self.fitters: dict[str, Any] = build_fitters(config, AUTO_LANDMARKS) if live.landmarks == "auto" else {}
-        super().__init__(config, live.parallel(None), fitter=self.fitters.get(AUTO_LANDMARKS[0]))
+        super().__init__(config, replace(live.parallel(None), start_method=start_method),
+                         fitter=self.fitters.get(AUTO_LANDMARKS[0]))
 
     def measure_host(self) -> HostCosts | None:
         """What BlazeFace and each loaded eye model cost on this machine, on a real face frame (before any

@@ -72,12 +72,13 @@ class FilePool:
 
     ``run_one(source)`` is what a worker does with one opened input (process it, finalize it); it runs in the
     worker with the analyzer the worker built once (``self.analyzer``). ``fatal``: the error types that stop
-    the whole run (raised in the parent once the workers have finished the inputs they hold).
+    the whole run (raised in the parent once the workers have finished the inputs they hold). ``start_method``:
+    how its processes start (the run's; None: the environment's, else auto).
     """
 
     def __init__(self, config: RunConfig, workers: int, fitter: EyeModel,
                  run_one: Callable[[Any, Any], RunResult], fatal: tuple[type[EyeblinkError], ...],
-                 *, max_frames: int | None = None) -> None:
+                 *, max_frames: int | None = None, start_method: str | None = None) -> None:
         self.cfg = config
         self.W = workers
         self.fitter = fitter
@@ -86,7 +87,7 @@ class FilePool:
         self.max_frames = max_frames if max_frames is not None else POOL_MAX_FRAMES
         from eyeblink.runtime.processes import context, resolve_start_method
 
-        self._ctx = context(resolve_start_method())
+        self._ctx = context(resolve_start_method(start_method))
 
     def __getstate__(self) -> dict[str, Any]:
         """What a worker started with ``spawn`` or ``forkserver`` gets: the settings, the queues; it loads the eye
