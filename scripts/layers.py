@@ -52,9 +52,8 @@ def load_contract(root: Path = ROOT) -> Contract:
     for contract in config["contracts"]:
         if contract["type"] == "layers" and not contract.get("containers"):
             floors = tuple(tuple(r.strip() for r in layer.split("|")) for layer in contract["layers"])
-            ignored = frozenset(tuple(s.strip() for s in line.split("->")) for line in contract.get("ignore_imports",
-                                                                                                   []))
-            return Contract(floors, ignored)  # type: ignore[arg-type]
+            pairs = [line.split("->") for line in contract.get("ignore_imports", [])]
+            return Contract(floors, frozenset((a.strip(), b.strip()) for a, b in pairs))
     raise SystemExit("pyproject.toml has no layers contract for the package")
 
 
