@@ -50,16 +50,18 @@ def test_the_option_wins_over_the_environment_and_auto(monkeypatch: pytest.Monke
     assert resolve_start_method(ParallelConfig().start_method) == "forkserver"  # none asked: the environment's
 
 
-def test_the_start_method_travels_in_the_run_s_settings_not_a_module_global() -> None:
+def test_the_start_method_travels_in_the_run_s_settings_not_a_module_global(monkeypatch: pytest.MonkeyPatch) -> None:
     """The asked method is the run's (``ParallelConfig.start_method``, which the CLI and the API fill): two
     pipelines of one process may start their children differently, and nothing is left behind."""
     from eyeblink.config import ParallelConfig, RunConfig
     from eyeblink.runtime.parallel import ParallelPipeline
 
+    other = next((m for m in mp.get_all_start_methods() if m != "spawn"), "spawn")  # Windows: spawn only
+    monkeypatch.setenv(START_METHOD_ENV, other)
     spawned = ParallelPipeline(RunConfig(), ParallelConfig(workers=2, start_method="spawn"))
     default = ParallelPipeline(RunConfig(), ParallelConfig(workers=2))
     assert (spawned.start_method, spawned._ctx.get_start_method()) == ("spawn", "spawn")
-    assert default.start_method == auto_method()
+    assert (default.start_method, default._ctx.get_start_method()) == (other, other)  # none asked: the environment's
     assert not [n for n, v in vars(processes).items() if n.startswith("_") and isinstance(v, str | type(None))
                 and not n.startswith("__")], "no module-global start method"
 
