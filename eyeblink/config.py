@@ -589,10 +589,10 @@ LIVE_LANDMARKS = ("auto", *LANDMARK_MODELS)
 
 def physical_cores() -> int:
     """Physical cores this process may run on (hyper-threads do not help the cache-bound dlib fit): what the OS
-    says, :func:`eyeblink.runtime.system.physical_cores`."""
-    from eyeblink.runtime import system  # the one module that knows the OS (light: the standard library)
+    says, :func:`eyeblink.host.physical_cores`."""
+    from eyeblink import host  # the one module that knows the OS (light: the standard library)
 
-    return system.physical_cores()
+    return host.physical_cores()
 
 
 @dataclass(frozen=True)
@@ -613,7 +613,10 @@ class ParallelConfig:
     stall. ``compile_timeout_s``: how long one such build, warm-up or compile may keep answering (default 10 min);
     past it the heartbeats stop and the stall check reports the hung compile one ``stall_timeout_s`` later.
     ``drain_timeout_s``: after a failure, how long the sink waits for the other workers' rows below the failing
-    frame.
+    frame. ``start_method``: how the run's processes start (``--start-method``, the API's ``start_method=``:
+    ``auto``, ``spawn``, ``forkserver`` or ``fork``; None: the environment variable ``EYEBLINK_START_METHOD``, else
+    ``auto``), resolved and checked once where the processes start
+    (:func:`eyeblink.runtime.processes.resolve_start_method`).
     """
 
     workers: int = 0  # 0 = physical cores
@@ -625,6 +628,7 @@ class ParallelConfig:
     stall_timeout_s: float = 60.0
     drain_timeout_s: float = 10.0
     compile_timeout_s: float = 600.0
+    start_method: str | None = None
 
     def __post_init__(self) -> None:
         _require(self.workers >= 0, f"--workers must be >= 0, got {self.workers}")

@@ -29,9 +29,11 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
+from eyeblink import host
+
 #: SIGINT (Ctrl-C), SIGTERM, and on Windows SIGBREAK (Ctrl-Break, which a console sends where Ctrl-C is taken)
-STOP_SIGNALS: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, *((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK")
-                                                                  else ()))
+STOP_SIGNALS: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, *(() if host.ctrl_break_signal() is None
+                                                                  else (host.ctrl_break_signal(),)))
 
 #: The exit status of a stopped command (128 + SIGINT), for SIGINT and SIGTERM alike.
 STOPPED_EXIT = 130
@@ -61,7 +63,7 @@ def reason(signum: int | BaseException | None = None) -> str:
         signum = _received
     if signum == signal.SIGTERM:
         return "stopped by SIGTERM"
-    if signum is not None and signum == getattr(signal, "SIGBREAK", None):
+    if signum is not None and signum == host.ctrl_break_signal():
         return "interrupted by Ctrl-Break (SIGBREAK)"
     return "interrupted by Ctrl-C (SIGINT)"
 
@@ -70,7 +72,7 @@ def message(exc: BaseException | None = None) -> str:
     """The stderr line's text for a stop: ``interrupted (SIGTERM); ...``."""
     signum = getattr(exc, "signum", None) or _received
     name = ("SIGTERM" if signum == signal.SIGTERM else "Ctrl-Break, SIGBREAK"
-            if signum is not None and signum == getattr(signal, "SIGBREAK", None) else "Ctrl-C, SIGINT")
+            if signum is not None and signum == host.ctrl_break_signal() else "Ctrl-C, SIGINT")
     return f"interrupted ({name}); rows computed so far are on disk"
 
 
@@ -170,14 +172,11 @@ def blocked() -> Iterator[None]:
     inherits the mask and unblocks it in :func:`child_ignores_stops`). A signal that arrives meanwhile (another
     thread of this process may take it: a queue's feeder, the log listener) is raised when the block ends."""
     with held():
-        if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - Windows has no fork
-            yield
-            return
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        old = host.block_signals(STOP_SIGNALS)  # None on Windows: no signal mask (and no fork)
         try:
             yield
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            host.restore_signal_mask(old)
 
 
 def child_ignores_stops() -> None:
@@ -187,8 +186,7 @@ def child_ignores_stops() -> None:
     _raising = False
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    host.unblock_signals(STOP_SIGNALS)
 
 
 def default_child_signals() -> None:
@@ -196,8 +194,7 @@ def default_child_signals() -> None:
     unblocked, whatever this process inherited (e.g. a test suite started in the background)."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_DFL)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    host.unblock_signals(STOP_SIGNALS)
 
 
 __all__ = [

@@ -62,7 +62,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eyeblink.runtime import system
+from eyeblink import host
 
 CONSUMER = r"""
 import json, socket, sys, threading
@@ -122,19 +122,19 @@ def tree_cpu_s(root: int, others: dict[int, str]) -> dict[str, float]:
         if pid in seen:
             continue
         seen.add(pid)
-        cpu = system.process_cpu_seconds(pid)
-        name = others.get(pid) or f"{pid}:{system.process_name(pid)}"
+        cpu = host.process_cpu_seconds(pid)
+        name = others.get(pid) or f"{pid}:{host.process_name(pid)}"
         if cpu is None:
             continue
         out[name] = cpu
         if pid not in others:
-            todo += system.children(pid)
+            todo += host.children(pid)
     return out
 
 
 def cores_busy() -> tuple[float, float]:
-    """(busy, total) CPU seconds of all cores so far (:func:`eyeblink.runtime.system.cpu_busy_seconds`)."""
-    got = system.cpu_busy_seconds()
+    """(busy, total) CPU seconds of all cores so far (:func:`eyeblink.host.cpu_busy_seconds`)."""
+    got = host.cpu_busy_seconds()
     assert got is not None, "the cores' busy time cannot be read here"
     return got
 
@@ -147,11 +147,11 @@ def tree_rss_mib(root: int, leave_out: set[int]) -> dict[str, float]:
         pid = todo.pop()
         if pid in leave_out:
             continue
-        rss = system.rss_bytes(pid)
+        rss = host.rss_bytes(pid)
         if rss is None:
             continue
-        out[f"{pid}:{system.process_name(pid)}"] = round(rss / 2**20, 1)
-        todo += system.children(pid)
+        out[f"{pid}:{host.process_name(pid)}"] = round(rss / 2**20, 1)
+        todo += host.children(pid)
     return out
 
 
@@ -172,7 +172,7 @@ def memory_figures(memory: list[tuple[float, dict[str, float]]], warmup: float) 
 def open_browser(url: str, profile: Path, priority: str = "normal") -> subprocess.Popen[bytes]:
     """A headless system Chromium showing ``url`` (a process group of its own); ``priority`` ``idle``: it and every
     process it starts in the idle scheduling class (``chrt --idle 0``: it runs only on a core nothing else wants;
-    :func:`eyeblink.runtime.system.lower_to_idle`)."""
+    :func:`eyeblink.host.lower_to_idle`)."""
     import shutil
 
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -181,7 +181,7 @@ def open_browser(url: str, profile: Path, priority: str = "normal") -> subproces
 
     return subprocess.Popen([exe, "--headless=new", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
                              "--window-size=1280,1000", url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, preexec_fn=system.lower_to_idle if priority == "idle" else None)
+                            start_new_session=True, preexec_fn=host.lower_to_idle if priority == "idle" else None)
 
 
 #: ``--reader``: the page's stream read and thrown away (rows, state, and images at the rate a tab gets by default)
@@ -208,7 +208,7 @@ def close_browser(browser: subprocess.Popen[bytes]) -> float:
 
     cpu = sum(tree_cpu_s(browser.pid, {}).values())
     with contextlib.suppress(ProcessLookupError):
-        system.kill_process_group(browser.pid, signal.SIGKILL)
+        host.kill_process_group(browser.pid, signal.SIGKILL)
     browser.wait(10)
     return round(cpu, 2)
 
@@ -354,7 +354,7 @@ def main() -> int:
     gate_lat = np.array([t - m["arrival_time"] for t, m in gate if m.get("arrival_time") is not None])
     gate_transport = np.array([t - m["sent_time"] for t, m in gate])  # the line sent -> received by the client
     rows = result.frames
-    from eyeblink.runtime.host import host_info
+    from eyeblink.runtime.costs import host_info
 
     res = {
         "machine": {**host_info(), "loadavg_before": [round(x, 2) for x in load_before],

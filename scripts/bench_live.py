@@ -33,9 +33,9 @@ import numpy as np
 
 def _cpu() -> float:
     """CPU seconds of this process and of its children that have ended (the sender's are counted apart)."""
-    from eyeblink.runtime import system
+    from eyeblink import host
 
-    return (system.process_cpu_seconds() or 0.0) + system.children_cpu_seconds()
+    return (host.process_cpu_seconds() or 0.0) + host.children_cpu_seconds()
 
 
 def main() -> int:

@@ -40,15 +40,15 @@ import numpy as np
 REPO = Path(sys.argv[sys.argv.index("--repo") + 1] if "--repo" in sys.argv else Path(__file__).resolve().parent.parent)
 sys.path.insert(0, str(REPO.resolve()))
 
+from eyeblink import host  # noqa: E402
 from eyeblink.lab.loopback import render_loop_frames  # noqa: E402
-from eyeblink.runtime import system  # noqa: E402
 from eyeblink.runtime.view import ViewSink, _FileRow  # noqa: E402
 
 
 def _kind(pid: int, root: int) -> str:
     """A Chromium process's role from its command line: browser, renderer, gpu-process, utility:NetworkService..."""
     kind = "browser" if pid == root else "child"
-    for a in " ".join(system.process_cmdline(pid)).split():
+    for a in " ".join(host.process_cmdline(pid)).split():
         if a.startswith("--type="):
             kind = a[7:]
         elif a.startswith("--utility-sub-type="):
@@ -59,8 +59,8 @@ def _kind(pid: int, root: int) -> str:
 def chromium_cpu(root: int) -> dict[str, float]:
     """CPU seconds so far of ``root`` and its descendants, by ``pid:role``."""
     out: dict[str, float] = {}
-    for pid in sorted([root, *system.descendants(root)]):
-        cpu = system.process_cpu_seconds(pid)
+    for pid in sorted([root, *host.descendants(root)]):
+        cpu = host.process_cpu_seconds(pid)
         if cpu is not None:
             out[f"{pid}:{_kind(pid, root)}"] = cpu
     return out
@@ -215,7 +215,7 @@ def main() -> int:
                 with contextlib.suppress(Exception):
                     pw.stop()
             with contextlib.suppress(ProcessLookupError):
-                system.kill_process_group(browser.pid, signal.SIGKILL)
+                host.kill_process_group(browser.pid, signal.SIGKILL)
             browser.wait(10)
             stop.set()
             view.close("harness done")

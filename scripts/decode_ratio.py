@@ -58,7 +58,7 @@ def make_input(recording: Path, frames: int, work: Path) -> Path:
 
 
 def children_cpu_s() -> float:
-    from eyeblink.runtime.system import children_cpu_seconds
+    from eyeblink.host import children_cpu_seconds
 
     return children_cpu_seconds()
 
@@ -108,7 +108,7 @@ def main() -> int:
     if not args.recording.exists():
         print(f"decode_ratio: {args.recording} not found — give a recording's path", file=sys.stderr)
         return 2
-    from eyeblink.runtime.host import host_info
+    from eyeblink.runtime.costs import host_info
     from eyeblink.runtime.profiling import MODE_ENV, PROFILE_ENV
 
     args.work.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@
   memory watch (``live.memory`` of its summary) and warnings are reported beside the script's samples.
 
 Every ``--every`` seconds it sums, over the eyeblink process and all its descendants (workers, loaders, the
-stage), the RSS and the PSS (:func:`eyeblink.runtime.system.pss_bytes`: shared pages divided among the processes
+stage), the RSS and the PSS (:func:`eyeblink.host.pss_bytes`: shared pages divided among the processes
 that share them, so forked workers are not counted twice; Linux only), and each process's RSS (reported as its
 growth a minute, by process id: the run's own process has the lowest). It reports the tree's RSS and PSS at
 minute 2 and over the last minute, their ratio (issue target: last minute within 10% of minute 2), the largest
@@ -34,34 +34,34 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from eyeblink.runtime import system
+from eyeblink import host
 
 
 def tree(root: int) -> list[int]:
     """``root`` and all its live descendants."""
-    return [root, *system.descendants(root)]
+    return [root, *host.descendants(root)]
 
 
 def memory(root: int) -> tuple[int, int, int]:
     """(RSS bytes, PSS bytes, processes) of the tree under ``root`` (PSS 0 where the OS keeps none)."""
     rss = pss = n = 0
     for pid in tree(root):
-        got = system.rss_bytes(pid)
+        got = host.rss_bytes(pid)
         if got is None:
             continue
         rss += got
-        pss += system.pss_bytes(pid) or 0
+        pss += host.pss_bytes(pid) or 0
         n += 1
     return rss, pss, n
 
 
 def rss_by_process(root: int) -> dict[int, dict[str, int]]:
     """RSS bytes of each process of the tree under ``root``: in all (``rss``) and its parts
-    (:func:`eyeblink.runtime.system.memory_parts`, Linux only): ``anon`` (the process's own heap), ``shmem``
+    (:func:`eyeblink.host.memory_parts`, Linux only): ``anon`` (the process's own heap), ``shmem``
     (shared memory it has touched: the frame ring), ``file``."""
     out = {}
     for pid in tree(root):
-        parts = system.memory_parts(pid)
+        parts = host.memory_parts(pid)
         if parts is not None:
             out[pid] = parts
     return out
@@ -236,12 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     cut = argv.index("--") if "--" in argv else len(argv)
     args = ap.parse_args(argv[:cut])
     args.extra = argv[cut + 1 :]  # options for eyeblink process/live, after --: e.g. -- --landmarks lids
-    load = system.load_average()
+    load = host.load_average()
     with tempfile.TemporaryDirectory(prefix="eyeblink-long-") as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         res = run_process(args, work) if args.mode == "process" else run_live(args, work)
-    res["loadavg_before"], res["loadavg_after"], res["cores"] = load, system.load_average(), os.cpu_count()
+    res["loadavg_before"], res["loadavg_after"], res["cores"] = load, host.load_average(), os.cpu_count()
     print(json.dumps(res, indent=1))
     if args.json is not None:
         args.json.write_text(json.dumps(res, indent=1) + "\n")

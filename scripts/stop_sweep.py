@@ -35,7 +35,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from eyeblink.runtime import system
+from eyeblink import host
 
 
 def _default_signals() -> None:
@@ -57,7 +57,7 @@ def _start(video: Path, out: Path, workers: int) -> subprocess.Popen[str]:
 
 def _kill_group(proc: subprocess.Popen[str], sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
-        system.kill_process_group(proc.pid, sig)
+        host.kill_process_group(proc.pid, sig)
 
 
 def time_to_rows(video: Path, workers: int, timeout_s: float = 300) -> float:

@@ -16,7 +16,7 @@ import pytest
 
 from eyeblink.runtime.adapt import GRACE_S, UP_AFTER_S, WINDOW_S, Rung, StepController, ladder
 from eyeblink.runtime.choose import choose_landmarks
-from eyeblink.runtime.host import HostCosts, face_frame, host_info, measure_costs
+from eyeblink.runtime.costs import HostCosts, face_frame, host_info, measure_costs
 
 REPO = Path(__file__).resolve().parents[1]
 HOST = {"cpu": "test", "class": "avx2", "vector": ["avx2"]}
@@ -86,7 +86,7 @@ def test_a_busy_machine_does_not_inflate_the_measured_costs() -> None:
     here before; on a shared virtual machine the guest's CPU time itself grows 2-6x in a noisy moment.)"""
     from eyeblink.config import RunConfig
     from eyeblink.frame.analyzer import build_fitter
-    from eyeblink.runtime.host import _median_ms
+    from eyeblink.runtime.costs import _median_ms
     from eyeblink.runtime.pipeline import build_detector
 
     cfg = RunConfig()
@@ -140,7 +140,7 @@ def test_an_eye_region_costs_no_face_detection() -> None:
 
 
 def test_decode_of_the_source_codec_is_measured() -> None:
-    from eyeblink.runtime.host import with_decode
+    from eyeblink.runtime.costs import with_decode
 
     base = costs(lids=(1.0, 0.2))
     assert with_decode(base, "rawvideo", 640, 480).decode_ms == 0.0
@@ -268,14 +268,14 @@ def test_process_rows_do_not_depend_on_the_host_costs(tmp_path: Path, monkeypatc
     """Files are never adapted: with this host's costs measured absurdly high, `process` writes the same bytes."""
     import eyeblink
     from eyeblink.lab.synth import SynthConfig, write_recording
-    from eyeblink.runtime import host
+    from eyeblink.runtime import costs
 
     video = tmp_path / "rec.avi"
     write_recording(video, SynthConfig.demo(1.0, seed=3))
     eyeblink.process(video, output=tmp_path / "a", workers=2, progress=False)
     slow = HostCosts(500.0, {"lids": 900.0, "mesh-ear": 900.0}, {"lids": 900.0, "mesh-ear": 900.0}, host=HOST)
-    monkeypatch.setattr(host, "measure_costs", lambda *a, **k: slow)
-    monkeypatch.setattr(host, "registry_costs", lambda *a, **k: slow)
+    monkeypatch.setattr(costs, "measure_costs", lambda *a, **k: slow)
+    monkeypatch.setattr(costs, "registry_costs", lambda *a, **k: slow)
     eyeblink.process(video, output=tmp_path / "b", workers=2, progress=False)
     for name in ("rec.frames.csv", "rec.blinks.csv"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name

@@ -2,15 +2,18 @@
 
 The contracts live in ``pyproject.toml`` (``[tool.importlinter]``): folders import only the folders
 below them (cli > api > lab > runtime > frame > outputs > signals > sources > config > landmarks > detect >
-leaves > errors > version; ``frame``: the per-frame core every runtime runs) and no modules or folders import
-each other round a circle. See ``ARCHITECTURE.md``.
+leaves > errors > version | host; ``frame``: the per-frame core every runtime runs) and no modules or folders import
+each other round a circle. ``scripts/layers.py`` draws those floors from the source (``ast``): the layering checks
+below are its functions, and ``ARCHITECTURE.md`` shows its drawing. See ``ARCHITECTURE.md``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -22,6 +25,45 @@ PACKAGE = ROOT / "eyeblink"
 HEAVY = ("tensorflow", "jax", "keras", "dlib", "ai_edge_litert", "av", "cv2")
 #: the modules allowed directly in eyeblink/ (everything else lives in a stage folder)
 MAX_TOP_LEVEL_MODULES = 12
+
+
+def _layers() -> ModuleType:
+    """``scripts/layers.py``, the drawing of the floors (a script: loaded from its file)."""
+    if "layers" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("layers", ROOT / "scripts" / "layers.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["layers"] = module  # dataclasses look their module up by name
+        spec.loader.exec_module(module)
+    return sys.modules["layers"]
+
+
+def test_no_import_runs_up_the_floors_nor_round_a_circle() -> None:
+    """The drawing's check (``python scripts/layers.py`` exits 0): every module on a floor, no import up the floors
+    or across the rooms of one floor, no sibling modules or folders importing each other round a circle."""
+    layers = _layers()
+    contract = layers.load_contract(ROOT)
+    graph = layers.graph_of(ROOT)
+    assert [m for m in graph if layers.floor_of(m, contract) is None] == ["eyeblink"]  # the package's face only
+    assert layers.upward_imports(graph, contract) == []
+    assert layers.circles(graph) == []
+    assert "eyeblink.host" in graph["eyeblink.config"] and "eyeblink.host" in graph["eyeblink.outputs.lock"]
+
+
+def test_the_drawing_finds_what_it_is_for() -> None:
+    layers = _layers()
+    contract = layers.Contract((("a.top",), ("a.mid", "a.side"), ("a.low",)), frozenset({("a.low.y", "a.top")}))
+    graph = {"a.top.m": ["a.mid.x", "a.low"], "a.mid.x": ["a.low", "a.side"], "a.low": ["a.mid.x"],
+             "a.low.y": ["a.top"], "a.mid": [], "a.side": [], "a.top": [], "a": []}
+    assert layers.upward_imports(graph, contract) == [("a.low", "a.mid.x"), ("a.mid.x", "a.side")]
+    assert layers.circles(graph) == [["a.low", "a.mid", "a.top"]]  # ignore_imports is the floors' only
+
+
+def test_the_map_shows_the_floors() -> None:
+    """ARCHITECTURE.md shows the floors as ``python scripts/layers.py --floors`` prints them."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    floors = _layers().floors_text(_layers().load_contract(ROOT))
+    assert floors in text, f"paste `python scripts/layers.py --floors` into ARCHITECTURE.md:\n{floors}"
 
 
 def test_import_contracts_hold() -> None:

@@ -17,7 +17,7 @@ import pytest
 from eyeblink.config import LiveConfig, LivePreset, RunConfig, load_preset
 from eyeblink.errors import ConfigError
 from eyeblink.runtime.choose import AUTO_LANDMARKS, ResolvedConfig, resolve_run_config
-from eyeblink.runtime.host import HostCosts
+from eyeblink.runtime.costs import HostCosts
 
 REPO = Path(__file__).resolve().parents[1]
 HOST = {"cpu": "test", "class": "avx2", "vector": ["avx2"]}

@@ -135,7 +135,7 @@ def test_frames_go_to_one_worker_while_its_networks_hold_the_rate() -> None:
     """The default deals every frame to one worker (one tracker: half the face-mesh refits of two) while its
     measured networks need at most LIVE_ONE_WORKER_LOAD of a core; past it, to all; --workers N is obeyed."""
     from eyeblink.runtime.choose import LIVE_ONE_WORKER_LOAD, choose_dealt_workers
-    from eyeblink.runtime.host import HostCosts
+    from eyeblink.runtime.costs import HostCosts
 
     # an AVX2-only PC: BlazeFace 1.7 ms, lids 2.1 ms with its face mesh, 0.4 ms reusing it
     costs = HostCosts(detect_ms=1.7, fit_ms={"lids": 2.1}, reuse_ms={"lids": 0.4}, decode_ms=0.6, host={})

@@ -21,14 +21,13 @@ from conftest import run_cli
 
 from eyeblink.errors import ConfigError
 from eyeblink.runtime import processes
-from eyeblink.runtime.processes import START_METHOD_ENV, auto_method, resolve_start_method, use_start_method
+from eyeblink.runtime.processes import START_METHOD_ENV, auto_method, resolve_start_method
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
 def _no_asked_method(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(processes, "_asked", None)
     monkeypatch.delenv(START_METHOD_ENV, raising=False)
 
 
@@ -43,11 +42,28 @@ def test_auto_is_fork_on_linux_and_spawn_elsewhere(monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.skipif("forkserver" not in mp.get_all_start_methods(), reason="needs forkserver (Windows has only spawn)")
 def test_the_option_wins_over_the_environment_and_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    from eyeblink.config import ParallelConfig
+
     monkeypatch.setenv(START_METHOD_ENV, "forkserver")
     assert resolve_start_method() == "forkserver"
-    assert use_start_method("spawn") == "spawn"
-    assert resolve_start_method() == "spawn"
-    assert use_start_method(None) == "forkserver"  # back to the environment's
+    assert resolve_start_method(ParallelConfig(start_method="spawn").start_method) == "spawn"
+    assert resolve_start_method(ParallelConfig().start_method) == "forkserver"  # none asked: the environment's
+
+
+def test_the_start_method_travels_in_the_run_s_settings_not_a_module_global(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The asked method is the run's (``ParallelConfig.start_method``, which the CLI and the API fill): two
+    pipelines of one process may start their children differently, and nothing is left behind."""
+    from eyeblink.config import ParallelConfig, RunConfig
+    from eyeblink.runtime.parallel import ParallelPipeline
+
+    other = next((m for m in mp.get_all_start_methods() if m != "spawn"), "spawn")  # Windows: spawn only
+    monkeypatch.setenv(START_METHOD_ENV, other)
+    spawned = ParallelPipeline(RunConfig(), ParallelConfig(workers=2, start_method="spawn"))
+    default = ParallelPipeline(RunConfig(), ParallelConfig(workers=2))
+    assert (spawned.start_method, spawned._ctx.get_start_method()) == ("spawn", "spawn")
+    assert (default.start_method, default._ctx.get_start_method()) == (other, other)  # none asked: the environment's
+    assert not [n for n, v in vars(processes).items() if n.startswith("_") and isinstance(v, str | type(None))
+                and not n.startswith("__")], "no module-global start method"
 
 
 @pytest.mark.parametrize(("platform", "asked", "match"), [
@@ -150,21 +166,23 @@ def test_spawned_children_end_when_their_parent_is_killed(face_recording: tuple[
 
 
 def _children(pid: int) -> list[int]:
-    from eyeblink.runtime import system
+    from eyeblink import host
 
-    return [c for c in system.descendants(pid) if c != pid]
+    return [c for c in host.descendants(pid) if c != pid]
 
 
 def _alive(pid: int) -> bool:
-    from eyeblink.runtime import system
+    from eyeblink import host
 
-    return system.pid_alive(pid)
+    return host.pid_alive(pid)
 
 
 #: the stand-in for a Windows PC with CPython 3.11/3.12 on this host (``../shared/tools/windows-like``, see its
 #: header): spawn only, fsync of a read-only descriptor refused, 15.6 ms clocks, and for the package's own calls
-#: outside its host module no POSIX-only module, function, signal or path
+#: outside its host module (:data:`HOST_MODULE`) no POSIX-only module, function, signal or path
 WINDOWS_LIKE = Path(os.environ.get("EYEBLINK_WINDOWS_LIKE", REPO.parent / "shared" / "tools" / "windows-like"))
+#: the package's one host module, the only one the stand-in lets call what Windows lacks (its ``--host``)
+HOST_MODULE = "eyeblink.host"
 
 
 @pytest.mark.slow
@@ -178,8 +196,8 @@ def test_the_quick_tier_and_the_real_process_runs_pass_under_windows_rules(tmp_p
     if not os.access(WINDOWS_LIKE, os.X_OK):
         pytest.skip(f"the Windows stand-in is not at {WINDOWS_LIKE} (set EYEBLINK_WINDOWS_LIKE)")
     env = {k: v for k, v in os.environ.items() if k != START_METHOD_ENV}
-    done = subprocess.run([str(WINDOWS_LIKE), "--", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-m", "not slow or spawn_proof", "--deselect",
+    done = subprocess.run([str(WINDOWS_LIKE), "--host", HOST_MODULE, "--", sys.executable, "-m", "pytest", "-q",
+                           "-p", "no:cacheprovider", "-m", "not slow or spawn_proof", "--deselect",
                            "tests/test_start_methods.py::"
                            "test_the_quick_tier_and_the_real_process_runs_pass_under_windows_rules"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=3600,
@@ -215,7 +233,7 @@ def test_the_api_runs_its_workers_with_the_start_method_it_is_given(face_recordi
         assert summary["parallel"]["start_method"] == m
     rows = [_sha1(tmp_path / m / f"{video.stem}.frames.csv") for m in ("spawn", "fork")]
     assert rows[0] == rows[1]
-    assert processes._asked is None  # the scope ended with the call
+    assert resolve_start_method() == auto_method()  # nothing of the call's method is left in this process
 
 
 def test_ctrl_break_is_a_stop_with_its_own_words(monkeypatch: pytest.MonkeyPatch) -> None:

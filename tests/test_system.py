@@ -1,7 +1,7 @@
-"""The one module that knows the operating system (:mod:`eyeblink.runtime.system`).
+"""The one module that knows the operating system (:mod:`eyeblink.host`).
 
 * No other module of ``eyeblink/`` nor of ``scripts/`` names the kernel's files, a scheduling class, a fork or the
-  OS's own interfaces (the source is searched, comments included), and ``system.py`` imports nothing of eyeblink
+  OS's own interfaces (the source is searched, comments included), and ``host.py`` imports nothing of eyeblink
   (so that ``config.py`` and ``outputs/lock.py``, below ``runtime/``, may read it).
 * Each function on this machine (Linux), with real values: this process's memory and CPU time, a dead child, a
   lock another process holds, a child killed with its parent.
@@ -30,14 +30,14 @@ import psutil  # imported before any test patches sys.platform (psutil picks its
 import pytest
 from conftest import kill_tree, needs_fork
 
-from eyeblink.runtime import system
+from eyeblink import host
 
 REPO = Path(__file__).resolve().parent.parent
-SYSTEM = REPO / "eyeblink" / "runtime" / "system.py"
+SYSTEM = REPO / "eyeblink" / "host.py"
 LINUX = sys.platform.startswith("linux")
 needs_linux = pytest.mark.skipif(not LINUX, reason="checks the Linux branch on a real Linux machine")
 
-#: what only system.py may name: the kernel's places, its scheduling classes, a fork (comments and docstrings too)
+#: what only host.py may name: the kernel's places, its scheduling classes, a fork (comments and docstrings too)
 LINUX_PLACES = {
     "/proc": re.compile(r"/proc\b"),
     "/dev/shm": re.compile(r"/dev/shm"),
@@ -57,6 +57,11 @@ OS_INTERFACES = {
     "prctl": re.compile(r"\bprctl\b"),
     "os.killpg": re.compile(r"\bos\.killpg\b"),
     "os.wait4": re.compile(r"\bos\.wait4\b"),
+}
+#: ... and the platform itself: which OS this is, asked in one module (its named functions elsewhere)
+PLATFORM_CHECKS = {
+    "sys.platform": re.compile(r"\bsys\.platform\b"),
+    "os.name": re.compile(r"\bos\.name\b"),
 }
 
 
@@ -79,15 +84,20 @@ def _hits(patterns: dict[str, re.Pattern[str]]) -> list[str]:
 
 
 def test_no_module_but_system_names_the_linux_kernel_s_places_or_a_fork() -> None:
-    """``/proc``, ``/dev/shm``, ``os.fork``, ``SCHED_``, ``get_context("fork")``: in system.py only (a comment that
-    merely mentions one says "the kernel's process table" or names the system.py function instead)."""
+    """``/proc``, ``/dev/shm``, ``os.fork``, ``SCHED_``, ``get_context("fork")``: in host.py only (a comment that
+    merely mentions one says "the kernel's process table" or names the host.py function instead)."""
     found = _hits(LINUX_PLACES)
-    assert not found, "only eyeblink/runtime/system.py may name these:\n" + "\n".join(found)
+    assert not found, "only eyeblink/host.py may name these:\n" + "\n".join(found)
 
 
 def test_no_module_but_system_calls_the_os_s_own_interfaces() -> None:
     found = _hits(OS_INTERFACES)
-    assert not found, "only eyeblink/runtime/system.py may call these:\n" + "\n".join(found)
+    assert not found, "only eyeblink/host.py may call these:\n" + "\n".join(found)
+
+
+def test_no_module_but_system_asks_which_platform_it_is() -> None:
+    found = _hits(PLATFORM_CHECKS)
+    assert not found, "only eyeblink/host.py may check the platform:\n" + "\n".join(found)
 
 
 def test_the_search_finds_what_it_is_for() -> None:
@@ -108,9 +118,9 @@ def test_system_imports_nothing_of_eyeblink() -> None:
 
 def test_the_platform_is_read_at_call_time(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "platform", "win32")
-    assert system._platform() == "win32" and system.shared_memory_dir() is None
+    assert host._platform() == "win32" and host.shared_memory_dir() is None
     monkeypatch.setattr(sys, "platform", "linux")
-    assert system.shared_memory_dir() == system.SHM_DIR
+    assert host.shared_memory_dir() == host.SHM_DIR
 
 
 # --------------------------------------------------------------------------- helpers
@@ -142,7 +152,7 @@ def _tree() -> tuple[subprocess.Popen[str], int]:
 def _gone(pid: int, timeout_s: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not system.pid_alive(pid):
+        if not host.pid_alive(pid):
             return True
         time.sleep(0.02)
     return False
@@ -171,11 +181,11 @@ def platform_(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 
 def test_cpu_info_names_the_cpu_and_its_flags_in_the_kernel_s_spelling(platform_: str,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    info = system.cpu_info()
+    info = host.cpu_info()
     assert isinstance(info["model name"], str) and isinstance(info["flags"], str)
     if platform_ != "linux" and LINUX and os.path.exists("/proc/cpuinfo"):
         monkeypatch.setattr(sys, "platform", "linux")
-        linux = system.cpu_info()
+        linux = host.cpu_info()
         if "flags" in linux and "model name" in linux:  # x86: the kernel lists both
             flags = set(linux["flags"].split())
             assert set(info["flags"].split()) <= flags  # each flag NumPy found, by the kernel's own name
@@ -183,22 +193,22 @@ def test_cpu_info_names_the_cpu_and_its_flags_in_the_kernel_s_spelling(platform_
 
 
 def test_the_cores_this_process_may_use(platform_: str) -> None:
-    assert 1 <= system.physical_cores() <= system.usable_cpus() <= (os.cpu_count() or 1)
+    assert 1 <= host.physical_cores() <= host.usable_cpus() <= (os.cpu_count() or 1)
 
 
 @needs_linux
 def test_physical_cores_is_affinity_bounded_in_a_process_pinned_to_one_core() -> None:
     code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-            "from eyeblink.runtime import system; print(system.physical_cores(), system.usable_cpus())")
+            "from eyeblink import host; print(host.physical_cores(), host.usable_cpus())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["1", "1"]
 
 
 def test_the_machine_s_busy_cpu_time_grows_with_work(platform_: str) -> None:
-    first = system.cpu_busy_seconds()
+    first = host.cpu_busy_seconds()
     assert first is not None and 0 < first[0] <= first[1]
     _burn(0.3)
-    second = system.cpu_busy_seconds()
+    second = host.cpu_busy_seconds()
     assert second is not None and second[0] > first[0] and second[1] > first[1]
     assert 0.0 < (second[0] - first[0]) / (second[1] - first[1]) <= 1.0 + 1e-6  # (of floats: ticks / rate)
 
@@ -207,30 +217,30 @@ def test_the_machine_s_busy_cpu_time_grows_with_work(platform_: str) -> None:
 
 
 def test_rss_of_this_process_and_none_for_a_dead_one(platform_: str) -> None:
-    rss = system.rss_bytes(os.getpid())
+    rss = host.rss_bytes(os.getpid())
     assert rss is not None and 10 * 2**20 < rss < 64 * 2**30
     assert abs(rss - psutil.Process().memory_info().rss) < 0.2 * rss
-    assert system.rss_bytes(_dead_pid()) is None
+    assert host.rss_bytes(_dead_pid()) is None
 
 
 @needs_linux
 def test_pss_and_the_parts_of_the_resident_memory_on_linux() -> None:
-    pss, parts = system.pss_bytes(os.getpid()), system.memory_parts(os.getpid())
+    pss, parts = host.pss_bytes(os.getpid()), host.memory_parts(os.getpid())
     assert pss is not None and pss > 0
     assert parts is not None and set(parts) == {"rss", "anon", "file", "shmem"} and parts["anon"] > 0
-    assert system.pss_bytes(_dead_pid()) is None and system.memory_parts(_dead_pid()) is None
+    assert host.pss_bytes(_dead_pid()) is None and host.memory_parts(_dead_pid()) is None
 
 
 @pytest.mark.parametrize("name", ["darwin", "win32"])
 def test_no_pss_nor_memory_parts_where_the_os_keeps_none(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     monkeypatch.setattr(sys, "platform", name)
-    assert system.pss_bytes(os.getpid()) is None and system.memory_parts(os.getpid()) is None
+    assert host.pss_bytes(os.getpid()) is None and host.memory_parts(os.getpid()) is None
 
 
 def test_cpu_seconds_of_this_process_and_of_another_grow_with_work(platform_: str) -> None:
-    before, user_before = system.process_cpu_seconds(), system.process_cpu_seconds(user_only=True)
+    before, user_before = host.process_cpu_seconds(), host.process_cpu_seconds(user_only=True)
     _burn(0.2)
-    after, user_after = system.process_cpu_seconds(), system.process_cpu_seconds(user_only=True)
+    after, user_after = host.process_cpu_seconds(), host.process_cpu_seconds(user_only=True)
     assert before is not None and after is not None and after - before >= 0.15
     assert user_before is not None and user_after is not None and user_after > user_before
     child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
@@ -238,18 +248,18 @@ def test_cpu_seconds_of_this_process_and_of_another_grow_with_work(platform_: st
                              stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "1"
-        got = system.process_cpu_seconds(child.pid)
+        got = host.process_cpu_seconds(child.pid)
         assert got is not None and got >= 0.25
     finally:
         _end(child)
-    assert system.process_cpu_seconds(_dead_pid()) is None
+    assert host.process_cpu_seconds(_dead_pid()) is None
 
 
 def test_cpu_seconds_of_the_children_that_ended(platform_: str) -> None:
-    before = system.children_cpu_seconds()
+    before = host.children_cpu_seconds()
     subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
                     "while time.process_time() - t < 0.3: pass"], check=True)
-    grown = system.children_cpu_seconds() - before
+    grown = host.children_cpu_seconds() - before
     if platform_ == "win32":
         assert grown == 0.0  # Windows keeps no such total (said in the docstring)
     else:
@@ -259,7 +269,7 @@ def test_cpu_seconds_of_the_children_that_ended(platform_: str) -> None:
 def test_wait_with_cpu_gives_the_status_and_the_cpu_time(platform_: str) -> None:
     proc = subprocess.Popen([sys.executable, "-c", "import sys, time\nt = time.process_time()\n"
                              "while time.process_time() - t < 0.4: pass\nsys.exit(3)"])
-    status, cpu = system.wait_with_cpu(proc)
+    status, cpu = host.wait_with_cpu(proc)
     assert status == 3 and proc.returncode == 3
     assert cpu >= (0.2 if platform_ == "win32" else 0.35)  # Windows: sampled every 50 ms while it ran
 
@@ -278,17 +288,17 @@ def test_the_cpu_time_of_one_thread_by_its_native_id(platform_: str) -> None:
     t.start()
     try:
         assert ready.wait(30)
-        got = system.thread_cpu_seconds(tid[0])
+        got = host.thread_cpu_seconds(tid[0])
         if platform_ == "darwin":
             assert got is None  # psutil numbers a macOS process's threads, it does not give their native ids
         else:
             assert got is not None and got >= 0.2
-            mine = system.thread_cpu_seconds(threading.get_native_id())
+            mine = host.thread_cpu_seconds(threading.get_native_id())
             assert mine is not None and mine >= 0.0
     finally:
         done.set()
         t.join()
-    assert system.thread_cpu_seconds(2**30 + 7) is None
+    assert host.thread_cpu_seconds(2**30 + 7) is None
 
 
 def _burn_thread(seconds: float) -> None:
@@ -300,30 +310,30 @@ def _burn_thread(seconds: float) -> None:
 def test_children_descendants_names_and_command_lines(platform_: str) -> None:
     child, grandchild = _tree()
     try:
-        assert system.children(child.pid) == [grandchild]
-        assert os.getpid() not in system.descendants(child.pid)
-        assert child.pid in system.children(os.getpid()) and child.pid in system.descendants(os.getpid())
-        assert system.descendants(child.pid) == [grandchild]
-        assert grandchild in system.descendants(os.getpid())
-        assert (system.process_name(child.pid) or "").startswith("python")
-        assert system.process_cmdline(grandchild)[-1] == "import time; time.sleep(60)"
+        assert host.children(child.pid) == [grandchild]
+        assert os.getpid() not in host.descendants(child.pid)
+        assert child.pid in host.children(os.getpid()) and child.pid in host.descendants(os.getpid())
+        assert host.descendants(child.pid) == [grandchild]
+        assert grandchild in host.descendants(os.getpid())
+        assert (host.process_name(child.pid) or "").startswith("python")
+        assert host.process_cmdline(grandchild)[-1] == "import time; time.sleep(60)"
     finally:
         _end(child, grandchild)
     dead = _dead_pid()
-    assert system.children(dead) == [] and system.descendants(dead) == []
-    assert system.process_name(dead) is None and system.process_cmdline(dead) == []
+    assert host.children(dead) == [] and host.descendants(dead) == []
+    assert host.process_name(dead) is None and host.process_cmdline(dead) == []
 
 
 def test_pid_alive_this_process_a_zombie_and_a_dead_one(platform_: str) -> None:
-    assert system.pid_alive(os.getpid())
-    assert not system.pid_alive(_dead_pid())
-    assert not system.pid_alive(0) and not system.pid_alive(-5) and not system.pid_alive(2**70)
+    assert host.pid_alive(os.getpid())
+    assert not host.pid_alive(_dead_pid())
+    assert not host.pid_alive(0) and not host.pid_alive(-5) and not host.pid_alive(2**70)
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 30
     while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
         time.sleep(0.01)
     try:
-        assert not system.pid_alive(zombie.pid)  # ended, not yet waited for: not running
+        assert not host.pid_alive(zombie.pid)  # ended, not yet waited for: not running
     finally:
         zombie.wait()
 
@@ -331,32 +341,32 @@ def test_pid_alive_this_process_a_zombie_and_a_dead_one(platform_: str) -> None:
 def test_kill_process_group_ends_the_child_and_what_it_started(platform_: str) -> None:
     child, grandchild = _tree()
     try:
-        system.kill_process_group(child.pid, signal.SIGTERM)
+        host.kill_process_group(child.pid, signal.SIGTERM)
         child.wait(timeout=30)
         assert _gone(grandchild)
     finally:
         _end(child, grandchild)
     with pytest.raises(ProcessLookupError):
-        system.kill_process_group(_dead_pid(), signal.SIGTERM)
+        host.kill_process_group(_dead_pid(), signal.SIGTERM)
 
 
 def test_load_average(platform_: str) -> None:
-    load = system.load_average()
+    load = host.load_average()
     assert load is not None and len(load) == 3 and all(x >= 0.0 for x in load)
 
 
 def test_memory_available_and_total(platform_: str) -> None:
-    avail, total = system.memory_available_bytes(), system.memory_total_bytes()
+    avail, total = host.memory_available_bytes(), host.memory_total_bytes()
     assert avail is not None and total is not None and 0 < avail <= total
 
 
 def test_where_shared_memory_lives_and_its_free_space(platform_: str) -> None:
-    got = system.shared_memory_free()
+    got = host.shared_memory_free()
     assert got is not None and got[0] > 0
     if platform_ == "linux":
-        assert system.shared_memory_dir() == got[1] == "/dev/shm"
+        assert host.shared_memory_dir() == got[1] == "/dev/shm"
     else:  # backed by memory and swap (macOS) or the page file (Windows)
-        assert system.shared_memory_dir() is None and got[1] == "memory"
+        assert host.shared_memory_dir() is None and got[1] == "memory"
 
 
 def test_the_ring_cap_on_every_platform(platform_: str) -> None:
@@ -380,7 +390,7 @@ def _ring_names(folder: Path) -> dict[str, Path]:
 
 def test_stale_shared_memory_is_swept_where_the_os_keeps_it(tmp_path: Path) -> None:
     paths = _ring_names(tmp_path)
-    removed = system.remove_stale_shared_memory("eyeblink_", str(tmp_path))
+    removed = host.remove_stale_shared_memory("eyeblink_", str(tmp_path))
     assert removed == [(str(paths["stale"]), 4096, int(paths["stale"].name.split("_")[1]))]
     assert {k for k, p in paths.items() if p.exists()} == {"own", "alive", "malformed", "untagged", "other"}
 
@@ -402,8 +412,8 @@ def test_nothing_to_sweep_where_the_os_cannot_list_or_frees_itself(monkeypatch: 
 
     paths = _ring_names(tmp_path)
     monkeypatch.setattr(sys, "platform", name)
-    monkeypatch.setattr(system, "SHM_DIR", str(tmp_path))  # were it looked at, it would be swept
-    assert system.remove_stale_shared_memory("eyeblink_") == [] and remove_stale_rings() == []
+    monkeypatch.setattr(host, "SHM_DIR", str(tmp_path))  # were it looked at, it would be swept
+    assert host.remove_stale_shared_memory("eyeblink_") == [] and remove_stale_rings() == []
     assert all(p.exists() for p in paths.values())
 
 
@@ -411,12 +421,12 @@ def test_nothing_to_sweep_where_the_os_cannot_list_or_frees_itself(monkeypatch: 
 
 _PRIORITY_CHILD = """
 import json, os, sys
-from eyeblink.runtime import system
-saved = system.current_priority()
-refused = system.raise_priority(sys.argv[1], nice=-10, realtime=10)
-during = system.current_priority()
-system.restore_priority(saved)
-print(json.dumps([refused, list(saved), list(during), list(system.current_priority())]))
+from eyeblink import host
+saved = host.current_priority()
+refused = host.raise_priority(sys.argv[1], nice=-10, realtime=10)
+during = host.current_priority()
+host.restore_priority(saved)
+print(json.dumps([refused, list(saved), list(during), list(host.current_priority())]))
 """
 
 
@@ -436,13 +446,13 @@ def test_raise_and_restore_priority_on_linux(level: str) -> None:
     else:
         assert "\n" not in refused and "the OS refused" in refused and "CAP_SYS_NICE" in refused
         assert ("RLIMIT_RTPRIO" if level == "realtime" else "RLIMIT_NICE") in refused
-    assert system.raise_priority("normal", nice=-10, realtime=10) is None
+    assert host.raise_priority("normal", nice=-10, realtime=10) is None
 
 
 def test_macos_has_no_real_time_class_for_a_program(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "platform", "darwin")
     before = os.sched_getscheduler(0) if LINUX else None
-    refused = system.raise_priority("realtime", nice=-10, realtime=10)
+    refused = host.raise_priority("realtime", nice=-10, realtime=10)
     assert refused is not None and "macOS" in refused and "\n" not in refused
     if LINUX:
         assert os.sched_getscheduler(0) == before  # nothing was asked of the OS
@@ -451,15 +461,15 @@ def test_macos_has_no_real_time_class_for_a_program(monkeypatch: pytest.MonkeyPa
 def test_macos_high_is_a_nice_value_and_restored(monkeypatch: pytest.MonkeyPatch) -> None:
     nice = os.getpriority(os.PRIO_PROCESS, 0)
     monkeypatch.setattr(sys, "platform", "darwin")
-    saved = system.current_priority()
-    assert saved == system.Priority(0, nice)
+    saved = host.current_priority()
+    assert saved == host.Priority(0, nice)
     try:
-        refused = system.raise_priority("high", nice=nice - 1, realtime=10)
+        refused = host.raise_priority("high", nice=nice - 1, realtime=10)
         if refused is None:
             assert os.getpriority(os.PRIO_PROCESS, 0) == nice - 1
         else:
             assert "the OS refused" in refused and "root" in refused and "CAP_SYS_NICE" not in refused
-        system.restore_priority(saved)
+        host.restore_priority(saved)
         assert os.getpriority(os.PRIO_PROCESS, 0) == nice
     finally:
         os.setpriority(os.PRIO_PROCESS, 0, nice)
@@ -495,7 +505,7 @@ def windows(monkeypatch: pytest.MonkeyPatch) -> type[_FakeWindowsProcess]:
     set Linux nice values here)."""
     fake = SimpleNamespace(**{k: getattr(psutil, k) for k in dir(psutil) if not k.startswith("__")})
     fake.Process = _FakeWindowsProcess
-    monkeypatch.setattr(system, "_psutil", lambda: fake)
+    monkeypatch.setattr(host, "_psutil", lambda: fake)
     monkeypatch.setattr(sys, "platform", "win32")
     monkeypatch.setattr(_FakeWindowsProcess, "priority", 0x20)
     monkeypatch.setattr(_FakeWindowsProcess, "admin", False)
@@ -504,24 +514,24 @@ def windows(monkeypatch: pytest.MonkeyPatch) -> type[_FakeWindowsProcess]:
 
 
 def test_windows_priority_classes(windows: type[_FakeWindowsProcess]) -> None:
-    saved = system.current_priority()
-    assert saved == system.Priority(0, 0x20)
-    assert system.raise_priority("high", nice=-10, realtime=10) is None and windows.priority == 0x80  # HIGH
-    refused = system.raise_priority("realtime", nice=-10, realtime=10)  # not an administrator: HIGH instead
+    saved = host.current_priority()
+    assert saved == host.Priority(0, 0x20)
+    assert host.raise_priority("high", nice=-10, realtime=10) is None and windows.priority == 0x80  # HIGH
+    refused = host.raise_priority("realtime", nice=-10, realtime=10)  # not an administrator: HIGH instead
     assert refused is not None and "administrator" in refused and "running at high priority" in refused
     windows.admin = True
-    assert system.raise_priority("realtime", nice=-10, realtime=10) is None and windows.priority == 0x100
-    system.restore_priority(saved)
+    assert host.raise_priority("realtime", nice=-10, realtime=10) is None and windows.priority == 0x100
+    host.restore_priority(saved)
     assert windows.priority == 0x20
-    system.lower_to_idle()
+    host.lower_to_idle()
     assert windows.priority == 0x40  # IDLE_PRIORITY_CLASS
 
 
 def test_windows_pins_to_one_core(windows: type[_FakeWindowsProcess]) -> None:
-    assert system.pin_to_one_core() == {0, 1} and windows.affinity == [0]
-    system.restore_cpus({0, 1})
+    assert host.pin_to_one_core() == {0, 1} and windows.affinity == [0]
+    host.restore_cpus({0, 1})
     assert windows.affinity == [0, 1]
-    assert system.usable_cpus() == 2
+    assert host.usable_cpus() == 2
 
 
 def test_the_priority_line_of_eyeblink_live(windows: type[_FakeWindowsProcess]) -> None:
@@ -534,11 +544,11 @@ def test_the_priority_line_of_eyeblink_live(windows: type[_FakeWindowsProcess]) 
 
 @needs_linux
 def test_lower_to_idle_and_pin_to_one_core_on_linux_and_macos() -> None:
-    code = ("import os, sys, json; from eyeblink.runtime import system; before = system.pin_to_one_core(); "
-            "pinned = sorted(os.sched_getaffinity(0)); system.restore_cpus(before); "
-            "restored = sorted(os.sched_getaffinity(0)); system.lower_to_idle(); "
+    code = ("import os, sys, json; from eyeblink import host; before = host.pin_to_one_core(); "
+            "pinned = sorted(os.sched_getaffinity(0)); host.restore_cpus(before); "
+            "restored = sorted(os.sched_getaffinity(0)); host.lower_to_idle(); "
             "idle = os.sched_getscheduler(0) == os.SCHED_IDLE; sys.platform = 'darwin'; "
-            "mac = system.pin_to_one_core(); system.lower_to_idle(); "
+            "mac = host.pin_to_one_core(); host.lower_to_idle(); "
             "print(json.dumps([sorted(before), pinned, restored, idle, mac, os.getpriority(os.PRIO_PROCESS, 0)]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     before, pinned, restored, idle, mac, nice = json.loads(out)
@@ -550,23 +560,23 @@ def test_lower_to_idle_and_pin_to_one_core_on_linux_and_macos() -> None:
 
 _FAMILY = """
 import multiprocessing as mp, os, sys, time
-from eyeblink.runtime import system
+from eyeblink import host
 
 
 def child(path, bind):
-    bound = system.bind_to_parent() if bind else False
+    bound = host.bind_to_parent() if bind else False
     with open(path, "w") as f:
-        f.write(f"{os.getpid()} {bound} {system.parent_alive()}\\n")
+        f.write(f"{os.getpid()} {bound} {host.parent_alive()}\\n")
     if bind:
         time.sleep(120)  # no polls: only the OS can end it early
-    while system.parent_alive():
+    while host.parent_alive():
         time.sleep(0.02)
     with open(path, "a") as f:
         f.write("orphaned\\n")
 
 
 if __name__ == "__main__":
-    print(system.bind_to_parent(), system.parent_alive(), flush=True)
+    print(host.bind_to_parent(), host.parent_alive(), flush=True)
     ctx = mp.get_context(sys.argv[3])
     ctx.Process(target=child, args=(sys.argv[1], sys.argv[2] == "1"), daemon=False).start()
     time.sleep(120)
@@ -616,16 +626,16 @@ def test_an_unbound_child_notices_its_parent_gone(tmp_path: Path, monkeypatch: p
         _end(parent, child)
     # and the binding itself is a no-op there, even in a child of multiprocessing
     monkeypatch.setattr(sys, "platform", name)
-    monkeypatch.setattr(system.multiprocessing, "parent_process", lambda: SimpleNamespace(pid=os.getppid()))
-    assert system.bind_to_parent() is False
+    monkeypatch.setattr(host.multiprocessing, "parent_process", lambda: SimpleNamespace(pid=os.getppid()))
+    assert host.bind_to_parent() is False
 
 
 # --------------------------------------------------------------------------- the file lock
 
 
 def _locked_by_another_process(path: Path) -> subprocess.Popen[str]:
-    code = ("import os, sys, time; from eyeblink.runtime import system; fd = os.open(sys.argv[1], os.O_RDWR); "
-            "system.lock_file(fd); print('held', flush=True); time.sleep(60)")
+    code = ("import os, sys, time; from eyeblink import host; fd = os.open(sys.argv[1], os.O_RDWR); "
+            "host.lock_file(fd); print('held', flush=True); time.sleep(60)")
     holder = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     return holder
@@ -639,24 +649,24 @@ def test_the_lock_excludes_another_open_file_and_another_process(tmp_path: Path,
     monkeypatch.setattr(sys, "platform", name)
     path = tmp_path / ".rec.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    system.lock_file(fd)
+    host.lock_file(fd)
     other = os.open(path, os.O_RDWR)
     with pytest.raises(BlockingIOError):  # the same process, another open file
-        system.lock_file(other)
+        host.lock_file(other)
     os.close(other)
-    system.release_lock_file(fd, path)
+    host.release_lock_file(fd, path)
     assert not path.exists()
     path.touch()
     holder = _locked_by_another_process(path)
     try:
         fd = os.open(path, os.O_RDWR)
         with pytest.raises(BlockingIOError):
-            system.lock_file(fd)
+            host.lock_file(fd)
     finally:
         holder.kill()
         holder.wait()
-    system.lock_file(fd)  # the holder's lock ended with it
-    system.release_lock_file(fd, path)
+    host.lock_file(fd)  # the holder's lock ended with it
+    host.release_lock_file(fd, path)
 
 
 class _FakeMsvcrt:
@@ -694,14 +704,14 @@ def test_the_windows_lock_is_one_byte_far_past_the_record(tmp_path: Path, msvcrt
     path = tmp_path / ".rec.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     os.write(fd, b'{"pid": 1}\n')
-    system.lock_file(fd)
-    assert msvcrt.offsets == [system._LOCK_BYTE] and os.lseek(fd, 0, os.SEEK_CUR) == 11  # position kept
+    host.lock_file(fd)
+    assert msvcrt.offsets == [host._LOCK_BYTE] and os.lseek(fd, 0, os.SEEK_CUR) == 11  # position kept
     other = os.open(path, os.O_RDWR)
     with pytest.raises(BlockingIOError):
-        system.lock_file(other)
+        host.lock_file(other)
     os.close(other)
     assert path.read_text() == '{"pid": 1}\n'  # the record stays readable
-    system.release_lock_file(fd, path)
+    host.release_lock_file(fd, path)
     assert not msvcrt.held and not path.exists()  # unlocked, closed, then removed
 
 

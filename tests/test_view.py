@@ -603,7 +603,7 @@ def test_fewer_images_while_the_machine_s_cores_are_busy(monkeypatch: pytest.Mon
     """The share of the cores busy is read from this machine's /proc/stat over the last seconds; above BUSY_CORES
     the view makes at most BUSY_IMAGE_HZ images a second, and at most MAX_IMAGE_HZ otherwise."""
     from eyeblink.runtime import view as view_mod
-    from eyeblink.runtime.host import CoresBusy
+    from eyeblink.runtime.costs import CoresBusy
 
     cores = CoresBusy()
     assert cores.share(0.0) is None  # one reading: nothing known yet

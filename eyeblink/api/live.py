@@ -35,7 +35,7 @@ from eyeblink.config import (
     LiveConfig,
 )
 from eyeblink.errors import ConfigError, EyeblinkError
-from eyeblink.runtime.processes import check_main_guard, resolve_start_method, start_method_scope
+from eyeblink.runtime.processes import check_main_guard, resolve_start_method
 from eyeblink.runtime.publish import LiveRow  # stdlib only: what a live session yields
 from eyeblink.signals.state import EyeState  # the eye's state (one definition, the detector's)
 
@@ -247,10 +247,10 @@ class LiveSession:
         else:
             self._outdir = ensure_output_dir(Path(self.output))
         try:
-            with start_method_scope(self._start_method):  # the pipeline's processes start this way
-                self._pipe, source, self.cfg = prepare(self.source_spec, self.cfg, self.live_config,
-                                                       name=self._name, stream=self._stream, report=self._report,
-                                                       analysis=self._analysis, tap=self.tap)
+            self._pipe, source, self.cfg = prepare(self.source_spec, self.cfg, self.live_config,
+                                                   name=self._name, stream=self._stream, report=self._report,
+                                                   analysis=self._analysis, tap=self.tap,
+                                                   start_method=self._start_method)
         except BaseException:
             self._cleanup()
             raise

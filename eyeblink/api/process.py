@@ -25,7 +25,7 @@ from eyeblink.api.settings import (
 )
 from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError, EyeblinkError
-from eyeblink.runtime.processes import check_main_guard, resolve_start_method, start_method_scope
+from eyeblink.runtime.processes import check_main_guard, resolve_start_method
 
 if TYPE_CHECKING:
 
@@ -102,10 +102,12 @@ def progress_factory(show: bool) -> Any:
 
 def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers: int | None = None,
                 loaders: int = 0, analysis: AnalysisOptions | None = None, progress: Any = None,
-                report: bool = False, view: Any = None) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
+                report: bool = False, view: Any = None,
+                start_method: str | None = None) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     """What ``eyeblink process`` and :func:`process` both run: every input into ``outdir``, finalized (FEC,
     trials, plots, NWB as ``analysis`` asks), with ``<stem>.report.html`` when ``report``; returns the results
-    and the per-input failures (the other inputs still run)."""
+    and the per-input failures (the other inputs still run). ``start_method``: how the worker processes start
+    (``--start-method``, ``start_method=``; None: the environment's, else auto)."""
     from eyeblink.runtime.parallel import physical_cores
     from eyeblink.runtime.runner import process_paths, report_writer, stem_of
 
@@ -120,7 +122,8 @@ def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers:
 
     results, failures = process_paths(list(paths), outdir, cfg, progress=progress,
                                       workers=process_workers(workers, cfg, physical_cores), loaders=loaders,
-                                      analysis=analysis, then=report_writer(outdir) if report else None, view=view)
+                                      analysis=analysis, then=report_writer(outdir) if report else None, view=view,
+                                      start_method=start_method)
     return results, failures
 
 
@@ -197,11 +200,10 @@ def process(path_or_paths: str | Path | Sequence[str | Path], output: str | Path
         start_method = rest.get("start_method")
         # checked now: a wrong one, or a script that spawned workers would run again, is one line before anything runs
         check_main_guard(resolve_start_method(start_method))
-    with start_method_scope(start_method), _output_dir(output) as outdir, _python_errors(), \
-            _file_view(rest) as view:
+    with _output_dir(output) as outdir, _python_errors(), _file_view(rest) as view:
         results, failures = run_process(paths, outdir, cfg, workers=workers, loaders=loaders, analysis=analysis,
                                         progress=progress_factory(bool(rest.get("progress"))),
-                                        report=bool(rest.get("report")), view=view)
+                                        report=bool(rest.get("report")), view=view, start_method=start_method)
         if failures:
             raise failures[0][1]
         sessions = [load(outdir / r.stem) for r in results]

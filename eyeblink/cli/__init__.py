@@ -106,10 +106,10 @@ def _main(argv: Sequence[str] | None) -> int:
                    "report": review.cmd_report, "agree": review.cmd_agree, "compare": review.cmd_compare,
                    "export-eaf": review.cmd_export_eaf, "import-eaf": review.cmd_import_eaf,
                    "region": review.cmd_region}[args.command]
-        if getattr(args, "start_method", None) is not None:  # --start-method: checked before anything runs
-            from eyeblink.runtime.processes import use_start_method
+        if getattr(args, "start_method", None) is not None:  # --start-method: checked before anything runs (the
+            from eyeblink.runtime.processes import resolve_start_method  # command hands it to the run's settings)
 
-            use_start_method(args.start_method)
+            resolve_start_method(args.start_method)
         if getattr(args, "log_level", None) is not None:
             from eyeblink.runtime.logs import setup_logging
 

@@ -180,7 +180,7 @@ def cmd_live(args: argparse.Namespace) -> int:
                               announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
     analysis = shared.analysis_options(args)
     pipe, source, _ = prepare(args.source, cfg, live, name=args.name, report=args.report, analysis=analysis,
-                                tap=tap, stream=stream)
+                                tap=tap, stream=stream, start_method=args.start_method)
     from eyeblink.outputs.lock import session_locks
 
     with session_locks(outdir, [source.name]):  # one writer per session: before the capture connects

@@ -104,7 +104,7 @@ def cmd_process(args: argparse.Namespace) -> int:
         results, failures = run_process([Path(p) for p in args.inputs], Path(args.output), cfg,
                                         progress=_progress_factory(args.no_progress), workers=args.workers,
                                         loaders=args.loaders, analysis=analysis_options(args), report=args.report,
-                                        view=view)
+                                        view=view, start_method=args.start_method)
     from eyeblink.signals.plausibility import count_words, kind_counts
 
     for r in results:

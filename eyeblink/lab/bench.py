@@ -16,7 +16,7 @@ Reported per mode: FPS (median and min–max over the repeats; frames / wall tim
 worker start-up included), per-stage milliseconds per frame (summed over processes: CPU-side
 cost, not wall), p50/p99 latency from a frame's decode to its row being written, the peak of the
 process tree's memory (sum of PSS over every process, sampled every 50 ms with
-:func:`eyeblink.runtime.system.pss_bytes`: shared pages — the dlib model, the frame ring — are counted once; RSS
+:func:`eyeblink.host.pss_bytes`: shared pages — the dlib model, the frame ring — are counted once; RSS
 where the OS keeps no PSS), and the share of
 the machine's CPU used by *other* processes during the run (a busy machine makes numbers
 meaningless; it is printed so that nobody trusts them by accident).
@@ -288,20 +288,20 @@ def synthetic_recording(frames: int, where: str | None = None) -> Path:
 def machine_info() -> dict[str, Any]:
     from importlib import metadata
 
-    from eyeblink.runtime import system
+    from eyeblink import host
     from eyeblink.runtime.parallel import physical_cores
     from eyeblink.version import __version__
 
-    cpu = system.cpu_info().get("model name") or platform.processor() or platform.machine()
-    ram = (system.memory_total_bytes() or 0) / 2**30
+    cpu = host.cpu_info().get("model name") or platform.processor() or platform.machine()
+    ram = (host.memory_total_bytes() or 0) / 2**30
     versions = {"eyeblink": __version__}
     for dist in ("numpy", "av", "dlib-bin", "ai-edge-litert", "opencv-python-headless"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             versions[dist] = metadata.version(dist)
-    from eyeblink.runtime.host import host_info
+    from eyeblink.runtime.costs import host_info
 
-    host = host_info()
-    return {"cpu": cpu, "vector": host["vector"], "host_class": host["class"],
+    cls = host_info()
+    return {"cpu": cpu, "vector": cls["vector"], "host_class": cls["class"],
             "logical_cpus": os.cpu_count(), "physical_cores": physical_cores(), "ram_gb": ram,
             "python": platform.python_version(), "platform": platform.platform(), "versions": versions}
 
@@ -312,13 +312,13 @@ def machine_info() -> dict[str, Any]:
 def tree_pss_bytes(pid: int) -> int:
     """Sum of PSS over ``pid`` and its descendants (shared pages counted once overall); of RSS where the OS keeps
     no PSS (macOS, Windows: shared pages then count in each process)."""
-    from eyeblink.runtime import system
+    from eyeblink import host
 
-    return sum(system.pss_bytes(p) or system.rss_bytes(p) or 0 for p in [pid, *system.descendants(pid)])
+    return sum(host.pss_bytes(p) or host.rss_bytes(p) or 0 for p in [pid, *host.descendants(pid)])
 
 
 def _busy_seconds() -> float:
-    from eyeblink.runtime.system import cpu_busy_seconds
+    from eyeblink.host import cpu_busy_seconds
 
     got = cpu_busy_seconds()
     if got is None:
@@ -340,7 +340,7 @@ def wait_quiet(timeout_s: float, *, threshold: float = 0.10) -> bool:
 
 
 def _run_child(argv: list[str]) -> dict[str, Any]:
-    from eyeblink.runtime.system import wait_with_cpu
+    from eyeblink.host import wait_with_cpu
 
     cmd = [sys.executable, "-m", "eyeblink.lab.bench", "--child", *argv]
     busy0 = _busy_seconds()

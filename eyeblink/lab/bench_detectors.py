@@ -385,17 +385,17 @@ def _timing_set(groups: dict[str, list[tuple[np.ndarray, np.ndarray]]],
 def _one_core() -> Iterator[None]:
     import cv2
 
-    from eyeblink.runtime import system
+    from eyeblink import host
 
     threads = cv2.getNumThreads()
     cv2.setNumThreads(1)
-    before = system.pin_to_one_core()  # None on macOS (no CPU affinity there): timed on whatever core runs it
+    before = host.pin_to_one_core()  # None on macOS (no CPU affinity there): timed on whatever core runs it
     try:
         yield
     finally:
         cv2.setNumThreads(threads)
         if before is not None:
-            system.restore_cpus(before)
+            host.restore_cpus(before)
 
 
 def _versions() -> dict[str, str]:

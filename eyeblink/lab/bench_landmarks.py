@@ -67,7 +67,7 @@ def run(args: argparse.Namespace, video: Path, machine: dict[str, Any]) -> int:
     names = models(args)
     preset = load_preset(resolve_preset("cpu"))
     every = args.detect_every or preset.detect.detect_every
-    from eyeblink.runtime.system import pin_to_one_core
+    from eyeblink.host import pin_to_one_core
 
     pin_to_one_core()  # one core, as one pipeline worker (macOS has no CPU affinity: whatever core runs it)
     frames: list[Any] = []

@@ -162,7 +162,7 @@ def serve(port: int, frames: Sequence[np.ndarray], *, fps: float = 500.0, durati
 
 
 def _cpu_s() -> float:
-    from eyeblink.runtime.system import process_cpu_seconds
+    from eyeblink.host import process_cpu_seconds
 
     return process_cpu_seconds() or 0.0
 

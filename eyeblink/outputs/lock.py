@@ -5,7 +5,7 @@ recordings with the same name) would interleave their rows, rename each other's 
 a summary that names the wrong input. So every run that writes a session (``process``, ``batch``, the Python
 API) first takes the session's lock, a file ``OUTDIR/.<stem>.lock``:
 
-* it is opened and locked (exclusive, not waiting: :func:`eyeblink.runtime.system.lock_file`, ``flock`` on Linux
+* it is opened and locked (exclusive, not waiting: :func:`eyeblink.host.lock_file`, ``flock`` on Linux
   and macOS, a byte-range lock on Windows). The OS holds that lock for the open file, so two threads of one
   process exclude each other too, and the lock ends with the process that held it, however it ended (a crash,
   ``kill -9``, a machine that rebooted);
@@ -36,8 +36,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from eyeblink import host  # the one module that knows the OS (the import contracts allow this one)
 from eyeblink.errors import OutputError, warn
-from eyeblink.runtime import system  # the one module that knows the OS (the import contracts allow this one)
 
 __all__ = ["SessionBusyError", "SessionLock", "lock_path", "lock_session", "session_locks"]
 
@@ -79,7 +79,7 @@ def _read_info(path: Path, wait_s: float = 0.0) -> dict[str, Any]:
 
 
 def _pid_alive(pid: object) -> bool:
-    return isinstance(pid, int) and pid > 0 and system.pid_alive(pid)
+    return isinstance(pid, int) and pid > 0 and host.pid_alive(pid)
 
 
 def _command() -> str:
@@ -100,7 +100,7 @@ class SessionLock:
         """Remove the lock file and unlock it (idempotent)."""
         if self.fd < 0:
             return
-        system.release_lock_file(self.fd, self.path)  # closing the last descriptor ends the lock
+        host.release_lock_file(self.fd, self.path)  # closing the last descriptor ends the lock
         self.fd = -1
 
 
@@ -125,7 +125,7 @@ def lock_session(outdir: str | Path, stem: str) -> SessionLock:
                               "output folder") from None
         no_flock = False
         try:
-            system.lock_file(fd)
+            host.lock_file(fd)
         except BlockingIOError:
             os.close(fd)
             raise _busy(out, stem, path, _read_info(path, wait_s=1.0)) from None

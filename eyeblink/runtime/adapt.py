@@ -1,7 +1,7 @@
 """Live mode's cost ladder: step down when the pipeline falls behind, back up when headroom returns.
 
 ``eyeblink live`` picks its eye model from costs measured on the machine before the capture
-(:mod:`eyeblink.runtime.host`). A machine's load changes during a session (another program, thermal
+(:mod:`eyeblink.runtime.costs`). A machine's load changes during a session (another program, thermal
 throttling, a face that needs more re-detections), so the sink watches two signs of falling behind — frames
 dropped by the overload policy, and a backlog whose newest written row is older than :data:`BEHIND_AGE_S` and
 growing — and steps down one rung of a ladder of cheaper settings:
@@ -55,7 +55,7 @@ class Rung:
 def ladder(start: Rung, fps: float, costs: Any, models: tuple[str, ...] | list[str], *,
            detect: Any = None) -> list[Rung]:
     """The rungs from ``start`` down, each strictly cheaper at ``fps`` than the one above (by ``costs``, a
-    :class:`~eyeblink.runtime.host.HostCosts`); ``models``: the eye models loaded (a cheaper one may end it).
+    :class:`~eyeblink.runtime.costs.HostCosts`); ``models``: the eye models loaded (a cheaper one may end it).
     ``detect``: the run's :class:`~eyeblink.config.DetectConfig` (its ``detect_min_ms`` spaces a fast camera's
     keyframes further than ``detect_every``: the keyframe rung halves what is spent, not the frame count)."""
     def frames(every: int) -> int:

@@ -74,7 +74,7 @@ from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError, EyeblinkError, WorkerError
 from eyeblink.outputs.manifest import MANIFEST_NAME, Manifest, input_key, settings_hash
 from eyeblink.runtime import raycluster
-from eyeblink.runtime.processes import use_start_method
+from eyeblink.runtime.processes import check_start_method, resolve_start_method
 from eyeblink.signals.plausibility import kind_counts
 from eyeblink.sources.chunking import ALIGN_FRAMES, ChunkSource, plan_chunks
 from eyeblink.sources.files import input_stem
@@ -137,12 +137,8 @@ class BatchConfig:
     start_method: str | None = None
 
     def __post_init__(self) -> None:
-        if self.start_method is not None:
-            from eyeblink.runtime.processes import START_METHODS
-
-            if self.start_method not in START_METHODS:
-                raise ConfigError(f"--start-method must be one of {', '.join(START_METHODS)}, "
-                                  f"got {self.start_method!r}")
+        if self.start_method is not None:  # the name here; whether the node offers it, on the node
+            check_start_method(self.start_method)
         if self.cpus_per_task < 1:
             raise ConfigError(f"--cpus-per-task must be >= 1, got {self.cpus_per_task}")
         if not (self.gpus_per_task >= 0 and math.isfinite(self.gpus_per_task)):
@@ -220,7 +216,7 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
 
     _inject_fault(task)
     _remove_stale_rings()  # this node's leftovers of earlier crashed runs
-    use_start_method(task.start_method)
+    method = resolve_start_method(task.start_method)  # this node's: checked before any work
     cfg = task.config
     started = time.perf_counter()
     try:
@@ -229,14 +225,14 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
 
             with open_source(task.path, fps=cfg.fps) as src:
                 chunk: Any = ChunkSource(src, task.start, task.end)  # a FrameSource's face, frames numbered from 0
-                meta = measure_chunk(chunk, task.staging, cfg, task.workers)
+                meta = measure_chunk(chunk, task.staging, cfg, task.workers, start_method=method)
             return {"status": "done", "stem": task.stem, "index": task.index, "frames": int(meta["frames"]),
                     "blinks": None, "wall_s": time.perf_counter() - started, "damaged_packets": 0,
                     "node": platform.node(), "pid": os.getpid()}
         outdir = Path(task.outdir)
         outdir.mkdir(parents=True, exist_ok=True)
         with open_source(task.path, fps=cfg.fps) as src:
-            result = finalize(_process(src, outdir, cfg, task.workers), cfg)
+            result = finalize(_process(src, outdir, cfg, task.workers, method), cfg)
     except WorkerError as exc:
         raise RetryableTaskError(f"{task.stem} chunk {task.index}: {one_line(exc)}") from None
     except EyeblinkError as exc:
@@ -255,13 +251,14 @@ def _remove_stale_rings() -> None:
     remove_stale_rings()
 
 
-def _process(source: Any, outdir: Path, cfg: RunConfig, workers: int) -> RunResult:
+def _process(source: Any, outdir: Path, cfg: RunConfig, workers: int, start_method: str | None = None) -> RunResult:
     from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline, supports
     from eyeblink.runtime.pipeline import process_source
     from eyeblink.runtime.runner import build_analyzer
 
     if workers > 1 and supports(cfg):
-        pipe = ParallelPipeline(cfg, ParallelConfig(workers=workers, chunk_frames=ALIGN_FRAMES))
+        pipe = ParallelPipeline(cfg, ParallelConfig(workers=workers, chunk_frames=ALIGN_FRAMES,
+                                                    start_method=start_method))
         return pipe.process_source(source, outdir)
     return process_source(source, outdir, cfg, analyzer=build_analyzer(cfg))
 
@@ -308,7 +305,7 @@ def run_group(tasks: list[ChunkTask], analyzer: FrameAnalyzer | None = None) -> 
     for t in tasks:
         _inject_fault(t)
     _remove_stale_rings()
-    use_start_method(tasks[0].start_method)
+    method = resolve_start_method(tasks[0].start_method)  # this node's: checked before any work
     cfg, workers = tasks[0].config, tasks[0].workers
     outdir = Path(tasks[0].outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -330,7 +327,7 @@ def run_group(tasks: list[ChunkTask], analyzer: FrameAnalyzer | None = None) -> 
     if workers > 1 and analyzer is None:
         from eyeblink.frame.analyzer import build_fitter
 
-        pool = FilePool(cfg, workers, build_fitter(cfg), run_one, FATAL)
+        pool = FilePool(cfg, workers, build_fitter(cfg), run_one, FATAL, start_method=method)
         got = pool.run(paths)
         outcomes = []
         for i, t in enumerate(tasks):
@@ -623,7 +620,7 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
             ray.shutdown()
         _remove_stale_rings()  # the rings of this machine's Ray workers, killed at shutdown or by a signal
     report.wall_s = time.perf_counter() - t_start
-    from eyeblink.runtime.system import load_average
+    from eyeblink.host import load_average
 
     report.loadavg = load_average() or (0.0, 0.0, 0.0)
     return report

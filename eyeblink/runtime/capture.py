@@ -25,9 +25,11 @@ __all__ = ["finish", "prepare"]
 
 def prepare(spec: str, cfg: RunConfig, live: LiveConfig, *, name: str | None = None, stream: Any = None,
             report: bool = False, analysis: AnalysisOptions | None = None,
-            tap: LiveTap | None = None) -> tuple[LivePipeline, LiveSource, RunConfig]:
+            tap: LiveTap | None = None,
+            start_method: str | None = None) -> tuple[LivePipeline, LiveSource, RunConfig]:
     """Everything before the capture, for the CLI and the Python API alike: the checks, the models (loaded before
-    a stream is connected), the source (not yet connected). Returns the pipeline, the source and the run's config."""
+    a stream is connected), the source (not yet connected). Returns the pipeline, the source and the run's config.
+    ``start_method``: how the pipeline's processes start (None: the environment's, else auto)."""
     from eyeblink.runtime.live import LivePipeline
     from eyeblink.sources.live import open_live_source
 
@@ -45,7 +47,8 @@ def prepare(spec: str, cfg: RunConfig, live: LiveConfig, *, name: str | None = N
         raise ConfigError(f"live mode runs the multiprocess pipeline, which needs the litert backend or the "
                           f"accelerator stage (--stage accelerator with jax or tensorflow); got "
                           f"{cfg.detect.backend!r} with --stage {cfg.detect.stage}")
-    pipe = LivePipeline(cfg, live)  # models first: a stream is connected only once the workers are ready
+    # models first: a stream is connected only once the workers are ready
+    pipe = LivePipeline(cfg, live, start_method=start_method)
     source = open_live_source(spec, name=name, fps=cfg.fps, connect=False, stream=stream)
     (analysis or AnalysisOptions()).check_stems([source.name])  # before the capture: extras, trials file
     return pipe, source, cfg

@@ -5,7 +5,7 @@ A run's config is the requested one with ``auto`` resolved, once, before the run
 eye model before any model loads (or leaves ``auto``). For a live run, "before the run" is the source's
 connection: its rate is known only then, and no frame is analysed before it. :func:`resolve_run_config` takes the
 requested config and what is known at connection (the rate, the cores, the costs measured on this machine before
-the capture, :mod:`eyeblink.runtime.host`) and returns the run's config, ``auto`` replaced by the model
+the capture, :mod:`eyeblink.runtime.costs`) and returns the run's config, ``auto`` replaced by the model
 :func:`choose_landmarks` picks; the run stores it once (:class:`ResolvedConfig`: a second store raises). What the
 cost ladder changes during the run (the eye model in use, mesh reuse, ``detect_every``) is state of the
 analyzer and its eye model, never a replaced config (:mod:`eyeblink.runtime.adapt`).
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from eyeblink.config import LiveConfig, RunConfig
-    from eyeblink.runtime.host import HostCosts
+    from eyeblink.runtime.costs import HostCosts
 
 __all__ = ["AUTO_LANDMARKS", "LIVE_MAX_LOAD", "LIVE_ONE_WORKER_LOAD", "ResolvedConfig", "RunChoice",
            "choose_dealt_workers", "choose_landmarks", "resolve_eye_model", "resolve_run_config"]
@@ -43,11 +43,11 @@ def choose_landmarks(fps: float | None, cores: int, mesh_reuse_ms: float = 20.0,
     Real time needs ``fps x frame_ms`` of CPU at most ``LIVE_MAX_LOAD`` of the cores, ``frame_ms`` being the
     per-frame cost on this machine (:meth:`HostCosts.frame_ms`: the fit with its face mesh reused for
     ``mesh_reuse_ms``, BlazeFace every ``detect_every`` frames, the decode and a fixed overhead) from
-    ``costs`` measured before the capture (:func:`eyeblink.runtime.host.measure_costs`), or the registry's
+    ``costs`` measured before the capture (:func:`eyeblink.runtime.costs.measure_costs`), or the registry's
     constants when there are none. When none fits, the cheapest at this rate, and the reason says that it
     cannot hold the rate. An unknown rate counts as 500 FPS. Returns (model, reason, holds the rate).
     """
-    from eyeblink.runtime.host import registry_costs
+    from eyeblink.runtime.costs import registry_costs
 
     rate = fps if fps and fps > 0 else 500.0
     if costs is None:
@@ -77,7 +77,7 @@ def choose_dealt_workers(costs: HostCosts | None, model: str, fps: float | None,
     (every ``mesh_reuse_ms`` of capture time): two workers run the face mesh twice as often as one, and on two
     cores four busy processes (sink, loader, two workers) wait for each other's cores. So with the default
     (``asked`` 0) all frames go to one worker while its networks, measured on this machine before the capture
-    (:class:`~eyeblink.runtime.host.HostCosts`: the fit with its mesh reused, a keyframe every ``detect_every``
+    (:class:`~eyeblink.runtime.costs.HostCosts`: the fit with its mesh reused, a keyframe every ``detect_every``
     frames), need at most :data:`LIVE_ONE_WORKER_LOAD` of a core at ``fps``; otherwise to all. An explicit
     ``--workers N`` is obeyed. Returns (workers dealt, reason)."""
     if asked > 0 or workers <= 1:

@@ -65,7 +65,8 @@ class Chunk:
             raise ValueError(f"a chunk starts on a tracking segment (a multiple of {SEGMENT_FRAMES}), got {self.start}")
 
 
-def measure_chunk(source: FrameSource, staging: Path, config: RunConfig, workers: int) -> dict[str, Any]:
+def measure_chunk(source: FrameSource, staging: Path, config: RunConfig, workers: int, *,
+                  start_method: str | None = None) -> dict[str, Any]:
     """The per-frame stage of ``source`` (a chunk, its frames numbered from 0) into ``staging``; returns its facts.
 
     ``workers`` > 1 (and a config the multiprocess pipeline runs): its loader and workers; else this process.
@@ -90,7 +91,8 @@ def measure_chunk(source: FrameSource, staging: Path, config: RunConfig, workers
             frames += len(rows)
 
         if workers > 1 and supports(config):
-            pipe = ParallelPipeline(config, ParallelConfig(workers=workers, chunk_frames=SEGMENT_FRAMES))
+            pipe = ParallelPipeline(config, ParallelConfig(workers=workers, chunk_frames=SEGMENT_FRAMES,
+                                                           start_method=start_method))
             info, clock, redetections = pipe.measure_source(source, capture)
         else:
             from eyeblink.runtime.runner import build_analyzer

@@ -27,7 +27,7 @@ for a whole chunk (files: contiguous chunks of 128, throughput first). The worke
 is connected and the ring (``--buffer`` seconds of frames, which absorbs a hiccup of the machine without dropping) is
 reserved and faulted in meanwhile (:meth:`_LiveRun._start`). ``--landmarks auto`` (the default) picks the landmark
 model the machine can run at the source's rate (:func:`~eyeblink.runtime.choose.choose_landmarks`), from costs
-measured on this machine before the capture starts (:mod:`eyeblink.runtime.host`): the run's config is resolved once
+measured on this machine before the capture starts (:mod:`eyeblink.runtime.costs`): the run's config is resolved once
 when the source connects (the rate is known only then; no frame is analysed before it), into a new frozen config the
 run keeps to its end (:func:`~eyeblink.runtime.choose.resolve_run_config`). During the run the sink steps down a
 ladder of cheaper settings when frames drop or the backlog grows, and back up when headroom returns
@@ -50,13 +50,13 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eyeblink import stopping
+from eyeblink import host, stopping
 from eyeblink.config import (
     LIVE_BATCH_FRAMES,
     LIVE_CHUNK_FRAMES,
@@ -65,7 +65,6 @@ from eyeblink.config import (
 from eyeblink.errors import ConfigError, EyeblinkError, WorkerError, picklable_error, warn
 from eyeblink.frame.locate import FixedRegion, locator_for
 from eyeblink.outputs.export import ResultWriter
-from eyeblink.runtime import system
 from eyeblink.runtime.choose import AUTO_LANDMARKS, choose_dealt_workers, resolve_eye_model, resolve_run_config
 from eyeblink.runtime.hops import HopRecord
 from eyeblink.runtime.livewriter import LIVE_FRAME_COLUMNS, LiveResultWriter
@@ -78,7 +77,7 @@ from eyeblink.runtime.shm import FrameRing, RingSpec, ring_cap_bytes, ring_refus
 
 if TYPE_CHECKING:
     from eyeblink.runtime.adapt import StepController
-    from eyeblink.runtime.host import HostCosts
+    from eyeblink.runtime.costs import HostCosts
 
 if TYPE_CHECKING:
     from eyeblink.config import RunConfig
@@ -208,7 +207,7 @@ class _LiveRun(_Run):
         child attaches to the ring by name when it exists. The ring's memory is reserved and faulted in
         meanwhile: a frame that lands on a fresh page pays the fault in the loader and again in its worker (up to
         ~2 ms a frame in a VM), and on the first second of a stream that is a backlog that feeds itself."""
-        system.start_shared_memory_tracker()  # one tracker for the ring, shared by the children (see shm)
+        host.start_shared_memory_tracker()  # one tracker for the ring, shared by the children (see shm)
         # what each part costs on this machine, timed now (nothing else runs yet): auto's choice and the ladder
         self.costs = self.pipe.measure_host()  # type: ignore[attr-defined]
         self._make_queues(0)  # the ring bounds the frames in flight; its size is not known yet
@@ -350,7 +349,7 @@ class _LiveRun(_Run):
         :func:`resolve_run_config`, stored once in ``self.cfg`` before any frame is analysed), the cost ladder."""
         from eyeblink.config import physical_cores
         from eyeblink.runtime.adapt import Rung, StepController, ladder
-        from eyeblink.runtime.host import with_decode
+        from eyeblink.runtime.costs import with_decode
 
         fps = self.fps  # --fps when given, else the source's
         rate = fps if fps and fps > 0 else 500.0
@@ -529,7 +528,7 @@ class _LiveRun(_Run):
             next_tick = time.perf_counter() + 1.0
             while thread.is_alive():
                 thread.join(0.05)
-                if self.stop.is_set() or not system.parent_alive():
+                if self.stop.is_set() or not host.parent_alive():
                     raise _Stop
                 if self.capture_stop.is_set():
                     st["reason"] = st["reason"] or "stop requested (signal)"
@@ -789,8 +788,9 @@ class _LiveRun(_Run):
 class LivePipeline(ParallelPipeline):
     """The multiprocess pipeline with live defaults; :meth:`run` processes one live source."""
 
-    def __init__(self, config: RunConfig, live: LiveConfig) -> None:
-        """Load the models (before the source is opened: see :meth:`_LiveRun._start`).
+    def __init__(self, config: RunConfig, live: LiveConfig, *, start_method: str | None = None) -> None:
+        """Load the models (before the source is opened: see :meth:`_LiveRun._start`); the processes start by
+        ``start_method`` (``--start-method``, the API's ``start_method=``; None: the environment's, else auto).
 
         The eye model of the two configs is made one first (:func:`resolve_eye_model`). With ``auto`` both
         candidate models are loaded (:data:`~eyeblink.runtime.choose.AUTO_LANDMARKS`: a few MB each) and the run
@@ -802,12 +802,13 @@ class LivePipeline(ParallelPipeline):
         config, live = resolve_eye_model(config, live)
         self.live = live
         self.fitters: dict[str, Any] = build_fitters(config, AUTO_LANDMARKS) if live.landmarks == "auto" else {}
-        super().__init__(config, live.parallel(None), fitter=self.fitters.get(AUTO_LANDMARKS[0]))
+        super().__init__(config, replace(live.parallel(None), start_method=start_method),
+                         fitter=self.fitters.get(AUTO_LANDMARKS[0]))
 
     def measure_host(self) -> HostCosts | None:
         """What BlazeFace and each loaded eye model cost on this machine, on a real face frame (before any
         worker forks: nothing else runs); None with the accelerator stage (the device runs them)."""
-        from eyeblink.runtime.host import measure_costs
+        from eyeblink.runtime.costs import measure_costs
         from eyeblink.runtime.pipeline import build_detector
 
         if self.accelerated:

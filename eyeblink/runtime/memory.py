@@ -3,7 +3,7 @@
 A live session lasts as long as the lab's session (20–60 minutes, or hours): memory that grows a little with
 every frame is invisible in a test of seconds and ends a session hours later. The sink samples the RSS of the
 run's processes (itself, the loader, the workers, the accelerator stage) every :data:`SAMPLE_EVERY_S` seconds
-(:func:`eyeblink.runtime.system.rss_bytes`: on Linux a few microseconds a process, no page-table walk). The
+(:func:`eyeblink.host.rss_bytes`: on Linux a few microseconds a process, no page-table walk). The
 reference is the run's memory at :data:`REFERENCE_S` (two minutes: models loaded, the ring and the allocators
 warm); when the total has grown by more than :data:`MAX_GROWTH` of it since (the figure the project holds
 itself to: RSS at minute 20 within 10% of minute 2), the run warns once, one line naming the process that grew
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from eyeblink.runtime.system import rss_bytes
+from eyeblink.host import rss_bytes
 
 __all__ = ["MAX_GROWTH", "REFERENCE_S", "SAMPLE_EVERY_S", "MemoryWatch", "rss_bytes"]
 

@@ -190,10 +190,11 @@ class ParallelPipeline:
                  fitter: EyeModel | None = None) -> None:
         from eyeblink.runtime.processes import resolve_start_method
 
-        #: how the children start (eyeblink.runtime.processes): fork, forkserver or spawn
-        self.start_method = resolve_start_method()
         self.cfg = config
         self.par = parallel or ParallelConfig()
+        #: how the children start (eyeblink.runtime.processes): fork, forkserver or spawn, as the run's
+        #: settings ask (``ParallelConfig.start_method``)
+        self.start_method = resolve_start_method(self.par.start_method)
         self.accelerated = config.detect.accelerator_stage
         #: warnings the settings get from the pipeline (the summary's, said once on stderr)
         self.notes: list[str] = []

@@ -40,11 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eyeblink import stopping
+from eyeblink import host, stopping
 from eyeblink.config import RunConfig
 from eyeblink.errors import EyeblinkError, WorkerError, picklable_error
 from eyeblink.landmarks import model_specs, register_missing
-from eyeblink.runtime import system
 from eyeblink.runtime.parallel import close_queues, end_processes
 from eyeblink.runtime.queues import POLL_S, get_until_stopped, put_until_stopped
 
@@ -73,12 +72,13 @@ class FilePool:
 
     ``run_one(source)`` is what a worker does with one opened input (process it, finalize it); it runs in the
     worker with the analyzer the worker built once (``self.analyzer``). ``fatal``: the error types that stop
-    the whole run (raised in the parent once the workers have finished the inputs they hold).
+    the whole run (raised in the parent once the workers have finished the inputs they hold). ``start_method``:
+    how its processes start (the run's; None: the environment's, else auto).
     """
 
     def __init__(self, config: RunConfig, workers: int, fitter: EyeModel,
                  run_one: Callable[[Any, Any], RunResult], fatal: tuple[type[EyeblinkError], ...],
-                 *, max_frames: int | None = None) -> None:
+                 *, max_frames: int | None = None, start_method: str | None = None) -> None:
         self.cfg = config
         self.W = workers
         self.fitter = fitter
@@ -87,7 +87,7 @@ class FilePool:
         self.max_frames = max_frames if max_frames is not None else POOL_MAX_FRAMES
         from eyeblink.runtime.processes import context, resolve_start_method
 
-        self._ctx = context(resolve_start_method())
+        self._ctx = context(resolve_start_method(start_method))
 
     def __getstate__(self) -> dict[str, Any]:
         """What a worker started with ``spawn`` or ``forkserver`` gets: the settings, the queues; it loads the eye
@@ -155,7 +155,7 @@ class FilePool:
             return ("failed", i, err, traceback.format_exc())
 
     def _stopped(self) -> bool:
-        return self.stop.is_set() or not system.parent_alive()
+        return self.stop.is_set() or not host.parent_alive()
 
     def _get(self, q: Any) -> Any:
         return get_until_stopped(q, self._stopped, KeyboardInterrupt)
@@ -164,7 +164,7 @@ class FilePool:
         put_until_stopped(self.out_q, item, self._orphaned, KeyboardInterrupt)
 
     def _orphaned(self) -> bool:
-        return not system.parent_alive()
+        return not host.parent_alive()
 
     # ------------------------------------------------------------------ parent side
 

@@ -16,14 +16,14 @@ the workers) first:
   to root, ``CAP_SYS_NICE`` or up to ``ulimit -r`` (``RLIMIT_RTPRIO``). Windows: the ``REALTIME`` priority class
   (an administrator's). macOS has no such class for a program: refused.
 
-What each OS does is :func:`eyeblink.runtime.system.raise_priority`'s. When the OS refuses, :func:`raise_priority`
+What each OS does is :func:`eyeblink.host.raise_priority`'s. When the OS refuses, :func:`raise_priority`
 says why in one line and the run goes on at the priority it has. Each process applies it to itself, once, before
 it starts its threads (threads inherit it).
 """
 
 from __future__ import annotations
 
-from eyeblink.runtime import system
+from eyeblink import host
 
 __all__ = ["HIGH_NICE", "PRIORITIES", "REALTIME_PRIORITY", "raise_priority", "restore_priority", "settle_heap"]
 
@@ -40,20 +40,20 @@ def raise_priority(level: str) -> str | None:
     ``normal``), else one line saying what the OS refused and how to allow it."""
     if level == "normal":
         return None
-    refused = system.raise_priority(level, nice=HIGH_NICE, realtime=REALTIME_PRIORITY)
+    refused = host.raise_priority(level, nice=HIGH_NICE, realtime=REALTIME_PRIORITY)
     return None if refused is None else f"--priority {level}: {refused}"
 
 
-def current() -> system.Priority:
+def current() -> host.Priority:
     """This thread's scheduling policy and nice value (Windows: the priority class): what
     :func:`restore_priority` puts back."""
-    return system.current_priority()
+    return host.current_priority()
 
 
-def restore_priority(saved: system.Priority) -> None:
+def restore_priority(saved: host.Priority) -> None:
     """Put back what :func:`current` returned (the API's caller keeps its own priority after a run); a failure
     leaves it favoured, not broken."""
-    system.restore_priority(saved)
+    host.restore_priority(saved)
 
 
 def settle_heap() -> None:

@@ -1,8 +1,10 @@
 """The one place that starts a run's processes: the start method, and what every child does before its work.
 
 A multiprocess run (loaders, workers, the accelerator stage, the file pool) starts its children here, with the
-start method of the platform or the one asked for (``--start-method``, ``start_method=`` in the API, or the
-environment variable :data:`START_METHOD_ENV`, which a test or CI uses to force one):
+start method of the platform or the one asked for (``--start-method``, ``start_method=`` in the API: the run's
+``ParallelConfig.start_method``, handed to the pipeline that starts the processes, never kept in a module global;
+or the environment variable :data:`START_METHOD_ENV`, which a test or CI uses to force one), resolved and checked
+by :func:`resolve_start_method`:
 
 * ``spawn``: a fresh interpreter per child, its work and settings handed over pickled. The only method on
   Windows, and macOS's default: forking a process that has started threads (LiteRT's thread pool, FFmpeg's
@@ -15,7 +17,7 @@ environment variable :data:`START_METHOD_ENV`, which a test or CI uses to force 
 Whatever the method, a child starts the same way (:func:`_child_main`): SIGINT and SIGTERM are the parent's to
 handle (ignored here before anything heavy is imported), its log records go to the parent's log queue, OpenCV
 runs single-threaded (one process per core already), and a child whose parent dies is killed at once where
-the OS can do it, else stops at its next queue poll (:func:`eyeblink.runtime.system.parent_alive`). Under
+the OS can do it, else stops at its next queue poll (:func:`eyeblink.host.parent_alive`). Under
 ``spawn`` and ``forkserver`` the target and its arguments are pickled in the parent (``(function, args)``, a
 bound method pickles its object: see ``_Run.__getstate__``) and unpickled in the child after that set-up.
 """
@@ -33,10 +35,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from eyeblink import host
 from eyeblink.errors import ConfigError
 
-__all__ = ["START_METHODS", "START_METHOD_ENV", "ChildTarget", "auto_method", "check_main_guard", "context",
-           "resolve_start_method", "start_children", "start_method_scope", "unguarded_main", "use_start_method"]
+__all__ = ["START_METHODS", "START_METHOD_ENV", "ChildTarget", "auto_method", "check_main_guard", "check_start_method",
+           "context", "resolve_start_method", "start_children", "unguarded_main"]
 
 #: what ``--start-method`` accepts
 START_METHODS = ("auto", "spawn", "forkserver", "fork")
@@ -48,11 +51,6 @@ PRELOAD = ["eyeblink.runtime.parallel", "eyeblink.runtime.live", "eyeblink.runti
 #: one target of :func:`start_children`: ``(function, args, process name)``
 ChildTarget = tuple[Callable[..., Any], tuple[Any, ...], str]
 
-#: the start method this process was told to use (``--start-method``, the API's ``start_method=``); None: the
-#: environment variable's, else ``auto``
-_asked: str | None = None
-
-
 def auto_method() -> str:
     """The start method ``auto`` means on this platform.
 
@@ -63,54 +61,35 @@ def auto_method() -> str:
     never touched in the children, which run only their role. Elsewhere ``spawn``: Windows has nothing else,
     and on macOS forking a threaded process is unsafe (its system libraries are not fork-safe).
     """
-    return "fork" if sys.platform.startswith("linux") else "spawn"
-
-
-def use_start_method(asked: str | None) -> str:
-    """Start this process's runs with ``asked`` from now on (``--start-method``; None or ``""``: the environment
-    variable's, else ``auto``); checked at once. Returns the resolved method."""
-    global _asked
-    before, _asked = _asked, asked or None
-    try:
-        return resolve_start_method()
-    except ConfigError:
-        _asked = before
-        raise
-
-
-@contextmanager
-def start_method_scope(asked: str | None) -> Iterator[str]:
-    """The pipelines built inside start their processes with ``asked`` (the API's ``start_method=``; None: as
-    outside); the method before is restored after. Yields the resolved method (checked on entry)."""
-    global _asked
-    before = _asked
-    method = resolve_start_method(asked)
-    if asked:
-        _asked = asked
-    try:
-        yield method
-    finally:
-        _asked = before
+    return "fork" if host.is_linux() else "spawn"
 
 
 def resolve_start_method(asked: str | None = None) -> str:
-    """The start method to use: ``asked``, else the one set by :func:`use_start_method`, else
-    :data:`START_METHOD_ENV`, else ``auto``; ``auto`` resolved for this platform. A method this platform lacks is
-    a one-line error."""
+    """The start method a run uses, checked: ``asked`` (the run's ``ParallelConfig.start_method``: ``--start-method``,
+    the API's ``start_method=``), else :data:`START_METHOD_ENV`, else ``auto``; ``auto`` resolved for this platform.
+    The one check of a start method: a name not in :data:`START_METHODS`, or a method this platform lacks, is a
+    one-line error."""
     source = "--start-method"
-    asked = asked or _asked
     if asked is None or asked == "":
         asked = os.environ.get(START_METHOD_ENV) or "auto"
         source = START_METHOD_ENV if os.environ.get(START_METHOD_ENV) else source
+    method = check_start_method(asked, source)
+    if method == "auto":
+        return auto_method()
+    available = host.start_methods_available()
+    if method not in available:
+        raise ConfigError(f"{source} {method} is not available on this platform ({host.platform_name()}); "
+                          f"choose one of {', '.join(('auto', *available))}")
+    return method
+
+
+def check_start_method(asked: str, source: str = "--start-method") -> str:
+    """``asked`` as one of :data:`START_METHODS` (case and spaces aside), else a one-line error naming ``source``;
+    whether this platform offers it is :func:`resolve_start_method`'s check, made where the processes start (a
+    batch task's node)."""
     method = str(asked).strip().lower()
     if method not in START_METHODS:
         raise ConfigError(f"{source} must be one of {', '.join(START_METHODS)}, got {asked!r}")
-    if method == "auto":
-        return auto_method()
-    available = ("spawn",) if sys.platform == "win32" else tuple(mp.get_all_start_methods())
-    if method not in available:
-        raise ConfigError(f"{source} {method} is not available on this platform ({sys.platform}); "
-                          f"choose one of {', '.join(('auto', *available))}")
     return method
 
 
@@ -138,10 +117,9 @@ def _child_main(method: str, name: str, payload: Any, logs: tuple[Any, int] | No
 
     # first: a Ctrl-C to the whole group (or the console, on Windows) while this child imports is the parent's
     stopping.child_ignores_stops()
-    from eyeblink.runtime import system
 
-    system.bind_to_parent()
-    if not system.parent_alive():  # it died before this child could ask to die with it
+    host.bind_to_parent()
+    if not host.parent_alive():  # it died before this child could ask to die with it
         os._exit(1)
     if method != "fork":
         if logs is not None:

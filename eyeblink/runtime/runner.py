@@ -145,6 +145,7 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
                   analysis: AnalysisOptions | None = None,
                   then: Callable[[list[RunResult]], None] | None = None,
                   view: Any = None,
+                  start_method: str | None = None,
                   ) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     """Process every input into ``outdir``; returns the results and the per-input failures.
 
@@ -155,7 +156,9 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
 
     ``workers`` > 1 runs the multiprocess pipeline (:mod:`eyeblink.runtime.parallel`) with that many
     landmark workers (and ``loaders`` decoder processes per input, 0 = auto: see
-    :func:`eyeblink.runtime.sizing.choose_loaders`); 0 or 1 runs the single-process reference. After each input,
+    :func:`eyeblink.runtime.sizing.choose_loaders`), its processes started by ``start_method`` (``--start-method``;
+    None: the environment's, else auto: :func:`eyeblink.runtime.processes.resolve_start_method`); 0 or 1 runs the
+    single-process reference. After each input,
     :func:`eyeblink.outputs.analysis.finalize` calibrates its FEC column and writes trials, plots and NWB as
     ``analysis`` asks (checked before the first frame).
     """
@@ -173,7 +176,8 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
     output_plan(paths, outdir, opts).check()  # no output is an input (a link to the recording, the trials file)
     with session_locks(outdir, [stem_of(p) for p in paths]):  # one writer per session, before any work
         results, failures = _process_existing(paths, outdir, config, progress=progress, analyzer=analyzer,
-                                              workers=workers, loaders=loaders, opts=opts, view=view)
+                                              workers=workers, loaders=loaders, opts=opts, view=view,
+                                              start_method=start_method)
         if then is not None:
             then(results)
     return results, [*missing, *failures]
@@ -181,12 +185,13 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
 
 def _process_existing(paths: Sequence[Path], outdir: Path, config: RunConfig, *, progress: ProgressFactory | None,
                       analyzer: FrameAnalyzer | None, workers: int, loaders: int,
-                      opts: AnalysisOptions, view: Any = None) -> tuple[list[RunResult],
+                      opts: AnalysisOptions, view: Any = None,
+                      start_method: str | None = None) -> tuple[list[RunResult],
                                                                        list[tuple[Path, EyeblinkError]]]:
     from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline, supports
 
     if workers > 1 and analyzer is None and supports(config):
-        pipe = ParallelPipeline(config, ParallelConfig(workers=workers, loaders=loaders))
+        pipe = ParallelPipeline(config, ParallelConfig(workers=workers, loaders=loaders, start_method=start_method))
         pipe.view = view  # type: ignore[attr-defined]  # --view: the rows in this process, the frames from the loader
         if len(paths) > 1 and not config.detect.accelerator_stage and view is None:
             return _pooled(paths, outdir, config, pipe, progress=progress, opts=opts)
@@ -213,7 +218,7 @@ def _pooled(paths: Sequence[Path], outdir: Path, config: RunConfig, pipe: Any, *
     run_one = _PooledInput(outdir, config, opts)
     bar = progress(f"{len(paths)} inputs", None) if progress else None
     try:
-        pool = FilePool(config, pipe.par.n_workers, pipe.fitter, run_one, FATAL)
+        pool = FilePool(config, pipe.par.n_workers, pipe.fitter, run_one, FATAL, start_method=pipe.start_method)
         done = pool.run(paths, on_done=lambda _i, r: bar.update(r.frames) if bar is not None else None)
     finally:
         if bar is not None:

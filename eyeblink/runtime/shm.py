@@ -20,7 +20,7 @@ until reboot; so every ``process``, ``batch`` (driver and each task) and ``live`
 :func:`remove_stale_rings`, which unlinks the blocks with that prefix whose creator no longer runs (and logs each
 one). A pid is checked on this machine: shared memory is per machine, and a pid that was reused meanwhile only
 keeps a stale block a little longer. Where the OS keeps such blocks, and where it can list them, is
-:func:`eyeblink.runtime.system.remove_stale_shared_memory`'s (Linux; Windows frees a block with its last handle;
+:func:`eyeblink.host.remove_stale_shared_memory`'s (Linux; Windows frees a block with its last handle;
 macOS cannot list them).
 """
 
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from eyeblink.runtime import system
+from eyeblink import host
 
 __all__ = ["RING_MEMORY_SHARE", "RING_PREFIX", "RING_SHM_SHARE", "FrameRing", "RingSpec", "remove_stale_rings",
            "ring_cap_bytes", "ring_refusal"]
@@ -203,13 +203,13 @@ def _create(nbytes: int) -> shared_memory.SharedMemory:
 
 def remove_stale_rings(shm_dir: str | None = None) -> list[str]:
     """Unlink the rings whose creating process no longer runs (in ``shm_dir``, default: where this OS keeps
-    them, :func:`eyeblink.runtime.system.shared_memory_dir`; none on macOS and Windows); returns their names.
+    them, :func:`eyeblink.host.shared_memory_dir`; none on macOS and Windows); returns their names.
 
     Only names of the form ``eyeblink_<pid>_<hex>`` are touched; a block another user owns, or one
     removed meanwhile by someone else, is left alone. Each removal is logged (``--log-level info``).
     """
     removed = []
-    for path, size, pid in system.remove_stale_shared_memory(RING_PREFIX, shm_dir):
+    for path, size, pid in host.remove_stale_shared_memory(RING_PREFIX, shm_dir):
         removed.append(os.path.basename(path))
         log.info("removed the shared-memory ring %s (%.0f MB) left by process %s, which no longer runs",
                  path, size / 1e6, pid)
@@ -234,7 +234,7 @@ def _pid() -> int:
 
 
 #: a live ring may take at most this share of the memory available
-#: (:func:`eyeblink.runtime.system.memory_available_bytes`) ...
+#: (:func:`eyeblink.host.memory_available_bytes`) ...
 RING_MEMORY_SHARE = 0.25
 #: ... and at most this share of the free space where shared memory lives (Linux: its own tmpfs)
 RING_SHM_SHARE = 0.5
@@ -243,13 +243,13 @@ RING_SHM_SHARE = 0.5
 def ring_cap_bytes(shm_dir: str | None = None) -> tuple[int | None, str]:
     """The most a live ring may take now, and why: :data:`RING_MEMORY_SHARE` of the memory available and
     :data:`RING_SHM_SHARE` of the free space where shared memory lives (``shm_dir``, default: this OS's place,
-    :func:`eyeblink.runtime.system.shared_memory_free`), whichever is less (None where neither can be read)."""
+    :func:`eyeblink.host.shared_memory_free`), whichever is less (None where neither can be read)."""
     caps: list[tuple[int, str]] = []
-    avail = system.memory_available_bytes()
+    avail = host.memory_available_bytes()
     if avail is not None:
         caps.append((int(RING_MEMORY_SHARE * avail), f"{RING_MEMORY_SHARE:.0%} of the "
                                                      f"{avail / 2**30:.1f} GiB of memory available"))
-    shm = system.shared_memory_free(shm_dir)
+    shm = host.shared_memory_free(shm_dir)
     if shm is not None:
         free, where = shm
         caps.append((int(RING_SHM_SHARE * free), f"{RING_SHM_SHARE:.0%} of the {free / 2**30:.1f} GiB free in "
@@ -263,7 +263,7 @@ def ring_refusal(spec: RingSpec, fps: float | None, buffer_s: float, cap: int, w
     """The one line of a ring past the memory cap: what it needs, what is allowed, the ``--buffer`` that fits."""
     height, width = spec.shape[:2]
     fits = cap / (spec.slot_bytes * fps) if fps else 0.0
-    where = system.shared_memory_dir()
+    where = host.shared_memory_dir()
     fix = (f"lower --buffer to {fits:.2g} s or less" if fits >= 0.01 else
            f"free memory{f' (or {where})' if where else ''}, or send smaller frames")
     return (f"the live ring for --buffer {buffer_s:g} s of {width}x{height} frames at {fps or 0:.4g} FPS needs "

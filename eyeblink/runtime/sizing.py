@@ -43,7 +43,7 @@ def worker_ms_per_frame(cfg: RunConfig, fps: float | None) -> float:
     detector's keyframes, the per-frame overhead. :data:`WORKER_MS_PER_FRAME` when the model is not registered.
     """
     from eyeblink.landmarks import EYE_MODELS
-    from eyeblink.runtime.host import FALLBACK_DETECT_MS
+    from eyeblink.runtime.costs import FALLBACK_DETECT_MS
 
     spec = EYE_MODELS.get(cfg.landmarks.model)
     if spec is None:
@@ -102,7 +102,7 @@ def _probe_decode_ms(source: Any, frames: int = 48) -> float:
     set-up) is not counted. The first frames cost more than the rest (MJPG 640x480 here: ~1.3 ms against ~0.95
     over a whole file); :data:`SECOND_LOADER_SHARE` is set on this measure.
     """
-    from eyeblink.runtime.system import process_cpu_seconds
+    from eyeblink.host import process_cpu_seconds
 
     n, t0 = 0, 0.0
     for _ in source:

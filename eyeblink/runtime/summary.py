@@ -173,7 +173,7 @@ def build_summary(source: FrameSource, config: RunConfig, sink: Any, clock: Any,
     """The summary of one input; ``warnings``: the run's own (default :func:`run_warnings` of ``config``);
     ``exit_status``: the input's (0 becomes :data:`~eyeblink.errors.INPUT_DAMAGED_EXIT` for damaged packets)."""
     from eyeblink.errors import INPUT_DAMAGED_EXIT
-    from eyeblink.runtime.host import host_info
+    from eyeblink.runtime.costs import host_info
 
     dur = sink.last_t - sink.first_t if sink.frames > 1 else 0.0
     described = source.describe()

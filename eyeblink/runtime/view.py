@@ -58,7 +58,7 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 
 from eyeblink.errors import ConfigError
-from eyeblink.runtime.host import CoresBusy
+from eyeblink.runtime.costs import CoresBusy
 from eyeblink.runtime.preview import PreviewGrab
 
 __all__ = ["PreviewGrab", "ViewSink", "check_view_host", "serving"]
@@ -137,8 +137,8 @@ def _row_item(r: Any) -> tuple[Any, ...]:
 
 def _thread_cpu_s(tid: int) -> float:
     """CPU seconds (user + system) of thread ``tid`` (native id) of this process; 0 where the OS does not say
-    (:func:`eyeblink.runtime.system.thread_cpu_seconds`: macOS)."""
-    from eyeblink.runtime.system import thread_cpu_seconds
+    (:func:`eyeblink.host.thread_cpu_seconds`: macOS)."""
+    from eyeblink.host import thread_cpu_seconds
 
     return thread_cpu_seconds(tid) or 0.0
 
@@ -572,7 +572,7 @@ class ViewSink:
             return True
         if self._cores.readable:
             return False
-        from eyeblink.runtime.system import load_average
+        from eyeblink.host import load_average
 
         load = load_average()
         return load is not None and load[0] > (os.cpu_count() or 1)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import errno
 import logging
 import re
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from eyeblink import host
 from eyeblink.errors import ConfigError, EyeblinkError, MissingExtraError, VideoOpenError
 from eyeblink.frames import Frame
 from eyeblink.sources.clock import PROBE_FACTOR, ClockCheck, probe_verdict
@@ -628,17 +628,17 @@ class CameraSource(LiveSource):
 def _camera_backend(cv2: Any) -> tuple[int, str]:
     """OpenCV's camera backend of this platform: V4L2 on Linux, DirectShow on Windows (it opens high-speed modes
     that Media Foundation does not offer), AVFoundation on macOS."""
-    if sys.platform == "win32":
+    if host.is_windows():
         return cv2.CAP_DSHOW, "DirectShow"
-    if sys.platform == "darwin":
+    if host.is_macos():
         return cv2.CAP_AVFOUNDATION, "AVFoundation"
     return cv2.CAP_V4L2, "V4L2"
 
 
 def _camera_hint() -> str:
-    if sys.platform == "win32":
+    if host.is_windows():
         return "give its index (0 for the first camera) and close the camera maker's viewer"
-    if sys.platform == "darwin":
+    if host.is_macos():
         return "give its index (0 for the first camera) and allow camera access for the terminal in System Settings"
     return "list cameras with `v4l2-ctl --list-devices` and give its index or /dev/videoN"
 

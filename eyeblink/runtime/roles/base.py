@@ -12,8 +12,8 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from eyeblink import host
 from eyeblink.errors import EyeblinkError
-from eyeblink.runtime import system
 from eyeblink.runtime.queues import POLL_S, get_until_stopped, put_until_stopped
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class _ChildRole(_RunState):
 
     def _stopping(self) -> bool:
         """Whether this child should stop: the run's stop event is set, or the parent is gone."""
-        return self.stop.is_set() or not system.parent_alive()
+        return self.stop.is_set() or not host.parent_alive()
 
     def _get(self, q: Any) -> Any:
         return get_until_stopped(q, self._stopping, _Stop)

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from eyeblink import host
 from eyeblink.errors import EyeblinkError
-from eyeblink.runtime import system
 from eyeblink.runtime.roles.base import _ChildRole, _Stop
 
 
@@ -154,7 +154,7 @@ class _LoaderRole(_ChildRole):
         """Block (stop-aware) until frame ``first`` is within :attr:`window` of the sink's write position."""
         assert self.written is not None
         while first - self.written.value > self.window:
-            if self.stop.is_set() or not system.parent_alive():
+            if self.stop.is_set() or not host.parent_alive():
                 raise _Stop
             time.sleep(0.002)
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from eyeblink import host
 from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError
 from eyeblink.frame.analyzer import ChunkStates, FrameAnalyzer, FrameResult, StageClock
 from eyeblink.frame.keyframes import BesideKeyframes
 from eyeblink.frames import Frame
-from eyeblink.runtime import system
 from eyeblink.runtime.pipeline import build_detector
 from eyeblink.runtime.results import encode_batch, record_dtype, rows_message
 from eyeblink.runtime.roles.base import _POLL_S, _ChildRole, _Stop
@@ -154,7 +154,7 @@ class _WorkerRole(_ChildRole):
                             encode_batch(out, td, done_at, done, t_starts, t_ends, t_got)
                             self._put(self.out_q, rows_message(wid, out[:j]))
                         if fault[0] == "stall":  # stuck on frame K until the run is stopped (Ctrl-C, SIGTERM)
-                            while not self.stop.wait(_POLL_S) and system.parent_alive():
+                            while not self.stop.wait(_POLL_S) and host.parent_alive():
                                 pass
                             raise _Stop
                         raise RuntimeError(f"injected failure at frame {frame_index} ({FAULT_ENV})")
@@ -230,7 +230,7 @@ class _WorkerRole(_ChildRole):
         if fault is None or fault[0] == "slowstart" or not first <= fault[1] < first + n:
             return
         if fault[0] == "stall":  # stuck (not compiling: no heartbeat) until the run is stopped
-            while not self.stop.wait(_POLL_S) and system.parent_alive():
+            while not self.stop.wait(_POLL_S) and host.parent_alive():
                 pass
             raise _Stop
         if fault[0] == "exit":

@@ -13,9 +13,14 @@ to its parent itself: it calls the function here that does it for the platform i
 * The platform is read at call time (:func:`_platform`), so a test reports another one by patching
   ``sys.platform`` and runs that platform's branch here.
 
-Its only imports are the standard library and ``psutil`` (imported when first needed): every floor of the package
-may read it (``config.py``'s physical cores, ``outputs/lock.py``'s file lock; the import contracts in
-``pyproject.toml`` allow those two).
+It is also the one place that asks which platform this is (``sys.platform``, ``os.name``): other modules call
+its named checks (:func:`is_linux`, :func:`is_windows`, :func:`is_macos`, :func:`platform_name`), the start methods
+the platform offers (:func:`start_methods_available`) and its signal functions (:func:`ctrl_break_signal`,
+:func:`block_signals`).
+
+Its only imports are the standard library and ``psutil`` (imported when first needed): it is the package's ground
+floor, so every other floor may read it (``config.py``'s physical cores, ``outputs/lock.py``'s file lock, the
+sources' camera backend, the runtime's processes; ``pyproject.toml``'s import contracts and ``scripts/layers.py``).
 """
 
 from __future__ import annotations
@@ -32,14 +37,15 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-__all__ = ["SHM_DIR", "Priority", "bind_to_parent", "children", "children_cpu_seconds",
-           "cpu_busy_seconds", "cpu_info", "current_priority", "descendants", "kill_process_group", "load_average",
-           "lock_file", "lower_to_idle",
-           "memory_available_bytes", "memory_parts", "memory_total_bytes", "parent_alive", "physical_cores",
-           "pid_alive", "pin_to_one_core", "process_cmdline", "process_cpu_seconds", "process_name", "pss_bytes",
+__all__ = ["SHM_DIR", "Priority", "bind_to_parent", "block_signals", "children", "children_cpu_seconds",
+           "cpu_busy_seconds", "cpu_info", "ctrl_break_signal", "current_priority", "descendants", "is_linux",
+           "is_macos", "is_windows",
+           "kill_process_group", "load_average", "lock_file", "lower_to_idle", "memory_available_bytes",
+           "memory_parts", "memory_total_bytes", "parent_alive", "physical_cores", "pid_alive", "pin_to_one_core",
+           "platform_name", "process_cmdline", "process_cpu_seconds", "process_name", "pss_bytes",
            "raise_priority", "release_lock_file", "remove_stale_shared_memory", "restore_cpus", "restore_priority",
-           "rss_bytes", "shared_memory_dir", "shared_memory_free", "start_shared_memory_tracker", "thread_cpu_seconds",
-           "usable_cpus", "wait_with_cpu"]
+           "restore_signal_mask", "rss_bytes", "shared_memory_dir", "shared_memory_free", "start_methods_available",
+           "start_shared_memory_tracker", "thread_cpu_seconds", "unblock_signals", "usable_cpus", "wait_with_cpu"]
 
 #: where Linux keeps POSIX shared memory, one file per block (a tmpfs)
 SHM_DIR = "/dev/shm"
@@ -63,12 +69,59 @@ def _platform() -> str:
     return sys.platform
 
 
-def _linux() -> bool:
+def platform_name() -> str:
+    """This platform's name as Python spells it (``linux``, ``darwin``, ``win32``): for messages."""
+    return _platform()
+
+
+def is_linux() -> bool:
+    """Linux (any distribution)."""
     return _platform().startswith("linux")
 
 
-def _windows() -> bool:
+def is_windows() -> bool:
+    """Windows."""
     return _platform() == "win32"
+
+
+def is_macos() -> bool:
+    """macOS."""
+    return _platform() == "darwin"
+
+
+# --------------------------------------------------------------------------- starting processes, signals
+
+
+def start_methods_available() -> tuple[str, ...]:
+    """The :mod:`multiprocessing` start methods this platform offers: ``spawn`` alone on Windows, else those
+    :func:`multiprocessing.get_all_start_methods` lists (``fork``, ``spawn``, ``forkserver`` on Linux and macOS)."""
+    return ("spawn",) if is_windows() else tuple(multiprocessing.get_all_start_methods())
+
+
+def ctrl_break_signal() -> int | None:
+    """Windows' Ctrl-Break signal, ``SIGBREAK`` (a console sends it where Ctrl-C is taken); None where the platform
+    has none. Read at call time, as the platform is."""
+    return getattr(signal, "SIGBREAK", None)
+
+
+def block_signals(signals: tuple[int, ...]) -> Any:
+    """Block ``signals`` in this thread; returns the mask before (for :func:`restore_signal_mask`), or None where
+    the platform has no signal mask (Windows, which has no fork either)."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - Windows
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+
+
+def restore_signal_mask(mask: Any) -> None:
+    """Set this thread's signal mask back to ``mask`` (:func:`block_signals`'s; None: nothing to restore)."""
+    if mask is not None and hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def unblock_signals(signals: tuple[int, ...]) -> None:
+    """Unblock ``signals`` in this thread, where the platform has a signal mask (not Windows)."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
 
 
 def _psutil() -> Any:
@@ -99,9 +152,9 @@ def cpu_info() -> dict[str, str]:
 
     Linux: every field of the kernel's ``cpuinfo`` file. Windows: the brand from the registry; macOS: from
     ``sysctl machdep.cpu.brand_string``; there the flags are those NumPy detects at run time (the vector
-    extensions :mod:`eyeblink.runtime.host` classes a machine by)."""
+    extensions :mod:`eyeblink.runtime.costs` classes a machine by)."""
     out: dict[str, str] = {}
-    if _linux():
+    if is_linux():
         try:
             with open(f"{_PROC}/cpuinfo", encoding="utf-8") as fh:
                 for line in fh:
@@ -122,7 +175,7 @@ def cpu_info() -> dict[str, str]:
 
 def _cpu_brand() -> str:
     """The CPU's brand on Windows (registry) and macOS (``sysctl``); ``platform.processor()`` elsewhere."""
-    if _windows():
+    if is_windows():
         with contextlib.suppress(Exception):
             winreg: Any = importlib.import_module("winreg")
             with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, r"HARDWARE\DESCRIPTION\System\CentralProcessor\0") as key:
@@ -152,9 +205,9 @@ def usable_cpus() -> int:
     """The logical CPUs this process may run on: its affinity (Linux, Windows); all of them on macOS, which has
     no affinity for a process."""
     try:
-        if _linux():
+        if is_linux():
             return max(1, len(os.sched_getaffinity(0)))
-        if _windows():
+        if is_windows():
             return max(1, len(_psutil().Process().cpu_affinity()))
     except _ps_errors():
         pass
@@ -168,7 +221,7 @@ def physical_cores() -> int:
     e.g. ARM) ``psutil``'s count of physical cores; at most the CPUs of :func:`usable_cpus`."""
     allowed = usable_cpus()
     cores: set[tuple[str, str]] = set()
-    if _linux():
+    if is_linux():
         try:
             phys = ""
             with open(f"{_PROC}/cpuinfo", encoding="utf-8") as fh:
@@ -198,7 +251,7 @@ def cpu_busy_seconds() -> tuple[float, float] | None:
 
     Linux: the first line of the kernel's ``stat`` file (a plain read; a view reads it every 2 s). Elsewhere
     ``psutil.cpu_times()``."""
-    if _linux():
+    if is_linux():
         try:
             with open(f"{_PROC}/stat", "rb") as f:
                 fields = [int(x) for x in f.readline().split()[1:]]
@@ -225,7 +278,7 @@ def rss_bytes(pid: int) -> int | None:
 
     Linux: the kernel's ``statm`` file of the process (a few microseconds, no page-table walk: read every sample
     of a long run). Elsewhere ``psutil`` (Windows: the working set)."""
-    if _linux():
+    if is_linux():
         try:
             with open(f"{_PROC}/{pid}/statm", "rb") as fh:
                 return int(fh.read().split()[1]) * _page_size()
@@ -241,7 +294,7 @@ def pss_bytes(pid: int) -> int | None:
     """The proportional set of process ``pid`` in bytes: its resident pages, each shared page divided among the
     processes that share it (so the forked workers' shared model pages count once in a sum). Linux only (the
     process's ``smaps_rollup``); None elsewhere, where the OS keeps no such figure, and for a process gone."""
-    if not _linux():
+    if not is_linux():
         return None
     try:
         with open(f"{_PROC}/{pid}/smaps_rollup", encoding="utf-8") as fh:
@@ -257,7 +310,7 @@ def memory_parts(pid: int) -> dict[str, int] | None:
     """The resident memory of process ``pid`` in bytes, in all (``rss``) and by kind: ``anon`` (its own heap),
     ``file`` (mapped files), ``shmem`` (shared memory it has touched: the frame ring). Linux only (the process's
     ``status`` file); None elsewhere and for a process gone."""
-    if not _linux():
+    if not is_linux():
         return None
     try:
         with open(f"{_PROC}/{pid}/status", encoding="utf-8") as fh:
@@ -276,7 +329,7 @@ def process_cpu_seconds(pid: int | None = None, *, user_only: bool = False) -> f
     This process: ``getrusage`` (microseconds) on Linux and macOS, ``psutil`` on Windows. Another process:
     ``psutil`` (the clock's ticks)."""
     if pid is None or pid == os.getpid():
-        if not _windows():
+        if not is_windows():
             import resource
 
             ru = resource.getrusage(resource.RUSAGE_SELF)
@@ -292,7 +345,7 @@ def process_cpu_seconds(pid: int | None = None, *, user_only: bool = False) -> f
 def children_cpu_seconds() -> float:
     """CPU seconds (user + system) of this process's children that have ended and been waited for (the shell's
     ``time`` of a command). Linux, macOS: ``getrusage(RUSAGE_CHILDREN)``; Windows keeps no such total: 0.0."""
-    if _windows():
+    if is_windows():
         return 0.0
     import resource
 
@@ -307,7 +360,7 @@ def thread_cpu_seconds(native_id: int) -> float | None:
     Linux: the thread's ``stat`` file in the kernel's process table. Windows: ``psutil.Process().threads()``,
     whose ids are the native ones. macOS: None (``psutil`` numbers a process's threads there, it does not give
     their native ids); a thread can still read its own time with :func:`time.thread_time`."""
-    if _linux():
+    if is_linux():
         try:
             stat = Path(f"{_PROC}/self/task/{native_id}/stat").read_text()
             fields = stat.rsplit(")", 1)[1].split()
@@ -330,7 +383,7 @@ def children(pid: int) -> list[int]:
 
     Linux: the ``children`` files of its threads in the kernel's process table (no walk over every process);
     elsewhere, and on a kernel without those files, ``psutil``."""
-    if _linux():
+    if is_linux():
         try:
             out: list[int] = []
             for task in os.listdir(f"{_PROC}/{pid}/task"):
@@ -385,7 +438,7 @@ def pid_alive(pid: int) -> bool:
     file; macOS: ``psutil``). Windows: ``psutil`` (``os.kill(pid, 0)`` there would send CTRL_C_EVENT)."""
     if pid <= 0:
         return False
-    if not _windows():
+    if not is_windows():
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -394,7 +447,7 @@ def pid_alive(pid: int) -> bool:
             return True  # another user's process
         except (OSError, OverflowError):  # (a pid past the OS's range: a record's garbage)
             return False
-        if _linux():
+        if is_linux():
             try:
                 with open(f"{_PROC}/{pid}/stat", "rb") as fh:
                     return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
@@ -418,7 +471,7 @@ def wait_with_cpu(proc: Any) -> tuple[int, float]:
     Linux, macOS: ``wait4``'s resource usage, exact. Windows keeps no such figure for a process that has ended:
     the process tree's CPU time sampled every 50 ms while it runs, its largest sum (what ended in the last 50 ms,
     and a descendant that ended earlier, is missing)."""
-    if not _windows():
+    if not is_windows():
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         return int(proc.returncode), usage.ru_utime + usage.ru_stime
@@ -436,7 +489,7 @@ def kill_process_group(pid: int, sig: int = signal.SIGTERM) -> None:
     """Send ``sig`` to the process group led by ``pid`` (a child started with ``start_new_session=True``) and so
     to everything it started. Windows has no such groups: ``pid`` and its descendants are terminated (``sig``
     aside). Raises :class:`ProcessLookupError` when ``pid`` is gone."""
-    if not _windows():
+    if not is_windows():
         os.killpg(pid, sig)
         return
     ps = _psutil()
@@ -457,7 +510,7 @@ def load_average() -> tuple[float, float, float] | None:
     """The machine's load over the last 1, 5 and 15 minutes (runnable processes); Windows has none of its own:
     ``psutil``'s estimate, zeros for its first 5 seconds. None where it cannot be read."""
     try:
-        if _windows():
+        if is_windows():
             one, five, fifteen = _psutil().getloadavg()
         else:
             one, five, fifteen = os.getloadavg()
@@ -485,7 +538,7 @@ def memory_total_bytes() -> int | None:
 def shared_memory_dir() -> str | None:
     """Where the OS keeps POSIX shared-memory blocks as files that can be listed: :data:`SHM_DIR` on Linux; None
     on macOS (its shared-memory objects cannot be listed) and Windows (a block is a mapping of the page file)."""
-    return SHM_DIR if _linux() else None
+    return SHM_DIR if is_linux() else None
 
 
 def shared_memory_free(shm_dir: str | None = None) -> tuple[int, str] | None:
@@ -508,7 +561,7 @@ def start_shared_memory_tracker() -> bool:
     it (:mod:`eyeblink.runtime.shm`); returns whether one runs. POSIX only: Python on Windows tracks no
     shared memory (a block is a mapping of the page file, freed with its last handle), and has no tracker to start
     (it needs ``_posixsubprocess``)."""
-    if _windows():
+    if is_windows():
         return False
     from multiprocessing import resource_tracker
 
@@ -562,9 +615,9 @@ class Priority(NamedTuple):
 
 def current_priority() -> Priority:
     """This process's scheduling policy and nice value (Windows: its priority class)."""
-    if _windows():
+    if is_windows():
         return Priority(0, int(_psutil().Process().nice()))
-    policy = os.sched_getscheduler(0) if _linux() else 0
+    policy = os.sched_getscheduler(0) if is_linux() else 0
     return Priority(policy, os.getpriority(os.PRIO_PROCESS, 0))
 
 
@@ -581,9 +634,9 @@ def raise_priority(level: str, *, nice: int, realtime: int) -> str | None:
     """
     if level not in ("high", "realtime"):
         return None
-    if _windows():
+    if is_windows():
         return _raise_windows(level)
-    if level == "realtime" and not _linux():
+    if level == "realtime" and not is_linux():
         return ("macOS gives a program no real-time class; running at normal priority (--priority high lowers "
                 "the nice value instead, as root)")
     try:
@@ -593,7 +646,7 @@ def raise_priority(level: str, *, nice: int, realtime: int) -> str | None:
             os.setpriority(os.PRIO_PROCESS, 0, nice)
     except (PermissionError, OSError, AttributeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        if _linux():
+        if is_linux():
             how = "ulimit -r (RLIMIT_RTPRIO)" if level == "realtime" else "ulimit -e (RLIMIT_NICE)"
             allow = f"root, CAP_SYS_NICE or {how}"
         else:
@@ -622,10 +675,10 @@ def _raise_windows(level: str) -> str | None:
 def restore_priority(saved: Priority) -> None:
     """Put back what :func:`current_priority` returned (an API caller keeps its own priority after a run)."""
     try:
-        if _windows():
+        if is_windows():
             _psutil().Process().nice(saved.nice)
             return
-        if _linux() and os.sched_getscheduler(0) != saved.policy:
+        if is_linux() and os.sched_getscheduler(0) != saved.policy:
             os.sched_setscheduler(0, saved.policy, os.sched_param(0))
         os.setpriority(os.PRIO_PROCESS, 0, saved.nice)
     except _ps_errors():
@@ -636,9 +689,9 @@ def lower_to_idle() -> None:
     """Run this process only on a core nothing else wants: Linux's idle scheduling class; the lowest nice value
     on macOS; Windows' idle priority class. Quietly nothing where the OS refuses (a bench's background load)."""
     with contextlib.suppress(*_ps_errors()):
-        if _windows():
+        if is_windows():
             _psutil().Process().nice(getattr(_psutil(), "IDLE_PRIORITY_CLASS", _IDLE_CLASS))
-        elif _linux():
+        elif is_linux():
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         else:
             os.setpriority(os.PRIO_PROCESS, 0, 19)
@@ -649,11 +702,11 @@ def pin_to_one_core() -> set[int] | None:
     CPUs it could run on before (for :func:`restore_cpus`), or None where it cannot be pinned: macOS has no CPU
     affinity for a process (a benchmark there runs on whatever core the OS picks), or the OS refused."""
     try:
-        if _linux():
+        if is_linux():
             before = set(os.sched_getaffinity(0))
             os.sched_setaffinity(0, {min(before)})
             return before
-        if _windows():
+        if is_windows():
             proc = _psutil().Process()
             before = set(proc.cpu_affinity())
             proc.cpu_affinity([min(before)])
@@ -666,9 +719,9 @@ def pin_to_one_core() -> set[int] | None:
 def restore_cpus(cpus: set[int]) -> None:
     """Let this process run on ``cpus`` again (what :func:`pin_to_one_core` returned)."""
     with contextlib.suppress(*_ps_errors()):
-        if _linux():
+        if is_linux():
             os.sched_setaffinity(0, cpus)
-        elif _windows():
+        elif is_windows():
             _psutil().Process().cpu_affinity(sorted(cpus))
 
 
@@ -686,7 +739,7 @@ def bind_to_parent() -> bool:
     Elsewhere, and in a process not started by :mod:`multiprocessing`: False, nothing done; such a child notices
     its parent gone at its next queue poll (:func:`parent_alive`)."""
     parent = multiprocessing.parent_process()
-    if parent is None or not _linux() or parent.pid != os.getppid():
+    if parent is None or not is_linux() or parent.pid != os.getppid():
         return False
     try:
         import ctypes
@@ -734,7 +787,7 @@ def lock_file(fd: int) -> None:
     ``ENOLCK``, ``EOPNOTSUPP``, ``ENOSYS`` or ``EINVAL`` where the filesystem cannot lock (some network mounts).
     Linux, macOS: ``flock``. Windows: ``msvcrt.locking`` of one byte far past the file's end (a lock there is
     mandatory: the bytes a lock covers cannot be read, and the record at the file's start stays readable)."""
-    if not _windows():
+    if not is_windows():
         import fcntl
 
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -764,7 +817,7 @@ def release_lock_file(fd: int, path: str | Path) -> None:
         same = os.path.exists(path) and os.stat(path).st_ino == os.fstat(fd).st_ino
     except OSError:
         same = False
-    if not _windows():
+    if not is_windows():
         if same:
             with contextlib.suppress(OSError):
                 os.unlink(path)

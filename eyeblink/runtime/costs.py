@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from eyeblink import host
 from eyeblink.config import physical_cores
-from eyeblink.runtime import system
 
 __all__ = ["CoresBusy", "HostCosts", "face_frame", "host_info", "measure_costs", "registry_costs",
            "with_decode"]
@@ -36,7 +36,7 @@ __all__ = ["CoresBusy", "HostCosts", "face_frame", "host_info", "measure_costs",
 log = logging.getLogger("eyeblink.host")
 
 #: the CPU flags that decide what a network costs (the Linux kernel's spelling, which
-#: :func:`eyeblink.runtime.system.cpu_info` gives on every OS)
+#: :func:`eyeblink.host.cpu_info` gives on every OS)
 VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile")
 #: CPU ms a live frame costs besides its eye-model fit, keyframe detection and decode: capture and ring
 #: copy, IPC, blinks, publishing, writing. Measured as a capacity: ``eyeblink live`` held to one core
@@ -56,7 +56,7 @@ def host_info() -> dict[str, Any]:
     label (``avx512``, ``avx2`` or ``baseline``) that the docs' speed tables are grouped by; under the
     slower-host stand-in (``slow-host --avx2-pc``, which sets :data:`SLOW_HOST_ENV`) also its factor
     (``stand_in_network_factor``: each network run costs that many times its own time)."""
-    info = system.cpu_info()
+    info = host.cpu_info()
     flags = set(info.get("flags", "").split())
     vector = [f for f in VECTOR_FLAGS if f in flags]
     if "avx512f" in flags:
@@ -270,7 +270,7 @@ def with_decode(costs: HostCosts, codec: str | None, width: int, height: int, re
 
 
 class CoresBusy:
-    """The share of the machine's cores that was busy (:func:`eyeblink.runtime.system.cpu_busy_seconds`: all but
+    """The share of the machine's cores that was busy (:func:`eyeblink.host.cpu_busy_seconds`: all but
     idle and I/O wait) over the last :data:`PERIOD_S` seconds or more: :meth:`share`, None until two readings (and
     where it cannot be read: then :attr:`readable` is False). The browser view makes fewer preview images while it
     is high."""
@@ -282,7 +282,7 @@ class CoresBusy:
         self._share: float | None = None
         self.readable = True
 
-    _read = staticmethod(system.cpu_busy_seconds)  # (the tests give it readings of their own)
+    _read = staticmethod(host.cpu_busy_seconds)  # (the tests give it readings of their own)
 
     def share(self, now: float) -> float | None:
         if self._last is not None and now - self._last[0] < self.PERIOD_S:
