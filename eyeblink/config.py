@@ -418,7 +418,7 @@ class TrialConfig:
         _require(self.block_size >= 1, f"trials.block_size (--block-size) must be >= 1, got {self.block_size}")
 
 
-#: ``--priority`` of a live run's processes (eyeblink.runtime.priority); a preset's ``[live] priority``
+#: ``--priority`` of a live run's processes (eyeblink.runtime.live.priority); a preset's ``[live] priority``
 LIVE_PRIORITIES = ("normal", "high", "realtime")
 
 
@@ -519,7 +519,8 @@ class RunConfig:
 
 # ------------------------------------------------------------------ runtime sections
 # The layout of the multiprocess pipeline ([parallel]: ``eyeblink process --workers``) and of a live
-# run (``eyeblink live`` flags); :mod:`eyeblink.runtime.parallel` and :mod:`eyeblink.runtime.live` use them.
+# run (``eyeblink live`` flags); :mod:`eyeblink.runtime.procs.parallel` and :mod:`eyeblink.runtime.live.pipeline`
+# use them.
 
 #: Frames dealt to one worker at a time (tracking continues across a worker's chunks). Contiguous
 #: chunks of 32 (the previous live default) kept one worker at the camera's full rate for 64 ms while
@@ -606,7 +607,7 @@ class ParallelConfig:
     frames; the output then depends on the layout, which live input does anyway). ``batch_frames``: frame records
     per queue message (at most one chunk). ``loaders``: decoder processes that split one file or image folder into
     frame ranges (:mod:`eyeblink.sources.ranges`; 0 = chosen from the cores and the per-stage costs, see
-    :func:`eyeblink.runtime.sizing.choose_loaders`). ``ring_slots``: frames in flight (default ``workers x
+    :func:`eyeblink.runtime.procs.sizing.choose_loaders`). ``ring_slots``: frames in flight (default ``workers x
     chunk_frames + 2 x batch_frames``). ``stall_timeout_s``: the run fails if no stage makes progress for this long;
     a process that is building, warming up or compiling its networks (the accelerator stage: XLA programs, before
     the first frame and on the first batch of each size) answers with heartbeats meanwhile, so a slow compile is no
@@ -616,7 +617,7 @@ class ParallelConfig:
     frame. ``start_method``: how the run's processes start (``--start-method``, the API's ``start_method=``:
     ``auto``, ``spawn``, ``forkserver`` or ``fork``; None: the environment variable ``EYEBLINK_START_METHOD``, else
     ``auto``), resolved and checked once where the processes start
-    (:func:`eyeblink.runtime.processes.resolve_start_method`).
+    (:func:`eyeblink.runtime.procs.processes.resolve_start_method`).
     """
 
     workers: int = 0  # 0 = physical cores
@@ -677,7 +678,7 @@ class LiveConfig:
     #: "open and stable": the eye state ``open`` held this long (capture time) -> the ``open_stable`` event
     stable_ms: float = 200.0
     #: step down to cheaper settings when frames drop or the backlog grows, back up with headroom
-    #: (``--no-adapt``: never; eyeblink.runtime.adapt)
+    #: (``--no-adapt``: never; eyeblink.runtime.live.adapt)
     adapt: bool = True
     #: freshness bound: no "open" is reported about a frame received longer ago than this (``stale`` instead)
     max_age_ms: float = 50.0
@@ -697,7 +698,7 @@ class LiveConfig:
     #: ``--view-host``: the address the page is served on; other than loopback, a token is required in the URL
     view_host: str = "127.0.0.1"
     #: ``--priority``: normal, high (a lower nice value) or realtime (the real-time scheduling class) for the
-    #: capture and the frame path (eyeblink.runtime.priority); refused by the OS: one line, and the run goes on
+    #: capture and the frame path (eyeblink.runtime.live.priority); refused by the OS: one line, and the run goes on
     priority: str = "normal"
     #: ``--overwrite``: ``record`` may replace an existing file (else an existing file is refused)
     overwrite: bool = False

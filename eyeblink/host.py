@@ -558,7 +558,7 @@ def shared_memory_free(shm_dir: str | None = None) -> tuple[int, str] | None:
 
 def start_shared_memory_tracker() -> bool:
     """Start this process's shared-memory tracker before any child starts, so that the children a run starts share
-    it (:mod:`eyeblink.runtime.shm`); returns whether one runs. POSIX only: Python on Windows tracks no
+    it (:mod:`eyeblink.runtime.procs.shm`); returns whether one runs. POSIX only: Python on Windows tracks no
     shared memory (a block is a mapping of the page file, freed with its last handle), and has no tracker to start
     (it needs ``_posixsubprocess``)."""
     if is_windows():

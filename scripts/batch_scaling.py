@@ -26,7 +26,7 @@ def main() -> None:
 
     from eyeblink.config import RunConfig
     from eyeblink.lab.synth import SynthConfig, write_recording
-    from eyeblink.runtime.batch import BatchConfig, run_batch
+    from eyeblink.runtime.batch.driver import BatchConfig, run_batch
     from eyeblink.runtime.runner import process_paths
 
     root = Path(args.workdir)

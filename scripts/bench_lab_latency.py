@@ -372,7 +372,7 @@ def main() -> int:
         "of_which_row_written_to_lsl_sample": pct(publish[np.isfinite(publish)]),
         "of_which_gate_line_sent_to_received": pct(gate_transport),
         "pipeline_latency_ms_p99": result.summary["timings"].get("latency_ms_p99"),
-        # the sink's per-hop breakdown of arrival -> row written (eyeblink.runtime.hops), the whole run
+        # the sink's per-hop breakdown of arrival -> row written (eyeblink.runtime.live.hops), the whole run
         "hops_ms": result.summary["live"].get("hops_ms"),
         # frames that waited for the keyframe work beside the stream (it outlasted keyframe_lag_ms): in `analysis`
         "keyframe_waits": result.summary["timings"].get("keyframe_waits"),

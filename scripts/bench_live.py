@@ -5,7 +5,7 @@ counts) pre-renders ``--distinct`` synthetic face frames and loops them as raw v
 at ``--fps`` against the monotonic clock from the moment the pipeline connects (like a camera: no
 backlog of frames "sent" while nobody listened). Its rendering CPU is not counted, its sending CPU
 is. The pipeline runs here with the live defaults (``LiveConfig()``: drop policy, chunk/batch sizes
-of :mod:`eyeblink.runtime.live`, ``--landmarks auto``) unless flags change them.
+of :mod:`eyeblink.runtime.live.pipeline`, ``--landmarks auto``) unless flags change them.
 
 Reports frames in / processed / dropped by the pipeline, the arrival-to-row latency (p50/p99/max,
 overall and after the first second), CPU seconds of the pipeline and of the sender, the CPU share
@@ -41,7 +41,7 @@ def _cpu() -> float:
 def main() -> int:
     from eyeblink.config import LIVE_LANDMARKS, load_preset
     from eyeblink.presets import resolve_preset
-    from eyeblink.runtime.live import LIVE_BATCH_FRAMES, LIVE_CHUNK_FRAMES, LiveConfig, LivePipeline
+    from eyeblink.runtime.live.pipeline import LIVE_BATCH_FRAMES, LIVE_CHUNK_FRAMES, LiveConfig, LivePipeline
     from eyeblink.sources.live import open_live_source
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -3,9 +3,9 @@
     python scripts/bench_view_browser.py [--fps 500] [--duration 30] [--warmup 5] [--no-images] [--js FILE]
                                          [--metrics] [--paused]
 
-A :class:`~eyeblink.runtime.view.ViewSink` is fed as a live run feeds it (rows at ``--fps``, a blink every 3 s, a
+A :class:`~eyeblink.runtime.live.view.ViewSink` is fed as a live run feeds it (rows at ``--fps``, a blink every 3 s, a
 face lost for 1 s every 10 s; the preview frames the synthetic face of the loopback sender with its eye points,
-handed through the real :class:`~eyeblink.runtime.preview.PreviewGrab` whenever the view asks for one), and a
+handed through the real :class:`~eyeblink.runtime.live.preview.PreviewGrab` whenever the view asks for one), and a
 headless system Chromium is started on the page as ``scripts/bench_lab_latency.py --browser`` starts it. After
 ``--warmup`` seconds the CPU seconds of each of its processes (browser, renderer, GPU/viz, utility)
 are read, again ``--duration`` seconds later, and the difference is printed as JSON (with the view's own
@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO.resolve()))
 
 from eyeblink import host  # noqa: E402
 from eyeblink.lab.loopback import render_loop_frames  # noqa: E402
-from eyeblink.runtime.view import ViewSink, _FileRow  # noqa: E402
+from eyeblink.runtime.live.view import ViewSink, _FileRow  # noqa: E402
 
 
 def _kind(pid: int, root: int) -> str:
@@ -126,7 +126,7 @@ def main() -> int:
         js = args.js.read_text()
         render = view._render_page
         view._render_page = lambda: render().replace(  # type: ignore[method-assign]
-            (REPO / "eyeblink/runtime/view.js").read_text().encode(), js.encode())
+            (REPO / "eyeblink/runtime/live/view.js").read_text().encode(), js.encode())
     if args.not_busy:
         view._busy = lambda: False  # type: ignore[method-assign]
     if args.no_images:
@@ -181,7 +181,7 @@ def main() -> int:
                 k1 = json.loads(page.evaluate(counts))
                 page_draws = {k: k1[k] - k0.get(k, 0) for k in k1}
             res: dict = {"label": args.label, "repo": str(REPO),
-                         "view_module": sys.modules["eyeblink.runtime.view"].__file__, "fps": args.fps,
+                         "view_module": sys.modules["eyeblink.runtime.live.view"].__file__, "fps": args.fps,
                          "duration_s": args.duration, "images": not args.no_images, "js": str(args.js or ""),
                          "paused": args.paused, "not_busy": args.not_busy,
                          "max_image_hz": round(1.0 / view.image_period_s, 1)}

@@ -109,7 +109,7 @@ def main() -> int:
         print(f"decode_ratio: {args.recording} not found — give a recording's path", file=sys.stderr)
         return 2
     from eyeblink.runtime.costs import host_info
-    from eyeblink.runtime.profiling import MODE_ENV, PROFILE_ENV
+    from eyeblink.runtime.procs.profiling import MODE_ENV, PROFILE_ENV
 
     args.work.mkdir(parents=True, exist_ok=True)
     video = args.recording if args.as_is else make_input(args.recording, args.frames, args.work)

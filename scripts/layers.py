@@ -71,7 +71,7 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
 
 
 def _resolve(name: str, known: Iterable[str]) -> str | None:
-    """``name`` as the nearest module of the package (``eyeblink.runtime.parallel.ParallelPipeline`` -> its
+    """``name`` as the nearest module of the package (``eyeblink.runtime.procs.parallel.ParallelPipeline`` -> its
     module); None outside the package."""
     known = set(known)
     while name:

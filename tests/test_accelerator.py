@@ -1,5 +1,5 @@
 """The accelerator stage (``--stage accelerator``): one process runs detection and the face-mesh eyelids on
-batches of frames, the CPU workers post-process (:mod:`eyeblink.runtime.accelerator`,
+batches of frames, the CPU workers post-process (:mod:`eyeblink.runtime.procs.accelerator`,
 :mod:`eyeblink.landmarks.batched`).
 
 Real recordings (rendered by :mod:`eyeblink.lab.synth`), the real CLI in a subprocess, the real networks: LiteRT
@@ -22,7 +22,7 @@ from test_cli import assert_user_error, read_rows, run_cli
 from test_live import live_run
 from test_live import summary as live_summary
 
-from eyeblink.runtime.accelerator import FIT_DTYPE, BatchGatherer, Tracker
+from eyeblink.runtime.procs.accelerator import FIT_DTYPE, BatchGatherer, Tracker
 
 
 def _preset(tmp: Path, name: str, **detect: object) -> Path:
@@ -366,7 +366,7 @@ from dataclasses import replace
 from pathlib import Path
 from eyeblink.config import DetectConfig, RunConfig
 from eyeblink.errors import EyeblinkError
-from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline
+from eyeblink.runtime.procs.parallel import ParallelConfig, ParallelPipeline
 from eyeblink.sources.files import open_source
 video, outdir, detect, par = sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4])
 cfg = RunConfig(detect=DetectConfig(stage="accelerator", detect_every=1, **detect), max_frames=120)

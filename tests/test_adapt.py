@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eyeblink.runtime.adapt import GRACE_S, UP_AFTER_S, WINDOW_S, Rung, StepController, ladder
 from eyeblink.runtime.choose import choose_landmarks
 from eyeblink.runtime.costs import HostCosts, face_frame, host_info, measure_costs
+from eyeblink.runtime.live.adapt import GRACE_S, UP_AFTER_S, WINDOW_S, Rung, StepController, ladder
 
 REPO = Path(__file__).resolve().parents[1]
 HOST = {"cpu": "test", "class": "avx2", "vector": ["avx2"]}

@@ -23,7 +23,7 @@ import pytest
 from conftest import GateClient, free_port, run_with_sender
 from conftest import start_sender as loopback_sender
 
-from eyeblink.runtime.publish import GateTracker
+from eyeblink.runtime.live.publish import GateTracker
 from eyeblink.signals.state import EyeState, StateChange
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,7 +79,7 @@ def test_gate_tracker_reads_the_detectors_changes_and_times_the_held_states() ->
 
 def test_a_live_row_has_the_columns_of_a_live_frames_csv_and_the_package_exports_the_api() -> None:
     import eyeblink
-    from eyeblink.runtime.live import LIVE_FRAME_COLUMNS
+    from eyeblink.runtime.live.pipeline import LIVE_FRAME_COLUMNS
 
     assert eyeblink.LiveRow._fields == (*LIVE_FRAME_COLUMNS, "arrival_time", "sent_time")
     assert {"process", "load", "live", "Session", "LiveSession", "EyeState", "StateChange"} <= set(eyeblink.__all__)
@@ -89,7 +89,7 @@ def test_a_live_row_has_the_columns_of_a_live_frames_csv_and_the_package_exports
 def test_gate_server_drops_a_client_that_stops_reading_and_never_blocks() -> None:
     """Real sockets on 127.0.0.1: a client that never reads is dropped once 1 MB waits for it; a reading client
     gets hello and every line, in order; the server's send never waits for either."""
-    from eyeblink.runtime.publish import MAX_CLIENT_BACKLOG, GateServer
+    from eyeblink.runtime.live.publish import MAX_CLIENT_BACKLOG, GateServer
 
     server = GateServer(0, lambda: {"event": "hello"})
     try:
@@ -260,7 +260,7 @@ def test_live_api_on_a_loopback_stream_rows_blinks_states_and_the_gate_socket(tm
     callbacks see the same; wait_until_open returns once open held 200 ms; a real socket client gets hello,
     one line per state change (the same changes on_state saw), the timed events, the blinks and end."""
     import eyeblink
-    from eyeblink.runtime.publish import LiveRow
+    from eyeblink.runtime.live.publish import LiveRow
 
     pylsl = pytest.importorskip("pylsl")
     lsl_name = f"eyeblink-test-{uuid.uuid4().hex[:8]}"

@@ -1,4 +1,5 @@
-"""``eyeblink batch`` (:mod:`eyeblink.runtime.batch`): planning, inputs, manifest, and real runs on a local Ray cluster.
+"""``eyeblink batch`` (:mod:`eyeblink.runtime.batch.driver`): planning, inputs, manifest, and real runs on a local Ray
+cluster.
 
 The Ray tests start one real local cluster (2 CPUs, no dashboard) for the session and process real
 synthetic recordings (``eyeblink.lab.synth``: a face with planted blinks, MJPG) with the real detector and
@@ -23,7 +24,7 @@ from conftest import posix_stop_signals
 
 from eyeblink.config import DetectConfig, RunConfig
 from eyeblink.errors import ConfigError, InputNotFoundError
-from eyeblink.runtime.batch import (
+from eyeblink.runtime.batch.driver import (
     FAULT_ENV,
     MANIFEST_NAME,
     BatchConfig,
@@ -111,7 +112,7 @@ def test_expand_inputs(tmp_path: Path) -> None:
 
 def test_gpu_tasks_take_the_gpu_presets_backend() -> None:
     from eyeblink.detect import first_installed_backend
-    from eyeblink.runtime.batch import gpu_task_config
+    from eyeblink.runtime.batch.driver import gpu_task_config
 
     want = first_installed_backend(["jax", "tensorflow"])
     assert gpu_task_config(CFG).detect.backend == want  # litert (the default) -> the gpu preset's choice
@@ -480,7 +481,7 @@ def test_short_videos_share_a_task_that_keeps_its_processes(archive: dict[str, P
     """Short whole videos are grouped into one task (up to GROUP_FILES and GROUP_FRAMES); the task runs them on a
     pool of two long-lived processes (models loaded once) and writes what `process --workers 1` writes; a video
     that fails does so alone."""
-    from eyeblink.runtime.batch import GROUP_FILES, ChunkTask, _groups, _Video, run_group
+    from eyeblink.runtime.batch.driver import GROUP_FILES, ChunkTask, _groups, _Video, run_group
     from eyeblink.runtime.runner import process_paths
 
     def video(name: str, frames: int | None, chunks: int = 1) -> _Video:
@@ -507,7 +508,7 @@ def test_short_videos_share_a_task_that_keeps_its_processes(archive: dict[str, P
 def test_rays_failure_messages_become_one_line_each() -> None:
     """What Ray's driver printed (dozens of lines) when a worker node's raylet was SIGKILLed during a batch: one
     line for the lost node (once, however often Ray repeats it), one per retried task, nothing for the dump."""
-    from eyeblink.runtime.raycluster import RayMessages
+    from eyeblink.runtime.batch.raycluster import RayMessages
 
     node = "f1eb36146c3a78d1508fc1db6909bd7a16f41d5c5a598e152861dd7d"
     dump = ("Raylet is terminated. Termination is unexpected. Possible reasons include: (1) SIGKILL by the user "

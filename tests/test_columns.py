@@ -42,8 +42,8 @@ PATCH_MEAN = FrameColumn("patch_mean", "grey level", "mean of the eye patches (a
 
 def test_the_default_table_is_the_contract() -> None:
     """FRAME_COLUMNS, their docs and the live row's fields are the table's, in file order."""
-    from eyeblink.runtime.live import LIVE_FRAME_COLUMNS
-    from eyeblink.runtime.publish import LiveRow
+    from eyeblink.runtime.live.pipeline import LIVE_FRAME_COLUMNS
+    from eyeblink.runtime.live.publish import LiveRow
 
     assert FRAME_TABLE.names == FRAME_COLUMNS
     assert FRAME_COLUMNS[:3] == ("frame", "timestamp_s", "face") and FRAME_COLUMNS[-1] == "closure"
@@ -69,7 +69,7 @@ def test_a_column_added_to_the_table_reaches_header_docs_records_and_live_rows(t
     reference describes them and a live row carries them."""
     import eyeblink
     from eyeblink.lab.synth import SynthConfig, write_recording
-    from eyeblink.runtime.publish import LiveTap
+    from eyeblink.runtime.live.publish import LiveTap
 
     video = tmp_path / "clip.avi"
     write_recording(video, SynthConfig.demo(1.0, mjpeg_qscale=4))
@@ -101,7 +101,7 @@ def test_a_column_added_to_the_table_reaches_header_docs_records_and_live_rows(t
     assert "| 16 | `patch_mean` | grey level | mean of the eye patches (a test column) |" in page
 
     # a live row: the tap turns a written row (and its dropped cell) into the table's row type
-    from eyeblink.runtime.sinks import Sink
+    from eyeblink.runtime.live.sinks import Sink
 
     seen = []
 

@@ -4,7 +4,7 @@ Each file is parsed and checked for the keys that make it work; where the real v
 installed it runs too (``docker-compose config``, ``promtool check config``, ``hadolint``; these
 are optional tools, so their checks skip when the executable is missing, and the structural check
 still runs). The Grafana dashboard's metric names are checked against the live mode's metric
-definitions in :mod:`eyeblink.runtime.metrics`. ``docker build``/``run`` and ``ray up`` are not run.
+definitions in :mod:`eyeblink.runtime.live.metrics`. ``docker build``/``run`` and ``ray up`` are not run.
 """
 
 from __future__ import annotations
@@ -93,8 +93,8 @@ def test_promtool_check_config() -> None:
 
 
 def _defined_metrics() -> set[str]:
-    """Exposed metric names of the live mode, from eyeblink/runtime/metrics.py (counters gain ``_total``)."""
-    src = (REPO / "eyeblink" / "runtime" / "metrics.py").read_text(encoding="utf-8")
+    """Exposed metric names of the live mode, from eyeblink/runtime/live/metrics.py (counters gain ``_total``)."""
+    src = (REPO / "eyeblink" / "runtime" / "live" / "metrics.py").read_text(encoding="utf-8")
     names: set[str] = set()
     kinds = r"(Counter|Gauge|Histogram|CounterMetricFamily|GaugeMetricFamily)"
     for kind, name in re.findall(kinds + r"\(\s*\"(eyeblink_\w+)\"", src):
@@ -141,14 +141,15 @@ def test_dashboard_metrics_exist_in_code() -> None:
     defined = _defined_metrics()
     assert "eyeblink_stage_latency_seconds_bucket" in defined and "eyeblink_frames_in_total" in defined
     used = {m for e in _dashboard_exprs() for m in re.findall(r"\beyeblink_\w+", e)}
-    assert used - {"eyeblink_info"} <= defined, f"not defined in eyeblink/runtime/metrics.py: {sorted(used - defined)}"
-    assert "eyeblink_info" in (REPO / "eyeblink" / "runtime" / "metrics.py").read_text(encoding="utf-8")
+    assert used - {"eyeblink_info"} <= defined, (
+        f"not defined in eyeblink/runtime/live/metrics.py: {sorted(used - defined)}")
+    assert "eyeblink_info" in (REPO / "eyeblink" / "runtime" / "live" / "metrics.py").read_text(encoding="utf-8")
 
 
 def test_dashboard_metrics_exposed_by_live_registry() -> None:
     """The names the real registry exposes (prometheus-client, extra ``metrics``) cover the dashboard."""
     pc = pytest.importorskip("prometheus_client")
-    from eyeblink.runtime.metrics import LiveMetrics
+    from eyeblink.runtime.live.metrics import LiveMetrics
 
     zero = lambda: 0.0  # noqa: E731
     m = LiveMetrics(source="test", overload="drop",

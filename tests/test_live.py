@@ -27,7 +27,7 @@ from conftest import CHILD_SIGNALS, free_port, kill_tree, live_to_end, posix_sto
 
 from eyeblink.errors import ConfigError, VideoOpenError
 from eyeblink.runtime.choose import choose_landmarks
-from eyeblink.runtime.live import LIVE_FRAME_COLUMNS, LiveConfig
+from eyeblink.runtime.live.pipeline import LIVE_FRAME_COLUMNS, LiveConfig
 from eyeblink.sources.live import _stream_name, open_live_source
 
 REPO = Path(__file__).resolve().parent.parent
@@ -342,7 +342,7 @@ def received_bytes(port: int, timeout: float = 30.0) -> bytes:
                          ids=["default", "syncpoints"])
 def test_the_loopback_sender_writes_nut_without_syncpoints(args: list[str], low: int, high: int) -> None:
     """The project's sender muxes NUT in pipe mode: FFmpeg's NUT demuxer keeps every syncpoint it reads until the
-    stream ends (~6 MiB a minute at 500 FPS 640x480; see eyeblink.runtime.memory), so a sender for a long run
+    stream ends (~6 MiB a minute at 500 FPS 640x480; see eyeblink.runtime.live.memory), so a sender for a long run
     writes none; ``--syncpoints`` writes one a frame, as a default ``ffmpeg -f nut`` sender does."""
     port = free_port()
     sender = start_sender(port, "--fps", "1000", "--stop-after", "200", *args)
@@ -428,7 +428,7 @@ def test_sender_dies_mid_stream(tmp_path: Path) -> None:
 def test_drop_policy_writes_gap_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The one worker pauses 2 s at frame 200 (test hook: on any machine, however fast) while the sender goes on
     at 1,500 FPS into a 0.02 s buffer: drops become gap rows."""
-    from eyeblink.runtime.parallel import FAULT_ENV
+    from eyeblink.runtime.procs.parallel import FAULT_ENV
 
     monkeypatch.setenv(FAULT_ENV, "pause@200")  # the live child inherits it
     live_run(tmp_path, ["--fps", "1500", "--stop-after", "1500"], "--workers", "1", "--detect-every", "1",
@@ -450,7 +450,7 @@ def test_basler_emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
     from eyeblink.config import RunConfig
     from eyeblink.lab.loopback import render_loop_frames
-    from eyeblink.runtime.live import LivePipeline
+    from eyeblink.runtime.live.pipeline import LivePipeline
     from eyeblink.sources.live import BaslerSource
 
     monkeypatch.setenv("PYLON_CAMEMU", "1")
@@ -580,7 +580,7 @@ def test_lsl_outlets_say_when_their_name_is_taken_and_liblsl_stays_quiet() -> No
     pytest.importorskip("pylsl")
     code = (
         "import os\n"
-        "from eyeblink.runtime.publish import LslOutlets\n"
+        "from eyeblink.runtime.live.publish import LslOutlets\n"
         f"name = 'eyeblink-test-{os.getpid()}'\n"
         "a = LslOutlets(name, source='cam', stem='a', nominal_fps=500.0, eye_model='lids')\n"
         "b = LslOutlets(name, source='cam2', stem='b', nominal_fps=500.0, eye_model='lids')\n"

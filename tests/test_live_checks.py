@@ -156,7 +156,7 @@ def test_a_ring_past_the_memory_cap_is_refused_before_it_is_allocated(tmp_path: 
     """A real 500 FPS stream of frames so large that --buffer 10 of them passes the cap on this machine (a quarter
     of the memory available, half of /dev/shm's free space): one line naming the need, the cap and the --buffer
     that fits, after the first frames measured the rate; no ring was made, memory is as before."""
-    from eyeblink.runtime.shm import ring_cap_bytes
+    from eyeblink.runtime.procs.shm import ring_cap_bytes
 
     cap, _ = ring_cap_bytes()
     if cap is None:

@@ -72,7 +72,7 @@ def test_a_ladder_step_changes_the_analyzers_state_not_its_config() -> None:
     spaces the keyframes (fewer detections on the same real frames), while ``analyzer.cfg`` stays the run's."""
     from eyeblink.frame.analyzer import FrameAnalyzer
     from eyeblink.lab.loopback import render_loop_frames
-    from eyeblink.runtime.live import LivePipeline, _LiveRun
+    from eyeblink.runtime.live.pipeline import LivePipeline, _LiveRun
     from eyeblink.runtime.pipeline import Frame, build_detector
     from eyeblink.sources.live import open_live_source
 
@@ -131,7 +131,7 @@ def test_a_live_auto_run_keeps_the_config_resolved_at_connection(tmp_path: Path)
     the summary's settings report, and a second store refuses."""
     from conftest import free_port
 
-    from eyeblink.runtime.live import LivePipeline
+    from eyeblink.runtime.live.pipeline import LivePipeline
     from eyeblink.sources.live import open_live_source
 
     requested = load_preset(REPO / "pipelines" / "cpu.toml")

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from conftest import free_port, live_to_end, start_sender
 
-from eyeblink.runtime.hops import HOPS, HopRecord
-from eyeblink.runtime.results import RESULT_DTYPE
+from eyeblink.runtime.live.hops import HOPS, HopRecord
+from eyeblink.runtime.procs.results import RESULT_DTYPE
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -70,7 +70,7 @@ def test_frames_added_one_at_a_time_give_the_figures_of_one_batch() -> None:
                                                                       "t_recv")] + [written[~rows["dropped"]]]))
     assert len(each) == int((~rows["dropped"]).sum())
     assert each.summary() == ref.summary()
-    from eyeblink.runtime.roles.sink import LatencyRecord
+    from eyeblink.runtime.procs.roles.sink import LatencyRecord
 
     lat = rng.lognormal(-5, 1, 5000)
     a, b = LatencyRecord(exact_frames=2000), LatencyRecord(exact_frames=2000)

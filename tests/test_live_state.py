@@ -1,6 +1,6 @@
 """A live session's answers to a rig: fresh or refused, settled, in frame order.
 
-The real tap (:class:`eyeblink.runtime.publish.LiveTap`) with a real gate socket on 127.0.0.1 and a real TCP
+The real tap (:class:`eyeblink.runtime.live.publish.LiveTap`) with a real gate socket on 127.0.0.1 and a real TCP
 client, fed by the real blink detector in its live mode (the warm-up re-judged 25 frames per new frame), row by
 row as the live sink feeds it. The rows' arrival times are set as the loader stamps them, so a pipeline that
 lags (rows seconds old) and a camera that freezes (no rows) are the real conditions, not simulated timers.
@@ -29,8 +29,8 @@ import pytest
 from conftest import GateClient, LslPuller, free_port, kill_tree, live_to_end, run_with_sender, start_sender
 
 from eyeblink.config import LiveConfig
-from eyeblink.runtime.processes import resolve_start_method
-from eyeblink.runtime.publish import LiveTap
+from eyeblink.runtime.live.publish import LiveTap
+from eyeblink.runtime.procs.processes import resolve_start_method
 from eyeblink.signals.blinks import BlinkDetector
 from eyeblink.signals.state import EyeState, StateDebouncer
 
@@ -185,7 +185,7 @@ def test_no_stale_line_before_the_first_answer_and_a_stall_after_it_says_stale()
     a fresh frame once the detector's warm-up is over (``open_stable`` 200 ms later); a stall after it is
     ``stale``. A session whose rows never come fresh says nothing but its ``hello`` and ``end``. The browser view
     shows the old rows as what they are: stale."""
-    from eyeblink.runtime.sinks.view import ViewOutput
+    from eyeblink.runtime.live.sinks.view import ViewOutput
 
     rng = np.random.default_rng(3)
     ear = open_trace(rng)
@@ -548,7 +548,7 @@ import logging, resource, sys, time
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))  # ulimit -n 1024
 logging.basicConfig(level=logging.WARNING, format="%(message)s")
-from eyeblink.runtime.publish import GateServer
+from eyeblink.runtime.live.publish import GateServer
 gate = GateServer(0, lambda: {"event": "hello"})
 print(gate.port, flush=True)
 sys.stdin.read()  # until the test closes it
@@ -698,7 +698,7 @@ def test_the_end_line_comes_as_the_stream_ends_before_the_session_is_written(
     children are joined and the session's summary is built, so no ``stale`` line about the last frame comes in
     between however long that takes (here the summary is held up 300 ms, six times the bound)."""
     import eyeblink
-    from eyeblink.runtime import parallel
+    from eyeblink.runtime.procs import parallel
 
     seen: dict[str, Any] = {}
     real = parallel.finish_session

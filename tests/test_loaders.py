@@ -59,7 +59,7 @@ def _inputs(kind: str, face: tuple[Path, list[np.ndarray]], make_video, make_ima
 
 
 def _run(video: Path, out: Path, loaders: int) -> dict:  # type: ignore[type-arg]
-    from eyeblink.runtime.parallel import ParallelPipeline
+    from eyeblink.runtime.procs.parallel import ParallelPipeline
 
     pipe = ParallelPipeline(RunConfig(detect=DetectConfig(detect_every=10)),
                             ParallelConfig(workers=2, loaders=loaders, chunk_frames=CHUNK, batch_frames=5))
@@ -147,7 +147,7 @@ def test_a_truncated_file_keeps_the_single_pass_and_its_error(make_video, tmp_pa
 
 def test_loaders_setting_is_validated() -> None:
     from eyeblink.errors import ConfigError
-    from eyeblink.runtime.parallel import choose_loaders
+    from eyeblink.runtime.procs.parallel import choose_loaders
 
     with pytest.raises(ConfigError, match="loaders"):
         ParallelConfig(loaders=-1)
@@ -169,7 +169,7 @@ def test_two_cores_take_a_second_loader_for_the_default_on_a_fast_core() -> None
     1,484-1,498 FPS against 1,272-1,308 with one (the cores 96% busy against 80%); ``mesh`` keeps one."""
     from eyeblink.config import load_preset
     from eyeblink.presets import resolve_preset
-    from eyeblink.runtime.sizing import choose_loaders, worker_ms_per_frame
+    from eyeblink.runtime.procs.sizing import choose_loaders, worker_ms_per_frame
 
     par = ParallelConfig()
     cpu = load_preset(resolve_preset("cpu"))  # what `eyeblink process` runs by default
@@ -182,8 +182,8 @@ def test_two_cores_take_a_second_loader_for_the_default_on_a_fast_core() -> None
 
 def _auto(video: Path, out: Path, model: str, monkeypatch: pytest.MonkeyPatch) -> dict:  # type: ignore[type-arg]
     from eyeblink.config import LandmarkConfig
-    from eyeblink.runtime import parallel
-    from eyeblink.runtime.parallel import ParallelPipeline
+    from eyeblink.runtime.procs import parallel
+    from eyeblink.runtime.procs.parallel import ParallelPipeline
 
     monkeypatch.setattr(parallel, "physical_cores", lambda: 2)  # the two-core PC, whatever runs the test
     # decoding as costly as a real 640x480 MJPG frame (the rendered face decodes faster on a fast core)

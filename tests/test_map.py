@@ -44,7 +44,7 @@ def test_every_module_is_named_in_the_map_and_every_module_it_names_exists() -> 
     assert set(rows) == folders | {""}, f"one row per folder of eyeblink/ and one for the top level: {sorted(rows)}"
     missing = []
     for module in _modules():
-        # a module of a sub-package is named by its path in the folder (runtime/sinks/lsl.py: `sinks/lsl.py`)
+        # a module of a sub-package is named by its path in the folder (runtime/live/sinks/lsl.py: `live/sinks/lsl.py`)
         folder, name = ("", module.name) if len(module.parts) == 1 else (module.parts[0], "/".join(module.parts[1:]))
         if name.endswith("__init__.py") and folder:
             continue  # the folder's row is its own

@@ -112,7 +112,7 @@ def test_the_live_sinks_latency_record_stays_bounded_over_20_minutes_at_500_fps(
     of latencies in 16-frame batches, what it holds after minute 3 no longer grows, its percentiles stay within the
     histogram's resolution of the exact ones, and a short run's figures are exactly ``np.percentile``'s.
     """
-    from eyeblink.runtime.parallel import LatencyRecord
+    from eyeblink.runtime.procs.parallel import LatencyRecord
 
     rng = np.random.default_rng(26)
     rec = LatencyRecord()

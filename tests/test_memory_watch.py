@@ -1,4 +1,4 @@
-"""The live run's memory watch (:mod:`eyeblink.runtime.memory`): its figures, the one-time growth warning, the
+"""The live run's memory watch (:mod:`eyeblink.runtime.live.memory`): its figures, the one-time growth warning, the
 NUT hint, and real ``/proc`` reads. A live run's own figures are checked in ``tests/test_live.py``; the growth of a
 NUT stream sent with syncpoints against one sent without, through a real live run, in ``tests/test_live.py`` too."""
 
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from eyeblink.runtime.memory import NUT_HINT, MemoryWatch, rss_bytes
+from eyeblink.runtime.live.memory import NUT_HINT, MemoryWatch, rss_bytes
 
 MIB = 2**20
 

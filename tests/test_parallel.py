@@ -1,4 +1,4 @@
-"""The multiprocess pipeline (:mod:`eyeblink.runtime.parallel`) against the single-process reference.
+"""The multiprocess pipeline (:mod:`eyeblink.runtime.procs.parallel`) against the single-process reference.
 
 Real synthetic recordings (``eyeblink.lab.synth``), the real detector and dlib model, real processes.
 Recordings are short (0.3-4 s at 500 FPS) and rendered once per session.
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from eyeblink.config import DetectConfig, RunConfig
 from eyeblink.errors import ConfigError
 from eyeblink.frame.analyzer import SEGMENT_FRAMES
-from eyeblink.runtime.parallel import FAULT_ENV, ParallelConfig, physical_cores
+from eyeblink.runtime.procs.parallel import FAULT_ENV, ParallelConfig, physical_cores
 
 # --------------------------------------------------------------------------- fixtures
 
@@ -83,7 +83,7 @@ import json, sys
 from pathlib import Path
 from eyeblink.config import load_preset
 from eyeblink.presets import resolve_preset
-from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline
+from eyeblink.runtime.procs.parallel import ParallelConfig, ParallelPipeline
 from eyeblink.sources.files import open_source
 video, outdir, detect_every, par = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
 cfg = load_preset(resolve_preset("cpu"))
@@ -218,7 +218,7 @@ def test_the_multiprocess_pipeline_fuses_the_cpu_backend_and_stages_the_accelera
         backend: str, stage: str, runs: bool, accelerated: bool) -> None:
     """LiteRT is fused into forked workers; the Keras backends run in the accelerator stage (one process owns
     the device); the IPU backend, and a Keras backend kept out of the stage, run in one process."""
-    from eyeblink.runtime.parallel import supports
+    from eyeblink.runtime.procs.parallel import supports
 
     cfg = RunConfig(detect=DetectConfig(backend=backend, stage=stage))
     assert supports(cfg) is runs
@@ -234,7 +234,7 @@ def test_frame_ring_reserved_before_its_geometry_and_attached_by_name_in_a_child
 
     import numpy as np
 
-    from eyeblink.runtime.shm import FrameRing, RingSpec
+    from eyeblink.runtime.procs.shm import FrameRing, RingSpec
 
     resource_tracker.ensure_running()
     ctx = mp.get_context("fork")
@@ -275,7 +275,7 @@ def test_a_batch_encoded_at_once_is_the_records_encoded_one_by_one() -> None:
 
     from eyeblink.detect.blazeface import FaceDetection
     from eyeblink.frame.analyzer import FrameResult
-    from eyeblink.runtime.results import decode_rows, encode_result, encode_results, record_dtype
+    from eyeblink.runtime.procs.results import decode_rows, encode_result, encode_results, record_dtype
 
     rng = np.random.default_rng(3)
 

@@ -195,7 +195,7 @@ def test_batch_merges_the_chunks_points(tmp_path: Path) -> None:
 
     from eyeblink.config import BlinkConfig, RunConfig
     from eyeblink.lab.synth import SynthConfig, write_recording
-    from eyeblink.runtime.batch import BatchConfig, run_batch
+    from eyeblink.runtime.batch.driver import BatchConfig, run_batch
     from eyeblink.runtime.runner import process_paths
 
     video = tmp_path / "long.avi"

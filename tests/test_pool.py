@@ -1,4 +1,4 @@
-"""Many short inputs in one ``process`` (:mod:`eyeblink.runtime.pool`): long-lived file workers.
+"""Many short inputs in one ``process`` (:mod:`eyeblink.runtime.procs.pool`): long-lived file workers.
 
 Real rendered face recordings, the real detector and eye model, real forked processes and the real CLI.
 """
@@ -64,7 +64,7 @@ def test_a_long_input_is_handed_to_the_multiprocess_pipeline(trials: list[Path],
     one file), with the same rows; the results keep the input order."""
     from eyeblink.config import load_preset
     from eyeblink.presets import resolve_preset
-    from eyeblink.runtime import pool
+    from eyeblink.runtime.procs import pool
     from eyeblink.runtime.runner import process_paths
 
     monkeypatch.setattr(pool, "POOL_MAX_FRAMES", 300)  # trial06 (400 frames) is 'long' here

@@ -31,7 +31,7 @@ from pathlib import Path
 from eyeblink.config import ParallelConfig, load_preset
 from eyeblink.outputs.analysis import finalize
 from eyeblink.presets import resolve_preset
-from eyeblink.runtime.parallel import ParallelPipeline
+from eyeblink.runtime.procs.parallel import ParallelPipeline
 from eyeblink.sources.files import open_source
 out, landmarks, workers, loaders, stage, *clips = sys.argv[1:]
 cfg = load_preset(resolve_preset("cpu")).with_overrides("landmarks", model=landmarks)

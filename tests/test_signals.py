@@ -22,7 +22,7 @@ from conftest import CHILD_SIGNALS, needs_fork
 
 from eyeblink import stopping
 from eyeblink.cli import main
-from eyeblink.runtime.parallel import FAULT_ENV
+from eyeblink.runtime.procs.parallel import FAULT_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(sys.platform == "win32",

@@ -1,4 +1,4 @@
-"""The outputs of a live run behind one interface (:mod:`eyeblink.runtime.sinks`): a new output is one new module,
+"""The outputs of a live run behind one interface (:mod:`eyeblink.runtime.live.sinks`): a new output is one new module,
 found and fed by a real live run on the loopback sender; the tap calls only the hooks a sink has."""
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from conftest import free_port, start_sender
 
-import eyeblink.runtime.sinks as sinks_pkg
+import eyeblink.runtime.live.sinks as sinks_pkg
 from eyeblink.config import LiveConfig
-from eyeblink.runtime.publish import LiveTap
-from eyeblink.runtime.sinks import Sink, sink_classes, sinks_from_config
-from eyeblink.runtime.sinks.gate import GateSink
-from eyeblink.runtime.sinks.lsl import LslSink
-from eyeblink.runtime.sinks.queue import QueueSink
-from eyeblink.runtime.sinks.view import ViewOutput
+from eyeblink.runtime.live.publish import LiveTap
+from eyeblink.runtime.live.sinks import Sink, sink_classes, sinks_from_config
+from eyeblink.runtime.live.sinks.gate import GateSink
+from eyeblink.runtime.live.sinks.lsl import LslSink
+from eyeblink.runtime.live.sinks.queue import QueueSink
+from eyeblink.runtime.live.sinks.view import ViewOutput
 
 #: the module a user adds beside the others: a file of its own with every row, the blinks and the gate's events
 NEW_SINK = '''
@@ -29,7 +29,7 @@ NEW_SINK = '''
 import json
 import os
 
-from eyeblink.runtime.sinks.base import Sink
+from eyeblink.runtime.live.sinks.base import Sink
 
 
 class RowFile(Sink):
@@ -84,7 +84,7 @@ def test_a_sink_added_as_one_module_sees_every_row_of_a_real_live_run(tmp_path: 
     extra.mkdir()
     (extra / "row_file.py").write_text(textwrap.dedent(NEW_SINK))
     monkeypatch.setattr(sinks_pkg, "__path__", [*sinks_pkg.__path__, str(extra)])
-    monkeypatch.delitem(sys.modules, "eyeblink.runtime.sinks.row_file", raising=False)
+    monkeypatch.delitem(sys.modules, "eyeblink.runtime.live.sinks.row_file", raising=False)
     got = tmp_path / "rows.json"
     monkeypatch.setenv("EYEBLINK_TEST_ROW_FILE", str(got))
     assert [c.__name__ for c in sink_classes()][-1] == "RowFile"
@@ -98,7 +98,7 @@ def test_a_sink_added_as_one_module_sees_every_row_of_a_real_live_run(tmp_path: 
                 pass
     finally:
         sender.kill()
-        sys.modules.pop("eyeblink.runtime.sinks.row_file", None)
+        sys.modules.pop("eyeblink.runtime.live.sinks.row_file", None)
     seen = json.loads(got.read_text())
     with (tmp_path / "out" / "cam.frames.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -123,7 +123,7 @@ def test_unread_rows_cost_the_garbage_collector_nothing() -> None:
     import gc
     import time
 
-    from eyeblink.runtime.publish import LiveRow
+    from eyeblink.runtime.live.publish import LiveRow
 
     queue = QueueSink()
     rows = [LiveRow(i, i / 500, 1, 0.28, 0.27, 0.275, 0.28, 0, 0.9, 100.0, 80.0, 300.0, 300.0, 0.0, 0,

@@ -1,4 +1,4 @@
-"""How a run's processes start (``eyeblink.runtime.processes``): the choice per platform, the option and the
+"""How a run's processes start (``eyeblink.runtime.procs.processes``): the choice per platform, the option and the
 environment variable, and real runs under ``spawn``, ``forkserver`` and ``fork`` giving the same rows.
 
 The proof that every role works under ``spawn`` (the only start method of Windows, macOS's default) and under the
@@ -20,8 +20,8 @@ import pytest
 from conftest import run_cli
 
 from eyeblink.errors import ConfigError
-from eyeblink.runtime import processes
-from eyeblink.runtime.processes import START_METHOD_ENV, auto_method, resolve_start_method
+from eyeblink.runtime.procs import processes
+from eyeblink.runtime.procs.processes import START_METHOD_ENV, auto_method, resolve_start_method
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -54,7 +54,7 @@ def test_the_start_method_travels_in_the_run_s_settings_not_a_module_global(monk
     """The asked method is the run's (``ParallelConfig.start_method``, which the CLI and the API fill): two
     pipelines of one process may start their children differently, and nothing is left behind."""
     from eyeblink.config import ParallelConfig, RunConfig
-    from eyeblink.runtime.parallel import ParallelPipeline
+    from eyeblink.runtime.procs.parallel import ParallelPipeline
 
     other = next((m for m in mp.get_all_start_methods() if m != "spawn"), "spawn")  # Windows: spawn only
     monkeypatch.setenv(START_METHOD_ENV, other)
@@ -89,7 +89,7 @@ def test_no_needs_fork_error_on_windows_or_macos(monkeypatch: pytest.MonkeyPatch
     """The multiprocess pipeline is built on a platform reported as Windows or macOS: it takes spawn, no error;
     and no module says the pipeline needs fork any more."""
     from eyeblink.config import ParallelConfig, RunConfig
-    from eyeblink.runtime.parallel import ParallelPipeline
+    from eyeblink.runtime.procs.parallel import ParallelPipeline
 
     monkeypatch.setattr(sys, "platform", platform)
     pipe = ParallelPipeline(RunConfig(), ParallelConfig(workers=2))
@@ -102,8 +102,8 @@ def test_no_needs_fork_error_on_windows_or_macos(monkeypatch: pytest.MonkeyPatch
 
 def test_shared_memory_names_fit_macos(tmp_path: Path) -> None:
     """POSIX shared-memory names are at most 31 characters on macOS (with the leading slash)."""
-    from eyeblink.runtime.preview import PreviewGrab
-    from eyeblink.runtime.shm import FrameRing, RingSpec
+    from eyeblink.runtime.live.preview import PreviewGrab
+    from eyeblink.runtime.procs.shm import FrameRing, RingSpec
 
     with FrameRing(RingSpec(2, (4, 4))) as ring:
         assert len("/" + ring.name) <= 31

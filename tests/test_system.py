@@ -370,7 +370,7 @@ def test_where_shared_memory_lives_and_its_free_space(platform_: str) -> None:
 
 
 def test_the_ring_cap_on_every_platform(platform_: str) -> None:
-    from eyeblink.runtime.shm import RingSpec, ring_cap_bytes, ring_refusal
+    from eyeblink.runtime.procs.shm import RingSpec, ring_cap_bytes, ring_refusal
 
     cap, why = ring_cap_bytes()
     assert cap is not None and cap > 0 and "memory available" in why
@@ -396,7 +396,7 @@ def test_stale_shared_memory_is_swept_where_the_os_keeps_it(tmp_path: Path) -> N
 
 
 def test_remove_stale_rings_keeps_its_behaviour(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from eyeblink.runtime.shm import remove_stale_rings
+    from eyeblink.runtime.procs.shm import remove_stale_rings
 
     paths = _ring_names(tmp_path)
     with caplog.at_level("INFO", logger="eyeblink.runtime.shm"):
@@ -408,7 +408,7 @@ def test_remove_stale_rings_keeps_its_behaviour(tmp_path: Path, caplog: pytest.L
 @pytest.mark.parametrize("name", ["darwin", "win32"])
 def test_nothing_to_sweep_where_the_os_cannot_list_or_frees_itself(monkeypatch: pytest.MonkeyPatch, name: str,
                                                                    tmp_path: Path) -> None:
-    from eyeblink.runtime.shm import remove_stale_rings
+    from eyeblink.runtime.procs.shm import remove_stale_rings
 
     paths = _ring_names(tmp_path)
     monkeypatch.setattr(sys, "platform", name)
@@ -535,7 +535,7 @@ def test_windows_pins_to_one_core(windows: type[_FakeWindowsProcess]) -> None:
 
 
 def test_the_priority_line_of_eyeblink_live(windows: type[_FakeWindowsProcess]) -> None:
-    from eyeblink.runtime import priority
+    from eyeblink.runtime.live import priority
 
     line = priority.raise_priority("realtime")
     assert line is not None and line.startswith("--priority realtime: ") and "administrator" in line

@@ -25,8 +25,8 @@ import pytest
 from conftest import CHILD_SIGNALS, CHROMIUM, free_port, kill_tree, needs_chromium, needs_fork, start_sender
 
 from eyeblink.errors import ConfigError
-from eyeblink.runtime.publish import LiveRow
-from eyeblink.runtime.view import PreviewGrab, ViewSink
+from eyeblink.runtime.live.publish import LiveRow
+from eyeblink.runtime.live.view import PreviewGrab, ViewSink
 
 REPO = Path(__file__).resolve().parent.parent
 #: a deterministic live run: no frame dropped or stepped down, one eye model whatever the host measured
@@ -602,8 +602,8 @@ def test_the_api_s_process_view_serves_the_page_while_a_recording_is_processed(t
 def test_fewer_images_while_the_machine_s_cores_are_busy(monkeypatch: pytest.MonkeyPatch) -> None:
     """The share of the cores busy is read from this machine's /proc/stat over the last seconds; above BUSY_CORES
     the view makes at most BUSY_IMAGE_HZ images a second, and at most MAX_IMAGE_HZ otherwise."""
-    from eyeblink.runtime import view as view_mod
     from eyeblink.runtime.costs import CoresBusy
+    from eyeblink.runtime.live import view as view_mod
 
     cores = CoresBusy()
     assert cores.share(0.0) is None  # one reading: nothing known yet

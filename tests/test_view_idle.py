@@ -18,7 +18,7 @@ import pytest
 from conftest import CHROMIUM, needs_chromium
 
 from eyeblink.lab.loopback import render_loop_frames
-from eyeblink.runtime.view import ViewSink, _FileRow
+from eyeblink.runtime.live.view import ViewSink, _FileRow
 
 #: counts every animation-frame callback and every drawing call of a 2D canvas (the page's own code untouched)
 COUNT = """

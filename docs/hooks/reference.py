@@ -185,11 +185,11 @@ def _gen_frames() -> str:
 
 def _gen_live_frames() -> str:
     from eyeblink.outputs.export import FRAME_COLUMNS
-    from eyeblink.runtime.livewriter import LIVE_FRAME_COLUMN_DOCS, LIVE_FRAME_COLUMNS
+    from eyeblink.runtime.live.livewriter import LIVE_FRAME_COLUMN_DOCS, LIVE_FRAME_COLUMNS
 
     extra = LIVE_FRAME_COLUMNS[len(FRAME_COLUMNS):]
     return columns_markdown(extra, LIVE_FRAME_COLUMN_DOCS, "live frames.csv",
-                            "LIVE_FRAME_COLUMN_DOCS in eyeblink/runtime/livewriter.py")
+                            "LIVE_FRAME_COLUMN_DOCS in eyeblink/runtime/live/livewriter.py")
 
 
 def _gen_summary() -> str:
@@ -412,7 +412,7 @@ def _gen_eye_models() -> str:
 
 
 def _error_classes() -> list[type]:
-    import eyeblink.runtime.batch
+    import eyeblink.runtime.batch.driver
     import eyeblink.sources.live  # noqa: F401  (defines SourceLostError)
     from eyeblink.errors import EyeblinkError
 
@@ -452,7 +452,7 @@ def _gen_exit_statuses() -> str:
 
 def _gen_metrics() -> str:
     try:
-        from eyeblink.runtime.metrics import LiveMetrics
+        from eyeblink.runtime.live.metrics import LiveMetrics
     except ImportError as exc:  # pragma: no cover
         raise PluginError(f"metrics reference: {exc}") from None
     try:

@@ -2,7 +2,7 @@
 
 The command line is a thin layer over the same functions: ``eyeblink process`` calls :func:`run_process`, as
 :func:`process` does, so the two write byte-identical files for the same settings; ``eyeblink live`` and
-:func:`live` share :func:`eyeblink.runtime.capture.prepare` and ``finish``.
+:func:`live` share :func:`eyeblink.runtime.live.capture.prepare` and ``finish``.
 
 Settings are keywords with the names of the presets (``pipelines/*.toml``) and the same checks: a key of one
 section by its own name (``detect_every=4``, ``close_ratio=0.75``, ``mesh_reuse_ms=0``), a whole section as a
@@ -43,7 +43,7 @@ from eyeblink.errors import ConfigError as ConfigError
 from eyeblink.errors import EyeblinkError as EyeblinkError
 from eyeblink.errors import InputNotFoundError as InputNotFoundError
 from eyeblink.errors import MissingExtraError as MissingExtraError
-from eyeblink.runtime.publish import LiveRow  # stdlib only: what a live session yields
+from eyeblink.runtime.live.publish import LiveRow  # stdlib only: what a live session yields
 from eyeblink.signals.state import EyeState, StateChange  # the eye's state (one definition, the detector's)
 
 __all__ = ["CorrectionsWarning", "EyeState", "LiveRow", "LiveSession", "Session", "SessionDamageWarning",

@@ -1,6 +1,6 @@
 """``eyeblink.live``: a camera or a stream in real time, as a context manager that yields rows, blinks and
 state changes (:class:`LiveSession`); ``eyeblink live`` and :func:`live` share
-:func:`eyeblink.runtime.capture.prepare` and ``finish``.
+:func:`eyeblink.runtime.live.capture.prepare` and ``finish``.
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ from eyeblink.config import (
     LiveConfig,
 )
 from eyeblink.errors import ConfigError, EyeblinkError
-from eyeblink.runtime.processes import check_main_guard, resolve_start_method
-from eyeblink.runtime.publish import LiveRow  # stdlib only: what a live session yields
+from eyeblink.runtime.live.publish import LiveRow  # stdlib only: what a live session yields
+from eyeblink.runtime.procs.processes import check_main_guard, resolve_start_method
 from eyeblink.signals.state import EyeState  # the eye's state (one definition, the detector's)
 
 if TYPE_CHECKING:
 
     from eyeblink.outputs.session import RunResult
-    from eyeblink.runtime.live import LivePipeline, _LiveRun
-    from eyeblink.runtime.publish import LiveTap
+    from eyeblink.runtime.live.pipeline import LivePipeline, _LiveRun
+    from eyeblink.runtime.live.publish import LiveTap
     from eyeblink.signals.blinks import BlinkEvent
 
 _END = object()
@@ -55,7 +55,7 @@ class LiveSession:
     ``with eyeblink.live("tcp://127.0.0.1:5000", lsl=True) as s:`` loads the models, connects the source and
     runs the pipeline in a background thread of this process (its workers are child processes). In the block:
 
-    * ``for item in s:`` yields :class:`~eyeblink.runtime.publish.LiveRow` (one per written row, frame order)
+    * ``for item in s:`` yields :class:`~eyeblink.runtime.live.publish.LiveRow` (one per written row, frame order)
       and :class:`~eyeblink.signals.blinks.BlinkEvent` (as the detector settles them) until the source ends or
       :meth:`stop`; up to :attr:`QUEUE_ITEMS` unread items are kept (older ones are dropped: ``missed``);
     * ``s.state`` (the detector's :class:`~eyeblink.signals.state.EyeState`), ``s.wait_until_open(...)``;
@@ -72,8 +72,8 @@ class LiveSession:
     QUEUE_ITEMS = 50_000
 
     def __init__(self, source: str | int, output: str | Path | None, settings: dict[str, Any]) -> None:
-        from eyeblink.runtime.publish import LiveTap
-        from eyeblink.runtime.sinks.queue import QueueSink
+        from eyeblink.runtime.live.publish import LiveTap
+        from eyeblink.runtime.live.sinks.queue import QueueSink
 
         _require_pandas()
         settings = dict(settings)
@@ -137,7 +137,7 @@ class LiveSession:
         self.tap: LiveTap = tap
         #: why the last :meth:`wait_until_open` returned False ("" after True)
         self.wait_reason = ""
-        # the session's own output: the callbacks and the queue the iterator reads (eyeblink.runtime.sinks.queue)
+        # the session's own output: the callbacks and the queue the iterator reads (eyeblink.runtime.live.sinks.queue)
         self._queue = QueueSink(**self._callbacks, max_items=self.QUEUE_ITEMS, failed=self._callback_failed)
         self.tap.add(self._queue)
         self.result: Session | None = None
@@ -216,7 +216,7 @@ class LiveSession:
 
     def _main(self, source: Any) -> None:
         from eyeblink.outputs.lock import session_locks
-        from eyeblink.runtime.capture import finish
+        from eyeblink.runtime.live.capture import finish
 
         try:
             assert self._pipe is not None and self._outdir is not None
@@ -239,7 +239,7 @@ class LiveSession:
 
     def __enter__(self) -> LiveSession:
         from eyeblink.outputs.export import ensure_output_dir
-        from eyeblink.runtime.capture import prepare
+        from eyeblink.runtime.live.capture import prepare
 
         if self.output is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="eyeblink-live-")

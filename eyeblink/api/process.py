@@ -25,7 +25,7 @@ from eyeblink.api.settings import (
 )
 from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError, EyeblinkError
-from eyeblink.runtime.processes import check_main_guard, resolve_start_method
+from eyeblink.runtime.procs.processes import check_main_guard, resolve_start_method
 
 if TYPE_CHECKING:
 
@@ -108,7 +108,7 @@ def run_process(paths: Sequence[Path], outdir: Path, cfg: RunConfig, *, workers:
     trials, plots, NWB as ``analysis`` asks), with ``<stem>.report.html`` when ``report``; returns the results
     and the per-input failures (the other inputs still run). ``start_method``: how the worker processes start
     (``--start-method``, ``start_method=``; None: the environment's, else auto)."""
-    from eyeblink.runtime.parallel import physical_cores
+    from eyeblink.runtime.procs.parallel import physical_cores
     from eyeblink.runtime.runner import process_paths, report_writer, stem_of
 
     if report:  # keep the eye crops of each blink for the report's table
@@ -143,7 +143,7 @@ def _file_view(rest: dict[str, Any]) -> Iterator[Any]:
     if not (rest.get("view") or "view_port" in rest or "view_host" in rest):
         yield None
         return
-    from eyeblink.runtime.view import serving
+    from eyeblink.runtime.live.view import serving
 
     with serving(port=rest.get("view_port", 0), host=rest.get("view_host", "127.0.0.1"),
                  announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True)) as view:

@@ -107,11 +107,11 @@ def _main(argv: Sequence[str] | None) -> int:
                    "export-eaf": review.cmd_export_eaf, "import-eaf": review.cmd_import_eaf,
                    "region": review.cmd_region}[args.command]
         if getattr(args, "start_method", None) is not None:  # --start-method: checked before anything runs (the
-            from eyeblink.runtime.processes import resolve_start_method  # command hands it to the run's settings)
+            from eyeblink.runtime.procs.processes import resolve_start_method  # command hands it to the run's settings)
 
             resolve_start_method(args.start_method)
         if getattr(args, "log_level", None) is not None:
-            from eyeblink.runtime.logs import setup_logging
+            from eyeblink.runtime.procs.logs import setup_logging
 
             if args.log_file is not None:  # appended to: never a recording or another file of the command
                 from eyeblink.outputs.paths import check_log_file
@@ -120,7 +120,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
             logs = setup_logging(args.log_level, args.log_file)
         if args.command in ("process", "batch", "live"):
-            from eyeblink.runtime.shm import remove_stale_rings
+            from eyeblink.runtime.procs.shm import remove_stale_rings
 
             remove_stale_rings()  # the shared-memory rings of earlier runs that were killed outright
         code = handler(args)

@@ -1,4 +1,4 @@
-"""``eyeblink batch``: its options, and the batch's lines (the Ray driver is :mod:`eyeblink.runtime.batch`)."""
+"""``eyeblink batch``: its options, and the batch's lines (the Ray driver is :mod:`eyeblink.runtime.batch.driver`)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def add_parser(sub: Any) -> None:
 def cmd_batch(args: argparse.Namespace) -> int:
     """``eyeblink batch``: returns the exit status (0 all done, else the first failure's)."""
     from eyeblink.errors import INPUT_DAMAGED_EXIT, warn
-    from eyeblink.runtime.batch import MANIFEST_NAME, BatchConfig, run_batch
+    from eyeblink.runtime.batch.driver import MANIFEST_NAME, BatchConfig, run_batch
 
     cfg = run_config_from_args(args)
     if args.report:  # the workers keep each blink's eye crops for the report

@@ -166,8 +166,8 @@ def cmd_live(args: argparse.Namespace) -> int:
     """``eyeblink live``: open the source, run, print one line; the exit status."""
     from eyeblink.api import check_workers
     from eyeblink.outputs.export import ensure_output_dir
-    from eyeblink.runtime.capture import finish, prepare
-    from eyeblink.runtime.publish import LiveTap
+    from eyeblink.runtime.live.capture import finish, prepare
+    from eyeblink.runtime.live.publish import LiveTap
     from eyeblink.sources.live import StreamOptions
 
     check_workers(args.workers)  # before any model loads or process forks (0 = physical cores)

@@ -42,8 +42,8 @@ def _float(text: str, *, zero_ok: bool) -> float:
 
 
 def add_start_method(p: argparse.ArgumentParser) -> None:
-    """``--start-method``: how a run's processes start (:mod:`eyeblink.runtime.processes`)."""
-    from eyeblink.runtime.processes import START_METHOD_ENV, START_METHODS
+    """``--start-method``: how a run's processes start (:mod:`eyeblink.runtime.procs.processes`)."""
+    from eyeblink.runtime.procs.processes import START_METHOD_ENV, START_METHODS
 
     p.add_argument("--start-method", choices=START_METHODS, default=None,
                    help="how the run's processes start: 'spawn' (a fresh interpreter each; the only way on Windows, "
@@ -196,7 +196,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_log_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("logging (every process logs through one queue: eyeblink.runtime.logs)")
+    g = p.add_argument_group("logging (every process logs through one queue: eyeblink.runtime.procs.logs)")
     g.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
                    help="least severe messages shown (default: %(default)s)")
     g.add_argument("--log-file", metavar="FILE", default=None, help="also append the log to FILE")

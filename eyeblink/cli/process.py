@@ -97,7 +97,7 @@ def cmd_process(args: argparse.Namespace) -> int:
                           f"the workers post-process); --workers {args.workers} runs everything in one process: use "
                           f"--stage fused, or more workers")
     cfg = analysed_run_config(args)
-    from eyeblink.runtime.live import open_file_view
+    from eyeblink.runtime.live.pipeline import open_file_view
 
     # the same function as eyeblink.process(): the same files for the same settings
     with open_file_view(**view_settings(args)) as view:  # --view: the page of the input being processed

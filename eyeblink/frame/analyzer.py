@@ -155,7 +155,7 @@ class FrameAnalyzer:
         self.cfg = config
         self.detector = detector
         #: the eye model in use and the keyframe interval: state (live's cost ladder changes them between batches,
-        #: :mod:`eyeblink.runtime.adapt`), started from the config, which never changes
+        #: :mod:`eyeblink.runtime.live.adapt`), started from the config, which never changes
         self.fitter = fitter
         self.detect_every = config.detect.detect_every
         #: ... and at least this long apart in capture time (``detect.detect_min_ms``; seconds)

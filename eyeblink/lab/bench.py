@@ -9,7 +9,7 @@ not carry over from one mode to the next):
 * ``reference`` — the single-process reference (:func:`eyeblink.runtime.pipeline.process_source`), every frame.
 * ``short``     — many short files in one ``process`` (not in the default set): ``--short-files`` clips of
   0.5-2 s cut from the input's frames (one trial per file, as conditioning labs record), processed as
-  ``eyeblink process CLIPS...`` does (the file pool with several workers, :mod:`eyeblink.runtime.pool`);
+  ``eyeblink process CLIPS...`` does (the file pool with several workers, :mod:`eyeblink.runtime.procs.pool`);
   FPS over the whole run, models and worker start included, and the per-file overhead against ``default``.
 
 Reported per mode: FPS (median and min–max over the repeats; frames / wall time of the run,
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     from eyeblink.config import load_preset
     from eyeblink.errors import ConfigError
     from eyeblink.presets import resolve_preset
-    from eyeblink.runtime.parallel import physical_cores
+    from eyeblink.runtime.procs.parallel import physical_cores
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -289,7 +289,7 @@ def machine_info() -> dict[str, Any]:
     from importlib import metadata
 
     from eyeblink import host
-    from eyeblink.runtime.parallel import physical_cores
+    from eyeblink.runtime.procs.parallel import physical_cores
     from eyeblink.version import __version__
 
     cpu = host.cpu_info().get("model name") or platform.processor() or platform.machine()
@@ -468,7 +468,7 @@ def _child(argv: list[str]) -> dict[str, Any]:
     if kind == "decode" and loaders != 1:
         return _decode_ranges(video, limit, loaders, preset)
     if kind == "decode":
-        from eyeblink.runtime.sizing import time_decode
+        from eyeblink.runtime.procs.sizing import time_decode
 
         with open_source(video) as src:
             n, wall = time_decode(src, limit)
@@ -479,7 +479,7 @@ def _child(argv: list[str]) -> dict[str, Any]:
     cfg = replace(cfg.with_overrides("detect", detect_every=int(every)), max_frames=limit)
     out = Path(tempfile.mkdtemp(prefix="eyeblink-bench-"))
     if kind == "parallel":
-        from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline
+        from eyeblink.runtime.procs.parallel import ParallelConfig, ParallelPipeline
 
         pipe = ParallelPipeline(cfg, ParallelConfig(workers=int(workers), loaders=loaders))
         with open_source(video) as src:
@@ -539,8 +539,8 @@ def _decode_ranges(video: str, limit: int, loaders: int, preset: str) -> dict[st
     decoding its ranges as ``process --loaders`` would."""
     from eyeblink.config import ParallelConfig, load_preset, physical_cores
     from eyeblink.presets import resolve_preset
-    from eyeblink.runtime.processes import context, resolve_start_method
-    from eyeblink.runtime.sizing import choose_loaders, worker_ms_per_frame
+    from eyeblink.runtime.procs.processes import context, resolve_start_method
+    from eyeblink.runtime.procs.sizing import choose_loaders, worker_ms_per_frame
     from eyeblink.sources.files import open_source
     from eyeblink.sources.ranges import plan_ranges
 

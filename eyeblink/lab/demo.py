@@ -112,7 +112,7 @@ def run_demo(outdir: Path, *, duration_s: float = 10.0, seed: int = 0, progress:
 
     from eyeblink.config import load_preset
     from eyeblink.presets import resolve_preset
-    from eyeblink.runtime.parallel import physical_cores
+    from eyeblink.runtime.procs.parallel import physical_cores
     from eyeblink.runtime.runner import report_writer
 
     # with the eye crops of each blink, for the report's table (as --report keeps them)

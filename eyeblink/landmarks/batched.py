@@ -1,6 +1,6 @@
 """Face detection and eyelids on batches of whole frames: the work of the accelerator stage.
 
-The multiprocess pipeline's accelerator stage (:mod:`eyeblink.runtime.parallel`, ``detect.stage =
+The multiprocess pipeline's accelerator stage (:mod:`eyeblink.runtime.procs.parallel`, ``detect.stage =
 "accelerator"``) gives one process the device and sends it frames in batches. This module is what that
 process runs on a batch, in three batched network calls:
 

@@ -12,7 +12,7 @@ from the list, once, when the table is made (never per row):
   (:attr:`FrameColumn.worker`), with :meth:`FrameTable.worker_values` to fill them and
   :meth:`FrameTable.carried` to read them back in the sink;
 * :attr:`FrameTable.live_row_type` and :meth:`FrameTable.live_row`: a live session's row
-  (:class:`eyeblink.runtime.publish.LiveRow`).
+  (:class:`eyeblink.runtime.live.publish.LiveRow`).
 
 A column is computed in one of two places:
 
@@ -179,7 +179,7 @@ class FrameTable:
         (NaN by default), with ``age_ms``."""
         base = namedtuple("LiveRow", (*self.names, *LIVE_EXTRA), defaults=(math.nan,))  # type: ignore[misc]
         return type("LiveRow", (_LiveRowMixin, base), {"__slots__": (), "__doc__": _LIVE_ROW_DOC,
-                                                       "__module__": "eyeblink.runtime.publish"})
+                                                       "__module__": "eyeblink.runtime.live.publish"})
 
     def _compile_live_row(self) -> Callable[[Sequence[Any], float, float], Any]:
         """``live_row(values, arrival_time, sent_time)``: a live row of the cells written (the columns, then

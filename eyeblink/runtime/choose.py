@@ -8,7 +8,7 @@ requested config and what is known at connection (the rate, the cores, the costs
 the capture, :mod:`eyeblink.runtime.costs`) and returns the run's config, ``auto`` replaced by the model
 :func:`choose_landmarks` picks; the run stores it once (:class:`ResolvedConfig`: a second store raises). What the
 cost ladder changes during the run (the eye model in use, mesh reuse, ``detect_every``) is state of the
-analyzer and its eye model, never a replaced config (:mod:`eyeblink.runtime.adapt`).
+analyzer and its eye model, never a replaced config (:mod:`eyeblink.runtime.live.adapt`).
 :func:`choose_dealt_workers` decides how many of the forked workers get frames.
 """
 

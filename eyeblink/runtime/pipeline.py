@@ -203,7 +203,7 @@ def process_source(source: FrameSource, outdir: Path, config: RunConfig, *, anal
 
     On any failure (decode error, interrupt, worker error) the rows computed so
     far are flushed and the summary records the status and the error before
-    the exception propagates. ``view``: the browser view (``process --view``, :mod:`eyeblink.runtime.view`).
+    the exception propagates. ``view``: the browser view (``process --view``, :mod:`eyeblink.runtime.live.view`).
     """
     clock = analyzer.clock
     preview = view.preview if view is not None else None

@@ -152,14 +152,14 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
     Each session (``outdir`` and an input's stem) is locked for the whole run, before any model loads
     (:mod:`eyeblink.outputs.lock`): a second run writing one of them is refused. ``then`` is called with the
     results while the sessions are still locked (``--report`` writes the reports there). ``view``: the browser
-    view (``--view``, :class:`eyeblink.runtime.view.ViewSink`, opened): each input is shown as it is processed.
+    view (``--view``, :class:`eyeblink.runtime.live.view.ViewSink`, opened): each input is shown as it is processed.
 
-    ``workers`` > 1 runs the multiprocess pipeline (:mod:`eyeblink.runtime.parallel`) with that many
+    ``workers`` > 1 runs the multiprocess pipeline (:mod:`eyeblink.runtime.procs.parallel`) with that many
     landmark workers (and ``loaders`` decoder processes per input, 0 = auto: see
-    :func:`eyeblink.runtime.sizing.choose_loaders`), its processes started by ``start_method`` (``--start-method``;
-    None: the environment's, else auto: :func:`eyeblink.runtime.processes.resolve_start_method`); 0 or 1 runs the
-    single-process reference. After each input,
-    :func:`eyeblink.outputs.analysis.finalize` calibrates its FEC column and writes trials, plots and NWB as
+    :func:`eyeblink.runtime.procs.sizing.choose_loaders`), its processes started by ``start_method``
+    (``--start-method``; None: the environment's, else auto:
+    :func:`eyeblink.runtime.procs.processes.resolve_start_method`); 0 or 1 runs the single-process reference. After
+    each input, :func:`eyeblink.outputs.analysis.finalize` calibrates its FEC column and writes trials, plots and NWB as
     ``analysis`` asks (checked before the first frame).
     """
     # a missing input is that input's failure, reported with the others' (the rest still run)
@@ -188,7 +188,7 @@ def _process_existing(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
                       opts: AnalysisOptions, view: Any = None,
                       start_method: str | None = None) -> tuple[list[RunResult],
                                                                        list[tuple[Path, EyeblinkError]]]:
-    from eyeblink.runtime.parallel import ParallelConfig, ParallelPipeline, supports
+    from eyeblink.runtime.procs.parallel import ParallelConfig, ParallelPipeline, supports
 
     if workers > 1 and analyzer is None and supports(config):
         pipe = ParallelPipeline(config, ParallelConfig(workers=workers, loaders=loaders, start_method=start_method))
@@ -210,10 +210,10 @@ def _process_existing(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
 def _pooled(paths: Sequence[Path], outdir: Path, config: RunConfig, pipe: Any, *,
             progress: ProgressFactory | None, opts: AnalysisOptions) -> tuple[list[RunResult],
                                                                              list[tuple[Path, EyeblinkError]]]:
-    """Several inputs: the short ones whole on a pool of long-lived processes (:mod:`eyeblink.runtime.pool`: the
+    """Several inputs: the short ones whole on a pool of long-lived processes (:mod:`eyeblink.runtime.procs.pool`: the
     models loaded once, no start per input), the long ones after them through the multiprocess pipeline ``pipe``;
     results and failures in input order."""
-    from eyeblink.runtime.pool import FilePool
+    from eyeblink.runtime.procs.pool import FilePool
 
     run_one = _PooledInput(outdir, config, opts)
     bar = progress(f"{len(paths)} inputs", None) if progress else None

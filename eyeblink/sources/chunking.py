@@ -1,4 +1,5 @@
-"""One long video as time chunks, each a task of ``eyeblink batch`` (:mod:`eyeblink.runtime.batch`) on its own node.
+"""One long video as time chunks, each a task of ``eyeblink batch`` (:mod:`eyeblink.runtime.batch.driver`) on its own
+node.
 
 :func:`plan_chunks` cuts a video into chunks of about ``--chunk-s`` seconds whose borders are multiples of the
 tracking segment (:data:`ALIGN_FRAMES`), where every runtime restarts the keyframe policy, so that a chunk's

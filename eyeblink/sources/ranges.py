@@ -1,6 +1,6 @@
 """Splitting one file or image folder into frame ranges that several loader processes decode.
 
-The multiprocess pipeline (:mod:`eyeblink.runtime.parallel`) may run several loaders on one input
+The multiprocess pipeline (:mod:`eyeblink.runtime.procs.parallel`) may run several loaders on one input
 (``--loaders N``). Each loader decodes whole *ranges*: contiguous frame intervals ``[first, stop)``
 of ``segment`` frames, dealt round-robin (range ``k`` to loader ``k % N``), so that every loader
 works near the sink's write position and the sink's reorder buffer stays bounded.
