@@ -238,3 +238,13 @@ def test_a_column_declared_for_nwb_reaches_the_file(tmp_path: Path, monkeypatch:
         assert s.description == "sum of the eyes' EAR, A_full 0.5 (default) {braces}"
         np.testing.assert_array_equal(s.data[:], [0.6, 0.6, np.nan, 0.5, 0.4])
         np.testing.assert_array_equal(s.timestamps[:], t)
+
+
+def test_the_lab_programs_guide_lists_the_lsl_channels() -> None:
+    """The LSL channel table of the lab-programs guide is LSL_CHANNELS (labels, units, types, in order)."""
+    from eyeblink.runtime.sinks.lsl import LSL_CHANNELS
+
+    text = (ROOT / "docs" / "guides" / "lab-programs.md").read_text(encoding="utf-8")
+    table = text[text.index("| Channel | Unit | Type |"):].split("\n\n")[0].splitlines()[2:]
+    rows = [tuple(c.strip().strip("`") for c in line.strip("|").split("|")[:3]) for line in table]
+    assert tuple(rows) == LSL_CHANNELS
