@@ -57,7 +57,7 @@ class SessionData:
         """The array ``name``: a field of this session (``baseline``, ``closure``, ...), else a frames.csv column of
         :attr:`columns`."""
         if name in _FIELDS:
-            return getattr(self, name)  # type: ignore[no-any-return]
+            return getattr(self, name)
         try:
             return self.columns[name]
         except KeyError:
