@@ -7,6 +7,7 @@ import importlib.util
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -120,3 +121,130 @@ def test_a_column_added_to_the_table_reaches_header_docs_records_and_live_rows(t
     assert live.frame == int(first[0]) and live.dropped == 0 and math.isnan(live.arrival_time)
     assert type(live).__name__ == "LiveRow" and type(live)._fields[-5:] == ("ear_gap", "patch_mean", "dropped",
                                                                            "arrival_time", "sent_time")
+
+
+# ---------------------------------------------------------------- LSL, NWB and the report read the same declaration
+
+#: the LSL sample's channels as consumers know them (labels, units, types, order): never to change
+TODAYS_LSL_CHANNELS = (
+    ("openness_left", "ratio", "EAR"),
+    ("openness_right", "ratio", "EAR"),
+    ("closure", "normalized", "FEC"),
+    ("face", "boolean", "Presence"),
+    ("frame", "count", "Index"),
+    ("age", "ms", "Latency"),
+)
+
+#: a column declared in LSL and NWB as well as frames.csv (a test column)
+EAR_SUM = FrameColumn("ear_sum", "ratio", "left plus right eye openness (a test column)", float,
+                      value="r.ear_left + r.ear_right",
+                      lsl=columns.LslChannel("openness_sum", "ratio", "EAR"),
+                      nwb=columns.NwbSeries("dimensionless", "sum of the eyes' EAR, A_full "
+                                            "{calibration.full_amplitude:.3g} ({calibration.method}) {{braces}}"))
+
+
+def test_lsl_nwb_and_report_lists_are_todays() -> None:
+    """The lists derived from FRAME_TABLE are the ones LSL consumers, NWB readers and the report had before."""
+    from eyeblink.runtime.live.sinks.lsl import LSL_CHANNELS
+    from eyeblink.signals.closure import ClosureCalibration
+
+    assert LSL_CHANNELS == TODAYS_LSL_CHANNELS
+    assert FRAME_TABLE.lsl_fields == ("ear_left", "ear_right", "closure", "face", "frame", "age_ms")
+    cal = ClosureCalibration(0.715976, "responses")
+    assert [(n, d.unit, d.describe(cal), s) for n, d, s in FRAME_TABLE.nwb_series] == [
+        ("ear_left", "dimensionless", "subject's left eye aspect ratio (dlib points 42-47); NaN: not measured",
+         "ear_left"),
+        ("ear_right", "dimensionless", "subject's right eye aspect ratio (dlib points 36-41)", "ear_right"),
+        ("ear", "dimensionless", "mean EAR of the eyes measured", "ear"),
+        ("baseline_ear", "dimensionless", "running open-eye baseline EAR (warm-up back-filled)", "baseline"),
+        ("closure", "fraction", "fraction of eyelid closure (FEC): (1 - EAR/baseline) / 0.715976; 0 = open baseline, "
+                                "1 = full closure (calibration: responses)", "closure"),
+    ]
+    assert [(n, t.label, t.panel) for n, t, _ in FRAME_TABLE.report_traces] == [
+        ("ear_left", "openness left eye", "ear"), ("ear_right", "openness right eye", "ear"),
+        ("closure", "closure (FEC)", "closure")]
+    # a new LSL channel goes after today's (their positions hold)
+    assert FRAME_TABLE.extended(EAR_SUM).lsl_channels == (*TODAYS_LSL_CHANNELS, ("openness_sum", "ratio", "EAR"))
+
+
+def test_a_column_declared_for_lsl_reaches_the_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real pylsl outlet of a table with one more column: the channel is described and its value is sent."""
+    pylsl = pytest.importorskip("pylsl")
+    import os
+    import time
+
+    from eyeblink.runtime.live.sinks.lsl import LslOutlets
+
+    table = FRAME_TABLE.extended(EAR_SUM)
+    monkeypatch.setattr(columns, "FRAME_TABLE", table)
+    name = f"eyeblink-columns-test-{os.getpid()}"
+    outlets = LslOutlets(name, source="cam", stem="s", nominal_fps=500.0, eye_model="lids")
+    try:
+        (info,) = pylsl.resolve_byprop("source_id", "eyeblink:cam:s", 1, 30)
+        inlet = pylsl.StreamInlet(info, 360)
+        full = inlet.info(10)
+        assert full.channel_count() == 7
+        ch, described = full.desc().child("channels").child("channel"), []
+        while not ch.empty():
+            described.append((ch.child_value("label"), ch.child_value("unit"), ch.child_value("type")))
+            ch = ch.next_sibling()
+        assert described == [*TODAYS_LSL_CHANNELS, ("openness_sum", "ratio", "EAR")]
+        inlet.open_stream(10)
+        # a live row of this table: the columns, then dropped
+        values = [7, 1.5, 1, 0.25, 0.5, 0.375, 0.3, 1, 0.9, 1.0, 2.0, 3.0, 4.0, 0.1, 0.75, 0]
+        assert len(values) == len(table.names) + 1
+        now = time.perf_counter()
+        row = table.live_row(values, now - 0.002, now)
+        deadline = time.monotonic() + 10
+        sample = None
+        while sample is None and time.monotonic() < deadline:
+            outlets.push(row, pylsl.local_clock())
+            sample, _ = inlet.pull_sample(timeout=0.2)
+        assert sample is not None
+        assert sample[:5] == [0.25, 0.5, 0.1, 1.0, 7.0] and sample[6] == 0.75
+        assert sample[5] == pytest.approx(2.0, abs=1e-6)  # age, ms
+        inlet.close_stream()
+    finally:
+        outlets.close()
+
+
+def test_a_column_declared_for_nwb_reaches_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real pynwb file of a table with one more column: its series has the declared unit and description
+    (formatted with the session's calibration) and the frames.csv column's values."""
+    pytest.importorskip("pynwb")
+    from pynwb import NWBHDF5IO
+
+    from eyeblink.config import RunConfig
+    from eyeblink.outputs.nwb import write_nwb
+    from eyeblink.outputs.session import SessionData, shown_columns
+    from eyeblink.signals.closure import ClosureCalibration
+
+    monkeypatch.setattr(columns, "FRAME_TABLE", FRAME_TABLE.extended(EAR_SUM))
+    assert shown_columns() == ("ear_sum",)  # read from frames.csv for NWB: no SessionData field of that name
+    n = 5
+    t = np.arange(n) / 100.0
+    ear = np.full(n, 0.3)
+    cal = ClosureCalibration(0.5, "default")
+    data = SessionData(np.arange(n), t, ear, ear, ear, ear, np.zeros(n), np.zeros(n), cal,
+                       columns={"ear_sum": np.array([0.6, 0.6, np.nan, 0.5, 0.4])})
+    blink = SimpleNamespace(start_s=0.01, end_s=0.03, peak_s=0.02, duration_ms=20.0, amplitude=0.4, complete=True)
+    path = write_nwb(data, [blink], RunConfig(), tmp_path / "s.nwb",  # type: ignore[list-item]
+                     {"input": str(tmp_path / "s.avi")})
+    with NWBHDF5IO(str(path), mode="r") as io:
+        traces = io.read().processing["behavior"]["EyelidTraces"]
+        assert list(traces.time_series) == ["baseline_ear", "closure", "ear", "ear_left", "ear_right", "ear_sum"]
+        s = traces["ear_sum"]
+        assert s.unit == "dimensionless"
+        assert s.description == "sum of the eyes' EAR, A_full 0.5 (default) {braces}"
+        np.testing.assert_array_equal(s.data[:], [0.6, 0.6, np.nan, 0.5, 0.4])
+        np.testing.assert_array_equal(s.timestamps[:], t)
+
+
+def test_the_lab_programs_guide_lists_the_lsl_channels() -> None:
+    """The LSL channel table of the lab-programs guide is LSL_CHANNELS (labels, units, types, in order)."""
+    from eyeblink.runtime.live.sinks.lsl import LSL_CHANNELS
+
+    text = (ROOT / "docs" / "guides" / "lab-programs.md").read_text(encoding="utf-8")
+    table = text[text.index("| Channel | Unit | Type |"):].split("\n\n")[0].splitlines()[2:]
+    rows = [tuple(c.strip().strip("`") for c in line.strip("|").split("|")[:3]) for line in table]
+    assert tuple(rows) == LSL_CHANNELS

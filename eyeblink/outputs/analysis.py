@@ -345,7 +345,11 @@ def finalize(result: RunResult, config: RunConfig, options: AnalysisOptions | No
         _write_csv_atomic(outputs["traces"], TRACE_COLUMNS,
                           trial_traces(trials, results, t, fec, ear, config.trials, frames=frame))
         summary["trials"] = {"source": str(tf.path) if tf is not None else None, **session_summary(results)}
-    data = SessionData(frame, t, ear, ear_l, ear_r, baseline, amplitude, fec, cal, tuple(trials), tuple(results))
+    from eyeblink.outputs.session import shown_columns
+
+    shown = {c: _column(header, rows, c) for c in shown_columns() if c in header}  # NWB's, the report's (none yet)
+    data = SessionData(frame, t, ear, ear_l, ear_r, baseline, amplitude, fec, cal, tuple(trials), tuple(results),
+                       shown)
     if options.plots:
         from eyeblink.outputs.plots import write_plots
 

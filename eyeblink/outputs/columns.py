@@ -12,7 +12,16 @@ from the list, once, when the table is made (never per row):
   (:attr:`FrameColumn.worker`), with :meth:`FrameTable.worker_values` to fill them and
   :meth:`FrameTable.carried` to read them back in the sink;
 * :attr:`FrameTable.live_row_type` and :meth:`FrameTable.live_row`: a live session's row
-  (:class:`eyeblink.runtime.live.publish.LiveRow`).
+  (:class:`eyeblink.runtime.live.publish.LiveRow`);
+* :attr:`FrameTable.lsl_channels`: the live LSL sample's channels (:attr:`FrameColumn.lsl`, an :class:`LslChannel`,
+  plus the live-only :data:`LSL_LIVE_CHANNELS`, ``age``), in channel order
+  (:data:`eyeblink.runtime.live.sinks.lsl.LSL_CHANNELS`);
+* :attr:`FrameTable.nwb_series`: the per-frame ``TimeSeries`` of the NWB file's ``EyelidTraces``
+  (:attr:`FrameColumn.nwb`, an :class:`NwbSeries`), in file order (:mod:`eyeblink.outputs.nwb`);
+* :attr:`FrameTable.report_traces`: the traces the HTML report draws (:attr:`FrameColumn.report`, a
+  :class:`ReportTrace`), in file order (:mod:`eyeblink.outputs.report`).
+
+A column reaches LSL, NWB or the report by declaring it there, and only there.
 
 A column is computed in one of two places:
 
@@ -39,7 +48,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-__all__ = ["FRAME_TABLE", "FrameColumn", "FrameTable"]
+__all__ = ["FRAME_TABLE", "LSL_LIVE_CHANNELS", "FrameColumn", "FrameTable", "LslChannel", "NwbSeries",
+           "ReportTrace"]
 
 #: the names a sink expression (:attr:`FrameColumn.value`) may use, in the compiled row function's order
 SINK_NAMES = ("r", "face", "box", "ear", "baseline", "closure")
@@ -50,6 +60,54 @@ _NO_BOX = (None, None, None, None)
 
 
 @dataclass(frozen=True)
+class LslChannel:
+    """How a value appears in the live LSL sample stream (its XDF channel description).
+
+    ``label``, ``unit``, ``type``: the channel's description (consumers read channels by them and by position:
+    never change one); ``order``: the channel's position key (channels are sorted by it, then by declaration; the
+    default puts a new channel after today's, so their positions hold); ``field``: the live row's field sent
+    (:attr:`FrameTable.live_row_type`; default the column's name), as a float.
+    """
+
+    label: str
+    unit: str
+    type: str
+    order: int = 1000
+    field: str | None = None
+
+
+@dataclass(frozen=True)
+class NwbSeries:
+    """How a column appears in the NWB file: one ``TimeSeries`` of ``EyelidTraces``, named as the column.
+
+    ``description`` may name the session's FEC calibration as format fields, ``{calibration.full_amplitude:.6g}``
+    and ``{calibration.method}`` (:class:`~eyeblink.signals.closure.ClosureCalibration`): it is written
+    ``description.format(calibration=...)`` (so a literal brace is doubled). ``data``: the
+    :class:`~eyeblink.outputs.session.SessionData` array written (default the column's name: a SessionData field,
+    else the frames.csv column as read, :meth:`SessionData.series`).
+    """
+
+    unit: str
+    description: str
+    data: str | None = None
+
+    def describe(self, calibration: Any) -> str:
+        """The series' description for a session calibrated by ``calibration``."""
+        return self.description.format(calibration=calibration)
+
+
+@dataclass(frozen=True)
+class ReportTrace:
+    """How a column appears in the HTML report's trace: its ``label`` and ``panel`` (``"ear"`` or ``"closure"``,
+    the panels ``report.js`` draws; its colour is ``report.js``'s ``COLORS[name]``). ``data``: the
+    :class:`~eyeblink.outputs.session.SessionData` array drawn, as :attr:`NwbSeries.data`."""
+
+    label: str
+    panel: str
+    data: str | None = None
+
+
+@dataclass(frozen=True)
 class FrameColumn:
     """One column of ``frames.csv``.
 
@@ -57,7 +115,8 @@ class FrameColumn:
     None or NaN is an empty cell); the value must have it (the CSV writes what it is given), a live row converts to
     it. ``value``: the expression the sink evaluates (see the module docstring for its names); ``worker``:
     instead, a function of the frame result evaluated where the frame was analysed, its value carried to the
-    sink as ``record_dtype`` (``"f8"`` or ``"i8"``).
+    sink as ``record_dtype`` (``"f8"`` or ``"i8"``). ``lsl``, ``nwb``, ``report``: the column's presence in the
+    live LSL stream, the NWB file and the HTML report (None: not there).
     """
 
     name: str
@@ -67,6 +126,9 @@ class FrameColumn:
     value: str | None = None
     worker: Callable[[Any], Any] | None = None
     record_dtype: str = "f8"
+    lsl: LslChannel | None = None
+    nwb: NwbSeries | None = None
+    report: ReportTrace | None = None
 
     def __post_init__(self) -> None:
         if (self.value is None) == (self.worker is None):
@@ -78,6 +140,12 @@ class FrameColumn:
             raise ValueError(f"frame column {self.name!r}: record_dtype must be 'f8' or 'i8'")
         if not self.name.isidentifier() or self.name in LIVE_EXTRA:
             raise ValueError(f"frame column {self.name!r}: the name must be an identifier, not one of {LIVE_EXTRA}")
+
+
+#: The live-only LSL channels (no frames.csv column): the live row's ``age_ms``, sent last.
+LSL_LIVE_CHANNELS: tuple[LslChannel, ...] = (
+    LslChannel("age", "ms", "Latency", order=5, field="age_ms"),  # how long ago the frame was received when sent
+)
 
 
 def _to_f8(v: Any) -> float:
@@ -123,6 +191,28 @@ class FrameTable:
         self.record_fields: list[tuple[str, str]] = [(f"col_{c.name}", c.record_dtype) for c in self.worker_columns]
         self.row: Callable[[Any, Any, Any], tuple[Any, ...]] = self._compile_row()
         self.live_row: Callable[[Sequence[Any], float, float], Any] = self._compile_live_row()
+        declared = [(c.lsl, c.name) for c in self.columns if c.lsl is not None]
+        declared += [(ch, ch.field or ch.label) for ch in LSL_LIVE_CHANNELS]
+        ordered = sorted(range(len(declared)), key=lambda k: (declared[k][0].order, k))
+        #: the live LSL sample's channels in order: (channel, the live row's field it sends)
+        self.lsl: tuple[tuple[LslChannel, str], ...] = tuple(
+            (declared[k][0], declared[k][0].field or declared[k][1]) for k in ordered)
+        #: the NWB file's per-frame series in file order: (name, declaration, the SessionData array it writes)
+        self.nwb_series: tuple[tuple[str, NwbSeries, str], ...] = tuple(
+            (c.name, c.nwb, c.nwb.data or c.name) for c in self.columns if c.nwb is not None)
+        #: the report's traces in file order: (name, declaration, the SessionData array it draws)
+        self.report_traces: tuple[tuple[str, ReportTrace, str], ...] = tuple(
+            (c.name, c.report, c.report.data or c.name) for c in self.columns if c.report is not None)
+
+    @property
+    def lsl_channels(self) -> tuple[tuple[str, str, str], ...]:
+        """The live LSL sample's channels: (label, unit, type) per channel, in order."""
+        return tuple((ch.label, ch.unit, ch.type) for ch, _ in self.lsl)
+
+    @property
+    def lsl_fields(self) -> tuple[str, ...]:
+        """The live row's fields an LSL sample sends, in channel order."""
+        return tuple(field for _, field in self.lsl)
 
     def extended(self, *columns: FrameColumn) -> FrameTable:
         """This table with ``columns`` appended."""
@@ -195,21 +285,32 @@ class FrameTable:
 #: The columns of ``frames.csv``, in file order (the output contract: append, never change a meaning).
 FRAME_TABLE = FrameTable([
     FrameColumn("frame", "index", "position of the frame in decode order, 0-based (a dropped frame leaves no row, "
-                                  "a timestamp gap instead)", int, "r.index"),
+                                  "a timestamp gap instead)", int, "r.index",
+                lsl=LslChannel("frame", "count", "Index", order=4)),
     FrameColumn("timestamp_s", "s", "the container's presentation timestamp (live: the camera's or stream's, else "
                                     "the arrival time), never frame / fps", float, "r.timestamp_s"),
     FrameColumn("face", "0/1", "1 when a face was measured in this frame, 0 when none was found (the EAR cells are "
-                               "then empty)", int, "int(face is not None)"),
+                               "then empty)", int, "int(face is not None)",
+                lsl=LslChannel("face", "boolean", "Presence", order=3)),
     FrameColumn("ear_left", "ratio", "openness of the subject's left eye: lid distance over eye width (`lids`, "
                                      "`mesh`: lid aperture; `mesh-ear`, `face68`, `eye12`: six-point EAR); "
                                      "~0.25-0.35 open, towards 0 closed. A recording of one eye (`--eye-roi`): "
                                      "that eye's openness (`contour`: lid aperture; `area`: its share of the "
-                                     "region)", float, "r.ear_left"),
-    FrameColumn("ear_right", "ratio", "openness of the subject's right eye, as `ear_left`", float, "r.ear_right"),
-    FrameColumn("ear", "ratio", "mean openness of the eyes measured in this frame", float, "ear"),
+                                     "region)", float, "r.ear_left",
+                lsl=LslChannel("openness_left", "ratio", "EAR", order=0),
+                nwb=NwbSeries("dimensionless", "subject's left eye aspect ratio (dlib points 42-47); "
+                                               "NaN: not measured"),
+                report=ReportTrace("openness left eye", "ear")),
+    FrameColumn("ear_right", "ratio", "openness of the subject's right eye, as `ear_left`", float, "r.ear_right",
+                lsl=LslChannel("openness_right", "ratio", "EAR", order=1),
+                nwb=NwbSeries("dimensionless", "subject's right eye aspect ratio (dlib points 36-41)"),
+                report=ReportTrace("openness right eye", "ear")),
+    FrameColumn("ear", "ratio", "mean openness of the eyes measured in this frame", float, "ear",
+                nwb=NwbSeries("dimensionless", "mean EAR of the eyes measured")),
     FrameColumn("baseline_ear", "ratio", "the blink detector's open-eye baseline at this frame (median `ear` of the "
                                          "last 3 s outside blinks; empty during the first second's warm-up)",
-                float, "baseline"),
+                float, "baseline",
+                nwb=NwbSeries("dimensionless", "running open-eye baseline EAR (warm-up back-filled)", data="baseline")),
     FrameColumn("detected", "0/1", "1 when the face detector ran on this frame (a keyframe), 0 when the tracked box "
                                    "was reused (or no detector ran: an eye region)", int, "int(r.detected)"),
     FrameColumn("face_score", "probability", "BlazeFace's score of the face box used (1 for an eye region)", float,
@@ -220,5 +321,10 @@ FRAME_TABLE = FrameTable([
     FrameColumn("face_y1", "px", "bottom edge of the face box (or the eye region), frame pixels", float, "box[3]"),
     FrameColumn("closure", "FEC", "fraction of eyelid closure: 0 = the subject's open baseline, 1 = full closure, "
                                   "calibrated on the whole session when it ends (eyeblink.signals.closure)",
-                float, "closure.update(r.timestamp_s, ear, baseline)"),
+                float, "closure.update(r.timestamp_s, ear, baseline)",
+                lsl=LslChannel("closure", "normalized", "FEC", order=2),
+                nwb=NwbSeries("fraction", "fraction of eyelid closure (FEC): (1 - EAR/baseline) / "
+                                          "{calibration.full_amplitude:.6g}; 0 = open baseline, 1 = full closure "
+                                          "(calibration: {calibration.method})"),
+                report=ReportTrace("closure (FEC)", "closure")),
 ])

@@ -5,7 +5,8 @@
 * ``EyelidTraces`` (BehavioralTimeSeries): ``ear_left``, ``ear_right``, ``ear`` (dimensionless eye
   aspect ratios), ``baseline_ear`` (the running open-eye baseline) and ``closure`` (FEC, 0 = open
   baseline, 1 = full closure), all on the frames' recorded timestamps (``ear_left`` holds them; the
-  others link to them), NaN where no eye was measured;
+  others link to them), NaN where no eye was measured. One series per frames.csv column declared with
+  an NWB presence (:attr:`eyeblink.outputs.columns.FrameColumn.nwb`: its unit and description), in file order;
 * ``blinks`` (TimeIntervals): one row per blink, ``start_time``/``stop_time`` in seconds plus
   ``peak_time``, ``duration_ms``, ``amplitude`` (1 - min/baseline EAR), ``peak_closure`` (FEC) and
   ``complete``;
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from eyeblink.errors import OutputError
+from eyeblink.outputs import columns as _columns
 from eyeblink.version import __version__
 
 if TYPE_CHECKING:
@@ -90,20 +92,12 @@ def write_nwb(data: SessionData, blinks: Sequence[BlinkEvent], config: RunConfig
     )
     mod = nwb.create_processing_module("behavior", "eyelid traces and blinks from the face video")
     t = np.asarray(data.t, dtype=np.float64)
-    first = TimeSeries(name="ear_left", data=np.asarray(data.ear_left, dtype=np.float64), timestamps=t,
-                       unit="dimensionless", description="subject's left eye aspect ratio (dlib points 42-47); "
-                                                         "NaN: not measured")
-    series = [first]
-    for name, values, unit, desc in (
-        ("ear_right", data.ear_right, "dimensionless", "subject's right eye aspect ratio (dlib points 36-41)"),
-        ("ear", data.ear, "dimensionless", "mean EAR of the eyes measured"),
-        ("baseline_ear", data.baseline, "dimensionless", "running open-eye baseline EAR (warm-up back-filled)"),
-        ("closure", data.closure, "fraction",
-         f"fraction of eyelid closure (FEC): (1 - EAR/baseline) / {data.calibration.full_amplitude:.6g}; "
-         f"0 = open baseline, 1 = full closure (calibration: {data.calibration.method})"),
-    ):
-        series.append(TimeSeries(name=name, data=np.asarray(values, dtype=np.float64), timestamps=first,
-                                 unit=unit, description=desc))
+    series: list[Any] = []
+    for name, decl, data_name in _columns.FRAME_TABLE.nwb_series:  # the columns declared with an NWB series
+        # the first series holds the timestamps, the others link to them
+        series.append(TimeSeries(name=name, data=np.asarray(data.series(data_name), dtype=np.float64),
+                                 timestamps=series[0] if series else t, unit=decl.unit,
+                                 description=decl.describe(data.calibration)))
     mod.add(BehavioralTimeSeries(time_series=series, name="EyelidTraces"))
 
     table = TimeIntervals(name="blinks", description="blinks detected online (eyeblink.signals.blinks)")

@@ -207,7 +207,10 @@ def load_report_data(path: str | Path) -> ReportData:
         cal = ClosureCalibration(1.0, "default")
     amplitude = closure_amplitude(ear, baseline)
     closure = col("closure") if "closure" in header else cal.fec(amplitude)
-    session = SessionData(col("frame").astype(np.int64), t, ear, ear_l, ear_r, baseline, amplitude, closure, cal)
+    from eyeblink.outputs.session import shown_columns
+
+    session = SessionData(col("frame").astype(np.int64), t, ear, ear_l, ear_r, baseline, amplitude, closure, cal,
+                          columns={c: col(c) for c in shown_columns()})
     face = col("face") == 1
     dropped = col("dropped") == 1 if "dropped" in header else np.zeros(len(rows), dtype=bool)
     bh, brows, bnotes = read_rows(files["blinks.csv"], ("blink", "start_s", "end_s"), "blinks.csv")
@@ -371,14 +374,15 @@ def payload(data: ReportData) -> dict[str, Any]:
     s = data.session
     t = s.t
     t0 = float(t[0]) if len(t) else 0.0
+    from eyeblink.outputs import columns as _columns
+
     series = []
-    for name, label, values, panel in (("ear_left", "openness left eye", s.ear_left, "ear"),
-                                       ("ear_right", "openness right eye", s.ear_right, "ear"),
-                                       ("closure", "closure (FEC)", s.closure, "closure")):
+    for name, trace, data_name in _columns.FRAME_TABLE.report_traces:  # the columns declared with a trace
+        values = s.series(data_name)
         if not np.isfinite(values).any():
             continue
         lo, step, codes = quantize(values)
-        series.append({"name": name, "label": label, "panel": panel, "lo": lo, "step": step,
+        series.append({"name": name, "label": trace.label, "panel": trace.panel, "lo": lo, "step": step,
                        "raw": _b64(codes), "levels": pyramid(codes)})
     interval = float(np.median(np.diff(t))) if len(t) > 1 else 0.002
     blink_cols = ("blink", "start_s", "end_s", "peak_s", "duration_ms", "amplitude", "min_ear", "baseline_ear",

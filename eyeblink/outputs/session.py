@@ -7,7 +7,8 @@ so none of those modules imports another in a circle.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,3 +49,29 @@ class SessionData:
     calibration: ClosureCalibration
     trials: tuple[Trial, ...] = ()
     results: tuple[TrialResult, ...] = ()
+    #: the other frames.csv columns NWB or the report show (:attr:`eyeblink.outputs.columns.FrameTable.nwb_series`,
+    #: ``report_traces``), by name, as read (empty cells NaN)
+    columns: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def series(self, name: str) -> np.ndarray:
+        """The array ``name``: a field of this session (``baseline``, ``closure``, ...), else a frames.csv column of
+        :attr:`columns`."""
+        if name in _FIELDS:
+            return getattr(self, name)
+        try:
+            return self.columns[name]
+        except KeyError:
+            raise KeyError(f"session data has no array {name!r} (no field, no frames.csv column read)") from None
+
+
+_FIELDS = frozenset(f.name for f in fields(SessionData)) - {"calibration", "trials", "results", "columns"}
+
+
+def shown_columns() -> tuple[str, ...]:
+    """The frames.csv columns NWB or the report show that are no :class:`SessionData` field (read into
+    :attr:`SessionData.columns`; none by default)."""
+    from eyeblink.outputs import columns as _columns
+
+    table = _columns.FRAME_TABLE
+    wanted = [d for _, _, d in table.nwb_series] + [d for _, _, d in table.report_traces]
+    return tuple(dict.fromkeys(d for d in wanted if d not in _FIELDS))

@@ -8,27 +8,25 @@ its frame's capture time on LSL's clock (the tap's mapping, :meth:`eyeblink.runt
 from __future__ import annotations
 
 import contextlib
+import operator
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 from eyeblink.errors import MissingExtraError, warn
+from eyeblink.outputs import columns as _columns
 from eyeblink.runtime.live.sinks.base import Sink
 from eyeblink.runtime.live.sinks.gate import GATE_EVENTS
 from eyeblink.version import __version__
 
 __all__ = ["LSL_CHANNELS", "LslOutlets", "LslSink"]
 
-#: The per-frame LSL sample: (label, unit, type) per channel, in order.
-LSL_CHANNELS: tuple[tuple[str, str, str], ...] = (
-    ("openness_left", "ratio", "EAR"),  # the subject's left eye aspect ratio (frames.csv ear_left)
-    ("openness_right", "ratio", "EAR"),  # the right eye (ear_right)
-    ("closure", "normalized", "FEC"),  # online fraction of eyelid closure, 0 open .. 1 closed (closure)
-    ("face", "boolean", "Presence"),  # 1 when a face was measured in the frame (face)
-    ("frame", "count", "Index"),  # the row's frame number in frames.csv (frame)
-    ("age", "ms", "Latency"),  # how long ago the frame was received when the sample was sent
-)
+#: The per-frame LSL sample: (label, unit, type) per channel, in order: openness_left, openness_right (frames.csv
+#: ear_left, ear_right), closure (online FEC), face, frame, then age (ms since the frame was received). Declared with
+#: the frames.csv columns (:attr:`eyeblink.outputs.columns.FrameColumn.lsl`, and the live-only
+#: :data:`~eyeblink.outputs.columns.LSL_LIVE_CHANNELS`): a channel is added there, not here.
+LSL_CHANNELS: tuple[tuple[str, str, str], ...] = _columns.FRAME_TABLE.lsl_channels
 #: the message when pylsl is not installed
 NO_PYLSL = "--lsl needs pylsl, which is not installed; pip install 'eyeblink[lsl]' (or pip install pylsl)"
 
@@ -76,11 +74,15 @@ class LslOutlets:
         rate = float(nominal_fps) if nominal_fps and nominal_fps > 0 else pylsl.IRREGULAR_RATE
         self.nominal_fps = rate
         source_id = f"eyeblink:{source}:{stem}"
-        info = pylsl.StreamInfo(name, "Eyeblink", len(LSL_CHANNELS), rate, pylsl.cf_double64, source_id)
-        self._describe(info, source=source, stem=stem, eye_model=eye_model, timestamps=timestamps, channels=True)
+        table = _columns.FRAME_TABLE  # the run's table (its channels, and the live row's fields they send)
+        self.channels = table.lsl_channels
+        self._sample = operator.attrgetter(*table.lsl_fields)
+        info = pylsl.StreamInfo(name, "Eyeblink", len(self.channels), rate, pylsl.cf_double64, source_id)
+        self._describe(info, source=source, stem=stem, eye_model=eye_model, timestamps=timestamps,
+                       channels=self.channels)
         minfo = pylsl.StreamInfo(f"{name}-markers", "Markers", 1, pylsl.IRREGULAR_RATE, pylsl.cf_string,
                                  f"{source_id}:markers")
-        self._describe(minfo, source=source, stem=stem, eye_model=eye_model, timestamps=timestamps, channels=False)
+        self._describe(minfo, source=source, stem=stem, eye_model=eye_model, timestamps=timestamps, channels=None)
         self.local_clock: Callable[[], float] = pylsl.local_clock
         others = _same_name_streams(pylsl, name)
         self.name_taken_by = [o.source_id() for o in others]
@@ -94,11 +96,11 @@ class LslOutlets:
 
     @staticmethod
     def _describe(info: Any, *, source: str, stem: str, eye_model: str, timestamps: str | None,
-                  channels: bool) -> None:
+                  channels: tuple[tuple[str, str, str], ...] | None) -> None:
         desc = info.desc()
-        if channels:
+        if channels is not None:
             chans = desc.append_child("channels")
-            for label, unit, kind in LSL_CHANNELS:
+            for label, unit, kind in channels:
                 ch = chans.append_child("channel")
                 ch.append_child_value("label", label)
                 ch.append_child_value("unit", unit)
@@ -136,8 +138,7 @@ class LslOutlets:
         return bool(self.samples.have_consumers())
 
     def push(self, row: Any, lsl_time: float) -> None:
-        self.samples.push_sample([row.ear_left, row.ear_right, row.closure, float(row.face), float(row.frame),
-                                  row.age_ms], lsl_time)
+        self.samples.push_sample([float(v) for v in self._sample(row)], lsl_time)
 
     def marker(self, text: str, lsl_time: float) -> None:
         self.markers.push_sample([text], lsl_time)
