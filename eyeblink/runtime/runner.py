@@ -96,9 +96,7 @@ def settle_eye_measure(paths: Sequence[Path], config: RunConfig) -> RunConfig:
     lm = config.landmarks
     if config.detect.eye_roi is None or config.eye_measure is not None or not paths:
         return config
-    from dataclasses import replace
-
-    from eyeblink.landmarks.region import NAMED_SURVEY_FRAMES, SURVEY_FRAMES, SURVEY_S, EyeRegion, choose_measure
+    from eyeblink.landmarks.region import NAMED_SURVEY_FRAMES, SURVEY_FRAMES, SURVEY_S
     from eyeblink.sources.files import open_source
 
     grays: list[np.ndarray] = []
@@ -112,13 +110,25 @@ def settle_eye_measure(paths: Sequence[Path], config: RunConfig) -> RunConfig:
             last = frame.timestamp_s
             grays.append(frame.gray.copy())
     seconds = (last - first) if first is not None and last is not None else 0.0
+    return settle_from_frames(grays, seconds, config, paths[0].name)
+
+
+def settle_from_frames(grays: Sequence[np.ndarray], seconds: float, config: RunConfig, name: str) -> RunConfig:
+    """:func:`settle_eye_measure` on frames already read: ``grays``, the first ``seconds`` of the input ``name``
+    (``eyeblink live``: the stream's first frames, held by the loader and analysed after). One log line says the
+    measure and why; a trace unlike an eye's, one warning line."""
+    from dataclasses import replace
+
+    from eyeblink.landmarks.region import EyeRegion, choose_measure
+
+    lm = config.landmarks
     area_options = {"area_polarity": lm.area_polarity, "area_threshold": lm.area_threshold}
-    choice = choose_measure(grays, seconds, EyeRegion.parse(config.detect.eye_roi),
+    choice = choose_measure(list(grays), seconds, EyeRegion.parse(config.detect.eye_roi),
                             named=None if lm.region_auto else lm.model, eye_angle=lm.eye_angle,
                             area_options=area_options, model_path=lm.model_path)
-    log.info("%s: eye measure %s", paths[0].name, choice.why)
+    log.info("%s: eye measure %s", name, choice.why)
     if choice.warning:
-        log.warning("%s: %s", paths[0].name, choice.warning)
+        log.warning("%s: %s", name, choice.warning)
     landmarks = replace(lm, model=choice.model, model_path=lm.model_path if choice.how == "named" else None,
                         eye_angle=choice.eye_angle if choice.model == "contour" else lm.eye_angle)
     return replace(config, landmarks=landmarks, eye_measure=choice)
