@@ -133,6 +133,40 @@ def test_a_live_stream_refuses_a_region_past_its_frames_in_one_line(tmp_path: Pa
     assert read_rows(tmp_path / "cam.frames.csv") == []  # no frame measured
 
 
+def test_a_live_stream_of_one_eye_chooses_its_measure_from_its_first_frames(data_dir: Path, tmp_path: Path) -> None:
+    """Live, an eye region and no ``--landmarks``: the loader holds the stream's first frames, the run chooses the
+    measure on them as ``process`` does (one line; summary.json's ``eye_measure``), and every frame is a row, in
+    order, the held ones measured (not dropped) with the chosen measure."""
+    import subprocess
+    import sys
+
+    from eyeblink.runtime.live import LIVE_SURVEY_FRAMES
+
+    video = data_dir / "eye-only" / "rat_crush2.mp4"
+    if not video.exists():
+        pytest.skip(f"{video} not found")
+    port = free_port()
+    sender = start_sender(port, "--fps", "100", "--stop-after", "700", "--input", str(video), distinct=300)
+    live = subprocess.Popen([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{port}", "-o",
+                             str(tmp_path), "--name", "rat", "--eye-roi", "60,38,45,45"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **CHILD_SIGNALS)  # type: ignore[call-overload]
+    try:
+        _, stderr = live.communicate(timeout=180)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, stderr
+    said = [line for line in stderr.splitlines() if line.startswith("eyeblink: eye measure ")]
+    measure = json.loads((tmp_path / "rat.summary.json").read_text())["eye_measure"]
+    assert measure["how"] == "chosen" and measure["model"] in ("area", "contour")
+    assert said == [f"eyeblink: eye measure {measure['why']}"], stderr
+    rows = read_rows(tmp_path / "rat.frames.csv")
+    assert [int(r["frame"]) for r in rows] == list(range(700))
+    held = rows[:LIVE_SURVEY_FRAMES]
+    assert all(r["dropped"] == "0" and r["face"] == "1" and r["ear_left"] != "" for r in held)
+
+
 def test_the_region_command_draws_the_region_on_the_first_frame(face_recording: tuple[Path, object], eye_roi: str,
                                                                 tmp_path: Path) -> None:
     import cv2
