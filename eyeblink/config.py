@@ -828,7 +828,8 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "full_closure_min_events": "blinks needed before that quantile replaces the prior",
         "full_closure_amplitude": "the prior full-closure amplitude until then",
         "max_blink_ms": "longest blink, ms: a longer event is a prolonged_closure (blinks.csv kind), not a blink; "
-                        "past it the detector checks whether the level has settled at a new open level",
+                        "past it the detector checks whether the level has settled at a new open level (not set: the "
+                        "species' bound, 1000 for a human, 1500 for an animal)",
         "settle_ms": "a level held this long past max_blink_ms, shallower than a closed eye, is a new open level: "
                      "the baseline is re-learnt from it, ms",
         "settle_tolerance": "half-width of the band (ratio units) a settled level stays in (widened to 3 robust "
