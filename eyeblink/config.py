@@ -220,7 +220,7 @@ SPECIES_BLINK_RATES: dict[str, tuple[float, float]] = {
 #: in cats: Trigo et al. 2003, J Physiol 549:195; the up phase ~10 times slower than the down phase: Gruart et al.
 #: 1995, J Neurophysiol 74:226; rats blink in bouts: Kaminer et al. 2011, J Neurosci 31:11256), and an eye-only
 #: rig's measure (an area) widens a span further; no firm per-species duration was found, so mice, rats and rabbits
-#: share one conservative bound: 1500 ms (the rat recordings of eye-only/ measure 450-650 ms per blink; a closure
+#: share one conservative bound: 1500 ms (the rat recordings of eye-only/ measure 450-750 ms per blink; a closure
 #: held past 1.5 s stays a prolonged closure).
 SPECIES_MAX_BLINK_MS: dict[str, float] = {
     "human": 1000.0, "mouse": 1500.0, "rat": 1500.0, "rabbit": 1500.0, "animal": 1500.0,

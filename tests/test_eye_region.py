@@ -408,6 +408,31 @@ def test_a_full_blink_inside_a_long_partial_closure_is_a_blink_row_of_its_own(da
     assert [r["kind"] for r in _blinks(tmp_path / "out", "shut")] == ["prolonged_closure"]
 
 
+def test_an_animals_blink_may_last_longer_than_a_humans(data_dir: Path, tmp_path: Path) -> None:
+    """The longest blink is the species' (``blinks.max_blink_ms`` not set): a closure held shut 1.25 s (h_f's full
+    closure, its closed frames two and a half times) is a blink with an eye region's default species (an animal: up
+    to 1.5 s), and a prolonged closure with its warning when held to a human's norms (up to 1 s)."""
+    from eyeblink.config import SPECIES_MAX_BLINK_MS, BlinkConfig
+
+    assert BlinkConfig(species="rat").max_blink_ms == SPECIES_MAX_BLINK_MS["rat"] == 1500.0
+    assert BlinkConfig(species="rat", max_blink_ms=800.0).max_blink_ms == 800.0  # a preset's own value wins
+    folder = _hf_folder(data_dir, tmp_path / "held", [*range(120, 260), *list(range(306, 316)) * 2,
+                                                      *range(311, 316), *range(318, 400)])
+    kinds, warned = {}, {}
+    for species in ("auto", "human"):
+        out = tmp_path / species
+        proc = run_cli("process", folder, "--fps", "20", "--eye-roi", "0,0,640,480", "--landmarks", "contour",
+                       "--species", species, "-o", out, "--workers", "1", "--no-progress")
+        assert proc.returncode == 0, proc.stderr
+        kinds[species] = [(r["kind"], float(r["duration_ms"])) for r in _blinks(out, "held")]
+        summary = json.loads((out / "held.summary.json").read_text())
+        warned[species] = [w for w in summary["warnings"] if "longer than max_blink_ms" in w]
+    (auto_kind, auto_ms), = kinds["auto"]
+    assert auto_kind == "blink" and 1000.0 < auto_ms <= 1500.0 and warned["auto"] == [], kinds
+    assert [k for k, _ in kinds["human"]] == ["prolonged_closure"], kinds
+    assert len(warned["human"]) == 1 and "(1000 ms)" in warned["human"][0]
+
+
 # --------------------------------------------------------------------------- the measure chosen, the eye's axis
 
 

@@ -343,8 +343,14 @@ class _LiveRun(_Run):
         cfg = self.requested
         if cfg.detect.eye_roi is None or cfg.eye_measure is not None:
             return None
-        from eyeblink.landmarks.region import NAMED_SURVEY_FRAMES
+        from eyeblink.landmarks.region import NAMED_SURVEY_FRAMES, EyeRegion
         from eyeblink.runtime.runner import settle_from_frames
+
+        if source.width and source.height:
+            try:
+                EyeRegion.parse(cfg.detect.eye_roi).check_inside(source.width, source.height)
+            except ConfigError:
+                return None  # past the stream's frames: the parent refuses the region in one line, nothing held
 
         most = LIVE_SURVEY_FRAMES if cfg.landmarks.region_auto else NAMED_SURVEY_FRAMES
         if cfg.max_frames is not None:
