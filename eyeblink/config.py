@@ -279,10 +279,11 @@ class BlinkConfig:
     #: the detector checks whether the signal has settled at a new open level (see ``settle_ms``).
     #: zju-dev's annotated blinks last up to 930 ms at 30 FPS (eyes shut 700 ms), spontaneous blinks
     #: 100-400 ms; drowsiness studies call closures past 0.5-1 s long. Reported spans are widened
-    #: (from leaving to regaining ``onset_ratio``), so 1 s keeps every zju-dev blink a blink. None (the default):
-    #: the ``species``' bound (:data:`SPECIES_MAX_BLINK_MS`: 1000 ms for a human, 1500 ms for an animal), filled in
-    #: when the config is made (``auto`` as human; :meth:`RunConfig.blink_settings` resolves it by the eye model)
-    max_blink_ms: float | None = None
+    #: (from leaving to regaining ``onset_ratio``), so 1 s keeps every zju-dev blink a blink. Not set (or None):
+    #: the ``species``' bound (:data:`SPECIES_MAX_BLINK_MS`: 1000 ms for a human, 1500 ms for an animal, a
+    #: :class:`SpeciesBound`), set when the config is made (``auto`` as human; :meth:`RunConfig.blink_settings`
+    #: resolves it by the eye model)
+    max_blink_ms: float = SpeciesBound(SPECIES_MAX_BLINK_MS["human"])
     #: a level the EAR ratio holds for this long (80% of its samples within ``settle_tolerance`` of their
     #: median) past ``max_blink_ms`` is a new open level when it is shallower than a closed eye (less than
     #: ``partial_fraction`` of the full-closure amplitude): gaze, posture, glasses, light. The baseline is

@@ -122,6 +122,7 @@ def settle_from_frames(grays: Sequence[np.ndarray], seconds: float, config: RunC
     from eyeblink.landmarks.region import EyeRegion, choose_measure
 
     lm = config.landmarks
+    assert config.detect.eye_roi is not None  # a recording of one eye
     area_options = {"area_polarity": lm.area_polarity, "area_threshold": lm.area_threshold}
     choice = choose_measure(list(grays), seconds, EyeRegion.parse(config.detect.eye_roi),
                             named=None if lm.region_auto else lm.model, eye_angle=lm.eye_angle,
