@@ -136,7 +136,7 @@ def test_a_live_stream_refuses_a_region_past_its_frames_in_one_line(tmp_path: Pa
 def test_a_live_stream_of_one_eye_chooses_its_measure_from_its_first_frames(data_dir: Path, tmp_path: Path) -> None:
     """Live, an eye region and no ``--landmarks``: the loader holds the stream's first frames, the run chooses the
     measure on them as ``process`` does (one line; summary.json's ``eye_measure``), and every frame is a row, in
-    order, the held ones measured (not dropped) with the chosen measure."""
+    order, the held ones measured (not dropped) with the chosen measure; ``--record`` keeps every frame."""
     import subprocess
     import sys
 
@@ -148,7 +148,8 @@ def test_a_live_stream_of_one_eye_chooses_its_measure_from_its_first_frames(data
     port = free_port()
     sender = start_sender(port, "--fps", "100", "--stop-after", "700", "--input", str(video), distinct=300)
     live = subprocess.Popen([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{port}", "-o",
-                             str(tmp_path), "--name", "rat", "--eye-roi", "60,38,45,45"],
+                             str(tmp_path), "--name", "rat", "--eye-roi", "60,38,45,45", "--record",
+                             str(tmp_path / "rat.nut")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             **CHILD_SIGNALS)  # type: ignore[call-overload]
     try:
@@ -165,6 +166,10 @@ def test_a_live_stream_of_one_eye_chooses_its_measure_from_its_first_frames(data
     assert [int(r["frame"]) for r in rows] == list(range(700))
     held = rows[:LIVE_SURVEY_FRAMES]
     assert all(r["dropped"] == "0" and r["face"] == "1" and r["ear_left"] != "" for r in held)
+    import av
+
+    with av.open(str(tmp_path / "rat.nut")) as c:  # --record: every frame received, the held ones too
+        assert sum(1 for _ in c.decode(video=0)) == 700
 
 
 def test_the_region_command_draws_the_region_on_the_first_frame(face_recording: tuple[Path, object], eye_roi: str,

@@ -324,8 +324,8 @@ class _LiveRun(_Run):
 
     def _survey(self, source: LiveSource) -> RunConfig | None:
         """In the loader, once connected, for a recording of one eye whose measure is not settled: the stream's
-        first frames (:data:`LIVE_SURVEY_S`, at most :data:`LIVE_SURVEY_FRAMES`; a named measure:
-        :data:`~eyeblink.landmarks.region.NAMED_SURVEY_FRAMES`) held here, and the requested config with the
+        first frames (:data:`LIVE_SURVEY_S`, at most :data:`LIVE_SURVEY_FRAMES`; and a compressed stream's
+        packets, for ``--record``) held here, and the requested config with the
         measure chosen on them (:func:`eyeblink.runtime.runner.settle_from_frames`, as ``process`` chooses). The
         capture hands the held frames out first, then the stream's next ones (:meth:`_frames`): none is lost or
         reordered. Held before the ring and the workers' config exist, they are start-up frames (analysed whatever
@@ -334,16 +334,17 @@ class _LiveRun(_Run):
         every frame with the chosen measure from the first on. The cost: a later first row (the survey's length),
         and the frames that arrive while the choice is made and the workers work through the held frames come late:
         under ``--on-overload drop`` those past the latency bound are gap rows until the workers have caught up (a
-        few seconds; name ``--landmarks area`` or ``contour`` for no choice, and a named measure's short survey).
+        few seconds; name ``--landmarks area`` or ``contour`` to measure from the first frame as it comes).
         A survey held in the loader is the simplest sound design here: the workers are forked and warmed up before
         the stream connects, and the run's config (the measure among it) is fixed once, before any frame is
         analysed, so the measure must be known before the first frame reaches a worker. None (nothing held)
         otherwise."""
         self._held: tuple[list[Any], Any] = ([], None)
+        self._held_packets: list[Any] = []
         cfg = self.requested
-        if cfg.detect.eye_roi is None or cfg.eye_measure is not None:
-            return None
-        from eyeblink.landmarks.region import NAMED_SURVEY_FRAMES, EyeRegion
+        if cfg.detect.eye_roi is None or cfg.eye_measure is not None or not cfg.landmarks.region_auto:
+            return None  # no region, or a measure named: measured from the first frame, as it comes
+        from eyeblink.landmarks.region import EyeRegion
         from eyeblink.runtime.runner import settle_from_frames
 
         if source.width and source.height:
@@ -352,12 +353,14 @@ class _LiveRun(_Run):
             except ConfigError:
                 return None  # past the stream's frames: the parent refuses the region in one line, nothing held
 
-        most = LIVE_SURVEY_FRAMES if cfg.landmarks.region_auto else NAMED_SURVEY_FRAMES
+        most = LIVE_SURVEY_FRAMES
         if cfg.max_frames is not None:
             most = min(most, cfg.max_frames)
         frames = iter(source.capture())
         held: list[Any] = []
         self._survey_error: EyeblinkError | None = None
+        if hasattr(source, "on_packet"):  # a compressed stream: its packets too, for --record's stream copy
+            source.on_packet = self._held_packets.append
         try:
             for cap in frames:
                 held.append(cap)
@@ -366,6 +369,9 @@ class _LiveRun(_Run):
                     break
         except EyeblinkError as exc:  # the source lost during the survey: raised after the held frames
             self._survey_error = exc
+        finally:
+            if hasattr(source, "on_packet"):
+                source.on_packet = None
         self._held = (held, frames)
         seconds = held[-1].timestamp_s - held[0].timestamp_s if held else 0.0
         return settle_from_frames([c.image for c in held], seconds, cfg, source.name)
@@ -545,6 +551,9 @@ class _LiveRun(_Run):
             template = source.video_stream() if getattr(source, "compressed", False) else None
             rec = Recorder(self.live.record, source.width, source.height, self.fps, template=template)
             if rec.copy:  # a compressed stream: its packets as they came (stream copy)
+                for packet in self._held_packets:  # the survey's (held frames: recorded whole, waiting if need be)
+                    rec.put_packet(packet, wait=True)
+                self._held_packets = []
                 source.on_packet = rec.put_packet  # type: ignore[attr-defined]
 
         def take_slot() -> int:
@@ -561,7 +570,7 @@ class _LiveRun(_Run):
 
         def place(image: np.ndarray, ts: float, arrival: float) -> None:
             if rec is not None and not rec.copy:
-                rec.put(image, ts)
+                rec.put(image, ts, wait=batch.n < held)  # the survey's held frames: recorded whole
             slot = take_slot()
             if slot >= 0:
                 ring.put(slot, image)
