@@ -408,7 +408,7 @@ def test_a_full_blink_inside_a_long_partial_closure_is_a_blink_row_of_its_own(da
     shut = _hf_folder(data_dir, tmp_path / "shut", [*range(120, 260), *list(range(306, 316)) * 3,
                                                       *range(318, 400)])
     proc = run_cli("process", shut, "--fps", "20", "--eye-roi", "0,0,640,480", "--landmarks", "contour",
-                   "-o", tmp_path / "out", "--workers", "1", "--no-progress")
+                   "--species", "human", "-o", tmp_path / "out", "--workers", "1", "--no-progress")  # a human's eye
     assert proc.returncode == 0, proc.stderr
     assert [r["kind"] for r in _blinks(tmp_path / "out", "shut")] == ["prolonged_closure"]
 
