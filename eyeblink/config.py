@@ -220,6 +220,25 @@ SPECIES = ("auto", "human", "mouse", "rat", "rabbit", "animal")
 SPECIES_BLINK_RATES: dict[str, tuple[float, float]] = {
     "human": (1.0, 60.0), "mouse": (0.0, 60.0), "rat": (0.0, 60.0), "rabbit": (0.0, 60.0), "animal": (0.0, 60.0),
 }
+#: the longest blink, ms, per species (``blinks.max_blink_ms`` when not set): a longer event is a prolonged closure
+#: (not a blink) and one warning line. Human: spontaneous blinks last ~100-400 ms, drowsiness studies call closures
+#: past 0.5-1 s long, and zju-dev's annotated blinks last up to 930 ms at 30 FPS: 1000 ms. Animals: the lid of a
+#: non-human mammal reopens slowly (the down phase 15-20 ms, the up phase's second, exponential-like part 200-400 ms
+#: in cats: Trigo et al. 2003, J Physiol 549:195; the up phase ~10 times slower than the down phase: Gruart et al.
+#: 1995, J Neurophysiol 74:226; rats blink in bouts: Kaminer et al. 2011, J Neurosci 31:11256), and an eye-only
+#: rig's measure (an area) widens a span further; no firm per-species duration was found, so mice, rats and rabbits
+#: share one conservative bound: 1500 ms (the rat recordings of eye-only/ measure 450-750 ms per blink; a closure
+#: held past 1.5 s stays a prolonged closure).
+SPECIES_MAX_BLINK_MS: dict[str, float] = {
+    "human": 1000.0, "mouse": 1500.0, "rat": 1500.0, "rabbit": 1500.0, "animal": 1500.0,
+}
+
+
+class SpeciesBound(float):
+    """A ``blinks.max_blink_ms`` that is its species' bound, not the user's: a config made from it with another
+    ``species`` (``--species``, ``auto`` resolved by the eye model) takes that species' bound."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -267,8 +286,11 @@ class BlinkConfig:
     #: the detector checks whether the signal has settled at a new open level (see ``settle_ms``).
     #: zju-dev's annotated blinks last up to 930 ms at 30 FPS (eyes shut 700 ms), spontaneous blinks
     #: 100-400 ms; drowsiness studies call closures past 0.5-1 s long. Reported spans are widened
-    #: (from leaving to regaining ``onset_ratio``), so 1 s keeps every zju-dev blink a blink.
-    max_blink_ms: float = 1000.0
+    #: (from leaving to regaining ``onset_ratio``), so 1 s keeps every zju-dev blink a blink. Not set (or None):
+    #: the ``species``' bound (:data:`SPECIES_MAX_BLINK_MS`: 1000 ms for a human, 1500 ms for an animal, a
+    #: :class:`SpeciesBound`), set when the config is made (``auto`` as human; :meth:`RunConfig.blink_settings`
+    #: resolves it by the eye model)
+    max_blink_ms: float = SpeciesBound(SPECIES_MAX_BLINK_MS["human"])
     #: a level the EAR ratio holds for this long (80% of its samples within ``settle_tolerance`` of their
     #: median) past ``max_blink_ms`` is a new open level when it is shallower than a closed eye (less than
     #: ``partial_fraction`` of the full-closure amplitude): gaze, posture, glasses, light. The baseline is
@@ -292,6 +314,9 @@ class BlinkConfig:
     species: str = "auto"
 
     def __post_init__(self) -> None:
+        _require(self.species in SPECIES, f"blinks.species must be one of {', '.join(SPECIES)}, got {self.species!r}")
+        if self.max_blink_ms is None or type(self.max_blink_ms) is SpeciesBound:  # not set: the species' bound
+            object.__setattr__(self, "max_blink_ms", SpeciesBound(self.duration_bound()))
         _require(self.onset_model in ("quadratic", "threshold"),
                  f"blinks.onset_model must be 'quadratic' or 'threshold', got {self.onset_model!r}")
         _require(self.onset_min_samples >= 4, f"blinks.onset_min_samples must be >= 4, got {self.onset_min_samples}")
@@ -320,6 +345,11 @@ class BlinkConfig:
                  f"({self.max_blink_ms + self.settle_ms})")
         _require(self.full_closure_min_events >= 1,
                  f"blinks.full_closure_min_events must be >= 1, got {self.full_closure_min_events}")
+
+    def duration_bound(self) -> float:
+        """The species' longest blink in ms (:data:`SPECIES_MAX_BLINK_MS`; ``auto`` counts as human here, as in
+        :meth:`rate_range`)."""
+        return SPECIES_MAX_BLINK_MS["human" if self.species == "auto" else self.species]
 
     def rate_range(self) -> tuple[float, float]:
         """The blink rate per minute the warnings take as physiological: the species' range
@@ -513,7 +543,7 @@ class RunConfig:
         if out.appearance_needs_lid is None:
             out = replace(out, appearance_needs_lid=spec.lid_confirms)
         if out.species == "auto":
-            out = replace(out, species="animal" if spec.region else "human")
+            out = replace(out, species="animal" if spec.region else "human")  # its species' max_blink_ms too
         return out
 
 
@@ -813,7 +843,8 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "full_closure_min_events": "blinks needed before that quantile replaces the prior",
         "full_closure_amplitude": "the prior full-closure amplitude until then",
         "max_blink_ms": "longest blink, ms: a longer event is a prolonged_closure (blinks.csv kind), not a blink; "
-                        "past it the detector checks whether the level has settled at a new open level",
+                        "past it the detector checks whether the level has settled at a new open level (not set: the "
+                        "species' bound, 1000 for a human, 1500 for an animal)",
         "settle_ms": "a level held this long past max_blink_ms, shallower than a closed eye, is a new open level: "
                      "the baseline is re-learnt from it, ms",
         "settle_tolerance": "half-width of the band (ratio units) a settled level stays in (widened to 3 robust "

@@ -525,3 +525,36 @@ def test_rays_failure_messages_become_one_line_each() -> None:
     assert lines == [None, "a task was lost with its node (f1eb3614); retrying it (2 retries left)",
                      "node 192.0.2.2 (f1eb3614) lost; its tasks are retried on the other nodes (details in the "
                      "--log-file)", None, None, "Something else"]
+
+
+# --------------------------------------------------------------------------- recordings of one eye
+
+
+def test_batch_chooses_each_eye_recordings_measure_on_its_own(ray_cluster: Any, data_dir: Path,
+                                                              tmp_path: Path) -> None:
+    """``--eye-roi`` with no ``--landmarks``: each recording gets the measure ``process`` would choose on it, from its
+    own first seconds (the same region is ``contour``'s in ``rat_crush2`` and ``area``'s in ``rat_march8``), said in
+    its summary.json; a video split into chunks gets one choice for all of them, and its rows are the unsplit
+    run's."""
+    crush, march = (data_dir / "eye-only" / f"{n}.mp4" for n in ("rat_crush2", "rat_march8"))
+    if not crush.exists() or not march.exists():
+        pytest.skip("eye-only recordings not found")
+    cfg = replace(RunConfig().with_overrides("detect", eye_roi=(60, 38, 45, 45)), max_frames=300)
+    out = tmp_path / "out"
+    rep = run_batch([crush, march], out, cfg, BatchConfig(cpus_per_task=1, progress=False))
+    assert sorted(r["stem"] for r in rep.done) == ["rat_crush2", "rat_march8"], rep.failed
+    measures = {n: json.loads((out / f"{n}.summary.json").read_text())["eye_measure"]
+                for n in ("rat_crush2", "rat_march8")}
+    assert {n: (m["model"], m["how"]) for n, m in measures.items()} == {
+        "rat_crush2": ("contour", "chosen"), "rat_march8": ("area", "chosen")}
+    from eyeblink.runtime.runner import process_paths
+
+    ref = tmp_path / "ref"
+    process_paths([crush], ref, cfg, workers=1)
+    assert json.loads((ref / "rat_crush2.summary.json").read_text())["eye_measure"] == measures["rat_crush2"]
+    split = tmp_path / "split"  # 300 frames at 30 FPS in chunks of 128 frames (the short tail joins the last)
+    rep = run_batch([crush], split, cfg, BatchConfig(cpus_per_task=1, progress=False, chunk_s=4.0))
+    assert [r["chunks"] for r in rep.done] == [2], rep.failed
+    assert json.loads((split / "rat_crush2.summary.json").read_text())["eye_measure"] == measures["rat_crush2"]
+    for kind in ("frames.csv", "blinks.csv"):
+        assert (split / f"rat_crush2.{kind}").read_bytes() == (ref / f"rat_crush2.{kind}").read_bytes(), kind

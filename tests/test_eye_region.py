@@ -134,6 +134,45 @@ def test_a_live_stream_refuses_a_region_past_its_frames_in_one_line(tmp_path: Pa
     assert read_rows(tmp_path / "cam.frames.csv") == []  # no frame measured
 
 
+def test_a_live_stream_of_one_eye_chooses_its_measure_from_its_first_frames(data_dir: Path, tmp_path: Path) -> None:
+    """Live, an eye region and no ``--landmarks``: the loader holds the stream's first frames, the run chooses the
+    measure on them as ``process`` does (one line; summary.json's ``eye_measure``), and every frame is a row, in
+    order, the held ones measured (not dropped) with the chosen measure; ``--record`` keeps every frame."""
+    import subprocess
+    import sys
+
+    from eyeblink.runtime.live.pipeline import LIVE_SURVEY_FRAMES
+
+    video = data_dir / "eye-only" / "rat_crush2.mp4"
+    if not video.exists():
+        pytest.skip(f"{video} not found")
+    port = free_port()
+    sender = start_sender(port, "--fps", "100", "--stop-after", "700", "--input", str(video), distinct=300)
+    live = subprocess.Popen([sys.executable, "-m", "eyeblink", "live", f"tcp://127.0.0.1:{port}", "-o",
+                             str(tmp_path), "--name", "rat", "--eye-roi", "60,38,45,45", "--record",
+                             str(tmp_path / "rat.nut")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **CHILD_SIGNALS)  # type: ignore[call-overload]
+    try:
+        _, stderr = live.communicate(timeout=180)
+    finally:
+        live.kill()
+        sender.kill()
+    assert live.returncode == 0, stderr
+    said = [line for line in stderr.splitlines() if line.startswith("eyeblink: eye measure ")]
+    measure = json.loads((tmp_path / "rat.summary.json").read_text())["eye_measure"]
+    assert measure["how"] == "chosen" and measure["model"] in ("area", "contour")
+    assert said == [f"eyeblink: eye measure {measure['why']}"], stderr
+    rows = read_rows(tmp_path / "rat.frames.csv")
+    assert [int(r["frame"]) for r in rows] == list(range(700))
+    held = rows[:LIVE_SURVEY_FRAMES]
+    assert all(r["dropped"] == "0" and r["face"] == "1" and r["ear_left"] != "" for r in held)
+    import av
+
+    with av.open(str(tmp_path / "rat.nut")) as c:  # --record: every frame received, the held ones too
+        assert sum(1 for _ in c.decode(video=0)) == 700
+
+
 def test_the_region_command_draws_the_region_on_the_first_frame(face_recording: tuple[Path, object], eye_roi: str,
                                                                 tmp_path: Path) -> None:
     import cv2
@@ -370,9 +409,34 @@ def test_a_full_blink_inside_a_long_partial_closure_is_a_blink_row_of_its_own(da
     shut = _hf_folder(data_dir, tmp_path / "shut", [*range(120, 260), *list(range(306, 316)) * 3,
                                                       *range(318, 400)])
     proc = run_cli("process", shut, "--fps", "20", "--eye-roi", "0,0,640,480", "--landmarks", "contour",
-                   "-o", tmp_path / "out", "--workers", "1", "--no-progress")
+                   "--species", "human", "-o", tmp_path / "out", "--workers", "1", "--no-progress")  # a human's eye
     assert proc.returncode == 0, proc.stderr
     assert [r["kind"] for r in _blinks(tmp_path / "out", "shut")] == ["prolonged_closure"]
+
+
+def test_an_animals_blink_may_last_longer_than_a_humans(data_dir: Path, tmp_path: Path) -> None:
+    """The longest blink is the species' (``blinks.max_blink_ms`` not set): a closure held shut 1.25 s (h_f's full
+    closure, its closed frames two and a half times) is a blink with an eye region's default species (an animal: up
+    to 1.5 s), and a prolonged closure with its warning when held to a human's norms (up to 1 s)."""
+    from eyeblink.config import SPECIES_MAX_BLINK_MS, BlinkConfig
+
+    assert BlinkConfig(species="rat").max_blink_ms == SPECIES_MAX_BLINK_MS["rat"] == 1500.0
+    assert BlinkConfig(species="rat", max_blink_ms=800.0).max_blink_ms == 800.0  # a preset's own value wins
+    folder = _hf_folder(data_dir, tmp_path / "held", [*range(120, 260), *list(range(306, 316)) * 2,
+                                                      *range(311, 316), *range(318, 400)])
+    kinds, warned = {}, {}
+    for species in ("auto", "human"):
+        out = tmp_path / species
+        proc = run_cli("process", folder, "--fps", "20", "--eye-roi", "0,0,640,480", "--landmarks", "contour",
+                       "--species", species, "-o", out, "--workers", "1", "--no-progress")
+        assert proc.returncode == 0, proc.stderr
+        kinds[species] = [(r["kind"], float(r["duration_ms"])) for r in _blinks(out, "held")]
+        summary = json.loads((out / "held.summary.json").read_text())
+        warned[species] = [w for w in summary["warnings"] if "longer than max_blink_ms" in w]
+    (auto_kind, auto_ms), = kinds["auto"]
+    assert auto_kind == "blink" and 1000.0 < auto_ms <= 1500.0 and warned["auto"] == [], kinds
+    assert [k for k, _ in kinds["human"]] == ["prolonged_closure"], kinds
+    assert len(warned["human"]) == 1 and "(1000 ms)" in warned["human"][0]
 
 
 # --------------------------------------------------------------------------- the measure chosen, the eye's axis

@@ -132,7 +132,7 @@ class LiveSession:
         self.cfg = cfg
         self.source_spec = source
         self.output = output
-        tap = LiveTap.from_config(self.live_config, cfg.blinks.max_blink_ms, always=True)
+        tap = LiveTap.from_config(self.live_config, cfg.blink_settings().max_blink_ms, always=True)
         assert tap is not None
         self.tap: LiveTap = tap
         #: why the last :meth:`wait_until_open` returned False ("" after True)

@@ -176,7 +176,7 @@ def cmd_live(args: argparse.Namespace) -> int:
     live = live_config(args, cfg)
     stream = StreamOptions(options=options, read_timeout_s=args.read_timeout, reconnect=args.reconnect)
     outdir = ensure_output_dir(Path(args.output))
-    tap = LiveTap.from_config(live, cfg.blinks.max_blink_ms,
+    tap = LiveTap.from_config(live, cfg.blink_settings().max_blink_ms,
                               announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
     analysis = shared.analysis_options(args)
     pipe, source, _ = prepare(args.source, cfg, live, name=args.name, report=args.report, analysis=analysis,

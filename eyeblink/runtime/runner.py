@@ -90,10 +90,7 @@ def settle_eye_measure(paths: Sequence[Path], config: RunConfig) -> RunConfig:
     locator = locator_for(config)
     if not isinstance(locator, FixedRegion) or config.eye_measure is not None or not paths:
         return config
-    from dataclasses import replace
-
-    from eyeblink.landmarks import EYE_MODELS, region_models
-    from eyeblink.landmarks.region import NAMED_SURVEY_FRAMES, SURVEY_FRAMES, SURVEY_S, choose_measure
+    from eyeblink.landmarks.region import NAMED_SURVEY_FRAMES, SURVEY_FRAMES, SURVEY_S
     from eyeblink.sources.files import open_source
 
     grays: list[np.ndarray] = []
@@ -107,13 +104,28 @@ def settle_eye_measure(paths: Sequence[Path], config: RunConfig) -> RunConfig:
             last = frame.timestamp_s
             grays.append(frame.gray.copy())
     seconds = (last - first) if first is not None and last is not None else 0.0
-    options = {m: {name: getattr(lm, name) for name in EYE_MODELS[m].settings} for m in region_models()}
-    choice = choose_measure(grays, seconds, locator.region,
+    return settle_from_frames(grays, seconds, config, paths[0].name)
+
+
+def settle_from_frames(grays: Sequence[np.ndarray], seconds: float, config: RunConfig, name: str) -> RunConfig:
+    """:func:`settle_eye_measure` on frames already read: ``grays``, the first ``seconds`` of the input ``name``
+    (``eyeblink live``: the stream's first frames, held by the loader and analysed after). One log line says the
+    measure and why; a trace unlike an eye's, one warning line."""
+    from dataclasses import replace
+
+    from eyeblink.landmarks import EYE_MODELS, region_models
+    from eyeblink.landmarks.region import choose_measure
+
+    lm = config.landmarks
+    locator = locator_for(config)
+    assert isinstance(locator, FixedRegion)  # a recording of one eye
+    options = {m: {setting: getattr(lm, setting) for setting in EYE_MODELS[m].settings} for m in region_models()}
+    choice = choose_measure(list(grays), seconds, locator.region,
                             named=None if lm.region_auto else lm.model, eye_angle=lm.eye_angle,
                             options=options, model_path=lm.model_path)
-    log.info("%s: eye measure %s", paths[0].name, choice.why)
+    log.info("%s: eye measure %s", name, choice.why)
     if choice.warning:
-        log.warning("%s: %s", paths[0].name, choice.warning)
+        log.warning("%s: %s", name, choice.warning)
     landmarks = replace(lm, model=choice.model, model_path=lm.model_path if choice.how == "named" else None,
                         eye_angle=choice.eye_angle if choice.model == "contour" else lm.eye_angle)
     return replace(config, landmarks=landmarks, eye_measure=choice)

@@ -231,6 +231,7 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
                     "node": platform.node(), "pid": os.getpid()}
         outdir = Path(task.outdir)
         outdir.mkdir(parents=True, exist_ok=True)
+        cfg = _own_measure(task.path, cfg)
         with open_source(task.path, fps=cfg.fps) as src:
             result = finalize(_process(src, outdir, cfg, task.workers, method), cfg)
     except WorkerError as exc:
@@ -243,6 +244,16 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
             "wall_s": time.perf_counter() - started,
             "damaged_packets": int((result.summary.get("damaged_packets") or {}).get("count") or 0),
             "node": platform.node(), "pid": os.getpid()}
+
+
+def _own_measure(path: str | Path, cfg: RunConfig) -> RunConfig:
+    """A recording of one eye (``--eye-roi``): its own measure, chosen from its own first seconds where the video
+    is processed, as ``process`` chooses (:func:`eyeblink.runtime.runner.settle_eye_measure`; its ``summary.json``
+    says which and why). A split video's is settled once by the driver, for all its chunks; a config already
+    settled, or without a region, is returned as it is."""
+    from eyeblink.runtime.runner import settle_eye_measure
+
+    return settle_eye_measure([Path(path)], cfg)
 
 
 def _remove_stale_rings() -> None:
@@ -277,8 +288,11 @@ def _groups(videos: list[_Video], gpu: bool) -> list[list[_Video]]:
     group: list[_Video] = []
     frames = 0
     for v in videos:
+        cfg = v.tasks[0].config
+        # a recording of one eye whose measure is its own (chosen in its task): alone, not on a group's models
+        own_measure = cfg.detect.eye_roi is not None and cfg.eye_measure is None
         short = (not gpu and len(v.tasks) == 1 and v.frames is not None and v.frames <= SHORT_FRAMES
-                 and not v.tasks[0].config.detect.accelerator_stage)
+                 and not cfg.detect.accelerator_stage and not own_measure)
         if not short:
             out.append([v])
             continue
@@ -438,6 +452,7 @@ class _Video:
     failed: str | None = None
     refs: list[Any] = field(default_factory=list)
     frames: int | None = None  # the probe's frame count (None: unknown)
+    config: RunConfig | None = None  # a split video's own (its eye measure, settled once for its chunks)
 
 
 def _preflight(config: RunConfig, outdir: Path, gpu: bool) -> None:
@@ -533,7 +548,16 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
         plan = plan_chunks(total, fps, bc.chunk_s)
         if config.max_frames is not None and len(plan) > 1:
             plan[-1] = (plan[-1][0], config.max_frames)
-        chunk_cfg = replace(config, max_frames=None) if len(plan) > 1 else config
+        vcfg = config
+        if len(plan) > 1:  # a split video of one eye: one measure for all its chunks, chosen here from its start
+            try:
+                vcfg = v.config = _own_measure(p, config)
+            except EyeblinkError as exc:
+                from eyeblink.errors import one_line
+
+                v.failed = one_line(exc)
+                continue
+        chunk_cfg = replace(vcfg, max_frames=None) if len(plan) > 1 else vcfg
         v.tasks = [ChunkTask(str(p), input_stem(v.path), str(out), i, len(plan), s, e, chunk_cfg, workers, fault,
                              start_method=bc.start_method)
                    for i, (s, e) in enumerate(plan)]
@@ -778,7 +802,7 @@ def _settle(ray: Any, v: _Video, t: ChunkTask, outcome: dict[str, Any], pending:
         report.frames += int(outcome.get("frames") or 0)
         return
     try:
-        merged = merge_chunks(v.tasks, [v.outcomes[i] for i in range(len(v.tasks))], config)
+        merged = merge_chunks(v.tasks, [v.outcomes[i] for i in range(len(v.tasks))], v.config or config)
     except EyeblinkError as exc:
         v.failed = one_line(exc)
         record(v, "failed", v.failed)

@@ -118,6 +118,12 @@ LIVE_SWITCH_INTERVAL_S = 0.0005
 #: what the live loader reads of the parent's state set once the source is connected (the rest of the run's state it
 #: got when it started): the rate (its recording's), the ring's geometry and the slots to map, the workers dealt to
 LOADER_SETTINGS = ("fps", "spec", "prefault_slots", "dealt")
+#: A recording of one eye (``--eye-roi``) with no measure named: the loader holds the stream's first frames, at most
+#: this many seconds ...
+LIVE_SURVEY_S = 10.0
+#: ... and this many frames (a 500 FPS camera's first second; 640x480: 150 MB held), chooses the measure on them as
+#: ``process`` does on a file's first seconds, then hands them to the workers first (see :meth:`_LiveRun._survey`)
+LIVE_SURVEY_FRAMES = 500
 #: with --on-overload drop, the share of --max-latency-ms a frame may wait before its worker starts it; the rest is for
 #: what follows the worker (its batch, the results queue, the sink's reorder and its write), which took up to ~150 ms
 #: more on a 2-core host at 1,000 FPS: a frame started at the whole bound reached LSL and the gate past it
@@ -304,9 +310,82 @@ class _LiveRun(_Run):
             if self.capture_stop.is_set():
                 return False
             raise msg[1]
-        _, state = msg
+        _, state, settled, held = msg
         source.adopt(state)
+        self.held_frames = held
+        if settled is not None:  # the loader's survey of a recording of one eye: the run's measure, said once
+            self.requested = settled
+            choice = settled.eye_measure
+            print(f"eyeblink: eye measure {choice.why}", file=sys.stderr, flush=True)
+            if choice.warning:
+                warn(choice.warning)
         return True
+
+    def _survey(self, source: LiveSource) -> RunConfig | None:
+        """In the loader, once connected, for a recording of one eye whose measure is not settled: the stream's
+        first frames (:data:`LIVE_SURVEY_S`, at most :data:`LIVE_SURVEY_FRAMES`; and a compressed stream's
+        packets, for ``--record``) held here, and the requested config with the
+        measure chosen on them (:func:`eyeblink.runtime.runner.settle_from_frames`, as ``process`` chooses). The
+        capture hands the held frames out first, then the stream's next ones (:meth:`_frames`): none is lost or
+        reordered. Held before the ring and the workers' config exist, they are start-up frames (analysed whatever
+        their age, never gap rows of the latency bound) and wait for a free slot of the ring whatever
+        ``--on-overload`` says (more of them than the ring holds would otherwise be dropped): the workers measure
+        every frame with the chosen measure from the first on. The cost: a later first row (the survey's length),
+        and the frames that arrive while the choice is made and the workers work through the held frames come late:
+        under ``--on-overload drop`` those past the latency bound are gap rows until the workers have caught up (a
+        few seconds; name ``--landmarks area`` or ``contour`` to measure from the first frame as it comes).
+        A survey held in the loader is the simplest sound design here: the workers are forked and warmed up before
+        the stream connects, and the run's config (the measure among it) is fixed once, before any frame is
+        analysed, so the measure must be known before the first frame reaches a worker. None (nothing held)
+        otherwise."""
+        self._held: tuple[list[Any], Any] = ([], None)
+        self._held_packets: list[Any] = []
+        cfg = self.requested
+        if cfg.detect.eye_roi is None or cfg.eye_measure is not None or not cfg.landmarks.region_auto:
+            return None  # no region, or a measure named: measured from the first frame, as it comes
+        from eyeblink.landmarks.region import EyeRegion
+        from eyeblink.runtime.runner import settle_from_frames
+
+        if source.width and source.height:
+            try:
+                EyeRegion.parse(cfg.detect.eye_roi).check_inside(source.width, source.height)
+            except ConfigError:
+                return None  # past the stream's frames: the parent refuses the region in one line, nothing held
+
+        most = LIVE_SURVEY_FRAMES
+        if cfg.max_frames is not None:
+            most = min(most, cfg.max_frames)
+        frames = iter(source.capture())
+        held: list[Any] = []
+        self._survey_error: EyeblinkError | None = None
+        if hasattr(source, "on_packet"):  # a compressed stream: its packets too, for --record's stream copy
+            source.on_packet = self._held_packets.append
+        try:
+            for cap in frames:
+                held.append(cap)
+                if (len(held) >= most or cap.timestamp_s - held[0].timestamp_s >= LIVE_SURVEY_S
+                        or self.capture_stop.is_set() or self.stop.is_set()):
+                    break
+        except EyeblinkError as exc:  # the source lost during the survey: raised after the held frames
+            self._survey_error = exc
+        finally:
+            if hasattr(source, "on_packet"):
+                source.on_packet = None
+        self._held = (held, frames)
+        seconds = held[-1].timestamp_s - held[0].timestamp_s if held else 0.0
+        return settle_from_frames([c.image for c in held], seconds, cfg, source.name)
+
+    def _frames(self, source: LiveSource) -> Any:
+        """What the capture places: the frames the survey held (:meth:`_survey`), then the stream's."""
+        held, rest = getattr(self, "_held", ([], None))
+        if rest is None:
+            yield from source.capture()
+            return
+        self._held = ([], None)
+        yield from held
+        if self._survey_error is not None:
+            raise self._survey_error
+        yield from rest
 
     def _connect_in_loader(self, source: LiveSource) -> bool:
         """In the loader: connect when the parent says so, tell it what the connection found, then wait for the
@@ -319,7 +398,8 @@ class _LiveRun(_Run):
         except EyeblinkError as exc:
             self._put(self.connect_q, ("failed", picklable_error(exc)))
             return False
-        self._put(self.connect_q, ("connected", source.connection_state()))
+        settled = self._survey(source)  # a recording of one eye: its measure, from the stream's first frames
+        self._put(self.connect_q, ("connected", source.connection_state(), settled, len(self._held[0])))
         _, name, config, settings = self._get(self.loader_q)
         self.__dict__.update(settings)
         self.cfg = config  # the run's, resolved at connection: stored once in this process too
@@ -331,7 +411,8 @@ class _LiveRun(_Run):
     def _connected(self, source: LiveSource) -> None:
         """The source is connected: its first frames (a stream's rate probe) are start-up frames, analysed whatever
         their age; a clock found not believable there is said now (one warning line, the metric)."""
-        self.startup_frames.value = int(getattr(source, "startup_frames", 0))
+        # and the frames the survey of a recording of one eye held (they include the probe's)
+        self.startup_frames.value = max(int(getattr(source, "startup_frames", 0)), getattr(self, "held_frames", 0))
         source.clock.on_mismatch = self._clock_mismatch
         if not source.clock.believed and source.clock.text:
             self._clock_mismatch(source.clock.text)
@@ -375,7 +456,9 @@ class _LiveRun(_Run):
                 self.warnings_extra.append(f"eye model {self.model_reason}")
         if self.live.adapt and self.costs is not None and not self.accelerated:
             start = Rung(self.cfg.landmarks.model, lm.mesh_reuse_ms, self.cfg.detect.detect_every)
-            rungs = ladder(start, rate, self.costs, self.models, detect=self.cfg.detect)[:MAX_RUNGS]
+            # a recording of one eye keeps the measure its survey chose (another measures another quantity)
+            models = self.models if self.cfg.eye_measure is None else (self.cfg.landmarks.model,)
+            rungs = ladder(start, rate, self.costs, models, detect=self.cfg.detect)[:MAX_RUNGS]
             for i, r in enumerate(rungs):
                 self.rung_table[3 * i: 3 * i + 3] = [float(self.models.index(r.model)) if r.model in self.models
                                                      else -1.0, r.mesh_reuse_ms, float(r.detect_every)]
@@ -453,6 +536,7 @@ class _LiveRun(_Run):
         ring.prefault(self.prefault_slots)  # a new mapping in this process: its page tables are filled now
         settle_heap()
         block = self.live.overload == "block"
+        held = len(getattr(self, "_held", ([], None))[0])  # frames the survey held: placed first, never dropped
         max_frames = self.cfg.max_frames
         duration = self.live.duration_s
         lock = threading.Lock()
@@ -466,6 +550,9 @@ class _LiveRun(_Run):
             template = source.video_stream() if getattr(source, "compressed", False) else None
             rec = Recorder(self.live.record, source.width, source.height, self.fps, template=template)
             if rec.copy:  # a compressed stream: its packets as they came (stream copy)
+                for packet in self._held_packets:  # the survey's (held frames: recorded whole, waiting if need be)
+                    rec.put_packet(packet, wait=True)
+                self._held_packets = []
                 source.on_packet = rec.put_packet  # type: ignore[attr-defined]
 
         def take_slot() -> int:
@@ -475,14 +562,14 @@ class _LiveRun(_Run):
                         free.extend(self.free_q.get_nowait())
                     except queue.Empty:
                         break
-            if not free and block:
+            if not free and (block or batch.n < held):  # the survey's held frames wait for a slot (see _survey)
                 source.clock.note_wait()  # the sender backs up meanwhile: frames arrive late, not its clock's fault
                 free.extend(self._get(self.free_q))
             return free.pop() if free else -1
 
         def place(image: np.ndarray, ts: float, arrival: float) -> None:
             if rec is not None and not rec.copy:
-                rec.put(image, ts)
+                rec.put(image, ts, wait=batch.n < held)  # the survey's held frames: recorded whole
             slot = take_slot()
             if slot >= 0:
                 ring.put(slot, image)
@@ -495,7 +582,7 @@ class _LiveRun(_Run):
             grace_until = time.perf_counter() + LIVE_STARTUP_GRACE_S  # start-up: see LIVE_STARTUP_GRACE_S
             grace_frames = int(self.startup_frames.value) + LIVE_STARTUP_GRACE_FRAMES
             try:
-                for cap in source.capture():
+                for cap in self._frames(source):
                     with lock:
                         if st["closed"]:
                             return
@@ -817,6 +904,10 @@ class LivePipeline(ParallelPipeline):
         fitters = self.fitters or {self.cfg.landmarks.model: self.fitter}
         locator = locator_for(self.cfg)
         if isinstance(locator, FixedRegion):  # a recording of one eye: no detector runs, none is timed
+            if self.cfg.landmarks.region_auto:  # the survey may choose either measure: both timed
+                from eyeblink.frame.analyzer import build_fitters
+
+                fitters = {**build_fitters(self.cfg, ("contour",)), **fitters}
             return measure_costs(fitters, None, width=640, height=480, region=locator.face())
         with build_detector(self.cfg) as detector:
             return measure_costs(fitters, detector, width=640, height=480)

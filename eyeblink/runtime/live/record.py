@@ -93,15 +93,17 @@ class Recorder:
         self._thread = threading.Thread(target=self._write, name="eyeblink-record", daemon=True)
         self._thread.start()
 
-    def put(self, image: np.ndarray, timestamp_s: float) -> None:
-        """One received frame (never waits: a full queue counts the frame as dropped from the recording)."""
+    def put(self, image: np.ndarray, timestamp_s: float, wait: bool = False) -> None:
+        """One received frame (never waits unless ``wait``: a full queue counts the frame as dropped from the
+        recording). ``wait``: frames held before the recording started (a live survey's), handed over at once."""
         try:
-            self._q.put_nowait((image, timestamp_s))
+            self._q.put((image, timestamp_s), timeout=QUEUE_S) if wait else self._q.put_nowait((image, timestamp_s))
         except queue.Full:
             self.dropped += 1
 
-    def put_packet(self, packet: Any) -> None:
-        """One packet of a compressed source as it came (never waits; a full queue counts it as dropped)."""
+    def put_packet(self, packet: Any, wait: bool = False) -> None:
+        """One packet of a compressed source as it came (never waits unless ``wait``, as :meth:`put`; a full queue
+        counts it as dropped)."""
         import av
 
         if packet.size == 0:
@@ -110,7 +112,7 @@ class Recorder:
         own = av.Packet(bytes(packet))
         own.pts, own.dts, own.is_keyframe = packet.pts, packet.dts, packet.is_keyframe
         try:
-            self._q.put_nowait((own, math.nan))
+            self._q.put((own, math.nan), timeout=QUEUE_S) if wait else self._q.put_nowait((own, math.nan))
         except queue.Full:
             self.dropped += 1
 

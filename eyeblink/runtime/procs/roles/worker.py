@@ -18,7 +18,7 @@ import numpy as np
 from eyeblink import host
 from eyeblink.config import RunConfig
 from eyeblink.errors import ConfigError
-from eyeblink.frame.analyzer import ChunkStates, FrameAnalyzer, FrameResult, StageClock
+from eyeblink.frame.analyzer import ChunkStates, FrameAnalyzer, FrameResult, StageClock, build_fitter
 from eyeblink.frame.keyframes import BesideKeyframes
 from eyeblink.frames import Frame
 from eyeblink.runtime.pipeline import build_detector
@@ -45,8 +45,14 @@ def _warm_up(detector: Any, fitter: Any, source: Any) -> None:
 def live_analyzer(config: RunConfig, warm: FrameAnalyzer, fitters: dict[str, Any]) -> FrameAnalyzer:
     """A live worker's analyzer on the run's ``config`` (resolved at connection), before its first frame: the
     networks of ``warm`` (built and warmed up before the source connected), the eye model ``config`` names (one of
-    ``fitters`` with ``--landmarks auto``), the same tracking layout."""
-    analyzer = FrameAnalyzer(config, warm.detector, fitters.get(config.landmarks.model, warm.fitter), warm.clock)
+    ``fitters`` with ``--landmarks auto``; a recording of one eye: the measure its survey chose, built here), the same
+    tracking layout."""
+    fitter = fitters.get(config.landmarks.model, warm.fitter)
+    if getattr(config, "eye_measure", None) is not None and config.landmarks.model not in fitters:
+        # a recording of one eye: the measure the stream's survey chose (contour: on the eye's axis it found)
+        fitter = build_fitter(config)
+        fitter.warm_up(np.full((480, 640), 128, np.uint8))
+    analyzer = FrameAnalyzer(config, warm.detector, fitter, warm.clock)
     analyzer.segment_frames = warm.segment_frames
     analyzer.keyframes = warm.keyframes
     return analyzer
