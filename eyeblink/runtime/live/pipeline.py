@@ -343,12 +343,12 @@ class _LiveRun(_Run):
         cfg = self.requested
         if cfg.detect.eye_roi is None or cfg.eye_measure is not None or not cfg.landmarks.region_auto:
             return None  # no region, or a measure named: measured from the first frame, as it comes
-        from eyeblink.landmarks.region import EyeRegion
         from eyeblink.runtime.runner import settle_from_frames
 
-        if source.width and source.height:
+        region = cfg.detect.eye_region
+        if source.width and source.height and region is not None:
             try:
-                EyeRegion.parse(cfg.detect.eye_roi).check_inside(source.width, source.height)
+                region.check_inside(source.width, source.height)
             except ConfigError:
                 return None  # past the stream's frames: the parent refuses the region in one line, nothing held
 
