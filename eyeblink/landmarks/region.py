@@ -396,7 +396,8 @@ def choose_measure(grays: list[np.ndarray], seconds: float, region: EyeRegion, *
                 model = max(scores, key=lambda m: scores[m]["separation"])
                 reason = "its closures stand out farther from its open level"
             other = _runner_up(scores, model)
-            why = (f"{model}: chosen from the first {seconds:.0f} s ({reason}: closures "
+            span = f"{seconds:.0f}" if seconds >= 10 else f"{seconds:.1f}"  # a live survey: a second or less
+            why = (f"{model}: chosen from the first {span} s ({reason}: closures "
                    f"{scores[model]['dips']:.0f} against {other}'s {scores[other]['dips']:.0f}, depth "
                    f"{scores[model]['separation']:.1f} against {scores[other]['separation']:.1f} times the open "
                    f"level's spread){tilt if model == 'contour' else ''}")

@@ -297,7 +297,10 @@ class _LiveRun(_Run):
         """Have the loader connect to the source and take over what it found (size, rate, clock, the frames read
         at connection): True once connected; False when a signal stopped the wait for a sender. A source that
         cannot be opened raises its one-line error here, in the parent, as before any frame."""
-        self.loader_q.put(("connect",))
+        from eyeblink.config import physical_cores
+
+        # with them, the loader's survey of a recording of one eye keeps to a measure that holds the stream's rate
+        self.loader_q.put(("connect", self.costs if not self.accelerated else None, physical_cores()))
         while True:
             try:
                 msg = self.connect_q.get(timeout=_POLL_S)
@@ -321,7 +324,7 @@ class _LiveRun(_Run):
                 warn(choice.warning)
         return True
 
-    def _survey(self, source: LiveSource) -> RunConfig | None:
+    def _survey(self, source: LiveSource, costs: HostCosts | None = None, cores: int = 1) -> RunConfig | None:
         """In the loader, once connected, for a recording of one eye whose measure is not settled: the stream's
         first frames (:data:`LIVE_SURVEY_S`, at most :data:`LIVE_SURVEY_FRAMES`; and a compressed stream's
         packets, for ``--record``) held here, and the requested config with the
@@ -336,13 +339,16 @@ class _LiveRun(_Run):
         few seconds; name ``--landmarks area`` or ``contour`` to measure from the first frame as it comes).
         A survey held in the loader is the simplest sound design here: the workers are forked and warmed up before
         the stream connects, and the run's config (the measure among it) is fixed once, before any frame is
-        analysed, so the measure must be known before the first frame reaches a worker. None (nothing held)
+        analysed, so the measure must be known before the first frame reaches a worker. Where ``contour`` cannot
+        hold the stream's rate on ``cores`` (:meth:`_too_slow`), there is no contest: ``area``, its settings from
+        :data:`~eyeblink.landmarks.region.NAMED_SURVEY_FRAMES` frames, and the line says why. None (nothing held)
         otherwise."""
         self._held: tuple[list[Any], Any] = ([], None)
         self._held_packets: list[Any] = []
         cfg = self.requested
         if cfg.detect.eye_roi is None or cfg.eye_measure is not None or not cfg.landmarks.region_auto:
             return None  # no region, or a measure named: measured from the first frame, as it comes
+        from eyeblink.landmarks.region import NAMED_SURVEY_FRAMES
         from eyeblink.runtime.runner import settle_from_frames
 
         region = cfg.detect.eye_region
@@ -352,7 +358,11 @@ class _LiveRun(_Run):
             except ConfigError:
                 return None  # past the stream's frames: the parent refuses the region in one line, nothing held
 
+        survey, slow = cfg, self._too_slow(cfg, source, costs, cores)
         most = LIVE_SURVEY_FRAMES
+        if slow:  # one measure keeps up with this camera here: its settings from a few frames, no contest
+            survey = replace(cfg, landmarks=replace(cfg.landmarks, model="area", region_auto=False))
+            most = NAMED_SURVEY_FRAMES
         if cfg.max_frames is not None:
             most = min(most, cfg.max_frames)
         frames = iter(source.capture())
@@ -373,7 +383,36 @@ class _LiveRun(_Run):
                 source.on_packet = None
         self._held = (held, frames)
         seconds = held[-1].timestamp_s - held[0].timestamp_s if held else 0.0
-        return settle_from_frames([c.image for c in held], seconds, cfg, source.name)
+        settled = settle_from_frames([c.image for c in held], seconds, survey, source.name)
+        if not slow:
+            return settled
+        assert settled.eye_measure is not None
+        why = f"area: {'; '.join(slow)}; name --landmarks contour to measure with it all the same"
+        measure = replace(settled.eye_measure, how="chosen", why=why)
+        return replace(settled, landmarks=replace(settled.landmarks, region_auto=True), eye_measure=measure)
+
+    @staticmethod
+    def _too_slow(cfg: RunConfig, source: LiveSource, costs: HostCosts | None, cores: int) -> list[str]:
+        """For a recording of one eye with no measure named: why each region measure but ``area`` cannot hold
+        the stream's rate on ``cores`` (``costs`` measured before the capture, as ``--landmarks auto`` is chosen);
+        empty when they all can (or nothing was measured), and the survey compares them."""
+        if costs is None:
+            return []
+        from eyeblink.landmarks import region_models
+        from eyeblink.runtime.choose import choose_landmarks
+        from eyeblink.runtime.costs import with_decode
+
+        rate = cfg.fps or source.nominal_fps
+        costs = with_decode(costs, source.describe().get("codec"), source.width or 640, source.height or 480)
+        slow = []
+        for model in region_models():
+            if model == "area" or model not in costs.fit_ms:
+                continue
+            _, reason, holds = choose_landmarks(rate, cores, cfg.landmarks.mesh_reuse_ms, costs=costs,
+                                                detect_every=cfg.detect.keyframe_frames(rate), candidates=(model,))
+            if not holds:
+                slow.append(reason.split("; ")[0].replace(f"{model} CANNOT", f"{model} cannot"))
+        return slow
 
     def _frames(self, source: LiveSource) -> Any:
         """What the capture places: the frames the survey held (:meth:`_survey`), then the stream's."""
@@ -391,14 +430,16 @@ class _LiveRun(_Run):
         """In the loader: connect when the parent says so, tell it what the connection found, then wait for the
         ring and the run's settings. False: nothing to capture (stopped, or the connection failed: the parent
         reports it)."""
-        if self._get(self.loader_q)[0] != "connect":
+        ask = self._get(self.loader_q)
+        if ask[0] != "connect":
             return False
+        _, costs, cores = ask
         try:
             source.start()
         except EyeblinkError as exc:
             self._put(self.connect_q, ("failed", picklable_error(exc)))
             return False
-        settled = self._survey(source)  # a recording of one eye: its measure, from the stream's first frames
+        settled = self._survey(source, costs, cores)  # a recording of one eye: its measure, from its first frames
         self._put(self.connect_q, ("connected", source.connection_state(), settled, len(self._held[0])))
         _, name, config, settings = self._get(self.loader_q)
         self.__dict__.update(settings)
