@@ -231,7 +231,9 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
                     "node": platform.node(), "pid": os.getpid()}
         outdir = Path(task.outdir)
         outdir.mkdir(parents=True, exist_ok=True)
-        cfg = _own_measure(task.path, cfg)
+        from eyeblink.runtime.runner import settle_eye_measure
+
+        cfg = settle_eye_measure([Path(task.path)], cfg)  # one eye: its own measure, from its own first seconds
         with open_source(task.path, fps=cfg.fps) as src:
             result = finalize(_process(src, outdir, cfg, task.workers, method), cfg)
     except WorkerError as exc:
@@ -239,21 +241,12 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
     except EyeblinkError as exc:
         return {"status": "failed", "error": one_line(exc), "stem": task.stem, "index": task.index,
                 "wall_s": time.perf_counter() - started}
+    blinks, prolonged = kind_counts(result.blinks)
     return {"status": "done", "stem": task.stem, "index": task.index, "frames": result.frames,
-            "blinks": kind_counts(result.blinks)[0], "prolonged_closures": kind_counts(result.blinks)[1],
+            "blinks": blinks, "prolonged_closures": prolonged,
             "wall_s": time.perf_counter() - started,
             "damaged_packets": int((result.summary.get("damaged_packets") or {}).get("count") or 0),
             "node": platform.node(), "pid": os.getpid()}
-
-
-def _own_measure(path: str | Path, cfg: RunConfig) -> RunConfig:
-    """A recording of one eye (``--eye-roi``): its own measure, chosen from its own first seconds where the video
-    is processed, as ``process`` chooses (:func:`eyeblink.runtime.runner.settle_eye_measure`; its ``summary.json``
-    says which and why). A split video's is settled once by the driver, for all its chunks; a config already
-    settled, or without a region, is returned as it is."""
-    from eyeblink.runtime.runner import settle_eye_measure
-
-    return settle_eye_measure([Path(path)], cfg)
 
 
 def _remove_stale_rings() -> None:
@@ -551,7 +544,9 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
         vcfg = config
         if len(plan) > 1:  # a split video of one eye: one measure for all its chunks, chosen here from its start
             try:
-                vcfg = v.config = _own_measure(p, config)
+                from eyeblink.runtime.runner import settle_eye_measure
+
+                vcfg = v.config = settle_eye_measure([Path(p)], config)
             except EyeblinkError as exc:
                 from eyeblink.errors import one_line
 
