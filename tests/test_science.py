@@ -411,6 +411,32 @@ def rows(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.slow
+def test_a_session_without_a_blink_still_writes_its_nwb_file(tmp_path: Path) -> None:
+    """A recording where the eye never closes: ``--nwb`` writes the file with an empty blinks table
+    (each column typed), no traceback, no partial file left."""
+    pytest.importorskip("pynwb")
+    from pynwb import NWBHDF5IO
+
+    from eyeblink.lab.synth import SynthConfig, write_recording
+
+    video = tmp_path / "open.avi"
+    write_recording(video, SynthConfig(duration_s=1.0, blinks=(), mjpeg_qscale=4, seed=3))
+    out = tmp_path / "out"
+    proc = run_cli("process", video, "-o", out, "--workers", "1", "--no-progress", "--nwb")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(rows(out / "open.blinks.csv")) == 0
+    assert not list(out.glob("*.partial.nwb"))
+    with NWBHDF5IO(str(out / "open.nwb"), mode="r") as io:
+        nwb = io.read()
+        blinks = nwb.processing["behavior"]["blinks"]
+        assert len(blinks) == 0
+        assert {"peak_time", "duration_ms", "amplitude", "peak_closure", "complete"} <= set(blinks.colnames)
+        assert blinks["complete"].data.dtype == np.bool_
+        assert len(nwb.processing["behavior"]["EyelidTraces"]["ear"].data) == len(rows(out / "open.frames.csv"))
+
+
+@pytest.mark.slow
 def test_cli_conditioning_session(conditioning_recording: tuple[Path, Path], tmp_path: Path) -> None:
     video, trials_csv = conditioning_recording
     out = tmp_path / "out"

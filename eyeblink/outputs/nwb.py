@@ -101,10 +101,15 @@ def write_nwb(data: SessionData, blinks: Sequence[BlinkEvent], config: RunConfig
     mod.add(BehavioralTimeSeries(time_series=series, name="EyelidTraces"))
 
     table = TimeIntervals(name="blinks", description="blinks detected online (eyeblink.signals.blinks)")
-    for name, desc in (("peak_time", "time of the deepest closure (s)"), ("duration_ms", "end - start (ms)"),
-                       ("amplitude", "1 - min/baseline EAR"), ("peak_closure", "FEC at the peak"),
-                       ("complete", "False when the blink was cut by a gap or the end of the input")):
-        table.add_column(name=name, description=desc)
+    for name, desc, dtype in (
+            ("peak_time", "time of the deepest closure (s)", np.float64),
+            ("duration_ms", "end - start (ms)", np.float64),
+            ("amplitude", "1 - min/baseline EAR", np.float64),
+            ("peak_closure", "FEC at the peak", np.float64),
+            ("complete", "False when the blink was cut by a gap or the end of the input", np.bool_)):
+        # a session without a blink still gets its (empty) table: the columns' types are said, as hdmf
+        # cannot infer them from no value
+        table.add_column(name=name, description=desc, **({} if blinks else {"data": np.empty(0, dtype)}))
     for ev in blinks:
         table.add_row(start_time=float(ev.start_s), stop_time=float(ev.end_s), peak_time=float(ev.peak_s),
                       duration_ms=float(ev.duration_ms), amplitude=_f(ev.amplitude),
