@@ -104,6 +104,7 @@ def test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a
     url = run.url()
     assert url.startswith("http://127.0.0.1:")
     banners: list[str] = []
+    image_tops: list[float] = []
     lags: list[float] = []
     try:
         with pw_api.sync_playwright() as pw:
@@ -129,6 +130,9 @@ def test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a
                     kind = page.locator("#banner").get_attribute("data-kind") or ""
                     if not banners or banners[-1] != kind:
                         banners.append(kind)
+                        frame_box = page.locator("#frame").bounding_box()
+                        assert frame_box is not None
+                        image_tops.append(frame_box["y"])  # as each banner comes and goes
                     ms = page.locator("#image-lag").get_attribute("data-ms")
                     if ms and kind in ("", "face_lost"):
                         lags.append(float(ms))
@@ -151,6 +155,7 @@ def test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a
     assert points_drawn == "12"  # the eye points of the last image (a frame with a face) were drawn
     assert "face_lost" in banners, banners
     assert banners.index("face_lost") < len(banners) - 1 and "" in banners[banners.index("face_lost") + 1:], banners
+    assert max(image_tops) - min(image_tops) < 0.5, image_tops  # a banner never moves the image
     print(f"image behind the last row written: median {np.median(lags):.0f} ms, max {max(lags):.0f} ms "
           f"({len(lags)} samples)")
     assert len(lags) >= 20

@@ -440,7 +440,8 @@
     else if (status.stalled_s) { kind = "stalled"; text = "The stream stalled: no frame for " + status.stalled_s.toFixed(1) + " s."; }
     else if (status.face_lost) { kind = "face_lost"; text = "Face lost since frame " + status.face_lost_frame + ": check the camera, the light and the subject."; }
     else if (status.stale) { kind = "stale"; text = "Stale: the newest analysed frame is older than the freshness bound."; }
-    setData(b, "kind", kind); setText(b, text); if (b.hidden !== !kind) b.hidden = !kind;
+    setData(b, "kind", kind); setText(b, text); if (b.title !== text) b.title = text;  // whole, if cut short
+    if (b.hidden !== !kind) b.hidden = !kind;
   }
   function fmt(v, unit) { return v === null || v === undefined ? "–" : v + (unit || ""); }
   function onStatus(s) { status = s; textDirty = true; draw(); }  // shown at the next animation frame
