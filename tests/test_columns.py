@@ -102,13 +102,15 @@ def test_a_column_added_to_the_table_reaches_header_docs_records_and_live_rows(t
     assert "| 16 | `patch_mean` | grey level | mean of the eye patches (a test column) |" in page
 
     # a live row: the tap turns a written row (and its dropped cell) into the table's row type
-    from eyeblink.runtime.live.sinks import Sink
+    from eyeblink.runtime.live.sinks import Row, Sink
 
     seen = []
 
     class Rows(Sink):
-        def row(self, r: Any, published: bool) -> None:
-            seen.append(r)
+        takes = (Row,)
+
+        def put(self, item: Any) -> None:
+            seen.append(item.row)
 
     tap = LiveTap()
     tap.add(Rows())

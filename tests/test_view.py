@@ -325,6 +325,21 @@ def test_view_options_that_cannot_work_are_one_line(tmp_path: Path) -> None:
     try:
         with pytest.raises(ConfigError, match=f"--view-port {busy.port}: cannot listen"):
             ViewSink(port=busy.port).open()
+        # a live run's view takes its port as it is made, before any model loads: the API's session
+        # refuses as it is made, the CLI before its models load
+        import eyeblink
+        from eyeblink.runtime.live.sinks.view import ViewOutput
+
+        with pytest.raises(ConfigError, match=f"--view-port {busy.port}: cannot listen"):
+            ViewOutput(port=busy.port)
+        with pytest.raises(ConfigError, match=f"--view-port {busy.port}: cannot listen"):
+            eyeblink.live("tcp://127.0.0.1:9", view=True, view_port=busy.port)
+        proc = subprocess.run([sys.executable, "-m", "eyeblink", "live", "tcp://127.0.0.1:9", "-o",
+                               str(tmp_path), "--view", "--view-port", str(busy.port)],
+                              capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].startswith(
+            f"eyeblink: error: --view-port {busy.port}: cannot listen")
     finally:
         busy.close()
     proc = subprocess.run([sys.executable, "-m", "eyeblink", "live", "tcp://127.0.0.1:9", "-o", str(tmp_path),

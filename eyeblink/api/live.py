@@ -132,7 +132,9 @@ class LiveSession:
         self.cfg = cfg
         self.source_spec = source
         self.output = output
-        tap = LiveTap.from_config(self.live_config, cfg.blink_settings().max_blink_ms, always=True)
+        # the outputs, before any model loads: a missing lsl extra, the view's port taken raise now
+        tap = LiveTap.from_config(self.live_config, cfg.blink_settings().max_blink_ms,
+                                  always=True)
         assert tap is not None
         self.tap: LiveTap = tap
         #: why the last :meth:`wait_until_open` returned False ("" after True)
@@ -189,8 +191,9 @@ class LiveSession:
 
     @property
     def view_url(self) -> str | None:
-        """The browser view's address once the session has started (``view=True``; None without a view)."""
-        return next((s.url for s in self.tap.sinks if getattr(s, "url", "")), None)
+        """The browser view's address (``view=True``; None without a view): its port is taken as the
+        session is made, before any model loads."""
+        return next((url for s in self.tap.sinks if (url := getattr(s, "url", ""))), None)
 
     @property
     def running(self) -> bool:
@@ -249,7 +252,7 @@ class LiveSession:
         try:
             self._pipe, source, self.cfg = prepare(self.source_spec, self.cfg, self.live_config,
                                                    name=self._name, stream=self._stream, report=self._report,
-                                                   analysis=self._analysis, tap=self.tap,
+                                                   analysis=self._analysis,
                                                    start_method=self._start_method)
         except BaseException:
             self._cleanup()
@@ -322,8 +325,9 @@ class LiveSession:
                 self._abort()
 
     def _cleanup(self) -> None:
-        for sink in self.tap.sinks:  # the view's port, taken before the models loaded (closed already after a run)
-            sink.close(None)
+        if not self.tap.closed:  # no run closed them: the view's port, taken as the session began
+            for sink in self.tap.sinks:
+                sink.close(None)
         if self._tmp is not None:
             with contextlib.suppress(OSError):
                 self._tmp.cleanup()

@@ -176,11 +176,13 @@ def cmd_live(args: argparse.Namespace) -> int:
     live = live_config(args, cfg)
     stream = StreamOptions(options=options, read_timeout_s=args.read_timeout, reconnect=args.reconnect)
     outdir = ensure_output_dir(Path(args.output))
-    tap = LiveTap.from_config(live, cfg.blink_settings().max_blink_ms,
-                              announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
     analysis = shared.analysis_options(args)
+    # the outputs, before any model loads: the lsl extra missing, the view's port taken refused now
+    tap = LiveTap.from_config(
+        live, cfg.blink_settings().max_blink_ms,
+        announce=lambda text: print(f"eyeblink: {text}", file=sys.stderr, flush=True))
     pipe, source, _ = prepare(args.source, cfg, live, name=args.name, report=args.report, analysis=analysis,
-                                tap=tap, stream=stream, start_method=args.start_method)
+                              stream=stream, start_method=args.start_method)
     from eyeblink.outputs.lock import session_locks
 
     with session_locks(outdir, [source.name]):  # one writer per session: before the capture connects

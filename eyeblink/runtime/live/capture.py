@@ -16,7 +16,6 @@ from eyeblink.outputs.analysis import AnalysisOptions
 if TYPE_CHECKING:
     from eyeblink.config import LiveConfig, RunConfig
     from eyeblink.runtime.live.pipeline import LivePipeline
-    from eyeblink.runtime.live.publish import LiveTap
     from eyeblink.runtime.pipeline import RunResult
     from eyeblink.sources.live import LiveSource
 
@@ -25,16 +24,16 @@ __all__ = ["finish", "prepare"]
 
 def prepare(spec: str, cfg: RunConfig, live: LiveConfig, *, name: str | None = None, stream: Any = None,
             report: bool = False, analysis: AnalysisOptions | None = None,
-            tap: LiveTap | None = None,
             start_method: str | None = None) -> tuple[LivePipeline, LiveSource, RunConfig]:
-    """Everything before the capture, for the CLI and the Python API alike: the checks, the models (loaded before
-    a stream is connected), the source (not yet connected). Returns the pipeline, the source and the run's config.
-    ``start_method``: how the pipeline's processes start (None: the environment's, else auto)."""
+    """Everything before the capture, for the CLI and the Python API alike: the checks, the models
+    (loaded before a stream is connected), the source (not yet connected). Returns the pipeline, the
+    source and the run's config. ``start_method``: how the pipeline's processes start (None: the
+    environment's, else auto). The run's outputs (its
+    :class:`~eyeblink.runtime.live.publish.LiveTap` and sinks) are made before this is called: a
+    missing extra or a port taken is refused before any model loads."""
     from eyeblink.runtime.live.pipeline import LivePipeline
     from eyeblink.sources.live import open_live_source
 
-    if tap is not None:
-        tap.check()  # the lsl extra, before any model loads
     if live.record is not None:
         from eyeblink.runtime.live.record import check_record_path
 

@@ -1,9 +1,13 @@
 """What a live session tells other programs while it runs: the eye's settled state, its freshness, and the
 outputs it is handed to (Lab Streaming Layer outlets, the gate socket, the browser view, the API).
 
-The live sink (:class:`eyeblink.runtime.live.pipeline._LiveRun`) writes rows and blink events in frame order; a
-:class:`LiveTap` sees each of them right after it is written and hands it on to the run's sinks, each a class of
-one interface in :mod:`eyeblink.runtime.live.sinks` chosen by the config:
+The live sink (:class:`eyeblink.runtime.live.pipeline._LiveRun`) writes rows and blink events in
+frame order; a :class:`LiveTap` sees each of them right after it is written and hands it on to the
+run's sinks as items (:mod:`eyeblink.runtime.live.sinks.base`: the row, each settled state change,
+each gate line, each blink, and the session's own moments: opened, ready, connected, ended), each
+sink only the item types it takes, through its one method ``put(item)``, and ``close(reason)`` at
+the end. The sinks, each a class of that interface in :mod:`eyeblink.runtime.live.sinks`, are
+chosen by the config:
 
 * :class:`~eyeblink.runtime.live.sinks.lsl.LslSink` (``--lsl``, extra ``lsl``): one per-frame sample stream and one
   marker stream, described as the XDF conventions ask (channel labels, units, types, the source, eyeblink's
@@ -54,7 +58,19 @@ from typing import TYPE_CHECKING, Any
 
 from eyeblink.outputs import columns as _columns
 from eyeblink.outputs.columns import FRAME_TABLE
-from eyeblink.runtime.live.sinks import Sink, sinks_from_config
+from eyeblink.runtime.live.sinks import (
+    ITEMS,
+    Blink,
+    Connected,
+    Ended,
+    GateLine,
+    Opened,
+    Ready,
+    Row,
+    Sink,
+    StateChanged,
+    sinks_from_config,
+)
 from eyeblink.runtime.live.sinks.gate import GATE_EVENTS, MAX_CLIENT_BACKLOG, GateServer, GateSink
 from eyeblink.runtime.live.sinks.gate import finite as _finite
 from eyeblink.runtime.live.sinks.lsl import LSL_CHANNELS, LslOutlets, LslSink
@@ -163,14 +179,21 @@ class GateTracker:
         return self.state == EyeState.OPEN and self.held_s() >= stable_ms / 1000.0 - 1e-9
 
 
+def _never() -> bool:
+    """Never cancelled (a :class:`~eyeblink.runtime.live.sinks.base.Ready` without a run's own)."""
+    return False
+
+
 class LiveTap:
     """Sees every written row, blink event and state change of a live session, in frame order, decides the eye's
     settled state and its freshness, and hands each on to its sinks (:mod:`eyeblink.runtime.live.sinks`: the gate
     socket, the LSL outlets, the browser view, the API), each with its age; refuses stale answers.
 
-    Lifecycle: :meth:`check` before any model loads, :meth:`open` before the source connects (outlets and socket
-    exist before the first frame), :meth:`connected` once its rate is known, :meth:`arrivals` per batch of rows,
-    :meth:`row` and :meth:`blink` from the writer, :meth:`close` at the end.
+    Lifecycle: made with its sinks before any model loads (a sink that cannot work raises then),
+    :meth:`open` before the source connects (outlets and socket exist before the first frame; the
+    sinks' :class:`~eyeblink.runtime.live.sinks.base.Opened` and ``Ready``), :meth:`connected` once
+    its rate is known, :meth:`arrivals` per batch of rows, :meth:`row` and :meth:`blink` from the
+    writer, :meth:`end` as the answers end, :meth:`close` at the end.
     """
 
     def __init__(self, *, lsl: bool = False, lsl_name: str = "eyeblink", lsl_wait_s: float = 0.0,
@@ -226,11 +249,14 @@ class LiveTap:
         self.opened = threading.Event()  # set once the outlets and the socket exist (before the source connects)
         #: the outputs of the run (:class:`~eyeblink.runtime.live.sinks.base.Sink`), in order; see :meth:`add`
         self.sinks: list[Sink] = []
-        # the sinks' per-item hooks, bound once (a sink that does not override a hook is not called for it)
-        self._on_row: list[Callable[[LiveRow, bool], None]] = []
-        self._on_state: list[Callable[[StateChange], None]] = []
-        self._on_event: list[Callable[[GateEvent, dict[str, Any]], None]] = []
-        self._on_blink: list[Callable[[BlinkEvent], None]] = []
+        #: per item type, the ``put`` of each sink that takes it, in order (bound once, in
+        #: :meth:`add`): a sink is handed no other item, so one that takes no row costs nothing per
+        #: frame
+        self._routes: dict[type, list[Callable[[Any], None]]] = {t: [] for t in ITEMS}
+        self._on_row = self._routes[Row]
+        self._on_state = self._routes[StateChanged]
+        self._on_event = self._routes[GateLine]
+        self._on_blink = self._routes[Blink]
         for sink in ((GateSink(gate_port),) if gate_port is not None else ()) + (
                 (LslSink(lsl_name, lsl_wait_s),) if lsl else ()) + tuple(sinks):
             self.add(sink)
@@ -252,11 +278,14 @@ class LiveTap:
 
     def add(self, sink: Sink) -> None:
         """One more output (before :meth:`open`); the sinks are kept in their ``order``."""
+        unknown = [t for t in sink.takes if t not in self._routes]
+        if unknown:
+            raise TypeError(f"{type(sink).__name__}.takes: {unknown!r} are not items of a live run "
+                            f"(eyeblink.runtime.live.sinks.base.ITEMS)")
         self.sinks.append(sink)
-        self.sinks.sort(key=lambda s: s.order)  # stable: sinks of one order keep the order they were added in
-        for name, hooks in (("row", self._on_row), ("state", self._on_state), ("event", self._on_event),
-                            ("blink", self._on_blink)):
-            hooks[:] = [getattr(s, name) for s in self.sinks if s.overrides(name)]
+        self.sinks.sort(key=lambda s: s.order)  # stable: one order's sinks stay as they came
+        for kind, puts in self._routes.items():
+            puts[:] = [s.put for s in self.sinks if kind in s.takes]
 
     @property
     def preview(self) -> Any:
@@ -270,34 +299,36 @@ class LiveTap:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def check(self) -> None:
-        """Before any model loads: each sink's own check (the ``lsl`` extra is there; the view's port is free)."""
-        for sink in self.sinks:
-            sink.check()
-
     def open(self, *, source: str, stem: str, nominal_fps: float | None, eye_model: str,
              timestamps: str | None = None, cancelled: Callable[[], bool] | None = None) -> None:
-        """Before the source connects: every sink opens (the gate socket; the LSL outlets when their rate is known
-        now, ``nominal_fps``: ``--fps`` or a camera's, or an inlet is to be waited for; otherwise at
-        :meth:`connected`). Starts the watchdog that says ``stale`` when no fresh frame comes."""
+        """Before the source connects: every sink is handed
+        :class:`~eyeblink.runtime.live.sinks.base.Opened` (the gate socket; the LSL outlets when
+        their rate is known now, ``nominal_fps``: ``--fps`` or a camera's, or an inlet is to be
+        waited for; otherwise at :meth:`connected`); the watchdog that says ``stale`` when no fresh
+        frame comes starts; then every sink is handed
+        :class:`~eyeblink.runtime.live.sinks.base.Ready` (``--lsl-wait`` waits there for an inlet)
+        and the capture starts once it returns."""
         self.source, self.stem = source, stem
         self.eye_model, self.timestamps, self.nominal_fps = eye_model, timestamps, nominal_fps
-        for sink in self.sinks:
-            sink.open(self)
+        self._hand(Opened(source, stem, eye_model, nominal_fps, timestamps, self))
         if self._watch is None:
             self._watch = threading.Thread(target=self._watchdog, name="eyeblink-stale-watch", daemon=True)
             self._watch.start()
         self.opened.set()
-        for sink in self.sinks:
-            sink.started(cancelled)
+        self._hand(Ready(cancelled if cancelled is not None else _never))
 
     def connected(self, nominal_fps: float | None, eye_model: str | None = None) -> None:
-        """The source is connected (its rate known), the capture not started: the sinks are told."""
+        """The source is connected (its rate known), the capture not started: the sinks are handed
+        :class:`~eyeblink.runtime.live.sinks.base.Connected`."""
         if eye_model:
             self.eye_model = eye_model
         self.nominal_fps = nominal_fps
-        for sink in self.sinks:
-            sink.connected(self)
+        self._hand(Connected(nominal_fps, self.eye_model))
+
+    def _hand(self, item: Any) -> None:
+        """``item`` to each sink that takes it, in order."""
+        for put in self._routes[type(item)]:
+            put(item)
 
     def set_clock(self, pc_to_lsl: float) -> None:
         """LSL's clock minus ``perf_counter`` (the LSL sink measures it with its outlets, before the first frame)."""
@@ -333,16 +364,21 @@ class LiveTap:
         return self._ended.is_set()
 
     def end(self, reason: str | None = None) -> None:
-        """The run's answers end, as the stream's last row is written: the watchdog stops and each sink's
-        :meth:`~eyeblink.runtime.live.sinks.base.Sink.end` is called (the gate's ``end`` line); once."""
+        """The run's answers end, as the stream's last row is written: the watchdog stops and the
+        sinks are handed :class:`~eyeblink.runtime.live.sinks.base.Ended` (the gate's ``end``
+        line); once."""
         if self._ended.is_set():
             return
         self._ended.set()
         if self._watch is not None:
             self._watch.join(timeout=1.0)
         with self._lock:
-            for sink in self.sinks:
-                sink.end(reason)
+            self._hand(Ended(reason))
+
+    @property
+    def closed(self) -> bool:
+        """The sinks are closed (:meth:`close`)."""
+        return self._closed
 
     def close(self, reason: str | None = None) -> None:
         """The run is over (its files written): :meth:`end` if not yet, then each sink's ``close`` (the LSL
@@ -378,7 +414,7 @@ class LiveTap:
                                 {"age_ms": age * 1000.0, "max_age_ms": self.max_age_s * 1000.0}),
                       self.fresh_frame, self.fresh_s, self.fresh_arrival)
 
-    # ------------------------------------------------------------------ the sink's hooks
+    # ------------------------------------------------------------------ what the writer calls
 
     def arrivals(self, index: Sequence[int], t_arrival: Sequence[float]) -> None:
         """The arrival times (``perf_counter``) of a batch of rows about to be written."""
@@ -411,8 +447,10 @@ class LiveTap:
             self.startup_rows += 1
         elif late:
             self.late_rows += 1
-        for hook in self._on_row:  # every row written; a late one is not published (no LSL sample)
-            hook(r, not late)
+        if self._on_row:  # every row written; a late one is not published (no LSL sample)
+            item = Row(r, not late)
+            for put in self._on_row:
+                put(item)
         det = self.detector
         if det is not None:
             det.pop_state_changes()  # the detector's own records: the settled state below is what is published
@@ -449,8 +487,10 @@ class LiveTap:
                         elif not self.stale:
                             self._go_stale(now - arrival)
                         return
-                    for hook in self._on_state:
-                        hook(ch)
+                    if self._on_state:
+                        changed = StateChanged(ch)
+                        for put in self._on_state:
+                            put(changed)
                     events.extend(self.tracker.change(ch))
             if self.debouncer.pending is None:  # no timed event while the eye may be changing
                 events.extend(self.tracker.tick(frame, t))
@@ -463,8 +503,10 @@ class LiveTap:
         """A blink event the detector settled (one row of blinks.csv): a ``blink`` line on the gate socket and a
         ``blink`` marker (``blink:<kind>`` for a prolonged closure), the view's marker, the API's item."""
         with self._lock:
-            for hook in self._on_blink:
-                hook(ev)
+            if self._on_blink:
+                item = Blink(ev)
+                for put in self._on_blink:
+                    put(item)
 
     def _publish(self, ev: GateEvent, latest_frame: int, latest_s: float, arrival: float) -> None:
         says_open = ev.state == EyeState.OPEN and ev.event in ("state", "open_stable", "blink_end", "face_found")
@@ -486,8 +528,10 @@ class LiveTap:
             self.first_answer_ms = (now - self._first_arrival) * 1000.0
         msg["sent_time"] = now
         msg.setdefault("age_ms", _finite(age * 1000.0))
-        for hook in self._on_event:  # the gate's line, the LSL marker, ...
-            hook(ev, msg)
+        if self._on_event:  # the gate's line, the LSL marker, ...
+            item = GateLine(ev, msg)
+            for put in self._on_event:
+                put(item)
 
     def _past_latency(self, age_s: float) -> bool:
         """True when an answer ``age_s`` old is past the latency bound (``--max-latency-ms``; never without one)."""

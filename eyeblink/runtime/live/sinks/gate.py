@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from eyeblink.errors import ConfigError
-from eyeblink.runtime.live.sinks.base import Sink
+from eyeblink.runtime.live.sinks.base import Blink, Ended, GateLine, Item, Opened, Sink
 from eyeblink.signals.state import EyeState
 from eyeblink.version import __version__
 
@@ -196,10 +196,12 @@ def _json_default(o: Any) -> Any:
 
 
 class GateSink(Sink):
-    """The gate socket as an output of the run: made at :meth:`open` (before the source connects)."""
+    """The gate socket as an output of the run: listening from :class:`Opened` (before the source
+    connects) until :class:`Ended`, whose ``end`` line is its last."""
 
     order = 10
     summary_key = "gate_port"
+    takes = (Opened, GateLine, Blink, Ended)
 
     def __init__(self, port: int) -> None:
         self.port_asked = port
@@ -208,35 +210,43 @@ class GateSink(Sink):
         self.tap: Any = None
 
     @classmethod
-    def from_config(cls, live: Any, *, announce: Callable[[str], None] | None = None) -> GateSink | None:
+    def from_config(cls, live: Any, *,
+                    announce: Callable[[str], None] | None = None) -> GateSink | None:
         return cls(live.gate_port) if live.gate_port is not None else None
 
-    def open(self, tap: Any) -> None:
-        self.tap = tap
-        if self.server is None:
-            self.server = GateServer(self.port_asked, self._hello)
-            self.port = self.server.port
-            tap.say(f"gate: JSON lines on tcp://127.0.0.1:{self.port}")
+    def put(self, item: Item) -> None:
+        match item:
+            case GateLine(line=line):
+                if self.server is not None:
+                    self.server.send(line)
+            case Blink(event=ev):
+                self._blink(ev)
+            case Opened(tap=tap):
+                self.tap = tap
+                if self.server is None:
+                    self.server = GateServer(self.port_asked, self._hello)
+                    self.port = self.server.port
+                    tap.say(f"gate: JSON lines on tcp://127.0.0.1:{self.port}")
+            case Ended(reason=reason):
+                self._end(reason)
 
     def _hello(self) -> dict[str, Any]:
-        # no tap lock here: the gate's accept thread holds the gate's lock, which the sink takes under the tap's
+        # no tap lock here: the gate's accept thread holds the gate's lock, which the sink takes
+        # under the tap's
         tap = self.tap
         tr = tap.tracker
         age = tap.age_s()
         return {"event": "hello", "version": __version__, "source": tap.source, "stem": tap.stem,
                 "state": tr.state.value, "since_frame": tr.since_frame, "since_s": finite(tr.since_s),
-                "frame": tr.last_frame, "timestamp_s": finite(tr.last_s), "stable_ms": tr.stable_s * 1000.0,
-                "max_blink_ms": tr.max_blink_s * 1000.0, "max_age_ms": tap.max_age_s * 1000.0,
-                "settle_ms": tap.debouncer.settle_s * 1000.0, "face_lost_ms": tap.debouncer.face_lost_s * 1000.0,
+                "frame": tr.last_frame, "timestamp_s": finite(tr.last_s),
+                "stable_ms": tr.stable_s * 1000.0, "max_blink_ms": tr.max_blink_s * 1000.0,
+                "max_age_ms": tap.max_age_s * 1000.0, "settle_ms": tap.debouncer.settle_s * 1000.0,
+                "face_lost_ms": tap.debouncer.face_lost_s * 1000.0,
                 "latest_frame": tap.fresh_frame, "latest_s": finite(tap.fresh_s),
                 "age_ms": finite(age * 1000.0), "stale": tap.stale_now(),
                 "sent_time": time.perf_counter()}
 
-    def event(self, ev: Any, line: dict[str, Any]) -> None:
-        if self.server is not None:
-            self.server.send(line)
-
-    def blink(self, ev: Any) -> None:
+    def _blink(self, ev: Any) -> None:
         if self.server is None:
             return
         tap = self.tap
@@ -248,7 +258,9 @@ class GateSink(Sink):
                           "latest_s": finite(tap.fresh_s), "age_ms": finite(tap.age_s() * 1000.0),
                           "sent_time": time.perf_counter()})
 
-    def end(self, reason: str | None = None) -> None:
+    def _end(self, reason: str | None) -> None:
+        """The answers end: the ``end`` line, then the socket closes (before the run's files are
+        written)."""
         if self.server is not None:
             tr = self.tap.tracker
             self.server.close({"event": "end", "reason": reason, "frame": tr.last_frame,

@@ -16,11 +16,20 @@ from typing import Any
 
 from eyeblink.errors import MissingExtraError, warn
 from eyeblink.outputs import columns as _columns
-from eyeblink.runtime.live.sinks.base import Sink
+from eyeblink.runtime.live.sinks.base import (
+    Blink,
+    Connected,
+    GateLine,
+    Item,
+    Opened,
+    Ready,
+    Row,
+    Sink,
+)
 from eyeblink.runtime.live.sinks.gate import GATE_EVENTS
 from eyeblink.version import __version__
 
-__all__ = ["LSL_CHANNELS", "LslOutlets", "LslSink"]
+__all__ = ["LSL_CHANNELS", "LslOutlets", "LslSink", "check_pylsl"]
 
 #: The per-frame LSL sample: (label, unit, type) per channel, in order: openness_left, openness_right (frames.csv
 #: ear_left, ear_right), closure (online FEC), face, frame, then age (ms since the frame was received). Declared with
@@ -154,71 +163,68 @@ class LslOutlets:
 
 
 class LslSink(Sink):
-    """The two outlets as an output of the run: made as soon as their rate is known (``--fps`` or a camera's at
-    :meth:`open`, a network stream's at :meth:`connected`), or at :meth:`open` when an inlet is to be waited for
-    (``--lsl-wait``, in :meth:`started`)."""
+    """The two outlets as an output of the run: made as soon as their rate is known (``--fps`` or a
+    camera's at :class:`Opened`, a network stream's at :class:`Connected`), or at :class:`Opened`
+    when an inlet is to be waited for (``--lsl-wait``, at :class:`Ready`). Made only where pylsl is
+    installed (the error, before any model loads, names the extra)."""
 
     order = 20
     summary_key = "lsl"
+    takes = (Opened, Ready, Connected, Row, GateLine, Blink)
 
     def __init__(self, name: str = "eyeblink", wait_s: float = 0.0) -> None:
+        check_pylsl()
         self.name = name
         self.wait_s = wait_s
         self.outlets: LslOutlets | None = None
         self.tap: Any = None
+        self.session: Opened | None = None
+        self.nominal_fps: float | None = None
+        self.eye_model = ""
 
     @classmethod
-    def from_config(cls, live: Any, *, announce: Callable[[str], None] | None = None) -> LslSink | None:
+    def from_config(cls, live: Any, *,
+                    announce: Callable[[str], None] | None = None) -> LslSink | None:
         return cls(live.lsl_name, live.lsl_wait_s) if live.lsl else None
 
-    def check(self) -> None:
-        import importlib.util
-
-        try:
-            spec = importlib.util.find_spec("pylsl")
-        except (ImportError, ValueError):  # a broken install, or blocked in sys.modules
-            spec = None
-        if spec is None:
-            raise MissingExtraError(NO_PYLSL)
-
-    def open(self, tap: Any) -> None:
-        self.tap = tap
-        if tap.nominal_fps or self.wait_s > 0:
-            self._open()
-
-    def connected(self, tap: Any) -> None:
-        self.tap = tap
-        self._open()
+    def put(self, item: Item) -> None:
+        match item:
+            case Row(row=r, published=published):
+                if published and self.outlets is not None:
+                    self.outlets.push(r, self.tap.lsl_time(r.timestamp_s))
+            case GateLine(event=ev):
+                if self.outlets is not None:
+                    self.outlets.marker(ev.marker, self.tap.lsl_time(ev.timestamp_s))
+            case Blink(event=ev):
+                if self.outlets is not None:
+                    kind = getattr(ev, "kind", "blink")
+                    self.outlets.marker("blink" if kind == "blink" else f"blink:{kind}",
+                                        self.tap.lsl_time(ev.start_s))
+            case Opened():
+                self.session, self.tap = item, item.tap
+                self.nominal_fps, self.eye_model = item.nominal_fps, item.eye_model
+                if item.nominal_fps or self.wait_s > 0:
+                    self._open()
+            case Ready(cancelled=cancelled):
+                if self.outlets is not None and self.wait_s > 0:
+                    ok = self.outlets.wait_for_consumers(self.wait_s, cancelled)
+                    self.tap.say("lsl: an inlet is connected" if ok else
+                                 f"lsl: no inlet after {self.wait_s:g} s; starting anyway")
+            case Connected():
+                self.nominal_fps, self.eye_model = item.nominal_fps, item.eye_model
+                self._open()
 
     def _open(self) -> None:
-        if self.outlets is not None:
+        if self.outlets is not None or self.session is None:
             return
-        tap = self.tap
-        self.outlets = lsl = LslOutlets(self.name, source=tap.source, stem=tap.stem, nominal_fps=tap.nominal_fps,
-                                        eye_model=tap.eye_model, timestamps=tap.timestamps)
+        tap, s = self.tap, self.session
+        self.outlets = lsl = LslOutlets(self.name, source=s.source, stem=s.stem,
+                                        nominal_fps=self.nominal_fps, eye_model=self.eye_model,
+                                        timestamps=s.timestamps)
         clock = lsl.local_clock  # perf_counter -> LSL's clock (the same clock on Linux; not everywhere)
         tap.set_clock(min((clock() - time.perf_counter() for _ in range(5)), key=abs))
         rate = "irregular rate (declare --fps)" if not lsl.nominal_fps else f"{lsl.nominal_fps:g} Hz"
         tap.say(f"lsl: streams {self.name!r} (samples, {rate}) and {self.name + '-markers'!r}")
-
-    def started(self, cancelled: Callable[[], bool] | None = None) -> None:
-        if self.outlets is not None and self.wait_s > 0:
-            ok = self.outlets.wait_for_consumers(self.wait_s, cancelled)
-            self.tap.say("lsl: an inlet is connected" if ok else
-                         f"lsl: no inlet after {self.wait_s:g} s; starting anyway")
-
-    def row(self, r: Any, published: bool) -> None:
-        if published and self.outlets is not None:
-            self.outlets.push(r, self.tap.lsl_time(r.timestamp_s))
-
-    def event(self, ev: Any, line: dict[str, Any]) -> None:
-        if self.outlets is not None:
-            self.outlets.marker(ev.marker, self.tap.lsl_time(ev.timestamp_s))
-
-    def blink(self, ev: Any) -> None:
-        if self.outlets is not None:
-            kind = getattr(ev, "kind", "blink")
-            self.outlets.marker("blink" if kind == "blink" else f"blink:{kind}", self.tap.lsl_time(ev.start_s))
 
     def close(self, reason: str | None = None) -> None:
         if self.outlets is not None:
@@ -227,3 +233,16 @@ class LslSink(Sink):
 
     def summary(self) -> dict[str, str]:
         return {"samples": self.name, "markers": f"{self.name}-markers"}
+
+
+def check_pylsl() -> None:
+    """pylsl is installed (not loaded: liblsl loads with the outlets); else one line naming the
+    extra."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("pylsl")
+    except (ImportError, ValueError):  # a broken install, or blocked in sys.modules
+        spec = None
+    if spec is None:
+        raise MissingExtraError(NO_PYLSL)

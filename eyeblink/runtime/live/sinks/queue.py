@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from eyeblink.runtime.live.sinks.base import Sink
+from eyeblink.runtime.live.sinks.base import Blink, GateLine, Item, Row, Sink, StateChanged
 
 __all__ = ["QueueSink"]
 
@@ -21,8 +21,10 @@ class QueueSink(Sink):
     Made by the API for its session (:meth:`from_config` asks for none)."""
 
     order = 40
+    takes = (Row, StateChanged, GateLine, Blink)
 
-    def __init__(self, *, on_frame: Callable[[Any], Any] | None = None, on_blink: Callable[[Any], Any] | None = None,
+    def __init__(self, *, on_frame: Callable[[Any], Any] | None = None,
+                 on_blink: Callable[[Any], Any] | None = None,
                  on_state: Callable[[Any], Any] | None = None, max_items: int = 50_000,
                  failed: Callable[[BaseException, Any], None] | None = None) -> None:
         self.on_frame, self.on_blink, self.on_state = on_frame, on_blink, on_state
@@ -48,24 +50,24 @@ class QueueSink(Sink):
             self.items.append(item)
             self.cond.notify_all()
 
-    def row(self, r: Any, published: bool) -> None:
-        if self.on_frame is not None:
-            self._call(self.on_frame, r)
-        # kept as a plain tuple of its cells (the API's iterator makes it a LiveRow again as it is read): the garbage
-        # collector stops tracking a plain tuple of numbers at its first collection, and a named tuple never, so
-        # 50,000 unread rows would make each full collection of the session's process 20-50 ms longer, a pause
-        # that every frame's row waits behind
-        self._put(tuple(r))
-
-    def blink(self, ev: Any) -> None:
-        if self.on_blink is not None:
-            self._call(self.on_blink, ev)
-        self._put(ev)
-
-    def state(self, ch: Any) -> None:
-        if self.on_state is not None:
-            self._call(self.on_state, ch)
-
-    def event(self, ev: Any, line: dict[str, Any]) -> None:
-        with self.cond:
-            self.cond.notify_all()
+    def put(self, item: Item) -> None:
+        match item:
+            case Row(row=r):
+                if self.on_frame is not None:
+                    self._call(self.on_frame, r)
+                # kept as a plain tuple of its cells (the API's iterator makes it a LiveRow again
+                # as it is read): the garbage collector stops tracking a plain tuple of numbers at
+                # its first collection, and a named tuple never, so 50,000 unread rows would make
+                # each full collection of the session's process 20-50 ms longer, a pause that every
+                # frame's row waits behind
+                self._put(tuple(r))
+            case Blink(event=ev):
+                if self.on_blink is not None:
+                    self._call(self.on_blink, ev)
+                self._put(ev)
+            case StateChanged(change=ch):
+                if self.on_state is not None:
+                    self._call(self.on_state, ch)
+            case GateLine():
+                with self.cond:
+                    self.cond.notify_all()

@@ -6,30 +6,46 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from eyeblink.runtime.live.sinks.base import Sink
+from eyeblink.runtime.live.sinks.base import Blink, Connected, GateLine, Item, Opened, Row, Sink
 from eyeblink.runtime.live.view import ViewSink
 
 __all__ = ["ViewOutput"]
 
 
 class ViewOutput(ViewSink, Sink):
-    """:class:`~eyeblink.runtime.live.view.ViewSink` fed by the tap: its rows, blinks and gate events; the gate's state
-    read from the tap for the page's status."""
+    """:class:`~eyeblink.runtime.live.view.ViewSink` fed by the tap: its rows, blinks and gate
+    events; the gate's state read from the tap for the page's status. It takes its port when made,
+    before any model loads (one line naming the fix when the port is taken)."""
 
     order = 30
     summary_key = "view"
+    takes = (Opened, Connected, Row, GateLine, Blink)
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        try:
+            self.bind()  # the port, before any model loads
+        except BaseException:
+            self.preview.close()
+            raise
 
     @classmethod
-    def from_config(cls, live: Any, *, announce: Callable[[str], None] | None = None) -> ViewOutput | None:
+    def from_config(cls, live: Any, *,
+                    announce: Callable[[str], None] | None = None) -> ViewOutput | None:
         if not getattr(live, "view", False):
             return None
         return cls(port=live.view_port, host=live.view_host, announce=announce)
 
-    def check(self) -> None:
-        self.bind()  # the port, before any model loads
-
-    def open(self, tap: Any) -> None:  # type: ignore[override]
-        ViewSink.open(self, source=tap.source, stem=tap.stem, fps=tap.nominal_fps, eye_model=tap.eye_model, tap=tap)
-
-    def connected(self, tap: Any) -> None:
-        self.set_info(fps=tap.nominal_fps, eye_model=tap.eye_model)
+    def put(self, item: Item) -> None:
+        match item:
+            case Row(row=r, published=published):
+                self.row(r, published)
+            case GateLine(event=ev):
+                self.event(ev)
+            case Blink(event=ev):
+                self.blink(ev)
+            case Opened(tap=tap):
+                self.open(source=item.source, stem=item.stem, fps=item.nominal_fps,
+                          eye_model=item.eye_model, tap=tap)
+            case Connected():
+                self.set_info(fps=item.nominal_fps, eye_model=item.eye_model)
