@@ -128,7 +128,7 @@ def test_an_eye_region_costs_no_face_detection() -> None:
     fitters = build_fitters(cfg, ("area", "contour"))
     try:
         costs = measure_costs(fitters, None, width=640, height=480, reps=5,
-                              region=EyeRegion.parse(cfg.detect.eye_roi).face())
+                              region=EyeRegion.parse(cfg.detect.eye_roi))
     finally:
         for f in fitters.values():
             f.close()

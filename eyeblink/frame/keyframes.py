@@ -1,12 +1,15 @@
 """Keyframe work beside the stream: a detection or a face-mesh placement used a fixed time after its frame.
 
+The helper of the face finder's keyframe policy (:class:`eyeblink.frame.locate.FaceFinder`, which
+submits the work and adopts its results).
+
 On a high-speed camera the occasional, expensive work of the eye model (BlazeFace on a keyframe, the search
 for a new face at four quarter turns, the face mesh that places the eye strip) costs several frame times. Run
 on the frame that asks for it, it holds that frame and every frame queued behind it: the spikes of a live
 run's latency. So, when frames come faster than ``detect.keyframe_lag_ms`` apart, that work is *lagged*:
 
 * the frame that asks for it (a keyframe, a drifted or low-confidence fit, a face lost, a placement older than
-  ``landmarks.mesh_reuse_ms``) is rowed at once with what the analyzer holds (the tracked face and its
+  ``landmarks.mesh_reuse_ms``) is rowed at once with what the finder holds (the tracked face and its
   placement, or no face), and the work starts on that frame's pixels;
 * its result (the face, the placement) is adopted by the first frame at least ``keyframe_lag_ms`` later by
   timestamp, and used from that frame on. One piece of work is in flight at a time.
@@ -100,7 +103,7 @@ def run_job(job: KeyframeJob, config: RunConfig, detector: FaceDetector, fitter:
         if found is None:
             return KeyframeResult(None, face_t, None, seconds)
         if job.hold and holds_box(config, job.detect_every, found, job.prior, job.t, job.face_t):
-            found = job.prior  # nearly the same box: keep the tracked one (FrameAnalyzer._detect's rule)
+            found = job.prior  # nearly the same box: keep the tracked one (FaceFinder._detect's)
         else:
             face_t = job.t
         face = found
@@ -155,8 +158,8 @@ class BesideKeyframes(Closing):
     """Keyframe work in a thread of the worker with its own detector and face mesh (``live``).
 
     :meth:`submit` copies the frame's pixels (the frame's ring slot is reused once its batch is rowed) and
-    returns at once; :meth:`result` waits for the work. At most one job is in flight (the analyzer asks for
-    the next only after adopting the last)."""
+    returns at once; :meth:`result` waits for the work. At most one job is in flight (the face finder
+    asks for the next only after adopting the last)."""
 
     def __init__(self, detector: FaceDetector, mesher: MeshFitter) -> None:
         self.detector, self.mesher = detector, mesher

@@ -31,6 +31,10 @@ empty), the blink detector and the eyelid closure (FEC: 0 = this eye's open base
 calibrated on a segment or on the session's largest closures, :mod:`eyeblink.signals.closure`) work on it
 unchanged, and the face box columns of ``frames.csv`` hold the region. A frame's row depends on that frame
 only, so rows are equal across worker counts.
+
+A region measure is a :class:`RegionModel`: ``fit(gray, region)`` on the :class:`EyeRegion` itself
+(a face model's ``fit`` takes a face detection instead); the run's locator
+(:class:`eyeblink.frame.locate.FixedRegion`) hands it the region on every frame.
 """
 
 from __future__ import annotations
@@ -38,16 +42,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
 from eyeblink.closing import Closing
 from eyeblink.errors import ConfigError
 from eyeblink.landmarks.eyes import EyeFit
-
-if TYPE_CHECKING:
-    from eyeblink.detect.blazeface import FaceDetection
 
 # The eye models that measure in an eye region (``--eye-roi``) are the registry's entries marked ``region``
 # (:func:`eyeblink.landmarks.region_models`), each with its own settings declared there (``tunables``).
@@ -104,13 +105,6 @@ class EyeRegion:
     def box(self) -> tuple[float, float, float, float]:
         return float(self.x), float(self.y), float(self.x + self.w), float(self.y + self.h)
 
-    def face(self) -> FaceDetection:
-        """The region as the pipeline's face: its box, score 1, every keypoint at its centre."""
-        from eyeblink.detect.blazeface import NUM_KEYPOINTS, FaceDetection
-
-        cx, cy = self.x + self.w / 2, self.y + self.h / 2
-        return FaceDetection(self.box, 1.0, np.tile([cx, cy], (NUM_KEYPOINTS, 1)))
-
     def as_list(self) -> list[int]:
         return [self.x, self.y, self.w, self.h]
 
@@ -118,9 +112,22 @@ class EyeRegion:
         return f"{self.x},{self.y},{self.w},{self.h}"
 
 
-def _pixels(face: FaceDetection) -> tuple[int, int, int, int]:
-    x0, y0, x1, y1 = face.box
-    return int(x0), int(y0), int(x1), int(y1)
+@runtime_checkable
+class RegionModel(Protocol):
+    """A region measure (an :data:`~eyeblink.landmarks.EYE_MODELS` entry with ``region=True``):
+    ``fit(gray, region) -> EyeFit`` on one eye region, the openness in ``ear_left``; ``warm_up`` and
+    ``close`` as an eye model's (:class:`~eyeblink.landmarks.EyeModel`, whose ``fit`` takes a face
+    instead)."""
+
+    def fit(self, gray: np.ndarray, region: EyeRegion) -> EyeFit: ...
+
+    def warm_up(self, gray: np.ndarray) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _pixels(region: EyeRegion) -> tuple[int, int, int, int]:
+    return region.x, region.y, region.x + region.w, region.y + region.h
 
 
 def _outline(x0: float, y0: float, x1: float, y1: float) -> np.ndarray:
@@ -166,20 +173,21 @@ class AreaFitter(Closing):
         self.threshold = float(threshold)
         self._geom: tuple[tuple[int, int, int, int], np.ndarray, np.ndarray] | None = None
 
-    def _geometry(self, face: FaceDetection) -> tuple[tuple[int, int, int, int], np.ndarray, np.ndarray]:
-        px = _pixels(face)
+    def _geometry(self, region: EyeRegion
+                  ) -> tuple[tuple[int, int, int, int], np.ndarray, np.ndarray]:
+        px = _pixels(region)
         if self._geom is None or self._geom[0] != px:
             x0, y0, x1, y1 = px
             h, w = y1 - y0, x1 - x0
             bh, bw = max(1, round(h * BORDER)), max(1, round(w * BORDER))
             band = np.ones((h, w), bool)
             band[bh:h - bh, bw:w - bw] = False
-            self._geom = (px, band, _one_eye(_outline(*face.box)))
+            self._geom = (px, band, _one_eye(_outline(*region.box)))
         return self._geom
 
-    def share(self, gray: np.ndarray, face: FaceDetection) -> float:
+    def share(self, gray: np.ndarray, region: EyeRegion) -> float:
         """The eye's share of the region's pixels in ``gray``."""
-        (x0, y0, x1, y1), band, _ = self._geometry(face)
+        (x0, y0, x1, y1), band, _ = self._geometry(region)
         roi = gray[y0:y1, x0:x1]
         ref = float(roi[band].mean())
         if self.polarity == "dark":
@@ -188,9 +196,9 @@ class AreaFitter(Closing):
             eye = np.count_nonzero(roi > 255.0 - (255.0 - ref) * self.threshold)
         return eye / roi.size
 
-    def fit(self, gray: np.ndarray, face: FaceDetection) -> EyeFit:
-        _, _, points = self._geometry(face)
-        return EyeFit(points, self.share(gray, face), math.nan, presence=1.0)
+    def fit(self, gray: np.ndarray, region: EyeRegion) -> EyeFit:
+        _, _, points = self._geometry(region)
+        return EyeFit(points, self.share(gray, region), math.nan, presence=1.0)
 
     def warm_up(self, gray: np.ndarray) -> None:
         """Nothing to warm up (no network)."""
@@ -218,7 +226,7 @@ class ContourFitter(Closing):
         self.model_path = path
         #: the eye's axis, degrees clockwise from level in the image (None: level, until the run settles it)
         self.eye_angle = float(eye_angle or 0.0)
-        #: the region (its face) and the corners placed on it
+        #: the region and the corners placed on it
         self._corners: tuple[Any, np.ndarray, np.ndarray] | None = None
 
     def contour(self, gray: np.ndarray, c0: np.ndarray, c1: np.ndarray) -> np.ndarray:
@@ -233,19 +241,19 @@ class ContourFitter(Closing):
         return contour_to_frame(self._iris.get_tensor(self._contour), m, mirror=False)
 
     @staticmethod
-    def corners(face: FaceDetection, angle: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    def corners(region: EyeRegion, angle: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """The eye corners the crop is placed on: a line through the region's centre at ``angle`` degrees
         (clockwise from level in the image), its ends :data:`CORNER_INSET` of the region's extent along that line
         in from the region's edges (level: the horizontal centre line, ``CORNER_INSET`` of the width in from each
         side)."""
-        x0, y0, x1, y1 = face.box
+        x0, y0, x1, y1 = region.box
         return corners_at(x0, y0, x1, y1, angle)
 
-    def fit(self, gray: np.ndarray, face: FaceDetection) -> EyeFit:
+    def fit(self, gray: np.ndarray, region: EyeRegion) -> EyeFit:
         from eyeblink.landmarks.mesh import CONTOUR_EYE_POINTS, aperture
 
-        if self._corners is None or self._corners[0] is not face:
-            self._corners = (face, *self.corners(face, self.eye_angle))
+        if self._corners is None or self._corners[0] is not region:
+            self._corners = (region, *self.corners(region, self.eye_angle))
         contour = self.contour(gray, self._corners[1], self._corners[2])
         return EyeFit(_one_eye(contour[list(CONTOUR_EYE_POINTS[0])]), aperture(contour), math.nan, presence=1.0)
 
@@ -365,22 +373,23 @@ def choose_measure(grays: list[np.ndarray], seconds: float, region: EyeRegion, *
     first seconds). ``contour`` is measured along the eye's axis (``eye_angle``, else :func:`find_eye_axis`)."""
     from eyeblink.landmarks import create_eye_model, region_models
 
-    face = region.face()
     fitters: dict[str, Any] = {}
     angle, angle_how = eye_angle, ("given" if eye_angle is not None else None)
     tilt = ""
     scores: dict[str, dict[str, float]] = {}
     try:
         for name in ([named] if named is not None else region_models()):
-            fitters[name] = fitter = create_eye_model(name, model_path=model_path if name == named else None,
-                                                      **(options or {}).get(name, {}))
+            # a region measure's class (the registry's region entries) is a RegionModel
+            path = model_path if name == named else None
+            fitters[name] = fitter = cast(RegionModel, create_eye_model(
+                name, model_path=path, **(options or {}).get(name, {})))
             if isinstance(fitter, ContourFitter):  # the crop along the eye's axis: given, or found once here
                 if eye_angle is None:
                     angle, angle_how = find_eye_axis(fitter, grays, region), "found"
                 fitter.eye_angle = float(angle)  # type: ignore[arg-type]
                 tilt = f", the eye's axis {angle:g} degrees from level ({angle_how})"
         for name, fitter in fitters.items():
-            scores[name] = trace_quality(np.array([fitter.fit(g, face).ear_left for g in grays]))
+            scores[name] = trace_quality(np.array([fitter.fit(g, region).ear_left for g in grays]))
         if named is not None:
             model = named
             why = f"{named}: named with --landmarks{tilt if named == 'contour' else ''}"
@@ -423,4 +432,4 @@ def _runner_up(scores: dict[str, dict[str, float]], model: str) -> str:
 
 
 __all__ = ["DEFAULT_REGION_MODEL", "AreaFitter", "ContourFitter", "EyeRegion", "MeasureChoice",
-           "choose_measure", "dips", "find_eye_axis", "trace_quality"]
+           "RegionModel", "choose_measure", "dips", "find_eye_axis", "trace_quality"]

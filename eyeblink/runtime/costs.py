@@ -202,16 +202,18 @@ def _decode_ms(frame: np.ndarray, codec: str | None, reps: int) -> float:
 
 def measure_costs(fitters: dict[str, Any], detector: Any, *, width: int, height: int, reps: int = 15,
                   region: Any = None) -> HostCosts:
-    """Time each part on this machine on a real face frame of the source's size (~0.3 s in all on a 2-core
-    AVX2 host): BlazeFace (``detector``, a :class:`~eyeblink.detect.blazeface.FaceDetector`; none with ``region``,
-    the face an eye region stands for: a recording of one eye runs no detector, its cost is 0) and each of
-    ``fitters`` (``{model: EyeModel}``) with a fresh face mesh and with the mesh reused. Medians of ``reps`` runs
-    each, after a warm-up. The decode is added once the source's codec is known (:func:`with_decode`). Falls
-    back to :func:`registry_costs` (with the reason) if the frame has no face or a part fails."""
+    """Time each part on this machine on a real face frame of the source's size (~0.3 s in all on a
+    2-core AVX2 host): BlazeFace (``detector``, a :class:`~eyeblink.detect.blazeface.FaceDetector`;
+    none with ``region``, an :class:`~eyeblink.landmarks.region.EyeRegion`: a recording of one eye
+    runs no detector, its cost is 0, and ``fitters`` are region measures, fitted on the region) and
+    each of ``fitters`` (``{model: EyeModel}``) with a fresh face mesh and with the mesh reused.
+    Medians of ``reps`` runs each, after a warm-up. The decode is added once the source's codec is
+    known (:func:`with_decode`). Falls back to :func:`registry_costs` (with the reason) if the frame
+    has no face or a part fails."""
     try:
         if region is not None:  # a recording of one eye: no detector; the eye models fit the region
             frame = face_frame(max(width, math.ceil(region.box[2])), max(height, math.ceil(region.box[3])))
-            face, detect_ms = region, 0.0
+            face, detect_ms = region, 0.0  # (the region measures take the region itself)
         else:
             frame = face_frame(width, height)
             faces = detector.detect(frame)

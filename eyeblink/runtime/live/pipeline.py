@@ -949,7 +949,7 @@ class LivePipeline(ParallelPipeline):
                 from eyeblink.frame.analyzer import build_fitters
 
                 fitters = {**build_fitters(self.cfg, ("contour",)), **fitters}
-            return measure_costs(fitters, None, width=640, height=480, region=locator.face())
+            return measure_costs(fitters, None, width=640, height=480, region=locator.region)
         with build_detector(self.cfg) as detector:
             return measure_costs(fitters, detector, width=640, height=480)
 
