@@ -38,6 +38,33 @@ ACCELERATOR_STAGE_BACKENDS = ("jax", "tensorflow")
 
 
 @dataclass(frozen=True)
+class EyeConfig:
+    """Where the eye is: on a face (the default: ``[detect]``'s face detector finds it), or in a fixed region.
+
+    ``roi``: a recording of one eye (``--eye-roi X,Y,W,H``, frame pixels): no face detection, the eye model (``area``
+    or ``contour``) measures the lid in this region of every frame (:mod:`eyeblink.landmarks.region`); the run's
+    locator (:func:`eyeblink.frame.locate.locator_for`) takes it as :attr:`region`.
+    """
+
+    roi: tuple[int, int, int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.roi is not None:  # the user's X,Y,W,H (text, four numbers or a region) parsed once, here; kept as
+            from eyeblink.landmarks.region import EyeRegion  # four numbers for TOML/JSON round-trips
+
+            object.__setattr__(self, "roi", tuple(EyeRegion.parse(self.roi).as_list()))
+
+    @property
+    def region(self) -> EyeRegion | None:
+        """The eye region (``roi``, checked when the config was built) as the value code passes; None: faces."""
+        if self.roi is None:
+            return None
+        from eyeblink.landmarks.region import EyeRegion
+
+        return EyeRegion(*self.roi)
+
+
+@dataclass(frozen=True)
 class DetectConfig:
     """Face detection (BlazeFace short-range).
 
@@ -82,15 +109,8 @@ class DetectConfig:
     flush_ms: float = 5.0
     #: processes of the accelerator stage sharing the device (0: one per 4 cores, 1 to 4)
     stage_processes: int = 0
-    #: a recording of one eye (``--eye-roi X,Y,W,H``, frame pixels): no face detection, the eye model (``area`` or
-    #: ``contour``) measures the lid in this region of every frame (:mod:`eyeblink.landmarks.region`); None: faces
-    eye_roi: tuple[int, int, int, int] | None = None
 
     def __post_init__(self) -> None:
-        if self.eye_roi is not None:  # the user's X,Y,W,H (text, four numbers or a region) parsed once, here; kept as
-            from eyeblink.landmarks.region import EyeRegion  # four numbers for TOML/JSON round-trips
-
-            object.__setattr__(self, "eye_roi", tuple(EyeRegion.parse(self.eye_roi).as_list()))
         if isinstance(self.backend, (list, tuple)):
             from eyeblink.detect import first_installed_backend
 
@@ -139,15 +159,6 @@ class DetectConfig:
         if self.stage == "auto":
             return str(self.backend).strip().lower() in ACCELERATOR_STAGE_BACKENDS
         return self.stage == "accelerator"
-
-    @property
-    def eye_region(self) -> EyeRegion | None:
-        """The eye region (``eye_roi``, checked when the config was built) as the value code passes; None: faces."""
-        if self.eye_roi is None:
-            return None
-        from eyeblink.landmarks.region import EyeRegion
-
-        return EyeRegion(*self.eye_roi)
 
     def accelerator(self) -> Any:
         """These settings as :class:`eyeblink.detect.AcceleratorOptions` (raises ConfigError if invalid)."""
@@ -470,6 +481,7 @@ class LivePreset:
 class RunConfig:
     """A whole run: the stages' settings plus input timing."""
 
+    eye: EyeConfig = field(default_factory=EyeConfig)
     detect: DetectConfig = field(default_factory=DetectConfig)
     landmarks: LandmarkConfig = field(default_factory=LandmarkConfig)
     blinks: BlinkConfig = field(default_factory=BlinkConfig)
@@ -493,7 +505,7 @@ class RunConfig:
         _require(self.max_frames is None or self.max_frames > 0,
                  f"--max-frames must be > 0, got {self.max_frames}")
         region = EYE_MODELS[self.landmarks.model].region
-        if self.detect.eye_roi is not None and not region:
+        if self.eye.roi is not None and not region:
             raise ConfigError(f"--landmarks {self.landmarks.model} measures a face, not an eye region; with "
                               "--eye-roi use --landmarks area (any eye) or contour (a human eye close-up)")
         for name, (owner, setting) in tunables().items():  # a setting unset unless given (None), for another model
@@ -501,31 +513,37 @@ class RunConfig:
                     and not self.landmarks.region_auto):  # (settings with a default: the command line checks them)
                 raise ConfigError(f"{setting.flag} sets the {owner} measure of an eye region; with --landmarks "
                                   f"{self.landmarks.model} leave it out (or use --eye-roi with --landmarks {owner})")
-        if self.detect.eye_roi is None and region:
+        if self.eye.roi is None and region:
             raise ConfigError(f"--landmarks {self.landmarks.model} measures an eye region; give it with "
                               "--eye-roi X,Y,W,H (pixels of the frame)")
 
     def with_overrides(self, section: str, **values: Any) -> RunConfig:
-        """A copy with some fields of one section replaced (``None`` values are ignored). A ``detect_every`` given
-        alone (``--detect-every N``, the API's ``detect_every=N``): every N-th frame, ``detect_min_ms`` 0. An
-        ``eye_roi`` given to a config whose eye model measures faces switches it to the region's default model
-        (``area``), to be chosen from the recording (``landmarks.region_auto``); naming a model after that, or the
-        area measure's settings, is the user's choice."""
+        """A copy with some keys of one section replaced (``None`` values are ignored; a key that moved,
+        :data:`MOVED_KEYS`, is set where it lives now). A ``detect_every`` given alone (``--detect-every N``, the
+        API's ``detect_every=N``): every N-th frame, ``detect_min_ms`` 0. An ``eye.roi`` given to a config whose
+        eye model measures faces switches it to the region's default model (``area``), to be chosen from the
+        recording (``landmarks.region_auto``); naming a model after that, or the area measure's settings, is the
+        user's choice."""
         values = {k: v for k, v in values.items() if v is not None}
+        moved = {k: values.pop(k) for k in list(values) if (section, k) in MOVED_KEYS}
+        cfg = self
+        for key, value in moved.items():
+            to_section, to_key = MOVED_KEYS[section, key]
+            cfg = cfg.with_overrides(to_section, **{to_key: value})
         if not values:
-            return self
+            return cfg
         if section == "detect" and "detect_every" in values:
             values.setdefault("detect_min_ms", 0.0)
-        if section == "detect" and "eye_roi" in values and not EYE_MODELS[self.landmarks.model].region:
+        if section == "eye" and "roi" in values and not EYE_MODELS[cfg.landmarks.model].region:
             from eyeblink.landmarks.region import DEFAULT_REGION_MODEL
 
-            landmarks = replace(self.landmarks, model=DEFAULT_REGION_MODEL, model_path=None, region_auto=True)
-            return replace(self, detect=replace(self.detect, **values), landmarks=landmarks)
+            landmarks = replace(cfg.landmarks, model=DEFAULT_REGION_MODEL, model_path=None, region_auto=True)
+            return replace(cfg, eye=replace(cfg.eye, **values), landmarks=landmarks)
         if section == "landmarks" and ("model" in values or (  # a measure named, or the settings of the region's
-                self.landmarks.region_auto  # default measure (the model held until the run chooses) given: the run
-                and set(EYE_MODELS[self.landmarks.model].settings) & values.keys())):  # keeps it
+                cfg.landmarks.region_auto  # default measure (the model held until the run chooses) given: the run
+                and set(EYE_MODELS[cfg.landmarks.model].settings) & values.keys())):  # keeps it
             values.setdefault("region_auto", False)
-        return replace(self, **{section: replace(getattr(self, section), **values)})
+        return replace(cfg, **{section: replace(getattr(cfg, section), **values)})
 
     def to_dict(self) -> dict[str, Any]:
         """Every setting (``eye_measure``, the run's own decision, is not one: ``summary.json`` gives it apart)."""
@@ -757,8 +775,27 @@ class LiveConfig:
         return replace(base, ring_slots=max(replace(base, ring_slots=0).slots, round(self.buffer_s * (fps or 500.0))))
 
 
-_SECTIONS = {"detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig,
+_SECTIONS = {"eye": EyeConfig, "detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig,
              "closure": ClosureConfig, "trials": TrialConfig, "live": LivePreset}
+
+#: keys that lived in another section before: (section, key) -> where they live now. A preset, the API's section
+#: dicts or a saved summary's settings that give one in its old place are read as if they gave the new one.
+MOVED_KEYS: dict[tuple[str, str], tuple[str, str]] = {("detect", "eye_roi"): ("eye", "roi")}
+
+
+def moved_to_place(tables: dict[str, Any]) -> dict[str, Any]:
+    """``tables`` (section -> its keys, as a preset or summary.json's settings hold them) with each key of
+    :data:`MOVED_KEYS` in its new place (a key given in both places: the new place's value wins)."""
+    out = {name: dict(table) if isinstance(table, dict) else table for name, table in tables.items()}
+    for (old, key), (new, new_key) in MOVED_KEYS.items():
+        table = out.get(old)
+        if isinstance(table, dict) and key in table:
+            value = table.pop(key)
+            target = out.setdefault(new, {})
+            if isinstance(target, dict):
+                target.setdefault(new_key, value)
+    return out
+
 
 #: Preset keys outside any section (``config_from_dict``).
 TOP_LEVEL_KEYS = ("name", "description", "fps", "max_frames")
@@ -771,6 +808,10 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "description": "one line saying what the preset is for (not checked)",
         "fps": "frame rate of image folders (--fps); videos use their timestamps",
         "max_frames": "stop after this many frames of each input (--max-frames)",
+    },
+    "eye": {
+        "roi": "a recording of one eye: the region [X, Y, W, H] (frame pixels) measured with no face detection "
+               "(--eye-roi); empty: the eyes are found on a face",
     },
     "detect": {
         "backend": "detector backend: litert (CPU), tensorflow, jax, ipu, or a list: the first one installed",
@@ -795,8 +836,6 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "stage": "where detection and the eye model run with several workers: fused, accelerator, auto (--stage)",
         "flush_ms": "the accelerator stage runs a partial batch once its first frame waited this long, ms",
         "stage_processes": "accelerator-stage processes sharing the device (0: one per 4 cores, at most 4)",
-        "eye_roi": "a recording of one eye: the region [X, Y, W, H] (frame pixels) measured with no face "
-                   "detection (--eye-roi)",
     },
     "landmarks": {
         "model": "the eye model: lids, mesh, mesh-ear, face68, eye12; with an eye region area or contour "
@@ -911,8 +950,10 @@ def load_preset(path: str | Path) -> RunConfig:
 
 
 def config_from_dict(data: dict[str, Any], *, source: str = "config") -> RunConfig:
+    """A :class:`RunConfig` from a preset's tables (a key of :data:`MOVED_KEYS` in its old place is read into
+    its new one: ``[detect] eye_roi`` as ``[eye] roi``)."""
     kwargs: dict[str, Any] = {}
-    for key, value in data.items():
+    for key, value in moved_to_place(data).items():
         if key in _SECTIONS:
             cls = _SECTIONS[key]
             if not isinstance(value, dict):

@@ -68,7 +68,8 @@ def test_one_eye_in_a_region_finds_the_blink_with_no_face(face_recording: tuple[
     assert np.nanmax(closure[(t > onset) & (t < onset + 0.2)]) > 0.9  # the full closure reads as one
     assert np.nanmax(np.abs(closure[t < onset - 0.1])) < 0.2  # the open eye, before it
     summary = json.loads((tmp_path / "subject.summary.json").read_text())
-    assert summary["settings"]["detect"]["eye_roi"] == [int(v) for v in eye_roi.split(",")]
+    assert summary["settings"]["eye"]["roi"] == [int(v) for v in eye_roi.split(",")]
+    assert "eye_roi" not in summary["settings"]["detect"]  # the region is where the eye is, not a detector's
     assert summary["settings"]["landmarks"]["model"] == model
 
 
@@ -549,10 +550,10 @@ def test_the_locator_is_chosen_once_from_the_settings_and_carries_the_region_val
     from eyeblink.frame.locate import FaceFinder, FixedRegion, locator_for
     from eyeblink.landmarks.region import EyeRegion
 
-    cfg = RunConfig().with_overrides("detect", eye_roi="10, 20,40,30")
-    assert cfg.detect.eye_roi == (10, 20, 40, 30)  # the user's numbers, as TOML and JSON keep them
-    assert locator_for(cfg) == FixedRegion(EyeRegion(10, 20, 40, 30)) == FixedRegion(cfg.detect.eye_region)
-    assert isinstance(locator_for(RunConfig()), FaceFinder) and RunConfig().detect.eye_region is None
+    cfg = RunConfig().with_overrides("eye", roi="10, 20,40,30")
+    assert cfg.eye.roi == (10, 20, 40, 30)  # the user's numbers, as TOML and JSON keep them
+    assert locator_for(cfg) == FixedRegion(EyeRegion(10, 20, 40, 30)) == FixedRegion(cfg.eye.region)
+    assert isinstance(locator_for(RunConfig()), FaceFinder) and RunConfig().eye.region is None
     assert not locator_for(cfg).needs_detector and locator_for(RunConfig()).needs_detector
 
 
@@ -573,3 +574,34 @@ def test_each_region_measure_s_own_settings_reach_the_config_cli_and_api_from_it
         assert ALIASES.get(setting.keyword, ("landmarks", setting.keyword)) == ("landmarks", name)
         with pytest.raises(ConfigError, match=re.escape(f"landmarks.{name} must be {setting.expected()}, got")):
             LandmarkConfig(**{name: "x" if setting.choices is None else "neither"})
+
+
+def test_the_region_is_kept_in_the_eye_section_and_an_older_detect_eye_roi_still_reads(tmp_path: Path) -> None:
+    """Where the eye is has its own section, ``[eye] roi`` (``--eye-roi``, the API's ``eye_roi=``); a preset, an
+    API section dict or a saved summary that still says ``[detect] eye_roi`` is read into it, never refused."""
+    from eyeblink.api.settings import _run_config
+    from eyeblink.config import load_preset, moved_to_place
+    from eyeblink.presets import resolve_preset
+
+    new = tmp_path / "new.toml"
+    new.write_text('[eye]\nroi = [60, 38, 45, 45]\n[landmarks]\nmodel = "area"\n', encoding="utf-8")
+    old = tmp_path / "old.toml"
+    old.write_text('[detect]\neye_roi = [60, 38, 45, 45]\n[landmarks]\nmodel = "area"\n', encoding="utf-8")
+    assert load_preset(old) == load_preset(new) and load_preset(new).eye.roi == (60, 38, 45, 45)
+    settings = load_preset(old).to_dict()
+    assert settings["eye"] == {"roi": (60, 38, 45, 45)} and "eye_roi" not in settings["detect"]
+    # the API: the keyword, the new section's dict and the old one's give the same config
+    api = [_run_config(s, ())[0] for s in ({"eye_roi": "60,38,45,45"}, {"eye": {"roi": [60, 38, 45, 45]}},
+                                           {"detect": {"eye_roi": [60, 38, 45, 45], "detect_every": 2}})]
+    cpu = load_preset(resolve_preset("cpu"))  # the API's preset
+    assert api[0] == api[1] == cpu.with_overrides("eye", roi=(60, 38, 45, 45))
+    assert api[2].eye == api[0].eye and api[2].landmarks == api[0].landmarks and api[2].detect.detect_every == 2
+    assert cpu.with_overrides("detect", eye_roi="60,38,45,45") == api[0]  # the code's old spelling
+    assert moved_to_place({"detect": {"eye_roi": [1, 2, 30, 40], "backend": "litert"}}) == {
+        "detect": {"backend": "litert"}, "eye": {"roi": [1, 2, 30, 40]}}  # a summary.json written before
+    # the text of a region is read in one place: the config's section and the command line's flag
+    root = Path(__file__).resolve().parent.parent / "eyeblink"
+    readers = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                     if "EyeRegion.parse(" in p.read_text(encoding="utf-8"))
+    assert readers == ["cli/options.py", "config.py"], readers
+

@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from eyeblink.config import (
     LIVE_RANGES,
+    MOVED_KEYS,
     BlinkConfig,
     ClosureConfig,
     DetectConfig,
+    EyeConfig,
     LandmarkConfig,
     RunConfig,
     TrialConfig,
@@ -34,10 +36,11 @@ if TYPE_CHECKING:
 
 
 #: the config sections a setting can name, as in the presets
-SECTIONS: dict[str, type] = {"detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig,
-                             "closure": ClosureConfig, "trials": TrialConfig}
+SECTIONS: dict[str, type] = {"eye": EyeConfig, "detect": DetectConfig, "landmarks": LandmarkConfig,
+                             "blinks": BlinkConfig, "closure": ClosureConfig, "trials": TrialConfig}
 #: the command line's names for preset keys
 ALIASES: dict[str, tuple[str, str]] = {
+    "eye_roi": ("eye", "roi"),
     "landmarks": ("landmarks", "model"), "landmark_model": ("landmarks", "model_path"),
     "face_model": ("detect", "model_path"), "threads": ("detect", "num_threads"),
     "min_blink_ms": ("blinks", "min_duration_ms"), "calibration": ("closure", "calibration_s"),
@@ -135,9 +138,10 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
         if key in SECTIONS and isinstance(value, dict):
             valid = _field_defaults(SECTIONS[key])
             for k, v in value.items():
-                if k not in valid:
+                section, name = MOVED_KEYS.get((key, k), (key, k))  # a key in its old place: read into its new
+                if name not in _field_defaults(SECTIONS[section]):
                     raise _unknown(f"{key}.{k}", [f"{key}.{n}" for n in valid])
-                overrides[key][k] = v
+                overrides[section][name] = v
         elif key in SECTIONS and key not in ALIASES:
             raise ConfigError(f"{key} must be a dict of [{key}] settings (e.g. {key}={{...}}), got "
                               f"{type(value).__name__} {value!r}")

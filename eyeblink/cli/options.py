@@ -210,7 +210,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     from eyeblink.presets import resolve_preset
 
     cfg = load_preset(resolve_preset(args.pipeline))
-    cfg = cfg.with_overrides("detect", eye_roi=getattr(args, "eye_roi", None))  # first: it picks the region's model
+    cfg = cfg.with_overrides("eye", roi=getattr(args, "eye_roi", None))  # first: it picks the region's model
     model = None if args.landmarks == "auto" else args.landmarks
     cfg = cfg.with_overrides("landmarks", model=model, model_path=args.landmark_model,
                              mesh_reuse_ms=getattr(args, "mesh_reuse_ms", None),

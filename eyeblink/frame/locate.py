@@ -51,7 +51,7 @@ class FixedRegion:
 
     @classmethod
     def from_config(cls, config: RunConfig) -> FixedRegion | None:
-        region = config.detect.eye_region
+        region = config.eye.region
         return None if region is None else cls(region)
 
     def face(self) -> FaceDetection:
@@ -68,7 +68,7 @@ LOCATORS: dict[str, type[FixedRegion] | type[FaceFinder]] = {"region": FixedRegi
 
 
 def locator_for(config: RunConfig) -> FixedRegion | FaceFinder:
-    """The run's eye locator, from its settings (``detect.eye_roi``: a fixed region; else faces)."""
+    """The run's eye locator, from its settings (``eye.roi``: a fixed region; else faces)."""
     for cls in LOCATORS.values():
         found = cls.from_config(config)
         if found is not None:
