@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,10 @@ def _require(cond: bool, msg: str) -> None:
     if not cond:
         raise ConfigError(msg)
 
+
+#: the metadata of a section's field that holds declared settings by key (``LandmarkConfig.model_settings``): in a
+#: preset, the API's section dicts and summary.json each is a key of the section (:func:`section_keys`)
+DECLARED = "declared_settings"
 
 #: ``detect.stage`` values (``--stage``); see :class:`DetectConfig`.
 STAGES = ("auto", "fused", "accelerator")
@@ -196,26 +200,42 @@ class LandmarkConfig:
     #: ``mesh``: the face mesh (which places the eye crops) of a tracked face box is reused for this long;
     #: the iris network measures the lids on every frame (0 = the mesh on every frame; see landmarks/mesh.py)
     mesh_reuse_ms: float = 20.0
-    #: ``area`` (an eye region): the eye is the part of the region ``dark``er or ``bright``er than its border ...
-    area_polarity: str = "dark"
-    #: ... by this factor of the border's mean brightness (dark: below ``t x border``; bright: the same towards 255)
-    area_threshold: float = 0.7
-    #: ``contour`` (an eye region): the eye's corner axis, degrees clockwise from level in the image; None: found
-    #: on the recording's first frames (a level eye: 0)
-    eye_angle: float | None = None
+    #: each eye model's own settings by key (``area_polarity``, ``area_threshold``, ``eye_angle``: the ``tunables``
+    #: of :data:`~eyeblink.landmarks.EYE_MODELS`, which declare their defaults and checks), filled with the
+    #: defaults when the config is made. Presets, the API and summary.json give them as ``[landmarks]`` keys of
+    #: their own (:func:`section_keys`, :func:`make_section`, :func:`section_dict`); code reads one with
+    #: :meth:`setting`, an eye model's class its keywords with :meth:`options`
+    model_settings: dict[str, Any] = field(default_factory=dict, hash=False, metadata={DECLARED: True})
     #: an eye region whose measure was not named: the run chooses ``area`` or ``contour`` from the recording's first
     #: seconds (:func:`eyeblink.landmarks.region.choose_measure`); ``model`` holds the choice once made
     region_auto: bool = False
 
     def __post_init__(self) -> None:
-        for name, (_, setting) in tunables().items():  # every eye model's own settings, as its registry entry declares
-            check_setting(setting, getattr(self, name))
+        declared = tunables()  # every eye model's own settings, as its registry entry declares them
+        unknown = sorted(set(self.model_settings) - set(declared))
+        _require(not unknown, f"landmarks: unknown key(s) {unknown}; eye-model settings: {sorted(declared)}")
+        own = {name: self.model_settings.get(name, s.default) for name, (_, s) in declared.items()}
+        object.__setattr__(self, "model_settings", own)  # frozen: filled once, here
+        for name, (_, setting) in declared.items():
+            check_setting(setting, own[name])
         _require(isinstance(self.mesh_reuse_ms, (int, float)) and 0.0 <= self.mesh_reuse_ms <= 1000.0,
                  f"landmarks.mesh_reuse_ms must be in [0, 1000] ms, got {self.mesh_reuse_ms!r}")
         _require(self.min_face_px > 0, f"landmarks.min_face_px must be > 0, got {self.min_face_px}")
         _require(0.0 <= self.min_presence <= 1.0, f"landmarks.min_presence must be in [0, 1], got {self.min_presence}")
         _require(self.model in EYE_MODELS,  # the registry as it is now (a model registered after import counts)
                  f"landmarks.model must be one of {', '.join(EYE_MODELS)}, got {self.model!r}")
+
+    def setting(self, name: str) -> Any:
+        """The value of the ``[landmarks]`` key ``name``: a field, or an eye model's own setting."""
+        if name in self.model_settings:
+            return self.model_settings[name]
+        if name not in section_keys(LandmarkConfig):
+            raise KeyError(f"landmarks has no setting {name!r}")
+        return getattr(self, name)
+
+    def options(self, model: str | None = None) -> dict[str, Any]:
+        """The settings the class of ``model`` (this config's model unless given) takes, by keyword."""
+        return {name: self.setting(name) for name in EYE_MODELS[model or self.model].settings}
 
 
 #: the species whose norms the session warnings hold a recording to (``blinks.species``, ``--species``): ``auto`` is
@@ -509,7 +529,7 @@ class RunConfig:
             raise ConfigError(f"--landmarks {self.landmarks.model} measures a face, not an eye region; with "
                               "--eye-roi use --landmarks area (any eye) or contour (a human eye close-up)")
         for name, (owner, setting) in tunables().items():  # a setting unset unless given (None), for another model
-            if (setting.optional and getattr(self.landmarks, name) is not None and owner != self.landmarks.model
+            if (setting.optional and self.landmarks.setting(name) is not None and owner != self.landmarks.model
                     and not self.landmarks.region_auto):  # (settings with a default: the command line checks them)
                 raise ConfigError(f"{setting.flag} sets the {owner} measure of an eye region; with --landmarks "
                                   f"{self.landmarks.model} leave it out (or use --eye-roi with --landmarks {owner})")
@@ -543,14 +563,16 @@ class RunConfig:
                 cfg.landmarks.region_auto  # default measure (the model held until the run chooses) given: the run
                 and set(EYE_MODELS[cfg.landmarks.model].settings) & values.keys())):  # keeps it
             values.setdefault("region_auto", False)
-        return replace(cfg, **{section: replace(getattr(cfg, section), **values)})
+        return replace(cfg, **{section: replace_section(getattr(cfg, section), values)})
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting (``eye_measure``, the run's own decision, is not one: ``summary.json`` gives it apart)."""
+        """Every setting, by section and key as a preset gives them (``eye_measure``, the run's own decision, is
+        not one: ``summary.json`` gives it apart)."""
         from dataclasses import asdict
 
         out = asdict(self)
         out.pop("eye_measure", None)
+        out["landmarks"] = section_dict(self.landmarks)  # each eye model's own settings as keys of [landmarks]
         return out
 
     def blink_settings(self) -> BlinkConfig:
@@ -797,11 +819,73 @@ def moved_to_place(tables: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _declared_field(cls: type) -> str | None:
+    """The field of ``cls`` that holds declared settings by key (:data:`DECLARED`), if any."""
+    return next((f.name for f in fields(cls) if f.metadata.get(DECLARED)), None)
+
+
+def section_keys(cls: type) -> dict[str, Any]:
+    """The keys of a section's table (a preset's, the API's section dict, summary.json's settings), in order, with
+    their defaults: the dataclass's fields, and in place of its field of declared settings
+    (``LandmarkConfig.model_settings``) those settings (:func:`~eyeblink.landmarks.tunables`)."""
+    out: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.metadata.get(DECLARED):
+            out.update({name: setting.default for name, (_, setting) in tunables().items()})
+        elif f.default is not MISSING:
+            out[f.name] = f.default
+        else:
+            out[f.name] = f.default_factory() if f.default_factory is not MISSING else None
+    return out
+
+
+def _split_declared(cls: type, values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``values`` (a section's keys) as (its fields, its declared settings)."""
+    if _declared_field(cls) is None:
+        return dict(values), {}
+    declared = tunables()
+    return ({k: v for k, v in values.items() if k not in declared},
+            {k: v for k, v in values.items() if k in declared})
+
+
+def make_section(cls: type, values: dict[str, Any]) -> Any:
+    """The section ``cls`` from its keys (a preset's table): declared settings into their field."""
+    plain, own = _split_declared(cls, values)
+    name = _declared_field(cls)
+    if name is not None and own:
+        plain[name] = own
+    return cls(**plain)
+
+
+def replace_section(section: Any, values: dict[str, Any]) -> Any:
+    """A copy of ``section`` with some of its keys replaced (declared settings within their field)."""
+    plain, own = _split_declared(type(section), values)
+    name = _declared_field(type(section))
+    if name is not None and own:
+        plain[name] = {**getattr(section, name), **own}
+    return replace(section, **plain)
+
+
+def section_dict(section: Any) -> dict[str, Any]:
+    """A section's keys and values, as a preset gives them (declared settings as keys of their own, in place)."""
+    from dataclasses import asdict
+
+    name = _declared_field(type(section))
+    out: dict[str, Any] = {}
+    for key, value in asdict(section).items():
+        if key == name:
+            out.update(value)
+        else:
+            out[key] = value
+    return out
+
 #: Preset keys outside any section (``config_from_dict``).
 TOP_LEVEL_KEYS = ("name", "description", "fps", "max_frames")
 
 #: One line per preset key: what it does (defaults and checks come from the dataclasses above). The docs' preset
-#: reference is generated from this and the dataclasses; a key without a line here fails the docs build.
+#: reference is generated from this and the dataclasses; a key without a line here fails the docs build. An eye
+#: model's own settings (``[landmarks] area_threshold``, ...) have their line in their declaration
+#: (:class:`eyeblink.landmarks.Setting`'s ``doc``).
 PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
     "": {
         "name": "the preset's name (shown in summary.json's settings; not checked)",
@@ -846,12 +930,6 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "min_presence": "mesh models: below this face-presence probability the next frame re-detects",
         "mesh_reuse_ms": "mesh: reuse the face mesh (which places the eye crops) for this long on a tracked face, "
                          "ms (--mesh-reuse-ms; 0: every frame)",
-        "area_polarity": "area: the eye is darker (dark) or brighter (bright) than the region's border band "
-                         "(--eye-polarity)",
-        "area_threshold": "area: a pixel is the eye's at this fraction of the border's brightness away from it "
-                          "(--eye-threshold)",
-        "eye_angle": "contour: the eye's corner axis, degrees clockwise from level in the image (--eye-angle); "
-                     "empty: found on the recording's first frames",
         "region_auto": "an eye region with no measure named: choose area or contour from the recording's first "
                        "seconds (summary.json's eye_measure says which and why)",
     },
@@ -958,12 +1036,12 @@ def config_from_dict(data: dict[str, Any], *, source: str = "config") -> RunConf
             cls = _SECTIONS[key]
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: [{key}] must be a table, got {type(value).__name__}")
-            valid = {f.name for f in fields(cls)}
+            valid = set(section_keys(cls))
             unknown = sorted(set(value) - valid)
             if unknown:
                 raise ConfigError(f"{source}: unknown key(s) {unknown} in [{key}]; valid keys: {sorted(valid)}")
             try:
-                kwargs[key] = cls(**value)
+                kwargs[key] = make_section(cls, value)
             except TypeError as exc:
                 raise ConfigError(f"{source}: [{key}] {exc}") from None
         elif key in ("fps", "max_frames", "name", "description"):

@@ -560,20 +560,20 @@ def test_the_locator_is_chosen_once_from_the_settings_and_carries_the_region_val
 def test_each_region_measure_s_own_settings_reach_the_config_cli_and_api_from_its_declaration() -> None:
     """A region measure's settings are declared on its registry entry: the config checks them from there, the
     command line has their flags and the API their keywords."""
-    from eyeblink.api.settings import ALIASES
-    from eyeblink.cli.options import EYE_REGION_FLAGS
+    from eyeblink.api.settings import aliases
+    from eyeblink.cli.options import eye_region_flags
     from eyeblink.config import LandmarkConfig
     from eyeblink.errors import ConfigError
     from eyeblink.landmarks import EYE_MODELS, region_models, tunables
 
     assert region_models() == [name for name, spec in EYE_MODELS.items() if spec.region] == ["area", "contour"]
-    flags = [flag for flag, _, _ in EYE_REGION_FLAGS]  # process, eval, live and batch all add these
+    flags = [flag for flag, _, _ in eye_region_flags()]  # process, eval, live and batch all add these
     for name, (owner, setting) in tunables().items():
         assert EYE_MODELS[owner].region and name in EYE_MODELS[owner].settings
         assert setting.flag in flags
-        assert ALIASES.get(setting.keyword, ("landmarks", setting.keyword)) == ("landmarks", name)
+        assert aliases().get(setting.keyword, ("landmarks", setting.keyword)) == ("landmarks", name)
         with pytest.raises(ConfigError, match=re.escape(f"landmarks.{name} must be {setting.expected()}, got")):
-            LandmarkConfig(**{name: "x" if setting.choices is None else "neither"})
+            LandmarkConfig(model_settings={name: "x" if setting.choices is None else "neither"})
 
 
 def test_the_region_is_kept_in_the_eye_section_and_an_older_detect_eye_roi_still_reads(tmp_path: Path) -> None:
@@ -605,3 +605,117 @@ def test_the_region_is_kept_in_the_eye_section_and_an_older_detect_eye_roi_still
                      if "EyeRegion.parse(" in p.read_text(encoding="utf-8"))
     assert readers == ["cli/options.py", "config.py"], readers
 
+
+#: a region measure's settings as presets, the API, the command line and summary.json spell them (pinned: a
+#: change here is a change users see)
+REGION_SETTINGS = {  # [landmarks] key: (flag, API keyword, default)
+    "area_polarity": ("--eye-polarity", "eye_polarity", "dark"),
+    "area_threshold": ("--eye-threshold", "eye_threshold", 0.7),
+    "eye_angle": ("--eye-angle", "eye_angle", None),
+}
+
+
+def test_the_region_measures_settings_keep_their_names_everywhere(tmp_path: Path) -> None:
+    from eyeblink.api.settings import _run_config
+    from eyeblink.cli import build_parser
+    from eyeblink.cli.options import run_config_from_args
+    from eyeblink.config import RunConfig, config_from_dict
+    from eyeblink.landmarks import tunables
+
+    assert {k: (s.flag, s.keyword, s.default) for k, (_, s) in tunables().items()} == REGION_SETTINGS
+    landmarks = RunConfig().to_dict()["landmarks"]  # summary.json's settings: the keys, in their order, the values
+    assert list(landmarks) == ["model", "model_path", "derotate", "min_face_px", "min_presence", "mesh_reuse_ms",
+                               "area_polarity", "area_threshold", "eye_angle", "region_auto"]
+    assert {k: landmarks[k] for k in REGION_SETTINGS} == {k: v[2] for k, v in REGION_SETTINGS.items()}
+    toml = config_from_dict({"eye": {"roi": [60, 38, 45, 45]},
+                             "landmarks": {"model": "area", "area_threshold": 0.6, "area_polarity": "bright"}})
+    args = build_parser().parse_args(["process", "in.mp4", "-o", str(tmp_path), "--eye-roi", "60,38,45,45",
+                                      "--landmarks", "area", "--eye-threshold", "0.6", "--eye-polarity", "bright"])
+    api, _ = _run_config({"eye_roi": [60, 38, 45, 45], "landmarks": "area", "eye_threshold": 0.6,
+                          "eye_polarity": "bright"}, ())
+    cli = run_config_from_args(args)
+    assert (toml.eye, toml.landmarks) == (cli.eye, cli.landmarks) == (api.eye, api.landmarks)
+    assert toml.landmarks.options() == {"area_polarity": "bright", "area_threshold": 0.6}  # the class's keywords
+    assert toml.to_dict()["landmarks"]["area_threshold"] == 0.6
+    contour = config_from_dict({"eye": {"roi": [60, 38, 45, 45]}, "landmarks": {"model": "contour",
+                                                                                 "eye_angle": 30.0}})
+    assert contour.landmarks.options() == {"eye_angle": 30.0} and contour.landmarks.setting("eye_angle") == 30.0
+
+
+class _EdgeMeasure:
+    """A region measure of the test below, with one setting of its own (``edge_gain``): it only records it."""
+
+    def __init__(self, model_path: object = None, *, edge_gain: float = 2.0) -> None:
+        self.edge_gain = edge_gain
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_region_measure_with_one_setting_is_its_class_and_its_registry_entry(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A new region measure's setting, declared only on its registry entry, is a key of ``[landmarks]`` (checked,
+    defaulted), a flag of the command line, a keyword of the API, a key of summary.json's settings, a line of the
+    preset reference, and what the measure's class is built with; gone with the entry."""
+    import importlib.util
+
+    from eyeblink.api.settings import SettingsError, _run_config, _settings_errors
+    from eyeblink.cli import build_parser
+    from eyeblink.cli.options import run_config_from_args
+    from eyeblink.config import LandmarkConfig, RunConfig, config_from_dict
+    from eyeblink.errors import ConfigError
+    from eyeblink.frame.analyzer import build_fitter
+    from eyeblink.landmarks import EYE_MODELS, EyeModelSpec, Setting
+
+    gain = Setting("edge_gain", "--edge-gain", low=0.0, high=10.0, default=2.0, metavar="G",
+                   help="--landmarks edge: the gain of the edges", doc="edge: the gain of its edges (--edge-gain)")
+    monkeypatch.setitem(EYE_MODELS, "edge", EyeModelSpec(__name__, "_EdgeMeasure", region=True, tunables=(gain,)))
+    roi = {"eye": {"roi": [60, 38, 45, 45]}}
+    # the config: a [landmarks] key with its default, checked as declared (one line naming the key)
+    assert LandmarkConfig().setting("edge_gain") == 2.0
+    cfg = config_from_dict({**roi, "landmarks": {"model": "edge", "edge_gain": 4.5}})
+    assert cfg.landmarks.options() == {"edge_gain": 4.5}
+    with pytest.raises(ConfigError, match=r"^landmarks\.edge_gain must be in \(0, 10\), got 11$"):
+        config_from_dict({**roi, "landmarks": {"model": "edge", "edge_gain": 11}})
+    # summary.json's settings and the class the run builds
+    assert cfg.to_dict()["landmarks"]["edge_gain"] == 4.5
+    fitter = build_fitter(cfg)
+    assert isinstance(fitter, _EdgeMeasure) and fitter.edge_gain == 4.5
+    # the command line: its flag, into the same config (a measure chosen by the run takes it too)
+    parser = build_parser()
+    assert "--edge-gain G" in _process_help(parser)
+    args = parser.parse_args(["process", "in.mp4", "-o", str(tmp_path), "--eye-roi", "60,38,45,45",
+                              "--edge-gain", "4.5"])
+    assert run_config_from_args(args).landmarks.setting("edge_gain") == 4.5
+    # the API: its keyword, and a section dict with its key
+    api, _ = _run_config({"eye_roi": [60, 38, 45, 45], "landmarks": "edge", "edge_gain": 4.5}, ())
+    section, _ = _run_config({**roi, "landmarks": {"model": "edge", "edge_gain": 4.5}}, ())
+    assert api.landmarks == cfg.landmarks == section.landmarks
+    with pytest.raises(SettingsError, match=r"^landmarks\.edge_gain must be in \(0, 10\), got 11$"), \
+            _settings_errors(python=True):
+        _run_config({"eye_roi": [60, 38, 45, 45], "landmarks": "edge", "edge_gain": 11}, ())
+    with pytest.raises(ConfigError, match=r"^landmarks\.edge_gain must be a number, got str 'x'$"):
+        _run_config({"eye_roi": [60, 38, 45, 45], "edge_gain": "x"}, ())
+    # the preset reference: its row, from the declaration
+    spec = importlib.util.spec_from_file_location(
+        "eyeblink_docs_reference", Path(__file__).resolve().parent.parent / "docs" / "hooks" / "reference.py")
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    from eyeblink import config
+
+    table = hook.preset_markdown({"landmarks": LandmarkConfig}, {"landmarks": config.PRESET_KEY_DOCS["landmarks"]})
+    assert "| `edge_gain` | `2.0` | float | must be in (0, 10) | edge: the gain of its edges (--edge-gain) |" in table
+    monkeypatch.undo()  # the entry gone: so is its setting
+    assert "edge_gain" not in RunConfig().to_dict()["landmarks"]
+    with pytest.raises(ConfigError, match="unknown key"):
+        config_from_dict({"landmarks": {"edge_gain": 4.5}})
+
+
+def _process_help(parser: object) -> str:
+    """``eyeblink process --help``'s text."""
+    import argparse
+
+    assert isinstance(parser, argparse.ArgumentParser)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["process"].format_help()

@@ -270,7 +270,7 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
     analyzers: dict[Any, Any] = {}
 
     def analyzer_of(cfg: RunConfig) -> Any:
-        key = (cfg.landmarks.model, cfg.landmarks.eye_angle)
+        key = (cfg.landmarks.model, cfg.landmarks.setting("eye_angle"))
         if key not in analyzers:
             analyzers[key] = build_analyzer(cfg)
         return analyzers[key]
