@@ -31,8 +31,9 @@ def _require(cond: bool, msg: str) -> None:
         raise ConfigError(msg)
 
 
-#: the metadata of a section's field that holds declared settings by key (``LandmarkConfig.model_settings``): in a
-#: preset, the API's section dicts and summary.json each is a key of the section (:func:`section_keys`)
+#: the metadata of a section's field that holds declared settings by key
+#: (``LandmarkConfig.model_settings``): in a preset, the API's section dicts and summary.json each
+#: is a key of the section (:func:`section_keys`)
 DECLARED = "declared_settings"
 
 #: ``detect.stage`` values (``--stage``); see :class:`DetectConfig`.
@@ -43,24 +44,29 @@ ACCELERATOR_STAGE_BACKENDS = ("jax", "tensorflow")
 
 @dataclass(frozen=True)
 class EyeConfig:
-    """Where the eye is: on a face (the default: ``[detect]``'s face detector finds it), or in a fixed region.
+    """Where the eye is: on a face (the default: ``[detect]``'s face detector finds it), or in a
+    fixed region.
 
-    ``roi``: a recording of one eye (``--eye-roi X,Y,W,H``, frame pixels): no face detection, the eye model (``area``
-    or ``contour``) measures the lid in this region of every frame (:mod:`eyeblink.landmarks.region`); the run's
-    locator (:func:`eyeblink.frame.locate.locator_for`) takes it as :attr:`region`.
+    ``roi``: a recording of one eye (``--eye-roi X,Y,W,H``, frame pixels): no face detection, the
+    eye model (``area`` or ``contour``) measures the lid in this region of every frame
+    (:mod:`eyeblink.landmarks.region`); the run's locator
+    (:func:`eyeblink.frame.locate.locator_for`) takes it as :attr:`region`.
     """
 
     roi: tuple[int, int, int, int] | None = None
 
     def __post_init__(self) -> None:
-        if self.roi is not None:  # the user's X,Y,W,H (text, four numbers or a region) parsed once, here; kept as
-            from eyeblink.landmarks.region import EyeRegion  # four numbers for TOML/JSON round-trips
+        # the user's X,Y,W,H (text, four numbers or a region) parsed once, here; kept as four
+        # numbers for TOML/JSON round-trips
+        if self.roi is not None:
+            from eyeblink.landmarks.region import EyeRegion
 
             object.__setattr__(self, "roi", tuple(EyeRegion.parse(self.roi).as_list()))
 
     @property
     def region(self) -> EyeRegion | None:
-        """The eye region (``roi``, checked when the config was built) as the value code passes; None: faces."""
+        """The eye region (``roi``, checked when the config was built) as the value code passes;
+        None: faces."""
         if self.roi is None:
             return None
         from eyeblink.landmarks.region import EyeRegion
@@ -200,12 +206,14 @@ class LandmarkConfig:
     #: ``mesh``: the face mesh (which places the eye crops) of a tracked face box is reused for this long;
     #: the iris network measures the lids on every frame (0 = the mesh on every frame; see landmarks/mesh.py)
     mesh_reuse_ms: float = 20.0
-    #: each eye model's own settings by key (``area_polarity``, ``area_threshold``, ``eye_angle``: the ``tunables``
-    #: of :data:`~eyeblink.landmarks.EYE_MODELS`, which declare their defaults and checks), filled with the
-    #: defaults when the config is made. Presets, the API and summary.json give them as ``[landmarks]`` keys of
-    #: their own (:func:`section_keys`, :func:`make_section`, :func:`section_dict`); code reads one with
-    #: :meth:`setting`, an eye model's class its keywords with :meth:`options`
-    model_settings: dict[str, Any] = field(default_factory=dict, hash=False, metadata={DECLARED: True})
+    #: each eye model's own settings by key (``area_polarity``, ``area_threshold``, ``eye_angle``:
+    #: the ``tunables`` of :data:`~eyeblink.landmarks.EYE_MODELS`, which declare their defaults and
+    #: checks), filled with the defaults when the config is made. Presets, the API and summary.json
+    #: give them as ``[landmarks]`` keys of their own (:func:`section_keys`, :func:`make_section`,
+    #: :func:`section_dict`); code reads one with :meth:`setting`, an eye model's class its keywords
+    #: with :meth:`options`
+    model_settings: dict[str, Any] = field(default_factory=dict, hash=False,
+                                           metadata={DECLARED: True})
     #: an eye region whose measure was not named: the run chooses ``area`` or ``contour`` from the recording's first
     #: seconds (:func:`eyeblink.landmarks.region.choose_measure`); ``model`` holds the choice once made
     region_auto: bool = False
@@ -213,7 +221,8 @@ class LandmarkConfig:
     def __post_init__(self) -> None:
         declared = tunables()  # every eye model's own settings, as its registry entry declares them
         unknown = sorted(set(self.model_settings) - set(declared))
-        _require(not unknown, f"landmarks: unknown key(s) {unknown}; eye-model settings: {sorted(declared)}")
+        _require(not unknown,
+                 f"landmarks: unknown key(s) {unknown}; eye-model settings: {sorted(declared)}")
         own = {name: self.model_settings.get(name, s.default) for name, (_, s) in declared.items()}
         object.__setattr__(self, "model_settings", own)  # frozen: filled once, here
         for name, (_, setting) in declared.items():
@@ -234,7 +243,8 @@ class LandmarkConfig:
         return getattr(self, name)
 
     def options(self, model: str | None = None) -> dict[str, Any]:
-        """The settings the class of ``model`` (this config's model unless given) takes, by keyword."""
+        """The settings the class of ``model`` (this config's model unless given) takes, by
+        keyword."""
         return {name: self.setting(name) for name in EYE_MODELS[model or self.model].settings}
 
 
@@ -529,7 +539,8 @@ class RunConfig:
             raise ConfigError(f"--landmarks {self.landmarks.model} measures a face, not an eye region; with "
                               "--eye-roi use --landmarks area (any eye) or contour (a human eye close-up)")
         for name, (owner, setting) in tunables().items():  # a setting unset unless given (None), for another model
-            if (setting.optional and self.landmarks.setting(name) is not None and owner != self.landmarks.model
+            if (setting.optional and self.landmarks.setting(name) is not None
+                    and owner != self.landmarks.model
                     and not self.landmarks.region_auto):  # (settings with a default: the command line checks them)
                 raise ConfigError(f"{setting.flag} sets the {owner} measure of an eye region; with --landmarks "
                                   f"{self.landmarks.model} leave it out (or use --eye-roi with --landmarks {owner})")
@@ -538,12 +549,12 @@ class RunConfig:
                               "--eye-roi X,Y,W,H (pixels of the frame)")
 
     def with_overrides(self, section: str, **values: Any) -> RunConfig:
-        """A copy with some keys of one section replaced (``None`` values are ignored; a key that moved,
-        :data:`MOVED_KEYS`, is set where it lives now). A ``detect_every`` given alone (``--detect-every N``, the
-        API's ``detect_every=N``): every N-th frame, ``detect_min_ms`` 0. An ``eye.roi`` given to a config whose
-        eye model measures faces switches it to the region's default model (``area``), to be chosen from the
-        recording (``landmarks.region_auto``); naming a model after that, or the area measure's settings, is the
-        user's choice."""
+        """A copy with some keys of one section replaced (``None`` values are ignored; a key that
+        moved, :data:`MOVED_KEYS`, is set where it lives now). A ``detect_every`` given alone
+        (``--detect-every N``, the API's ``detect_every=N``): every N-th frame, ``detect_min_ms`` 0.
+        An ``eye.roi`` given to a config whose eye model measures faces switches it to the region's
+        default model (``area``), to be chosen from the recording (``landmarks.region_auto``);
+        naming a model after that, or the area measure's settings, is the user's choice."""
         values = {k: v for k, v in values.items() if v is not None}
         moved = {k: values.pop(k) for k in list(values) if (section, k) in MOVED_KEYS}
         cfg = self
@@ -557,22 +568,25 @@ class RunConfig:
         if section == "eye" and "roi" in values and not EYE_MODELS[cfg.landmarks.model].region:
             from eyeblink.landmarks.region import DEFAULT_REGION_MODEL
 
-            landmarks = replace(cfg.landmarks, model=DEFAULT_REGION_MODEL, model_path=None, region_auto=True)
+            landmarks = replace(cfg.landmarks, model=DEFAULT_REGION_MODEL, model_path=None,
+                                region_auto=True)
             return replace(cfg, eye=replace(cfg.eye, **values), landmarks=landmarks)
-        if section == "landmarks" and ("model" in values or (  # a measure named, or the settings of the region's
-                cfg.landmarks.region_auto  # default measure (the model held until the run chooses) given: the run
-                and set(EYE_MODELS[cfg.landmarks.model].settings) & values.keys())):  # keeps it
+        # a measure named, or the settings of the region's default measure (the model held until the
+        # run chooses) given: the run keeps it
+        if section == "landmarks" and ("model" in values or (
+                cfg.landmarks.region_auto
+                and set(EYE_MODELS[cfg.landmarks.model].settings) & values.keys())):
             values.setdefault("region_auto", False)
         return replace(cfg, **{section: replace_section(getattr(cfg, section), values)})
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting, by section and key as a preset gives them (``eye_measure``, the run's own decision, is
-        not one: ``summary.json`` gives it apart)."""
+        """Every setting, by section and key as a preset gives them (``eye_measure``, the run's own
+        decision, is not one: ``summary.json`` gives it apart)."""
         from dataclasses import asdict
 
         out = asdict(self)
         out.pop("eye_measure", None)
-        out["landmarks"] = section_dict(self.landmarks)  # each eye model's own settings as keys of [landmarks]
+        out["landmarks"] = section_dict(self.landmarks)  # models' own settings: [landmarks] keys
         return out
 
     def blink_settings(self) -> BlinkConfig:
@@ -797,18 +811,22 @@ class LiveConfig:
         return replace(base, ring_slots=max(replace(base, ring_slots=0).slots, round(self.buffer_s * (fps or 500.0))))
 
 
-_SECTIONS = {"eye": EyeConfig, "detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig,
-             "closure": ClosureConfig, "trials": TrialConfig, "live": LivePreset}
+_SECTIONS = {"eye": EyeConfig, "detect": DetectConfig, "landmarks": LandmarkConfig,
+             "blinks": BlinkConfig, "closure": ClosureConfig, "trials": TrialConfig,
+             "live": LivePreset}
 
-#: keys that lived in another section before: (section, key) -> where they live now. A preset, the API's section
-#: dicts or a saved summary's settings that give one in its old place are read as if they gave the new one.
+#: keys that lived in another section before: (section, key) -> where they live now. A preset, the
+#: API's section dicts or a saved summary's settings that give one in its old place are read as if
+#: they gave the new one.
 MOVED_KEYS: dict[tuple[str, str], tuple[str, str]] = {("detect", "eye_roi"): ("eye", "roi")}
 
 
 def moved_to_place(tables: dict[str, Any]) -> dict[str, Any]:
-    """``tables`` (section -> its keys, as a preset or summary.json's settings hold them) with each key of
-    :data:`MOVED_KEYS` in its new place (a key given in both places: the new place's value wins)."""
-    out = {name: dict(table) if isinstance(table, dict) else table for name, table in tables.items()}
+    """``tables`` (section -> its keys, as a preset or summary.json's settings hold them) with each
+    key of :data:`MOVED_KEYS` in its new place (a key given in both places: the new place's value
+    wins)."""
+    out = {name: dict(table) if isinstance(table, dict) else table
+           for name, table in tables.items()}
     for (old, key), (new, new_key) in MOVED_KEYS.items():
         table = out.get(old)
         if isinstance(table, dict) and key in table:
@@ -825,9 +843,10 @@ def _declared_field(cls: type) -> str | None:
 
 
 def section_keys(cls: type) -> dict[str, Any]:
-    """The keys of a section's table (a preset's, the API's section dict, summary.json's settings), in order, with
-    their defaults: the dataclass's fields, and in place of its field of declared settings
-    (``LandmarkConfig.model_settings``) those settings (:func:`~eyeblink.landmarks.tunables`)."""
+    """The keys of a section's table (a preset's, the API's section dict, summary.json's settings),
+    in order, with their defaults: the dataclass's fields, and in place of its field of declared
+    settings (``LandmarkConfig.model_settings``) those settings
+    (:func:`~eyeblink.landmarks.tunables`)."""
     out: dict[str, Any] = {}
     for f in fields(cls):
         if f.metadata.get(DECLARED):
@@ -858,7 +877,8 @@ def make_section(cls: type, values: dict[str, Any]) -> Any:
 
 
 def replace_section(section: Any, values: dict[str, Any]) -> Any:
-    """A copy of ``section`` with some of its keys replaced (declared settings within their field)."""
+    """A copy of ``section`` with some of its keys replaced (declared settings within their
+    field)."""
     plain, own = _split_declared(type(section), values)
     name = _declared_field(type(section))
     if name is not None and own:
@@ -867,7 +887,8 @@ def replace_section(section: Any, values: dict[str, Any]) -> Any:
 
 
 def section_dict(section: Any) -> dict[str, Any]:
-    """A section's keys and values, as a preset gives them (declared settings as keys of their own, in place)."""
+    """A section's keys and values, as a preset gives them (declared settings as keys of their own,
+    in place)."""
     from dataclasses import asdict
 
     name = _declared_field(type(section))
@@ -882,10 +903,10 @@ def section_dict(section: Any) -> dict[str, Any]:
 #: Preset keys outside any section (``config_from_dict``).
 TOP_LEVEL_KEYS = ("name", "description", "fps", "max_frames")
 
-#: One line per preset key: what it does (defaults and checks come from the dataclasses above). The docs' preset
-#: reference is generated from this and the dataclasses; a key without a line here fails the docs build. An eye
-#: model's own settings (``[landmarks] area_threshold``, ...) have their line in their declaration
-#: (:class:`eyeblink.landmarks.Setting`'s ``doc``).
+#: One line per preset key: what it does (defaults and checks come from the dataclasses above). The
+#: docs' preset reference is generated from this and the dataclasses; a key without a line here
+#: fails the docs build. An eye model's own settings (``[landmarks] area_threshold``, ...) have
+#: their line in their declaration (:class:`eyeblink.landmarks.Setting`'s ``doc``).
 PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
     "": {
         "name": "the preset's name (shown in summary.json's settings; not checked)",
@@ -894,8 +915,8 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "max_frames": "stop after this many frames of each input (--max-frames)",
     },
     "eye": {
-        "roi": "a recording of one eye: the region [X, Y, W, H] (frame pixels) measured with no face detection "
-               "(--eye-roi); empty: the eyes are found on a face",
+        "roi": "a recording of one eye: the region [X, Y, W, H] (frame pixels) measured with no "
+               "face detection (--eye-roi); empty: the eyes are found on a face",
     },
     "detect": {
         "backend": "detector backend: litert (CPU), tensorflow, jax, ipu, or a list: the first one installed",
@@ -1028,8 +1049,8 @@ def load_preset(path: str | Path) -> RunConfig:
 
 
 def config_from_dict(data: dict[str, Any], *, source: str = "config") -> RunConfig:
-    """A :class:`RunConfig` from a preset's tables (a key of :data:`MOVED_KEYS` in its old place is read into
-    its new one: ``[detect] eye_roi`` as ``[eye] roi``)."""
+    """A :class:`RunConfig` from a preset's tables (a key of :data:`MOVED_KEYS` in its old place is
+    read into its new one: ``[detect] eye_roi`` as ``[eye] roi``)."""
     kwargs: dict[str, Any] = {}
     for key, value in moved_to_place(data).items():
         if key in _SECTIONS:

@@ -333,8 +333,9 @@ def _value_text(value: Any) -> str:
 
 
 def _declared(f: dataclasses.Field) -> list[Any]:
-    """The settings a section's field of declared settings holds (``LandmarkConfig.model_settings``: each eye
-    model's own, :class:`eyeblink.landmarks.Setting`), each a key of the section; none for another field."""
+    """The settings a section's field of declared settings holds (``LandmarkConfig.model_settings``:
+    each eye model's own, :class:`eyeblink.landmarks.Setting`), each a key of the section; none for
+    another field."""
     from eyeblink.config import DECLARED
     from eyeblink.landmarks import tunables
 
@@ -345,8 +346,8 @@ def preset_markdown(sections: dict[str, type], docs: dict[str, dict[str, str]],
                     extra_checks: dict[str, list[type]] | None = None) -> str:
     """One table per section: key, default, type, checks, meaning.
 
-    Raises PluginError for a dataclass field without a line in ``docs`` (or a line for a field that is gone), or a
-    declared setting (an eye model's own) without its ``doc``.
+    Raises PluginError for a dataclass field without a line in ``docs`` (or a line for a field that
+    is gone), or a declared setting (an eye model's own) without its ``doc``.
     """
     out = []
     for section, cls in sections.items():
@@ -360,8 +361,9 @@ def preset_markdown(sections: dict[str, type], docs: dict[str, dict[str, str]],
                               "description; add a line to PRESET_KEY_DOCS in eyeblink/config.py")
         undocumented = [s.field for s in declared if not s.doc.strip()]
         if undocumented:
-            raise PluginError(f"preset reference: eye-model setting(s) {undocumented} of [{section}] have no "
-                              "description; give their Setting a doc in eyeblink/landmarks/__init__.py")
+            raise PluginError(f"preset reference: eye-model setting(s) {undocumented} of "
+                              f"[{section}] have no description; give their Setting a doc in "
+                              "eyeblink/landmarks/__init__.py")
         stale = sorted(set(section_docs) - set(names))
         if stale:
             raise PluginError(f"preset reference: PRESET_KEY_DOCS[{section!r}] describes keys {stale} that "
@@ -374,8 +376,9 @@ def preset_markdown(sections: dict[str, type], docs: dict[str, dict[str, str]],
         rows = []
         for f in dataclasses.fields(cls):
             if f.name in hints:
-                rows.append((f"`{f.name}`", _default_of(f), hints[f.name],
-                             "; ".join(dict.fromkeys(checks.get(f.name, []))) or "–", section_docs[f.name]))
+                checked = "; ".join(dict.fromkeys(checks.get(f.name, []))) or "–"
+                rows.append((f"`{f.name}`", _default_of(f), hints[f.name], checked,
+                             section_docs[f.name]))
             else:  # the declared settings, in their field's place
                 rows += [(f"`{s.field}`", _value_text(s.default), s.kind.replace(" | ", " or "),
                           f"must be {s.expected()}", s.doc) for s in _declared(f)]

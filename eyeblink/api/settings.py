@@ -49,10 +49,12 @@ _NAMED: dict[str, tuple[str, str]] = {
 
 
 def aliases() -> dict[str, tuple[str, str]]:
-    """The command line's names for preset keys: the fixed ones, and each eye model's own settings by the keyword
-    its declaration gives (:class:`eyeblink.landmarks.Setting`: ``eye_polarity``, ``eye_threshold``), as the
-    registry holds them now (a model registered at run time counts)."""
-    return {**_NAMED, **{s.keyword: ("landmarks", name) for name, (_, s) in tunables().items() if s.keyword != name}}
+    """The command line's names for preset keys: the fixed ones, and each eye model's own settings
+    by the keyword its declaration gives (:class:`eyeblink.landmarks.Setting`: ``eye_polarity``,
+    ``eye_threshold``), as the registry holds them now (a model registered at run time counts)."""
+    own = {s.keyword: ("landmarks", name)
+           for name, (_, s) in tunables().items() if s.keyword != name}
+    return {**_NAMED, **own}
 
 
 #: :func:`aliases` of the registry as it was imported
@@ -98,7 +100,7 @@ _PROTOTYPES = (("bool", False), ("int", 0), ("float", 0.0), ("str", ""))
 def _field_defaults(cls: type) -> dict[str, Any]:
     """Each field of a config dataclass -> a value of its type (for a ``None`` default: one of the annotation's
     first type, ``float | None`` -> 0.0), which :func:`_type_ok` compares a setting with."""
-    out = section_keys(cls)  # an eye model's own settings of [landmarks] too, a value of each from its declaration
+    out = section_keys(cls)  # an eye model's own settings too: a value of each from its declaration
     declared = {name: setting for name, (_, setting) in tunables().items()}
     types = {f.name: f.type for f in dataclasses.fields(cls)}
     for name, value in out.items():
@@ -148,7 +150,8 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
         if key in SECTIONS and isinstance(value, dict):
             valid = _field_defaults(SECTIONS[key])
             for k, v in value.items():
-                section, name = MOVED_KEYS.get((key, k), (key, k))  # a key in its old place: read into its new
+                # a key in its old place: read into its new one
+                section, name = MOVED_KEYS.get((key, k), (key, k))
                 if name not in _field_defaults(SECTIONS[section]):
                     raise _unknown(f"{key}.{k}", [f"{key}.{n}" for n in valid])
                 overrides[section][name] = v
@@ -169,7 +172,8 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
             raise ConfigError(f"setting {key!r} is ambiguous: it is a key of {' and '.join(sections)}; give it "
                               f"in its section, e.g. {sections[0]}={{{key!r}: ...}}")
         else:
-            raise _unknown(key, [*owner, *SECTIONS, *named, "fps", "max_frames", "points", "pipeline", "output",
+            raise _unknown(key, [*owner, *SECTIONS, *named, "fps", "max_frames", "points",
+                                 "pipeline", "output",
                                  *allowed])
     for section, values in overrides.items():
         defaults = _field_defaults(SECTIONS[section])
@@ -212,7 +216,8 @@ _FLAG_KEYWORDS = {"o": "output", "no-progress": "progress"}
 def _process_keywords() -> set[str]:
     """Every keyword :func:`process` takes (its settings, the analysis and process-only ones, ``output``)."""
     owner, _shared = _flat_keys()
-    return {*owner, *SECTIONS, *aliases(), *ANALYSIS, *PROCESS_ONLY, "fps", "max_frames", "pipeline", "output"}
+    return {*owner, *SECTIONS, *aliases(), *ANALYSIS, *PROCESS_ONLY, "fps", "max_frames",
+            "pipeline", "output"}
 
 
 def python_words(text: str) -> str:

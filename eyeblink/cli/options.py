@@ -119,15 +119,18 @@ class _Parser(argparse.ArgumentParser):
 
 
 def eye_region_flags() -> tuple[tuple[str, dict[str, Any], str], ...]:
-    """The flags of a recording of one eye: (flag, argparse's type or choices and metavar, help); each region
-    measure's own settings as its registry entry declares them now (:class:`eyeblink.landmarks.Setting`)."""
+    """The flags of a recording of one eye: (flag, argparse's type or choices and metavar, help);
+    each region measure's own settings as its registry entry declares them now
+    (:class:`eyeblink.landmarks.Setting`)."""
+    own = tuple((s.flag, {"choices": s.choices} if s.choices is not None
+                 else {"type": _number, "metavar": s.metavar}, s.help)
+                for owner, s in tunables().values() if EYE_MODELS[owner].region)
     return (
         ("--eye-roi", {"type": _eye_roi, "metavar": "X,Y,W,H"},
-         "a recording of one eye (a head-fixed animal, a human eye close-up): measure the lid in this region of "
-         "every frame (pixels of the frame: left, top, width, height) with no face detection; `eyeblink region "
-         "INPUT` draws a region on the first frame to check it"),
-        *((s.flag, {"choices": s.choices} if s.choices is not None else {"type": _number, "metavar": s.metavar},
-           s.help) for owner, s in tunables().values() if EYE_MODELS[owner].region),
+         "a recording of one eye (a head-fixed animal, a human eye close-up): measure the lid in "
+         "this region of every frame (pixels of the frame: left, top, width, height) with no face "
+         "detection; `eyeblink region INPUT` draws a region on the first frame to check it"),
+        *own,
     )
 
 
@@ -211,7 +214,8 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     from eyeblink.presets import resolve_preset
 
     cfg = load_preset(resolve_preset(args.pipeline))
-    cfg = cfg.with_overrides("eye", roi=getattr(args, "eye_roi", None))  # first: it picks the region's model
+    # first: a region picks the region's model
+    cfg = cfg.with_overrides("eye", roi=getattr(args, "eye_roi", None))
     model = None if args.landmarks == "auto" else args.landmarks
     cfg = cfg.with_overrides("landmarks", model=model, model_path=args.landmark_model,
                              mesh_reuse_ms=getattr(args, "mesh_reuse_ms", None),

@@ -122,14 +122,15 @@ def settle_from_frames(grays: Sequence[np.ndarray], seconds: float, config: RunC
     assert isinstance(locator, FixedRegion)  # a recording of one eye
     options = {m: lm.options(m) for m in region_models()}
     choice = choose_measure(list(grays), seconds, locator.region,
-                            named=None if lm.region_auto else lm.model, eye_angle=lm.setting("eye_angle"),
+                            named=None if lm.region_auto else lm.model,
+                            eye_angle=lm.setting("eye_angle"),
                             options=options, model_path=lm.model_path)
     log.info("%s: eye measure %s", name, choice.why)
     if choice.warning:
         log.warning("%s: %s", name, choice.warning)
     angle = choice.eye_angle if choice.model == "contour" else lm.setting("eye_angle")
-    landmarks = replace_section(lm, {"model": choice.model, "eye_angle": angle,
-                                     "model_path": lm.model_path if choice.how == "named" else None})
+    path = lm.model_path if choice.how == "named" else None
+    landmarks = replace_section(lm, {"model": choice.model, "model_path": path, "eye_angle": angle})
     return replace(config, landmarks=landmarks, eye_measure=choice)
 
 
