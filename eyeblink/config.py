@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +31,47 @@ def _require(cond: bool, msg: str) -> None:
         raise ConfigError(msg)
 
 
+#: the metadata of a section's field that holds declared settings by key
+#: (``LandmarkConfig.model_settings``): in a preset, the API's section dicts and summary.json each
+#: is a key of the section (:func:`section_keys`)
+DECLARED = "declared_settings"
+
 #: ``detect.stage`` values (``--stage``); see :class:`DetectConfig`.
 STAGES = ("auto", "fused", "accelerator")
 #: The backends ``stage = "auto"`` runs in the accelerator stage (the ones that batch on a device).
 ACCELERATOR_STAGE_BACKENDS = ("jax", "tensorflow")
+
+
+@dataclass(frozen=True)
+class EyeConfig:
+    """Where the eye is: on a face (the default: ``[detect]``'s face detector finds it), or in a
+    fixed region.
+
+    ``roi``: a recording of one eye (``--eye-roi X,Y,W,H``, frame pixels): no face detection, the
+    eye model (``area`` or ``contour``) measures the lid in this region of every frame
+    (:mod:`eyeblink.landmarks.region`); the run's locator
+    (:func:`eyeblink.frame.locate.locator_for`) takes it as :attr:`region`.
+    """
+
+    roi: tuple[int, int, int, int] | None = None
+
+    def __post_init__(self) -> None:
+        # the user's X,Y,W,H (text, four numbers or a region) parsed once, here; kept as four
+        # numbers for TOML/JSON round-trips
+        if self.roi is not None:
+            from eyeblink.landmarks.region import EyeRegion
+
+            object.__setattr__(self, "roi", tuple(EyeRegion.parse(self.roi).as_list()))
+
+    @property
+    def region(self) -> EyeRegion | None:
+        """The eye region (``roi``, checked when the config was built) as the value code passes;
+        None: faces."""
+        if self.roi is None:
+            return None
+        from eyeblink.landmarks.region import EyeRegion
+
+        return EyeRegion(*self.roi)
 
 
 @dataclass(frozen=True)
@@ -82,15 +119,8 @@ class DetectConfig:
     flush_ms: float = 5.0
     #: processes of the accelerator stage sharing the device (0: one per 4 cores, 1 to 4)
     stage_processes: int = 0
-    #: a recording of one eye (``--eye-roi X,Y,W,H``, frame pixels): no face detection, the eye model (``area`` or
-    #: ``contour``) measures the lid in this region of every frame (:mod:`eyeblink.landmarks.region`); None: faces
-    eye_roi: tuple[int, int, int, int] | None = None
 
     def __post_init__(self) -> None:
-        if self.eye_roi is not None:  # the user's X,Y,W,H (text, four numbers or a region) parsed once, here; kept as
-            from eyeblink.landmarks.region import EyeRegion  # four numbers for TOML/JSON round-trips
-
-            object.__setattr__(self, "eye_roi", tuple(EyeRegion.parse(self.eye_roi).as_list()))
         if isinstance(self.backend, (list, tuple)):
             from eyeblink.detect import first_installed_backend
 
@@ -140,15 +170,6 @@ class DetectConfig:
             return str(self.backend).strip().lower() in ACCELERATOR_STAGE_BACKENDS
         return self.stage == "accelerator"
 
-    @property
-    def eye_region(self) -> EyeRegion | None:
-        """The eye region (``eye_roi``, checked when the config was built) as the value code passes; None: faces."""
-        if self.eye_roi is None:
-            return None
-        from eyeblink.landmarks.region import EyeRegion
-
-        return EyeRegion(*self.eye_roi)
-
     def accelerator(self) -> Any:
         """These settings as :class:`eyeblink.detect.AcceleratorOptions` (raises ConfigError if invalid)."""
         from eyeblink.detect import AcceleratorOptions
@@ -185,26 +206,46 @@ class LandmarkConfig:
     #: ``mesh``: the face mesh (which places the eye crops) of a tracked face box is reused for this long;
     #: the iris network measures the lids on every frame (0 = the mesh on every frame; see landmarks/mesh.py)
     mesh_reuse_ms: float = 20.0
-    #: ``area`` (an eye region): the eye is the part of the region ``dark``er or ``bright``er than its border ...
-    area_polarity: str = "dark"
-    #: ... by this factor of the border's mean brightness (dark: below ``t x border``; bright: the same towards 255)
-    area_threshold: float = 0.7
-    #: ``contour`` (an eye region): the eye's corner axis, degrees clockwise from level in the image; None: found
-    #: on the recording's first frames (a level eye: 0)
-    eye_angle: float | None = None
+    #: each eye model's own settings by key (``area_polarity``, ``area_threshold``, ``eye_angle``:
+    #: the ``tunables`` of :data:`~eyeblink.landmarks.EYE_MODELS`, which declare their defaults and
+    #: checks), filled with the defaults when the config is made. Presets, the API and summary.json
+    #: give them as ``[landmarks]`` keys of their own (:func:`section_keys`, :func:`make_section`,
+    #: :func:`section_dict`); code reads one with :meth:`setting`, an eye model's class its keywords
+    #: with :meth:`options`
+    model_settings: dict[str, Any] = field(default_factory=dict, hash=False,
+                                           metadata={DECLARED: True})
     #: an eye region whose measure was not named: the run chooses ``area`` or ``contour`` from the recording's first
     #: seconds (:func:`eyeblink.landmarks.region.choose_measure`); ``model`` holds the choice once made
     region_auto: bool = False
 
     def __post_init__(self) -> None:
-        for name, (_, setting) in tunables().items():  # every eye model's own settings, as its registry entry declares
-            check_setting(setting, getattr(self, name))
+        declared = tunables()  # every eye model's own settings, as its registry entry declares them
+        unknown = sorted(set(self.model_settings) - set(declared))
+        _require(not unknown,
+                 f"landmarks: unknown key(s) {unknown}; eye-model settings: {sorted(declared)}")
+        own = {name: self.model_settings.get(name, s.default) for name, (_, s) in declared.items()}
+        object.__setattr__(self, "model_settings", own)  # frozen: filled once, here
+        for name, (_, setting) in declared.items():
+            check_setting(setting, own[name])
         _require(isinstance(self.mesh_reuse_ms, (int, float)) and 0.0 <= self.mesh_reuse_ms <= 1000.0,
                  f"landmarks.mesh_reuse_ms must be in [0, 1000] ms, got {self.mesh_reuse_ms!r}")
         _require(self.min_face_px > 0, f"landmarks.min_face_px must be > 0, got {self.min_face_px}")
         _require(0.0 <= self.min_presence <= 1.0, f"landmarks.min_presence must be in [0, 1], got {self.min_presence}")
         _require(self.model in EYE_MODELS,  # the registry as it is now (a model registered after import counts)
                  f"landmarks.model must be one of {', '.join(EYE_MODELS)}, got {self.model!r}")
+
+    def setting(self, name: str) -> Any:
+        """The value of the ``[landmarks]`` key ``name``: a field, or an eye model's own setting."""
+        if name in self.model_settings:
+            return self.model_settings[name]
+        if name not in section_keys(LandmarkConfig):
+            raise KeyError(f"landmarks has no setting {name!r}")
+        return getattr(self, name)
+
+    def options(self, model: str | None = None) -> dict[str, Any]:
+        """The settings the class of ``model`` (this config's model unless given) takes, by
+        keyword."""
+        return {name: self.setting(name) for name in EYE_MODELS[model or self.model].settings}
 
 
 #: the species whose norms the session warnings hold a recording to (``blinks.species``, ``--species``): ``auto`` is
@@ -470,6 +511,7 @@ class LivePreset:
 class RunConfig:
     """A whole run: the stages' settings plus input timing."""
 
+    eye: EyeConfig = field(default_factory=EyeConfig)
     detect: DetectConfig = field(default_factory=DetectConfig)
     landmarks: LandmarkConfig = field(default_factory=LandmarkConfig)
     blinks: BlinkConfig = field(default_factory=BlinkConfig)
@@ -493,46 +535,58 @@ class RunConfig:
         _require(self.max_frames is None or self.max_frames > 0,
                  f"--max-frames must be > 0, got {self.max_frames}")
         region = EYE_MODELS[self.landmarks.model].region
-        if self.detect.eye_roi is not None and not region:
+        if self.eye.roi is not None and not region:
             raise ConfigError(f"--landmarks {self.landmarks.model} measures a face, not an eye region; with "
                               "--eye-roi use --landmarks area (any eye) or contour (a human eye close-up)")
         for name, (owner, setting) in tunables().items():  # a setting unset unless given (None), for another model
-            if (setting.optional and getattr(self.landmarks, name) is not None and owner != self.landmarks.model
+            if (setting.optional and self.landmarks.setting(name) is not None
+                    and owner != self.landmarks.model
                     and not self.landmarks.region_auto):  # (settings with a default: the command line checks them)
                 raise ConfigError(f"{setting.flag} sets the {owner} measure of an eye region; with --landmarks "
                                   f"{self.landmarks.model} leave it out (or use --eye-roi with --landmarks {owner})")
-        if self.detect.eye_roi is None and region:
+        if self.eye.roi is None and region:
             raise ConfigError(f"--landmarks {self.landmarks.model} measures an eye region; give it with "
                               "--eye-roi X,Y,W,H (pixels of the frame)")
 
     def with_overrides(self, section: str, **values: Any) -> RunConfig:
-        """A copy with some fields of one section replaced (``None`` values are ignored). A ``detect_every`` given
-        alone (``--detect-every N``, the API's ``detect_every=N``): every N-th frame, ``detect_min_ms`` 0. An
-        ``eye_roi`` given to a config whose eye model measures faces switches it to the region's default model
-        (``area``), to be chosen from the recording (``landmarks.region_auto``); naming a model after that, or the
-        area measure's settings, is the user's choice."""
+        """A copy with some keys of one section replaced (``None`` values are ignored; a key that
+        moved, :data:`MOVED_KEYS`, is set where it lives now). A ``detect_every`` given alone
+        (``--detect-every N``, the API's ``detect_every=N``): every N-th frame, ``detect_min_ms`` 0.
+        An ``eye.roi`` given to a config whose eye model measures faces switches it to the region's
+        default model (``area``), to be chosen from the recording (``landmarks.region_auto``);
+        naming a model after that, or the area measure's settings, is the user's choice."""
         values = {k: v for k, v in values.items() if v is not None}
+        moved = {k: values.pop(k) for k in list(values) if (section, k) in MOVED_KEYS}
+        cfg = self
+        for key, value in moved.items():
+            to_section, to_key = MOVED_KEYS[section, key]
+            cfg = cfg.with_overrides(to_section, **{to_key: value})
         if not values:
-            return self
+            return cfg
         if section == "detect" and "detect_every" in values:
             values.setdefault("detect_min_ms", 0.0)
-        if section == "detect" and "eye_roi" in values and not EYE_MODELS[self.landmarks.model].region:
+        if section == "eye" and "roi" in values and not EYE_MODELS[cfg.landmarks.model].region:
             from eyeblink.landmarks.region import DEFAULT_REGION_MODEL
 
-            landmarks = replace(self.landmarks, model=DEFAULT_REGION_MODEL, model_path=None, region_auto=True)
-            return replace(self, detect=replace(self.detect, **values), landmarks=landmarks)
-        if section == "landmarks" and ("model" in values or (  # a measure named, or the settings of the region's
-                self.landmarks.region_auto  # default measure (the model held until the run chooses) given: the run
-                and set(EYE_MODELS[self.landmarks.model].settings) & values.keys())):  # keeps it
+            landmarks = replace(cfg.landmarks, model=DEFAULT_REGION_MODEL, model_path=None,
+                                region_auto=True)
+            return replace(cfg, eye=replace(cfg.eye, **values), landmarks=landmarks)
+        # a measure named, or the settings of the region's default measure (the model held until the
+        # run chooses) given: the run keeps it
+        if section == "landmarks" and ("model" in values or (
+                cfg.landmarks.region_auto
+                and set(EYE_MODELS[cfg.landmarks.model].settings) & values.keys())):
             values.setdefault("region_auto", False)
-        return replace(self, **{section: replace(getattr(self, section), **values)})
+        return replace(cfg, **{section: replace_section(getattr(cfg, section), values)})
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting (``eye_measure``, the run's own decision, is not one: ``summary.json`` gives it apart)."""
+        """Every setting, by section and key as a preset gives them (``eye_measure``, the run's own
+        decision, is not one: ``summary.json`` gives it apart)."""
         from dataclasses import asdict
 
         out = asdict(self)
         out.pop("eye_measure", None)
+        out["landmarks"] = section_dict(self.landmarks)  # models' own settings: [landmarks] keys
         return out
 
     def blink_settings(self) -> BlinkConfig:
@@ -757,20 +811,112 @@ class LiveConfig:
         return replace(base, ring_slots=max(replace(base, ring_slots=0).slots, round(self.buffer_s * (fps or 500.0))))
 
 
-_SECTIONS = {"detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig,
-             "closure": ClosureConfig, "trials": TrialConfig, "live": LivePreset}
+_SECTIONS = {"eye": EyeConfig, "detect": DetectConfig, "landmarks": LandmarkConfig,
+             "blinks": BlinkConfig, "closure": ClosureConfig, "trials": TrialConfig,
+             "live": LivePreset}
+
+#: keys that lived in another section before: (section, key) -> where they live now. A preset, the
+#: API's section dicts or a saved summary's settings that give one in its old place are read as if
+#: they gave the new one.
+MOVED_KEYS: dict[tuple[str, str], tuple[str, str]] = {("detect", "eye_roi"): ("eye", "roi")}
+
+
+def moved_to_place(tables: dict[str, Any]) -> dict[str, Any]:
+    """``tables`` (section -> its keys, as a preset or summary.json's settings hold them) with each
+    key of :data:`MOVED_KEYS` in its new place (a key given in both places: the new place's value
+    wins)."""
+    out = {name: dict(table) if isinstance(table, dict) else table
+           for name, table in tables.items()}
+    for (old, key), (new, new_key) in MOVED_KEYS.items():
+        table = out.get(old)
+        if isinstance(table, dict) and key in table:
+            value = table.pop(key)
+            target = out.setdefault(new, {})
+            if isinstance(target, dict):
+                target.setdefault(new_key, value)
+    return out
+
+
+def _declared_field(cls: type) -> str | None:
+    """The field of ``cls`` that holds declared settings by key (:data:`DECLARED`), if any."""
+    return next((f.name for f in fields(cls) if f.metadata.get(DECLARED)), None)
+
+
+def section_keys(cls: type) -> dict[str, Any]:
+    """The keys of a section's table (a preset's, the API's section dict, summary.json's settings),
+    in order, with their defaults: the dataclass's fields, and in place of its field of declared
+    settings (``LandmarkConfig.model_settings``) those settings
+    (:func:`~eyeblink.landmarks.tunables`)."""
+    out: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.metadata.get(DECLARED):
+            out.update({name: setting.default for name, (_, setting) in tunables().items()})
+        elif f.default is not MISSING:
+            out[f.name] = f.default
+        else:
+            out[f.name] = f.default_factory() if f.default_factory is not MISSING else None
+    return out
+
+
+def _split_declared(cls: type, values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``values`` (a section's keys) as (its fields, its declared settings)."""
+    if _declared_field(cls) is None:
+        return dict(values), {}
+    declared = tunables()
+    return ({k: v for k, v in values.items() if k not in declared},
+            {k: v for k, v in values.items() if k in declared})
+
+
+def make_section(cls: type, values: dict[str, Any]) -> Any:
+    """The section ``cls`` from its keys (a preset's table): declared settings into their field."""
+    plain, own = _split_declared(cls, values)
+    name = _declared_field(cls)
+    if name is not None and own:
+        plain[name] = own
+    return cls(**plain)
+
+
+def replace_section(section: Any, values: dict[str, Any]) -> Any:
+    """A copy of ``section`` with some of its keys replaced (declared settings within their
+    field)."""
+    plain, own = _split_declared(type(section), values)
+    name = _declared_field(type(section))
+    if name is not None and own:
+        plain[name] = {**getattr(section, name), **own}
+    return replace(section, **plain)
+
+
+def section_dict(section: Any) -> dict[str, Any]:
+    """A section's keys and values, as a preset gives them (declared settings as keys of their own,
+    in place)."""
+    from dataclasses import asdict
+
+    name = _declared_field(type(section))
+    out: dict[str, Any] = {}
+    for key, value in asdict(section).items():
+        if key == name:
+            out.update(value)
+        else:
+            out[key] = value
+    return out
 
 #: Preset keys outside any section (``config_from_dict``).
 TOP_LEVEL_KEYS = ("name", "description", "fps", "max_frames")
 
-#: One line per preset key: what it does (defaults and checks come from the dataclasses above). The docs' preset
-#: reference is generated from this and the dataclasses; a key without a line here fails the docs build.
+#: One line per preset key: what it does (defaults and checks come from the dataclasses above). The
+#: docs' preset reference is generated from this and the dataclasses; a key without a line here
+#: fails the docs build. An eye model's own settings (``[landmarks] area_threshold``, ...) have
+#: their line in their declaration (:class:`eyeblink.landmarks.Setting`'s ``doc``).
 PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
     "": {
         "name": "the preset's name (shown in summary.json's settings; not checked)",
         "description": "one line saying what the preset is for (not checked)",
         "fps": "frame rate of image folders (--fps); videos use their timestamps",
         "max_frames": "stop after this many frames of each input (--max-frames)",
+    },
+    "eye": {
+        "roi": "a recording of one eye: the region [X, Y, W, H] (frame pixels) measured with no "
+               "face detection (--eye-roi); empty: the eyes are found on a face",
     },
     "detect": {
         "backend": "detector backend: litert (CPU), tensorflow, jax, ipu, or a list: the first one installed",
@@ -795,8 +941,6 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "stage": "where detection and the eye model run with several workers: fused, accelerator, auto (--stage)",
         "flush_ms": "the accelerator stage runs a partial batch once its first frame waited this long, ms",
         "stage_processes": "accelerator-stage processes sharing the device (0: one per 4 cores, at most 4)",
-        "eye_roi": "a recording of one eye: the region [X, Y, W, H] (frame pixels) measured with no face "
-                   "detection (--eye-roi)",
     },
     "landmarks": {
         "model": "the eye model: lids, mesh, mesh-ear, face68, eye12; with an eye region area or contour "
@@ -807,12 +951,6 @@ PRESET_KEY_DOCS: dict[str, dict[str, str]] = {
         "min_presence": "mesh models: below this face-presence probability the next frame re-detects",
         "mesh_reuse_ms": "mesh: reuse the face mesh (which places the eye crops) for this long on a tracked face, "
                          "ms (--mesh-reuse-ms; 0: every frame)",
-        "area_polarity": "area: the eye is darker (dark) or brighter (bright) than the region's border band "
-                         "(--eye-polarity)",
-        "area_threshold": "area: a pixel is the eye's at this fraction of the border's brightness away from it "
-                          "(--eye-threshold)",
-        "eye_angle": "contour: the eye's corner axis, degrees clockwise from level in the image (--eye-angle); "
-                     "empty: found on the recording's first frames",
         "region_auto": "an eye region with no measure named: choose area or contour from the recording's first "
                        "seconds (summary.json's eye_measure says which and why)",
     },
@@ -911,18 +1049,20 @@ def load_preset(path: str | Path) -> RunConfig:
 
 
 def config_from_dict(data: dict[str, Any], *, source: str = "config") -> RunConfig:
+    """A :class:`RunConfig` from a preset's tables (a key of :data:`MOVED_KEYS` in its old place is
+    read into its new one: ``[detect] eye_roi`` as ``[eye] roi``)."""
     kwargs: dict[str, Any] = {}
-    for key, value in data.items():
+    for key, value in moved_to_place(data).items():
         if key in _SECTIONS:
             cls = _SECTIONS[key]
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: [{key}] must be a table, got {type(value).__name__}")
-            valid = {f.name for f in fields(cls)}
+            valid = set(section_keys(cls))
             unknown = sorted(set(value) - valid)
             if unknown:
                 raise ConfigError(f"{source}: unknown key(s) {unknown} in [{key}]; valid keys: {sorted(valid)}")
             try:
-                kwargs[key] = cls(**value)
+                kwargs[key] = make_section(cls, value)
             except TypeError as exc:
                 raise ConfigError(f"{source}: [{key}] {exc}") from None
         elif key in ("fps", "max_frames", "name", "description"):

@@ -124,11 +124,11 @@ def test_an_eye_region_costs_no_face_detection() -> None:
     from eyeblink.frame.analyzer import build_fitters
     from eyeblink.landmarks.region import EyeRegion
 
-    cfg = RunConfig().with_overrides("detect", eye_roi=(232, 160, 80, 56))
+    cfg = RunConfig().with_overrides("eye", roi=(232, 160, 80, 56))
     fitters = build_fitters(cfg, ("area", "contour"))
     try:
         costs = measure_costs(fitters, None, width=640, height=480, reps=5,
-                              region=EyeRegion.parse(cfg.detect.eye_roi))
+                              region=EyeRegion.parse(cfg.eye.roi))
     finally:
         for f in fitters.values():
             f.close()

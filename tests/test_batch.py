@@ -539,7 +539,7 @@ def test_batch_chooses_each_eye_recordings_measure_on_its_own(ray_cluster: Any, 
     crush, march = (data_dir / "eye-only" / f"{n}.mp4" for n in ("rat_crush2", "rat_march8"))
     if not crush.exists() or not march.exists():
         pytest.skip("eye-only recordings not found")
-    cfg = replace(RunConfig().with_overrides("detect", eye_roi=(60, 38, 45, 45)), max_frames=300)
+    cfg = replace(RunConfig().with_overrides("eye", roi=(60, 38, 45, 45)), max_frames=300)
     out = tmp_path / "out"
     rep = run_batch([crush, march], out, cfg, BatchConfig(cpus_per_task=1, progress=False))
     assert sorted(r["stem"] for r in rep.done) == ["rat_crush2", "rat_march8"], rep.failed

@@ -68,7 +68,8 @@ def test_one_eye_in_a_region_finds_the_blink_with_no_face(face_recording: tuple[
     assert np.nanmax(closure[(t > onset) & (t < onset + 0.2)]) > 0.9  # the full closure reads as one
     assert np.nanmax(np.abs(closure[t < onset - 0.1])) < 0.2  # the open eye, before it
     summary = json.loads((tmp_path / "subject.summary.json").read_text())
-    assert summary["settings"]["detect"]["eye_roi"] == [int(v) for v in eye_roi.split(",")]
+    assert summary["settings"]["eye"]["roi"] == [int(v) for v in eye_roi.split(",")]
+    assert "eye_roi" not in summary["settings"]["detect"]  # where the eye is, not a detector's
     assert summary["settings"]["landmarks"]["model"] == model
 
 
@@ -549,27 +550,190 @@ def test_the_locator_is_chosen_once_from_the_settings_and_carries_the_region_val
     from eyeblink.frame.locate import FaceFinder, FixedRegion, locator_for
     from eyeblink.landmarks.region import EyeRegion
 
-    cfg = RunConfig().with_overrides("detect", eye_roi="10, 20,40,30")
-    assert cfg.detect.eye_roi == (10, 20, 40, 30)  # the user's numbers, as TOML and JSON keep them
-    assert locator_for(cfg) == FixedRegion(EyeRegion(10, 20, 40, 30)) == FixedRegion(cfg.detect.eye_region)
-    assert isinstance(locator_for(RunConfig()), FaceFinder) and RunConfig().detect.eye_region is None
+    cfg = RunConfig().with_overrides("eye", roi="10, 20,40,30")
+    assert cfg.eye.roi == (10, 20, 40, 30)  # the user's numbers, as TOML and JSON keep them
+    assert locator_for(cfg) == FixedRegion(EyeRegion(10, 20, 40, 30)) == FixedRegion(cfg.eye.region)
+    assert isinstance(locator_for(RunConfig()), FaceFinder) and RunConfig().eye.region is None
     assert not locator_for(cfg).needs_detector and locator_for(RunConfig()).needs_detector
 
 
 def test_each_region_measure_s_own_settings_reach_the_config_cli_and_api_from_its_declaration() -> None:
     """A region measure's settings are declared on its registry entry: the config checks them from there, the
     command line has their flags and the API their keywords."""
-    from eyeblink.api.settings import ALIASES
-    from eyeblink.cli.options import EYE_REGION_FLAGS
+    from eyeblink.api.settings import aliases
+    from eyeblink.cli.options import eye_region_flags
     from eyeblink.config import LandmarkConfig
     from eyeblink.errors import ConfigError
     from eyeblink.landmarks import EYE_MODELS, region_models, tunables
 
     assert region_models() == [name for name, spec in EYE_MODELS.items() if spec.region] == ["area", "contour"]
-    flags = [flag for flag, _, _ in EYE_REGION_FLAGS]  # process, eval, live and batch all add these
+    flags = [flag for flag, _, _ in eye_region_flags()]  # process, eval, live and batch add these
     for name, (owner, setting) in tunables().items():
         assert EYE_MODELS[owner].region and name in EYE_MODELS[owner].settings
         assert setting.flag in flags
-        assert ALIASES.get(setting.keyword, ("landmarks", setting.keyword)) == ("landmarks", name)
+        assert aliases().get(setting.keyword, ("landmarks", setting.keyword)) == ("landmarks", name)
         with pytest.raises(ConfigError, match=re.escape(f"landmarks.{name} must be {setting.expected()}, got")):
-            LandmarkConfig(**{name: "x" if setting.choices is None else "neither"})
+            LandmarkConfig(model_settings={name: "x" if setting.choices is None else "neither"})
+
+
+def test_the_region_is_kept_in_the_eye_section_and_an_older_detect_eye_roi_still_reads(
+        tmp_path: Path) -> None:
+    """Where the eye is has its own section, ``[eye] roi`` (``--eye-roi``, the API's ``eye_roi=``);
+    a preset, an API section dict or a saved summary that still says ``[detect] eye_roi`` is read
+    into it, never refused."""
+    from eyeblink.api.settings import _run_config
+    from eyeblink.config import load_preset, moved_to_place
+    from eyeblink.presets import resolve_preset
+
+    roi = [60, 38, 45, 45]
+    new = tmp_path / "new.toml"
+    new.write_text(f'[eye]\nroi = {roi}\n[landmarks]\nmodel = "area"\n', encoding="utf-8")
+    old = tmp_path / "old.toml"
+    old.write_text(f'[detect]\neye_roi = {roi}\n[landmarks]\nmodel = "area"\n', encoding="utf-8")
+    assert load_preset(old) == load_preset(new) and load_preset(new).eye.roi == tuple(roi)
+    settings = load_preset(old).to_dict()
+    assert settings["eye"] == {"roi": tuple(roi)} and "eye_roi" not in settings["detect"]
+    # the API: the keyword, the new section's dict and the old one's give the same config
+    api = [_run_config(s, ())[0] for s in ({"eye_roi": "60,38,45,45"}, {"eye": {"roi": roi}},
+                                           {"detect": {"eye_roi": roi, "detect_every": 2}})]
+    cpu = load_preset(resolve_preset("cpu"))  # the API's preset
+    assert api[0] == api[1] == cpu.with_overrides("eye", roi=tuple(roi))
+    assert (api[2].eye, api[2].landmarks) == (api[0].eye, api[0].landmarks)
+    assert api[2].detect.detect_every == 2
+    assert cpu.with_overrides("detect", eye_roi="60,38,45,45") == api[0]  # the old spelling in code
+    # a summary.json written before
+    assert moved_to_place({"detect": {"eye_roi": [1, 2, 30, 40], "backend": "litert"}}) == {
+        "detect": {"backend": "litert"}, "eye": {"roi": [1, 2, 30, 40]}}
+    # the text of a region is read in one place: the config's section and the command line's flag
+    root = Path(__file__).resolve().parent.parent / "eyeblink"
+    readers = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                     if "EyeRegion.parse(" in p.read_text(encoding="utf-8"))
+    assert readers == ["cli/options.py", "config.py"], readers
+
+
+#: a region measure's settings as presets, the API, the command line and summary.json spell them
+#: (pinned: a change here is a change users see)
+REGION_SETTINGS = {  # [landmarks] key: (flag, API keyword, default)
+    "area_polarity": ("--eye-polarity", "eye_polarity", "dark"),
+    "area_threshold": ("--eye-threshold", "eye_threshold", 0.7),
+    "eye_angle": ("--eye-angle", "eye_angle", None),
+}
+
+
+def test_the_region_measures_settings_keep_their_names_everywhere(tmp_path: Path) -> None:
+    from eyeblink.api.settings import _run_config
+    from eyeblink.cli import build_parser
+    from eyeblink.cli.options import run_config_from_args
+    from eyeblink.config import RunConfig, config_from_dict
+    from eyeblink.landmarks import tunables
+
+    declared = {k: (s.flag, s.keyword, s.default) for k, (_, s) in tunables().items()}
+    assert declared == REGION_SETTINGS
+    # summary.json's settings: the keys, in their order, and the values
+    landmarks = RunConfig().to_dict()["landmarks"]
+    assert list(landmarks) == ["model", "model_path", "derotate", "min_face_px", "min_presence",
+                               "mesh_reuse_ms", "area_polarity", "area_threshold", "eye_angle",
+                               "region_auto"]
+    defaults = {k: v[2] for k, v in REGION_SETTINGS.items()}
+    assert {k: landmarks[k] for k in REGION_SETTINGS} == defaults
+    toml = config_from_dict({"eye": {"roi": [60, 38, 45, 45]}, "landmarks": {
+        "model": "area", "area_threshold": 0.6, "area_polarity": "bright"}})
+    args = build_parser().parse_args([
+        "process", "in.mp4", "-o", str(tmp_path), "--eye-roi", "60,38,45,45", "--landmarks", "area",
+        "--eye-threshold", "0.6", "--eye-polarity", "bright"])
+    api, _ = _run_config({"eye_roi": [60, 38, 45, 45], "landmarks": "area", "eye_threshold": 0.6,
+                          "eye_polarity": "bright"}, ())
+    cli = run_config_from_args(args)
+    assert (toml.eye, toml.landmarks) == (cli.eye, cli.landmarks) == (api.eye, api.landmarks)
+    # the class's keywords
+    assert toml.landmarks.options() == {"area_polarity": "bright", "area_threshold": 0.6}
+    assert toml.to_dict()["landmarks"]["area_threshold"] == 0.6
+    contour = config_from_dict({"eye": {"roi": [60, 38, 45, 45]},
+                                "landmarks": {"model": "contour", "eye_angle": 30.0}})
+    assert contour.landmarks.options() == {"eye_angle": 30.0}
+    assert contour.landmarks.setting("eye_angle") == 30.0
+
+
+class _EdgeMeasure:
+    """A region measure of the test below, with one setting of its own (``edge_gain``): it only
+    records it."""
+
+    def __init__(self, model_path: object = None, *, edge_gain: float = 2.0) -> None:
+        self.edge_gain = edge_gain
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_region_measure_with_one_setting_is_its_class_and_its_registry_entry(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A new region measure's setting, declared only on its registry entry, is a key of
+    ``[landmarks]`` (checked, defaulted), a flag of the command line, a keyword of the API, a key of
+    summary.json's settings, a line of the preset reference, and what the measure's class is built
+    with; gone with the entry."""
+    import importlib.util
+
+    from eyeblink import config
+    from eyeblink.api.settings import SettingsError, _run_config, _settings_errors
+    from eyeblink.cli import build_parser
+    from eyeblink.cli.options import run_config_from_args
+    from eyeblink.config import LandmarkConfig, RunConfig, config_from_dict
+    from eyeblink.errors import ConfigError
+    from eyeblink.frame.analyzer import build_fitter
+    from eyeblink.landmarks import EYE_MODELS, EyeModelSpec, Setting
+
+    gain = Setting("edge_gain", "--edge-gain", low=0.0, high=10.0, default=2.0, metavar="G",
+                   help="--landmarks edge: the gain of the edges",
+                   doc="edge: the gain of its edges (--edge-gain)")
+    spec = EyeModelSpec(__name__, "_EdgeMeasure", region=True, tunables=(gain,))
+    monkeypatch.setitem(EYE_MODELS, "edge", spec)
+    roi = {"eye": {"roi": [60, 38, 45, 45]}}
+    too_much = r"^landmarks\.edge_gain must be in \(0, 10\), got 11$"
+    # the config: a [landmarks] key with its default, checked as declared (one line naming the key)
+    assert LandmarkConfig().setting("edge_gain") == 2.0
+    cfg = config_from_dict({**roi, "landmarks": {"model": "edge", "edge_gain": 4.5}})
+    assert cfg.landmarks.options() == {"edge_gain": 4.5}
+    with pytest.raises(ConfigError, match=too_much):
+        config_from_dict({**roi, "landmarks": {"model": "edge", "edge_gain": 11}})
+    # summary.json's settings and the class the run builds
+    assert cfg.to_dict()["landmarks"]["edge_gain"] == 4.5
+    fitter = build_fitter(cfg)
+    assert isinstance(fitter, _EdgeMeasure) and fitter.edge_gain == 4.5
+    # the command line: its flag, into the same config (a measure chosen by the run takes it too)
+    parser = build_parser()
+    assert "--edge-gain G" in _process_help(parser)
+    args = parser.parse_args(["process", "in.mp4", "-o", str(tmp_path), "--eye-roi", "60,38,45,45",
+                              "--edge-gain", "4.5"])
+    assert run_config_from_args(args).landmarks.setting("edge_gain") == 4.5
+    # the API: its keyword, and a section dict with its key
+    api, _ = _run_config({"eye_roi": [60, 38, 45, 45], "landmarks": "edge", "edge_gain": 4.5}, ())
+    section, _ = _run_config({**roi, "landmarks": {"model": "edge", "edge_gain": 4.5}}, ())
+    assert api.landmarks == cfg.landmarks == section.landmarks
+    with pytest.raises(SettingsError, match=too_much), _settings_errors(python=True):
+        _run_config({"eye_roi": [60, 38, 45, 45], "landmarks": "edge", "edge_gain": 11}, ())
+    with pytest.raises(ConfigError, match=r"^landmarks\.edge_gain must be a number, got str 'x'$"):
+        _run_config({"eye_roi": [60, 38, 45, 45], "edge_gain": "x"}, ())
+    # the preset reference: its row, from the declaration
+    path = Path(__file__).resolve().parent.parent / "docs" / "hooks" / "reference.py"
+    loader = importlib.util.spec_from_file_location("eyeblink_docs_reference", path)
+    assert loader is not None and loader.loader is not None
+    hook = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(hook)
+    table = hook.preset_markdown({"landmarks": LandmarkConfig},
+                                 {"landmarks": config.PRESET_KEY_DOCS["landmarks"]})
+    row = ("| `edge_gain` | `2.0` | float | must be in (0, 10) "
+           "| edge: the gain of its edges (--edge-gain) |")
+    assert row in table
+    monkeypatch.undo()  # the entry gone: so is its setting
+    assert "edge_gain" not in RunConfig().to_dict()["landmarks"]
+    with pytest.raises(ConfigError, match="unknown key"):
+        config_from_dict({"landmarks": {"edge_gain": 4.5}})
+
+
+def _process_help(parser: object) -> str:
+    """``eyeblink process --help``'s text."""
+    import argparse
+
+    assert isinstance(parser, argparse.ArgumentParser)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["process"].format_help()

@@ -319,6 +319,10 @@ def _default_of(f: dataclasses.Field) -> str:
         value = f.default_factory()  # type: ignore[misc]
     else:
         return "required"
+    return _value_text(value)
+
+
+def _value_text(value: Any) -> str:
     if value is None:
         return "(none)"
     if isinstance(value, bool):
@@ -328,20 +332,38 @@ def _default_of(f: dataclasses.Field) -> str:
     return f"`{value}`"
 
 
+def _declared(f: dataclasses.Field) -> list[Any]:
+    """The settings a section's field of declared settings holds (``LandmarkConfig.model_settings``:
+    each eye model's own, :class:`eyeblink.landmarks.Setting`), each a key of the section; none for
+    another field."""
+    from eyeblink.config import DECLARED
+    from eyeblink.landmarks import tunables
+
+    return [setting for _, setting in tunables().values()] if f.metadata.get(DECLARED) else []
+
+
 def preset_markdown(sections: dict[str, type], docs: dict[str, dict[str, str]],
                     extra_checks: dict[str, list[type]] | None = None) -> str:
     """One table per section: key, default, type, checks, meaning.
 
-    Raises PluginError for a dataclass field without a line in ``docs`` (or a line for a field that is gone).
+    Raises PluginError for a dataclass field without a line in ``docs`` (or a line for a field that
+    is gone), or a declared setting (an eye model's own) without its ``doc``.
     """
     out = []
     for section, cls in sections.items():
-        names = [f.name for f in dataclasses.fields(cls)]
+        plain = [f for f in dataclasses.fields(cls) if not _declared(f)]
+        declared = [s for f in dataclasses.fields(cls) for s in _declared(f)]
+        names = [f.name for f in plain]
         section_docs = docs.get(section, {})
         missing = [n for n in names if not str(section_docs.get(n, "")).strip()]
         if missing:
             raise PluginError(f"preset reference: key(s) {missing} of [{section}] ({cls.__name__}) have no "
                               "description; add a line to PRESET_KEY_DOCS in eyeblink/config.py")
+        undocumented = [s.field for s in declared if not s.doc.strip()]
+        if undocumented:
+            raise PluginError(f"preset reference: eye-model setting(s) {undocumented} of "
+                              f"[{section}] have no description; give their Setting a doc in "
+                              "eyeblink/landmarks/__init__.py")
         stale = sorted(set(section_docs) - set(names))
         if stale:
             raise PluginError(f"preset reference: PRESET_KEY_DOCS[{section!r}] describes keys {stale} that "
@@ -350,15 +372,21 @@ def preset_markdown(sections: dict[str, type], docs: dict[str, dict[str, str]],
         for other in (extra_checks or {}).get(section, []):
             for k, v in dataclass_checks(other, set(names)).items():
                 checks.setdefault(k, []).extend(v)
-        hints = {f.name: str(f.type).replace(" | ", " or ") for f in dataclasses.fields(cls)}
+        hints = {f.name: str(f.type).replace(" | ", " or ") for f in plain}
+        rows = []
+        for f in dataclasses.fields(cls):
+            if f.name in hints:
+                checked = "; ".join(dict.fromkeys(checks.get(f.name, []))) or "–"
+                rows.append((f"`{f.name}`", _default_of(f), hints[f.name], checked,
+                             section_docs[f.name]))
+            else:  # the declared settings, in their field's place
+                rows += [(f"`{s.field}`", _value_text(s.default), s.kind.replace(" | ", " or "),
+                          f"must be {s.expected()}", s.doc) for s in _declared(f)]
         out.append(f"### `[{section}]`\n")
         doc = inspect.getdoc(cls) or ""
         first = doc.split("\n\n")[0]
         out.append(_cell(first) + f" (`{cls.__module__}.{cls.__name__}`)\n")
-        out.append(_table(("key", "default", "type", "checked", "what it does"),
-                          ((f"`{f.name}`", _default_of(f), hints[f.name],
-                            "; ".join(dict.fromkeys(checks.get(f.name, []))) or "–", section_docs[f.name])
-                           for f in dataclasses.fields(cls))))
+        out.append(_table(("key", "default", "type", "checked", "what it does"), rows))
     return "\n".join(out)
 
 

@@ -18,12 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from eyeblink.config import (
     LIVE_RANGES,
+    MOVED_KEYS,
     BlinkConfig,
     ClosureConfig,
     DetectConfig,
+    EyeConfig,
     LandmarkConfig,
     RunConfig,
     TrialConfig,
+    section_keys,
 )
 from eyeblink.errors import ConfigError, EyeblinkError, one_line
 from eyeblink.landmarks import tunables
@@ -34,17 +37,28 @@ if TYPE_CHECKING:
 
 
 #: the config sections a setting can name, as in the presets
-SECTIONS: dict[str, type] = {"detect": DetectConfig, "landmarks": LandmarkConfig, "blinks": BlinkConfig,
-                             "closure": ClosureConfig, "trials": TrialConfig}
-#: the command line's names for preset keys
-ALIASES: dict[str, tuple[str, str]] = {
+SECTIONS: dict[str, type] = {"eye": EyeConfig, "detect": DetectConfig, "landmarks": LandmarkConfig,
+                             "blinks": BlinkConfig, "closure": ClosureConfig, "trials": TrialConfig}
+#: the command line's names for preset keys that are not the key's own name
+_NAMED: dict[str, tuple[str, str]] = {
+    "eye_roi": ("eye", "roi"),
     "landmarks": ("landmarks", "model"), "landmark_model": ("landmarks", "model_path"),
     "face_model": ("detect", "model_path"), "threads": ("detect", "num_threads"),
     "min_blink_ms": ("blinks", "min_duration_ms"), "calibration": ("closure", "calibration_s"),
-    # each eye model's own settings by the keyword its declaration gives (eyeblink.landmarks.Setting: eye_polarity,
-    # eye_threshold)
-    **{s.keyword: ("landmarks", name) for name, (_, s) in tunables().items() if s.keyword != name},
 }
+
+
+def aliases() -> dict[str, tuple[str, str]]:
+    """The command line's names for preset keys: the fixed ones, and each eye model's own settings
+    by the keyword its declaration gives (:class:`eyeblink.landmarks.Setting`: ``eye_polarity``,
+    ``eye_threshold``), as the registry holds them now (a model registered at run time counts)."""
+    own = {s.keyword: ("landmarks", name)
+           for name, (_, s) in tunables().items() if s.keyword != name}
+    return {**_NAMED, **own}
+
+
+#: :func:`aliases` of the registry as it was imported
+ALIASES: dict[str, tuple[str, str]] = aliases()
 #: settings of what to do after each input (``eyeblink process``'s conditioning options)
 ANALYSIS = ("trials", "sync_column", "us_sync_column", "plots", "nwb")
 #: settings of :func:`process` only
@@ -86,15 +100,15 @@ _PROTOTYPES = (("bool", False), ("int", 0), ("float", 0.0), ("str", ""))
 def _field_defaults(cls: type) -> dict[str, Any]:
     """Each field of a config dataclass -> a value of its type (for a ``None`` default: one of the annotation's
     first type, ``float | None`` -> 0.0), which :func:`_type_ok` compares a setting with."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            out[f.name] = f.default_factory()
-        if out.get(f.name) is None:
-            kind = str(f.type).split("|")[0].strip()
-            out[f.name] = next((v for name, v in _PROTOTYPES if kind == name), None)
+    out = section_keys(cls)  # an eye model's own settings too: a value of each from its declaration
+    declared = {name: setting for name, (_, setting) in tunables().items()}
+    types = {f.name: f.type for f in dataclasses.fields(cls)}
+    for name, value in out.items():
+        if value is None and name in declared:
+            out[name] = declared[name].prototype()
+        elif value is None:
+            kind = str(types[name]).split("|")[0].strip()
+            out[name] = next((v for k, v in _PROTOTYPES if kind == k), None)
     return out
 
 
@@ -103,7 +117,7 @@ def _flat_keys() -> tuple[dict[str, str], set[str]]:
     owner: dict[str, str] = {}
     shared: set[str] = set()
     for section, cls in SECTIONS.items():
-        for name in (f.name for f in dataclasses.fields(cls)):
+        for name in section_keys(cls):
             if name in owner:
                 shared.add(name)
             owner[name] = section
@@ -128,6 +142,7 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
     settings = dict(settings)
     cfg = load_preset(resolve_preset(str(settings.pop("pipeline", "cpu"))))
     owner, shared = _flat_keys()
+    named = aliases()
     overrides: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
     top: dict[str, Any] = {}
     rest: dict[str, Any] = {}
@@ -135,14 +150,16 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
         if key in SECTIONS and isinstance(value, dict):
             valid = _field_defaults(SECTIONS[key])
             for k, v in value.items():
-                if k not in valid:
+                # a key in its old place: read into its new one
+                section, name = MOVED_KEYS.get((key, k), (key, k))
+                if name not in _field_defaults(SECTIONS[section]):
                     raise _unknown(f"{key}.{k}", [f"{key}.{n}" for n in valid])
-                overrides[key][k] = v
-        elif key in SECTIONS and key not in ALIASES:
+                overrides[section][name] = v
+        elif key in SECTIONS and key not in named:
             raise ConfigError(f"{key} must be a dict of [{key}] settings (e.g. {key}={{...}}), got "
                               f"{type(value).__name__} {value!r}")
-        elif key in ALIASES and not isinstance(value, dict):
-            alias_section, name = ALIASES[key]
+        elif key in named and not isinstance(value, dict):
+            alias_section, name = named[key]
             overrides[alias_section][name] = str(value) if name == "model_path" and isinstance(value, Path) else value
         elif key in owner and key not in allowed:
             overrides[owner[key]][key] = value
@@ -155,7 +172,8 @@ def _run_config(settings: dict[str, Any], allowed: Sequence[str]) -> tuple[RunCo
             raise ConfigError(f"setting {key!r} is ambiguous: it is a key of {' and '.join(sections)}; give it "
                               f"in its section, e.g. {sections[0]}={{{key!r}: ...}}")
         else:
-            raise _unknown(key, [*owner, *SECTIONS, *ALIASES, "fps", "max_frames", "points", "pipeline", "output",
+            raise _unknown(key, [*owner, *SECTIONS, *named, "fps", "max_frames", "points",
+                                 "pipeline", "output",
                                  *allowed])
     for section, values in overrides.items():
         defaults = _field_defaults(SECTIONS[section])
@@ -198,7 +216,8 @@ _FLAG_KEYWORDS = {"o": "output", "no-progress": "progress"}
 def _process_keywords() -> set[str]:
     """Every keyword :func:`process` takes (its settings, the analysis and process-only ones, ``output``)."""
     owner, _shared = _flat_keys()
-    return {*owner, *SECTIONS, *ALIASES, *ANALYSIS, *PROCESS_ONLY, "fps", "max_frames", "pipeline", "output"}
+    return {*owner, *SECTIONS, *aliases(), *ANALYSIS, *PROCESS_ONLY, "fps", "max_frames",
+            "pipeline", "output"}
 
 
 def python_words(text: str) -> str:

@@ -118,16 +118,20 @@ class _Parser(argparse.ArgumentParser):
 # ------------------------------------------------------------------------------------------ the run's settings
 
 
-#: the flags of a recording of one eye: (flag, argparse's type or choices and metavar, help)
-EYE_REGION_FLAGS: tuple[tuple[str, dict[str, Any], str], ...] = (
-    ("--eye-roi", {"type": _eye_roi, "metavar": "X,Y,W,H"},
-     "a recording of one eye (a head-fixed animal, a human eye close-up): measure the lid in this region of every "
-     "frame (pixels of the frame: left, top, width, height) with no face detection; `eyeblink region INPUT` draws "
-     "a region on the first frame to check it"),
-    # each region measure's own settings, as its registry entry declares them (eyeblink.landmarks.Setting)
-    *((s.flag, {"choices": s.choices} if s.choices is not None else {"type": _number, "metavar": s.metavar}, s.help)
-      for owner, s in tunables().values() if EYE_MODELS[owner].region),
-)
+def eye_region_flags() -> tuple[tuple[str, dict[str, Any], str], ...]:
+    """The flags of a recording of one eye: (flag, argparse's type or choices and metavar, help);
+    each region measure's own settings as its registry entry declares them now
+    (:class:`eyeblink.landmarks.Setting`)."""
+    own = tuple((s.flag, {"choices": s.choices} if s.choices is not None
+                 else {"type": _number, "metavar": s.metavar}, s.help)
+                for owner, s in tunables().values() if EYE_MODELS[owner].region)
+    return (
+        ("--eye-roi", {"type": _eye_roi, "metavar": "X,Y,W,H"},
+         "a recording of one eye (a head-fixed animal, a human eye close-up): measure the lid in "
+         "this region of every frame (pixels of the frame: left, top, width, height) with no face "
+         "detection; `eyeblink region INPUT` draws a region on the first frame to check it"),
+        *own,
+    )
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -147,7 +151,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         "12-point dlib eye model) (default from the preset: lids); with --eye-roi: area (the eye's "
                         "visible share of the region, any species; the default there) or contour (MediaPipe's iris "
                         "network on the region: a human eye close-up)")
-    for flag, kind, text in EYE_REGION_FLAGS:
+    for flag, kind, text in eye_region_flags():
         g.add_argument(flag, default=None, help=text, **kind)
     g.add_argument("--landmark-model", metavar="FILE", default=None,
                    help="a model file of your own for --landmarks: a face-mesh .tflite (mesh, mesh-ear), a lid network "
@@ -210,7 +214,8 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     from eyeblink.presets import resolve_preset
 
     cfg = load_preset(resolve_preset(args.pipeline))
-    cfg = cfg.with_overrides("detect", eye_roi=getattr(args, "eye_roi", None))  # first: it picks the region's model
+    # first: a region picks the region's model
+    cfg = cfg.with_overrides("eye", roi=getattr(args, "eye_roi", None))
     model = None if args.landmarks == "auto" else args.landmarks
     cfg = cfg.with_overrides("landmarks", model=model, model_path=args.landmark_model,
                              mesh_reuse_ms=getattr(args, "mesh_reuse_ms", None),

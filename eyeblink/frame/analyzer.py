@@ -126,7 +126,7 @@ def build_fitter(config: RunConfig) -> EyeModel:
     from eyeblink.landmarks import EYE_MODELS, create_eye_model
 
     lm = config.landmarks
-    settings = {name: getattr(lm, name) for name in EYE_MODELS[lm.model].settings}
+    settings = {name: lm.setting(name) for name in EYE_MODELS[lm.model].settings}
     with native_info_silenced():  # the face mesh's LiteRT interpreter: no INFO line below --log-level info
         return create_eye_model(lm.model, model_path=lm.model_path, **settings)
 

@@ -382,7 +382,7 @@ class FixedRegion:
 
     @classmethod
     def from_config(cls, config: RunConfig) -> FixedRegion | None:
-        region = config.detect.eye_region
+        region = config.eye.region
         return None if region is None else cls(region)
 
     @property
@@ -432,8 +432,8 @@ LOCATORS: dict[str, type[EyeLocator]] = {"region": FixedRegion, "face": FaceFind
 
 
 def locator_for(config: RunConfig) -> EyeLocator:
-    """The run's eye locator, a fresh one, from its settings (``detect.eye_roi``: a fixed region;
-    else faces)."""
+    """The run's eye locator, a fresh one, from its settings (``eye.roi``: a fixed region; else
+    faces)."""
     for cls in LOCATORS.values():
         found = cls.from_config(config)
         if found is not None:

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace, video: Path, machine: dict[str, Any]) -> int:
           f"({machine['cpu']} [{machine['host_class']}: {' '.join(machine['vector']) or 'no AVX'}], "
           f"Python {machine['python']})", flush=True)
     results: dict[str, Any] = {}
-    variants = [(name, name, {k: getattr(preset.landmarks, k) for k in EYE_MODELS[name].settings}) for name in names]
+    variants = [(name, name, preset.landmarks.options(name)) for name in names]
     for reusing in ("lids", "mesh"):  # the mesh on every frame, too (what a 30 FPS camera gets)
         if reusing in names:
             variants.insert(names.index(reusing) + 1, (f"{reusing}, reuse 0", reusing, {"mesh_reuse_ms": 0.0}))

@@ -266,11 +266,11 @@ def run_eval(dataset: Path, config: RunConfig, *, outdir: Path | None = None, js
 
     pairs, outdir, tmp = prepare_dataset(dataset, json_path, outdir, "eval")
     ensure_output_dir(outdir)
-    choose = config.detect.eye_roi is not None and config.landmarks.region_auto  # each clip's own measure
+    choose = config.eye.roi is not None and config.landmarks.region_auto  # each clip's own measure
     analyzers: dict[Any, Any] = {}
 
     def analyzer_of(cfg: RunConfig) -> Any:
-        key = (cfg.landmarks.model, cfg.landmarks.eye_angle)
+        key = (cfg.landmarks.model, cfg.landmarks.setting("eye_angle"))
         if key not in analyzers:
             analyzers[key] = build_analyzer(cfg)
         return analyzers[key]

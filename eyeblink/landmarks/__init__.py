@@ -64,11 +64,14 @@ class EyeModel(Protocol):
 
 @dataclass(frozen=True)
 class Setting:
-    """A tunable setting of an eye model, declared once: its ``[landmarks]`` field (presets, the API's sections), its
-    command-line flag (the API's keyword is the flag's name with underscores: ``--eye-threshold``, ``eye_threshold``),
-    its valid values (``choices``, or a number in ``low``..``high``: ``low`` excluded, ``high`` included when
-    ``high_included``; ``None`` allowed when ``optional``) and its help. The config checks it
-    (:func:`check_setting`), the command line and the API read their flags and keywords from it."""
+    """A tunable setting of an eye model, declared once: its ``[landmarks]`` key (presets, the API's
+    sections, summary.json's settings), its default, its command-line flag (the API's keyword is the
+    flag's name with underscores: ``--eye-threshold``, ``eye_threshold``), its valid values
+    (``choices``, or a number in ``low``..``high``: ``low`` excluded, ``high`` included when
+    ``high_included``; ``None`` allowed when ``optional``), its help (the flag's) and ``doc``, the
+    one line of the preset reference. The config holds and checks it
+    (:class:`eyeblink.config.LandmarkConfig`'s ``model_settings``, :func:`check_setting`); the
+    command line, the API and the docs read their flag, keyword and line from it."""
 
     field: str
     flag: str
@@ -80,11 +83,27 @@ class Setting:
     unit: str = ""
     optional: bool = False
     metavar: str | None = None
+    #: the value when not given (``None`` only for an ``optional`` setting)
+    default: Any = None
+    #: what it does, in one line (the preset reference's; none fails the docs build)
+    doc: str = ""
 
     @property
     def keyword(self) -> str:
         """The API's keyword (and the argparse destination): the flag without dashes, ``-`` as ``_``."""
         return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def kind(self) -> str:
+        """Its type in words: ``str`` (choices) or ``float``, ``or None`` when ``optional``."""
+        kind = "str" if self.choices is not None else "float"
+        return kind + (" | None" if self.optional else "")
+
+    def prototype(self) -> Any:
+        """A value of its type (the default; for ``None``: ``""`` or ``0.0``), for type checks."""
+        if self.default is not None:
+            return self.default
+        return "" if self.choices is not None else 0.0
 
     def expected(self) -> str:
         if self.choices is not None:
@@ -123,7 +142,8 @@ class EyeModelSpec:
     options: dict[str, Any] = field(default_factory=dict)
     fit_ms: float = 1.0
     requires: str | None = None  # an importable module the model needs beyond the core install
-    #: the ``[landmarks]`` settings (LandmarkConfig fields) this model's class takes
+    #: the ``[landmarks]`` settings this model's class takes (its keyword arguments): shared
+    #: LandmarkConfig fields named here, then its own ``tunables`` (added when the entry is made)
     settings: tuple[str, ...] = ()
     install: str = ""
     reusable_ms: float = 0.0
@@ -133,9 +153,13 @@ class EyeModelSpec:
     #: measures in an eye region (``--eye-roi``: :mod:`eyeblink.landmarks.region`), with no face detector; the
     #: other models need a face
     region: bool = False
-    #: the settings of ``settings`` that are this model's own, declared once (:class:`Setting`: the config's check,
-    #: the command line's flag, the API's keyword)
+    #: the settings that are this model's own, declared once (:class:`Setting`: the config's key,
+    #: default and check, the command line's flag, the API's keyword, the docs' line)
     tunables: tuple[Setting, ...] = ()
+
+    def __post_init__(self) -> None:
+        own = tuple(s.field for s in self.tunables if s.field not in self.settings)
+        object.__setattr__(self, "settings", (*self.settings, *own))  # frozen: set once, here
 
     def cost_ms(self, fps: float, reuse_ms: float = 0.0) -> float:
         """CPU ms per frame at ``fps`` when the reusable part runs once per ``reuse_ms`` (at most every frame)."""
@@ -162,23 +186,32 @@ EYE_MODELS: dict[str, EyeModelSpec] = {
                           requires="dlib", install='pip install "eyeblink[dlib]"',
                           settings=("derotate", "min_face_px")),
     # recordings of one eye (--eye-roi): the eye's visible share of the region; the iris network's lid contour on it
-    "area": EyeModelSpec("eyeblink.landmarks.region", "AreaFitter", fit_ms=0.05,
-                         settings=("area_polarity", "area_threshold"), region=True, tunables=(
-                             Setting("area_polarity", "--eye-polarity", choices=("dark", "bright"), help=(
-                                 "--landmarks area: the eye is darker (dark: iris and pupil against skin, the "
-                                 "default) or brighter (bright: an eye lit against dark fur) than the region's "
-                                 "border")),
-                             Setting("area_threshold", "--eye-threshold", low=0.0, high=1.0, metavar="T", help=(
-                                 "--landmarks area: a pixel is the eye's when it is T times the border's mean "
-                                 "brightness away from it, towards black (dark) or white (bright); in (0, 1), "
-                                 "default 0.7")))),
-    "contour": EyeModelSpec("eyeblink.landmarks.region", "ContourFitter", fit_ms=0.6, settings=("eye_angle",),
-                            region=True, tunables=(
-                                Setting("eye_angle", "--eye-angle", low=-90.0, high=90.0, high_included=True,
-                                        unit="degrees", optional=True, metavar="DEG", help=(
-                                            "--landmarks contour: the eye's corner axis, degrees clockwise from "
-                                            "level in the image (a tilted eye); default: found on the recording's "
-                                            "first frames")),)),
+    "area": EyeModelSpec(
+        "eyeblink.landmarks.region", "AreaFitter", fit_ms=0.05, region=True, tunables=(
+            Setting(
+                "area_polarity", "--eye-polarity", choices=("dark", "bright"), default="dark",
+                help=("--landmarks area: the eye is darker (dark: iris and pupil against skin, "
+                      "the default) or brighter (bright: an eye lit against dark fur) than the "
+                      "region's border"),
+                doc=("area: the eye is darker (dark) or brighter (bright) than the region's "
+                     "border band (--eye-polarity)")),
+            Setting(
+                "area_threshold", "--eye-threshold", low=0.0, high=1.0, metavar="T", default=0.7,
+                help=("--landmarks area: a pixel is the eye's when it is T times the border's "
+                      "mean brightness away from it, towards black (dark) or white (bright); in "
+                      "(0, 1), default 0.7"),
+                doc=("area: a pixel is the eye's at this fraction of the border's brightness "
+                     "away from it (--eye-threshold)")))),
+    "contour": EyeModelSpec(
+        "eyeblink.landmarks.region", "ContourFitter", fit_ms=0.6, region=True, tunables=(
+            Setting(
+                "eye_angle", "--eye-angle", low=-90.0, high=90.0, high_included=True,
+                unit="degrees", optional=True, metavar="DEG",
+                help=("--landmarks contour: the eye's corner axis, degrees clockwise from level "
+                      "in the image (a tilted eye); default: found on the recording's first "
+                      "frames"),
+                doc=("contour: the eye's corner axis, degrees clockwise from level in the image "
+                     "(--eye-angle); empty: found on the recording's first frames")),)),
 }
 DEFAULT_EYE_MODEL = "lids"
 

@@ -98,6 +98,7 @@ def write_eyes_video(session: str | Path, recording: str | Path | None = None,
     import av
     import numpy as np
 
+    from eyeblink.config import moved_to_place
     from eyeblink.outputs.paths import OutputPlan, atomic_path
     from eyeblink.outputs.report import eyes_video_path, numbers, read_rows, session_paths
     from eyeblink.sources.files import open_source
@@ -123,8 +124,10 @@ def write_eyes_video(session: str | Path, recording: str | Path | None = None,
     with open_source(video, fps=step_fps) as src:  # fps: an image folder's rate (a video's own wins)
         fps = float(src.nominal_fps or step_fps)
         settings = summary.get("settings") if isinstance(summary, dict) else None
-        detect = settings.get("detect") if isinstance(settings, dict) else None
-        origin, cw, ch = eye_boxes(box, fps, region=isinstance(detect, dict) and detect.get("eye_roi") is not None)
+        # the region, where summary.json keeps it (an older summary's in [detect] too)
+        eye = moved_to_place(settings).get("eye") if isinstance(settings, dict) else None
+        region = isinstance(eye, dict) and eye.get("roi") is not None
+        origin, cw, ch = eye_boxes(box, fps, region=region)
         out_w = WIDTH
         out_h = max(2, 2 * round(WIDTH * ch / cw / 2))
         row_of = {int(f): i for i, f in enumerate(frame_no)}

@@ -32,6 +32,9 @@ def settings_hash(config: RunConfig) -> str:
     """
     cfg = config.to_dict()
     cfg.pop("eye_crops", None)
+    # hashed where [eye] roi was kept before it had its section: a batch resumed across the move
+    # keeps its finished inputs (the same settings, the same hash)
+    cfg["detect"]["eye_roi"] = cfg.pop("eye")["roi"]
     blob = json.dumps({"config": cfg, "eyeblink": __version__}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 

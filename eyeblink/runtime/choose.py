@@ -157,7 +157,8 @@ def resolve_eye_model(config: RunConfig, live: LiveConfig) -> tuple[RunConfig, L
     known, :func:`resolve_run_config`, and keeps that config to its end).
     The accelerator stage runs the eye model on the device: ``auto`` is the accurate one there, whatever the CPU
     cores. A model named in ``live`` (a :class:`LiveConfig` built by a program) is the run's."""
-    if live.landmarks == "auto" and config.detect.eye_roi is not None:  # one eye in a region: its model, no face's
+    # one eye in a region: its model, no face's
+    if live.landmarks == "auto" and config.eye.roi is not None:
         live = replace(live, landmarks=config.landmarks.model)
     if live.landmarks == "auto" and config.detect.accelerator_stage:
         live = replace(live, landmarks=AUTO_LANDMARKS[0])

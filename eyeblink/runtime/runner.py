@@ -113,21 +113,24 @@ def settle_from_frames(grays: Sequence[np.ndarray], seconds: float, config: RunC
     measure and why; a trace unlike an eye's, one warning line."""
     from dataclasses import replace
 
-    from eyeblink.landmarks import EYE_MODELS, region_models
+    from eyeblink.config import replace_section
+    from eyeblink.landmarks import region_models
     from eyeblink.landmarks.region import choose_measure
 
     lm = config.landmarks
     locator = locator_for(config)
     assert isinstance(locator, FixedRegion)  # a recording of one eye
-    options = {m: {setting: getattr(lm, setting) for setting in EYE_MODELS[m].settings} for m in region_models()}
+    options = {m: lm.options(m) for m in region_models()}
     choice = choose_measure(list(grays), seconds, locator.region,
-                            named=None if lm.region_auto else lm.model, eye_angle=lm.eye_angle,
+                            named=None if lm.region_auto else lm.model,
+                            eye_angle=lm.setting("eye_angle"),
                             options=options, model_path=lm.model_path)
     log.info("%s: eye measure %s", name, choice.why)
     if choice.warning:
         log.warning("%s: %s", name, choice.warning)
-    landmarks = replace(lm, model=choice.model, model_path=lm.model_path if choice.how == "named" else None,
-                        eye_angle=choice.eye_angle if choice.model == "contour" else lm.eye_angle)
+    angle = choice.eye_angle if choice.model == "contour" else lm.setting("eye_angle")
+    path = lm.model_path if choice.how == "named" else None
+    landmarks = replace_section(lm, {"model": choice.model, "model_path": path, "eye_angle": angle})
     return replace(config, landmarks=landmarks, eye_measure=choice)
 
 

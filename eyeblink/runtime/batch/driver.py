@@ -283,7 +283,7 @@ def _groups(videos: list[_Video], gpu: bool) -> list[list[_Video]]:
     for v in videos:
         cfg = v.tasks[0].config
         # a recording of one eye whose measure is its own (chosen in its task): alone, not on a group's models
-        own_measure = cfg.detect.eye_roi is not None and cfg.eye_measure is None
+        own_measure = cfg.eye.roi is not None and cfg.eye_measure is None
         short = (not gpu and len(v.tasks) == 1 and v.frames is not None and v.frames <= SHORT_FRAMES
                  and not cfg.detect.accelerator_stage and not own_measure)
         if not short:

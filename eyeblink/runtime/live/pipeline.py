@@ -346,12 +346,12 @@ class _LiveRun(_Run):
         self._held: tuple[list[Any], Any] = ([], None)
         self._held_packets: list[Any] = []
         cfg = self.requested
-        if cfg.detect.eye_roi is None or cfg.eye_measure is not None or not cfg.landmarks.region_auto:
+        if cfg.eye.roi is None or cfg.eye_measure is not None or not cfg.landmarks.region_auto:
             return None  # no region, or a measure named: measured from the first frame, as it comes
         from eyeblink.landmarks.region import NAMED_SURVEY_FRAMES
         from eyeblink.runtime.runner import settle_from_frames
 
-        region = cfg.detect.eye_region
+        region = cfg.eye.region
         if source.width and source.height and region is not None:
             try:
                 region.check_inside(source.width, source.height)
