@@ -8,7 +8,8 @@ _T = TypeVar("_T", bound="Closing")
 
 
 class Closing:
-    """Mixin: ``with obj:`` returns ``obj`` and calls ``obj.close()`` on the way out, even on error."""
+    """Mixin: ``with obj:`` returns ``obj`` and calls ``obj.close()`` on the way out, even on
+    error."""
 
     def close(self) -> None:  # pragma: no cover - every user overrides it
         raise NotImplementedError

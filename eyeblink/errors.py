@@ -49,7 +49,8 @@ class OutputError(EyeblinkError):
 
 
 class OutputWriteError(OutputError):
-    """One input's output file cannot be created or written (disk full, file too large, read-only file).
+    """One input's output file cannot be created or written (disk full, file too large, read-only
+    file).
 
     Unlike a bad output directory (checked before any input), it concerns one input: the others are
     still attempted.
@@ -73,8 +74,8 @@ class WorkerError(EyeblinkError):
 class TrialFileError(EyeblinkError):
     """A trials file or sync CSV is missing, malformed, or contradicts itself (e.g. US before CS).
 
-    Checked before the first frame (the run stops); a mismatch only visible after an input was processed
-    (a frame number beyond its last frame) fails that input only.
+    Checked before the first frame (the run stops); a mismatch only visible after an input was
+    processed (a frame number beyond its last frame) fails that input only.
     """
 
 
@@ -83,12 +84,14 @@ class CalibrationError(EyeblinkError):
 
 
 class MissingExtraError(ConfigError):
-    """An option needs an optional dependency (an extra such as ``plots`` or ``nwb``) that is not installed."""
+    """An option needs an optional dependency (an extra such as ``plots`` or ``nwb``) that is not
+    installed."""
 
 
 def picklable_error(exc: BaseException) -> EyeblinkError:
-    """``exc`` as it can travel to another process: an :class:`EyeblinkError` as it is when it pickles, else one
-    with its line and exit status; anything else a :class:`WorkerError` naming its type."""
+    """``exc`` as it can travel to another process: an :class:`EyeblinkError` as it is when it
+    pickles, else one with its line and exit status; anything else a :class:`WorkerError` naming its
+    type."""
     import pickle
 
     if isinstance(exc, EyeblinkError):
@@ -108,11 +111,12 @@ def one_line(exc: BaseException | str) -> str:
 
 
 def warn(message: str) -> str:
-    """Tell the user about a result that is valid but probably not what they wanted, on one stderr line
-    ``eyeblink: warning: …`` (naming the fix); returns ``message`` for the summary's ``warnings``.
+    """Tell the user about a result that is valid but probably not what they wanted, on one stderr
+    line ``eyeblink: warning: …`` (naming the fix); returns ``message`` for the summary's
+    ``warnings``.
 
-    The rule: what cannot run is an error (non-zero exit); what runs but ignores part of the input or
-    runs on another device than asked for is a warning (exit 0, listed in ``summary.json``).
+    The rule: what cannot run is an error (non-zero exit); what runs but ignores part of the input
+    or runs on another device than asked for is a warning (exit 0, listed in ``summary.json``).
     """
     import sys
 

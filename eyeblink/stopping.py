@@ -1,23 +1,24 @@
-"""Stops: SIGINT (Ctrl-C) and SIGTERM (``timeout``, Slurm, ``docker stop``) end a command in order, whenever
-they arrive.
+"""Stops: SIGINT (Ctrl-C) and SIGTERM (``timeout``, Slurm, ``docker stop``) end a command in order,
+whenever they arrive.
 
 :func:`install` is the first thing :func:`eyeblink.cli.main` does. From then on a stop signal is
 
-* **recorded** (:func:`received`), so that it can never be lost: where Python discards an exception raised by
-  a signal handler (an at-fork hook such as logging's lock release, a ``__del__``, a weakref callback), the
-  next check point (:func:`check`: every frame, every poll of the sink, after every fork, at the end of
-  ``main``) raises it again;
-* **raised** as :class:`Stopped` (a :class:`KeyboardInterrupt`) at once, except inside :func:`held` blocks (a
-  session's output files being created, its summary being written: raised when the block ends) and after
-  ``main`` has returned (the process is exiting anyway; its outputs are complete).
+* **recorded** (:func:`received`), so that it can never be lost: where Python discards an exception
+  raised by a signal handler (an at-fork hook such as logging's lock release, a ``__del__``, a
+  weakref callback), the next check point (:func:`check`: every frame, every poll of the sink, after
+  every fork, at the end of ``main``) raises it again;
+* **raised** as :class:`Stopped` (a :class:`KeyboardInterrupt`) at once, except inside :func:`held`
+  blocks (a session's output files being created, its summary being written: raised when the block
+  ends) and after ``main`` has returned (the process is exiting anyway; its outputs are complete).
 
-Forks happen with both signals blocked (:func:`blocked`): a signal that arrives meanwhile waits until the
-parent unblocks them, then it stops the parent; the child starts with them blocked and ignores them before
-unblocking (:func:`child_ignores_stops`), so it never runs the parent's handler.
+Forks happen with both signals blocked (:func:`blocked`): a signal that arrives meanwhile waits
+until the parent unblocks them, then it stops the parent; the child starts with them blocked and
+ignores them before unblocking (:func:`child_ignores_stops`), so it never runs the parent's handler.
 
-Conventions: SIGTERM is always handled. A SIGINT that the process inherited as *ignored* (a job started in
-the background by a non-interactive shell, ``cmd &`` in a script, or under ``nohup``) stays ignored, as Unix
-shells do for background jobs: such a run is stopped with SIGTERM. Exit status 130 for both signals.
+Conventions: SIGTERM is always handled. A SIGINT that the process inherited as *ignored* (a job
+started in the background by a non-interactive shell, ``cmd &`` in a script, or under ``nohup``)
+stays ignored, as Unix shells do for background jobs: such a run is stopped with SIGTERM. Exit
+status 130 for both signals.
 """
 
 from __future__ import annotations
@@ -31,9 +32,13 @@ from typing import Any
 
 from eyeblink import host
 
-#: SIGINT (Ctrl-C), SIGTERM, and on Windows SIGBREAK (Ctrl-Break, which a console sends where Ctrl-C is taken)
-STOP_SIGNALS: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, *(() if host.ctrl_break_signal() is None
-                                                                  else (host.ctrl_break_signal(),)))
+#: SIGINT (Ctrl-C), SIGTERM, and on Windows SIGBREAK (Ctrl-Break, which a console sends where Ctrl-C
+#: is taken)
+STOP_SIGNALS: tuple[int, ...] = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    *(() if host.ctrl_break_signal() is None else (host.ctrl_break_signal(),)),
+)
 
 #: The exit status of a stopped command (128 + SIGINT), for SIGINT and SIGTERM alike.
 STOPPED_EXIT = 130
@@ -53,7 +58,8 @@ class Stopped(KeyboardInterrupt):
 
 
 def reason(signum: int | BaseException | None = None) -> str:
-    """The summary's ``error`` for a stop: ``stopped by SIGTERM``, ``interrupted by Ctrl-C (SIGINT)``.
+    """The summary's ``error`` for a stop: ``stopped by SIGTERM``, ``interrupted by Ctrl-C
+    (SIGINT)``.
 
     ``signum``: a signal number, an exception (a :class:`Stopped` names its signal; any other
     :class:`KeyboardInterrupt` is Ctrl-C), or ``None`` (the signal recorded, else Ctrl-C)."""
@@ -71,14 +77,19 @@ def reason(signum: int | BaseException | None = None) -> str:
 def message(exc: BaseException | None = None) -> str:
     """The stderr line's text for a stop: ``interrupted (SIGTERM); ...``."""
     signum = getattr(exc, "signum", None) or _received
-    name = ("SIGTERM" if signum == signal.SIGTERM else "Ctrl-Break, SIGBREAK"
-            if signum is not None and signum == host.ctrl_break_signal() else "Ctrl-C, SIGINT")
+    name = (
+        "SIGTERM"
+        if signum == signal.SIGTERM
+        else "Ctrl-Break, SIGBREAK"
+        if signum is not None and signum == host.ctrl_break_signal()
+        else "Ctrl-C, SIGINT"
+    )
     return f"interrupted ({name}); rows computed so far are on disk"
 
 
 def on_signal(signum: int, frame: FrameType | None) -> None:
-    """The stop handler itself, for a handler of its own that hands a signal on (a live run's second Ctrl-C):
-    recorded, raised at once outside :class:`held` blocks, else when the block ends."""
+    """The stop handler itself, for a handler of its own that hands a signal on (a live run's second
+    Ctrl-C): recorded, raised at once outside :class:`held` blocks, else when the block ends."""
     _on_signal(signum, frame)
 
 
@@ -92,12 +103,14 @@ def _on_signal(signum: int, _frame: FrameType | None) -> None:
 
 
 def install() -> Callable[[], None]:
-    """Handle SIGTERM, and SIGINT unless it was inherited ignored (see the module docstring); returns a
-    function that puts the previous handlers back (for ``main`` called inside another program, tests)."""
+    """Handle SIGTERM, and SIGINT unless it was inherited ignored (see the module docstring);
+    returns a function that puts the previous handlers back (for ``main`` called inside another
+    program, tests)."""
     global _received, _raising, _raised
     _received = None
     _raised = False
-    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+    # only the main thread may set handlers
+    if threading.current_thread() is not threading.main_thread():
         return lambda: None
     saved: dict[int, Any] = {}
     for sig in STOP_SIGNALS:
@@ -110,7 +123,8 @@ def install() -> Callable[[], None]:
 
     def restore() -> None:
         global _raising, _received
-        _raising, _received = False, None  # a later run in this process (the Python API) starts afresh
+        # a later run in this process (the Python API) starts afresh
+        _raising, _received = False, None
         for sig, old in saved.items():
             if signal.getsignal(sig) is _on_signal:
                 signal.signal(sig, old if old is not None else signal.SIG_DFL)
@@ -119,19 +133,21 @@ def install() -> Callable[[], None]:
 
 
 def finished() -> None:
-    """``main`` has returned: from now on a stop signal is only recorded (the outputs are complete and the
-    process exits with the status it has)."""
+    """``main`` has returned: from now on a stop signal is only recorded (the outputs are complete
+    and the process exits with the status it has)."""
     global _raising
     _raising = False
 
 
 def received() -> int | None:
-    """The stop signal received since :func:`install`, while ``main`` runs (``None``: none, or no ``main``)."""
+    """The stop signal received since :func:`install`, while ``main`` runs (``None``: none, or no
+    ``main``)."""
     return _received if _raising else None
 
 
 def check() -> None:
-    """Raise :class:`Stopped` if a stop signal was received (outside :func:`held` blocks); a check point."""
+    """Raise :class:`Stopped` if a stop signal was received (outside :func:`held` blocks); a
+    check point."""
     global _raised
     if _received is not None and _raising and not _hold:
         _raised = True
@@ -139,13 +155,15 @@ def check() -> None:
 
 
 class held:
-    """A stop that arrives inside the block is recorded and raised when the block ends, or at :meth:`release`
-    (an output file being created, its summary written: whole or not at all). When the block ends with an
-    exception, that one goes on (the stop is raised at the next check point)."""
+    """A stop that arrives inside the block is recorded and raised when the block ends, or at
+    :meth:`release` (an output file being created, its summary written: whole or not at all). When
+    the block ends with an exception, that one goes on (the stop is raised at the next check point).
+    """
 
     def __init__(self) -> None:
         global _hold
-        # signal handlers run in the main thread: a hold elsewhere (a live session's thread) changes nothing
+        # signal handlers run in the main thread: a hold elsewhere (a live session's thread) changes
+        # nothing
         self._on = threading.current_thread() is threading.main_thread()
         if self._on:
             _hold += 1
@@ -168,9 +186,10 @@ class held:
 
 @contextlib.contextmanager
 def blocked() -> Iterator[None]:
-    """SIGINT and SIGTERM blocked in this thread and held (:class:`held`) for the block: a fork (the child
-    inherits the mask and unblocks it in :func:`child_ignores_stops`). A signal that arrives meanwhile (another
-    thread of this process may take it: a queue's feeder, the log listener) is raised when the block ends."""
+    """SIGINT and SIGTERM blocked in this thread and held (:class:`held`) for the block: a fork (the
+    child inherits the mask and unblocks it in :func:`child_ignores_stops`). A signal that arrives
+    meanwhile (another thread of this process may take it: a queue's feeder, the log listener) is
+    raised when the block ends."""
     with held():
         old = host.block_signals(STOP_SIGNALS)  # None on Windows: no signal mask (and no fork)
         try:
@@ -180,8 +199,8 @@ def blocked() -> Iterator[None]:
 
 
 def child_ignores_stops() -> None:
-    """In a forked child: ignore SIGINT and SIGTERM (the parent decides how to stop), then unblock them
-    (a signal pending since the fork is discarded, not run with the parent's handler)."""
+    """In a forked child: ignore SIGINT and SIGTERM (the parent decides how to stop), then unblock
+    them (a signal pending since the fork is discarded, not run with the parent's handler)."""
     global _raising
     _raising = False
     for sig in STOP_SIGNALS:
@@ -190,8 +209,8 @@ def child_ignores_stops() -> None:
 
 
 def default_child_signals() -> None:
-    """``preexec_fn`` for a child program that must start with SIGINT and SIGTERM at their defaults and
-    unblocked, whatever this process inherited (e.g. a test suite started in the background)."""
+    """``preexec_fn`` for a child program that must start with SIGINT and SIGTERM at their defaults
+    and unblocked, whatever this process inherited (e.g. a test suite started in the background)."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_DFL)
     host.unblock_signals(STOP_SIGNALS)

@@ -67,6 +67,7 @@ __all__ = [
     "verify_size",
 ]
 
+
 def _models_dir() -> Path:
     from importlib import resources
 
@@ -74,7 +75,8 @@ def _models_dir() -> Path:
 
 
 #: The repository's ``weights/`` folder (README, SHA256SUMS, licences, the .tflite), installed as
-#: the package ``eyeblink.models``: one copy of each file, found in source, editable and wheel installs.
+#: the package ``eyeblink.models``: one copy of each file, found in source, editable and wheel
+#: installs.
 WEIGHTS_DIR: Path = _models_dir()
 
 BLAZEFACE_FILENAME = "face_detection_short_range.tflite"
@@ -82,8 +84,9 @@ BLAZEFACE_FILENAME = "face_detection_short_range.tflite"
 BLAZEFACE_SHA256 = "bbff11cebd1eb27a1e004cae0b0e63ec8c551cbf34a4451148b4908b8db3eca8"
 
 BLAZEFACE_FULL_RANGE_FILENAME = "face_detection_full_range_sparse.tflite"
-#: sha256 of face_detection_full_range_sparse.tflite from the PyPI wheel mediapipe==0.10.21 (BlazeFace
-#: full-range, 192x192 input: compared with the other detectors by ``eyeblink bench detectors``).
+#: sha256 of face_detection_full_range_sparse.tflite from the PyPI wheel mediapipe==0.10.21
+#: (BlazeFace full-range, 192x192 input: compared with the other detectors by ``eyeblink bench
+#: detectors``).
 BLAZEFACE_FULL_RANGE_SHA256 = "2c3728e6da56f21e21a320433396fb06d40d9088f2247c05e5635a688d45dfe1"
 
 DLIB68_FILENAME = "shape_predictor_68_face_landmarks.dat"
@@ -93,34 +96,41 @@ DLIB68_SIZE = 99_693_937
 
 EYE12_FILENAME = "eye12_v1.dat"
 #: sha256 of weights/eye12_v1.dat, the project's 12-point eye-contour predictor (eyeblink.lab.train,
-#: scripts/train_eye12.py; see weights/README.md). Verified in full at every load (a few MB: milliseconds).
+#: scripts/train_eye12.py; see weights/README.md). Verified in full at every load (a few MB:
+#: milliseconds).
 EYE12_SHA256 = "4d7307f46e9bb52b515c2bd2abc855bf0f3b6a40b5571be348334cfb3308815b"
 
 FACE_MESH_FILENAME = "face_landmark.tflite"
-#: sha256 of mediapipe/modules/face_landmark/face_landmark.tflite from the PyPI wheel mediapipe==0.10.21.
+#: sha256 of mediapipe/modules/face_landmark/face_landmark.tflite from the PyPI wheel
+#: mediapipe==0.10.21.
 FACE_MESH_SHA256 = "1055cb9d4a9ca8b8c688902a3a5194311138ba256bcc94e336d8373a5f30c814"
 IRIS_FILENAME = "iris_landmark.tflite"
-#: sha256 of mediapipe/modules/iris_landmark/iris_landmark.tflite from the PyPI wheel mediapipe==0.10.21.
+#: sha256 of mediapipe/modules/iris_landmark/iris_landmark.tflite from the PyPI wheel
+#: mediapipe==0.10.21.
 IRIS_SHA256 = "d1744d2a09c25f501d39eba4faff47e53ecca8852c5ce19bce8eeac39357521f"
 
 LIDS_FILENAME = "lids_v4.tflite"
-#: sha256 of lids_v4.tflite: the project's own lid network, the default (``eyeblink train-lids --members 2``, fourth
-#: recipe: two networks of the third recipe, seeds 0 and 1, averaged in one file; weights/README.md). It is the
-#: default because on every ladder (zju-dev, its webcam-like and dim-room renditions) of people it never saw its
-#: recipe is no worse than lids_v3's and lids_v1's on any rung, way, condition or convention, and better at 7.5 FPS
-#: exposed (docs/explanation/lid-network.md, "Which network is the default").
+#: sha256 of lids_v4.tflite: the project's own lid network, the default (``eyeblink train-lids
+#: --members 2``, fourth recipe: two networks of the third recipe, seeds 0 and 1, averaged in one
+#: file; weights/README.md). It is the default because on every ladder (zju-dev, its webcam-like and
+#: dim-room renditions) of people it never saw its recipe is no worse than lids_v3's and lids_v1's
+#: on any rung, way, condition or convention, and better at 7.5 FPS exposed
+#: (docs/explanation/lid-network.md, "Which network is the default").
 LIDS_SHA256 = "1e52c71f22fe9d56c28c9435d98ee4c412e906365e8d0311f91cc60cf8ab9587"
 LIDS_V3_FILENAME = "lids_v3.tflite"
-#: sha256 of lids_v3.tflite: the third recipe's lid network (mid-blink strips twice, long exposures), the default
-#: before lids_v4, not loaded by default, kept so that ``--landmark-model weights/lids_v3.tflite`` can compare.
+#: sha256 of lids_v3.tflite: the third recipe's lid network (mid-blink strips twice, long
+#: exposures), the default before lids_v4, not loaded by default, kept so that ``--landmark-model
+#: weights/lids_v3.tflite`` can compare.
 LIDS_V3_SHA256 = "62141bc38ad3b075669cc4abfd50e31218fa02f0a3b1afd908febcd817ecb799"
 LIDS_V1_FILENAME = "lids_v1.tflite"
-#: sha256 of lids_v1.tflite: the first recipe's lid network, a default before lids_v3, not loaded by default, kept
-#: so that ``--landmark-model weights/lids_v1.tflite`` can compare (it is listed in SHA256SUMS too).
+#: sha256 of lids_v1.tflite: the first recipe's lid network, a default before lids_v3, not loaded by
+#: default, kept so that ``--landmark-model weights/lids_v1.tflite`` can compare (it is listed in
+#: SHA256SUMS too).
 LIDS_V1_SHA256 = "4f4841340a1a6dda7044716f98836a450efe4490ec2a18b7f257498a3b97cb7c"
 LIDS_V2_FILENAME = "lids_v2.tflite"
-#: sha256 of lids_v2.tflite: the second recipe's lid network (eye shapes and lenses), not loaded by default, kept
-#: so that ``--landmark-model weights/lids_v2.tflite`` can compare the two (it is listed in SHA256SUMS too).
+#: sha256 of lids_v2.tflite: the second recipe's lid network (eye shapes and lenses), not loaded by
+#: default, kept so that ``--landmark-model weights/lids_v2.tflite`` can compare the two (it is
+#: listed in SHA256SUMS too).
 LIDS_V2_SHA256 = "e694ae0dcb1c1825eb60ae51bf40810c51368bf64d97a6dfc2b36b45e7770a28"
 
 _BLAZEFACE_FIX = (
@@ -171,12 +181,15 @@ def verify_sha256(path: Path | str, expected: str, *, fix: str = _BLAZEFACE_FIX)
 
 
 def verify_size(path: Path | str, expected_size: int, *, fix: str = _DLIB68_FIX) -> None:
-    """Cheap integrity check: raise :class:`ModelFileError` unless ``path`` has ``expected_size`` bytes."""
+    """Cheap integrity check: raise :class:`ModelFileError` unless ``path`` has ``expected_size``
+    bytes."""
     p = Path(path)
     try:
         size = p.stat().st_size
     except OSError as exc:
-        raise ModelFileError(f"model file {p} cannot be read: {exc.strerror or exc}; {fix}") from exc
+        raise ModelFileError(
+            f"model file {p} cannot be read: {exc.strerror or exc}; {fix}"
+        ) from exc
     if size != expected_size:
         raise ModelFileError(
             f"model file {p} has {size} bytes, expected {expected_size}: "
@@ -185,8 +198,9 @@ def verify_size(path: Path | str, expected_size: int, *, fix: str = _DLIB68_FIX)
 
 
 def _shipped(filename: str, sha256: str, fix: str | None = None) -> Path:
-    """Path of a network shipped in ``weights/``, sha256-verified (cached per process); ``fix``: what the one-line
-    error of a missing or damaged file tells the user to do (default: restore the shipped file)."""
+    """Path of a network shipped in ``weights/``, sha256-verified (cached per process); ``fix``:
+    what the one-line error of a missing or damaged file tells the user to do (default: restore the
+    shipped file)."""
     path = WEIGHTS_DIR / filename
     if fix is None:
         verify_sha256(path, sha256)
@@ -209,8 +223,9 @@ def blazeface_path() -> Path:
 
 
 def face_model(model_path: Path | str | None) -> Path:
-    """The face detector's model file every backend loads: the shipped short-range BlazeFace, sha256-verified,
-    or a user's ``--face-model`` file (which must exist; its contents are the backend's to check)."""
+    """The face detector's model file every backend loads: the shipped short-range BlazeFace,
+    sha256-verified, or a user's ``--face-model`` file (which must exist; its contents are the
+    backend's to check)."""
     if model_path is None:
         path = blazeface_path()
         verify_sha256(path, BLAZEFACE_SHA256)
@@ -222,33 +237,46 @@ def face_model(model_path: Path | str | None) -> Path:
 
 
 def blazeface_full_range_path() -> Path:
-    """Path of the shipped BlazeFace full-range ``.tflite``, sha256-verified (cached per process)."""
+    """Path of the shipped BlazeFace full-range ``.tflite``, sha256-verified (cached per
+    process)."""
     return _shipped(BLAZEFACE_FULL_RANGE_FILENAME, BLAZEFACE_FULL_RANGE_SHA256)
 
 
 def face_mesh_path() -> Path:
-    """Path of the shipped MediaPipe face mesh (``--landmarks mesh``), sha256-verified (cached per process)."""
+    """Path of the shipped MediaPipe face mesh (``--landmarks mesh``), sha256-verified (cached
+    per process)."""
     return _shipped(FACE_MESH_FILENAME, FACE_MESH_SHA256)
 
 
 def iris_path() -> Path:
-    """Path of the shipped MediaPipe iris/eyelid network (``mesh``'s lid refinement), sha256-verified."""
+    """Path of the shipped MediaPipe iris/eyelid network (``mesh``'s lid refinement),
+    sha256-verified."""
     return _shipped(IRIS_FILENAME, IRIS_SHA256)
 
 
 def lids_path() -> Path:
-    """Path of the shipped lid network (``--landmarks lids``), sha256-verified (cached per process)."""
-    return _shipped(LIDS_FILENAME, LIDS_SHA256, "restore it from the repository's weights/ folder or reinstall "
-                    "eyeblink, or train one (eyeblink train-lids) and pass it with --landmark-model")
+    """Path of the shipped lid network (``--landmarks lids``), sha256-verified (cached per
+    process)."""
+    return _shipped(
+        LIDS_FILENAME,
+        LIDS_SHA256,
+        "restore it from the repository's weights/ folder or reinstall "
+        "eyeblink, or train one (eyeblink train-lids) and pass it with --landmark-model",
+    )
 
 
 def eye12_path() -> Path:
-    """Path of the shipped 12-point eye model (``--landmarks eye12``), sha256-verified (cached per process).
+    """Path of the shipped 12-point eye model (``--landmarks eye12``), sha256-verified (cached per
+    process).
 
     Raises :class:`ModelFileError` when the file is missing, truncated or not the shipped model.
     """
-    return _shipped(EYE12_FILENAME, EYE12_SHA256, "restore it from the repository's weights/ folder or reinstall "
-                    "eyeblink, or retrain one (eyeblink train-landmarks) and pass it with --landmark-model")
+    return _shipped(
+        EYE12_FILENAME,
+        EYE12_SHA256,
+        "restore it from the repository's weights/ folder or reinstall "
+        "eyeblink, or retrain one (eyeblink train-landmarks) and pass it with --landmark-model",
+    )
 
 
 def dlib68_path(*, full_check: bool = False) -> Path:

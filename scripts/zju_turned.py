@@ -1,20 +1,25 @@
-"""zju-dev turned upside down: event F1 of each clip upright and rotated 180 degrees (a camera mounted upside down).
+"""zju-dev turned upside down: event F1 of each clip upright and rotated 180 degrees (a camera
+mounted upside down).
 
-For every clip of ``zju-dev`` (``../shared/data/zju-dev``, or ``EYEBLINK_DATA``/zju-dev, or ``--data``) this
-builds two lossless copies in a temporary folder (``--keep DIR`` keeps them; never in the repository):
+For every clip of ``zju-dev`` (``../shared/data/zju-dev``, or ``EYEBLINK_DATA``/zju-dev, or
+``--data``) this builds two lossless copies in a temporary folder (``--keep DIR`` keeps them; never
+in the repository):
 
-* ``upright/``: the frames eyeblink decodes from the clip (its gray Y plane), re-encoded as FFV1 in an AVI with
-  the original time base and timestamps, so every frame is processed at the instant it was;
+* ``upright/``: the frames eyeblink decodes from the clip (its gray Y plane), re-encoded as FFV1 in
+  an AVI with the original time base and timestamps, so every frame is processed at the instant it
+  was;
 * ``turned/``: the same frames rotated by 180 degrees.
 
-The ZJU AVIs carry 2-byte null packets ("repeat the previous frame") that the tags number but that decode to
-nothing; the copies hold one packet per decoded frame, so each copy gets its clip's ``.tag`` with the frame IDs
-renumbered to decoded frames (a null packet's line is dropped: the frame it repeats has its own line). Then
-``eyeblink eval`` (the project's evaluation, :mod:`eyeblink.lab.evaluate`) scores the original folder and both
-copies with the same settings, and this prints the overall and strict event F1 of each. The upright copy checks
-the copying (it should score as the original); the turned copy is the measure: within 0.02 of upright.
+The ZJU AVIs carry 2-byte null packets ("repeat the previous frame") that the tags number but that
+decode to nothing; the copies hold one packet per decoded frame, so each copy gets its clip's
+``.tag`` with the frame IDs renumbered to decoded frames (a null packet's line is dropped: the frame
+it repeats has its own line). Then ``eyeblink eval`` (the project's evaluation,
+:mod:`eyeblink.lab.evaluate`) scores the original folder and both copies with the same settings, and
+this prints the overall and strict event F1 of each. The upright copy checks the copying (it should
+score as the original); the turned copy is the measure: within 0.02 of upright.
 
-    python scripts/zju_turned.py [--data DIR] [--keep DIR] [-- extra eval options, e.g. --landmarks lids]
+    python scripts/zju_turned.py [--data DIR] [--keep DIR] [-- extra eval options, e.g. --landmarks
+    lids]
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ def default_data() -> Path:
 
 
 def copy_clip(video: Path, tag: Path, out_dirs: dict[str, Path]) -> int:
-    """Write the upright and turned FFV1 copies of ``video`` and their renumbered tags; returns the frame count."""
+    """Write the upright and turned FFV1 copies of ``video`` and their renumbered tags; returns
+    the frame count."""
     import av
 
     from eyeblink.sources.files import open_av, open_source
@@ -70,12 +76,15 @@ def copy_clip(video: Path, tag: Path, out_dirs: dict[str, Path]) -> int:
                 vf.pts, vf.time_base = pts - start, time_base
                 out.mux(s.encode(vf))
             out.mux(s.encode(None))
-        (folder / (video.stem + ".tag")).write_text(renumbered_tag(tag, decoded_of), encoding="utf-8")
+        (folder / (video.stem + ".tag")).write_text(
+            renumbered_tag(tag, decoded_of), encoding="utf-8"
+        )
     return len(frames)
 
 
 def packets_of(video: Path) -> dict[int, int]:
-    """Each packet of ``video`` that decodes to a frame -> that frame's index (a null packet has none)."""
+    """Each packet of ``video`` that decodes to a frame -> that frame's index (a null packet has
+    none)."""
     from eyeblink.sources.files import open_source
 
     out: dict[int, int] = {}
@@ -88,8 +97,8 @@ def packets_of(video: Path) -> dict[int, int]:
 
 
 def renumbered_tag(tag: Path, decoded_of: dict[int, int]) -> str:
-    """``tag``'s text with its frame IDs (packets of the original) renumbered to decoded frames (``decoded_of``);
-    a null packet's line is dropped (the frame it repeats has its own line)."""
+    """``tag``'s text with its frame IDs (packets of the original) renumbered to decoded frames
+    (``decoded_of``); a null packet's line is dropped (the frame it repeats has its own line)."""
     lines, inside, seen = [], False, set()
     for line in tag.read_text(encoding="utf-8", errors="replace").splitlines():
         stripped = line.strip()
@@ -109,16 +118,34 @@ def renumbered_tag(tag: Path, decoded_of: dict[int, int]) -> str:
 
 
 def evaluate(folder: Path, json_path: Path, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "eyeblink", "eval", str(folder), "--json", str(json_path), "--no-progress", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "eyeblink",
+        "eval",
+        str(folder),
+        "--json",
+        str(json_path),
+        "--no-progress",
+        *extra,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"eval of {folder} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise SystemExit(
+            f"eval of {folder} failed "
+            f"({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     return json.loads(json_path.read_text())
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=None, help="the zju-dev folder (default: ../shared/data/zju-dev)")
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="the zju-dev folder (default: ../shared/data/zju-dev)",
+    )
     ap.add_argument("--keep", type=Path, default=None, help="build the copies here and keep them")
     ap.add_argument("--limit", type=int, default=0, help="only the first N clips (0: all)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -141,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         n = 0
         for video, tag in pairs:
             n += copy_clip(video, tag, dirs)
-            for suffix in (video.suffix, ".tag"):  # the original clips, linked (not copied) for the same eval run
+            # the original clips, linked (not copied) for the same eval run
+            for suffix in (video.suffix, ".tag"):
                 link = root / "original" / (video.stem + suffix)
                 if not link.exists():
                     link.symlink_to((video if suffix == video.suffix else tag).resolve())
@@ -150,17 +178,30 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("original", "upright", "turned"):
             r = evaluate(root / name, root / f"{name}.json", args.extra)
             o, s = r["overall"], r["strict"]["overall"]
-            results[name] = {"f1": o["f1"], "strict_f1": s["f1"], "tp": o["tp"], "fp": o["fp"], "fn": o["fn"],
-                             "unscored": r["unscored"],
-                             "videos": {Path(v["video"]).stem: {k: v.get(k) for k in ("tp", "fp", "fn", "detected")}
-                                        for v in r["videos"]}}
-            print(f"{name:<9} F1 {o['f1']:.3f} (TP {o['tp']} FP {o['fp']} FN {o['fn']}, unscored {r['unscored']})"
-                  f"  strict F1 {s['f1']:.3f}")
+            results[name] = {
+                "f1": o["f1"],
+                "strict_f1": s["f1"],
+                "tp": o["tp"],
+                "fp": o["fp"],
+                "fn": o["fn"],
+                "unscored": r["unscored"],
+                "videos": {
+                    Path(v["video"]).stem: {k: v.get(k) for k in ("tp", "fp", "fn", "detected")}
+                    for v in r["videos"]
+                },
+            }
+            print(
+                f"{name:<9} F1 {o['f1']:.3f} (TP {o['tp']} FP {o['fp']} FN {o['fn']}, unscored "
+                f"{r['unscored']})"
+                f"  strict F1 {s['f1']:.3f}"
+            )
         up, turned = results["upright"], results["turned"]
         worse = [v for v, c in up["videos"].items() if turned["videos"].get(v) != c]
         d_f1, d_strict = turned["f1"] - up["f1"], turned["strict_f1"] - up["strict_f1"]
-        print(f"turned - upright: F1 {d_f1:+.3f}, strict F1 {d_strict:+.3f}; "
-              f"clips scored differently: {', '.join(worse) or 'none'}")
+        print(
+            f"turned - upright: F1 {d_f1:+.3f}, strict F1 {d_strict:+.3f}; "
+            f"clips scored differently: {', '.join(worse) or 'none'}"
+        )
         if args.json is not None:
             args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -24,43 +24,54 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-# --------------------------------------------------------------------------- isolation: signals, environment
+# --------------------------------------------------------------------------- isolation: signals,
+# environment
 
 
 def default_signals() -> None:
-    """``preexec_fn`` for a child a test stops with SIGINT or SIGTERM: both at their defaults and unblocked.
+    """``preexec_fn`` for a child a test stops with SIGINT or SIGTERM: both at their defaults and
+    unblocked.
 
-    A suite started in the background from a script (``pytest ... &``, ``nohup``) runs with SIGINT ignored, and
-    an ignored signal stays ignored across exec: without this, ``eyeblink`` would keep it ignored (the Unix
-    convention for background jobs, see docs/explanation/reliability.md) and a test's Ctrl-C would do nothing.
+    A suite started in the background from a script (``pytest ... &``, ``nohup``) runs with SIGINT
+    ignored, and an ignored signal stays ignored across exec: without this, ``eyeblink`` would keep
+    it ignored (the Unix convention for background jobs, see docs/explanation/reliability.md) and a
+    test's Ctrl-C would do nothing.
     """
     from eyeblink.stopping import default_child_signals
 
     default_child_signals()
 
 
-#: ``subprocess.Popen(..., **CHILD_SIGNALS)``: the child starts with SIGINT and SIGTERM at their defaults (POSIX;
-#: Windows runs nothing in a child before it starts, so ``subprocess`` refuses ``preexec_fn`` there, and a console
-#: program does not inherit an ignored Ctrl-C that way)
+#: ``subprocess.Popen(..., **CHILD_SIGNALS)``: the child starts with SIGINT and SIGTERM at their
+#: defaults (POSIX; Windows runs nothing in a child before it starts, so ``subprocess`` refuses
+#: ``preexec_fn`` there, and a console program does not inherit an ignored Ctrl-C that way)
 CHILD_SIGNALS: dict[str, object] = {"preexec_fn": default_signals} if os.name == "posix" else {}
 
 
-#: Windows' rules apply to this run: a Windows PC, or this host under ``../shared/tools/windows-like``
+#: Windows' rules apply to this run: a Windows PC, or this host under
+#: ``../shared/tools/windows-like``
 WINDOWS_RULES = sys.platform == "win32" or "windows_like_site" in os.environ.get("PYTHONPATH", "")
 #: a test of the fork start method (or a forked child): Windows has only spawn
-needs_fork = pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(),
-                                reason="needs the fork start method (Windows has only spawn)")
+needs_fork = pytest.mark.skipif(
+    "fork" not in __import__("multiprocessing").get_all_start_methods(),
+    reason="needs the fork start method (Windows has only spawn)",
+)
 
-#: a test that stops another process with a POSIX signal (SIGINT, SIGTERM) and checks what its handler did: Windows
-#: delivers neither to a pid (``Popen.send_signal(SIGTERM)`` and ``os.kill`` end the process at once with
-#: TerminateProcess; Ctrl-C and Ctrl-Break reach the processes of a console, not one pid)
-posix_stop_signals = pytest.mark.skipif(os.name != "posix", reason="Windows sends no SIGINT or SIGTERM to another "
-                                        "process (os.kill and Popen.send_signal end it with TerminateProcess)")
+#: a test that stops another process with a POSIX signal (SIGINT, SIGTERM) and checks what its
+#: handler did: Windows delivers neither to a pid (``Popen.send_signal(SIGTERM)`` and ``os.kill``
+#: end the process at once with TerminateProcess; Ctrl-C and Ctrl-Break reach the processes of a
+#: console, not one pid)
+posix_stop_signals = pytest.mark.skipif(
+    os.name != "posix",
+    reason="Windows sends no SIGINT or SIGTERM to another "
+    "process (os.kill and Popen.send_signal end it with TerminateProcess)",
+)
 
 
 def kill_tree(proc: Any) -> None:
-    """End a process (a ``Popen`` or a pid) and every process it started, at once and the platform's own way
-    (``psutil``: SIGKILL on POSIX, TerminateProcess on Windows): no handler runs, nobody is left to clean up."""
+    """End a process (a ``Popen`` or a pid) and every process it started, at once and the platform's
+    own way (``psutil``: SIGKILL on POSIX, TerminateProcess on Windows): no handler runs, nobody is
+    left to clean up."""
     import psutil
 
     pid = proc if isinstance(proc, int) else proc.pid
@@ -77,8 +88,9 @@ def kill_tree(proc: Any) -> None:
 
 @pytest.fixture(autouse=True)
 def _isolated_process_state() -> Iterator[None]:
-    """Each test leaves ``os.environ`` and the SIGINT/SIGTERM handlers as it found them (an in-process ``main``,
-    ``ray.init``, a Keras backend choice must not reach later tests or their subprocesses)."""
+    """Each test leaves ``os.environ`` and the SIGINT/SIGTERM handlers as it found them (an
+    in-process ``main``, ``ray.init``, a Keras backend choice must not reach later tests or their
+    subprocesses)."""
     env = dict(os.environ)
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     yield
@@ -92,21 +104,23 @@ def _isolated_process_state() -> Iterator[None]:
 
 # --------------------------------------------------------------------------- the quick tier
 
-#: tests that cost seconds each and whose module keeps quicker tests in the quick tier (``pytest -m "not slow"``):
-#: marked ``slow`` here, in one place, with what each cost (all its parametrizations) when the tier was measured
-#: with ``EYEBLINK_TEST_TIMES`` on a 2-core machine under heavy load (load average ~20): every test of 3 s or more
-#: there. A name that no longer exists fails ``tests/test_quick_tier.py``. The full run (README's second command,
-#: CI) runs them all.
+#: tests that cost seconds each and whose module keeps quicker tests in the quick tier (``pytest -m
+#: "not slow"``): marked ``slow`` here, in one place, with what each cost (all its parametrizations)
+#: when the tier was measured with ``EYEBLINK_TEST_TIMES`` on a 2-core machine under heavy load
+#: (load average ~20): every test of 3 s or more there. A name that no longer exists fails
+#: ``tests/test_quick_tier.py``. The full run (README's second command, CI) runs them all.
 SLOW_TESTS: dict[str, str] = {
     "test_accelerator.py::test_a_compile_past_its_bound_is_still_reported": "9 s",
     "test_accelerator.py::test_a_face_that_leaves_and_returns_gives_the_reference_rows": "5 s",
-    "test_accelerator.py::test_a_real_xla_compile_longer_than_the_stall_timeout_is_no_stall": "49 s",
+    "test_accelerator.py::test_a_real_xla_compile_longer_than_the_stall_timeout_is_no_stall": "49 "
+    "s",
     "test_accelerator.py::test_a_stall_outside_a_compile_is_still_reported": "5 s",
     "test_accelerator.py::test_a_warm_up_longer_than_the_stall_timeout_is_no_stall": "12 s",
     "test_accelerator.py::test_accelerator_stage_failure_keeps_every_row_before_it": "4 s",
     "test_accelerator.py::test_accelerator_stage_on_keras_backends_matches_litert": "36 s",
     "test_accelerator.py::test_accelerator_stage_rows_equal_the_every_frame_reference": "7 s",
-    "test_accelerator.py::test_live_accelerator_stage_flushes_partial_batches_after_the_deadline": "6 s",
+    "test_accelerator.py::test_live_accelerator_stage_flushes_partial_batches_after_the_deadline": "6 "
+    "s",
     "test_accelerator.py::test_only_the_stage_process_starts_jax": "72 s",
     "test_accelerator.py::test_what_the_stage_cannot_run_is_one_line": "9 s",
     "test_adapt.py::test_an_overloaded_live_run_steps_down_and_says_so": "9 s",
@@ -120,7 +134,8 @@ SLOW_TESTS: dict[str, str] = {
     "test_api.py::test_example_rig_gates_trials_on_a_real_ffmpeg_stream": "3 s",
     "test_api.py::test_live_api_on_a_loopback_stream_rows_blinks_states_and_the_gate_socket": "5 s",
     "test_api.py::test_load_refuses_a_damaged_session_naming_file_row_and_column": "3 s",
-    "test_api.py::test_lsl_inlet_in_another_process_receives_every_sample_on_the_frames_clock": "7 s",
+    "test_api.py::test_lsl_inlet_in_another_process_receives_every_sample_on_the_frames_clock": "7 "
+    "s",
     "test_api.py::test_lsl_without_pylsl_is_one_line_naming_the_extra": "6 s",
     "test_backends.py::test_bench_detector_mesh_on_litert_tensorflow_and_jax": "67 s",
     "test_backends.py::test_ipu_backend_host_side_on_a_fake_sdk": "9 s",
@@ -155,7 +170,8 @@ SLOW_TESTS: dict[str, str] = {
     "test_docs.py::test_examples_run": "73 s",
     "test_docs.py::test_mkdocs_serve_works_offline": "5 s",
     "test_docs.py::test_site_loads_offline_in_chromium": "6 s",
-    "test_docs_reader.py::test_the_example_command_writes_the_recording_the_docs_are_tested_on": "11 s",
+    "test_docs_reader.py::test_the_example_command_writes_the_recording_the_docs_are_tested_on": "11 "
+    "s",
     "test_evaluate.py::test_eval_on_zju_clips": "13 s",
     "test_examples.py::test_the_example_notebook_runs": "24 s",
     "test_keras_graph.py::test_jax_after_keras_on_tensorflow_is_one_line_naming_the_fix": "19 s",
@@ -181,19 +197,24 @@ SLOW_TESTS: dict[str, str] = {
     "test_live.py::test_the_loopback_sender_writes_nut_without_syncpoints": "5 s",
     "test_live_config.py::test_a_live_auto_run_keeps_the_config_resolved_at_connection": "4 s",
     "test_live_config.py::test_a_presets_live_priority_is_what_the_live_run_asks_for": "4 s",
-    "test_live_state.py::test_a_1000_fps_nut_stream_sizes_the_ring_from_its_rate_and_counts_every_drop": "5 s",
-    "test_live_state.py::test_a_camera_frozen_with_its_connection_open_is_stale_and_never_open": "8 s",
-    "test_live_state.py::test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker_per_blink_of_blinks_csv":
-        "21 s",
-    "test_live_state.py::test_ctrl_c_any_number_of_times_inside_the_api_block_ends_the_session_cleanly": "3 s",
-    "test_live_state.py::test_kill_9_of_live_ends_the_loader_and_the_workers_within_a_second": "3 s",
-    "test_live_state.py::test_on_a_real_recording_the_gate_says_each_blink_of_blinks_csv_once_and_never_open_over_one":
-        "6 s",
+    "test_live_state.py::test_a_1000_fps_nut_stream_sizes_the_ring_from_its_rate_and_counts_every_drop": "5 "
+    "s",
+    "test_live_state.py::test_a_camera_frozen_with_its_connection_open_is_stale_and_never_open": "8 "
+    "s",
+    "test_live_state.py::test_a_real_recording_streamed_at_500_fps_gives_one_gate_line_and_one_marker_per_blink_of_blinks_csv": "21 "
+    "s",
+    "test_live_state.py::test_ctrl_c_any_number_of_times_inside_the_api_block_ends_the_session_cleanly": "3 "
+    "s",
+    "test_live_state.py::test_kill_9_of_live_ends_the_loader_and_the_workers_within_a_second": "3 "
+    "s",
+    "test_live_state.py::test_on_a_real_recording_the_gate_says_each_blink_of_blinks_csv_once_and_never_open_over_one": "6 "
+    "s",
     "test_live_state.py::test_record_copies_a_compressed_stream_as_it_came": "6 s",
-    "test_live_state.py::test_record_keeps_every_frame_received_and_process_reads_the_live_rows_back": "7 s",
+    "test_live_state.py::test_record_keeps_every_frame_received_and_process_reads_the_live_rows_back": "7 "
+    "s",
     "test_live_state.py::test_the_gate_keeps_accepting_after_running_out_of_descriptors": "8 s",
-    "test_live_state.py::test_under_overload_no_answer_is_older_than_the_latency_bound_and_every_drop_is_counted":
-        "12 s",
+    "test_live_state.py::test_under_overload_no_answer_is_older_than_the_latency_bound_and_every_drop_is_counted": "12 "
+    "s",
     "test_loaders.py::test_three_loaders_write_the_rows_of_one": "111 s",
     "test_lock.py::test_two_api_runs_on_one_session_in_threads": "4 s",
     "test_lock.py::test_two_cli_runs_of_different_recordings_with_one_name_in_processes": "5 s",
@@ -204,12 +225,13 @@ SLOW_TESTS: dict[str, str] = {
     "test_long.py::test_open_level_lowered_for_good_does_not_lock_up_the_detector": "4 s",
     "test_long.py::test_process_disturbance_at_30_fps": "9 s",
     "test_long.py::test_process_open_level_lowered_for_good_at_500_fps": "78 s",
-    "test_memory.py::test_the_blink_detector_state_stays_bounded_over_20_minutes_at_500_fps": "122 s",
+    "test_memory.py::test_the_blink_detector_state_stays_bounded_over_20_minutes_at_500_fps": "122 "
+    "s",
     "test_mesh.py::test_a_500_fps_recording_gives_the_same_blinks_with_the_mesh_reused": "49 s",
     "test_parallel.py::test_any_layout_gives_the_reference_frames": "33 s",
     "test_parallel.py::test_default_settings_give_the_reference_rows_byte_for_byte": "9 s",
-    "test_platforms.py::test_process_with_spaces_and_accents_in_every_path_writes_lf_csvs_and_quoted_relative_links":
-        "10 s",
+    "test_platforms.py::test_process_with_spaces_and_accents_in_every_path_writes_lf_csvs_and_quoted_relative_links": "10 "
+    "s",
     "test_points.py::test_batch_merges_the_chunks_points": "23 s",
     "test_points.py::test_live_writes_points": "4 s",
     "test_points.py::test_one_and_two_workers_write_the_same_points": "5 s",
@@ -250,18 +272,22 @@ SLOW_TESTS: dict[str, str] = {
     "test_train_detector.py::test_train_detector_end_to_end_on_rendered_frames": "32 s",
     "test_train_detector_ipu.py::test_cli_device_ipu_on_a_fake_sdk": "36 s",
     "test_train_detector_ipu.py::test_train_ipu_on_a_fake_sdk": "15 s",
-    "test_view.py::test_a_browser_killed_mid_stream_leaves_the_rows_of_a_run_without_a_view": "26 s",
+    "test_view.py::test_a_browser_killed_mid_stream_leaves_the_rows_of_a_run_without_a_view": "26 "
+    "s",
     "test_view.py::test_a_tab_that_stops_reading_is_let_go_and_the_rows_never_wait": "6 s",
     "test_view.py::test_process_view_shows_a_recording_as_it_is_processed": "36 s",
-    "test_view.py::test_the_api_s_process_view_serves_the_page_while_a_recording_is_processed": "27 s",
+    "test_view.py::test_the_api_s_process_view_serves_the_page_while_a_recording_is_processed": "27 "
+    "s",
     "test_view.py::test_the_api_s_view_url_serves_the_session": "15 s",
-    "test_view.py::test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a_fresh_image": "23 s",
+    "test_view.py::test_the_page_shows_the_trace_the_blinks_in_order_the_face_lost_banner_and_a_fresh_image": "23 "
+    "s",
     "test_view.py::test_view_options_that_cannot_work_are_one_line": "5 s",
 }
 
 
-#: real-process tests that run again under Windows' rules (``-m "not slow or spawn_proof"`` under windows-like, with
-#: the quick tier: tests/test_start_methods.py): every role of a run started the portable way, as on Windows and macOS
+#: real-process tests that run again under Windows' rules (``-m "not slow or spawn_proof"`` under
+#: windows-like, with the quick tier: tests/test_start_methods.py): every role of a run started the
+#: portable way, as on Windows and macOS
 SPAWN_PROOF = {
     "test_parallel.py::test_default_settings_give_the_reference_rows_byte_for_byte",
     "test_parallel.py::test_ctrl_c_keeps_the_rows",
@@ -301,11 +327,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.spawn_proof)
 
 
-
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """With ``EYEBLINK_TEST_TIMES=FILE``, append each test's phase, outcome and seconds to FILE as it ends: how
-    the quick tier (``-m "not slow"``) is kept within its minutes is measured this way, even on a run that is
-    stopped part-way (``--durations`` prints only at the end)."""
+    """With ``EYEBLINK_TEST_TIMES=FILE``, append each test's phase, outcome and seconds to FILE as
+    it ends: how the quick tier (``-m "not slow"``) is kept within its minutes is measured this way,
+    even on a run that is stopped part-way (``--durations`` prints only at the end)."""
     path = os.environ.get("EYEBLINK_TEST_TIMES")
     if path and (report.when == "call" or report.outcome != "passed" or report.duration > 0.5):
         with open(path, "a", encoding="utf-8") as f:
@@ -315,7 +340,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 # --------------------------------------------------------------------------- synthetic pixels
 
 
-def synthetic_frames(n: int, width: int = 64, height: int = 48, *, color: bool = False) -> list[np.ndarray]:
+def synthetic_frames(
+    n: int, width: int = 64, height: int = 48, *, color: bool = False
+) -> list[np.ndarray]:
     """``n`` distinct uint8 frames: a moving bright bar on a level that changes per frame.
 
     Distinct, smooth content survives lossy codecs well enough to check ordering and values.
@@ -332,7 +359,8 @@ def synthetic_frames(n: int, width: int = 64, height: int = 48, *, color: bool =
 
 @pytest.fixture
 def make_frames() -> Callable[..., list[np.ndarray]]:
-    """Builder: ``make_frames(n, width=64, height=48, *, color=False)`` -> :func:`synthetic_frames`."""
+    """Builder: ``make_frames(n, width=64, height=48, *, color=False)`` ->
+    :func:`synthetic_frames`."""
     return synthetic_frames
 
 
@@ -407,7 +435,9 @@ def make_video(tmp_path: Path) -> MakeVideo:
     """
     counter = iter(range(1_000_000))
 
-    def build(frames: int | Sequence[np.ndarray], *, container: str = "mkv", **kwargs: object) -> Path:
+    def build(
+        frames: int | Sequence[np.ndarray], *, container: str = "mkv", **kwargs: object
+    ) -> Path:
         path = tmp_path / f"video{next(counter)}.{container}"
         return write_video(path, frames, **kwargs)  # type: ignore[arg-type]
 
@@ -465,8 +495,12 @@ def face_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, obje
     from eyeblink.lab.synth import BlinkSpec, SynthConfig, write_recording
 
     path = tmp_path_factory.mktemp("recordings") / "subject.avi"
-    cfg = SynthConfig(duration_s=1.6, blinks=(BlinkSpec(onset_s=0.8, closing_ms=70, closed_ms=30, opening_ms=140),),
-                      mjpeg_qscale=4, seed=1)
+    cfg = SynthConfig(
+        duration_s=1.6,
+        blinks=(BlinkSpec(onset_s=0.8, closing_ms=70, closed_ms=30, opening_ms=140),),
+        mjpeg_qscale=4,
+        seed=1,
+    )
     return path, write_recording(path, cfg)
 
 
@@ -481,20 +515,38 @@ def face_frames(face_recording: tuple[Path, object]) -> list[np.ndarray]:
 
 #: the headless browser the report and docs tests open pages in (Debian package ``chromium``)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (Debian: apt-get "
-                                    "install chromium); the page is not opened in a browser")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="headless Chromium not installed (Debian: apt-get "
+    "install chromium); the page is not opened in a browser",
+)
 
 
-def run_cli(*args: str | Path, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str | Path, cwd: Path | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
     """``python -m eyeblink ARGS`` as a user runs it (no stdin), its output captured as text."""
-    return subprocess.run([sys.executable, "-m", "eyeblink", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "eyeblink", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+    )
 
 
-def stop_when(proc: subprocess.Popen[str], ready: Callable[[], bool], sig: int, *,
-              if_ended: Callable[[], object] | None = None, wait_s: float = 300.0) -> str:
-    """Send ``sig`` to ``proc`` once ``ready()`` (polled), then its stderr when it has exited. A run that ended
-    first calls ``if_ended`` (default: the test fails); the process is killed if anything goes wrong."""
+def stop_when(
+    proc: subprocess.Popen[str],
+    ready: Callable[[], bool],
+    sig: int,
+    *,
+    if_ended: Callable[[], object] | None = None,
+    wait_s: float = 300.0,
+) -> str:
+    """Send ``sig`` to ``proc`` once ``ready()`` (polled), then its stderr when it has exited. A run
+    that ended first calls ``if_ended`` (default: the test fails); the process is killed if anything
+    goes wrong."""
     import time
 
     try:
@@ -515,10 +567,12 @@ def stop_when(proc: subprocess.Popen[str], ready: Callable[[], bool], sig: int, 
     return stderr
 
 
-def assert_damaged_model_is_refused(model: str, damaged: str, tmp_path: Path,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the shipped mesh and iris files copied to ``tmp_path`` as the weights folder and ``damaged`` there
-    cut short, ``create_eye_model(model)`` fails its sha256 check naming ``damaged``."""
+def assert_damaged_model_is_refused(
+    model: str, damaged: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the shipped mesh and iris files copied to ``tmp_path`` as the weights folder and
+    ``damaged`` there cut short, ``create_eye_model(model)`` fails its sha256 check naming
+    ``damaged``."""
     from eyeblink import weights
     from eyeblink.errors import ModelFileError
     from eyeblink.landmarks import create_eye_model
@@ -541,33 +595,54 @@ def free_port() -> int:
 
 
 def start_sender(port: int, *args: str, distinct: int = 50) -> subprocess.Popen[str]:
-    """The project's loopback sender (NUT, rawvideo; ``distinct`` rendered frames looped, one 150 ms blink a
-    second) on ``port``; returns once it listens."""
-    proc = subprocess.Popen([sys.executable, "-m", "eyeblink.lab.loopback", "--port", str(port), "--distinct",
-                             str(distinct), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=REPO_ROOT)
+    """The project's loopback sender (NUT, rawvideo; ``distinct`` rendered frames looped, one 150 ms
+    blink a second) on ``port``; returns once it listens."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "eyeblink.lab.loopback",
+            "--port",
+            str(port),
+            "--distinct",
+            str(distinct),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "listening", proc.stderr.read() if proc.stderr else ""
     return proc
 
 
-def run_with_sender(script: str, out: Path, *sender_args: str, distinct: int = 50,
-                    timeout: float) -> subprocess.CompletedProcess[str]:
-    """``python -c script URL OUT`` while the loopback sender (:func:`start_sender` with ``sender_args`` and
-    ``distinct``) streams on URL; the sender is killed afterwards, whatever happened."""
+def run_with_sender(
+    script: str, out: Path, *sender_args: str, distinct: int = 50, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """``python -c script URL OUT`` while the loopback sender (:func:`start_sender` with
+    ``sender_args`` and ``distinct``) streams on URL; the sender is killed afterwards, whatever
+    happened."""
     port = free_port()
     sender = start_sender(port, *sender_args, distinct=distinct)
     try:
-        return subprocess.run([sys.executable, "-c", script, f"tcp://127.0.0.1:{port}", str(out)],
-                              capture_output=True, text=True, cwd=REPO_ROOT, timeout=timeout,
-                              **CHILD_SIGNALS)  # scripts that press Ctrl-C on themselves
+        return subprocess.run(
+            [sys.executable, "-c", script, f"tcp://127.0.0.1:{port}", str(out)],
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+            timeout=timeout,
+            **CHILD_SIGNALS,
+        )  # scripts that press Ctrl-C on themselves
     finally:
         sender.kill()
 
 
 def live_to_end(live: subprocess.Popen[str], sender: subprocess.Popen[str], timeout: float) -> str:
-    """Wait up to ``timeout`` s for the ``eyeblink live`` run ``live`` to end (the sender's stream ended); both
-    processes are gone afterwards, whatever happened. Asserts exit status 0; the run's stderr."""
+    """Wait up to ``timeout`` s for the ``eyeblink live`` run ``live`` to end (the sender's stream
+    ended); both processes are gone afterwards, whatever happened. Asserts exit status 0; the run's
+    stderr."""
     try:
         _, err = live.communicate(timeout=timeout)
     finally:
@@ -578,8 +653,8 @@ def live_to_end(live: subprocess.Popen[str], sender: subprocess.Popen[str], time
 
 
 class GateClient:
-    """A TCP client of a live session's gate, reading in a thread: every JSON line with its receive time
-    (``perf_counter``)."""
+    """A TCP client of a live session's gate, reading in a thread: every JSON line with its receive
+    time (``perf_counter``)."""
 
     def __init__(self, port: int) -> None:
         import socket
@@ -608,7 +683,8 @@ class GateClient:
                 self.lines.append((time.perf_counter(), json.loads(line)))
 
     def wait_for(self, event: str, timeout_s: float = 10.0) -> tuple[float, dict]:
-        """The first line of ``event`` (its receive time and message), waiting up to ``timeout_s``."""
+        """The first line of ``event`` (its receive time and message), waiting up to
+        ``timeout_s``."""
         import time
 
         deadline = time.monotonic() + timeout_s
@@ -617,7 +693,9 @@ class GateClient:
                 if got[1]["event"] == event:
                     return got
             time.sleep(0.002)
-        raise AssertionError(f"no {event!r} line within {timeout_s} s: {[m['event'] for _, m in self.lines]}")
+        raise AssertionError(
+            f"no {event!r} line within {timeout_s} s: {[m['event'] for _, m in self.lines]}"
+        )
 
     def join(self) -> list[dict]:
         """Wait for the gate to close the connection; every message received."""
@@ -627,9 +705,10 @@ class GateClient:
 
 
 class LslPuller:
-    """Reads a live session's LSL sample stream ``name`` (and, with ``markers``, ``name-markers``) in a thread, as
-    a lab's recorder would, until :meth:`stop`: ``samples`` (one list per sample) and ``markers`` (strings). The
-    session waits for the sample inlet before it connects its source (``lsl_wait_s``)."""
+    """Reads a live session's LSL sample stream ``name`` (and, with ``markers``, ``name-markers``)
+    in a thread, as a lab's recorder would, until :meth:`stop`: ``samples`` (one list per sample)
+    and ``markers`` (strings). The session waits for the sample inlet before it connects its source
+    (``lsl_wait_s``)."""
 
     def __init__(self, name: str, *, markers: bool = False) -> None:
         import threading
@@ -667,8 +746,8 @@ class LslPuller:
 
 
 def zju_subset(data_dir: Path, tmp_path: Path, clips: Sequence[str]) -> Path:
-    """A dataset folder of the zju-dev ``clips`` (video and ``.tag``, symlinked: research data is never copied);
-    skips the test when any is missing."""
+    """A dataset folder of the zju-dev ``clips`` (video and ``.tag``, symlinked: research data is
+    never copied); skips the test when any is missing."""
     src = data_dir / "zju-dev"
     if not all((src / f"{c}.avi").is_file() for c in clips):
         pytest.skip(f"zju-dev clips {tuple(clips)} not found under {src}")

@@ -1,10 +1,11 @@
-"""The accelerator stage (``--stage accelerator``): one process runs detection and the face-mesh eyelids on
-batches of frames, the CPU workers post-process (:mod:`eyeblink.runtime.procs.accelerator`,
-:mod:`eyeblink.landmarks.batched`).
+"""The accelerator stage (``--stage accelerator``): one process runs detection and the face-mesh
+eyelids on batches of frames, the CPU workers post-process
+(:mod:`eyeblink.runtime.procs.accelerator`, :mod:`eyeblink.landmarks.batched`).
 
-Real recordings (rendered by :mod:`eyeblink.lab.synth`), the real CLI in a subprocess, the real networks: LiteRT
-(the CPU reference, byte-equal rows) and JAX's CPU build (the Keras rebuild a GPU runs, to its tolerance). A GPU
-itself is not here; what runs on one is the same code with JAX's CUDA build.
+Real recordings (rendered by :mod:`eyeblink.lab.synth`), the real CLI in a subprocess, the real
+networks: LiteRT (the CPU reference, byte-equal rows) and JAX's CPU build (the Keras rebuild a GPU
+runs, to its tolerance). A GPU itself is not here; what runs on one is the same code with JAX's CUDA
+build.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def _preset(tmp: Path, name: str, **detect: object) -> Path:
 
 
 def _cpu_preset(tmp: Path, name: str, **detect: object) -> Path:
-    """The default preset (``pipelines/cpu.toml``: the keyframe policy) with ``detect`` settings changed."""
+    """The default preset (``pipelines/cpu.toml``: the keyframe policy) with ``detect`` settings
+    changed."""
     import tomllib
 
     from eyeblink.presets import resolve_preset
@@ -54,20 +56,45 @@ def _summary(out: Path, stem: str = "subject") -> dict:
 
 
 @pytest.fixture(scope="module")
-def reference(face_recording: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory) -> Path:
+def reference(
+    face_recording: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     """The single-process reference with a detection on every frame (what the stage computes)."""
     out = tmp_path_factory.mktemp("reference")
-    proc = run_cli("process", face_recording[0], "-o", out, "--workers", "1", "--detect-every", "1",
-                   "--no-progress", "--report")
+    proc = run_cli(
+        "process",
+        face_recording[0],
+        "-o",
+        out,
+        "--workers",
+        "1",
+        "--detect-every",
+        "1",
+        "--no-progress",
+        "--report",
+    )
     assert proc.returncode == 0, proc.stderr
     return out
 
 
 @pytest.fixture(scope="module")
-def keyframe_reference(face_recording: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The single-process reference at the default settings (the keyframe policy), with crops and points."""
+def keyframe_reference(
+    face_recording: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The single-process reference at the default settings (the keyframe policy), with crops and
+    points."""
     out = tmp_path_factory.mktemp("keyframe-reference")
-    proc = run_cli("process", face_recording[0], "-o", out, "--workers", "1", "--no-progress", "--report", "--points")
+    proc = run_cli(
+        "process",
+        face_recording[0],
+        "-o",
+        out,
+        "--workers",
+        "1",
+        "--no-progress",
+        "--report",
+        "--points",
+    )
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -81,7 +108,9 @@ def _same_outputs(got: Path, want: Path, names: tuple[str, ...]) -> None:
             np.testing.assert_array_equal(g[key], w[key])
 
 
-# ------------------------------------------------------------------------------------------ batching rule
+# ------------------------------------------------------------------------------------------
+# batching rule
+
 
 def _msg(first: int, n: int) -> tuple:
     return (0, first, np.arange(first, first + n, dtype=np.int32), np.zeros(n), np.zeros(n))
@@ -95,7 +124,8 @@ def test_batches_fill_up_to_the_batch_size_and_a_partial_one_waits_at_most_flush
     assert not g.due(0.0049) and g.due(0.005)
     ready = g.add(_msg(6, 3), now=0.002)  # 9 > 8 frames: the two waiting messages go first
     assert ready is not None and [m[1] for m in ready] == [0, 3]
-    assert g.frames == 3 and not g.due(0.006) and g.due(0.007)  # the clock restarts at the new oldest
+    # the clock restarts at the new oldest
+    assert g.frames == 3 and not g.due(0.006) and g.due(0.007)
     assert g.add(_msg(9, 5), now=0.003) is None and g.full()
     assert [m[1] for m in g.take()] == [6, 9] and g.frames == 0 and not g.due(1.0)
     assert g.wait_s(1.0, poll_s=0.05) == 0.05  # nothing waiting: just poll
@@ -113,20 +143,40 @@ def test_the_subject_is_tracked_only_across_consecutive_frames() -> None:
     assert FIT_DTYPE.itemsize < 400  # no pixels travel back from the device
 
 
-# ------------------------------------------------------------------------------------------ end to end
+# ------------------------------------------------------------------------------------------ end to
+# end
+
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("layout", "processes"), [
-    (["--workers", "2", "--loaders", "1"], 1), (["--workers", "2", "--loaders", "2"], 2)],
-    ids=["1-loader", "2-loaders-2-stage-processes"])
-def test_accelerator_stage_rows_equal_the_every_frame_reference(face_recording: tuple[Path, object], reference: Path,
-                                                                tmp_path: Path, layout: list[str],
-                                                                processes: int) -> None:
-    """With the LiteRT networks and a detection on every frame (the GPU preset's policy) the stage computes exactly
-    what the reference computes frame by frame, however many loaders feed it and stage processes share the device."""
-    preset = _cpu_preset(tmp_path, "stage", stage="accelerator", stage_processes=processes, detect_every=1)
-    proc = run_cli("process", face_recording[0], "-o", tmp_path, "--pipeline", preset, *layout, "--no-progress",
-                   "--report")
+@pytest.mark.parametrize(
+    ("layout", "processes"),
+    [(["--workers", "2", "--loaders", "1"], 1), (["--workers", "2", "--loaders", "2"], 2)],
+    ids=["1-loader", "2-loaders-2-stage-processes"],
+)
+def test_accelerator_stage_rows_equal_the_every_frame_reference(
+    face_recording: tuple[Path, object],
+    reference: Path,
+    tmp_path: Path,
+    layout: list[str],
+    processes: int,
+) -> None:
+    """With the LiteRT networks and a detection on every frame (the GPU preset's policy) the stage
+    computes exactly what the reference computes frame by frame, however many loaders feed it and
+    stage processes share the device."""
+    preset = _cpu_preset(
+        tmp_path, "stage", stage="accelerator", stage_processes=processes, detect_every=1
+    )
+    proc = run_cli(
+        "process",
+        face_recording[0],
+        "-o",
+        tmp_path,
+        "--pipeline",
+        preset,
+        *layout,
+        "--no-progress",
+        "--report",
+    )
     assert proc.returncode == 0, proc.stderr
     _same_outputs(tmp_path, reference, ("subject.frames.csv", "subject.blinks.csv"))
     assert len(read_rows(tmp_path / "subject.blinks.csv")) == 1
@@ -142,49 +192,101 @@ def test_accelerator_stage_rows_equal_the_every_frame_reference(face_recording: 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("layout", "processes"), [
-    (["--workers", "2", "--loaders", "1"], 1), (["--workers", "2", "--loaders", "2"], 1),
-    (["--workers", "3", "--loaders", "2"], 2)],
-    ids=["1-loader", "2-loaders", "2-loaders-2-stage-processes"])
-def test_accelerator_stage_on_the_cpu_gives_the_default_rows(face_recording: tuple[Path, object],
-                                                              keyframe_reference: Path, tmp_path: Path,
-                                                              layout: list[str], processes: int) -> None:
-    """At the default settings (a detection every 10th frame, the face mesh reused, drift checks) the stage on
-    LiteRT writes the rows, blinks, report crops and points of one process, byte for byte: the detections, the
-    redetections and the head pose's frame included, whatever the loaders and stage processes."""
+@pytest.mark.parametrize(
+    ("layout", "processes"),
+    [
+        (["--workers", "2", "--loaders", "1"], 1),
+        (["--workers", "2", "--loaders", "2"], 1),
+        (["--workers", "3", "--loaders", "2"], 2),
+    ],
+    ids=["1-loader", "2-loaders", "2-loaders-2-stage-processes"],
+)
+def test_accelerator_stage_on_the_cpu_gives_the_default_rows(
+    face_recording: tuple[Path, object],
+    keyframe_reference: Path,
+    tmp_path: Path,
+    layout: list[str],
+    processes: int,
+) -> None:
+    """At the default settings (a detection every 10th frame, the face mesh reused, drift checks)
+    the stage on LiteRT writes the rows, blinks, report crops and points of one process, byte for
+    byte: the detections, the redetections and the head pose's frame included, whatever the loaders
+    and stage processes."""
     preset = _cpu_preset(tmp_path, "keyframes", stage="accelerator", stage_processes=processes)
-    proc = run_cli("process", face_recording[0], "-o", tmp_path, "--pipeline", preset, *layout, "--no-progress",
-                   "--report", "--points")
+    proc = run_cli(
+        "process",
+        face_recording[0],
+        "-o",
+        tmp_path,
+        "--pipeline",
+        preset,
+        *layout,
+        "--no-progress",
+        "--report",
+        "--points",
+    )
     assert proc.returncode == 0, proc.stderr
-    _same_outputs(tmp_path, keyframe_reference, ("subject.frames.csv", "subject.blinks.csv", "subject.points.csv"))
+    _same_outputs(
+        tmp_path,
+        keyframe_reference,
+        ("subject.frames.csv", "subject.blinks.csv", "subject.points.csv"),
+    )
     s, want = _summary(tmp_path), _summary(keyframe_reference)
-    assert s["parallel"]["detector"] == "accelerator stage" and s["parallel"]["accelerator"]["processes"] == processes
+    assert (
+        s["parallel"]["detector"] == "accelerator stage"
+        and s["parallel"]["accelerator"]["processes"] == processes
+    )
     assert s["parallel"]["loaders"] == int(layout[layout.index("--loaders") + 1])
     assert s["settings"]["detect"]["detect_every"] == 10 and s["warnings"] == []
-    assert s["detector_runs"] == want["detector_runs"] < s["frames"] / 5  # the keyframe policy, not every frame
+    # the keyframe policy, not every frame
+    assert s["detector_runs"] == want["detector_runs"] < s["frames"] / 5
     assert s["redetections_on_drift"] == want["redetections_on_drift"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "tensorflow"])
-def test_accelerator_stage_on_keras_backends_matches_litert(face_recording: tuple[Path, object], reference: Path,
-                                                            tmp_path: Path, backend: str) -> None:
-    """The Keras rebuild of the three networks on JAX or TensorFlow (their CPU builds here, the GPU path
-    elsewhere), batched, gives the LiteRT reference's boxes and openness to the backends' tolerance."""
+def test_accelerator_stage_on_keras_backends_matches_litert(
+    face_recording: tuple[Path, object], reference: Path, tmp_path: Path, backend: str
+) -> None:
+    """The Keras rebuild of the three networks on JAX or TensorFlow (their CPU builds here, the GPU
+    path elsewhere), batched, gives the LiteRT reference's boxes and openness to the backends'
+    tolerance."""
     pytest.importorskip(backend)
     pytest.importorskip("keras")
-    # TensorFlow: graph mode without XLA (XLA's CPU code is ~10x slower here; the GPU preset compiles)
-    preset = _preset(tmp_path, "keras8", backend=backend, batch_size=8, detect_every=1,
-                     jit_compile=backend == "jax")
+    # TensorFlow: graph mode without XLA (XLA's CPU code is ~10x slower here; the GPU preset
+    # compiles)
+    preset = _preset(
+        tmp_path,
+        "keras8",
+        backend=backend,
+        batch_size=8,
+        detect_every=1,
+        jit_compile=backend == "jax",
+    )
     n = 40 if backend == "jax" else 24
-    proc = run_cli("process", face_recording[0], "-o", tmp_path / "out", "--pipeline", preset, "--workers", "2",
-                   "--max-frames", str(n), "--no-progress")
+    proc = run_cli(
+        "process",
+        face_recording[0],
+        "-o",
+        tmp_path / "out",
+        "--pipeline",
+        preset,
+        "--workers",
+        "2",
+        "--max-frames",
+        str(n),
+        "--no-progress",
+    )
     assert proc.returncode == 0, proc.stderr
     got = read_rows(tmp_path / "out" / "subject.frames.csv")
     want = read_rows(reference / "subject.frames.csv")[:n]
     assert len(got) == n
     for g, w in zip(got, want, strict=True):
-        assert g["frame"] == w["frame"] and g["timestamp_s"] == w["timestamp_s"] and g["face"] == w["face"] == "1"
+        assert (
+            g["frame"] == w["frame"]
+            and g["timestamp_s"] == w["timestamp_s"]
+            and g["face"] == w["face"] == "1"
+        )
         for col in ("face_x0", "face_y0", "face_x1", "face_y1"):
             assert float(g[col]) == pytest.approx(float(w[col]), abs=0.01)
         for col in ("ear_left", "ear_right"):
@@ -192,36 +294,61 @@ def test_accelerator_stage_on_keras_backends_matches_litert(face_recording: tupl
     s = _summary(tmp_path / "out")
     acc = s["parallel"]["accelerator"]
     assert s["parallel"]["detector"] == "accelerator stage"
-    assert acc["backend"] == backend and acc["batch_size"] == 8 and acc["mean_batch"] <= acc["largest_batch"]
+    assert (
+        acc["backend"] == backend
+        and acc["batch_size"] == 8
+        and acc["mean_batch"] <= acc["largest_batch"]
+    )
     if acc["device"].lower().startswith("cpu"):  # no GPU: said once, in the summary and on stderr
         assert any("found no GPU" in w for w in s["warnings"])
 
 
 @pytest.mark.slow
 def test_a_keras_backend_says_it_detects_every_frame_and_the_summary_records_it(
-        face_recording: tuple[Path, object], reference: Path, tmp_path: Path) -> None:
-    """The Keras backends (a GPU's) run the stage in batches with a detection on every frame: with the default
-    keyframe setting the user hears it once, and ``summary.json`` records the settings the rows were made with."""
+    face_recording: tuple[Path, object], reference: Path, tmp_path: Path
+) -> None:
+    """The Keras backends (a GPU's) run the stage in batches with a detection on every frame: with
+    the default keyframe setting the user hears it once, and ``summary.json`` records the settings
+    the rows were made with."""
     pytest.importorskip("jax")
     pytest.importorskip("keras")
-    proc = run_cli("process", face_recording[0], "-o", tmp_path, "--backend", "jax", "--workers", "2",
-                   "--max-frames", "12", "--no-progress")
+    proc = run_cli(
+        "process",
+        face_recording[0],
+        "-o",
+        tmp_path,
+        "--backend",
+        "jax",
+        "--workers",
+        "2",
+        "--max-frames",
+        "12",
+        "--no-progress",
+    )
     assert proc.returncode == 0, proc.stderr
     assert sum("detects the face on every frame" in ln for ln in proc.stderr.splitlines()) == 1
     s = _summary(tmp_path)
-    assert s["parallel"]["detector"] == "accelerator stage" and s["settings"]["detect"]["detect_every"] == 1
+    assert (
+        s["parallel"]["detector"] == "accelerator stage"
+        and s["settings"]["detect"]["detect_every"] == 1
+    )
     assert any("--detect-every 10 does not apply" in w for w in s["warnings"])
     assert s["detector_runs"] == s["frames"] == 12
-    for g, w in zip(read_rows(tmp_path / "subject.frames.csv"), read_rows(reference / "subject.frames.csv"),
-                    strict=False):
+    for g, w in zip(
+        read_rows(tmp_path / "subject.frames.csv"),
+        read_rows(reference / "subject.frames.csv"),
+        strict=False,
+    ):
         assert float(g["ear_left"]) == pytest.approx(float(w["ear_left"]), abs=1e-3)
 
 
 @pytest.mark.slow
-def test_a_face_that_leaves_and_returns_gives_the_reference_rows(face_frames: list[np.ndarray],
-                                                                 tmp_path: Path) -> None:
-    """Frames without a face in the middle of a batch: empty openness, no patches, and the subject found again
-    afterwards, exactly as the reference does it (tracking restarts from the largest face)."""
+def test_a_face_that_leaves_and_returns_gives_the_reference_rows(
+    face_frames: list[np.ndarray], tmp_path: Path
+) -> None:
+    """Frames without a face in the middle of a batch: empty openness, no patches, and the subject
+    found again afterwards, exactly as the reference does it (tracking restarts from the largest
+    face)."""
     from conftest import write_video
 
     frames = [f.copy() for f in face_frames[:240]]
@@ -232,27 +359,54 @@ def test_a_face_that_leaves_and_returns_gives_the_reference_rows(face_frames: li
     ref, acc = tmp_path / "ref", tmp_path / "acc"
     proc = run_cli("process", video, "-o", ref, "--workers", "1", "--no-progress")
     assert proc.returncode == 0, proc.stderr
-    proc = run_cli("process", video, "-o", acc, "--workers", "2", "--stage", "accelerator", "--no-progress")
+    proc = run_cli(
+        "process", video, "-o", acc, "--workers", "2", "--stage", "accelerator", "--no-progress"
+    )
     assert proc.returncode == 0, proc.stderr
     assert (acc / "away.frames.csv").read_bytes() == (ref / "away.frames.csv").read_bytes()
     face = "".join(r["face"] for r in read_rows(acc / "away.frames.csv"))
-    # at 500 FPS a keyframe's work is used 20 ms (10 frames) after its frame (eyeblink.frame.keyframes): the face
-    # is let go within that lag plus one keyframe interval (10 frames) after it left, and found again within that
+    # at 500 FPS a keyframe's work is used 20 ms (10 frames) after its frame
+    # (eyeblink.frame.keyframes): the face is let go within that lag plus one keyframe interval (10
+    # frames) after it left, and found again within that
     assert face[110:130] == "0" * 20 and set(face[:90] + face[150:]) == {"1"}, face
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("fault", "needles"), [
-    ("raise@400", ["accelerator stage", "failed at frame", "injected failure"]),
-    ("exit@400", ["accelerator stage", "died without a report", "status 70"])], ids=["raises", "dies"])
-def test_accelerator_stage_failure_keeps_every_row_before_it(face_recording: tuple[Path, object], tmp_path: Path,
-                                                             fault: str, needles: list[str]) -> None:
-    """The stage raising (its traceback reaches the sink) or dying outright (the sink sees its exit code): one
-    line, exit 3, and every row before the failing batch on disk."""
+@pytest.mark.parametrize(
+    ("fault", "needles"),
+    [
+        ("raise@400", ["accelerator stage", "failed at frame", "injected failure"]),
+        ("exit@400", ["accelerator stage", "died without a report", "status 70"]),
+    ],
+    ids=["raises", "dies"],
+)
+def test_accelerator_stage_failure_keeps_every_row_before_it(
+    face_recording: tuple[Path, object], tmp_path: Path, fault: str, needles: list[str]
+) -> None:
+    """The stage raising (its traceback reaches the sink) or dying outright (the sink sees its exit
+    code): one line, exit 3, and every row before the failing batch on disk."""
     env = dict(os.environ, EYEBLINK_TEST_WORKER_FAULT=fault)
-    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(face_recording[0]), "-o", str(tmp_path),
-                           "--stage", "accelerator", "--workers", "2", "--no-progress"],
-                          capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eyeblink",
+            "process",
+            str(face_recording[0]),
+            "-o",
+            str(tmp_path),
+            "--stage",
+            "accelerator",
+            "--workers",
+            "2",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 3, proc.stderr
     assert_user_error(proc, *needles)
     rows = read_rows(tmp_path / "subject.frames.csv")
@@ -261,13 +415,26 @@ def test_accelerator_stage_failure_keeps_every_row_before_it(face_recording: tup
     assert s["status"] == "failed" and needles[-1] in s["error"] and s["frames"] == len(rows)
 
 
-@pytest.mark.parametrize(("args", "needles"), [
-    (["--stage", "accelerator", "--landmarks", "face68"], ["accelerator stage", "--landmarks mesh", "--stage fused"]),
-    (["--stage", "accelerator", "--backend", "ipu"], ["accelerator stage", "'ipu'", "--stage fused"]),
-    (["--backend", "jax", "--stage", "fused", "--workers", "2"], ["--workers 2", "--stage accelerator"]),
-])
-def test_what_the_stage_cannot_run_is_one_line(face_recording: tuple[Path, object], tmp_path: Path,
-                                               args: list[str], needles: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (
+            ["--stage", "accelerator", "--landmarks", "face68"],
+            ["accelerator stage", "--landmarks mesh", "--stage fused"],
+        ),
+        (
+            ["--stage", "accelerator", "--backend", "ipu"],
+            ["accelerator stage", "'ipu'", "--stage fused"],
+        ),
+        (
+            ["--backend", "jax", "--stage", "fused", "--workers", "2"],
+            ["--workers 2", "--stage accelerator"],
+        ),
+    ],
+)
+def test_what_the_stage_cannot_run_is_one_line(
+    face_recording: tuple[Path, object], tmp_path: Path, args: list[str], needles: list[str]
+) -> None:
     proc = run_cli("process", face_recording[0], "-o", tmp_path, "--no-progress", *args)
     assert proc.returncode == 2
     assert_user_error(proc, *needles)
@@ -275,28 +442,52 @@ def test_what_the_stage_cannot_run_is_one_line(face_recording: tuple[Path, objec
 
 
 # (--landmark-model names the default eye model's file: the lid network of lids)
-@pytest.mark.parametrize(("flag", "needle"), [("--face-model", "model file"), ("--landmark-model", "lid network")])
-def test_a_corrupt_model_for_the_stage_is_one_line_before_any_frame(face_recording: tuple[Path, object],
-                                                                   tmp_path: Path, flag: str, needle: str) -> None:
-    """The stage builds its networks in its own process; the parent checks the model files first, so a bad
-    file is the usual user error (exit 2), not a failed stage (exit 3)."""
+@pytest.mark.parametrize(
+    ("flag", "needle"), [("--face-model", "model file"), ("--landmark-model", "lid network")]
+)
+def test_a_corrupt_model_for_the_stage_is_one_line_before_any_frame(
+    face_recording: tuple[Path, object], tmp_path: Path, flag: str, needle: str
+) -> None:
+    """The stage builds its networks in its own process; the parent checks the model files first, so
+    a bad file is the usual user error (exit 2), not a failed stage (exit 3)."""
     from eyeblink.weights import blazeface_path
 
     bad = tmp_path / "bad.tflite"
     bad.write_bytes(Path(blazeface_path()).read_bytes()[:5000])  # a truncated copy
-    proc = run_cli("process", face_recording[0], "-o", tmp_path / "out", "--stage", "accelerator", "--workers", "2",
-                   flag, bad, "--no-progress")
+    proc = run_cli(
+        "process",
+        face_recording[0],
+        "-o",
+        tmp_path / "out",
+        "--stage",
+        "accelerator",
+        "--workers",
+        "2",
+        flag,
+        bad,
+        "--no-progress",
+    )
     assert proc.returncode == 2, proc.stderr
     assert_user_error(proc, needle, "bad.tflite")
     assert not (tmp_path / "out" / "subject.frames.csv").exists()
 
 
 def _live_stage(tmp_path: Path, preset: Path, landmarks: str) -> tuple[dict, list[dict[str, str]]]:
-    """300 frames at 100 FPS from the loopback sender through the stage (``preset``), two workers: the summary
-    and the rows, after checking that every frame has its row with the face."""
+    """300 frames at 100 FPS from the loopback sender through the stage (``preset``), two workers:
+    the summary and the rows, after checking that every frame has its row with the face."""
     out = tmp_path / "out"
-    live_run(out, ["--fps", "100", "--stop-after", "300"], "--pipeline", str(preset), "--workers", "2",
-             "--landmarks", landmarks, "--on-overload", "block")
+    live_run(
+        out,
+        ["--fps", "100", "--stop-after", "300"],
+        "--pipeline",
+        str(preset),
+        "--workers",
+        "2",
+        "--landmarks",
+        landmarks,
+        "--on-overload",
+        "block",
+    )
     with (out / "cam.frames.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 300 and all(r["face"] == "1" for r in rows)
@@ -305,35 +496,48 @@ def _live_stage(tmp_path: Path, preset: Path, landmarks: str) -> tuple[dict, lis
 
 @pytest.mark.slow
 def test_live_accelerator_stage_flushes_partial_batches_after_the_deadline(tmp_path: Path) -> None:
-    """A live stream at 100 FPS through a stage whose batch is 64 frames: every frame gets its row, in batches
-    that the 5 ms deadline flushed long before they were full (a full batch would hold a frame 640 ms): more
-    batches than full ones could make, whatever the machine's load."""
-    preset = _preset(tmp_path, "live64", backend="litert", stage="accelerator", batch_size=64, flush_ms=5.0)
+    """A live stream at 100 FPS through a stage whose batch is 64 frames: every frame gets its row,
+    in batches that the 5 ms deadline flushed long before they were full (a full batch would hold a
+    frame 640 ms): more batches than full ones could make, whatever the machine's load."""
+    preset = _preset(
+        tmp_path, "live64", backend="litert", stage="accelerator", batch_size=64, flush_ms=5.0
+    )
     s, _ = _live_stage(tmp_path, preset, "mesh")
     acc = s["parallel"]["accelerator"]
     assert s["parallel"]["detector"] == "accelerator stage" and acc["batch_size"] == 64
-    # a stage without the deadline runs ceil(300 / 64) = 5 batches (four full, one at the end of the stream); every
-    # batch beyond that was flushed partial. On an idle machine most batches hold 1-3 frames; on a loaded one the
-    # frames queue up while a batch runs, so the bound is the one that holds on either.
+    # a stage without the deadline runs ceil(300 / 64) = 5 batches (four full, one at the end of the
+    # stream); every batch beyond that was flushed partial. On an idle machine most batches hold 1-3
+    # frames; on a loaded one the frames queue up while a batch runs, so the bound is the one that
+    # holds on either.
     assert acc["batches"] >= 6 and acc["mean_batch"] < 64
 
 
 @pytest.mark.slow
 def test_live_keyframe_stage_tracks_the_face_across_its_chunks(tmp_path: Path) -> None:
-    """Live through the stage on LiteRT at the default keyframe policy: every frame gets its row, the face is
-    tracked across the stream's small chunks (keyframes, not a detection on every frame)."""
-    s, rows = _live_stage(tmp_path, _cpu_preset(tmp_path, "live-keyframes", stage="accelerator"), "lids")
-    assert s["parallel"]["detector"] == "accelerator stage" and s["settings"]["detect"]["detect_every"] == 10
+    """Live through the stage on LiteRT at the default keyframe policy: every frame gets its row,
+    the face is tracked across the stream's small chunks (keyframes, not a detection on every
+    frame)."""
+    s, rows = _live_stage(
+        tmp_path, _cpu_preset(tmp_path, "live-keyframes", stage="accelerator"), "lids"
+    )
+    assert (
+        s["parallel"]["detector"] == "accelerator stage"
+        and s["settings"]["detect"]["detect_every"] == 10
+    )
     detected = sum(r["detected"] == "1" for r in rows)
-    # the keyframe policy: every 10th frame (drift checks may add a few; at 500 FPS a keyframe waits while the last
-    # piece of keyframe work is in flight, eyeblink.frame.keyframes, which may take a few away)
+    # the keyframe policy: every 10th frame (drift checks may add a few; at 500 FPS a keyframe waits
+    # while the last piece of keyframe work is in flight, eyeblink.frame.keyframes, which may take a
+    # few away)
     assert 300 / 12 <= detected < 300 / 4, detected
 
 
 @pytest.mark.slow
-def test_only_the_stage_process_starts_jax(face_recording: tuple[Path, object], tmp_path: Path) -> None:
-    """The parent forks the workers of every input: it must never import JAX (or Keras) itself, or a forked
-    child inherits a started runtime (on a GPU: a CUDA context, which hangs). Two inputs, one warning."""
+def test_only_the_stage_process_starts_jax(
+    face_recording: tuple[Path, object], tmp_path: Path
+) -> None:
+    """The parent forks the workers of every input: it must never import JAX (or Keras) itself, or a
+    forked child inherits a started runtime (on a GPU: a CUDA context, which hangs). Two inputs, one
+    warning."""
     pytest.importorskip("jax")
     pytest.importorskip("keras")
     preset = _preset(tmp_path, "jax4", backend="jax", batch_size=4, detect_every=1)
@@ -351,11 +555,17 @@ results, failures = process_paths(videos, Path({str(tmp_path / "out")!r}), cfg, 
 assert not failures and [r.frames for r in results] == [8, 8], (results, failures)
 print("parent imported:", sorted(m for m in ("jax", "jaxlib", "keras", "tensorflow") if m in sys.modules))
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "parent imported: []"
-    assert sum("found no GPU" in ln for ln in proc.stderr.splitlines()) == 1  # once, not once per input
+    # once, not once per input
+    assert sum("found no GPU" in ln for ln in proc.stderr.splitlines()) == 1
 
 
 # ------------------------------------------------------------------------ compiling is not stalling
@@ -381,65 +591,114 @@ print(result.summary["status"])
 """
 
 
-def _stage_run(video: Path, out: Path, par: dict[str, float], fault: str | None = None,
-               **detect: object) -> subprocess.CompletedProcess[str]:
-    """The accelerator stage through the Python API (``[parallel]`` timeouts are no preset keys) in a fresh
-    interpreter (its children fork from a process that holds no JAX), with the test hook ``fault``."""
+def _stage_run(
+    video: Path, out: Path, par: dict[str, float], fault: str | None = None, **detect: object
+) -> subprocess.CompletedProcess[str]:
+    """The accelerator stage through the Python API (``[parallel]`` timeouts are no preset keys) in
+    a fresh interpreter (its children fork from a process that holds no JAX), with the test hook
+    ``fault``."""
     env = dict(os.environ)
     env.pop("EYEBLINK_TEST_WORKER_FAULT", None)
     if fault:
         env["EYEBLINK_TEST_WORKER_FAULT"] = fault
-    return subprocess.run([sys.executable, "-c", _STAGE_RUN, str(video), str(out), json.dumps(detect),
-                           json.dumps(par)], capture_output=True, text=True, timeout=300, env=env,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _STAGE_RUN,
+            str(video),
+            str(out),
+            json.dumps(detect),
+            json.dumps(par),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
-def test_a_warm_up_longer_than_the_stall_timeout_is_no_stall(face_recording: tuple[Path, object],
-                                                             tmp_path: Path) -> None:
-    """The stage's warm-up takes 4 stall timeouts (test hook ``slowstart``: a slow compile); its heartbeat keeps
-    the run alive and every row comes."""
-    proc = _stage_run(face_recording[0], tmp_path, {"stall_timeout_s": 2.0}, "slowstart@8", backend="litert",
-                      batch_size=8)
+def test_a_warm_up_longer_than_the_stall_timeout_is_no_stall(
+    face_recording: tuple[Path, object], tmp_path: Path
+) -> None:
+    """The stage's warm-up takes 4 stall timeouts (test hook ``slowstart``: a slow compile); its
+    heartbeat keeps the run alive and every row comes."""
+    proc = _stage_run(
+        face_recording[0],
+        tmp_path,
+        {"stall_timeout_s": 2.0},
+        "slowstart@8",
+        backend="litert",
+        batch_size=8,
+    )
     assert proc.returncode == 0 and proc.stdout.split() == ["ok"], proc.stdout + proc.stderr
     assert [int(r["frame"]) for r in read_rows(tmp_path / "subject.frames.csv")] == list(range(120))
     assert _summary(tmp_path)["parallel"]["accelerator"]["warm_up_s"] >= 8
 
 
-def test_a_compile_past_its_bound_is_still_reported(face_recording: tuple[Path, object], tmp_path: Path) -> None:
-    """A warm-up longer than ``parallel.compile_timeout_s`` is a hung compile: its heartbeat stops, and the stall
-    check reports it one stall timeout later (not before the bound: the heartbeat ran until then)."""
+def test_a_compile_past_its_bound_is_still_reported(
+    face_recording: tuple[Path, object], tmp_path: Path
+) -> None:
+    """A warm-up longer than ``parallel.compile_timeout_s`` is a hung compile: its heartbeat stops,
+    and the stall check reports it one stall timeout later (not before the bound: the heartbeat ran
+    until then)."""
     import time
 
     t0 = time.monotonic()
-    proc = _stage_run(face_recording[0], tmp_path, {"stall_timeout_s": 2.0, "compile_timeout_s": 6.0}, "slowstart@60",
-                      backend="litert", batch_size=8)
-    # the heartbeat kept the run alive past three stall timeouts, up to its bound (its last tick comes up to one
-    # tick interval, 0.5 s, before the bound; the stall check fires one stall timeout after that tick)
+    proc = _stage_run(
+        face_recording[0],
+        tmp_path,
+        {"stall_timeout_s": 2.0, "compile_timeout_s": 6.0},
+        "slowstart@60",
+        backend="litert",
+        batch_size=8,
+    )
+    # the heartbeat kept the run alive past three stall timeouts, up to its bound (its last tick
+    # comes up to one tick interval, 0.5 s, before the bound; the stall check fires one stall
+    # timeout after that tick)
     assert time.monotonic() - t0 >= 6.0
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "no progress for 2 s (stuck at frame 0)" in proc.stdout, proc.stdout + proc.stderr
 
 
-def test_a_stall_outside_a_compile_is_still_reported(face_recording: tuple[Path, object], tmp_path: Path) -> None:
-    """The stage stuck on a batch (test hook ``stall``; its programs compiled long before): no heartbeat, so the
-    stall check stops the run, with the rows before it on disk."""
-    proc = _stage_run(face_recording[0], tmp_path, {"stall_timeout_s": 2.0}, "stall@64", backend="litert", batch_size=8)
+def test_a_stall_outside_a_compile_is_still_reported(
+    face_recording: tuple[Path, object], tmp_path: Path
+) -> None:
+    """The stage stuck on a batch (test hook ``stall``; its programs compiled long before): no
+    heartbeat, so the stall check stops the run, with the rows before it on disk."""
+    proc = _stage_run(
+        face_recording[0],
+        tmp_path,
+        {"stall_timeout_s": 2.0},
+        "stall@64",
+        backend="litert",
+        batch_size=8,
+    )
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "no progress for 2 s (stuck at frame 64)" in proc.stdout, proc.stdout + proc.stderr
-    assert "accelerator 0 pid " in proc.stdout and " running" in proc.stdout  # which process went quiet
+    # which process went quiet
+    assert "accelerator 0 pid " in proc.stdout and " running" in proc.stdout
     assert [int(r["frame"]) for r in read_rows(tmp_path / "subject.frames.csv")] == list(range(64))
 
 
 @pytest.mark.slow
-def test_a_real_xla_compile_longer_than_the_stall_timeout_is_no_stall(face_recording: tuple[Path, object],
-                                                                     tmp_path: Path) -> None:
-    """JAX's CPU build builds and compiles the three networks (before the first frame, and for each new batch
-    size on first use: tens of seconds on a loaded host) while the stall timeout is 5 s; a batch of 4 frames
-    runs well within it. The heartbeat keeps the run alive (without it this run failed with 'no progress for
-    5 s (stuck at frame 0)' on the 2-core development VM)."""
+def test_a_real_xla_compile_longer_than_the_stall_timeout_is_no_stall(
+    face_recording: tuple[Path, object], tmp_path: Path
+) -> None:
+    """JAX's CPU build builds and compiles the three networks (before the first frame, and for each
+    new batch size on first use: tens of seconds on a loaded host) while the stall timeout is 5 s; a
+    batch of 4 frames runs well within it. The heartbeat keeps the run alive (without it this run
+    failed with 'no progress for 5 s (stuck at frame 0)' on the 2-core development VM)."""
     pytest.importorskip("jax")
     pytest.importorskip("keras")
-    proc = _stage_run(face_recording[0], tmp_path, {"stall_timeout_s": 5.0, "batch_frames": 4}, None,
-                      backend="jax", batch_size=4)
+    proc = _stage_run(
+        face_recording[0],
+        tmp_path,
+        {"stall_timeout_s": 5.0, "batch_frames": 4},
+        None,
+        backend="jax",
+        batch_size=4,
+    )
     assert proc.returncode == 0 and proc.stdout.split()[-1:] == ["ok"], proc.stdout + proc.stderr
     assert [int(r["frame"]) for r in read_rows(tmp_path / "subject.frames.csv")] == list(range(120))

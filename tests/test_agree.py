@@ -1,4 +1,5 @@
-"""``eyeblink agree``: automatic against corrected blinks, and two raters, on sessions whose events are known."""
+"""``eyeblink agree``: automatic against corrected blinks, and two raters, on sessions whose
+events are known."""
 
 from __future__ import annotations
 
@@ -12,17 +13,42 @@ from review_session import BLINKS, write_session
 
 
 def corrections(stem: str, **fields: Any) -> str:
-    return json.dumps({"format": "eyeblink.corrections", "format_version": 1, "stem": stem, "blinks": [],
-                       "added": [], "excluded": [], "excluded_trials": [], **fields})
+    return json.dumps(
+        {
+            "format": "eyeblink.corrections",
+            "format_version": 1,
+            "stem": stem,
+            "blinks": [],
+            "added": [],
+            "excluded": [],
+            "excluded_trials": [],
+            **fields,
+        }
+    )
 
 
 def test_one_rejected_and_one_added_blink(tmp_path: Path) -> None:
     session = write_session(tmp_path / "out", "s1")
-    (session.parent / "s1.corrections.json").write_text(corrections(
-        "s1", blinks=[{"start_s": BLINKS[1][0], "end_s": BLINKS[1][0] + BLINKS[1][1], "decision": "reject"},
-                      {"start_s": BLINKS[2][0], "end_s": BLINKS[2][0] + BLINKS[2][1], "decision": "retime",
-                       "new_start_s": BLINKS[2][0] + 0.02, "new_end_s": BLINKS[2][0] + BLINKS[2][1]}],
-        added=[{"start_s": 2.4, "end_s": 2.6}]))  # inside trial 1's window
+    (session.parent / "s1.corrections.json").write_text(
+        corrections(
+            "s1",
+            blinks=[
+                {
+                    "start_s": BLINKS[1][0],
+                    "end_s": BLINKS[1][0] + BLINKS[1][1],
+                    "decision": "reject",
+                },
+                {
+                    "start_s": BLINKS[2][0],
+                    "end_s": BLINKS[2][0] + BLINKS[2][1],
+                    "decision": "retime",
+                    "new_start_s": BLINKS[2][0] + 0.02,
+                    "new_end_s": BLINKS[2][0] + BLINKS[2][1],
+                },
+            ],
+            added=[{"start_s": 2.4, "end_s": 2.6}],
+        )
+    )  # inside trial 1's window
     out = tmp_path / "agree.json"
     proc = run_cli("agree", session, "--json", out)
     assert proc.returncode == 0, proc.stderr
@@ -37,7 +63,11 @@ def test_one_rejected_and_one_added_blink(tmp_path: Path) -> None:
     assert e["duration_diff_mean_ms"] == pytest.approx(20 / 3, abs=0.5)
     trials = r["sessions"][0]["trials"]
     assert [t["trial"] for t in trials] == ["1", "2", "3"]
-    assert (trials[0]["reference_events"], trials[0]["scored_events"], trials[0]["agree"]) == (1, 0, False)
+    assert (trials[0]["reference_events"], trials[0]["scored_events"], trials[0]["agree"]) == (
+        1,
+        0,
+        False,
+    )
     assert r["total"]["f1"] == 0.75
 
 
@@ -62,11 +92,19 @@ def test_two_raters_and_a_folder(tmp_path: Path) -> None:
     assert "all 2 sessions: precision 0.875, recall 1.000" in proc.stdout
 
 
-@pytest.mark.parametrize(("make", "problem"), [
-    (lambda d: None, "no corrections file"),
-    (lambda d: (d / "s1.corrections.json").write_text("[]"), "is not an eyeblink corrections file"),
-])
-def test_agree_without_usable_corrections_is_one_line(tmp_path: Path, make: Any, problem: str) -> None:
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda d: None, "no corrections file"),
+        (
+            lambda d: (d / "s1.corrections.json").write_text("[]"),
+            "is not an eyeblink corrections file",
+        ),
+    ],
+)
+def test_agree_without_usable_corrections_is_one_line(
+    tmp_path: Path, make: Any, problem: str
+) -> None:
     session = write_session(tmp_path / "out", "s1")
     make(session.parent)
     proc = run_cli("agree", session)
@@ -77,8 +115,8 @@ def test_agree_without_usable_corrections_is_one_line(tmp_path: Path, make: Any,
 
 @pytest.mark.slow
 def test_agree_on_the_demo_with_the_planted_blinks_as_corrections(tmp_path: Path) -> None:
-    """The demo's detections against its planted blinks written as a reviewer would: F1 1.0; then a copy with one
-    blink rejected and one added gives the precision and recall that follow."""
+    """The demo's detections against its planted blinks written as a reviewer would: F1 1.0; then a
+    copy with one blink rejected and one added gives the precision and recall that follow."""
     out = tmp_path / "demo"
     proc = run_cli("demo", "-o", out, "--duration", "4", "--no-progress")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -89,15 +127,17 @@ def test_agree_on_the_demo_with_the_planted_blinks_as_corrections(tmp_path: Path
     planted = json.loads((out / "demo.truth.json").read_text())["blinks"]
     n = len(auto)
     assert n >= 3
-    # planted as corrections: every detection overlapping a planted blink accepted, any other rejected, every
-    # planted blink no detection overlaps added
+    # planted as corrections: every detection overlapping a planted blink accepted, any other
+    # rejected, every planted blink no detection overlaps added
     decisions, added = [], []
     for r in auto:
         a, b = float(r["start_s"]), float(r["end_s"])
         hit = any(a <= p["end_s"] and p["onset_s"] <= b for p in planted)
         decisions.append({"start_s": a, "end_s": b, "decision": "accept" if hit else "reject"})
     for p in planted:
-        if not any(float(r["start_s"]) <= p["end_s"] and p["onset_s"] <= float(r["end_s"]) for r in auto):
+        if not any(
+            float(r["start_s"]) <= p["end_s"] and p["onset_s"] <= float(r["end_s"]) for r in auto
+        ):
             added.append({"start_s": p["onset_s"], "end_s": p["end_s"]})
     (out / "demo.corrections.json").write_text(corrections("demo", blinks=decisions, added=added))
     proc = run_cli("agree", out / "demo")
@@ -107,9 +147,14 @@ def test_agree_on_the_demo_with_the_planted_blinks_as_corrections(tmp_path: Path
     times = sorted(float(r["start_s"]) for r in auto)
     quiet = next(t + 0.3 for t in [0.0, *times] if not any(t + 0.2 < s < t + 0.7 for s in times))
     decisions[0]["decision"] = "reject"
-    (out / "demo.corrections.json").write_text(corrections(
-        "demo", blinks=decisions, added=[*added, {"start_s": quiet, "end_s": quiet + 0.15}]))
+    (out / "demo.corrections.json").write_text(
+        corrections(
+            "demo", blinks=decisions, added=[*added, {"start_s": quiet, "end_s": quiet + 0.15}]
+        )
+    )
     proc = run_cli("agree", out / "demo", "--json", tmp_path / "a.json")
     e = json.loads((tmp_path / "a.json").read_text())["sessions"][0]["events"]
     assert (e["reference_events"], e["scored_events"], e["hits"]) == (n, n, n - 1)
-    assert e["precision"] == pytest.approx((n - 1) / n) and e["recall"] == pytest.approx((n - 1) / n)
+    assert e["precision"] == pytest.approx((n - 1) / n) and e["recall"] == pytest.approx(
+        (n - 1) / n
+    )

@@ -1,4 +1,5 @@
-"""Accelerator backends: the .tflite reader, the Keras/XLA rebuild vs LiteRT, IPU settings, presets, bench.
+"""Accelerator backends: the .tflite reader, the Keras/XLA rebuild vs LiteRT, IPU settings, presets,
+bench.
 
 The TensorFlow tests skip only when ``tensorflow`` cannot be imported (``pip install
 "eyeblink[tf]"``). The IPU backend cannot run without Graphcore hardware and SDK; its settings,
@@ -25,7 +26,13 @@ import pytest
 from eyeblink.config import DetectConfig, load_preset
 from eyeblink.detect import AcceleratorOptions, create_detector, first_installed_backend
 from eyeblink.detect.blazeface import letterbox
-from eyeblink.detect.ipu_settings import IPUSettings, OutfeedDrainer, ResultRouter, apply_ipu_config, ipu_settings
+from eyeblink.detect.ipu_settings import (
+    IPUSettings,
+    OutfeedDrainer,
+    ResultRouter,
+    apply_ipu_config,
+    ipu_settings,
+)
 from eyeblink.detect.tflite_graph import read_tflite_graph
 from eyeblink.errors import BackendUnavailableError, ConfigError, ModelFileError
 from eyeblink.presets import resolve_preset
@@ -36,18 +43,31 @@ from eyeblink.weights import blazeface_path
 
 def test_tflite_graph_reads_the_shipped_model() -> None:
     g = read_tflite_graph(blazeface_path())
-    assert g.op_counts() == {"CONV_2D": 21, "RELU": 17, "DEPTHWISE_CONV_2D": 16, "ADD": 16, "PAD": 11,
-                             "MAX_POOL_2D": 3, "RESHAPE": 4, "CONCATENATION": 2}
+    assert g.op_counts() == {
+        "CONV_2D": 21,
+        "RELU": 17,
+        "DEPTHWISE_CONV_2D": 16,
+        "ADD": 16,
+        "PAD": 11,
+        "MAX_POOL_2D": 3,
+        "RESHAPE": 4,
+        "CONCATENATION": 2,
+    }
     assert set(g.outputs) == {"regressors", "classificators"}
     assert g.shapes[g.input] == (1, 128, 128, 3)
     first = g.ops[0]
-    assert first.kind == "CONV_2D" and first.options["strides"] == (2, 2) and first.options["padding"] == "same"
+    assert (
+        first.kind == "CONV_2D"
+        and first.options["strides"] == (2, 2)
+        and first.options["padding"] == "same"
+    )
     kernel = g.constants[first.inputs[1]]
     assert kernel.dtype == np.float32 and kernel.shape == (24, 5, 5, 3)
     # the float16 weights were widened exactly
     assert np.array_equal(kernel, kernel.astype(np.float16).astype(np.float32))
     pads = [op.options["paddings"] for op in g.ops if op.kind == "PAD"]
-    assert all(p[:3].sum() == 0 and p[3, 0] == 0 and p[3, 1] > 0 for p in pads)  # channel padding only
+    # channel padding only
+    assert all(p[:3].sum() == 0 and p[3, 0] == 0 and p[3, 1] > 0 for p in pads)
 
 
 @pytest.mark.parametrize("content", [b"", b"not a model at all", b"\x00" * 64])
@@ -63,7 +83,8 @@ def test_tflite_graph_missing_file(tmp_path: Path) -> None:
         read_tflite_graph(tmp_path / "missing.tflite")
 
 
-# --------------------------------------------------------------------------- options, config, presets
+# --------------------------------------------------------------------------- options, config,
+# presets
 
 
 @pytest.mark.parametrize(
@@ -104,7 +125,12 @@ def test_detect_config_accelerator_fields(kwargs: dict, error: str | None) -> No
     if error is None:
         cfg = DetectConfig(**kwargs)
         assert cfg.accelerator() == AcceleratorOptions(
-            **{k: v for k, v in kwargs.items() if k in ("jit_compile", "prefetch_depth", "io_tiles", "replicas")})
+            **{
+                k: v
+                for k, v in kwargs.items()
+                if k in ("jit_compile", "prefetch_depth", "io_tiles", "replicas")
+            }
+        )
     else:
         with pytest.raises(ConfigError, match=error):
             DetectConfig(**kwargs)
@@ -123,19 +149,35 @@ PRESETS = {
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_device_presets(name: str) -> None:
     d = load_preset(resolve_preset(name)).detect
-    assert (d.backend, d.batch_size, d.jit_compile, d.prefetch_depth, d.io_tiles, d.replicas) == PRESETS[name]
+    assert (
+        d.backend,
+        d.batch_size,
+        d.jit_compile,
+        d.prefetch_depth,
+        d.io_tiles,
+        d.replicas,
+    ) == PRESETS[name]
     if name == "low-latency":
         assert d.batch_size <= 16
-    # the gpu preset runs detection and the eyelids in the accelerator stage; the IPU presets detect in one process
+    # the gpu preset runs detection and the eyelids in the accelerator stage; the IPU presets detect
+    # in one process
     assert d.accelerator_stage is (name == "gpu")
 
 
-@pytest.mark.parametrize(("hidden", "expected"), [((), "jax"), (("jax",), "tensorflow"), (("tensorflow",), "jax"),
-                                                  (("jax", "tensorflow"), "jax")])
-def test_gpu_preset_picks_jax_then_tensorflow(monkeypatch: pytest.MonkeyPatch, hidden: tuple[str, ...],
-                                              expected: str) -> None:
-    """``pipelines/gpu``: JAX where it is installed, else TensorFlow; with neither, jax (whose install
-    command create_detector then names)."""
+@pytest.mark.parametrize(
+    ("hidden", "expected"),
+    [
+        ((), "jax"),
+        (("jax",), "tensorflow"),
+        (("tensorflow",), "jax"),
+        (("jax", "tensorflow"), "jax"),
+    ],
+)
+def test_gpu_preset_picks_jax_then_tensorflow(
+    monkeypatch: pytest.MonkeyPatch, hidden: tuple[str, ...], expected: str
+) -> None:
+    """``pipelines/gpu``: JAX where it is installed, else TensorFlow; with neither, jax (whose
+    install command create_detector then names)."""
     for module in ("jax", "tensorflow"):
         if module not in hidden and importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed here")
@@ -159,18 +201,40 @@ def test_preset_with_invalid_io_tiles(tmp_path: Path) -> None:
         load_preset(p)
 
 
-# --------------------------------------------------------------------------- IPU settings (no SDK needed)
+# --------------------------------------------------------------------------- IPU settings (no SDK
+# needed)
 
 
 @pytest.mark.parametrize(
     ("preset", "fields"),
     [
-        ("ipu-mk1", {"auto_select_ipus": 1, "io_tiles.num_io_tiles": 64, "io_tiles.place_ops_on_io_tiles": True,
-                     "io_tiles.available_memory_proportion": 0.9}),
-        ("ipu-mk2", {"auto_select_ipus": 1, "io_tiles.num_io_tiles": 64, "io_tiles.place_ops_on_io_tiles": True,
-                     "io_tiles.available_memory_proportion": 0.9}),
-        ("low-latency", {"auto_select_ipus": 1, "io_tiles.num_io_tiles": 32, "io_tiles.place_ops_on_io_tiles": True,
-                         "io_tiles.available_memory_proportion": 0.9}),
+        (
+            "ipu-mk1",
+            {
+                "auto_select_ipus": 1,
+                "io_tiles.num_io_tiles": 64,
+                "io_tiles.place_ops_on_io_tiles": True,
+                "io_tiles.available_memory_proportion": 0.9,
+            },
+        ),
+        (
+            "ipu-mk2",
+            {
+                "auto_select_ipus": 1,
+                "io_tiles.num_io_tiles": 64,
+                "io_tiles.place_ops_on_io_tiles": True,
+                "io_tiles.available_memory_proportion": 0.9,
+            },
+        ),
+        (
+            "low-latency",
+            {
+                "auto_select_ipus": 1,
+                "io_tiles.num_io_tiles": 32,
+                "io_tiles.place_ops_on_io_tiles": True,
+                "io_tiles.available_memory_proportion": 0.9,
+            },
+        ),
     ],
 )
 def test_ipu_settings_from_presets(preset: str, fields: dict) -> None:
@@ -182,7 +246,9 @@ def test_ipu_settings_from_presets(preset: str, fields: dict) -> None:
 
 
 def test_ipu_settings_without_io_tiles_and_replicas() -> None:
-    s = ipu_settings(batch_size=8, accelerator=AcceleratorOptions(replicas=4), steps_per_execution=3)
+    s = ipu_settings(
+        batch_size=8, accelerator=AcceleratorOptions(replicas=4), steps_per_execution=3
+    )
     assert s.ipu_config_fields() == {"auto_select_ipus": 4}
     assert not s.place_ops_on_io_tiles
     assert (s.images_per_step, s.images_per_execution) == (32, 96)
@@ -208,8 +274,12 @@ def test_ipu_settings_validation(change: dict, error: str) -> None:
 
 def _fake_ipu_config() -> SimpleNamespace:
     """The attribute tree of Graphcore's IPUConfig that the backend touches."""
-    return SimpleNamespace(auto_select_ipus=[], io_tiles=SimpleNamespace(
-        num_io_tiles=0, place_ops_on_io_tiles=False, available_memory_proportion=0.9))
+    return SimpleNamespace(
+        auto_select_ipus=[],
+        io_tiles=SimpleNamespace(
+            num_io_tiles=0, place_ops_on_io_tiles=False, available_memory_proportion=0.9
+        ),
+    )
 
 
 def test_apply_ipu_config_sets_fields() -> None:
@@ -226,7 +296,8 @@ def test_apply_ipu_config_old_sdk() -> None:
 
 
 class FakeOutfeed:
-    """Stands in for IPUOutfeedQueue: ``enqueue`` from the 'device', ``dequeue`` returns all since last."""
+    """Stands in for IPUOutfeedQueue: ``enqueue`` from the 'device', ``dequeue`` returns all
+    since last."""
 
     def __init__(self) -> None:
         self._items: list[int] = []
@@ -278,23 +349,41 @@ def test_result_router_unexpected_result() -> None:
         ResultRouter().deliver(1)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is not None
-                    and importlib.util.find_spec("tensorflow.python.ipu") is not None,
-                    reason="Graphcore's TensorFlow is installed: the IPU backend is available here")
+@pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow") is not None
+    and importlib.util.find_spec("tensorflow.python.ipu") is not None,
+    reason="Graphcore's TensorFlow is installed: the IPU backend is available here",
+)
 def test_ipu_backend_unavailable_names_the_sdk() -> None:
     with pytest.raises(BackendUnavailableError, match="Poplar SDK"):
         create_detector("ipu", batch_size=32, accelerator=AcceleratorOptions(io_tiles=64))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is not None
-                    and importlib.util.find_spec("tensorflow.python.ipu") is not None,
-                    reason="Graphcore's TensorFlow is installed: the IPU backend is available here")
-def test_cli_unavailable_backend_fails_before_reading_frames(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+@pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow") is not None
+    and importlib.util.find_spec("tensorflow.python.ipu") is not None,
+    reason="Graphcore's TensorFlow is installed: the IPU backend is available here",
+)
+def test_cli_unavailable_backend_fails_before_reading_frames(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     from eyeblink.cli import main
 
     video = tmp_path / "not_a_video.avi"
-    video.write_bytes(b"garbage, never opened")  # a VideoOpenError would mean frames were read first
-    code = main(["process", str(video), "-o", str(tmp_path / "out"), "--pipeline", "ipu-mk2", "--workers", "1"])
+    # a VideoOpenError would mean frames were read first
+    video.write_bytes(b"garbage, never opened")
+    code = main(
+        [
+            "process",
+            str(video),
+            "-o",
+            str(tmp_path / "out"),
+            "--pipeline",
+            "ipu-mk2",
+            "--workers",
+            "1",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1
@@ -320,12 +409,17 @@ def _real_frames() -> np.ndarray:
 @pytest.fixture(scope="module")
 def tf_detector_factory():
     pytest.importorskip("tensorflow")
-    return lambda batch, jit=True: create_detector("tensorflow", batch_size=batch, num_threads=1,
-                                                   accelerator=AcceleratorOptions(jit_compile=jit))
+    return lambda batch, jit=True: create_detector(
+        "tensorflow",
+        batch_size=batch,
+        num_threads=1,
+        accelerator=AcceleratorOptions(jit_compile=jit),
+    )
 
 
 def _batch(frames: np.ndarray, n: int) -> np.ndarray:
-    """``n`` real frames, cycled, with mild per-image brightness changes so that none repeat exactly."""
+    """``n`` real frames, cycled, with mild per-image brightness changes so that none repeat
+    exactly."""
     idx = np.arange(n) % frames.shape[0]
     gain = np.linspace(0.85, 1.0, n, dtype=np.float32)[:, None, None, None]
     return np.clip(frames[idx] * gain, -1.0, 1.0).astype(np.float32)
@@ -341,7 +435,9 @@ def assert_matches_litert(r1: np.ndarray, s1: np.ndarray, r0: np.ndarray, s0: np
     3.5e-4 (regressors) and 1.0e-3 (logits) on these frames.
     """
     d = np.abs(r1.astype(np.float64) - r0)
-    assert np.percentile(d, 99.9) <= 2e-4, f"regressors: 99.9th percentile of |diff| = {np.percentile(d, 99.9):.2e}"
+    assert np.percentile(d, 99.9) <= 2e-4, (
+        f"regressors: 99.9th percentile of |diff| = {np.percentile(d, 99.9):.2e}"
+    )
     assert d.max() <= 1e-3, f"regressors: max |diff| = {d.max():.2e}"
     rel = np.abs(s1.astype(np.float64) - s0) / (1.0 + np.abs(s0))
     assert rel.max() <= 1e-4, f"scores: max |diff| / (1 + |logit|) = {rel.max():.2e}"
@@ -380,7 +476,11 @@ def test_tensorflow_without_xla_streams_and_buckets(tf_detector_factory) -> None
 
 @pytest.mark.parametrize(
     "bad",
-    [np.zeros((2, 128, 128, 3), np.float64), np.zeros((2, 64, 64, 3), np.float32), np.zeros((128, 128, 3), np.float32)],
+    [
+        np.zeros((2, 128, 128, 3), np.float64),
+        np.zeros((2, 64, 64, 3), np.float32),
+        np.zeros((128, 128, 3), np.float32),
+    ],
 )
 def test_tensorflow_rejects_bad_batches(tf_detector_factory, bad: np.ndarray) -> None:
     with tf_detector_factory(2, jit=False) as det, pytest.raises(ValueError, match="batch must"):
@@ -405,8 +505,22 @@ def test_bench_detector_litert(tmp_path: Path) -> None:
 
     parser = bench_detector.add_arguments(argparse.ArgumentParser())
     out_json, out_md = tmp_path / "b.json", tmp_path / "b.md"
-    args = parser.parse_args(["--backends", "litert", "--batch-sizes", "1,4", "--latency-batches", "1,2",
-                              "--images", "8", "--json", str(out_json), "--markdown", str(out_md)])
+    args = parser.parse_args(
+        [
+            "--backends",
+            "litert",
+            "--batch-sizes",
+            "1,4",
+            "--latency-batches",
+            "1,2",
+            "--images",
+            "8",
+            "--json",
+            str(out_json),
+            "--markdown",
+            str(out_md),
+        ]
+    )
     assert bench_detector.run(args) == 0
     data = json.loads(out_json.read_text())
     assert [p["batch_size"] for p in data["sweep"]] == [1, 4]
@@ -416,21 +530,51 @@ def test_bench_detector_litert(tmp_path: Path) -> None:
     assert "| litert | 4 |" in md and "images/s/W" in md
 
 
-@pytest.mark.skipif(importlib.util.find_spec("jax") is None or importlib.util.find_spec("tensorflow") is None,
-                    reason="needs both JAX and TensorFlow")
+@pytest.mark.skipif(
+    importlib.util.find_spec("jax") is None or importlib.util.find_spec("tensorflow") is None,
+    reason="needs both JAX and TensorFlow",
+)
 def test_bench_detector_mesh_on_litert_tensorflow_and_jax(tmp_path: Path) -> None:
-    """``--network mesh --backends litert,tensorflow,jax``: the second Keras backend runs in a process of its own."""
+    """``--network mesh --backends litert,tensorflow,jax``: the second Keras backend runs in a
+    process of its own."""
     out_json = tmp_path / "b.json"
-    proc = subprocess.run([sys.executable, "-m", "eyeblink.lab.bench_detector", "--network", "mesh",
-                           "--backends", "litert,tensorflow,jax", "--batch-sizes", "2", "--latency-batches", "none",
-                           "--images", "4", "--json", str(out_json), "--markdown", str(tmp_path / "b.md")],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eyeblink.lab.bench_detector",
+            "--network",
+            "mesh",
+            "--backends",
+            "litert,tensorflow,jax",
+            "--batch-sizes",
+            "2",
+            "--latency-batches",
+            "none",
+            "--images",
+            "4",
+            "--json",
+            str(out_json),
+            "--markdown",
+            str(tmp_path / "b.md"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out_json.read_text())
     assert data["settings"]["network"] == "mesh"
-    assert [(p["backend"], p["batch_size"]) for p in data["sweep"]] == [("litert", 2), ("tensorflow", 2), ("jax", 2)]
+    assert [(p["backend"], p["batch_size"]) for p in data["sweep"]] == [
+        ("litert", 2),
+        ("tensorflow", 2),
+        ("jax", 2),
+    ]
     assert all(p["images_per_s"] > 0 for p in data["sweep"])
-    assert "jax_device" in data["device"] and "# Face mesh benchmark" in (tmp_path / "b.md").read_text()
+    assert (
+        "jax_device" in data["device"]
+        and "# Face mesh benchmark" in (tmp_path / "b.md").read_text()
+    )
 
 
 @pytest.mark.parametrize(("text", "error"), [("1,x", "whole numbers"), ("0,2", ">= 1")])
@@ -442,7 +586,8 @@ def test_bench_detector_bad_lists(text: str, error: str) -> None:
         bench_detector.run_benchmark(parser.parse_args(["--batch-sizes", text]))
 
 
-# --------------------------------------------------------------------------- IPU host plumbing on a fake SDK
+# --------------------------------------------------------------------------- IPU host plumbing on a
+# fake SDK
 
 
 class _FakeIPU:
@@ -465,8 +610,9 @@ class _FakeIPU:
         class IPUConfig:
             def __init__(self) -> None:
                 self.auto_select_ipus = []
-                self.io_tiles = SimpleNamespace(num_io_tiles=0, place_ops_on_io_tiles=False,
-                                                available_memory_proportion=0.9)
+                self.io_tiles = SimpleNamespace(
+                    num_io_tiles=0, place_ops_on_io_tiles=False, available_memory_proportion=0.9
+                )
 
             def configure_ipu_system(self) -> None:
                 fake.configured.append(self)
@@ -493,7 +639,8 @@ class _FakeIPU:
                 return next(self._it)
 
             @property
-            def deleter(self):  # in TF2 the SDK's deleter runs when read: the iterator and its threads go
+            # in TF2 the SDK's deleter runs when read: the iterator and its threads go
+            def deleter(self):
                 fake.deleted.append("infeed")
                 self._it = None
 
@@ -530,8 +677,9 @@ class _FakeIPU:
 
 @pytest.mark.filterwarnings("ignore:Even though the:UserWarning")
 @pytest.mark.parametrize(("batch_size", "steps", "n"), [(4, 1, 10), (4, 2, 3), (2, 1, 2)])
-def test_ipu_backend_host_side_on_a_fake_sdk(monkeypatch: pytest.MonkeyPatch, batch_size: int, steps: int,
-                                             n: int) -> None:
+def test_ipu_backend_host_side_on_a_fake_sdk(
+    monkeypatch: pytest.MonkeyPatch, batch_size: int, steps: int, n: int
+) -> None:
     tf = pytest.importorskip("tensorflow")
     import importlib
     import sys
@@ -545,12 +693,19 @@ def test_ipu_backend_host_side_on_a_fake_sdk(monkeypatch: pytest.MonkeyPatch, ba
         x = _batch(_real_frames(), n)
         with create_detector("litert", batch_size=n) as ref:
             r0, s0 = ref.detect(x)
-        det = ipu_backend.IPUDetector(batch_size=batch_size, steps_per_execution=steps,
-                                      accelerator=AcceleratorOptions(io_tiles=64, prefetch_depth=2, jit_compile=False))
+        det = ipu_backend.IPUDetector(
+            batch_size=batch_size,
+            steps_per_execution=steps,
+            accelerator=AcceleratorOptions(io_tiles=64, prefetch_depth=2, jit_compile=False),
+        )
         with det:
             cfg = fake.configured[-1]
             io = cfg.io_tiles
-            assert (cfg.auto_select_ipus, io.num_io_tiles, io.place_ops_on_io_tiles) == (1, 64, True)
+            assert (cfg.auto_select_ipus, io.num_io_tiles, io.place_ops_on_io_tiles) == (
+                1,
+                64,
+                True,
+            )
             assert det._infeed.prefetch_depth == 2
             r1, s1 = det.detect(x)
             r2, _ = det.detect(x[:1])
@@ -559,7 +714,8 @@ def test_ipu_backend_host_side_on_a_fake_sdk(monkeypatch: pytest.MonkeyPatch, ba
         assert r1.shape == (n, 896, 16) and s1.shape == (n, 896)
         assert_matches_litert(r1, s1, r0, s0)
         np.testing.assert_allclose(r2[0], r1[0], atol=1e-5)
-        # closed: both queues deleted, and nothing (TensorFlow's generator registry) keeps the detector alive
+        # closed: both queues deleted, and nothing (TensorFlow's generator registry) keeps the
+        # detector alive
         assert fake.deleted == ["infeed", "outfeed"]
         gone = weakref.ref(det)
         del det
@@ -571,14 +727,23 @@ def test_ipu_backend_host_side_on_a_fake_sdk(monkeypatch: pytest.MonkeyPatch, ba
 
 @pytest.mark.parametrize(
     ("preset", "stage", "requested", "expected"),
-    [("cpu", None, None, 2), ("cpu", None, 3, 3), ("gpu", None, None, 2), ("gpu", None, 1, 1), ("gpu", None, 3, 3),
-     ("gpu", "fused", None, 1), ("gpu", "fused", 2, ConfigError), ("ipu-mk2", None, None, 1),
-     ("ipu-mk2", None, 4, ConfigError)],
+    [
+        ("cpu", None, None, 2),
+        ("cpu", None, 3, 3),
+        ("gpu", None, None, 2),
+        ("gpu", None, 1, 1),
+        ("gpu", None, 3, 3),
+        ("gpu", "fused", None, 1),
+        ("gpu", "fused", 2, ConfigError),
+        ("ipu-mk2", None, None, 1),
+        ("ipu-mk2", None, 4, ConfigError),
+    ],
 )
-def test_process_workers_with_accelerator_backends(preset: str, stage: str | None, requested: int | None,
-                                                   expected) -> None:
-    """The gpu preset runs the accelerator stage with CPU workers beside it; an accelerator backend outside the
-    stage (the IPU, or ``--stage fused``) runs in one process."""
+def test_process_workers_with_accelerator_backends(
+    preset: str, stage: str | None, requested: int | None, expected
+) -> None:
+    """The gpu preset runs the accelerator stage with CPU workers beside it; an accelerator backend
+    outside the stage (the IPU, or ``--stage fused``) runs in one process."""
     from eyeblink.cli import _process_workers
 
     cfg = load_preset(resolve_preset(preset)).with_overrides("detect", stage=stage)

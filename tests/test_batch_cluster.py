@@ -1,11 +1,13 @@
-"""``eyeblink batch --address`` on a real multi-node Ray cluster on this machine that loses a node mid-run.
+"""``eyeblink batch --address`` on a real multi-node Ray cluster on this machine that loses a node
+mid-run.
 
-Ray's own ``cluster_utils.Cluster`` starts a head (no CPUs for tasks: it only schedules) and two worker nodes,
-each with its own raylet and object store, as ``ray start`` does on separate hosts. The real CLI runs the
-batch as a driver that joins with ``--address``; once some videos are done, one worker node is killed outright
-(its raylet and workers SIGKILLed, no graceful drain). Checked: every video done, rows byte-identical to
-``process --workers 1``, one manifest line per video, a rerun skipping everything, and a quiet terminal (a
-line per lost node and per retried task, none of Ray's state dumps).
+Ray's own ``cluster_utils.Cluster`` starts a head (no CPUs for tasks: it only schedules) and two
+worker nodes, each with its own raylet and object store, as ``ray start`` does on separate hosts.
+The real CLI runs the batch as a driver that joins with ``--address``; once some videos are done,
+one worker node is killed outright (its raylet and workers SIGKILLed, no graceful drain). Checked:
+every video done, rows byte-identical to ``process --workers 1``, one manifest line per video, a
+rerun skipping everything, and a quiet terminal (a line per lost node and per retried task, none of
+Ray's state dumps).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ pytestmark = [pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def videos(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Twelve 1.2 s recordings at 100 FPS with blinks (real MJPG files): short videos share a task (up to 8),
-    so two tasks, one on each worker node."""
+    """Twelve 1.2 s recordings at 100 FPS with blinks (real MJPG files): short videos share a task
+    (up to 8), so two tasks, one on each worker node."""
     from eyeblink.lab.synth import SynthConfig, write_recording
 
     root = tmp_path_factory.mktemp("cluster-videos")
@@ -39,13 +41,27 @@ def videos(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 def test_batch_survives_a_lost_worker_node(videos: list[Path], tmp_path: Path) -> None:
     cluster_utils = pytest.importorskip("ray.cluster_utils")
-    cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    cluster = cluster_utils.Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False}
+    )
     try:
         doomed = cluster.add_node(num_cpus=1)
         cluster.add_node(num_cpus=1)
         out = tmp_path / "out"
-        cmd = [sys.executable, "-m", "eyeblink", "batch", *map(str, videos), "-o", str(out), "--address",
-               cluster.address, "--cpus-per-task", "1", "--no-progress"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "eyeblink",
+            "batch",
+            *map(str, videos),
+            "-o",
+            str(out),
+            "--address",
+            cluster.address,
+            "--cpus-per-task",
+            "1",
+            "--no-progress",
+        ]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         killed = threading.Event()
 
@@ -53,7 +69,8 @@ def test_batch_survives_a_lost_worker_node(videos: list[Path], tmp_path: Path) -
             while proc.poll() is None and len(list(out.glob("*.summary.json"))) < 2:
                 time.sleep(0.05)
             if proc.poll() is None:
-                cluster.remove_node(doomed, allow_graceful=False)  # SIGKILL: raylet, object store, workers
+                # SIGKILL: raylet, object store, workers
+                cluster.remove_node(doomed, allow_graceful=False)
                 killed.set()
 
         threading.Thread(target=kill_when_started, daemon=True).start()
@@ -64,16 +81,34 @@ def test_batch_survives_a_lost_worker_node(videos: list[Path], tmp_path: Path) -
 
         # every video done once, and the files `process` writes
         assert "batch: 12 done, 0 failed, 0 skipped" in stdout, stdout
-        manifest = [json.loads(line) for line in (out / "eyeblink-batch.jsonl").read_text().splitlines()]
+        manifest = [
+            json.loads(line) for line in (out / "eyeblink-batch.jsonl").read_text().splitlines()
+        ]
         assert sorted(r["stem"] for r in manifest) == sorted(v.stem for v in videos)
         assert {r["status"] for r in manifest} == {"done"}
-        ref = subprocess.run([sys.executable, "-m", "eyeblink", "process", *map(str, videos), "-o",
-                              str(tmp_path / "ref"), "--workers", "1", "--no-progress"],
-                             capture_output=True, text=True, timeout=600)
+        ref = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "eyeblink",
+                "process",
+                *map(str, videos),
+                "-o",
+                str(tmp_path / "ref"),
+                "--workers",
+                "1",
+                "--no-progress",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert ref.returncode == 0, ref.stderr
         for v in videos:
             for kind in ("frames.csv", "blinks.csv"):
-                assert (out / f"{v.stem}.{kind}").read_bytes() == (tmp_path / "ref" / f"{v.stem}.{kind}").read_bytes()
+                assert (out / f"{v.stem}.{kind}").read_bytes() == (
+                    tmp_path / "ref" / f"{v.stem}.{kind}"
+                ).read_bytes()
 
         # the terminal: Ray's internal dumps stay out; a few lines for the lost node
         terminal = (stdout + stderr).splitlines()
@@ -81,7 +116,8 @@ def test_batch_survives_a_lost_worker_node(videos: list[Path], tmp_path: Path) -
         ray_lines = [line for line in terminal if line.startswith("eyeblink: batch:")]
         assert len(ray_lines) <= 5, terminal
         assert sum(" lost; " in line for line in ray_lines) <= 1
-        assert any(" lost" in line for line in ray_lines), terminal  # the user hears of the node (or its task)
+        # the user hears of the node (or its task)
+        assert any(" lost" in line for line in ray_lines), terminal
         (tmp_path / "terminal.txt").write_text("\n".join(terminal))
         print("\n".join(ray_lines))
 

@@ -1,4 +1,5 @@
-"""``eyeblink bench detectors`` and BlazeFace full range: real detectors on rendered and photographed faces."""
+"""``eyeblink bench detectors`` and BlazeFace full range: real detectors on rendered and
+photographed faces."""
 
 from __future__ import annotations
 
@@ -20,20 +21,24 @@ from eyeblink.lab import bench_detectors
 def test_full_range_anchors_are_one_48x48_grid() -> None:
     anchors = blazeface_full_range_anchors()
     assert anchors.shape == (2304, 4)
-    assert np.allclose(anchors[:2, :2], [[0.5 / 48, 0.5 / 48], [1.5 / 48, 0.5 / 48]])  # row-major, x fastest
+    # row-major, x fastest
+    assert np.allclose(anchors[:2, :2], [[0.5 / 48, 0.5 / 48], [1.5 / 48, 0.5 / 48]])
     assert np.allclose(anchors[-1, :2], [47.5 / 48, 47.5 / 48]) and np.all(anchors[:, 2:] == 1.0)
 
 
 def test_full_range_box_agrees_with_short_range_on_a_photo_and_finds_a_small_face() -> None:
-    """The decoding (anchors, scale 192) is right: the face in the astronaut photo lands where short range puts it,
-    and the full-range model still finds it when it is too small for short range."""
+    """The decoding (anchors, scale 192) is right: the face in the astronaut photo lands where short
+    range puts it, and the full-range model still finds it when it is too small for short range."""
     astronaut = pytest.importorskip("skimage.data").astronaut()
     with FullRangeFaceDetector() as full, FaceDetector() as short:
         for image in (astronaut, cv2.resize(astronaut, (640, 480))):
             f, s = full.detect(image), short.detect(image)
             assert len(f) == 1 and len(s) == 1
             assert f[0].iou(s[0]) > 0.6, (f[0].box, s[0].box)
-            assert np.linalg.norm(f[0].keypoints[:2] - s[0].keypoints[:2], axis=1).max() < 0.1 * s[0].width
+            assert (
+                np.linalg.norm(f[0].keypoints[:2] - s[0].keypoints[:2], axis=1).max()
+                < 0.1 * s[0].width
+            )
         small = np.pad(astronaut, ((400, 400), (600, 600), (0, 0)))  # the face ~110 px in 1712x1312
         found = full.detect(small)
         assert len(found) == 1 and found[0].score > 0.6
@@ -43,7 +48,8 @@ def test_full_range_box_agrees_with_short_range_on_a_photo_and_finds_a_small_fac
 
 
 def _rendered_inputs(tmp_path: Path) -> tuple[Path, Path, tuple[int, int, int, int]]:
-    """A rendered demo video (one face in every frame) and a folder of rendered photos with an imglab XML."""
+    """A rendered demo video (one face in every frame) and a folder of rendered photos with an
+    imglab XML."""
     from eyeblink.lab.synth import SynthConfig, face_box, render_frame, write_recording
 
     cfg = SynthConfig(duration_s=0.05, fps=500.0)
@@ -57,32 +63,59 @@ def _rendered_inputs(tmp_path: Path) -> tuple[Path, Path, tuple[int, int, int, i
         gray = render_frame(0.0, 0.0, 0.0, np.random.default_rng(k), cfg)
         cv2.imwrite(str(photos / f"face{k}.png"), gray)
         x0, y0, x1, y1 = box
-        entries.append(f"<image file='face{k}.png'><box top='{y0}' left='{x0}' width='{x1 - x0}' "
-                       f"height='{y1 - y0}'/></image>")
+        entries.append(
+            f"<image file='face{k}.png'><box top='{y0}' left='{x0}' width='{x1 - x0}' "
+            f"height='{y1 - y0}'/></image>"
+        )
     (photos / "boxes.xml").write_text(f"<dataset><images>{''.join(entries)}</images></dataset>")
     return video, photos, box
 
 
 def _available() -> set[str]:
-    return {name for name in bench_detectors.DETECTORS if bench_detectors._install_hint(name) is None}
+    return {
+        name for name in bench_detectors.DETECTORS if bench_detectors._install_hint(name) is None
+    }
 
 
 def test_bench_detectors_through_the_cli_on_rendered_faces(tmp_path: Path) -> None:
     video, photos, _box = _rendered_inputs(tmp_path)
     report = tmp_path / "detectors.json"
-    proc = subprocess.run([sys.executable, "-m", "eyeblink", "bench", "detectors", "--photos", str(photos),
-                           "--videos", f"synth={video}", "--every", "5", "--max-pairs", "3", "--timing-frames", "3",
-                           "--json", str(report)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eyeblink",
+            "bench",
+            "detectors",
+            "--photos",
+            str(photos),
+            "--videos",
+            f"synth={video}",
+            "--every",
+            "5",
+            "--max-pairs",
+            "3",
+            "--timing-frames",
+            "3",
+            "--json",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(report.read_text())
     assert "| detector | photos P | photos R | photos IoU | synth recall |" in proc.stdout
     results = data["detectors"]
-    assert list(results) == list(bench_detectors.DETECTORS)  # every candidate has a row, installed or not
+    # every candidate has a row, installed or not
+    assert list(results) == list(bench_detectors.DETECTORS)
     available = _available()
     assert {"blazeface-short", "blazeface-full"} <= available
     for name, r in results.items():
         row = next(line for line in proc.stdout.splitlines() if line.startswith(f"| {name} |"))
-        if name == "haar" and name not in available:  # OpenCV 5: no downgrade of eyeblink's OpenCV suggested
+        # OpenCV 5: no downgrade of eyeblink's OpenCV suggested
+        if name == "haar" and name not in available:
             assert r["status"].startswith("not available:") and "pip install" not in r["status"]
             assert r["status"] in row
             continue
@@ -93,7 +126,8 @@ def test_bench_detectors_through_the_cli_on_rendered_faces(tmp_path: Path) -> No
         assert r["status"] == "ok"
         v = r["videos"]["synth"]
         assert v["pairs"] == 3 and v["frames"] == 6
-        # a large frontal face in every frame: every detector finds it nearly always, with no extra boxes
+        # a large frontal face in every frame: every detector finds it nearly always, with no extra
+        # boxes
         assert v["recall"] >= 5 / 6, (name, v)
         assert v["false_boxes_per_frame"] <= 1 / 6, (name, v)
         assert v["jitter_median"] is not None and 0.0 <= v["jitter_median"] < 0.2, (name, v)
@@ -108,11 +142,17 @@ def test_bench_detectors_through_the_cli_on_rendered_faces(tmp_path: Path) -> No
 
 
 def test_bench_detectors_user_errors_are_one_line(tmp_path: Path) -> None:
-    for extra, message in ((["--detectors", "blazeface,haar"], "--detectors must be"),
-                           ([], "nothing to measure"),
-                           (["--videos", str(tmp_path / "missing")], "input not found")):
-        proc = subprocess.run([sys.executable, "-m", "eyeblink", "bench", "detectors", *extra],
-                              capture_output=True, text=True, timeout=120)
+    for extra, message in (
+        (["--detectors", "blazeface,haar"], "--detectors must be"),
+        ([], "nothing to measure"),
+        (["--videos", str(tmp_path / "missing")], "input not found"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "eyeblink", "bench", "detectors", *extra],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode != 0 and message in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
 
@@ -120,4 +160,5 @@ def test_bench_detectors_user_errors_are_one_line(tmp_path: Path) -> None:
 def test_matching_is_one_to_one_at_iou_half() -> None:
     truth = [(0.0, 0.0, 10.0, 10.0), (20.0, 0.0, 30.0, 10.0)]
     found = [(0.0, 0.0, 10.0, 10.0), (1.0, 1.0, 11.0, 11.0), (20.0, 0.0, 26.0, 10.0)]
-    assert sorted(bench_detectors.match(found, truth)) == pytest.approx([0.6, 1.0])  # the 2nd box is a duplicate
+    # the 2nd box is a duplicate
+    assert sorted(bench_detectors.match(found, truth)) == pytest.approx([0.6, 1.0])

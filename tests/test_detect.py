@@ -24,7 +24,11 @@ from hypothesis import strategies as st
 
 from eyeblink import weights
 from eyeblink.detect import NUM_ANCHORS, BackendName, Detector, create_detector
-from eyeblink.detect.anchors import SHORT_RANGE_OPTIONS, blazeface_short_range_anchors, generate_anchors
+from eyeblink.detect.anchors import (
+    SHORT_RANGE_OPTIONS,
+    blazeface_short_range_anchors,
+    generate_anchors,
+)
 from eyeblink.detect.blazeface import (
     FaceDetection,
     FaceDetector,
@@ -119,7 +123,8 @@ def test_anchor_sizes_follow_mediapipe_scales_when_not_fixed() -> None:
     scale1 = 0.1484375 + (0.75 - 0.1484375) / 3
     np.testing.assert_allclose(anchors[0, 2:], [scale0, scale0], rtol=1e-6)
     np.testing.assert_allclose(anchors[1, 2:], [math.sqrt(scale0 * scale1)] * 2, rtol=1e-6)
-    np.testing.assert_allclose(anchors[-1, 2:], [math.sqrt(0.75 * 1.0)] * 2, rtol=1e-6)  # last: next scale 1
+    # last: next scale 1
+    np.testing.assert_allclose(anchors[-1, 2:], [math.sqrt(0.75 * 1.0)] * 2, rtol=1e-6)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -128,14 +133,17 @@ def test_anchor_sizes_follow_mediapipe_scales_when_not_fixed() -> None:
 
 @pytest.mark.parametrize("index", [0, 100, 511, 512, 895])
 def test_decode_zero_offsets_give_the_anchor_box(index: int) -> None:
-    """Zero centre/keypoint offsets and a size of 128 (= the anchor's size) decode to the anchor box."""
+    """Zero centre/keypoint offsets and a size of 128 (= the anchor's size) decode to the anchor
+    box."""
     row = np.zeros(16, np.float32)
     row[2:4] = 128.0
     reg, logits = raw_outputs({index: (5.0, row)})
     anchors = blazeface_short_range_anchors()
     boxes, keypoints, scores = decode(reg, logits)
     cx, cy, aw, ah = anchors[index]
-    np.testing.assert_allclose(boxes, [[cx - aw / 2, cy - ah / 2, cx + aw / 2, cy + ah / 2]], atol=1e-6)
+    np.testing.assert_allclose(
+        boxes, [[cx - aw / 2, cy - ah / 2, cx + aw / 2, cy + ah / 2]], atol=1e-6
+    )
     np.testing.assert_allclose(keypoints, np.tile([cx, cy], (1, 6, 1)), atol=1e-6)
     np.testing.assert_allclose(scores, [1 / (1 + math.exp(-5.0))], rtol=1e-6)
 
@@ -146,7 +154,9 @@ def test_decode_offsets_are_in_input_pixels_times_anchor_size() -> None:
     reg[0] = [12.8, -25.6, 64.0, 128.0] + [12.8, 0.0] * 6  # reverse_output_order: x, y, w, h
     boxes, keypoints, _ = decode(reg, np.array([0, -9, -9, -9], np.float32), anchors)
     cx, cy, w, h = 0.5 + 0.1 * 0.5, 0.5 - 0.2 * 0.25, 0.5 * 0.5, 1.0 * 0.25
-    np.testing.assert_allclose(boxes[0], [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], atol=1e-6)
+    np.testing.assert_allclose(
+        boxes[0], [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], atol=1e-6
+    )
     np.testing.assert_allclose(keypoints[0], np.tile([0.55, 0.5], (6, 1)), atol=1e-6)
 
 
@@ -160,12 +170,16 @@ def test_decode_offsets_are_in_input_pixels_times_anchor_size() -> None:
         (2.0, 0.9, False, None),
     ],
 )
-def test_decode_score_threshold_and_clipping(logit: float, threshold: float, kept: bool, score: float | None) -> None:
+def test_decode_score_threshold_and_clipping(
+    logit: float, threshold: float, kept: bool, score: float | None
+) -> None:
     reg = np.zeros((1, 16), np.float32)
     reg[0, 2:4] = 10.0
     anchors = np.array([[0.5, 0.5, 1.0, 1.0]], np.float32)
     with np.errstate(over="raise", invalid="raise"):
-        _, _, scores = decode(reg, np.array([logit], np.float32), anchors, score_threshold=threshold)
+        _, _, scores = decode(
+            reg, np.array([logit], np.float32), anchors, score_threshold=threshold
+        )
     if kept:
         assert score is not None
         np.testing.assert_allclose(scores, [score], rtol=1e-6, atol=1e-30)
@@ -183,7 +197,9 @@ def test_decode_drops_empty_boxes_and_accepts_column_scores() -> None:
     ("reg_shape", "score_shape"),
     [((896, 15), (896,)), ((896, 16), (895,)), ((896, 16, 1), (896,)), ((10, 16), (10,))],
 )
-def test_decode_rejects_bad_shapes(reg_shape: tuple[int, ...], score_shape: tuple[int, ...]) -> None:
+def test_decode_rejects_bad_shapes(
+    reg_shape: tuple[int, ...], score_shape: tuple[int, ...]
+) -> None:
     with pytest.raises(ValueError, match="shape"):
         decode(np.zeros(reg_shape, np.float32), np.zeros(score_shape, np.float32))
 
@@ -220,9 +236,14 @@ def test_weighted_nms_empty_input() -> None:
 def candidate_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = draw(st.integers(0, 25))
     coords = st.floats(0.0, 1.0, allow_nan=False, width=32)
-    xy = np.array(draw(st.lists(st.tuples(coords, coords), min_size=n, max_size=n)), np.float32).reshape(n, 2)
+    xy = np.array(
+        draw(st.lists(st.tuples(coords, coords), min_size=n, max_size=n)), np.float32
+    ).reshape(n, 2)
     wh = np.array(
-        draw(st.lists(st.tuples(st.floats(0.01, 0.5), st.floats(0.01, 0.5)), min_size=n, max_size=n)), np.float32
+        draw(
+            st.lists(st.tuples(st.floats(0.01, 0.5), st.floats(0.01, 0.5)), min_size=n, max_size=n)
+        ),
+        np.float32,
     ).reshape(n, 2)
     scores = np.array(draw(st.lists(st.floats(0.5, 1.0), min_size=n, max_size=n)), np.float32)
     boxes = np.concatenate([xy, xy + wh], axis=1)
@@ -232,7 +253,9 @@ def candidate_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 @settings(max_examples=200, deadline=None)
 @given(candidate_sets(), st.sampled_from([0.0, 0.3, 0.7]))
-def test_weighted_nms_invariants(cands: tuple[np.ndarray, np.ndarray, np.ndarray], threshold: float) -> None:
+def test_weighted_nms_invariants(
+    cands: tuple[np.ndarray, np.ndarray, np.ndarray], threshold: float
+) -> None:
     boxes, keypoints, scores = cands
     out_b, out_k, out_s = weighted_nms(boxes, keypoints, scores, threshold)
     n = scores.shape[0]
@@ -250,7 +273,9 @@ def test_weighted_nms_invariants(cands: tuple[np.ndarray, np.ndarray, np.ndarray
 
 def test_weighted_nms_threshold_one_merges_nothing() -> None:
     boxes = np.array([[0.1, 0.1, 0.5, 0.5]] * 3, np.float32)  # identical: IoU == 1, not > 1
-    out_b, _, out_s = weighted_nms(boxes, np.zeros((3, 6, 2)), np.array([0.6, 0.9, 0.7]), iou_threshold=1.0)
+    out_b, _, out_s = weighted_nms(
+        boxes, np.zeros((3, 6, 2)), np.array([0.6, 0.9, 0.7]), iou_threshold=1.0
+    )
     assert out_s.tolist() == pytest.approx([0.9, 0.7, 0.6])
     np.testing.assert_allclose(out_b, boxes)
 
@@ -283,8 +308,11 @@ def test_letterbox_mapping_round_trip(width: int, height: int, fx: float, fy: fl
     fx=st.floats(0.15, 0.85),
     fy=st.floats(0.15, 0.85),
 )
-def test_letterbox_pixels_land_where_the_mapping_says(width: int, height: int, rgb: bool, fx: float, fy: float) -> None:
-    """A bright square drawn in the frame is found in the network input where ``to_input`` maps it."""
+def test_letterbox_pixels_land_where_the_mapping_says(
+    width: int, height: int, rgb: bool, fx: float, fy: float
+) -> None:
+    """A bright square drawn in the frame is found in the network input where ``to_input`` maps
+    it."""
     side_x = side_y = min(max(4, round(0.12 * max(width, height))), width, height)
     x0 = min(width - side_x, max(0, round(fx * width - side_x / 2)))
     y0 = min(height - side_y, max(0, round(fy * height - side_y / 2)))
@@ -295,7 +323,9 @@ def test_letterbox_pixels_land_where_the_mapping_says(width: int, height: int, r
     assert tensor.min() >= -1.0 and tensor.max() <= 1.0
     weight = tensor[..., 0] + 1.0
     ys, xs = np.mgrid[0:128, 0:128]
-    centroid = np.array([(weight * (xs + 0.5)).sum(), (weight * (ys + 0.5)).sum()]) / weight.sum() / 128
+    centroid = (
+        np.array([(weight * (xs + 0.5)).sum(), (weight * (ys + 0.5)).sum()]) / weight.sum() / 128
+    )
     expected = box.to_input(np.array([x0 + side_x / 2, y0 + side_y / 2]))
     np.testing.assert_allclose(centroid, expected, atol=1.0 / 128)  # within one input pixel
     back = box.to_frame(centroid)
@@ -304,7 +334,11 @@ def test_letterbox_pixels_land_where_the_mapping_says(width: int, height: int, r
 
 @pytest.mark.parametrize(
     ("shape", "content", "pad"),
-    [((480, 640), (128, 96), (0, 16)), ((640, 480), (96, 128), (16, 0)), ((128, 128), (128, 128), (0, 0))],
+    [
+        ((480, 640), (128, 96), (0, 16)),
+        ((640, 480), (96, 128), (16, 0)),
+        ((128, 128), (128, 128), (0, 0)),
+    ],
 )
 def test_letterbox_fit_mode_centres_and_pads_black(
     shape: tuple[int, int], content: tuple[int, int], pad: tuple[int, int]
@@ -364,7 +398,9 @@ def test_face_detection_helpers_and_immutability() -> None:
         ((0, 0, 1, 1), 0.5, np.full((6, 2), np.inf), "finite"),
     ],
 )
-def test_face_detection_validates(box: tuple[float, ...], score: float, keypoints: np.ndarray, match: str) -> None:
+def test_face_detection_validates(
+    box: tuple[float, ...], score: float, keypoints: np.ndarray, match: str
+) -> None:
     with pytest.raises(ValueError, match=match):
         FaceDetection(box, score, keypoints)  # type: ignore[arg-type]
 
@@ -383,7 +419,8 @@ POSTER = make_face((400, 0, 640, 480), 0.3)
         ([SUBJECT, BYSTANDER_BIG], None, BYSTANDER_BIG),  # no track: largest area x score
         ([SUBJECT, POSTER], None, SUBJECT),  # area x score discounts a low-confidence giant
         ([BYSTANDER_BIG, SMALL_NEAR_SUBJECT], SUBJECT, SMALL_NEAR_SUBJECT),  # track wins over size
-        ([BYSTANDER_BIG, SUBJECT], make_face((0, 400, 40, 480)), BYSTANDER_BIG),  # track lost: fall back
+        # track lost: fall back
+        ([BYSTANDER_BIG, SUBJECT], make_face((0, 400, 40, 480)), BYSTANDER_BIG),
     ],
 )
 def test_select_subject(
@@ -407,19 +444,28 @@ def test_unknown_backend_is_a_config_error(name: str) -> None:
         create_detector(name)
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [({"num_threads": 0}, "num_threads"), ({"batch_size": 0}, "batch_size")])
+@pytest.mark.parametrize(
+    ("kwargs", "match"), [({"num_threads": 0}, "num_threads"), ({"batch_size": 0}, "batch_size")]
+)
 def test_backend_numbers_are_validated(kwargs: dict[str, int], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         create_detector("litert", **kwargs)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("backend", "extra"), [(BackendName.TENSORFLOW, 'eyeblink[tf]"'), ("ipu", "eyeblink[ipu]"),
-                                               ("jax", 'pip install "eyeblink[jax]"')])
+@pytest.mark.parametrize(
+    ("backend", "extra"),
+    [
+        (BackendName.TENSORFLOW, 'eyeblink[tf]"'),
+        ("ipu", "eyeblink[ipu]"),
+        ("jax", 'pip install "eyeblink[jax]"'),
+    ],
+)
 def test_backend_without_its_runtime_is_unavailable(
     monkeypatch: pytest.MonkeyPatch, backend: BackendName | str, extra: str
 ) -> None:
     for module in ("tensorflow", "jax"):
-        monkeypatch.setitem(sys.modules, module, None)  # makes `import tensorflow` / `import jax` fail here
+        # makes `import tensorflow` / `import jax` fail here
+        monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(BackendUnavailableError, match="valid choices") as info:
         create_detector(backend)
     assert extra in str(info.value)
@@ -431,8 +477,14 @@ def test_backend_names_are_strings() -> None:
 
 
 def test_import_detect_is_light() -> None:
-    code = "import sys, eyeblink.detect; sys.exit(int('ai_edge_litert' in sys.modules or 'cv2' in sys.modules))"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    code = (
+        "import sys, eyeblink.detect; sys.exit(int('ai_edge_litert' in sys.modules or 'cv2' "
+        "in sys.modules))"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     assert subprocess.run([sys.executable, "-c", code], env=env, check=False).returncode == 0
 
 
@@ -482,7 +534,9 @@ def test_verify_sha256_message_is_one_line_with_both_digests(tmp_path: Path) -> 
         (None, lambda p: weights.verify_size(p, 6)),
     ],
 )
-def test_model_file_checks_raise_model_file_error(tmp_path: Path, content: bytes | None, check: object) -> None:
+def test_model_file_checks_raise_model_file_error(
+    tmp_path: Path, content: bytes | None, check: object
+) -> None:
     path = tmp_path / "file.bin"
     if content is not None:
         path.write_bytes(content)
@@ -512,11 +566,14 @@ def test_dlib68_path_when_installed() -> None:
 # LiteRT backend and the real model
 
 
-def test_corrupt_shipped_model_fails_its_sha256(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_corrupt_shipped_model_fails_its_sha256(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("eyeblink.detect.litert")
     truncated = tmp_path / "face_detection_short_range.tflite"
     truncated.write_bytes(weights.blazeface_path().read_bytes()[:100_000])
-    monkeypatch.setattr(weights, "blazeface_path", lambda: truncated)  # the shipped file, as every backend finds it
+    # the shipped file, as every backend finds it
+    monkeypatch.setattr(weights, "blazeface_path", lambda: truncated)
     with pytest.raises(ModelFileError, match="sha256"):
         create_detector("litert")
 
@@ -530,7 +587,8 @@ def test_truncated_own_model_is_a_model_file_error(tmp_path: Path) -> None:
 
 
 def test_unloadable_model_file_is_a_model_file_error(tmp_path: Path) -> None:
-    """A user's model file (not checksummed: only the shipped one is) that LiteRT rejects is reported, not a crash."""
+    """A user's model file (not checksummed: only the shipped one is) that LiteRT rejects is
+    reported, not a crash."""
     litert = pytest.importorskip("eyeblink.detect.litert")
     garbage = tmp_path / "garbage.tflite"
     garbage.write_bytes(b"\x00" * 4096)
@@ -554,13 +612,17 @@ def test_litert_detector_protocol_and_validation() -> None:
 
 @pytest.mark.parametrize("batch_size", [2, 3, 5])
 def test_litert_batch_outputs_equal_single_outputs(batch_size: int, astronaut: np.ndarray) -> None:
-    """LiteRT groups batched outputs per grid; the backend must restore canonical per-image order."""
+    """LiteRT groups batched outputs per grid; the backend must restore canonical per-image
+    order."""
     pytest.importorskip("ai_edge_litert.interpreter")
     rng = np.random.default_rng(batch_size)
     images = [letterbox(astronaut)[0], letterbox(astronaut[::-1].copy())[0]]
     images += [rng.uniform(-1, 1, (128, 128, 3)).astype(np.float32) for _ in range(batch_size)]
     batch = np.stack(images[:batch_size])
-    with create_detector("litert", batch_size=batch_size) as batched, create_detector("litert") as single:
+    with (
+        create_detector("litert", batch_size=batch_size) as batched,
+        create_detector("litert") as single,
+    ):
         reg_b, sc_b = batched.detect(batch)
         for i in range(batch_size):
             reg_1, sc_1 = single.detect(batch[i : i + 1])
@@ -571,7 +633,9 @@ def test_litert_batch_outputs_equal_single_outputs(batch_size: int, astronaut: n
         np.testing.assert_allclose(reg_1b[0], reg_b[0], atol=1e-5)
 
 
-def test_astronaut_has_exactly_one_face_with_eyes_in_place(face_detector: FaceDetector, astronaut: np.ndarray) -> None:
+def test_astronaut_has_exactly_one_face_with_eyes_in_place(
+    face_detector: FaceDetector, astronaut: np.ndarray
+) -> None:
     faces = face_detector.detect(astronaut)
     assert len(faces) == 1
     face = faces[0]
@@ -593,7 +657,8 @@ def test_astronaut_has_exactly_one_face_with_eyes_in_place(face_detector: FaceDe
 def test_detection_maps_back_through_letterbox(
     face_detector: FaceDetector, astronaut: np.ndarray, scale: float, offset: tuple[int, int]
 ) -> None:
-    """The photo scaled and placed in a 640x480 gray canvas gives the direct detection, moved and scaled."""
+    """The photo scaled and placed in a 640x480 gray canvas gives the direct detection, moved and
+    scaled."""
     gray = cv2.cvtColor(astronaut, cv2.COLOR_RGB2GRAY)[0:320, 40:440]  # 400x320 around the face
     direct = face_detector.detect(gray)
     assert len(direct) == 1
@@ -612,7 +677,13 @@ def test_detection_maps_back_through_letterbox(
 
 def test_detect_many_equals_detect(face_detector: FaceDetector, astronaut: np.ndarray) -> None:
     gray = cv2.cvtColor(astronaut, cv2.COLOR_RGB2GRAY)
-    images = [astronaut, gray[0:320, 40:440], astronaut[:, ::-1].copy(), np.zeros((480, 640), np.uint8), gray]
+    images = [
+        astronaut,
+        gray[0:320, 40:440],
+        astronaut[:, ::-1].copy(),
+        np.zeros((480, 640), np.uint8),
+        gray,
+    ]
     singles = [face_detector.detect(image) for image in images]
     pytest.importorskip("ai_edge_litert.interpreter")
     with FaceDetector("litert", batch_size=3) as batched:
@@ -652,7 +723,8 @@ def test_face_detector_from_fake_backend() -> None:
         faces = detector.detect_many([np.zeros((480, 640), np.uint8)] * 3)
     assert fake.closed
     assert [len(f) for f in faces] == [1, 1, 1]
-    # anchor centre (8, 8) input px, box 32 px: in a 640x480 frame (scale 0.2, pad_y 16) -> x 40, y -40
+    # anchor centre (8, 8) input px, box 32 px: in a 640x480 frame (scale 0.2, pad_y 16) -> x 40, y
+    # -40
     np.testing.assert_allclose(faces[0][0].box, [-40.0, -120.0, 120.0, 40.0], atol=1e-3)
 
 
@@ -683,13 +755,18 @@ def test_recall_on_dlib_face_boxes(face_detector: FaceDetector) -> None:
             faces = face_detector.detect(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
             found = np.array([f.box for f in faces], float).reshape(-1, 4)
             for box_el in image_el.iter("box"):
-                top, left, width, height = (int(box_el.get(k, "0")) for k in ("top", "left", "width", "height"))
+                top, left, width, height = (
+                    int(box_el.get(k, "0")) for k in ("top", "left", "width", "height")
+                )
                 truth = np.array([left, top, left + width, top + height], float)
                 hit = bool(found.size) and float(box_iou(truth, found).max()) > 0.3
                 if min(width, height) >= 60:
                     large_total, large_hits = large_total + 1, large_hits + hit
                 else:
                     small_total, small_hits = small_total + 1, small_hits + hit
-    print(f"recall faces >= 60 px: {large_hits}/{large_total}; smaller faces: {small_hits}/{small_total}")
+    print(
+        f"recall faces >= 60 px: {large_hits}/{large_total}; smaller faces: "
+        f"{small_hits}/{small_total}"
+    )
     assert large_total >= 5
     assert large_hits / large_total >= 0.8

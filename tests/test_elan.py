@@ -1,6 +1,6 @@
-"""ELAN (.eaf) in and out: a session's blinks go out as tiers and come back to the frame; a rater's tier becomes
-the session's corrections or the reference ``eyeblink agree`` scores against, with the F1 ``eyeblink eval``
-gives on the same clip."""
+"""ELAN (.eaf) in and out: a session's blinks go out as tiers and come back to the frame; a rater's
+tier becomes the session's corrections or the reference ``eyeblink agree`` scores against, with the
+F1 ``eyeblink eval`` gives on the same clip."""
 
 from __future__ import annotations
 
@@ -34,25 +34,36 @@ def _rater_eaf(path: Path, spans_ms: list[tuple[int, int]], tier: str = "rater")
     return path
 
 
-def test_export_is_eaf_3_linked_to_the_recording_and_comes_back_to_the_frame(tmp_path: Path) -> None:
+def test_export_is_eaf_3_linked_to_the_recording_and_comes_back_to_the_frame(
+    tmp_path: Path,
+) -> None:
     session = write_session(tmp_path / "out", "s1")
     recording = tmp_path / "s1.avi"
     recording.write_bytes(b"not looked at")
     summary = json.loads((session.parent / "s1.summary.json").read_text())
-    (session.parent / "s1.summary.json").write_text(json.dumps({**summary, "input": str(recording)}))
+    (session.parent / "s1.summary.json").write_text(
+        json.dumps({**summary, "input": str(recording)})
+    )
     auto = _csv(session.parent / "s1.blinks.csv")
     proc = run_cli("export-eaf", session)
     assert proc.returncode == 0, proc.stderr
     eaf_file = session.parent / "s1.eaf"
     text = eaf_file.read_text()
     assert 'VERSION="3.0"' in text and 'TIME_UNITS="milliseconds"' in text
-    assert f'MEDIA_URL="{recording.resolve().as_uri()}"' in text and 'RELATIVE_MEDIA_URL="../s1.avi"' in text
+    assert (
+        f'MEDIA_URL="{recording.resolve().as_uri()}"' in text
+        and 'RELATIVE_MEDIA_URL="../s1.avi"' in text
+    )
     eaf = pympi.Elan.Eaf(str(eaf_file))  # reads back in the library that wrote it
-    assert set(eaf.get_tier_names()) == {"blinks-automatic", "left-eye", "right-eye"}  # no corrections yet
+    # no corrections yet
+    assert set(eaf.get_tier_names()) == {"blinks-automatic", "left-eye", "right-eye"}
     ann = sorted(eaf.get_annotation_data_for_tier("blinks-automatic"))
-    # ms on the recording's clock, from the first frame to the end of the last (frames are inclusive)
-    assert [(a, b) for a, b, _ in ann] == [(round(float(r["start_s"]) * 1000),
-                                            round((float(r["end_s"]) + 1 / FPS) * 1000)) for r in auto]
+    # ms on the recording's clock, from the first frame to the end of the last (frames are
+    # inclusive)
+    assert [(a, b) for a, b, _ in ann] == [
+        (round(float(r["start_s"]) * 1000), round((float(r["end_s"]) + 1 / FPS) * 1000))
+        for r in auto
+    ]
     # import the tier back: every blink accepted, blinks.csv the same events to the frame
     proc = run_cli("import-eaf", eaf_file, session, "--tier", "blinks-automatic")
     assert proc.returncode == 0, proc.stderr
@@ -67,12 +78,17 @@ def test_export_is_eaf_3_linked_to_the_recording_and_comes_back_to_the_frame(tmp
 def test_a_raters_tier_becomes_the_corrections_frame_for_frame(tmp_path: Path) -> None:
     session = write_session(tmp_path / "out", "s1")
     ms = 1000 / FPS
-    # the rater: no blink 1, blink 3 two frames earlier, the missed closure added; blinks 2 and 4 as detected
-    want = [(round(BLINKS[1][0] * FPS), round(sum(BLINKS[1]) * FPS)),
-            (round(BLINKS[2][0] * FPS) - 2, round(sum(BLINKS[2]) * FPS)),
-            (round(BLINKS[3][0] * FPS), round(sum(BLINKS[3]) * FPS)),
-            (round(MISSED[0] * FPS), round(sum(MISSED) * FPS))]
-    eaf = _rater_eaf(tmp_path / "rater.eaf", [(round(a * ms), round((b + 1) * ms)) for a, b in want])
+    # the rater: no blink 1, blink 3 two frames earlier, the missed closure added; blinks 2 and 4 as
+    # detected
+    want = [
+        (round(BLINKS[1][0] * FPS), round(sum(BLINKS[1]) * FPS)),
+        (round(BLINKS[2][0] * FPS) - 2, round(sum(BLINKS[2]) * FPS)),
+        (round(BLINKS[3][0] * FPS), round(sum(BLINKS[3]) * FPS)),
+        (round(MISSED[0] * FPS), round(sum(MISSED) * FPS)),
+    ]
+    eaf = _rater_eaf(
+        tmp_path / "rater.eaf", [(round(a * ms), round((b + 1) * ms)) for a, b in want]
+    )
     proc = run_cli("import-eaf", eaf, session, "--tier", "rater")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((session.parent / "s1.corrections.json").read_text())
@@ -82,39 +98,57 @@ def test_a_raters_tier_becomes_the_corrections_frame_for_frame(tmp_path: Path) -
     rows = _csv(session.parent / "s1.blinks.csv")
     assert _frames(rows) == want
     assert [r["source"] for r in rows] == ["accepted", "corrected", "accepted", "added"]
-    # agree scores the detector against the tier: 3 of its 4 blinks are the rater's, 1 of the rater's is missed
-    proc = run_cli("agree", session, "--reference", eaf, "--tier", "rater", "--json", tmp_path / "a.json")
+    # agree scores the detector against the tier: 3 of its 4 blinks are the rater's, 1 of the
+    # rater's is missed
+    proc = run_cli(
+        "agree", session, "--reference", eaf, "--tier", "rater", "--json", tmp_path / "a.json"
+    )
     assert proc.returncode == 0, proc.stderr
     events = json.loads((tmp_path / "a.json").read_text())["total"]
     assert (events["hits"], events["false"], events["missed"]) == (3, 1, 1)
-    assert events["onset_diff_mean_ms"] == pytest.approx(2 * ms / 3)  # blink 3's onset, 2 frames later
+    # blink 3's onset, 2 frames later
+    assert events["onset_diff_mean_ms"] == pytest.approx(2 * ms / 3)
 
 
-@pytest.mark.parametrize(("make", "args", "problem"), [
-    (lambda p: p.write_text("not xml"), ("--tier", "rater"), "is not an ELAN .eaf file"),
-    (lambda p: _rater_eaf(p, [(100, 200)]), ("--tier", "nope"), "has no tier 'nope'; its tiers are 'default', 'rater'"),
-])
-def test_a_bad_eaf_or_tier_is_one_line(tmp_path: Path, make, args: tuple[str, ...], problem: str) -> None:
+@pytest.mark.parametrize(
+    ("make", "args", "problem"),
+    [
+        (lambda p: p.write_text("not xml"), ("--tier", "rater"), "is not an ELAN .eaf file"),
+        (
+            lambda p: _rater_eaf(p, [(100, 200)]),
+            ("--tier", "nope"),
+            "has no tier 'nope'; its tiers are 'default', 'rater'",
+        ),
+    ],
+)
+def test_a_bad_eaf_or_tier_is_one_line(
+    tmp_path: Path, make, args: tuple[str, ...], problem: str
+) -> None:
     session = write_session(tmp_path / "out", "s1")
     eaf = tmp_path / "x.eaf"
     make(eaf)
     for cmd in (("import-eaf", eaf, session, *args), ("agree", session, "--reference", eaf, *args)):
         proc = run_cli(*cmd)
-        assert proc.returncode != 0 and problem in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.returncode != 0 and problem in proc.stderr and "Traceback" not in proc.stderr, (
+            proc.stderr
+        )
         assert len(proc.stderr.strip().splitlines()) == 1
     assert not (session.parent / "s1.corrections.json").exists()
 
 
-#: zju-dev clips where eval's F1 is not 1: a missed blink, a detection outside the annotated frames (a false
-#: positive under the strict convention), a false positive
+#: zju-dev clips where eval's F1 is not 1: a missed blink, a detection outside the annotated frames
+#: (a false positive under the strict convention), a false positive
 ZJU_CLIPS = ("000001M_FNN", "000005M_FBN", "000015F_UNN")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("clip", ZJU_CLIPS)
-def test_agree_against_an_eaf_of_the_zju_labels_gives_evals_f1(data_dir: Path, tmp_path: Path, clip: str) -> None:
-    """The ZJU .tag labels of one clip as an ELAN tier (each blink from its first packet's time to its last
-    packet's time plus a frame): ``agree --reference`` on the session ``eval`` kept gives eval's strict F1."""
+def test_agree_against_an_eaf_of_the_zju_labels_gives_evals_f1(
+    data_dir: Path, tmp_path: Path, clip: str
+) -> None:
+    """The ZJU .tag labels of one clip as an ELAN tier (each blink from its first packet's time to
+    its last packet's time plus a frame): ``agree --reference`` on the session ``eval`` kept gives
+    eval's strict F1."""
     from eyeblink.lab.evaluate import read_tag
 
     tag = data_dir / "zju-dev" / f"{clip}.tag"
@@ -135,13 +169,22 @@ def test_agree_against_an_eaf_of_the_zju_labels_gives_evals_f1(data_dir: Path, t
         if line and not line.startswith("#"):
             cells = line.split("\t")
             pts[int(cells[0])] = int(cells[2])
-    spans = [(round(pts[s.start] / fps * 1000), round((pts[s.end] + 1) / fps * 1000)) for s in read_tag(tag).blinks]
+    spans = [
+        (round(pts[s.start] / fps * 1000), round((pts[s.end] + 1) / fps * 1000))
+        for s in read_tag(tag).blinks
+    ]
     eaf = _rater_eaf(tmp_path / "zju.eaf", spans, "zju")
-    proc = run_cli("agree", out / tag.stem, "--reference", eaf, "--tier", "zju", "--json", tmp_path / "a.json")
+    proc = run_cli(
+        "agree", out / tag.stem, "--reference", eaf, "--tier", "zju", "--json", tmp_path / "a.json"
+    )
     assert proc.returncode == 0, proc.stderr
     events = json.loads((tmp_path / "a.json").read_text())["total"]
     assert events["reference_events"] == len(spans)
-    assert (events["hits"], events["false"], events["missed"]) == (strict["tp"], strict["fp"], strict["fn"])
+    assert (events["hits"], events["false"], events["missed"]) == (
+        strict["tp"],
+        strict["fp"],
+        strict["fn"],
+    )
     assert events["f1"] == pytest.approx(strict["f1"]) and strict["f1"] < 1
 
 
@@ -150,19 +193,27 @@ def test_without_pympi_the_elan_commands_say_what_to_install(tmp_path: Path) -> 
     import sys
 
     session = write_session(tmp_path / "out", "s1")
-    code = ("import sys; sys.modules['pympi'] = None  # as if pympi-ling were not installed\n"
-            "from eyeblink.cli import main; sys.exit(main(sys.argv[1:]))")
-    proc = subprocess.run([sys.executable, "-c", code, "export-eaf", str(session)], capture_output=True, text=True,
-                          timeout=120)
+    code = (
+        "import sys; sys.modules['pympi'] = None  # as if pympi-ling were not installed\n"
+        "from eyeblink.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "export-eaf", str(session)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "pip install 'eyeblink[elan]'" in proc.stderr
     assert not (session.parent / "s1.eaf").exists()
 
 
-def test_a_recording_on_another_windows_drive_is_linked_by_its_url_alone(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Windows has no relative path from one drive to another (``ntpath.relpath`` raises ``ValueError``): the export
-    then links the recording by its absolute URL only, and the file is written."""
+def test_a_recording_on_another_windows_drive_is_linked_by_its_url_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows has no relative path from one drive to another (``ntpath.relpath`` raises
+    ``ValueError``): the export then links the recording by its absolute URL only, and the file is
+    written."""
     import ntpath
     import os
 
@@ -174,7 +225,13 @@ def test_a_recording_on_another_windows_drive_is_linked_by_its_url_alone(tmp_pat
     recording = tmp_path / "s1.avi"
     recording.write_bytes(b"not looked at")
     summary = json.loads((session.parent / "s1.summary.json").read_text())
-    (session.parent / "s1.summary.json").write_text(json.dumps({**summary, "input": str(recording)}))
-    monkeypatch.setattr(os.path, "relpath", lambda path, start=None: ntpath.relpath(r"D:\rig\s1.avi", r"C:\results"))
+    (session.parent / "s1.summary.json").write_text(
+        json.dumps({**summary, "input": str(recording)})
+    )
+    monkeypatch.setattr(
+        os.path, "relpath", lambda path, start=None: ntpath.relpath(r"D:\rig\s1.avi", r"C:\results")
+    )
     text = write_eaf(session).read_text()
-    assert f'MEDIA_URL="{recording.resolve().as_uri()}"' in text and "RELATIVE_MEDIA_URL" not in text
+    assert (
+        f'MEDIA_URL="{recording.resolve().as_uri()}"' in text and "RELATIVE_MEDIA_URL" not in text
+    )

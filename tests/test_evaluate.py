@@ -1,4 +1,5 @@
-"""Event-level evaluation: ``.tag`` parsing, one-to-one matching, scores, and a run on real ZJU clips."""
+"""Event-level evaluation: ``.tag`` parsing, one-to-one matching, scores, and a run on real ZJU
+clips."""
 
 from __future__ import annotations
 
@@ -20,23 +21,32 @@ HEADER = """#This file was created using the Eyeblink annotation tool
 
 
 def tag_text(rows: list[tuple[int, int]], *, header: str = HEADER, end: bool = True) -> str:
-    """A .tag body: ``(frameID, blinkID)`` rows, the other 17 columns filled as the real files do."""
+    """A .tag body: ``(frameID, blinkID)`` rows, the other 17 columns filled as the real files
+    do."""
     lines = [f"{f}:{b}:X:X:X:X:X:100:60:140:140:120:100:130:100:160:100:170:100" for f, b in rows]
     return header + "\n".join(lines) + ("\n#end\n" if end else "\n")
 
 
-def write_tag(tmp_path: Path, rows: list[tuple[int, int]], name: str = "clip.tag", **kw: object) -> Path:
+def write_tag(
+    tmp_path: Path, rows: list[tuple[int, int]], name: str = "clip.tag", **kw: object
+) -> Path:
     p = tmp_path / name
     p.write_text(tag_text(rows, **kw), encoding="utf-8")  # type: ignore[arg-type]
     return p
 
 
-# --------------------------------------------------------------------------------------------- .tag parsing
+# --------------------------------------------------------------------------------------------- .tag
+# parsing
 
 
 def test_read_tag_spans_and_header(tmp_path: Path) -> None:
-    rows = [(f, -1) for f in range(3, 10)] + [(f, 1) for f in range(10, 15)] + [(f, -1) for f in range(15, 30)] \
-        + [(f, 2) for f in range(30, 33)] + [(33, -1)]
+    rows = (
+        [(f, -1) for f in range(3, 10)]
+        + [(f, 1) for f in range(10, 15)]
+        + [(f, -1) for f in range(15, 30)]
+        + [(f, 2) for f in range(30, 33)]
+        + [(33, -1)]
+    )
     tag = read_tag(write_tag(tmp_path, rows))
     assert tag.blinks == (Span(10, 14), Span(30, 32))
     assert tag.frame_ids[0] == 3 and tag.frame_ids[-1] == 33
@@ -46,7 +56,9 @@ def test_read_tag_spans_and_header(tmp_path: Path) -> None:
 
 def test_read_tag_stops_at_end_and_ignores_blank_lines(tmp_path: Path) -> None:
     p = tmp_path / "c.tag"
-    p.write_text(tag_text([(0, -1), (1, 5), (2, 5)], end=False) + "\n\n#end\n99:7:X\n", encoding="utf-8")
+    p.write_text(
+        tag_text([(0, -1), (1, 5), (2, 5)], end=False) + "\n\n#end\n99:7:X\n", encoding="utf-8"
+    )
     tag = read_tag(p)
     assert tag.blinks == (Span(1, 2),)
     assert 99 not in tag.frame_ids
@@ -57,12 +69,15 @@ def test_read_tag_blink_ids_need_not_be_contiguous_or_ordered(tmp_path: Path) ->
     assert read_tag(write_tag(tmp_path, rows)).blinks == (Span(1, 2), Span(4, 4))
 
 
-@pytest.mark.parametrize(("body", "message"), [
-    (HEADER + "#end\n", "no annotated frames"),
-    (HEADER + "abc:def:X\n#end\n", "expected 'frameID : blinkID"),
-    (HEADER + "12\n#end\n", "expected 'frameID : blinkID"),
-    ("no start marker\n1:-1:X\n", "no annotated frames"),
-])
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (HEADER + "#end\n", "no annotated frames"),
+        (HEADER + "abc:def:X\n#end\n", "expected 'frameID : blinkID"),
+        (HEADER + "12\n#end\n", "expected 'frameID : blinkID"),
+        ("no start marker\n1:-1:X\n", "no annotated frames"),
+    ],
+)
 def test_read_tag_errors(tmp_path: Path, body: str, message: str) -> None:
     p = tmp_path / "bad.tag"
     p.write_text(body, encoding="utf-8")
@@ -75,48 +90,58 @@ def test_read_tag_missing_file(tmp_path: Path) -> None:
         read_tag(tmp_path / "nope.tag")
 
 
-# --------------------------------------------------------------------------------------------- matching
+# ---------------------------------------------------------------------------------------------
+# matching
 
 
 def S(*pairs: tuple[int, int]) -> list[Span]:
     return [Span(a, b) for a, b in pairs]
 
 
-@pytest.mark.parametrize(("truth", "detected", "tp", "fp", "fn", "onsets"), [
-    (S(), S(), 0, 0, 0, ()),
-    (S((10, 20)), S(), 0, 0, 1, ()),
-    (S(), S((10, 20)), 0, 1, 0, ()),
-    (S((10, 20)), S((12, 18)), 1, 0, 0, (2,)),
-    (S((10, 20)), S((21, 30)), 0, 1, 1, ()),                  # touching is not overlapping
-    (S((10, 20)), S((20, 30)), 1, 0, 0, (10,)),               # one shared frame is
-    (S((10, 20)), S((5, 12), (15, 25)), 1, 1, 0, (5,)),       # one-to-one: the larger overlap wins
-    (S((10, 20), (21, 30)), S((10, 30)), 1, 0, 1, (0,)),      # a merged double blink is one hit, one miss
-    (S((10, 20), (22, 30)), S((15, 24)), 1, 0, 1, (5,)),      # overlap 6 vs 3: the first truth
-    (S((0, 5), (10, 15), (20, 25)), S((1, 4), (11, 14), (21, 24)), 3, 0, 0, (1, 1, 1)),
-])
-def test_match_events(truth: list[Span], detected: list[Span], tp: int, fp: int, fn: int,
-                      onsets: tuple[int, ...]) -> None:
+@pytest.mark.parametrize(
+    ("truth", "detected", "tp", "fp", "fn", "onsets"),
+    [
+        (S(), S(), 0, 0, 0, ()),
+        (S((10, 20)), S(), 0, 0, 1, ()),
+        (S(), S((10, 20)), 0, 1, 0, ()),
+        (S((10, 20)), S((12, 18)), 1, 0, 0, (2,)),
+        (S((10, 20)), S((21, 30)), 0, 1, 1, ()),  # touching is not overlapping
+        (S((10, 20)), S((20, 30)), 1, 0, 0, (10,)),  # one shared frame is
+        (S((10, 20)), S((5, 12), (15, 25)), 1, 1, 0, (5,)),  # one-to-one: the larger overlap wins
+        # a merged double blink is one hit, one miss
+        (S((10, 20), (21, 30)), S((10, 30)), 1, 0, 1, (0,)),
+        (S((10, 20), (22, 30)), S((15, 24)), 1, 0, 1, (5,)),  # overlap 6 vs 3: the first truth
+        (S((0, 5), (10, 15), (20, 25)), S((1, 4), (11, 14), (21, 24)), 3, 0, 0, (1, 1, 1)),
+    ],
+)
+def test_match_events(
+    truth: list[Span], detected: list[Span], tp: int, fp: int, fn: int, onsets: tuple[int, ...]
+) -> None:
     sc = match_events(truth, detected)
     assert (sc.tp, sc.fp, sc.fn) == (tp, fp, fn)
     assert sorted(sc.onset_errors) == sorted(onsets)
 
 
 def test_match_events_largest_overlap_first_not_greedy_in_order() -> None:
-    # greedy in truth order would give truth 0 the detection 0 (overlap 2) and leave truth 1 unmatched
+    # greedy in truth order would give truth 0 the detection 0 (overlap 2) and leave truth 1
+    # unmatched
     truth = S((0, 10), (9, 30))
     detected = S((9, 25), (0, 8))
     sc = match_events(truth, detected)
     assert (sc.tp, sc.fp, sc.fn) == (2, 0, 0)
 
 
-@pytest.mark.parametrize(("tp", "fp", "fn", "p", "r", "f1"), [
-    (10, 0, 0, 1.0, 1.0, 1.0),
-    (8, 2, 2, 0.8, 0.8, 0.8),
-    (1, 1, 0, 0.5, 1.0, 2 / 3),
-    (0, 3, 0, 0.0, math.nan, 0.0),
-    (0, 0, 3, math.nan, 0.0, 0.0),
-    (0, 0, 0, math.nan, math.nan, 1.0),  # nothing to find, nothing found
-])
+@pytest.mark.parametrize(
+    ("tp", "fp", "fn", "p", "r", "f1"),
+    [
+        (10, 0, 0, 1.0, 1.0, 1.0),
+        (8, 2, 2, 0.8, 0.8, 0.8),
+        (1, 1, 0, 0.5, 1.0, 2 / 3),
+        (0, 3, 0, 0.0, math.nan, 0.0),
+        (0, 0, 3, math.nan, 0.0, 0.0),
+        (0, 0, 0, math.nan, math.nan, 1.0),  # nothing to find, nothing found
+    ],
+)
 def test_scores(tp: int, fp: int, fn: int, p: float, r: float, f1: float) -> None:
     sc = Score(tp, fp, fn, ())
     for got, want in ((sc.precision, p), (sc.recall, r), (sc.f1, f1)):
@@ -131,10 +156,12 @@ def test_strict_counts_the_unscored_detections_as_false_positives() -> None:
 
 
 @pytest.mark.slow
-def test_eval_reports_both_conventions_on_a_rendered_recording(tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    """A recording with two planted blinks whose ``.tag`` annotates only the frames of the first: the second
-    detection is unscored (F1 1.0) in the default convention and a false positive in the strict one."""
+def test_eval_reports_both_conventions_on_a_rendered_recording(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A recording with two planted blinks whose ``.tag`` annotates only the frames of the first:
+    the second detection is unscored (F1 1.0) in the default convention and a false positive in the
+    strict one."""
     from eyeblink.config import load_preset
     from eyeblink.lab.evaluate import run_eval
     from eyeblink.lab.synth import BlinkSpec, SynthConfig, write_recording
@@ -142,22 +169,35 @@ def test_eval_reports_both_conventions_on_a_rendered_recording(tmp_path: Path,
 
     ds = tmp_path / "ds"
     ds.mkdir()
-    truth = write_recording(ds / "000001M_FNN.avi", SynthConfig(
-        duration_s=2.0, fps=100.0, blinks=(BlinkSpec(0.5), BlinkSpec(1.4)), seed=3))
+    truth = write_recording(
+        ds / "000001M_FNN.avi",
+        SynthConfig(duration_s=2.0, fps=100.0, blinks=(BlinkSpec(0.5), BlinkSpec(1.4)), seed=3),
+    )
     planted = [(b.onset_frame, b.end_frame) for b in truth.blinks]
     first_end = planted[0][1]
     rows = [(f, 1 if planted[0][0] <= f <= first_end else -1) for f in range(0, first_end + 20)]
     write_tag(ds, rows, name="000001M_FNN.tag")
     report = tmp_path / "scores.json"
-    assert run_eval(ds, load_preset(resolve_preset("cpu")), outdir=tmp_path / "out", json_path=report) == 0
+    assert (
+        run_eval(ds, load_preset(resolve_preset("cpu")), outdir=tmp_path / "out", json_path=report)
+        == 0
+    )
     scores = json.loads(report.read_text())
     assert scores["unscored"] == 1
-    assert (scores["overall"]["tp"], scores["overall"]["fp"], scores["overall"]["f1"]) == (1, 0, 1.0)
+    assert (scores["overall"]["tp"], scores["overall"]["fp"], scores["overall"]["f1"]) == (
+        1,
+        0,
+        1.0,
+    )
     strict = scores["strict"]["overall"]
-    assert (strict["tp"], strict["fp"], strict["fn"]) == (1, 1, 0) and strict["f1"] == pytest.approx(2 / 3)
+    assert (strict["tp"], strict["fp"], strict["fn"]) == (1, 1, 0) and strict[
+        "f1"
+    ] == pytest.approx(2 / 3)
     assert scores["strict"]["groups"]["FNN"]["fp"] == 1
-    assert "strict (the unscored detections counted as false positives): OVERALL P 0.500 R 1.000 F1 0.667" in \
-        capsys.readouterr().out
+    assert (
+        "strict (the unscored detections counted as false positives): OVERALL P 0.500 R 1.000 F1 "
+        "0.667" in capsys.readouterr().out
+    )
 
 
 def test_score_sum_and_onsets() -> None:
@@ -169,12 +209,15 @@ def test_score_sum_and_onsets() -> None:
     assert set(s.as_dict()) >= {"tp", "fp", "fn", "precision", "recall", "f1"}
 
 
-@pytest.mark.parametrize(("spans", "kept", "outside"), [
-    (S((0, 5)), S(), 1),           # entirely before the first annotated frame
-    (S((5, 12)), S((5, 12)), 0),   # reaches into the annotated range: scored
-    (S((50, 60)), S((50, 60)), 0),
-    (S((98, 99), (101, 120)), S((98, 99)), 1),
-])
+@pytest.mark.parametrize(
+    ("spans", "kept", "outside"),
+    [
+        (S((0, 5)), S(), 1),  # entirely before the first annotated frame
+        (S((5, 12)), S((5, 12)), 0),  # reaches into the annotated range: scored
+        (S((50, 60)), S((50, 60)), 0),
+        (S((98, 99), (101, 120)), S((98, 99)), 1),
+    ],
+)
 def test_within_annotated_range(spans: list[Span], kept: list[Span], outside: int) -> None:
     assert within(spans, Span(10, 100)) == (kept, outside)
 
@@ -185,7 +228,9 @@ def test_span_rejects_reversed(a: int, b: int) -> None:
         Span(a, b)
 
 
-@pytest.mark.parametrize(("stem", "group"), [("000001M_FBN", "FBN"), ("000019F_UNN", "UNN"), ("clip", "all")])
+@pytest.mark.parametrize(
+    ("stem", "group"), [("000001M_FBN", "FBN"), ("000019F_UNN", "UNN"), ("clip", "all")]
+)
 def test_group_of(stem: str, group: str) -> None:
     assert group_of(Path(f"/x/{stem}.avi")) == group
 
@@ -203,26 +248,34 @@ def test_find_pairs(tmp_path: Path) -> None:
         find_pairs(empty)
 
 
-# --------------------------------------------------------------------------------------------- real data
+# --------------------------------------------------------------------------------------------- real
+# data
 
-ZJU_CLIPS = ("000001M_FBN", "000007M_UNN", "000011M_FTN")  # plain, looking up (appearance cue), blink at frame 0
+# plain, looking up (appearance cue), blink at frame 0
+ZJU_CLIPS = ("000001M_FBN", "000007M_UNN", "000011M_FTN")
 
 
-def test_eval_on_zju_clips(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``eyeblink eval`` on three real ZJU clips (symlinked, never copied), with the CLI's default preset."""
+def test_eval_on_zju_clips(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``eyeblink eval`` on three real ZJU clips (symlinked, never copied), with the CLI's
+    default preset."""
     from eyeblink.config import load_preset
     from eyeblink.lab.evaluate import run_eval
     from eyeblink.presets import resolve_preset
 
     ds = zju_subset(data_dir, tmp_path, ZJU_CLIPS)
     report = tmp_path / "scores.json"
-    assert run_eval(ds, load_preset(resolve_preset("cpu")), outdir=tmp_path / "out", json_path=report) == 0
+    assert (
+        run_eval(ds, load_preset(resolve_preset("cpu")), outdir=tmp_path / "out", json_path=report)
+        == 0
+    )
     scores = json.loads(report.read_text())
     overall = scores["overall"]
     truth = sum(read_tag(ds / f"{c}.tag").blinks.__len__() for c in ZJU_CLIPS)
     assert overall["tp"] + overall["fn"] == truth == 10
-    # 8/10 found, none false, with the cpu preset (face mesh + iris lids): the two misses are the shallow
-    # blinks (~15% closure) of the looking-up clip 000007M_UNN, which dlib's 68 points found
+    # 8/10 found, none false, with the cpu preset (face mesh + iris lids): the two misses are the
+    # shallow blinks (~15% closure) of the looking-up clip 000007M_UNN, which dlib's 68 points found
     assert overall["recall"] >= 0.8 and overall["precision"] >= 0.9
     assert abs(overall["onset_error_mean_abs_frames"]) <= 1.0
     assert "OVERALL" in capsys.readouterr().out

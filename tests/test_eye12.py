@@ -1,4 +1,5 @@
-"""The 12-point eye model (``--landmarks eye12``): shipped file, fit quality, CLI, and the training code path."""
+"""The 12-point eye model (``--landmarks eye12``): shipped file, fit quality, CLI, and the
+training code path."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from eyeblink.errors import ConfigError, ModelFileError
 def fitters() -> dict[str, object]:
     from eyeblink.frame.analyzer import build_fitter
 
-    return {m: build_fitter(RunConfig(landmarks=LandmarkConfig(model=m))) for m in ("face68", "eye12")}
+    return {
+        m: build_fitter(RunConfig(landmarks=LandmarkConfig(model=m))) for m in ("face68", "eye12")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +38,11 @@ def test_shipped_model_verifies_and_is_small() -> None:
     assert path.parent == weights.WEIGHTS_DIR and path.name == weights.EYE12_FILENAME
     weights.verify_sha256(path, weights.EYE12_SHA256)
     assert 0.5e6 < path.stat().st_size < 10e6
-    sums = dict(reversed(line.split()) for line in (weights.WEIGHTS_DIR / "SHA256SUMS").read_text().splitlines()
-                if line.strip())
+    sums = dict(
+        reversed(line.split())
+        for line in (weights.WEIGHTS_DIR / "SHA256SUMS").read_text().splitlines()
+        if line.strip()
+    )
     assert sums[weights.EYE12_FILENAME] == weights.EYE12_SHA256
 
 
@@ -48,7 +54,9 @@ def test_a_corrupt_copy_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         weights.eye12_path()
 
 
-@pytest.mark.parametrize(("model", "ok"), [("face68", True), ("eye12", True), ("eye6", False), ("", False)])
+@pytest.mark.parametrize(
+    ("model", "ok"), [("face68", True), ("eye12", True), ("eye6", False), ("", False)]
+)
 def test_landmark_model_names(model: str, ok: bool) -> None:
     if ok:
         assert LandmarkConfig(model=model).model == model
@@ -69,7 +77,9 @@ def _synth_frame(closure: float, t: float = 0.3) -> tuple[np.ndarray, np.ndarray
 
     cfg = SynthConfig()
     img = render_frame(t, closure, closure, np.random.default_rng(0), cfg)
-    pts = np.vstack([eye_landmarks_at(closure, "right", cfg, t), eye_landmarks_at(closure, "left", cfg, t)])
+    pts = np.vstack(
+        [eye_landmarks_at(closure, "right", cfg, t), eye_landmarks_at(closure, "left", cfg, t)]
+    )
     return img, pts
 
 
@@ -86,22 +96,44 @@ def test_eye12_fits_a_synthetic_face_like_face68(fitters: dict[str, object], det
             fit = fitter.fit(img, face)  # type: ignore[attr-defined]
             assert fit.points.shape == (12, 2) and np.isfinite(fit.points).all()
             ears[name][closure] = (fit.ear_left + fit.ear_right) / 2
-            if closure == 0.0:  # the same points in the same order (right eye 36-41, then left 42-47)
+            # the same points in the same order (right eye 36-41, then left 42-47)
+            if closure == 0.0:
                 assert eye_error(fit.points, truth) < 0.06, name
     assert abs(ears["eye12"][0.0] - ears["face68"][0.0]) < 0.05, ears
     # closed eyes: EAR drops like face68's (at least as deep, relative to the open eye)
     for name in ears:
         assert ears[name][1.0] < 0.6 * ears[name][0.0], ears
-    assert ears["eye12"][1.0] / ears["eye12"][0.0] <= ears["face68"][1.0] / ears["face68"][0.0] + 0.1, ears
+    assert (
+        ears["eye12"][1.0] / ears["eye12"][0.0] <= ears["face68"][1.0] / ears["face68"][0.0] + 0.1
+    ), ears
 
 
 @pytest.mark.slow
-def test_cli_landmarks_eye12_finds_the_planted_blink(face_recording: tuple[Path, object], tmp_path: Path) -> None:
+def test_cli_landmarks_eye12_finds_the_planted_blink(
+    face_recording: tuple[Path, object], tmp_path: Path
+) -> None:
     video, truth = face_recording
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(out),
-                           "--landmarks", "eye12", "--workers", "1", "--no-progress"],
-                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eyeblink",
+            "process",
+            str(video),
+            "-o",
+            str(out),
+            "--landmarks",
+            "eye12",
+            "--workers",
+            "1",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr
     with (out / "subject.blinks.csv").open(newline="") as fh:
         blinks = list(csv.DictReader(fh))
@@ -116,15 +148,28 @@ def test_cli_landmarks_eye12_finds_the_planted_blink(face_recording: tuple[Path,
 
 def test_training_runs_on_a_tiny_synthetic_set(detector, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The code path of ``eyeblink train-landmarks`` end to end, with tiny options (seconds)."""
-    from eyeblink.lab.train import TrainOptions, build_samples, compare, synthetic_frames, train_model
+    from eyeblink.lab.train import (
+        TrainOptions,
+        build_samples,
+        compare,
+        synthetic_frames,
+        train_model,
+    )
     from eyeblink.landmarks.dlib import LandmarkFitter
 
     frames = synthetic_frames(8, seed=3)
     assert len(frames) == 8 and {f.kind for f in frames} == {"synthetic"}
     samples = build_samples(frames, detector, augment_copies=1, rng=np.random.default_rng(0))
     assert len(samples) >= 12
-    opts = TrainOptions(cascade_depth=2, num_trees_per_cascade_level=8, tree_depth=2, oversampling_amount=2,
-                        feature_pool_size=50, num_test_splits=5, synthetic=0)
+    opts = TrainOptions(
+        cascade_depth=2,
+        num_trees_per_cascade_level=8,
+        tree_depth=2,
+        oversampling_amount=2,
+        feature_pool_size=50,
+        num_test_splits=5,
+        synthetic=0,
+    )
     out = tmp_path / "tiny.dat"
     stats = train_model(samples, out, opts, fitter=LandmarkFitter(), workdir=tmp_path / "set")
     assert stats["samples"] == len(samples) and out.stat().st_size == stats["bytes"]
@@ -135,7 +180,9 @@ def test_training_runs_on_a_tiny_synthetic_set(detector, tmp_path: Path) -> None
     assert table["tiny"]["all"]["n"] == 4 and np.isfinite(table["tiny"]["all"]["err_mean"])
 
 
-@pytest.mark.parametrize(("field", "value"), [("tree_depth", 0), ("tree_depth", 9), ("nu", 0.0), ("augment", -1)])
+@pytest.mark.parametrize(
+    ("field", "value"), [("tree_depth", 0), ("tree_depth", 9), ("nu", 0.0), ("augment", -1)]
+)
 def test_train_options_are_validated(field: str, value: float) -> None:
     from eyeblink.lab.train import TrainOptions
 
@@ -146,12 +193,39 @@ def test_train_options_are_validated(field: str, value: float) -> None:
 @pytest.mark.slow
 def test_train_landmarks_cli(tmp_path: Path) -> None:
     out = tmp_path / "m.dat"
-    proc = subprocess.run([sys.executable, "-m", "eyeblink", "train-landmarks", "-o", str(out), "--synthetic", "6",
-                           "--augment", "1", "--cascade-depth", "1", "--num-trees-per-cascade-level", "4",
-                           "--tree-depth", "2", "--oversampling-amount", "1"],
-                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eyeblink",
+            "train-landmarks",
+            "-o",
+            str(out),
+            "--synthetic",
+            "6",
+            "--augment",
+            "1",
+            "--cascade-depth",
+            "1",
+            "--num-trees-per-cascade-level",
+            "4",
+            "--tree-depth",
+            "2",
+            "--oversampling-amount",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr
     assert out.is_file() and "trained in" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "eyeblink", "train-landmarks", "-o", str(out), "--synthetic", "0"],
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "eyeblink", "train-landmarks", "-o", str(out), "--synthetic", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode != 0 and "nothing to train on" in proc.stderr

@@ -1,5 +1,6 @@
-"""The development page's recipe for an eye model: a class in a module of its own, one entry in ``EYE_MODELS``,
-and the model is a choice of the Python API and of the workers, its openness in the rows of a real run."""
+"""The development page's recipe for an eye model: a class in a module of its own, one entry in
+``EYE_MODELS``, and the model is a choice of the Python API and of the workers, its openness in the
+rows of a real run."""
 
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ class ScaledEar:
 '''
 
 
-def test_a_registered_eye_model_runs_through_the_pipeline(face_recording: tuple[Path, object], tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_registered_eye_model_runs_through_the_pipeline(
+    face_recording: tuple[Path, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("pandas")
     import eyeblink
     from eyeblink.landmarks import EYE_MODELS, EyeModelSpec
@@ -42,9 +44,13 @@ def test_a_registered_eye_model_runs_through_the_pipeline(face_recording: tuple[
     (tmp_path / "mods").mkdir()
     (tmp_path / "mods" / "my_eyes.py").write_text(MODULE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path / "mods"))
-    monkeypatch.setitem(EYE_MODELS, "scaled-ear", EyeModelSpec("my_eyes", "ScaledEar", {"scale": 2.0}, fit_ms=0.9))
+    monkeypatch.setitem(
+        EYE_MODELS, "scaled-ear", EyeModelSpec("my_eyes", "ScaledEar", {"scale": 2.0}, fit_ms=0.9)
+    )
     video = face_recording[0]
-    ours = eyeblink.process(video, tmp_path / "ours", landmarks="scaled-ear", workers=2, max_frames=300)
+    ours = eyeblink.process(
+        video, tmp_path / "ours", landmarks="scaled-ear", workers=2, max_frames=300
+    )
     ref = eyeblink.process(video, tmp_path / "ref", landmarks="mesh-ear", workers=2, max_frames=300)
     assert ours.summary["settings"]["landmarks"]["model"] == "scaled-ear"
     a, b = ours.frames, ref.frames

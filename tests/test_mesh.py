@@ -20,17 +20,41 @@ from eyeblink.config import LandmarkConfig
 from eyeblink.errors import ConfigError
 from eyeblink.landmarks import EYE_MODELS, EyeModel, create_eye_model
 
-#: The 12 eye points (dlib order: subject's right eye 36-41, then left eye 42-47) the face mesh gives on
-#: skimage's astronaut with the shipped BlazeFace box (ai-edge-litert/XNNPACK, x86-64), and each eye's
-#: openness: the mesh's six-point EAR (mesh-ear) and the iris network's lid aperture (mesh).
-GOLDEN_POINTS = [[193.9, 100.7], [198.2, 97.7], [205.8, 97.7], [213.3, 103.5], [207.3, 104.2], [199.9, 103.6],
-                 [236.8, 104.7], [245.0, 99.8], [252.7, 100.6], [256.7, 104.0], [250.4, 106.2], [242.9, 106.0]]
+#: The 12 eye points (dlib order: subject's right eye 36-41, then left eye 42-47) the face mesh
+#: gives on skimage's astronaut with the shipped BlazeFace box (ai-edge-litert/XNNPACK, x86-64), and
+#: each eye's openness: the mesh's six-point EAR (mesh-ear) and the iris network's lid aperture
+#: (mesh).
+GOLDEN_POINTS = [
+    [193.9, 100.7],
+    [198.2, 97.7],
+    [205.8, 97.7],
+    [213.3, 103.5],
+    [207.3, 104.2],
+    [199.9, 103.6],
+    [236.8, 104.7],
+    [245.0, 99.8],
+    [252.7, 100.6],
+    [256.7, 104.0],
+    [250.4, 106.2],
+    [242.9, 106.0],
+]
 GOLDEN_OPENNESS = {"mesh": (0.2579, 0.2762), "mesh-ear": (0.3187, 0.3271)}
-#: ``mesh``'s 12 points are on the iris network's refined lid contour of the same frame (CONTOUR_EYE_POINTS):
-#: within ~2 px of the mesh's own (the corners sit a little further in).
-GOLDEN_CONTOUR_POINTS = [[195.3, 100.8], [199.1, 97.7], [206.0, 97.5], [213.3, 103.7], [207.2, 104.5],
-                         [200.6, 104.3], [236.4, 104.9], [244.3, 100.0], [251.3, 101.1], [254.8, 104.4],
-                         [249.0, 107.0], [242.2, 106.3]]
+#: ``mesh``'s 12 points are on the iris network's refined lid contour of the same frame
+#: (CONTOUR_EYE_POINTS): within ~2 px of the mesh's own (the corners sit a little further in).
+GOLDEN_CONTOUR_POINTS = [
+    [195.3, 100.8],
+    [199.1, 97.7],
+    [206.0, 97.5],
+    [213.3, 103.7],
+    [207.2, 104.5],
+    [200.6, 104.3],
+    [236.4, 104.9],
+    [244.3, 100.0],
+    [251.3, 101.1],
+    [254.8, 104.4],
+    [249.0, 107.0],
+    [242.2, 106.3],
+]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +77,9 @@ def test_golden_points_on_a_shipped_photo(name: str, astronaut: tuple[np.ndarray
     model = create_eye_model(name)
     assert isinstance(model, EyeModel)
     fit = model.fit(img, face)  # type: ignore[arg-type]
-    np.testing.assert_allclose(fit.points, GOLDEN_CONTOUR_POINTS if name == "mesh" else GOLDEN_POINTS, atol=1.0)
+    np.testing.assert_allclose(
+        fit.points, GOLDEN_CONTOUR_POINTS if name == "mesh" else GOLDEN_POINTS, atol=1.0
+    )
     np.testing.assert_allclose(fit.points, GOLDEN_POINTS, atol=2.5)
     np.testing.assert_allclose((fit.ear_left, fit.ear_right), GOLDEN_OPENNESS[name], atol=0.01)
     assert fit.presence > 0.99
@@ -64,7 +90,8 @@ def test_golden_points_on_a_shipped_photo(name: str, astronaut: tuple[np.ndarray
 
 
 def test_a_rolled_face_is_cropped_upright(astronaut: tuple[np.ndarray, object]) -> None:
-    """The crop is rotated by BlazeFace's eye line: a face rolled by 20 degrees reads the same openness."""
+    """The crop is rotated by BlazeFace's eye line: a face rolled by 20 degrees reads the same
+    openness."""
     import cv2
 
     from eyeblink.detect import create_detector
@@ -79,8 +106,10 @@ def test_a_rolled_face_is_cropped_upright(astronaut: tuple[np.ndarray, object]) 
 
 
 def test_the_mesh_is_reused_for_its_window_and_a_new_box_gets_its_own(
-        astronaut: tuple[np.ndarray, object]) -> None:
-    """``mesh_reuse_ms``: the face mesh runs once per window of a tracked box; the iris network every fit."""
+    astronaut: tuple[np.ndarray, object],
+) -> None:
+    """``mesh_reuse_ms``: the face mesh runs once per window of a tracked box; the iris network
+    every fit."""
     img, face = astronaut
     model = create_eye_model("mesh", mesh_reuse_ms=20.0)
     fits = []
@@ -102,9 +131,11 @@ def test_the_mesh_is_reused_for_its_window_and_a_new_box_gets_its_own(
 
 
 @pytest.mark.parametrize(("shift", "refits"), [(2, False), (10, True)])
-def test_an_eye_that_moves_in_its_crop_runs_the_mesh_again(shift: int, refits: bool,
-                                                           astronaut: tuple[np.ndarray, object]) -> None:
-    """Within the window, a head that moves (the eyes shift in their crops) gets a fresh mesh at once."""
+def test_an_eye_that_moves_in_its_crop_runs_the_mesh_again(
+    shift: int, refits: bool, astronaut: tuple[np.ndarray, object]
+) -> None:
+    """Within the window, a head that moves (the eyes shift in their crops) gets a fresh mesh at
+    once."""
     img, face = astronaut
     model = create_eye_model("mesh", mesh_reuse_ms=20.0)
     model.set_time(0.0)  # type: ignore[attr-defined]
@@ -115,12 +146,14 @@ def test_an_eye_that_moves_in_its_crop_runs_the_mesh_again(shift: int, refits: b
     assert model.mesh_runs == (2 if refits else 1)  # type: ignore[attr-defined]
     fresh = create_eye_model("mesh").fit(moved, face)  # type: ignore[arg-type]
     np.testing.assert_allclose(fit.points, fresh.points, atol=0.05 if refits else 3.0)
-    assert abs(fit.points[0, 0] - (GOLDEN_CONTOUR_POINTS[0][0] + shift)) < 1.5  # the points follow the eye
+    # the points follow the eye
+    assert abs(fit.points[0, 0] - (GOLDEN_CONTOUR_POINTS[0][0] + shift)) < 1.5
 
 
 def test_a_500_fps_recording_gives_the_same_blinks_with_the_mesh_reused(tmp_path: Path) -> None:
-    """The real CLI on a rendered 500 FPS recording: reusing the mesh for 20 ms (the default) finds the same
-    blinks as the mesh on every frame, and the openness stays within a few thousandths of it."""
+    """The real CLI on a rendered 500 FPS recording: reusing the mesh for 20 ms (the default) finds
+    the same blinks as the mesh on every frame, and the openness stays within a few thousandths of
+    it."""
     import csv
 
     from eyeblink.lab.synth import SynthConfig, write_recording
@@ -130,14 +163,36 @@ def test_a_500_fps_recording_gives_the_same_blinks_with_the_mesh_reused(tmp_path
     rows, blinks = {}, {}
     for reuse in ("20", "0"):
         out = tmp_path / reuse
-        proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(out),
-                               "--workers", "1", "--no-progress", "--landmarks", "mesh", "--mesh-reuse-ms", reuse],
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "eyeblink",
+                "process",
+                str(video),
+                "-o",
+                str(out),
+                "--workers",
+                "1",
+                "--no-progress",
+                "--landmarks",
+                "mesh",
+                "--mesh-reuse-ms",
+                reuse,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         with (out / "rec.frames.csv").open(newline="") as fh:
-            rows[reuse] = [(float(r["ear_left"]), float(r["ear_right"])) for r in csv.DictReader(fh)]
+            rows[reuse] = [
+                (float(r["ear_left"]), float(r["ear_right"])) for r in csv.DictReader(fh)
+            ]
         with (out / "rec.blinks.csv").open(newline="") as fh:
-            blinks[reuse] = [(int(r["start_frame"]), int(r["end_frame"])) for r in csv.DictReader(fh)]
+            blinks[reuse] = [
+                (int(r["start_frame"]), int(r["end_frame"])) for r in csv.DictReader(fh)
+            ]
     a, b = np.array(rows["20"]), np.array(rows["0"])
     assert a.shape == b.shape and not np.array_equal(a, b)  # the setting changes what runs
     assert np.abs(a - b).mean() < 0.005, np.abs(a - b).mean()
@@ -148,7 +203,8 @@ def test_a_500_fps_recording_gives_the_same_blinks_with_the_mesh_reused(tmp_path
 
 @pytest.mark.parametrize(("name", "closed_fraction"), [("mesh", 0.4), ("mesh-ear", 0.75)])
 def test_openness_follows_the_planted_lid(name: str, closed_fraction: float) -> None:
-    """On the rendered recording the openness falls monotonically as the lid closes (0 -> 1 in tenths)."""
+    """On the rendered recording the openness falls monotonically as the lid closes (0 -> 1 in
+    tenths)."""
     from eyeblink.detect import create_detector
     from eyeblink.detect.blazeface import FaceDetector
     from eyeblink.lab.synth import SynthConfig, render_frame
@@ -157,13 +213,23 @@ def test_openness_follows_the_planted_lid(name: str, closed_fraction: float) -> 
     detector = FaceDetector.from_detector(create_detector("litert"))
     face = detector.detect(render_frame(0.3, 0.0, 0.0, np.random.default_rng(0), cfg))[0]
     model = create_eye_model(name)
-    values = np.array([[model.fit(render_frame(0.3, c, c, np.random.default_rng(0), cfg), face).ear_left,
-                        model.fit(render_frame(0.3, c, c, np.random.default_rng(0), cfg), face).ear_right]
-                       for c in np.linspace(0.0, 1.0, 11)])
+    values = np.array(
+        [
+            [
+                model.fit(render_frame(0.3, c, c, np.random.default_rng(0), cfg), face).ear_left,
+                model.fit(render_frame(0.3, c, c, np.random.default_rng(0), cfg), face).ear_right,
+            ]
+            for c in np.linspace(0.0, 1.0, 11)
+        ]
+    )
     for eye in range(2):
         trace = values[:, eye]
-        assert np.all(np.diff(trace) <= 0.005), f"{name} eye {eye}: not monotonic {np.round(trace, 3)}"
-        assert trace[-1] < closed_fraction * trace[0], f"{name} eye {eye}: closed {trace[-1]:.3f}, open {trace[0]:.3f}"
+        assert np.all(np.diff(trace) <= 0.005), (
+            f"{name} eye {eye}: not monotonic {np.round(trace, 3)}"
+        )
+        assert trace[-1] < closed_fraction * trace[0], (
+            f"{name} eye {eye}: closed {trace[-1]:.3f}, open {trace[0]:.3f}"
+        )
 
 
 @pytest.mark.parametrize("name", ["eye6", "", "mesh68"])
@@ -180,19 +246,29 @@ def test_the_default_is_the_lid_network_and_mesh_stays_registered() -> None:
 
     assert LandmarkConfig().model == "lids"
     assert RunConfig().landmarks.model == "lids"
-    for preset in ("cpu", "gpu", "low-latency", "ipu-mk1", "ipu-mk2"):  # every shipped preset's eye model
+    # every shipped preset's eye model
+    for preset in ("cpu", "gpu", "low-latency", "ipu-mk1", "ipu-mk2"):
         from eyeblink.config import load_preset
 
         assert load_preset(resolve_preset(preset)).landmarks.model == "lids", preset
     assert list(EYE_MODELS)[:3] == ["mesh", "mesh-ear", "lids"]
 
 
-@pytest.mark.parametrize(("filename", "digest"), [
-    (weights.FACE_MESH_FILENAME, weights.FACE_MESH_SHA256), (weights.IRIS_FILENAME, weights.IRIS_SHA256)])
-def test_the_shipped_files_match_their_checksums(filename: str, digest: str, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    sums = dict(reversed(line.split()) for line in (weights.WEIGHTS_DIR / "SHA256SUMS").read_text().splitlines()
-                if line.strip())
+@pytest.mark.parametrize(
+    ("filename", "digest"),
+    [
+        (weights.FACE_MESH_FILENAME, weights.FACE_MESH_SHA256),
+        (weights.IRIS_FILENAME, weights.IRIS_SHA256),
+    ],
+)
+def test_the_shipped_files_match_their_checksums(
+    filename: str, digest: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sums = dict(
+        reversed(line.split())
+        for line in (weights.WEIGHTS_DIR / "SHA256SUMS").read_text().splitlines()
+        if line.strip()
+    )
     assert sums[filename] == digest
     weights.verify_sha256(weights.WEIGHTS_DIR / filename, digest)
     # a damaged copy is refused by its digest, naming the file
@@ -200,19 +276,39 @@ def test_the_shipped_files_match_their_checksums(filename: str, digest: str, tmp
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("content", "message"), [
-    (None, "face mesh model not found: "),
-    (b"not a flatbuffer" * 100, "cannot be loaded by LiteRT"),
-])
-def test_a_missing_or_corrupt_mesh_file_is_one_line(content: bytes | None, message: str, tmp_path: Path,
-                                                    make_video) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "face mesh model not found: "),
+        (b"not a flatbuffer" * 100, "cannot be loaded by LiteRT"),
+    ],
+)
+def test_a_missing_or_corrupt_mesh_file_is_one_line(
+    content: bytes | None, message: str, tmp_path: Path, make_video
+) -> None:  # type: ignore[no-untyped-def]
     video = make_video(5)
     model = tmp_path / "mine.tflite"
     if content is not None:
         model.write_bytes(content)
-    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(tmp_path / "out"),
-                           "--landmarks", "mesh", "--landmark-model", str(model), "--no-progress"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eyeblink",
+            "process",
+            str(video),
+            "-o",
+            str(tmp_path / "out"),
+            "--landmarks",
+            "mesh",
+            "--landmark-model",
+            str(model),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if line.startswith("eyeblink: error:")]
     assert len(errors) == 1 and message in errors[0] and str(model) in errors[0], proc.stderr
@@ -221,7 +317,8 @@ def test_a_missing_or_corrupt_mesh_file_is_one_line(content: bytes | None, messa
 
 @pytest.mark.slow
 def test_bench_landmarks_times_every_model_on_real_decoded_frames(tmp_path: Path) -> None:
-    """``eyeblink bench landmarks`` through the CLI on a rendered recording: one row per model, a JSON report."""
+    """``eyeblink bench landmarks`` through the CLI on a rendered recording: one row per model, a
+    JSON report."""
     import json
 
     from eyeblink.lab.synth import SynthConfig, write_recording
@@ -229,19 +326,51 @@ def test_bench_landmarks_times_every_model_on_real_decoded_frames(tmp_path: Path
     video = tmp_path / "face.avi"
     write_recording(video, SynthConfig(duration_s=0.1))
     report = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "eyeblink", "bench", "landmarks", "--input", str(video),
-                           "--frames", "30", "--warmup", "2", "--models", "mesh,mesh-ear", "--json", str(report)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eyeblink",
+            "bench",
+            "landmarks",
+            "--input",
+            str(video),
+            "--frames",
+            "30",
+            "--warmup",
+            "2",
+            "--models",
+            "mesh,mesh-ear",
+            "--json",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     for row in ("| mesh | 30 |", "| mesh, reuse 0 | 30 |", "| mesh-ear | 30 |"):
         assert row in proc.stdout
     models = json.loads(report.read_text())["models"]
     assert set(models) == {"mesh", "mesh, reuse 0", "mesh-ear"}
-    # as in the pipeline: boxes held for 10 frames, the face mesh reused for 20 ms (10 frames at 500 FPS)
-    assert models["mesh"]["settings"] == {"mesh_reuse_ms": 20.0} and 2 <= models["mesh"]["mesh_runs"] <= 8
-    assert models["mesh, reuse 0"]["mesh_runs"] == 30 + 2 == models["mesh-ear"]["mesh_runs"]  # + the warm-up
+    # as in the pipeline: boxes held for 10 frames, the face mesh reused for 20 ms (10 frames at 500
+    # FPS)
+    assert (
+        models["mesh"]["settings"] == {"mesh_reuse_ms": 20.0}
+        and 2 <= models["mesh"]["mesh_runs"] <= 8
+    )
+    # + the warm-up
+    assert models["mesh, reuse 0"]["mesh_runs"] == 30 + 2 == models["mesh-ear"]["mesh_runs"]
     for r in models.values():
         assert 0 < r["p10_ms"] <= r["median_ms"] <= r["p90_ms"] <= r["p99_ms"]
-    bad = subprocess.run([sys.executable, "-m", "eyeblink", "bench", "landmarks", "--models", "mesh,eye6"],
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode != 0 and "unknown eye model 'eye6'" in bad.stderr and "Traceback" not in bad.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "eyeblink", "bench", "landmarks", "--models", "mesh,eye6"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        bad.returncode != 0
+        and "unknown eye model 'eye6'" in bad.stderr
+        and "Traceback" not in bad.stderr
+    )

@@ -16,12 +16,17 @@ else:  # pragma: no cover
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize(("package", "folder", "wanted"), [
-    ("eyeblink.pipelines", "pipelines", ["*.toml"]),
-    ("eyeblink.models", "weights", ["*.tflite", "*.dat", "SHA256SUMS", "*LICENSE*"]),
-])
+@pytest.mark.parametrize(
+    ("package", "folder", "wanted"),
+    [
+        ("eyeblink.pipelines", "pipelines", ["*.toml"]),
+        ("eyeblink.models", "weights", ["*.tflite", "*.dat", "SHA256SUMS", "*LICENSE*"]),
+    ],
+)
 def test_package_data_covers_the_folder(package: str, folder: str, wanted: list[str]) -> None:
-    tool = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]
     assert tool["package-dir"][package] == folder
     assert package in tool["packages"]
     patterns = tool["package-data"].get(package, [])
@@ -29,4 +34,6 @@ def test_package_data_covers_the_folder(package: str, folder: str, wanted: list[
     needed = [f for f in files if any(fnmatch.fnmatch(f, w) for w in wanted)]
     assert needed, f"nothing in {folder}/ matches {wanted}"
     missing = [f for f in needed if not any(fnmatch.fnmatch(f, p) for p in patterns)]
-    assert not missing, f"{missing} would be left out of the wheel: add them to [tool.setuptools.package-data]"
+    assert not missing, (
+        f"{missing} would be left out of the wheel: add them to [tool.setuptools.package-data]"
+    )

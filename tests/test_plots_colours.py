@@ -1,4 +1,5 @@
-"""``--plots`` figures and the HTML report of one session draw each eye, the CS and the US in the same colours."""
+"""``--plots`` figures and the HTML report of one session draw each eye, the CS and the US in the
+same colours."""
 
 from __future__ import annotations
 
@@ -24,4 +25,15 @@ def test_the_figures_use_the_reports_colours() -> None:
     assert _css_colour("right") == plots.RIGHT_COLOUR
     assert _css_colour("cs") == plots.CS_COLOUR
     assert _css_colour("us") == plots.US_COLOUR
-    assert len({plots.LEFT_COLOUR, plots.RIGHT_COLOUR, plots.CS_COLOUR, plots.US_COLOUR, plots.BLINK_COLOUR}) == 5
+    assert (
+        len(
+            {
+                plots.LEFT_COLOUR,
+                plots.RIGHT_COLOUR,
+                plots.CS_COLOUR,
+                plots.US_COLOUR,
+                plots.BLINK_COLOUR,
+            }
+        )
+        == 5
+    )

@@ -1,6 +1,8 @@
-"""Many short inputs in one ``process`` (:mod:`eyeblink.runtime.procs.pool`): long-lived file workers.
+"""Many short inputs in one ``process`` (:mod:`eyeblink.runtime.procs.pool`): long-lived file
+workers.
 
-Real rendered face recordings, the real detector and eye model, real forked processes and the real CLI.
+Real rendered face recordings, the real detector and eye model, real forked processes and the real
+CLI.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from conftest import CHILD_SIGNALS, posix_stop_signals, stop_when
 
 @pytest.fixture(scope="module")
 def trials(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Six short 'trial' recordings (0.1-0.4 s at 500 FPS, each its own face and blink) and one of 0.8 s."""
+    """Six short 'trial' recordings (0.1-0.4 s at 500 FPS, each its own face and blink) and one
+    of 0.8 s."""
     from eyeblink.lab.synth import SynthConfig, write_recording
 
     root = tmp_path_factory.mktemp("trials")
@@ -31,13 +34,20 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 def _cli(*args: object, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "eyeblink", "process", *map(str, args), "--no-progress"],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "eyeblink", "process", *map(str, args), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-def test_short_inputs_run_whole_on_the_pool_with_the_reference_rows(trials: list[Path], tmp_path: Path) -> None:
-    """Two file workers: every input's files are the single-process run's, byte for byte; one input that is not a
-    video fails alone (one line) and the others are done; the lines come in input order."""
+def test_short_inputs_run_whole_on_the_pool_with_the_reference_rows(
+    trials: list[Path], tmp_path: Path
+) -> None:
+    """Two file workers: every input's files are the single-process run's, byte for byte; one input
+    that is not a video fails alone (one line) and the others are done; the lines come in input
+    order."""
     junk = tmp_path / "junk.avi"
     junk.write_bytes(b"not a video\n" * 50)
     inputs = [*trials[:6], junk]
@@ -52,16 +62,18 @@ def test_short_inputs_run_whole_on_the_pool_with_the_reference_rows(trials: list
     assert done == [p.stem for p in trials[:6]]  # in input order, whichever worker finished first
     for p in trials[:6]:
         for kind in ("frames.csv", "blinks.csv"):
-            assert (tmp_path / "pool" / f"{p.stem}.{kind}").read_bytes() == \
-                (tmp_path / "ref" / f"{p.stem}.{kind}").read_bytes(), (p.stem, kind)
+            assert (tmp_path / "pool" / f"{p.stem}.{kind}").read_bytes() == (
+                tmp_path / "ref" / f"{p.stem}.{kind}"
+            ).read_bytes(), (p.stem, kind)
         summary = json.loads((tmp_path / "pool" / f"{p.stem}.summary.json").read_text())
         assert summary["status"] == "ok" and "parallel" not in summary  # whole, in one process
 
 
-def test_a_long_input_is_handed_to_the_multiprocess_pipeline(trials: list[Path], tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """Inputs over the pool's length run after the short ones through the multiprocess pipeline (every worker on
-    one file), with the same rows; the results keep the input order."""
+def test_a_long_input_is_handed_to_the_multiprocess_pipeline(
+    trials: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inputs over the pool's length run after the short ones through the multiprocess pipeline
+    (every worker on one file), with the same rows; the results keep the input order."""
     from eyeblink.config import load_preset
     from eyeblink.presets import resolve_preset
     from eyeblink.runtime.procs import pool
@@ -76,15 +88,18 @@ def test_a_long_input_is_handed_to_the_multiprocess_pipeline(trials: list[Path],
     assert "parallel" in results[0].summary and "parallel" not in results[1].summary
     assert process_paths([trials[6]], tmp_path / "ref", cfg, workers=1)[1] == []
     for kind in ("frames.csv", "blinks.csv"):
-        assert (tmp_path / "out" / f"trial06.{kind}").read_bytes() == \
-            (tmp_path / "ref" / f"trial06.{kind}").read_bytes()
+        assert (tmp_path / "out" / f"trial06.{kind}").read_bytes() == (
+            tmp_path / "ref" / f"trial06.{kind}"
+        ).read_bytes()
 
 
 @pytest.mark.slow
 @posix_stop_signals
-def test_sigterm_ends_the_inputs_in_hand_with_their_rows(trials: list[Path], tmp_path: Path) -> None:
-    """A stop while the pool runs: exit 130, one line; each input is either done, or interrupted with whole
-    rows and an ``interrupted`` summary, or not started; no worker is left behind."""
+def test_sigterm_ends_the_inputs_in_hand_with_their_rows(
+    trials: list[Path], tmp_path: Path
+) -> None:
+    """A stop while the pool runs: exit 130, one line; each input is either done, or interrupted
+    with whole rows and an ``interrupted`` summary, or not started; no worker is left behind."""
     inputs = [trials[i % 6] for i in range(24)]
     links = []
     for i, p in enumerate(inputs):  # 24 distinct names for 6 recordings
@@ -93,11 +108,30 @@ def test_sigterm_ends_the_inputs_in_hand_with_their_rows(trials: list[Path], tmp
         link.symlink_to(p)
         links.append(link)
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", *map(str, links), "-o", str(out),
-                             "--workers", "2", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, **CHILD_SIGNALS)  # type: ignore[call-overload]
-    stderr = stop_when(proc, lambda: len(list(out.glob("*.summary.json"))) >= 3, signal.SIGTERM,
-                       if_ended=lambda: pytest.skip("the run ended before the stop (a very fast machine)"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "eyeblink",
+            "process",
+            *map(str, links),
+            "-o",
+            str(out),
+            "--workers",
+            "2",
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **CHILD_SIGNALS,
+    )  # type: ignore[call-overload]
+    stderr = stop_when(
+        proc,
+        lambda: len(list(out.glob("*.summary.json"))) >= 3,
+        signal.SIGTERM,
+        if_ended=lambda: pytest.skip("the run ended before the stop (a very fast machine)"),
+    )
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     statuses = {}
@@ -105,31 +139,67 @@ def test_sigterm_ends_the_inputs_in_hand_with_their_rows(trials: list[Path], tmp
         summary = json.loads(s.read_text())
         statuses[s.name] = summary["status"]
         rows = (out / s.name.replace("summary.json", "frames.csv")).read_text().splitlines()[1:]
-        assert [int(r.split(",")[0]) for r in rows] == list(range(len(rows)))  # whole rows, in order
+        # whole rows, in order
+        assert [int(r.split(",")[0]) for r in rows] == list(range(len(rows)))
         if summary["status"] == "ok":
             assert len(rows) == summary["frames"] > 0
     assert set(statuses.values()) <= {"ok", "interrupted"} and len(statuses) < len(links)
-    children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    children = subprocess.run(
+        ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True
+    ).stdout.split()
     assert children == []
     assert not any(Path(f"/proc/{pid}").exists() for pid in children)
     assert os.path.isdir(out)
 
 
-def test_bench_short_mode_cuts_clips_and_reports_the_per_file_overhead(trials: list[Path], tmp_path: Path) -> None:
-    """``eyeblink bench --modes default,short``: clips of 0.5-2 s cut from the input's real frames, one `process`
-    over them, compared with the long file (numbers are the machine's; only their presence is checked)."""
+def test_bench_short_mode_cuts_clips_and_reports_the_per_file_overhead(
+    trials: list[Path], tmp_path: Path
+) -> None:
+    """``eyeblink bench --modes default,short``: clips of 0.5-2 s cut from the input's real frames,
+    one `process` over them, compared with the long file (numbers are the machine's; only their
+    presence is checked)."""
     report = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "eyeblink", "bench", "--input", str(trials[6]), "--modes",
-                           "default,short", "--short-files", "3", "--repeats", "1", "--workers", "2",
-                           "--cache-dir", str(tmp_path / "cache"), "--json", str(report)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eyeblink",
+            "bench",
+            "--input",
+            str(trials[6]),
+            "--modes",
+            "default,short",
+            "--short-files",
+            "3",
+            "--repeats",
+            "1",
+            "--workers",
+            "2",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--json",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "per-file overhead" in proc.stdout
     short = json.loads(report.read_text())["modes"]["short"]
     clips = sorted((tmp_path / "cache" / "short-trial06-3").glob("*.avi"))
     assert [c.name for c in clips] == ["trial0000.avi", "trial0001.avi", "trial0002.avi"]
-    assert short["files"] == 3 and short["frames"] == 250 + 438 + 625  # 0.5, 0.875, 1.25 s at 500 FPS
+    # 0.5, 0.875, 1.25 s at 500 FPS
+    assert short["files"] == 3 and short["frames"] == 250 + 438 + 625
     assert {"fraction_of_default", "overhead_ms_per_file", "overhead_cpu_ms_per_file"} <= set(short)
-    bad = subprocess.run([sys.executable, "-m", "eyeblink", "bench", "--modes", "short", "--short-files", "1"],
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode != 0 and "--short-files must be >= 2" in bad.stderr and "Traceback" not in bad.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "eyeblink", "bench", "--modes", "short", "--short-files", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        bad.returncode != 0
+        and "--short-files must be >= 2" in bad.stderr
+        and "Traceback" not in bad.stderr
+    )

@@ -1,5 +1,6 @@
-"""The progress bar of a run cut short with ``max_frames``: its total is the frames the run reads, and it ends
-showing that count (it ended at 593 of the file's 2000 frames), one process or several."""
+"""The progress bar of a run cut short with ``max_frames``: its total is the frames the run reads,
+and it ends showing that count (it ended at 593 of the file's 2000 frames), one process or several.
+"""
 
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ class Bar:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_progress_with_max_frames_ends_at_its_count(face_recording: tuple[Path, Any], tmp_path: Path,
-                                                    workers: int) -> None:
+def test_progress_with_max_frames_ends_at_its_count(
+    face_recording: tuple[Path, Any], tmp_path: Path, workers: int
+) -> None:
     from eyeblink.config import load_preset
     from eyeblink.presets import resolve_preset
     from eyeblink.runtime.runner import process_paths

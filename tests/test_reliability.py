@@ -1,8 +1,9 @@
-"""Issue 29: outputs never overwrite inputs, validate before work, damaged sessions, one-line errors.
+"""Issue 29: outputs never overwrite inputs, validate before work, damaged sessions, one-line
+errors.
 
-Every case runs the real CLI in a subprocess on a real encoded recording (the project's synth renderer,
-MJPEG AVI) processed by the real pipeline; the page-side cases open the report in headless Chromium
-(as tests/test_report.py does). See docs/explanation/reliability.md.
+Every case runs the real CLI in a subprocess on a real encoded recording (the project's synth
+renderer, MJPEG AVI) processed by the real pipeline; the page-side cases open the report in headless
+Chromium (as tests/test_report.py does). See docs/explanation/reliability.md.
 """
 
 from __future__ import annotations
@@ -24,9 +25,13 @@ from eyeblink.signals.blinks import BlinkEvent
 
 
 def one_error_line(proc: subprocess.CompletedProcess[str], *, code: int = 2) -> str:
-    """The run failed with ``code`` and printed exactly one line ``eyeblink: error: ...`` (no traceback)."""
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith(("WARNING: All log",
-                                                                                          "I0000", "W0000"))]
+    """The run failed with ``code`` and printed exactly one line ``eyeblink: error: ...`` (no
+    traceback)."""
+    lines = [
+        ln
+        for ln in proc.stderr.splitlines()
+        if ln.strip() and not ln.startswith(("WARNING: All log", "I0000", "W0000"))
+    ]
     assert proc.returncode == code, (proc.returncode, proc.stderr)
     assert "Traceback" not in proc.stderr and "usage:" not in proc.stderr, proc.stderr
     assert len(lines) == 1 and lines[0].startswith("eyeblink: error: "), proc.stderr
@@ -39,13 +44,21 @@ def digest(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """rec.avi (1 s at 500 FPS, one blink) processed with --report by the real CLI; returns the folder
-    holding rec.avi and out/ (rec.frames.csv, .blinks.csv, .summary.json, .crops.npz, .report.html)."""
+    """rec.avi (1 s at 500 FPS, one blink) processed with --report by the real CLI; returns the
+    folder holding rec.avi and out/ (rec.frames.csv, .blinks.csv, .summary.json, .crops.npz,
+    .report.html)."""
     from eyeblink.lab.synth import BlinkSpec, SynthConfig, write_recording
 
     d = tmp_path_factory.mktemp("reliability")
-    write_recording(d / "rec.avi", SynthConfig(duration_s=1.0, mjpeg_qscale=4, seed=1, blinks=(
-        BlinkSpec(onset_s=0.5, closing_ms=70, closed_ms=30, opening_ms=140),)))
+    write_recording(
+        d / "rec.avi",
+        SynthConfig(
+            duration_s=1.0,
+            mjpeg_qscale=4,
+            seed=1,
+            blinks=(BlinkSpec(onset_s=0.5, closing_ms=70, closed_ms=30, opening_ms=140),),
+        ),
+    )
     proc = run_cli("process", "rec.avi", "-o", "out", "--report", "--workers", "1", cwd=d)
     assert proc.returncode == 0, proc.stderr
     for suffix in ("frames.csv", "blinks.csv", "summary.json", "crops.npz", "report.html"):
@@ -61,7 +74,8 @@ def copy(session: Path, tmp_path: Path) -> Path:
     return dst
 
 
-# ------------------------------------------------------------------------------ outputs never overwrite inputs
+# ------------------------------------------------------------------------------ outputs never
+# overwrite inputs
 
 
 def test_overlay_onto_the_recording_is_refused(copy: Path) -> None:
@@ -70,13 +84,17 @@ def test_overlay_onto_the_recording_is_refused(copy: Path) -> None:
     line = one_error_line(run_cli("report", "out/rec", "--overlay", "rec.avi", cwd=copy))
     assert "--overlay rec.avi" in line and "recording" in line and "destroy" in line, line
     assert digest(copy / "rec.avi") == before
-    assert not (copy / "out" / "rec.report.html").exists(), "refused before any work: no report written"
+    assert not (copy / "out" / "rec.report.html").exists(), (
+        "refused before any work: no report written"
+    )
 
 
 def test_overlay_onto_the_video_it_reads_is_refused(copy: Path) -> None:
     shutil.copy(copy / "rec.avi", copy / "x.avi")
     before = digest(copy / "x.avi")
-    line = one_error_line(run_cli("report", "out/rec", "--overlay", "x.avi", "--video", "x.avi", cwd=copy))
+    line = one_error_line(
+        run_cli("report", "out/rec", "--overlay", "x.avi", "--video", "x.avi", cwd=copy)
+    )
     assert "--video" in line and "x.avi" in line, line
     assert digest(copy / "x.avi") == before
 
@@ -100,13 +118,19 @@ def test_report_onto_the_sessions_own_csv_is_refused(copy: Path) -> None:
 
 
 def test_report_and_overlay_to_one_file_is_refused(copy: Path) -> None:
-    line = one_error_line(run_cli("report", "out/rec", "-o", "both.mp4", "--overlay", "both.mp4", cwd=copy))
+    line = one_error_line(
+        run_cli("report", "out/rec", "-o", "both.mp4", "--overlay", "both.mp4", cwd=copy)
+    )
     assert "same file" in line, line
     assert not (copy / "both.mp4").exists()
 
 
-@pytest.mark.parametrize(("command", "link"), [("process", "hard"), ("process", "symbolic"), ("batch", "hard")])
-def test_process_refuses_an_output_that_is_the_recording(copy: Path, command: str, link: str) -> None:
+@pytest.mark.parametrize(
+    ("command", "link"), [("process", "hard"), ("process", "symbolic"), ("batch", "hard")]
+)
+def test_process_refuses_an_output_that_is_the_recording(
+    copy: Path, command: str, link: str
+) -> None:
     out = copy / "o2"
     out.mkdir()
     target = out / "rec.frames.csv"
@@ -122,21 +146,36 @@ def test_process_refuses_an_output_that_is_the_recording(copy: Path, command: st
     assert not (out / "rec.summary.json").exists(), "refused before the first frame"
 
 
-@pytest.mark.parametrize(("args", "named"), [
-    (["process", "rec.avi", "--workers", "1", "--log-file", "rec.avi"], "the input"),
-    (["process", "rec.avi", "--workers", "1", "--log-file", "./link.avi"], "the input"),
-    (["process", "rec.avi", "--trials", "trials.csv", "--log-file", "trials.csv"], "trials"),
-    (["batch", "rec.avi", "--no-progress", "--log-file", "rec.avi"], "the input"),
-    (["process", "rec.avi", "--workers", "1", "--log-file", "o3/rec.frames.csv"], "writes for session 'rec'"),
-    (["batch", "rec.avi", "--no-progress", "--log-file", "o3/./rec.summary.json"], "writes for session 'rec'"),
-], ids=["process", "process-link", "process-trials", "batch", "process-output", "batch-output"])
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["process", "rec.avi", "--workers", "1", "--log-file", "rec.avi"], "the input"),
+        (["process", "rec.avi", "--workers", "1", "--log-file", "./link.avi"], "the input"),
+        (["process", "rec.avi", "--trials", "trials.csv", "--log-file", "trials.csv"], "trials"),
+        (["batch", "rec.avi", "--no-progress", "--log-file", "rec.avi"], "the input"),
+        (
+            ["process", "rec.avi", "--workers", "1", "--log-file", "o3/rec.frames.csv"],
+            "writes for session 'rec'",
+        ),
+        (
+            ["batch", "rec.avi", "--no-progress", "--log-file", "o3/./rec.summary.json"],
+            "writes for session 'rec'",
+        ),
+    ],
+    ids=["process", "process-link", "process-trials", "batch", "process-output", "batch-output"],
+)
 def test_a_log_file_that_is_an_input_is_refused(copy: Path, args: list[str], named: str) -> None:
-    """``--log-file`` is appended to: naming the recording (or any file the command reads) would change it."""
+    """``--log-file`` is appended to: naming the recording (or any file the command reads) would
+    change it."""
     (copy / "link.avi").symlink_to(copy / "rec.avi")
     (copy / "trials.csv").write_text("trial,cs_onset_s\n1,0.5\n")
     before = digest(copy / "rec.avi"), digest(copy / "trials.csv")
     line = one_error_line(run_cli(*args, "-o", "o3", cwd=copy))
-    assert line.startswith("eyeblink: error: --log-file") and named in line and "choose another" in line, line
+    assert (
+        line.startswith("eyeblink: error: --log-file")
+        and named in line
+        and "choose another" in line
+    ), line
     assert (digest(copy / "rec.avi"), digest(copy / "trials.csv")) == before
     assert not (copy / "o3").exists(), "refused before any work"
 
@@ -177,14 +216,19 @@ def _blocker(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("where", ["folder", "under-a-file"])
-@pytest.mark.parametrize("command", [
-    ["bench", "--frames", "50"],
-    ["bench", "detector"],
-    ["bench", "detectors"],
-    ["bench", "landmarks"],
-    ["eval-long", "--only", "none"],
-])
-def test_json_output_checked_before_any_measurement(tmp_path: Path, command: list[str], where: str) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["bench", "--frames", "50"],
+        ["bench", "detector"],
+        ["bench", "detectors"],
+        ["bench", "landmarks"],
+        ["eval-long", "--only", "none"],
+    ],
+)
+def test_json_output_checked_before_any_measurement(
+    tmp_path: Path, command: list[str], where: str
+) -> None:
     target = tmp_path / "results" if where == "folder" else _blocker(tmp_path) / "x.json"
     if where == "folder":
         target.mkdir()
@@ -198,18 +242,24 @@ def test_eval_json_checked_before_the_first_video(session: Path, tmp_path: Path)
     data.mkdir()
     shutil.copy(session / "rec.avi", data / "clip.avi")
     (data / "clip.tag").write_text("#start\n#end\n")
-    proc = run_cli("eval", data, "--json", _blocker(tmp_path) / "scores.json", "--no-progress", cwd=tmp_path)
+    proc = run_cli(
+        "eval", data, "--json", _blocker(tmp_path) / "scores.json", "--no-progress", cwd=tmp_path
+    )
     line = one_error_line(proc)
     assert "--json" in line and "cannot write" in line, line
     assert "clip" not in proc.stdout, "no video was processed"
 
 
-@pytest.mark.parametrize(("command", "option"), [
-    (["train-detector", "IN", "--holdout", "HOLD", "-o"], "-o"),
-    (["train-lids", "IN", "-o"], "-o"),
-])
-def test_training_output_checked_before_the_first_epoch(session: Path, tmp_path: Path, command: list[str],
-                                                         option: str) -> None:
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        (["train-detector", "IN", "--holdout", "HOLD", "-o"], "-o"),
+        (["train-lids", "IN", "-o"], "-o"),
+    ],
+)
+def test_training_output_checked_before_the_first_epoch(
+    session: Path, tmp_path: Path, command: list[str], option: str
+) -> None:
     args = [str(session / "rec.avi") if a in ("IN", "HOLD") else a for a in command]
     if "HOLD" in command:
         shutil.copy(session / "rec.avi", tmp_path / "hold.avi")
@@ -223,24 +273,32 @@ def test_training_output_checked_before_the_first_epoch(session: Path, tmp_path:
 def test_train_landmarks_output_checked_first(tmp_path: Path) -> None:
     import importlib.util
 
-    if importlib.util.find_spec("dlib") is None:  # not imported here: an import would show in later in-process runs
+    # not imported here: an import would show in later in-process runs
+    if importlib.util.find_spec("dlib") is None:
         pytest.skip("dlib is not installed (extra dlib)")
-    line = one_error_line(run_cli("train-landmarks", "--synthetic", "5", "-o", _blocker(tmp_path) / "m.dat",
-                                  cwd=tmp_path))
+    line = one_error_line(
+        run_cli(
+            "train-landmarks", "--synthetic", "5", "-o", _blocker(tmp_path) / "m.dat", cwd=tmp_path
+        )
+    )
     assert "cannot write" in line, line
 
 
-# ------------------------------------------------------------------------------ one-line option errors
+# ------------------------------------------------------------------------------ one-line option
+# errors
 
 
-@pytest.mark.parametrize("argv", [
-    ["process", "x.avi", "-o", "out", "--mesh-reuse-ms", "-1"],
-    ["process", "x.avi", "-o", "out", "--stage", "gpu"],
-    ["report", "out/x", "--fps", "0"],
-    ["train-detector", "x.avi", "-o", "t.tflite"],
-    ["bench", "detectors", "--every", "zero"],
-    ["no-such-command"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["process", "x.avi", "-o", "out", "--mesh-reuse-ms", "-1"],
+        ["process", "x.avi", "-o", "out", "--stage", "gpu"],
+        ["report", "out/x", "--fps", "0"],
+        ["train-detector", "x.avi", "-o", "t.tflite"],
+        ["bench", "detectors", "--every", "zero"],
+        ["no-such-command"],
+    ],
+)
 def test_option_errors_are_one_line(tmp_path: Path, argv: list[str]) -> None:
     line = one_error_line(run_cli(*argv, cwd=tmp_path))
     assert "--help" in line, line  # the fix: where the options are described
@@ -328,9 +386,15 @@ def test_blinks_csv_with_a_half_last_row(copy: Path) -> None:
 def test_overlay_on_a_video_of_another_size(copy: Path) -> None:
     from eyeblink.lab.synth import SynthConfig, write_recording
 
-    write_recording(copy / "small.avi", SynthConfig(duration_s=0.1, width=320, height=240, face_scale=150.0,
-                                                    mjpeg_qscale=4, seed=2))
-    line = one_error_line(run_cli("report", "out/rec", "--overlay", "o.mp4", "--video", "small.avi", cwd=copy))
+    write_recording(
+        copy / "small.avi",
+        SynthConfig(
+            duration_s=0.1, width=320, height=240, face_scale=150.0, mjpeg_qscale=4, seed=2
+        ),
+    )
+    line = one_error_line(
+        run_cli("report", "out/rec", "--overlay", "o.mp4", "--video", "small.avi", cwd=copy)
+    )
     assert "320x240" in line and "640x480" in line and "--video" in line, line
     assert not (copy / "o.mp4").exists()
 
@@ -364,23 +428,60 @@ def test_damaged_session_pages_draw_without_errors_in_chromium(copy: Path, case:
         html = copy / "out" / "rec.report.html"
     assert run_cli("report", "out/rec", cwd=copy).returncode == 0
     assert CHROMIUM is not None
-    proc = subprocess.run([CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--enable-logging=stderr",
-                           "--v=0", "--virtual-time-budget=10000", "--dump-dom", html.resolve().as_uri()],
-                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
-    errors = [ln for ln in proc.stderr.splitlines() if ("CONSOLE" in ln and html.name in ln) or "Uncaught" in ln]
+    proc = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--disable-gpu",
+            "--no-sandbox",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            html.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+    errors = [
+        ln
+        for ln in proc.stderr.splitlines()
+        if ("CONSOLE" in ln and html.name in ln) or "Uncaught" in ln
+    ]
     assert errors == [], errors
     m = re.search(r'<div id="status"([^>]*)>', proc.stdout)
     assert m and 'data-ok="1"' in m.group(1), proc.stdout[:2000]
     assert ("has no rows" if case == "no-frames" else "cut off") in proc.stdout
 
 
-# ------------------------------------------------------------------------------ blinks never past the frames
+# ------------------------------------------------------------------------------ blinks never past
+# the frames
 
 
 def _event(n: int, start: int, end: int) -> BlinkEvent:
     nan = float("nan")
-    return BlinkEvent(n, start, end, start / 500, end / 500, (end - start) * 2.0, (start + end) // 2,
-                      (start + end) / 1000, 0.3, 0.1, 0.6, nan, nan, nan, nan, nan, nan, True)
+    return BlinkEvent(
+        n,
+        start,
+        end,
+        start / 500,
+        end / 500,
+        (end - start) * 2.0,
+        (start + end) // 2,
+        (start + end) / 1000,
+        0.3,
+        0.1,
+        0.6,
+        nan,
+        nan,
+        nan,
+        nan,
+        nan,
+        nan,
+        True,
+    )
 
 
 def _on_disk(path: Path) -> list[list[str]]:
@@ -388,10 +489,14 @@ def _on_disk(path: Path) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("interval", [0.0, 0.5])
-def test_blink_rows_reach_disk_after_the_frame_rows_they_cover(tmp_path: Path, interval: float) -> None:
-    """After every write, what a SIGKILL would leave: no blink in blinks.csv ends past frames.csv's last row.
+def test_blink_rows_reach_disk_after_the_frame_rows_they_cover(
+    tmp_path: Path, interval: float
+) -> None:
+    """After every write, what a SIGKILL would leave: no blink in blinks.csv ends past frames.csv's
+    last row.
 
-    As the sink does, a blink is reported while its last frame is processed, before that frame's row."""
+    As the sink does, a blink is reported while its last frame is processed, before that frame's
+    row."""
     w = ResultWriter(tmp_path, "s", flush_interval_s=interval)
     ends = {40: 30, 41: 41, 90: 90, 150: 149}  # frame at which a blink is reported -> its end frame
 
@@ -410,7 +515,8 @@ def test_blink_rows_reach_disk_after_the_frame_rows_they_cover(tmp_path: Path, i
     assert len(_on_disk(w.blinks_path)) == 4 and len(_on_disk(w.frames_path)) == 200
 
 
-# ------------------------------------------------------------------------------ smaller ones (issue 29, item 9)
+# ------------------------------------------------------------------------------ smaller ones (issue
+# 29, item 9)
 
 
 def test_loaders_out_of_range_is_an_error_like_workers(session: Path) -> None:
@@ -422,19 +528,44 @@ def test_loaders_out_of_range_is_an_error_like_workers(session: Path) -> None:
 
 def test_stage_accelerator_with_one_worker_is_an_error(session: Path, tmp_path: Path) -> None:
     for workers in ("0", "1"):
-        line = one_error_line(run_cli("process", session / "rec.avi", "-o", tmp_path / "out", "--stage",
-                                      "accelerator", "--workers", workers, cwd=tmp_path))
-        assert "--stage accelerator needs --workers 2 or more" in line and "--stage fused" in line, line
+        line = one_error_line(
+            run_cli(
+                "process",
+                session / "rec.avi",
+                "-o",
+                tmp_path / "out",
+                "--stage",
+                "accelerator",
+                "--workers",
+                workers,
+                cwd=tmp_path,
+            )
+        )
+        assert (
+            "--stage accelerator needs --workers 2 or more" in line and "--stage fused" in line
+        ), line
     assert not (tmp_path / "out").exists()
 
 
 def test_accelerator_summary_says_the_batches_it_ran(session: Path, tmp_path: Path) -> None:
-    """The cpu preset's batch_size 1 with the accelerator stage: a loader message (many frames) is never split, so
-    the summary shows the setting and the largest batch run, never a mean above both."""
+    """The cpu preset's batch_size 1 with the accelerator stage: a loader message (many frames) is
+    never split, so the summary shows the setting and the largest batch run, never a mean above
+    both."""
     preset = tmp_path / "acc.toml"
     preset.write_text('[detect]\nbackend = "litert"\nstage = "accelerator"\n')
-    proc = run_cli("process", session / "rec.avi", "-o", tmp_path / "out", "--workers", "2", "--pipeline", preset,
-                   "--max-frames", "200", cwd=tmp_path)
+    proc = run_cli(
+        "process",
+        session / "rec.avi",
+        "-o",
+        tmp_path / "out",
+        "--workers",
+        "2",
+        "--pipeline",
+        preset,
+        "--max-frames",
+        "200",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     s = json.loads((tmp_path / "out" / "rec.summary.json").read_text())
     acc = s["parallel"]["accelerator"]
@@ -445,14 +576,25 @@ def test_accelerator_summary_says_the_batches_it_ran(session: Path, tmp_path: Pa
 def test_model_errors_show_plain_numbers(session: Path, tmp_path: Path) -> None:
     from eyeblink.weights import WEIGHTS_DIR
 
-    proc = run_cli("process", session / "rec.avi", "-o", tmp_path / "out", "--workers", "1", "--landmark-model",
-                   WEIGHTS_DIR / "iris_landmark.tflite", cwd=tmp_path)  # an iris network given as the face mesh
+    proc = run_cli(
+        "process",
+        session / "rec.avi",
+        "-o",
+        tmp_path / "out",
+        "--workers",
+        "1",
+        "--landmark-model",
+        # an iris network given as the face mesh
+        WEIGHTS_DIR / "iris_landmark.tflite",
+        cwd=tmp_path,
+    )
     line = one_error_line(proc)
     assert "(1, 64, 64, 3)" in line and "np." not in line, line
 
 
 def test_mesh_with_damaged_weights_is_a_model_error(session: Path, tmp_path: Path) -> None:
-    """The file's structure is intact (it loads), its largest weight buffer is overwritten (NaN bytes)."""
+    """The file's structure is intact (it loads), its largest weight buffer is overwritten (NaN
+    bytes)."""
     import importlib.util
 
     if importlib.util.find_spec("tensorflow") is None:
@@ -460,19 +602,38 @@ def test_mesh_with_damaged_weights_is_a_model_error(session: Path, tmp_path: Pat
     from eyeblink.weights import WEIGHTS_DIR
 
     bad = tmp_path / "damaged_mesh.tflite"
-    corrupt = ("import sys, numpy as np\n"
-               "from tensorflow.lite.tools import flatbuffer_utils\n"
-               "m = flatbuffer_utils.read_model(sys.argv[1])\n"
-               "sizes = [len(b.data) if b.data is not None else 0 for b in m.buffers]\n"
-               "big = sizes.index(max(sizes))\n"
-               "m.buffers[big].data = np.full(sizes[big], 0xFF, np.uint8)\n"
-               "flatbuffer_utils.write_model(m, sys.argv[2])\n")
-    # in a child process: TensorFlow loaded in the test process would be forked into later in-process runs
-    subprocess.run([sys.executable, "-c", corrupt, str(WEIGHTS_DIR / "face_landmark.tflite"), str(bad)], check=True,
-                   capture_output=True, timeout=300)
-    proc = run_cli("process", session / "rec.avi", "-o", tmp_path / "out", "--workers", "1", "--landmarks", "mesh",
-                   "--landmark-model", bad,
-                   "--max-frames", "20", cwd=tmp_path)
+    corrupt = (
+        "import sys, numpy as np\n"
+        "from tensorflow.lite.tools import flatbuffer_utils\n"
+        "m = flatbuffer_utils.read_model(sys.argv[1])\n"
+        "sizes = [len(b.data) if b.data is not None else 0 for b in m.buffers]\n"
+        "big = sizes.index(max(sizes))\n"
+        "m.buffers[big].data = np.full(sizes[big], 0xFF, np.uint8)\n"
+        "flatbuffer_utils.write_model(m, sys.argv[2])\n"
+    )
+    # in a child process: TensorFlow loaded in the test process would be forked into later
+    # in-process runs
+    subprocess.run(
+        [sys.executable, "-c", corrupt, str(WEIGHTS_DIR / "face_landmark.tflite"), str(bad)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    proc = run_cli(
+        "process",
+        session / "rec.avi",
+        "-o",
+        tmp_path / "out",
+        "--workers",
+        "1",
+        "--landmarks",
+        "mesh",
+        "--landmark-model",
+        bad,
+        "--max-frames",
+        "20",
+        cwd=tmp_path,
+    )
     line = one_error_line(proc)
     assert "damaged_mesh.tflite" in line and "weights are damaged" in line, line
     assert not (tmp_path / "out" / "rec.frames.csv").exists(), "refused before the first frame"
@@ -492,21 +653,46 @@ def test_haar_row_never_suggests_downgrading_opencv() -> None:
 
 
 def test_sigkill_never_leaves_a_blink_past_the_last_frame_row(tmp_path: Path) -> None:
-    """The real pipeline killed outright (SIGKILL) the moment a blink row reaches disk: blinks.csv's blinks
-    all end within frames.csv's rows. (A race by nature: the deterministic check of the rule is
-    test_blink_rows_reach_disk_after_the_frame_rows_they_cover; this one runs it through the real process.)"""
+    """The real pipeline killed outright (SIGKILL) the moment a blink row reaches disk: blinks.csv's
+    blinks all end within frames.csv's rows. (A race by nature: the deterministic check of the rule
+    is test_blink_rows_reach_disk_after_the_frame_rows_they_cover; this one runs it through the real
+    process.)"""
     import time
 
     from eyeblink.lab.synth import BlinkSpec, SynthConfig, write_recording
 
     video = tmp_path / "blinks.avi"
-    write_recording(video, SynthConfig(duration_s=3.0, mjpeg_qscale=4, seed=3, blinks=tuple(
-        BlinkSpec(onset_s=t, closing_ms=60, closed_ms=30, opening_ms=120) for t in (0.6, 1.2, 1.8, 2.4))))
+    write_recording(
+        video,
+        SynthConfig(
+            duration_s=3.0,
+            mjpeg_qscale=4,
+            seed=3,
+            blinks=tuple(
+                BlinkSpec(onset_s=t, closing_ms=60, closed_ms=30, opening_ms=120)
+                for t in (0.6, 1.2, 1.8, 2.4)
+            ),
+        ),
+    )
     for k in (1,):  # kill when the k-th blink row appears
         out = tmp_path / f"out{k}"
-        proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(out),
-                                 "--workers", "1", "--no-progress"], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "eyeblink",
+                "process",
+                str(video),
+                "-o",
+                str(out),
+                "--workers",
+                "1",
+                "--no-progress",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+        )
         blinks = out / "blinks.blinks.csv"
         deadline = time.monotonic() + 300
         try:
@@ -527,8 +713,9 @@ def test_sigkill_never_leaves_a_blink_past_the_last_frame_row(tmp_path: Path) ->
 
 
 def test_rows_formatted_without_the_csv_writer_are_its_bytes() -> None:
-    """A row of plain numbers (export._plain_line) and a table of unquoted strings (analysis._plain_csv) are joined
-    by hand; the bytes are the csv writer's, and anything the writer would quote goes to the writer."""
+    """A row of plain numbers (export._plain_line) and a table of unquoted strings
+    (analysis._plain_csv) are joined by hand; the bytes are the csv writer's, and anything the
+    writer would quote goes to the writer."""
     import csv
     import io
     import math
@@ -543,9 +730,17 @@ def test_rows_formatted_without_the_csv_writer_are_its_bytes() -> None:
         return buf.getvalue()
 
     rnd = random.Random(1)
-    numbers = [lambda: rnd.random() * 10 ** rnd.randint(-12, 12), lambda: -rnd.random(), lambda: math.nan,
-               lambda: math.inf, lambda: -0.0, lambda: rnd.randint(-10**9, 10**9), lambda: None, lambda: True,
-               lambda: 5e-324]
+    numbers = [
+        lambda: rnd.random() * 10 ** rnd.randint(-12, 12),
+        lambda: -rnd.random(),
+        lambda: math.nan,
+        lambda: math.inf,
+        lambda: -0.0,
+        lambda: rnd.randint(-(10**9), 10**9),
+        lambda: None,
+        lambda: True,
+        lambda: 5e-324,
+    ]
     for _ in range(3000):
         row = [rnd.choice(numbers)() for _ in range(rnd.randint(2, 16))]
         assert _plain_line(row) == written(row).encode()

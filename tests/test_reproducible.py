@@ -1,9 +1,10 @@
 """Same recording, same rows: real annotated clips through the real CLI at its default settings.
 
-A session's rows are a function of the recording and the settings only, never of how its frames were dealt
-to processes. Each test runs ``eyeblink process`` on real ZJU clips (30 FPS faces with blinks, Indeo 5) with
-one worker (the single-process reference) and with several, and compares ``frames.csv`` and ``blinks.csv``
-byte for byte. The clips are research-only test data: the tests skip without them.
+A session's rows are a function of the recording and the settings only, never of how its frames were
+dealt to processes. Each test runs ``eyeblink process`` on real ZJU clips (30 FPS faces with blinks,
+Indeo 5) with one worker (the single-process reference) and with several, and compares
+``frames.csv`` and ``blinks.csv`` byte for byte. The clips are research-only test data: the tests
+skip without them.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from eyeblink.frame.analyzer import SEGMENT_FRAMES
 
 pytestmark = [pytest.mark.slow]
 
-#: Every tenth clip of the 40: four subjects and conditions (105-145 frames each: in the longer ones a second
-#: tracking segment starts mid-clip).
+#: Every tenth clip of the 40: four subjects and conditions (105-145 frames each: in the longer ones
+#: a second tracking segment starts mid-clip).
 EVERY = 10
 
-#: The multiprocess pipeline on each clip in turn (one input at a time: ``process`` of several short inputs
-#: runs them whole on its pool of file workers instead), at the CLI's default settings.
+#: The multiprocess pipeline on each clip in turn (one input at a time: ``process`` of several short
+#: inputs runs them whole on its pool of file workers instead), at the CLI's default settings.
 _LAYOUT_RUN = """
 import sys
 from pathlib import Path
@@ -59,15 +60,30 @@ def _run(args: list[str]) -> None:
 
 
 @pytest.mark.parametrize("landmarks", ["lids", "mesh"])
-def test_zju_rows_do_not_depend_on_how_frames_are_dealt(data_dir: Path, tmp_path: Path, landmarks: str) -> None:
-    """One process, two and three workers on each clip, the pool of two file workers, and the accelerator stage
-    on the CPU (LiteRT: the networks in one process, two post-processing workers): the same files."""
+def test_zju_rows_do_not_depend_on_how_frames_are_dealt(
+    data_dir: Path, tmp_path: Path, landmarks: str
+) -> None:
+    """One process, two and three workers on each clip, the pool of two file workers, and the
+    accelerator stage on the CPU (LiteRT: the networks in one process, two post-processing workers):
+    the same files."""
     clips = [str(c) for c in _clips(data_dir)]
     cli = ["-m", "eyeblink", "process", *clips, "--landmarks", landmarks, "--no-progress", "-o"]
     _run([*cli, str(tmp_path / "w1"), "--workers", "1"])  # the single-process reference
-    _run([*cli, str(tmp_path / "pool"), "--workers", "2"])  # several short inputs: the pool of file workers
+    # several short inputs: the pool of file workers
+    _run([*cli, str(tmp_path / "pool"), "--workers", "2"])
     for workers in (2, 3):
-        _run(["-c", _LAYOUT_RUN, str(tmp_path / f"w{workers}"), landmarks, str(workers), "0", "fused", *clips])
+        _run(
+            [
+                "-c",
+                _LAYOUT_RUN,
+                str(tmp_path / f"w{workers}"),
+                landmarks,
+                str(workers),
+                "0",
+                "fused",
+                *clips,
+            ]
+        )
     _run(["-c", _LAYOUT_RUN, str(tmp_path / "stage"), landmarks, "2", "0", "accelerator", *clips])
     differ = []
     detected = frames = 0
@@ -75,8 +91,11 @@ def test_zju_rows_do_not_depend_on_how_frames_are_dealt(data_dir: Path, tmp_path
     for clip in map(Path, clips):
         for kind in ("frames.csv", "blinks.csv"):
             ref = (tmp_path / "w1" / f"{clip.stem}.{kind}").read_bytes()
-            differ += [f"{name}/{clip.stem}.{kind}" for name in ("pool", "w2", "w3", "stage")
-                       if (tmp_path / name / f"{clip.stem}.{kind}").read_bytes() != ref]
+            differ += [
+                f"{name}/{clip.stem}.{kind}"
+                for name in ("pool", "w2", "w3", "stage")
+                if (tmp_path / name / f"{clip.stem}.{kind}").read_bytes() != ref
+            ]
         rows = (tmp_path / "w1" / f"{clip.stem}.frames.csv").read_text().splitlines()[1:]
         frames += len(rows)
         lengths.append(len(rows))

@@ -1,9 +1,11 @@
-"""A camera mounted at any roll: faces upside down (a common lab mount) or turned are measured as upright ones.
+"""A camera mounted at any roll: faces upside down (a common lab mount) or turned are measured as
+upright ones.
 
-BlazeFace finds an upside-down face but labels it as if it were upright: its "eyes" land on the mouth, and so did
-the eye crops (10 blinks for 3 real ones, status ok). :meth:`FaceDetector.track` turns the network's input to the
-face's roll. These tests turn a real rendered recording (the project's synth renderer, a real face photo) and run
-it through the real detector, eye model and ``eyeblink process``.
+BlazeFace finds an upside-down face but labels it as if it were upright: its "eyes" land on the
+mouth, and so did the eye crops (10 blinks for 3 real ones, status ok). :meth:`FaceDetector.track`
+turns the network's input to the face's roll. These tests turn a real rendered recording (the
+project's synth renderer, a real face photo) and run it through the real detector, eye model and
+``eyeblink process``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ DURATION_S = 3.4
 
 
 def turn_image(image: np.ndarray, degrees: float) -> np.ndarray:
-    """``image`` rotated by ``degrees`` (counter-clockwise as seen) about its centre, same size (180: exact flip)."""
+    """``image`` rotated by ``degrees`` (counter-clockwise as seen) about its centre, same size
+    (180: exact flip)."""
     import cv2
 
     if degrees % 360 == 180:
@@ -47,7 +50,8 @@ def turn_points(points: np.ndarray, degrees: float, shape: tuple[int, int]) -> n
 
 
 def write_turned(src_path: Path, dst_path: Path, degrees: float) -> int:
-    """A lossless FFV1 copy of ``src_path`` with every decoded frame turned by ``degrees``, same timestamps."""
+    """A lossless FFV1 copy of ``src_path`` with every decoded frame turned by ``degrees``, same
+    timestamps."""
     import av
 
     from eyeblink.sources.files import open_source
@@ -80,13 +84,17 @@ def detector():
 
 @pytest.fixture(scope="module")
 def upright_frame() -> np.ndarray:
-    return render_frame(0.0, 0.0, 0.0, np.random.default_rng(3), SynthConfig(duration_s=1.0, seed=3))
+    return render_frame(
+        0.0, 0.0, 0.0, np.random.default_rng(3), SynthConfig(duration_s=1.0, seed=3)
+    )
 
 
 @pytest.mark.parametrize("degrees", [0, 30, 60, 90, 120, 150, 180, 210, 240, 270, 300, 330])
-def test_the_eye_keypoints_are_the_eyes_at_any_roll(detector, upright_frame: np.ndarray, degrees: int) -> None:
-    """At every roll the subject's eye keypoints land on the subject's eyes, found afresh (no previous face) and
-    tracked from the previous frame (one network run)."""
+def test_the_eye_keypoints_are_the_eyes_at_any_roll(
+    detector, upright_frame: np.ndarray, degrees: int
+) -> None:
+    """At every roll the subject's eye keypoints land on the subject's eyes, found afresh (no
+    previous face) and tracked from the previous frame (one network run)."""
     from eyeblink.detect.blazeface import roll_deg
 
     upright = detector.track(upright_frame)
@@ -97,15 +105,19 @@ def test_the_eye_keypoints_are_the_eyes_at_any_roll(detector, upright_frame: np.
     fresh = detector.track(image)
     assert fresh is not None
     assert np.abs(fresh.keypoints[:2] - eyes).max() < 0.25 * iod, (fresh.keypoints[:2], eyes)
-    expected_roll = (-degrees + 180) % 360 - 180  # counter-clockwise as seen is a negative roll (y down)
+    # counter-clockwise as seen is a negative roll (y down)
+    expected_roll = (-degrees + 180) % 360 - 180
     assert abs((roll_deg(fresh) - expected_roll + 180) % 360 - 180) < 15
     tracked = detector.track(image, fresh)
     assert tracked is not None and np.abs(tracked.keypoints[:2] - eyes).max() < 0.25 * iod
 
 
-def test_an_upside_down_face_is_not_labelled_upright_by_the_plain_detector(detector, upright_frame) -> None:
-    """Why the turn is needed: BlazeFace alone, on the face upside down, puts its eye keypoints far from the eyes
-    (if this stops holding, a model update made the turning unnecessary, not wrong)."""
+def test_an_upside_down_face_is_not_labelled_upright_by_the_plain_detector(
+    detector, upright_frame
+) -> None:
+    """Why the turn is needed: BlazeFace alone, on the face upside down, puts its eye keypoints far
+    from the eyes (if this stops holding, a model update made the turning unnecessary, not wrong).
+    """
     upright = detector.track(upright_frame)
     eyes = turn_points(upright.keypoints[:2], 180, upright_frame.shape)
     plain = detector.detect(turn_image(upright_frame, 180))
@@ -114,9 +126,12 @@ def test_an_upside_down_face_is_not_labelled_upright_by_the_plain_detector(detec
     assert np.abs(plain[0].keypoints[:2] - eyes).max() > 0.5 * iod
 
 
-def test_batched_tracking_gives_the_faces_of_frame_by_frame_tracking(upright_frame: np.ndarray) -> None:
-    """``track_many`` (the accelerator stage's detection) follows the same rule as ``track`` (the reference
-    pipeline's): the same subject in every frame across a turn, a break in the chain and a batch boundary."""
+def test_batched_tracking_gives_the_faces_of_frame_by_frame_tracking(
+    upright_frame: np.ndarray,
+) -> None:
+    """``track_many`` (the accelerator stage's detection) follows the same rule as ``track`` (the
+    reference pipeline's): the same subject in every frame across a turn, a break in the chain and a
+    batch boundary."""
     from eyeblink.detect.blazeface import FaceDetector
 
     frames = [turn_image(upright_frame, d) for d in (0, 0, 180, 180, 180, 90, 90, 0)]
@@ -134,8 +149,11 @@ def test_batched_tracking_gives_the_faces_of_frame_by_frame_tracking(upright_fra
         np.testing.assert_allclose(a.keypoints, b.keypoints, atol=0.05)
 
 
-def test_the_eye_crops_of_a_face_upside_down_are_its_eyes_the_right_way_up(detector, upright_frame) -> None:
-    """The face mesh's eye points and openness, and the report's eye strip, are those of the upright face."""
+def test_the_eye_crops_of_a_face_upside_down_are_its_eyes_the_right_way_up(
+    detector, upright_frame
+) -> None:
+    """The face mesh's eye points and openness, and the report's eye strip, are those of the
+    upright face."""
     from eyeblink.landmarks.eyes import eye_strip
     from eyeblink.landmarks.mesh import MeshFitter
 
@@ -144,7 +162,9 @@ def test_the_eye_crops_of_a_face_upside_down_are_its_eyes_the_right_way_up(detec
         up = mesh.fit(upright_frame, detector.track(upright_frame))
         down = mesh.fit(turned, detector.track(turned))
     iod = up.inter_ocular
-    np.testing.assert_allclose(down.points, turn_points(up.points, 180, upright_frame.shape), atol=0.1 * iod)
+    np.testing.assert_allclose(
+        down.points, turn_points(up.points, 180, upright_frame.shape), atol=0.1 * iod
+    )
     assert down.ear_left == pytest.approx(up.ear_left, rel=0.15)
     assert down.ear_right == pytest.approx(up.ear_right, rel=0.15)
     strip_up, _ = eye_strip(upright_frame, up.points)
@@ -154,7 +174,8 @@ def test_the_eye_crops_of_a_face_upside_down_are_its_eyes_the_right_way_up(detec
     assert diff < 12 and diff < flipped / 2, (diff, flipped)
 
 
-# ------------------------------------------------------------------------------------------ through the CLI
+# ------------------------------------------------------------------------------------------ through
+# the CLI
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
@@ -163,8 +184,23 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def run_process(video: Path, out: Path, *extra: str) -> list[dict[str, str]]:
-    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(video), "-o", str(out), "--no-progress",
-                           *extra], capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eyeblink",
+            "process",
+            str(video),
+            "-o",
+            str(out),
+            "--no-progress",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return read_rows(out / f"{video.stem}.blinks.csv")
 
@@ -173,36 +209,57 @@ def run_process(video: Path, out: Path, *extra: str) -> list[dict[str, str]]:
 def upright_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     from eyeblink.lab.synth import write_recording
 
-    cfg = SynthConfig(duration_s=DURATION_S, blinks=default_blinks(DURATION_S), mjpeg_qscale=4, seed=5)
+    cfg = SynthConfig(
+        duration_s=DURATION_S, blinks=default_blinks(DURATION_S), mjpeg_qscale=4, seed=5
+    )
     path = tmp_path_factory.mktemp("roll") / "upright.avi"
     return path, write_recording(path, cfg)
 
 
 @pytest.fixture(scope="module")
-def upright_blinks(upright_recording, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, str]]:
+def upright_blinks(
+    upright_recording, tmp_path_factory: pytest.TempPathFactory
+) -> list[dict[str, str]]:
     video, truth = upright_recording
     blinks = run_process(video, tmp_path_factory.mktemp("roll-up"))
     planted = [b for b in truth.blinks if b.counts]
-    assert len(blinks) == len(planted) == 3, blinks  # the reference: every planted blink, nothing else
+    # the reference: every planted blink, nothing else
+    assert len(blinks) == len(planted) == 3, blinks
     for got, b in zip(blinks, planted, strict=True):
         assert abs(float(got["start_s"]) - b.onset_s) < 0.02
     return blinks
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("degrees", "extra"), [
-    (180, ()),
-    pytest.param(135, (), marks=pytest.mark.xfail(strict=False, reason=(
-        "known, open: on an AVX2-only host the 135-degree copy's second blink starts 80 frames early (921 against "
-        "1001; it passed on an AVX-512 host): its open level sits 0.6% under the baseline and the onset fit runs to "
-        "the edge of its window; the commit before the Windows work fails the same way there"))),
-    (180, ("--stage", "accelerator", "--workers", "2")),
-], ids=["180", "135", "180-accelerator-stage"])
-def test_a_turned_camera_counts_the_blinks_of_the_upright_one(upright_recording, upright_blinks, tmp_path: Path,
-                                                               degrees: int, extra: tuple[str, ...]) -> None:
-    """The same recording turned (an encoded file, through ``eyeblink process``): the same blinks, at the same
-    times, as upright. Before the turn was decided, 180 degrees gave spurious blinks from the eye crops on the
-    mouth."""
+@pytest.mark.parametrize(
+    ("degrees", "extra"),
+    [
+        (180, ()),
+        pytest.param(
+            135,
+            (),
+            marks=pytest.mark.xfail(
+                strict=False,
+                reason=(
+                    "known, open: on an AVX2-only host the 135-degree copy's second blink starts "
+                    "80 frames early (921 against "
+                    "1001; it passed on an AVX-512 host): its open level sits 0.6% under the "
+                    "baseline and the onset fit runs to "
+                    "the edge of its window; the commit before the Windows work fails the same "
+                    "way there"
+                ),
+            ),
+        ),
+        (180, ("--stage", "accelerator", "--workers", "2")),
+    ],
+    ids=["180", "135", "180-accelerator-stage"],
+)
+def test_a_turned_camera_counts_the_blinks_of_the_upright_one(
+    upright_recording, upright_blinks, tmp_path: Path, degrees: int, extra: tuple[str, ...]
+) -> None:
+    """The same recording turned (an encoded file, through ``eyeblink process``): the same blinks,
+    at the same times, as upright. Before the turn was decided, 180 degrees gave spurious blinks
+    from the eye crops on the mouth."""
     video, _ = upright_recording
     turned = tmp_path / f"turned{degrees}.avi"
     assert write_turned(video, turned, degrees) > 0

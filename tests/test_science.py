@@ -43,9 +43,16 @@ from eyeblink.signals.trials import (
 FPS = 500.0
 
 
-def ramp(t: np.ndarray, onset: float, rise_ms: float, amp: float, end: float = math.inf,
-         fall_ms: float = 50.0) -> np.ndarray:
-    """Closure 0 -> ``amp`` linearly over ``rise_ms`` from ``onset``, held, back to 0 over ``fall_ms`` from ``end``."""
+def ramp(
+    t: np.ndarray,
+    onset: float,
+    rise_ms: float,
+    amp: float,
+    end: float = math.inf,
+    fall_ms: float = 50.0,
+) -> np.ndarray:
+    """Closure 0 -> ``amp`` linearly over ``rise_ms`` from ``onset``, held, back to 0 over
+    ``fall_ms`` from ``end``."""
     up = np.clip((t - onset) * 1000.0 / rise_ms, 0.0, 1.0)
     down = np.clip(1.0 - (t - end) * 1000.0 / fall_ms, 0.0, 1.0) if math.isfinite(end) else 1.0
     return amp * np.minimum(up, down)
@@ -65,11 +72,18 @@ def test_closure_amplitude_and_nan() -> None:
     assert math.isnan(closure_amplitude(0.2, 0.0))
 
 
-@given(base=st.floats(0.15, 0.45), a_full=st.floats(0.4, 0.95), scale=st.floats(0.5, 2.0),
-       peak=st.floats(0.0, 1.0))
+@given(
+    base=st.floats(0.15, 0.45),
+    a_full=st.floats(0.4, 0.95),
+    scale=st.floats(0.5, 2.0),
+    peak=st.floats(0.0, 1.0),
+)
 @settings(max_examples=60, deadline=None)
-def test_fec_is_closure_fraction_whatever_the_subject(base: float, a_full: float, scale: float, peak: float) -> None:
-    """EAR = baseline * (1 - A_full * c) gives FEC = c, and scaling EAR and baseline together changes nothing."""
+def test_fec_is_closure_fraction_whatever_the_subject(
+    base: float, a_full: float, scale: float, peak: float
+) -> None:
+    """EAR = baseline * (1 - A_full * c) gives FEC = c, and scaling EAR and baseline together
+    changes nothing."""
     c = np.array([0.0, 0.25, peak, 1.0])
     ear = base * (1.0 - a_full * c)
     cal = ClosureCalibration(a_full, "responses", 3)
@@ -77,10 +91,18 @@ def test_fec_is_closure_fraction_whatever_the_subject(base: float, a_full: float
     np.testing.assert_allclose(cal.fec(closure_amplitude(ear * scale, base * scale)), c, atol=1e-9)
 
 
-@given(base=st.floats(0.2, 0.4), a_full=st.floats(0.4, 0.95), noise=st.floats(0.0, 0.01), seed=st.integers(0, 10_000))
+@given(
+    base=st.floats(0.2, 0.4),
+    a_full=st.floats(0.4, 0.95),
+    noise=st.floats(0.0, 0.01),
+    seed=st.integers(0, 10_000),
+)
 @settings(max_examples=30, deadline=None)
-def test_segment_calibration_recovers_full_closure(base: float, a_full: float, noise: float, seed: int) -> None:
-    """A calibration segment with full closures (30 ms plateaus) gives A_full within the noise, despite spikes."""
+def test_segment_calibration_recovers_full_closure(
+    base: float, a_full: float, noise: float, seed: int
+) -> None:
+    """A calibration segment with full closures (30 ms plateaus) gives A_full within the noise,
+    despite spikes."""
     rng = np.random.default_rng(seed)
     t = clock(2.0)
     c = ramp(t, 0.5, 40, 1.0, end=0.57) + ramp(t, 1.2, 40, 1.0, end=1.27)
@@ -93,7 +115,9 @@ def test_segment_calibration_recovers_full_closure(base: float, a_full: float, n
 
 
 def test_response_calibration_percentile_and_default() -> None:
-    cfg = ClosureConfig(percentile=90, min_responses=3, min_amplitude=0.3, default_full_amplitude=0.7)
+    cfg = ClosureConfig(
+        percentile=90, min_responses=3, min_amplitude=0.3, default_full_amplitude=0.7
+    )
     few = from_responses(cfg, [0.72, 0.1, math.nan])  # one real response: not enough
     assert few.method == "default" and few.full_amplitude == 0.7 and few.responses == 1
     amps = [0.5, 0.6, 0.7, 0.72, 0.74, 0.2]  # 0.2 is a partial blink: not a reflex closure
@@ -102,24 +126,30 @@ def test_response_calibration_percentile_and_default() -> None:
     assert cal.full_amplitude == pytest.approx(np.percentile([0.5, 0.6, 0.7, 0.72, 0.74], 90))
 
 
-@pytest.mark.parametrize(("segment", "ear_fn", "needle"), [
-    ((5.0, 6.0), lambda t: np.full_like(t, 0.3), "no frame with a measured eye"),
-    ((0.0, 1.0), lambda t: np.full_like(t, 0.3), "below closure.min_amplitude"),
-])
+@pytest.mark.parametrize(
+    ("segment", "ear_fn", "needle"),
+    [
+        ((5.0, 6.0), lambda t: np.full_like(t, 0.3), "no frame with a measured eye"),
+        ((0.0, 1.0), lambda t: np.full_like(t, 0.3), "below closure.min_amplitude"),
+    ],
+)
 def test_segment_calibration_errors(segment: tuple[float, float], ear_fn, needle: str) -> None:  # type: ignore[no-untyped-def]
     t = clock(2.0)
     with pytest.raises(CalibrationError, match=needle):
         from_segment(ClosureConfig(calibration_s=segment), t, closure_amplitude(ear_fn(t), 0.3))
 
 
-@pytest.mark.parametrize(("kwargs", "needle"), [
-    ({"percentile": 0}, "closure.percentile"),
-    ({"min_responses": 0}, "closure.min_responses"),
-    ({"default_full_amplitude": 1.5}, "default_full_amplitude"),
-    ({"calibration_s": (3.0, 1.0)}, "START_S < END_S"),
-    ({"calibration_s": (1.0,)}, "START_S:END_S"),
-    ({"calibration_s": 4.0}, "START_S:END_S"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"percentile": 0}, "closure.percentile"),
+        ({"min_responses": 0}, "closure.min_responses"),
+        ({"default_full_amplitude": 1.5}, "default_full_amplitude"),
+        ({"calibration_s": (3.0, 1.0)}, "START_S < END_S"),
+        ({"calibration_s": (1.0,)}, "START_S:END_S"),
+        ({"calibration_s": 4.0}, "START_S:END_S"),
+    ],
+)
 def test_closure_config_errors(kwargs: dict, needle: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(ConfigError, match=needle):
         ClosureConfig(**kwargs)
@@ -136,10 +166,13 @@ def test_online_closure_is_provisional_then_calibrated() -> None:
 
     seg = OnlineClosure(ClosureConfig(calibration_s=(0.0, 0.1), smooth_ms=0))
     for i, tt in enumerate(np.arange(0, 0.1, 0.002)):
-        seg.update(float(tt), 0.3 * (0.4 if 20 <= i < 30 else 1.0), 0.3)  # amplitude 0.6 in the segment
+        # amplitude 0.6 in the segment
+        seg.update(float(tt), 0.3 * (0.4 if 20 <= i < 30 else 1.0), 0.3)
     assert seg.calibration.method == "default"  # the segment has not ended yet
     seg.update(0.2, 0.3, 0.3)
-    assert seg.calibration.method == "segment" and seg.calibration.full_amplitude == pytest.approx(0.6)
+    assert seg.calibration.method == "segment" and seg.calibration.full_amplitude == pytest.approx(
+        0.6
+    )
 
 
 def test_running_median_and_baseline_fill() -> None:
@@ -149,7 +182,8 @@ def test_running_median_and_baseline_fill() -> None:
     np.testing.assert_allclose(b, [0.3, 0.3, 0.3, 0.3, 0.32])
 
 
-# ------------------------------------------------------------------------------------------ trials files
+# ------------------------------------------------------------------------------------------ trials
+# files
 
 
 def write(tmp_path: Path, text: str, name: str = "trials.csv") -> Path:
@@ -159,18 +193,27 @@ def write(tmp_path: Path, text: str, name: str = "trials.csv") -> Path:
 
 
 def test_trials_file_in_seconds(tmp_path: Path) -> None:
-    p = write(tmp_path, "# session 1\nTrial,CS_Onset_s,US_Onset_s,cs_duration_ms,cs_type,notes\n"
-                        "1,0.4,0.65,280,tone,x\n\n2,1.4,,280,tone,y\n")
+    p = write(
+        tmp_path,
+        "# session 1\nTrial,CS_Onset_s,US_Onset_s,cs_duration_ms,cs_type,notes\n"
+        "1,0.4,0.65,280,tone,x\n\n2,1.4,,280,tone,y\n",
+    )
     tf = read_trials(p)
     trials = tf.resolve()
     assert [tr.trial for tr in trials] == [1, 2]
     assert trials[0].isi_ms == pytest.approx(250) and trials[0].cs_duration_ms == 280
-    assert trials[0].trial_type == "paired" and trials[1].trial_type == "cs_alone" and not trials[1].paired
+    assert (
+        trials[0].trial_type == "paired"
+        and trials[1].trial_type == "cs_alone"
+        and not trials[1].paired
+    )
     assert trials[0].cs_type == "tone"
 
 
 def test_trials_file_in_ms_tabs_and_frames(tmp_path: Path) -> None:
-    p = write(tmp_path, "cs_onset_ms\tus_onset_ms\ttrial_type\n400\t650\tpaired\n1400\t1650\tpaired\n")
+    p = write(
+        tmp_path, "cs_onset_ms\tus_onset_ms\ttrial_type\n400\t650\tpaired\n1400\t1650\tpaired\n"
+    )
     assert [tr.us_onset_s for tr in read_trials(p).resolve()] == pytest.approx([0.65, 1.65])
     p = write(tmp_path, "cs_onset_frame,us_onset_frame,us_duration_frame\n200,325,10\n", "f.csv")
     tf = read_trials(p)
@@ -182,22 +225,25 @@ def test_trials_file_in_ms_tabs_and_frames(tmp_path: Path) -> None:
     assert tr.cs_onset_s == pytest.approx(0.8)
 
 
-@pytest.mark.parametrize(("text", "needle"), [
-    ("", "is empty"),
-    ("cs_onset_s,us_onset_s\n", "has a header but no trials"),
-    ("trial,us_onset_s\n1,0.5\n", "no CS onset column"),
-    ("cs_onset,us_onset_s\n0.4,0.6\n", "does not name its unit"),
-    ("cs_onset_s,cs_onset_frame\n0.4,200\n", "keep one"),
-    ("cs_onset_s,us_onset_s\n0.4,abc\n", "row 2 column us_onset_s: 'abc' is not a number"),
-    ("cs_onset_s,us_onset_s\n-0.4,0.1\n", "negative"),
-    ("cs_onset_s,us_onset_s\n0.4,0.3\n", "US onset 0.3 is before CS onset 0.4"),
-    ("cs_onset_ms,us_onset_s\n400,0.3\n", "US onset 0.3000 s is before CS onset 0.4000 s"),
-    ("cs_onset_s,us_onset_s\n1.4,1.6\n0.4,0.6\n", "sort the trials by time"),
-    ("trial,cs_onset_s\n1,0.4\n1,1.4\n", "appears twice"),
-    ("cs_onset_s,us_onset_s\n,0.6\n", "every trial needs a CS onset"),
-    ("cs_onset_frame\n20.5\n", "not a whole frame number"),
-    ("cs_onset_s,cs_onset_s\n1,2\n", "duplicate columns"),
-])
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("", "is empty"),
+        ("cs_onset_s,us_onset_s\n", "has a header but no trials"),
+        ("trial,us_onset_s\n1,0.5\n", "no CS onset column"),
+        ("cs_onset,us_onset_s\n0.4,0.6\n", "does not name its unit"),
+        ("cs_onset_s,cs_onset_frame\n0.4,200\n", "keep one"),
+        ("cs_onset_s,us_onset_s\n0.4,abc\n", "row 2 column us_onset_s: 'abc' is not a number"),
+        ("cs_onset_s,us_onset_s\n-0.4,0.1\n", "negative"),
+        ("cs_onset_s,us_onset_s\n0.4,0.3\n", "US onset 0.3 is before CS onset 0.4"),
+        ("cs_onset_ms,us_onset_s\n400,0.3\n", "US onset 0.3000 s is before CS onset 0.4000 s"),
+        ("cs_onset_s,us_onset_s\n1.4,1.6\n0.4,0.6\n", "sort the trials by time"),
+        ("trial,cs_onset_s\n1,0.4\n1,1.4\n", "appears twice"),
+        ("cs_onset_s,us_onset_s\n,0.6\n", "every trial needs a CS onset"),
+        ("cs_onset_frame\n20.5\n", "not a whole frame number"),
+        ("cs_onset_s,cs_onset_s\n1,2\n", "duplicate columns"),
+    ],
+)
 def test_trials_file_errors(tmp_path: Path, text: str, needle: str) -> None:
     with pytest.raises(TrialFileError, match=needle) as info:
         read_trials(write(tmp_path, text))
@@ -208,7 +254,9 @@ def test_trials_file_errors_needing_the_recording(tmp_path: Path) -> None:
     with pytest.raises(TrialFileError, match="trials file not found"):
         read_trials(tmp_path / "nope.csv")
     tf = read_trials(write(tmp_path, "cs_onset_frame,us_onset_frame\n200,325\n"))
-    with pytest.raises(TrialFileError, match=r"no frame timestamps or frame rate are known.*pass --fps"):
+    with pytest.raises(
+        TrialFileError, match=r"no frame timestamps or frame rate are known.*pass --fps"
+    ):
         tf.resolve()
     with pytest.raises(TrialFileError, match="outside the recording"):
         tf.resolve(frame_times=np.arange(300) / 500.0)
@@ -219,26 +267,33 @@ def test_trials_file_errors_needing_the_recording(tmp_path: Path) -> None:
 def test_sync_csv_rising_edges(tmp_path: Path) -> None:
     t = np.arange(2000) / 1000.0  # a 1 kHz acquisition system
     cs = ((t >= 0.4) & (t < 0.68)) | ((t >= 1.4) & (t < 1.68))
-    us = ((t >= 0.65) & (t < 0.67))  # trial 2 is CS alone
-    lines = ["time_ms,cs_ttl,us_ttl"] + [f"{x * 1000:.0f},{5.0 * a:.1f},{int(b)}"
-                                         for x, a, b in zip(t, cs, us, strict=True)]
+    us = (t >= 0.65) & (t < 0.67)  # trial 2 is CS alone
+    lines = ["time_ms,cs_ttl,us_ttl"] + [
+        f"{x * 1000:.0f},{5.0 * a:.1f},{int(b)}" for x, a, b in zip(t, cs, us, strict=True)
+    ]
     p = write(tmp_path, "\n".join(lines) + "\n", "sync.csv")
     trials = read_sync(p, "CS_TTL", "us_ttl").resolve()
     assert [tr.cs_onset_s for tr in trials] == pytest.approx([0.4, 1.4])
     assert trials[0].us_onset_s == pytest.approx(0.65) and not trials[1].paired
     assert trials[0].cs_duration_ms == pytest.approx(280)
     rise, fall, thr = rising_edges(np.array([1.0, 0, 0, 1, 1, 0]))
-    assert list(rise) == [3] and list(fall) == [1, 5] and thr == 0.5  # high at the start is not an edge
+    # high at the start is not an edge
+    assert list(rise) == [3] and list(fall) == [1, 5] and thr == 0.5
 
 
-@pytest.mark.parametrize(("text", "cols", "needle"), [
-    ("t,cs\n0,0\n1,1\n", ("cs", None), "no time column"),
-    ("time_s,cs\n0,0\n1,1\n", ("ttl", None), "sync column 'ttl' not in"),
-    ("time_s,cs\n0,1\n1,1\n", ("cs", None), "constant"),
-    ("time_s,cs\n0,0\n0,1\n", ("cs", None), "does not increase"),
-    ("time_s,cs\n0,1\n1,0\n", ("cs", None), "no rising edge"),
-])
-def test_sync_csv_errors(tmp_path: Path, text: str, cols: tuple[str, str | None], needle: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "cols", "needle"),
+    [
+        ("t,cs\n0,0\n1,1\n", ("cs", None), "no time column"),
+        ("time_s,cs\n0,0\n1,1\n", ("ttl", None), "sync column 'ttl' not in"),
+        ("time_s,cs\n0,1\n1,1\n", ("cs", None), "constant"),
+        ("time_s,cs\n0,0\n0,1\n", ("cs", None), "does not increase"),
+        ("time_s,cs\n0,1\n1,0\n", ("cs", None), "no rising edge"),
+    ],
+)
+def test_sync_csv_errors(
+    tmp_path: Path, text: str, cols: tuple[str, str | None], needle: str
+) -> None:
     with pytest.raises(TrialFileError, match=needle):
         read_sync(write(tmp_path, text, "sync.csv"), *cols)
 
@@ -259,12 +314,15 @@ def test_analysis_options_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pynwb" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pynwb" else real(name, *a)
+    )
     with pytest.raises(MissingExtraError, match=r"pip install 'eyeblink\[nwb\]'"):
         require_extra("nwb")
 
 
-# ------------------------------------------------------------------------------------------ CR metrics
+# ------------------------------------------------------------------------------------------ CR
+# metrics
 
 CS, US = 1.0, 1.25  # ISI 250 ms
 
@@ -330,13 +388,15 @@ def test_short_crossing_is_not_a_cr() -> None:
 @given(offset=st.floats(-0.2, 0.2), onset_ms=st.floats(70, 200), amp=st.floats(0.15, 1.0))
 @settings(max_examples=40, deadline=None)
 def test_cr_metrics_are_relative_to_baseline(offset: float, onset_ms: float, amp: float) -> None:
-    """Adding a constant to FEC (a mis-set open level) changes no CR decision, latency or amplitude."""
+    """Adding a constant to FEC (a mis-set open level) changes no CR decision, latency or
+    amplitude."""
     t = clock()
     fec = ramp(t, CS + onset_ms / 1000, 30, amp, end=US + 0.05)
     (a,) = score(fec)
     (b,) = score(fec + offset, baseline_max_fec=1.0)
     assert a.cr is True and b.cr is True
-    assert a.cr_onset_latency_ms == pytest.approx(b.cr_onset_latency_ms, abs=2.0)  # a frame: rounding at the threshold
+    # a frame: rounding at the threshold
+    assert a.cr_onset_latency_ms == pytest.approx(b.cr_onset_latency_ms, abs=2.0)
     assert a.cr_peak_amplitude == pytest.approx(b.cr_peak_amplitude)
     assert onset_ms <= a.cr_onset_latency_ms <= onset_ms + 30 * 0.05 / amp + 2.1
 
@@ -359,20 +419,25 @@ def test_cs_alone_uses_the_session_isi_and_summary() -> None:
     assert len(first) == 501
 
 
-@pytest.mark.parametrize(("kwargs", "needle"), [
-    ({"baseline_ms": 0}, "trials.baseline_ms"),
-    ({"cr_threshold": 0}, "trials.cr_threshold"),
-    ({"onset_threshold": 0.2}, "must be <= cr_threshold"),
-    ({"block_size": 0}, "--block-size"),
-    ({"min_valid_fraction": 1.5}, "min_valid_fraction"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"baseline_ms": 0}, "trials.baseline_ms"),
+        ({"cr_threshold": 0}, "trials.cr_threshold"),
+        ({"onset_threshold": 0.2}, "must be <= cr_threshold"),
+        ({"block_size": 0}, "--block-size"),
+        ({"min_valid_fraction": 1.5}, "min_valid_fraction"),
+    ],
+)
 def test_trial_config_errors(kwargs: dict, needle: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(ConfigError, match=needle):
         TrialConfig(**kwargs)
 
 
 def test_presets_carry_the_sections() -> None:
-    cfg = config_from_dict({"trials": {"cr_threshold": 0.2, "block_size": 5}, "closure": {"calibration_s": [1, 2]}})
+    cfg = config_from_dict(
+        {"trials": {"cr_threshold": 0.2, "block_size": 5}, "closure": {"calibration_s": [1, 2]}}
+    )
     assert cfg.trials.cr_threshold == 0.2 and cfg.closure.calibration_s == (1.0, 2.0)
     with pytest.raises(ConfigError, match="unknown key"):
         config_from_dict({"trials": {"cr_treshold": 0.2}})
@@ -382,7 +447,8 @@ def test_presets_carry_the_sections() -> None:
     assert load_preset(resolve_preset("cpu")).trials == TrialConfig()
 
 
-# ------------------------------------------------------------------------------------------ end to end
+# ------------------------------------------------------------------------------------------ end to
+# end
 
 CS_TIMES = (0.4, 1.4, 2.4)
 ISI_S = 0.25
@@ -390,18 +456,23 @@ ISI_S = 0.25
 
 @pytest.fixture(scope="module")
 def conditioning_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """3 s at 500 FPS, 3 trials: a full blink starting 100 ms before the US in trials 1-2 (CRs), and in
-    trial 3 only the reflex to the puff (a UR 20 ms after the US)."""
+    """3 s at 500 FPS, 3 trials: a full blink starting 100 ms before the US in trials 1-2 (CRs), and
+    in trial 3 only the reflex to the puff (a UR 20 ms after the US)."""
     from eyeblink.lab.synth import BlinkSpec, SynthConfig, write_recording
 
     d = tmp_path_factory.mktemp("conditioning")
-    blinks = (BlinkSpec(CS_TIMES[0] + ISI_S - 0.1, 80, 40, 150), BlinkSpec(CS_TIMES[1] + ISI_S - 0.1, 80, 40, 150),
-              BlinkSpec(CS_TIMES[2] + ISI_S + 0.02, 50, 30, 120))
+    blinks = (
+        BlinkSpec(CS_TIMES[0] + ISI_S - 0.1, 80, 40, 150),
+        BlinkSpec(CS_TIMES[1] + ISI_S - 0.1, 80, 40, 150),
+        BlinkSpec(CS_TIMES[2] + ISI_S + 0.02, 50, 30, 120),
+    )
     video = d / "session.avi"
     write_recording(video, SynthConfig(duration_s=3.0, blinks=blinks, mjpeg_qscale=4, seed=2))
     trials = d / "trials.csv"
-    trials.write_text("trial,cs_onset_s,us_onset_s,cs_duration_ms,cs_type,us_type\n" + "".join(
-        f"{k + 1},{cs},{cs + ISI_S},280,tone,puff\n" for k, cs in enumerate(CS_TIMES)))
+    trials.write_text(
+        "trial,cs_onset_s,us_onset_s,cs_duration_ms,cs_type,us_type\n"
+        + "".join(f"{k + 1},{cs},{cs + ISI_S},280,tone,puff\n" for k, cs in enumerate(CS_TIMES))
+    )
     return video, trials
 
 
@@ -431,17 +502,36 @@ def test_a_session_without_a_blink_still_writes_its_nwb_file(tmp_path: Path) -> 
         nwb = io.read()
         blinks = nwb.processing["behavior"]["blinks"]
         assert len(blinks) == 0
-        assert {"peak_time", "duration_ms", "amplitude", "peak_closure", "complete"} <= set(blinks.colnames)
+        assert {"peak_time", "duration_ms", "amplitude", "peak_closure", "complete"} <= set(
+            blinks.colnames
+        )
         assert blinks["complete"].data.dtype == np.bool_
-        assert len(nwb.processing["behavior"]["EyelidTraces"]["ear"].data) == len(rows(out / "open.frames.csv"))
+        assert len(nwb.processing["behavior"]["EyelidTraces"]["ear"].data) == len(
+            rows(out / "open.frames.csv")
+        )
 
 
 @pytest.mark.slow
-def test_cli_conditioning_session(conditioning_recording: tuple[Path, Path], tmp_path: Path) -> None:
+def test_cli_conditioning_session(
+    conditioning_recording: tuple[Path, Path], tmp_path: Path
+) -> None:
     video, trials_csv = conditioning_recording
     out = tmp_path / "out"
-    proc = run_cli("process", video, "-o", out, "--workers", "1", "--no-progress", "--trials", trials_csv,
-                   "--plots", "--nwb", "--block-size", "1")
+    proc = run_cli(
+        "process",
+        video,
+        "-o",
+        out,
+        "--workers",
+        "1",
+        "--no-progress",
+        "--trials",
+        trials_csv,
+        "--plots",
+        "--nwb",
+        "--block-size",
+        "1",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "3 trials, 3 with a valid baseline, CR in 2 (67%)" in proc.stdout
 
@@ -452,7 +542,7 @@ def test_cli_conditioning_session(conditioning_recording: tuple[Path, Path], tmp
     assert np.isfinite(fec).all()
     assert abs(np.median(fec[:250])) < 0.05 and np.std(fec[:250]) < 0.06
     for cs in CS_TIMES:
-        peak = fec[round((cs + ISI_S) * 500) - 40: round((cs + ISI_S) * 500) + 120].max()
+        peak = fec[round((cs + ISI_S) * 500) - 40 : round((cs + ISI_S) * 500) + 120].max()
         assert 0.85 < peak < 1.25
     summary = json.loads((out / "session.summary.json").read_text())
     assert summary["closure"]["method"] == "responses" and not summary["closure"]["provisional"]
@@ -461,7 +551,8 @@ def test_cli_conditioning_session(conditioning_recording: tuple[Path, Path], tmp
     assert 0.8 < summary["trials"]["mean_cr_amplitude"] < 1.3
     assert summary["settings"]["trials"]["block_size"] == 1
 
-    # trials.csv: CR in trials 1 and 2 with onset ~150 ms after CS (the blink starts 100 ms before the US)
+    # trials.csv: CR in trials 1 and 2 with onset ~150 ms after CS (the blink starts 100 ms before
+    # the US)
     tr = rows(out / "session.trials.csv")
     assert list(tr[0]) == list(TRIAL_COLUMNS)
     assert [r["cr"] for r in tr] == ["1", "1", "0"] and all(r["baseline_valid"] == "1" for r in tr)
@@ -496,31 +587,45 @@ def test_cli_conditioning_session(conditioning_recording: tuple[Path, Path], tmp
         ts = np.asarray(closure.timestamps[:])
         np.testing.assert_allclose(ts, [float(r["timestamp_s"]) for r in frames], atol=1e-9)
         np.testing.assert_allclose(closure.data[:], fec, atol=1e-6)
-        np.testing.assert_allclose(traces_nwb["ear_left"].data[:], [float(r["ear_left"]) for r in frames], atol=1e-6)
+        np.testing.assert_allclose(
+            traces_nwb["ear_left"].data[:], [float(r["ear_left"]) for r in frames], atol=1e-6
+        )
         blinks = nwb.processing["behavior"]["blinks"].to_dataframe()
         assert len(blinks) == len(rows(out / "session.blinks.csv")) == 3
         trials = nwb.trials.to_dataframe()
         assert list(trials["cr"]) == [True, True, False]
         np.testing.assert_allclose(trials["cs_time"], CS_TIMES)
-        np.testing.assert_allclose(trials["cr_onset_latency_ms"][:2], [float(r["cr_onset_latency_ms"]) for r in tr[:2]])
+        np.testing.assert_allclose(
+            trials["cr_onset_latency_ms"][:2], [float(r["cr_onset_latency_ms"]) for r in tr[:2]]
+        )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("args", "needle"), [
-    (("--trials", "MISSING"), "trials file not found"),
-    (("--trials", "BAD"), "is before CS onset"),
-    (("--sync-column", "ttl"), "--sync-column needs --trials"),
-    (("--calibration", "5:1"), "START_S < END_S"),
-])
-def test_cli_rejects_bad_conditioning_options(conditioning_recording: tuple[Path, Path], tmp_path: Path,
-                                              args: tuple[str, ...], needle: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--trials", "MISSING"), "trials file not found"),
+        (("--trials", "BAD"), "is before CS onset"),
+        (("--sync-column", "ttl"), "--sync-column needs --trials"),
+        (("--calibration", "5:1"), "START_S < END_S"),
+    ],
+)
+def test_cli_rejects_bad_conditioning_options(
+    conditioning_recording: tuple[Path, Path], tmp_path: Path, args: tuple[str, ...], needle: str
+) -> None:
     video, _ = conditioning_recording
     bad = tmp_path / "bad.csv"
     bad.write_text("cs_onset_s,us_onset_s\n1.0,0.5\n")
-    args = tuple(str(bad) if a == "BAD" else str(tmp_path / "none.csv") if a == "MISSING" else a for a in args)
-    proc = run_cli("process", video, "-o", tmp_path / "out", "--workers", "1", "--no-progress", *args)
+    args = tuple(
+        str(bad) if a == "BAD" else str(tmp_path / "none.csv") if a == "MISSING" else a
+        for a in args
+    )
+    proc = run_cli(
+        "process", video, "-o", tmp_path / "out", "--workers", "1", "--no-progress", *args
+    )
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("INFO:")]
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert needle in lines[-1], proc.stderr
-    assert len(lines) == 1 or lines[0].startswith("usage:")  # argparse's own errors come with the usage
+    # argparse's own errors come with the usage
+    assert len(lines) == 1 or lines[0].startswith("usage:")
     assert not (tmp_path / "out" / "session.frames.csv").exists()  # checked before the first frame

@@ -1,8 +1,9 @@
 """Stops are never lost (docs/explanation/reliability.md, "Stops and signals").
 
-SIGINT and SIGTERM sent to ``eyeblink process``'s process group at many instants of its start-up (a sweep, not
-one sleep: ``scripts/stop_sweep.py``, which runs the 200-instant version), the rules of :mod:`eyeblink.stopping`
-in-process, an inherited ignored SIGINT, and what the summary records (exit status, every output).
+SIGINT and SIGTERM sent to ``eyeblink process``'s process group at many instants of its start-up (a
+sweep, not one sleep: ``scripts/stop_sweep.py``, which runs the 200-instant version), the rules of
+:mod:`eyeblink.stopping` in-process, an inherited ignored SIGINT, and what the summary records (exit
+status, every output).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from eyeblink.cli import main
 from eyeblink.runtime.procs.parallel import FAULT_ENV
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.skipif(sys.platform == "win32",
-                                reason="sends SIGINT and SIGTERM to process groups (os.killpg) and blocks them "
-                                "around a fork: Windows has no process-group signals and no fork")
+pytestmark = pytest.mark.skipif(
+    sys.platform == "win32",
+    reason="sends SIGINT and SIGTERM to process groups (os.killpg) and blocks them "
+    "around a fork: Windows has no process-group signals and no fork",
+)
 
 
 def _sweep_module() -> ModuleType:
@@ -41,7 +44,8 @@ def _sweep_module() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def long_recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 640x480 500 FPS recording long enough (4 s, 2,000 frames) that no run ends within the sweep's span."""
+    """A 640x480 500 FPS recording long enough (4 s, 2,000 frames) that no run ends within the
+    sweep's span."""
     from eyeblink.lab.synth import SynthConfig, write_recording
 
     path = tmp_path_factory.mktemp("sweep") / "long.avi"
@@ -54,21 +58,25 @@ def long_recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_a_stop_at_any_instant_of_start_up_is_never_lost(long_recording: Path) -> None:
-    """36 instants, SIGTERM and SIGINT alternately, from the moment the process starts to a quarter past the
-    first rows: every run that reached eyeblink's main exits 130 with a complete summary (``interrupted``,
-    ``exit_status`` 130, the signal named, every file listed, whole rows) and no traceback."""
+    """36 instants, SIGTERM and SIGINT alternately, from the moment the process starts to a quarter
+    past the first rows: every run that reached eyeblink's main exits 130 with a complete summary
+    (``interrupted``, ``exit_status`` 130, the signal named, every file listed, whole rows) and no
+    traceback."""
     sweep = _sweep_module()
     res = sweep.sweep(long_recording, 36, workers=2)
     assert res["problems"] == 0, json.dumps(res["failed_tries"], indent=1)
     assert res["lost"] == 0 and res["tracebacks"] == 0 and res["missing_summary"] == 0
-    # the sweep reached every phase: before main (Python's defaults), main before any file, a running session
-    # (how many land before main depends on the machine's load: interpreter start-up takes longer on a busy one)
-    assert res["stopped_in_main"] >= 24 and res["with_summary"] >= 5, {k: res[k] for k in res if k != "all"}
+    # the sweep reached every phase: before main (Python's defaults), main before any file, a
+    # running session (how many land before main depends on the machine's load: interpreter start-up
+    # takes longer on a busy one)
+    assert res["stopped_in_main"] >= 24 and res["with_summary"] >= 5, {
+        k: res[k] for k in res if k != "all"
+    }
 
 
 def test_the_sweep_catches_what_it_is_for(tmp_path: Path) -> None:
-    """The sweep's own check flags a lost stop, a traceback, a lone temporary summary and a summary that says
-    ``running`` (so a passing sweep means something)."""
+    """The sweep's own check flags a lost stop, a traceback, a lone temporary summary and a summary
+    that says ``running`` (so a passing sweep means something)."""
     sweep = _sweep_module()
     out = tmp_path / "out"
     out.mkdir()
@@ -78,32 +86,61 @@ def test_the_sweep_catches_what_it_is_for(tmp_path: Path) -> None:
     assert any("lost" in p for p in t.problems) and any("temporary" in p for p in t.problems)
     assert any("no summary.json" in p for p in t.problems)
     (out / "v.summary.json.tmp").unlink()
-    (out / "v.summary.json").write_text(json.dumps({"status": "running", "exit_status": None, "frames": 2}))
-    t = sweep.check_run(signal.SIGINT, 0.3, 130, "Traceback (most recent call last):\n  ...\nKeyboardInterrupt\n",
-                        out, "v")
+    (out / "v.summary.json").write_text(
+        json.dumps({"status": "running", "exit_status": None, "frames": 2})
+    )
+    t = sweep.check_run(
+        signal.SIGINT,
+        0.3,
+        130,
+        "Traceback (most recent call last):\n  ...\nKeyboardInterrupt\n",
+        out,
+        "v",
+    )
     assert any(p.startswith("traceback") for p in t.problems)
     assert any("status 'running'" in p for p in t.problems)
-    assert not sweep.check_run(signal.SIGTERM, 0.0, -signal.SIGTERM, "", tmp_path / "none", "v").problems
+    assert not sweep.check_run(
+        signal.SIGTERM, 0.0, -signal.SIGTERM, "", tmp_path / "none", "v"
+    ).problems
 
 
-# --------------------------------------------------------------------------- ignored SIGINT, SIGTERM recorded
+# --------------------------------------------------------------------------- ignored SIGINT,
+# SIGTERM recorded
 
 
 def _ignore_sigint() -> None:
-    """preexec_fn: what a non-interactive shell gives a background job (``cmd &``): SIGINT ignored."""
+    """preexec_fn: what a non-interactive shell gives a background job (``cmd &``): SIGINT
+    ignored."""
     CHILD_SIGNALS["preexec_fn"]()  # type: ignore[operator]
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @pytest.mark.slow
-def test_an_inherited_ignored_sigint_stays_ignored_and_sigterm_still_stops(long_recording: Path,
-                                                                          tmp_path: Path) -> None:
+def test_an_inherited_ignored_sigint_stays_ignored_and_sigterm_still_stops(
+    long_recording: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     frames = out / "long.frames.csv"
-    proc = subprocess.Popen([sys.executable, "-m", "eyeblink", "process", str(long_recording), "-o", str(out),
-                             "--workers", "2", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, FAULT_ENV: "stall@1000"}, preexec_fn=_ignore_sigint,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "eyeblink",
+            "process",
+            str(long_recording),
+            "-o",
+            str(out),
+            "--workers",
+            "2",
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, FAULT_ENV: "stall@1000"},
+        preexec_fn=_ignore_sigint,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while not (frames.is_file() and frames.read_text().count("\n") > 20):
@@ -119,12 +156,15 @@ def test_an_inherited_ignored_sigint_stays_ignored_and_sigterm_still_stops(long_
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
-    assert err.strip().splitlines() == ["eyeblink: interrupted (SIGTERM); rows computed so far are on disk"]
+    assert err.strip().splitlines() == [
+        "eyeblink: interrupted (SIGTERM); rows computed so far are on disk"
+    ]
     s = json.loads((out / "long.summary.json").read_text())
     assert (s["status"], s["exit_status"], s["error"]) == ("interrupted", 130, "stopped by SIGTERM")
 
 
-# --------------------------------------------------------------------------- eyeblink.stopping in-process
+# --------------------------------------------------------------------------- eyeblink.stopping
+# in-process
 
 
 @pytest.fixture
@@ -135,8 +175,8 @@ def installed() -> object:
 
 
 def test_a_stop_swallowed_on_its_way_is_raised_at_the_next_check_point(installed: object) -> None:
-    """Python discards an exception raised in an at-fork hook or a ``__del__`` ("Exception ignored"): the stop
-    is recorded, and the next check point raises it."""
+    """Python discards an exception raised in an at-fork hook or a ``__del__`` ("Exception
+    ignored"): the stop is recorded, and the next check point raises it."""
     try:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.5)
@@ -150,18 +190,20 @@ def test_a_stop_swallowed_on_its_way_is_raised_at_the_next_check_point(installed
 def test_a_stop_inside_a_hold_or_a_fork_waits_for_its_end(installed: object) -> None:
     with pytest.raises(stopping.Stopped):
         with stopping.held():
-            os.kill(os.getpid(), signal.SIGTERM)  # SIGINT may be ignored here: a suite started in the background
+            # SIGINT may be ignored here: a suite started in the background
+            os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.2)
             reached = True  # not interrupted inside the block
         pytest.fail("not raised at the end of the block")
     assert reached
 
 
-def test_a_whole_file_is_in_place_or_absent_whatever_the_stop_hits(installed: object, tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """:func:`eyeblink.outputs.paths.atomic_path`, every whole-file output's mechanism: a stop while the file is
-    written removes the temporary file and leaves the old one; a stop while it is flushed and renamed is raised
-    once the new file is in place (fsynced first)."""
+def test_a_whole_file_is_in_place_or_absent_whatever_the_stop_hits(
+    installed: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """:func:`eyeblink.outputs.paths.atomic_path`, every whole-file output's mechanism: a stop while
+    the file is written removes the temporary file and leaves the old one; a stop while it is
+    flushed and renamed is raised once the new file is in place (fsynced first)."""
     from eyeblink.outputs import paths
 
     target = tmp_path / "report.html"
@@ -170,7 +212,9 @@ def test_a_whole_file_is_in_place_or_absent_whatever_the_stop_hits(installed: ob
         tmp.write_text("half")
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.2)
-    assert target.read_text() == "old" and sorted(x.name for x in tmp_path.iterdir()) == ["report.html"]
+    assert target.read_text() == "old" and sorted(x.name for x in tmp_path.iterdir()) == [
+        "report.html"
+    ]
     stopping.finished()
     restore = stopping.install()
     synced: list[int] = []
@@ -198,16 +242,22 @@ def test_a_whole_file_is_in_place_or_absent_whatever_the_stop_hits(installed: ob
 
 @needs_fork
 def test_signals_are_blocked_around_a_fork(installed: object) -> None:
-    """In a forked child the stop signals start blocked (never the parent's handler), and are ignored once
-    unblocked; the parent raises the stop that arrived during the fork once it is done."""
+    """In a forked child the stop signals start blocked (never the parent's handler), and are
+    ignored once unblocked; the parent raises the stop that arrived during the fork once it is done.
+    """
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
     seen = ctx.Queue()
 
     def child() -> None:
-        seen.put(sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-                        if s in stopping.STOP_SIGNALS))
+        seen.put(
+            sorted(
+                int(s)
+                for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+                if s in stopping.STOP_SIGNALS
+            )
+        )
         stopping.child_ignores_stops()
         os.kill(os.getpid(), signal.SIGTERM)  # ignored now
         seen.put(signal.getsignal(signal.SIGTERM) == signal.SIG_IGN)
@@ -233,14 +283,32 @@ def test_main_called_in_process_puts_the_handlers_back(tmp_path: Path) -> None:
     assert {sig: signal.getsignal(sig) for sig in before} == before
 
 
-# --------------------------------------------------------------------------- the summary's exit status, outputs
+# --------------------------------------------------------------------------- the summary's exit
+# status, outputs
 
 
-def test_the_summary_records_its_exit_status_and_every_file(face_recording: tuple[Path, object],
-                                                            tmp_path: Path) -> None:
+def test_the_summary_records_its_exit_status_and_every_file(
+    face_recording: tuple[Path, object], tmp_path: Path
+) -> None:
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "eyeblink", "process", str(face_recording[0]), "-o", str(out),
-                           "--workers", "1", "--no-progress", "--report"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eyeblink",
+            "process",
+            str(face_recording[0]),
+            "-o",
+            str(out),
+            "--workers",
+            "1",
+            "--no-progress",
+            "--report",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     s = json.loads((out / "subject.summary.json").read_text())
     assert s["status"] == "ok" and s["exit_status"] == 0

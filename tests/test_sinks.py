@@ -91,7 +91,8 @@ class RowFile(Sink):
 
 
 def test_a_new_output_is_one_method_and_close_and_sees_a_real_live_run(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two new outputs on one live session on the loopback sender, each nothing but its own code:
 
     * a class defined here with only ``put`` and ``close``, added to the session's tap: it is
@@ -124,8 +125,9 @@ def test_a_new_output_is_one_method_and_close_and_sees_a_real_live_run(
     url = f"tcp://127.0.0.1:{port}"
     sender = start_sender(port, "--fps", "100", "--stop-after", "400")
     try:
-        session = eyeblink.live(url, tmp_path / "out", name="cam", landmarks="lids",
-                                overload="block", adapt=False)
+        session = eyeblink.live(
+            url, tmp_path / "out", name="cam", landmarks="lids", overload="block", adapt=False
+        )
         session.tap.add(Everything())
         with session as s:
             assert [type(x).__name__ for x in s.tap.sinks] == ["QueueSink", "Everything", "RowFile"]
@@ -164,8 +166,11 @@ def test_a_new_output_is_one_method_and_close_and_sees_a_real_live_run(
             newest = i.row.frame
         elif isinstance(i, GateLine):
             line = i.line
-            assert (line["latest_frame"] == newest if line["event"] != "stale"
-                    else line["latest_frame"] <= newest), (line, newest)
+            assert (
+                line["latest_frame"] == newest
+                if line["event"] != "stale"
+                else line["latest_frame"] <= newest
+            ), (line, newest)
         elif isinstance(i, Blink):
             assert i.event.start_frame <= newest
     events = [i.line["event"] for i in news if isinstance(i, GateLine)]
@@ -177,25 +182,49 @@ def test_a_new_output_is_one_method_and_close_and_sees_a_real_live_run(
     assert [r[0] for r in mod["rows"]] == [int(r["frame"]) for r in rows]
     for (_, t, ear, published), row in zip(mod["rows"], rows, strict=True):
         assert published and t == pytest.approx(float(row["timestamp_s"]), abs=1e-6)
-        assert (math.isnan(ear) if row["ear_left"] == ""
-                else ear == pytest.approx(float(row["ear_left"]), abs=1e-4))
+        assert (
+            math.isnan(ear)
+            if row["ear_left"] == ""
+            else ear == pytest.approx(float(row["ear_left"]), abs=1e-4)
+        )
     assert mod["blinks"] == blinks and mod["events"] == events
     assert mod["opened_with"] == [url, "cam"] and mod["reason"] == closes[0]
     assert summary["live"]["publish"]["row_file"] == {"rows": 400}
 
 
 def test_unread_rows_cost_the_garbage_collector_nothing() -> None:
-    """The API's queue keeps up to 50,000 rows nobody read as plain tuples, which the garbage collector stops
-    tracking (a named tuple it tracks for ever: 30,000 of them made each full collection of the session's process
-    20-50 ms longer, and a frame's row waited behind it); the iterator gives each back as the row it was."""
+    """The API's queue keeps up to 50,000 rows nobody read as plain tuples, which the garbage
+    collector stops tracking (a named tuple it tracks for ever: 30,000 of them made each full
+    collection of the session's process 20-50 ms longer, and a frame's row waited behind it); the
+    iterator gives each back as the row it was."""
     import gc
     import time
 
     from eyeblink.runtime.live.publish import LiveRow
 
     queue = QueueSink()
-    rows = [LiveRow(i, i / 500, 1, 0.28, 0.27, 0.275, 0.28, 0, 0.9, 100.0, 80.0, 300.0, 300.0, 0.0, 0,
-                    time.perf_counter(), time.perf_counter()) for i in range(1000)]
+    rows = [
+        LiveRow(
+            i,
+            i / 500,
+            1,
+            0.28,
+            0.27,
+            0.275,
+            0.28,
+            0,
+            0.9,
+            100.0,
+            80.0,
+            300.0,
+            300.0,
+            0.0,
+            0,
+            time.perf_counter(),
+            time.perf_counter(),
+        )
+        for i in range(1000)
+    ]
     for r in rows:
         queue.put(Row(r, True))
     gc.collect()
@@ -228,7 +257,8 @@ def test_the_config_chooses_the_sinks_and_the_tap_hands_each_only_what_it_takes(
     assert tap.preview is got[2].preview
     for s in got:
         s.close()
-    assert LiveTap.from_config(LiveConfig(), 1000.0) is None  # nothing asked for: no tap (the CLI's case)
+    # nothing asked for: no tap (the CLI's case)
+    assert LiveTap.from_config(LiveConfig(), 1000.0) is None
     gate_only = LiveTap(gate_port=0)
     assert gate_only._on_row == [] and gate_only._routes[GateLine]
     assert Sink.takes == ITEMS

@@ -1,4 +1,5 @@
-"""Tests for eyeblink.sources.files: real videos written with PyAV, image folders, error cases, ZJU."""
+"""Tests for eyeblink.sources.files: real videos written with PyAV, image folders, error cases,
+ZJU."""
 
 from __future__ import annotations
 
@@ -48,11 +49,18 @@ def read_all(source: FrameSource) -> list[Frame]:
     ("container", "codec", "pix_fmt"),
     [("mkv", "ffv1", "gray"), ("mp4", "libx264", "yuv420p"), ("avi", "ffv1", "gray")],
 )
-def test_irregular_pts_show_as_gaps(make_video: MakeVideo, container: str, codec: str, pix_fmt: str) -> None:
+def test_irregular_pts_show_as_gaps(
+    make_video: MakeVideo, container: str, codec: str, pix_fmt: str
+) -> None:
     """A 500 fps recording with dropped frames: timestamps are the container's, gaps included."""
     pts = [0, 1, 2, 4, 5, 9, 10, 11, 20]
     path = make_video(
-        len(pts), container=container, codec=codec, pix_fmt=pix_fmt, pts=pts, time_base=Fraction(1, 500)
+        len(pts),
+        container=container,
+        codec=codec,
+        pix_fmt=pix_fmt,
+        pts=pts,
+        time_base=Fraction(1, 500),
     )
     frames = read_all(open_source(path))
     assert [f.index for f in frames] == list(range(len(pts)))
@@ -64,7 +72,9 @@ def test_duplicated_timestamps_are_kept(make_video: MakeVideo) -> None:
     pts = [0, 1, 1, 2, 3]
     path = make_video(len(pts), container="mkv", pts=pts, time_base=Fraction(1, 500))
     frames = read_all(open_source(path))
-    assert [f.timestamp_s for f in frames] == pytest.approx([0, 0.002, 0.002, 0.004, 0.006], abs=1e-9)
+    assert [f.timestamp_s for f in frames] == pytest.approx(
+        [0, 0.002, 0.002, 0.004, 0.006], abs=1e-9
+    )
 
 
 def test_fps_does_not_override_container_timestamps(make_video: MakeVideo) -> None:
@@ -97,7 +107,9 @@ CODEC_TABLE = [
 ]
 
 
-@pytest.mark.parametrize(("container", "codec", "pix_fmt", "width", "height", "lossless"), CODEC_TABLE)
+@pytest.mark.parametrize(
+    ("container", "codec", "pix_fmt", "width", "height", "lossless"), CODEC_TABLE
+)
 def test_codecs_gray(
     make_frames: MakeFrames,
     make_video: MakeVideo,
@@ -131,7 +143,12 @@ def test_codecs_gray(
     [("mkv", "ffv1", "bgr0", 0), ("avi", "mjpeg", "yuvj444p", 8), ("mp4", "libx264", "yuv444p", 8)],
 )
 def test_codecs_color(
-    make_frames: MakeFrames, make_video: MakeVideo, container: str, codec: str, pix_fmt: str, tolerance: int
+    make_frames: MakeFrames,
+    make_video: MakeVideo,
+    container: str,
+    codec: str,
+    pix_fmt: str,
+    tolerance: int,
 ) -> None:
     src = make_frames(8, 96, 64, color=True)
     path = make_video(src, container=container, codec=codec, pix_fmt=pix_fmt)
@@ -159,8 +176,13 @@ def test_image_folder_natural_sort_mixed_extensions(
     source = open_source(folder, fps=500)
     assert isinstance(source, ImageFolderSource)
     assert source.name == "imgs" and source.frame_count_hint == 5
-    assert [p.name for p in source.files] == ["frame1.tif", "frame2.jpg", "frame3.bmp", "frame10.PNG",
-                                              "frame100.jpeg"]
+    assert [p.name for p in source.files] == [
+        "frame1.tif",
+        "frame2.jpg",
+        "frame3.bmp",
+        "frame10.PNG",
+        "frame100.jpeg",
+    ]
     frames = read_all(source)
     assert [f.timestamp_s for f in frames] == pytest.approx([0, 0.002, 0.004, 0.006, 0.008])
     assert frames[0].image.shape == (30, 40)
@@ -168,7 +190,9 @@ def test_image_folder_natural_sort_mixed_extensions(
     assert read_all(open_source(folder, fps=500, color=True))[0].image.shape == (30, 40, 3)
 
 
-def test_image_folder_size_mismatch_names_file(make_frames: MakeFrames, make_image_folder: MakeImageFolder) -> None:
+def test_image_folder_size_mismatch_names_file(
+    make_frames: MakeFrames, make_image_folder: MakeImageFolder
+) -> None:
     a, b = make_frames(1, 40, 30)[0], make_frames(1, 41, 30)[0]
     folder = make_image_folder({"f1.png": a, "f2.png": a, "f3.png": b})
     source = open_source(folder, fps=100)
@@ -265,7 +289,9 @@ def test_truncated_video_yields_prefix_then_raises(
     cut.write_bytes(data[: len(data) // 2])
 
     got: list[Frame] = []
-    with pytest.raises(VideoDecodeError, match=r"cut\.\w+: .*frame \d+.*truncated or corrupt; re-export") as info:
+    with pytest.raises(
+        VideoDecodeError, match=r"cut\.\w+: .*frame \d+.*truncated or corrupt; re-export"
+    ) as info:
         got.extend(open_source(cut))
     assert "\n" not in str(info.value)
     assert 0 < len(got) < n
@@ -294,10 +320,13 @@ def _zju_clips() -> list[Path]:
 
 
 def _read_tsv(path: Path) -> list[dict[str, int]]:
-    """Rows of ``<video>.packet_to_decoded_frame.tsv`` keyed by the header's first word per column."""
+    """Rows of ``<video>.packet_to_decoded_frame.tsv`` keyed by the header's first word per
+    column."""
     lines = path.read_text().splitlines()
     header = [h.split("(")[0].lstrip("# ").strip() for h in lines[0].split("\t")]
-    return [dict(zip(header, map(int, line.split("\t")), strict=True)) for line in lines[1:] if line]
+    return [
+        dict(zip(header, map(int, line.split("\t")), strict=True)) for line in lines[1:] if line
+    ]
 
 
 @pytest.mark.parametrize("clip", _zju_clips() or [None], ids=lambda p: p.name if p else "absent")
@@ -312,7 +341,11 @@ def test_zju_alignment(clip: Path | None) -> None:
     """
     if clip is None:
         pytest.skip("ZJU data not found (set EYEBLINK_DATA)")
-    rows = [r for r in _read_tsv(clip.with_suffix(".packet_to_decoded_frame.tsv")) if r["is_null_packet"] == 0]
+    rows = [
+        r
+        for r in _read_tsv(clip.with_suffix(".packet_to_decoded_frame.tsv"))
+        if r["is_null_packet"] == 0
+    ]
     by_decode = {r["decoded_frame_index"]: r for r in rows}
     source = open_source(clip)
     assert isinstance(source, VideoFileSource)
@@ -323,15 +356,18 @@ def test_zju_alignment(clip: Path | None) -> None:
     for f in frames:
         row = by_decode[f.index]
         assert round(f.timestamp_s * fps) == row["packet_pts"], f"{clip.name} frame {f.index}"
-        assert source.packet_index(f.index) == row["tag_frame_number"], f"{clip.name} frame {f.index}"
+        assert source.packet_index(f.index) == row["tag_frame_number"], (
+            f"{clip.name} frame {f.index}"
+        )
         assert f.image.shape == (240, 320)
 
 
-def test_open_av_reads_a_non_utf8_title_on_every_pyav(make_video: MakeVideo, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """A container whose title is not UTF-8 (the ZJU AVIs' GBK titles) opens with PyAV before 19 (which takes
-    ``metadata_errors="replace"``) and with PyAV 19 (which dropped the option: simulated here by an ``av.open``
-    that refuses it, as 19's does) alike."""
+def test_open_av_reads_a_non_utf8_title_on_every_pyav(
+    make_video: MakeVideo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container whose title is not UTF-8 (the ZJU AVIs' GBK titles) opens with PyAV before 19
+    (which takes ``metadata_errors="replace"``) and with PyAV 19 (which dropped the option:
+    simulated here by an ``av.open`` that refuses it, as 19's does) alike."""
     import av
 
     from eyeblink.sources import files
@@ -339,7 +375,8 @@ def test_open_av_reads_a_non_utf8_title_on_every_pyav(make_video: MakeVideo, tmp
     video = make_video([np.full((48, 64), 100, np.uint8)] * 3, fps=25)
     titled = tmp_path / "gbk.mkv"
     with av.open(str(video)) as src, av.open(str(titled), "w") as dst:
-        dst.metadata["title"] = "\u5b9e\u9a8c"  # written as UTF-8; the byte patch below makes it GBK-like
+        # written as UTF-8; the byte patch below makes it GBK-like
+        dst.metadata["title"] = "\u5b9e\u9a8c"
         stream = dst.add_stream_from_template(src.streams.video[0])
         for packet in src.demux(src.streams.video[0]):
             if packet.dts is not None:
@@ -348,7 +385,8 @@ def test_open_av_reads_a_non_utf8_title_on_every_pyav(make_video: MakeVideo, tmp
     data = titled.read_bytes()
     utf8 = "\u5b9e\u9a8c".encode()
     assert utf8 in data
-    titled.write_bytes(data.replace(utf8, "\u5b9e\u9a8c".encode("gbk") + b"\xff\xfe"))  # same length, not UTF-8
+    # same length, not UTF-8
+    titled.write_bytes(data.replace(utf8, "\u5b9e\u9a8c".encode("gbk") + b"\xff\xfe"))
 
     real_open = av.open
     calls: list[dict] = []
@@ -357,7 +395,8 @@ def test_open_av_reads_a_non_utf8_title_on_every_pyav(make_video: MakeVideo, tmp
         calls.append(dict(kwargs))
         if "metadata_errors" in kwargs:
             raise TypeError("open() got an unexpected keyword argument 'metadata_errors'")
-        return real_open(target, *args, metadata_errors="surrogateescape", **kwargs)  # what 19 decodes with
+        # what 19 decodes with
+        return real_open(target, *args, metadata_errors="surrogateescape", **kwargs)
 
     for fake in (False, True):
         monkeypatch.setattr(files, "_METADATA_ERRORS", [True])

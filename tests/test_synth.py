@@ -61,7 +61,9 @@ def decode(path: Path) -> Decoded:
             pts.append(int(frame.pts))
             times.append(float(frame.pts * time_base))
             plane = frame.planes[0]
-            y = np.frombuffer(memoryview(plane), dtype=np.uint8).reshape(frame.height, plane.line_size)
+            y = np.frombuffer(memoryview(plane), dtype=np.uint8).reshape(
+                frame.height, plane.line_size
+            )
             frames.append(y[:, : frame.width].copy())
     return Decoded(np.array(pts), np.array(times), frames)
 
@@ -80,13 +82,15 @@ def dlib_ears(frames: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     for img in frames:
         shape = predictor(img, box)
         pts = np.array([[p.x, p.y] for p in shape.parts()], dtype=np.float64)
-        left.append(eye_aspect_ratio(pts[LEFT_EYE]))  # dlib's own numbering (the renderer's points are the mesh's)
+        # dlib's own numbering (the renderer's points are the mesh's)
+        left.append(eye_aspect_ratio(pts[LEFT_EYE]))
         right.append(eye_aspect_ratio(pts[RIGHT_EYE]))
     return np.array(left), np.array(right)
 
 
 def mesh_ears(frames: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Openness (left, right) per frame from the default eye model (face mesh + iris lids), box from frame 0."""
+    """Openness (left, right) per frame from the default eye model (face mesh + iris lids), box
+    from frame 0."""
     from eyeblink.detect import create_detector
     from eyeblink.detect.blazeface import FaceDetector
     from eyeblink.landmarks import create_eye_model
@@ -100,14 +104,23 @@ def mesh_ears(frames: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """1.2 s at 500 FPS (MJPEG), one full blink and one partial, decoded and fitted by the face mesh and dlib."""
+    """1.2 s at 500 FPS (MJPEG), one full blink and one partial, decoded and fitted by the face
+    mesh and dlib."""
     cfg = SynthConfig(duration_s=1.2, fps=FPS, blinks=(FULL, PARTIAL), seed=3)
     path = tmp_path_factory.mktemp("synth") / "blinks.avi"
     truth = write_recording(path, cfg)
     decoded = decode(path)
     ears = {"face68": dlib_ears(decoded.frames), "mesh": mesh_ears(decoded.frames)}
-    return {"cfg": cfg, "truth": truth, "decoded": decoded,
-            "ear": {(model, eye): e[k] for model, e in ears.items() for k, eye in enumerate(("left", "right"))}}
+    return {
+        "cfg": cfg,
+        "truth": truth,
+        "decoded": decoded,
+        "ear": {
+            (model, eye): e[k]
+            for model, e in ears.items()
+            for k, eye in enumerate(("left", "right"))
+        },
+    }
 
 
 # --------------------------------------------------------------------------- closure_at invariants
@@ -232,8 +245,9 @@ def test_expected_ear_decreases_with_closure() -> None:
     for eye in ("left", "right"):
         ears = [expected_ear(c, eye) for c in np.linspace(0.0, 1.0, 11)]
         assert all(a > b for a, b in itertools.pairwise(ears))
-        # closed: the upper points lie on the lower lid, but the face mesh's EAR pairs (160/144, 158/153) are
-        # not vertically aligned, so the geometric EAR of a closed eye stays ~0.11 (dlib's 68 points: ~0.02)
+        # closed: the upper points lie on the lower lid, but the face mesh's EAR pairs (160/144,
+        # 158/153) are not vertically aligned, so the geometric EAR of a closed eye stays ~0.11
+        # (dlib's 68 points: ~0.02)
         assert ears[0] > 0.25 and ears[-1] < 0.15 and ears[-1] < 0.4 * ears[0]
 
 
@@ -265,9 +279,14 @@ def test_truth_json_round_trip() -> None:
 
 @pytest.mark.parametrize(
     ("name", "error", "match"),
-    [("out.mp4", ConfigError, "suffix must be one of"), ("missing/out.avi", OutputError, "does not exist")],
+    [
+        ("out.mp4", ConfigError, "suffix must be one of"),
+        ("missing/out.avi", OutputError, "does not exist"),
+    ],
 )
-def test_write_recording_rejects_bad_paths(tmp_path: Path, name: str, error: type, match: str) -> None:
+def test_write_recording_rejects_bad_paths(
+    tmp_path: Path, name: str, error: type, match: str
+) -> None:
     with pytest.raises(error, match=match):
         write_recording(tmp_path / name, SynthConfig(duration_s=0.01))
 
@@ -284,15 +303,20 @@ def test_recording_timestamps_match_truth(recording: dict[str, Any]) -> None:
     assert all(f.shape == (480, 640) for f in decoded.frames)
 
 
-#: per eye model: the open-eye range and the frames the minimum may lie off the closed plateau. dlib's 68
-#: points read the renderer's lid (built on the face mesh's eye points) with a flat, noisy bottom: its
-#: minimum wanders up to ~6 frames (12 ms) past the plateau.
-FOLLOW = {"mesh": ((0.2, 0.45), PEAK_TOLERANCE_FRAMES), "face68": ((0.25, 0.45), PEAK_TOLERANCE_FRAMES + 3)}
+#: per eye model: the open-eye range and the frames the minimum may lie off the closed plateau.
+#: dlib's 68 points read the renderer's lid (built on the face mesh's eye points) with a flat, noisy
+#: bottom: its minimum wanders up to ~6 frames (12 ms) past the plateau.
+FOLLOW = {
+    "mesh": ((0.2, 0.45), PEAK_TOLERANCE_FRAMES),
+    "face68": ((0.25, 0.45), PEAK_TOLERANCE_FRAMES + 3),
+}
 
 
 @pytest.mark.parametrize("model", ["mesh", "face68"])
 @pytest.mark.parametrize("eye", ["left", "right"])
-def test_the_eye_models_follow_the_synthetic_eyelid(recording: dict[str, Any], eye: str, model: str) -> None:
+def test_the_eye_models_follow_the_synthetic_eyelid(
+    recording: dict[str, Any], eye: str, model: str
+) -> None:
     truth: SyntheticTruth = recording["truth"]
     ear: np.ndarray = recording["ear"][model, eye]
     (lo, hi), tolerance = FOLLOW[model]
@@ -308,8 +332,10 @@ def test_the_eye_models_follow_the_synthetic_eyelid(recording: dict[str, Any], e
     argmin = full.onset_frame + int(np.argmin(ear[full_win]))
     plateau = np.flatnonzero(closure == closure[full_win].max())
     print(
-        f"\n[{model} {eye}] EAR open mean {baseline:.3f} (CV {cv:.3f}), full-blink min {full_min:.3f} "
-        f"({full_min / baseline:.0%} of open) at frame {argmin} (plateau {plateau.min()}-{plateau.max()}), "
+        f"\n[{model} {eye}] EAR open mean {baseline:.3f} (CV {cv:.3f}), full-blink min "
+        f"{full_min:.3f} "
+        f"({full_min / baseline:.0%} of open) at frame {argmin} (plateau "
+        f"{plateau.min()}-{plateau.max()}), "
         f"partial min {part_min:.3f} ({part_min / baseline:.0%})"
     )
     assert lo < baseline < hi

@@ -1,13 +1,15 @@
 """The one module that knows the operating system (:mod:`eyeblink.host`).
 
-* No other module of ``eyeblink/`` nor of ``scripts/`` names the kernel's files, a scheduling class, a fork or the
-  OS's own interfaces (the source is searched, comments included), and ``host.py`` imports nothing of eyeblink
-  (so that ``config.py`` and ``outputs/lock.py``, below ``runtime/``, may read it).
-* Each function on this machine (Linux), with real values: this process's memory and CPU time, a dead child, a
-  lock another process holds, a child killed with its parent.
-* The branches of Windows and macOS, run here with ``sys.platform`` patched: the portable ones (``psutil``) give
-  sane values and none of them raises for not being Linux. What cannot run here is faked where the branch's own
-  logic is the point (Windows' priority classes, ``msvcrt``'s byte-range lock) and said so.
+* No other module of ``eyeblink/`` nor of ``scripts/`` names the kernel's files, a scheduling class,
+  a fork or the OS's own interfaces (the source is searched, comments included), and ``host.py``
+  imports nothing of eyeblink (so that ``config.py`` and ``outputs/lock.py``, below ``runtime/``,
+  may read it).
+* Each function on this machine (Linux), with real values: this process's memory and CPU time, a
+  dead child, a lock another process holds, a child killed with its parent.
+* The branches of Windows and macOS, run here with ``sys.platform`` patched: the portable ones
+  (``psutil``) give sane values and none of them raises for not being Linux. What cannot run here is
+  faked where the branch's own logic is the point (Windows' priority classes, ``msvcrt``'s
+  byte-range lock) and said so.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
-import psutil  # imported before any test patches sys.platform (psutil picks its platform module at import)
+# imported before any test patches sys.platform (psutil picks its platform module at import)
+import psutil
 import pytest
 from conftest import kill_tree, needs_fork
 
@@ -35,9 +38,12 @@ from eyeblink import host
 REPO = Path(__file__).resolve().parent.parent
 SYSTEM = REPO / "eyeblink" / "host.py"
 LINUX = sys.platform.startswith("linux")
-needs_linux = pytest.mark.skipif(not LINUX, reason="checks the Linux branch on a real Linux machine")
+needs_linux = pytest.mark.skipif(
+    not LINUX, reason="checks the Linux branch on a real Linux machine"
+)
 
-#: what only host.py may name: the kernel's places, its scheduling classes, a fork (comments and docstrings too)
+#: what only host.py may name: the kernel's places, its scheduling classes, a fork (comments and
+#: docstrings too)
 LINUX_PLACES = {
     "/proc": re.compile(r"/proc\b"),
     "/dev/shm": re.compile(r"/dev/shm"),
@@ -58,7 +64,8 @@ OS_INTERFACES = {
     "os.killpg": re.compile(r"\bos\.killpg\b"),
     "os.wait4": re.compile(r"\bos\.wait4\b"),
 }
-#: ... and the platform itself: which OS this is, asked in one module (its named functions elsewhere)
+#: ... and the platform itself: which OS this is, asked in one module (its named functions
+#: elsewhere)
 PLATFORM_CHECKS = {
     "sys.platform": re.compile(r"\bsys\.platform\b"),
     "os.name": re.compile(r"\bos\.name\b"),
@@ -80,12 +87,14 @@ def _hits(patterns: dict[str, re.Pattern[str]]) -> list[str]:
     return found
 
 
-# --------------------------------------------------------------------------- one module knows the OS
+# --------------------------------------------------------------------------- one module knows the
+# OS
 
 
 def test_no_module_but_system_names_the_linux_kernel_s_places_or_a_fork() -> None:
-    """``/proc``, ``/dev/shm``, ``os.fork``, ``SCHED_``, ``get_context("fork")``: in host.py only (a comment that
-    merely mentions one says "the kernel's process table" or names the host.py function instead)."""
+    """``/proc``, ``/dev/shm``, ``os.fork``, ``SCHED_``, ``get_context("fork")``: in host.py only (a
+    comment that merely mentions one says "the kernel's process table" or names the host.py function
+    instead)."""
     found = _hits(LINUX_PLACES)
     assert not found, "only eyeblink/host.py may name these:\n" + "\n".join(found)
 
@@ -101,18 +110,34 @@ def test_no_module_but_system_asks_which_platform_it_is() -> None:
 
 
 def test_the_search_finds_what_it_is_for() -> None:
-    lines = ['open("/proc/stat")', "x = '/dev/shm/eyeblink_1_a'", "pid = os.fork()", "os.SCHED_RR",
-             "mp.get_context('fork')", 'mp.get_context( "fork" )']
+    lines = [
+        'open("/proc/stat")',
+        "x = '/dev/shm/eyeblink_1_a'",
+        "pid = os.fork()",
+        "os.SCHED_RR",
+        "mp.get_context('fork')",
+        'mp.get_context( "fork" )',
+    ]
     assert all(any(rx.search(line) for rx in LINUX_PLACES.values()) for line in lines)
-    ok = ["report/process do", "mp.get_context(method)", "/processes.py", "multiprocessing.resource_tracker"]
-    assert not any(rx.search(line) for line in ok for rx in (*LINUX_PLACES.values(), *OS_INTERFACES.values()))
+    ok = [
+        "report/process do",
+        "mp.get_context(method)",
+        "/processes.py",
+        "multiprocessing.resource_tracker",
+    ]
+    assert not any(
+        rx.search(line) for line in ok for rx in (*LINUX_PLACES.values(), *OS_INTERFACES.values())
+    )
 
 
 def test_system_imports_nothing_of_eyeblink() -> None:
-    """A leaf: the import contracts let config.py and outputs/lock.py read it, which no circle may go through."""
+    """A leaf: the import contracts let config.py and outputs/lock.py read it, which no circle
+    may go through."""
     tree = ast.parse(SYSTEM.read_text(encoding="utf-8"))
     names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    names += ["." if n.level else n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    names += [
+        "." if n.level else n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+    ]
     assert names and not [n for n in names if n == "." or n.split(".")[0] == "eyeblink"]
 
 
@@ -134,17 +159,25 @@ def _burn(seconds: float) -> None:
 
 def _dead_pid() -> int:
     """The pid of a process that has ended and been reaped."""
-    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(proc.stdout)
 
 
 def _tree() -> tuple[subprocess.Popen[str], int]:
-    """A child in a session of its own that started a grandchild (both sleep); (the child, the grandchild's pid)."""
-    code = ("import subprocess, sys, time; g = subprocess.Popen([sys.executable, '-c', 'import time; "
-            "time.sleep(60)']); print(g.pid, flush=True); time.sleep(60)")
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                             start_new_session=True)
+    """A child in a session of its own that started a grandchild (both sleep); (the child, the
+    grandchild's pid)."""
+    code = (
+        "import subprocess, sys, time; g = subprocess.Popen([sys.executable, '-c', 'import time; "
+        "time.sleep(60)']); print(g.pid, flush=True); time.sleep(60)"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     assert child.stdout is not None
     return child, int(child.stdout.readline())
 
@@ -169,7 +202,8 @@ PLATFORMS = ["linux", "darwin", "win32"]
 
 @pytest.fixture(params=PLATFORMS)
 def platform_(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each platform's branch, run here: ``sys.platform`` patched (the real Linux one for ``linux``)."""
+    """Each platform's branch, run here: ``sys.platform`` patched (the real Linux one for
+    ``linux``)."""
     if request.param == "linux" and not LINUX:
         pytest.skip("the Linux branch needs Linux")
     monkeypatch.setattr(sys, "platform", request.param)
@@ -179,8 +213,9 @@ def platform_(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 # --------------------------------------------------------------------------- the CPUs
 
 
-def test_cpu_info_names_the_cpu_and_its_flags_in_the_kernel_s_spelling(platform_: str,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cpu_info_names_the_cpu_and_its_flags_in_the_kernel_s_spelling(
+    platform_: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     info = host.cpu_info()
     assert isinstance(info["model name"], str) and isinstance(info["flags"], str)
     if platform_ != "linux" and LINUX and os.path.exists("/proc/cpuinfo"):
@@ -188,7 +223,8 @@ def test_cpu_info_names_the_cpu_and_its_flags_in_the_kernel_s_spelling(platform_
         linux = host.cpu_info()
         if "flags" in linux and "model name" in linux:  # x86: the kernel lists both
             flags = set(linux["flags"].split())
-            assert set(info["flags"].split()) <= flags  # each flag NumPy found, by the kernel's own name
+            # each flag NumPy found, by the kernel's own name
+            assert set(info["flags"].split()) <= flags
             assert ("avx2" in info["flags"].split()) == ("avx2" in flags)
 
 
@@ -198,9 +234,13 @@ def test_the_cores_this_process_may_use(platform_: str) -> None:
 
 @needs_linux
 def test_physical_cores_is_affinity_bounded_in_a_process_pinned_to_one_core() -> None:
-    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-            "from eyeblink import host; print(host.physical_cores(), host.usable_cpus())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    code = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "from eyeblink import host; print(host.physical_cores(), host.usable_cpus())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["1", "1"]
 
 
@@ -210,7 +250,8 @@ def test_the_machine_s_busy_cpu_time_grows_with_work(platform_: str) -> None:
     _burn(0.3)
     second = host.cpu_busy_seconds()
     assert second is not None and second[0] > first[0] and second[1] > first[1]
-    assert 0.0 < (second[0] - first[0]) / (second[1] - first[1]) <= 1.0 + 1e-6  # (of floats: ticks / rate)
+    # (of floats: ticks / rate)
+    assert 0.0 < (second[0] - first[0]) / (second[1] - first[1]) <= 1.0 + 1e-6
 
 
 # --------------------------------------------------------------------------- processes
@@ -227,12 +268,16 @@ def test_rss_of_this_process_and_none_for_a_dead_one(platform_: str) -> None:
 def test_pss_and_the_parts_of_the_resident_memory_on_linux() -> None:
     pss, parts = host.pss_bytes(os.getpid()), host.memory_parts(os.getpid())
     assert pss is not None and pss > 0
-    assert parts is not None and set(parts) == {"rss", "anon", "file", "shmem"} and parts["anon"] > 0
+    assert (
+        parts is not None and set(parts) == {"rss", "anon", "file", "shmem"} and parts["anon"] > 0
+    )
     assert host.pss_bytes(_dead_pid()) is None and host.memory_parts(_dead_pid()) is None
 
 
 @pytest.mark.parametrize("name", ["darwin", "win32"])
-def test_no_pss_nor_memory_parts_where_the_os_keeps_none(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+def test_no_pss_nor_memory_parts_where_the_os_keeps_none(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     monkeypatch.setattr(sys, "platform", name)
     assert host.pss_bytes(os.getpid()) is None and host.memory_parts(os.getpid()) is None
 
@@ -243,9 +288,16 @@ def test_cpu_seconds_of_this_process_and_of_another_grow_with_work(platform_: st
     after, user_after = host.process_cpu_seconds(), host.process_cpu_seconds(user_only=True)
     assert before is not None and after is not None and after - before >= 0.15
     assert user_before is not None and user_after is not None and user_after > user_before
-    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
-                              "while time.process_time() - t < 0.3: pass\nprint(1, flush=True)\ntime.sleep(30)"],
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nt = time.process_time()\n"
+            "while time.process_time() - t < 0.3: pass\nprint(1, flush=True)\ntime.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "1"
         got = host.process_cpu_seconds(child.pid)
@@ -257,8 +309,14 @@ def test_cpu_seconds_of_this_process_and_of_another_grow_with_work(platform_: st
 
 def test_cpu_seconds_of_the_children_that_ended(platform_: str) -> None:
     before = host.children_cpu_seconds()
-    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
-                    "while time.process_time() - t < 0.3: pass"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass",
+        ],
+        check=True,
+    )
     grown = host.children_cpu_seconds() - before
     if platform_ == "win32":
         assert grown == 0.0  # Windows keeps no such total (said in the docstring)
@@ -267,11 +325,18 @@ def test_cpu_seconds_of_the_children_that_ended(platform_: str) -> None:
 
 
 def test_wait_with_cpu_gives_the_status_and_the_cpu_time(platform_: str) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", "import sys, time\nt = time.process_time()\n"
-                             "while time.process_time() - t < 0.4: pass\nsys.exit(3)"])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nt = time.process_time()\n"
+            "while time.process_time() - t < 0.4: pass\nsys.exit(3)",
+        ]
+    )
     status, cpu = host.wait_with_cpu(proc)
     assert status == 3 and proc.returncode == 3
-    assert cpu >= (0.2 if platform_ == "win32" else 0.35)  # Windows: sampled every 50 ms while it ran
+    # Windows: sampled every 50 ms while it ran
+    assert cpu >= (0.2 if platform_ == "win32" else 0.35)
 
 
 def test_the_cpu_time_of_one_thread_by_its_native_id(platform_: str) -> None:
@@ -290,7 +355,8 @@ def test_the_cpu_time_of_one_thread_by_its_native_id(platform_: str) -> None:
         assert ready.wait(30)
         got = host.thread_cpu_seconds(tid[0])
         if platform_ == "darwin":
-            assert got is None  # psutil numbers a macOS process's threads, it does not give their native ids
+            # psutil numbers a macOS process's threads, it does not give their native ids
+            assert got is None
         else:
             assert got is not None and got >= 0.2
             mine = host.thread_cpu_seconds(threading.get_native_id())
@@ -312,7 +378,9 @@ def test_children_descendants_names_and_command_lines(platform_: str) -> None:
     try:
         assert host.children(child.pid) == [grandchild]
         assert os.getpid() not in host.descendants(child.pid)
-        assert child.pid in host.children(os.getpid()) and child.pid in host.descendants(os.getpid())
+        assert child.pid in host.children(os.getpid()) and child.pid in host.descendants(
+            os.getpid()
+        )
         assert host.descendants(child.pid) == [grandchild]
         assert grandchild in host.descendants(os.getpid())
         assert (host.process_name(child.pid) or "").startswith("python")
@@ -330,7 +398,9 @@ def test_pid_alive_this_process_a_zombie_and_a_dead_one(platform_: str) -> None:
     assert not host.pid_alive(0) and not host.pid_alive(-5) and not host.pid_alive(2**70)
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 30
-    while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+    while (
+        psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline
+    ):
         time.sleep(0.01)
     try:
         assert not host.pid_alive(zombie.pid)  # ended, not yet waited for: not running
@@ -380,9 +450,14 @@ def test_the_ring_cap_on_every_platform(platform_: str) -> None:
 
 def _ring_names(folder: Path) -> dict[str, Path]:
     own, dead = os.getpid(), _dead_pid()
-    names = {"stale": f"eyeblink_{dead}_0badc0de", "own": f"eyeblink_{own}_0badc0de",
-             "alive": f"eyeblink_{os.getppid()}_0badc0de", "malformed": "eyeblink_abc_0badc0de",
-             "untagged": f"eyeblink_{dead}_", "other": f"other_{dead}_0badc0de"}
+    names = {
+        "stale": f"eyeblink_{dead}_0badc0de",
+        "own": f"eyeblink_{own}_0badc0de",
+        "alive": f"eyeblink_{os.getppid()}_0badc0de",
+        "malformed": "eyeblink_abc_0badc0de",
+        "untagged": f"eyeblink_{dead}_",
+        "other": f"other_{dead}_0badc0de",
+    }
     for name in names.values():
         (folder / name).write_bytes(b"\0" * 4096)
     return {k: folder / v for k, v in names.items()}
@@ -392,10 +467,18 @@ def test_stale_shared_memory_is_swept_where_the_os_keeps_it(tmp_path: Path) -> N
     paths = _ring_names(tmp_path)
     removed = host.remove_stale_shared_memory("eyeblink_", str(tmp_path))
     assert removed == [(str(paths["stale"]), 4096, int(paths["stale"].name.split("_")[1]))]
-    assert {k for k, p in paths.items() if p.exists()} == {"own", "alive", "malformed", "untagged", "other"}
+    assert {k for k, p in paths.items() if p.exists()} == {
+        "own",
+        "alive",
+        "malformed",
+        "untagged",
+        "other",
+    }
 
 
-def test_remove_stale_rings_keeps_its_behaviour(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_remove_stale_rings_keeps_its_behaviour(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from eyeblink.runtime.procs.shm import remove_stale_rings
 
     paths = _ring_names(tmp_path)
@@ -406,8 +489,9 @@ def test_remove_stale_rings_keeps_its_behaviour(tmp_path: Path, caplog: pytest.L
 
 
 @pytest.mark.parametrize("name", ["darwin", "win32"])
-def test_nothing_to_sweep_where_the_os_cannot_list_or_frees_itself(monkeypatch: pytest.MonkeyPatch, name: str,
-                                                                   tmp_path: Path) -> None:
+def test_nothing_to_sweep_where_the_os_cannot_list_or_frees_itself(
+    monkeypatch: pytest.MonkeyPatch, name: str, tmp_path: Path
+) -> None:
     from eyeblink.runtime.procs.shm import remove_stale_rings
 
     paths = _ring_names(tmp_path)
@@ -417,7 +501,8 @@ def test_nothing_to_sweep_where_the_os_cannot_list_or_frees_itself(monkeypatch: 
     assert all(p.exists() for p in paths.values())
 
 
-# --------------------------------------------------------------------------- priority and CPU affinity
+# --------------------------------------------------------------------------- priority and CPU
+# affinity
 
 _PRIORITY_CHILD = """
 import json, os, sys
@@ -433,9 +518,11 @@ print(json.dumps([refused, list(saved), list(during), list(host.current_priority
 @needs_linux
 @pytest.mark.parametrize("level", ["high", "realtime"])
 def test_raise_and_restore_priority_on_linux(level: str) -> None:
-    """In a child (the test process keeps its own priority): done, or refused in one line naming how to allow it;
-    restored either way."""
-    out = subprocess.run([sys.executable, "-c", _PRIORITY_CHILD, level], capture_output=True, text=True, check=True)
+    """In a child (the test process keeps its own priority): done, or refused in one line naming how
+    to allow it; restored either way."""
+    out = subprocess.run(
+        [sys.executable, "-c", _PRIORITY_CHILD, level], capture_output=True, text=True, check=True
+    )
     refused, saved, during, after = json.loads(out.stdout)
     assert after == saved
     if refused is None:
@@ -468,7 +555,9 @@ def test_macos_high_is_a_nice_value_and_restored(monkeypatch: pytest.MonkeyPatch
         if refused is None:
             assert os.getpriority(os.PRIO_PROCESS, 0) == nice - 1
         else:
-            assert "the OS refused" in refused and "root" in refused and "CAP_SYS_NICE" not in refused
+            assert (
+                "the OS refused" in refused and "root" in refused and "CAP_SYS_NICE" not in refused
+            )
         host.restore_priority(saved)
         assert os.getpriority(os.PRIO_PROCESS, 0) == nice
     finally:
@@ -476,8 +565,9 @@ def test_macos_high_is_a_nice_value_and_restored(monkeypatch: pytest.MonkeyPatch
 
 
 class _FakeWindowsProcess:
-    """``psutil.Process()`` of a Windows process: its priority class, which Windows may downgrade (realtime asked
-    by a user who is not an administrator gives the high class), and its CPU affinity."""
+    """``psutil.Process()`` of a Windows process: its priority class, which Windows may downgrade
+    (realtime asked by a user who is not an administrator gives the high class), and its CPU
+    affinity."""
 
     priority = 0x20  # NORMAL_PRIORITY_CLASS
     admin = False
@@ -501,8 +591,8 @@ class _FakeWindowsProcess:
 
 @pytest.fixture
 def windows(monkeypatch: pytest.MonkeyPatch) -> type[_FakeWindowsProcess]:
-    """``sys.platform`` "win32" and a psutil whose ``Process`` is :class:`_FakeWindowsProcess` (the real one would
-    set Linux nice values here)."""
+    """``sys.platform`` "win32" and a psutil whose ``Process`` is :class:`_FakeWindowsProcess` (the
+    real one would set Linux nice values here)."""
     fake = SimpleNamespace(**{k: getattr(psutil, k) for k in dir(psutil) if not k.startswith("__")})
     fake.Process = _FakeWindowsProcess
     monkeypatch.setattr(host, "_psutil", lambda: fake)
@@ -516,11 +606,17 @@ def windows(monkeypatch: pytest.MonkeyPatch) -> type[_FakeWindowsProcess]:
 def test_windows_priority_classes(windows: type[_FakeWindowsProcess]) -> None:
     saved = host.current_priority()
     assert saved == host.Priority(0, 0x20)
-    assert host.raise_priority("high", nice=-10, realtime=10) is None and windows.priority == 0x80  # HIGH
-    refused = host.raise_priority("realtime", nice=-10, realtime=10)  # not an administrator: HIGH instead
-    assert refused is not None and "administrator" in refused and "running at high priority" in refused
+    # HIGH
+    assert host.raise_priority("high", nice=-10, realtime=10) is None and windows.priority == 0x80
+    # not an administrator: HIGH instead
+    refused = host.raise_priority("realtime", nice=-10, realtime=10)
+    assert (
+        refused is not None and "administrator" in refused and "running at high priority" in refused
+    )
     windows.admin = True
-    assert host.raise_priority("realtime", nice=-10, realtime=10) is None and windows.priority == 0x100
+    assert (
+        host.raise_priority("realtime", nice=-10, realtime=10) is None and windows.priority == 0x100
+    )
     host.restore_priority(saved)
     assert windows.priority == 0x20
     host.lower_to_idle()
@@ -544,13 +640,18 @@ def test_the_priority_line_of_eyeblink_live(windows: type[_FakeWindowsProcess]) 
 
 @needs_linux
 def test_lower_to_idle_and_pin_to_one_core_on_linux_and_macos() -> None:
-    code = ("import os, sys, json; from eyeblink import host; before = host.pin_to_one_core(); "
-            "pinned = sorted(os.sched_getaffinity(0)); host.restore_cpus(before); "
-            "restored = sorted(os.sched_getaffinity(0)); host.lower_to_idle(); "
-            "idle = os.sched_getscheduler(0) == os.SCHED_IDLE; sys.platform = 'darwin'; "
-            "mac = host.pin_to_one_core(); host.lower_to_idle(); "
-            "print(json.dumps([sorted(before), pinned, restored, idle, mac, os.getpriority(os.PRIO_PROCESS, 0)]))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    code = (
+        "import os, sys, json; from eyeblink import host; before = host.pin_to_one_core(); "
+        "pinned = sorted(os.sched_getaffinity(0)); host.restore_cpus(before); "
+        "restored = sorted(os.sched_getaffinity(0)); host.lower_to_idle(); "
+        "idle = os.sched_getscheduler(0) == os.SCHED_IDLE; sys.platform = 'darwin'; "
+        "mac = host.pin_to_one_core(); host.lower_to_idle(); "
+        "print(json.dumps([sorted(before), pinned, restored, idle, mac, "
+        "os.getpriority(os.PRIO_PROCESS, 0)]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     before, pinned, restored, idle, mac, nice = json.loads(out)
     assert pinned == [min(before)] and restored == before and idle
     assert mac is None and nice == 19  # macOS: no CPU affinity; idle is the lowest nice value
@@ -583,16 +684,25 @@ if __name__ == "__main__":
 """
 
 
-def _family(tmp_path: Path, bind: bool, method: str) -> tuple[subprocess.Popen[str], int, list[str]]:
-    """A parent process that started a child (``method``); (the parent, the child's pid, the child's first line)."""
+def _family(
+    tmp_path: Path, bind: bool, method: str
+) -> tuple[subprocess.Popen[str], int, list[str]]:
+    """A parent process that started a child (``method``); (the parent, the child's pid, the
+    child's first line)."""
     script, report = tmp_path / "family.py", tmp_path / f"child-{bind}-{method}.txt"
     script.write_text(_FAMILY, encoding="utf-8")
-    parent = subprocess.Popen([sys.executable, str(script), str(report), "1" if bind else "0", method],
-                              stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, str(script), str(report), "1" if bind else "0", method],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert parent.stdout is not None
-    assert parent.stdout.readline().split() == ["False", "True"]  # the main process: not bound, no parent to lose
+    # the main process: not bound, no parent to lose
+    assert parent.stdout.readline().split() == ["False", "True"]
     deadline = time.monotonic() + 60
-    while not (report.exists() and report.read_text().endswith("\n")) and time.monotonic() < deadline:
+    while (
+        not (report.exists() and report.read_text().endswith("\n")) and time.monotonic() < deadline
+    ):
         time.sleep(0.02)
     pid, *first = report.read_text().split()
     return parent, int(pid), first
@@ -612,9 +722,11 @@ def test_a_bound_child_is_killed_with_its_parent(tmp_path: Path, method: str) ->
 
 
 @pytest.mark.parametrize("name", ["darwin", "win32"])
-def test_an_unbound_child_notices_its_parent_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  name: str) -> None:
-    """What a child does where the OS cannot bind it (and under forkserver): its polls see the parent gone."""
+def test_an_unbound_child_notices_its_parent_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """What a child does where the OS cannot bind it (and under forkserver): its polls see the
+    parent gone."""
     parent, child, (bound, alive) = _family(tmp_path, False, "spawn")
     try:
         assert bound == "False" and alive == "True"
@@ -626,7 +738,9 @@ def test_an_unbound_child_notices_its_parent_gone(tmp_path: Path, monkeypatch: p
         _end(parent, child)
     # and the binding itself is a no-op there, even in a child of multiprocessing
     monkeypatch.setattr(sys, "platform", name)
-    monkeypatch.setattr(host.multiprocessing, "parent_process", lambda: SimpleNamespace(pid=os.getppid()))
+    monkeypatch.setattr(
+        host.multiprocessing, "parent_process", lambda: SimpleNamespace(pid=os.getppid())
+    )
     assert host.bind_to_parent() is False
 
 
@@ -634,16 +748,21 @@ def test_an_unbound_child_notices_its_parent_gone(tmp_path: Path, monkeypatch: p
 
 
 def _locked_by_another_process(path: Path) -> subprocess.Popen[str]:
-    code = ("import os, sys, time; from eyeblink import host; fd = os.open(sys.argv[1], os.O_RDWR); "
-            "host.lock_file(fd); print('held', flush=True); time.sleep(60)")
-    holder = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True)
+    code = (
+        "import os, sys, time; from eyeblink import host; fd = os.open(sys.argv[1], os.O_RDWR); "
+        "host.lock_file(fd); print('held', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True
+    )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     return holder
 
 
 @pytest.mark.parametrize("name", ["linux", "darwin"])
-def test_the_lock_excludes_another_open_file_and_another_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                 name: str) -> None:
+def test_the_lock_excludes_another_open_file_and_another_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     if not LINUX:
         pytest.skip("flock is checked on Linux")
     monkeypatch.setattr(sys, "platform", name)
@@ -670,9 +789,10 @@ def test_the_lock_excludes_another_open_file_and_another_process(tmp_path: Path,
 
 
 class _FakeMsvcrt:
-    """``msvcrt``'s byte-range locks as Windows keeps them: per file and byte, for the handle that took them (another
-    handle of the same process is refused too); ``locking`` locks at the descriptor's position. (The real module
-    exists only on Windows: this checks the branch's use of it, not Windows.)"""
+    """``msvcrt``'s byte-range locks as Windows keeps them: per file and byte, for the handle that
+    took them (another handle of the same process is refused too); ``locking`` locks at the
+    descriptor's position. (The real module exists only on Windows: this checks the branch's use of
+    it, not Windows.)"""
 
     LK_UNLCK, LK_NBLCK = 0, 2
     held: ClassVar[dict[tuple[int, int, int], int]] = {}  # (device, inode, offset) -> fd
@@ -700,12 +820,15 @@ def msvcrt(monkeypatch: pytest.MonkeyPatch) -> type[_FakeMsvcrt]:
     return _FakeMsvcrt
 
 
-def test_the_windows_lock_is_one_byte_far_past_the_record(tmp_path: Path, msvcrt: type[_FakeMsvcrt]) -> None:
+def test_the_windows_lock_is_one_byte_far_past_the_record(
+    tmp_path: Path, msvcrt: type[_FakeMsvcrt]
+) -> None:
     path = tmp_path / ".rec.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     os.write(fd, b'{"pid": 1}\n')
     host.lock_file(fd)
-    assert msvcrt.offsets == [host._LOCK_BYTE] and os.lseek(fd, 0, os.SEEK_CUR) == 11  # position kept
+    # position kept
+    assert msvcrt.offsets == [host._LOCK_BYTE] and os.lseek(fd, 0, os.SEEK_CUR) == 11
     other = os.open(path, os.O_RDWR)
     with pytest.raises(BlockingIOError):
         host.lock_file(other)
@@ -727,16 +850,20 @@ def test_the_session_lock_on_the_windows_branch(tmp_path: Path, msvcrt: type[_Fa
     lock_session(tmp_path, "rec").release()
 
 
-
 def test_durations_in_the_package_are_timed_with_perf_counter() -> None:
-    """Python <= 3.12 on Windows ticks ``time.time()`` and ``time.monotonic()`` every 15.6 ms (eight frames at 500
-    FPS): every duration, age, rate and deadline inside the package is timed with ``time.perf_counter()`` (or a
-    frame's own timestamp); wall-clock dates come from ``datetime``."""
+    """Python <= 3.12 on Windows ticks ``time.time()`` and ``time.monotonic()`` every 15.6 ms (eight
+    frames at 500 FPS): every duration, age, rate and deadline inside the package is timed with
+    ``time.perf_counter()`` (or a frame's own timestamp); wall-clock dates come from ``datetime``.
+    """
     found = []
     for path in sorted((REPO / "eyeblink").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "time" \
-                    and node.attr in ("monotonic", "monotonic_ns", "time", "time_ns"):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "time"
+                and node.attr in ("monotonic", "monotonic_ns", "time", "time_ns")
+            ):
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}: time.{node.attr}")
             if isinstance(node, ast.ImportFrom) and node.module == "time":
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}: from time import ...")
@@ -744,12 +871,18 @@ def test_durations_in_the_package_are_timed_with_perf_counter() -> None:
 
 
 def test_a_failed_write_names_the_fix_for_its_cause() -> None:
-    """A full disk asks for space; a file that cannot be written (read-only, another program's) asks for another
-    place, never blames the disk."""
+    """A full disk asks for space; a file that cannot be written (read-only, another program's) asks
+    for another place, never blames the disk."""
     from eyeblink.outputs.export import write_failed
 
-    full = str(write_failed(Path("out/s.frames.csv"), OSError(errno.ENOSPC, "No space left on device")))
-    assert full.startswith("cannot write out/s.frames.csv (No space left on device); free space on that disk")
+    full = str(
+        write_failed(Path("out/s.frames.csv"), OSError(errno.ENOSPC, "No space left on device"))
+    )
+    assert full.startswith(
+        "cannot write out/s.frames.csv (No space left on device); free space on that disk"
+    )
     for err, text in ((errno.EACCES, "Permission denied"), (errno.EBADF, "Bad file descriptor")):
         line = str(write_failed(Path("out/s.summary.json"), OSError(err, text)))
-        assert f"({text})" in line and "free space" not in line and "choose another -o" in line, line
+        assert f"({text})" in line and "free space" not in line and "choose another -o" in line, (
+            line
+        )

@@ -1,9 +1,11 @@
-"""What the browser view's page draws, counted in the system Chromium: nothing while nothing it shows changes.
+"""What the browser view's page draws, counted in the system Chromium: nothing while nothing it
+shows changes.
 
 A :class:`ViewSink` is fed rows as a live run feeds it (and the preview frames through the real
-:class:`PreviewGrab`), the page is opened through Playwright with every animation-frame callback and every canvas
-drawing call counted by an init script, and the counts are read over one second: following the rows, paused while
-they still come, with the stream stalled, and after the run ended."""
+:class:`PreviewGrab`), the page is opened through Playwright with every animation-frame callback and
+every canvas drawing call counted by an init script, and the counts are read over one second:
+following the rows, paused while they still come, with the stream stalled, and after the run ended.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from conftest import CHROMIUM, needs_chromium
 from eyeblink.lab.loopback import render_loop_frames
 from eyeblink.runtime.live.view import ViewSink, _FileRow
 
-#: counts every animation-frame callback and every drawing call of a 2D canvas (the page's own code untouched)
+#: counts every animation-frame callback and every drawing call of a 2D canvas (the page's own code
+#: untouched)
 COUNT = """
 window.__n = { raf: 0, draw: 0 };
 const raf = window.requestAnimationFrame.bind(window);
@@ -34,9 +37,13 @@ for (const m of ["stroke", "fill", "fillRect", "strokeRect", "clearRect", "drawI
 
 
 def _feed(view: ViewSink, fps: float, stop: threading.Event) -> None:
-    """Rows at ``fps`` with a face box, a preview frame whenever the view asks (the loader's part)."""
+    """Rows at ``fps`` with a face box, a preview frame whenever the view asks (the loader's
+    part)."""
     frames = render_loop_frames(10, fps=fps)
-    pts = np.array([[260 + 12 * i, 200.0] for i in range(6)] + [[350 + 12 * i, 200.0] for i in range(6)], np.float32)
+    pts = np.array(
+        [[260 + 12 * i, 200.0] for i in range(6)] + [[350 + 12 * i, 200.0] for i in range(6)],
+        np.float32,
+    )
     grab = view.preview
     t0 = time.perf_counter()
     frame = 0
@@ -72,19 +79,25 @@ def test_the_page_draws_nothing_while_nothing_it_shows_changes(tmp_path: Path) -
         with pw_api.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
             try:
-                # bypass_csp: Playwright's polling of a condition evaluates it as a string (the page's policy has
-                # no 'unsafe-eval'); it polls by a timer, not by animation frames, so it adds none to the count
+                # bypass_csp: Playwright's polling of a condition evaluates it as a string (the
+                # page's policy has no 'unsafe-eval'); it polls by a timer, not by animation frames,
+                # so it adds none to the count
                 page = browser.new_page(viewport={"width": 1280, "height": 1000}, bypass_csp=True)
                 errors: list[str] = []
                 page.on("pageerror", lambda e: errors.append(str(e)))
                 page.add_init_script(COUNT)
                 page.goto(view.url)
-                page.wait_for_function("Number(document.getElementById('trace').dataset.newest) > 400",
-                                       timeout=60_000, polling=100)
+                page.wait_for_function(
+                    "Number(document.getElementById('trace').dataset.newest) > 400",
+                    timeout=60_000,
+                    polling=100,
+                )
                 page.wait_for_selector('#frame[data-points="12"]', state="attached", timeout=30_000)
                 live = _count(page)
-                assert live["draw"] > 0 and live["raf"] > 0, live  # the counters see the page drawing
-                # an animation frame for what changed together: the trace (10 a second) in the images' frames
+                # the counters see the page drawing
+                assert live["draw"] > 0 and live["raf"] > 0, live
+                # an animation frame for what changed together: the trace (10 a second) in the
+                # images' frames
                 assert live["raf"] <= 40, live
                 page.keyboard.press(" ")  # paused: rows still come, the status still changes
                 page.wait_for_timeout(300)

@@ -1,5 +1,5 @@
-"""``eyeblink.live``: a camera or a stream in real time, as a context manager that yields rows, blinks and
-state changes (:class:`LiveSession`); ``eyeblink live`` and :func:`live` share
+"""``eyeblink.live``: a camera or a stream in real time, as a context manager that yields rows,
+blinks and state changes (:class:`LiveSession`); ``eyeblink live`` and :func:`live` share
 :func:`eyeblink.runtime.live.capture.prepare` and ``finish``.
 """
 
@@ -40,7 +40,6 @@ from eyeblink.runtime.procs.processes import check_main_guard, resolve_start_met
 from eyeblink.signals.state import EyeState  # the eye's state (one definition, the detector's)
 
 if TYPE_CHECKING:
-
     from eyeblink.outputs.session import RunResult
     from eyeblink.runtime.live.pipeline import LivePipeline, _LiveRun
     from eyeblink.runtime.live.publish import LiveTap
@@ -50,28 +49,34 @@ _END = object()
 
 
 class LiveSession:
-    """A live session (:func:`live`): a context manager; iterate it for rows and blink events as they come.
+    """A live session (:func:`live`): a context manager; iterate it for rows and blink events as
+    they come.
 
-    ``with eyeblink.live("tcp://127.0.0.1:5000", lsl=True) as s:`` loads the models, connects the source and
-    runs the pipeline in a background thread of this process (its workers are child processes). In the block:
+    ``with eyeblink.live("tcp://127.0.0.1:5000", lsl=True) as s:`` loads the models, connects the
+    source and runs the pipeline in a background thread of this process (its workers are child
+    processes). In the block:
 
-    * ``for item in s:`` yields :class:`~eyeblink.runtime.live.publish.LiveRow` (one per written row, frame order)
-      and :class:`~eyeblink.signals.blinks.BlinkEvent` (as the detector settles them) until the source ends or
-      :meth:`stop`; up to :attr:`QUEUE_ITEMS` unread items are kept (older ones are dropped: ``missed``);
-    * ``s.state`` (the detector's :class:`~eyeblink.signals.state.EyeState`), ``s.wait_until_open(...)``;
-    * callbacks ``on_frame(row)``, ``on_blink(event)``, ``on_state(change)`` run in the session's thread, in
-      order, as each is written: keep them short.
+    * ``for item in s:`` yields :class:`~eyeblink.runtime.live.publish.LiveRow` (one per written
+      row, frame order) and :class:`~eyeblink.signals.blinks.BlinkEvent` (as the detector settles
+      them) until the source ends or :meth:`stop`; up to :attr:`QUEUE_ITEMS` unread items are kept
+      (older ones are dropped: ``missed``);
+    * ``s.state`` (the detector's :class:`~eyeblink.signals.state.EyeState`),
+      ``s.wait_until_open(...)``;
+    * callbacks ``on_frame(row)``, ``on_blink(event)``, ``on_state(change)`` run in the session's
+      thread, in order, as each is written: keep them short.
 
-    Leaving the block (or Ctrl-C in it, or the source ending) stops the capture, analyses every frame already
-    captured, flushes the files and finalizes the session as ``eyeblink live`` does; Ctrl-C is then swallowed
-    (the block ends normally; ``summary["live"]["stop_reason"]`` says ``stopped by SIGINT``). Afterwards
-    :attr:`result` is the :class:`Session`.
+    Leaving the block (or Ctrl-C in it, or the source ending) stops the capture, analyses every
+    frame already captured, flushes the files and finalizes the session as ``eyeblink live`` does;
+    Ctrl-C is then swallowed (the block ends normally; ``summary["live"]["stop_reason"]`` says
+    ``stopped by SIGINT``). Afterwards :attr:`result` is the :class:`Session`.
     """
 
     #: unread items kept for iteration (~100 s of rows at 500 FPS)
     QUEUE_ITEMS = 50_000
 
-    def __init__(self, source: str | int, output: str | Path | None, settings: dict[str, Any]) -> None:
+    def __init__(
+        self, source: str | int, output: str | Path | None, settings: dict[str, Any]
+    ) -> None:
         from eyeblink.runtime.live.publish import LiveTap
         from eyeblink.runtime.live.sinks.queue import QueueSink
 
@@ -81,8 +86,9 @@ class LiveSession:
         if landmarks == "auto":  # live's default: the model this machine runs at the source's rate
             del settings["landmarks"]
         with _settings_errors():
-            cfg, rest = _run_config(settings, (*ANALYSIS, *LIVE_ONLY,
-                                               *(f.name for f in dataclasses.fields(LiveConfig))))
+            cfg, rest = _run_config(
+                settings, (*ANALYSIS, *LIVE_ONLY, *(f.name for f in dataclasses.fields(LiveConfig)))
+            )
             self._callbacks = {k: rest.pop(k, None) for k in ("on_frame", "on_blink", "on_state")}
             for k, cb in self._callbacks.items():
                 if cb is not None and not callable(cb):
@@ -91,18 +97,25 @@ class LiveSession:
             self._name = rest.pop("name", None)
             self._start_method = rest.pop("start_method", None)
             if self._start_method is not None and not isinstance(self._start_method, str):
-                raise ConfigError(f"start_method must be a str (auto, spawn, forkserver or fork) or None, got "
-                                  f"{self._start_method!r}")
-            # a wrong one, or a script that spawned workers would run again: one line, before anything loads
+                raise ConfigError(
+                    f"start_method must be a str (auto, spawn, forkserver or fork) or None, got "
+                    f"{self._start_method!r}"
+                )
+            # a wrong one, or a script that spawned workers would run again: one line, before
+            # anything loads
             check_main_guard(resolve_start_method(self._start_method))
             self._report = bool(rest.pop("report", False))
-            stream: dict[str, Any] = {k: rest.pop(k) for k in ("reconnect", "stream_options", "read_timeout_s")
-                                      if k in rest}
+            stream: dict[str, Any] = {
+                k: rest.pop(k)
+                for k in ("reconnect", "stream_options", "read_timeout_s")
+                if k in rest
+            }
             auto = landmarks in (None, "auto") and cfg.landmarks.model_path is None
             live_defaults = _field_defaults(LiveConfig)
             if isinstance(rest.get("record"), os.PathLike):  # a path, as ``output`` takes
                 rest["record"] = os.fspath(rest["record"])
-            if "workers" in rest and rest["workers"] is None:  # None: the default (one per physical core), as process
+            # None: the default (one per physical core), as process
+            if "workers" in rest and rest["workers"] is None:
                 del rest["workers"]
             for k, v in rest.items():
                 if k in LIVE_RANGES and _is_number(v):
@@ -110,37 +123,47 @@ class LiveSession:
                 want = _type_ok(v, live_defaults[k])
                 if want is not None:
                     raise ConfigError(f"live {k} must be {want}, got {v!r}")
-            for k in ("reconnect", "read_timeout_s"):  # their ranges: StreamOptions (config.check_range)
+            # their ranges: StreamOptions (config.check_range)
+            for k in ("reconnect", "read_timeout_s"):
                 if k in stream and not _is_number(stream[k]):
                     raise ConfigError(f"{k} must be a number, got {stream[k]!r}")
-            if rest.get("priority") is None:  # not given: the preset's [live] priority (a keyword given wins)
+            # not given: the preset's [live] priority (a keyword given wins)
+            if rest.get("priority") is None:
                 rest["priority"] = cfg.live.priority
-            self.live_config = LiveConfig(**{**rest, "landmarks": "auto" if auto else cfg.landmarks.model})
+            self.live_config = LiveConfig(
+                **{**rest, "landmarks": "auto" if auto else cfg.landmarks.model}
+            )
             from eyeblink.sources.live import StreamOptions
 
             opts = stream.get("stream_options") or {}
             if not isinstance(opts, dict):
                 raise ConfigError(f"stream_options must be a dict of FFmpeg options, got {opts!r}")
-            self._stream = StreamOptions(options={str(k): str(v) for k, v in opts.items()},
-                                         read_timeout_s=stream.get("read_timeout_s", 5.0),
-                                         reconnect=stream.get("reconnect", 0))
+            self._stream = StreamOptions(
+                options={str(k): str(v) for k, v in opts.items()},
+                read_timeout_s=stream.get("read_timeout_s", 5.0),
+                reconnect=stream.get("reconnect", 0),
+            )
         if isinstance(source, int) and not isinstance(source, bool):
             source = str(source)  # live(0) is live("0"): camera 0
         if not isinstance(source, str):
-            raise SettingsError(f"live source must be a camera index (0), a stream URL or basler:[SERIAL], "
-                                f"got {source!r}")
+            raise SettingsError(
+                f"live source must be a camera index (0), a stream URL or basler:[SERIAL], "
+                f"got {source!r}"
+            )
         self.cfg = cfg
         self.source_spec = source
         self.output = output
         # the outputs, before any model loads: a missing lsl extra, the view's port taken raise now
-        tap = LiveTap.from_config(self.live_config, cfg.blink_settings().max_blink_ms,
-                                  always=True)
+        tap = LiveTap.from_config(self.live_config, cfg.blink_settings().max_blink_ms, always=True)
         assert tap is not None
         self.tap: LiveTap = tap
         #: why the last :meth:`wait_until_open` returned False ("" after True)
         self.wait_reason = ""
-        # the session's own output: the callbacks and the queue the iterator reads (eyeblink.runtime.live.sinks.queue)
-        self._queue = QueueSink(**self._callbacks, max_items=self.QUEUE_ITEMS, failed=self._callback_failed)
+        # the session's own output: the callbacks and the queue the iterator reads
+        # (eyeblink.runtime.live.sinks.queue)
+        self._queue = QueueSink(
+            **self._callbacks, max_items=self.QUEUE_ITEMS, failed=self._callback_failed
+        )
         self.tap.add(self._queue)
         self.result: Session | None = None
         self._items: deque[Any] = self._queue.items
@@ -159,12 +182,14 @@ class LiveSession:
 
     @property
     def state(self) -> EyeState:
-        """The eye's state as of the last row written (``no_face`` before the detector has a baseline)."""
+        """The eye's state as of the last row written (``no_face`` before the detector has a
+        baseline)."""
         return self.tap.tracker.state
 
     @property
     def time_s(self) -> float:
-        """Capture time (``timestamp_s``, the source's clock) of the newest row written; NaN before the first."""
+        """Capture time (``timestamp_s``, the source's clock) of the newest row written; NaN
+        before the first."""
         return self.tap.newest_s
 
     @property
@@ -174,14 +199,15 @@ class LiveSession:
 
     @property
     def age_ms(self) -> float:
-        """How long ago (ms) the newest analysed frame was received: the age of :attr:`state` now (inf before the
-        first frame)."""
+        """How long ago (ms) the newest analysed frame was received: the age of :attr:`state` now
+        (inf before the first frame)."""
         return self.tap.age_s() * 1000.0
 
     @property
     def stale(self) -> bool:
-        """True when the newest analysed frame is older than the session's ``max_age_ms``: :attr:`state` is then
-        about the past (a stalled camera or a pipeline that lags), and :meth:`wait_until_open` waits."""
+        """True when the newest analysed frame is older than the session's ``max_age_ms``:
+        :attr:`state` is then about the past (a stalled camera or a pipeline that lags), and
+        :meth:`wait_until_open` waits."""
         return self.tap.stale_now()
 
     @property
@@ -203,11 +229,13 @@ class LiveSession:
 
     @property
     def missed(self) -> int:
-        """Rows and blinks dropped from the iterator's queue unread (more than :attr:`QUEUE_ITEMS` waited)."""
+        """Rows and blinks dropped from the iterator's queue unread (more than
+        :attr:`QUEUE_ITEMS` waited)."""
         return self._queue.missed
 
     def _callback_failed(self, exc: BaseException, cb: Any) -> None:
-        """A callback raised (in the session's thread): the session stops; ``__exit__`` re-raises it."""
+        """A callback raised (in the session's thread): the session stops; ``__exit__`` re-raises
+        it."""
         if self._error is None:
             self._error = exc
         self.stop(f"a callback ({cb!r}) failed")
@@ -223,11 +251,14 @@ class LiveSession:
 
         try:
             assert self._pipe is not None and self._outdir is not None
-            with session_locks(self._outdir, [source.name]):  # one writer per session, before the capture
+            # one writer per session, before the capture
+            with session_locks(self._outdir, [source.name]):
                 with source:
-                    result, run = self._pipe.run(source, self._outdir, tap=self.tap, signals=False,
-                                                 started=self._started)
-                # the run's config: with auto, the eye model it chose once the source's rate was known
+                    result, run = self._pipe.run(
+                        source, self._outdir, tap=self.tap, signals=False, started=self._started
+                    )
+                # the run's config: with auto, the eye model it chose once the source's rate was
+                # known
                 self._run_result = finish(result, run.cfg, self._analysis, report=self._report)
         except BaseException as exc:
             if self._error is None:
@@ -250,16 +281,26 @@ class LiveSession:
         else:
             self._outdir = ensure_output_dir(Path(self.output))
         try:
-            self._pipe, source, self.cfg = prepare(self.source_spec, self.cfg, self.live_config,
-                                                   name=self._name, stream=self._stream, report=self._report,
-                                                   analysis=self._analysis,
-                                                   start_method=self._start_method)
+            self._pipe, source, self.cfg = prepare(
+                self.source_spec,
+                self.cfg,
+                self.live_config,
+                name=self._name,
+                stream=self._stream,
+                report=self._report,
+                analysis=self._analysis,
+                start_method=self._start_method,
+            )
         except BaseException:
             self._cleanup()
             raise
-        self._thread = threading.Thread(target=self._main, args=(source,), name="eyeblink-live", daemon=True)
+        self._thread = threading.Thread(
+            target=self._main, args=(source,), name="eyeblink-live", daemon=True
+        )
         self._thread.start()
-        try:  # the models loaded, the outlets and the socket up (gate_port known), the source about to connect
+        # the models loaded, the outlets and the socket up (gate_port known), the source about to
+        # connect
+        try:
             while not self.tap.opened.wait(0.1):
                 if self._ended:
                     break
@@ -272,17 +313,26 @@ class LiveSession:
             raise self._error
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> bool:
         interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
-        # while the session ends, Ctrl-C (any number of times) stops it at once instead of escaping: the files are
-        # closed, the children stopped and the ring unlinked whatever the user presses
+        # while the session ends, Ctrl-C (any number of times) stops it at once instead of escaping:
+        # the files are closed, the children stopped and the ring unlinked whatever the user presses
         restore = self._catch_sigint()
         try:
             self.stop("stopped by SIGINT" if interrupted else "stopped by the program")
             self._join()
-            stem = (self._run_result.stem if self._run_result is not None
-                    else getattr(getattr(self._run, "source", None), "name", None))
-            if stem is not None and self._outdir is not None and (self._outdir / f"{stem}.summary.json").exists():
+            stem = (
+                self._run_result.stem
+                if self._run_result is not None
+                else getattr(getattr(self._run, "source", None), "name", None)
+            )
+            if (
+                stem is not None
+                and self._outdir is not None
+                and (self._outdir / f"{stem}.summary.json").exists()
+            ):
                 with contextlib.suppress(EyeblinkError, OSError, ValueError):
                     self.result = load(self._outdir / stem)
                     if self.output is None:
@@ -295,10 +345,12 @@ class LiveSession:
             interrupted = True  # a second Ctrl-C: the session ended interrupted, its files whole
         elif self._error is not None and (exc_type is None or interrupted):
             raise self._error
-        return interrupted  # Ctrl-C in the block stopped the session: every row is on disk, the block ends
+        # Ctrl-C in the block stopped the session: every row is on disk, the block ends
+        return interrupted
 
     def _catch_sigint(self) -> Callable[[], None]:
-        """In the main thread: SIGINT aborts the session (see :meth:`_abort`) until the returned function runs."""
+        """In the main thread: SIGINT aborts the session (see :meth:`_abort`) until the returned
+        function runs."""
         import signal
 
         if threading.current_thread() is not threading.main_thread():
@@ -321,7 +373,8 @@ class LiveSession:
         while self._thread.is_alive():
             try:
                 self._thread.join(0.1)
-            except KeyboardInterrupt:  # outside the main thread's handler (another thread's session)
+            # outside the main thread's handler (another thread's session)
+            except KeyboardInterrupt:
                 self._abort()
 
     def _cleanup(self) -> None:
@@ -336,7 +389,8 @@ class LiveSession:
     # ------------------------------------------------------------------ in the block
 
     def stop(self, reason: str = "stopped by the program") -> None:
-        """Stop the capture (frames already captured are still analysed); the iteration then ends."""
+        """Stop the capture (frames already captured are still analysed); the iteration then
+        ends."""
         if self._stop_reason is None:
             self._stop_reason = reason
         if self._run is not None:
@@ -369,17 +423,25 @@ class LiveSession:
                 item = tuple.__new__(LiveRow, item)
             yield item
 
-    def wait_until_open(self, stable_ms: float = 200.0, timeout_s: float | None = None,
-                        max_age_ms: float | None = None) -> bool:
-        """Block until the eye is ``open``, settled, has stayed open for ``stable_ms`` of capture time (the state
-        the ``open_stable`` marker and gate line report) **and** the newest analysed frame was received at most
-        ``max_age_ms`` ago (default: the session's ``max_age_ms``); True then, checked at the moment it returns.
-        A stale answer is never True: it keeps waiting. False after ``timeout_s`` seconds or when the session
-        ended first, with the reason in :attr:`wait_reason`. Returns at once when it already holds."""
-        if not (isinstance(stable_ms, (int, float)) and math.isfinite(stable_ms) and stable_ms >= 0):
+    def wait_until_open(
+        self,
+        stable_ms: float = 200.0,
+        timeout_s: float | None = None,
+        max_age_ms: float | None = None,
+    ) -> bool:
+        """Block until the eye is ``open``, settled, has stayed open for ``stable_ms`` of capture
+        time (the state the ``open_stable`` marker and gate line report) **and** the newest analysed
+        frame was received at most ``max_age_ms`` ago (default: the session's ``max_age_ms``); True
+        then, checked at the moment it returns. A stale answer is never True: it keeps waiting.
+        False after ``timeout_s`` seconds or when the session ended first, with the reason in
+        :attr:`wait_reason`. Returns at once when it already holds."""
+        if not (
+            isinstance(stable_ms, (int, float)) and math.isfinite(stable_ms) and stable_ms >= 0
+        ):
             raise SettingsError(f"stable_ms must be a finite number >= 0, got {stable_ms!r}")
-        if max_age_ms is not None and not (isinstance(max_age_ms, (int, float)) and math.isfinite(max_age_ms)
-                                           and max_age_ms > 0):
+        if max_age_ms is not None and not (
+            isinstance(max_age_ms, (int, float)) and math.isfinite(max_age_ms) and max_age_ms > 0
+        ):
             raise SettingsError(f"max_age_ms must be a finite number > 0, got {max_age_ms!r}")
         deadline = None if timeout_s is None else time.perf_counter() + timeout_s
         with self._cond:
@@ -395,26 +457,32 @@ class LiveSession:
                 if left is not None and left <= 0:
                     self.wait_reason = f"timed out after {timeout_s:g} s: {why}"
                     return False
-                # the tap notifies on every event; a frozen stream sends none, so poll within the bound too
-                self._cond.wait(min(0.005, self.tap.max_age_s / 4) if left is None else
-                                min(left, 0.005, self.tap.max_age_s / 4))
+                # the tap notifies on every event; a frozen stream sends none, so poll within the
+                # bound too
+                self._cond.wait(
+                    min(0.005, self.tap.max_age_s / 4)
+                    if left is None
+                    else min(left, 0.005, self.tap.max_age_s / 4)
+                )
 
     def __repr__(self) -> str:
-        return f"LiveSession({self.source_spec!r}, state={self.state.value}, running={self.running})"
+        return (
+            f"LiveSession({self.source_spec!r}, state={self.state.value}, running={self.running})"
+        )
 
 
 def live(source: str | int, output: str | Path | None = None, **settings: Any) -> LiveSession:
-    """A live session on a camera or stream (``source`` as for ``eyeblink live``: ``0``, ``tcp://...``,
-    ``basler:``), as a context manager (:class:`LiveSession`).
+    """A live session on a camera or stream (``source`` as for ``eyeblink live``: ``0``,
+    ``tcp://...``, ``basler:``), as a context manager (:class:`LiveSession`).
 
-    ``output``: where ``<stem>.frames.csv`` (with ``dropped``), ``.blinks.csv`` and ``.summary.json`` are
-    written as the frames arrive (``None``: a temporary folder, removed at the end; the tables stay in
-    :attr:`LiveSession.result`). ``settings``: the preset keys as for :func:`process`, the live ones of
-    :class:`~eyeblink.config.LiveConfig` (``lsl``, ``lsl_name``, ``lsl_wait_s``, ``gate_port``,
-    ``stable_ms``, ``duration_s``, ``overload``, ``workers``, ``buffer_s``, ...), ``name``,
-    ``reconnect``, ``stream_options`` (a dict of FFmpeg options), ``read_timeout_s``, ``report``, ``start_method``
-    (how the pipeline's processes start, as for :func:`process`), the
-    conditioning options and the callbacks ``on_frame``, ``on_blink``, ``on_state``. A wrong setting raises
-    :class:`SettingsError` at once, before any model loads.
+    ``output``: where ``<stem>.frames.csv`` (with ``dropped``), ``.blinks.csv`` and
+    ``.summary.json`` are written as the frames arrive (``None``: a temporary folder, removed at the
+    end; the tables stay in :attr:`LiveSession.result`). ``settings``: the preset keys as for
+    :func:`process`, the live ones of :class:`~eyeblink.config.LiveConfig` (``lsl``, ``lsl_name``,
+    ``lsl_wait_s``, ``gate_port``, ``stable_ms``, ``duration_s``, ``overload``, ``workers``,
+    ``buffer_s``, ...), ``name``, ``reconnect``, ``stream_options`` (a dict of FFmpeg options),
+    ``read_timeout_s``, ``report``, ``start_method`` (how the pipeline's processes start, as for
+    :func:`process`), the conditioning options and the callbacks ``on_frame``, ``on_blink``,
+    ``on_state``. A wrong setting raises :class:`SettingsError` at once, before any model loads.
     """
     return LiveSession(source, output, settings)

@@ -1,10 +1,11 @@
-"""Command line: ``eyeblink process | demo | eval | report | compare | ...``, the one room that reads arguments.
+"""Command line: ``eyeblink process | demo | eval | report | compare | ...``, the one room that
+reads arguments.
 
-A module per command family builds its sub-commands' parsers and turns their flags into the frozen configs the
-layers below take (:mod:`eyeblink.cli.options`: the shared flags and the run's config; :mod:`~eyeblink.cli.process`:
-process, demo, eval; :mod:`~eyeblink.cli.live`; :mod:`~eyeblink.cli.batch`; :mod:`~eyeblink.cli.review`: report,
-compare, agree, ELAN). The lab's commands (bench, train-*, example, eval-long) bring their own parsers
-(:mod:`eyeblink.lab`).
+A module per command family builds its sub-commands' parsers and turns their flags into the frozen
+configs the layers below take (:mod:`eyeblink.cli.options`: the shared flags and the run's config;
+:mod:`~eyeblink.cli.process`: process, demo, eval; :mod:`~eyeblink.cli.live`;
+:mod:`~eyeblink.cli.batch`; :mod:`~eyeblink.cli.review`: report, compare, agree, ELAN). The lab's
+commands (bench, train-*, example, eval-long) bring their own parsers (:mod:`eyeblink.lab`).
 
 User errors (an :class:`~eyeblink.errors.EyeblinkError`) are printed as one
 line, ``eyeblink: error: ...``, with a non-zero exit and no traceback; every
@@ -31,8 +32,8 @@ Eyeblink detection for high-speed face recordings (e.g. 640x480 grayscale at
 models, extra dlib), per-frame eye openness (EAR / lid aperture) and blink events.
 
 Outputs per input <stem> (see `eyeblink process --help`):
-  <stem>.frames.csv   one row per decoded frame: frame, timestamp_s, face, ear_left, ear_right, ...
-  <stem>.blinks.csv   one row per blink: start/end frame and time, duration, amplitude, per-eye fields
+  <stem>.frames.csv   one row per decoded frame: frame, timestamp_s, face, ear_left, ...
+  <stem>.blinks.csv   one row per blink: start/end frame and time, duration, amplitude, ...
   <stem>.summary.json counts, rates, frames without a face, timings, versions, settings
 """
 
@@ -41,11 +42,16 @@ _process_workers = process_workers
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="eyeblink", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(
+        prog="eyeblink",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"eyeblink {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     process.add_parsers(sub)  # process, demo, eval
-    # the lab commands import NumPy and more: after main has installed its stop handlers (eyeblink.stopping)
+    # the lab commands import NumPy and more: after main has installed its stop handlers
+    # (eyeblink.stopping)
     from eyeblink.lab import bench, example, longrun, train, train_detector, train_lids
 
     example.add_parser(sub)
@@ -64,10 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``eyeblink`` command; returns its exit status.
 
-    Stops (:mod:`eyeblink.stopping`): from this first line to the last, SIGINT and SIGTERM end any command in
-    order (drain, flush, a complete ``summary.json`` with ``status: interrupted``), exit status 130, one line on
-    stderr, never a traceback. Called with ``argv`` (inside another program, tests), the previous signal handlers
-    are put back on return; called as the program (``argv`` None), a stop after the return is only recorded.
+    Stops (:mod:`eyeblink.stopping`): from this first line to the last, SIGINT and SIGTERM end any
+    command in order (drain, flush, a complete ``summary.json`` with ``status: interrupted``), exit
+    status 130, one line on stderr, never a traceback. Called with ``argv`` (inside another program,
+    tests), the previous signal handlers are put back on return; called as the program (``argv``
+    None), a stop after the return is only recorded.
     """
     restore = stopping.install()
     code = stopping.STOPPED_EXIT
@@ -99,21 +106,36 @@ def _main(argv: Sequence[str] | None) -> int:
             return 2
         from eyeblink.lab import bench, example, longrun, train, train_detector, train_lids
 
-        handler = {"process": process.cmd_process, "demo": process.cmd_demo, "example": example.run,
-                   "eval": process.cmd_eval, "bench": bench.run,
-                   "eval-long": longrun.run, "train-landmarks": train.run, "train-detector": train_detector.run,
-                   "train-lids": train_lids.run, "batch": batch.cmd_batch, "live": live.cmd_live,
-                   "report": review.cmd_report, "agree": review.cmd_agree, "compare": review.cmd_compare,
-                   "export-eaf": review.cmd_export_eaf, "import-eaf": review.cmd_import_eaf,
-                   "region": review.cmd_region}[args.command]
-        if getattr(args, "start_method", None) is not None:  # --start-method: checked before anything runs (the
-            from eyeblink.runtime.procs.processes import resolve_start_method  # command hands it to the run's settings)
+        handler = {
+            "process": process.cmd_process,
+            "demo": process.cmd_demo,
+            "example": example.run,
+            "eval": process.cmd_eval,
+            "bench": bench.run,
+            "eval-long": longrun.run,
+            "train-landmarks": train.run,
+            "train-detector": train_detector.run,
+            "train-lids": train_lids.run,
+            "batch": batch.cmd_batch,
+            "live": live.cmd_live,
+            "report": review.cmd_report,
+            "agree": review.cmd_agree,
+            "compare": review.cmd_compare,
+            "export-eaf": review.cmd_export_eaf,
+            "import-eaf": review.cmd_import_eaf,
+            "region": review.cmd_region,
+        }[args.command]
+        # --start-method: checked before anything runs (the
+        if getattr(args, "start_method", None) is not None:
+            # command hands it to the run's settings)
+            from eyeblink.runtime.procs.processes import resolve_start_method
 
             resolve_start_method(args.start_method)
         if getattr(args, "log_level", None) is not None:
             from eyeblink.runtime.procs.logs import setup_logging
 
-            if args.log_file is not None:  # appended to: never a recording or another file of the command
+            # appended to: never a recording or another file of the command
+            if args.log_file is not None:
                 from eyeblink.outputs.paths import check_log_file
 
                 check_log_file(args.log_file, vars(args))
@@ -122,7 +144,8 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.command in ("process", "batch", "live"):
             from eyeblink.runtime.procs.shm import remove_stale_rings
 
-            remove_stale_rings()  # the shared-memory rings of earlier runs that were killed outright
+            # the shared-memory rings of earlier runs that were killed outright
+            remove_stale_rings()
         code = handler(args)
         stopping.check()  # a stop whose KeyboardInterrupt was swallowed after the last check point
         return code
@@ -137,8 +160,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except Exception as exc:
         if stopping.received() is None:
             raise
-        # the stop's KeyboardInterrupt turned into another error on its way (a C extension's import says
-        # "initialization failed"): the stop is what ended the command
+        # the stop's KeyboardInterrupt turned into another error on its way (a C extension's import
+        # says "initialization failed"): the stop is what ended the command
         print(f"eyeblink: {stopping.message(exc)}", file=sys.stderr)
         return stopping.STOPPED_EXIT
     finally:

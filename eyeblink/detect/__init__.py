@@ -8,8 +8,9 @@ pre-processed images (float32 ``[B, 128, 128, 3]`` in [-1, 1], see
 and mapping to frame pixels are shared, backend-independent numpy code in
 :mod:`eyeblink.detect.blazeface`, so every backend is checked against the same reference.
 
-Heavy imports (``ai_edge_litert``, ``tensorflow``, ``jax``/``keras``, the Poplar SDK) live only inside the backend
-modules, which :func:`create_detector` imports on demand: ``import eyeblink.detect`` stays light.
+Heavy imports (``ai_edge_litert``, ``tensorflow``, ``jax``/``keras``, the Poplar SDK) live only
+inside the backend modules, which :func:`create_detector` imports on demand: ``import
+eyeblink.detect`` stays light.
 """
 
 from __future__ import annotations
@@ -46,13 +47,20 @@ __all__ = [
 INPUT_SIZE = 128
 
 
-def check_batch(batch: np.ndarray, input_shape: tuple[int, ...] = (INPUT_SIZE, INPUT_SIZE, 3)) -> None:
-    """``ValueError`` unless ``batch`` is a float32 ``[B >= 1, *input_shape]`` array: what every backend runs."""
+def check_batch(
+    batch: np.ndarray, input_shape: tuple[int, ...] = (INPUT_SIZE, INPUT_SIZE, 3)
+) -> None:
+    """``ValueError`` unless ``batch`` is a float32 ``[B >= 1, *input_shape]`` array: what every
+    backend runs."""
     if not isinstance(batch, np.ndarray) or batch.dtype != np.float32:
         got = batch.dtype if isinstance(batch, np.ndarray) else type(batch).__name__
         raise ValueError(f"batch must be a float32 ndarray, got {got}")
     if batch.ndim != 1 + len(input_shape) or batch.shape[1:] != input_shape or batch.shape[0] < 1:
-        raise ValueError(f"batch must have shape [B>=1, {', '.join(map(str, input_shape))}], got {batch.shape}")
+        raise ValueError(
+            f"batch must have shape [B>=1, {', '.join(map(str, input_shape))}], got {batch.shape}"
+        )
+
+
 #: Number of SSD anchors (16x16x2 + 8x8x6).
 NUM_ANCHORS = 896
 #: Regressor values per anchor: box (4) + 6 keypoints x (x, y).
@@ -102,7 +110,8 @@ IO_TILES_RANGE = (32, 192)
 
 @dataclass(frozen=True, slots=True)
 class AcceleratorOptions:
-    """Settings of the accelerator backends (``tensorflow``, ``jax``, ``ipu``); CPU backends ignore them.
+    """Settings of the accelerator backends (``tensorflow``, ``jax``, ``ipu``); CPU backends ignore
+    them.
 
     ``jit_compile``: compile the network with XLA (``tf.function(jit_compile=True)``); on GPUs
     this fuses the depthwise/pointwise pairs and is what makes batch 512 fast. ``prefetch_depth``:
@@ -121,12 +130,16 @@ class AcceleratorOptions:
         if not isinstance(self.jit_compile, bool):
             raise ConfigError(f"jit_compile must be true or false, got {self.jit_compile!r}")
         if not isinstance(self.prefetch_depth, int) or not 1 <= self.prefetch_depth <= 255:
-            raise ConfigError(f"prefetch_depth must be a whole number in [1, 255], got {self.prefetch_depth!r}")
+            raise ConfigError(
+                f"prefetch_depth must be a whole number in [1, 255], got {self.prefetch_depth!r}"
+            )
         lo, hi = IO_TILES_RANGE
         if not isinstance(self.io_tiles, int) or not (
             self.io_tiles == 0 or (lo <= self.io_tiles <= hi and self.io_tiles % 2 == 0)
         ):
-            raise ConfigError(f"io_tiles must be 0 (off) or an even number in [{lo}, {hi}], got {self.io_tiles!r}")
+            raise ConfigError(
+                f"io_tiles must be 0 (off) or an even number in [{lo}, {hi}], got {self.io_tiles!r}"
+            )
         if not isinstance(self.replicas, int) or self.replicas < 1:
             raise ConfigError(f"replicas must be a whole number >= 1, got {self.replicas!r}")
 
@@ -137,14 +150,18 @@ class _BackendEntry:
 
     module: str
     attr: str
-    requires: tuple[str, ...]  # modules that must be importable, checked (not imported) before importing
+    # modules that must be importable, checked (not imported) before importing
+    requires: tuple[str, ...]
     install: str  # how to get it
     accelerated: bool = False  # the factory takes ``accelerator=AcceleratorOptions``
 
 
 _REGISTRY: dict[BackendName, _BackendEntry] = {
     BackendName.LITERT: _BackendEntry(
-        "eyeblink.detect.litert", "LiteRTDetector", ("ai_edge_litert",), 'pip install "ai-edge-litert>=1.2"'
+        "eyeblink.detect.litert",
+        "LiteRTDetector",
+        ("ai_edge_litert",),
+        'pip install "ai-edge-litert>=1.2"',
     ),
     BackendName.TENSORFLOW: _BackendEntry(
         "eyeblink.detect.tensorflow",
@@ -171,10 +188,10 @@ _REGISTRY: dict[BackendName, _BackendEntry] = {
 
 
 def missing_accelerator(backend: BackendName | str) -> str | None:
-    """Why ``backend``, meant for an accelerator, would run without one here (``None``: it has one, or
-    it is a CPU backend). The ``tensorflow`` backend falls back to the CPU, where LiteRT is far faster:
-    that is a warning (:func:`eyeblink.errors.warn`), not an error; a backend that cannot run at all is
-    :class:`~eyeblink.errors.BackendUnavailableError` from :func:`create_detector`."""
+    """Why ``backend``, meant for an accelerator, would run without one here (``None``: it has one,
+    or it is a CPU backend). The ``tensorflow`` backend falls back to the CPU, where LiteRT is far
+    faster: that is a warning (:func:`eyeblink.errors.warn`), not an error; a backend that cannot
+    run at all is :class:`~eyeblink.errors.BackendUnavailableError` from :func:`create_detector`."""
     try:
         name = _parse_backend(backend)
     except ConfigError:
@@ -197,8 +214,11 @@ def missing_accelerator(backend: BackendName | str) -> str | None:
         gpu_build = 'pip install "jax[cuda12]"'
     else:
         return None
-    return (f"the {name.value} backend found no GPU here and runs on the CPU (tens of frames per second); use "
-            f"--pipeline cpu (LiteRT, the fast CPU path) or install the GPU build: {gpu_build}")
+    return (
+        f"the {name.value} backend found no GPU here and runs on the CPU (tens of frames per "
+        "second); use "
+        f"--pipeline cpu (LiteRT, the fast CPU path) or install the GPU build: {gpu_build}"
+    )
 
 
 #: The GPU backends in order of preference: ``backend = ["jax", "tensorflow"]`` in a preset
@@ -212,7 +232,8 @@ def backend_install_hint(backend: BackendName | str) -> str:
 
 
 def backend_installed(backend: BackendName | str) -> bool:
-    """Whether the modules ``backend`` needs are importable here (checked without importing them)."""
+    """Whether the modules ``backend`` needs are importable here (checked without importing
+    them)."""
     return all(_requirement_importable(m) for m in _REGISTRY[_parse_backend(backend)].requires)
 
 
@@ -238,7 +259,9 @@ def _parse_backend(backend: BackendName | str) -> BackendName:
     try:
         return BackendName(str(backend).strip().lower())
     except ValueError:
-        raise ConfigError(f"unknown detector backend {backend!r}; valid choices: {_choices()}") from None
+        raise ConfigError(
+            f"unknown detector backend {backend!r}; valid choices: {_choices()}"
+        ) from None
 
 
 def _requirement_importable(module: str) -> bool:
@@ -265,15 +288,17 @@ def _requirement_importable(module: str) -> bool:
 
 
 def require_backend(backend: BackendName | str) -> BackendName:
-    """``backend``'s name if the modules it needs are installed, else :class:`BackendUnavailableError` naming
-    the fix; checked without importing them (a process that forks workers must not start JAX or TensorFlow)."""
+    """``backend``'s name if the modules it needs are installed, else
+    :class:`BackendUnavailableError` naming the fix; checked without importing them (a process that
+    forks workers must not start JAX or TensorFlow)."""
     name = _parse_backend(backend)
     entry = _REGISTRY[name]
     for required in entry.requires:
         if not _requirement_importable(required):
             raise BackendUnavailableError(
                 f"detector backend {name.value!r} needs the module {required!r}, which is not "
-                f"installed; {entry.install}, or choose another backend (valid choices: {_choices()})"
+                f"installed; {entry.install}, or choose another backend (valid choices: "
+                f"{_choices()})"
             )
     return name
 
@@ -313,8 +338,12 @@ def create_detector(
         ) from exc
     factory = getattr(module, entry.attr)
     if entry.accelerated:
-        detector: Detector = factory(model_path=model_path, num_threads=num_threads, batch_size=batch_size,
-                                     accelerator=accelerator or AcceleratorOptions())
+        detector: Detector = factory(
+            model_path=model_path,
+            num_threads=num_threads,
+            batch_size=batch_size,
+            accelerator=accelerator or AcceleratorOptions(),
+        )
     else:  # CPU backends have no accelerator settings; presets may still carry them (ignored here)
         detector = factory(model_path=model_path, num_threads=num_threads, batch_size=batch_size)
     return detector

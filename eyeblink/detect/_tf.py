@@ -2,9 +2,8 @@
 
 TensorFlow's C++ runtime logs several INFO/WARNING lines at import (oneDNN, CPU features, XLA
 service) that would interleave with eyeblink's one-line messages; unless the user set
-``TF_CPP_MIN_LOG_LEVEL`` themselves, only errors are shown (of the C++ runtime and of TensorFlow's Python
-logger). Imported lazily, by the backend
-modules only.
+``TF_CPP_MIN_LOG_LEVEL`` themselves, only errors are shown (of the C++ runtime and of TensorFlow's
+Python logger). Imported lazily, by the backend modules only.
 """
 
 from __future__ import annotations
@@ -17,7 +16,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402  (after the log level is set)
 
-if _QUIET:  # the Python side too: e.g. the "retracing" warning, which one program per batch bucket sets off
+# the Python side too: e.g. the "retracing" warning, which one program per batch bucket sets off
+if _QUIET:
     tf.get_logger().setLevel("ERROR")
 
 __all__ = ["tf", "tf_ipu"]

@@ -49,9 +49,13 @@ class SsdAnchorOptions:
 
     def __post_init__(self) -> None:
         if self.input_size_width <= 0 or self.input_size_height <= 0:
-            raise ValueError(f"input size must be positive, got {self.input_size_width}x{self.input_size_height}")
+            raise ValueError(
+                f"input size must be positive, got {self.input_size_width}x{self.input_size_height}"
+            )
         if not self.strides or any(s <= 0 for s in self.strides):
-            raise ValueError(f"strides must be a non-empty tuple of positive ints, got {self.strides}")
+            raise ValueError(
+                f"strides must be a non-empty tuple of positive ints, got {self.strides}"
+            )
         if not self.aspect_ratios or any(a <= 0 for a in self.aspect_ratios):
             raise ValueError(f"aspect_ratios must be positive, got {self.aspect_ratios}")
 
@@ -113,7 +117,11 @@ def generate_anchors(options: SsdAnchorOptions) -> np.ndarray:
                     ratios.append(ratio)
                     scales.append(scale)
                 if options.interpolated_scale_aspect_ratio > 0.0:
-                    scale_next = 1.0 if last == n - 1 else _scale(options.min_scale, options.max_scale, last + 1, n)
+                    scale_next = (
+                        1.0
+                        if last == n - 1
+                        else _scale(options.min_scale, options.max_scale, last + 1, n)
+                    )
                     scales.append(math.sqrt(scale * scale_next))
                     ratios.append(options.interpolated_scale_aspect_ratio)
             last += 1
@@ -144,7 +152,8 @@ def blazeface_short_range_anchors() -> np.ndarray:
 
 @functools.cache
 def blazeface_full_range_anchors() -> np.ndarray:
-    """The 2304 anchors of BlazeFace full-range, ``(2304, 4)`` float32, computed once (read-only)."""
+    """The 2304 anchors of BlazeFace full-range, ``(2304, 4)`` float32, computed once
+    (read-only)."""
     anchors = generate_anchors(FULL_RANGE_OPTIONS)
     anchors.setflags(write=False)
     return anchors

@@ -70,7 +70,8 @@ _SCORE_CLIP = 100.0
 
 
 class Keypoint(enum.IntEnum):
-    """Row index of each BlazeFace keypoint, named from the subject's viewpoint (MediaPipe's names)."""
+    """Row index of each BlazeFace keypoint, named from the subject's viewpoint (MediaPipe's
+    names)."""
 
     RIGHT_EYE = 0
     LEFT_EYE = 1
@@ -104,10 +105,13 @@ class Letterbox:
 
     def __post_init__(self) -> None:
         if self.frame_width < 1 or self.frame_height < 1:
-            raise ValueError(f"frame size must be >= 1x1, got {self.frame_width}x{self.frame_height}")
+            raise ValueError(
+                f"frame size must be >= 1x1, got {self.frame_width}x{self.frame_height}"
+            )
         if not (1 <= self.content_width <= self.size and 1 <= self.content_height <= self.size):
             raise ValueError(
-                f"content size must be within 1..{self.size}, got {self.content_width}x{self.content_height}"
+                f"content size must be within 1..{self.size}, got "
+                f"{self.content_width}x{self.content_height}"
             )
         fits_x = 0 <= self.pad_x <= self.size - self.content_width
         fits_y = 0 <= self.pad_y <= self.size - self.content_height
@@ -143,7 +147,8 @@ class Letterbox:
         return self.size / max(self.frame_width, self.frame_height)
 
     def to_frame(self, points: np.ndarray) -> np.ndarray:
-        """Map normalised input coordinates ``(..., 2)`` (x, y in 0..1) to frame pixels (float64)."""
+        """Map normalised input coordinates ``(..., 2)`` (x, y in 0..1) to frame pixels
+        (float64)."""
         p = np.asarray(points, dtype=np.float64)
         if p.shape[-1:] != (2,):
             raise ValueError(f"points must have shape (..., 2), got {p.shape}")
@@ -153,7 +158,8 @@ class Letterbox:
         return out
 
     def to_input(self, points: np.ndarray) -> np.ndarray:
-        """Map frame pixels ``(..., 2)`` to normalised input coordinates (inverse of :meth:`to_frame`)."""
+        """Map frame pixels ``(..., 2)`` to normalised input coordinates (inverse of
+        :meth:`to_frame`)."""
         p = np.asarray(points, dtype=np.float64)
         if p.shape[-1:] != (2,):
             raise ValueError(f"points must have shape (..., 2), got {p.shape}")
@@ -227,11 +233,18 @@ def decode(
         raise ValueError(f"regressors must have shape (N, {NUM_COORDS}), got {reg.shape}")
     n = reg.shape[0]
     if logits.shape not in ((n,), (n, 1)):
-        raise ValueError(f"scores must have shape ({n},) or ({n}, 1) to match regressors, got {logits.shape}")
+        raise ValueError(
+            f"scores must have shape ({n},) or ({n}, 1) to match regressors, got {logits.shape}"
+        )
     if anchors.shape != (n, 4):
-        raise ValueError(f"anchors must have shape ({n}, 4) to match regressors, got {anchors.shape}")
+        raise ValueError(
+            f"anchors must have shape ({n}, 4) to match regressors, got {anchors.shape}"
+        )
     # float64: exp(100) overflows float32.
-    logits64 = np.minimum(np.maximum(logits.reshape(n).astype(np.float64), -_SCORE_CLIP), _SCORE_CLIP)  # np.clip's
+    # np.clip's
+    logits64 = np.minimum(
+        np.maximum(logits.reshape(n).astype(np.float64), -_SCORE_CLIP), _SCORE_CLIP
+    )
     probs = 1.0 / (1.0 + np.exp(-logits64))
     keep = np.flatnonzero(probs >= score_threshold)
     reg = reg[keep]
@@ -252,9 +265,9 @@ def decode(
 
 def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     """IoU of one xyxy ``box (4,)`` with each of ``boxes (N, 4)``; 0 where they do not overlap."""
-    # (np.maximum for np.clip and a masked divide for np.where under errstate: the same IoUs without their Python
-    # wrappers, which cost most of the time on a handful of boxes; a -0.0 where clip gives 0.0 is a zero
-    # intersection or area either way, and those give IoU 0)
+    # (np.maximum for np.clip and a masked divide for np.where under errstate: the same IoUs without
+    # their Python wrappers, which cost most of the time on a handful of boxes; a -0.0 where clip
+    # gives 0.0 is a zero intersection or area either way, and those give IoU 0)
     b = np.asarray(box, dtype=np.float64)
     bs = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
     iw = np.maximum(np.minimum(b[2], bs[:, 2]) - np.maximum(b[0], bs[:, 0]), 0.0)
@@ -359,7 +372,9 @@ class FaceDetection:
             raise ValueError(f"score must be in [0, 1], got {self.score!r}")
         kp = np.array(self.keypoints, dtype=np.float64)  # a private copy
         if kp.shape != (NUM_KEYPOINTS, 2) or not np.isfinite(kp).all():
-            raise ValueError(f"keypoints must be a finite ({NUM_KEYPOINTS}, 2) array, got shape {kp.shape}")
+            raise ValueError(
+                f"keypoints must be a finite ({NUM_KEYPOINTS}, 2) array, got shape {kp.shape}"
+            )
         kp.setflags(write=False)
         object.__setattr__(self, "box", box)
         object.__setattr__(self, "score", score)
@@ -396,7 +411,8 @@ class FaceDetection:
 
 
 def turn_tensor(tensor: np.ndarray, turn: int) -> np.ndarray:
-    """The network input ``[..., size, size, 3]`` turned by ``turn`` quarter turns (counter-clockwise as seen)."""
+    """The network input ``[..., size, size, 3]`` turned by ``turn`` quarter turns
+    (counter-clockwise as seen)."""
     if turn % 4 == 0:
         return tensor
     return np.ascontiguousarray(np.rot90(tensor, turn % 4, axes=(-3, -2)))
@@ -421,15 +437,16 @@ def unturn(points: np.ndarray, turn: int) -> np.ndarray:
 
 
 def roll_deg(face: FaceDetection) -> float:
-    """The face's roll in degrees (image coordinates, y down): the angle of the line from the subject's right eye
-    keypoint to the left one; 0 for an upright face, +-180 for one upside down."""
+    """The face's roll in degrees (image coordinates, y down): the angle of the line from the
+    subject's right eye keypoint to the left one; 0 for an upright face, +-180 for one upside down.
+    """
     re, le = face.keypoints[0], face.keypoints[1]
     return math.degrees(math.atan2(le[1] - re[1], le[0] - re[0]))
 
 
 def turn_for(face: FaceDetection | None) -> int:
-    """The quarter turns (0..3, :func:`turn_tensor`) that bring ``face`` nearest upright in the network input
-    (0 when there is no face)."""
+    """The quarter turns (0..3, :func:`turn_tensor`) that bring ``face`` nearest upright in the
+    network input (0 when there is no face)."""
     if face is None:
         return 0
     return round(roll_deg(face) / 90.0) % 4
@@ -452,8 +469,9 @@ def postprocess(
     offsets are decoded in units of the letterbox's side (``box.size``: 128, or 192 for full range).
     ``turn``: the network saw the input turned by this many quarter turns (:func:`turn_tensor`).
     """
-    boxes, keypoints, probs = decode(regressors, scores, anchors, score_threshold=score_threshold,
-                                     coord_scale=float(box.size))
+    boxes, keypoints, probs = decode(
+        regressors, scores, anchors, score_threshold=score_threshold, coord_scale=float(box.size)
+    )
     boxes, keypoints, probs = weighted_nms(boxes, keypoints, probs, iou_threshold)
     if probs.size == 0:
         return []
@@ -466,12 +484,15 @@ def postprocess(
     faces: list[FaceDetection] = []
     for i in range(probs.shape[0]):
         x0, y0, x1, y1 = corners[i]
-        faces.append(FaceDetection((x0, y0, x1, y1), float(min(max(probs[i], 0.0), 1.0)), points[i]))
+        faces.append(
+            FaceDetection((x0, y0, x1, y1), float(min(max(probs[i], 0.0), 1.0)), points[i])
+        )
     return faces
 
 
 class FaceDetector(Closing):
-    """Face detection on whole frames: letterbox, a :class:`~eyeblink.detect.Detector` backend, post-process.
+    """Face detection on whole frames: letterbox, a :class:`~eyeblink.detect.Detector` backend,
+    post-process.
 
     ``batch_size`` is how many frames :meth:`detect_many` sends to the backend per call (on the
     CPU backend batching brings no speed-up; on accelerators it is what makes them fast).
@@ -490,8 +511,15 @@ class FaceDetector(Closing):
         score_threshold: float = 0.5,
         iou_threshold: float = 0.3,
     ) -> None:
-        detector = create_detector(backend, model_path=model_path, num_threads=num_threads, batch_size=batch_size)
-        self._init(detector, batch_size=batch_size, score_threshold=score_threshold, iou_threshold=iou_threshold)
+        detector = create_detector(
+            backend, model_path=model_path, num_threads=num_threads, batch_size=batch_size
+        )
+        self._init(
+            detector,
+            batch_size=batch_size,
+            score_threshold=score_threshold,
+            iou_threshold=iou_threshold,
+        )
 
     @classmethod
     def from_detector(
@@ -502,12 +530,20 @@ class FaceDetector(Closing):
         score_threshold: float = 0.5,
         iou_threshold: float = 0.3,
     ) -> FaceDetector:
-        """Wrap an already constructed backend (e.g. a test double, or one shared with other code)."""
+        """Wrap an already constructed backend (e.g. a test double, or one shared with other
+        code)."""
         self = cls.__new__(cls)
-        self._init(detector, batch_size=batch_size, score_threshold=score_threshold, iou_threshold=iou_threshold)
+        self._init(
+            detector,
+            batch_size=batch_size,
+            score_threshold=score_threshold,
+            iou_threshold=iou_threshold,
+        )
         return self
 
-    def _init(self, detector: Detector, *, batch_size: int, score_threshold: float, iou_threshold: float) -> None:
+    def _init(
+        self, detector: Detector, *, batch_size: int, score_threshold: float, iou_threshold: float
+    ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if not 0.0 <= score_threshold <= 1.0:
@@ -532,7 +568,8 @@ class FaceDetector(Closing):
         )
 
     def detect_many(self, images: Iterable[np.ndarray]) -> list[list[FaceDetection]]:
-        """Faces in each of several frames (any sizes), sent to the backend ``batch_size`` at a time."""
+        """Faces in each of several frames (any sizes), sent to the backend ``batch_size`` at a
+        time."""
         results: list[list[FaceDetection]] = []
         chunk: list[tuple[np.ndarray, Letterbox]] = []
 
@@ -560,26 +597,40 @@ class FaceDetector(Closing):
         return results
 
     # -- the subject at any roll -----------------------------------------------------------------
-    #
-    # BlazeFace was trained on faces within about +-60 degrees of upright. On a face upside down (a camera
-    # mounted turned by 180 degrees) it still finds the face, with a lower score, but labels it as if
-    # upright: its "eyes" land on the mouth, and so do the eye crops cut from them. :meth:`track` runs the
-    # network on the input turned by the quarter turns that bring the tracked face nearest upright (the
-    # previous face's roll: one pass, as before, for a face that stays where it was), and, when the subject
-    # is new (first frame, after a loss, a jump), on all four quarter turns, keeping the one where the face
-    # scores best: the face is labelled the right way up at any roll, and only keyframes that start a track
-    # pay (three more network runs, ~2 ms on one core).
+    #  BlazeFace was trained on faces within about +-60 degrees of upright. On a face upside down (a
+    # camera mounted turned by 180 degrees) it still finds the face, with a lower score, but labels
+    # it as if upright: its "eyes" land on the mouth, and so do the eye crops cut from them.
+    # :meth:`track` runs the network on the input turned by the quarter turns that bring the tracked
+    # face nearest upright (the previous face's roll: one pass, as before, for a face that stays
+    # where it was), and, when the subject is new (first frame, after a loss, a jump), on all four
+    # quarter turns, keeping the one where the face scores best: the face is labelled the right way
+    # up at any roll, and only keyframes that start a track pay (three more network runs, ~2 ms on
+    # one core).
 
     def _pass(self, tensor: np.ndarray, box: Letterbox, turn: int) -> list[FaceDetection]:
-        """Faces in one letterboxed input, the network seeing it turned by ``turn`` quarter turns."""
+        """Faces in one letterboxed input, the network seeing it turned by ``turn`` quarter
+        turns."""
         regressors, scores = self._detector.detect(turn_tensor(tensor, turn)[None])
-        return postprocess(regressors[0], scores[0], box, score_threshold=self.score_threshold,
-                           iou_threshold=self.iou_threshold, turn=turn)
+        return postprocess(
+            regressors[0],
+            scores[0],
+            box,
+            score_threshold=self.score_threshold,
+            iou_threshold=self.iou_threshold,
+            turn=turn,
+        )
 
-    def _settle(self, tensor: np.ndarray, box: Letterbox, turn: int, faces: list[FaceDetection],
-                previous: FaceDetection | None, min_iou: float) -> FaceDetection | None:
-        """The subject among ``faces`` (found at ``turn``); a new subject is looked for at the other turns too
-        and taken from the one where it scores best (the turn that sees it upright)."""
+    def _settle(
+        self,
+        tensor: np.ndarray,
+        box: Letterbox,
+        turn: int,
+        faces: list[FaceDetection],
+        previous: FaceDetection | None,
+        min_iou: float,
+    ) -> FaceDetection | None:
+        """The subject among ``faces`` (found at ``turn``); a new subject is looked for at the other
+        turns too and taken from the one where it scores best (the turn that sees it upright)."""
         subject = select_subject(faces, previous, min_iou=min_iou)
         if subject is None or (previous is not None and subject.iou(previous) > min_iou):
             return subject
@@ -591,32 +642,52 @@ class FaceDetector(Closing):
                         best = face
         return best
 
-    def track(self, image: np.ndarray, previous: FaceDetection | None = None, *,
-              min_iou: float = 0.3) -> FaceDetection | None:
-        """The subject's face in one frame at any roll, with its keypoints labelled the right way up.
+    def track(
+        self, image: np.ndarray, previous: FaceDetection | None = None, *, min_iou: float = 0.3
+    ) -> FaceDetection | None:
+        """The subject's face in one frame at any roll, with its keypoints labelled the right way
+        up.
 
-        ``previous``: the subject in the frame before (tracked as in :func:`select_subject`); its roll says
-        how to turn the network input. ``None`` when there is no face.
+        ``previous``: the subject in the frame before (tracked as in :func:`select_subject`); its
+        roll says how to turn the network input. ``None`` when there is no face.
         """
         tensor, box = letterbox(image)
         turn = turn_for(previous)
         return self._settle(tensor, box, turn, self._pass(tensor, box, turn), previous, min_iou)
 
-    def track_many(self, images: Sequence[np.ndarray], previous: FaceDetection | None = None,
-                   chained: Sequence[bool] | None = None, *, min_iou: float = 0.3) -> list[FaceDetection | None]:
-        """:meth:`track` on consecutive frames, ``batch_size`` at a time: the same faces as calling it frame by
-        frame. ``chained[j]``: frame ``j`` follows frame ``j - 1`` (frame 0: the frame of ``previous``); a frame
-        that does not starts a new track. The batch runs at the turn of the first frame's track; a frame whose
-        track needs another turn (rare: a new subject at another roll) runs again on its own."""
+    def track_many(
+        self,
+        images: Sequence[np.ndarray],
+        previous: FaceDetection | None = None,
+        chained: Sequence[bool] | None = None,
+        *,
+        min_iou: float = 0.3,
+    ) -> list[FaceDetection | None]:
+        """:meth:`track` on consecutive frames, ``batch_size`` at a time: the same faces as calling
+        it frame by frame. ``chained[j]``: frame ``j`` follows frame ``j - 1`` (frame 0: the frame
+        of ``previous``); a frame that does not starts a new track. The batch runs at the turn of
+        the first frame's track; a frame whose track needs another turn (rare: a new subject at
+        another roll) runs again on its own."""
         inputs = [letterbox(image) for image in images]
         first = previous if chained is None or (len(chained) and chained[0]) else None
         turn0 = turn_for(first)
         found: list[list[FaceDetection]] = []
         for i in range(0, len(inputs), self.batch_size):
             chunk = inputs[i : i + self.batch_size]
-            regressors, scores = self._detector.detect(turn_tensor(np.stack([t for t, _ in chunk]), turn0))
-            found.extend(postprocess(regressors[k], scores[k], b, score_threshold=self.score_threshold,
-                                     iou_threshold=self.iou_threshold, turn=turn0) for k, (_, b) in enumerate(chunk))
+            regressors, scores = self._detector.detect(
+                turn_tensor(np.stack([t for t, _ in chunk]), turn0)
+            )
+            found.extend(
+                postprocess(
+                    regressors[k],
+                    scores[k],
+                    b,
+                    score_threshold=self.score_threshold,
+                    iou_threshold=self.iou_threshold,
+                    turn=turn0,
+                )
+                for k, (_, b) in enumerate(chunk)
+            )
         out: list[FaceDetection | None] = []
         prev = previous
         for j, (tensor, box) in enumerate(inputs):

@@ -38,8 +38,14 @@ FULL_RANGE_SCORE_THRESHOLD = 0.6
 class FullRangeFaceDetector(Closing):
     """Faces in whole frames with BlazeFace full-range (one LiteRT interpreter; not thread-safe)."""
 
-    def __init__(self, *, model_path: Path | None = None, num_threads: int = 1,
-                 score_threshold: float = FULL_RANGE_SCORE_THRESHOLD, iou_threshold: float = 0.3) -> None:
+    def __init__(
+        self,
+        *,
+        model_path: Path | None = None,
+        num_threads: int = 1,
+        score_threshold: float = FULL_RANGE_SCORE_THRESHOLD,
+        iou_threshold: float = 0.3,
+    ) -> None:
         path = Path(model_path) if model_path is not None else blazeface_full_range_path()
         try:
             interpreter = Interpreter(model_path=str(path), num_threads=int(num_threads))
@@ -51,10 +57,16 @@ class FullRangeFaceDetector(Closing):
         outputs = interpreter.get_output_details()
         n = len(blazeface_full_range_anchors())
         shapes = {tuple(int(x) for x in d["shape"]) for d in outputs}  # plain ints in the message
-        if (len(inputs) != 1 or tuple(int(x) for x in inputs[0]["shape"]) != (1, FULL_RANGE_INPUT, FULL_RANGE_INPUT, 3)
-                or shapes != {(1, n, 16), (1, n, 1)}):
-            raise ModelFileError(f"model file {path} is not BlazeFace full-range: input "
-                                 f"{[tuple(int(x) for x in d['shape']) for d in inputs]}, outputs {sorted(shapes)}")
+        if (
+            len(inputs) != 1
+            or tuple(int(x) for x in inputs[0]["shape"])
+            != (1, FULL_RANGE_INPUT, FULL_RANGE_INPUT, 3)
+            or shapes != {(1, n, 16), (1, n, 1)}
+        ):
+            raise ModelFileError(
+                f"model file {path} is not BlazeFace full-range: input "
+                f"{[tuple(int(x) for x in d['shape']) for d in inputs]}, outputs {sorted(shapes)}"
+            )
         self._interpreter: Interpreter | None = interpreter
         self._input = inputs[0]["index"]
         self._regressors = next(d["index"] for d in outputs if d["shape"][-1] == 16)
@@ -63,17 +75,21 @@ class FullRangeFaceDetector(Closing):
         self.iou_threshold = iou_threshold
 
     def raw(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The network's raw ``(regressors [2304, 16], logits [2304])`` for one uint8 gray or RGB frame."""
+        """The network's raw ``(regressors [2304, 16], logits [2304])`` for one uint8 gray or RGB
+        frame."""
         if self._interpreter is None:
             raise RuntimeError("FullRangeFaceDetector is closed")
         tensor, _ = letterbox(image, size=FULL_RANGE_INPUT)
         self._interpreter.set_tensor(self._input, tensor[None])
         self._interpreter.invoke()
-        return (self._interpreter.get_tensor(self._regressors)[0].copy(),
-                self._interpreter.get_tensor(self._scores)[0].reshape(-1).copy())
+        return (
+            self._interpreter.get_tensor(self._regressors)[0].copy(),
+            self._interpreter.get_tensor(self._scores)[0].reshape(-1).copy(),
+        )
 
     def detect(self, image: np.ndarray) -> list[FaceDetection]:
-        """Faces in one uint8 gray ``(H, W)`` or RGB ``(H, W, 3)`` frame, in frame pixels, highest score first."""
+        """Faces in one uint8 gray ``(H, W)`` or RGB ``(H, W, 3)`` frame, in frame pixels,
+        highest score first."""
         if self._interpreter is None:
             raise RuntimeError("FullRangeFaceDetector is closed")
         tensor, box = letterbox(image, size=FULL_RANGE_INPUT)
@@ -81,8 +97,14 @@ class FullRangeFaceDetector(Closing):
         self._interpreter.invoke()
         regressors = self._interpreter.get_tensor(self._regressors)[0]
         scores = self._interpreter.get_tensor(self._scores)[0]
-        return postprocess(regressors, scores, box, score_threshold=self.score_threshold,
-                           iou_threshold=self.iou_threshold, anchors=blazeface_full_range_anchors())
+        return postprocess(
+            regressors,
+            scores,
+            box,
+            score_threshold=self.score_threshold,
+            iou_threshold=self.iou_threshold,
+            anchors=blazeface_full_range_anchors(),
+        )
 
     def close(self) -> None:
         """Release the interpreter (idempotent)."""

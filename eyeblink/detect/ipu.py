@@ -39,7 +39,13 @@ import numpy as np
 from eyeblink.closing import Closing
 from eyeblink.detect import INPUT_SIZE, NUM_ANCHORS, NUM_COORDS, AcceleratorOptions
 from eyeblink.detect._tf import tf, tf_ipu
-from eyeblink.detect.ipu_settings import IPUSettings, OutfeedDrainer, ResultRouter, apply_ipu_config, ipu_settings
+from eyeblink.detect.ipu_settings import (
+    IPUSettings,
+    OutfeedDrainer,
+    ResultRouter,
+    apply_ipu_config,
+    ipu_settings,
+)
 from eyeblink.detect.keras_graph import build_keras_blazeface, use_keras_backend
 from eyeblink.weights import face_model
 
@@ -71,9 +77,11 @@ class IPUDetector(Closing):
         steps_per_execution: int = 1,
     ) -> None:
         path = face_model(model_path)
-        use_keras_backend("tensorflow", eyeblink_backend="ipu")  # tf.keras on Graphcore's TensorFlow
-        self.settings: IPUSettings = ipu_settings(batch_size=batch_size, accelerator=accelerator,
-                                                  steps_per_execution=steps_per_execution)
+        # tf.keras on Graphcore's TensorFlow
+        use_keras_backend("tensorflow", eyeblink_backend="ipu")
+        self.settings: IPUSettings = ipu_settings(
+            batch_size=batch_size, accelerator=accelerator, steps_per_execution=steps_per_execution
+        )
         s = self.settings
         self.model_path = path
         self.batch_size = s.batch_size
@@ -83,17 +91,22 @@ class IPUDetector(Closing):
         # host -> device: a bounded queue of per-replica batches behind a tf.data generator
         # room for one whole execution plus the prefetch, so queuing an execution never blocks
         self._host_queue: queue.Queue[np.ndarray | None] = queue.Queue(
-            maxsize=s.steps_per_execution * s.replicas + 2 * s.prefetch_depth)
+            maxsize=s.steps_per_execution * s.replicas + 2 * s.prefetch_depth
+        )
         spec = tf.TensorSpec((s.batch_size, INPUT_SIZE, INPUT_SIZE, 3), tf.float32)
-        # the generator holds the queue, not the detector: TensorFlow's generator registry keeps what it is given
-        # until the dataset goes, so a bound method would keep the detector and its feed threads alive for good
-        dataset = tf.data.Dataset.from_generator(_feeder(self._host_queue), output_signature=spec).prefetch(
-            s.prefetch_depth)
+        # the generator holds the queue, not the detector: TensorFlow's generator registry keeps
+        # what it is given until the dataset goes, so a bound method would keep the detector and its
+        # feed threads alive for good
+        dataset = tf.data.Dataset.from_generator(
+            _feeder(self._host_queue), output_signature=spec
+        ).prefetch(s.prefetch_depth)
 
         self._strategy = ipu.ipu_strategy.IPUStrategy()
         with self._strategy.scope():
             self._model = build_keras_blazeface(path, batch_size=s.batch_size)
-            self._infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset, prefetch_depth=s.prefetch_depth)
+            self._infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(
+                dataset, prefetch_depth=s.prefetch_depth
+            )
             self._outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue()
         # In TF2 (eager) reading the initializer creates the infeed's dataset iterator.
         _ = self._infeed.initializer
@@ -131,14 +144,17 @@ class IPUDetector(Closing):
 
     # ------------------------------------------------------------------ API
     def detect(self, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Run the network on float32 ``[B, 128, 128, 3]`` in [-1, 1]; canonical ``[B, 896, ...]`` out."""
+        """Run the network on float32 ``[B, 128, 128, 3]`` in [-1, 1]; canonical ``[B, 896,
+        ...]`` out."""
         if self._closed:
             raise RuntimeError("IPUDetector is closed")
         if not isinstance(batch, np.ndarray) or batch.dtype != np.float32:
             got = batch.dtype if isinstance(batch, np.ndarray) else type(batch).__name__
             raise ValueError(f"batch must be a float32 ndarray, got {got}")
         if batch.ndim != 4 or batch.shape[1:] != (INPUT_SIZE, INPUT_SIZE, 3) or batch.shape[0] < 1:
-            raise ValueError(f"batch must have shape [B>=1, {INPUT_SIZE}, {INPUT_SIZE}, 3], got {batch.shape}")
+            raise ValueError(
+                f"batch must have shape [B>=1, {INPUT_SIZE}, {INPUT_SIZE}, 3], got {batch.shape}"
+            )
         s = self.settings
         n = batch.shape[0]
         per_exec = s.images_per_execution
@@ -147,7 +163,7 @@ class IPUDetector(Closing):
         padded[:n] = batch
         ticket = self._router.expect(executions * s.steps_per_execution)
         for start in range(0, padded.shape[0], s.batch_size):
-            self._host_queue.put(padded[start:start + s.batch_size], timeout=RESULT_TIMEOUT_S)
+            self._host_queue.put(padded[start : start + s.batch_size], timeout=RESULT_TIMEOUT_S)
             # one device execution per steps_per_execution * replicas batches queued
             if (start // s.batch_size + 1) % (s.steps_per_execution * s.replicas) == 0:
                 self._strategy.run(self._program)
@@ -169,16 +185,19 @@ class IPUDetector(Closing):
             self._release()
 
     def _release(self) -> None:
-        """Free the feeds here and now (their dataset iterator and its threads go with them), not whenever the
-        garbage collector finds them: the SDK's ``deleter`` of each queue, then this detector's references."""
+        """Free the feeds here and now (their dataset iterator and its threads go with them), not
+        whenever the garbage collector finds them: the SDK's ``deleter`` of each queue, then this
+        detector's references."""
         for feed in (self._infeed, self._outfeed):
-            with contextlib.suppress(Exception):  # an SDK without deleters: dropping the reference frees it
+            # an SDK without deleters: dropping the reference frees it
+            with contextlib.suppress(Exception):
                 getattr(feed, "deleter", None)
         self._program = self._infeed = self._outfeed = self._model = None
 
 
 def _feeder(host_queue: queue.Queue[np.ndarray | None]) -> Any:
-    """The tf.data generator function: per-replica batches from ``host_queue``; ``None`` ends the stream."""
+    """The tf.data generator function: per-replica batches from ``host_queue``; ``None`` ends the
+    stream."""
 
     def feed() -> Any:
         while True:

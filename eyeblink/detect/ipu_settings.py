@@ -63,17 +63,26 @@ class IPUSettings:
         if self.batch_size < 1:
             raise ConfigError(f"IPU batch_size must be >= 1, got {self.batch_size}")
         if self.steps_per_execution < 1:
-            raise ConfigError(f"IPU steps_per_execution must be >= 1, got {self.steps_per_execution}")
+            raise ConfigError(
+                f"IPU steps_per_execution must be >= 1, got {self.steps_per_execution}"
+            )
         if not 1 <= self.replicas <= MAX_REPLICAS:
             raise ConfigError(f"replicas must be in [1, {MAX_REPLICAS}], got {self.replicas}")
         lo, hi = IO_TILES_RANGE
-        if self.num_io_tiles != 0 and not (lo <= self.num_io_tiles <= hi and self.num_io_tiles % 2 == 0):
-            raise ConfigError(f"io_tiles must be 0 (off) or an even number in [{lo}, {hi}], got {self.num_io_tiles}")
+        if self.num_io_tiles != 0 and not (
+            lo <= self.num_io_tiles <= hi and self.num_io_tiles % 2 == 0
+        ):
+            raise ConfigError(
+                f"io_tiles must be 0 (off) or an even number in [{lo}, {hi}], got "
+                f"{self.num_io_tiles}"
+            )
         if self.place_ops_on_io_tiles and self.num_io_tiles == 0:
             raise ConfigError("place_ops_on_io_tiles needs io_tiles > 0")
         if not 0.0 < self.io_tiles_available_memory_proportion <= 1.0:
-            raise ConfigError("io_tiles available_memory_proportion must be in (0, 1], "
-                              f"got {self.io_tiles_available_memory_proportion}")
+            raise ConfigError(
+                "io_tiles available_memory_proportion must be in (0, 1], "
+                f"got {self.io_tiles_available_memory_proportion}"
+            )
         if not 1 <= self.prefetch_depth <= 255:
             raise ConfigError(f"prefetch_depth must be in [1, 255], got {self.prefetch_depth}")
 
@@ -93,7 +102,9 @@ class IPUSettings:
         if self.num_io_tiles:
             fields["io_tiles.num_io_tiles"] = self.num_io_tiles
             fields["io_tiles.place_ops_on_io_tiles"] = self.place_ops_on_io_tiles
-            fields["io_tiles.available_memory_proportion"] = self.io_tiles_available_memory_proportion
+            fields["io_tiles.available_memory_proportion"] = (
+                self.io_tiles_available_memory_proportion
+            )
         return fields
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,12 +152,14 @@ def apply_ipu_config(settings: IPUSettings, config: Any) -> Any:
             if not hasattr(target, part):
                 raise BackendUnavailableError(
                     f"this Poplar SDK's IPUConfig has no {dotted!r}; install a newer Poplar SDK "
-                    "(eyeblink needs IPUConfig with io_tiles, SDK 2.1 or later)")
+                    "(eyeblink needs IPUConfig with io_tiles, SDK 2.1 or later)"
+                )
             target = getattr(target, part)
         if not hasattr(target, leaf):
             raise BackendUnavailableError(
                 f"this Poplar SDK's IPUConfig has no {dotted!r}; install a newer Poplar SDK "
-                "(eyeblink needs IPUConfig with io_tiles, SDK 2.1 or later)")
+                "(eyeblink needs IPUConfig with io_tiles, SDK 2.1 or later)"
+            )
         setattr(target, leaf, value)
     return config
 
@@ -161,8 +174,14 @@ class OutfeedDrainer:
     re-raised by :meth:`check` / :meth:`stop` in the owner's thread, never swallowed.
     """
 
-    def __init__(self, dequeue: Callable[[], Any], on_result: Callable[[Any], None], *,
-                 poll_s: float = 0.0005, name: str = "eyeblink-ipu-outfeed") -> None:
+    def __init__(
+        self,
+        dequeue: Callable[[], Any],
+        on_result: Callable[[Any], None],
+        *,
+        poll_s: float = 0.0005,
+        name: str = "eyeblink-ipu-outfeed",
+    ) -> None:
         self._dequeue = dequeue
         self._on_result = on_result
         self._poll_s = poll_s
@@ -251,7 +270,9 @@ class ResultRouter:
             self._current = None
             self._done[ticket].set()
 
-    def wait(self, ticket: int, timeout_s: float, check: Callable[[], None] | None = None) -> list[Any]:
+    def wait(
+        self, ticket: int, timeout_s: float, check: Callable[[], None] | None = None
+    ) -> list[Any]:
         event = self._done[ticket]
         remaining = timeout_s
         while not event.wait(min(0.05, remaining)):

@@ -1,4 +1,5 @@
-"""JAX backend: the Keras rebuild of BlazeFace (and of the face mesh) under ``KERAS_BACKEND=jax``, jitted.
+"""JAX backend: the Keras rebuild of BlazeFace (and of the face mesh) under ``KERAS_BACKEND=jax``,
+jitted.
 
 Install: ``pip install "eyeblink[jax]"`` (JAX's CPU build and Keras 3); on NVIDIA GPUs install
 JAX's CUDA build instead (``pip install "jax[cuda12]" "keras>=3"``). The network is the one model
@@ -37,11 +38,12 @@ __all__ = ["CPU_COMPILER_OPTIONS", "JaxDetector", "JaxNetwork", "jax_network"]
 
 #: XLA options for programs compiled for the CPU. jaxlib 0.10's XLA:CPU fuses whole stretches of
 #: these networks (convolutions, adds, ReLU, max-pool) into one YNNPACK "library fusion", and for
-#: BlazeFace that fusion computes wrong numbers: the first max-pool after a conv/add/ReLU block is off
-#: by up to 4.3 on the astronaut (eager JAX and TensorFlow agree with LiteRT to 1e-5). Turning the
-#: YNNPACK fusions off (an empty fusion-type list) gives LiteRT's numbers (``tests/test_jax.py``).
-#: Passed per compile, so a jaxlib that does not know the option compiles without it (and the test
-#: against LiteRT says whether its fusions are right); GPU programs never get it.
+#: BlazeFace that fusion computes wrong numbers: the first max-pool after a conv/add/ReLU block is
+#: off by up to 4.3 on the astronaut (eager JAX and TensorFlow agree with LiteRT to 1e-5). Turning
+#: the YNNPACK fusions off (an empty fusion-type list) gives LiteRT's numbers
+#: (``tests/test_jax.py``). Passed per compile, so a jaxlib that does not know the option compiles
+#: without it (and the test against LiteRT says whether its fusions are right); GPU programs never
+#: get it.
 CPU_COMPILER_OPTIONS: dict[str, str | bool] = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
 
@@ -62,7 +64,8 @@ class JaxNetwork(BucketedRunner):
             return outputs
 
         self._jit = jax.jit(forward)
-        #: compiled program per batch bucket (ahead of time, with :data:`CPU_COMPILER_OPTIONS` on the CPU)
+        #: compiled program per batch bucket (ahead of time, with :data:`CPU_COMPILER_OPTIONS` on
+        #: the CPU)
         self._programs: dict[int, Any] = {}
         self.compiler_options: dict[str, str | bool] = {}
 
@@ -80,7 +83,8 @@ class JaxNetwork(BucketedRunner):
         if jax.default_backend() == "cpu":
             try:
                 program = lowered.compile(compiler_options=CPU_COMPILER_OPTIONS)
-            except Exception as exc:  # a jaxlib without the option (older or newer XLA): its default fusions
+            # a jaxlib without the option (older or newer XLA): its default fusions
+            except Exception as exc:
                 if "compile option" not in str(exc):
                     raise
             else:
@@ -94,7 +98,8 @@ class JaxNetwork(BucketedRunner):
 
 
 def jax_network(name: str, *, model_path: Path | None = None, batch_size: int = 1) -> JaxNetwork:
-    """A network of :data:`~eyeblink.detect.keras_graph.NETWORKS` (``blazeface``, ``mesh``, ``iris``) on JAX."""
+    """A network of :data:`~eyeblink.detect.keras_graph.NETWORKS` (``blazeface``, ``mesh``,
+    ``iris``) on JAX."""
     use_keras_backend("jax", eyeblink_backend="jax")
     return JaxNetwork(NETWORKS[name].build(model_path), batch_size=batch_size)
 
@@ -103,11 +108,11 @@ class JaxDetector(KerasDetector):
     """BlazeFace on JAX (XLA). Implements :class:`eyeblink.detect.Detector`.
 
     ``batch_size`` is the largest batch compiled (smaller batches run at the power-of-two bucket
-    above them, zero-padded). ``accelerator``: JAX always compiles with XLA (``jax.jit``; there is no graph
-    mode without it, and op-by-op execution is ~20x slower on a CPU), so ``jit_compile`` does not apply
-    (the ``cpu`` preset's ``jit_compile = false`` is for TensorFlow); ``prefetch_depth`` is kept for the
-    feeding stage, it does not change this call.
-    ``num_threads`` is unused (XLA's CPU client sizes its own pool). Not thread-safe.
+    above them, zero-padded). ``accelerator``: JAX always compiles with XLA (``jax.jit``; there is
+    no graph mode without it, and op-by-op execution is ~20x slower on a CPU), so ``jit_compile``
+    does not apply (the ``cpu`` preset's ``jit_compile = false`` is for TensorFlow);
+    ``prefetch_depth`` is kept for the feeding stage, it does not change this call. ``num_threads``
+    is unused (XLA's CPU client sizes its own pool). Not thread-safe.
     """
 
     def _network(self, path: Path, opts: AcceleratorOptions) -> JaxNetwork:

@@ -75,7 +75,8 @@ __all__ = [
 
 
 def keras_backend_in_use() -> str | None:
-    """The backend of the Keras already imported in this process, or None when Keras is not imported yet."""
+    """The backend of the Keras already imported in this process, or None when Keras is not
+    imported yet."""
     keras = sys.modules.get("keras")
     if keras is None:
         return None
@@ -100,16 +101,18 @@ def use_keras_backend(backend: str, *, eyeblink_backend: str) -> Any:
         current = str(_keras().backend.backend())
     if current != backend:
         raise BackendUnavailableError(
-            f"detector backend {eyeblink_backend!r} needs Keras on {backend}, but this process already imported "
-            f"Keras on {current} (Keras holds one backend per process); run the {eyeblink_backend!r} backend in "
+            f"detector backend {eyeblink_backend!r} needs Keras on {backend}, but this process "
+            "already imported "
+            f"Keras on {current} (Keras holds one backend per process); run the "
+            f"{eyeblink_backend!r} backend in "
             f"its own process, or start it with KERAS_BACKEND={backend}"
         )
     return _keras()
 
 
 def _keras() -> Any:
-    """The Keras module: Keras 3 (``import keras``), or tf.keras where only TensorFlow's own copy exists
-    (older Graphcore TensorFlow 2 builds ship no standalone ``keras`` package)."""
+    """The Keras module: Keras 3 (``import keras``), or tf.keras where only TensorFlow's own copy
+    exists (older Graphcore TensorFlow 2 builds ship no standalone ``keras`` package)."""
     try:
         import keras
     except ImportError:  # pragma: no cover - Graphcore's TensorFlow 2 without the keras package
@@ -147,7 +150,9 @@ def _pad_layer_class() -> Any:
 
         def compute_output_shape(self, input_shape: Any) -> tuple[int | None, ...]:
             dims = list(input_shape)
-            return tuple(d if d is None else d + a + b for d, (a, b) in zip(dims, self.paddings, strict=True))
+            return tuple(
+                d if d is None else d + a + b for d, (a, b) in zip(dims, self.paddings, strict=True)
+            )
 
         def get_config(self) -> dict[str, Any]:
             return {**super().get_config(), "paddings": self.paddings}
@@ -168,9 +173,11 @@ def _layer_name(graph: TFLiteGraph, op: GraphOp, seen: set[str]) -> str:
     return name
 
 
-def build_keras_network(graph: TFLiteGraph, *, batch_size: int | None = None,
-                        input_name: str = "input") -> tuple[Any, dict[str, Any], list[tuple[Any, list[np.ndarray]]]]:
-    """The layers of ``graph`` applied to a new Keras input: ``(input, {output name: tensor}, weights)``.
+def build_keras_network(
+    graph: TFLiteGraph, *, batch_size: int | None = None, input_name: str = "input"
+) -> tuple[Any, dict[str, Any], list[tuple[Any, list[np.ndarray]]]]:
+    """The layers of ``graph`` applied to a new Keras input: ``(input, {output name: tensor},
+    weights)``.
 
     The input keeps the graph's per-image shape with batch ``batch_size`` (``None``: dynamic).
     ``weights`` pairs each weighted layer with its arrays; set them (``layer.set_weights``) once the
@@ -180,15 +187,19 @@ def build_keras_network(graph: TFLiteGraph, *, batch_size: int | None = None,
 
     layers = keras.layers
     in_shape = graph.shapes[graph.input]
-    inp = keras.Input(shape=tuple(in_shape[1:]), batch_size=batch_size, dtype="float32", name=input_name)
+    inp = keras.Input(
+        shape=tuple(in_shape[1:]), batch_size=batch_size, dtype="float32", name=input_name
+    )
     values: dict[int, Any] = {graph.input: inp}
     weights: list[tuple[Any, list[np.ndarray]]] = []
     seen: set[str] = set()
 
     def tensor(index: int) -> Any:
         if index not in values:
-            raise ModelFileError(f"tensor {graph.names.get(index, index)!r} is used before it is computed "
-                                 "(or is a constant where a run-time tensor is expected)")
+            raise ModelFileError(
+                f"tensor {graph.names.get(index, index)!r} is used before it is computed "
+                "(or is a constant where a run-time tensor is expected)"
+            )
         return values[index]
 
     def activation(kind: str | None, name: str) -> Any:
@@ -205,10 +216,19 @@ def build_keras_network(graph: TFLiteGraph, *, batch_size: int | None = None,
         if op.kind == "CONV_2D":
             kernel = graph.constants[op.inputs[1]]  # [O, KH, KW, I]
             bias = graph.constants.get(op.inputs[2]) if len(op.inputs) > 2 else None
-            layer = layers.Conv2D(kernel.shape[0], kernel.shape[1:3], strides=o["strides"], padding=o["padding"],
-                                  dilation_rate=o["dilation"], use_bias=bias is not None, name=name)
+            layer = layers.Conv2D(
+                kernel.shape[0],
+                kernel.shape[1:3],
+                strides=o["strides"],
+                padding=o["padding"],
+                dilation_rate=o["dilation"],
+                use_bias=bias is not None,
+                name=name,
+            )
             out = layer(tensor(op.inputs[0]))
-            weights.append((layer, [kernel.transpose(1, 2, 3, 0)] + ([bias] if bias is not None else [])))
+            weights.append(
+                (layer, [kernel.transpose(1, 2, 3, 0)] + ([bias] if bias is not None else []))
+            )
             act = o["activation"]
         elif op.kind == "DEPTHWISE_CONV_2D":
             kernel = graph.constants[op.inputs[1]]  # [1, KH, KW, I*M]
@@ -216,12 +236,22 @@ def build_keras_network(graph: TFLiteGraph, *, batch_size: int | None = None,
             m = o["depth_multiplier"]
             cin = graph.shapes[op.inputs[0]][-1]
             if kernel.shape[-1] != cin * m:
-                raise ModelFileError(f"{name}: depthwise kernel has {kernel.shape[-1]} channels, expected {cin}x{m}")
-            layer = layers.DepthwiseConv2D(kernel.shape[1:3], strides=o["strides"], padding=o["padding"],
-                                           depth_multiplier=m, dilation_rate=o["dilation"],
-                                           use_bias=bias is not None, name=name)
+                raise ModelFileError(
+                    f"{name}: depthwise kernel has {kernel.shape[-1]} channels, expected {cin}x{m}"
+                )
+            layer = layers.DepthwiseConv2D(
+                kernel.shape[1:3],
+                strides=o["strides"],
+                padding=o["padding"],
+                depth_multiplier=m,
+                dilation_rate=o["dilation"],
+                use_bias=bias is not None,
+                name=name,
+            )
             out = layer(tensor(op.inputs[0]))
-            w = [kernel.reshape(kernel.shape[1], kernel.shape[2], cin, m)] + ([bias] if bias is not None else [])
+            w = [kernel.reshape(kernel.shape[1], kernel.shape[2], cin, m)] + (
+                [bias] if bias is not None else []
+            )
             weights.append((layer, w))
             act = o["activation"]
         elif op.kind == "ADD":
@@ -244,8 +274,9 @@ def build_keras_network(graph: TFLiteGraph, *, batch_size: int | None = None,
             out = layer(tensor(op.inputs[0]))
             weights.append((layer, [w_alpha.astype(np.float32)]))
         elif op.kind == "MAX_POOL_2D":
-            out = layers.MaxPooling2D(o["pool_size"], strides=o["strides"], padding=o["padding"],
-                                      name=name)(tensor(op.inputs[0]))
+            out = layers.MaxPooling2D(
+                o["pool_size"], strides=o["strides"], padding=o["padding"], name=name
+            )(tensor(op.inputs[0]))
             act = o["activation"]
         elif op.kind == "PAD":
             paddings = o["paddings"].tolist()
@@ -255,7 +286,9 @@ def build_keras_network(graph: TFLiteGraph, *, batch_size: int | None = None,
         elif op.kind == "RESHAPE":
             new_shape = o["new_shape"]
             if not new_shape or new_shape[0] != 1:
-                raise ModelFileError(f"{name}: RESHAPE to {list(new_shape)} does not keep a leading batch of 1")
+                raise ModelFileError(
+                    f"{name}: RESHAPE to {list(new_shape)} does not keep a leading batch of 1"
+                )
             out = layers.Reshape(tuple(new_shape[1:]), name=name)(tensor(op.inputs[0]))
         elif op.kind == "CONCATENATION":
             out = layers.Concatenate(axis=o["axis"], name=name)([tensor(i) for i in op.inputs])
@@ -268,7 +301,9 @@ def build_keras_network(graph: TFLiteGraph, *, batch_size: int | None = None,
     return inp, {key: tensor(index) for key, index in graph.outputs.items()}, weights
 
 
-def _finish(inp: Any, outputs: list[Any], weights: list[tuple[Any, list[np.ndarray]]], name: str) -> Any:
+def _finish(
+    inp: Any, outputs: list[Any], weights: list[tuple[Any, list[np.ndarray]]], name: str
+) -> Any:
     keras = _keras()
 
     model = keras.Model(inputs=inp, outputs=outputs, name=name)
@@ -290,18 +325,23 @@ def _graph(model_path: Path | str | None, graph: TFLiteGraph | None, default: st
 def _check_input(graph: TFLiteGraph, size: int, what: str) -> None:
     in_shape = graph.shapes[graph.input]
     if tuple(in_shape[1:]) != (size, size, 3):
-        raise ModelFileError(f"{what} model input has shape {list(in_shape)}, expected [1, {size}, {size}, 3]")
+        raise ModelFileError(
+            f"{what} model input has shape {list(in_shape)}, expected [1, {size}, {size}, 3]"
+        )
 
 
 def _outputs_by_size(graph: TFLiteGraph, sizes: tuple[int, ...], what: str) -> list[str]:
-    """The graph's output names ordered as ``sizes`` (values per image), which must match one to one."""
+    """The graph's output names ordered as ``sizes`` (values per image), which must match one to
+    one."""
     per_image = {key: int(np.prod(graph.shapes[index][1:])) for key, index in graph.outputs.items()}
     names = []
     for size in sizes:
         match = [k for k, v in per_image.items() if v == size]
         if len(match) != 1:
-            raise ModelFileError(f"{what} model outputs {sorted(per_image.values())} values per image, "
-                                 f"expected {sorted(sizes)}")
+            raise ModelFileError(
+                f"{what} model outputs {sorted(per_image.values())} values per image, "
+                f"expected {sorted(sizes)}"
+            )
         names.append(match[0])
     return names
 
@@ -310,7 +350,10 @@ def _outputs_by_size(graph: TFLiteGraph, sizes: tuple[int, ...], what: str) -> l
 
 
 def build_keras_blazeface(
-    model_path: Path | str | None = None, *, graph: TFLiteGraph | None = None, batch_size: int | None = None
+    model_path: Path | str | None = None,
+    *,
+    graph: TFLiteGraph | None = None,
+    batch_size: int | None = None,
 ) -> Any:
     """The BlazeFace network of ``model_path`` (default: the shipped short-range model) in Keras.
 
@@ -323,20 +366,26 @@ def build_keras_blazeface(
     graph = _graph(model_path, graph, "blazeface_path")
     _check_input(graph, INPUT_SIZE, "face")
     if set(graph.outputs) != {"regressors", "classificators"}:
-        raise ModelFileError(f"model outputs are {sorted(graph.outputs)}, expected ['classificators', 'regressors']")
+        raise ModelFileError(
+            f"model outputs are {sorted(graph.outputs)}, expected ['classificators', 'regressors']"
+        )
     inp, outs, weights = build_keras_network(graph, batch_size=batch_size)
     scores = keras.layers.Reshape((NUM_ANCHORS,), name="scores")(outs["classificators"])
     model = _finish(inp, [outs["regressors"], scores], weights, "blazeface")
     out_shape = tuple(model.outputs[0].shape[1:])
     if out_shape != (NUM_ANCHORS, NUM_COORDS):
         raise ModelFileError(
-            f"rebuilt model gives regressors of shape {out_shape}, expected ({NUM_ANCHORS}, {NUM_COORDS})"
+            f"rebuilt model gives regressors of shape {out_shape}, expected ({NUM_ANCHORS}, "
+            f"{NUM_COORDS})"
         )
     return model
 
 
 def build_keras_face_mesh(
-    model_path: Path | str | None = None, *, graph: TFLiteGraph | None = None, batch_size: int | None = None
+    model_path: Path | str | None = None,
+    *,
+    graph: TFLiteGraph | None = None,
+    batch_size: int | None = None,
 ) -> Any:
     """MediaPipe's face mesh (default: the shipped ``face_landmark.tflite``) in Keras.
 
@@ -349,12 +398,18 @@ def build_keras_face_mesh(
     _check_input(graph, 192, "face mesh")
     points, logit = _outputs_by_size(graph, (1404, 1), "face mesh")
     inp, outs, weights = build_keras_network(graph, batch_size=batch_size)
-    flat = [keras.layers.Reshape((n,), name=f"{key}_flat")(outs[key]) for key, n in ((points, 1404), (logit, 1))]
+    flat = [
+        keras.layers.Reshape((n,), name=f"{key}_flat")(outs[key])
+        for key, n in ((points, 1404), (logit, 1))
+    ]
     return _finish(inp, flat, weights, "face_mesh")
 
 
 def build_keras_iris(
-    model_path: Path | str | None = None, *, graph: TFLiteGraph | None = None, batch_size: int | None = None
+    model_path: Path | str | None = None,
+    *,
+    graph: TFLiteGraph | None = None,
+    batch_size: int | None = None,
 ) -> Any:
     """MediaPipe's iris network (default: the shipped ``iris_landmark.tflite``) in Keras.
 
@@ -389,18 +444,23 @@ class NetworkSpec:
         return path
 
     def build(self, model_path: Path | str | None = None, *, batch_size: int | None = None) -> Any:
-        return self.builder(model_path if model_path is not None else self.default_path(), batch_size=batch_size)
+        return self.builder(
+            model_path if model_path is not None else self.default_path(), batch_size=batch_size
+        )
 
 
 #: The networks rebuilt from ``weights/`` by name (``eyeblink bench detector --network``).
 NETWORKS: dict[str, NetworkSpec] = {
-    "blazeface": NetworkSpec("blazeface", 128, (-1.0, 1.0), "blazeface_path", build_keras_blazeface),
+    "blazeface": NetworkSpec(
+        "blazeface", 128, (-1.0, 1.0), "blazeface_path", build_keras_blazeface
+    ),
     "mesh": NetworkSpec("mesh", 192, (0.0, 1.0), "face_mesh_path", build_keras_face_mesh),
     "iris": NetworkSpec("iris", 64, (0.0, 1.0), "iris_path", build_keras_iris),
 }
 
 
-# --------------------------------------------------------------------------- running at fixed batch sizes
+# --------------------------------------------------------------------------- running at fixed batch
+# sizes
 
 
 def batch_buckets(batch_size: int) -> tuple[int, ...]:
@@ -454,7 +514,7 @@ class BucketedRunner:
         """``batch`` as padded chunks ``(x [bucket, ...], valid rows)``."""
         out = []
         for start in range(0, batch.shape[0], self.batch_size):
-            chunk = batch[start:start + self.batch_size]
+            chunk = batch[start : start + self.batch_size]
             n = chunk.shape[0]
             size = self.bucket(n)
             if size == n:
@@ -493,10 +553,11 @@ class BucketedRunner:
 
 
 class KerasDetector(Closing):
-    """What the Keras backends' BlazeFace detectors share (:class:`~eyeblink.detect.jax.JaxDetector`,
-    :class:`~eyeblink.detect.tensorflow.TensorFlowDetector`): the model file check, the bucketed network
-    (:meth:`_network`, the backend's part), and the :class:`~eyeblink.detect.Detector` API on it.
-    Implements :class:`eyeblink.detect.Detector`. Not thread-safe.
+    """What the Keras backends' BlazeFace detectors share
+    (:class:`~eyeblink.detect.jax.JaxDetector`,
+    :class:`~eyeblink.detect.tensorflow.TensorFlowDetector`): the model file check, the bucketed
+    network (:meth:`_network`, the backend's part), and the :class:`~eyeblink.detect.Detector` API
+    on it. Implements :class:`eyeblink.detect.Detector`. Not thread-safe.
     """
 
     def __init__(
@@ -525,7 +586,8 @@ class KerasDetector(Closing):
         self.compile_seconds: dict[int, float] = self._net.compile_seconds
 
     def _network(self, path: Path, opts: AcceleratorOptions) -> Any:
-        """The backend's :class:`BucketedRunner` of BlazeFace (``self.batch_size`` is its largest batch)."""
+        """The backend's :class:`BucketedRunner` of BlazeFace (``self.batch_size`` is its largest
+        batch)."""
         raise NotImplementedError
 
     def _require_open(self) -> Any:
@@ -547,5 +609,6 @@ class KerasDetector(Closing):
         return regressors, scores
 
     def close(self) -> None:
-        """Drop the model and compiled functions; further calls raise ``RuntimeError``. Idempotent."""
+        """Drop the model and compiled functions; further calls raise ``RuntimeError``.
+        Idempotent."""
         self._net = None

@@ -44,14 +44,17 @@ _FIRST_GRID_ROWS = 16 * 16 * 2
 
 
 class LiteRTDetector(Closing):
-    """BlazeFace short-range on ai-edge-litert (XNNPACK). Implements :class:`eyeblink.detect.Detector`.
+    """BlazeFace short-range on ai-edge-litert (XNNPACK). Implements
+    :class:`eyeblink.detect.Detector`.
 
     Not thread-safe (one interpreter holds one set of tensors): use one instance per thread or
     process. ``batch_size`` is allocated at construction; a batch of another size re-allocates the
     tensors once (a few ms) and keeps that size for the following calls.
     """
 
-    def __init__(self, *, model_path: Path | None = None, num_threads: int = 1, batch_size: int = 1) -> None:
+    def __init__(
+        self, *, model_path: Path | None = None, num_threads: int = 1, batch_size: int = 1
+    ) -> None:
         # the shipped model is checked against its sha256; a user's own model (--face-model) cannot
         # be, so it is checked by loading it and by its inputs and outputs below
         path = face_model(model_path)
@@ -63,13 +66,15 @@ class LiteRTDetector(Closing):
             raise ModelFileError(f"model file {path} cannot be loaded by LiteRT: {exc}") from exc
         if len(input_details) != 1 or len(output_details) != 2:
             raise ModelFileError(
-                f"model file {path} has {len(input_details)} inputs and {len(output_details)} outputs, "
+                f"model file {path} has {len(input_details)} inputs and {len(output_details)} "
+                "outputs, "
                 "expected 1 input and 2 outputs (regressors, classificators)"
             )
         by_name = {d["name"]: d["index"] for d in output_details}
         if set(by_name) != {"regressors", "classificators"}:
             raise ModelFileError(
-                f"model file {path} has outputs {sorted(by_name)}, expected ['classificators', 'regressors']"
+                f"model file {path} has outputs {sorted(by_name)}, expected ['classificators', "
+                "'regressors']"
             )
         self._interpreter: Interpreter | None = interpreter
         self._input_index: int = input_details[0]["index"]
@@ -85,7 +90,9 @@ class LiteRTDetector(Closing):
         """(Re)size the input to ``[batch, 128, 128, 3]`` and allocate all tensors."""
         interpreter = self._require_open()
         if batch != 1 or self._batch not in (0, 1):
-            interpreter.resize_tensor_input(self._input_index, [batch, INPUT_SIZE, INPUT_SIZE, 3], strict=False)
+            interpreter.resize_tensor_input(
+                self._input_index, [batch, INPUT_SIZE, INPUT_SIZE, 3], strict=False
+            )
         interpreter.allocate_tensors()
         self._batch = batch
 
@@ -111,7 +118,8 @@ class LiteRTDetector(Closing):
         scores = interpreter.get_tensor(self._scores_index).reshape(-1)
         if regressors.shape[0] != b * NUM_ANCHORS or scores.shape[0] != b * NUM_ANCHORS:
             raise RuntimeError(
-                f"LiteRT returned {regressors.shape[0]} regressor rows and {scores.shape[0]} scores "
+                f"LiteRT returned {regressors.shape[0]} regressor rows and {scores.shape[0]} "
+                "scores "
                 f"for a batch of {b}, expected {b * NUM_ANCHORS}"
             )
         if b == 1:
@@ -139,21 +147,20 @@ class LiteRTDetector(Closing):
         self._interpreter = None
 
 
-
 #: What the TFLite runtime prints to fd 2 (C++, once per process) when it creates its CPU delegate.
 _NATIVE_INFO = b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
 
 
 @contextlib.contextmanager
 def native_info_silenced() -> Iterator[None]:
-    """Keep the TFLite runtime's INFO line off stderr below ``--log-level info`` (the ``eyeblink`` logger's
-    level), so that a user error stays one line.
+    """Keep the TFLite runtime's INFO line off stderr below ``--log-level info`` (the ``eyeblink``
+    logger's level), so that a user error stays one line.
 
-    The line is written by C++ straight to file descriptor 2, past Python's ``sys.stderr`` and unaffected
-    by ``TF_CPP_MIN_LOG_LEVEL`` (checked with ai-edge-litert 1.2), once per process, when the first
-    interpreter allocates its tensors; fd 2 is pointed at a temporary file around the detector's first
-    allocation and the eye model's creation (``frame.analyzer.build_fitter``: the face mesh runs on
-    LiteRT too), and everything else written there meanwhile is passed on.
+    The line is written by C++ straight to file descriptor 2, past Python's ``sys.stderr`` and
+    unaffected by ``TF_CPP_MIN_LOG_LEVEL`` (checked with ai-edge-litert 1.2), once per process, when
+    the first interpreter allocates its tensors; fd 2 is pointed at a temporary file around the
+    detector's first allocation and the eye model's creation (``frame.analyzer.build_fitter``: the
+    face mesh runs on LiteRT too), and everything else written there meanwhile is passed on.
     """
     if logging.getLogger("eyeblink").getEffectiveLevel() <= logging.INFO:
         yield
@@ -172,7 +179,9 @@ def native_info_silenced() -> Iterator[None]:
         os.dup2(saved, 2)
         os.close(saved)
         capture.seek(0)
-        rest = b"".join(ln for ln in capture.read().splitlines(keepends=True) if not ln.startswith(_NATIVE_INFO))
+        rest = b"".join(
+            ln for ln in capture.read().splitlines(keepends=True) if not ln.startswith(_NATIVE_INFO)
+        )
         capture.close()
         if rest:
             os.write(2, rest)

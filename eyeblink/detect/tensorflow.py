@@ -1,4 +1,5 @@
-"""TensorFlow backend: BlazeFace as a Keras model compiled with XLA, fed by ``tf.data`` (the GPU path).
+"""TensorFlow backend: BlazeFace as a Keras model compiled with XLA, fed by ``tf.data`` (the GPU
+path).
 
 Install: ``pip install "eyeblink[tf]"`` (``tensorflow-cpu``, ~0.3 GB wheel, ~1.6 GB installed) on
 CPU machines; on NVIDIA GPUs ``pip install "tensorflow[and-cuda]"`` instead (TensorFlow's own
@@ -39,9 +40,21 @@ import numpy as np
 
 from eyeblink.detect import INPUT_SIZE, AcceleratorOptions
 from eyeblink.detect._tf import tf
-from eyeblink.detect.keras_graph import NETWORKS, BucketedRunner, KerasDetector, batch_buckets, use_keras_backend
+from eyeblink.detect.keras_graph import (
+    NETWORKS,
+    BucketedRunner,
+    KerasDetector,
+    batch_buckets,
+    use_keras_backend,
+)
 
-__all__ = ["TensorFlowDetector", "TensorFlowNetwork", "batch_buckets", "configure_threads", "keras_network"]
+__all__ = [
+    "TensorFlowDetector",
+    "TensorFlowNetwork",
+    "batch_buckets",
+    "configure_threads",
+    "keras_network",
+]
 
 
 def configure_threads(num_threads: int) -> bool:
@@ -77,7 +90,8 @@ def disable_remapper() -> None:
 
 
 class TensorFlowNetwork(BucketedRunner):
-    """A Keras model (TensorFlow backend) behind one ``tf.function`` per batch bucket, on ``device``.
+    """A Keras model (TensorFlow backend) behind one ``tf.function`` per batch bucket, on
+    ``device``.
 
     ``jit_compile`` compiles each program with XLA. Outputs come back as float32 numpy arrays.
     """
@@ -86,8 +100,9 @@ class TensorFlowNetwork(BucketedRunner):
         super().__init__(tuple(int(d) for d in model.inputs[0].shape[1:]), batch_size)
         self.model = model
         self.device = device
-        self._fn: Any = tf.function(lambda x: model(x, training=False), jit_compile=jit_compile,
-                                    reduce_retracing=False)
+        self._fn: Any = tf.function(
+            lambda x: model(x, training=False), jit_compile=jit_compile, reduce_retracing=False
+        )
 
     def _execute(self, x: Any) -> tuple[np.ndarray, ...]:
         with tf.device(self.device):
@@ -95,10 +110,11 @@ class TensorFlowNetwork(BucketedRunner):
         return tuple(o.numpy() for o in outs)
 
 
-def keras_network(name: str, *, model_path: Path | None = None, batch_size: int = 1,
-                  jit_compile: bool = True) -> TensorFlowNetwork:
-    """A network of :data:`~eyeblink.detect.keras_graph.NETWORKS` (``blazeface``, ``mesh``, ``iris``) on
-    TensorFlow: on the first GPU when one is visible, else on the CPU."""
+def keras_network(
+    name: str, *, model_path: Path | None = None, batch_size: int = 1, jit_compile: bool = True
+) -> TensorFlowNetwork:
+    """A network of :data:`~eyeblink.detect.keras_graph.NETWORKS` (``blazeface``, ``mesh``,
+    ``iris``) on TensorFlow: on the first GPU when one is visible, else on the CPU."""
     use_keras_backend("tensorflow", eyeblink_backend="tensorflow")
     _enable_gpu_memory_growth()
     disable_remapper()
@@ -121,18 +137,26 @@ class TensorFlowDetector(KerasDetector):
 
     def _network(self, path: Path, opts: AcceleratorOptions) -> TensorFlowNetwork:
         self.threads_configured = configure_threads(self.num_threads)
-        return keras_network("blazeface", model_path=path, batch_size=self.batch_size, jit_compile=opts.jit_compile)
+        return keras_network(
+            "blazeface", model_path=path, batch_size=self.batch_size, jit_compile=opts.jit_compile
+        )
 
-    def detect_stream(self, batches: Iterable[np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Results for each batch of ``batches``, in order, through a prefetching ``tf.data`` pipeline.
+    def detect_stream(
+        self, batches: Iterable[np.ndarray]
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Results for each batch of ``batches``, in order, through a prefetching ``tf.data``
+        pipeline.
 
         The input iterable is consumed on a ``tf.data`` thread ``prefetch_depth`` batches ahead of
         the device; each batch is split/padded as in :meth:`detect`. Yields one
         ``(regressors, scores)`` pair per input batch.
         """
         net = self._require_open()
-        spec = (tf.TensorSpec((None, INPUT_SIZE, INPUT_SIZE, 3), tf.float32), tf.TensorSpec((), tf.int32),
-                tf.TensorSpec((), tf.bool))
+        spec = (
+            tf.TensorSpec((None, INPUT_SIZE, INPUT_SIZE, 3), tf.float32),
+            tf.TensorSpec((), tf.int32),
+            tf.TensorSpec((), tf.bool),
+        )
 
         errors: list[BaseException] = []
 
@@ -148,7 +172,9 @@ class TensorFlowDetector(KerasDetector):
             except Exception as exc:
                 errors.append(exc)
 
-        dataset = tf.data.Dataset.from_generator(chunks, output_signature=spec).prefetch(self.prefetch_depth)
+        dataset = tf.data.Dataset.from_generator(chunks, output_signature=spec).prefetch(
+            self.prefetch_depth
+        )
         pending_r: list[np.ndarray] = []
         pending_s: list[np.ndarray] = []
         for x, n, last in dataset:
@@ -163,5 +189,3 @@ class TensorFlowDetector(KerasDetector):
                 pending_r, pending_s = [], []
         if errors:
             raise errors[0]
-
-

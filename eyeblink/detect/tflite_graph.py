@@ -34,14 +34,32 @@ from eyeblink.errors import ModelFileError
 __all__ = ["SUPPORTED_OPS", "GraphOp", "TFLiteGraph", "read_tflite_graph"]
 
 #: Operators :func:`read_tflite_graph` understands (``DEQUANTIZE`` of a constant is folded away).
-SUPPORTED_OPS = frozenset({
-    "CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "RELU", "RELU6", "PRELU", "MAX_POOL_2D", "PAD",
-    "RESHAPE", "CONCATENATION",
-})
+SUPPORTED_OPS = frozenset(
+    {
+        "CONV_2D",
+        "DEPTHWISE_CONV_2D",
+        "ADD",
+        "RELU",
+        "RELU6",
+        "PRELU",
+        "MAX_POOL_2D",
+        "PAD",
+        "RESHAPE",
+        "CONCATENATION",
+    }
+)
 
 _ACTIVATIONS = {0: None, 1: "relu", 3: "relu6"}  # TFLite ActivationFunctionType -> name
 _PADDINGS = {0: "same", 1: "valid"}  # TFLite Padding -> Keras padding
-_NUMPY_TYPES = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 9: np.int8, 10: np.float64}
+_NUMPY_TYPES = {
+    0: np.float32,
+    1: np.float16,
+    2: np.int32,
+    3: np.uint8,
+    4: np.int64,
+    9: np.int8,
+    10: np.float64,
+}
 
 
 @dataclass(frozen=True)
@@ -84,7 +102,8 @@ def _schema() -> Any:
         from ai_edge_litert import schema_py_generated as schema
     except ImportError as exc:  # pragma: no cover - ai-edge-litert is a core dependency
         raise ModelFileError(
-            f"cannot read .tflite files: ai_edge_litert's flatbuffer schema is unavailable ({exc}); "
+            "cannot read .tflite files: ai_edge_litert's flatbuffer schema is unavailable "
+            f"({exc}); "
             'pip install "ai-edge-litert>=1.2"'
         ) from exc
     return schema
@@ -101,9 +120,15 @@ def _buffer_array(model: Any, tensor: Any) -> np.ndarray | None:
         return None
     dtype = _NUMPY_TYPES.get(int(tensor.type))
     if dtype is None:
-        raise ModelFileError(f"constant tensor {tensor.name!r} has unsupported TFLite type {tensor.type}")
+        raise ModelFileError(
+            f"constant tensor {tensor.name!r} has unsupported TFLite type {tensor.type}"
+        )
     shape = tuple(int(d) for d in (tensor.shape if tensor.shape is not None else ()))
-    return np.frombuffer(bytes(np.asarray(buf.data, dtype=np.uint8)), dtype=dtype).reshape(shape).copy()
+    return (
+        np.frombuffer(bytes(np.asarray(buf.data, dtype=np.uint8)), dtype=dtype)
+        .reshape(shape)
+        .copy()
+    )
 
 
 def _options(kind: str, opts: Any) -> dict[str, Any]:
@@ -125,9 +150,14 @@ def _options(kind: str, opts: Any) -> dict[str, Any]:
             "activation": _activation(kind, opts.fusedActivationFunction),
         }
     if kind == "ADD":
-        return {"activation": _activation(kind, opts.fusedActivationFunction if opts is not None else 0)}
+        return {
+            "activation": _activation(kind, opts.fusedActivationFunction if opts is not None else 0)
+        }
     if kind == "CONCATENATION":
-        return {"axis": int(opts.axis), "activation": _activation(kind, opts.fusedActivationFunction)}
+        return {
+            "axis": int(opts.axis),
+            "activation": _activation(kind, opts.fusedActivationFunction),
+        }
     if kind == "RESHAPE" and opts is not None and opts.newShape is not None:
         return {"new_shape": tuple(int(d) for d in opts.newShape)}
     return {}
@@ -135,7 +165,9 @@ def _options(kind: str, opts: Any) -> dict[str, Any]:
 
 def _activation(kind: str, code: int) -> str | None:
     if int(code) not in _ACTIVATIONS:
-        raise ModelFileError(f"{kind} has unsupported fused activation {code} (supported: NONE, RELU, RELU6)")
+        raise ModelFileError(
+            f"{kind} has unsupported fused activation {code} (supported: NONE, RELU, RELU6)"
+        )
     return _ACTIVATIONS[int(code)]
 
 
@@ -156,16 +188,28 @@ def read_tflite_graph(path: Path | str) -> TFLiteGraph:
     try:
         model = schema.ModelT.InitFromObj(schema.Model.GetRootAs(data, 0))
     except Exception as exc:  # flatbuffers raises assorted errors on corrupt input
-        raise ModelFileError(f"model file {p} cannot be parsed as TFLite: {type(exc).__name__}: {exc}") from exc
+        raise ModelFileError(
+            f"model file {p} cannot be parsed as TFLite: {type(exc).__name__}: {exc}"
+        ) from exc
     if not model.subgraphs or len(model.subgraphs) != 1:
-        raise ModelFileError(f"model file {p} has {len(model.subgraphs or [])} subgraphs, expected 1")
+        raise ModelFileError(
+            f"model file {p} has {len(model.subgraphs or [])} subgraphs, expected 1"
+        )
     g = model.subgraphs[0]
     if g.inputs is None or len(g.inputs) != 1:
-        raise ModelFileError(f"model file {p} has {0 if g.inputs is None else len(g.inputs)} inputs, expected 1")
+        raise ModelFileError(
+            f"model file {p} has {0 if g.inputs is None else len(g.inputs)} inputs, expected 1"
+        )
     op_names = _enum_names(schema.BuiltinOperator)
 
-    names = {i: (t.name.decode() if isinstance(t.name, bytes) else str(t.name)) for i, t in enumerate(g.tensors)}
-    shapes = {i: tuple(int(d) for d in (t.shape if t.shape is not None else ())) for i, t in enumerate(g.tensors)}
+    names = {
+        i: (t.name.decode() if isinstance(t.name, bytes) else str(t.name))
+        for i, t in enumerate(g.tensors)
+    }
+    shapes = {
+        i: tuple(int(d) for d in (t.shape if t.shape is not None else ()))
+        for i, t in enumerate(g.tensors)
+    }
     constants: dict[int, np.ndarray] = {}
     for i, t in enumerate(g.tensors):
         arr = _buffer_array(model, t)
@@ -175,18 +219,24 @@ def read_tflite_graph(path: Path | str) -> TFLiteGraph:
     ops: list[GraphOp] = []
     for op in g.operators or []:
         code = model.operatorCodes[op.opcodeIndex]
-        kind = op_names.get(max(int(code.builtinCode), int(code.deprecatedBuiltinCode)), f"#{code.builtinCode}")
+        kind = op_names.get(
+            max(int(code.builtinCode), int(code.deprecatedBuiltinCode)), f"#{code.builtinCode}"
+        )
         inputs = tuple(int(i) for i in op.inputs if i >= 0)
         outputs = tuple(int(i) for i in op.outputs)
         if kind == "DEQUANTIZE":
             if inputs[0] not in constants:
-                raise ModelFileError(f"model file {p}: DEQUANTIZE of a run-time tensor is not supported")
+                raise ModelFileError(
+                    f"model file {p}: DEQUANTIZE of a run-time tensor is not supported"
+                )
             constants[outputs[0]] = constants[inputs[0]].astype(np.float32)
             continue
         if kind not in SUPPORTED_OPS:
             raise ModelFileError(
-                f"model file {p} uses the operator {kind}, which the Keras rebuild does not support "
-                f"(supported: {', '.join(sorted(SUPPORTED_OPS))}); use the litert backend for this model"
+                f"model file {p} uses the operator {kind}, which the Keras rebuild does not "
+                "support "
+                f"(supported: {', '.join(sorted(SUPPORTED_OPS))}); use the litert backend for "
+                "this model"
             )
         options = _options(kind, op.builtinOptions)
         if kind == "PAD":

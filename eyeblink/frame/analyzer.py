@@ -1,9 +1,10 @@
 """The per-frame core: one frame in, one :class:`FrameResult` out (every runtime's workers run it).
 
-:class:`FrameAnalyzer` asks the run's eye locator (:mod:`eyeblink.frame.locate`: a face found by the detector
-under the keyframe policy, or a fixed eye region) where the eye is, then fits the eye model there. The keyframe
-work it lags on fast cameras lives in :mod:`eyeblink.frame.keyframes`; the tracking segments
-(:data:`SEGMENT_FRAMES`) make a row independent of how frames were dealt to workers.
+:class:`FrameAnalyzer` asks the run's eye locator (:mod:`eyeblink.frame.locate`: a face found by the
+detector under the keyframe policy, or a fixed eye region) where the eye is, then fits the eye model
+there. The keyframe work it lags on fast cameras lives in :mod:`eyeblink.frame.keyframes`; the
+tracking segments (:data:`SEGMENT_FRAMES`) make a row independent of how frames were dealt to
+workers.
 """
 
 from __future__ import annotations
@@ -29,18 +30,19 @@ if TYPE_CHECKING:
 
 STAGES = ("decode", "detect", "landmarks", "blinks", "write")
 
-#: Tracking segments, in frames: the keyframe policy's state (the tracked box, the frames since the last
-#: detection, the reference inter-ocular distance, the box's adoption time and what the eye model carries from
-#: fit to fit) starts afresh on every frame whose index is a multiple of this, in every runtime. So a frame's
-#: row depends only on the recording, the settings and its own segment: never on how frames were dealt to
-#: workers, loaders, Ray tasks or nodes (they are dealt in whole segments). 128 frames is 0.26 s at 500 FPS:
-#: one forced detection per segment costs ~1% of the frame time under the default ``detect_every`` of 10.
+#: Tracking segments, in frames: the keyframe policy's state (the tracked box, the frames since the
+#: last detection, the reference inter-ocular distance, the box's adoption time and what the eye
+#: model carries from fit to fit) starts afresh on every frame whose index is a multiple of this, in
+#: every runtime. So a frame's row depends only on the recording, the settings and its own segment:
+#: never on how frames were dealt to workers, loaders, Ray tasks or nodes (they are dealt in whole
+#: segments). 128 frames is 0.26 s at 500 FPS: one forced detection per segment costs ~1% of the
+#: frame time under the default ``detect_every`` of 10.
 SEGMENT_FRAMES = 128
 
 
 def aligned_frames(frames: int) -> int:
-    """``frames`` rounded up to whole tracking segments (:data:`SEGMENT_FRAMES`; at least one): the unit in
-    which frames may be dealt to workers, loaders and chunks without changing any row."""
+    """``frames`` rounded up to whole tracking segments (:data:`SEGMENT_FRAMES`; at least one): the
+    unit in which frames may be dealt to workers, loaders and chunks without changing any row."""
     from eyeblink.sources.ranges import round_up
 
     return round_up(frames, SEGMENT_FRAMES)
@@ -56,17 +58,21 @@ class FrameResult:
     detected: bool
     ear_left: float = math.nan
     ear_right: float = math.nan
-    eye_patches: np.ndarray | None = None  # (2, 12, 24) uint8 (landmarks.eye_patches): the blink appearance cue
-    #: ``eye_crops`` runs only: both eyes upright (landmarks.eye_strip) and the 12 eye points in its pixels
+    # (2, 12, 24) uint8 (landmarks.eye_patches): the blink appearance cue
+    eye_patches: np.ndarray | None = None
+    #: ``eye_crops`` runs only: both eyes upright (landmarks.eye_strip) and the 12 eye points in its
+    #: pixels
     eye_strip: np.ndarray | None = None
     strip_points: np.ndarray | None = None
-    #: ``points`` runs only (``--points``): the eye model's 12 points in frame pixels, the face mesh's head pose
-    #: (yaw, pitch, roll; degrees) and the frame whose mesh run measured it (None where no mesh ran)
+    #: ``points`` runs only (``--points``): the eye model's 12 points in frame pixels, the face
+    #: mesh's head pose (yaw, pitch, roll; degrees) and the frame whose mesh run measured it (None
+    #: where no mesh ran)
     eye_points: np.ndarray | None = None
     pose: tuple[float, float, float] | None = None
     pose_frame: int | None = None
-    #: the values of the frame table's worker columns (:attr:`eyeblink.outputs.columns.FrameColumn.worker`) as a
-    #: worker's record carried them to the sink; None: computed by the sink from this result
+    #: the values of the frame table's worker columns
+    #: (:attr:`eyeblink.outputs.columns.FrameColumn.worker`) as a worker's record carried them to
+    #: the sink; None: computed by the sink from this result
     columns: tuple[Any, ...] | None = None
 
     @property
@@ -85,23 +91,31 @@ class StageClock:
     calls: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STAGES, 0))
 
     def add(self, stage: str, dt: float) -> None:
-        """``dt`` seconds more of ``stage`` (a stage not in :data:`STAGES`, such as ``keyframe_wait``, is added)."""
+        """``dt`` seconds more of ``stage`` (a stage not in :data:`STAGES`, such as
+        ``keyframe_wait``, is added)."""
         self.seconds[stage] = self.seconds.get(stage, 0.0) + dt
         self.calls[stage] = self.calls.get(stage, 0) + 1
 
     def merge(self, seconds: dict[str, float], calls: dict[str, int]) -> None:
-        """Another clock's ``seconds`` and ``calls`` added in (a worker's at its end, a measured chunk's)."""
+        """Another clock's ``seconds`` and ``calls`` added in (a worker's at its end, a measured
+        chunk's)."""
         for k, v in seconds.items():
             self.seconds[k] = self.seconds.get(k, 0.0) + float(v)
             self.calls[k] = self.calls.get(k, 0) + int(calls.get(k, 0))
 
     def ms_per_frame(self, frames: int) -> dict[str, float]:
-        """Each of :data:`STAGES`' time per frame (the work; a wait such as ``keyframe_wait`` is not one)."""
-        return {k: (v * 1000 / frames if frames else math.nan) for k, v in self.seconds.items() if k in STAGES}
+        """Each of :data:`STAGES`' time per frame (the work; a wait such as ``keyframe_wait`` is
+        not one)."""
+        return {
+            k: (v * 1000 / frames if frames else math.nan)
+            for k, v in self.seconds.items()
+            if k in STAGES
+        }
 
     def waits(self) -> dict[str, Any] | None:
-        """How often and how long frames waited for the keyframe work beside the stream (``live`` above
-        1000 / ``keyframe_lag_ms`` FPS) longer than :data:`KEYFRAME_WAIT_S`; None when none did."""
+        """How often and how long frames waited for the keyframe work beside the stream (``live``
+        above 1000 / ``keyframe_lag_ms`` FPS) longer than :data:`KEYFRAME_WAIT_S`; None when none
+        did."""
         n = self.calls.get("keyframe_wait", 0)
         if not n:
             return None
@@ -109,25 +123,29 @@ class StageClock:
         return {"count": n, "total_ms": round(total, 1), "mean_ms": round(total / n, 2)}
 
 
-
-
 def build_fitters(config: RunConfig, models: Iterable[str]) -> dict[str, EyeModel]:
-    """Each of ``models`` built as the run's eye model would be, from the registry (no model file): the candidates
-    ``live --landmarks auto`` picks from."""
+    """Each of ``models`` built as the run's eye model would be, from the registry (no model file):
+    the candidates ``live --landmarks auto`` picks from."""
     from dataclasses import replace
 
-    return {model: build_fitter(replace(config, landmarks=replace(config.landmarks, model=model, model_path=None)))
-            for model in models}
+    return {
+        model: build_fitter(
+            replace(config, landmarks=replace(config.landmarks, model=model, model_path=None))
+        )
+        for model in models
+    }
 
 
 def build_fitter(config: RunConfig) -> EyeModel:
-    """The eye model of a run (``config.landmarks``: model, file, and the settings the model takes)."""
+    """The eye model of a run (``config.landmarks``: model, file, and the settings the model
+    takes)."""
     from eyeblink.detect.litert import native_info_silenced
     from eyeblink.landmarks import EYE_MODELS, create_eye_model
 
     lm = config.landmarks
     settings = {name: lm.setting(name) for name in EYE_MODELS[lm.model].settings}
-    with native_info_silenced():  # the face mesh's LiteRT interpreter: no INFO line below --log-level info
+    # the face mesh's LiteRT interpreter: no INFO line below --log-level info
+    with native_info_silenced():
         return create_eye_model(lm.model, model_path=lm.model_path, **settings)
 
 
@@ -142,28 +160,34 @@ class FrameAnalyzer:
     the runtimes may change between batches.
 
     The tracking state restarts on every frame whose index is a multiple of ``segment_frames``
-    (:data:`SEGMENT_FRAMES`; ``None``: never, live runs whose workers track the face across their own
-    chunks), so that every runtime that deals whole segments gives the same rows as one process.
+    (:data:`SEGMENT_FRAMES`; ``None``: never, live runs whose workers track the face across their
+    own chunks), so that every runtime that deals whole segments gives the same rows as one process.
     """
 
-    def __init__(self, config: RunConfig, detector: FaceDetector, fitter: EyeModel,
-                 clock: StageClock | None = None) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        detector: FaceDetector,
+        fitter: EyeModel,
+        clock: StageClock | None = None,
+    ) -> None:
         self.cfg = config
         self.detector = detector
-        #: the eye model in use and the keyframe interval: state (live's cost ladder changes them between batches,
-        #: :mod:`eyeblink.runtime.live.adapt`), started from the config, which never changes
+        #: the eye model in use and the keyframe interval: state (live's cost ladder changes them
+        #: between batches, :mod:`eyeblink.runtime.live.adapt`), started from the config, which
+        #: never changes
         self.fitter = fitter
         self.detect_every = config.detect.detect_every
         self.clock = clock or StageClock()
         self.segment_frames: int | None = SEGMENT_FRAMES
-        #: the eye model's 12 points of the last analysed frame (None: no face), with or without ``--points``: the
-        #: accelerator stage sends them to the workers that cut the eye patches
+        #: the eye model's 12 points of the last analysed frame (None: no face), with or without
+        #: ``--points``: the accelerator stage sends them to the workers that cut the eye patches
         self.last_points: np.ndarray | None = None
-        #: where lagged keyframe work runs (eyeblink.frame.keyframes): None, inline on the frame that asks for
-        #: it; a live worker sets a BesideKeyframes (a thread with its own networks)
+        #: where lagged keyframe work runs (eyeblink.frame.keyframes): None, inline on the frame
+        #: that asks for it; a live worker sets a BesideKeyframes (a thread with its own networks)
         self.keyframes: Any = None
-        #: where the eye is (:mod:`eyeblink.frame.locate`), chosen once from the config; it holds the
-        #: tracking state
+        #: where the eye is (:mod:`eyeblink.frame.locate`), chosen once from the config; it holds
+        #: the tracking state
         self.locator: EyeLocator = locator_for(config)
 
     @property
@@ -200,7 +224,8 @@ class FrameAnalyzer:
 
     def analyze(self, frame: Frame) -> FrameResult:
         seg = self.segment_frames
-        if seg and frame.index % seg == 0:  # a tracking segment starts: a keyframe, nothing carried over
+        # a tracking segment starts: a keyframe, nothing carried over
+        if seg and frame.index % seg == 0:
             self.restore_tracking(None)
         face, detected, fit = self.locator.locate(frame, self)
         if face is None or fit is None:
@@ -211,10 +236,31 @@ class FrameAnalyzer:
         if self.cfg.eye_crops and np.isfinite(fit.points).all():
             strip, pts = eye_strip(frame.gray, fit.points)
         if self.cfg.points:
-            return FrameResult(frame.index, frame.timestamp_s, face, detected, fit.ear_left, fit.ear_right,
-                               fit.patches, strip, pts, fit.points, fit.pose, fit.pose_frame)
-        return FrameResult(frame.index, frame.timestamp_s, face, detected, fit.ear_left, fit.ear_right,
-                           fit.patches, strip, pts)
+            return FrameResult(
+                frame.index,
+                frame.timestamp_s,
+                face,
+                detected,
+                fit.ear_left,
+                fit.ear_right,
+                fit.patches,
+                strip,
+                pts,
+                fit.points,
+                fit.pose,
+                fit.pose_frame,
+            )
+        return FrameResult(
+            frame.index,
+            frame.timestamp_s,
+            face,
+            detected,
+            fit.ear_left,
+            fit.ear_right,
+            fit.patches,
+            strip,
+            pts,
+        )
 
     # -- the eye model's fits, for the locator (eyeblink.frame.locate.Analysis) ---------------
 
@@ -231,7 +277,8 @@ class FrameAnalyzer:
         return fit
 
     def placed_fit(self, frame: Frame, face: FaceDetection) -> tuple[EyeFit, str | None]:
-        """The eye model on the placement it holds for ``face``, timed as the ``landmarks`` stage."""
+        """The eye model on the placement it holds for ``face``, timed as the ``landmarks``
+        stage."""
         self.fitter.set_time(frame.timestamp_s, frame.index)  # type: ignore[attr-defined]
         self.want_pose()
         t0 = time.perf_counter()
@@ -269,5 +316,3 @@ class ChunkStates:
         if stop >= (chunk + 1) * self._c:
             self._finished = chunk
             self._parked.pop(chunk, None)
-
-

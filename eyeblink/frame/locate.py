@@ -157,8 +157,14 @@ class FaceFinder:
     def tracking_state(self) -> tuple[Any, ...]:
         """The tracked face, frames since detection and its time, reference IOD, adoption time, the
         work in flight and the last frame's timestamp."""
-        return (self._face, (self._since_detect, self._detect_t), self._iod_ref, self._face_t,
-                list(self._pending), self._prev_t)
+        return (
+            self._face,
+            (self._since_detect, self._detect_t),
+            self._iod_ref,
+            self._face_t,
+            list(self._pending),
+            self._prev_t,
+        )
 
     def restore_tracking(self, state: tuple[Any, ...] | None) -> None:
         """Continue from :meth:`tracking_state`'s ``state``; ``None``: no tracked face (a keyframe
@@ -174,9 +180,13 @@ class FaceFinder:
     def locate(self, frame: Frame, a: Analysis) -> Located:
         prev, self._prev_t = self._prev_t, frame.timestamp_s
         lag = self.cfg.detect.keyframe_lag_ms
-        if (lag > 0 and a.detect_every > 1  # --detect-every 1: every frame its own detection
-                and prev is not None and (frame.timestamp_s - prev) * 1000.0 < lag
-                and hasattr(a.fitter, "placed_fit")):
+        if (
+            lag > 0
+            and a.detect_every > 1  # --detect-every 1: every frame its own detection
+            and prev is not None
+            and (frame.timestamp_s - prev) * 1000.0 < lag
+            and hasattr(a.fitter, "placed_fit")
+        ):
             return self._locate_lagged(frame, a, lag)
         while self._pending:  # frames far apart again: the work in flight is used from this frame
             self._adopt(a)
@@ -197,8 +207,13 @@ class FaceFinder:
         a.clock.add("detect", time.perf_counter() - t0)
         self._since_detect = 0
         self._detect_t = frame.timestamp_s
-        if hold and face is not None and holds_box(self.cfg, a.detect_every, face, self._face,
-                                                   frame.timestamp_s, self._face_t):
+        if (
+            hold
+            and face is not None
+            and holds_box(
+                self.cfg, a.detect_every, face, self._face, frame.timestamp_s, self._face_t
+            )
+        ):
             return self._face
         self._face_t = frame.timestamp_s
         return face
@@ -210,7 +225,8 @@ class FaceFinder:
         enough); with ``every`` 1, every frame."""
         dt = frame.timestamp_s - self._detect_t
         return self._since_detect + 1 >= every and (
-            every == 1 or not 0.0 <= dt < self._detect_min_s - 1e-9)
+            every == 1 or not 0.0 <= dt < self._detect_min_s - 1e-9
+        )
 
     def _locate_now(self, frame: Frame, a: Analysis) -> Located:
         """A frame whose keyframe work is done on it (frames far apart, a segment's first frame,
@@ -225,8 +241,10 @@ class FaceFinder:
         if face is None:
             return self._no_face(detected)
         fit = a.fit(frame, face)
-        if not detected and (self._drifted_cached(face, fit.points, self._inter_ocular(fit))
-                             or fit.presence < self.cfg.landmarks.min_presence):
+        if not detected and (
+            self._drifted_cached(face, fit.points, self._inter_ocular(fit))
+            or fit.presence < self.cfg.landmarks.min_presence
+        ):
             # the reused box no longer fits the face: detect now (without holding it) and refit
             self.redetections += 1
             face = self._detect(frame, a, hold=False)
@@ -275,8 +293,10 @@ class FaceFinder:
         else:
             self._since_detect += 1
         fit, due = a.placed_fit(frame, face)
-        if not detecting and (self._drifted_cached(face, fit.points, self._inter_ocular(fit))
-                              or fit.presence < self.cfg.landmarks.min_presence):
+        if not detecting and (
+            self._drifted_cached(face, fit.points, self._inter_ocular(fit))
+            or fit.presence < self.cfg.landmarks.min_presence
+        ):
             # the held box no longer fits the face: detect again, without holding it
             self.redetections += 1
             self._submit(frame, a, "detect", hold=False)
@@ -295,8 +315,18 @@ class FaceFinder:
         # lagging)
         used_at = frame.timestamp_s + self.cfg.detect.keyframe_lag_ms / 1000.0
         reuse_ok = kind == "detect" and face is not None and fitter.reusable(face, used_at)
-        job = KeyframeJob(kind, frame.index, frame.timestamp_s, frame.image, frame.gray, face,
-                          self._face_t, hold, reuse_ok, a.detect_every)
+        job = KeyframeJob(
+            kind,
+            frame.index,
+            frame.timestamp_s,
+            frame.image,
+            frame.gray,
+            face,
+            self._face_t,
+            hold,
+            reuse_ok,
+            a.detect_every,
+        )
         where = a.keyframes
         if where is None:
             if self._inline is None or self._inline.detector is not a.detector:
@@ -350,8 +380,12 @@ class FaceFinder:
         distance changed (``iod`` follows from ``pts``)."""
         known = self._drift_of
         ref = self._iod_ref
-        if known is not None and known[0] is face and known[1] is pts and (
-                known[2] == ref or (known[2] != known[2] and ref != ref)):
+        if (
+            known is not None
+            and known[0] is face
+            and known[1] is pts
+            and (known[2] == ref or (known[2] != known[2] and ref != ref))
+        ):
             return known[3]
         drifted = self._drifted(face, pts, iod)
         self._drift_of = (face, pts, ref, drifted)
@@ -441,5 +475,13 @@ def locator_for(config: RunConfig) -> EyeLocator:
     raise AssertionError("FaceFinder locates in every config")  # pragma: no cover
 
 
-__all__ = ["KEYFRAME_WAIT_S", "LOCATORS", "Analysis", "EyeLocator", "FaceFinder", "FixedRegion",
-           "Located", "locator_for"]
+__all__ = [
+    "KEYFRAME_WAIT_S",
+    "LOCATORS",
+    "Analysis",
+    "EyeLocator",
+    "FaceFinder",
+    "FixedRegion",
+    "Located",
+    "locator_for",
+]

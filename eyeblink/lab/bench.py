@@ -6,20 +6,22 @@ not carry over from one mode to the next):
 * ``decode``    — decode only (:mod:`eyeblink.sources.files`, gray fast path): the ceiling.
 * ``default``   — the multiprocess pipeline with the preset's keyframe policy (``detect_every``).
 * ``every``     — the multiprocess pipeline detecting on every frame.
-* ``reference`` — the single-process reference (:func:`eyeblink.runtime.pipeline.process_source`), every frame.
-* ``short``     — many short files in one ``process`` (not in the default set): ``--short-files`` clips of
-  0.5-2 s cut from the input's frames (one trial per file, as conditioning labs record), processed as
-  ``eyeblink process CLIPS...`` does (the file pool with several workers, :mod:`eyeblink.runtime.procs.pool`);
-  FPS over the whole run, models and worker start included, and the per-file overhead against ``default``.
+* ``reference`` — the single-process reference (:func:`eyeblink.runtime.pipeline.process_source`),
+  every frame.
+* ``short``     — many short files in one ``process`` (not in the default set): ``--short-files``
+  clips of 0.5-2 s cut from the input's frames (one trial per file, as conditioning labs record),
+  processed as ``eyeblink process CLIPS...`` does (the file pool with several workers,
+  :mod:`eyeblink.runtime.procs.pool`); FPS over the whole run, models and worker start included, and
+  the per-file overhead against ``default``.
 
-Reported per mode: FPS (median and min–max over the repeats; frames / wall time of the run,
-worker start-up included), per-stage milliseconds per frame (summed over processes: CPU-side
-cost, not wall), p50/p99 latency from a frame's decode to its row being written, the peak of the
-process tree's memory (sum of PSS over every process, sampled every 50 ms with
-:func:`eyeblink.host.pss_bytes`: shared pages — the dlib model, the frame ring — are counted once; RSS
-where the OS keeps no PSS), and the share of
-the machine's CPU used by *other* processes during the run (a busy machine makes numbers
-meaningless; it is printed so that nobody trusts them by accident).
+Reported per mode: FPS (median and min–max over the repeats; frames / wall time of the run, worker
+start-up included), per-stage milliseconds per frame (summed over processes: CPU-side cost, not
+wall), p50/p99 latency from a frame's decode to its row being written, the peak of the process
+tree's memory (sum of PSS over every process, sampled every 50 ms with
+:func:`eyeblink.host.pss_bytes`: shared pages — the dlib model, the frame ring — are counted once;
+RSS where the OS keeps no PSS), and the share of the machine's CPU used by *other* processes during
+the run (a busy machine makes numbers meaningless; it is printed so that nobody trusts them by
+accident).
 
 The input is ``--input VIDEO`` or a synthetic 640x480 gray 500 FPS MJPG recording of
 ``--frames`` frames (:func:`eyeblink.lab.synth.write_recording`), rendered once and cached.
@@ -44,9 +46,11 @@ from typing import Any
 from eyeblink.lab import add_command
 
 MODES = ("decode", "default", "every", "reference", "short")
-#: The modes run when ``--modes`` is not given (``short`` cuts and encodes clips first: asked for by name).
+#: The modes run when ``--modes`` is not given (``short`` cuts and encodes clips first: asked for by
+#: name).
 DEFAULT_MODES = ("decode", "default", "every", "reference")
-#: Lengths of the ``short`` mode's clips, seconds, in turn (trials of eyeblink conditioning: 0.5-2 s).
+#: Lengths of the ``short`` mode's clips, seconds, in turn (trials of eyeblink conditioning: 0.5-2
+#: s).
 SHORT_CLIP_S = (0.5, 0.875, 1.25, 1.625, 2.0)
 
 
@@ -54,56 +58,122 @@ SHORT_CLIP_S = (0.5, 0.875, 1.25, 1.625, 2.0)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = add_command(subparsers, "bench", __doc__,
-                    help="measure FPS, latency and memory of the pipeline on this machine")
-    p.add_argument("--input", metavar="VIDEO", default=None,
-                   help="recording to use (default: a cached synthetic 640x480 500 FPS MJPG recording)")
-    p.add_argument("--frames", type=int, default=5000, metavar="N",
-                   help="frames of the synthetic recording, or at most N frames of --input (default 5000)")
+    p = add_command(
+        subparsers,
+        "bench",
+        __doc__,
+        help="measure FPS, latency and memory of the pipeline on this machine",
+    )
+    p.add_argument(
+        "--input",
+        metavar="VIDEO",
+        default=None,
+        help="recording to use (default: a cached synthetic 640x480 500 FPS MJPG recording)",
+    )
+    p.add_argument(
+        "--frames",
+        type=int,
+        default=5000,
+        metavar="N",
+        help="frames of the synthetic recording, or at most N frames of --input (default 5000)",
+    )
     p.add_argument("--repeats", type=int, default=3, metavar="R", help="runs per mode (default 3)")
-    p.add_argument("--workers", type=_int_list, default=None, metavar="N[,N...]",
-                   help="landmark workers of the multiprocess modes; a comma-separated list sweeps them in one "
-                        "run, e.g. 1,2,4 (default: physical cores)")
-    p.add_argument("--loaders", type=int, default=1, metavar="L",
-                   help="loader processes decoding the input in ranges (--loaders of `process`; 0 = auto); "
-                        "the decode-only mode uses as many (default 1)")
-    p.add_argument("--detect-every", type=int, default=None, metavar="N",
-                   help="keyframe interval of the 'default' mode (default: from the preset)")
-    p.add_argument("--pipeline", metavar="PRESET", default="cpu", help="device preset (default: cpu)")
-    p.add_argument("--modes", default=",".join(DEFAULT_MODES),
-                   help=f"comma-separated subset of {', '.join(MODES)} (default: all but short)")
-    p.add_argument("--short-files", type=int, default=40, metavar="N",
-                   help="clips of the 'short' mode: N files of 0.5-2 s cut from the input's frames (default 40)")
-    p.add_argument("--cache-dir", default=None, metavar="DIR",
-                   help="where the synthetic recording is cached (default: $XDG_CACHE_HOME/eyeblink or ~/.cache)")
-    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
-                   help="before each run, wait up to S seconds for the machine to be idle (other processes "
-                        "under 10%% of the CPUs over one second); for shared machines (default: do not wait)")
+    p.add_argument(
+        "--workers",
+        type=_int_list,
+        default=None,
+        metavar="N[,N...]",
+        help="landmark workers of the multiprocess modes; a comma-separated list sweeps them in "
+        "one "
+        "run, e.g. 1,2,4 (default: physical cores)",
+    )
+    p.add_argument(
+        "--loaders",
+        type=int,
+        default=1,
+        metavar="L",
+        help="loader processes decoding the input in ranges (--loaders of `process`; 0 = auto); "
+        "the decode-only mode uses as many (default 1)",
+    )
+    p.add_argument(
+        "--detect-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="keyframe interval of the 'default' mode (default: from the preset)",
+    )
+    p.add_argument(
+        "--pipeline", metavar="PRESET", default="cpu", help="device preset (default: cpu)"
+    )
+    p.add_argument(
+        "--modes",
+        default=",".join(DEFAULT_MODES),
+        help=f"comma-separated subset of {', '.join(MODES)} (default: all but short)",
+    )
+    p.add_argument(
+        "--short-files",
+        type=int,
+        default=40,
+        metavar="N",
+        help="clips of the 'short' mode: N files of 0.5-2 s cut from the input's frames (default "
+        "40)",
+    )
+    p.add_argument(
+        "--cache-dir",
+        default=None,
+        metavar="DIR",
+        help="where the synthetic recording is cached (default: $XDG_CACHE_HOME/eyeblink or "
+        "~/.cache)",
+    )
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="before each run, wait up to S seconds for the machine to be idle (other processes "
+        "under 10%% of the CPUs over one second); for shared machines (default: do not wait)",
+    )
     p.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON")
     from eyeblink.lab import bench_detector
 
-    bsub = p.add_subparsers(dest="bench_command", metavar="WHAT",
-                            help="what to measure instead of the whole pipeline: `detector`, `landmarks`, `detectors` "
-                                 "(see `eyeblink bench detector -h`, `eyeblink bench landmarks -h`, "
-                                 "`eyeblink bench detectors -h`)")
-    d = bsub.add_parser("detector", help="the face detector alone, per backend: batch-size sweep, latency sweep, "
-                                         "images/s/W (the paper's experiment)",
-                        description="Batch-size sweep (run time, images/s, time per image, compile time), "
-                                    "low-latency sweep (batch 1-16) and energy efficiency of each detector backend "
-                                    "on this machine; Markdown and JSON output.")
+    bsub = p.add_subparsers(
+        dest="bench_command",
+        metavar="WHAT",
+        help="what to measure instead of the whole pipeline: `detector`, `landmarks`, `detectors` "
+        "(see `eyeblink bench detector -h`, `eyeblink bench landmarks -h`, "
+        "`eyeblink bench detectors -h`)",
+    )
+    d = bsub.add_parser(
+        "detector",
+        help="the face detector alone, per backend: batch-size sweep, latency sweep, "
+        "images/s/W (the paper's experiment)",
+        description="Batch-size sweep (run time, images/s, time per image, compile time), "
+        "low-latency sweep (batch 1-16) and energy efficiency of each detector backend "
+        "on this machine; Markdown and JSON output.",
+    )
     bench_detector.add_arguments(d)
     from eyeblink.lab import bench_landmarks
 
-    lm = bsub.add_parser("landmarks", help="one eye-model fit, per model, on one core (ms per face on real frames)",
-                         description=bench_landmarks.__doc__.split("\n\n", 1)[1] if bench_landmarks.__doc__ else None,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    lm = bsub.add_parser(
+        "landmarks",
+        help="one eye-model fit, per model, on one core (ms per face on real frames)",
+        description=bench_landmarks.__doc__.split("\n\n", 1)[1]
+        if bench_landmarks.__doc__
+        else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     bench_landmarks.add_arguments(lm)
     from eyeblink.lab import bench_detectors
 
-    dd = bsub.add_parser("detectors", help="the face detectors side by side (BlazeFace short and full range, dlib "
-                                           "HOG, OpenCV Haar, MTCNN): precision/recall, jitter, ms per frame",
-                         description=bench_detectors.__doc__.split("\n\n", 1)[1] if bench_detectors.__doc__ else None,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    dd = bsub.add_parser(
+        "detectors",
+        help="the face detectors side by side (BlazeFace short and full range, dlib "
+        "HOG, OpenCV Haar, MTCNN): precision/recall, jitter, ms per frame",
+        description=bench_detectors.__doc__.split("\n\n", 1)[1]
+        if bench_detectors.__doc__
+        else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     bench_detectors.add_arguments(dd)
     return p
 
@@ -114,17 +184,21 @@ def _int_list(text: str) -> list[int]:
     except ValueError:
         values = []
     if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected positive integers separated by commas, got {text!r}"
+        )
     return values
 
 
 def check_outputs(args: argparse.Namespace) -> None:
-    """``--json`` (and ``bench detector --markdown``): writable, not a folder, not the ``--input`` recording,
-    before anything is measured (see :mod:`eyeblink.outputs.paths`)."""
+    """``--json`` (and ``bench detector --markdown``): writable, not a folder, not the ``--input``
+    recording, before anything is measured (see :mod:`eyeblink.outputs.paths`)."""
     from eyeblink.outputs.paths import OutputPlan
 
     plan = OutputPlan().read(getattr(args, "input", None), "the --input recording")
-    plan.write(getattr(args, "json", None), "--json").write(getattr(args, "markdown", None), "--markdown").check()
+    plan.write(getattr(args, "json", None), "--json").write(
+        getattr(args, "markdown", None), "--markdown"
+    ).check()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -151,9 +225,13 @@ def run(args: argparse.Namespace) -> int:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
-        raise ConfigError(f"--modes must be a comma-separated subset of {', '.join(MODES)}, got {args.modes!r}")
+        raise ConfigError(
+            f"--modes must be a comma-separated subset of {', '.join(MODES)}, got {args.modes!r}"
+        )
     if args.frames < 1 or args.repeats < 1:
-        raise ConfigError(f"--frames and --repeats must be >= 1, got {args.frames} and {args.repeats}")
+        raise ConfigError(
+            f"--frames and --repeats must be >= 1, got {args.frames} and {args.repeats}"
+        )
     if "short" in modes and args.short_files < 2:
         raise ConfigError(f"--short-files must be >= 2, got {args.short_files}")
     cfg = load_preset(resolve_preset(args.pipeline))
@@ -162,25 +240,38 @@ def run(args: argparse.Namespace) -> int:
     loaders = int(args.loaders)
     video = Path(args.input) if args.input else synthetic_recording(args.frames, args.cache_dir)
     machine = machine_info()
-    print(f"eyeblink bench: {video} ({args.frames} frames max), {args.repeats} repeats, "
-          f"workers {','.join(map(str, sweep))}, loaders {loaders or 'auto'}, "
-          f"default policy detect_every={every_n}", flush=True)
-    print(f"machine: {machine['cpu']} [{machine['host_class']}: {' '.join(machine['vector']) or 'no AVX'}], "
-          f"{machine['logical_cpus']} CPUs ({machine['physical_cores']} physical cores), "
-          f"{machine['ram_gb']:.0f} GB RAM, Python {machine['python']}", flush=True)
+    print(
+        f"eyeblink bench: {video} ({args.frames} frames max), {args.repeats} repeats, "
+        f"workers {','.join(map(str, sweep))}, loaders {loaders or 'auto'}, "
+        f"default policy detect_every={every_n}",
+        flush=True,
+    )
+    print(
+        f"machine: {machine['cpu']} [{machine['host_class']}: "
+        f"{' '.join(machine['vector']) or 'no AVX'}], "
+        f"{machine['logical_cpus']} CPUs ({machine['physical_cores']} physical cores), "
+        f"{machine['ram_gb']:.0f} GB RAM, Python {machine['python']}",
+        flush=True,
+    )
     clips = short_clips(video, args.short_files, args.cache_dir) if "short" in modes else None
     results: dict[str, Any] = {}
     for mode, w in _runs(modes, sweep):
         runs = []
         key = mode if len(sweep) == 1 or mode in ("decode", "reference") else f"{mode}@{w}w"
         for _ in range(args.repeats):
-            child = {"decode": ["decode", "0", "0"], "default": ["parallel", str(w), str(every_n)],
-                     "every": ["parallel", str(w), "1"], "reference": ["reference", "1", "1"],
-                     "short": ["short", str(w), str(every_n)]}[mode]
+            child = {
+                "decode": ["decode", "0", "0"],
+                "default": ["parallel", str(w), str(every_n)],
+                "every": ["parallel", str(w), "1"],
+                "reference": ["reference", "1", "1"],
+                "short": ["short", str(w), str(every_n)],
+            }[mode]
             if args.wait_quiet > 0:
                 wait_quiet(args.wait_quiet)
             source = clips if mode == "short" and clips is not None else video
-            runs.append(_run_child([*child, str(source), str(args.frames), args.pipeline, str(loaders)]))
+            runs.append(
+                _run_child([*child, str(source), str(args.frames), args.pipeline, str(loaders)])
+            )
         results[key] = _aggregate(mode, runs)
         _print_mode(key, results[key])
         long_key = key.replace("short", "default")
@@ -191,10 +282,20 @@ def run(args: argparse.Namespace) -> int:
     decode_fps = results.get("decode", {}).get("fps_median")
     if decode_fps and "default" in results:
         results["default"]["fraction_of_decode"] = results["default"]["fps_median"] / decode_fps
-        print(f"default policy: {100 * results['default']['fraction_of_decode']:.0f}% of decode-only FPS")
-    report = {"input": str(video), "frames": args.frames, "repeats": args.repeats, "workers": sweep,
-              "loaders": loaders,
-              "detect_every_default": every_n, "machine": machine, "modes": results}
+        print(
+            f"default policy: {100 * results['default']['fraction_of_decode']:.0f}% of "
+            "decode-only FPS"
+        )
+    report = {
+        "input": str(video),
+        "frames": args.frames,
+        "repeats": args.repeats,
+        "workers": sweep,
+        "loaders": loaders,
+        "detect_every_default": every_n,
+        "machine": machine,
+        "modes": results,
+    }
     if args.json:
         from eyeblink.outputs.paths import write_text
 
@@ -204,7 +305,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_short(short: dict[str, Any], long: dict[str, Any]) -> None:
-    """The ``short`` mode against one long file (``default``): FPS ratio and the per-file overhead."""
+    """The ``short`` mode against one long file (``default``): FPS ratio and the per-file
+    overhead."""
     files, frames = short["files"], short["frames"]
     overhead_ms = 1000.0 * (frames / short["fps_median"] - frames / long["fps_median"]) / files
     # CPU time (all processes, models loaded in both): the figure that holds on a shared machine
@@ -212,17 +314,22 @@ def _print_short(short: dict[str, Any], long: dict[str, Any]) -> None:
     short["fraction_of_default"] = short["fps_median"] / long["fps_median"]
     short["overhead_ms_per_file"] = overhead_ms
     short["overhead_cpu_ms_per_file"] = cpu_overhead_ms
-    print(f"    short: {files} files, {frames} frames: {100 * short['fraction_of_default']:.0f}% of one long "
-          f"file's FPS; per-file overhead {overhead_ms:.0f} ms of wall time, {cpu_overhead_ms:.0f} ms of CPU",
-          flush=True)
+    print(
+        f"    short: {files} files, {frames} frames: {100 * short['fraction_of_default']:.0f}% of "
+        "one long "
+        f"file's FPS; per-file overhead {overhead_ms:.0f} ms of wall time, {cpu_overhead_ms:.0f} "
+        "ms of CPU",
+        flush=True,
+    )
 
 
 # --------------------------------------------------------------------------- inputs and machine
 
 
 def short_clips(video: Path, count: int, where: str | None = None) -> Path:
-    """A folder of ``count`` clips of :data:`SHORT_CLIP_S` seconds each in turn, cut one after the other from
-    ``video``'s frames (from its start again when they run out), gray MJPG at ``video``'s rate; cached."""
+    """A folder of ``count`` clips of :data:`SHORT_CLIP_S` seconds each in turn, cut one after the
+    other from ``video``'s frames (from its start again when they run out), gray MJPG at ``video``'s
+    rate; cached."""
     import av
     import numpy as np
 
@@ -239,8 +346,11 @@ def short_clips(video: Path, count: int, where: str | None = None) -> Path:
         from eyeblink.errors import VideoDecodeError
 
         raise VideoDecodeError(f"{video} has no frames to cut clips from; give another --input")
-    print(f"cutting {count} clips of {SHORT_CLIP_S[0]}-{SHORT_CLIP_S[-1]} s from {video} into {folder} (once) ...",
-          flush=True)
+    print(
+        f"cutting {count} clips of {SHORT_CLIP_S[0]}-{SHORT_CLIP_S[-1]} s from {video} into "
+        f"{folder} (once) ...",
+        flush=True,
+    )
     at = 0
     for k in range(count):
         n = max(1, round(SHORT_CLIP_S[k % len(SHORT_CLIP_S)] * fps))
@@ -253,8 +363,9 @@ def short_clips(video: Path, count: int, where: str | None = None) -> Path:
             for i in range(n):
                 img = frames[(at + i) % len(frames)]
                 gray = img if img.ndim == 2 else img[..., 0]
-                frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(gray), format="gray").reformat(
-                    format="yuvj420p")
+                frame = av.VideoFrame.from_ndarray(
+                    np.ascontiguousarray(gray), format="gray"
+                ).reformat(format="yuvj420p")
                 frame.pts = i
                 out.mux(stream.encode(frame))
             out.mux(stream.encode())
@@ -270,7 +381,8 @@ def cache_dir(explicit: str | None = None) -> Path:
 
 
 def synthetic_recording(frames: int, where: str | None = None) -> Path:
-    """A cached synthetic demo recording of ``frames`` frames (rendered on first use, ~2 ms/frame)."""
+    """A cached synthetic demo recording of ``frames`` frames (rendered on first use, ~2
+    ms/frame)."""
     from eyeblink.lab.synth import SynthConfig, write_recording
 
     folder = cache_dir(where)
@@ -301,17 +413,25 @@ def machine_info() -> dict[str, Any]:
     from eyeblink.runtime.costs import host_info
 
     cls = host_info()
-    return {"cpu": cpu, "vector": cls["vector"], "host_class": cls["class"],
-            "logical_cpus": os.cpu_count(), "physical_cores": physical_cores(), "ram_gb": ram,
-            "python": platform.python_version(), "platform": platform.platform(), "versions": versions}
+    return {
+        "cpu": cpu,
+        "vector": cls["vector"],
+        "host_class": cls["class"],
+        "logical_cpus": os.cpu_count(),
+        "physical_cores": physical_cores(),
+        "ram_gb": ram,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": versions,
+    }
 
 
 # --------------------------------------------------------------------------- measuring a child run
 
 
 def tree_pss_bytes(pid: int) -> int:
-    """Sum of PSS over ``pid`` and its descendants (shared pages counted once overall); of RSS where the OS keeps
-    no PSS (macOS, Windows: shared pages then count in each process)."""
+    """Sum of PSS over ``pid`` and its descendants (shared pages counted once overall); of RSS where
+    the OS keeps no PSS (macOS, Windows: shared pages then count in each process)."""
     from eyeblink import host
 
     return sum(host.pss_bytes(p) or host.rss_bytes(p) or 0 for p in [pid, *host.descendants(pid)])
@@ -373,7 +493,9 @@ def _run_child(argv: list[str]) -> dict[str, Any]:
         from eyeblink.errors import WorkerError
 
         tail = stderr.strip().splitlines()[-1:] or ["(no output)"]
-        raise WorkerError(f"benchmark run {' '.join(argv[:3])} failed with status {proc.returncode}: {tail[0]}")
+        raise WorkerError(
+            f"benchmark run {' '.join(argv[:3])} failed with status {proc.returncode}: {tail[0]}"
+        )
     result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
     result["peak_pss_mb"] = peak / 2**20
     result["cpu_s"] = ours
@@ -385,15 +507,22 @@ def _run_child(argv: list[str]) -> dict[str, Any]:
 def _aggregate(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     fps = [r["fps"] for r in runs]
     out: dict[str, Any] = {
-        "fps_median": statistics.median(fps), "fps_min": min(fps), "fps_max": max(fps), "fps_runs": fps,
+        "fps_median": statistics.median(fps),
+        "fps_min": min(fps),
+        "fps_max": max(fps),
+        "fps_runs": fps,
         "frames": runs[0]["frames"],
         "peak_pss_mb": max(r["peak_pss_mb"] for r in runs),
         "other_cpu_pct_max": max(r["other_cpu_pct"] for r in runs),
-        "cpu_s_per_frame_ms": statistics.median(1000 * r["cpu_s"] / max(r["frames"], 1) for r in runs),
+        "cpu_s_per_frame_ms": statistics.median(
+            1000 * r["cpu_s"] / max(r["frames"], 1) for r in runs
+        ),
     }
     if runs[0].get("ms_per_frame"):
         keys = runs[0]["ms_per_frame"].keys()
-        out["ms_per_frame"] = {k: statistics.median(r["ms_per_frame"][k] or 0.0 for r in runs) for k in keys}
+        out["ms_per_frame"] = {
+            k: statistics.median(r["ms_per_frame"][k] or 0.0 for r in runs) for k in keys
+        }
     for k in ("latency_ms_p50", "latency_ms_p99"):
         vals = [r[k] for r in runs if r.get(k) is not None]
         if vals:
@@ -403,12 +532,15 @@ def _aggregate(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
             out[k] = runs[0][k]
     stage = [r["accelerator"] for r in runs if r.get("accelerator")]
     if stage:  # the accelerator stage of the median run (by FPS): one run's consistent numbers
-        out["accelerator"] = sorted(zip(fps, stage, strict=False), key=lambda x: x[0])[len(stage) // 2][1]
+        out["accelerator"] = sorted(zip(fps, stage, strict=False), key=lambda x: x[0])[
+            len(stage) // 2
+        ][1]
     return out
 
 
 def _runs(modes: list[str], sweep: list[int]) -> list[tuple[str, int]]:
-    """(mode, workers) pairs: decode and reference once, the multiprocess modes once per worker count."""
+    """(mode, workers) pairs: decode and reference once, the multiprocess modes once per worker
+    count."""
     out = []
     for mode in modes:
         if mode in ("decode", "reference"):
@@ -419,9 +551,12 @@ def _runs(modes: list[str], sweep: list[int]) -> list[tuple[str, int]]:
 
 
 def _print_scaling(results: dict[str, Any], sweep: list[int]) -> None:
-    """FPS per worker count against linear scaling from the smallest count, per multiprocess mode."""
+    """FPS per worker count against linear scaling from the smallest count, per multiprocess
+    mode."""
     for mode in ("default", "every"):
-        rows = [(w, results[f"{mode}@{w}w"]["fps_median"]) for w in sweep if f"{mode}@{w}w" in results]
+        rows = [
+            (w, results[f"{mode}@{w}w"]["fps_median"]) for w in sweep if f"{mode}@{w}w" in results
+        ]
         if len(rows) < 2:
             continue
         w0, f0 = rows[0]
@@ -430,25 +565,39 @@ def _print_scaling(results: dict[str, Any], sweep: list[int]) -> None:
 
 
 def _print_mode(mode: str, r: dict[str, Any]) -> None:
-    line = (f"{mode:>9}: {r['fps_median']:7.0f} FPS [{r['fps_min']:.0f}–{r['fps_max']:.0f}]  "
-            f"{r.get('loaders', 1)} loader(s)  "
-            f"peak mem {r['peak_pss_mb']:6.0f} MB  CPU {r['cpu_s_per_frame_ms']:.2f} ms/frame")
+    line = (
+        f"{mode:>9}: {r['fps_median']:7.0f} FPS [{r['fps_min']:.0f}–{r['fps_max']:.0f}]  "
+        f"{r.get('loaders', 1)} loader(s)  "
+        f"peak mem {r['peak_pss_mb']:6.0f} MB  CPU {r['cpu_s_per_frame_ms']:.2f} ms/frame"
+    )
     if "latency_ms_p50" in r:
         line += f"  latency p50 {r['latency_ms_p50']:.0f} ms p99 {r['latency_ms_p99']:.0f} ms"
     if "ms_per_frame" in r:
-        line += "\n           stages ms/frame: " + ", ".join(f"{k} {v:.2f}" for k, v in r["ms_per_frame"].items())
+        line += "\n           stages ms/frame: " + ", ".join(
+            f"{k} {v:.2f}" for k, v in r["ms_per_frame"].items()
+        )
     if "detector_runs" in r:
-        line += f"\n           detector runs {r['detector_runs']} ({r.get('redetections_on_drift', 0)} on drift)"
+        line += (
+            f"\n           detector runs {r['detector_runs']} "
+            f"({r.get('redetections_on_drift', 0)} on drift)"
+        )
     acc = r.get("accelerator")
     if acc:  # the accelerator stage: where its time went
         ms = acc["ms_per_frame"]
-        line += (f"\n           accelerator stage: {acc['processes']} x {acc['backend']} on {acc['device']}, "
-                 f"{acc['batches']} batches of {acc['mean_batch']:.0f} frames "
-                 f"(batch_size {acc['batch_size']}, largest {acc.get('largest_batch', acc['batch_size'])}), "
-                 f"network {ms['network']:.2f} ms/frame, host {acc['host_ms_per_frame']:.2f} ms/frame, "
-                 f"compile {acc['warm_up_s']:.1f} s")
+        line += (
+            f"\n           accelerator stage: {acc['processes']} x {acc['backend']} on "
+            f"{acc['device']}, "
+            f"{acc['batches']} batches of {acc['mean_batch']:.0f} frames "
+            f"(batch_size {acc['batch_size']}, largest "
+            f"{acc.get('largest_batch', acc['batch_size'])}), "
+            f"network {ms['network']:.2f} ms/frame, host {acc['host_ms_per_frame']:.2f} ms/frame, "
+            f"compile {acc['warm_up_s']:.1f} s"
+        )
     if r["other_cpu_pct_max"] > 10:
-        line += f"\n           WARNING: other processes used up to {r['other_cpu_pct_max']:.0f}% of the CPUs"
+        line += (
+            f"\n           WARNING: other processes used up to {r['other_cpu_pct_max']:.0f}% "
+            "of the CPUs"
+        )
     print(line, flush=True)
 
 
@@ -475,7 +624,9 @@ def _child(argv: list[str]) -> dict[str, Any]:
         return {"frames": n, "fps": n / wall, "ms_per_frame": {"decode": 1000 * wall / n}}
     cfg = load_preset(resolve_preset(preset))
     if kind == "short":
-        return _short_run(cfg.with_overrides("detect", detect_every=int(every)), Path(video), int(workers))
+        return _short_run(
+            cfg.with_overrides("detect", detect_every=int(every)), Path(video), int(workers)
+        )
     cfg = replace(cfg.with_overrides("detect", detect_every=int(every)), max_frames=limit)
     out = Path(tempfile.mkdtemp(prefix="eyeblink-bench-"))
     if kind == "parallel":
@@ -492,15 +643,23 @@ def _child(argv: list[str]) -> dict[str, Any]:
 
     shutil.rmtree(out, ignore_errors=True)
     t = s["timings"]
-    return {"frames": s["frames"], "fps": t["fps"], "ms_per_frame": t["ms_per_frame"],
-            "latency_ms_p50": t.get("latency_ms_p50"), "latency_ms_p99": t.get("latency_ms_p99"),
-            "detector_runs": s["detector_runs"], "redetections_on_drift": s["redetections_on_drift"],
-            "loaders": s.get("loaders", 1), "accelerator": s.get("parallel", {}).get("accelerator"),
-            "output": str(out)}
+    return {
+        "frames": s["frames"],
+        "fps": t["fps"],
+        "ms_per_frame": t["ms_per_frame"],
+        "latency_ms_p50": t.get("latency_ms_p50"),
+        "latency_ms_p99": t.get("latency_ms_p99"),
+        "detector_runs": s["detector_runs"],
+        "redetections_on_drift": s["redetections_on_drift"],
+        "loaders": s.get("loaders", 1),
+        "accelerator": s.get("parallel", {}).get("accelerator"),
+        "output": str(out),
+    }
 
 
 def _short_run(cfg: Any, folder: Path, workers: int) -> dict[str, Any]:
-    """``eyeblink process`` on every clip of ``folder`` in one run (models, workers and all): frames / wall."""
+    """``eyeblink process`` on every clip of ``folder`` in one run (models, workers and all):
+    frames / wall."""
     import shutil
 
     from eyeblink.runtime.runner import process_paths
@@ -516,27 +675,32 @@ def _short_run(cfg: Any, folder: Path, workers: int) -> dict[str, Any]:
     if failures:
         raise failures[0][1]
     frames = sum(r.frames for r in results)
-    return {"frames": frames, "fps": frames / wall, "files": len(results), "wall_s": wall,
-            "detector_runs": sum(r.summary["detector_runs"] for r in results)}
+    return {
+        "frames": frames,
+        "fps": frames / wall,
+        "files": len(results),
+        "wall_s": wall,
+        "detector_runs": sum(r.summary["detector_runs"] for r in results),
+    }
 
 
 def _decode_share(video: str, plan: Any, lid: int, times: Any) -> None:
-    """Loader ``lid`` of :func:`_decode_ranges`: its share of ``plan``'s ranges decoded from its own open of
-    ``video``; (frames, CPU seconds of the decoding) put on ``times``."""
+    """Loader ``lid`` of :func:`_decode_ranges`: its share of ``plan``'s ranges decoded from its own
+    open of ``video``; (frames, CPU seconds of the decoding) put on ``times``."""
     from eyeblink.sources.files import open_source
     from eyeblink.sources.ranges import iter_range
 
     with open_source(video) as src:
         t0, n = time.process_time(), 0
-        for rng in plan.ranges[lid::plan.loaders]:
+        for rng in plan.ranges[lid :: plan.loaders]:
             for _ in iter_range(src, plan, rng):
                 n += 1
     times.put((n, time.process_time() - t0))
 
 
 def _decode_ranges(video: str, limit: int, loaders: int, preset: str) -> dict[str, Any]:
-    """Decode-only with ``loaders`` processes (0: the count ``process`` would choose under ``preset``), each
-    decoding its ranges as ``process --loaders`` would."""
+    """Decode-only with ``loaders`` processes (0: the count ``process`` would choose under
+    ``preset``), each decoding its ranges as ``process --loaders`` would."""
     from eyeblink.config import ParallelConfig, load_preset, physical_cores
     from eyeblink.presets import resolve_preset
     from eyeblink.runtime.procs.processes import context, resolve_start_method
@@ -546,12 +710,19 @@ def _decode_ranges(video: str, limit: int, loaders: int, preset: str) -> dict[st
 
     with open_source(video) as src:
         worker_ms = worker_ms_per_frame(load_preset(resolve_preset(preset)), src.fallback_fps)
-        wanted = choose_loaders(ParallelConfig(loaders=loaders), physical_cores(), src, worker_ms=worker_ms)
-        plan = plan_ranges(src, wanted, chunk_frames=ParallelConfig().chunk_frames, max_frames=limit)
+        wanted = choose_loaders(
+            ParallelConfig(loaders=loaders), physical_cores(), src, worker_ms=worker_ms
+        )
+        plan = plan_ranges(
+            src, wanted, chunk_frames=ParallelConfig().chunk_frames, max_frames=limit
+        )
         ctx = context(resolve_start_method())  # the start method of `process` here
         times = ctx.Queue()
         t0 = time.perf_counter()
-        procs = [ctx.Process(target=_decode_share, args=(video, plan, lid, times)) for lid in range(plan.loaders)]
+        procs = [
+            ctx.Process(target=_decode_share, args=(video, plan, lid, times))
+            for lid in range(plan.loaders)
+        ]
         for p in procs:
             p.start()
         parts = [times.get(timeout=600) for _ in procs]
@@ -559,12 +730,17 @@ def _decode_ranges(video: str, limit: int, loaders: int, preset: str) -> dict[st
             p.join(timeout=60)
         wall = time.perf_counter() - t0
     n = sum(p[0] for p in parts)
-    return {"frames": n, "fps": n / wall,
-            "ms_per_frame": {"decode": 1000 * sum(p[1] for p in parts) / n}, "loaders": plan.loaders}
+    return {
+        "frames": n,
+        "fps": n / wall,
+        "ms_per_frame": {"decode": 1000 * sum(p[1] for p in parts) / n},
+        "loaders": plan.loaders,
+    }
 
 
 def _reference_run(cfg: Any, video: str, out: Path) -> dict[str, Any]:
-    """The reference path, with decode->row latency taken from a timing source wrapper and the progress hook."""
+    """The reference path, with decode->row latency taken from a timing source wrapper and the
+    progress hook."""
     import numpy as np
 
     from eyeblink.runtime.pipeline import process_source
@@ -597,8 +773,13 @@ def _reference_run(cfg: Any, video: str, out: Path) -> dict[str, Any]:
 
     analyzer = build_analyzer(cfg)
     with open_source(video) as src:
-        result = process_source(Timed(src), out, cfg, analyzer=analyzer,  # type: ignore[arg-type]
-                                progress=lambda name, total: Bar())
+        result = process_source(
+            Timed(src),
+            out,
+            cfg,
+            analyzer=analyzer,  # type: ignore[arg-type]
+            progress=lambda name, total: Bar(),
+        )
     n = min(len(decoded), len(written))
     lat = (np.asarray(written[:n]) - np.asarray(decoded[:n])) * 1000
     s = result.summary

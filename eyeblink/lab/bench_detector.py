@@ -51,34 +51,81 @@ FULL_LATENCY = tuple(range(1, 17))
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Options of ``eyeblink bench detector`` (add to a (sub)parser)."""
-    parser.add_argument("--pipeline", metavar="PRESET", default="cpu",
-                        help="device preset whose detector settings are used (default: %(default)s)")
-    parser.add_argument("--backends", "--backend", dest="backends", metavar="NAMES", default=None,
-                        help="comma-separated backends to compare, e.g. litert,tensorflow,jax "
-                             "(default: the preset's backend); tensorflow and jax each run in a process "
-                             "of their own when both are asked for (Keras holds one backend per process)")
-    parser.add_argument("--network", choices=("blazeface", "mesh", "iris"), default="blazeface",
-                        help="network to measure: BlazeFace (default), the face mesh or the iris network "
-                             "(mesh/iris: litert, tensorflow, jax backends; real crops of the eye model)")
-    parser.add_argument("--batch-sizes", metavar="LIST", default=None,
-                        help=f"batch sizes of the throughput sweep (quick: {','.join(map(str, QUICK_SWEEP))}; "
-                             f"full: 1..512 in powers of two)")
-    parser.add_argument("--latency-batches", metavar="LIST", default=None,
-                        help="batch sizes of the low-latency sweep (quick: 1,4,16; full: 1..16); 'none' to skip")
-    parser.add_argument("--images", type=int, default=None, metavar="N",
-                        help="images per throughput point (quick: 256, full: 2048)")
-    parser.add_argument("--repeats", type=int, default=None, metavar="R",
-                        help="repeats per point, the median is reported (quick: 1, full: 3)")
-    parser.add_argument("--threads", type=int, default=None, metavar="N",
-                        help="CPU threads of the backend (default: the preset's)")
-    parser.add_argument("--jit", action=argparse.BooleanOptionalAction, default=None,
-                        help="compile with XLA (tensorflow, ipu backends); default: the preset's jit_compile")
+    parser.add_argument(
+        "--pipeline",
+        metavar="PRESET",
+        default="cpu",
+        help="device preset whose detector settings are used (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--backends",
+        "--backend",
+        dest="backends",
+        metavar="NAMES",
+        default=None,
+        help="comma-separated backends to compare, e.g. litert,tensorflow,jax "
+        "(default: the preset's backend); tensorflow and jax each run in a process "
+        "of their own when both are asked for (Keras holds one backend per process)",
+    )
+    parser.add_argument(
+        "--network",
+        choices=("blazeface", "mesh", "iris"),
+        default="blazeface",
+        help="network to measure: BlazeFace (default), the face mesh or the iris network "
+        "(mesh/iris: litert, tensorflow, jax backends; real crops of the eye model)",
+    )
+    parser.add_argument(
+        "--batch-sizes",
+        metavar="LIST",
+        default=None,
+        help=f"batch sizes of the throughput sweep (quick: {','.join(map(str, QUICK_SWEEP))}; "
+        f"full: 1..512 in powers of two)",
+    )
+    parser.add_argument(
+        "--latency-batches",
+        metavar="LIST",
+        default=None,
+        help="batch sizes of the low-latency sweep (quick: 1,4,16; full: 1..16); 'none' to skip",
+    )
+    parser.add_argument(
+        "--images",
+        type=int,
+        default=None,
+        metavar="N",
+        help="images per throughput point (quick: 256, full: 2048)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        metavar="R",
+        help="repeats per point, the median is reported (quick: 1, full: 3)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CPU threads of the backend (default: the preset's)",
+    )
+    parser.add_argument(
+        "--jit",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="compile with XLA (tensorflow, ipu backends); default: the preset's jit_compile",
+    )
     speed = parser.add_mutually_exclusive_group()
     speed.add_argument("--quick", dest="full", action="store_false", help="short sweep (default)")
     speed.add_argument("--full", dest="full", action="store_true", help="the paper's full sweep")
-    parser.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON")
-    parser.add_argument("--markdown", metavar="FILE", default=None,
-                        help="write the Markdown report here instead of stdout")
+    parser.add_argument(
+        "--json", metavar="FILE", default=None, help="also write the results as JSON"
+    )
+    parser.add_argument(
+        "--markdown",
+        metavar="FILE",
+        default=None,
+        help="write the Markdown report here instead of stdout",
+    )
     parser.set_defaults(full=False)
     return parser
 
@@ -178,7 +225,9 @@ def _rapl_domains() -> list[tuple[Path, int]]:
         energy = d / "energy_uj"
         try:
             _read_int(energy)
-            rng = _read_int(d / "max_energy_range_uj") if (d / "max_energy_range_uj").exists() else 0
+            rng = (
+                _read_int(d / "max_energy_range_uj") if (d / "max_energy_range_uj").exists() else 0
+            )
         except (OSError, ValueError):
             continue
         out.append((energy, rng))
@@ -193,7 +242,9 @@ def _run_text(cmd: list[str]) -> str | None:
 
 
 def _nvidia_power() -> float | None:
-    text = _run_text(["nvidia-smi", "--query-gpu=power.draw", "--format=csv,noheader,nounits", "--id=0"])
+    text = _run_text(
+        ["nvidia-smi", "--query-gpu=power.draw", "--format=csv,noheader,nounits", "--id=0"]
+    )
     try:
         return float(text.strip().splitlines()[0]) if text else None
     except (ValueError, IndexError):
@@ -208,7 +259,12 @@ def _gc_monitor_power() -> float | None:
     text = _run_text(["gc-monitor"])
     if not text:
         return None
-    watts = [float(m.group(1)) for line in text.splitlines() if "|" in line for m in _WATTS.finditer(line)]
+    watts = [
+        float(m.group(1))
+        for line in text.splitlines()
+        if "|" in line
+        for m in _WATTS.finditer(line)
+    ]
     return sum(watts) if watts else None
 
 
@@ -249,7 +305,8 @@ class Report:
 
 
 def make_images(n: int = 64, seed: int = 0) -> np.ndarray:
-    """``n`` distinct letterboxed 128x128 frames (the astronaut photo with mild noise and shifts)."""
+    """``n`` distinct letterboxed 128x128 frames (the astronaut photo with mild noise and
+    shifts)."""
     from skimage import data
 
     from eyeblink.detect.blazeface import letterbox
@@ -298,8 +355,10 @@ def network_inputs(network: str, n: int = 64, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(3)
     frames += [render_frame(t, c, c, rng) for t, c in [(0.0, 0.0), (0.31, 0.5), (0.77, 1.0)]]
     crops = []
-    with FaceDetector.from_detector(create_detector("litert")) as detector, \
-            MeshFitter(refine=False) as fitter:
+    with (
+        FaceDetector.from_detector(create_detector("litert")) as detector,
+        MeshFitter(refine=False) as fitter,
+    ):
         for frame in frames:
             faces = detector.detect(frame)
             if not faces:
@@ -312,8 +371,13 @@ def network_inputs(network: str, n: int = 64, seed: int = 0) -> np.ndarray:
             for (a, b), mirror in zip(MESH_EYE_CORNERS, (False, True), strict=True):
                 c0, c1 = mesh[a], mesh[b]
                 d = c1 - c0
-                m = square_roi(float((c0[0] + c1[0]) / 2), float((c0[1] + c1[1]) / 2),
-                               float(np.hypot(*d)) * EYE_ROI_SCALE, math.atan2(d[1], d[0]), IRIS_INPUT)
+                m = square_roi(
+                    float((c0[0] + c1[0]) / 2),
+                    float((c0[1] + c1[1]) / 2),
+                    float(np.hypot(*d)) * EYE_ROI_SCALE,
+                    math.atan2(d[1], d[0]),
+                    IRIS_INPUT,
+                )
                 crops.append(warp(frame, m, IRIS_INPUT, mirror=mirror)[0])
     if not crops:  # pragma: no cover - BlazeFace finds the astronaut (tests/test_mesh.py)
         raise RuntimeError("no face found in the reference images")
@@ -324,9 +388,9 @@ def network_inputs(network: str, n: int = 64, seed: int = 0) -> np.ndarray:
 
 
 class LiteRTNetwork:
-    """A ``.tflite`` network on LiteRT (XNNPACK) with its input resized to the batch: the CPU reference
-    the Keras rebuilds are measured (and tested) against. ``detect(x)`` returns every output, ordered
-    like the Keras model's (by values per image, largest first)."""
+    """A ``.tflite`` network on LiteRT (XNNPACK) with its input resized to the batch: the CPU
+    reference the Keras rebuilds are measured (and tested) against. ``detect(x)`` returns every
+    output, ordered like the Keras model's (by values per image, largest first)."""
 
     def __init__(self, path: Path, batch_size: int, num_threads: int = 1) -> None:
         from ai_edge_litert.interpreter import Interpreter
@@ -344,13 +408,17 @@ class LiteRTNetwork:
     def detect(self, x: np.ndarray) -> tuple[np.ndarray, ...]:
         results = []
         for start in range(0, x.shape[0], self.batch_size):
-            chunk = x[start:start + self.batch_size]
+            chunk = x[start : start + self.batch_size]
             n = chunk.shape[0]
             if n < self.batch_size:
-                chunk = np.concatenate([chunk, np.zeros((self.batch_size - n, *chunk.shape[1:]), np.float32)])
+                chunk = np.concatenate(
+                    [chunk, np.zeros((self.batch_size - n, *chunk.shape[1:]), np.float32)]
+                )
             self._it.set_tensor(self._in, np.ascontiguousarray(chunk))
             self._it.invoke()
-            results.append([self._it.get_tensor(i).reshape(self.batch_size, -1)[:n].copy() for i in self._outs])
+            results.append(
+                [self._it.get_tensor(i).reshape(self.batch_size, -1)[:n].copy() for i in self._outs]
+            )
         return tuple(np.concatenate([r[k] for r in results]) for k in range(len(self._outs)))
 
     def close(self) -> None:
@@ -358,7 +426,8 @@ class LiteRTNetwork:
 
 
 class _Network:
-    """A compiled Keras network (:class:`~eyeblink.detect.keras_graph.BucketedRunner`) as the bench runs it."""
+    """A compiled Keras network (:class:`~eyeblink.detect.keras_graph.BucketedRunner`) as the
+    bench runs it."""
 
     def __init__(self, runner: Any) -> None:
         self.runner = runner
@@ -371,13 +440,17 @@ class _Network:
         self.runner = None
 
 
-def network_factory(network: str, backend: str, *, threads: int, accelerator: Any) -> Callable[[int], Any]:
+def network_factory(
+    network: str, backend: str, *, threads: int, accelerator: Any
+) -> Callable[[int], Any]:
     """``batch size -> object with detect(x)/close()/device`` running ``network`` on ``backend``."""
     from eyeblink.detect import BackendName, create_detector
     from eyeblink.errors import ConfigError
 
     if network == "blazeface":
-        return lambda batch: create_detector(backend, num_threads=threads, batch_size=batch, accelerator=accelerator)
+        return lambda batch: create_detector(
+            backend, num_threads=threads, batch_size=batch, accelerator=accelerator
+        )
     from eyeblink.detect.keras_graph import NETWORKS
 
     spec = NETWORKS[network]
@@ -389,11 +462,14 @@ def network_factory(network: str, backend: str, *, threads: int, accelerator: An
         from eyeblink.detect import backend_installed
 
         if not backend_installed(name):
-            create_detector(name)  # raises the registry's BackendUnavailableError naming the install
+            # raises the registry's BackendUnavailableError naming the install
+            create_detector(name)
         from eyeblink.detect.tensorflow import configure_threads, keras_network
 
         configure_threads(threads)
-        return lambda batch: _Network(keras_network(network, batch_size=batch, jit_compile=accelerator.jit_compile))
+        return lambda batch: _Network(
+            keras_network(network, batch_size=batch, jit_compile=accelerator.jit_compile)
+        )
     if name is BackendName.JAX:
         from eyeblink.detect import backend_installed
 
@@ -419,8 +495,15 @@ def _device_kind(backend: str, detector: Any) -> str:
     return "gpu" if "GPU" in device or "CUDA" in device else "cpu"
 
 
-def _sweep_point(name: str, factory: Callable[[int], Any], pool: np.ndarray, batch: int, images: int,
-                 repeats: int, meters: dict[str, PowerMeter]) -> SweepPoint:
+def _sweep_point(
+    name: str,
+    factory: Callable[[int], Any],
+    pool: np.ndarray,
+    batch: int,
+    images: int,
+    repeats: int,
+    meters: dict[str, PowerMeter],
+) -> SweepPoint:
     detector = factory(batch)
     try:
         t0 = time.perf_counter()
@@ -450,12 +533,23 @@ def _sweep_point(name: str, factory: Callable[[int], Any], pool: np.ndarray, bat
     n_images = count * batch
     ips = n_images / dt
     eff = ips / power.mean_w if power.mean_w else None
-    return SweepPoint(name, batch, n_images, round(compile_s, 4), round(dt, 4), round(ips, 1),
-                      round(1000 * dt / n_images, 4), power.source, None if power.mean_w is None
-                      else round(power.mean_w, 2), None if eff is None else round(eff, 3))
+    return SweepPoint(
+        name,
+        batch,
+        n_images,
+        round(compile_s, 4),
+        round(dt, 4),
+        round(ips, 1),
+        round(1000 * dt / n_images, 4),
+        power.source,
+        None if power.mean_w is None else round(power.mean_w, 2),
+        None if eff is None else round(eff, 3),
+    )
 
 
-def _latency_point(name: str, detector: Any, pool: np.ndarray, batch: int, calls: int) -> LatencyPoint:
+def _latency_point(
+    name: str, detector: Any, pool: np.ndarray, batch: int, calls: int
+) -> LatencyPoint:
     x = pool[np.arange(batch) % pool.shape[0]]
     detector.detect(x)  # compile this shape
     times = []
@@ -472,8 +566,16 @@ def _latency_point(name: str, detector: Any, pool: np.ndarray, batch: int, calls
 KERAS_BACKENDS = ("tensorflow", "jax")
 
 
-def _run_in_child(args: argparse.Namespace, backend: str, sweep: tuple[int, ...], lat: tuple[int, ...], images: int,
-                  repeats: int, threads: int, jit: bool) -> dict[str, Any]:
+def _run_in_child(
+    args: argparse.Namespace,
+    backend: str,
+    sweep: tuple[int, ...],
+    lat: tuple[int, ...],
+    images: int,
+    repeats: int,
+    threads: int,
+    jit: bool,
+) -> dict[str, Any]:
     """The same benchmark for ``backend`` alone, in a fresh Python process; its JSON report."""
     import sys
     import tempfile
@@ -482,16 +584,40 @@ def _run_in_child(args: argparse.Namespace, backend: str, sweep: tuple[int, ...]
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "child.json"
-        argv = [sys.executable, "-m", "eyeblink.lab.bench_detector", "--pipeline", args.pipeline,
-                "--network", getattr(args, "network", "blazeface"), "--backends", backend,
-                "--batch-sizes", ",".join(map(str, sweep)) or "none",
-                "--latency-batches", ",".join(map(str, lat)) or "none", "--images", str(images),
-                "--repeats", str(repeats), "--threads", str(threads), "--jit" if jit else "--no-jit",
-                "--json", str(out), "--markdown", str(Path(tmp) / "child.md")]
+        argv = [
+            sys.executable,
+            "-m",
+            "eyeblink.lab.bench_detector",
+            "--pipeline",
+            args.pipeline,
+            "--network",
+            getattr(args, "network", "blazeface"),
+            "--backends",
+            backend,
+            "--batch-sizes",
+            ",".join(map(str, sweep)) or "none",
+            "--latency-batches",
+            ",".join(map(str, lat)) or "none",
+            "--images",
+            str(images),
+            "--repeats",
+            str(repeats),
+            "--threads",
+            str(threads),
+            "--jit" if jit else "--no-jit",
+            "--json",
+            str(out),
+            "--markdown",
+            str(Path(tmp) / "child.md"),
+        ]
         proc = subprocess.run(argv, capture_output=True, text=True)
         if proc.returncode != 0 or not out.is_file():
             lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("eyeblink: error:")]
-            why = lines[-1].removeprefix("eyeblink: error:").strip() if lines else f"exit status {proc.returncode}"
+            why = (
+                lines[-1].removeprefix("eyeblink: error:").strip()
+                if lines
+                else f"exit status {proc.returncode}"
+            )
             raise BackendUnavailableError(f"the {backend} benchmark process failed: {why}")
         data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     return data
@@ -500,10 +626,14 @@ def _run_in_child(args: argparse.Namespace, backend: str, sweep: tuple[int, ...]
 def _merge(report: Report, child: dict[str, Any]) -> None:
     report.sweep += [SweepPoint(**p) for p in child.get("sweep", [])]
     report.latency += [LatencyPoint(**q) for q in child.get("latency", [])]
-    report.device.update({k: v for k, v in child.get("device", {}).items() if k.endswith("_device")})
+    report.device.update(
+        {k: v for k, v in child.get("device", {}).items() if k.endswith("_device")}
+    )
 
 
-def run_benchmark(args: argparse.Namespace, progress: Callable[[str], None] | None = None) -> Report:
+def run_benchmark(
+    args: argparse.Namespace, progress: Callable[[str], None] | None = None
+) -> Report:
     """Run the sweeps described by ``args`` (see :func:`add_arguments`) and return the report."""
     from eyeblink.config import load_preset
     from eyeblink.presets import resolve_preset
@@ -512,7 +642,9 @@ def run_benchmark(args: argparse.Namespace, progress: Callable[[str], None] | No
     backends = [b.strip().lower() for b in (args.backends or cfg.backend).split(",") if b.strip()]
     network = getattr(args, "network", "blazeface")
     sweep = _int_list(args.batch_sizes, FULL_SWEEP if args.full else QUICK_SWEEP, "--batch-sizes")
-    lat = _int_list(args.latency_batches, FULL_LATENCY if args.full else QUICK_LATENCY, "--latency-batches")
+    lat = _int_list(
+        args.latency_batches, FULL_LATENCY if args.full else QUICK_LATENCY, "--latency-batches"
+    )
     images = args.images or (2048 if args.full else 256)
     repeats = args.repeats or (3 if args.full else 1)
     threads = args.threads or cfg.num_threads
@@ -524,12 +656,27 @@ def run_benchmark(args: argparse.Namespace, progress: Callable[[str], None] | No
     say = progress or (lambda _msg: None)
 
     report = Report(
-        device={"machine": platform.machine(), "processor": platform.processor() or platform.machine(),
-                "cpus": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()},
-        settings={"pipeline": args.pipeline, "network": network, "backends": backends, "batch_sizes": list(sweep),
-                  "latency_batches": list(lat), "images_per_point": images, "repeats": repeats,
-                  "threads": threads, "jit_compile": accel.jit_compile, "prefetch_depth": accel.prefetch_depth,
-                  "io_tiles": accel.io_tiles, "replicas": accel.replicas},
+        device={
+            "machine": platform.machine(),
+            "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "system": platform.platform(),
+        },
+        settings={
+            "pipeline": args.pipeline,
+            "network": network,
+            "backends": backends,
+            "batch_sizes": list(sweep),
+            "latency_batches": list(lat),
+            "images_per_point": images,
+            "repeats": repeats,
+            "threads": threads,
+            "jit_compile": accel.jit_compile,
+            "prefetch_depth": accel.prefetch_depth,
+            "io_tiles": accel.io_tiles,
+            "replicas": accel.replicas,
+        },
     )
     pool = network_inputs(network)
     meters: dict[str, PowerMeter] = {}
@@ -537,10 +684,14 @@ def run_benchmark(args: argparse.Namespace, progress: Callable[[str], None] | No
     for name in backends:
         if name in KERAS_BACKENDS and name != keras_backends[0]:
             say(f"{name}: in a process of its own ...")
-            _merge(report, _run_in_child(args, name, sweep, lat, images, repeats, threads, accel.jit_compile))
+            _merge(
+                report,
+                _run_in_child(args, name, sweep, lat, images, repeats, threads, accel.jit_compile),
+            )
             continue
         factory = network_factory(network, name, threads=threads, accelerator=accel)
-        probe = factory(1)  # fails early, with the registry's message, if the backend is unavailable
+        # fails early, with the registry's message, if the backend is unavailable
+        probe = factory(1)
         kind = _device_kind(name, probe)
         report.device[f"{name}_device"] = str(getattr(probe, "device", kind))
         probe.close()
@@ -552,16 +703,23 @@ def run_benchmark(args: argparse.Namespace, progress: Callable[[str], None] | No
             try:
                 for batch in lat:
                     say(f"{name}: latency, batch {batch} ...")
-                    report.latency.append(_latency_point(name, detector, pool, batch, calls=20 if args.full else 10))
+                    report.latency.append(
+                        _latency_point(name, detector, pool, batch, calls=20 if args.full else 10)
+                    )
             finally:
                 detector.close()
     for kind, meter in meters.items():
         if meter.source == "n/a":
-            report.notes.append(f"energy efficiency on {kind}: n/a (no readable power source: nvidia-smi for "
-                                "NVIDIA GPUs, gc-monitor for IPUs, /sys/class/powercap/intel-rapl*/energy_uj for CPUs)")
+            report.notes.append(
+                f"energy efficiency on {kind}: n/a (no readable power source: nvidia-smi for "
+                "NVIDIA GPUs, gc-monitor for IPUs, /sys/class/powercap/intel-rapl*/energy_uj for "
+                "CPUs)"
+            )
         elif meter.source == "rapl":
-            report.notes.append("CPU power is the RAPL package energy over the run: the whole package, "
-                                "including other processes")
+            report.notes.append(
+                "CPU power is the RAPL package energy over the run: the whole package, "
+                "including other processes"
+            )
     return report
 
 
@@ -580,24 +738,42 @@ def to_markdown(report: Report) -> str:
     title = {"blazeface": "BlazeFace detector", "mesh": "Face mesh", "iris": "Iris network"}
     lines = [f"# {title.get(report.settings.get('network', 'blazeface'), 'Network')} benchmark", ""]
     dev = ", ".join(f"{k}: {v}" for k, v in report.device.items())
-    lines += [f"Device: {dev}", "",
-              "Settings: " + ", ".join(f"{k}={v}" for k, v in report.settings.items()), ""]
+    lines += [
+        f"Device: {dev}",
+        "",
+        "Settings: " + ", ".join(f"{k}={v}" for k, v in report.settings.items()),
+        "",
+    ]
     if report.sweep:
-        lines += ["## Batch-size sweep (throughput)", "",
-                  "| backend | batch | images | compile (s) | run (s) | images/s | ms/image | power (W) | images/s/W |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "## Batch-size sweep (throughput)",
+            "",
+            "| backend | batch | images | compile (s) | run (s) | images/s | ms/image | power (W) "
+            "| images/s/W |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for p in report.sweep:
             power = "n/a" if p.mean_power_w is None else f"{p.mean_power_w:.1f} ({p.power_source})"
-            lines.append(f"| {p.backend} | {p.batch_size} | {p.images} | {_fmt(p.compile_s)} | {_fmt(p.run_s)} | "
-                         f"{_fmt(p.images_per_s)} | {_fmt(p.ms_per_image)} | {power} | {_fmt(p.images_per_s_per_w)} |")
+            lines.append(
+                f"| {p.backend} | {p.batch_size} | {p.images} | {_fmt(p.compile_s)} | "
+                f"{_fmt(p.run_s)} | "
+                f"{_fmt(p.images_per_s)} | {_fmt(p.ms_per_image)} | {power} | "
+                f"{_fmt(p.images_per_s_per_w)} |"
+            )
         lines.append("")
     if report.latency:
-        lines += ["## Low-latency sweep (one synchronous call)", "",
-                  "| backend | batch | latency p50 (ms) | latency p90 (ms) | ms/image |",
-                  "|---|---:|---:|---:|---:|"]
+        lines += [
+            "## Low-latency sweep (one synchronous call)",
+            "",
+            "| backend | batch | latency p50 (ms) | latency p90 (ms) | ms/image |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for q in report.latency:
-            lines.append(f"| {q.backend} | {q.batch_size} | {_fmt(q.latency_ms_p50)} | {_fmt(q.latency_ms_p90)} | "
-                         f"{_fmt(q.ms_per_image)} |")
+            lines.append(
+                f"| {q.backend} | {q.batch_size} | {_fmt(q.latency_ms_p50)} | "
+                f"{_fmt(q.latency_ms_p90)} | "
+                f"{_fmt(q.ms_per_image)} |"
+            )
         lines.append("")
     for note in report.notes:
         lines.append(f"- {note}")
@@ -622,11 +798,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m eyeblink.lab.bench_detector`` (until it is wired as ``eyeblink bench detector``)."""
+    """``python -m eyeblink.lab.bench_detector`` (until it is wired as ``eyeblink bench
+    detector``)."""
     from eyeblink.errors import EyeblinkError
 
-    parser = add_arguments(argparse.ArgumentParser(prog="eyeblink bench detector", description=__doc__,
-                                                   formatter_class=argparse.RawDescriptionHelpFormatter))
+    parser = add_arguments(
+        argparse.ArgumentParser(
+            prog="eyeblink bench detector",
+            description=__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    )
     args = parser.parse_args(argv)
     try:
         return run(args)

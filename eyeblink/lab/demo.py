@@ -19,8 +19,9 @@ from eyeblink.config import RunConfig
 from eyeblink.lab.synth import PlantedBlink, SynthConfig, SyntheticTruth, write_recording
 from eyeblink.signals.blinks import BlinkEvent
 
-#: 8 ms at 500 FPS: the earlier default lid network ``lids_v1`` places the rendered closures' onsets 2-4 frames after
-#: the lid starts to move (the default ``lids_v4``, ``lids_v3``, ``lids_v2`` and the face mesh within 1 frame)
+#: 8 ms at 500 FPS: the earlier default lid network ``lids_v1`` places the rendered closures' onsets
+#: 2-4 frames after the lid starts to move (the default ``lids_v4``, ``lids_v3``, ``lids_v2`` and
+#: the face mesh within 1 frame)
 ONSET_TOLERANCE_FRAMES = 4
 
 
@@ -55,8 +56,11 @@ def score_demo(truth: SyntheticTruth, events: list[BlinkEvent]) -> DemoScore:
     partial: list[tuple[PlantedBlink, BlinkEvent]] = []
     missed: list[PlantedBlink] = []
     for p in truth.blinks:
-        cands = [i for i, e in enumerate(events)
-                 if i not in used and e.start_s <= p.end_s and e.end_s >= p.onset_s]
+        cands = [
+            i
+            for i, e in enumerate(events)
+            if i not in used and e.start_s <= p.end_s and e.end_s >= p.onset_s
+        ]
         if cands:
             best = min(cands, key=lambda i: abs(events[i].start_s - p.onset_s))
             used.add(best)
@@ -69,10 +73,15 @@ def score_demo(truth: SyntheticTruth, events: list[BlinkEvent]) -> DemoScore:
 
 def print_report(truth: SyntheticTruth, score: DemoScore) -> None:
     fps = truth.config.fps
-    print(f"\nplanted vs detected ({truth.config.width}x{truth.config.height}, {fps:g} FPS, "
-          f"{truth.config.duration_s:g} s):")
-    print(f"  {'planted onset':>13} {'end':>7} {'amp':>5}   {'detected onset':>14} {'end':>7} {'dur ms':>7} "
-          f"{'amp':>5} {'onset err':>10}")
+    print(
+        f"\nplanted vs detected ({truth.config.width}x{truth.config.height}, {fps:g} FPS, "
+        f"{truth.config.duration_s:g} s):"
+    )
+    print(
+        f"  {'planted onset':>13} {'end':>7} {'amp':>5}   {'detected onset':>14} {'end':>7} "
+        f"{'dur ms':>7} "
+        f"{'amp':>5} {'onset err':>10}"
+    )
     found = {id(p): d for p, d in score.pairs + score.partial_hits}
     for p in truth.blinks:
         d = found.get(id(p))
@@ -82,31 +91,49 @@ def print_report(truth: SyntheticTruth, score: DemoScore) -> None:
             print(f"  {p.onset_s:>12.3f}s {p.end_s:>6.3f}s {p.amplitude:>5.2f}   {miss:>14}{kind}")
             continue
         err = score.onset_error_frames(p, d)
-        print(f"  {p.onset_s:>12.3f}s {p.end_s:>6.3f}s {p.amplitude:>5.2f}   {d.start_s:>13.3f}s {d.end_s:>6.3f}s "
-              f"{d.duration_ms:>7.0f} {d.amplitude:>5.2f} {err:>+7.1f} fr{kind}")
+        print(
+            f"  {p.onset_s:>12.3f}s {p.end_s:>6.3f}s {p.amplitude:>5.2f}   {d.start_s:>13.3f}s "
+            f"{d.end_s:>6.3f}s "
+            f"{d.duration_ms:>7.0f} {d.amplitude:>5.2f} {err:>+7.1f} fr{kind}"
+        )
     for e in score.false:
-        print(f"  {'FALSE':>13}                  {e.start_s:>13.3f}s {e.end_s:>6.3f}s {e.duration_ms:>7.0f} "
-              f"{e.amplitude:>5.2f}")
+        print(
+            f"  {'FALSE':>13}                  {e.start_s:>13.3f}s {e.end_s:>6.3f}s "
+            f"{e.duration_ms:>7.0f} "
+            f"{e.amplitude:>5.2f}"
+        )
     n_full = sum(p.counts for p in truth.blinks)
     verdict = "PASS" if score.passed else "FAIL"
-    print(f"\n{verdict}: {len(score.pairs)}/{n_full} planted blinks found, {len(score.false)} false, "
-          f"max onset error {score.max_onset_error:.1f} frames (tolerance {ONSET_TOLERANCE_FRAMES})")
+    print(
+        f"\n{verdict}: {len(score.pairs)}/{n_full} planted blinks found, {len(score.false)} false, "
+        f"max onset error {score.max_onset_error:.1f} frames (tolerance {ONSET_TOLERANCE_FRAMES})"
+    )
 
 
-def run_demo(outdir: Path, *, duration_s: float = 10.0, seed: int = 0, progress: Any = None,
-             config: RunConfig | None = None) -> int:
-    """Render, process (with the report: ``demo.report.html``) and score; returns the exit status (0 = every
-    planted blink found, none false)."""
+def run_demo(
+    outdir: Path,
+    *,
+    duration_s: float = 10.0,
+    seed: int = 0,
+    progress: Any = None,
+    config: RunConfig | None = None,
+) -> int:
+    """Render, process (with the report: ``demo.report.html``) and score; returns the exit status (0
+    = every planted blink found, none false)."""
     from eyeblink.outputs.export import ensure_output_dir
     from eyeblink.runtime.runner import process_paths
 
     ensure_output_dir(outdir)
     video = outdir / "demo.avi"
     synth = SynthConfig.demo(duration_s, seed=seed, mjpeg_qscale=4)
-    print(f"rendering {synth.n_frames} frames of a 640x480 grayscale {synth.fps:g} FPS recording "
-          f"with {len(synth.blinks)} planted blinks -> {video}")
+    print(
+        f"rendering {synth.n_frames} frames of a 640x480 grayscale {synth.fps:g} FPS recording "
+        f"with {len(synth.blinks)} planted blinks -> {video}"
+    )
     truth = write_recording(video, synth)
-    (outdir / "demo.truth.json").write_text(truth.to_json(indent=2) + "\n", encoding="utf-8", newline="\n")
+    (outdir / "demo.truth.json").write_text(
+        truth.to_json(indent=2) + "\n", encoding="utf-8", newline="\n"
+    )
     # the run a user gets from `eyeblink process`: the cpu preset, one worker per physical core
     import dataclasses
 
@@ -117,14 +144,22 @@ def run_demo(outdir: Path, *, duration_s: float = 10.0, seed: int = 0, progress:
 
     # with the eye crops of each blink, for the report's table (as --report keeps them)
     cfg = dataclasses.replace(config or load_preset(resolve_preset("cpu")), eye_crops=True)
-    results, failures = process_paths([video], outdir, cfg, progress=progress, workers=physical_cores(),
-                                      then=report_writer(outdir))
+    results, failures = process_paths(
+        [video],
+        outdir,
+        cfg,
+        progress=progress,
+        workers=physical_cores(),
+        then=report_writer(outdir),
+    )
     if failures:
         raise failures[0][1]
     res = results[0]
     t = res.summary["timings"]
-    print(f"processed {res.frames} frames at {t['fps']:.0f} FPS; outputs in {outdir}/demo.*.csv, "
-          f"demo.summary.json; report {res.outputs.get('report', outdir / 'demo.report.html')}")
+    print(
+        f"processed {res.frames} frames at {t['fps']:.0f} FPS; outputs in {outdir}/demo.*.csv, "
+        f"demo.summary.json; report {res.outputs.get('report', outdir / 'demo.report.html')}"
+    )
     score = score_demo(truth, res.blinks)
     print_report(truth, score)
     return 0 if score.passed else 1

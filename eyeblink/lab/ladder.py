@@ -1,27 +1,31 @@
 """``eyeblink eval --ladder``: an annotated set scored at its own frame rate and at slower ones.
 
-A slow camera differs from a fast one in two ways, and the ladder shows both, rung by rung (15, 10 and 7.5 FPS
-by default, each with its own step ``k = round(native / rate)``: every 2nd, 3rd, 4th frame of a 30 FPS set):
+A slow camera differs from a fast one in two ways, and the ladder shows both, rung by rung (15, 10
+and 7.5 FPS by default, each with its own step ``k = round(native / rate)``: every 2nd, 3rd, 4th
+frame of a 30 FPS set):
 
-- **decimated**: the first decoded frame of each output frame time ``k / native`` s (every k-th frame when
-  no frame is missing): a camera with a short exposure, sampling the same scene less often;
-- **exposed**: each output frame the time-weighted mean of the input frames shown during its frame time
-  (a frame counts for the time until the next one, so a "repeat the previous frame" packet or a dropped
-  frame weighs as the picture it left on screen): a camera exposing that long, which integrates a blink
-  into one blurred, partly closed frame.
+- **decimated**: the first decoded frame of each output frame time ``k / native`` s (every k-th
+  frame when no frame is missing): a camera with a short exposure, sampling the same scene less
+  often;
+- **exposed**: each output frame the time-weighted mean of the input frames shown during its frame
+  time (a frame counts for the time until the next one, so a "repeat the previous frame" packet or a
+  dropped frame weighs as the picture it left on screen): a camera exposing that long, which
+  integrates a blink into one blurred, partly closed frame.
 
-Either way an output frame keeps the container timestamp of the first input frame in its frame time, so the
-pipeline times the stream as the slower camera would. The frames go through the real analysis path
-(:func:`eyeblink.runtime.pipeline.process_source` with the analyzer reset per clip), from a
+Either way an output frame keeps the container timestamp of the first input frame in its frame time,
+so the pipeline times the stream as the slower camera would. The frames go through the real analysis
+path (:func:`eyeblink.runtime.pipeline.process_source` with the analyzer reset per clip), from a
 :class:`RungSource` that wraps the real decoder.
 
-Scoring is ``eyeblink eval``'s (:mod:`eyeblink.lab.evaluate`): detected spans in the ``.tag`` frame-ID
-space (packet indices: an exposed output frame spans the packets of its frame time), one-to-one overlap
-matching, unscored and strict conventions, per condition. A labelled blink counts at a rung only when one of
-its frames falls in it (a decimated rung can step over a one-frame blink: nobody could score it there).
+Scoring is ``eyeblink eval``'s (:mod:`eyeblink.lab.evaluate`): detected spans in the ``.tag``
+frame-ID space (packet indices: an exposed output frame spans the packets of its frame time),
+one-to-one overlap matching, unscored and strict conventions, per condition. A labelled blink counts
+at a rung only when one of its frames falls in it (a decimated rung can step over a one-frame blink:
+nobody could score it there).
 
-:func:`no_worse` is the rule a new default must pass: on every rung, way, condition and convention the
-candidate's F1 may be lower than the reference's only by the paired bootstrap's noise (clips resampled).
+:func:`no_worse` is the rule a new default must pass: on every rung, way, condition and convention
+the candidate's F1 may be lower than the reference's only by the paired bootstrap's noise (clips
+resampled).
 """
 
 from __future__ import annotations
@@ -53,14 +57,16 @@ from eyeblink.sources.files import FrameSource
 #: the slower rates of the ladder, FPS
 RATES = (15.0, 10.0, 7.5)
 WAYS = ("decimated", "exposed")
-#: paired bootstrap of :func:`no_worse`: resamples of the clips, and the one-sided quantile of the loss
+#: paired bootstrap of :func:`no_worse`: resamples of the clips, and the one-sided quantile of the
+#: loss
 BOOT_RESAMPLES = 2000
 BOOT_QUANTILE = 0.95
 
 
 @dataclass(frozen=True)
 class Rung:
-    """One rung: ``way`` ``native`` (the set as it is), ``decimated`` or ``exposed`` at step ``k``."""
+    """One rung: ``way`` ``native`` (the set as it is), ``decimated`` or ``exposed`` at step
+    ``k``."""
 
     way: str
     k: int
@@ -82,19 +88,24 @@ def rungs_for(native_fps: float, rates: Sequence[float] = RATES) -> list[Rung]:
 
 
 class RungSource(FrameSource):
-    """The frames of ``inner`` as a camera at ``1 / k`` of its rate would give them (see the module doc).
+    """The frames of ``inner`` as a camera at ``1 / k`` of its rate would give them (see the module
+    doc).
 
-    ``packet_index(i)`` / ``packet_end(i)``: the first and last packet index (the ``.tag`` frame id) that
-    output frame ``i`` stands for: the sampled frame's own packet when decimated, every packet of its frame
-    time when exposed. ``spans`` holds them all after the iteration.
+    ``packet_index(i)`` / ``packet_end(i)``: the first and last packet index (the ``.tag`` frame id)
+    that output frame ``i`` stands for: the sampled frame's own packet when decimated, every packet
+    of its frame time when exposed. ``spans`` holds them all after the iteration.
     """
 
     def __init__(self, inner: FrameSource, rung: Rung) -> None:
         if rung.k < 2 or rung.way not in WAYS:
-            raise ValueError(f"RungSource needs a decimated or exposed rung with k >= 2, got {rung}")
+            raise ValueError(
+                f"RungSource needs a decimated or exposed rung with k >= 2, got {rung}"
+            )
         native = inner.nominal_fps
         if not native:
-            raise DatasetError(f"{inner.path} has no nominal frame rate; the ladder needs it to place frame times")
+            raise DatasetError(
+                f"{inner.path} has no nominal frame rate; the ladder needs it to place frame times"
+            )
         self.inner, self.rung = inner, rung
         self.path, self.name = inner.path, inner.name
         self.width, self.height = inner.width, inner.height
@@ -104,8 +115,10 @@ class RungSource(FrameSource):
         self.spans: list[tuple[int, int]] = []
 
     def describe(self) -> dict[str, Any]:
-        return {**self.inner.describe(), "ladder": {"way": self.rung.way, "k": self.rung.k,
-                                                    "fps": self.nominal_fps}}
+        return {
+            **self.inner.describe(),
+            "ladder": {"way": self.rung.way, "k": self.rung.k, "fps": self.nominal_fps},
+        }
 
     def close(self) -> None:
         self.inner.close()
@@ -123,9 +136,10 @@ class RungSource(FrameSource):
         return -1 if p is None else int(p)
 
     def __iter__(self) -> Iterator[Frame]:
-        # Time runs on the native frame grid: an input frame's slot is round((t - t0) * native), so a
-        # millisecond time base (1/30 s rounded) still puts every frame in its own slot. A picture stays on
-        # screen from its slot to the next frame's; an output frame is slots [w k, (w + 1) k).
+        # Time runs on the native frame grid: an input frame's slot is round((t - t0) * native), so
+        # a millisecond time base (1/30 s rounded) still puts every frame in its own slot. A picture
+        # stays on screen from its slot to the next frame's; an output frame is slots [w k, (w + 1)
+        # k).
         exposed, k = self.rung.way == "exposed", self.rung.k
         native = k / self.period_s
         self.spans = []
@@ -144,7 +158,9 @@ class RungSource(FrameSource):
             nonlocal acc, slots
             n = min(b, (win + 1) * k) - max(a, win * k)
             if n > 0:
-                acc = img.astype(np.float64) * n if acc is None else acc + img.astype(np.float64) * n
+                acc = (
+                    img.astype(np.float64) * n if acc is None else acc + img.astype(np.float64) * n
+                )
                 slots += n
 
         def emit(last_packet: int) -> Frame:
@@ -153,7 +169,9 @@ class RungSource(FrameSource):
             image = first.image
             if exposed and acc is not None and slots > 0:
                 image = np.clip(np.rint(acc / slots), 0, 255).astype(np.uint8)
-            self.spans.append((first_packet, max(first_packet, last_packet) if exposed else first_packet))
+            self.spans.append(
+                (first_packet, max(first_packet, last_packet) if exposed else first_packet)
+            )
             frame = Frame(index=out, timestamp_s=first.timestamp_s, image=image)
             out += 1
             return frame
@@ -164,13 +182,15 @@ class RungSource(FrameSource):
                 t0 = fr.timestamp_s
             slot = max(prev_slot + 1, round((fr.timestamp_s - t0) * native))
             w = slot // k
-            if exposed and prev is not None:  # the previous picture stayed on screen until this one came
+            # the previous picture stayed on screen until this one came
+            if exposed and prev is not None:
                 add(prev.image, prev_slot, slot)
             if w != win:
                 if first is not None:
                     yield emit(packet - 1 if packet >= 0 else prev_packet)
                 win, first, first_packet, acc, slots = w, fr, packet, None, 0
-                if exposed and prev is not None:  # ... also into this frame time, until this frame came
+                # ... also into this frame time, until this frame came
+                if exposed and prev is not None:
                     add(prev.image, prev_slot, slot)
             prev, prev_slot, prev_packet = fr, slot, packet
         if first is not None and prev is not None:
@@ -197,9 +217,17 @@ def clip_score(truth: Sequence[Span], spans: Sequence[Span], annotated: Span) ->
 # --------------------------------------------------------------------------- running
 
 
-def run_ladder(dataset: Path, config: Any, *, rates: Sequence[float] = RATES, outdir: Path | None = None,
-               json_path: Path | None = None, progress: Any = None) -> dict[str, Any]:
-    """Every clip of ``dataset`` at every rung through the real pipeline; prints the table, returns the report."""
+def run_ladder(
+    dataset: Path,
+    config: Any,
+    *,
+    rates: Sequence[float] = RATES,
+    outdir: Path | None = None,
+    json_path: Path | None = None,
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Every clip of ``dataset`` at every rung through the real pipeline; prints the table,
+    returns the report."""
     from eyeblink.outputs.export import ensure_output_dir
     from eyeblink.runtime.pipeline import process_source
     from eyeblink.runtime.runner import build_analyzer
@@ -223,28 +251,55 @@ def run_ladder(dataset: Path, config: Any, *, rates: Sequence[float] = RATES, ou
                     with open_source(video, fps=config.fps) as inner:
                         src: Any = inner if rung.way == "native" else RungSource(inner, rung)
                         analyzer.reset()
-                        res = process_source(src, rung_dir, config, analyzer=analyzer, progress=progress)
+                        res = process_source(
+                            src, rung_dir, config, analyzer=analyzer, progress=progress
+                        )
                         spans = detected_spans(res.blinks, src, native)
-                        truth = list(tag.blinks) if rung.way == "native" else present(tag.blinks, src.spans)
+                        truth = (
+                            list(tag.blinks)
+                            if rung.way == "native"
+                            else present(tag.blinks, src.spans)
+                        )
                 except DatasetError:
                     raise
                 except EyeblinkError as exc:
                     print(f"{video.stem} {rung.key}: failed: {exc}")
-                    row["rungs"][rung.key] = {"error": str(exc), "truth": len(tag.blinks), "tp": 0, "fp": 0,
-                                              "fn": len(tag.blinks), "unscored": 0}
+                    row["rungs"][rung.key] = {
+                        "error": str(exc),
+                        "truth": len(tag.blinks),
+                        "tp": 0,
+                        "fp": 0,
+                        "fn": len(tag.blinks),
+                        "unscored": 0,
+                    }
                     continue
                 sc, outside = clip_score(truth, spans, tag.annotated)
-                row["rungs"][rung.key] = {"fps": native / rung.k, "frames": res.summary.get("frames"),
-                                          "truth": len(truth), "labelled": len(tag.blinks), "tp": sc.tp,
-                                          "fp": sc.fp, "fn": sc.fn, "unscored": outside}
+                row["rungs"][rung.key] = {
+                    "fps": native / rung.k,
+                    "frames": res.summary.get("frames"),
+                    "truth": len(truth),
+                    "labelled": len(tag.blinks),
+                    "tp": sc.tp,
+                    "fp": sc.fp,
+                    "fn": sc.fn,
+                    "unscored": outside,
+                }
             clips.append(row)
-            print(f"{video.stem:<24} " + "  ".join(
-                f"{k} {r['tp']}/{r['fp']}/{r['fn']}" for k, r in row["rungs"].items()), flush=True)
+            print(
+                f"{video.stem:<24} "
+                + "  ".join(f"{k} {r['tp']}/{r['fp']}/{r['fn']}" for k, r in row["rungs"].items()),
+                flush=True,
+            )
     finally:
         if tmp is not None:
             tmp.cleanup()
-    report = {"dataset": str(dataset), "rates": list(rates), "clips": clips, "table": table(clips),
-              "settings": config.to_dict()}
+    report = {
+        "dataset": str(dataset),
+        "rates": list(rates),
+        "clips": clips,
+        "table": table(clips),
+        "settings": config.to_dict(),
+    }
     print()
     print(format_table(report["table"]))
     if json_path is not None:
@@ -266,7 +321,8 @@ def rung_keys(clips: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def cell_scores(clips: Sequence[dict[str, Any]], key: str) -> dict[str, tuple[Score, Score]]:
-    """Per condition (and ``overall``) of one rung: (unscored, strict) scores summed over the clips."""
+    """Per condition (and ``overall``) of one rung: (unscored, strict) scores summed over the
+    clips."""
     un: dict[str, Score] = defaultdict(lambda: EMPTY)
     st: dict[str, Score] = defaultdict(lambda: EMPTY)
     for c in clips:
@@ -285,23 +341,44 @@ def table(clips: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for key in rung_keys(clips):
         out[key] = {}
-        for g, (u, s) in sorted(cell_scores(clips, key).items(), key=lambda x: (x[0] != "overall", x[0])):
-            out[key][g] = {"f1": u.f1, "strict_f1": s.f1, "tp": u.tp, "fp": u.fp, "fn": u.fn,
-                           "unscored": s.fp - u.fp, "truth": u.tp + u.fn}
+        for g, (u, s) in sorted(
+            cell_scores(clips, key).items(), key=lambda x: (x[0] != "overall", x[0])
+        ):
+            out[key][g] = {
+                "f1": u.f1,
+                "strict_f1": s.f1,
+                "tp": u.tp,
+                "fp": u.fp,
+                "fn": u.fn,
+                "unscored": s.fp - u.fp,
+                "truth": u.tp + u.fn,
+            }
     return out
 
 
 def format_table(tab: dict[str, dict[str, dict[str, Any]]]) -> str:
-    """The printed ladder: one line per rung, F1 unscored / strict per condition, TP/FP/FN overall."""
+    """The printed ladder: one line per rung, F1 unscored / strict per condition, TP/FP/FN
+    overall."""
     groups = [g for g in next(iter(tab.values()), {})]
-    head = f"{'rung':<14} {'truth':>5} {'TP/FP/FN':>10} {'unsc.':>5} " + " ".join(f"{g:>13}" for g in groups)
+    head = f"{'rung':<14} {'truth':>5} {'TP/FP/FN':>10} {'unsc.':>5} " + " ".join(
+        f"{g:>13}" for g in groups
+    )
     lines = [head, "-" * len(head)]
     for key, cells in tab.items():
         o = cells["overall"]
-        lines.append(f"{key:<14} {o['truth']:>5} {o['tp']:>3}/{o['fp']:>2}/{o['fn']:>3} {o['unscored']:>5} "
-                     + " ".join(f"{cells[g]['f1']:.3f} / {cells[g]['strict_f1']:.3f}" if g in cells else
-                                f"{'-':>13}" for g in groups))
-    lines.append("F1 unscored / strict (strict: detections outside the annotated frames count as false positives)")
+        lines.append(
+            f"{key:<14} {o['truth']:>5} {o['tp']:>3}/{o['fp']:>2}/{o['fn']:>3} {o['unscored']:>5} "
+            + " ".join(
+                f"{cells[g]['f1']:.3f} / {cells[g]['strict_f1']:.3f}"
+                if g in cells
+                else f"{'-':>13}"
+                for g in groups
+            )
+        )
+    lines.append(
+        "F1 unscored / strict (strict: detections outside the annotated frames count as false "
+        "positives)"
+    )
     return "\n".join(lines)
 
 
@@ -313,16 +390,25 @@ def _f1(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
     return np.where(den > 0, 2 * tp / np.maximum(den, 1), 1.0)
 
 
-def no_worse(candidate: dict[str, Any], reference: dict[str, Any], *, margin: float | None = None,
-             resamples: int = BOOT_RESAMPLES, quantile: float = BOOT_QUANTILE, seed: int = 0) -> dict[str, Any]:
-    """Is ``candidate``'s ladder (a :func:`run_ladder` report) no worse than ``reference``'s on every cell?
+def no_worse(
+    candidate: dict[str, Any],
+    reference: dict[str, Any],
+    *,
+    margin: float | None = None,
+    resamples: int = BOOT_RESAMPLES,
+    quantile: float = BOOT_QUANTILE,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Is ``candidate``'s ladder (a :func:`run_ladder` report) no worse than ``reference``'s on
+    every cell?
 
-    A cell is a rung, a condition (and overall) and a convention (unscored, strict). The clips are resampled
-    with replacement ``resamples`` times, the same clips for both (paired); a cell's noise margin is the
-    ``quantile`` of the reference's F1 minus the candidate's under that resampling *minus* the observed
-    difference, i.e. how far the difference of the two F1 moves by the luck of which clips were recorded.
-    The candidate fails a cell when its F1 is lower than the reference's by more than that margin (a fixed
-    ``margin`` replaces the bootstrap). Returns ``{"passes": bool, "cells": [...]}``, the failing cells first.
+    A cell is a rung, a condition (and overall) and a convention (unscored, strict). The clips are
+    resampled with replacement ``resamples`` times, the same clips for both (paired); a cell's noise
+    margin is the ``quantile`` of the reference's F1 minus the candidate's under that resampling
+    *minus* the observed difference, i.e. how far the difference of the two F1 moves by the luck of
+    which clips were recorded. The candidate fails a cell when its F1 is lower than the reference's
+    by more than that margin (a fixed ``margin`` replaces the bootstrap). Returns ``{"passes": bool,
+    "cells": [...]}``, the failing cells first.
     """
     cand = {c["video"]: c for c in candidate["clips"]}
     ref = {c["video"]: c for c in reference["clips"]}
@@ -336,15 +422,19 @@ def no_worse(candidate: dict[str, Any], reference: dict[str, Any], *, margin: fl
     for key in rung_keys([ref[v] for v in videos]):
         for g in ["overall", *groups]:
             members = [i for i, v in enumerate(videos) if g == "overall" or ref[v]["group"] == g]
-            if not members or any(key not in ref[videos[i]]["rungs"] or key not in cand[videos[i]]["rungs"]
-                                  for i in members):
+            if not members or any(
+                key not in ref[videos[i]]["rungs"] or key not in cand[videos[i]]["rungs"]
+                for i in members
+            ):
                 continue
             for conv in ("unscored", "strict"):
                 counts = []
                 for side in (cand, ref):
                     rows = [side[v]["rungs"][key] for v in videos]
                     tp = np.array([r["tp"] for r in rows], float)
-                    fp = np.array([r["fp"] + (r["unscored"] if conv == "strict" else 0) for r in rows], float)
+                    fp = np.array(
+                        [r["fp"] + (r["unscored"] if conv == "strict" else 0) for r in rows], float
+                    )
                     fn = np.array([r["fn"] for r in rows], float)
                     mask = np.zeros(len(videos), float)
                     mask[members] = 1.0
@@ -354,41 +444,72 @@ def no_worse(candidate: dict[str, Any], reference: dict[str, Any], *, margin: fl
                 f1r = float(_f1(rtp.sum(), rfp.sum(), rfn.sum()))
                 loss = f1r - f1c
                 if margin is None:
-                    boot = (_f1(rtp[draws].sum(1), rfp[draws].sum(1), rfn[draws].sum(1))
-                            - _f1(ctp[draws].sum(1), cfp[draws].sum(1), cfn[draws].sum(1)))
+                    boot = _f1(rtp[draws].sum(1), rfp[draws].sum(1), rfn[draws].sum(1)) - _f1(
+                        ctp[draws].sum(1), cfp[draws].sum(1), cfn[draws].sum(1)
+                    )
                     m = float(np.quantile(boot - loss, quantile))
                 else:
                     m = margin
-                cells.append({"rung": key, "condition": g, "convention": conv, "candidate_f1": f1c,
-                              "reference_f1": f1r, "loss": loss, "margin": m, "passes": loss <= m + 1e-12})
+                cells.append(
+                    {
+                        "rung": key,
+                        "condition": g,
+                        "convention": conv,
+                        "candidate_f1": f1c,
+                        "reference_f1": f1r,
+                        "loss": loss,
+                        "margin": m,
+                        "passes": loss <= m + 1e-12,
+                    }
+                )
     cells.sort(key=lambda c: (c["passes"], -c["loss"]))
-    return {"passes": all(c["passes"] for c in cells), "clips": len(videos), "resamples": resamples,
-            "quantile": quantile, "cells": cells}
+    return {
+        "passes": all(c["passes"] for c in cells),
+        "clips": len(videos),
+        "resamples": resamples,
+        "quantile": quantile,
+        "cells": cells,
+    }
 
 
-def replaces_default(ladders: dict[str, tuple[dict[str, Any], dict[str, Any]]], **rule: Any) -> dict[str, Any]:
-    """The rule for a new default network (or any default of the pipeline): ``ladders`` maps each ladder's name
-    (``zju-dev``, ``webcam-like``: each a different kind of recording) to ``(candidate's report, current
-    default's report)`` on it. The candidate replaces the default only if it is no worse (:func:`no_worse`, with
-    ``rule``'s options) on every cell of **every** ladder; otherwise the current default stays. Returns
-    ``{"replaces": bool, "ladders": {name: verdict}}``; a missing ladder is refused (:class:`ConfigError`):
-    a default is chosen on more than one kind of recording."""
+def replaces_default(
+    ladders: dict[str, tuple[dict[str, Any], dict[str, Any]]], **rule: Any
+) -> dict[str, Any]:
+    """The rule for a new default network (or any default of the pipeline): ``ladders`` maps each
+    ladder's name (``zju-dev``, ``webcam-like``: each a different kind of recording) to
+    ``(candidate's report, current default's report)`` on it. The candidate replaces the default
+    only if it is no worse (:func:`no_worse`, with ``rule``'s options) on every cell of **every**
+    ladder; otherwise the current default stays. Returns ``{"replaces": bool, "ladders": {name:
+    verdict}}``; a missing ladder is refused (:class:`ConfigError`): a default is chosen on more
+    than one kind of recording."""
     if len(ladders) < 2:
-        raise ConfigError(f"a default is chosen on at least two ladders (kinds of recording), got {len(ladders)}: "
-                          f"{', '.join(ladders) or 'none'}")
+        raise ConfigError(
+            "a default is chosen on at least two ladders (kinds of recording), got "
+            f"{len(ladders)}: "
+            f"{', '.join(ladders) or 'none'}"
+        )
     verdicts = {name: no_worse(cand, current, **rule) for name, (cand, current) in ladders.items()}
     return {"replaces": all(v["passes"] for v in verdicts.values()), "ladders": verdicts}
 
 
 def format_verdict(verdict: dict[str, Any]) -> str:
     failing = [c for c in verdict["cells"] if not c["passes"]]
-    head = (f"rule for defaults: {'NO WORSE' if verdict['passes'] else 'WORSE'} on {len(verdict['cells'])} "
-            f"cells ({verdict['clips']} clips, paired bootstrap {verdict['resamples']}x, "
-            f"{verdict['quantile']:.0%} quantile)")
+    head = (
+        f"rule for defaults: {'NO WORSE' if verdict['passes'] else 'WORSE'} on "
+        f"{len(verdict['cells'])} "
+        f"cells ({verdict['clips']} clips, paired bootstrap {verdict['resamples']}x, "
+        f"{verdict['quantile']:.0%} quantile)"
+    )
     worst = failing or verdict["cells"][:3]
-    return "\n".join([head] + [f"  {c['rung']:<14} {c['condition']:<8} {c['convention']:<8} candidate "
-                               f"{c['candidate_f1']:.3f} reference {c['reference_f1']:.3f} loss {c['loss']:+.3f} "
-                               f"margin {c['margin']:.3f}{'' if c['passes'] else '  FAILS'}" for c in worst])
+    return "\n".join(
+        [head]
+        + [
+            f"  {c['rung']:<14} {c['condition']:<8} {c['convention']:<8} candidate "
+            f"{c['candidate_f1']:.3f} reference {c['reference_f1']:.3f} loss {c['loss']:+.3f} "
+            f"margin {c['margin']:.3f}{'' if c['passes'] else '  FAILS'}"
+            for c in worst
+        ]
+    )
 
 
 def read_report(path: Path) -> dict[str, Any]:
@@ -398,11 +519,27 @@ def read_report(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"cannot read the ladder report {path}: {exc.strerror or exc}") from None
     except ValueError:
-        raise ConfigError(f"{path} is not JSON: give a report written by eyeblink eval --ladder --json") from None
+        raise ConfigError(
+            f"{path} is not JSON: give a report written by eyeblink eval --ladder --json"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("clips"), list):
-        raise ConfigError(f"{path} is not a ladder report: give one written by eyeblink eval --ladder --json")
+        raise ConfigError(
+            f"{path} is not a ladder report: give one written by eyeblink eval --ladder --json"
+        )
     return data
 
 
-__all__ = ["RATES", "WAYS", "Rung", "RungSource", "format_table", "format_verdict", "no_worse", "present",
-           "read_report", "run_ladder", "rungs_for", "table"]
+__all__ = [
+    "RATES",
+    "WAYS",
+    "Rung",
+    "RungSource",
+    "format_table",
+    "format_verdict",
+    "no_worse",
+    "present",
+    "read_report",
+    "run_ladder",
+    "rungs_for",
+    "table",
+]

@@ -8,8 +8,8 @@ because the point is to exercise the *real* detector and the *real* eye
 models (the face mesh, dlib's predictors).
 
 The face and how its eyelids are rendered: :mod:`eyeblink.lab.synth_face`; the blinks planted, the
-recording's settings and the truth of each frame: :mod:`eyeblink.lab.synth_spec`. This module writes the
-recording (:func:`write_recording`), and every name of both can be imported from here.
+recording's settings and the truth of each frame: :mod:`eyeblink.lab.synth_spec`. This module writes
+the recording (:func:`write_recording`), and every name of both can be imported from here.
 
 Conventions
 -----------
@@ -59,13 +59,33 @@ from eyeblink.lab.synth_spec import (
     planned_truth,
 )
 
-__all__ = ["FACE_WIDTH_POINTS", "FULL_BLINK_AMPLITUDE", "LEFT_EYE_POINTS", "RIGHT_EYE_POINTS", "VIDEO_SUFFIXES",
-           "BlinkSpec", "Codec", "Eye", "EyesSpec", "FaceRenderer", "PlantedBlink", "SynthConfig", "SyntheticTruth",
-           "closure_at", "default_blinks", "expected_ear", "eye_landmarks_at", "face_box", "head_pose_at",
-           "planned_truth", "render_frame", "write_recording"]
+__all__ = [
+    "FACE_WIDTH_POINTS",
+    "FULL_BLINK_AMPLITUDE",
+    "LEFT_EYE_POINTS",
+    "RIGHT_EYE_POINTS",
+    "VIDEO_SUFFIXES",
+    "BlinkSpec",
+    "Codec",
+    "Eye",
+    "EyesSpec",
+    "FaceRenderer",
+    "PlantedBlink",
+    "SynthConfig",
+    "SyntheticTruth",
+    "closure_at",
+    "default_blinks",
+    "expected_ear",
+    "eye_landmarks_at",
+    "face_box",
+    "head_pose_at",
+    "planned_truth",
+    "render_frame",
+    "write_recording",
+]
 
-#: Container suffixes accepted by :func:`write_recording` (``.avi`` is the usual one for mjpeg/rawvideo,
-#: ``.mkv`` for ffv1).
+#: Container suffixes accepted by :func:`write_recording` (``.avi`` is the usual one for
+#: mjpeg/rawvideo, ``.mkv`` for ffv1).
 VIDEO_SUFFIXES: tuple[str, ...] = (".avi", ".mkv")
 
 
@@ -89,7 +109,8 @@ def write_recording(path: str | Path, config: SynthConfig) -> SyntheticTruth:
     out_path = Path(path)
     if out_path.suffix.lower() not in VIDEO_SUFFIXES:
         raise ConfigError(
-            f"output suffix must be one of {VIDEO_SUFFIXES} (e.g. {config.suffix} for {config.codec}), "
+            f"output suffix must be one of {VIDEO_SUFFIXES} (e.g. {config.suffix} for "
+            f"{config.codec}), "
             f"got {out_path.name!r}"
         )
     if not out_path.parent.is_dir():
@@ -104,7 +125,9 @@ def write_recording(path: str | Path, config: SynthConfig) -> SyntheticTruth:
     try:
         if config.codec == "mjpeg":
             q = str(config.mjpeg_qscale)
-            stream = container.add_stream("mjpeg", rate=config.frame_rate, options={"qmin": q, "qmax": q})
+            stream = container.add_stream(
+                "mjpeg", rate=config.frame_rate, options={"qmin": q, "qmax": q}
+            )
             stream.pix_fmt = "yuvj420p"
             planes = np.full((h * 3 // 2, w), 128, dtype=np.uint8)
         else:

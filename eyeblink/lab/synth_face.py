@@ -1,5 +1,6 @@
-"""The synthetic face (:mod:`eyeblink.lab.synth`): a real face photo (``skimage.data.astronaut()``) whose eyelids
-close as a :class:`~eyeblink.lab.synth_spec.SynthConfig` says, with head motion, flicker and sensor noise.
+"""The synthetic face (:mod:`eyeblink.lab.synth`): a real face photo (``skimage.data.astronaut()``)
+whose eyelids close as a :class:`~eyeblink.lab.synth_spec.SynthConfig` says, with head motion,
+flicker and sensor noise.
 
 How the eyelid is synthesised
 -----------------------------
@@ -43,8 +44,8 @@ from eyeblink.landmarks.mesh import MESH_EYE_POINTS
 #: Face-mesh indices of the six eye points per eye in dlib's order (see eyeblink.landmarks.mesh).
 RIGHT_EYE_POINTS: tuple[int, ...] = MESH_EYE_POINTS[:6]
 LEFT_EYE_POINTS: tuple[int, ...] = MESH_EYE_POINTS[6:]
-#: Face-mesh points whose horizontal distance is the face width ``face_scale`` sets (the face oval at
-#: eye level; on the astronaut 93.3 px, as dlib's jaw points 0-16 at 93.0 px).
+#: Face-mesh points whose horizontal distance is the face width ``face_scale`` sets (the face oval
+#: at eye level; on the astronaut 93.3 px, as dlib's jaw points 0-16 at 93.0 px).
 FACE_WIDTH_POINTS = (127, 356)
 
 # Eyelid model constants (fractions of the eye width, corner to corner).
@@ -71,7 +72,9 @@ def _mesh_points(gray: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int, int
     with FaceDetector.from_detector(create_detector("litert")) as detector:
         faces = detector.detect(gray)
     if len(faces) != 1:
-        raise NoFaceError(f"expected exactly one face in skimage.data.astronaut(), BlazeFace found {len(faces)}")
+        raise NoFaceError(
+            f"expected exactly one face in skimage.data.astronaut(), BlazeFace found {len(faces)}"
+        )
     with MeshFitter(refine=False) as mesh:
         points = mesh.mesh(gray, mesh.face_roi(faces[0]))
     box = cast(tuple[int, int, int, int], tuple(int(np.rint(v)) for v in faces[0].box))
@@ -80,7 +83,8 @@ def _mesh_points(gray: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int, int
 
 @functools.lru_cache(maxsize=1)
 def _source_face() -> tuple[np.ndarray, np.ndarray, tuple[int, int, int, int]]:
-    """The astronaut photo in gray, its face mesh (468 points) and BlazeFace's face box (x0, y0, x1, y1)."""
+    """The astronaut photo in gray, its face mesh (468 points) and BlazeFace's face box (x0, y0,
+    x1, y1)."""
     import cv2
     from skimage import data
 
@@ -127,7 +131,9 @@ class _EyeModel:
         xl = np.array([c_left[0], lower_pts[0, 0], lower_pts[1, 0], c_right[0]])
         yl = np.array([c_left[1], lower_pts[0, 1], lower_pts[1, 1], c_right[1]])
         if np.any(np.diff(xu) <= 0) or np.any(np.diff(xl) <= 0):
-            raise NoFaceError(f"eye landmarks are not ordered along the eye, cannot model the lid: {p.tolist()}")
+            raise NoFaceError(
+                f"eye landmarks are not ordered along the eye, cannot model the lid: {p.tolist()}"
+            )
         upper_poly = np.polyfit(xu, yu, 3)
         lower_poly = np.polyfit(xl, yl, 3)
         x0 = math.floor(c_left[0]) - _ROI_PAD
@@ -169,7 +175,8 @@ class _EyeModel:
         return out
 
     def apply(self, canvas: np.ndarray, base: np.ndarray, closure: float) -> None:
-        """Render the lid closed by ``closure`` into ``canvas`` (ROI only), reading pixels from ``base``."""
+        """Render the lid closed by ``closure`` into ``canvas`` (ROI only), reading pixels from
+        ``base``."""
         import cv2
 
         if closure <= 0.0:
@@ -179,22 +186,34 @@ class _EyeModel:
         shift = c * self.opening
         edge = upper + shift  # new lid margin Uc(x)
         margin_top = edge - self.margin
-        # Skin band [B, Uc - m] samples [B, U - m]; margin band [Uc - m, ...] is translated by `shift`.
-        scale = (upper - self.margin - skin_top) / np.maximum(margin_top - skin_top, np.float32(1e-3))
+        # Skin band [B, Uc - m] samples [B, U - m]; margin band [Uc - m, ...] is translated by
+        # `shift`.
+        scale = (upper - self.margin - skin_top) / np.maximum(
+            margin_top - skin_top, np.float32(1e-3)
+        )
         stretched = skin_top + (ys - skin_top) * scale
         src_y = np.where(ys < skin_top, ys, np.where(ys < margin_top, stretched, ys - shift))
         roi_base = base[self.y0 : self.y1 + 1, self.x0 : self.x1 + 1]
         lid = cv2.remap(
-            base, self.xs, src_y.astype(np.float32), cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+            base,
+            self.xs,
+            src_y.astype(np.float32),
+            cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_REPLICATE,
         ).astype(np.float32)
-        # Lash line: a darker Gaussian ridge along the new edge, fading in over the first 30% of closure.
+        # Lash line: a darker Gaussian ridge along the new edge, fading in over the first 30% of
+        # closure.
         d = (ys - edge + 0.5 * self.lash_sigma) / self.lash_sigma
-        lash = (_LASH_DARKENING * min(1.0, float(c) / 0.3)) * np.exp(-0.5 * d * d) * (self.opening > 0)
+        lash = (
+            (_LASH_DARKENING * min(1.0, float(c) / 0.3)) * np.exp(-0.5 * d * d) * (self.opening > 0)
+        )
         lid *= 1.0 - lash
         # Fractional coverage of each pixel row by the lid (anti-aliased edge).
         alpha = np.clip(edge - ys + 0.5, 0.0, 1.0)
         out = alpha * lid + (1.0 - alpha) * roi_base.astype(np.float32)
-        canvas[self.y0 : self.y1 + 1, self.x0 : self.x1 + 1] = np.clip(out + 0.5, 0, 255).astype(np.uint8)
+        canvas[self.y0 : self.y1 + 1, self.x0 : self.x1 + 1] = np.clip(out + 0.5, 0, 255).astype(
+            np.uint8
+        )
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -217,8 +236,13 @@ def _geometry(width: int, height: int, face_scale: float) -> _Geometry:
     scale = face_scale / float(pts[FACE_WIDTH_POINTS[1], 0] - pts[FACE_WIDTH_POINTS[0], 0])
     cx, cy = pts.mean(axis=0)
     affine = np.array([[scale, 0.0, width / 2 - scale * cx], [0.0, scale, height / 2 - scale * cy]])
-    canvas = cv2.warpAffine(gray, affine, (width, height), flags=cv2.INTER_CUBIC, borderMode=cv2.BORDER_REFLECT101)
-    corners = np.array([[box[0], box[1]], [box[2], box[3]]], dtype=np.float64) @ affine[:, :2].T + affine[:, 2]
+    canvas = cv2.warpAffine(
+        gray, affine, (width, height), flags=cv2.INTER_CUBIC, borderMode=cv2.BORDER_REFLECT101
+    )
+    corners = (
+        np.array([[box[0], box[1]], [box[2], box[3]]], dtype=np.float64) @ affine[:, :2].T
+        + affine[:, 2]
+    )
     cbox = cast(tuple[int, int, int, int], tuple(int(np.rint(v)) for v in corners.ravel()))
     landmarks, _ = _mesh_points(canvas)
     canvas.setflags(write=False)
@@ -249,7 +273,9 @@ def head_pose_at(t: float, config: SynthConfig) -> tuple[float, float, float]:
 
 
 @functools.lru_cache(maxsize=16)
-def _motion_params(seed: int, max_hz: float) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+def _motion_params(
+    seed: int, max_hz: float
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
     rng = np.random.default_rng([seed, 0x4E4144])
     out = []
     for _ in range(3):
@@ -269,8 +295,11 @@ def _pose_matrix(t: float, config: SynthConfig, center: tuple[float, float]) -> 
     return m
 
 
-def eye_landmarks_at(closure: float, eye: Eye, config: SynthConfig | None = None, t: float | None = None) -> np.ndarray:
-    """The six eye points (dlib order p1..p6, ``float64 (6, 2)``) of the synthetic face at ``closure``.
+def eye_landmarks_at(
+    closure: float, eye: Eye, config: SynthConfig | None = None, t: float | None = None
+) -> np.ndarray:
+    """The six eye points (dlib order p1..p6, ``float64 (6, 2)``) of the synthetic face at
+    ``closure``.
 
     Without ``t`` the points are on the motionless canvas; with ``t`` the head
     pose at ``t`` is applied (frame coordinates). EAR is invariant to the
@@ -320,12 +349,14 @@ class FaceRenderer:
         self._geo = _geometry(config.width, config.height, config.face_scale)
         rng = np.random.default_rng([config.seed, 0x4E4F49])
         h, w = config.height + _NOISE_PAD, config.width + _NOISE_PAD
-        self._noise = rng.standard_normal((_NOISE_BANK, h, w), dtype=np.float32) * config.noise_sigma + np.float32(
-            0.5
-        )  # +0.5 rounds on truncation
+        self._noise = rng.standard_normal(
+            (_NOISE_BANK, h, w), dtype=np.float32
+        ) * config.noise_sigma + np.float32(0.5)  # +0.5 rounds on truncation
         self._work = np.empty((config.height, config.width), dtype=np.uint8)
 
-    def render(self, t: float, closure_left: float, closure_right: float, rng: np.random.Generator) -> np.ndarray:
+    def render(
+        self, t: float, closure_left: float, closure_right: float, rng: np.random.Generator
+    ) -> np.ndarray:
         """The frame at ``t`` with the given lid closures; ``rng`` draws the sensor noise."""
         import cv2
 
@@ -340,7 +371,11 @@ class FaceRenderer:
         geo.right.apply(work, geo.canvas, closure_right)
         m = _pose_matrix(t, cfg, geo.center)
         moved = cv2.warpAffine(
-            work, m, (cfg.width, cfg.height), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT101
+            work,
+            m,
+            (cfg.width, cfg.height),
+            flags=cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_REFLECT101,
         )
         gain = 1.0 + cfg.flicker_amplitude * math.cos(2.0 * math.pi * cfg.flicker_hz * t)
         k, oy, ox = (int(v) for v in rng.integers(0, (_NOISE_BANK, _NOISE_PAD, _NOISE_PAD)))

@@ -1,7 +1,7 @@
 """What a synthetic recording is made of (:mod:`eyeblink.lab.synth` writes it): the blinks planted
-(``BlinkSpec``, ``default_blinks``, ``closure_at``), the recording's settings (``SynthConfig``) and the truth of
-each written frame (``PlantedBlink``, ``SyntheticTruth``, ``planned_truth``). Nothing here renders a pixel: the
-face is :mod:`eyeblink.lab.synth_face`'s.
+(``BlinkSpec``, ``default_blinks``, ``closure_at``), the recording's settings (``SynthConfig``) and
+the truth of each written frame (``PlantedBlink``, ``SyntheticTruth``, ``planned_truth``). Nothing
+here renders a pixel: the face is :mod:`eyeblink.lab.synth_face`'s.
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ class BlinkSpec:
             raise ConfigError(f"BlinkSpec.closed_ms must be >= 0 ms, got {self.closed_ms}")
         _check_finite("BlinkSpec.amplitude", self.amplitude)
         if not 0.0 < self.amplitude <= 1.0:
-            raise ConfigError(f"BlinkSpec.amplitude must be in (0, 1] (1 = full closure), got {self.amplitude}")
+            raise ConfigError(
+                f"BlinkSpec.amplitude must be in (0, 1] (1 = full closure), got {self.amplitude}"
+            )
         if self.eyes not in _EYES:
             raise ConfigError(f"BlinkSpec.eyes must be one of {_EYES}, got {self.eyes!r}")
 
@@ -135,7 +137,9 @@ def default_blinks(duration_s: float = 10.0) -> tuple[BlinkSpec, ...]:
     k = 0
     while k * period < duration_s:
         for b in pattern:
-            shifted = BlinkSpec(b.onset_s + k * period, b.closing_ms, b.closed_ms, b.opening_ms, b.amplitude, b.eyes)
+            shifted = BlinkSpec(
+                b.onset_s + k * period, b.closing_ms, b.closed_ms, b.opening_ms, b.amplitude, b.eyes
+            )
             if shifted.end_s <= duration_s - 0.1:
                 out.append(shifted)
         k += 1
@@ -218,24 +222,30 @@ class SynthConfig:
                 raise ConfigError(f"SynthConfig.{name} must be an int, got {value!r}")
         if self.width < 64 or self.height < 64 or self.width % 2 or self.height % 2:
             raise ConfigError(
-                f"SynthConfig width/height must be even and >= 64 (4:2:0 chroma), got {self.width}x{self.height}"
+                "SynthConfig width/height must be even and >= 64 (4:2:0 chroma), got "
+                f"{self.width}x{self.height}"
             )
         if self.seed < 0:
             raise ConfigError(f"SynthConfig.seed must be >= 0, got {self.seed}")
         max_face = 0.9 * min(self.width, self.height)
         if not 80.0 <= self.face_scale <= max_face:
             raise ConfigError(
-                f"SynthConfig.face_scale must be in [80, {max_face:g}] px (face width; landmark models need >= 80 px "
-                f"and the face must fit the {self.width}x{self.height} frame), got {self.face_scale}"
+                f"SynthConfig.face_scale must be in [80, {max_face:g}] px (face width; landmark "
+                "models need >= 80 px "
+                f"and the face must fit the {self.width}x{self.height} frame), got "
+                f"{self.face_scale}"
             )
         for name in ("head_shift_px", "head_roll_deg", "noise_sigma", "flicker_amplitude"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"SynthConfig.{name} must be >= 0, got {getattr(self, name)}")
         if self.head_roll_deg > 25.0:
-            raise ConfigError(f"SynthConfig.head_roll_deg must be <= 25 degrees, got {self.head_roll_deg}")
+            raise ConfigError(
+                f"SynthConfig.head_roll_deg must be <= 25 degrees, got {self.head_roll_deg}"
+            )
         if self.head_shift_px > 0.1 * min(self.width, self.height):
             raise ConfigError(
-                f"SynthConfig.head_shift_px must be <= 10% of the frame's short side, got {self.head_shift_px}"
+                "SynthConfig.head_shift_px must be <= 10% of the frame's short side, got "
+                f"{self.head_shift_px}"
             )
         if self.head_motion_hz <= 0 or self.flicker_hz <= 0:
             raise ConfigError(
@@ -243,13 +253,21 @@ class SynthConfig:
                 f"{self.head_motion_hz} and {self.flicker_hz}"
             )
         if self.flicker_amplitude >= 0.5:
-            raise ConfigError(f"SynthConfig.flicker_amplitude must be < 0.5, got {self.flicker_amplitude}")
+            raise ConfigError(
+                f"SynthConfig.flicker_amplitude must be < 0.5, got {self.flicker_amplitude}"
+            )
         if self.codec not in _CODECS:
             raise ConfigError(f"SynthConfig.codec must be one of {_CODECS}, got {self.codec!r}")
         if not 1 <= self.mjpeg_qscale <= 31:
-            raise ConfigError(f"SynthConfig.mjpeg_qscale must be in [1, 31], got {self.mjpeg_qscale}")
-        if not isinstance(self.blinks, tuple) or not all(isinstance(b, BlinkSpec) for b in self.blinks):
-            raise ConfigError(f"SynthConfig.blinks must be a tuple of BlinkSpec, got {self.blinks!r}")
+            raise ConfigError(
+                f"SynthConfig.mjpeg_qscale must be in [1, 31], got {self.mjpeg_qscale}"
+            )
+        if not isinstance(self.blinks, tuple) or not all(
+            isinstance(b, BlinkSpec) for b in self.blinks
+        ):
+            raise ConfigError(
+                f"SynthConfig.blinks must be a tuple of BlinkSpec, got {self.blinks!r}"
+            )
         for prev, nxt in zip(self.blinks, self.blinks[1:], strict=False):
             if nxt.onset_s < prev.end_s:
                 raise ConfigError(
@@ -259,14 +277,19 @@ class SynthConfig:
         for b in self.blinks:
             if b.end_s > self.duration_s:
                 raise ConfigError(
-                    f"blink at {b.onset_s} s ends at {b.end_s:.3f} s, after duration_s={self.duration_s} s"
+                    f"blink at {b.onset_s} s ends at {b.end_s:.3f} s, after "
+                    f"duration_s={self.duration_s} s"
                 )
         n = self.n_frames
         if not isinstance(self.dropped_frames, tuple):
-            raise ConfigError(f"SynthConfig.dropped_frames must be a tuple of ints, got {self.dropped_frames!r}")
+            raise ConfigError(
+                f"SynthConfig.dropped_frames must be a tuple of ints, got {self.dropped_frames!r}"
+            )
         for i in self.dropped_frames:
             if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n:
-                raise ConfigError(f"SynthConfig.dropped_frames entries must be ints in [0, {n}), got {i!r}")
+                raise ConfigError(
+                    f"SynthConfig.dropped_frames entries must be ints in [0, {n}), got {i!r}"
+                )
         if len(set(self.dropped_frames)) != len(self.dropped_frames):
             raise ConfigError(f"SynthConfig.dropped_frames has duplicates: {self.dropped_frames}")
         if len(self.dropped_frames) >= n:

@@ -77,8 +77,16 @@ class TrainOptions:
     verbose: bool = False  # dlib prints its progress per cascade stage
 
     def __post_init__(self) -> None:
-        for name in ("cascade_depth", "num_trees_per_cascade_level", "tree_depth", "oversampling_amount",
-                     "feature_pool_size", "num_test_splits", "frame_step", "max_frames_per_input"):
+        for name in (
+            "cascade_depth",
+            "num_trees_per_cascade_level",
+            "tree_depth",
+            "oversampling_amount",
+            "feature_pool_size",
+            "num_test_splits",
+            "frame_step",
+            "max_frames_per_input",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"train option {name} must be >= 1, got {getattr(self, name)}")
         for name in ("augment", "synthetic", "num_threads", "seed"):
@@ -87,16 +95,28 @@ class TrainOptions:
         if not 0.0 < self.nu <= 1.0:
             raise ConfigError(f"train option nu must be in (0, 1], got {self.nu}")
         if self.tree_depth > 8:
-            raise ConfigError(f"train option tree_depth must be <= 8 (model size grows as 2**depth), got "
-                              f"{self.tree_depth}")
+            raise ConfigError(
+                f"train option tree_depth must be <= 8 (model size grows as 2**depth), got "
+                f"{self.tree_depth}"
+            )
 
     def dlib_options(self) -> Any:
         import dlib
 
         o = dlib.shape_predictor_training_options()
-        for name in ("cascade_depth", "num_trees_per_cascade_level", "tree_depth", "nu", "oversampling_amount",
-                     "oversampling_translation_jitter", "feature_pool_size", "feature_pool_region_padding",
-                     "num_test_splits", "lambda_param", "num_threads"):
+        for name in (
+            "cascade_depth",
+            "num_trees_per_cascade_level",
+            "tree_depth",
+            "nu",
+            "oversampling_amount",
+            "oversampling_translation_jitter",
+            "feature_pool_size",
+            "feature_pool_region_padding",
+            "num_test_splits",
+            "lambda_param",
+            "num_threads",
+        ):
             setattr(o, name, getattr(self, name))
         o.random_seed = str(self.seed)
         o.be_verbose = self.verbose
@@ -128,8 +148,11 @@ class Sample:
 # --------------------------------------------------------------------------- frames
 
 
-def iter_inputs(paths: Iterable[str | Path], *, frame_step: int, max_frames: int) -> Iterator[tuple[str, np.ndarray]]:
-    """(source name, gray frame) from videos (every ``frame_step``-th frame), image folders and photos."""
+def iter_inputs(
+    paths: Iterable[str | Path], *, frame_step: int, max_frames: int
+) -> Iterator[tuple[str, np.ndarray]]:
+    """(source name, gray frame) from videos (every ``frame_step``-th frame), image folders and
+    photos."""
     import cv2
 
     from eyeblink.sources.files import open_source
@@ -152,8 +175,16 @@ def iter_inputs(paths: Iterable[str | Path], *, frame_step: int, max_frames: int
                     break
 
 
-def teacher_frames(paths: Iterable[str | Path], detector: Any, teacher: Any, *, frame_step: int,
-                   max_frames: int, min_face_px: float = 60.0, all_faces: bool = False) -> list[LabelledFrame]:
+def teacher_frames(
+    paths: Iterable[str | Path],
+    detector: Any,
+    teacher: Any,
+    *,
+    frame_step: int,
+    max_frames: int,
+    min_face_px: float = 60.0,
+    all_faces: bool = False,
+) -> list[LabelledFrame]:
     """Label frames with the teacher (the 68-point :class:`LandmarkFitter`) on BlazeFace boxes.
 
     Videos: the subject (largest face); photos: every face at least ``min_face_px`` wide when
@@ -177,7 +208,8 @@ def teacher_frames(paths: Iterable[str | Path], detector: Any, teacher: Any, *, 
 
 
 def synthetic_frames(n: int, *, seed: int = 0) -> list[LabelledFrame]:
-    """``n`` rendered frames (:mod:`eyeblink.lab.synth`) with random per-eye closure and their true eye points.
+    """``n`` rendered frames (:mod:`eyeblink.lab.synth`) with random per-eye closure and their true
+    eye points.
 
     A third of the frames have both eyes nearly or fully closed, a third are mid-blink, a third
     open: the teacher's labels on real video are mostly open eyes.
@@ -190,19 +222,31 @@ def synthetic_frames(n: int, *, seed: int = 0) -> list[LabelledFrame]:
     scales = (110.0, 160.0, 220.0, 300.0)
     out: list[LabelledFrame] = []
     for k, scale in enumerate(scales):
-        cfg = SynthConfig(face_scale=scale, seed=seed + k, head_roll_deg=4.0, head_shift_px=20.0,
-                          noise_sigma=float(rng.uniform(1.0, 4.0)))
+        cfg = SynthConfig(
+            face_scale=scale,
+            seed=seed + k,
+            head_roll_deg=4.0,
+            head_shift_px=20.0,
+            noise_sigma=float(rng.uniform(1.0, 4.0)),
+        )
         renderer = FaceRenderer(cfg)
         m = n // len(scales) + (1 if k < n % len(scales) else 0)
         for _ in range(m):
             t = float(rng.uniform(0.0, cfg.duration_s))
             mode = rng.integers(3)
-            base = (rng.uniform(0.85, 1.0) if mode == 0 else rng.uniform(0.2, 0.85) if mode == 1
-                    else rng.uniform(0.0, 0.2))
+            base = (
+                rng.uniform(0.85, 1.0)
+                if mode == 0
+                else rng.uniform(0.2, 0.85)
+                if mode == 1
+                else rng.uniform(0.0, 0.2)
+            )
             cl = float(np.clip(base + rng.normal(0, 0.05), 0.0, 1.0))
             cr = float(np.clip(base + rng.normal(0, 0.05), 0.0, 1.0))
             gray = renderer.render(t, cl, cr, rng)
-            pts = np.vstack([eye_landmarks_at(cr, "right", cfg, t), eye_landmarks_at(cl, "left", cfg, t)])
+            pts = np.vstack(
+                [eye_landmarks_at(cr, "right", cfg, t), eye_landmarks_at(cl, "left", cfg, t)]
+            )
             out.append(LabelledFrame(f"synth{int(scale)}@{t:.3f}", gray, pts, kind="synthetic"))
     return out
 
@@ -210,8 +254,13 @@ def synthetic_frames(n: int, *, seed: int = 0) -> list[LabelledFrame]:
 # --------------------------------------------------------------------------- augmentation
 
 
-def augment(gray: np.ndarray, points: np.ndarray, rng: np.random.Generator, *, strength: float = 1.0,
-            ) -> tuple[np.ndarray, np.ndarray]:
+def augment(
+    gray: np.ndarray,
+    points: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    strength: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
     """A randomly perturbed copy of ``gray`` and ``points`` carried along.
 
     Geometry: roll ±25° and scale 0.65-1.5 about the eye centre, a shift of up to 10% of the
@@ -228,10 +277,13 @@ def augment(gray: np.ndarray, points: np.ndarray, rng: np.random.Generator, *, s
     c = points.mean(0)
     roll = rng.uniform(-25, 25) * strength
     iod = float(np.linalg.norm(points[:6].mean(0) - points[6:].mean(0)))
-    # keep the face between ~40 and ~250 px inter-ocular distance (BlazeFace short range, a 640x480 frame)
+    # keep the face between ~40 and ~250 px inter-ocular distance (BlazeFace short range, a 640x480
+    # frame)
     lo, hi = max(0.65, 30.0 / max(iod, 1.0)), min(1.5, 0.45 * min(h, w) / max(iod, 1.0))
     scale = float(np.exp(rng.uniform(np.log(lo), np.log(max(hi, lo))))) if strength else 1.0
-    m: np.ndarray = np.asarray(cv2.getRotationMatrix2D((float(c[0]), float(c[1])), roll, scale), np.float64)
+    m: np.ndarray = np.asarray(
+        cv2.getRotationMatrix2D((float(c[0]), float(c[1])), roll, scale), np.float64
+    )
     m[:, 2] += rng.uniform(-0.1, 0.1, 2) * (w, h) * strength
     img = cv2.warpAffine(gray, m, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT101)
     pts = points @ m[:, :2].T + m[:, 2]
@@ -244,30 +296,39 @@ def augment(gray: np.ndarray, points: np.ndarray, rng: np.random.Generator, *, s
     gain = 1.0 + rng.uniform(-0.5, 0.4) * strength
     offset = rng.uniform(-30, 30) * strength
     period = rng.uniform(40, 400)
-    band = 1.0 + rng.uniform(0, 0.08) * strength * np.sin(2 * np.pi * np.arange(h) / period + rng.uniform(0, 6.3))
+    band = 1.0 + rng.uniform(0, 0.08) * strength * np.sin(
+        2 * np.pi * np.arange(h) / period + rng.uniform(0, 6.3)
+    )
     f = f * (gain * band.astype(np.float32))[:, None] + offset
     f += rng.standard_normal(f.shape, dtype=np.float32) * float(rng.uniform(0, 8) * strength)
     return np.clip(f + 0.5, 0, 255).astype(np.uint8), pts
 
 
 def match_face(dets: Sequence[Any], points: np.ndarray, max_err: float = 0.35) -> Any:
-    """The detection whose eye keypoints sit on ``points``' eye centres (within ``max_err`` IOD), or None."""
+    """The detection whose eye keypoints sit on ``points``' eye centres (within ``max_err`` IOD),
+    or None."""
     import numpy as np
 
     re_c, le_c = points[:6].mean(0), points[6:].mean(0)
     iod = float(np.linalg.norm(re_c - le_c))
     best, best_err = None, max_err
     for d in dets:
-        err = float(max(np.linalg.norm(np.asarray(d.keypoints[0]) - re_c),
-                        np.linalg.norm(np.asarray(d.keypoints[1]) - le_c)))
+        err = float(
+            max(
+                np.linalg.norm(np.asarray(d.keypoints[0]) - re_c),
+                np.linalg.norm(np.asarray(d.keypoints[1]) - le_c),
+            )
+        )
         if err / max(iod, 1e-6) < best_err:
             best, best_err = d, err / iod
     return best
 
 
-def build_samples(frames: Sequence[LabelledFrame], detector: Any, *, augment_copies: int,
-                  rng: np.random.Generator) -> list[Sample]:
-    """The clean frame plus ``augment_copies`` augmented copies of each, with BlazeFace run on each."""
+def build_samples(
+    frames: Sequence[LabelledFrame], detector: Any, *, augment_copies: int, rng: np.random.Generator
+) -> list[Sample]:
+    """The clean frame plus ``augment_copies`` augmented copies of each, with BlazeFace run on
+    each."""
 
     out: list[Sample] = []
     for fr in frames:
@@ -282,12 +343,16 @@ def build_samples(frames: Sequence[LabelledFrame], detector: Any, *, augment_cop
 # --------------------------------------------------------------------------- run-time geometry
 
 
-def runtime_crop(gray: np.ndarray, face: Any, fitter: Any) -> tuple[np.ndarray, tuple[int, int, int, int], np.ndarray]:
-    """What ``fitter`` (a :class:`LandmarkFitter`) feeds dlib for ``face``: (crop, rect, 2x3 frame->crop).
+def runtime_crop(
+    gray: np.ndarray, face: Any, fitter: Any
+) -> tuple[np.ndarray, tuple[int, int, int, int], np.ndarray]:
+    """What ``fitter`` (a :class:`LandmarkFitter`) feeds dlib for ``face``: (crop, rect, 2x3
+    frame->crop).
 
     Mirrors :meth:`LandmarkFitter.fit`: an upright face of at least ``min_face_px`` is fitted on the
-    frame itself (here: an integer-offset window of it, the same pixels), a rolled or small one on
-    a crop rotated upright and enlarged to ``min_face_px``. The crop spans :data:`CROP_SPAN` box sides.
+    frame itself (here: an integer-offset window of it, the same pixels), a rolled or small one on a
+    crop rotated upright and enlarged to ``min_face_px``. The crop spans :data:`CROP_SPAN` box
+    sides.
     """
     import cv2
     import numpy as np
@@ -301,20 +366,25 @@ def runtime_crop(gray: np.ndarray, face: Any, fitter: Any) -> tuple[np.ndarray, 
         x0, y0 = rect[0] - pad, rect[1] - pad
         size = rect[2] - rect[0] + 2 * pad + 1
         m = np.array([[1.0, 0.0, -x0], [0.0, 1.0, -y0]])
-        crop = cv2.warpAffine(gray, m, (size, size), flags=cv2.INTER_NEAREST, borderMode=cv2.BORDER_REPLICATE)
+        crop = cv2.warpAffine(
+            gray, m, (size, size), flags=cv2.INTER_NEAREST, borderMode=cv2.BORDER_REPLICATE
+        )
         return crop, (rect[0] - x0, rect[1] - y0, rect[2] - x0, rect[3] - y0), m
     roll = roll if abs(roll) >= fitter.derotate_min_deg else 0.0
     size = math.ceil(side * scale * CROP_SPAN)
     m = cv2.getRotationMatrix2D((cx, cy), roll, scale)
     m[0, 2] += size / 2 - cx
     m[1, 2] += size / 2 - cy
-    crop = cv2.warpAffine(gray, m, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    crop = cv2.warpAffine(
+        gray, m, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+    )
     half, c0 = side * scale / 2, size / 2
     return crop, (round(c0 - half), round(c0 - half), round(c0 + half), round(c0 + half)), m
 
 
 def write_imglab(samples: Sequence[Sample], fitter: Any, folder: Path) -> Path:
-    """Write the run-time crops as PNGs and a dlib imglab XML (parts ``00``-``11``) into ``folder``."""
+    """Write the run-time crops as PNGs and a dlib imglab XML (parts ``00``-``11``) into
+    ``folder``."""
     import xml.etree.ElementTree as ET
 
     import cv2
@@ -329,16 +399,26 @@ def write_imglab(samples: Sequence[Sample], fitter: Any, folder: Path) -> Path:
         cv2.imwrite(str(folder / name), crop)
         pts = s.points @ m[:, :2].T + m[:, 2]
         im = ET.SubElement(images, "image", file=name)
-        box = ET.SubElement(im, "box", top=str(t), left=str(x0), width=str(r - x0 + 1), height=str(b - t + 1))
+        box = ET.SubElement(
+            im, "box", top=str(t), left=str(x0), width=str(r - x0 + 1), height=str(b - t + 1)
+        )
         for k, (x, y) in enumerate(pts):
-            ET.SubElement(box, "part", name=f"{k:02d}", x=str(round(float(x))), y=str(round(float(y))))
+            ET.SubElement(
+                box, "part", name=f"{k:02d}", x=str(round(float(x))), y=str(round(float(y)))
+            )
     xml = folder / "eye12.xml"
     ET.ElementTree(root).write(xml)
     return xml
 
 
-def train_model(samples: Sequence[Sample], output: Path, options: TrainOptions, *, fitter: Any,
-                workdir: Path | None = None) -> dict[str, Any]:
+def train_model(
+    samples: Sequence[Sample],
+    output: Path,
+    options: TrainOptions,
+    *,
+    fitter: Any,
+    workdir: Path | None = None,
+) -> dict[str, Any]:
     """Train a 12-point predictor on ``samples`` into ``output``; returns timing and size.
 
     The imglab set goes to ``workdir`` when given (kept, e.g. to inspect with dlib's ``imglab``),
@@ -360,8 +440,12 @@ def train_model(samples: Sequence[Sample], output: Path, options: TrainOptions, 
     finally:
         if workdir is None:
             shutil.rmtree(tmp, ignore_errors=True)
-    return {"samples": len(samples), "write_s": round(t1 - t0, 1), "train_s": round(t2 - t1, 1),
-            "bytes": output.stat().st_size}
+    return {
+        "samples": len(samples),
+        "write_s": round(t1 - t0, 1),
+        "train_s": round(t2 - t1, 1),
+        "bytes": output.stat().st_size,
+    }
 
 
 # --------------------------------------------------------------------------- comparison
@@ -375,8 +459,11 @@ def eye_error(pts: np.ndarray, ref: np.ndarray) -> float:
     return float(np.linalg.norm(np.asarray(pts, dtype=np.float64) - ref, axis=1).mean() / iod)
 
 
-def compare(samples: Sequence[Sample], fitters: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
-    """Per fitter and per sample kind: error/IOD (mean, median, p90), |dEAR| vs reference, fit ms (median, p99).
+def compare(
+    samples: Sequence[Sample], fitters: dict[str, Any]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Per fitter and per sample kind: error/IOD (mean, median, p90), |dEAR| vs reference, fit ms
+    (median, p99).
 
     Groups: each sample kind, ``<kind>+aug`` (its augmented copies only: where the reference is the
     teacher's fit on the clean frame, the teacher itself scores 0 on the clean copy, so only the
@@ -393,25 +480,40 @@ def compare(samples: Sequence[Sample], fitters: dict[str, Any]) -> dict[str, dic
             t0 = time.perf_counter()
             fit = fitter.fit(s.gray, s.face)
             dt = (time.perf_counter() - t0) * 1e3
-            dear = float(np.nanmean(np.abs(np.array([fit.ear_left, fit.ear_right]) - np.array(eye_ears(s.points)))))
+            dear = float(
+                np.nanmean(
+                    np.abs(np.array([fit.ear_left, fit.ear_right]) - np.array(eye_ears(s.points)))
+                )
+            )
             for key in (s.kind, "all", *((f"{s.kind}+aug",) if s.augmented else ())):
                 rows.setdefault(key, []).append((eye_error(fit.points, s.points), dear, dt))
         out[name] = {}
         for key, r in rows.items():
             a = np.array(r)
-            out[name][key] = {"n": len(a), "err_mean": float(a[:, 0].mean()), "err_median": float(np.median(a[:, 0])),
-                              "err_p90": float(np.percentile(a[:, 0], 90)), "dear_mean": float(np.nanmean(a[:, 1])),
-                              "ms_median": float(np.median(a[:, 2])), "ms_p99": float(np.percentile(a[:, 2], 99))}
+            out[name][key] = {
+                "n": len(a),
+                "err_mean": float(a[:, 0].mean()),
+                "err_median": float(np.median(a[:, 0])),
+                "err_p90": float(np.percentile(a[:, 0], 90)),
+                "dear_mean": float(np.nanmean(a[:, 1])),
+                "ms_median": float(np.median(a[:, 2])),
+                "ms_p99": float(np.percentile(a[:, 2], 99)),
+            }
     return out
 
 
 def format_comparison(table: dict[str, dict[str, dict[str, float]]]) -> str:
-    lines = [f"{'model':8} {'frames':14} {'n':>5} {'err/IOD':>8} {'median':>7} {'p90':>7} {'|dEAR|':>7} "
-             f"{'ms med':>7} {'ms p99':>7}"]
+    lines = [
+        f"{'model':8} {'frames':14} {'n':>5} {'err/IOD':>8} {'median':>7} {'p90':>7} {'|dEAR|':>7} "
+        f"{'ms med':>7} {'ms p99':>7}"
+    ]
     for name, per in table.items():
         for key, v in sorted(per.items()):
-            lines.append(f"{name:8} {key:14} {v['n']:5d} {v['err_mean']:8.4f} {v['err_median']:7.4f} "
-                         f"{v['err_p90']:7.4f} {v['dear_mean']:7.4f} {v['ms_median']:7.3f} {v['ms_p99']:7.3f}")
+            lines.append(
+                f"{name:8} {key:14} {v['n']:5d} {v['err_mean']:8.4f} {v['err_median']:7.4f} "
+                f"{v['err_p90']:7.4f} {v['dear_mean']:7.4f} {v['ms_median']:7.3f} "
+                f"{v['ms_p99']:7.3f}"
+            )
     return "\n".join(lines)
 
 
@@ -435,29 +537,71 @@ _OPTION_HELP = {
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     d = TrainOptions()
-    p = add_command(subparsers, "train-landmarks", __doc__,
-                    help="train a 12-point eye landmark model (eye12) on your own camera's frames")
-    p.add_argument("inputs", nargs="*", metavar="VIDEO_OR_IMAGE",
-                   help="training recordings, image folders or photos (one subject per video; photos may hold "
-                        "several faces)")
+    p = add_command(
+        subparsers,
+        "train-landmarks",
+        __doc__,
+        help="train a 12-point eye landmark model (eye12) on your own camera's frames",
+    )
+    p.add_argument(
+        "inputs",
+        nargs="*",
+        metavar="VIDEO_OR_IMAGE",
+        help="training recordings, image folders or photos (one subject per video; photos may hold "
+        "several faces)",
+    )
     p.add_argument("-o", "--output", required=True, metavar="DAT", help="the trained model (.dat)")
-    p.add_argument("--test", nargs="+", default=[], metavar="VIDEO_OR_IMAGE",
-                   help="held-out inputs (other subjects!): compare the trained model with the 68-point model")
-    p.add_argument("--synthetic", type=int, default=d.synthetic, metavar="N",
-                   help="rendered frames with known eyelid closure to add (default %(default)s)")
-    p.add_argument("--augment", type=int, default=d.augment, metavar="K",
-                   help="augmented copies per frame (default %(default)s)")
-    p.add_argument("--frame-step", type=int, default=d.frame_step, metavar="N",
-                   help="use every N-th frame of a video (default %(default)s)")
-    p.add_argument("--max-frames", type=int, default=d.max_frames_per_input, metavar="N",
-                   help="at most N frames per video (default %(default)s)")
-    p.add_argument("--keep-dataset", metavar="DIR", default=None,
-                   help="write the imglab XML and crops here and keep them (default: a temporary folder)")
+    p.add_argument(
+        "--test",
+        nargs="+",
+        default=[],
+        metavar="VIDEO_OR_IMAGE",
+        help="held-out inputs (other subjects!): compare the trained model with the 68-point model",
+    )
+    p.add_argument(
+        "--synthetic",
+        type=int,
+        default=d.synthetic,
+        metavar="N",
+        help="rendered frames with known eyelid closure to add (default %(default)s)",
+    )
+    p.add_argument(
+        "--augment",
+        type=int,
+        default=d.augment,
+        metavar="K",
+        help="augmented copies per frame (default %(default)s)",
+    )
+    p.add_argument(
+        "--frame-step",
+        type=int,
+        default=d.frame_step,
+        metavar="N",
+        help="use every N-th frame of a video (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-frames",
+        type=int,
+        default=d.max_frames_per_input,
+        metavar="N",
+        help="at most N frames per video (default %(default)s)",
+    )
+    p.add_argument(
+        "--keep-dataset",
+        metavar="DIR",
+        default=None,
+        help="write the imglab XML and crops here and keep them (default: a temporary folder)",
+    )
     g = p.add_argument_group("dlib training options (see dlib.shape_predictor_training_options)")
     for name, text in _OPTION_HELP.items():
         default = getattr(d, name)
-        g.add_argument("--" + name.replace("_", "-"), type=type(default), default=default,
-                       metavar=name.split("_")[-1].upper(), help=f"{text} (default {default})")
+        g.add_argument(
+            "--" + name.replace("_", "-"),
+            type=type(default),
+            default=default,
+            metavar=name.split("_")[-1].upper(),
+            help=f"{text} (default {default})",
+        )
     return p
 
 
@@ -467,11 +611,28 @@ def run(args: argparse.Namespace) -> int:
     from eyeblink.detect.blazeface import FaceDetector
     from eyeblink.landmarks.dlib import LandmarkFitter
 
-    opts = TrainOptions(**{k: getattr(args, k) for k in (
-        "cascade_depth", "num_trees_per_cascade_level", "tree_depth", "nu", "oversampling_amount",
-        "oversampling_translation_jitter", "feature_pool_size", "feature_pool_region_padding", "num_test_splits",
-        "num_threads", "seed", "augment", "synthetic")}, frame_step=args.frame_step,
-        max_frames_per_input=args.max_frames)
+    opts = TrainOptions(
+        **{
+            k: getattr(args, k)
+            for k in (
+                "cascade_depth",
+                "num_trees_per_cascade_level",
+                "tree_depth",
+                "nu",
+                "oversampling_amount",
+                "oversampling_translation_jitter",
+                "feature_pool_size",
+                "feature_pool_region_padding",
+                "num_test_splits",
+                "num_threads",
+                "seed",
+                "augment",
+                "synthetic",
+            )
+        },
+        frame_step=args.frame_step,
+        max_frames_per_input=args.max_frames,
+    )
     if not args.inputs and not opts.synthetic:
         raise ConfigError("nothing to train on: give training inputs and/or --synthetic N > 0")
     rng = np.random.default_rng(opts.seed)
@@ -485,20 +646,48 @@ def run(args: argparse.Namespace) -> int:
     teacher = LandmarkFitter()
     with FaceDetector() as detector:
         t0 = time.perf_counter()
-        frames = teacher_frames(args.inputs, detector, teacher, frame_step=opts.frame_step,
-                                max_frames=opts.max_frames_per_input, all_faces=True)
+        frames = teacher_frames(
+            args.inputs,
+            detector,
+            teacher,
+            frame_step=opts.frame_step,
+            max_frames=opts.max_frames_per_input,
+            all_faces=True,
+        )
         frames += synthetic_frames(opts.synthetic, seed=opts.seed)
         samples = build_samples(frames, detector, augment_copies=opts.augment, rng=rng)
-        print(f"{len(frames)} labelled frames -> {len(samples)} samples in {time.perf_counter() - t0:.0f} s; "
-              f"training {output} with {asdict(opts)}", flush=True)
-        stats = train_model(samples, output, opts, fitter=teacher,
-                            workdir=Path(args.keep_dataset) if args.keep_dataset else None)
-        print(f"trained in {stats['train_s']:.0f} s: {output} ({stats['bytes'] / 1e6:.2f} MB)", flush=True)
+        print(
+            f"{len(frames)} labelled frames -> {len(samples)} samples in "
+            f"{time.perf_counter() - t0:.0f} s; "
+            f"training {output} with {asdict(opts)}",
+            flush=True,
+        )
+        stats = train_model(
+            samples,
+            output,
+            opts,
+            fitter=teacher,
+            workdir=Path(args.keep_dataset) if args.keep_dataset else None,
+        )
+        print(
+            f"trained in {stats['train_s']:.0f} s: {output} ({stats['bytes'] / 1e6:.2f} MB)",
+            flush=True,
+        )
         if args.test:
-            test_frames = teacher_frames(args.test, detector, teacher, frame_step=opts.frame_step,
-                                         max_frames=opts.max_frames_per_input, all_faces=True)
-            test = build_samples(test_frames, detector, augment_copies=1, rng=np.random.default_rng(opts.seed + 1))
+            test_frames = teacher_frames(
+                args.test,
+                detector,
+                teacher,
+                frame_step=opts.frame_step,
+                max_frames=opts.max_frames_per_input,
+                all_faces=True,
+            )
+            test = build_samples(
+                test_frames, detector, augment_copies=1, rng=np.random.default_rng(opts.seed + 1)
+            )
             student = LandmarkFitter(output)
-            print(f"held-out: {len(test)} samples (reference: the 68-point model on the clean frame)")
+            print(
+                f"held-out: {len(test)} samples (reference: the 68-point model on the clean frame)"
+            )
             print(format_comparison(compare(test, {"face68": teacher, "eye12": student})))
     return 0

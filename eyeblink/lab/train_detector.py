@@ -56,8 +56,8 @@ How (distillation from a slower, steadier teacher):
   the stock and tuned models on the same pairs augmented (one random augmentation per pair, alike
   for both frames): the camera conditions above, on held-out subjects.
 
-Needs TensorFlow (``pip install "eyeblink[tf]"``); ``--device ipu`` needs Graphcore's TensorFlow wheel
-from the Poplar SDK instead.
+Needs TensorFlow (``pip install "eyeblink[tf]"``); ``--device ipu`` needs Graphcore's TensorFlow
+wheel from the Poplar SDK instead.
 """
 
 from __future__ import annotations
@@ -103,15 +103,52 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-# the training data's and the report's names (train_detector_data, _eval) were defined here before: importable
-# from here still
-__all__ = ["HUBER_DELTA", "LOSS_WEIGHTS", "MESH_KEYPOINTS", "NEG_IOU", "NEG_PER_POS", "POS_IOU", "REG_WEIGHT",
-           "TEACHER_ROIS", "Dataset", "IPUTraining", "Labelled", "TeacherFit", "add_parser", "augment",
-           "augmented_pairs", "batch_targets", "blazeface_loss", "build_dataset", "build_trainable_blazeface",
-           "classification_loss", "encode", "evaluate", "export_tflite", "fit_teacher", "fits_per_input",
-           "ipu_accelerator", "keras_losses", "keras_targets", "label_frames", "make_train_step", "match",
-           "matching_anchors", "regression_loss", "require_tensorflow", "run", "table", "teacher_mesh", "train",
-           "train_ipu", "training_dataset", "training_keras", "verdict"]
+# the training data's and the report's names (train_detector_data, _eval) were defined here before:
+# importable from here still
+__all__ = [
+    "HUBER_DELTA",
+    "LOSS_WEIGHTS",
+    "MESH_KEYPOINTS",
+    "NEG_IOU",
+    "NEG_PER_POS",
+    "POS_IOU",
+    "REG_WEIGHT",
+    "TEACHER_ROIS",
+    "Dataset",
+    "IPUTraining",
+    "Labelled",
+    "TeacherFit",
+    "add_parser",
+    "augment",
+    "augmented_pairs",
+    "batch_targets",
+    "blazeface_loss",
+    "build_dataset",
+    "build_trainable_blazeface",
+    "classification_loss",
+    "encode",
+    "evaluate",
+    "export_tflite",
+    "fit_teacher",
+    "fits_per_input",
+    "ipu_accelerator",
+    "keras_losses",
+    "keras_targets",
+    "label_frames",
+    "make_train_step",
+    "match",
+    "matching_anchors",
+    "regression_loss",
+    "require_tensorflow",
+    "run",
+    "table",
+    "teacher_mesh",
+    "train",
+    "train_ipu",
+    "training_dataset",
+    "training_keras",
+    "verdict",
+]
 
 NEG_PER_POS = 3
 HUBER_DELTA = 1.0  # input pixels
@@ -128,7 +165,9 @@ def require_tensorflow() -> None:
         ) from None
 
 
-def build_trainable_blazeface(model_path: Path | None = None, *, batch_size: int | None = None) -> Any:
+def build_trainable_blazeface(
+    model_path: Path | None = None, *, batch_size: int | None = None
+) -> Any:
     """The trainable Keras BlazeFace initialised from ``model_path`` (default: the shipped model).
 
     ``batch_size`` fixes the batch dimension (the IPU compiles static shapes); None leaves it free.
@@ -151,10 +190,11 @@ def training_keras() -> Any:
 
 
 def regression_loss(reg: Any, tgt: Any, pos: Any) -> Any:
-    """Huber loss of box and keypoints (anchor-relative input pixels), mean over the positive anchors.
+    """Huber loss of box and keypoints (anchor-relative input pixels), mean over the positive
+    anchors.
 
-    ``reg`` and ``tgt`` ``[B, 896, 16]``, ``pos`` ``[B, 896]`` (bool or 0/1). The one definition, used by
-    the CPU step (:func:`blazeface_loss`) and the IPU path's Keras loss
+    ``reg`` and ``tgt`` ``[B, 896, 16]``, ``pos`` ``[B, 896]`` (bool or 0/1). The one definition,
+    used by the CPU step (:func:`blazeface_loss`) and the IPU path's Keras loss
     (:mod:`eyeblink.lab.train_detector_ipu`).
     """
     import tensorflow as tf
@@ -167,9 +207,11 @@ def regression_loss(reg: Any, tgt: Any, pos: Any) -> Any:
 
 
 def classification_loss(logits: Any, pos: Any, neg: Any) -> Any:
-    """Sigmoid cross-entropy over the positive anchors and the hardest negatives (NEG_PER_POS per positive).
+    """Sigmoid cross-entropy over the positive anchors and the hardest negatives (NEG_PER_POS per
+    positive).
 
-    ``logits`` ``[B, 896]``, ``pos``/``neg`` ``[B, 896]`` bool. The one definition (see :func:`regression_loss`).
+    ``logits`` ``[B, 896]``, ``pos``/``neg`` ``[B, 896]`` bool. The one definition (see
+    :func:`regression_loss`).
     """
     import tensorflow as tf
 
@@ -187,18 +229,20 @@ def classification_loss(logits: Any, pos: Any, neg: Any) -> Any:
 
 
 def blazeface_loss(reg: Any, logits: Any, tgt: Any, pos: Any, neg: Any) -> tuple[Any, Any, Any]:
-    """BlazeFace's loss ``(total, classification, regression)``: ``total = cls + REG_WEIGHT * reg``."""
+    """BlazeFace's loss ``(total, classification, regression)``: ``total = cls + REG_WEIGHT *
+    reg``."""
     cls_loss = classification_loss(logits, pos, neg)
     reg_loss = regression_loss(reg, tgt, pos)
     return cls_loss + REG_WEIGHT * reg_loss, cls_loss, reg_loss
 
 
 def make_train_step(model: Any, learning_rate: float, *, jit: bool = False) -> Any:
-    """A compiled step ``(x, targets, pos, neg) -> (loss, cls, reg)`` with BlazeFace's loss (:func:`blazeface_loss`).
+    """A compiled step ``(x, targets, pos, neg) -> (loss, cls, reg)`` with BlazeFace's loss
+    (:func:`blazeface_loss`).
 
     Grappler's remapper is turned off: with it, TensorFlow 2.21's CPU build (oneDNN) crashes
-    (segmentation fault) in the graph of this model's gradient; eager mode, ``TF_ENABLE_ONEDNN_OPTS=0``
-    and XLA (``jit``) do not.
+    (segmentation fault) in the graph of this model's gradient; eager mode,
+    ``TF_ENABLE_ONEDNN_OPTS=0`` and XLA (``jit``) do not.
     """
     import tensorflow as tf
 
@@ -231,7 +275,9 @@ def make_train_step(model: Any, learning_rate: float, *, jit: bool = False) -> A
 LOSS_WEIGHTS = (REG_WEIGHT, 1.0)
 
 
-def keras_targets(tgt: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def keras_targets(
+    tgt: np.ndarray, pos: np.ndarray, neg: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`batch_targets`' targets as one float32 array per model output, for Keras' ``fit``.
 
     Regressors: ``[..., 896, 17]``, the 16 targets and the positive mask; scores: ``[..., 896, 2]``,
@@ -246,7 +292,8 @@ def keras_targets(tgt: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> tuple[np
 
 
 def keras_losses(keras: Any) -> list[Any]:
-    """BlazeFace's loss as two Keras losses for ``compile`` (with :data:`LOSS_WEIGHTS`), one per output.
+    """BlazeFace's loss as two Keras losses for ``compile`` (with :data:`LOSS_WEIGHTS`), one per
+    output.
 
     They call :func:`regression_loss` and :func:`classification_loss` on the targets of
     :func:`keras_targets`: the CPU step's loss, not a copy. Each returns the batch's value (a
@@ -261,11 +308,15 @@ def keras_losses(keras: Any) -> list[Any]:
         def call(self, y_true: Any, y_pred: Any) -> Any:
             return classification_loss(y_pred, y_true[..., 0] > 0.5, y_true[..., 1] > 0.5)
 
-    return [BoxKeypointsHuber(name="box_keypoints_huber"), HardNegativeCrossEntropy(name="classification")]
+    return [
+        BoxKeypointsHuber(name="box_keypoints_huber"),
+        HardNegativeCrossEntropy(name="classification"),
+    ]
 
 
 def training_dataset(ds: Dataset, *, batch_size: int, seed: int, prefetch_depth: int = 2) -> Any:
-    """A repeating ``tf.data`` dataset of ``(x, (regressor targets, score targets))`` batches of static shape.
+    """A repeating ``tf.data`` dataset of ``(x, (regressor targets, score targets))`` batches of
+    static shape.
 
     Each pass over the samples takes a new random order (seeded by ``seed`` and the pass); the
     inputs and targets are :func:`batch_targets`' (packed by :func:`keras_targets`), and
@@ -308,7 +359,8 @@ def train(
     jit: bool = False,
     log: Any = print,
 ) -> list[dict[str, float]]:
-    """Fine-tune ``model`` in place; per epoch: loss parts, seconds and images/s (target building included).
+    """Fine-tune ``model`` in place; per epoch: loss parts, seconds and images/s (target building
+    included).
 
     The step's graph is traced before the first epoch (``trace_s`` in the first epoch's entry), so
     that every epoch's images/s is the steady rate.
@@ -344,7 +396,8 @@ def train(
             }
         )
         log(
-            f"  epoch {epoch}/{epochs}: loss {mean[0]:.4f} (cls {mean[1]:.4f}, box+keypoints Huber {mean[2]:.3f}), "
+            f"  epoch {epoch}/{epochs}: loss {mean[0]:.4f} (cls {mean[1]:.4f}, box+keypoints "
+            f"Huber {mean[2]:.3f}), "
             f"{secs:.0f} s, {n / secs:.1f} images/s",
             flush=True,
         )
@@ -353,7 +406,8 @@ def train(
 
 @dataclass
 class IPUTraining:
-    """What :func:`train_ipu` returns: the model to export, the device's model, the history and the report entry."""
+    """What :func:`train_ipu` returns: the model to export, the device's model, the history and
+    the report entry."""
 
     model: Any  # the host copy (batch dimension free): export_tflite takes it
     device_model: Any  # as built and trained under IPUStrategy (static batch)
@@ -385,16 +439,23 @@ def train_ipu(
     from eyeblink.lab import train_detector_ipu as tdi
 
     ipu = tdi.require_ipu()
-    plan = tdi.plan_ipu_training(ds.images.shape[0], batch_size=batch_size, accelerator=accelerator,
-                                 steps_per_execution=steps_per_execution,
-                                 gradient_accumulation=gradient_accumulation)
+    plan = tdi.plan_ipu_training(
+        ds.images.shape[0],
+        batch_size=batch_size,
+        accelerator=accelerator,
+        steps_per_execution=steps_per_execution,
+        gradient_accumulation=gradient_accumulation,
+    )
     keras = training_keras()
     disable_remapper()
     s = plan.settings
     log(
-        f"training through {tdi.IPU_MODULE}: IPUConfig {s.ipu_config_fields()}, batch {s.batch_size} per replica "
-        f"x {s.replicas} replica(s) x gradient accumulation {plan.gradient_accumulation} = {plan.images_per_update} "
-        f"images per update, {plan.steps_per_execution} steps per execution, {plan.steps_per_epoch} steps "
+        f"training through {tdi.IPU_MODULE}: IPUConfig {s.ipu_config_fields()}, batch "
+        f"{s.batch_size} per replica "
+        f"x {s.replicas} replica(s) x gradient accumulation {plan.gradient_accumulation} = "
+        f"{plan.images_per_update} "
+        f"images per update, {plan.steps_per_execution} steps per execution, "
+        f"{plan.steps_per_epoch} steps "
         f"({plan.images_per_epoch} of {plan.samples} samples) per epoch",
         flush=True,
     )
@@ -404,7 +465,9 @@ def train_ipu(
         build_model=lambda b: build_trainable_blazeface(batch_size=b),
         losses=keras_losses(keras),
         loss_weights=list(LOSS_WEIGHTS),
-        dataset=training_dataset(ds, batch_size=s.batch_size, seed=seed, prefetch_depth=s.prefetch_depth),
+        dataset=training_dataset(
+            ds, batch_size=s.batch_size, seed=seed, prefetch_depth=s.prefetch_depth
+        ),
         learning_rate=learning_rate,
         epochs=epochs,
         log=log,
@@ -412,7 +475,8 @@ def train_ipu(
     model = build_trainable_blazeface()
     model.set_weights(device_model.get_weights())
     report = {
-        "ran": f"the training steps through {tdi.IPU_MODULE} (IPUStrategy, Keras fit); this report does not "
+        "ran": f"the training steps through {tdi.IPU_MODULE} (IPUStrategy, Keras fit); this "
+        "report does not "
         "check which hardware that module drove",
         "sdk_module": getattr(ipu, "__file__", None),
         **plan.to_dict(),
@@ -422,19 +486,28 @@ def train_ipu(
 
 
 def export_tflite(model: Any, path: Path) -> str:
-    """Write ``model`` as a ``.tflite`` with the stock interface; returns its sha256 (also in ``path.sha256``)."""
+    """Write ``model`` as a ``.tflite`` with the stock interface; returns its sha256 (also in
+    ``path.sha256``)."""
     import tensorflow as tf
     from tensorflow.lite.tools import flatbuffer_utils
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     grid = 16 * 16 * 2
 
-    @tf.function(input_signature=[tf.TensorSpec([None, 128, 128, 3], tf.float32, name="input")], autograph=False)
+    @tf.function(
+        input_signature=[tf.TensorSpec([None, 128, 128, 3], tf.float32, name="input")],
+        autograph=False,
+    )
     def serve(x: Any) -> Any:
         reg, scores = model(x, training=False)
-        # the stock graph reshapes each head to [1, -1, C] and concatenates: per-grid order for a batch
-        reg = tf.concat([tf.reshape(reg[:, :grid], [1, -1, 16]), tf.reshape(reg[:, grid:], [1, -1, 16])], 1)
-        scores = tf.concat([tf.reshape(scores[:, :grid], [1, -1, 1]), tf.reshape(scores[:, grid:], [1, -1, 1])], 1)
+        # the stock graph reshapes each head to [1, -1, C] and concatenates: per-grid order for a
+        # batch
+        reg = tf.concat(
+            [tf.reshape(reg[:, :grid], [1, -1, 16]), tf.reshape(reg[:, grid:], [1, -1, 16])], 1
+        )
+        scores = tf.concat(
+            [tf.reshape(scores[:, :grid], [1, -1, 1]), tf.reshape(scores[:, grid:], [1, -1, 1])], 1
+        )
         return {"regressors": reg, "classificators": scores}
 
     frozen = convert_variables_to_constants_v2(serve.get_concrete_function())
@@ -452,7 +525,8 @@ def export_tflite(model: Any, path: Path) -> str:
                 else b"classificators"
             )
         path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(path) as out:  # whole or not at all: a failure keeps the model that was there
+        # whole or not at all: a failure keeps the model that was there
+        with atomic_path(path) as out:
             flatbuffer_utils.write_model(fb, str(out))
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     write_text(Path(str(path) + ".sha256"), f"{digest}  {path.name}\n", "-o")
@@ -463,9 +537,15 @@ def export_tflite(model: Any, path: Path) -> str:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = add_command(subparsers, "train-detector", __doc__,
-                    help="fine-tune the BlazeFace face detector on your own camera's frames (TensorFlow)")
-    p.add_argument("inputs", nargs="+", metavar="VIDEO_OR_DIR", help="training recordings or image folders")
+    p = add_command(
+        subparsers,
+        "train-detector",
+        __doc__,
+        help="fine-tune the BlazeFace face detector on your own camera's frames (TensorFlow)",
+    )
+    p.add_argument(
+        "inputs", nargs="+", metavar="VIDEO_OR_DIR", help="training recordings or image folders"
+    )
     p.add_argument(
         "--holdout",
         nargs="+",
@@ -473,8 +553,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="VIDEO_OR_DIR",
         help="held-out recordings (other subjects!), never trained on: the before/after report",
     )
-    p.add_argument("-o", "--output", required=True, metavar="TFLITE", help="the tuned model (.tflite)")
-    p.add_argument("--every", type=int, default=5, metavar="N", help="sample every N-th frame (default %(default)s)")
+    p.add_argument(
+        "-o", "--output", required=True, metavar="TFLITE", help="the tuned model (.tflite)"
+    )
+    p.add_argument(
+        "--every",
+        type=int,
+        default=5,
+        metavar="N",
+        help="sample every N-th frame (default %(default)s)",
+    )
     p.add_argument(
         "--max-frames",
         type=int,
@@ -489,53 +577,90 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="K",
         help="augmented copies per training frame, besides the frame itself (default %(default)s)",
     )
-    p.add_argument("--epochs", type=int, default=8, metavar="E", help="training epochs (default %(default)s)")
+    p.add_argument(
+        "--epochs", type=int, default=8, metavar="E", help="training epochs (default %(default)s)"
+    )
     p.add_argument("--batch-size", type=int, default=32, metavar="B", help="(default %(default)s)")
-    p.add_argument("--learning-rate", type=float, default=3e-4, metavar="LR", help="Adam's (default %(default)s)")
+    p.add_argument(
+        "--learning-rate",
+        type=float,
+        default=3e-4,
+        metavar="LR",
+        help="Adam's (default %(default)s)",
+    )
     p.add_argument(
         "--max-pairs",
         type=int,
         default=150,
         metavar="K",
-        help="held-out frame pairs (every --every-th frame and the next), at most K (default %(default)s)",
+        help="held-out frame pairs (every --every-th frame and the next), at most K (default "
+        "%(default)s)",
     )
-    p.add_argument("--timing-frames", type=int, default=30, metavar="T", help="640x480 frames timed (default 30)")
-    p.add_argument("--seed", type=int, default=0, metavar="N",
-                   help="seed of the frame sampling, augmentation and training order (default: %(default)s)")
+    p.add_argument(
+        "--timing-frames",
+        type=int,
+        default=30,
+        metavar="T",
+        help="640x480 frames timed (default 30)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of the frame sampling, augmentation and training order (default: %(default)s)",
+    )
     p.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON")
     p.add_argument(
         "--device",
         choices=("cpu", "ipu"),
         default="cpu",
-        help="where the training steps run: cpu (TensorFlow) or ipu (Graphcore IPUs through the Poplar SDK's "
-        "TensorFlow 2; tested with a stand-in for the SDK only, not on IPU hardware); labelling, export and the "
+        help="where the training steps run: cpu (TensorFlow) or ipu (Graphcore IPUs through the "
+        "Poplar SDK's "
+        "TensorFlow 2; tested with a stand-in for the SDK only, not on IPU hardware); labelling, "
+        "export and the "
         "report run on the CPU either way (default: %(default)s)",
     )
-    g = p.add_argument_group("--device ipu (Graphcore's TensorFlow 2; --batch-size is then per replica)")
+    g = p.add_argument_group(
+        "--device ipu (Graphcore's TensorFlow 2; --batch-size is then per replica)"
+    )
     g.add_argument(
         "--pipeline",
         metavar="PRESET",
         default=None,
-        help="IPU preset whose I/O tiles, infeed prefetch depth and replicas are used: ipu-mk1, ipu-mk2, "
-        "low-latency or a TOML file with backend = \"ipu\" (default: ipu-mk2)",
+        help="IPU preset whose I/O tiles, infeed prefetch depth and replicas are used: ipu-mk1, "
+        "ipu-mk2, "
+        'low-latency or a TOML file with backend = "ipu" (default: ipu-mk2)',
     )
-    g.add_argument("--replicas", type=int, default=None, metavar="R",
-                   help="IPUs each training a copy on its own batches (default: the preset's)")
+    g.add_argument(
+        "--replicas",
+        type=int,
+        default=None,
+        metavar="R",
+        help="IPUs each training a copy on its own batches (default: the preset's)",
+    )
     g.add_argument(
         "--steps-per-execution",
         type=int,
         default=None,
         metavar="N",
-        help="training steps (batches, all replicas together) per IPU execution, a multiple of replicas x "
+        help="training steps (batches, all replicas together) per IPU execution, a multiple of "
+        "replicas x "
         "gradient accumulation (default: as many as fill an epoch)",
     )
-    g.add_argument("--gradient-accumulation", type=int, default=None, metavar="K",
-                   help="batches per replica whose gradients make one weight update (default: 1)")
+    g.add_argument(
+        "--gradient-accumulation",
+        type=int,
+        default=None,
+        metavar="K",
+        help="batches per replica whose gradients make one weight update (default: 1)",
+    )
     return p
 
 
 def ipu_accelerator(args: argparse.Namespace) -> Any:
-    """The :class:`~eyeblink.detect.AcceleratorOptions` of ``--pipeline`` (an IPU preset) with ``--replicas``."""
+    """The :class:`~eyeblink.detect.AcceleratorOptions` of ``--pipeline`` (an IPU preset) with
+    ``--replicas``."""
     from eyeblink.config import load_preset
     from eyeblink.detect import BackendName
     from eyeblink.presets import resolve_preset
@@ -544,7 +669,8 @@ def ipu_accelerator(args: argparse.Namespace) -> Any:
     detect = load_preset(resolve_preset(name)).detect
     if str(detect.backend).strip().lower() != BackendName.IPU.value:
         raise ConfigError(
-            f"--pipeline {name} is not an IPU preset (detect.backend = {detect.backend!r}); with --device ipu "
+            f"--pipeline {name} is not an IPU preset (detect.backend = {detect.backend!r}); with "
+            "--device ipu "
             'give ipu-mk1, ipu-mk2, low-latency or a TOML file with backend = "ipu"'
         )
     acc = detect.accelerator()
@@ -575,10 +701,13 @@ def _check(args: argparse.Namespace) -> None:
         )
     if Path(args.output).suffix != ".tflite":
         raise ConfigError(f"--output must end in .tflite, got {args.output}")
-    plan = OutputPlan()  # before the first frame is labelled: the model is not lost to an unwritable -o
+    # before the first frame is labelled: the model is not lost to an unwritable -o
+    plan = OutputPlan()
     for p in [*args.inputs, *args.holdout]:
         plan.read(p, "the input")
-    plan.write(args.output, "-o").write(str(args.output) + ".sha256", "-o").write(args.json, "--json").check()
+    plan.write(args.output, "-o").write(str(args.output) + ".sha256", "-o").write(
+        args.json, "--json"
+    ).check()
     ipu_only = {
         "--pipeline": args.pipeline,
         "--replicas": args.replicas,
@@ -588,13 +717,19 @@ def _check(args: argparse.Namespace) -> None:
     if args.device != "ipu":
         given = [flag for flag, value in ipu_only.items() if value is not None]
         if given:
-            raise ConfigError(f"{given[0]} applies to --device ipu only (this run trains with --device {args.device})")
+            raise ConfigError(
+                f"{given[0]} applies to --device ipu only (this run trains with --device "
+                f"{args.device})"
+            )
     else:
         from eyeblink.lab.train_detector_ipu import check_ipu_training_options
 
-        check_ipu_training_options(batch_size=args.batch_size, accelerator=ipu_accelerator(args),
-                                   steps_per_execution=args.steps_per_execution,
-                                   gradient_accumulation=_accumulation(args))
+        check_ipu_training_options(
+            batch_size=args.batch_size,
+            accelerator=ipu_accelerator(args),
+            steps_per_execution=args.steps_per_execution,
+            gradient_accumulation=_accumulation(args),
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -615,27 +750,41 @@ def run(args: argparse.Namespace) -> int:
     machine = machine_info()
     print(f"eyeblink train-detector: {machine['cpu']}, Python {machine['python']}", flush=True)
     t0 = time.perf_counter()
-    with FaceDetector("litert", num_threads=1) as stock, contextlib.closing(MeshFitter(refine=False)) as mesher:
-        frames = label_frames(args.inputs, every=args.every, max_frames=args.max_frames, detector=stock, mesher=mesher)
+    with (
+        FaceDetector("litert", num_threads=1) as stock,
+        contextlib.closing(MeshFitter(refine=False)) as mesher,
+    ):
+        frames = label_frames(
+            args.inputs, every=args.every, max_frames=args.max_frames, detector=stock, mesher=mesher
+        )
         if not frames:
             raise ConfigError(
                 "the teacher found no face in the sampled training frames; check the inputs "
                 "(one face per frame) or lower --every"
             )
         teacher = fit_teacher(
-            [f.mesh for f in frames], [f.stock_box for f in frames], [f.stock_keypoints for f in frames]
+            [f.mesh for f in frames],
+            [f.stock_box for f in frames],
+            [f.stock_keypoints for f in frames],
         )
-        ds = build_dataset(frames, fits_per_input(frames, teacher), copies=args.augment, seed=args.seed)
+        ds = build_dataset(
+            frames, fits_per_input(frames, teacher), copies=args.augment, seed=args.seed
+        )
         print(
-            f"teacher: {len(frames)} frames from {len({f.source.split('#')[0] for f in frames})} inputs, box = "
-            f"mesh mean + ({teacher.ox:.3f}, {teacher.oy:.3f}) x spread, size ({teacher.kw:.3f}, {teacher.kh:.3f}) "
-            f"x spread; {ds.images.shape[0]} samples with augmentation ({time.perf_counter() - t0:.0f} s)",
+            f"teacher: {len(frames)} frames from {len({f.source.split('#')[0] for f in frames})} "
+            "inputs, box = "
+            f"mesh mean + ({teacher.ox:.3f}, {teacher.oy:.3f}) x spread, size ({teacher.kw:.3f}, "
+            f"{teacher.kh:.3f}) "
+            f"x spread; {ds.images.shape[0]} samples with augmentation "
+            f"({time.perf_counter() - t0:.0f} s)",
             flush=True,
         )
         model = build_trainable_blazeface()
         print(
-            f"fine-tuning BlazeFace ({model.count_params()} parameters): {args.epochs} epochs, batch "
-            f"{args.batch_size}{' per replica' if args.device == 'ipu' else ''}, Adam lr {args.learning_rate}, "
+            f"fine-tuning BlazeFace ({model.count_params()} parameters): {args.epochs} epochs, "
+            "batch "
+            f"{args.batch_size}{' per replica' if args.device == 'ipu' else ''}, Adam lr "
+            f"{args.learning_rate}, "
             f"on the {args.device.upper()}",
             flush=True,
         )
@@ -654,10 +803,17 @@ def run(args: argparse.Namespace) -> int:
             model, history, ipu = trained.model, trained.history, trained.report
         else:
             history = train(
-                model, ds, epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
-                seed=args.seed
+                model,
+                ds,
+                epochs=args.epochs,
+                batch_size=args.batch_size,
+                learning_rate=args.learning_rate,
+                seed=args.seed,
             )
-            ipu = "not run: this run trained with --device cpu (--device ipu trains through Graphcore's TensorFlow)"
+            ipu = (
+                "not run: this run trained with --device cpu (--device ipu trains through "
+                "Graphcore's TensorFlow)"
+            )
         digest = export_tflite(model, output)
         print(f"wrote {output} (sha256 {digest}, also in {output}.sha256)", flush=True)
         holdout_videos = [v for h in args.holdout for v in bd.video_files(Path(h))]
@@ -677,10 +833,14 @@ def run(args: argparse.Namespace) -> int:
         change = "–" if red is None else f"{abs(red):.0%} {'lower' if red >= 0 else 'higher'}"
         print(
             f"{label} recall {'not lower' if vv['recall_not_lower'] else 'LOWER'} "
-            f"({rs['stock']['recall']:.3f} -> {rs['tuned']['recall']:.3f}); median jitter {change} than stock "
+            f"({rs['stock']['recall']:.3f} -> {rs['tuned']['recall']:.3f}); median jitter "
+            f"{change} than stock "
             f"(target: >= 30% lower: {'met' if vv['jitter_30pct_lower'] else 'not met'})"
         )
-    print(f"training: {statistics.median(h['images_per_s'] for h in history):.1f} images/s (median over epochs)")
+    print(
+        f"training: {statistics.median(h['images_per_s'] for h in history):.1f} images/s (median "
+        "over epochs)"
+    )
     if args.json:
         report = {
             "machine": machine,

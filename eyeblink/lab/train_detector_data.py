@@ -1,8 +1,9 @@
-"""The training data of ``eyeblink train-detector`` (:mod:`eyeblink.lab.train_detector`): the teacher's labels
-(the face mesh on the stock detector's box, :func:`teacher_mesh`; the box and keypoints it implies, fitted per
-recording to the stock detector's convention, :class:`TeacherFit`), the augmentation that carries a frame and its
-468 points through the same geometry (:func:`augment`), and the samples the training steps take: letterboxed
-inputs with their regression targets and anchor masks (:func:`encode`, :func:`match`, :func:`batch_targets`).
+"""The training data of ``eyeblink train-detector`` (:mod:`eyeblink.lab.train_detector`): the
+teacher's labels (the face mesh on the stock detector's box, :func:`teacher_mesh`; the box and
+keypoints it implies, fitted per recording to the stock detector's convention, :class:`TeacherFit`),
+the augmentation that carries a frame and its 468 points through the same geometry
+(:func:`augment`), and the samples the training steps take: letterboxed inputs with their regression
+targets and anchor masks (:func:`encode`, :func:`match`, :func:`batch_targets`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 
 #: Mesh indices of BlazeFace's six keypoints (Keypoint order); a tuple is averaged.
 MESH_KEYPOINTS: tuple[tuple[int, ...], ...] = (
-    (33, 133),  # subject's right eye: the midpoint of its corners (unlike the lids, they stay put in a blink)
+    # subject's right eye: the midpoint of its corners (unlike the lids, they stay put in a blink)
+    (33, 133),
     (362, 263),  # subject's left eye
     (1,),  # nose tip
     (13, 14),  # mouth centre (inner upper and lower lip)
@@ -32,20 +34,33 @@ NEG_IOU = 0.35
 
 
 def matching_anchors() -> np.ndarray:
-    """The 896 short-range anchors as xyxy boxes (normalised) with their SSD sizes, for IoU matching."""
+    """The 896 short-range anchors as xyxy boxes (normalised) with their SSD sizes, for IoU
+    matching."""
     import numpy as np
 
     from eyeblink.detect.anchors import SHORT_RANGE_OPTIONS, generate_anchors
 
     a = generate_anchors(dataclasses.replace(SHORT_RANGE_OPTIONS, fixed_anchor_size=False))
-    return np.stack([a[:, 0] - a[:, 2] / 2, a[:, 1] - a[:, 3] / 2, a[:, 0] + a[:, 2] / 2, a[:, 1] + a[:, 3] / 2], 1)
+    return np.stack(
+        [
+            a[:, 0] - a[:, 2] / 2,
+            a[:, 1] - a[:, 3] / 2,
+            a[:, 0] + a[:, 2] / 2,
+            a[:, 1] + a[:, 3] / 2,
+        ],
+        1,
+    )
 
 
-def encode(box: np.ndarray, keypoints: np.ndarray, anchors: np.ndarray, coord_scale: float = 128.0) -> np.ndarray:
-    """Regressor targets ``(N, 16)`` of one face for every anchor: the inverse of ``blazeface.decode``.
+def encode(
+    box: np.ndarray, keypoints: np.ndarray, anchors: np.ndarray, coord_scale: float = 128.0
+) -> np.ndarray:
+    """Regressor targets ``(N, 16)`` of one face for every anchor: the inverse of
+    ``blazeface.decode``.
 
-    ``box`` is xyxy and ``keypoints`` ``(6, 2)``, normalised input coordinates; ``anchors`` ``(N, 4)``
-    ``[x_center, y_center, w, h]`` as :func:`~eyeblink.detect.anchors.blazeface_short_range_anchors`.
+    ``box`` is xyxy and ``keypoints`` ``(6, 2)``, normalised input coordinates; ``anchors`` ``(N,
+    4)`` ``[x_center, y_center, w, h]`` as
+    :func:`~eyeblink.detect.anchors.blazeface_short_range_anchors`.
     """
     import numpy as np
 
@@ -100,7 +115,8 @@ class TeacherFit:
 
 
 def _mesh_frame(mesh: np.ndarray) -> tuple[Any, Any, np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    """Mean, per-axis spread, the raw keypoints and the face frame (unit vectors along/across the eyes)."""
+    """Mean, per-axis spread, the raw keypoints and the face frame (unit vectors along/across the
+    eyes)."""
     import numpy as np
 
     m = np.asarray(mesh, dtype=np.float64)
@@ -111,8 +127,11 @@ def _mesh_frame(mesh: np.ndarray) -> tuple[Any, Any, np.ndarray, tuple[np.ndarra
     return m.mean(0), m.std(0), raw, (u, v)
 
 
-def fit_teacher(meshes: list[np.ndarray], boxes: list[np.ndarray], keypoints: list[np.ndarray]) -> TeacherFit:
-    """Fit the teacher's box and keypoint offsets to the stock detector's boxes (medians over frames)."""
+def fit_teacher(
+    meshes: list[np.ndarray], boxes: list[np.ndarray], keypoints: list[np.ndarray]
+) -> TeacherFit:
+    """Fit the teacher's box and keypoint offsets to the stock detector's boxes (medians over
+    frames)."""
     import numpy as np
 
     ox, oy, kw, kh, kps = [], [], [], [], []
@@ -144,9 +163,16 @@ class Labelled:
 
 
 def label_frames(
-    paths: list[str], *, every: int, max_frames: int, detector: Any, mesher: Any, min_presence: float = 0.5
+    paths: list[str],
+    *,
+    every: int,
+    max_frames: int,
+    detector: Any,
+    mesher: Any,
+    min_presence: float = 0.5,
 ) -> list[Labelled]:
-    """Sampled frames of ``paths`` with the subject's mesh on the stock box (frames without a face skipped)."""
+    """Sampled frames of ``paths`` with the subject's mesh on the stock box (frames without a
+    face skipped)."""
     import numpy as np
 
     from eyeblink.detect.blazeface import select_subject
@@ -163,19 +189,22 @@ def label_frames(
     return out
 
 
-#: The teacher's ROI perturbations (shift x, shift y as fractions of the ROI side, scale): its mesh is
-#: the mean of the meshes fitted in each, which averages out the mesh's dependence on its crop.
-TEACHER_ROIS = ((0.0, 0.0, 1.0), *((dx, dy, s) for dx in (-0.03, 0.03) for dy in (-0.03, 0.03) for s in (0.96, 1.04)))
+#: The teacher's ROI perturbations (shift x, shift y as fractions of the ROI side, scale): its mesh
+#: is the mean of the meshes fitted in each, which averages out the mesh's dependence on its crop.
+TEACHER_ROIS = (
+    (0.0, 0.0, 1.0),
+    *((dx, dy, s) for dx in (-0.03, 0.03) for dy in (-0.03, 0.03) for s in (0.96, 1.04)),
+)
 
 
 def teacher_mesh(mesher: Any, gray: np.ndarray, face: Any, passes: int = 2) -> np.ndarray | None:
     """The teacher's 468 points for a stock detection ``face`` (None when the mesh fails).
 
     Pass 1 takes MediaPipe's ROI of the stock box; pass 2 the same ROI construction on the box that
-    :class:`TeacherFit`'s defaults derive from pass 1's mesh (as MediaPipe's tracking derives the next
-    ROI from landmarks), so the label no longer follows the stock box's jitter. In each pass the
-    mesh is the mean over the :data:`TEACHER_ROIS` perturbations of the ROI. ``mesher.presence`` is
-    the last fit's face presence.
+    :class:`TeacherFit`'s defaults derive from pass 1's mesh (as MediaPipe's tracking derives the
+    next ROI from landmarks), so the label no longer follows the stock box's jitter. In each pass
+    the mesh is the mean over the :data:`TEACHER_ROIS` perturbations of the ROI. ``mesher.presence``
+    is the last fit's face presence.
     """
     import numpy as np
 
@@ -190,7 +219,9 @@ def teacher_mesh(mesher: Any, gray: np.ndarray, face: Any, passes: int = 2) -> n
         cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
         meshes = []
         for dx, dy, sc in TEACHER_ROIS:
-            m = mesher.mesh(gray, square_roi(cx + dx * side, cy + dy * side, side * sc, angle, MESH_INPUT))
+            m = mesher.mesh(
+                gray, square_roi(cx + dx * side, cy + dy * side, side * sc, angle, MESH_INPUT)
+            )
             if np.isfinite(m).all():
                 meshes.append(m)
         if not meshes:
@@ -204,8 +235,11 @@ def teacher_mesh(mesher: Any, gray: np.ndarray, face: Any, passes: int = 2) -> n
 # --------------------------------------------------------------------------- augmentation
 
 
-def augment(gray: np.ndarray, mesh: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """A perturbed copy of ``gray`` and the mesh points carried through the same geometry (module docstring)."""
+def augment(
+    gray: np.ndarray, mesh: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """A perturbed copy of ``gray`` and the mesh points carried through the same geometry (module
+    docstring)."""
     import cv2
     import numpy as np
 
@@ -216,23 +250,35 @@ def augment(gray: np.ndarray, mesh: np.ndarray, rng: np.random.Generator) -> tup
     hi = max(lo, min(1.4, 0.6 * min(w, h) / max(face, 1.0)))
     scale = float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
     m: np.ndarray = np.asarray(
-        cv2.getRotationMatrix2D((float(c[0]), float(c[1])), float(rng.uniform(-20, 20)), scale), np.float64
+        cv2.getRotationMatrix2D((float(c[0]), float(c[1])), float(rng.uniform(-20, 20)), scale),
+        np.float64,
     )
     m[:, 2] += rng.uniform(-0.15, 0.15, 2) * (w, h)
     img = cv2.warpAffine(
-        gray, m, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=float(gray.mean())
+        gray,
+        m,
+        (w, h),
+        flags=cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=float(gray.mean()),
     )
     pts = mesh @ m[:, :2].T + m[:, 2]
     f: np.ndarray = img.astype(np.float32)
     sigma = rng.uniform(0.0, 2.0)
     if sigma > 0.3:
         f = cv2.GaussianBlur(f, (0, 0), sigma)
-    f = 255.0 * np.power(np.clip(f / 255.0, 0, 1), float(np.exp(rng.uniform(np.log(0.7), np.log(1.4)))))
-    band = 1.0 + rng.uniform(0, 0.1) * np.sin(2 * np.pi * np.arange(h) / rng.uniform(20, 300) + rng.uniform(0, 6.3))
+    f = 255.0 * np.power(
+        np.clip(f / 255.0, 0, 1), float(np.exp(rng.uniform(np.log(0.7), np.log(1.4))))
+    )
+    band = 1.0 + rng.uniform(0, 0.1) * np.sin(
+        2 * np.pi * np.arange(h) / rng.uniform(20, 300) + rng.uniform(0, 6.3)
+    )
     f = f * (rng.uniform(0.5, 1.4) * band.astype(np.float32))[:, None] + rng.uniform(-30, 30)
     if rng.random() < 1 / 3:  # a nozzle: a bar from the frame edge to near one eye
         eye = pts[list(MESH_KEYPOINTS[int(rng.integers(2))])].mean(0)
-        iod = float(np.hypot(*(pts[list(MESH_KEYPOINTS[0])].mean(0) - pts[list(MESH_KEYPOINTS[1])].mean(0))))
+        iod = float(
+            np.hypot(*(pts[list(MESH_KEYPOINTS[0])].mean(0) - pts[list(MESH_KEYPOINTS[1])].mean(0)))
+        )
         tip = eye + rng.normal(0, 0.3, 2) * iod
         ang = rng.uniform(0, 2 * np.pi)
         end = tip + np.array([np.cos(ang), np.sin(ang)]) * 2 * max(w, h)
@@ -249,15 +295,19 @@ def augment(gray: np.ndarray, mesh: np.ndarray, rng: np.random.Generator) -> tup
 
 @dataclass
 class Dataset:
-    """Letterboxed gray inputs (uint8 ``(N, 128, 128)``, 0 = padding) and labels (normalised input coords)."""
+    """Letterboxed gray inputs (uint8 ``(N, 128, 128)``, 0 = padding) and labels (normalised
+    input coords)."""
 
     images: np.ndarray
     boxes: np.ndarray  # (N, 4)
     keypoints: np.ndarray  # (N, 6, 2)
 
 
-def fits_per_input(frames: list[Labelled], teacher: TeacherFit, min_frames: int = 5) -> dict[str, TeacherFit]:
-    """The teacher's box convention fitted per input (recording), ``teacher`` for inputs of fewer frames.
+def fits_per_input(
+    frames: list[Labelled], teacher: TeacherFit, min_frames: int = 5
+) -> dict[str, TeacherFit]:
+    """The teacher's box convention fitted per input (recording), ``teacher`` for inputs of fewer
+    frames.
 
     Each recording's labels then keep the stock detector's convention *for that face* on average
     (how BlazeFace boxes a face varies with its shape), only steadier; one global fit would move
@@ -267,7 +317,9 @@ def fits_per_input(frames: list[Labelled], teacher: TeacherFit, min_frames: int 
     for f in frames:
         groups.setdefault(f.source.split("#")[0], []).append(f)
     return {
-        name: fit_teacher([f.mesh for f in fs], [f.stock_box for f in fs], [f.stock_keypoints for f in fs])
+        name: fit_teacher(
+            [f.mesh for f in fs], [f.stock_box for f in fs], [f.stock_keypoints for f in fs]
+        )
         if len(fs) >= min_frames
         else teacher
         for name, fs in groups.items()
@@ -287,7 +339,11 @@ def build_dataset(
     rng = np.random.default_rng(seed)
     imgs, boxes, kps = [], [], []
     for fr in frames:
-        fit = teacher.get(fr.source.split("#")[0], TeacherFit()) if isinstance(teacher, dict) else teacher
+        fit = (
+            teacher.get(fr.source.split("#")[0], TeacherFit())
+            if isinstance(teacher, dict)
+            else teacher
+        )
         for k in range(copies + 1):
             img, mesh = (fr.gray, fr.mesh) if k == 0 else augment(fr.gray, fr.mesh, rng)
             box, kp = fit.label(mesh)

@@ -1,7 +1,7 @@
-"""The report of ``eyeblink train-detector`` (:mod:`eyeblink.lab.train_detector`): the stock model, the teacher's
-box and the tuned model on frame pairs of the held-out recordings, as they are and augmented (recall, false boxes
-per frame and box jitter, ``eyeblink bench detectors``' measurement, and ms per frame), the table printed and the
-verdict against the targets.
+"""The report of ``eyeblink train-detector`` (:mod:`eyeblink.lab.train_detector`): the stock model,
+the teacher's box and the tuned model on frame pairs of the held-out recordings, as they are and
+augmented (recall, false boxes per frame and box jitter, ``eyeblink bench detectors``' measurement,
+and ms per frame), the table printed and the verdict against the targets.
 """
 
 from __future__ import annotations
@@ -11,8 +11,11 @@ from typing import Any
 from eyeblink.lab.train_detector_data import TeacherFit, augment, teacher_mesh
 
 
-def augmented_pairs(pairs: list[tuple[Any, Any]], stock: Any, mesher: Any, seed: int) -> list[tuple[Any, Any]]:
-    """Each pair with one random :func:`augment` applied alike to both frames (pairs without a teacher face dropped).
+def augmented_pairs(
+    pairs: list[tuple[Any, Any]], stock: Any, mesher: Any, seed: int
+) -> list[tuple[Any, Any]]:
+    """Each pair with one random :func:`augment` applied alike to both frames (pairs without a
+    teacher face dropped).
 
     The geometry follows the first frame's teacher mesh and both frames get the same random draw, so
     the pair's frame-to-frame change is the recording's, under the conditions of the augmentation.
@@ -26,7 +29,9 @@ def augmented_pairs(pairs: list[tuple[Any, Any]], stock: Any, mesher: Any, seed:
         face = select_subject(stock.detect(a))
         mesh = None if face is None else teacher_mesh(mesher, a, face, passes=1)
         if mesh is not None:
-            out.append(tuple(augment(f, mesh, np.random.default_rng([seed, 0xA46, i]))[0] for f in (a, b)))
+            out.append(
+                tuple(augment(f, mesh, np.random.default_rng([seed, 0xA46, i]))[0] for f in (a, b))
+            )
     return out  # type: ignore[return-value]
 
 
@@ -40,7 +45,8 @@ def evaluate(
     *,
     with_teacher: bool = True,
 ) -> dict[str, Any]:
-    """Recall, false boxes/frame, jitter (``bench detectors``' measurement) and ms/frame per candidate."""
+    """Recall, false boxes/frame, jitter (``bench detectors``' measurement) and ms/frame per
+    candidate."""
     from eyeblink.detect.blazeface import select_subject
     from eyeblink.lab import bench_detectors as bd
 
@@ -60,11 +66,18 @@ def evaluate(
 
     rows: dict[str, Any] = {}
     with bd._one_core():
-        for name, fn in (("stock", boxes_of(stock)), ("teacher", teacher_boxes), ("tuned", boxes_of(tuned))):
+        for name, fn in (
+            ("stock", boxes_of(stock)),
+            ("teacher", teacher_boxes),
+            ("tuned", boxes_of(tuned)),
+        ):
             if name == "teacher" and not with_teacher:
                 continue
             cand = bd.Candidate(name, fn, lambda: None)
-            rows[name] = {**bd.score_video(cand, pairs), "timing": bd.time_frames(cand, timing) if timing else None}
+            rows[name] = {
+                **bd.score_video(cand, pairs),
+                "timing": bd.time_frames(cand, timing) if timing else None,
+            }
     return rows
 
 

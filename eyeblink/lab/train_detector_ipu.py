@@ -1,11 +1,11 @@
 """``eyeblink train-detector --device ipu``: BlazeFace's fine-tuning steps on Graphcore IPUs.
 
 Written against Graphcore's TensorFlow 2 API (the Poplar SDK's ``tensorflow.python.ipu``, not on
-PyPI: install the SDK, ``source`` its ``enable.sh``, then ``pip install <sdk>/tensorflow-2.*+gc*.whl``),
-as the inference backend :mod:`eyeblink.detect.ipu` is. Only the training steps move to the IPU: the
-teacher labels, augmentation, the ``.tflite`` export and the report stay on the host
-(:func:`eyeblink.lab.train_detector.run`, which also builds the model, the loss and the data: this
-module is the thin layer that hands them to the SDK).
+PyPI: install the SDK, ``source`` its ``enable.sh``, then ``pip install
+<sdk>/tensorflow-2.*+gc*.whl``), as the inference backend :mod:`eyeblink.detect.ipu` is. Only the
+training steps move to the IPU: the teacher labels, augmentation, the ``.tflite`` export and the
+report stay on the host (:func:`eyeblink.lab.train_detector.run`, which also builds the model, the
+loss and the data: this module is the thin layer that hands them to the SDK).
 
 How:
 
@@ -47,14 +47,21 @@ from eyeblink.detect import AcceleratorOptions, backend_install_hint
 from eyeblink.detect.ipu_settings import IPUSettings, apply_ipu_config, ipu_settings
 from eyeblink.errors import BackendUnavailableError, ConfigError
 
-__all__ = ["IPUTrainingPlan", "check_ipu_training_options", "fit_on_ipu", "plan_ipu_training", "require_ipu"]
+__all__ = [
+    "IPUTrainingPlan",
+    "check_ipu_training_options",
+    "fit_on_ipu",
+    "plan_ipu_training",
+    "require_ipu",
+]
 
 #: The SDK module this path needs.
 IPU_MODULE = "tensorflow.python.ipu"
 
 
 def require_ipu() -> Any:
-    """Graphcore's ``tensorflow.python.ipu``, or :class:`BackendUnavailableError` naming what to install.
+    """Graphcore's ``tensorflow.python.ipu``, or :class:`BackendUnavailableError` naming what to
+    install.
 
     Imports it (TensorFlow is imported by then anyway): a broken SDK install fails here too, before
     any frame is labelled.
@@ -65,7 +72,8 @@ def require_ipu() -> Any:
         return tf_ipu()
     except ImportError:
         raise BackendUnavailableError(
-            f"train-detector --device ipu needs Graphcore's TensorFlow (the module {IPU_MODULE!r}), which is "
+            "train-detector --device ipu needs Graphcore's TensorFlow (the module "
+            f"{IPU_MODULE!r}), which is "
             f"not installed; {backend_install_hint('ipu')}, or train with --device cpu"
         ) from None
 
@@ -110,12 +118,18 @@ class IPUTrainingPlan:
 
 
 def check_ipu_training_options(
-    *, batch_size: int, accelerator: AcceleratorOptions, steps_per_execution: int | None, gradient_accumulation: int
+    *,
+    batch_size: int,
+    accelerator: AcceleratorOptions,
+    steps_per_execution: int | None,
+    gradient_accumulation: int,
 ) -> IPUSettings:
-    """Validate the options that do not depend on the data (before any work); the settings, one step per execution."""
+    """Validate the options that do not depend on the data (before any work); the settings, one
+    step per execution."""
     if gradient_accumulation < 1:
         raise ConfigError(f"--gradient-accumulation must be >= 1, got {gradient_accumulation}")
-    settings = ipu_settings(batch_size=batch_size, accelerator=accelerator)  # validates replicas, I/O tiles, ...
+    # validates replicas, I/O tiles, ...
+    settings = ipu_settings(batch_size=batch_size, accelerator=accelerator)
     unit = settings.replicas * gradient_accumulation
     if steps_per_execution is not None and steps_per_execution < 1:
         raise ConfigError(f"--steps-per-execution must be >= 1, got {steps_per_execution}")
@@ -135,25 +149,34 @@ def plan_ipu_training(
     steps_per_execution: int | None = None,
     gradient_accumulation: int = 1,
 ) -> IPUTrainingPlan:
-    """The plan for ``samples`` training samples; ``steps_per_execution`` None: a whole epoch per execution.
+    """The plan for ``samples`` training samples; ``steps_per_execution`` None: a whole epoch per
+    execution.
 
     Raises :class:`ConfigError` when the samples do not fill one execution.
     """
-    settings = check_ipu_training_options(batch_size=batch_size, accelerator=accelerator,
-                                          steps_per_execution=steps_per_execution,
-                                          gradient_accumulation=gradient_accumulation)
+    settings = check_ipu_training_options(
+        batch_size=batch_size,
+        accelerator=accelerator,
+        steps_per_execution=steps_per_execution,
+        gradient_accumulation=gradient_accumulation,
+    )
     unit = settings.replicas * gradient_accumulation
     steps = samples // batch_size  # drop_remainder: full batches only
     spe = steps_per_execution if steps_per_execution is not None else steps // unit * unit
     if spe < 1 or steps < spe:
         raise ConfigError(
-            f"{samples} training samples make {steps} batches of {batch_size}, fewer than one IPU execution "
-            f"({max(spe, unit)} steps: a multiple of replicas x gradient accumulation = {unit}); lower "
+            f"{samples} training samples make {steps} batches of {batch_size}, fewer than one IPU "
+            "execution "
+            f"({max(spe, unit)} steps: a multiple of replicas x gradient accumulation = {unit}); "
+            "lower "
             "--batch-size, --steps-per-execution or --gradient-accumulation, or give more frames"
         )
     return IPUTrainingPlan(
-        settings=ipu_settings(batch_size=batch_size, accelerator=accelerator,
-                              steps_per_execution=spe // settings.replicas),
+        settings=ipu_settings(
+            batch_size=batch_size,
+            accelerator=accelerator,
+            steps_per_execution=spe // settings.replicas,
+        ),
         gradient_accumulation=gradient_accumulation,
         steps_per_execution=spe,
         steps_per_epoch=steps // spe * spe,
@@ -212,7 +235,8 @@ def fit_on_ipu(
             history.append(entry)
             log(
                 f"  epoch {epoch + 1}/{epochs}: loss {entry['loss']:.4f}, {secs:.0f} s, "
-                f"{entry['images_per_s']:.1f} images/s{' (with the compilation)' if epoch == 0 else ''}",
+                f"{entry['images_per_s']:.1f} "
+                f"images/s{' (with the compilation)' if epoch == 0 else ''}",
                 flush=True,
             )
 
@@ -230,16 +254,25 @@ def fit_on_ipu(
             setter = getattr(model, "set_gradient_accumulation_options", None)
             if setter is None:
                 raise BackendUnavailableError(
-                    "this TensorFlow's Keras models have no set_gradient_accumulation_options (Graphcore's Keras "
-                    "extensions); install a newer Poplar SDK, or train with --gradient-accumulation 1"
+                    "this TensorFlow's Keras models have no set_gradient_accumulation_options "
+                    "(Graphcore's Keras "
+                    "extensions); install a newer Poplar SDK, or train with "
+                    "--gradient-accumulation 1"
                 )
             setter(gradient_accumulation_steps_per_replica=plan.gradient_accumulation)
             applied["set_gradient_accumulation_options"] = {
-                "gradient_accumulation_steps_per_replica": plan.gradient_accumulation}
+                "gradient_accumulation_steps_per_replica": plan.gradient_accumulation
+            }
         infeed = getattr(model, "set_infeed_queue_options", None)  # SDK 2.3 and later
         if infeed is not None:
             infeed(prefetch_depth=s.prefetch_depth)
             applied["set_infeed_queue_options"] = {"prefetch_depth": s.prefetch_depth}
-        model.fit(dataset, epochs=epochs, steps_per_epoch=plan.steps_per_epoch, callbacks=[EpochLog()],
-                  verbose=0, shuffle=False)
+        model.fit(
+            dataset,
+            epochs=epochs,
+            steps_per_epoch=plan.steps_per_epoch,
+            callbacks=[EpochLog()],
+            verbose=0,
+            shuffle=False,
+        )
     return model, history, applied

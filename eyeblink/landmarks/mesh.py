@@ -73,42 +73,61 @@ EYE_ROI_SCALE = 2.3  # MediaPipe iris_landmark_left_and_right: 2.3x the corner d
 #: 0 and 8 the corners: MediaPipe's eye-contour order, outer corner first).
 _LOWER = np.arange(1, 8)
 _UPPER = np.arange(9, 16)
-#: The six points per eye, in dlib's order, on the iris network's lid contour (16 points, corners 0 and
-#: 8): subject's right eye (outer corner, two upper, inner corner, two lower), then subject's left eye
-#: (inner corner, two upper, outer corner, two lower); the nearest contour points to the mesh's EAR points.
+#: The six points per eye, in dlib's order, on the iris network's lid contour (16 points, corners 0
+#: and 8): subject's right eye (outer corner, two upper, inner corner, two lower), then subject's
+#: left eye (inner corner, two upper, outer corner, two lower); the nearest contour points to the
+#: mesh's EAR points.
 CONTOUR_EYE_POINTS = ((0, 11, 13, 8, 5, 3), (8, 13, 11, 0, 3, 5))
-#: The refined contour's corner midpoint this far from its crop's centre (in eye widths) refits the mesh.
+#: The refined contour's corner midpoint this far from its crop's centre (in eye widths) refits the
+#: mesh.
 REFIT_SHIFT = 0.25
 #: ... and so does a contour width this far (relative) from the width the crop was cut for.
 REFIT_SCALE = 0.25
 
 
 def shape_of(detail: dict[str, Any]) -> tuple[int, ...]:
-    """A LiteRT tensor's shape as plain ints (a message shows ``(1, 192, 192, 3)``, not NumPy reprs)."""
+    """A LiteRT tensor's shape as plain ints (a message shows ``(1, 192, 192, 3)``, not NumPy
+    reprs)."""
     return tuple(int(x) for x in detail["shape"])
 
 
-def check_outputs_finite(it: Any, ins: list[dict[str, Any]], outs: list[dict[str, Any]], what: str, path: Path,
-                         fix: str) -> None:
-    """Run the network once on a mid-grey input: a file whose weights are damaged (its structure intact) gives
-    NaN or infinite outputs, and every measurement would be empty; that is a :class:`ModelFileError` now."""
+def check_outputs_finite(
+    it: Any, ins: list[dict[str, Any]], outs: list[dict[str, Any]], what: str, path: Path, fix: str
+) -> None:
+    """Run the network once on a mid-grey input: a file whose weights are damaged (its structure
+    intact) gives NaN or infinite outputs, and every measurement would be empty; that is a
+    :class:`ModelFileError` now."""
     for d in ins:
-        it.set_tensor(d["index"], np.full(shape_of(d), 0.5 if np.issubdtype(d["dtype"], np.floating) else 128,
-                                          dtype=d["dtype"]))
+        it.set_tensor(
+            d["index"],
+            np.full(
+                shape_of(d),
+                0.5 if np.issubdtype(d["dtype"], np.floating) else 128,
+                dtype=d["dtype"],
+            ),
+        )
     try:
         it.invoke()
     except (ValueError, RuntimeError) as exc:
-        raise ModelFileError(f"{what} model {path} fails on a test input ({' '.join(str(exc).split())[:200]}); "
-                             f"{fix}") from None
-    bad = [d["name"] for d in outs if not np.isfinite(np.asarray(it.get_tensor(d["index"]), np.float64)).all()]
+        raise ModelFileError(
+            f"{what} model {path} fails on a test input ({' '.join(str(exc).split())[:200]}); {fix}"
+        ) from None
+    bad = [
+        d["name"]
+        for d in outs
+        if not np.isfinite(np.asarray(it.get_tensor(d["index"]), np.float64)).all()
+    ]
     if bad:
-        raise ModelFileError(f"{what} model {path} gives NaN or infinite outputs ({', '.join(map(str, bad))}) on a "
-                             f"test input: its weights are damaged; {fix}")
+        raise ModelFileError(
+            f"{what} model {path} gives NaN or infinite outputs ({', '.join(map(str, bad))}) on a "
+            f"test input: its weights are damaged; {fix}"
+        )
 
 
 def open_interpreter(path: Path, what: str, fix: str) -> tuple[Any, list, list]:
-    """A LiteRT interpreter (one thread) for the network at ``path``, allocated, with its input and output
-    details. A missing or unloadable file is :class:`ModelFileError`, one line naming ``what`` and ``fix``."""
+    """A LiteRT interpreter (one thread) for the network at ``path``, allocated, with its input and
+    output details. A missing or unloadable file is :class:`ModelFileError`, one line naming
+    ``what`` and ``fix``."""
     from ai_edge_litert.interpreter import Interpreter
 
     if not path.is_file():
@@ -118,19 +137,27 @@ def open_interpreter(path: Path, what: str, fix: str) -> tuple[Any, list, list]:
         it.allocate_tensors()
         return it, it.get_input_details(), it.get_output_details()
     except (ValueError, RuntimeError) as exc:
-        raise ModelFileError(f"{what} {path} cannot be loaded by LiteRT ({str(exc).splitlines()[0]}); "
-                             f"{fix}") from None
+        raise ModelFileError(
+            f"{what} {path} cannot be loaded by LiteRT ({str(exc).splitlines()[0]}); {fix}"
+        ) from None
 
 
-def _load(path: Path, expect_in: tuple[int, ...], expect_out: int, what: str, fix: str) -> tuple[Any, int, list]:
-    """A LiteRT interpreter (one thread) for ``path``, checked: one input ``expect_in``, two outputs."""
+def _load(
+    path: Path, expect_in: tuple[int, ...], expect_out: int, what: str, fix: str
+) -> tuple[Any, int, list]:
+    """A LiteRT interpreter (one thread) for ``path``, checked: one input ``expect_in``, two
+    outputs."""
     it, ins, outs = open_interpreter(path, f"{what} model", fix)
     if len(ins) != 1 or shape_of(ins[0]) != expect_in or len(outs) != 2:
-        raise ModelFileError(f"{what} model {path} has inputs {[shape_of(d) for d in ins]} and "
-                             f"{len(outs)} outputs, expected one input {expect_in} and 2 outputs; {fix}")
+        raise ModelFileError(
+            f"{what} model {path} has inputs {[shape_of(d) for d in ins]} and "
+            f"{len(outs)} outputs, expected one input {expect_in} and 2 outputs; {fix}"
+        )
     sizes = sorted(int(np.prod(d["shape"])) for d in outs)
     if sizes[-1] != expect_out:
-        raise ModelFileError(f"{what} model {path} outputs {sizes} values, expected {expect_out}; {fix}")
+        raise ModelFileError(
+            f"{what} model {path} outputs {sizes} values, expected {expect_out}; {fix}"
+        )
     check_outputs_finite(it, ins, outs, what, path, fix)
     return it, ins[0]["index"], outs
 
@@ -141,19 +168,27 @@ def square_roi(cx: float, cy: float, side: float, angle: float, size: int) -> np
     s = side / size
     ca, sa = math.cos(angle) * s, math.sin(angle) * s
     h = size / 2
-    return np.array([[ca, -sa, cx - ca * h + sa * h],
-                     [sa, ca, cy - sa * h - ca * h]], dtype=np.float64)
+    return np.array(
+        [[ca, -sa, cx - ca * h + sa * h], [sa, ca, cy - sa * h - ca * h]], dtype=np.float64
+    )
 
 
 def crop_of(gray: np.ndarray, m: np.ndarray, size: int, *, mirror: bool = False) -> np.ndarray:
-    """The ``size`` x ``size`` uint8 crop of ``m`` (crop -> frame), bilinear, zero outside the frame."""
+    """The ``size`` x ``size`` uint8 crop of ``m`` (crop -> frame), bilinear, zero outside the
+    frame."""
     import cv2
 
     if mirror:  # crop column u samples the frame at the mirrored column size - u
         m = m @ np.array([[-1.0, 0.0, size], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     src = gray if gray.flags.c_contiguous else np.ascontiguousarray(gray)
-    return cv2.warpAffine(src, m, (size, size), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-                          borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+    return cv2.warpAffine(
+        src,
+        m,
+        (size, size),
+        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=0,
+    )
 
 
 def warp(gray: np.ndarray, m: np.ndarray, size: int, *, mirror: bool = False) -> np.ndarray:
@@ -162,9 +197,12 @@ def warp(gray: np.ndarray, m: np.ndarray, size: int, *, mirror: bool = False) ->
     return np.repeat(x[None, :, :, None], 3, axis=3)
 
 
-def warp_into(it: Any, index: int, gray: np.ndarray, m: np.ndarray, size: int, *, mirror: bool = False) -> None:
-    """:func:`warp`'s values written straight into input ``index`` of the LiteRT interpreter ``it`` (no temporaries,
-    no ``set_tensor`` copy). The view of the buffer is let go before the caller invokes the interpreter."""
+def warp_into(
+    it: Any, index: int, gray: np.ndarray, m: np.ndarray, size: int, *, mirror: bool = False
+) -> None:
+    """:func:`warp`'s values written straight into input ``index`` of the LiteRT interpreter ``it``
+    (no temporaries, no ``set_tensor`` copy). The view of the buffer is let go before the caller
+    invokes the interpreter."""
     crop = crop_of(gray, m, size, mirror=mirror)
     x = it.tensor(index)()  # (1, size, size, 3) float32: the interpreter's own input buffer
     # warp's float32 crop times the Python float 1/255 is a float32 product, as with np.float32 here
@@ -179,8 +217,8 @@ def to_frame(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
 
 
 def face_roi(face: FaceDetection, roi_scale: float = ROI_SCALE) -> np.ndarray:
-    """MediaPipe's face ROI for a BlazeFace detection: crop -> frame affine (a square ``roi_scale`` x the
-    box's long side, rotated upright by the eye keypoints)."""
+    """MediaPipe's face ROI for a BlazeFace detection: crop -> frame affine (a square ``roi_scale``
+    x the box's long side, rotated upright by the eye keypoints)."""
     x0, y0, x1, y1 = face.box
     re, le = face.keypoints[0], face.keypoints[1]
     angle = math.atan2(le[1] - re[1], le[0] - re[0])
@@ -189,21 +227,29 @@ def face_roi(face: FaceDetection, roi_scale: float = ROI_SCALE) -> np.ndarray:
 
 
 def eye_roi(c0: np.ndarray, c1: np.ndarray) -> np.ndarray:
-    """The iris network's crop of one eye (crop -> frame affine): a square centred on the eye corners
-    ``c0``, ``c1``, :data:`EYE_ROI_SCALE` x their distance, rotated by the corner line."""
+    """The iris network's crop of one eye (crop -> frame affine): a square centred on the eye
+    corners ``c0``, ``c1``, :data:`EYE_ROI_SCALE` x their distance, rotated by the corner line."""
     d = c1 - c0
     cx, cy = (c0 + c1) / 2
-    return square_roi(float(cx), float(cy), float(np.hypot(*d)) * EYE_ROI_SCALE, math.atan2(d[1], d[0]), IRIS_INPUT)
+    return square_roi(
+        float(cx),
+        float(cy),
+        float(np.hypot(*d)) * EYE_ROI_SCALE,
+        math.atan2(d[1], d[0]),
+        IRIS_INPUT,
+    )
 
 
 def mesh_to_frame(raw: np.ndarray, roi: np.ndarray) -> np.ndarray:
-    """(468, 2) frame pixels from the face mesh's 1404 raw outputs (crop pixels) and its crop ``roi``."""
+    """(468, 2) frame pixels from the face mesh's 1404 raw outputs (crop pixels) and its crop
+    ``roi``."""
     return to_frame(roi, raw.reshape(468, 3)[:, :2].astype(np.float64))
 
 
-#: Mesh indices of the head pose's axes: symmetric pairs (subject's right point, subject's left point) whose
-#: differences give the head's left-right axis (eye outer and inner corners, mouth corners, cheeks), and the
-#: midline's top and bottom (forehead 10, chin 152), which lie at almost the same depth on a frontal face.
+#: Mesh indices of the head pose's axes: symmetric pairs (subject's right point, subject's left
+#: point) whose differences give the head's left-right axis (eye outer and inner corners, mouth
+#: corners, cheeks), and the midline's top and bottom (forehead 10, chin 152), which lie at almost
+#: the same depth on a frontal face.
 POSE_PAIRS = ((33, 263), (133, 362), (61, 291), (234, 454))
 POSE_TOP, POSE_BOTTOM = 10, 152
 
@@ -212,9 +258,12 @@ POSE_TOP, POSE_BOTTOM = 10, 152
 POSE_POINTS = (*(i for pair in POSE_PAIRS for i in pair), POSE_TOP, POSE_BOTTOM)
 
 
-def mesh_to_frame3d(raw: np.ndarray, roi: np.ndarray, points: tuple[int, ...] | None = None) -> np.ndarray:
-    """(468, 3) points (or those of ``points``, in that order) from the face mesh's 1404 raw outputs: x, y in
-    frame pixels, z (depth, away from the camera) scaled to frame pixels by the crop's scale."""
+def mesh_to_frame3d(
+    raw: np.ndarray, roi: np.ndarray, points: tuple[int, ...] | None = None
+) -> np.ndarray:
+    """(468, 3) points (or those of ``points``, in that order) from the face mesh's 1404 raw
+    outputs: x, y in frame pixels, z (depth, away from the camera) scaled to frame pixels by the
+    crop's scale."""
     p = raw.reshape(468, 3)
     p = (p[list(points)] if points is not None else p).astype(np.float64)
     out = np.empty_like(p)
@@ -224,28 +273,30 @@ def mesh_to_frame3d(raw: np.ndarray, roi: np.ndarray, points: tuple[int, ...] | 
 
 
 def mesh_pose(raw: np.ndarray, roi: np.ndarray) -> tuple[float, float, float]:
-    """:func:`head_pose` straight from the face mesh's raw outputs and its crop (maps only the points it reads:
-    ~10 µs a mesh run)."""
+    """:func:`head_pose` straight from the face mesh's raw outputs and its crop (maps only the
+    points it reads: ~10 µs a mesh run)."""
     return _pose(mesh_to_frame3d(raw, roi, POSE_POINTS).tolist())
 
 
 def head_pose(mesh3d: np.ndarray) -> tuple[float, float, float]:
-    """(yaw, pitch, roll) in degrees of the head from the face mesh's 3D points (:func:`mesh_to_frame3d`).
+    """(yaw, pitch, roll) in degrees of the head from the face mesh's 3D points
+    (:func:`mesh_to_frame3d`).
 
     An axis construction, not a model fit: the head's x axis is the sum of the symmetric pairs of
-    :data:`POSE_PAIRS` (subject's right point to subject's left point: image left to right on an upright face),
-    its y axis the chin minus the forehead made orthogonal to x, its z axis their cross product (into the image).
-    Camera axes: x right, y down, z away from the camera. Yaw > 0: the face turns towards the image's right
-    (the subject's left on an unmirrored camera); pitch > 0: the face turns up; roll > 0: the head tilts
-    counter-clockwise as the image is shown (the subject's left eye, image right, higher). A frontal upright
-    face is (0, 0, 0) within a degree or two.
+    :data:`POSE_PAIRS` (subject's right point to subject's left point: image left to right on an
+    upright face), its y axis the chin minus the forehead made orthogonal to x, its z axis their
+    cross product (into the image). Camera axes: x right, y down, z away from the camera. Yaw > 0:
+    the face turns towards the image's right (the subject's left on an unmirrored camera); pitch >
+    0: the face turns up; roll > 0: the head tilts counter-clockwise as the image is shown (the
+    subject's left eye, image right, higher). A frontal upright face is (0, 0, 0) within a degree or
+    two.
     """
     return _pose(np.asarray(mesh3d, dtype=np.float64)[list(POSE_POINTS)].tolist())
 
 
 def _pose(pts: list[list[float]]) -> tuple[float, float, float]:
-    """:func:`head_pose` of the :data:`POSE_POINTS` (plain floats: a few µs, where NumPy's small arrays cost
-    tens)."""
+    """:func:`head_pose` of the :data:`POSE_POINTS` (plain floats: a few µs, where NumPy's small
+    arrays cost tens)."""
     x = [0.0, 0.0, 0.0]
     for k in range(len(POSE_PAIRS)):
         a, b = pts[2 * k], pts[2 * k + 1]
@@ -277,7 +328,8 @@ def presence_of(logit: float) -> float:
 
 
 def contour_to_frame(raw: np.ndarray, m: np.ndarray, *, mirror: bool) -> np.ndarray:
-    """(16, 2) frame-pixel lid contour from the iris network's 213 raw outputs, cut with ``m`` (mirrored or not)."""
+    """(16, 2) frame-pixel lid contour from the iris network's 213 raw outputs, cut with ``m``
+    (mirrored or not)."""
     pts = raw.reshape(71, 3)[:16, :2].astype(np.float64)
     if mirror:
         pts[:, 0] = IRIS_INPUT - pts[:, 0]
@@ -292,30 +344,35 @@ def aperture(contour: np.ndarray) -> float:
     return float(np.hypot(*(contour[_UPPER] - contour[_LOWER]).T).mean() / width)
 
 
-def mesh_eye_corners(mesh: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+def mesh_eye_corners(
+    mesh: np.ndarray,
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """The eye crops' corners from a face mesh: (subject's right eye, subject's left eye)."""
     (r0, r1), (l0, l1) = MESH_EYE_CORNERS
     return (mesh[r0], mesh[r1]), (mesh[l0], mesh[l1])
 
 
 def refined_eyes(contours: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, float, float]:
-    """The 12 eye points (float32, dlib order) and (ear_left, ear_right) from the two refined lid contours
-    (subject's right eye, subject's left eye)."""
+    """The 12 eye points (float32, dlib order) and (ear_left, ear_right) from the two refined lid
+    contours (subject's right eye, subject's left eye)."""
     right, left = (aperture(c) for c in contours)
-    pts = np.concatenate([contours[0][list(CONTOUR_EYE_POINTS[0])],
-                          contours[1][list(CONTOUR_EYE_POINTS[1])]]).astype(np.float32)
+    pts = np.concatenate(
+        [contours[0][list(CONTOUR_EYE_POINTS[0])], contours[1][list(CONTOUR_EYE_POINTS[1])]]
+    ).astype(np.float32)
     return pts, left, right
 
 
 def mesh_ear_eyes(mesh: np.ndarray) -> tuple[np.ndarray, float, float]:
-    """The 12 eye points (float32, dlib order) and the six-point (ear_left, ear_right) of a face mesh."""
+    """The 12 eye points (float32, dlib order) and the six-point (ear_left, ear_right) of a face
+    mesh."""
     pts = mesh[list(MESH_EYE_POINTS)].astype(np.float32)
     left, right = eye_ears(pts)
     return pts, left, right
 
 
 class MeshFitter(FrameTimed, Closing):
-    """Face mesh (+ optional iris-network lid refinement) on LiteRT. Implements the eye-model protocol.
+    """Face mesh (+ optional iris-network lid refinement) on LiteRT. Implements the eye-model
+    protocol.
 
     One instance per process (LiteRT interpreters are not thread-safe). ``fit`` costs ~1.4 ms per
     face on one core for the mesh, plus ~1.4 ms per eye for the refinement (``refine=True``).
@@ -323,34 +380,49 @@ class MeshFitter(FrameTimed, Closing):
 
     name = "mesh"
 
-    def __init__(self, model_path: str | Path | None = None, *, refine: bool = True,
-                 iris_model_path: str | Path | None = None, roi_scale: float = ROI_SCALE,
-                 mesh_reuse_ms: float = 0.0) -> None:
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        refine: bool = True,
+        iris_model_path: str | Path | None = None,
+        roi_scale: float = ROI_SCALE,
+        mesh_reuse_ms: float = 0.0,
+    ) -> None:
         from eyeblink.weights import face_mesh_path, iris_path
 
-        fix = ("check --landmark-model (a face-mesh .tflite: input [1, 192, 192, 3], 1404 + 1 outputs)"
-               if model_path is not None else
-               "restore weights/ from the repository or reinstall eyeblink (see weights/README.md)")
+        fix = (
+            "check --landmark-model (a face-mesh .tflite: input [1, 192, 192, 3], 1404 + 1 outputs)"
+            if model_path is not None
+            else "restore weights/ from the repository or reinstall eyeblink (see "
+            "weights/README.md)"
+        )
         path = Path(model_path) if model_path is not None else face_mesh_path()
-        self._mesh, self._mesh_in, outs = _load(path, (1, MESH_INPUT, MESH_INPUT, 3), 1404, "face mesh", fix)
+        self._mesh, self._mesh_in, outs = _load(
+            path, (1, MESH_INPUT, MESH_INPUT, 3), 1404, "face mesh", fix
+        )
         by_size = {int(np.prod(d["shape"])): d["index"] for d in outs}
         self._mesh_pts, self._mesh_logit = by_size[1404], by_size[1]
         self._iris: Any = None
         if refine:
             ipath = Path(iris_model_path) if iris_model_path is not None else iris_path()
-            self._iris, self._iris_in, iouts = _load(ipath, (1, IRIS_INPUT, IRIS_INPUT, 3), 213, "iris", fix)
+            self._iris, self._iris_in, iouts = _load(
+                ipath, (1, IRIS_INPUT, IRIS_INPUT, 3), 213, "iris", fix
+            )
             self._iris_contour = next(d["index"] for d in iouts if int(np.prod(d["shape"])) == 213)
         if not mesh_reuse_ms >= 0:
             raise ValueError(f"mesh_reuse_ms must be >= 0, got {mesh_reuse_ms}")
         self.refine = refine
         self.roi_scale = roi_scale
-        self.mesh_reuse_s = mesh_reuse_ms / 1000.0 if refine else 0.0  # mesh-ear measures on the mesh
+        # mesh-ear measures on the mesh
+        self.mesh_reuse_s = mesh_reuse_ms / 1000.0 if refine else 0.0
         self.model_path = path
         self.presence = math.nan  # face-presence probability of the last fit
         self.mesh_runs = 0  # face-mesh inferences so far (reuse makes this smaller than the fits)
         #: compute the head pose at each face-mesh run (``--points``; off: no cost)
         self.pose_wanted = False
-        #: (yaw, pitch, roll) in degrees of the last face-mesh run (:func:`head_pose`), None when not wanted
+        #: (yaw, pitch, roll) in degrees of the last face-mesh run (:func:`head_pose`), None when
+        #: not wanted
         self.pose: tuple[float, float, float] | None = None
         # (face, eye corners, presence, time of the mesh, its head pose, its frame)
         self._eyes: tuple[Any, ...] | None = None
@@ -372,7 +444,9 @@ class MeshFitter(FrameTimed, Closing):
         self.pose = mesh_pose(raw, roi) if self.pose_wanted else None
         return mesh_to_frame(raw, roi)
 
-    def lid_contour(self, gray: np.ndarray, c0: np.ndarray, c1: np.ndarray, *, mirror: bool) -> np.ndarray:
+    def lid_contour(
+        self, gray: np.ndarray, c0: np.ndarray, c1: np.ndarray, *, mirror: bool
+    ) -> np.ndarray:
         """(16, 2) frame-pixel lid contour of one eye from the iris network (0, 8: corners)."""
         if self._iris is None:
             raise RuntimeError("lid_contour needs the iris network (MeshFitter(refine=True))")
@@ -394,8 +468,12 @@ class MeshFitter(FrameTimed, Closing):
             pose, pose_frame = self.pose, self._frame
         else:
             eyes, t = self._eyes, self._t
-            fresh = not (eyes is not None and eyes[0] is face and t is not None
-                         and 0.0 <= t - eyes[3] < self.mesh_reuse_s)
+            fresh = not (
+                eyes is not None
+                and eyes[0] is face
+                and t is not None
+                and 0.0 <= t - eyes[3] < self.mesh_reuse_s
+            )
             if fresh:
                 self._eye_corners(gray, face)
             contours = self._contours(gray)
@@ -407,8 +485,15 @@ class MeshFitter(FrameTimed, Closing):
             self.presence = self._eyes[2]
             pose, pose_frame = self._eyes[4], self._eyes[5]
         patches = eye_patches(gray, pts) if np.isfinite(pts).all() else None
-        return EyeFit(points=pts, ear_left=left, ear_right=right, patches=patches, presence=self.presence,
-                      pose=pose, pose_frame=pose_frame if pose is not None else None)
+        return EyeFit(
+            points=pts,
+            ear_left=left,
+            ear_right=right,
+            patches=patches,
+            presence=self.presence,
+            pose=pose,
+            pose_frame=pose_frame if pose is not None else None,
+        )
 
     def _run_mesh(self, gray: np.ndarray, face: FaceDetection) -> np.ndarray:
         self.mesh_runs += 1
@@ -417,14 +502,23 @@ class MeshFitter(FrameTimed, Closing):
     def _eye_corners(self, gray: np.ndarray, face: FaceDetection) -> None:
         """Run the face mesh: the eye crops' corners for ``face`` (kept for the next fits of it)."""
         corners = mesh_eye_corners(self._run_mesh(gray, face))
-        self._eyes = (face, corners, self.presence, self._t if self._t is not None else math.nan, self.pose,
-                      self._frame)
+        self._eyes = (
+            face,
+            corners,
+            self.presence,
+            self._t if self._t is not None else math.nan,
+            self.pose,
+            self._frame,
+        )
 
     def _contours(self, gray: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The refined lid contour of each eye (subject's right, left) in the current eye crops."""
         assert self._eyes is not None
         (r0, r1), (l0, l1) = self._eyes[1]
-        return (self.lid_contour(gray, r0, r1, mirror=False), self.lid_contour(gray, l0, l1, mirror=True))
+        return (
+            self.lid_contour(gray, r0, r1, mirror=False),
+            self.lid_contour(gray, l0, l1, mirror=True),
+        )
 
     def _moved(self, contours: tuple[np.ndarray, np.ndarray]) -> bool:
         """Has an eye moved in its crop (corner midpoint or width off the crop's)?"""
@@ -438,8 +532,9 @@ class MeshFitter(FrameTimed, Closing):
         return False
 
     def tracking_state(self) -> tuple[Any, ...] | None:
-        """What the next fit reuses (the tracked face's eye crops); part of the frame core's tracking
-        state, so that a parallel run whose chunks interleave gives the rows of the reference run."""
+        """What the next fit reuses (the tracked face's eye crops); part of the frame core's
+        tracking state, so that a parallel run whose chunks interleave gives the rows of the
+        reference run."""
         return self._eyes
 
     def restore_tracking(self, state: tuple[Any, ...] | None) -> None:

@@ -1,17 +1,21 @@
-"""``eyeblink compare A B``: two sessions of the same recording side by side, for a user checking a rerun.
+"""``eyeblink compare A B``: two sessions of the same recording side by side, for a user checking a
+rerun.
 
-On the same machine and settings every runtime writes the same rows byte for byte (worker and loader counts,
-batch tasks: the tracking segments of :mod:`eyeblink.runtime.pipeline`). On another machine LiteRT's kernels
-differ with the CPU (AVX2 against AVX-512, another thread count), and so do the Keras backends: the
-openness may differ in its last digits, and a blink at the edge of a threshold may start a frame earlier.
-This module says how far two sessions are apart:
+On the same machine and settings every runtime writes the same rows byte for byte (worker and loader
+counts, batch tasks: the tracking segments of :mod:`eyeblink.runtime.pipeline`). On another machine
+LiteRT's kernels differ with the CPU (AVX2 against AVX-512, another thread count), and so do the
+Keras backends: the openness may differ in its last digits, and a blink at the edge of a threshold
+may start a frame earlier. This module says how far two sessions are apart:
 
-* frames: the frames both have (and those only one has), how many differ in face presence, the largest
-  difference of each eye's openness, the mean, the closure, and the face box (pixels), each with its frame;
-* blinks: matched one to one by overlapping frame spans (the scoring convention of ``eyeblink eval``), the
-  largest onset and end difference of the matched ones, and every unmatched blink of either session;
-* a verdict against a tolerance on the openness (default :data:`DEFAULT_TOLERANCE`): ``identical`` (the two
-  CSV files byte for byte), ``within tolerance`` (openness within it, every blink matched), or ``different``.
+* frames: the frames both have (and those only one has), how many differ in face presence, the
+  largest difference of each eye's openness, the mean, the closure, and the face box (pixels), each
+  with its frame;
+* blinks: matched one to one by overlapping frame spans (the scoring convention of ``eyeblink
+  eval``), the largest onset and end difference of the matched ones, and every unmatched blink of
+  either session;
+* a verdict against a tolerance on the openness (default :data:`DEFAULT_TOLERANCE`): ``identical``
+  (the two CSV files byte for byte), ``within tolerance`` (openness within it, every blink matched),
+  or ``different``.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from eyeblink.errors import ConfigError
 
 __all__ = ["DEFAULT_TOLERANCE", "Comparison", "compare_sessions", "format_comparison"]
 
-#: The openness (EAR) difference two runs of the same recording and settings may show on different CPUs or
-#: backends (measured: docs/explanation/reliability.md#across-machines); a larger one is a real difference.
+#: The openness (EAR) difference two runs of the same recording and settings may show on different
+#: CPUs or backends (measured: docs/explanation/reliability.md#across-machines); a larger one is a
+#: real difference.
 DEFAULT_TOLERANCE = 1e-3
 
 _OPENNESS = ("ear_left", "ear_right", "ear")
@@ -67,24 +72,45 @@ class Comparison:
         if all(self.identical.values()):
             return "identical"
         same_frames = not self.only_a and not self.only_b and self.face_differs == 0
-        if (same_frames and self.max_openness_diff <= self.tolerance and not self.unmatched_a
-                and not self.unmatched_b):
+        if (
+            same_frames
+            and self.max_openness_diff <= self.tolerance
+            and not self.unmatched_a
+            and not self.unmatched_b
+        ):
             return "within tolerance"
         return "different"
 
     def as_dict(self) -> dict[str, Any]:
         """The comparison as JSON-ready values (``--json``)."""
         return {
-            "a": self.a, "b": self.b, "verdict": self.verdict, "tolerance": self.tolerance,
+            "a": self.a,
+            "b": self.b,
+            "verdict": self.verdict,
+            "tolerance": self.tolerance,
             "identical": self.identical,
-            "frames": {"a": self.frames_a, "b": self.frames_b, "common": self.frames_common,
-                       "only_a": self.only_a, "only_b": self.only_b, "face_differs": self.face_differs},
-            "max_diff": {c: {"value": v if math.isfinite(v) else None, "frame": f}
-                         for c, (v, f) in self.max_diff.items()},
+            "frames": {
+                "a": self.frames_a,
+                "b": self.frames_b,
+                "common": self.frames_common,
+                "only_a": self.only_a,
+                "only_b": self.only_b,
+                "face_differs": self.face_differs,
+            },
+            "max_diff": {
+                c: {"value": v if math.isfinite(v) else None, "frame": f}
+                for c, (v, f) in self.max_diff.items()
+            },
             "max_openness_diff": self.max_openness_diff,
-            "blinks": {"a": self.blinks_a, "b": self.blinks_b, "matched": len(self.matched),
-                       "onset_diff_frames": self.onset_diff_frames, "end_diff_frames": self.end_diff_frames,
-                       "unmatched_a": self.unmatched_a, "unmatched_b": self.unmatched_b},
+            "blinks": {
+                "a": self.blinks_a,
+                "b": self.blinks_b,
+                "matched": len(self.matched),
+                "onset_diff_frames": self.onset_diff_frames,
+                "end_diff_frames": self.end_diff_frames,
+                "unmatched_a": self.unmatched_a,
+                "unmatched_b": self.unmatched_b,
+            },
         }
 
 
@@ -102,8 +128,11 @@ def _table(path: Path, needed: tuple[str, ...]) -> list[dict[str, str]]:
     header, rows = read_table(path)
     missing = [c for c in needed if c not in header]
     if missing:
-        raise ConfigError(f"{path} has no column {missing[0]!r}: not an eyeblink {path.name.split('.', 1)[1]} file; "
-                          "give the outputs of `eyeblink process`")
+        raise ConfigError(
+            f"{path} has no column {missing[0]!r}: not an eyeblink {path.name.split('.', 1)[1]} "
+            "file; "
+            "give the outputs of `eyeblink process`"
+        )
     return [dict(zip(header, r, strict=False)) for r in rows]
 
 
@@ -111,14 +140,19 @@ def _float(text: str | None) -> float:
     return float(text) if text not in (None, "") else math.nan
 
 
-def compare_sessions(a: str | Path, b: str | Path, *, tolerance: float = DEFAULT_TOLERANCE) -> Comparison:
-    """Compare session ``a`` with session ``b`` (each ``OUTDIR/<stem>`` or one of its output files)."""
+def compare_sessions(
+    a: str | Path, b: str | Path, *, tolerance: float = DEFAULT_TOLERANCE
+) -> Comparison:
+    """Compare session ``a`` with session ``b`` (each ``OUTDIR/<stem>`` or one of its output
+    files)."""
     if not tolerance >= 0:
         raise ConfigError(f"--tolerance must be >= 0, got {tolerance}")
     name_a, frames_a, blinks_a = _session_files(a)
     name_b, frames_b, blinks_b = _session_files(b)
-    identical = {"frames.csv": frames_a.read_bytes() == frames_b.read_bytes(),
-                 "blinks.csv": blinks_a.read_bytes() == blinks_b.read_bytes()}
+    identical = {
+        "frames.csv": frames_a.read_bytes() == frames_b.read_bytes(),
+        "blinks.csv": blinks_a.read_bytes() == blinks_b.read_bytes(),
+    }
     needed = ("frame", "face", *_OPENNESS)
     rows_a = {int(r["frame"]): r for r in _table(frames_a, needed)}
     rows_b = {int(r["frame"]): r for r in _table(frames_b, needed)}
@@ -148,16 +182,32 @@ def compare_sessions(a: str | Path, b: str | Path, *, tolerance: float = DEFAULT
     used_a, used_b = {m[0] for m in matched}, {m[1] for m in matched}
     brief = ("blink", "start_frame", "end_frame", "start_s", "duration_ms", "amplitude")
     return Comparison(
-        name_a, name_b, tolerance, identical, len(rows_a), len(rows_b), len(common),
-        sorted(rows_a.keys() - rows_b.keys()), sorted(rows_b.keys() - rows_a.keys()), face_differs, max_diff,
-        len(ev_a), len(ev_b), matched, onset, end,
+        name_a,
+        name_b,
+        tolerance,
+        identical,
+        len(rows_a),
+        len(rows_b),
+        len(common),
+        sorted(rows_a.keys() - rows_b.keys()),
+        sorted(rows_b.keys() - rows_a.keys()),
+        face_differs,
+        max_diff,
+        len(ev_a),
+        len(ev_b),
+        matched,
+        onset,
+        end,
         [{k: e.get(k) for k in brief} for e in ev_a if int(e["blink"]) not in used_a],
-        [{k: e.get(k) for k in brief} for e in ev_b if int(e["blink"]) not in used_b])
+        [{k: e.get(k) for k in brief} for e in ev_b if int(e["blink"]) not in used_b],
+    )
 
 
-def _match_blinks(ev_a: list[dict[str, str]], ev_b: list[dict[str, str]]) -> tuple[list[tuple[int, int]], int, int]:
-    """One-to-one matches of blinks whose frame spans overlap, greedily by the largest overlap; the largest onset
-    and end differences (frames) of the matched pairs."""
+def _match_blinks(
+    ev_a: list[dict[str, str]], ev_b: list[dict[str, str]]
+) -> tuple[list[tuple[int, int]], int, int]:
+    """One-to-one matches of blinks whose frame spans overlap, greedily by the largest overlap; the
+    largest onset and end differences (frames) of the matched pairs."""
     pairs = []
     for x in ev_a:
         xa, xb = int(x["start_frame"]), int(x["end_frame"])
@@ -165,7 +215,16 @@ def _match_blinks(ev_a: list[dict[str, str]], ev_b: list[dict[str, str]]) -> tup
             ya, yb = int(y["start_frame"]), int(y["end_frame"])
             overlap = min(xb, yb) - max(xa, ya) + 1
             if overlap > 0:
-                pairs.append((-overlap, abs(xa - ya), int(x["blink"]), int(y["blink"]), abs(xa - ya), abs(xb - yb)))
+                pairs.append(
+                    (
+                        -overlap,
+                        abs(xa - ya),
+                        int(x["blink"]),
+                        int(y["blink"]),
+                        abs(xa - ya),
+                        abs(xb - yb),
+                    )
+                )
     pairs.sort()
     used_a: set[int] = set()
     used_b: set[int] = set()
@@ -194,21 +253,34 @@ def format_comparison(c: Comparison) -> str:
     same = [k for k, v in c.identical.items() if v]
     if same:
         lines.append(f"byte-identical: {', '.join(same)}")
-    lines.append(f"frames: A {c.frames_a}, B {c.frames_b}, {c.frames_common} in both"
-                 + (f"; only in A: {_span(c.only_a)}" if c.only_a else "")
-                 + (f"; only in B: {_span(c.only_b)}" if c.only_b else "")
-                 + (f"; face found in one only: {c.face_differs} frames" if c.face_differs else ""))
-    for cols, label in ((_OPENNESS, "openness (EAR)"), (_ALSO, "closure, baseline"), (_BOX, "face box (px)")):
+    lines.append(
+        f"frames: A {c.frames_a}, B {c.frames_b}, {c.frames_common} in both"
+        + (f"; only in A: {_span(c.only_a)}" if c.only_a else "")
+        + (f"; only in B: {_span(c.only_b)}" if c.only_b else "")
+        + (f"; face found in one only: {c.face_differs} frames" if c.face_differs else "")
+    )
+    for cols, label in (
+        (_OPENNESS, "openness (EAR)"),
+        (_ALSO, "closure, baseline"),
+        (_BOX, "face box (px)"),
+    ):
         parts = [f"{col} {_fmt(*c.max_diff[col])}" for col in cols if col in c.max_diff]
         if parts:
             lines.append(f"largest difference, {label}: " + ", ".join(parts))
-    lines.append(f"blinks: A {c.blinks_a}, B {c.blinks_b}, {len(c.matched)} matched"
-                 + (f" (onsets within {c.onset_diff_frames} frames, ends within {c.end_diff_frames})"
-                    if c.matched else ""))
+    lines.append(
+        f"blinks: A {c.blinks_a}, B {c.blinks_b}, {len(c.matched)} matched"
+        + (
+            f" (onsets within {c.onset_diff_frames} frames, ends within {c.end_diff_frames})"
+            if c.matched
+            else ""
+        )
+    )
     for side, events in (("A", c.unmatched_a), ("B", c.unmatched_b)):
         for e in events:
-            lines.append(f"  only in {side}: blink {e['blink']}, frames {e['start_frame']}-{e['end_frame']} "
-                         f"(from {e['start_s']} s)")
+            lines.append(
+                f"  only in {side}: blink {e['blink']}, frames {e['start_frame']}-{e['end_frame']} "
+                f"(from {e['start_s']} s)"
+            )
     lines.append(f"verdict: {c.verdict} (openness tolerance {c.tolerance:g})")
     return "\n".join(lines)
 

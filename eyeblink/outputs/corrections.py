@@ -1,33 +1,38 @@
-"""Corrections made by eye in the report: ``<stem>.corrections.json``, and what they change in a session.
+"""Corrections made by eye in the report: ``<stem>.corrections.json``, and what they change in a
+session.
 
-A researcher reviews a session in its report (``eyeblink report``): accepts, rejects or retimes each automatic
-blink, adds the ones the detector missed (or a prolonged closure), excludes spans (face turned away, an
-experimenter in view) and, in conditioning sessions, whole trials. The page saves these decisions as
-``<stem>.corrections.json`` (a download the user puts beside the session, or written there through the
-browser's folder picker): the only file the browser writes, under a name no run writes.
+A researcher reviews a session in its report (``eyeblink report``): accepts, rejects or retimes each
+automatic blink, adds the ones the detector missed (or a prolonged closure), excludes spans (face
+turned away, an experimenter in view) and, in conditioning sessions, whole trials. The page saves
+these decisions as ``<stem>.corrections.json`` (a download the user puts beside the session, or
+written there through the browser's folder picker): the only file the browser writes, under a name
+no run writes.
 
-Corrections are data. ``eyeblink report``, ``eyeblink process`` (a rerun) and :func:`eyeblink.load` read the
-file and apply it (:func:`apply_session`):
+Corrections are data. ``eyeblink report``, ``eyeblink process`` (a rerun) and :func:`eyeblink.load`
+read the file and apply it (:func:`apply_session`):
 
-* ``<stem>.blinks.csv`` keeps the automatic rows that were not rejected, retimes the corrected ones and adds the
-  added ones, numbered again in time order; its ``source`` column says which is which (``auto``: not reviewed,
-  ``accepted``, ``corrected``: retimed, ``added``). Rejected blinks and every event that overlaps an excluded
-  span leave the file, the counts and the rates (a rate's minutes leave out the excluded time).
-* The detector's own rows are kept in ``<stem>.blinks_auto.csv`` (corrections are always applied to them, so
-  applying twice changes nothing); ``eyeblink agree`` compares the two.
-* ``<stem>.trials.csv`` gains an ``excluded`` column (1: excluded by hand, or the trial's CS-US interval
-  overlaps an excluded span); the summary's trial figures (percent CR, ...) count the others only.
-* ``<stem>.summary.json`` gets a ``corrections`` section: who and when, how many blinks were accepted,
-  rejected, corrected and added, and the decisions that no longer match a detected blink.
+* ``<stem>.blinks.csv`` keeps the automatic rows that were not rejected, retimes the corrected ones
+  and adds the added ones, numbered again in time order; its ``source`` column says which is which
+  (``auto``: not reviewed, ``accepted``, ``corrected``: retimed, ``added``). Rejected blinks and
+  every event that overlaps an excluded span leave the file, the counts and the rates (a rate's
+  minutes leave out the excluded time).
+* The detector's own rows are kept in ``<stem>.blinks_auto.csv`` (corrections are always applied to
+  them, so applying twice changes nothing); ``eyeblink agree`` compares the two.
+* ``<stem>.trials.csv`` gains an ``excluded`` column (1: excluded by hand, or the trial's CS-US
+  interval overlaps an excluded span); the summary's trial figures (percent CR, ...) count the
+  others only.
+* ``<stem>.summary.json`` gets a ``corrections`` section: who and when, how many blinks were
+  accepted, rejected, corrected and added, and the decisions that no longer match a detected blink.
 
 A decision is tied to the automatic blink it was made on by that blink's frames (``start_frame``,
-``end_frame``; its times are saved too, for readers), not its number: a rerun with other settings keeps each
-decision whose blink is still detected (the new blink overlaps the old one by at least :data:`MATCH_IOU` of
-their union) and lists the others in ``unmatched`` (they are kept in the file). A retimed or added event names
-its first and last frame (``new_start_frame``/``new_end_frame``, ``start_frame``/``end_frame``): applying it
-puts exactly those frames in ``blinks.csv``. Files without frame numbers (written by hand, or by an older
-report) are placed by their times, each on the nearest frame. Every row's ``duration_ms`` follows one rule:
-end - start + one frame interval (frames are inclusive), the detector's rows and the reviewer's alike.
+``end_frame``; its times are saved too, for readers), not its number: a rerun with other settings
+keeps each decision whose blink is still detected (the new blink overlaps the old one by at least
+:data:`MATCH_IOU` of their union) and lists the others in ``unmatched`` (they are kept in the file).
+A retimed or added event names its first and last frame (``new_start_frame``/``new_end_frame``,
+``start_frame``/``end_frame``): applying it puts exactly those frames in ``blinks.csv``. Files
+without frame numbers (written by hand, or by an older report) are placed by their times, each on
+the nearest frame. Every row's ``duration_ms`` follows one rule: end - start + one frame interval
+(frames are inclusive), the detector's rows and the reviewer's alike.
 """
 
 from __future__ import annotations
@@ -46,8 +51,19 @@ from eyeblink.outputs.paths import read_utf8
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["FORMAT", "MATCH_IOU", "SOURCES", "Applied", "Corrections", "apply_blinks", "apply_session",
-           "auto_blinks_path", "corrections_path", "csv_text", "read_corrections"]
+__all__ = [
+    "FORMAT",
+    "MATCH_IOU",
+    "SOURCES",
+    "Applied",
+    "Corrections",
+    "apply_blinks",
+    "apply_session",
+    "auto_blinks_path",
+    "corrections_path",
+    "csv_text",
+    "read_corrections",
+]
 
 #: the ``format`` field that marks a corrections file
 FORMAT = "eyeblink.corrections"
@@ -55,7 +71,8 @@ FORMAT = "eyeblink.corrections"
 FORMAT_VERSION = 1
 #: the ``source`` column of a corrected blinks.csv
 SOURCES = ("auto", "accepted", "corrected", "added")
-#: a decision stays with a detected blink that overlaps its own blink by this fraction of their union
+#: a decision stays with a detected blink that overlaps its own blink by this fraction of their
+#: union
 MATCH_IOU = 0.3
 _DECISIONS = ("accept", "reject", "retime")
 _KINDS = ("blink", "prolonged_closure")
@@ -68,8 +85,8 @@ class CorrectionsError(ConfigError):
 @dataclass(frozen=True)
 class Decision:
     """What the reviewer decided about one automatic blink, which is known by its frames and times
-    (``start_frame``/``end_frame``, ``start_s``/``end_s``: the automatic blink's, seconds on the session's clock);
-    ``retime``: the new first and last frame (and their times)."""
+    (``start_frame``/``end_frame``, ``start_s``/``end_s``: the automatic blink's, seconds on the
+    session's clock); ``retime``: the new first and last frame (and their times)."""
 
     start_s: float
     end_s: float
@@ -84,8 +101,8 @@ class Decision:
 
 @dataclass(frozen=True)
 class Span:
-    """An added event (``kind`` blink or prolonged_closure) or an excluded span (``reason``), in seconds; an
-    added event also by its first and last frame when the file names them."""
+    """An added event (``kind`` blink or prolonged_closure) or an excluded span (``reason``), in
+    seconds; an added event also by its first and last frame when the file names them."""
 
     start_s: float
     end_s: float
@@ -116,7 +133,8 @@ def corrections_path(outdir: str | Path, stem: str) -> Path:
 
 
 def auto_blinks_path(outdir: str | Path, stem: str) -> Path:
-    """The detector's own blink rows, kept once corrections are applied: ``OUTDIR/<stem>.blinks_auto.csv``."""
+    """The detector's own blink rows, kept once corrections are applied:
+    ``OUTDIR/<stem>.blinks_auto.csv``."""
     return Path(outdir) / f"{stem}.blinks_auto.csv"
 
 
@@ -124,8 +142,10 @@ def auto_blinks_path(outdir: str | Path, stem: str) -> Path:
 
 
 def _bad(path: Path, problem: str) -> CorrectionsError:
-    return CorrectionsError(f"{path} {problem}; save the corrections again from the session's report "
-                            "(eyeblink report OUTDIR/<stem>), or move the file away")
+    return CorrectionsError(
+        f"{path} {problem}; save the corrections again from the session's report "
+        "(eyeblink report OUTDIR/<stem>), or move the file away"
+    )
 
 
 def _time(path: Path, where: str, v: Any) -> float:
@@ -142,11 +162,16 @@ def _frame(path: Path, where: str, v: Any) -> int | None:
     return int(v)
 
 
-def _frames(path: Path, where: str, item: dict[str, Any], a: str, b: str) -> tuple[int | None, int | None]:
+def _frames(
+    path: Path, where: str, item: dict[str, Any], a: str, b: str
+) -> tuple[int | None, int | None]:
     """The pair of frame numbers ``item[a]``, ``item[b]`` (both or neither), checked."""
     fa, fb = _frame(path, f"{where}.{a}", item.get(a)), _frame(path, f"{where}.{b}", item.get(b))
     if (fa is None) != (fb is None):
-        raise _bad(path, f"has {where} with {a if fa is not None else b} but not {b if fa is not None else a}")
+        raise _bad(
+            path,
+            f"has {where} with {a if fa is not None else b} but not {b if fa is not None else a}",
+        )
     if fa is not None and fb is not None and fb < fa:
         raise _bad(path, f"has {where} ending at frame {fb}, before its first frame {fa}")
     return fa, fb
@@ -155,7 +180,10 @@ def _frames(path: Path, where: str, item: dict[str, Any], a: str, b: str) -> tup
 def _span(path: Path, where: str, item: Any, *, kinds: Sequence[str] = ()) -> Span:
     if not isinstance(item, dict):
         raise _bad(path, f"has {where} = {str(item)[:40]!r}, not an object with start_s and end_s")
-    a, b = _time(path, f"{where}.start_s", item.get("start_s")), _time(path, f"{where}.end_s", item.get("end_s"))
+    a, b = (
+        _time(path, f"{where}.start_s", item.get("start_s")),
+        _time(path, f"{where}.end_s", item.get("end_s")),
+    )
     if b < a:
         raise _bad(path, f"has {where} ending ({b:g} s) before it starts ({a:g} s)")
     kind = item.get("kind", "blink")
@@ -174,16 +202,23 @@ def _list(path: Path, data: dict[str, Any], key: str) -> list[Any]:
 
 
 def parse_corrections(data: Any, path: Path, stem: str | None = None) -> Corrections:
-    """A corrections object (as JSON-decoded) -> :class:`Corrections`, every field checked; ``stem``: the session
-    it must belong to. Raises :class:`CorrectionsError` (one line naming the file and the fix)."""
+    """A corrections object (as JSON-decoded) -> :class:`Corrections`, every field checked;
+    ``stem``: the session it must belong to. Raises :class:`CorrectionsError` (one line naming the
+    file and the fix)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise _bad(path, f"is not an eyeblink corrections file (its format is {str(found)[:40]!r}, "
-                         f"not {FORMAT!r})")
+        raise _bad(
+            path,
+            f"is not an eyeblink corrections file (its format is {str(found)[:40]!r}, "
+            f"not {FORMAT!r})",
+        )
     version = data.get("format_version")
     if version != FORMAT_VERSION:
-        raise _bad(path, f"has format_version {version!r}; this eyeblink reads version {FORMAT_VERSION}: "
-                         "update eyeblink or save again")
+        raise _bad(
+            path,
+            f"has format_version {version!r}; this eyeblink reads version {FORMAT_VERSION}: "
+            "update eyeblink or save again",
+        )
     file_stem = data.get("stem")
     if stem is not None and file_stem != stem:
         raise _bad(path, f"holds corrections of session {str(file_stem)[:60]!r}, not of {stem!r}")
@@ -192,33 +227,63 @@ def parse_corrections(data: Any, path: Path, stem: str | None = None) -> Correct
         where = f"blinks[{i}]"
         span = _span(path, where, d)
         if d.get("decision") not in _DECISIONS:
-            raise _bad(path, f"has {where}.decision = {str(d.get('decision'))[:40]!r}, not one of "
-                             f"{', '.join(_DECISIONS)}")
+            raise _bad(
+                path,
+                f"has {where}.decision = {str(d.get('decision'))[:40]!r}, not one of "
+                f"{', '.join(_DECISIONS)}",
+            )
         new_a = new_b = None
         new_fa = new_fb = None
         if d["decision"] == "retime":
             new_a = _time(path, f"{where}.new_start_s", d.get("new_start_s"))
             new_b = _time(path, f"{where}.new_end_s", d.get("new_end_s"))
             if new_b < new_a:
-                raise _bad(path, f"has {where} retimed to end ({new_b:g} s) before it starts ({new_a:g} s)")
+                raise _bad(
+                    path, f"has {where} retimed to end ({new_b:g} s) before it starts ({new_a:g} s)"
+                )
             new_fa, new_fb = _frames(path, where, d, "new_start_frame", "new_end_frame")
-        decisions.append(Decision(span.start_s, span.end_s, d["decision"], new_a, new_b, span.start_frame,
-                                  span.end_frame, new_fa, new_fb))
-    added = tuple(_span(path, f"added[{i}]", s, kinds=_KINDS) for i, s in enumerate(_list(path, data, "added")))
-    excluded = tuple(_span(path, f"excluded[{i}]", s) for i, s in enumerate(_list(path, data, "excluded")))
+        decisions.append(
+            Decision(
+                span.start_s,
+                span.end_s,
+                d["decision"],
+                new_a,
+                new_b,
+                span.start_frame,
+                span.end_frame,
+                new_fa,
+                new_fb,
+            )
+        )
+    added = tuple(
+        _span(path, f"added[{i}]", s, kinds=_KINDS)
+        for i, s in enumerate(_list(path, data, "added"))
+    )
+    excluded = tuple(
+        _span(path, f"excluded[{i}]", s) for i, s in enumerate(_list(path, data, "excluded"))
+    )
     trials = []
     for i, k in enumerate(_list(path, data, "excluded_trials")):
         if isinstance(k, bool) or not isinstance(k, int):
             raise _bad(path, f"has excluded_trials[{i}] = {str(k)[:40]!r}, not a trial number")
         trials.append(k)
-    return Corrections(str(file_stem), tuple(decisions), added, excluded, tuple(sorted(set(trials))),
-                       str(data.get("reviewer") or ""), str(data.get("saved_at") or ""),
-                       str(data.get("eyeblink_version") or ""), path)
+    return Corrections(
+        str(file_stem),
+        tuple(decisions),
+        added,
+        excluded,
+        tuple(sorted(set(trials))),
+        str(data.get("reviewer") or ""),
+        str(data.get("saved_at") or ""),
+        str(data.get("eyeblink_version") or ""),
+        path,
+    )
 
 
 def read_corrections(path: str | Path, stem: str | None = None) -> Corrections:
-    """Read and check ``<stem>.corrections.json``: a file that is not JSON, not a corrections file, of another
-    session or with a malformed entry is one :class:`CorrectionsError` line naming it and the fix."""
+    """Read and check ``<stem>.corrections.json``: a file that is not JSON, not a corrections file,
+    of another session or with a malformed entry is one :class:`CorrectionsError` line naming it and
+    the fix."""
     p = Path(path)
     text = read_utf8(p, _bad, CorrectionsError)
     try:
@@ -230,28 +295,49 @@ def read_corrections(path: str | Path, stem: str | None = None) -> Corrections:
 
 def as_json(c: Corrections) -> dict[str, Any]:
     """The file's content for ``c`` (what the report saves)."""
+
     def frames(**kw: int | None) -> dict[str, int]:
         return {k: v for k, v in kw.items() if v is not None}
 
     def span(s: Span, extra: str) -> dict[str, Any]:
-        return {"start_s": s.start_s, "end_s": s.end_s, **frames(start_frame=s.start_frame, end_frame=s.end_frame),
-                extra: s.kind if extra == "kind" else s.reason}
+        return {
+            "start_s": s.start_s,
+            "end_s": s.end_s,
+            **frames(start_frame=s.start_frame, end_frame=s.end_frame),
+            extra: s.kind if extra == "kind" else s.reason,
+        }
 
     blinks = []
     for d in c.decisions:
-        item: dict[str, Any] = {"start_s": d.start_s, "end_s": d.end_s,
-                                **frames(start_frame=d.start_frame, end_frame=d.end_frame), "decision": d.decision}
+        item: dict[str, Any] = {
+            "start_s": d.start_s,
+            "end_s": d.end_s,
+            **frames(start_frame=d.start_frame, end_frame=d.end_frame),
+            "decision": d.decision,
+        }
         if d.decision == "retime":
-            item.update(new_start_s=d.new_start_s, new_end_s=d.new_end_s,
-                        **frames(new_start_frame=d.new_start_frame, new_end_frame=d.new_end_frame))
+            item.update(
+                new_start_s=d.new_start_s,
+                new_end_s=d.new_end_s,
+                **frames(new_start_frame=d.new_start_frame, new_end_frame=d.new_end_frame),
+            )
         blinks.append(item)
-    return {"format": FORMAT, "format_version": FORMAT_VERSION, "stem": c.stem, "reviewer": c.reviewer,
-            "saved_at": c.saved_at, "eyeblink_version": c.eyeblink_version, "blinks": blinks,
-            "added": [span(s, "kind") for s in c.added], "excluded": [span(s, "reason") for s in c.excluded],
-            "excluded_trials": list(c.excluded_trials)}
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "stem": c.stem,
+        "reviewer": c.reviewer,
+        "saved_at": c.saved_at,
+        "eyeblink_version": c.eyeblink_version,
+        "blinks": blinks,
+        "added": [span(s, "kind") for s in c.added],
+        "excluded": [span(s, "reason") for s in c.excluded],
+        "excluded_trials": list(c.excluded_trials),
+    }
 
 
-# ------------------------------------------------------------------------------------------ applying
+# ------------------------------------------------------------------------------------------
+# applying
 
 
 def _f(v: Any) -> float:
@@ -278,19 +364,25 @@ def _row_frames(r: dict[str, Any]) -> tuple[float, float]:
 
 
 def _overlap(d: Decision, r: dict[str, Any]) -> float:
-    """How much a decision's blink and a detected row overlap (of their union): by frames (inclusive) when both
-    name them, else by times."""
+    """How much a decision's blink and a detected row overlap (of their union): by frames
+    (inclusive) when both name them, else by times."""
     fa, fb = _row_frames(r)
-    if d.start_frame is not None and d.end_frame is not None and math.isfinite(fa) and math.isfinite(fb):
+    if (
+        d.start_frame is not None
+        and d.end_frame is not None
+        and math.isfinite(fa)
+        and math.isfinite(fb)
+    ):
         inter = min(d.end_frame, fb) - max(d.start_frame, fa) + 1
         return max(0.0, inter) / (max(d.end_frame, fb) - min(d.start_frame, fa) + 1)
     return _iou(d.start_s, d.end_s, _f(r.get("start_s")), _f(r.get("end_s")))
 
 
-def match_decisions(auto: Sequence[dict[str, str]], decisions: Sequence[Decision]) -> tuple[dict[int, Decision],
-                                                                                               list[Decision]]:
-    """Each decision to the automatic row (index) it still belongs to (greedy by overlap, each row once), and
-    the decisions no detected blink matches any more."""
+def match_decisions(
+    auto: Sequence[dict[str, str]], decisions: Sequence[Decision]
+) -> tuple[dict[int, Decision], list[Decision]]:
+    """Each decision to the automatic row (index) it still belongs to (greedy by overlap, each row
+    once), and the decisions no detected blink matches any more."""
     pairs = []
     for j, d in enumerate(decisions):
         for i, r in enumerate(auto):
@@ -329,9 +421,11 @@ def frame_interval(t: np.ndarray) -> float:
     return float(np.median(np.diff(t))) if len(t) > 1 else math.nan
 
 
-def _rows_of(fr: Frames, a: float, b: float, fa: int | None, fb: int | None) -> tuple[int, int] | None:
-    """The frames.csv rows of an event's first and last frame: by frame number when the decision names them,
-    else by time, each on the nearest frame (half a frame interval either way)."""
+def _rows_of(
+    fr: Frames, a: float, b: float, fa: int | None, fb: int | None
+) -> tuple[int, int] | None:
+    """The frames.csv rows of an event's first and last frame: by frame number when the decision
+    names them, else by time, each on the nearest frame (half a frame interval either way)."""
     import numpy as np
 
     if fa is not None and fb is not None:
@@ -346,11 +440,17 @@ def _rows_of(fr: Frames, a: float, b: float, fa: int | None, fb: int | None) -> 
     return int(idx[0]), int(idx[-1])
 
 
-def _measure(row: dict[str, Any], fr: Frames | None, a: float, b: float, fa: int | None = None,
-             fb: int | None = None) -> dict[str, Any]:
-    """``row`` with the frames, times and measures of the event [a, b] (first and last frame ``fa``, ``fb`` when
-    known) recomputed; the measures this cannot recompute (per-eye onsets, velocities) left empty. The duration
-    follows the detector's rule: end - start + one frame interval."""
+def _measure(
+    row: dict[str, Any],
+    fr: Frames | None,
+    a: float,
+    b: float,
+    fa: int | None = None,
+    fb: int | None = None,
+) -> dict[str, Any]:
+    """``row`` with the frames, times and measures of the event [a, b] (first and last frame ``fa``,
+    ``fb`` when known) recomputed; the measures this cannot recompute (per-eye onsets, velocities)
+    left empty. The duration follows the detector's rule: end - start + one frame interval."""
     import numpy as np
 
     from eyeblink.signals.blinks import BLINK_COLUMNS
@@ -364,9 +464,14 @@ def _measure(row: dict[str, Any], fr: Frames | None, a: float, b: float, fa: int
     if fr is not None and rows is not None:
         i0, i1 = rows
         step = fr.interval if math.isfinite(fr.interval) else 0.0
-        out.update(start_frame=int(fr.frame[i0]), end_frame=int(fr.frame[i1]), start_s=float(fr.t[i0]),
-                   end_s=float(fr.t[i1]), duration_ms=(float(fr.t[i1] - fr.t[i0]) + step) * 1000)
-        e = fr.ear[i0:i1 + 1]
+        out.update(
+            start_frame=int(fr.frame[i0]),
+            end_frame=int(fr.frame[i1]),
+            start_s=float(fr.t[i0]),
+            end_s=float(fr.t[i1]),
+            duration_ms=(float(fr.t[i1] - fr.t[i0]) + step) * 1000,
+        )
+        e = fr.ear[i0 : i1 + 1]
         if np.isfinite(e).any():
             k = i0 + int(np.nanargmin(e))
             base = _baseline_at(fr.baseline, i0)
@@ -382,18 +487,32 @@ def _measure(row: dict[str, Any], fr: Frames | None, a: float, b: float, fa: int
 class Applied:
     """Corrections applied to a session's automatic blink rows."""
 
-    rows: list[dict[str, Any]]  # blinks.csv rows (BLINK_COLUMNS + source), in time order, numbered 1..n
+    # blinks.csv rows (BLINK_COLUMNS + source), in time order, numbered 1..n
+    rows: list[dict[str, Any]]
     counts: dict[str, int]  # accepted, rejected, corrected, added, excluded_blinks, unreviewed, ...
     unmatched: list[Decision]
     excluded: tuple[Span, ...]
     excluded_trials: tuple[int, ...]
 
 
-def apply_blinks(auto: Sequence[dict[str, Any]], c: Corrections, frames: Frames | None = None) -> Applied:
-    """The corrected blink rows of ``auto`` (the detector's rows, as read from blinks.csv) under ``c``."""
+def apply_blinks(
+    auto: Sequence[dict[str, Any]], c: Corrections, frames: Frames | None = None
+) -> Applied:
+    """The corrected blink rows of ``auto`` (the detector's rows, as read from blinks.csv) under
+    ``c``."""
     matched, unmatched = match_decisions(auto, c.decisions)
-    counts = dict.fromkeys(("accepted", "rejected", "corrected", "added", "unreviewed", "excluded_blinks",
-                            "replaced_by_added"), 0)
+    counts = dict.fromkeys(
+        (
+            "accepted",
+            "rejected",
+            "corrected",
+            "added",
+            "unreviewed",
+            "excluded_blinks",
+            "replaced_by_added",
+        ),
+        0,
+    )
     rows: list[dict[str, Any]] = []
     for i, r in enumerate(auto):
         d = matched.get(i)
@@ -406,14 +525,27 @@ def apply_blinks(auto: Sequence[dict[str, Any]], c: Corrections, frames: Frames 
             continue
         if d is not None and d.decision == "retime":
             assert d.new_start_s is not None and d.new_end_s is not None
-            row = _measure(r, frames, d.new_start_s, d.new_end_s, d.new_start_frame, d.new_end_frame)
+            row = _measure(
+                r, frames, d.new_start_s, d.new_end_s, d.new_start_frame, d.new_end_frame
+            )
             source = "corrected"
         else:
             row, source = dict(r), "accepted" if d is not None else "auto"
         rows.append({**row, "source": source})
     for s in c.added:
-        rows.append({**_measure({"kind": s.kind, "cue": ""}, frames, s.start_s, s.end_s, s.start_frame, s.end_frame),
-                     "source": "added"})
+        rows.append(
+            {
+                **_measure(
+                    {"kind": s.kind, "cue": ""},
+                    frames,
+                    s.start_s,
+                    s.end_s,
+                    s.start_frame,
+                    s.end_frame,
+                ),
+                "source": "added",
+            }
+        )
     kept = []
     for r in rows:
         a, b = _f(r["start_s"]), _f(r["end_s"])
@@ -424,8 +556,14 @@ def apply_blinks(auto: Sequence[dict[str, Any]], c: Corrections, frames: Frames 
     kept.sort(key=lambda r: _f(r["start_s"]))
     for k, r in enumerate(kept):
         r["blink"] = k + 1
-        counts[{"auto": "unreviewed", "accepted": "accepted", "corrected": "corrected",
-                "added": "added"}[r["source"]]] += 1
+        counts[
+            {
+                "auto": "unreviewed",
+                "accepted": "accepted",
+                "corrected": "corrected",
+                "added": "added",
+            }[r["source"]]
+        ] += 1
     return Applied(kept, counts, unmatched, c.excluded, c.excluded_trials)
 
 
@@ -441,7 +579,8 @@ def excluded_time(spans: Sequence[Span], t0: float, t1: float) -> float:
 
 
 def trial_excluded(row: dict[str, Any], applied: Applied) -> bool:
-    """A trial leaves the scores when excluded by hand or when its CS-US interval overlaps an excluded span."""
+    """A trial leaves the scores when excluded by hand or when its CS-US interval overlaps an
+    excluded span."""
     try:
         number = int(float(row.get("trial", "")))
     except ValueError:
@@ -455,12 +594,14 @@ def trial_excluded(row: dict[str, Any], applied: Applied) -> bool:
     return any(_overlaps(cs, end, s.start_s, s.end_s) for s in applied.excluded)
 
 
-# ------------------------------------------------------------------------------------------ a session's files
+# ------------------------------------------------------------------------------------------ a
+# session's files
 
 
 @dataclass
 class AppliedSession:
-    """A session's tables after its corrections: what :func:`apply_session` wrote (or would write)."""
+    """A session's tables after its corrections: what :func:`apply_session` wrote (or would
+    write)."""
 
     blink_header: list[str]
     blinks: list[dict[str, Any]]
@@ -493,13 +634,15 @@ def csv_text(header: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
     for r in rows:
-        w.writerow([_cell(v) if not isinstance(v, str) else v for v in (r.get(c, "") for c in header)])
+        w.writerow(
+            [_cell(v) if not isinstance(v, str) else v for v in (r.get(c, "") for c in header)]
+        )
     return buf.getvalue()
 
 
 def read_frames(path: Path) -> Frames:
-    """frame, timestamp_s, ear and baseline_ear of frames.csv (an empty cell: NaN); a file that lacks them or
-    holds a cell that is not a number is a :class:`CorrectionsError` naming it."""
+    """frame, timestamp_s, ear and baseline_ear of frames.csv (an empty cell: NaN); a file that
+    lacks them or holds a cell that is not a number is a :class:`CorrectionsError` naming it."""
     import numpy as np
 
     from eyeblink.outputs.export import read_table
@@ -507,10 +650,13 @@ def read_frames(path: Path) -> Frames:
     try:
         header, rows = read_table(path)
     except (OSError, UnicodeDecodeError) as exc:
-        raise CorrectionsError(f"cannot read {path} ({one_line(exc)}); re-run `eyeblink process` on the "
-                               "recording") from None
+        raise CorrectionsError(
+            f"cannot read {path} ({one_line(exc)}); re-run `eyeblink process` on the recording"
+        ) from None
     if "frame" not in header or "timestamp_s" not in header:
-        raise CorrectionsError(f"{path} has no frame/timestamp_s columns: not an eyeblink frames.csv")
+        raise CorrectionsError(
+            f"{path} has no frame/timestamp_s columns: not an eyeblink frames.csv"
+        )
 
     def col(name: str) -> np.ndarray:
         if name not in header:
@@ -521,15 +667,19 @@ def read_frames(path: Path) -> Frames:
         try:
             return cells.astype(np.float64) if len(cells) else np.zeros(0)
         except ValueError:
-            raise CorrectionsError(f"{path}: column {name!r} holds a cell that is not a number; the file is "
-                                   "damaged: re-run `eyeblink process` on the recording") from None
+            raise CorrectionsError(
+                f"{path}: column {name!r} holds a cell that is not a number; the file is "
+                "damaged: re-run `eyeblink process` on the recording"
+            ) from None
 
-    return Frames(col("frame").astype(np.int64), col("timestamp_s"), col("ear"), col("baseline_ear"))
+    return Frames(
+        col("frame").astype(np.int64), col("timestamp_s"), col("ear"), col("baseline_ear")
+    )
 
 
 def _baseline_at(baseline: np.ndarray, i: int) -> float:
-    """The open-eye baseline at row ``i``: its own value, else the nearest one before it, else after it (the
-    baseline is empty during the run's warm-up)."""
+    """The open-eye baseline at row ``i``: its own value, else the nearest one before it, else after
+    it (the baseline is empty during the run's warm-up)."""
     import numpy as np
 
     if math.isfinite(baseline[i]):
@@ -542,22 +692,27 @@ def _baseline_at(baseline: np.ndarray, i: int) -> float:
 
 
 def auto_rows(outdir: Path, stem: str) -> tuple[list[str], list[dict[str, str]]]:
-    """The detector's blink rows: ``blinks.csv`` as written by the run, or, once corrections rewrote it,
-    ``blinks_auto.csv``."""
+    """The detector's blink rows: ``blinks.csv`` as written by the run, or, once corrections rewrote
+    it, ``blinks_auto.csv``."""
     blinks = outdir / f"{stem}.blinks.csv"
     header, rows = read_csv(blinks)
     if "source" in header and any(r.get("source") not in ("", "auto") for r in rows):
         auto = auto_blinks_path(outdir, stem)
         if not auto.is_file():
-            raise CorrectionsError(f"{blinks} holds corrected blinks but the detector's rows ({auto.name}) are "
-                                   "gone; re-run `eyeblink process` on the recording to detect them again")
+            raise CorrectionsError(
+                f"{blinks} holds corrected blinks but the detector's rows ({auto.name}) are "
+                "gone; re-run `eyeblink process` on the recording to detect them again"
+            )
         header, rows = read_csv(auto)
-    return [c for c in header if c != "source"], [{k: v for k, v in r.items() if k != "source"} for r in rows]
+    return [c for c in header if c != "source"], [
+        {k: v for k, v in r.items() if k != "source"} for r in rows
+    ]
 
 
 def apply_session(outdir: str | Path, stem: str, *, write: bool = True) -> AppliedSession | None:
-    """Apply ``<stem>.corrections.json`` to the session's files (module docstring); ``None`` without one.
-    ``write=False`` computes the corrected tables without touching a file (what :func:`eyeblink.load` does)."""
+    """Apply ``<stem>.corrections.json`` to the session's files (module docstring); ``None`` without
+    one. ``write=False`` computes the corrected tables without touching a file (what
+    :func:`eyeblink.load` does)."""
     from eyeblink.errors import warn
     from eyeblink.outputs.export import write_text_atomic
     from eyeblink.signals.plausibility import event_counts
@@ -577,31 +732,48 @@ def apply_session(outdir: str | Path, stem: str, *, write: bool = True) -> Appli
     try:
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise CorrectionsError(f"{summary_path} cannot be read ({one_line(exc)}); re-run `eyeblink process` on the "
-                               "recording to write it again") from None
+        raise CorrectionsError(
+            f"{summary_path} cannot be read ({one_line(exc)}); re-run `eyeblink process` on the "
+            "recording to write it again"
+        ) from None
     if not isinstance(summary, dict):
-        raise CorrectionsError(f"{summary_path} is not an eyeblink summary; re-run `eyeblink process` on the "
-                               "recording to write it again")
+        raise CorrectionsError(
+            f"{summary_path} is not an eyeblink summary; re-run `eyeblink process` on the "
+            "recording to write it again"
+        )
     import numpy as np
 
     t = frames.t[np.isfinite(frames.t)]
     t0, t1 = (float(t[0]), float(t[-1])) if t.size else (0.0, 0.0)
     kept_s = (t1 - t0) - excluded_time(c.excluded, t0, t1)
     events = [_Event(r) for r in applied.rows]
-    auto_counts = summary.get("corrections", {}).get("automatic") if isinstance(summary.get("corrections"),
-                                                                                dict) else None
+    auto_counts = (
+        summary.get("corrections", {}).get("automatic")
+        if isinstance(summary.get("corrections"), dict)
+        else None
+    )
     if auto_counts is None:
-        auto_counts = {k: summary.get(k) for k in ("blinks", "complete_blinks", "blink_rate_per_min",
-                                                   "prolonged_closures")}
+        auto_counts = {
+            k: summary.get(k)
+            for k in ("blinks", "complete_blinks", "blink_rate_per_min", "prolonged_closures")
+        }
     summary.update(event_counts(events, kept_s))
-    unmatched = [{"start_s": d.start_s, "end_s": d.end_s, "decision": d.decision} for d in applied.unmatched]
+    unmatched = [
+        {"start_s": d.start_s, "end_s": d.end_s, "decision": d.decision} for d in applied.unmatched
+    ]
     corrected = applied.counts["rejected"] + applied.counts["corrected"] + applied.counts["added"]
     summary["corrections"] = {
-        "file": str(cpath.resolve()), "reviewer": c.reviewer, "saved_at": c.saved_at,
+        "file": str(cpath.resolve()),
+        "reviewer": c.reviewer,
+        "saved_at": c.saved_at,
         "eyeblink_version": c.eyeblink_version,
-        **applied.counts, "corrected_total": corrected, "excluded_spans": len(c.excluded),
-        "excluded_s": round((t1 - t0) - kept_s, 6), "excluded_trials": list(c.excluded_trials),
-        "unmatched": unmatched, "automatic": auto_counts,
+        **applied.counts,
+        "corrected_total": corrected,
+        "excluded_spans": len(c.excluded),
+        "excluded_s": round((t1 - t0) - kept_s, 6),
+        "excluded_trials": list(c.excluded_trials),
+        "unmatched": unmatched,
+        "automatic": auto_counts,
     }
     trial_path = outdir / f"{stem}.trials.csv"
     theader: list[str] = []
@@ -613,9 +785,14 @@ def apply_session(outdir: str | Path, stem: str, *, write: bool = True) -> Appli
         for r in trials:
             r["excluded"] = int(trial_excluded(r, applied))
         if isinstance(summary.get("trials"), dict):
-            kept: list[Any] = [_Trial(r) for r in trials if not r["excluded"]]  # read as session_summary reads
-            summary["trials"] = {**summary["trials"], **session_summary(kept), "trials": len(trials),
-                                 "excluded_trials": sum(r["excluded"] for r in trials)}
+            # read as session_summary reads
+            kept: list[Any] = [_Trial(r) for r in trials if not r["excluded"]]
+            summary["trials"] = {
+                **summary["trials"],
+                **session_summary(kept),
+                "trials": len(trials),
+                "excluded_trials": sum(r["excluded"] for r in trials),
+            }
     if write and unmatched:
         warn(unmatched_message(stem, cpath, unmatched))
     if write:
@@ -629,14 +806,20 @@ def apply_session(outdir: str | Path, stem: str, *, write: bool = True) -> Appli
         outputs = summary.get("outputs")
         if isinstance(outputs, dict):
             outputs["blinks_auto"] = str(auto_path.resolve())
-        write_text_atomic(summary_path, json.dumps(clean_json(summary), indent=2, allow_nan=False) + "\n")
+        write_text_atomic(
+            summary_path, json.dumps(clean_json(summary), indent=2, allow_nan=False) + "\n"
+        )
     return AppliedSession(bheader, applied.rows, theader, trials, summary, auto, applied)
 
 
 def unmatched_message(stem: str, cpath: Path, unmatched: Sequence[dict[str, Any]]) -> str:
-    """What ``report``, ``process`` and :func:`eyeblink.load` say of decisions that match no detected blink."""
-    return (f"{stem}: {len(unmatched)} decision(s) of {cpath.name} match no detected blink any more (first at "
-            f"{unmatched[0]['start_s']:.3f} s); they are kept in the file and listed in the summary")
+    """What ``report``, ``process`` and :func:`eyeblink.load` say of decisions that match no
+    detected blink."""
+    return (
+        f"{stem}: {len(unmatched)} decision(s) of {cpath.name} match no detected blink any more "
+        "(first at "
+        f"{unmatched[0]['start_s']:.3f} s); they are kept in the file and listed in the summary"
+    )
 
 
 class _Event:
@@ -661,18 +844,29 @@ class _Trial:
         self.baseline_valid = bool(flag("baseline_valid"))
         self.cr = flag("cr")
         self.startle = bool(flag("startle"))
-        for k in ("us_onset_s", "cr_peak_amplitude", "cr_onset_latency_ms", "cr_peak_latency_ms", "fec_at_us",
-                  "ur_amplitude"):
+        for k in (
+            "us_onset_s",
+            "cr_peak_amplitude",
+            "cr_onset_latency_ms",
+            "cr_peak_latency_ms",
+            "fec_at_us",
+            "ur_amplitude",
+        ):
             setattr(self, k, _f(r.get(k)))
 
 
-def calibration_amplitudes(outdir: Path, stem: str, auto: Sequence[dict[str, Any]],
-                           frames: Frames) -> list[float] | None:
-    """The blink amplitudes FEC is calibrated on once ``<stem>.corrections.json`` applies (``None`` without
-    one): the complete events that stay (unreviewed, accepted, corrected, added), as the run calibrates on its
-    complete events, never a rejected or an excluded one."""
+def calibration_amplitudes(
+    outdir: Path, stem: str, auto: Sequence[dict[str, Any]], frames: Frames
+) -> list[float] | None:
+    """The blink amplitudes FEC is calibrated on once ``<stem>.corrections.json`` applies (``None``
+    without one): the complete events that stay (unreviewed, accepted, corrected, added), as the run
+    calibrates on its complete events, never a rejected or an excluded one."""
     cpath = corrections_path(outdir, stem)
     if not cpath.is_file():
         return None
     applied = apply_blinks(auto, read_corrections(cpath, stem), frames)
-    return [a for r in applied.rows if _f(r.get("complete")) == 1 and math.isfinite(a := _f(r.get("amplitude")))]
+    return [
+        a
+        for r in applied.rows
+        if _f(r.get("complete")) == 1 and math.isfinite(a := _f(r.get("amplitude")))
+    ]

@@ -1,19 +1,22 @@
-"""ELAN annotation files (``.eaf``) in and out: a session's blinks as ELAN tiers, and a rater's tier as
-corrections or as the reference ``eyeblink agree`` scores against.
+"""ELAN annotation files (``.eaf``) in and out: a session's blinks as ELAN tiers, and a rater's tier
+as corrections or as the reference ``eyeblink agree`` scores against.
 
-Written with ``pympi-ling`` (a maintained reader and writer of the format), in the EAF 3.0 structure ELAN opens:
-time slots in milliseconds on the recording's own clock, and a media descriptor linking the recording (its
-absolute URL and its path relative to the ``.eaf``), so ELAN opens the video with the tiers.
+Written with ``pympi-ling`` (a maintained reader and writer of the format), in the EAF 3.0 structure
+ELAN opens: time slots in milliseconds on the recording's own clock, and a media descriptor linking
+the recording (its absolute URL and its path relative to the ``.eaf``), so ELAN opens the video with
+the tiers.
 
-Tiers (:func:`write_eaf`): ``blinks-automatic`` (the detector's events), ``blinks-corrected`` (``blinks.csv``
-after the session's corrections, when it has some), ``left-eye`` and ``right-eye`` (the detector's per-eye
-spans). Each annotation's value is the event's kind (``blink`` or ``prolonged_closure``).
+Tiers (:func:`write_eaf`): ``blinks-automatic`` (the detector's events), ``blinks-corrected``
+(``blinks.csv`` after the session's corrections, when it has some), ``left-eye`` and ``right-eye``
+(the detector's per-eye spans). Each annotation's value is the event's kind (``blink`` or
+``prolonged_closure``).
 
-Frames and milliseconds: an annotation runs from its first frame's timestamp to its last frame's timestamp plus
-one frame interval (frames are inclusive; so its length in ELAN is the event's ``duration_ms``). Reading a
-tier back (:func:`tier_spans`), an annotation's first frame is the first frame at or after its start and its
-last frame the last one at or before its end minus one frame interval (each within half a frame interval, which
-absorbs the rounding to milliseconds), so a session's events go out and come back to the frame.
+Frames and milliseconds: an annotation runs from its first frame's timestamp to its last frame's
+timestamp plus one frame interval (frames are inclusive; so its length in ELAN is the event's
+``duration_ms``). Reading a tier back (:func:`tier_spans`), an annotation's first frame is the first
+frame at or after its start and its last frame the last one at or before its end minus one frame
+interval (each within half a frame interval, which absorbs the rounding to milliseconds), so a
+session's events go out and come back to the frame.
 """
 
 from __future__ import annotations
@@ -27,13 +30,29 @@ from eyeblink.errors import ConfigError, InputNotFoundError, one_line
 if TYPE_CHECKING:
     from eyeblink.outputs.corrections import Corrections, Frames
 
-__all__ = ["TIERS", "TierSpan", "eaf_path", "import_eaf", "read_tier", "tier_corrections", "tier_spans",
-           "write_eaf"]
+__all__ = [
+    "TIERS",
+    "TierSpan",
+    "eaf_path",
+    "import_eaf",
+    "read_tier",
+    "tier_corrections",
+    "tier_spans",
+    "write_eaf",
+]
 
 #: the tiers :func:`write_eaf` writes, in order
 TIERS = ("blinks-automatic", "blinks-corrected", "left-eye", "right-eye")
-_MIME = {".avi": "video/x-msvideo", ".mp4": "video/mp4", ".mov": "video/quicktime", ".mkv": "video/x-matroska",
-         ".webm": "video/webm", ".mpg": "video/mpeg", ".mpeg": "video/mpeg", ".wmv": "video/x-ms-wmv"}
+_MIME = {
+    ".avi": "video/x-msvideo",
+    ".mp4": "video/mp4",
+    ".mov": "video/quicktime",
+    ".mkv": "video/x-matroska",
+    ".webm": "video/webm",
+    ".mpg": "video/mpeg",
+    ".mpeg": "video/mpeg",
+    ".wmv": "video/x-ms-wmv",
+}
 _CLOSURE_VALUES = ("prolonged_closure", "prolonged closure", "closure")
 
 
@@ -42,7 +61,9 @@ def _pympi() -> Any:
     try:
         import pympi
     except ImportError:
-        raise ConfigError("ELAN files need the pympi-ling package: pip install 'eyeblink[elan]'") from None
+        raise ConfigError(
+            "ELAN files need the pympi-ling package: pip install 'eyeblink[elan]'"
+        ) from None
     return pympi
 
 
@@ -72,7 +93,9 @@ def write_eaf(session: str | Path, output: str | Path | None = None) -> Path:
     out = Path(output) if output is not None else eaf_path(outdir, stem)
     if out.suffix.lower() != ".eaf":
         raise ConfigError(f"{out}: an ELAN file's name ends in .eaf; give -o FILE.eaf")
-    OutputPlan().read(outdir / f"{stem}.blinks.csv", "the session's blinks.csv").write(out, "-o").check()
+    OutputPlan().read(outdir / f"{stem}.blinks.csv", "the session's blinks.csv").write(
+        out, "-o"
+    ).check()
     frames = read_frames(outdir / f"{stem}.frames.csv")
     step = frames.interval if math.isfinite(frames.interval) else 0.0
     _, auto = auto_rows(outdir, stem)
@@ -83,8 +106,13 @@ def write_eaf(session: str | Path, output: str | Path | None = None) -> Path:
         summary = {}
 
     eaf = pympi.Elan.Eaf(author="eyeblink")
-    eaf.adocument.update({"VERSION": "3.0", "FORMAT": "3.0",
-                          "xsi:noNamespaceSchemaLocation": "http://www.mpi.nl/tools/elan/EAFv3.0.xsd"})
+    eaf.adocument.update(
+        {
+            "VERSION": "3.0",
+            "FORMAT": "3.0",
+            "xsi:noNamespaceSchemaLocation": "http://www.mpi.nl/tools/elan/EAFv3.0.xsd",
+        }
+    )
     eaf.header.update({"MEDIA_FILE": "", "TIME_UNITS": "milliseconds"})
     eaf.remove_tier("default")
     recording = summary.get("input") if isinstance(summary, dict) else None
@@ -94,11 +122,14 @@ def write_eaf(session: str | Path, output: str | Path | None = None) -> Path:
         media = Path(recording).resolve()
         try:
             relative: str | None = Path(os.path.relpath(media, out.resolve().parent)).as_posix()
-        except ValueError:  # the recording on another Windows drive than the file: its absolute URL only
+        # the recording on another Windows drive than the file: its absolute URL only
+        except ValueError:
             relative = None
         if relative is not None and not relative.startswith("../"):
             relative = "./" + relative
-        eaf.add_linked_file(media.as_uri(), relpath=relative, mimetype=_MIME.get(media.suffix.lower(), "video/*"))
+        eaf.add_linked_file(
+            media.as_uri(), relpath=relative, mimetype=_MIME.get(media.suffix.lower(), "video/*")
+        )
 
     def tier(name: str, spans: list[tuple[float, float, str]]) -> None:
         eaf.add_tier(name)
@@ -135,8 +166,9 @@ def _f(v: Any) -> float:
 
 
 def read_tier(path: str | Path, tier: str) -> list[tuple[int, int, str]]:
-    """The annotations of ``tier`` in the ELAN file ``path``: (start ms, end ms, value), in time order. A file
-    that is not an ELAN file, or has no such tier, is one :class:`ConfigError` line naming it and the fix."""
+    """The annotations of ``tier`` in the ELAN file ``path``: (start ms, end ms, value), in time
+    order. A file that is not an ELAN file, or has no such tier, is one :class:`ConfigError` line
+    naming it and the fix."""
     import warnings
 
     pympi = _pympi()
@@ -148,12 +180,17 @@ def read_tier(path: str | Path, tier: str) -> list[tuple[int, int, str]]:
             warnings.simplefilter("ignore")
             eaf = pympi.Elan.Eaf(str(p), suppress_version_warning=True)
     except Exception as exc:  # the parser raises anything from XML errors to KeyError
-        raise ConfigError(f"{p} is not an ELAN .eaf file ({one_line(exc)}); give a file saved by ELAN or by "
-                          "eyeblink export-eaf") from None
+        raise ConfigError(
+            f"{p} is not an ELAN .eaf file ({one_line(exc)}); give a file saved by ELAN or by "
+            "eyeblink export-eaf"
+        ) from None
     names = sorted(eaf.get_tier_names())
     if tier not in names:
-        raise ConfigError(f"{p} has no tier {tier!r}; its tiers are {', '.join(repr(n) for n in names) or 'none'}: "
-                          "name one with --tier")
+        raise ConfigError(
+            f"{p} has no tier {tier!r}; its tiers are "
+            f"{', '.join(repr(n) for n in names) or 'none'}: "
+            "name one with --tier"
+        )
     rows = []
     for a in eaf.get_annotation_data_for_tier(tier):
         start, end, value = a[0], a[1], a[2]
@@ -164,7 +201,8 @@ def read_tier(path: str | Path, tier: str) -> list[tuple[int, int, str]]:
 
 
 class TierSpan(NamedTuple):
-    """An annotation on a session's frames: its first and last frame, their timestamps, and its kind."""
+    """An annotation on a session's frames: its first and last frame, their timestamps, and its
+    kind."""
 
     start_frame: int
     end_frame: int
@@ -189,18 +227,25 @@ def tier_spans(path: str | Path, tier: str, frames: Frames) -> list[TierSpan]:
             break
         if i0 >= len(t) or i1 < 0:
             continue  # outside the recording
-        if i1 < i0:  # shorter than a frame (or over frames the decoder never returned): the frame nearest its middle
+        # shorter than a frame (or over frames the decoder never returned): the frame nearest its
+        # middle
+        if i1 < i0:
             i0 = i1 = int(np.argmin(np.abs(t - (a_ms + b_ms) / 2000)))
         kind = "prolonged_closure" if value.strip().lower() in _CLOSURE_VALUES else "blink"
-        out.append(TierSpan(int(frames.frame[i0]), int(frames.frame[i1]), float(t[i0]), float(t[i1]), kind))
+        out.append(
+            TierSpan(int(frames.frame[i0]), int(frames.frame[i1]), float(t[i0]), float(t[i1]), kind)
+        )
     return out
 
 
-def tier_corrections(path: str | Path, tier: str, session: str | Path, *, reviewer: str = "") -> Corrections:
-    """A rater's ELAN tier as the session's corrections: each automatic blink the tier has (overlapping an
-    annotation by :data:`~eyeblink.outputs.corrections.MATCH_IOU` of their union) accepted when the frames are
-    the same, else retimed to the annotation's frames; the automatic blinks it has not, rejected; its other
-    annotations, added. Applied, ``blinks.csv`` holds the tier's events, frame for frame."""
+def tier_corrections(
+    path: str | Path, tier: str, session: str | Path, *, reviewer: str = ""
+) -> Corrections:
+    """A rater's ELAN tier as the session's corrections: each automatic blink the tier has
+    (overlapping an annotation by :data:`~eyeblink.outputs.corrections.MATCH_IOU` of their union)
+    accepted when the frames are the same, else retimed to the annotation's frames; the automatic
+    blinks it has not, rejected; its other annotations, added. Applied, ``blinks.csv`` holds the
+    tier's events, frame for frame."""
     import time
 
     from eyeblink.outputs.corrections import (
@@ -245,16 +290,30 @@ def tier_corrections(path: str | Path, tier: str, session: str | Path, *, review
         if (s.start_frame, s.end_frame) == (f0, f1):
             decisions.append(Decision(a, b, "accept", start_frame=f0, end_frame=f1))
         else:
-            decisions.append(Decision(a, b, "retime", s.start_s, s.end_s, f0, f1, s.start_frame, s.end_frame))
-    added = tuple(Span(s.start_s, s.end_s, s.kind, "", s.start_frame, s.end_frame)
-                  for j, s in enumerate(spans) if j not in used)
-    return Corrections(stem, tuple(decisions), added, reviewer=reviewer or f"ELAN tier {tier} of {Path(path).name}",
-                       saved_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), eyeblink_version=__version__)
+            decisions.append(
+                Decision(a, b, "retime", s.start_s, s.end_s, f0, f1, s.start_frame, s.end_frame)
+            )
+    added = tuple(
+        Span(s.start_s, s.end_s, s.kind, "", s.start_frame, s.end_frame)
+        for j, s in enumerate(spans)
+        if j not in used
+    )
+    return Corrections(
+        stem,
+        tuple(decisions),
+        added,
+        reviewer=reviewer or f"ELAN tier {tier} of {Path(path).name}",
+        saved_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        eyeblink_version=__version__,
+    )
 
 
-def import_eaf(path: str | Path, tier: str, session: str | Path, output: str | Path | None = None) -> Path:
-    """Write ``tier`` of the ELAN file ``path`` as the session's ``<stem>.corrections.json`` (or ``output``);
-    ``eyeblink report`` / ``process`` / :func:`eyeblink.load` then apply it. Returns the path written."""
+def import_eaf(
+    path: str | Path, tier: str, session: str | Path, output: str | Path | None = None
+) -> Path:
+    """Write ``tier`` of the ELAN file ``path`` as the session's ``<stem>.corrections.json`` (or
+    ``output``); ``eyeblink report`` / ``process`` / :func:`eyeblink.load` then apply it. Returns
+    the path written."""
     import json
 
     from eyeblink.outputs.corrections import as_json, corrections_path

@@ -1,13 +1,14 @@
-"""The eyes' video beside the report: ``<stem>.eyes.webm``, every frame of the recording cut to the band of
-both eyes, so the report can show the frame under its trace cursor.
+"""The eyes' video beside the report: ``<stem>.eyes.webm``, every frame of the recording cut to the
+band of both eyes, so the report can show the frame under its trace cursor.
 
-``eyeblink report --eyes-video`` (and ``--report`` while processing) decodes the recording again, in the order
-the run did (frame ``k`` of ``frames.csv`` is decoded frame ``k``), cuts from each frame the band of the face
-box where the eyes are (from :data:`BAND_TOP` to :data:`BAND_BOTTOM` of the box's width below its top, the
-box's full width), steadied over time (the box's centre is a running median over :data:`STEADY_S`; its size the
-session's median), scaled to :data:`WIDTH` pixels wide, and encodes it as VP9 in WebM with PyAV (a codec
-Chromium and Firefox play). Frame ``k`` is shown from ``k / fps`` to ``(k + 1) / fps`` at the recording's
-rate, whatever its real timestamps: the page seeks by frame number.
+``eyeblink report --eyes-video`` (and ``--report`` while processing) decodes the recording again, in
+the order the run did (frame ``k`` of ``frames.csv`` is decoded frame ``k``), cuts from each frame
+the band of the face box where the eyes are (from :data:`BAND_TOP` to :data:`BAND_BOTTOM` of the
+box's width below its top, the box's full width), steadied over time (the box's centre is a running
+median over :data:`STEADY_S`; its size the session's median), scaled to :data:`WIDTH` pixels wide,
+and encodes it as VP9 in WebM with PyAV (a codec Chromium and Firefox play). Frame ``k`` is shown
+from ``k / fps`` to ``(k + 1) / fps`` at the recording's rate, whatever its real timestamps: the
+page seeks by frame number.
 
 Rows without a face take the nearest box there is; a session without any face has no eyes' video (an
 error naming why). A recording of one eye (``--eye-roi``) shows its whole eye region.
@@ -34,7 +35,8 @@ BAND_TOP = 0.12
 BAND_BOTTOM = 0.46
 #: the box's centre is steadied by a running median over this long (seconds)
 STEADY_S = 0.2
-#: VP9 quality (constant quality: lower is better and larger) and a keyframe at least every this many frames
+#: VP9 quality (constant quality: lower is better and larger) and a keyframe at least every this
+#: many frames
 CRF = 32
 GOP = 250
 
@@ -51,9 +53,9 @@ def _running_median(x: np.ndarray, k: int) -> np.ndarray:
 
 
 def eye_boxes(box: np.ndarray, fps: float, *, region: bool = False) -> tuple[np.ndarray, int, int]:
-    """Per frame row the crop (x0, y0) of the eye band, and its width and height in source pixels, from the
-    face boxes ``box`` (rows of x0, y0, x1, y1; NaN without a face). ``region``: the boxes are a recording's eye
-    region (``--eye-roi``), shown whole."""
+    """Per frame row the crop (x0, y0) of the eye band, and its width and height in source pixels,
+    from the face boxes ``box`` (rows of x0, y0, x1, y1; NaN without a face). ``region``: the boxes
+    are a recording's eye region (``--eye-roi``), shown whole."""
     import numpy as np
 
     ok = np.isfinite(box).all(axis=1)
@@ -76,8 +78,11 @@ def eye_boxes(box: np.ndarray, fps: float, *, region: bool = False) -> tuple[np.
     return origin, crop_w, crop_h
 
 
-def _crop(gray: np.ndarray, x0: float, y0: float, w: int, h: int, out_w: int, out_h: int) -> np.ndarray:
-    """The band [x0, x0 + w) x [y0, y0 + h) of ``gray`` (edge pixels repeated past the frame), scaled."""
+def _crop(
+    gray: np.ndarray, x0: float, y0: float, w: int, h: int, out_w: int, out_h: int
+) -> np.ndarray:
+    """The band [x0, x0 + w) x [y0, y0 + h) of ``gray`` (edge pixels repeated past the frame),
+    scaled."""
     import cv2
     import numpy as np
 
@@ -85,14 +90,19 @@ def _crop(gray: np.ndarray, x0: float, y0: float, w: int, h: int, out_w: int, ou
     H, W = gray.shape[:2]
     pad = max(0, -xi, -yi, xi + w - W, yi + h - H)
     src = np.pad(gray, pad, mode="edge") if pad else gray
-    band = src[yi + pad: yi + pad + h, xi + pad: xi + pad + w]
+    band = src[yi + pad : yi + pad + h, xi + pad : xi + pad + w]
     return cv2.resize(band, (out_w, out_h), interpolation=cv2.INTER_AREA)
 
 
-def write_eyes_video(session: str | Path, recording: str | Path | None = None,
-                     output: str | Path | None = None, *, progress: Any = None) -> Path:
-    """Write ``OUTDIR/<stem>.eyes.webm`` (or ``output``) for a processed session; ``recording``: the video when
-    it is no longer at the path in ``summary.json``. Returns the path written."""
+def write_eyes_video(
+    session: str | Path,
+    recording: str | Path | None = None,
+    output: str | Path | None = None,
+    *,
+    progress: Any = None,
+) -> Path:
+    """Write ``OUTDIR/<stem>.eyes.webm`` (or ``output``) for a processed session; ``recording``: the
+    video when it is no longer at the path in ``summary.json``. Returns the path written."""
     import json
 
     import av
@@ -103,25 +113,47 @@ def write_eyes_video(session: str | Path, recording: str | Path | None = None,
     from eyeblink.outputs.report import eyes_video_path, numbers, read_rows, session_paths
     from eyeblink.sources.files import open_source
 
-    outdir, stem, (frames_csv, summary_path) = session_paths(session, ".frames.csv", ".summary.json")
+    outdir, stem, (frames_csv, summary_path) = session_paths(
+        session, ".frames.csv", ".summary.json"
+    )
     try:
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"{summary_path} cannot be read ({one_line(exc)}); re-run `eyeblink process`") from None
-    video = Path(recording) if recording is not None else (
-        Path(summary["input"]) if isinstance(summary, dict) and isinstance(summary.get("input"), str) else None)
+        raise ConfigError(
+            f"{summary_path} cannot be read ({one_line(exc)}); re-run `eyeblink process`"
+        ) from None
+    video = (
+        Path(recording)
+        if recording is not None
+        else (
+            Path(summary["input"])
+            if isinstance(summary, dict) and isinstance(summary.get("input"), str)
+            else None
+        )
+    )
     if video is None or not video.exists():
-        raise InputNotFoundError(f"the recording of {stem} is not at {video}; give it with --video VIDEO")
+        raise InputNotFoundError(
+            f"the recording of {stem} is not at {video}; give it with --video VIDEO"
+        )
     out = Path(output) if output is not None else eyes_video_path(outdir, stem)
     OutputPlan().read(video, "the recording").read(frames_csv, "the session's frames.csv").write(
-        out, "the eyes' video").check()
-    header, rows, _ = read_rows(frames_csv, ("frame", "face_x0", "face_y0", "face_x1", "face_y1"), "frames.csv")
+        out, "the eyes' video"
+    ).check()
+    header, rows, _ = read_rows(
+        frames_csv, ("frame", "face_x0", "face_y0", "face_x1", "face_y1"), "frames.csv"
+    )
     frame_no = numbers(frames_csv, header, rows, "frame").astype(np.int64)
-    box = np.stack([numbers(frames_csv, header, rows, c) for c in ("face_x0", "face_y0", "face_x1", "face_y1")],
-                   axis=1)
+    box = np.stack(
+        [
+            numbers(frames_csv, header, rows, c)
+            for c in ("face_x0", "face_y0", "face_x1", "face_y1")
+        ],
+        axis=1,
+    )
     interval = summary.get("frame_interval_median_ms") if isinstance(summary, dict) else None
     step_fps = 1000 / interval if isinstance(interval, (int, float)) and interval > 0 else 30.0
-    with open_source(video, fps=step_fps) as src:  # fps: an image folder's rate (a video's own wins)
+    # fps: an image folder's rate (a video's own wins)
+    with open_source(video, fps=step_fps) as src:
         fps = float(src.nominal_fps or step_fps)
         settings = summary.get("settings") if isinstance(summary, dict) else None
         # the region, where summary.json keeps it (an older summary's in [detect] too)
@@ -139,8 +171,13 @@ def write_eyes_video(session: str | Path, recording: str | Path | None = None,
                 stream.width, stream.height, stream.pix_fmt = out_w, out_h, "yuv420p"
                 stream.codec_context.time_base = Fraction(1) / rate
                 stream.codec_context.gop_size = GOP
-                stream.codec_context.options = {"crf": str(CRF), "b": "0", "deadline": "realtime",
-                                                "cpu-used": "8", "row-mt": "1"}
+                stream.codec_context.options = {
+                    "crf": str(CRF),
+                    "b": "0",
+                    "deadline": "realtime",
+                    "cpu-used": "8",
+                    "row-mt": "1",
+                }
                 written = 0
                 bar = progress(f"{stem} eyes video", len(rows)) if progress else None
                 for frame in src:
@@ -149,10 +186,15 @@ def write_eyes_video(session: str | Path, recording: str | Path | None = None,
                     i = row_of.get(frame.index)
                     if i is None:
                         continue  # a frame the run never wrote (past max_frames)
-                    gray = frame.image if frame.image.ndim == 2 else frame.image.mean(axis=2).astype(np.uint8)
+                    gray = (
+                        frame.image
+                        if frame.image.ndim == 2
+                        else frame.image.mean(axis=2).astype(np.uint8)
+                    )
                     img = _crop(gray, origin[i, 0], origin[i, 1], cw, ch, out_w, out_h)
-                    vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="gray").reformat(
-                        format="yuv420p")
+                    vf = av.VideoFrame.from_ndarray(
+                        np.ascontiguousarray(img), format="gray"
+                    ).reformat(format="yuv420p")
                     vf.pts = int(frame.index)
                     vf.time_base = Fraction(1) / rate
                     for packet in stream.encode(vf):
@@ -167,5 +209,7 @@ def write_eyes_video(session: str | Path, recording: str | Path | None = None,
             finally:
                 container.close()
             if not written:  # the temporary file is removed
-                raise ConfigError(f"{video} gave none of the session's frames: is it the recording of {stem}?")
+                raise ConfigError(
+                    f"{video} gave none of the session's frames: is it the recording of {stem}?"
+                )
     return out

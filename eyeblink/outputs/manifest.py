@@ -1,7 +1,9 @@
-"""``OUTDIR/eyeblink-batch.jsonl``, the manifest of ``eyeblink batch``: which input was done with which settings.
+"""``OUTDIR/eyeblink-batch.jsonl``, the manifest of ``eyeblink batch``: which input was done with
+which settings.
 
-A rerun skips an input whose key (:func:`input_key`: absolute path, size, mtime, :func:`settings_hash`) has a
-``done`` line and whose three output files exist (:meth:`Manifest.done_keys`).
+A rerun skips an input whose key (:func:`input_key`: absolute path, size, mtime,
+:func:`settings_hash`) has a ``done`` line and whose three output files exist
+(:meth:`Manifest.done_keys`).
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ MANIFEST_NAME = "eyeblink-batch.jsonl"
 
 
 def settings_hash(config: RunConfig) -> str:
-    """16 hex digits over everything that changes the outputs: the run config and eyeblink's version.
+    """16 hex digits over everything that changes the outputs: the run config and eyeblink's
+    version.
 
-    Scheduling settings (CPUs per task, chunk length) are left out: they do not change the results; so is
-    ``eye_crops`` (``--report``: an extra file beside the same rows).
+    Scheduling settings (CPUs per task, chunk length) are left out: they do not change the results;
+    so is ``eye_crops`` (``--report``: an extra file beside the same rows).
     """
     cfg = config.to_dict()
     cfg.pop("eye_crops", None)
@@ -42,21 +45,28 @@ def settings_hash(config: RunConfig) -> str:
 def input_key(path: Path, settings: str) -> tuple[str, dict[str, Any]]:
     """(key, identity) of one input: absolute path + size + mtime (ns) + settings hash."""
     st = path.stat()
-    ident = {"input": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "settings": settings}
+    ident = {
+        "input": str(path.resolve()),
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "settings": settings,
+    }
     key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode("utf-8")).hexdigest()[:24]
     return key, ident
 
 
 class Manifest:
-    """``OUTDIR/eyeblink-batch.jsonl``: one JSON line per finished video; the driver is the only writer.
+    """``OUTDIR/eyeblink-batch.jsonl``: one JSON line per finished video; the driver is the only
+    writer.
 
     Line fields: ``key`` (sha256 of the identity below), ``input`` (absolute path), ``size``,
-    ``mtime_ns``, ``settings`` (:func:`settings_hash`), ``stem``, ``status`` (``done`` | ``failed``),
-    ``error`` (the one-line message, failed only), ``frames``, ``blinks``, ``chunks``, ``wall_s``
-    (task seconds, summed over chunks), ``damaged_packets`` (undecodable packets skipped, done only),
-    ``finished`` (ISO 8601 UTC), ``eyeblink`` (version). Lines are appended and fsynced one by one, so a
-    crash loses at most the line being written; an unreadable (torn) line is ignored on reading. A rerun's
-    line of an input replaces the earlier ones (:meth:`compact`): one line per input.
+    ``mtime_ns``, ``settings`` (:func:`settings_hash`), ``stem``, ``status`` (``done`` |
+    ``failed``), ``error`` (the one-line message, failed only), ``frames``, ``blinks``, ``chunks``,
+    ``wall_s`` (task seconds, summed over chunks), ``damaged_packets`` (undecodable packets skipped,
+    done only), ``finished`` (ISO 8601 UTC), ``eyeblink`` (version). Lines are appended and fsynced
+    one by one, so a crash loses at most the line being written; an unreadable (torn) line is
+    ignored on reading. A rerun's line of an input replaces the earlier ones (:meth:`compact`): one
+    line per input.
     """
 
     def __init__(self, outdir: Path) -> None:
@@ -82,23 +92,29 @@ class Manifest:
         for key, rec in last.items():
             stem = rec.get("stem", "")
             if rec.get("status") == "done" and all(
-                    (outdir / f"{stem}.{kind}").is_file() for kind in ("frames.csv", "blinks.csv", "summary.json")):
+                (outdir / f"{stem}.{kind}").is_file()
+                for kind in ("frames.csv", "blinks.csv", "summary.json")
+            ):
                 done.add(key)
         return done
 
     def compact(self) -> None:
-        """Rewrite the manifest with one line per input (its latest), atomically: a rerun's lines replace the
-        earlier run's lines of the same inputs instead of adding to them. Called when a batch starts (after a
-        killed run) and when it ends; in between, lines are appended (crash-safe)."""
+        """Rewrite the manifest with one line per input (its latest), atomically: a rerun's lines
+        replace the earlier run's lines of the same inputs instead of adding to them. Called when a
+        batch starts (after a killed run) and when it ends; in between, lines are appended
+        (crash-safe)."""
         from eyeblink.outputs.export import write_text_atomic
 
         records = self.records()
         latest: dict[str, dict[str, Any]] = {}
         for rec in records:
-            latest.pop(str(rec.get("input", rec["key"])), None)  # re-inserted: the order of the latest lines
+            # re-inserted: the order of the latest lines
+            latest.pop(str(rec.get("input", rec["key"])), None)
             latest[str(rec.get("input", rec["key"]))] = rec
-        if len(latest) == len(records) and (not self.path.exists() or
-                                            self.path.read_text(encoding="utf-8").count("\n") == len(records)):
+        if len(latest) == len(records) and (
+            not self.path.exists()
+            or self.path.read_text(encoding="utf-8").count("\n") == len(records)
+        ):
             return  # nothing to drop (no duplicate, no torn line)
         write_text_atomic(self.path, "".join(_line(rec) for rec in latest.values()))
 

@@ -5,8 +5,9 @@
 * ``EyelidTraces`` (BehavioralTimeSeries): ``ear_left``, ``ear_right``, ``ear`` (dimensionless eye
   aspect ratios), ``baseline_ear`` (the running open-eye baseline) and ``closure`` (FEC, 0 = open
   baseline, 1 = full closure), all on the frames' recorded timestamps (``ear_left`` holds them; the
-  others link to them), NaN where no eye was measured. One series per frames.csv column declared with
-  an NWB presence (:attr:`eyeblink.outputs.columns.FrameColumn.nwb`: its unit and description), in file order;
+  others link to them), NaN where no eye was measured. One series per frames.csv column declared
+  with an NWB presence (:attr:`eyeblink.outputs.columns.FrameColumn.nwb`: its unit and description),
+  in file order;
 * ``blinks`` (TimeIntervals): one row per blink, ``start_time``/``stop_time`` in seconds plus
   ``peak_time``, ``duration_ms``, ``amplitude`` (1 - min/baseline EAR), ``peak_closure`` (FEC) and
   ``complete``;
@@ -53,7 +54,8 @@ TRIAL_DESCRIPTIONS = {
     "baseline_sd": "SD of FEC in the pre-CS baseline window",
     "baseline_valid_fraction": "fraction of baseline frames with a measured eye",
     "baseline_valid": "baseline eye open, stable and measured (trial counts for percent CR)",
-    "startle": "FEC rose >= startle_threshold above baseline within startle_end_ms after CS (alpha/startle)",
+    "startle": "FEC rose >= startle_threshold above baseline within startle_end_ms after CS "
+    "(alpha/startle)",
     "startle_amplitude": "largest FEC above baseline in the startle window",
     "cr_scored": "whether the CR window had enough measured frames to decide cr",
     "cr": "conditioned response: FEC >= baseline + cr_threshold for >= cr_min_ms in the CR window",
@@ -71,8 +73,13 @@ def _f(v: Any) -> float:
     return float("nan") if v is None else float(v)
 
 
-def write_nwb(data: SessionData, blinks: Sequence[BlinkEvent], config: RunConfig, path: Path,
-              summary: dict[str, Any]) -> Path:
+def write_nwb(
+    data: SessionData,
+    blinks: Sequence[BlinkEvent],
+    config: RunConfig,
+    path: Path,
+    summary: dict[str, Any],
+) -> Path:
     """Write ``path`` (see the module docstring); returns it."""
     from pynwb import NWBHDF5IO, NWBFile, TimeSeries
     from pynwb.behavior import BehavioralTimeSeries
@@ -85,35 +92,58 @@ def write_nwb(data: SessionData, blinks: Sequence[BlinkEvent], config: RunConfig
         start = datetime.now(timezone.utc).astimezone()
     ident = uuid.uuid5(uuid.NAMESPACE_URL, f"eyeblink:{source.resolve()}:{start.isoformat()}")
     nwb = NWBFile(
-        session_description=f"eyelid (EAR, FEC) and blinks of {source.name}, measured by eyeblink {__version__}",
-        identifier=str(ident), session_start_time=start, source_script=f"eyeblink {__version__}",
-        source_script_file_name="eyeblink", notes=json.dumps({"closure_calibration": summary.get("closure"),
-                                                               "settings": summary.get("settings")}),
+        session_description=f"eyelid (EAR, FEC) and blinks of {source.name}, measured by eyeblink "
+        f"{__version__}",
+        identifier=str(ident),
+        session_start_time=start,
+        source_script=f"eyeblink {__version__}",
+        source_script_file_name="eyeblink",
+        notes=json.dumps(
+            {"closure_calibration": summary.get("closure"), "settings": summary.get("settings")}
+        ),
     )
     mod = nwb.create_processing_module("behavior", "eyelid traces and blinks from the face video")
     t = np.asarray(data.t, dtype=np.float64)
     series: list[Any] = []
-    for name, decl, data_name in _columns.FRAME_TABLE.nwb_series:  # the columns declared with an NWB series
+    # the columns declared with an NWB series
+    for name, decl, data_name in _columns.FRAME_TABLE.nwb_series:
         # the first series holds the timestamps, the others link to them
-        series.append(TimeSeries(name=name, data=np.asarray(data.series(data_name), dtype=np.float64),
-                                 timestamps=series[0] if series else t, unit=decl.unit,
-                                 description=decl.describe(data.calibration)))
+        series.append(
+            TimeSeries(
+                name=name,
+                data=np.asarray(data.series(data_name), dtype=np.float64),
+                timestamps=series[0] if series else t,
+                unit=decl.unit,
+                description=decl.describe(data.calibration),
+            )
+        )
     mod.add(BehavioralTimeSeries(time_series=series, name="EyelidTraces"))
 
-    table = TimeIntervals(name="blinks", description="blinks detected online (eyeblink.signals.blinks)")
+    table = TimeIntervals(
+        name="blinks", description="blinks detected online (eyeblink.signals.blinks)"
+    )
     for name, desc, dtype in (
-            ("peak_time", "time of the deepest closure (s)", np.float64),
-            ("duration_ms", "end - start (ms)", np.float64),
-            ("amplitude", "1 - min/baseline EAR", np.float64),
-            ("peak_closure", "FEC at the peak", np.float64),
-            ("complete", "False when the blink was cut by a gap or the end of the input", np.bool_)):
-        # a session without a blink still gets its (empty) table: the columns' types are said, as hdmf
-        # cannot infer them from no value
-        table.add_column(name=name, description=desc, **({} if blinks else {"data": np.empty(0, dtype)}))
+        ("peak_time", "time of the deepest closure (s)", np.float64),
+        ("duration_ms", "end - start (ms)", np.float64),
+        ("amplitude", "1 - min/baseline EAR", np.float64),
+        ("peak_closure", "FEC at the peak", np.float64),
+        ("complete", "False when the blink was cut by a gap or the end of the input", np.bool_),
+    ):
+        # a session without a blink still gets its (empty) table: the columns' types are said, as
+        # hdmf cannot infer them from no value
+        table.add_column(
+            name=name, description=desc, **({} if blinks else {"data": np.empty(0, dtype)})
+        )
     for ev in blinks:
-        table.add_row(start_time=float(ev.start_s), stop_time=float(ev.end_s), peak_time=float(ev.peak_s),
-                      duration_ms=float(ev.duration_ms), amplitude=_f(ev.amplitude),
-                      peak_closure=float(data.calibration.fec(_f(ev.amplitude))), complete=bool(ev.complete))
+        table.add_row(
+            start_time=float(ev.start_s),
+            stop_time=float(ev.end_s),
+            peak_time=float(ev.peak_s),
+            duration_ms=float(ev.duration_ms),
+            amplitude=_f(ev.amplitude),
+            peak_closure=float(data.calibration.fec(_f(ev.amplitude))),
+            complete=bool(ev.complete),
+        )
     mod.add(table)
 
     if data.trials:
@@ -124,14 +154,29 @@ def write_nwb(data: SessionData, blinks: Sequence[BlinkEvent], config: RunConfig
             nwb.add_trial(
                 start_time=tr.cs_onset_s - cfg.trace_pre_ms / 1000.0,
                 stop_time=tr.cs_onset_s + cfg.trace_post_ms / 1000.0,
-                trial_number=int(tr.trial), block=int(r.block), trial_type=r.trial_type, cs_type=r.cs_type,
-                us_type=r.us_type, cs_time=float(tr.cs_onset_s), us_time=float(tr.us_onset_s), isi_ms=_f(r.isi_ms),
-                baseline_fec=_f(r.baseline_fec), baseline_sd=_f(r.baseline_sd),
-                baseline_valid_fraction=_f(r.baseline_valid_fraction), baseline_valid=bool(r.baseline_valid),
-                startle=bool(r.startle), startle_amplitude=_f(r.startle_amplitude), cr_scored=r.cr is not None,
-                cr=bool(r.cr), cr_onset_latency_ms=_f(r.cr_onset_latency_ms), cr_peak_amplitude=_f(r.cr_peak_amplitude),
-                cr_peak_latency_ms=_f(r.cr_peak_latency_ms), cr_area_fec_ms=_f(r.cr_area_fec_ms),
-                fec_at_us=_f(r.fec_at_us), ur_amplitude=_f(r.ur_amplitude), ur_peak_latency_ms=_f(r.ur_peak_latency_ms),
+                trial_number=int(tr.trial),
+                block=int(r.block),
+                trial_type=r.trial_type,
+                cs_type=r.cs_type,
+                us_type=r.us_type,
+                cs_time=float(tr.cs_onset_s),
+                us_time=float(tr.us_onset_s),
+                isi_ms=_f(r.isi_ms),
+                baseline_fec=_f(r.baseline_fec),
+                baseline_sd=_f(r.baseline_sd),
+                baseline_valid_fraction=_f(r.baseline_valid_fraction),
+                baseline_valid=bool(r.baseline_valid),
+                startle=bool(r.startle),
+                startle_amplitude=_f(r.startle_amplitude),
+                cr_scored=r.cr is not None,
+                cr=bool(r.cr),
+                cr_onset_latency_ms=_f(r.cr_onset_latency_ms),
+                cr_peak_amplitude=_f(r.cr_peak_amplitude),
+                cr_peak_latency_ms=_f(r.cr_peak_latency_ms),
+                cr_area_fec_ms=_f(r.cr_area_fec_ms),
+                fec_at_us=_f(r.fec_at_us),
+                ur_amplitude=_f(r.ur_amplitude),
+                ur_peak_latency_ms=_f(r.ur_peak_latency_ms),
             )
     tmp = path.with_name(f"{path.stem}.partial.nwb")  # renamed into place when complete
     try:

@@ -1,4 +1,5 @@
-"""PNG figures of a processed session (the ``plots`` extra: matplotlib; ``eyeblink process --plots``).
+"""PNG figures of a processed session (the ``plots`` extra: matplotlib; ``eyeblink process
+--plots``).
 
 * ``<stem>.trace.png``: EAR per eye with the open-eye baseline (top) and FEC (bottom) over the
   whole recording, blinks shaded, CS (shaded for its duration) and US (line) of each trial marked.
@@ -26,20 +27,24 @@ if TYPE_CHECKING:
     from eyeblink.outputs.session import SessionData
     from eyeblink.signals.blinks import BlinkEvent
 
-#: the colours of the HTML report (``report.css``), so that a figure and the report of one session agree: the
-#: subject's left eye blue, the right red, the CS blue, the US purple
+#: the colours of the HTML report (``report.css``), so that a figure and the report of one session
+#: agree: the subject's left eye blue, the right red, the CS blue, the US purple
 LEFT_COLOUR = "#1f77b4"
 RIGHT_COLOUR = "#d62728"
 CS_COLOUR = "#1e88e5"
 US_COLOUR = "#7b1fa2"
 BLINK_COLOUR = "#ff7f0e"
 DPI = 120
-_CALIBRATED_ON = {"segment": "the calibration segment", "responses": "the session's blinks and URs",
-                  "default": "nothing: default"}
+_CALIBRATED_ON = {
+    "segment": "the calibration segment",
+    "responses": "the session's blinks and URs",
+    "default": "nothing: default",
+}
 
 
 def _save(fig: Any, path: Path) -> None:
-    """``fig`` as PNG at ``path``, whole or not at all (a temporary name, renamed: eyeblink.outputs.paths)."""
+    """``fig`` as PNG at ``path``, whole or not at all (a temporary name, renamed:
+    eyeblink.outputs.paths)."""
     from eyeblink.outputs.paths import atomic_path
 
     with atomic_path(path) as tmp:
@@ -56,7 +61,8 @@ def _pyplot() -> Any:
 
 
 def envelope(t: np.ndarray, y: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """A min/max envelope of ``y`` in ``bins`` time bins (``t`` and ``y`` as they are when short)."""
+    """A min/max envelope of ``y`` in ``bins`` time bins (``t`` and ``y`` as they are when
+    short)."""
     if len(t) <= 2 * bins:
         return t, y
     edges = np.linspace(t[0], t[-1], bins + 1)
@@ -71,7 +77,8 @@ def envelope(t: np.ndarray, y: np.ndarray, bins: int) -> tuple[np.ndarray, np.nd
 
 
 def trial_grid(data: SessionData, config: RunConfig) -> tuple[np.ndarray, np.ndarray]:
-    """FEC per trial on a regular grid of times from CS onset (ms): ``(grid_ms, matrix[trials, grid])``.
+    """FEC per trial on a regular grid of times from CS onset (ms): ``(grid_ms, matrix[trials,
+    grid])``.
 
     Each grid point takes the nearest frame; a grid point farther than 1.5 frame intervals from any
     frame (dropped frames, outside the recording) is NaN.
@@ -95,12 +102,27 @@ def trial_grid(data: SessionData, config: RunConfig) -> tuple[np.ndarray, np.nda
 
 def plot_trace(data: SessionData, blinks: Sequence[BlinkEvent], path: Path, title: str) -> Path:
     plt = _pyplot()
-    fig, (ax_ear, ax_fec) = plt.subplots(2, 1, figsize=(12, 5.5), sharex=True,
-                                         gridspec_kw={"height_ratios": [1, 1.2]}, constrained_layout=True)
+    fig, (ax_ear, ax_fec) = plt.subplots(
+        2,
+        1,
+        figsize=(12, 5.5),
+        sharex=True,
+        gridspec_kw={"height_ratios": [1, 1.2]},
+        constrained_layout=True,
+    )
     bins = 2000
-    for y, label, colour in ((data.ear_left, "left eye", LEFT_COLOUR), (data.ear_right, "right eye", RIGHT_COLOUR)):
+    for y, label, colour in (
+        (data.ear_left, "left eye", LEFT_COLOUR),
+        (data.ear_right, "right eye", RIGHT_COLOUR),
+    ):
         ax_ear.plot(*envelope(data.t, y, bins), lw=0.7, color=colour, label=label)
-    ax_ear.plot(*envelope(data.t, data.baseline, bins), lw=1.0, ls="--", color="0.3", label="open-eye baseline")
+    ax_ear.plot(
+        *envelope(data.t, data.baseline, bins),
+        lw=1.0,
+        ls="--",
+        color="0.3",
+        label="open-eye baseline",
+    )
     ax_ear.set_ylabel("EAR")
     ax_ear.set_title(title)
     ax_fec.plot(*envelope(data.t, data.closure, bins), lw=0.8, color="black", label="FEC")
@@ -108,13 +130,29 @@ def plot_trace(data: SessionData, blinks: Sequence[BlinkEvent], path: Path, titl
     ax_fec.axhline(1, color="0.6", lw=0.6, ls=":")
     for k, ev in enumerate(blinks):
         for ax in (ax_ear, ax_fec):
-            ax.axvspan(ev.start_s, max(ev.end_s, ev.start_s + 0.002), color=BLINK_COLOUR, alpha=0.25, lw=0,
-                       label="blink" if (k == 0 and ax is ax_fec) else None)
+            ax.axvspan(
+                ev.start_s,
+                max(ev.end_s, ev.start_s + 0.002),
+                color=BLINK_COLOUR,
+                alpha=0.25,
+                lw=0,
+                label="blink" if (k == 0 and ax is ax_fec) else None,
+            )
     for k, tr in enumerate(data.trials):
-        cs_end = tr.cs_onset_s + (tr.cs_duration_ms / 1000.0 if math.isfinite(tr.cs_duration_ms) else 0.0)
+        cs_end = tr.cs_onset_s + (
+            tr.cs_duration_ms / 1000.0 if math.isfinite(tr.cs_duration_ms) else 0.0
+        )
         if cs_end > tr.cs_onset_s:
-            ax_fec.axvspan(tr.cs_onset_s, cs_end, ymin=0.92, ymax=1.0, color=CS_COLOUR, alpha=0.6, lw=0,
-                           label="CS" if k == 0 else None)
+            ax_fec.axvspan(
+                tr.cs_onset_s,
+                cs_end,
+                ymin=0.92,
+                ymax=1.0,
+                color=CS_COLOUR,
+                alpha=0.6,
+                lw=0,
+                label="CS" if k == 0 else None,
+            )
         else:
             ax_fec.axvline(tr.cs_onset_s, color=CS_COLOUR, lw=0.8, label="CS" if k == 0 else None)
         if tr.paired:
@@ -139,21 +177,40 @@ def plot_heatmap(data: SessionData, config: RunConfig, path: Path, title: str) -
     n = len(data.trials)
     fig, ax = plt.subplots(figsize=(8, 2.6 + min(6.0, 0.13 * n)), constrained_layout=True)
     dt = grid[1] - grid[0] if len(grid) > 1 else 1.0
-    cmap = plt.get_cmap("viridis").with_extremes(bad="0.85")  # grey: no frame (outside the recording, gaps)
-    im = ax.imshow(np.ma.masked_invalid(mat), aspect="auto", interpolation="nearest", cmap=cmap, vmin=0.0, vmax=1.0,
-                   extent=(grid[0] - dt / 2, grid[-1] + dt / 2, n + 0.5, 0.5))
-    ax.axvline(0, color="#4fc3f7", lw=1.5, ls="--", label="CS onset")  # visible on viridis and on white
+    # grey: no frame (outside the recording, gaps)
+    cmap = plt.get_cmap("viridis").with_extremes(bad="0.85")
+    im = ax.imshow(
+        np.ma.masked_invalid(mat),
+        aspect="auto",
+        interpolation="nearest",
+        cmap=cmap,
+        vmin=0.0,
+        vmax=1.0,
+        extent=(grid[0] - dt / 2, grid[-1] + dt / 2, n + 0.5, 0.5),
+    )
+    # visible on viridis and on white
+    ax.axvline(0, color="#4fc3f7", lw=1.5, ls="--", label="CS onset")
     isis = [tr.isi_ms for tr in data.trials if tr.paired]
-    if isis and len(isis) == n and np.ptp(isis) < dt:  # one line only when every trial has the same US
+    # one line only when every trial has the same US
+    if isis and len(isis) == n and np.ptp(isis) < dt:
         ax.axvline(float(np.median(isis)), color=US_COLOUR, lw=1.5, label="US onset")
     else:
         for k, tr in enumerate(data.trials):
             if tr.paired:
-                ax.plot([tr.isi_ms] * 2, [k + 0.5, k + 1.5], color=US_COLOUR, lw=1.5,
-                        label="US onset" if k == next(i for i, x in enumerate(data.trials) if x.paired) else None)
+                ax.plot(
+                    [tr.isi_ms] * 2,
+                    [k + 0.5, k + 1.5],
+                    color=US_COLOUR,
+                    lw=1.5,
+                    label="US onset"
+                    if k == next(i for i, x in enumerate(data.trials) if x.paired)
+                    else None,
+                )
     ax.set_xlabel("time from CS onset (ms)")
     ax.set_ylabel("trial (* = CR)")
-    labels = [f"{tr.trial}{'*' if r.cr else ''}" for tr, r in zip(data.trials, data.results, strict=True)]
+    labels = [
+        f"{tr.trial}{'*' if r.cr else ''}" for tr, r in zip(data.trials, data.results, strict=True)
+    ]
     step = max(1, math.ceil(n / 25))
     ax.set_yticks(range(1, n + 1, step), labels[::step])
     ax.set_title(title)
@@ -189,11 +246,16 @@ def plot_blocks(data: SessionData, config: RunConfig, path: Path, title: str) ->
             import warnings
 
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns (outside the recording)
+                # all-NaN columns (outside the recording)
+                warnings.simplefilter("ignore", RuntimeWarning)
                 mean = np.nanmean(mat[rows], axis=0)
-                sem = np.nanstd(mat[rows], axis=0) / np.sqrt(np.maximum(1, np.isfinite(mat[rows]).sum(0)))
+                sem = np.nanstd(mat[rows], axis=0) / np.sqrt(
+                    np.maximum(1, np.isfinite(mat[rows]).sum(0))
+                )
         first, last = data.trials[rows[0]].trial, data.trials[rows[-1]].trial
-        label = f"block {b}: trial {first}" if first == last else f"block {b}: trials {first}–{last}"
+        label = (
+            f"block {b}: trial {first}" if first == last else f"block {b}: trials {first}–{last}"
+        )
         ax.plot(grid, mean, color=colour, lw=1.5, label=f"{label} (n={len(rows)})")
         if len(rows) > 1:
             ax.fill_between(grid, mean - sem, mean + sem, color=colour, alpha=0.2, lw=0)
@@ -202,10 +264,22 @@ def plot_blocks(data: SessionData, config: RunConfig, path: Path, title: str) ->
     if durs:
         ax.axvspan(0, float(np.median(durs)), color=CS_COLOUR, alpha=0.08, lw=0, label="CS")
     ax.axvline(0, color=CS_COLOUR, lw=1, ls="--", label="CS onset")
-    ax.axvline(cfg.cr_start_ms, color="0.5", lw=0.8, ls=":", label=f"CR window start ({cfg.cr_start_ms:g} ms)")
+    ax.axvline(
+        cfg.cr_start_ms,
+        color="0.5",
+        lw=0.8,
+        ls=":",
+        label=f"CR window start ({cfg.cr_start_ms:g} ms)",
+    )
     if isis:
         ax.axvline(float(np.median(isis)), color=US_COLOUR, lw=1.2, label="US onset")
-    ax.axhline(cfg.cr_threshold, color="0.3", lw=0.8, ls="-.", label=f"CR criterion (+{cfg.cr_threshold:g})")
+    ax.axhline(
+        cfg.cr_threshold,
+        color="0.3",
+        lw=0.8,
+        ls="-.",
+        label=f"CR criterion (+{cfg.cr_threshold:g})",
+    )
     ax.axhline(0, color="0.7", lw=0.6)
     ax.set_xlim(grid[0], grid[-1])
     ax.set_xlabel("time from CS onset (ms)")
@@ -217,36 +291,65 @@ def plot_blocks(data: SessionData, config: RunConfig, path: Path, title: str) ->
     return path
 
 
-def write_plots(data: SessionData, blinks: Sequence[BlinkEvent], config: RunConfig, outdir: Path,
-                stem: str) -> dict[str, Path]:
+def write_plots(
+    data: SessionData, blinks: Sequence[BlinkEvent], config: RunConfig, outdir: Path, stem: str
+) -> dict[str, Path]:
     """Write the session's PNGs into ``outdir``; returns ``{"plot_trace": path, ...}``."""
-    out = {"plot_trace": plot_trace(data, blinks, outdir / f"{stem}.trace.png",
-                                    f"{stem}: eye aspect ratio and eyelid closure (FEC = 1 at 1 - EAR/baseline = "
-                                    f"{data.calibration.full_amplitude:.2f}, calibrated on "
-                                    f"{_CALIBRATED_ON[data.calibration.method]})")}
+    out = {
+        "plot_trace": plot_trace(
+            data,
+            blinks,
+            outdir / f"{stem}.trace.png",
+            f"{stem}: eye aspect ratio and eyelid closure (FEC = 1 at 1 - EAR/baseline = "
+            f"{data.calibration.full_amplitude:.2f}, calibrated on "
+            f"{_CALIBRATED_ON[data.calibration.method]})",
+        )
+    }
     if data.trials:
-        out["plot_heatmap"] = plot_heatmap(data, config, outdir / f"{stem}.heatmap.png",
-                                           f"{stem}: eyelid closure per trial, aligned to CS onset")
+        out["plot_heatmap"] = plot_heatmap(
+            data,
+            config,
+            outdir / f"{stem}.heatmap.png",
+            f"{stem}: eyelid closure per trial, aligned to CS onset",
+        )
         out["plot_cr_blocks"] = plot_blocks(
-            data, config, outdir / f"{stem}.cr_blocks.png",
+            data,
+            config,
+            outdir / f"{stem}.cr_blocks.png",
             f"{stem}: mean conditioned response per block of {config.trials.block_size} "
-            f"trial{'s' if config.trials.block_size != 1 else ''}")
+            f"trial{'s' if config.trials.block_size != 1 else ''}",
+        )
     return out
 
 
 #: blink bands of :func:`session_figure` by ``source`` (a corrected session) or kind
-SOURCE_COLOURS = {"auto": BLINK_COLOUR, "accepted": "#2ca02c", "corrected": "#9467bd", "added": "#17becf",
-                  "prolonged_closure": "#8c564b"}
+SOURCE_COLOURS = {
+    "auto": BLINK_COLOUR,
+    "accepted": "#2ca02c",
+    "corrected": "#9467bd",
+    "added": "#17becf",
+    "prolonged_closure": "#8c564b",
+}
 
 
-def session_figure(t: np.ndarray, ear_left: np.ndarray, ear_right: np.ndarray, closure: np.ndarray,
-                   blinks: Sequence[dict[str, Any]], trials: Sequence[dict[str, Any]], title: str, *,
-                   start_s: float | None = None, end_s: float | None = None) -> Any:
-    """One matplotlib :class:`~matplotlib.figure.Figure` of a session (``Session.plot``): each eye's openness
-    (top) and the closure (bottom, when measured) against time, the blinks shaded (by ``source`` in a corrected
-    session: reviewed, retimed and added ones apart; prolonged closures apart), CS (line) and US (dashed) of each
-    trial, excluded trials grey. ``start_s``/``end_s``: the seconds shown (default: all). Built without pyplot,
-    so it neither needs nor changes a GUI backend; a notebook shows it as the cell's value."""
+def session_figure(
+    t: np.ndarray,
+    ear_left: np.ndarray,
+    ear_right: np.ndarray,
+    closure: np.ndarray,
+    blinks: Sequence[dict[str, Any]],
+    trials: Sequence[dict[str, Any]],
+    title: str,
+    *,
+    start_s: float | None = None,
+    end_s: float | None = None,
+) -> Any:
+    """One matplotlib :class:`~matplotlib.figure.Figure` of a session (``Session.plot``): each eye's
+    openness (top) and the closure (bottom, when measured) against time, the blinks shaded (by
+    ``source`` in a corrected session: reviewed, retimed and added ones apart; prolonged closures
+    apart), CS (line) and US (dashed) of each trial, excluded trials grey. ``start_s``/``end_s``:
+    the seconds shown (default: all). Built without pyplot, so it neither needs nor changes a GUI
+    backend; a notebook shows it as the cell's value."""
     from matplotlib.figure import Figure
 
     t = np.asarray(t, dtype=np.float64)
@@ -255,8 +358,13 @@ def session_figure(t: np.ndarray, ear_left: np.ndarray, ear_right: np.ndarray, c
     m = (t >= lo) & (t <= hi)
     has_closure = bool(np.isfinite(np.asarray(closure, dtype=np.float64)[m]).any())
     fig = Figure(figsize=(11, 5 if has_closure else 3.2), layout="constrained")
-    axes = fig.subplots(2 if has_closure else 1, 1, sharex=True, squeeze=False,
-                        gridspec_kw={"height_ratios": [3, 2] if has_closure else [1]})[:, 0]
+    axes = fig.subplots(
+        2 if has_closure else 1,
+        1,
+        sharex=True,
+        squeeze=False,
+        gridspec_kw={"height_ratios": [3, 2] if has_closure else [1]},
+    )[:, 0]
     for y, name, colour in ((ear_left, "left eye", "#1f77b4"), (ear_right, "right eye", "#d62728")):
         x, v = envelope(t[m], np.asarray(y, dtype=np.float64)[m], 2000)
         axes[0].plot(x, v, lw=0.8, color=colour, label=name, alpha=0.85)
@@ -273,11 +381,23 @@ def session_figure(t: np.ndarray, ear_left: np.ndarray, ear_right: np.ndarray, c
             continue
         if z < lo or a > hi:
             continue
-        key = "prolonged_closure" if b.get("kind") == "prolonged_closure" else str(b.get("source") or "auto")
-        label = {"auto": "blink", "prolonged_closure": "prolonged closure"}.get(key, f"blink ({key})")
+        key = (
+            "prolonged_closure"
+            if b.get("kind") == "prolonged_closure"
+            else str(b.get("source") or "auto")
+        )
+        label = {"auto": "blink", "prolonged_closure": "prolonged closure"}.get(
+            key, f"blink ({key})"
+        )
         for ax in axes:
-            ax.axvspan(a, z, color=SOURCE_COLOURS.get(key, BLINK_COLOUR), alpha=0.3, lw=0,
-                       label=label if key not in shown and ax is axes[0] else None)
+            ax.axvspan(
+                a,
+                z,
+                color=SOURCE_COLOURS.get(key, BLINK_COLOUR),
+                alpha=0.3,
+                lw=0,
+                label=label if key not in shown and ax is axes[0] else None,
+            )
         shown.add(key)
     for tr in trials:
         try:

@@ -1,8 +1,10 @@
-"""The result types the outputs stage hands around: one input's :class:`RunResult` and its :class:`SessionData`.
+"""The result types the outputs stage hands around: one input's :class:`RunResult` and its
+:class:`SessionData`.
 
-They sit below their users (the runtimes build a :class:`RunResult`; :mod:`eyeblink.outputs.analysis`
-finalizes it and hands :class:`SessionData` to :mod:`eyeblink.outputs.nwb` and :mod:`eyeblink.outputs.plots`),
-so none of those modules imports another in a circle.
+They sit below their users (the runtimes build a :class:`RunResult`;
+:mod:`eyeblink.outputs.analysis` finalizes it and hands :class:`SessionData` to
+:mod:`eyeblink.outputs.nwb` and :mod:`eyeblink.outputs.plots`), so none of those modules imports
+another in a circle.
 """
 
 from __future__ import annotations
@@ -49,27 +51,35 @@ class SessionData:
     calibration: ClosureCalibration
     trials: tuple[Trial, ...] = ()
     results: tuple[TrialResult, ...] = ()
-    #: the other frames.csv columns NWB or the report show (:attr:`eyeblink.outputs.columns.FrameTable.nwb_series`,
-    #: ``report_traces``), by name, as read (empty cells NaN)
+    #: the other frames.csv columns NWB or the report show
+    #: (:attr:`eyeblink.outputs.columns.FrameTable.nwb_series`, ``report_traces``), by name, as read
+    #: (empty cells NaN)
     columns: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     def series(self, name: str) -> np.ndarray:
-        """The array ``name``: a field of this session (``baseline``, ``closure``, ...), else a frames.csv column of
-        :attr:`columns`."""
+        """The array ``name``: a field of this session (``baseline``, ``closure``, ...), else a
+        frames.csv column of :attr:`columns`."""
         if name in _FIELDS:
             return getattr(self, name)
         try:
             return self.columns[name]
         except KeyError:
-            raise KeyError(f"session data has no array {name!r} (no field, no frames.csv column read)") from None
+            raise KeyError(
+                f"session data has no array {name!r} (no field, no frames.csv column read)"
+            ) from None
 
 
-_FIELDS = frozenset(f.name for f in fields(SessionData)) - {"calibration", "trials", "results", "columns"}
+_FIELDS = frozenset(f.name for f in fields(SessionData)) - {
+    "calibration",
+    "trials",
+    "results",
+    "columns",
+}
 
 
 def shown_columns() -> tuple[str, ...]:
-    """The frames.csv columns NWB or the report show that are no :class:`SessionData` field (read into
-    :attr:`SessionData.columns`; none by default)."""
+    """The frames.csv columns NWB or the report show that are no :class:`SessionData` field (read
+    into :attr:`SessionData.columns`; none by default)."""
     from eyeblink.outputs import columns as _columns
 
     table = _columns.FRAME_TABLE

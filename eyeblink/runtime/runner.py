@@ -52,21 +52,24 @@ def stem_of(path: Path) -> str:
 
 
 def check_inputs(paths: Sequence[Path]) -> None:
-    """Fail early on missing inputs and on two inputs that would write the same ``<stem>.*`` files."""
+    """Fail early on missing inputs and on two inputs that would write the same ``<stem>.*``
+    files."""
     seen: dict[str, Path] = {}
     for p in paths:
         if not p.exists():
             raise InputNotFoundError(f"input not found: {p} — check the path")
         stem = stem_of(p)
         if stem in seen:
-            raise ConfigError(f"inputs {seen[stem]} and {p} would both write {stem}.*; "
-                              "rename one or process them into different -o directories")
+            raise ConfigError(
+                f"inputs {seen[stem]} and {p} would both write {stem}.*; "
+                "rename one or process them into different -o directories"
+            )
         seen[stem] = p
 
 
 def check_region(paths: Sequence[Path], config: RunConfig) -> None:
-    """With an eye region (``--eye-roi``): every input's frames hold it, checked before any work (each input's
-    size read from its container, or its first image)."""
+    """With an eye region (``--eye-roi``): every input's frames hold it, checked before any work
+    (each input's size read from its container, or its first image)."""
     locator = locator_for(config)
     if not isinstance(locator, FixedRegion):
         return
@@ -80,12 +83,13 @@ def check_region(paths: Sequence[Path], config: RunConfig) -> None:
 
 
 def settle_eye_measure(paths: Sequence[Path], config: RunConfig) -> RunConfig:
-    """With an eye region: the run's measure and, for ``contour``, the eye's axis, settled once before any work
-    (:func:`eyeblink.landmarks.region.choose_measure`), so that every process of the run measures alike: on the
-    first input's first :data:`~eyeblink.landmarks.region.SURVEY_S` seconds, at most
-    :data:`~eyeblink.landmarks.region.SURVEY_FRAMES` frames (a named measure: its first
-    :data:`~eyeblink.landmarks.region.NAMED_SURVEY_FRAMES`); said in one log line and in ``summary.json``'s
-    ``eye_measure``. A config already settled, or without a region, is returned as it is."""
+    """With an eye region: the run's measure and, for ``contour``, the eye's axis, settled once
+    before any work (:func:`eyeblink.landmarks.region.choose_measure`), so that every process of the
+    run measures alike: on the first input's first :data:`~eyeblink.landmarks.region.SURVEY_S`
+    seconds, at most :data:`~eyeblink.landmarks.region.SURVEY_FRAMES` frames (a named measure: its
+    first :data:`~eyeblink.landmarks.region.NAMED_SURVEY_FRAMES`); said in one log line and in
+    ``summary.json``'s ``eye_measure``. A config already settled, or without a region, is returned
+    as it is."""
     lm = config.landmarks
     locator = locator_for(config)
     if not isinstance(locator, FixedRegion) or config.eye_measure is not None or not paths:
@@ -107,10 +111,12 @@ def settle_eye_measure(paths: Sequence[Path], config: RunConfig) -> RunConfig:
     return settle_from_frames(grays, seconds, config, paths[0].name)
 
 
-def settle_from_frames(grays: Sequence[np.ndarray], seconds: float, config: RunConfig, name: str) -> RunConfig:
-    """:func:`settle_eye_measure` on frames already read: ``grays``, the first ``seconds`` of the input ``name``
-    (``eyeblink live``: the stream's first frames, held by the loader and analysed after). One log line says the
-    measure and why; a trace unlike an eye's, one warning line."""
+def settle_from_frames(
+    grays: Sequence[np.ndarray], seconds: float, config: RunConfig, name: str
+) -> RunConfig:
+    """:func:`settle_eye_measure` on frames already read: ``grays``, the first ``seconds`` of the
+    input ``name`` (``eyeblink live``: the stream's first frames, held by the loader and analysed
+    after). One log line says the measure and why; a trace unlike an eye's, one warning line."""
     from dataclasses import replace
 
     from eyeblink.config import replace_section
@@ -121,10 +127,15 @@ def settle_from_frames(grays: Sequence[np.ndarray], seconds: float, config: RunC
     locator = locator_for(config)
     assert isinstance(locator, FixedRegion)  # a recording of one eye
     options = {m: lm.options(m) for m in region_models()}
-    choice = choose_measure(list(grays), seconds, locator.region,
-                            named=None if lm.region_auto else lm.model,
-                            eye_angle=lm.setting("eye_angle"),
-                            options=options, model_path=lm.model_path)
+    choice = choose_measure(
+        list(grays),
+        seconds,
+        locator.region,
+        named=None if lm.region_auto else lm.model,
+        eye_angle=lm.setting("eye_angle"),
+        options=options,
+        model_path=lm.model_path,
+    )
     log.info("%s: eye measure %s", name, choice.why)
     if choice.warning:
         log.warning("%s: %s", name, choice.warning)
@@ -134,8 +145,11 @@ def settle_from_frames(grays: Sequence[np.ndarray], seconds: float, config: RunC
     return replace(config, landmarks=landmarks, eye_measure=choice)
 
 
-def output_plan(paths: Sequence[Path], outdir: Path, opts: AnalysisOptions | None = None) -> OutputPlan:
-    """What a run over ``paths`` into ``outdir`` reads and may write (see :mod:`eyeblink.outputs.paths`)."""
+def output_plan(
+    paths: Sequence[Path], outdir: Path, opts: AnalysisOptions | None = None
+) -> OutputPlan:
+    """What a run over ``paths`` into ``outdir`` reads and may write (see
+    :mod:`eyeblink.outputs.paths`)."""
     plan = OutputPlan()
     for p in paths:
         stem = stem_of(p)
@@ -152,33 +166,42 @@ def build_analyzer(config: RunConfig) -> FrameAnalyzer:
     return FrameAnalyzer(config, build_detector(config), build_fitter(config), StageClock())
 
 
-def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
-                  progress: ProgressFactory | None = None,
-                  analyzer: FrameAnalyzer | None = None,
-                  workers: int = 1,
-                  loaders: int = 0,
-                  analysis: AnalysisOptions | None = None,
-                  then: Callable[[list[RunResult]], None] | None = None,
-                  view: Any = None,
-                  start_method: str | None = None,
-                  ) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
+def process_paths(
+    paths: Sequence[Path],
+    outdir: Path,
+    config: RunConfig,
+    *,
+    progress: ProgressFactory | None = None,
+    analyzer: FrameAnalyzer | None = None,
+    workers: int = 1,
+    loaders: int = 0,
+    analysis: AnalysisOptions | None = None,
+    then: Callable[[list[RunResult]], None] | None = None,
+    view: Any = None,
+    start_method: str | None = None,
+) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     """Process every input into ``outdir``; returns the results and the per-input failures.
 
-    Each session (``outdir`` and an input's stem) is locked for the whole run, before any model loads
-    (:mod:`eyeblink.outputs.lock`): a second run writing one of them is refused. ``then`` is called with the
-    results while the sessions are still locked (``--report`` writes the reports there). ``view``: the browser
-    view (``--view``, :class:`eyeblink.runtime.live.view.ViewSink`, opened): each input is shown as it is processed.
+    Each session (``outdir`` and an input's stem) is locked for the whole run, before any model
+    loads (:mod:`eyeblink.outputs.lock`): a second run writing one of them is refused. ``then`` is
+    called with the results while the sessions are still locked (``--report`` writes the reports
+    there). ``view``: the browser view (``--view``, :class:`eyeblink.runtime.live.view.ViewSink`,
+    opened): each input is shown as it is processed.
 
-    ``workers`` > 1 runs the multiprocess pipeline (:mod:`eyeblink.runtime.procs.parallel`) with that many
-    landmark workers (and ``loaders`` decoder processes per input, 0 = auto: see
+    ``workers`` > 1 runs the multiprocess pipeline (:mod:`eyeblink.runtime.procs.parallel`) with
+    that many landmark workers (and ``loaders`` decoder processes per input, 0 = auto: see
     :func:`eyeblink.runtime.procs.sizing.choose_loaders`), its processes started by ``start_method``
     (``--start-method``; None: the environment's, else auto:
-    :func:`eyeblink.runtime.procs.processes.resolve_start_method`); 0 or 1 runs the single-process reference. After
-    each input, :func:`eyeblink.outputs.analysis.finalize` calibrates its FEC column and writes trials, plots and NWB as
-    ``analysis`` asks (checked before the first frame).
+    :func:`eyeblink.runtime.procs.processes.resolve_start_method`); 0 or 1 runs the single-process
+    reference. After each input, :func:`eyeblink.outputs.analysis.finalize` calibrates its FEC
+    column and writes trials, plots and NWB as ``analysis`` asks (checked before the first frame).
     """
     # a missing input is that input's failure, reported with the others' (the rest still run)
-    missing = [(p, InputNotFoundError(f"input not found: {p} — check the path")) for p in paths if not p.exists()]
+    missing = [
+        (p, InputNotFoundError(f"input not found: {p} — check the path"))
+        for p in paths
+        if not p.exists()
+    ]
     paths = [p for p in paths if p.exists()]
     if not paths:
         raise missing[0][1] if missing else ConfigError("no inputs given")
@@ -188,61 +211,106 @@ def process_paths(paths: Sequence[Path], outdir: Path, config: RunConfig, *,
     opts = analysis or AnalysisOptions()
     opts.check(paths)
     ensure_output_dir(outdir)
-    output_plan(paths, outdir, opts).check()  # no output is an input (a link to the recording, the trials file)
-    with session_locks(outdir, [stem_of(p) for p in paths]):  # one writer per session, before any work
-        results, failures = _process_existing(paths, outdir, config, progress=progress, analyzer=analyzer,
-                                              workers=workers, loaders=loaders, opts=opts, view=view,
-                                              start_method=start_method)
+    # no output is an input (a link to the recording, the trials file)
+    output_plan(paths, outdir, opts).check()
+    # one writer per session, before any work
+    with session_locks(outdir, [stem_of(p) for p in paths]):
+        results, failures = _process_existing(
+            paths,
+            outdir,
+            config,
+            progress=progress,
+            analyzer=analyzer,
+            workers=workers,
+            loaders=loaders,
+            opts=opts,
+            view=view,
+            start_method=start_method,
+        )
         if then is not None:
             then(results)
     return results, [*missing, *failures]
 
 
-def _process_existing(paths: Sequence[Path], outdir: Path, config: RunConfig, *, progress: ProgressFactory | None,
-                      analyzer: FrameAnalyzer | None, workers: int, loaders: int,
-                      opts: AnalysisOptions, view: Any = None,
-                      start_method: str | None = None) -> tuple[list[RunResult],
-                                                                       list[tuple[Path, EyeblinkError]]]:
+def _process_existing(
+    paths: Sequence[Path],
+    outdir: Path,
+    config: RunConfig,
+    *,
+    progress: ProgressFactory | None,
+    analyzer: FrameAnalyzer | None,
+    workers: int,
+    loaders: int,
+    opts: AnalysisOptions,
+    view: Any = None,
+    start_method: str | None = None,
+) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     from eyeblink.runtime.procs.parallel import ParallelConfig, ParallelPipeline, supports
 
     if workers > 1 and analyzer is None and supports(config):
-        pipe = ParallelPipeline(config, ParallelConfig(workers=workers, loaders=loaders, start_method=start_method))
-        pipe.view = view  # type: ignore[attr-defined]  # --view: the rows in this process, the frames from the loader
+        pipe = ParallelPipeline(
+            config, ParallelConfig(workers=workers, loaders=loaders, start_method=start_method)
+        )
+        # --view: the rows in this process, the frames from the loader
+        pipe.view = view  # type: ignore[attr-defined]
         if len(paths) > 1 and not config.detect.accelerator_stage and view is None:
             return _pooled(paths, outdir, config, pipe, progress=progress, opts=opts)
-        return _run_each(paths, config,
-                         lambda src: _finalize(pipe.process_source(src, outdir, progress=progress), config, opts))
+        return _run_each(
+            paths,
+            config,
+            lambda src: _finalize(
+                pipe.process_source(src, outdir, progress=progress), config, opts
+            ),
+        )
     ref = analyzer or build_analyzer(config)
 
     def one(source: FrameSource) -> RunResult:
         ref.reset()
-        return _finalize(process_source(source, outdir, config, analyzer=ref, progress=progress, view=view), config,
-                         opts)
+        return _finalize(
+            process_source(source, outdir, config, analyzer=ref, progress=progress, view=view),
+            config,
+            opts,
+        )
 
     return _run_each(paths, config, one)
 
 
-def _pooled(paths: Sequence[Path], outdir: Path, config: RunConfig, pipe: Any, *,
-            progress: ProgressFactory | None, opts: AnalysisOptions) -> tuple[list[RunResult],
-                                                                             list[tuple[Path, EyeblinkError]]]:
-    """Several inputs: the short ones whole on a pool of long-lived processes (:mod:`eyeblink.runtime.procs.pool`: the
-    models loaded once, no start per input), the long ones after them through the multiprocess pipeline ``pipe``;
-    results and failures in input order."""
+def _pooled(
+    paths: Sequence[Path],
+    outdir: Path,
+    config: RunConfig,
+    pipe: Any,
+    *,
+    progress: ProgressFactory | None,
+    opts: AnalysisOptions,
+) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
+    """Several inputs: the short ones whole on a pool of long-lived processes
+    (:mod:`eyeblink.runtime.procs.pool`: the models loaded once, no start per input), the long ones
+    after them through the multiprocess pipeline ``pipe``; results and failures in input order."""
     from eyeblink.runtime.procs.pool import FilePool
 
     run_one = _PooledInput(outdir, config, opts)
     bar = progress(f"{len(paths)} inputs", None) if progress else None
     try:
-        pool = FilePool(config, pipe.par.n_workers, pipe.fitter, run_one, FATAL, start_method=pipe.start_method)
-        done = pool.run(paths, on_done=lambda _i, r: bar.update(r.frames) if bar is not None else None)
+        pool = FilePool(
+            config, pipe.par.n_workers, pipe.fitter, run_one, FATAL, start_method=pipe.start_method
+        )
+        done = pool.run(
+            paths, on_done=lambda _i, r: bar.update(r.frames) if bar is not None else None
+        )
     finally:
         if bar is not None:
             bar.close()
     results = dict(done.results)
     failures = {i: (paths[i], exc) for i, exc in done.failures.items()}
     for i in done.handed_back:  # long (or of unknown length): every core on one input at a time
-        one, failed = _run_each([paths[i]], config, lambda src: _finalize(
-            pipe.process_source(src, outdir, progress=progress), config, opts))
+        one, failed = _run_each(
+            [paths[i]],
+            config,
+            lambda src: _finalize(
+                pipe.process_source(src, outdir, progress=progress), config, opts
+            ),
+        )
         if one:
             results[i] = one[0]
         if failed:
@@ -251,19 +319,23 @@ def _pooled(paths: Sequence[Path], outdir: Path, config: RunConfig, pipe: Any, *
 
 
 class _PooledInput:
-    """What a pool worker does with one input: the reference run, then its finalize (a class, not a closure: a
-    spawned worker gets it pickled)."""
+    """What a pool worker does with one input: the reference run, then its finalize (a class, not a
+    closure: a spawned worker gets it pickled)."""
 
     def __init__(self, outdir: Path, config: RunConfig, opts: AnalysisOptions) -> None:
         self.outdir, self.config, self.opts = outdir, config, opts
 
     def __call__(self, source: FrameSource, analyzer: FrameAnalyzer) -> RunResult:
-        return _finalize(process_source(source, self.outdir, self.config, analyzer=analyzer), self.config, self.opts)
+        return _finalize(
+            process_source(source, self.outdir, self.config, analyzer=analyzer),
+            self.config,
+            self.opts,
+        )
 
 
 def _finalize(result: RunResult, config: RunConfig, opts: AnalysisOptions) -> RunResult:
-    """:func:`finalize`; if it fails, the summary says so too (``failed`` and the error), so that the
-    exit status and ``summary.json`` never disagree."""
+    """:func:`finalize`; if it fails, the summary says so too (``failed`` and the error), so that
+    the exit status and ``summary.json`` never disagree."""
     try:
         return finalize(result, config, opts)
     except EyeblinkError as exc:
@@ -272,14 +344,18 @@ def _finalize(result: RunResult, config: RunConfig, opts: AnalysisOptions) -> Ru
 
 
 def record_failure(result: RunResult, exc: EyeblinkError) -> None:
-    """Rewrite ``result``'s summary with ``status: failed``, the error and its exit status (best effort: the
-    error itself is what the user is told; a summary that cannot be written is left as it was)."""
-    _rewrite_summary(result, {**result.summary, "status": "failed", "exit_status": exc.exit_code, "error": str(exc)})
+    """Rewrite ``result``'s summary with ``status: failed``, the error and its exit status (best
+    effort: the error itself is what the user is told; a summary that cannot be written is left as
+    it was)."""
+    _rewrite_summary(
+        result,
+        {**result.summary, "status": "failed", "exit_status": exc.exit_code, "error": str(exc)},
+    )
 
 
 def record_output(result: RunResult, key: str, path: Path) -> None:
-    """A file written for ``result`` after its summary (``--report``'s HTML): added to ``result.outputs`` and to
-    the summary's ``outputs`` (best effort, as :func:`record_failure`)."""
+    """A file written for ``result`` after its summary (``--report``'s HTML): added to
+    ``result.outputs`` and to the summary's ``outputs`` (best effort, as :func:`record_failure`)."""
     result.outputs[key] = path
     outputs = {**(result.summary.get("outputs") or {}), key: str(path)}
     result.summary["outputs"] = outputs
@@ -287,8 +363,10 @@ def record_output(result: RunResult, key: str, path: Path) -> None:
 
 
 def report_writer(outdir: Path) -> Callable[[list[RunResult]], None]:
-    """What ``--report`` runs after the inputs (``process_paths``' ``then``): each session's ``<stem>.eyes.webm``
-    (:mod:`eyeblink.outputs.eyevideo`) and ``<stem>.report.html``, named in its summary's ``outputs``."""
+    """What ``--report`` runs after the inputs (``process_paths``' ``then``): each session's
+    ``<stem>.eyes.webm`` (:mod:`eyeblink.outputs.eyevideo`) and ``<stem>.report.html``, named in its
+    summary's ``outputs``."""
+
     def write_reports(results: list[RunResult]) -> None:
         from eyeblink.errors import warn
         from eyeblink.outputs.eyevideo import write_eyes_video
@@ -305,7 +383,8 @@ def report_writer(outdir: Path) -> Callable[[list[RunResult]], None]:
 
 
 def add_output(summary_path: Path, key: str, path: Path) -> None:
-    """Name ``path`` in the ``outputs`` of the summary at ``summary_path`` (best effort, as :func:`record_output`)."""
+    """Name ``path`` in the ``outputs`` of the summary at ``summary_path`` (best effort, as
+    :func:`record_output`)."""
     import json
 
     from eyeblink.outputs.export import write_text_atomic
@@ -328,15 +407,19 @@ def _rewrite_summary(result: RunResult, summary: dict[str, Any]) -> None:
     if path is None:
         return
     try:
-        write_text_atomic(Path(path), json.dumps(clean_json(summary), indent=2, default=str, allow_nan=False) + "\n")
+        write_text_atomic(
+            Path(path),
+            json.dumps(clean_json(summary), indent=2, default=str, allow_nan=False) + "\n",
+        )
     except OutputError:
         from eyeblink.outputs.export import write_summary_in_place
 
         write_summary_in_place(Path(path), clean_json(summary))
 
 
-def _run_each(paths: Sequence[Path], config: RunConfig,
-              run: Callable[[FrameSource], RunResult]) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
+def _run_each(
+    paths: Sequence[Path], config: RunConfig, run: Callable[[FrameSource], RunResult]
+) -> tuple[list[RunResult], list[tuple[Path, EyeblinkError]]]:
     from eyeblink.sources.files import open_source
 
     results: list[RunResult] = []
@@ -345,7 +428,8 @@ def _run_each(paths: Sequence[Path], config: RunConfig,
         try:
             with open_source(path, fps=config.fps) as source:
                 results.append(run(source))
-        except OutputWriteError as exc:  # this input's files (disk full, read-only file): try the others
+        # this input's files (disk full, read-only file): try the others
+        except OutputWriteError as exc:
             failures.append((path, exc))
         except FATAL:
             raise
@@ -355,15 +439,19 @@ def _run_each(paths: Sequence[Path], config: RunConfig,
 
 
 def eye_point_fitter(summary: dict[str, Any]) -> Callable[[np.ndarray], np.ndarray | None]:
-    """The session's eye model as a function frame -> the 12 eye points (``None``: no face), for the overlay.
+    """The session's eye model as a function frame -> the 12 eye points (``None``: no face), for the
+    overlay.
 
-    The model and its file come from ``summary.json``'s settings; each frame is detected afresh (the box of the
-    run's keyframe policy is not kept with its keypoints), so the points are what the model sees in that frame.
+    The model and its file come from ``summary.json``'s settings; each frame is detected afresh (the
+    box of the run's keyframe policy is not kept with its keypoints), so the points are what the
+    model sees in that frame.
     """
     import cv2
 
     lm = (summary.get("settings") or {}).get("landmarks") or {}
-    cfg = RunConfig().with_overrides("landmarks", model=lm.get("model"), model_path=lm.get("model_path"))
+    cfg = RunConfig().with_overrides(
+        "landmarks", model=lm.get("model"), model_path=lm.get("model_path")
+    )
     detector, fitter = build_detector(cfg), build_fitter(cfg)
 
     def points(image: np.ndarray) -> np.ndarray | None:
@@ -375,4 +463,3 @@ def eye_point_fitter(summary: dict[str, Any]) -> Callable[[np.ndarray], np.ndarr
         return pts if np.isfinite(pts).all() else None
 
     return points
-

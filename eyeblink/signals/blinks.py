@@ -49,9 +49,9 @@ Definition (all times in milliseconds, never frames, so it behaves the same at
   the buffer). The re-scan ends a blink at a gap as everywhere else.
 * **Merging.** Blinks whose gap (next start - previous end) is shorter than
   ``merge_gap_ms`` are one blink; shorter than ``min_duration_ms``: discarded.
-* **Every blink kept.** An event longer than ``max_blink_ms`` is a ``prolonged_closure``; a full closure inside
-  it (a squint or a movement bout that deepens into a full blink) is also a blink of its own, emitted right after
-  it (:func:`~eyeblink.signals.measures.inner_closures`).
+* **Every blink kept.** An event longer than ``max_blink_ms`` is a ``prolonged_closure``; a full
+  closure inside it (a squint or a movement bout that deepens into a full blink) is also a blink of
+  its own, emitted right after it (:func:`~eyeblink.signals.measures.inner_closures`).
 * **Gaps.** Timestamps drive everything. A gap longer than ``max_gap_ms``
   (dropped frames, face lost) inside a blink ends it as ``complete = False``
   at the last frame seen, so an event never spans frames nobody saw.
@@ -79,8 +79,25 @@ from typing import Any
 import numpy as np
 
 from eyeblink.config import BlinkConfig
-from eyeblink.signals.events import BLINK, BLINK_COLUMN_DOCS, BLINK_COLUMNS, EVENT_KINDS, PROLONGED_CLOSURE, BlinkEvent
-from eyeblink.signals.measures import _EL, _ER, _F, _R, _T, event_rows, full_closure, inner_closures, measure_event
+from eyeblink.signals.events import (
+    BLINK,
+    BLINK_COLUMN_DOCS,
+    BLINK_COLUMNS,
+    EVENT_KINDS,
+    PROLONGED_CLOSURE,
+    BlinkEvent,
+)
+from eyeblink.signals.measures import (
+    _EL,
+    _ER,
+    _F,
+    _R,
+    _T,
+    event_rows,
+    full_closure,
+    inner_closures,
+    measure_event,
+)
 from eyeblink.signals.numerics import (
     CenteredTemplate,
     TimeWindow,
@@ -92,10 +109,20 @@ from eyeblink.signals.numerics import (
 )
 from eyeblink.signals.state import EyeState, StateChange
 
-# the event, its columns and the two fits were defined here before they had modules of their own: importable from
-# here still
-__all__ = ["BLINK", "BLINK_COLUMNS", "BLINK_COLUMN_DOCS", "EVENT_KINDS", "PROLONGED_CLOSURE", "STATE_BUFFER",
-           "BlinkDetector", "BlinkEvent", "patch_dissimilarity", "quadratic_onset"]
+# the event, its columns and the two fits were defined here before they had modules of their own:
+# importable from here still
+__all__ = [
+    "BLINK",
+    "BLINK_COLUMNS",
+    "BLINK_COLUMN_DOCS",
+    "EVENT_KINDS",
+    "PROLONGED_CLOSURE",
+    "STATE_BUFFER",
+    "BlinkDetector",
+    "BlinkEvent",
+    "patch_dissimilarity",
+    "quadratic_onset",
+]
 
 #: state changes kept for ``pop_state_changes`` between two calls (the oldest are dropped past it)
 STATE_BUFFER = 4096
@@ -103,43 +130,51 @@ STATE_BUFFER = 4096
 _NAN = math.nan
 _MAD_TO_SIGMA = 1.4826
 
-_REFRESH_S = 0.04  # how often the baseline medians and noise are recomputed (and the settle check runs)
-#: live mode's warm-up end, one piece a frame: warm-up samples per piece (~1 ms of appending or measuring), and
-#: the most patches whose template is computed at once (more: in pieces)
+# how often the baseline medians and noise are recomputed (and the settle check runs)
+_REFRESH_S = 0.04
+#: live mode's warm-up end, one piece a frame: warm-up samples per piece (~1 ms of appending or
+#: measuring), and the most patches whose template is computed at once (more: in pieces)
 _START_PIECE = 64
 _TEMPLATE_PIECE = 128
 _DONE = object()
-_GAP_INTERVALS = 2.5  # at low frame rates a gap is this many frame intervals (a 6 FPS camera is not all gaps)
-_SETTLED_FRACTION = 0.8  # a level has settled when this fraction of the last settle_ms stays in its band
+# at low frame rates a gap is this many frame intervals (a 6 FPS camera is not all gaps)
+_GAP_INTERVALS = 2.5
+# a level has settled when this fraction of the last settle_ms stays in its band
+_SETTLED_FRACTION = 0.8
 
 
 class BlinkDetector:
     """Feed ``update(frame, t, ear_left, ear_right[, patches])`` per frame; collect finished blinks.
 
-    ``ear_left``/``ear_right`` may be NaN (eye or face not found). ``patches`` is the optional
-    ``(2, h, w)`` uint8 pair of eye patches (subject's left, right) from
-    :func:`eyeblink.landmarks.eyes.eye_patches`; without it only the EAR is used. Call ``finish()`` at
-    the end of the input to emit what is still pending and close a blink still open.
+    ``ear_left``/``ear_right`` may be NaN (eye or face not found). ``patches`` is the optional ``(2,
+    h, w)`` uint8 pair of eye patches (subject's left, right) from
+    :func:`eyeblink.landmarks.eyes.eye_patches`; without it only the EAR is used. Call ``finish()``
+    at the end of the input to emit what is still pending and close a blink still open.
 
-    ``update``/``finish`` return the events settled with that frame: each ``BlinkEvent`` has a ``kind``,
-    ``"blink"`` or ``"prolonged_closure"`` (a closure longer than ``max_blink_ms``: not a blink); a live
-    consumer tells them apart by ``ev.kind`` (or ``ev.is_blink``). The eye's state, decided here and
-    nowhere else, is ``state`` (after the last frame) and ``pop_state_changes()`` (every change since
-    the previous call, in order).
+    ``update``/``finish`` return the events settled with that frame: each ``BlinkEvent`` has a
+    ``kind``, ``"blink"`` or ``"prolonged_closure"`` (a closure longer than ``max_blink_ms``: not a
+    blink); a live consumer tells them apart by ``ev.kind`` (or ``ev.is_blink``). The eye's state,
+    decided here and nowhere else, is ``state`` (after the last frame) and ``pop_state_changes()``
+    (every change since the previous call, in order).
     """
 
     _OPEN, _CLOSED, _REOPENING = 0, 1, 2
 
-    def __init__(self, config: BlinkConfig | None = None, *, rescan_per_frame: int | None = None) -> None:
+    def __init__(
+        self, config: BlinkConfig | None = None, *, rescan_per_frame: int | None = None
+    ) -> None:
         """``rescan_per_frame``: when the warm-up ends, its frames are judged again against the new
         baseline; None does that at once (~0.2 ms a frame: ~100 ms for a 1 s warm-up at 500 FPS,
         fine for a file), N does N of them per later frame (live mode: no 100 ms stall of the
         sink; the blinks come out the same, a few frames later)."""
         self.cfg = config or BlinkConfig()
         if rescan_per_frame is not None and rescan_per_frame < 2:
-            raise ValueError(f"rescan_per_frame must be None or >= 2 (to catch up), got {rescan_per_frame}")
+            raise ValueError(
+                f"rescan_per_frame must be None or >= 2 (to catch up), got {rescan_per_frame}"
+            )
         self._rescan_step = rescan_per_frame
-        # frames waiting for the state machine, in order, after the warm-up: (frame, t, left, right, patches, learn)
+        # frames waiting for the state machine, in order, after the warm-up: (frame, t, left, right,
+        # patches, learn)
         self._backlog: deque[tuple[int, float, float, float, np.ndarray | None, bool]] = deque()
         # open-eye samples of the baseline window: (t, ear, left, right, ratio, dis_left, dis_right)
         self._base = TimeWindow(7)
@@ -151,62 +186,78 @@ class BlinkDetector:
         self._centered: tuple[np.ndarray, CenteredTemplate] | None = None
         self._dis_cache: tuple[np.ndarray, np.ndarray, tuple[float, float]] | None = None
         self._template_t = -math.inf
-        self._app_min_span = 0.0  # seconds of patches a template started afresh needs before the cue is used
-        self._stale_t = _NAN  # since when only the appearance cue holds the event open (the EAR is open)
+        # seconds of patches a template started afresh needs before the cue is used
+        self._app_min_span = 0.0
+        # since when only the appearance cue holds the event open (the EAR is open)
+        self._stale_t = _NAN
         self._warm: list[tuple[int, float, float, float, np.ndarray | None]] | None = []
         self._warm_s = 0.0  # seconds of the warm-up buffer covered by samples (gaps left out)
-        #: live mode: the warm-up's end (the baseline, the template, the warm-up rows measured against them), one
-        #: piece a frame (:meth:`_start_steps`); the frames meanwhile wait in the backlog
+        #: live mode: the warm-up's end (the baseline, the template, the warm-up rows measured
+        #: against them), one piece a frame (:meth:`_start_steps`); the frames meanwhile wait in the
+        #: backlog
         self._starting: Iterator[None] | None = None
         self._state = self._OPEN
         self._count = 0
         self._last: tuple[int, float] | None = None  # last valid (frame, t)
-        # first frame of the input, or of the stretch after the last gap: a blink that starts there may have
-        # started before it (cut by its start: complete = False, left out of the rate and mean duration)
+        # first frame of the input, or of the stretch after the last gap: a blink that starts there
+        # may have started before it (cut by its start: complete = False, left out of the rate and
+        # mean duration)
         self._seg_first = -1
-        self._dip: deque[tuple[float, ...]] = deque()  # samples below onset level before the blink was confirmed
-        self._dip_t0 = math.nan  # when the current dip began (its oldest samples are dropped past _hold_s)
-        self._tail: deque[tuple[float, ...]] = deque()  # the last settle_ms of samples: has the level settled?
+        # samples below onset level before the blink was confirmed
+        self._dip: deque[tuple[float, ...]] = deque()
+        # when the current dip began (its oldest samples are dropped past _hold_s)
+        self._dip_t0 = math.nan
+        # the last settle_ms of samples: has the level settled?
+        self._tail: deque[tuple[float, ...]] = deque()
         self._settle_t = -math.inf  # when the settle check last ran
-        self._intervals: deque[float] = deque(maxlen=64)  # recent frame intervals (the gap threshold)
+        # recent frame intervals (the gap threshold)
+        self._intervals: deque[float] = deque(maxlen=64)
         self._interval = _NAN  # their median: the frame interval
         self._prev_t = _NAN  # capture time of the previous fitted frame
-        self._bridge_t = _NAN  # a re-judged sample after the hole in a long event's kept samples: not a gap
-        self._quiet_frame: int | None = None  # re-judged frames up to this one publish no state change
-        #: (t, old, new) each time the baseline was re-learnt from a settled level (most recent 1,000)
+        # a re-judged sample after the hole in a long event's kept samples: not a gap
+        self._bridge_t = _NAN
+        # re-judged frames up to this one publish no state change
+        self._quiet_frame: int | None = None
+        #: (t, old, new) each time the baseline was re-learnt from a settled level (most recent
+        #: 1,000)
         self.level_shifts: deque[tuple[float, float, float]] = deque(maxlen=1000)
         self._recent: deque[tuple[float, ...]] = deque()  # last onset_search_ms of samples
         self._ev: dict[str, Any] = {}
         self._pending: dict[str, Any] | None = None  # ended blink held for merge_gap_ms
         self._ready: list[dict[str, Any]] = []  # ended blinks that can no longer merge
-        self._amplitudes: deque[float] = deque(maxlen=1000)  # the last blinks' amplitudes (full closure)
+        # the last blinks' amplitudes (full closure)
+        self._amplitudes: deque[float] = deque(maxlen=1000)
         self._floor_t = -math.inf  # end of the last blink: the next one's onset fit starts after it
         self._eye = EyeState.NO_FACE  # the published state (see ``state``)
         self._changes: deque[StateChange] = deque(maxlen=STATE_BUFFER)
 
-    # -- the eye's state (the one definition live consumers read) -----------------------------------------
+    # -- the eye's state (the one definition live consumers read)
+    # -----------------------------------------
     @property
     def state(self) -> EyeState:
         """The eye's state after the last frame the state machine has judged.
 
-        ``no_face`` for a frame without a fitted eye (both EARs NaN) and until the baseline exists (the
-        first ``min_baseline_ms`` of fitted frames: open and closed cannot be told apart before it);
-        then ``open``, ``closing`` (the signal left the open level), ``closed`` (below the closed
-        threshold, for a blink and a prolonged closure alike), ``reopening`` (back above ``open_ratio``,
-        not yet at the open level). In live mode (``rescan_per_frame``) the warm-up frames are judged
-        over the following frames, so the state can lag the newest frame by up to that backlog.
+        ``no_face`` for a frame without a fitted eye (both EARs NaN) and until the baseline exists
+        (the first ``min_baseline_ms`` of fitted frames: open and closed cannot be told apart before
+        it); then ``open``, ``closing`` (the signal left the open level), ``closed`` (below the
+        closed threshold, for a blink and a prolonged closure alike), ``reopening`` (back above
+        ``open_ratio``, not yet at the open level). In live mode (``rescan_per_frame``) the warm-up
+        frames are judged over the following frames, so the state can lag the newest frame by up to
+        that backlog.
         """
         return self._eye
 
     @property
     def judged_to_newest(self) -> bool:
-        """True when :attr:`state` is about the newest frame given to :meth:`update`: the warm-up is over and no
-        frame waits to be judged (live mode re-judges its warm-up, and after a re-learnt level an event's
-        frames, a few per new frame; meanwhile ``state`` is about an older frame)."""
+        """True when :attr:`state` is about the newest frame given to :meth:`update`: the warm-up is
+        over and no frame waits to be judged (live mode re-judges its warm-up, and after a re-learnt
+        level an event's frames, a few per new frame; meanwhile ``state`` is about an older frame).
+        """
         return self._warm is None and self._starting is None and not self._backlog
 
     def pop_state_changes(self) -> list[StateChange]:
-        """The state changes since the last call, oldest first (at most ``STATE_BUFFER``: older ones dropped).
+        """The state changes since the last call, oldest first (at most ``STATE_BUFFER``: older ones
+        dropped).
 
         Each carries the frame and capture time at which the new state began. Warm-up frames judged
         late (see ``state``) publish their changes with their own, earlier, frame numbers.
@@ -218,11 +269,13 @@ class BlinkDetector:
     def _publish(self, frame: int, t: float, state: EyeState) -> None:
         if self._quiet_frame is not None:
             if frame < self._quiet_frame:
-                return  # re-judged after a re-learnt level: only the outcome at the newest frame is news
+                # re-judged after a re-learnt level: only the outcome at the newest frame is news
+                return
             self._quiet_frame = None
         if state is not self._eye:
-            self._changes.append(StateChange(frame=int(frame), timestamp_s=float(t), state=state,
-                                             previous=self._eye))
+            self._changes.append(
+                StateChange(frame=int(frame), timestamp_s=float(t), state=state, previous=self._eye)
+            )
             self._eye = state
 
     def _machine_state(self) -> EyeState:
@@ -232,7 +285,8 @@ class BlinkDetector:
             return EyeState.REOPENING
         return EyeState.CLOSING if self._dip else EyeState.OPEN
 
-    # -- baseline ---------------------------------------------------------------------------------------
+    # -- baseline
+    # ---------------------------------------------------------------------------------------
     @property
     def baseline(self) -> float:
         """Current open-eye baseline of the mean EAR (NaN while warming up)."""
@@ -258,16 +312,17 @@ class BlinkDetector:
             pass
 
     def _recompute_steps(self, t: float) -> Iterator[None]:
-        """The baseline's medians and sigmas, then the patch template; yields between the template's pieces when
-        there are many patches (the warm-up's end: ~4 ms at once at 500 FPS otherwise)."""
+        """The baseline's medians and sigmas, then the patch template; yields between the template's
+        pieces when there are many patches (the warm-up's end: ~4 ms at once at 500 FPS otherwise).
+        """
         arr = self._base.view()
         stats = np.full(7, _NAN)
         sigma = np.full(7, _NAN)
         with np.errstate(all="ignore"):
             partial: list[int] = [1, 2, 3, 4, 5, 6]
             if len(arr):
-                # the columns without a NaN: their medians (and MADs) in one call each, the same values as column by
-                # column (row_medians: np.median of each row)
+                # the columns without a NaN: their medians (and MADs) in one call each, the same
+                # values as column by column (row_medians: np.median of each row)
                 cols = arr[:, 1:7].T
                 whole = np.isfinite(cols).all(axis=1)
                 if whole.any():
@@ -286,27 +341,33 @@ class BlinkDetector:
                     sigma[k] = _MAD_TO_SIGMA * float(np.median(np.abs(col - med)))
         self._stats, self._sigma, self._stats_t = stats, sigma, t
         if self._patches and t - self._template_t >= 0.1:
-            many = len(self._patches) > _TEMPLATE_PIECE  # the warm-up's end: all its patches, in pieces
+            # the warm-up's end: all its patches, in pieces
+            many = len(self._patches) > _TEMPLATE_PIECE
             raw = np.stack([p for _, p in self._patches])
             if many:
                 yield
             stack = raw.astype(np.float32)
-            if raw.dtype.kind in "ui":  # no NaN: np.median(stack, axis=0)'s floats, each pixel's row sorted
+            # no NaN: np.median(stack, axis=0)'s floats, each pixel's row sorted
+            if raw.dtype.kind in "ui":
                 pixels = np.ascontiguousarray(stack.reshape(len(stack), -1).T)
                 if many:
                     yield
-                half = len(pixels) // 2 if many else len(pixels)  # each pixel's median on its own: the same floats
+                # each pixel's median on its own: the same floats
+                half = len(pixels) // 2 if many else len(pixels)
                 first = row_medians(pixels[:half])
                 if many:
                     yield
-                self._template = np.concatenate([first, row_medians(pixels[half:])]).reshape(stack.shape[1:])
+                self._template = np.concatenate([first, row_medians(pixels[half:])]).reshape(
+                    stack.shape[1:]
+                )
             else:
                 self._template = np.median(stack, axis=0)
             self._template_t = t
 
     def _template_ready(self) -> bool:
-        """A template started afresh (:meth:`_reset_template`) is used once it has ``min_baseline_ms`` of
-        patches behind it (its noise is then known); the first one (the warm-up's) at once."""
+        """A template started afresh (:meth:`_reset_template`) is used once it has
+        ``min_baseline_ms`` of patches behind it (its noise is then known); the first one (the
+        warm-up's) at once."""
         if self._app_min_span <= 0:
             return True
         p = self._patches
@@ -316,7 +377,8 @@ class BlinkDetector:
         return False
 
     def _reset_template(self, t: float) -> None:
-        """Forget the appearance template and its noise: it is rebuilt from the open-eye patches that follow."""
+        """Forget the appearance template and its noise: it is rebuilt from the open-eye patches
+        that follow."""
         self._patches.clear()
         self._template = None
         self._centered = None
@@ -328,18 +390,26 @@ class BlinkDetector:
             v[:, 5:7] = _NAN
         self._recompute(t)
 
-    # -- per-sample signals -----------------------------------------------------------------------------
-    def _measure(self, frame: int, t: float, el: float, er: float,
-                 patches: np.ndarray | None) -> tuple[tuple[float, ...], float, float, float]:
+    # -- per-sample signals
+    # -----------------------------------------------------------------------------
+    def _measure(
+        self, frame: int, t: float, el: float, er: float, patches: np.ndarray | None
+    ) -> tuple[tuple[float, ...], float, float, float]:
         """(sample row, ear ratio level, appearance level, detection level) of one frame."""
         s = self._stats
         rl = el / s[2] if s[2] > 0 else _NAN
         rr = er / s[3] if s[3] > 0 else _NAN
         ratio = nanmean((rl, rr))
         dl = dr = _NAN
-        if patches is not None and self._template is not None and self.cfg.appearance and self._template_ready():
+        if (
+            patches is not None
+            and self._template is not None
+            and self.cfg.appearance
+            and self._template_ready()
+        ):
             dl, dr = self._dis(patches)
-        # noise-adapted EAR level: deviations shrunk so that noise_k sigma of the ratio never crosses
+        # noise-adapted EAR level: deviations shrunk so that noise_k sigma of the ratio never
+        # crosses
         depth = 1.0 - self.cfg.close_ratio
         sig_r = self._sigma[4]
         scale = depth / max(depth, self.cfg.noise_k * sig_r) if sig_r == sig_r else 1.0
@@ -352,24 +422,36 @@ class BlinkDetector:
                 zs.append((d - self._stats[k]) / sig)
         if zs:
             app_level = 1.0 - depth * min(zs) / self.cfg.appearance_z
-        level = ear_level if app_level != app_level else (
-            app_level if ear_level != ear_level else min(ear_level, app_level))
+        level = (
+            ear_level
+            if app_level != app_level
+            else (app_level if ear_level != ear_level else min(ear_level, app_level))
+        )
         row = (float(frame), t, ratio, rl, rr, level, el, er)
         return row, ear_level, app_level, level
 
-    # -- input ------------------------------------------------------------------------------------------
-    def update(self, frame: int, t: float, ear_left: float, ear_right: float,
-               patches: np.ndarray | None = None) -> list[BlinkEvent]:
+    # -- input
+    # ------------------------------------------------------------------------------------------
+    def update(
+        self,
+        frame: int,
+        t: float,
+        ear_left: float,
+        ear_right: float,
+        patches: np.ndarray | None = None,
+    ) -> list[BlinkEvent]:
         """Process one frame; returns the blinks that were settled with it (usually none)."""
-        if self._starting is not None:  # live: the warm-up's end is under way; this frame waits its turn
+        # live: the warm-up's end is under way; this frame waits its turn
+        if self._starting is not None:
             nan = math.isnan(ear_left) and math.isnan(ear_right)
             if not nan:
                 self._note_interval(t)
             self._backlog.append((frame, t, ear_left, ear_right, None if nan else patches, not nan))
             return self._advance_start()
         if math.isnan(ear_left) and math.isnan(ear_right):
-            # face or eyes not found: the state is no_face; a gap for the events, judged by time when the
-            # next valid sample arrives. Behind a backlog it waits its turn, so the changes stay in order.
+            # face or eyes not found: the state is no_face; a gap for the events, judged by time
+            # when the next valid sample arrives. Behind a backlog it waits its turn, so the changes
+            # stay in order.
             if self._warm is None and self._backlog:
                 self._backlog.append((frame, t, ear_left, ear_right, None, False))
                 return self._drain(self._rescan_step)
@@ -388,19 +470,24 @@ class BlinkDetector:
         return out
 
     def _note_interval(self, t: float) -> None:
-        """Track the frame interval (median of the last 64): a gap is several intervals, never one."""
+        """Track the frame interval (median of the last 64): a gap is several intervals, never
+        one."""
         prev, self._prev_t = self._prev_t, t
         if prev == prev and t > prev:
             self._intervals.append(t - prev)
-            # (a full deque's length is always 64, so this runs on every frame: sorted() of 64 floats is ~10x
-            # cheaper than np.median of a deque, and gives the same value to the last bit)
+            # (a full deque's length is always 64, so this runs on every frame: sorted() of 64
+            # floats is ~10x cheaper than np.median of a deque, and gives the same value to the last
+            # bit)
             if len(self._intervals) % 8 == 0 or self._interval != self._interval:
                 self._interval = median_of_few(self._intervals)
 
     def _gap_s(self) -> float:
-        """Seconds without a sample that make a gap: ``max_gap_ms``, or 2.5 frame intervals at low frame rates."""
+        """Seconds without a sample that make a gap: ``max_gap_ms``, or 2.5 frame intervals at
+        low frame rates."""
         gap = self.cfg.max_gap_ms / 1000
-        return max(gap, _GAP_INTERVALS * self._interval) if self._interval == self._interval else gap
+        return (
+            max(gap, _GAP_INTERVALS * self._interval) if self._interval == self._interval else gap
+        )
 
     def _drain(self, n: int | None) -> list[BlinkEvent]:
         """Run up to ``n`` (None: all) frames of the backlog through the state machine, in order."""
@@ -413,8 +500,9 @@ class BlinkDetector:
             k += 1
         return out
 
-    def _warm_up(self, frame: int, t: float, el: float, er: float,
-                 patches: np.ndarray | None) -> list[BlinkEvent]:
+    def _warm_up(
+        self, frame: int, t: float, el: float, er: float, patches: np.ndarray | None
+    ) -> list[BlinkEvent]:
         assert self._warm is not None
         if self._warm:
             step = t - self._warm[-1][1]
@@ -426,9 +514,10 @@ class BlinkDetector:
         return self._start()
 
     def _start(self) -> list[BlinkEvent]:
-        """Warm-up done: baseline from the whole buffer (robust medians), then re-scan the buffer. In live mode
-        (``rescan_per_frame``) one piece of that a frame (~25 ms of work at once at 500 FPS: the sink's rows would
-        wait behind it), the frames meanwhile queued behind the warm-up's; the same numbers either way."""
+        """Warm-up done: baseline from the whole buffer (robust medians), then re-scan the buffer.
+        In live mode (``rescan_per_frame``) one piece of that a frame (~25 ms of work at once at 500
+        FPS: the sink's rows would wait behind it), the frames meanwhile queued behind the
+        warm-up's; the same numbers either way."""
         if self._rescan_step is None:
             for _ in self._start_steps():
                 pass
@@ -437,7 +526,8 @@ class BlinkDetector:
         return self._advance_start()
 
     def _advance_start(self) -> list[BlinkEvent]:
-        """The next piece of the warm-up's end; once it is done, the backlog's first frames are judged."""
+        """The next piece of the warm-up's end; once it is done, the backlog's first frames are
+        judged."""
         assert self._starting is not None
         if next(self._starting, _DONE) is not _DONE:
             return []
@@ -445,9 +535,10 @@ class BlinkDetector:
         return self._drain(self._rescan_step)
 
     def _start_steps(self) -> Iterator[None]:
-        """The warm-up's end in pieces (a yield between them): the buffer's samples and patches, their medians and
-        template, the buffer's ratios and appearance measured against them, their medians again; then the buffer
-        goes to the front of the backlog (before the frames that came meanwhile)."""
+        """The warm-up's end in pieces (a yield between them): the buffer's samples and patches,
+        their medians and template, the buffer's ratios and appearance measured against them, their
+        medians again; then the buffer goes to the front of the backlog (before the frames that came
+        meanwhile)."""
         assert self._warm is not None
         warm, self._warm = self._warm, None
         t_end = warm[-1][1]
@@ -474,16 +565,19 @@ class BlinkDetector:
         yield from self._recompute_steps(t_end)  # ratio and appearance noise
         self._backlog.extendleft((f, ts, a, b, p, False) for f, ts, a, b, p in reversed(warm))
 
-    # -- state machine ----------------------------------------------------------------------------------
-    def _step(self, frame: int, t: float, el: float, er: float, patches: np.ndarray | None,
-              *, learn: bool) -> list[BlinkEvent]:
+    # -- state machine
+    # ----------------------------------------------------------------------------------
+    def _step(
+        self, frame: int, t: float, el: float, er: float, patches: np.ndarray | None, *, learn: bool
+    ) -> list[BlinkEvent]:
         cfg = self.cfg
         if math.isnan(el) and math.isnan(er):  # a no-face frame queued behind the warm-up backlog
             self._publish(frame, t, EyeState.NO_FACE)
             return []
         out: list[BlinkEvent] = []
         gap = self._last is not None and t - self._last[1] > self._gap_s() and t != self._bridge_t
-        if gap or self._seg_first < 0:  # (not on _last = None: a re-learnt level replays from a blink's start)
+        # (not on _last = None: a re-learnt level replays from a blink's start)
+        if gap or self._seg_first < 0:
             self._seg_first = frame
         if gap:
             if self._state != self._OPEN:
@@ -492,9 +586,14 @@ class BlinkDetector:
             self._dip.clear()
             self._recent.clear()
             self._tail.clear()
-        elif self._pending is not None and self._state == self._OPEN and (
-                (self._dip[0][_T] if self._dip else t) - self._pending["end"][1]) * 1000 >= cfg.merge_gap_ms:
-            out += self._flush()  # a dip that began within the merge gap may still merge: wait for it
+        elif (
+            self._pending is not None
+            and self._state == self._OPEN
+            and ((self._dip[0][_T] if self._dip else t) - self._pending["end"][1]) * 1000
+            >= cfg.merge_gap_ms
+        ):
+            # a dip that began within the merge gap may still merge: wait for it
+            out += self._flush()
         row, ear_level, app_level, level = self._measure(frame, t, el, er, patches)
         self._recent.append(row)
         horizon = t - cfg.onset_search_ms / 1000
@@ -507,7 +606,9 @@ class BlinkDetector:
 
         def learn_open() -> None:
             if learn:
-                self._push_baseline(t, (nanmean((el, er)), el, er, row[_R], *self._dis(patches)), patches)
+                self._push_baseline(
+                    t, (nanmean((el, er)), el, er, row[_R], *self._dis(patches)), patches
+                )
 
         if self._state == self._OPEN:
             if math.isnan(level) or level >= cfg.onset_ratio:
@@ -519,7 +620,8 @@ class BlinkDetector:
                 if not self._dip:
                     self._dip_t0 = t
                 self._dip.append(row)
-                while self._dip[0][_T] < t - self._hold_s():  # bounded: a dip this long is not a closing lid
+                # bounded: a dip this long is not a closing lid
+                while self._dip[0][_T] < t - self._hold_s():
                     self._dip.popleft()
                 if level < cfg.close_ratio:
                     self._begin(ear_level, app_level)
@@ -532,11 +634,11 @@ class BlinkDetector:
                 self._ev["ear_end"] = (frame, t)
                 self._stale_t = _NAN
             elif level < cfg.onset_ratio and ("ear_end" in self._ev or cfg.appearance_needs_lid):
-                # the lid is open and only the eye patches say closed: a blink reopens the lid and the
-                # patch together, so after appearance_stale_ms the template is stale (light, glasses, a
-                # head turn): end the event where the lid reopened and learn the template afresh (an event
-                # the lid never joined is left alone unless the lid must confirm: the patches-only blinks
-                # of a model whose lid does not confirm them)
+                # the lid is open and only the eye patches say closed: a blink reopens the lid and
+                # the patch together, so after appearance_stale_ms the template is stale (light,
+                # glasses, a head turn): end the event where the lid reopened and learn the template
+                # afresh (an event the lid never joined is left alone unless the lid must confirm:
+                # the patches-only blinks of a model whose lid does not confirm them)
                 if self._stale_t != self._stale_t:
                     self._stale_t = t
                 elif (t - self._stale_t) * 1000 >= cfg.appearance_stale_ms:
@@ -560,14 +662,15 @@ class BlinkDetector:
             out += self._bound(frame, t)
         return out
 
-    # -- bounds: no state lasts longer than a blink can, unless the eye is really closed ---------------------
+    # -- bounds: no state lasts longer than a blink can, unless the eye is really closed
+    # ---------------------
     def _hold_s(self) -> float:
         """Seconds of samples a dip or the tail of an event keeps (``max_blink_ms + settle_ms``)."""
         return (self.cfg.max_blink_ms + self.cfg.settle_ms) / 1000
 
     def _keep(self, row: tuple[float, ...]) -> None:
-        """Add a sample to the open event: its first ``_hold_s`` kept whole, then only the last ``_hold_s``
-        and the deepest sample between (bounded memory however long the event lasts)."""
+        """Add a sample to the open event: its first ``_hold_s`` kept whole, then only the last
+        ``_hold_s`` and the deepest sample between (bounded memory however long the event lasts)."""
         ev = self._ev
         t = row[_T]
         if t - ev["start"][1] <= self._hold_s():
@@ -583,7 +686,8 @@ class BlinkDetector:
             ev["hole"] = True
 
     def _settled(self, t: float) -> float | None:
-        """The EAR ratio's level when it has held still for ``settle_ms`` (a settled level), else None."""
+        """The EAR ratio's level when it has held still for ``settle_ms`` (a settled level), else
+        None."""
         cfg = self.cfg
         if not self._tail or t - self._tail[0][_T] < 0.9 * cfg.settle_ms / 1000:
             return None
@@ -597,13 +701,15 @@ class BlinkDetector:
         return med if float(np.mean(np.abs(r - med) <= tol)) >= _SETTLED_FRACTION else None
 
     def _bound(self, frame: int, t: float) -> list[BlinkEvent]:
-        """A dip or event past ``max_blink_ms``: learn a settled shallow level as open; end at ``max_closure_ms``."""
+        """A dip or event past ``max_blink_ms``: learn a settled shallow level as open; end at
+        ``max_closure_ms``."""
         cfg = self.cfg
         in_event = self._state != self._OPEN
         start = self._ev["start"][1] if in_event else self._dip_t0
         age_ms = (t - start) * 1000
         if in_event and age_ms > cfg.max_closure_ms:
-            self._end(complete=False)  # a prolonged closure, cut here: whatever the level is now, it is open
+            # a prolonged closure, cut here: whatever the level is now, it is open
+            self._end(complete=False)
             self._relearn(t)
             self._publish(frame, t, self._machine_state())
             return []
@@ -611,9 +717,12 @@ class BlinkDetector:
             return []
         self._settle_t = t
         level = self._settled(t)
-        if level is None or 1.0 - level >= cfg.partial_fraction * full_closure(self.cfg, self._amplitudes):
+        if level is None or 1.0 - level >= cfg.partial_fraction * full_closure(
+            self.cfg, self._amplitudes
+        ):
             return []  # still moving, or settled as deep as a closed eye: a closure goes on
-        # a new open level (gaze, posture, glasses, light): learn it, and judge the event's samples again
+        # a new open level (gaze, posture, glasses, light): learn it, and judge the event's samples
+        # again
         self._relearn(t)
         if not in_event:
             self._dip.clear()
@@ -626,7 +735,9 @@ class BlinkDetector:
             if ev["hole"]:
                 self._bridge_t = ev["tail"][0][_T]
             rows += list(ev["tail"])
-        self._backlog.extendleft(reversed([(int(r[_F]), r[_T], r[_EL], r[_ER], None, False) for r in rows]))
+        self._backlog.extendleft(
+            reversed([(int(r[_F]), r[_T], r[_EL], r[_ER], None, False) for r in rows])
+        )
         self._quiet_frame = frame
         self._last = None
         self._dip.clear()
@@ -635,8 +746,8 @@ class BlinkDetector:
         return []
 
     def _relearn(self, t: float) -> None:
-        """Re-learn the open level from the last ``settle_ms`` of samples (EAR medians, ratio noise), and
-        start the appearance template afresh from the patches that follow."""
+        """Re-learn the open level from the last ``settle_ms`` of samples (EAR medians, ratio
+        noise), and start the appearance template afresh from the patches that follow."""
         rows = list(self._tail)
         old = float(self._stats[1])
         self._base = TimeWindow(7)
@@ -664,7 +775,11 @@ class BlinkDetector:
         if self._centered is None or self._centered[0] is not self._template:
             self._centered = (self._template, CenteredTemplate(self._template))
         c = self._centered[1]
-        out = c.pair(patches) if len(c.b) == 2 else (c.dissimilarity(0, patches[0]), c.dissimilarity(1, patches[1]))
+        out = (
+            c.pair(patches)
+            if len(c.b) == 2
+            else (c.dissimilarity(0, patches[0]), c.dissimilarity(1, patches[1]))
+        )
         self._dis_cache = (patches, self._template, out)
         return out
 
@@ -698,11 +813,20 @@ class BlinkDetector:
         first, now = dip[0], dip[-1]
         # the samples before the dip, for the onset fit -- never from the previous blink
         pre = [r for r in self._recent if self._floor_t < r[_T] < first[_T]]
-        self._ev = {  # ends at least at this frame, the one below close_ratio (a one-frame dip at low rates)
-            "start": (int(first[_F]), first[_T]), "end": (int(now[_F]), now[_T]),
+        # ends at least at this frame, the one below close_ratio (a one-frame dip at low rates)
+        self._ev = {
+            "start": (int(first[_F]), first[_T]),
+            "end": (int(now[_F]), now[_T]),
             "baseline": (float(self._stats[1]), float(self._stats[2]), float(self._stats[3])),
-            "samples": list(dip), "pre": pre, "cue_ear": False, "cue_app": False, "complete": True,
-            "tail": deque(), "peak": None, "hole": False, "seg_first": self._seg_first,
+            "samples": list(dip),
+            "pre": pre,
+            "cue_ear": False,
+            "cue_app": False,
+            "complete": True,
+            "tail": deque(),
+            "peak": None,
+            "hole": False,
+            "seg_first": self._seg_first,
         }
         if ear_level < self.cfg.onset_ratio:
             self._ev["ear_end"] = self._ev["end"]
@@ -723,7 +847,11 @@ class BlinkDetector:
         self._floor_t = ev["end"][1]
         ev["after"] = []
         prev = self._pending
-        if prev is not None and complete and (ev["start"][1] - prev["end"][1]) * 1000 < self.cfg.merge_gap_ms:
+        if (
+            prev is not None
+            and complete
+            and (ev["start"][1] - prev["end"][1]) * 1000 < self.cfg.merge_gap_ms
+        ):
             prev["samples"] = event_rows(prev) + prev["after"] + event_rows(ev)
             prev["tail"], prev["peak"], prev["hole"] = deque(), None, False
             prev["end"] = ev["end"]
@@ -743,19 +871,30 @@ class BlinkDetector:
         self._pending = None
         out = []
         for ev in evs:
-            b = measure_event(self.cfg, ev, interval=self._interval, amplitudes=self._amplitudes,
-                              number=self._count + 1)
+            b = measure_event(
+                self.cfg,
+                ev,
+                interval=self._interval,
+                amplitudes=self._amplitudes,
+                number=self._count + 1,
+            )
             if b is None:
                 continue
             self._count += 1
             out.append(b)
             if b.kind != PROLONGED_CLOSURE:
                 continue
-            # every blink kept: a full closure inside the long event is a blink row of its own, after it
+            # every blink kept: a full closure inside the long event is a blink row of its own,
+            # after it
             full = full_closure(self.cfg, self._amplitudes)
             for inner in inner_closures(self.cfg, ev, full, self._gap_s()):
-                ib = measure_event(self.cfg, inner, interval=self._interval, amplitudes=self._amplitudes,
-                                   number=self._count + 1)
+                ib = measure_event(
+                    self.cfg,
+                    inner,
+                    interval=self._interval,
+                    amplitudes=self._amplitudes,
+                    number=self._count + 1,
+                )
                 if ib is not None and ib.kind == BLINK:
                     self._count += 1
                     out.append(ib)

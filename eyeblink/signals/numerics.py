@@ -1,5 +1,6 @@
-"""The numerics the blink detector runs on its EAR traces: the onset fit, the eye patches' dissimilarity, a
-window of samples dropped by time, medians cheaper than ``np.median`` (the same floats), smoothing.
+"""The numerics the blink detector runs on its EAR traces: the onset fit, the eye patches'
+dissimilarity, a window of samples dropped by time, medians cheaper than ``np.median`` (the same
+floats), smoothing.
 
 Pure numpy, no state of the detector: :mod:`eyeblink.signals.blinks` keeps that.
 """
@@ -11,8 +12,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-# np.median imports numpy.ma at its first call (~20 ms): a live session's first blink would pay that in the sink,
-# the rows waiting behind it; imported with this module instead
+# np.median imports numpy.ma at its first call (~20 ms): a live session's first blink would pay that
+# in the sink, the rows waiting behind it; imported with this module instead
 import numpy.ma
 
 _NAN = math.nan
@@ -62,7 +63,8 @@ def patch_dissimilarity(patch: np.ndarray, template: np.ndarray) -> float:
 
 
 class CenteredTemplate:
-    """A template centred once for :func:`patch_dissimilarity` against many patches (same arithmetic)."""
+    """A template centred once for :func:`patch_dissimilarity` against many patches (same
+    arithmetic)."""
 
     def __init__(self, template: np.ndarray) -> None:
         b = np.asarray(template, dtype=np.float64)
@@ -71,8 +73,8 @@ class CenteredTemplate:
         self._stacked: np.ndarray | None = None  # b as one array, for pair()
 
     def pair(self, patches: np.ndarray) -> tuple[float, float]:
-        """``(dissimilarity(0, patches[0]), dissimilarity(1, patches[1]))``, both eyes in one pass (the same sums:
-        each eye's reductions run over its own 288 values, as one patch's do)."""
+        """``(dissimilarity(0, patches[0]), dissimilarity(1, patches[1]))``, both eyes in one pass
+        (the same sums: each eye's reductions run over its own 288 values, as one patch's do)."""
         if self._stacked is None:
             self._stacked = np.stack(self.b)
         a = np.asarray(patches, dtype=np.float64)
@@ -109,7 +111,8 @@ def closure_amplitude(minimum: float, base: float) -> float:
 
 
 def smooth(y: np.ndarray, t: np.ndarray, window_ms: float) -> np.ndarray:
-    """Centred moving average over ``window_ms`` (no smoothing when it spans fewer than 3 samples)."""
+    """Centred moving average over ``window_ms`` (no smoothing when it spans fewer than 3
+    samples)."""
     if len(y) < 3:
         return y
     dt = float(np.median(np.diff(t)))
@@ -119,7 +122,6 @@ def smooth(y: np.ndarray, t: np.ndarray, window_ms: float) -> np.ndarray:
     k |= 1
     pad = np.pad(y, k // 2, mode="edge")
     return np.convolve(pad, np.ones(k) / k, mode="valid")
-
 
 
 class TimeWindow:
@@ -140,47 +142,44 @@ class TimeWindow:
 
     def append(self, row: tuple[float, ...]) -> None:
         if self._end == len(self._buf):
-            live = self._buf[self._start:self._end]
+            live = self._buf[self._start : self._end]
             if len(live) * 2 > len(self._buf):  # more than half full: grow
                 grown = np.empty((len(self._buf) * 2, self._buf.shape[1]))
-                grown[:len(live)] = live
+                grown[: len(live)] = live
                 self._buf = grown
             else:  # compact
-                self._buf[:len(live)] = live.copy()
+                self._buf[: len(live)] = live.copy()
             self._start, self._end = 0, len(live)
         self._buf[self._end] = row
         self._end += 1
 
     def drop_before(self, t: float) -> None:
         """Forget rows older than ``t`` (rows are in time order)."""
-        times = self._buf[self._start:self._end, 0]
+        times = self._buf[self._start : self._end, 0]
         self._start += int(np.searchsorted(times, t, side="left"))
 
     def view(self) -> np.ndarray:
         """The live rows (a view: valid until the next append)."""
-        return self._buf[self._start:self._end]
-
-
+        return self._buf[self._start : self._end]
 
 
 def row_medians(rows: np.ndarray) -> np.ndarray:
-    """``np.median(rows, axis=1)`` of a 2-D array without NaN, the same floats: the middle values of each sorted
-    row, averaged as np.median averages them (a sort of a few thousand values is several times cheaper than
-    np.median's partition, which also looks for NaN)."""
+    """``np.median(rows, axis=1)`` of a 2-D array without NaN, the same floats: the middle values of
+    each sorted row, averaged as np.median averages them (a sort of a few thousand values is several
+    times cheaper than np.median's partition, which also looks for NaN)."""
     n = rows.shape[1]
     if n == 0:
         return np.median(rows, axis=1)
     s = np.sort(rows, axis=1)
     h = n // 2
-    return np.mean(s[:, h:h + 1] if n % 2 else s[:, h - 1:h + 1], axis=1)
+    return np.mean(s[:, h : h + 1] if n % 2 else s[:, h - 1 : h + 1], axis=1)
 
 
 def median_of_few(values: Iterable[float]) -> float:
-    """``np.median`` of a few finite values (the same float), without its per-call cost (~50 us: the live sink runs
-    this on every frame)."""
+    """``np.median`` of a few finite values (the same float), without its per-call cost (~50 us: the
+    live sink runs this on every frame)."""
     v = sorted(values)
     n = len(v)
     if not n:
         return _NAN
     return float(v[n // 2]) if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
-

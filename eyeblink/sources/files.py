@@ -59,13 +59,27 @@ __all__ = [
 IMAGE_EXTENSIONS: tuple[str, ...] = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 #: Suffixes taken as video files where a folder is searched for videos (``batch``), and named when a
 #: folder of videos is given where an image folder is expected.
-VIDEO_SUFFIXES: tuple[str, ...] = (".avi", ".mp4", ".mkv", ".mov", ".m4v", ".webm", ".mpg", ".mpeg", ".wmv", ".flv",
-                                   ".mj2", ".nut")
+VIDEO_SUFFIXES: tuple[str, ...] = (
+    ".avi",
+    ".mp4",
+    ".mkv",
+    ".mov",
+    ".m4v",
+    ".webm",
+    ".mpg",
+    ".mpeg",
+    ".wmv",
+    ".flv",
+    ".mj2",
+    ".nut",
+)
 
 #: Undecodable packets skipped in one file before it counts as unreadable (a file of garbage).
 MAX_DAMAGED_PACKETS = 10_000
 
-_REPAIR_HINT = "the file is truncated or corrupt; re-export or repair it (e.g. ffmpeg -i in -c copy out.mkv)"
+_REPAIR_HINT = (
+    "the file is truncated or corrupt; re-export or repair it (e.g. ffmpeg -i in -c copy out.mkv)"
+)
 
 #: Slots a demuxed stream may fall short of its declared frame count without being called
 #: truncated. AVI capture software writes a dropped frame as a zero-length index entry; FFmpeg
@@ -76,20 +90,25 @@ _TRUNCATION_SLACK_SLOTS = 1
 
 #: 8-bit pixel formats whose first plane is full-range luma (copied as is).
 _FULL_RANGE_LUMA = frozenset({"gray", "yuvj420p", "yuvj422p", "yuvj444p", "yuvj440p", "yuvj411p"})
-#: 8-bit planar YUV formats whose first plane is luma, limited range unless the frame says otherwise.
-_YUV_LUMA = frozenset({"yuv420p", "yuv422p", "yuv444p", "yuv440p", "yuv411p", "yuv410p", "yuva420p", "nv12", "nv21"})
+#: 8-bit planar YUV formats whose first plane is luma, limited range unless the frame says
+#: otherwise.
+_YUV_LUMA = frozenset(
+    {"yuv420p", "yuv422p", "yuv444p", "yuv440p", "yuv411p", "yuv410p", "yuva420p", "nv12", "nv21"}
+)
 _AVCOL_RANGE_JPEG = 2
 #: Limited-range (16..235) to full-range (0..255) luma, rounded and clipped like swscale.
 _TV_TO_PC_LUMA = np.clip(np.round((np.arange(256) - 16) * 255.0 / 219.0), 0, 255).astype(np.uint8)
 
 
 def luma(frame: Any, *, copy: bool = True) -> np.ndarray:
-    """A decoded frame's luma as (H, W) uint8: the Y plane as is (full range) or stretched (TV range).
+    """A decoded frame's luma as (H, W) uint8: the Y plane as is (full range) or stretched (TV
+    range).
 
-    Reading the Y plane costs ~0.01 ms for 640x480 where ``to_ndarray(format="gray")`` (a swscale pass)
-    costs ~0.3 ms, as much as decoding an MJPG frame. Limited-range ("TV", 16..235) luma is stretched to
-    0..255 with a lookup table, as swscale would. ``copy=False``: a view of the plane where its rows are
-    contiguous (it keeps the frame's buffer alive; the file loader copies it into the ring at once).
+    Reading the Y plane costs ~0.01 ms for 640x480 where ``to_ndarray(format="gray")`` (a swscale
+    pass) costs ~0.3 ms, as much as decoding an MJPG frame. Limited-range ("TV", 16..235) luma is
+    stretched to 0..255 with a lookup table, as swscale would. ``copy=False``: a view of the plane
+    where its rows are contiguous (it keeps the frame's buffer alive; the file loader copies it into
+    the ring at once).
     """
     fmt = frame.format.name
     if fmt in _FULL_RANGE_LUMA or fmt in _YUV_LUMA:
@@ -114,11 +133,11 @@ def natural_sort_key(name: str) -> tuple[Any, ...]:
     return tuple(int(p) if i % 2 else p.casefold() for i, p in enumerate(parts))
 
 
-
 def open_av(target: str, **kwargs: Any) -> Any:
-    """``av.open(target, **kwargs)`` with metadata that is not UTF-8 readable (the ZJU AVIs carry GBK-encoded
-    titles; an ffmpeg sender forwards them): PyAV < 19 takes ``metadata_errors="replace"`` (its default
-    ``strict`` fails the open), PyAV 19 dropped the option and decodes metadata with ``surrogateescape``."""
+    """``av.open(target, **kwargs)`` with metadata that is not UTF-8 readable (the ZJU AVIs carry
+    GBK-encoded titles; an ffmpeg sender forwards them): PyAV < 19 takes
+    ``metadata_errors="replace"`` (its default ``strict`` fails the open), PyAV 19 dropped the
+    option and decodes metadata with ``surrogateescape``."""
     import av
 
     if _METADATA_ERRORS:
@@ -132,6 +151,7 @@ def open_av(target: str, **kwargs: Any) -> Any:
 
 
 _METADATA_ERRORS = [True]  # emptied once this PyAV turns out not to take the option
+
 
 class FrameSource(ABC, Closing):
     """An input that yields :class:`Frame` records in decode order.
@@ -165,8 +185,8 @@ class FrameSource(ABC, Closing):
     def close(self) -> None:
         """Release file handles held by an unfinished iteration (idempotent)."""
 
-    #: attributes that hold an open handle (a container, a camera): not pickled; a process that gets the source
-    #: (a spawned loader) opens its own
+    #: attributes that hold an open handle (a container, a camera): not pickled; a process that gets
+    #: the source (a spawned loader) opens its own
     HANDLES: tuple[str, ...] = ()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -183,7 +203,9 @@ def _validate_fps(fps: float | None, what: str) -> float | None:
         return None
     value = float(fps)
     if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"--fps must be a positive number of frames per second for {what}, got {fps!r}")
+        raise ConfigError(
+            f"--fps must be a positive number of frames per second for {what}, got {fps!r}"
+        )
     return value
 
 
@@ -225,7 +247,12 @@ class VideoFileSource(FrameSource):
     HANDLES = ("_container",)
 
     def __init__(
-        self, path: str | Path, *, fps: float | None = None, color: bool = False, threads: bool = True
+        self,
+        path: str | Path,
+        *,
+        fps: float | None = None,
+        color: bool = False,
+        threads: bool = True,
     ) -> None:
         self.path = Path(path)
         self.name = self.path.stem
@@ -246,7 +273,9 @@ class VideoFileSource(FrameSource):
             self.height = int(cc.height)
             rate = stream.average_rate or stream.guessed_rate or stream.base_rate
             self.nominal_fps = float(rate) if rate else None
-            self.frame_count_hint = int(stream.frames) if stream.frames and stream.frames > 0 else None
+            self.frame_count_hint = (
+                int(stream.frames) if stream.frames and stream.frames > 0 else None
+            )
             self._time_base: Fraction | None = stream.time_base
             self._start_time: int = stream.start_time or 0
             self._info: dict[str, Any] = {
@@ -271,7 +300,8 @@ class VideoFileSource(FrameSource):
             first = next(iter(container.demux(stream)), None)
             if first is None or first.size == 0:
                 raise EmptySourceError(
-                    f"{self.path} has a video stream but no frames — re-export or re-record the video"
+                    f"{self.path} has a video stream but no frames — re-export or re-record the "
+                    "video"
                 )
         except self._av_errors() as exc:
             raise VideoOpenError(
@@ -327,12 +357,17 @@ class VideoFileSource(FrameSource):
         return info
 
     @staticmethod
-    def _damage(packet: Any, position: int, start: int, time_base: Fraction, exc: Exception) -> dict[str, Any]:
+    def _damage(
+        packet: Any, position: int, start: int, time_base: Fraction, exc: Exception
+    ) -> dict[str, Any]:
         """What ``summary.json``'s ``damaged_packets`` says of one undecodable packet."""
         ts = packet.pts if packet.pts is not None else packet.dts
-        return {"packet": position, "byte_offset": packet.pos if packet.pos is not None and packet.pos >= 0 else None,
-                "timestamp_s": float((ts - start) * time_base) if ts is not None else None,
-                "error": str(getattr(exc, "strerror", None) or exc)}
+        return {
+            "packet": position,
+            "byte_offset": packet.pos if packet.pos is not None and packet.pos >= 0 else None,
+            "timestamp_s": float((ts - start) * time_base) if ts is not None else None,
+            "error": str(getattr(exc, "strerror", None) or exc),
+        }
 
     def close(self) -> None:
         if self._container is not None:
@@ -356,17 +391,19 @@ class VideoFileSource(FrameSource):
         if self.threads:
             stream.thread_type = "AUTO"
         time_base = stream.time_base or Fraction(1, 1)
-        # a timestamp as (ticks * num) / den: Python's int division rounds correctly, so it is float(ticks *
-        # time_base) to the last bit, without a Fraction per frame
+        # a timestamp as (ticks * num) / den: Python's int division rounds correctly, so it is
+        # float(ticks * time_base) to the last bit, without a Fraction per frame
         tb_num, tb_den = time_base.numerator, time_base.denominator
         start = stream.start_time or 0
         fallback = self.fallback_fps
         # Read now: a closed container no longer reports them.
-        declared_duration_s = container.duration / 1_000_000 if container.duration else None  # AV_TIME_BASE
+        # AV_TIME_BASE
+        declared_duration_s = container.duration / 1_000_000 if container.duration else None
         single_stream = len(container.streams) == 1
 
         index = 0
-        packets = 0  # non-empty packets (2-byte null packets count; the final flush packet does not)
+        # non-empty packets (2-byte null packets count; the final flush packet does not)
+        packets = 0
         skipped_slots = 0  # AVI zero-length index entries, seen as DTS jumps between packets
         prev_dts: int | None = None
         prev_duration = 0
@@ -389,7 +426,8 @@ class VideoFileSource(FrameSource):
                     ts = prev_ts + 1.0 / fallback
                 else:
                     raise ConfigError(
-                        f"{self.path} has no timestamps and no frame rate; give --fps to time its frames"
+                        f"{self.path} has no timestamps and no frame rate; give --fps to time its "
+                        "frames"
                     )
                 self._ts_counts["interpolated"] += 1
             key = frame.pts if frame.pts is not None else None
@@ -416,13 +454,16 @@ class VideoFileSource(FrameSource):
                         else:
                             ref, step = prev_dts, prev_duration
                         if step and dts > ref:
-                            skipped_slots += max(0, round((dts - ref) / step) - (prev_dts is not None))
+                            skipped_slots += max(
+                                0, round((dts - ref) / step) - (prev_dts is not None)
+                            )
                         prev_dts, prev_duration = dts, packet.duration or 0
                     packets += 1
                     self._packets_seen = packets
                 try:
                     decoded = packet.decode()
-                except av.error.FFmpegError as exc:  # a damaged packet: skip it, decoding resumes after it
+                # a damaged packet: skip it, decoding resumes after it
+                except av.error.FFmpegError as exc:
                     if packet.size == 0:
                         raise  # the flush at the end: nothing follows to resume with
                     self._damaged.append(self._damage(packet, packets - 1, start, time_base, exc))
@@ -432,22 +473,27 @@ class VideoFileSource(FrameSource):
                 for frame in decoded:
                     yield emit(frame)
         except av.error.FFmpegError as exc:
-            # Frames already inside the decoder's threads were decoded before the problem: drain them.
-            # A second error while draining adds nothing: the first one is raised just below.
+            # Frames already inside the decoder's threads were decoded before the problem: drain
+            # them. A second error while draining adds nothing: the first one is raised just below.
             drained: list[Frame] = []
             with contextlib.suppress(av.error.FFmpegError):
                 drained = [emit(f) for f in stream.codec_context.decode(None)]
             yield from drained
             self.close()
             raise VideoDecodeError(
-                f"{self.path}: decoding failed at frame {index} (packet {packets}): {exc.strerror or exc}; "
+                f"{self.path}: decoding failed at frame {index} (packet {packets}): "
+                f"{exc.strerror or exc}; "
                 f"{_REPAIR_HINT}"
             ) from exc
         finally:
             self.close()
 
         self._check_complete(
-            index, packets, skipped_slots, float(end_pts * time_base), declared_duration_s if single_stream else None
+            index,
+            packets,
+            skipped_slots,
+            float(end_pts * time_base),
+            declared_duration_s if single_stream else None,
         )
 
     def _check_complete(
@@ -472,16 +518,24 @@ class VideoFileSource(FrameSource):
             accounted = packets + skipped_slots
             if accounted < declared - _TRUNCATION_SLACK_SLOTS:
                 raise VideoDecodeError(
-                    f"{self.path}: stream ended at frame {decoded} after {packets} of {declared} declared "
+                    f"{self.path}: stream ended at frame {decoded} after {packets} of {declared} "
+                    "declared "
                     f"packets; {_REPAIR_HINT}"
                 )
-        elif declared_s and self.nominal_fps and 0 < seen_s < declared_s - 1.0 / self.nominal_fps - 1e-3:
+        elif (
+            declared_s
+            and self.nominal_fps
+            and 0 < seen_s < declared_s - 1.0 / self.nominal_fps - 1e-3
+        ):
             raise VideoDecodeError(
-                f"{self.path}: stream ended at frame {decoded} ({seen_s:.3f} s of {declared_s:.3f} s "
+                f"{self.path}: stream ended at frame {decoded} ({seen_s:.3f} s of "
+                f"{declared_s:.3f} s "
                 f"declared); {_REPAIR_HINT}"
             )
         if decoded == 0:
-            raise VideoDecodeError(f"{self.path}: {packets} packets but no decodable frame; {_REPAIR_HINT}")
+            raise VideoDecodeError(
+                f"{self.path}: {packets} packets but no decodable frame; {_REPAIR_HINT}"
+            )
 
 
 class ImageFolderSource(FrameSource):
@@ -498,7 +552,11 @@ class ImageFolderSource(FrameSource):
         self.name = input_stem(self.path)
         self.color = color
         self.files: list[Path] = sorted(
-            (p for p in self.path.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file()),
+            (
+                p
+                for p in self.path.iterdir()
+                if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file()
+            ),
             key=lambda p: natural_sort_key(p.name),
         )
         if not self.files:
@@ -516,7 +574,9 @@ class ImageFolderSource(FrameSource):
                 self.width, self.height = img.size
                 self._mode = img.mode
         except (OSError, UnidentifiedImageError) as exc:
-            raise VideoDecodeError(f"{first}: cannot read image ({exc}); replace or remove the file") from exc
+            raise VideoDecodeError(
+                f"{first}: cannot read image ({exc}); replace or remove the file"
+            ) from exc
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -540,8 +600,10 @@ class ImageFolderSource(FrameSource):
                 img.load()
                 if img.size != (self.width, self.height):
                     raise VideoDecodeError(
-                        f"{path}: image is {img.size[0]}x{img.size[1]} but the folder's first image is "
-                        f"{self.width}x{self.height}; all images must have one size — resize or remove it"
+                        f"{path}: image is {img.size[0]}x{img.size[1]} but the folder's first "
+                        "image is "
+                        f"{self.width}x{self.height}; all images must have one size — resize or "
+                        "remove it"
                     )
                 eight_bit: Image.Image = img
                 if img.mode.startswith("I;16") or img.mode == "I":
@@ -560,23 +622,33 @@ class ImageFolderSource(FrameSource):
 
 
 def _no_images(folder: Path) -> str:
-    """Why ``folder`` is no image folder; a folder of videos is named as such, with the commands that take it."""
-    videos = sorted((p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES),
-                    key=lambda p: natural_sort_key(p.name))
+    """Why ``folder`` is no image folder; a folder of videos is named as such, with the commands
+    that take it."""
+    videos = sorted(
+        (p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES),
+        key=lambda p: natural_sort_key(p.name),
+    )
     if not videos:
-        return f"no images in folder {folder}: expected files ending in {', '.join(IMAGE_EXTENSIONS)} (any case)"
+        return (
+            f"no images in folder {folder}: expected files ending in "
+            f"{', '.join(IMAGE_EXTENSIONS)} (any case)"
+        )
     shown = ", ".join(p.name for p in videos[:3]) + (", ..." if len(videos) > 3 else "")
     suffixes = sorted({p.suffix for p in videos})
     pattern = f"{folder}/*{suffixes[0]}" if len(suffixes) == 1 else f"{folder}/*"
-    return (f"no images in folder {folder}, but {len(videos)} video{'s' if len(videos) > 1 else ''} ({shown}); "
-            f"a folder is read as an image sequence: pass the videos themselves (eyeblink process {pattern}) "
-            f"or the folder to eyeblink batch {folder}")
+    return (
+        f"no images in folder {folder}, but {len(videos)} video{'s' if len(videos) > 1 else ''} "
+        f"({shown}); "
+        "a folder is read as an image sequence: pass the videos themselves (eyeblink process "
+        f"{pattern}) "
+        f"or the folder to eyeblink batch {folder}"
+    )
 
 
 def input_stem(path: str | Path) -> str:
-    """The name an input's outputs take (``<stem>.frames.csv``): a video's file name without its suffix, an image
-    folder's own name, also when it is given as ``.`` or ``..`` (the folder they are: never a hidden
-    ``.frames.csv``)."""
+    """The name an input's outputs take (``<stem>.frames.csv``): a video's file name without its
+    suffix, an image folder's own name, also when it is given as ``.`` or ``..`` (the folder they
+    are: never a hidden ``.frames.csv``)."""
     p = Path(path)
     if p.is_dir():
         return Path(os.path.abspath(p)).name or "frames"  # the file system's root has no name

@@ -1,4 +1,5 @@
-"""The inputs of ``eyeblink batch``: glob patterns, folders of videos and ``@LIST`` files as video paths."""
+"""The inputs of ``eyeblink batch``: glob patterns, folders of videos and ``@LIST`` files as
+video paths."""
 
 from __future__ import annotations
 
@@ -42,7 +43,9 @@ def expand_inputs(items: Sequence[str]) -> list[Path]:
             if base is not None and not lst.is_absolute():
                 lst = base / lst
             if not lst.is_file():
-                raise InputNotFoundError(f"list file not found: {lst} — give @FILE with one video path per line")
+                raise InputNotFoundError(
+                    f"list file not found: {lst} — give @FILE with one video path per line"
+                )
             lines = [ln.strip() for ln in lst.read_text(encoding="utf-8").splitlines()]
             entries = [ln for ln in lines if ln and not ln.startswith("#")]
             if not entries:
@@ -55,12 +58,20 @@ def expand_inputs(items: Sequence[str]) -> list[Path]:
             p = base / p
         if glob.has_magic(str(p)):
             matches = sorted(Path(m) for m in glob.glob(str(p), recursive=True))
-            add_all([m for m in matches if m.is_file()], f"pattern {text!r} matches no file — check the pattern "
-                    "(quote it so the shell does not expand it)")
+            add_all(
+                [m for m in matches if m.is_file()],
+                f"pattern {text!r} matches no file — check the pattern "
+                "(quote it so the shell does not expand it)",
+            )
         elif p.is_dir():
-            add_all(sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() in VIDEO_SUFFIXES),
-                    f"folder {p} holds no video ({', '.join(VIDEO_SUFFIXES[:4])}, ...); give video files, a "
-                    "pattern or @LIST")
+            add_all(
+                sorted(
+                    q for q in p.rglob("*") if q.is_file() and q.suffix.lower() in VIDEO_SUFFIXES
+                ),
+                f"folder {p} holds no video ({', '.join(VIDEO_SUFFIXES[:4])}, ...); give video "
+                "files, a "
+                "pattern or @LIST",
+            )
         elif p.is_file():
             add(p)
         else:
@@ -71,4 +82,5 @@ def expand_inputs(items: Sequence[str]) -> list[Path]:
     return out
 
 
-# ----------------------------------------------------------------------------------------- settings, manifest
+# -----------------------------------------------------------------------------------------
+# settings, manifest

@@ -1,9 +1,9 @@
 """Splitting one file or image folder into frame ranges that several loader processes decode.
 
-The multiprocess pipeline (:mod:`eyeblink.runtime.procs.parallel`) may run several loaders on one input
-(``--loaders N``). Each loader decodes whole *ranges*: contiguous frame intervals ``[first, stop)``
-of ``segment`` frames, dealt round-robin (range ``k`` to loader ``k % N``), so that every loader
-works near the sink's write position and the sink's reorder buffer stays bounded.
+The multiprocess pipeline (:mod:`eyeblink.runtime.procs.parallel`) may run several loaders on one
+input (``--loaders N``). Each loader decodes whole *ranges*: contiguous frame intervals ``[first,
+stop)`` of ``segment`` frames, dealt round-robin (range ``k`` to loader ``k % N``), so that every
+loader works near the sink's write position and the sink's reorder buffer stays bounded.
 
 A range must reproduce exactly what :class:`~eyeblink.sources.files.VideoFileSource` yields for
 its frames in a single pass: the same frame index, the same timestamp, the same pixels. So the
@@ -40,15 +40,44 @@ from eyeblink.frames import Frame
 from eyeblink.sources.chunking import round_up
 from eyeblink.sources.files import FrameSource, ImageFolderSource, VideoFileSource
 
-__all__ = ["ONE_FRAME_PER_PACKET", "FrameRange", "RangePlan", "RangeReader", "iter_range", "plan_ranges", "round_up",
-           "single_plan"]
+__all__ = [
+    "ONE_FRAME_PER_PACKET",
+    "FrameRange",
+    "RangePlan",
+    "RangeReader",
+    "iter_range",
+    "plan_ranges",
+    "round_up",
+    "single_plan",
+]
 
 #: Codecs where every non-empty packet decodes to exactly one frame (no null "repeat" packets, no
 #: packed frames): the plan can number frames from packets without decoding.
-ONE_FRAME_PER_PACKET = frozenset({
-    "mjpeg", "rawvideo", "ffv1", "png", "jpegls", "ljpeg", "huffyuv", "ffvhuff", "utvideo", "prores",
-    "dnxhd", "h264", "hevc", "mpeg2video", "mpeg4", "vp8", "vp9", "av1", "tiff", "bmp", "qtrle",
-})
+ONE_FRAME_PER_PACKET = frozenset(
+    {
+        "mjpeg",
+        "rawvideo",
+        "ffv1",
+        "png",
+        "jpegls",
+        "ljpeg",
+        "huffyuv",
+        "ffvhuff",
+        "utvideo",
+        "prores",
+        "dnxhd",
+        "h264",
+        "hevc",
+        "mpeg2video",
+        "mpeg4",
+        "vp8",
+        "vp9",
+        "av1",
+        "tiff",
+        "bmp",
+        "qtrle",
+    }
+)
 
 #: A range spans at least this many frames (rounded up to whole chunks): a seek and a loader's
 #: start-up cost ~1 ms, against ~0.5-1 ms of decoding per 640x480 frame.
@@ -60,7 +89,8 @@ GOPS_PER_SEGMENT = 4
 
 @dataclass(frozen=True)
 class FrameRange:
-    """Frames ``[first, stop)``; decoding starts at ``seek_pts`` (a keyframe's PTS; None: the start)."""
+    """Frames ``[first, stop)``; decoding starts at ``seek_pts`` (a keyframe's PTS; None: the
+    start)."""
 
     first: int
     stop: int
@@ -77,12 +107,17 @@ class RangePlan:
     loaders: int
     reason: str = ""
     pts: list[int] = field(default_factory=list)  # video: the PTS of frame i (sorted)
-    info: dict[str, Any] = field(default_factory=dict)  # the single pass's describe() for a clean file
+    # the single pass's describe() for a clean file
+    info: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         decoded = sum(r.stop - r.seek_frame for r in self.ranges)
-        return {"loaders": self.loaders, "ranges": len(self.ranges), "single_reason": self.reason or None,
-                "extra_decoded_frames": decoded - self.frames}
+        return {
+            "loaders": self.loaders,
+            "ranges": len(self.ranges),
+            "single_reason": self.reason or None,
+            "extra_decoded_frames": decoded - self.frames,
+        }
 
 
 def _segments(frames: int, segment: int) -> list[tuple[int, int]]:
@@ -94,7 +129,9 @@ def single_plan(frames: int, reason: str) -> RangePlan:
     return RangePlan(frames, [FrameRange(0, frames)], 1, reason)
 
 
-def plan_ranges(source: FrameSource, loaders: int, *, chunk_frames: int, max_frames: int | None = None) -> RangePlan:
+def plan_ranges(
+    source: FrameSource, loaders: int, *, chunk_frames: int, max_frames: int | None = None
+) -> RangePlan:
     """Split ``source`` for ``loaders`` processes; ranges are whole multiples of ``chunk_frames``.
 
     Ranges start on chunk boundaries because a landmark worker owns whole chunks (its keyframe
@@ -110,9 +147,11 @@ def plan_ranges(source: FrameSource, loaders: int, *, chunk_frames: int, max_fra
     return _plan_video(source, loaders, chunk_frames, max_frames)
 
 
-def _plan_uniform(n: int, loaders: int, chunk: int, key_frames: list[int], pts: list[int] | None,
-                  gop: float = 1.0) -> RangePlan:
-    """Ranges over ``n`` frames; ``key_frames`` (sorted frame indices of keyframes, empty: every frame)."""
+def _plan_uniform(
+    n: int, loaders: int, chunk: int, key_frames: list[int], pts: list[int] | None, gop: float = 1.0
+) -> RangePlan:
+    """Ranges over ``n`` frames; ``key_frames`` (sorted frame indices of keyframes, empty: every
+    frame)."""
     if loaders <= 1 or n <= 0:
         return single_plan(n, "one loader asked for" if loaders <= 1 else "no frames")
     segment = round_up(max(MIN_SEGMENT_FRAMES, GOPS_PER_SEGMENT * gop), chunk)
@@ -129,23 +168,34 @@ def _plan_uniform(n: int, loaders: int, chunk: int, key_frames: list[int], pts: 
     return RangePlan(n, ranges, min(loaders, len(spans)), "", pts or [])
 
 
-def _demux_packets(source: VideoFileSource) -> tuple[list[tuple[int | None, bool, int | None, int]], dict[str, Any]]:
-    """Every packet's ``(pts, keyframe, dts, duration)`` (non-empty packets only), without decoding."""
+def _demux_packets(
+    source: VideoFileSource,
+) -> tuple[list[tuple[int | None, bool, int | None, int]], dict[str, Any]]:
+    """Every packet's ``(pts, keyframe, dts, duration)`` (non-empty packets only), without
+    decoding."""
     container = source._open()
     try:
         stream = container.streams.video[0]
-        meta = {"codec": stream.codec_context.name, "start": stream.start_time or 0,
-                "time_base": stream.time_base or Fraction(1, 1),
-                "duration_s": container.duration / 1_000_000 if container.duration else None,
-                "single_stream": len(container.streams) == 1}
-        packets = [(p.pts, bool(p.is_keyframe), p.dts, int(p.duration or 0))
-                   for p in container.demux(stream) if p.size > 0]
+        meta = {
+            "codec": stream.codec_context.name,
+            "start": stream.start_time or 0,
+            "time_base": stream.time_base or Fraction(1, 1),
+            "duration_s": container.duration / 1_000_000 if container.duration else None,
+            "single_stream": len(container.streams) == 1,
+        }
+        packets = [
+            (p.pts, bool(p.is_keyframe), p.dts, int(p.duration or 0))
+            for p in container.demux(stream)
+            if p.size > 0
+        ]
         return packets, meta
     finally:
         container.close()
 
 
-def _plan_video(source: VideoFileSource, loaders: int, chunk: int, max_frames: int | None) -> RangePlan:
+def _plan_video(
+    source: VideoFileSource, loaders: int, chunk: int, max_frames: int | None
+) -> RangePlan:
     try:
         packets, meta = _demux_packets(source)
     except source._av_errors() as exc:
@@ -170,14 +220,22 @@ def _plan_video(source: VideoFileSource, loaders: int, chunk: int, max_frames: i
     gop = 1.0 if every else n / len(key_frames)
     if not every and len(key_frames) < 2:
         return single_plan(n, "one keyframe: no range can start later")
-    plan = _plan_uniform(total, loaders, chunk, [] if every else key_frames, pts, gop)  # type: ignore[arg-type]
-    plan.info = dict(source._info, fallback_fps=source.fallback_fps,
-                     timestamps_from={"pts": total, "dts": 0, "interpolated": 0}, packets_demuxed=n)
+    keys = [] if every else key_frames
+    plan = _plan_uniform(total, loaders, chunk, keys, pts, gop)  # type: ignore[arg-type]
+    plan.info = dict(
+        source._info,
+        fallback_fps=source.fallback_fps,
+        timestamps_from={"pts": total, "dts": 0, "interpolated": 0},
+        packets_demuxed=n,
+    )
     return plan
 
 
-def _complete(source: VideoFileSource, packets: list[tuple[Any, bool, Any, int]], meta: dict[str, Any]) -> bool:
-    """The single pass's end-of-stream check (:meth:`VideoFileSource._check_complete`) from packets."""
+def _complete(
+    source: VideoFileSource, packets: list[tuple[Any, bool, Any, int]], meta: dict[str, Any]
+) -> bool:
+    """The single pass's end-of-stream check (:meth:`VideoFileSource._check_complete`) from
+    packets."""
     start = meta["start"]
     skipped, prev_dts, prev_dur, end_pts = 0, None, 0, 0
     for pts, _key, dts, dur in packets:
@@ -189,8 +247,13 @@ def _complete(source: VideoFileSource, packets: list[tuple[Any, bool, Any, int]]
                 skipped += max(0, round((dts - ref) / step) - (prev_dts is not None))
             prev_dts, prev_dur = dts, dur
     try:
-        source._check_complete(len(packets), len(packets), skipped, float(end_pts * meta["time_base"]),
-                               meta["duration_s"] if meta["single_stream"] else None)
+        source._check_complete(
+            len(packets),
+            len(packets),
+            skipped,
+            float(end_pts * meta["time_base"]),
+            meta["duration_s"] if meta["single_stream"] else None,
+        )
     except VideoDecodeError:
         return False
     return True
@@ -203,11 +266,13 @@ def iter_range(source: FrameSource, plan: RangePlan, rng: FrameRange) -> Iterato
 
 
 class RangeReader:
-    """One process's reader of several ranges of one input (a loader's, ``--loaders N``): :meth:`frames` of each.
+    """One process's reader of several ranges of one input (a loader's, ``--loaders N``):
+    :meth:`frames` of each.
 
-    A video's container and decoder are opened once and seek from range to range (the seek flushes what the decoder
-    held). A fresh container for each range pays the open (~2 ms of CPU for a 20,000-frame AVI: its index) and
-    FFmpeg's decoder start-up again: ~0.02 ms more CPU a frame over 256-frame ranges of real 640x480 MJPG."""
+    A video's container and decoder are opened once and seek from range to range (the seek flushes
+    what the decoder held). A fresh container for each range pays the open (~2 ms of CPU for a
+    20,000-frame AVI: its index) and FFmpeg's decoder start-up again: ~0.02 ms more CPU a frame over
+    256-frame ranges of real 640x480 MJPG."""
 
     def __init__(self, source: FrameSource, plan: RangePlan) -> None:
         self.source, self.plan = source, plan
@@ -219,7 +284,9 @@ class RangeReader:
         if isinstance(source, ImageFolderSource):
             assert source.fps is not None
             for i in range(rng.first, rng.stop):
-                yield Frame(index=i, timestamp_s=i / source.fps, image=source._load(source.files[i]))
+                yield Frame(
+                    index=i, timestamp_s=i / source.fps, image=source._load(source.files[i])
+                )
             return
         assert isinstance(source, VideoFileSource)
         if rng.seek_pts is None:  # nowhere to seek back to: a fresh container
@@ -246,14 +313,15 @@ class RangeReader:
         self.close()
 
 
-def _iter_video_range(source: VideoFileSource, plan: RangePlan, rng: FrameRange, container: Any,
-                      seek: bool) -> Iterator[Frame]:
+def _iter_video_range(
+    source: VideoFileSource, plan: RangePlan, rng: FrameRange, container: Any, seek: bool
+) -> Iterator[Frame]:
     import av
 
     stream = container.streams.video[0]
     time_base = stream.time_base or Fraction(1, 1)
     start = stream.start_time or 0
-    rank = {p: i for i, p in enumerate(plan.pts[rng.seek_frame:rng.stop], rng.seek_frame)}
+    rank = {p: i for i, p in enumerate(plan.pts[rng.seek_frame : rng.stop], rng.seek_frame)}
     if seek:
         container.seek(rng.seek_pts, stream=stream, backward=True, any_frame=False)
     expect = rng.first
@@ -269,21 +337,29 @@ def _iter_video_range(source: VideoFileSource, plan: RangePlan, rng: FrameRange,
                     continue  # between the keyframe and the range's first frame
                 if index != expect:
                     raise _mismatch(source, expect, f"frame {index}")
-                yield Frame(index=index, timestamp_s=float((plan.pts[index] - start) * time_base),
-                            image=source._image(frame))
+                yield Frame(
+                    index=index,
+                    timestamp_s=float((plan.pts[index] - start) * time_base),
+                    image=source._image(frame),
+                )
                 expect += 1
                 if expect >= rng.stop:
                     return
     except av.error.FFmpegError as exc:
-        raise VideoDecodeError(f"{source.path}: decoding failed at frame {expect}: {exc.strerror or exc}; "
-                               "the file is truncated or corrupt; re-export or repair it") from exc
+        raise VideoDecodeError(
+            f"{source.path}: decoding failed at frame {expect}: {exc.strerror or exc}; "
+            "the file is truncated or corrupt; re-export or repair it"
+        ) from exc
     if rng.stop >= plan.frames and expect > rng.first:
-        # the file's last range: its decoder gave fewer frames than it has packets (an H.264 stream whose last
-        # packets decode to nothing), so the stream ends here, as the single pass's does: no row is shifted
+        # the file's last range: its decoder gave fewer frames than it has packets (an H.264 stream
+        # whose last packets decode to nothing), so the stream ends here, as the single pass's does:
+        # no row is shifted
         return
     raise _mismatch(source, expect, "the end of the stream")
 
 
 def _mismatch(source: VideoFileSource, expect: int, got: str) -> VideoDecodeError:
-    return VideoDecodeError(f"{source.path}: parallel decoding expected frame {expect} but got {got}; "
-                            "this file does not split cleanly, run it with --loaders 1")
+    return VideoDecodeError(
+        f"{source.path}: parallel decoding expected frame {expect} but got {got}; "
+        "this file does not split cleanly, run it with --loaders 1"
+    )

@@ -2,13 +2,13 @@
 
 ::
 
-    driver (this process)                                   Ray cluster (one task per video or chunk)
-    ─────────────────────                                   ─────────────────────────────────────────
-    expand patterns / @lists ─► probe each video (frames,   run_chunk(task) on a node, num_cpus=N:
-    fps) ─► skip what the manifest says is done ─► plan     the multiprocess pipeline (loader -> N
-    chunks ─► submit ─► as tasks finish: merge chunks,      detect+landmark workers -> ordered sink)
-    FEC calibration, manifest line, progress bar            on that node's cores; num_gpus > 0: a GPU
-                                                            backend (jax / tensorflow) in one process
+    driver (this process)                                 Ray cluster (one task per video or chunk)
+    ─────────────────────                                 ─────────────────────────────────────────
+    expand patterns / @lists ─► probe each video          run_chunk(task) on a node, num_cpus=N:
+    (frames, fps) ─► skip what the manifest says is       the multiprocess pipeline (loader -> N
+    done ─► plan chunks ─► submit ─► as tasks finish:     detect+landmark workers -> ordered sink)
+    merge chunks, FEC calibration, manifest line,         on that node's cores; num_gpus > 0: a GPU
+    progress bar                                          backend (jax / tensorflow) in one process
 
 **Outputs** are exactly what ``eyeblink process`` writes, per video, in ``OUTDIR``:
 ``<stem>.frames.csv``, ``<stem>.blinks.csv``, ``<stem>.summary.json`` (the summary gains a ``batch``
@@ -18,26 +18,28 @@ object store.
 
 **Chunks.** A video longer than ``chunk_s`` is split into time chunks so one recording can use many
 nodes. Chunk ``k`` is frames ``[start_k, end_k)``; borders are multiples of the tracking segment
-(:data:`~eyeblink.sources.chunking.ALIGN_FRAMES` = :data:`~eyeblink.frame.analyzer.SEGMENT_FRAMES`; the plan and
-a chunk's frame source are :mod:`eyeblink.sources.chunking`), where every runtime restarts the keyframe policy, so
-a chunk's per-frame measurements (face box, eye points, openness, the eye patches) are those of an unsplit run.
-A chunk task runs only that per-frame stage and leaves its records in the staging folder
-(:mod:`eyeblink.runtime.batch.chunks`); once every chunk of the video is measured, the driver runs the session's sink
-(blink detector, closure, writers, summary) over all of them in frame order, exactly as ``process`` does: the
-rows and blinks are byte-identical to ``process``'s for any ``--chunk-s`` and ``--cpus-per-task``. The summary
-gains a ``batch`` section (the chunks, their nodes and times). A chunk decodes (and drops) the frames before
-its start: for intra-only codecs (MJPG) that is ~0.5 ms per skipped frame, a few percent of the 3-4 ms per
-frame of analysis per core; very long recordings in long-GOP codecs would profit from a seek, which frame
-numbering by decode order makes unsafe in general.
+(:data:`~eyeblink.sources.chunking.ALIGN_FRAMES` = :data:`~eyeblink.frame.analyzer.SEGMENT_FRAMES`;
+the plan and a chunk's frame source are :mod:`eyeblink.sources.chunking`), where every runtime
+restarts the keyframe policy, so a chunk's per-frame measurements (face box, eye points, openness,
+the eye patches) are those of an unsplit run. A chunk task runs only that per-frame stage and leaves
+its records in the staging folder (:mod:`eyeblink.runtime.batch.chunks`); once every chunk of the
+video is measured, the driver runs the session's sink (blink detector, closure, writers, summary)
+over all of them in frame order, exactly as ``process`` does: the rows and blinks are byte-identical
+to ``process``'s for any ``--chunk-s`` and ``--cpus-per-task``. The summary gains a ``batch``
+section (the chunks, their nodes and times). A chunk decodes (and drops) the frames before its
+start: for intra-only codecs (MJPG) that is ~0.5 ms per skipped frame, a few percent of the 3-4 ms
+per frame of analysis per core; very long recordings in long-GOP codecs would profit from a seek,
+which frame numbering by decode order makes unsafe in general.
 
-**Short videos** (whole, up to :data:`SHORT_FRAMES`) go in groups (:func:`_groups`) to :class:`ShortFiles` actors,
-one CPU each, which load the models once and keep them for every group they run.
+**Short videos** (whole, up to :data:`SHORT_FRAMES`) go in groups (:func:`_groups`) to
+:class:`ShortFiles` actors, one CPU each, which load the models once and keep them for every group
+they run.
 
 **Manifest.** ``OUTDIR/eyeblink-batch.jsonl``, one JSON object per input (done or failed; its latest
-run), appended and fsynced by the driver only, and compacted to one line per input when a batch starts
-and ends (see :class:`~eyeblink.outputs.manifest.Manifest`). A rerun skips a video when a
-``done`` line has the same key (absolute input path, size, mtime in ns, settings hash) and its
-three output files exist; failed videos are tried again (a changed file has a new key anyway).
+run), appended and fsynced by the driver only, and compacted to one line per input when a batch
+starts and ends (see :class:`~eyeblink.outputs.manifest.Manifest`). A rerun skips a video when a
+``done`` line has the same key (absolute input path, size, mtime in ns, settings hash) and its three
+output files exist; failed videos are tried again (a changed file has a new key anyway).
 
 **Failures.** A user error in a task (:class:`~eyeblink.errors.EyeblinkError`: corrupt or truncated
 video, no face, ...) is *returned*, not raised: the video is reported failed with the one-line
@@ -45,10 +47,11 @@ message and never retried. System failures are retried up to ``max_retries`` tim
 whose process dies (OOM killer, node lost) and a pipeline :class:`~eyeblink.errors.WorkerError`
 (a worker process of the multiprocess pipeline died), raised here as :class:`RetryableTaskError`.
 
-Test hook (documented, used by ``tests/test_batch.py``): ``EYEBLINK_TEST_BATCH_FAULT=crash-once:STEM:MARKER``,
-read by the driver when it submits, makes the first task of video ``STEM`` kill its Ray worker
-process (``os._exit``) unless the file ``MARKER`` exists (it creates it first), so a real system
-failure and Ray's retry are exercised; nothing else reads it.
+Test hook (documented, used by ``tests/test_batch.py``):
+``EYEBLINK_TEST_BATCH_FAULT=crash-once:STEM:MARKER``, read by the driver when it submits, makes the
+first task of video ``STEM`` kill its Ray worker process (``os._exit``) unless the file ``MARKER``
+exists (it creates it first), so a real system failure and Ray's retry are exercised; nothing else
+reads it.
 
 ``ray`` is imported only inside :func:`run_batch` (extra ``eyeblink[ray]``).
 """
@@ -117,11 +120,12 @@ class BatchConfig:
 
     ``cpus_per_task``: Ray CPUs one task asks for; the task runs the multiprocess pipeline with that
     many detect+landmark workers (1: the single-process pipeline). ``gpus_per_task`` > 0: tasks ask
-    Ray for that many GPUs and use a GPU backend (:func:`gpu_task_config`: JAX or TensorFlow, in one process;
-    their runtimes are not fork-safe). ``chunk_s``: videos longer than this are split into chunks of about this length
-    (0: never split). ``overlap_s``: accepted for old command lines and ignored (chunks no longer overlap: one
-    sink runs over the whole recording, :mod:`eyeblink.runtime.batch.chunks`).
-    ``local_cpus``: CPUs of the local Ray instance started when no ``address`` is given (None: all).
+    Ray for that many GPUs and use a GPU backend (:func:`gpu_task_config`: JAX or TensorFlow, in one
+    process; their runtimes are not fork-safe). ``chunk_s``: videos longer than this are split into
+    chunks of about this length (0: never split). ``overlap_s``: accepted for old command lines and
+    ignored (chunks no longer overlap: one sink runs over the whole recording,
+    :mod:`eyeblink.runtime.batch.chunks`). ``local_cpus``: CPUs of the local Ray instance started
+    when no ``address`` is given (None: all).
     """
 
     cpus_per_task: int = 2
@@ -132,8 +136,8 @@ class BatchConfig:
     address: str | None = None
     local_cpus: int | None = None
     progress: bool = True
-    #: how a task's processes start on its node (``--start-method``); None: the node's ``EYEBLINK_START_METHOD``, else
-    #: auto (:mod:`eyeblink.runtime.procs.processes`)
+    #: how a task's processes start on its node (``--start-method``); None: the node's
+    #: ``EYEBLINK_START_METHOD``, else auto (:mod:`eyeblink.runtime.procs.processes`)
     start_method: str | None = None
 
     def __post_init__(self) -> None:
@@ -144,8 +148,12 @@ class BatchConfig:
         if not (self.gpus_per_task >= 0 and math.isfinite(self.gpus_per_task)):
             raise ConfigError(f"--gpus-per-task must be >= 0, got {self.gpus_per_task}")
         if not (self.chunk_s >= 0 and math.isfinite(self.chunk_s)):
-            raise ConfigError(f"--chunk-s must be >= 0 seconds (0 = never split), got {self.chunk_s}")
-        if self.overlap_s is not None and not (self.overlap_s >= 0 and math.isfinite(self.overlap_s)):
+            raise ConfigError(
+                f"--chunk-s must be >= 0 seconds (0 = never split), got {self.chunk_s}"
+            )
+        if self.overlap_s is not None and not (
+            self.overlap_s >= 0 and math.isfinite(self.overlap_s)
+        ):
             raise ConfigError(f"--overlap-s must be >= 0 seconds, got {self.overlap_s}")
         if self.max_retries < 0:
             raise ConfigError(f"--max-retries must be >= 0, got {self.max_retries}")
@@ -157,13 +165,16 @@ class BatchConfig:
 
 
 def gpu_task_config(config: RunConfig) -> RunConfig:
-    """The run config of a GPU task (``--gpus-per-task`` > 0): a GPU backend the config names is kept; otherwise
-    the ``gpu`` preset's choice, the first of JAX and TensorFlow installed here (the nodes run this environment)."""
+    """The run config of a GPU task (``--gpus-per-task`` > 0): a GPU backend the config names is
+    kept; otherwise the ``gpu`` preset's choice, the first of JAX and TensorFlow installed here (the
+    nodes run this environment)."""
     from eyeblink.detect import GPU_BACKENDS, first_installed_backend
 
     if config.detect.backend in {b.value for b in GPU_BACKENDS}:
         return config
-    return config.with_overrides("detect", backend=first_installed_backend([b.value for b in GPU_BACKENDS]))
+    return config.with_overrides(
+        "detect", backend=first_installed_backend([b.value for b in GPU_BACKENDS])
+    )
 
 
 @dataclass(frozen=True)
@@ -180,7 +191,8 @@ class ChunkTask:
     config: RunConfig
     workers: int
     fault: str | None = None
-    #: how the task's processes start on its node (``--start-method``; None: the node's environment, else auto)
+    #: how the task's processes start on its node (``--start-method``; None: the node's environment,
+    #: else auto)
     start_method: str | None = None
 
     @property
@@ -220,33 +232,56 @@ def run_chunk(task: ChunkTask) -> dict[str, Any]:
     cfg = task.config
     started = time.perf_counter()
     try:
-        if not task.whole:  # one chunk of a split video: its per-frame measurements; the driver writes the rows
+        # one chunk of a split video: its per-frame measurements; the driver writes the rows
+        if not task.whole:
             from eyeblink.runtime.batch.chunks import measure_chunk
 
             with open_source(task.path, fps=cfg.fps) as src:
-                chunk: Any = ChunkSource(src, task.start, task.end)  # a FrameSource's face, frames numbered from 0
+                # a FrameSource's face, frames numbered from 0
+                chunk: Any = ChunkSource(src, task.start, task.end)
                 meta = measure_chunk(chunk, task.staging, cfg, task.workers, start_method=method)
-            return {"status": "done", "stem": task.stem, "index": task.index, "frames": int(meta["frames"]),
-                    "blinks": None, "wall_s": time.perf_counter() - started, "damaged_packets": 0,
-                    "node": platform.node(), "pid": os.getpid()}
+            return {
+                "status": "done",
+                "stem": task.stem,
+                "index": task.index,
+                "frames": int(meta["frames"]),
+                "blinks": None,
+                "wall_s": time.perf_counter() - started,
+                "damaged_packets": 0,
+                "node": platform.node(),
+                "pid": os.getpid(),
+            }
         outdir = Path(task.outdir)
         outdir.mkdir(parents=True, exist_ok=True)
         from eyeblink.runtime.runner import settle_eye_measure
 
-        cfg = settle_eye_measure([Path(task.path)], cfg)  # one eye: its own measure, from its own first seconds
+        # one eye: its own measure, from its own first seconds
+        cfg = settle_eye_measure([Path(task.path)], cfg)
         with open_source(task.path, fps=cfg.fps) as src:
             result = finalize(_process(src, outdir, cfg, task.workers, method), cfg)
     except WorkerError as exc:
         raise RetryableTaskError(f"{task.stem} chunk {task.index}: {one_line(exc)}") from None
     except EyeblinkError as exc:
-        return {"status": "failed", "error": one_line(exc), "stem": task.stem, "index": task.index,
-                "wall_s": time.perf_counter() - started}
-    blinks, prolonged = kind_counts(result.blinks)
-    return {"status": "done", "stem": task.stem, "index": task.index, "frames": result.frames,
-            "blinks": blinks, "prolonged_closures": prolonged,
+        return {
+            "status": "failed",
+            "error": one_line(exc),
+            "stem": task.stem,
+            "index": task.index,
             "wall_s": time.perf_counter() - started,
-            "damaged_packets": int((result.summary.get("damaged_packets") or {}).get("count") or 0),
-            "node": platform.node(), "pid": os.getpid()}
+        }
+    blinks, prolonged = kind_counts(result.blinks)
+    return {
+        "status": "done",
+        "stem": task.stem,
+        "index": task.index,
+        "frames": result.frames,
+        "blinks": blinks,
+        "prolonged_closures": prolonged,
+        "wall_s": time.perf_counter() - started,
+        "damaged_packets": int((result.summary.get("damaged_packets") or {}).get("count") or 0),
+        "node": platform.node(),
+        "pid": os.getpid(),
+    }
 
 
 def _remove_stale_rings() -> None:
@@ -255,37 +290,50 @@ def _remove_stale_rings() -> None:
     remove_stale_rings()
 
 
-def _process(source: Any, outdir: Path, cfg: RunConfig, workers: int, start_method: str | None = None) -> RunResult:
+def _process(
+    source: Any, outdir: Path, cfg: RunConfig, workers: int, start_method: str | None = None
+) -> RunResult:
     from eyeblink.runtime.pipeline import process_source
     from eyeblink.runtime.procs.parallel import ParallelConfig, ParallelPipeline, supports
     from eyeblink.runtime.runner import build_analyzer
 
     if workers > 1 and supports(cfg):
-        pipe = ParallelPipeline(cfg, ParallelConfig(workers=workers, chunk_frames=ALIGN_FRAMES,
-                                                    start_method=start_method))
+        pipe = ParallelPipeline(
+            cfg,
+            ParallelConfig(workers=workers, chunk_frames=ALIGN_FRAMES, start_method=start_method),
+        )
         return pipe.process_source(source, outdir)
     return process_source(source, outdir, cfg, analyzer=build_analyzer(cfg))
 
 
-#: Short videos (whole, up to this many frames: 4 s at 500 FPS) share a task, up to :data:`GROUP_FILES` of them
-#: and :data:`GROUP_FRAMES` frames in all: the task loads the models once and keeps its processes for all of
-#: them (:mod:`eyeblink.runtime.procs.pool`), instead of paying ~0.3-0.5 s of start per file.
+#: Short videos (whole, up to this many frames: 4 s at 500 FPS) share a task, up to
+#: :data:`GROUP_FILES` of them and :data:`GROUP_FRAMES` frames in all: the task loads the models
+#: once and keeps its processes for all of them (:mod:`eyeblink.runtime.procs.pool`), instead of
+#: paying ~0.3-0.5 s of start per file.
 SHORT_FRAMES = 2048
 GROUP_FILES = 8
 GROUP_FRAMES = 8192
 
 
 def _groups(videos: list[_Video], gpu: bool) -> list[list[_Video]]:
-    """The videos in submission order: runs of short whole videos gathered into groups, every other one alone."""
+    """The videos in submission order: runs of short whole videos gathered into groups, every
+    other one alone."""
     out: list[list[_Video]] = []
     group: list[_Video] = []
     frames = 0
     for v in videos:
         cfg = v.tasks[0].config
-        # a recording of one eye whose measure is its own (chosen in its task): alone, not on a group's models
+        # a recording of one eye whose measure is its own (chosen in its task): alone, not on a
+        # group's models
         own_measure = cfg.eye.roi is not None and cfg.eye_measure is None
-        short = (not gpu and len(v.tasks) == 1 and v.frames is not None and v.frames <= SHORT_FRAMES
-                 and not cfg.detect.accelerator_stage and not own_measure)
+        short = (
+            not gpu
+            and len(v.tasks) == 1
+            and v.frames is not None
+            and v.frames <= SHORT_FRAMES
+            and not cfg.detect.accelerator_stage
+            and not own_measure
+        )
         if not short:
             out.append([v])
             continue
@@ -300,11 +348,14 @@ def _groups(videos: list[_Video], gpu: bool) -> list[list[_Video]]:
     return out
 
 
-def run_group(tasks: list[ChunkTask], analyzer: FrameAnalyzer | None = None) -> list[dict[str, Any]]:
-    """Several short whole videos: models loaded once; with ``workers`` > 1 (and no ``analyzer``) each video runs
-    whole on one of the long-lived processes of a :class:`~eyeblink.runtime.procs.pool.FilePool`, else one after the
-    other in this process, with ``analyzer`` (a :class:`ShortFiles` actor's, loaded once for all its groups) or one
-    built here. One outcome per task, in order (see :func:`run_chunk`)."""
+def run_group(
+    tasks: list[ChunkTask], analyzer: FrameAnalyzer | None = None
+) -> list[dict[str, Any]]:
+    """Several short whole videos: models loaded once; with ``workers`` > 1 (and no ``analyzer``)
+    each video runs whole on one of the long-lived processes of a
+    :class:`~eyeblink.runtime.procs.pool.FilePool`, else one after the other in this process, with
+    ``analyzer`` (a :class:`ShortFiles` actor's, loaded once for all its groups) or one built here.
+    One outcome per task, in order (see :func:`run_chunk`)."""
     from eyeblink.errors import one_line
     from eyeblink.runtime.procs.pool import FilePool
     from eyeblink.runtime.runner import FATAL, build_analyzer
@@ -320,15 +371,27 @@ def run_group(tasks: list[ChunkTask], analyzer: FrameAnalyzer | None = None) -> 
     run_one = _GroupInput(outdir, cfg)
 
     def done(t: ChunkTask, result: RunResult) -> dict[str, Any]:
-        return {"status": "done", "stem": t.stem, "index": t.index, "frames": result.frames,
-                "blinks": kind_counts(result.blinks)[0], "prolonged_closures": kind_counts(result.blinks)[1],
-                "wall_s": float(result.summary["timings"]["wall_s"] or 0.0),
-                "damaged_packets": int((result.summary.get("damaged_packets") or {}).get("count") or 0),
-                "node": platform.node(), "pid": os.getpid()}
+        return {
+            "status": "done",
+            "stem": t.stem,
+            "index": t.index,
+            "frames": result.frames,
+            "blinks": kind_counts(result.blinks)[0],
+            "prolonged_closures": kind_counts(result.blinks)[1],
+            "wall_s": float(result.summary["timings"]["wall_s"] or 0.0),
+            "damaged_packets": int((result.summary.get("damaged_packets") or {}).get("count") or 0),
+            "node": platform.node(),
+            "pid": os.getpid(),
+        }
 
     def failed(t: ChunkTask, exc: EyeblinkError) -> dict[str, Any]:
-        return {"status": "failed", "error": one_line(exc), "stem": t.stem, "index": t.index,
-                "wall_s": time.perf_counter() - started}
+        return {
+            "status": "failed",
+            "error": one_line(exc),
+            "stem": t.stem,
+            "index": t.index,
+            "wall_s": time.perf_counter() - started,
+        }
 
     paths = [Path(t.path) for t in tasks]
     if workers > 1 and analyzer is None:
@@ -360,8 +423,8 @@ def run_group(tasks: list[ChunkTask], analyzer: FrameAnalyzer | None = None) -> 
 
 
 class _GroupInput:
-    """What a pool worker does with one short video of a group: the reference run, then finalize (a class, not a
-    closure: a spawned pool worker gets it pickled)."""
+    """What a pool worker does with one short video of a group: the reference run, then finalize (a
+    class, not a closure: a spawned pool worker gets it pickled)."""
 
     def __init__(self, outdir: Path, config: RunConfig) -> None:
         self.outdir, self.config = outdir, config
@@ -370,16 +433,19 @@ class _GroupInput:
         from eyeblink.outputs.analysis import finalize
         from eyeblink.runtime.pipeline import process_source
 
-        return finalize(process_source(source, self.outdir, self.config, analyzer=analyzer), self.config)
+        return finalize(
+            process_source(source, self.outdir, self.config, analyzer=analyzer), self.config
+        )
 
 
 class ShortFiles:
-    """The body of a long-lived Ray actor (one CPU) for groups of short whole videos: it loads the models once
-    and runs every group it is given one video after the other (:func:`run_group`), so a trial clip costs its
-    frames and the opening of its files, not a task's start and a model load. The driver starts one per CPU of
-    the cluster while short groups are waiting and ends them when none is left (their CPUs go to the long
-    videos' tasks). An actor lost with its node is not restarted: its groups run again as tasks, which Ray retries
-    up to ``--max-retries`` times, and a new actor takes the groups still waiting (:class:`_ShortActors`)."""
+    """The body of a long-lived Ray actor (one CPU) for groups of short whole videos: it loads the
+    models once and runs every group it is given one video after the other (:func:`run_group`), so a
+    trial clip costs its frames and the opening of its files, not a task's start and a model load.
+    The driver starts one per CPU of the cluster while short groups are waiting and ends them when
+    none is left (their CPUs go to the long videos' tasks). An actor lost with its node is not
+    restarted: its groups run again as tasks, which Ray retries up to ``--max-retries`` times, and a
+    new actor takes the groups still waiting (:class:`_ShortActors`)."""
 
     def __init__(self, config: RunConfig) -> None:
         from eyeblink.runtime.runner import build_analyzer
@@ -395,19 +461,39 @@ class ShortFiles:
 # ----------------------------------------------------------------------------------------- merge
 
 
-def merge_chunks(tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]], config: RunConfig) -> RunResult:
-    """A split video's session from its chunks' measurements (staging): one sink over every chunk in frame order
-    (:func:`eyeblink.runtime.batch.chunks.sink_chunks`), so ``OUTDIR/<stem>.*`` are the files ``process`` writes."""
+def merge_chunks(
+    tasks: Sequence[ChunkTask], outcomes: Sequence[dict[str, Any]], config: RunConfig
+) -> RunResult:
+    """A split video's session from its chunks' measurements (staging): one sink over every chunk in
+    frame order (:func:`eyeblink.runtime.batch.chunks.sink_chunks`), so ``OUTDIR/<stem>.*`` are the
+    files ``process`` writes."""
     from eyeblink.outputs.analysis import finalize
     from eyeblink.runtime.batch.chunks import Chunk, sink_chunks
 
     first = tasks[0]
     walls = [float(o.get("wall_s", 0.0)) for o in outcomes]
-    section = {"batch": {"chunks": [{"start": t.start, "end": t.end, "frames_processed": o.get("frames"),
-                                     "wall_s": w, "node": o.get("node")}
-                                    for t, w, o in zip(tasks, walls, outcomes, strict=True)]}}
-    result = sink_chunks(Path(first.path), first.stem, Path(first.outdir), config,
-                         [Chunk(t.start, t.staging) for t in tasks], extra=section)
+    section = {
+        "batch": {
+            "chunks": [
+                {
+                    "start": t.start,
+                    "end": t.end,
+                    "frames_processed": o.get("frames"),
+                    "wall_s": w,
+                    "node": o.get("node"),
+                }
+                for t, w, o in zip(tasks, walls, outcomes, strict=True)
+            ]
+        }
+    }
+    result = sink_chunks(
+        Path(first.path),
+        first.stem,
+        Path(first.outdir),
+        config,
+        [Chunk(t.start, t.staging) for t in tasks],
+        extra=section,
+    )
     return finalize(result, config)
 
 
@@ -445,11 +531,13 @@ class _Video:
     failed: str | None = None
     refs: list[Any] = field(default_factory=list)
     frames: int | None = None  # the probe's frame count (None: unknown)
-    config: RunConfig | None = None  # a split video's own (its eye measure, settled once for its chunks)
+    # a split video's own (its eye measure, settled once for its chunks)
+    config: RunConfig | None = None
 
 
 def _preflight(config: RunConfig, outdir: Path, gpu: bool) -> None:
-    """Fail before any task on what would fail every task: the output folder, the models (CPU runs)."""
+    """Fail before any task on what would fail every task: the output folder, the models (CPU
+    runs)."""
     from eyeblink.outputs.export import ensure_output_dir
     from eyeblink.runtime.pipeline import build_detector
 
@@ -458,9 +546,14 @@ def _preflight(config: RunConfig, outdir: Path, gpu: bool) -> None:
         build_detector(config).close()
 
 
-def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfig,
-              batch: BatchConfig | None = None, *,
-              on_video: Callable[[dict[str, Any]], None] | None = None) -> BatchReport:
+def run_batch(
+    inputs: Sequence[str | Path],
+    outdir: str | Path,
+    config: RunConfig,
+    batch: BatchConfig | None = None,
+    *,
+    on_video: Callable[[dict[str, Any]], None] | None = None,
+) -> BatchReport:
     """Process every input on Ray into ``outdir``; returns the :class:`BatchReport`.
 
     Joins ``batch.address`` if given; else reuses an initialised Ray, else starts a local one with
@@ -478,8 +571,11 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
     if bc.overlap_s is not None:
         from eyeblink.errors import warn
 
-        warn("--overlap-s is ignored: chunks no longer overlap (one pass of the blink detector runs over the whole "
-             "recording, in frame order)")
+        warn(
+            "--overlap-s is ignored: chunks no longer overlap (one pass of the blink detector "
+            "runs over the whole "
+            "recording, in frame order)"
+        )
     paths = expand_inputs([str(p) for p in inputs])
     check_inputs(paths)
     ensure_output_dir(out)
@@ -490,8 +586,15 @@ def run_batch(inputs: Sequence[str | Path], outdir: str | Path, config: RunConfi
         return _run_locked(paths, out, config, bc, gpu, ray, on_video)
 
 
-def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig, gpu: bool,
-                ray: Any, on_video: Callable[[dict[str, Any]], None] | None) -> BatchReport:
+def _run_locked(
+    paths: list[Path],
+    out: Path,
+    config: RunConfig,
+    bc: BatchConfig,
+    gpu: bool,
+    ray: Any,
+    on_video: Callable[[dict[str, Any]], None] | None,
+) -> BatchReport:
     """:func:`run_batch` once the inputs are checked and their sessions locked."""
     from eyeblink.sources.files import open_source
 
@@ -502,19 +605,35 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
     settings = settings_hash(config)
     report = BatchReport()
     fault = os.environ.get(FAULT_ENV) or None
-    # a GPU task: the accelerator stage (one process owns the GPU, the task's CPUs post-process), unless the
-    # config keeps the Keras backend out of it (--stage fused: one process)
+    # a GPU task: the accelerator stage (one process owns the GPU, the task's CPUs post-process),
+    # unless the config keeps the Keras backend out of it (--stage fused: one process)
     workers = 1 if gpu and not config.detect.accelerator_stage else bc.cpus_per_task
     videos: list[_Video] = []
 
-    def record(v: _Video, status: str, error: str | None, frames: int | None = None,
-               blinks: int | None = None, damaged: int | None = None, closures: int | None = None) -> None:
-        rec = {**v.ident, "key": v.key, "stem": input_stem(v.path),
-               "status": status, "error": error, "frames": frames, "blinks": blinks, "prolonged_closures": closures,
-               "damaged_packets": damaged,
-               "chunks": len(v.tasks),
-               "wall_s": sum(float(o.get("wall_s", 0.0)) for o in v.outcomes.values()),
-               "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "eyeblink": __version__}
+    def record(
+        v: _Video,
+        status: str,
+        error: str | None,
+        frames: int | None = None,
+        blinks: int | None = None,
+        damaged: int | None = None,
+        closures: int | None = None,
+    ) -> None:
+        rec = {
+            **v.ident,
+            "key": v.key,
+            "stem": input_stem(v.path),
+            "status": status,
+            "error": error,
+            "frames": frames,
+            "blinks": blinks,
+            "prolonged_closures": closures,
+            "damaged_packets": damaged,
+            "chunks": len(v.tasks),
+            "wall_s": sum(float(o.get("wall_s", 0.0)) for o in v.outcomes.values()),
+            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "eyeblink": __version__,
+        }
         manifest.append(rec)
         (report.done if status == "done" else report.failed).append(rec)
         if on_video is not None:
@@ -530,7 +649,8 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
         try:
             with open_source(p, fps=config.fps) as src:
                 total, fps = src.frame_count_hint, src.nominal_fps
-        except EyeblinkError as exc:  # not a video, empty, ...: a user error, reported, never submitted
+        # not a video, empty, ...: a user error, reported, never submitted
+        except EyeblinkError as exc:
             from eyeblink.errors import one_line
 
             v.failed = one_line(exc)
@@ -542,7 +662,8 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
         if config.max_frames is not None and len(plan) > 1:
             plan[-1] = (plan[-1][0], config.max_frames)
         vcfg = config
-        if len(plan) > 1:  # a split video of one eye: one measure for all its chunks, chosen here from its start
+        # a split video of one eye: one measure for all its chunks, chosen here from its start
+        if len(plan) > 1:
             try:
                 from eyeblink.runtime.runner import settle_eye_measure
 
@@ -553,34 +674,57 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
                 v.failed = one_line(exc)
                 continue
         chunk_cfg = replace(vcfg, max_frames=None) if len(plan) > 1 else vcfg
-        v.tasks = [ChunkTask(str(p), input_stem(v.path), str(out), i, len(plan), s, e, chunk_cfg, workers, fault,
-                             start_method=bc.start_method)
-                   for i, (s, e) in enumerate(plan)]
+        v.tasks = [
+            ChunkTask(
+                str(p),
+                input_stem(v.path),
+                str(out),
+                i,
+                len(plan),
+                s,
+                e,
+                chunk_cfg,
+                workers,
+                fault,
+                start_method=bc.start_method,
+            )
+            for i, (s, e) in enumerate(plan)
+        ]
 
     started_here = False
     quiet = raycluster.notices_silenced()
-    messages = raycluster.RayMessages()  # a lost node, a retried task: one line each; Ray's own dumps go to the log
+    # a lost node, a retried task: one line each; Ray's own dumps go to the log
+    messages = raycluster.RayMessages()
     handlers = raycluster.python_signal_handlers()
-    hold = stopping.held()  # a stop while Ray starts: raised once it has, in the try below that shuts it down
+    # a stop while Ray starts: raised once it has, in the try below that shuts it down
+    hold = stopping.held()
     try:
         with raycluster.keeps_the_sigterm_handler(ray):
             if bc.address:
                 raycluster.join(ray, bc.address)
                 started_here = True
             elif not ray.is_initialized():
-                ray.init(num_cpus=bc.local_cpus, include_dashboard=False, configure_logging=False,
-                         log_to_driver=False)
+                ray.init(
+                    num_cpus=bc.local_cpus,
+                    include_dashboard=False,
+                    configure_logging=False,
+                    log_to_driver=False,
+                )
                 started_here = True
     except BaseException:
         hold.release(raise_stop=False)
         raise
-    raycluster.restore_signal_handlers(handlers)  # ray.init installs a C++ SIGTERM handler (a stack dump, exit 1)
+    # ray.init installs a C++ SIGTERM handler (a stack dump, exit 1)
+    raycluster.restore_signal_handlers(handlers)
     actors: _ShortActors | None = None
     try:
         hold.release()
         remote = ray.remote(run_chunk).options(
-            num_cpus=bc.cpus_per_task, num_gpus=bc.gpus_per_task, max_retries=bc.max_retries,
-            retry_exceptions=[RetryableTaskError])
+            num_cpus=bc.cpus_per_task,
+            num_gpus=bc.gpus_per_task,
+            max_retries=bc.max_retries,
+            retry_exceptions=[RetryableTaskError],
+        )
         pending: dict[Any, list[tuple[_Video, ChunkTask]]] = {}
         for v in videos:
             if v.failed is not None:
@@ -596,20 +740,36 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
                 continue
             short.append(group)
         actors = _ShortActors(ray, config, bc, short, pending)
-        total_frames = sum(((t.end if t.end is not None else (v.frames or 0)) - t.start)
-                           for v in videos for t in v.tasks)
+        total_frames = sum(
+            ((t.end if t.end is not None else (v.frames or 0)) - t.start)
+            for v in videos
+            for t in v.tasks
+        )
         bar = _progress_bar(bc.progress, total_frames or None, len(pending))
         try:
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
                 for ref in ready:
                     items = pending.pop(ref)
-                    if actors is not None and actors.finished(ref):  # its actor was lost (with its node)
-                        print(f"eyeblink: batch: a worker was lost with its node; running its {len(items)} videos "
-                              "again", file=sys.stderr, flush=True)
-                        again = ray.remote(run_group).options(
-                            num_cpus=1, max_retries=bc.max_retries, retry_exceptions=[RetryableTaskError],
-                        ).remote([t for _, t in items])  # the group again, as a task Ray retries itself
+                    # its actor was lost (with its node)
+                    if actors is not None and actors.finished(ref):
+                        print(
+                            "eyeblink: batch: a worker was lost with its node; running its "
+                            f"{len(items)} videos "
+                            "again",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                        again = (
+                            ray.remote(run_group)
+                            .options(
+                                num_cpus=1,
+                                max_retries=bc.max_retries,
+                                retry_exceptions=[RetryableTaskError],
+                                # the group again, as a task Ray retries itself
+                            )
+                            .remote([t for _, t in items])
+                        )
                         pending[again] = items
                         for v, _ in items:
                             v.refs.append(again)
@@ -621,8 +781,11 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
                             bar.update(outcome.get("frames") or 0)
                         _settle(ray, v, t, outcome, pending, config, record, report)
                     if bar is not None:
-                        bar.set_postfix(done=len(report.done), failed=len(report.failed), refresh=False)
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the videos in flight say so; a rerun does them again
+                        bar.set_postfix(
+                            done=len(report.done), failed=len(report.failed), refresh=False
+                        )
+        # Ctrl-C or SIGTERM: the videos in flight say so; a rerun does them again
+        except KeyboardInterrupt:
             _mark_interrupted({id(v): v for items in pending.values() for v, _ in items}.values())
             raise
         finally:
@@ -634,10 +797,12 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
         quiet.close()
         messages.close()
         with contextlib.suppress(EyeblinkError):  # a full disk: the appended lines are still there
-            manifest.compact()  # one line per input: this run's lines replace the earlier runs' of the same inputs
+            # one line per input: this run's lines replace the earlier runs' of the same inputs
+            manifest.compact()
         if started_here:
             ray.shutdown()
-        _remove_stale_rings()  # the rings of this machine's Ray workers, killed at shutdown or by a signal
+        # the rings of this machine's Ray workers, killed at shutdown or by a signal
+        _remove_stale_rings()
     report.wall_s = time.perf_counter() - t_start
     from eyeblink.host import load_average
 
@@ -646,14 +811,20 @@ def _run_locked(paths: list[Path], out: Path, config: RunConfig, bc: BatchConfig
 
 
 class _ShortActors(Closing):
-    """The :class:`ShortFiles` actors of a batch and the short groups waiting for them: up to two groups in flight
-    per actor (one runs, one waits in the actor's queue), the next group submitted as one finishes; an actor with
-    nothing left to do is ended (:meth:`finished`). Submitted refs go into ``pending`` as the tasks' do. An actor
-    lost with its node is not restarted (Ray would not retry its calls): :meth:`finished` says so, and the driver
-    runs that group again as a task."""
+    """The :class:`ShortFiles` actors of a batch and the short groups waiting for them: up to two
+    groups in flight per actor (one runs, one waits in the actor's queue), the next group submitted
+    as one finishes; an actor with nothing left to do is ended (:meth:`finished`). Submitted refs go
+    into ``pending`` as the tasks' do. An actor lost with its node is not restarted (Ray would not
+    retry its calls): :meth:`finished` says so, and the driver runs that group again as a task."""
 
-    def __init__(self, ray: Any, config: RunConfig, bc: BatchConfig, groups: list[list[_Video]],
-                 pending: dict[Any, list[tuple[_Video, ChunkTask]]]) -> None:
+    def __init__(
+        self,
+        ray: Any,
+        config: RunConfig,
+        bc: BatchConfig,
+        groups: list[list[_Video]],
+        pending: dict[Any, list[tuple[_Video, ChunkTask]]],
+    ) -> None:
         self.ray, self.pending = ray, pending
         self.waiting = list(reversed(groups))
         self.actor_of: dict[Any, Any] = {}
@@ -671,8 +842,8 @@ class _ShortActors(Closing):
                 self._submit(actor)
 
     def _start_one(self) -> None:
-        """One more actor with up to two waiting groups (none when no group waits: an idle actor would hold a CPU
-        the long videos' tasks need)."""
+        """One more actor with up to two waiting groups (none when no group waits: an idle actor
+        would hold a CPU the long videos' tasks need)."""
         if not self.waiting:
             return
         actor = self.cls.remote(self.config)
@@ -692,15 +863,17 @@ class _ShortActors(Closing):
         self.busy[id(actor)] = self.busy.get(id(actor), 0) + 1
 
     def finished(self, ref: Any) -> bool:
-        """``ref`` is done: its actor takes the next waiting group, or ends when it has none in flight. True when
-        ``ref`` was an actor's call that failed with its actor (the group is to be run again)."""
+        """``ref`` is done: its actor takes the next waiting group, or ends when it has none in
+        flight. True when ``ref`` was an actor's call that failed with its actor (the group is to be
+        run again)."""
         actor = self.actor_of.pop(ref, None)
         if actor is None:
             return False
         self.busy[id(actor)] -= 1
         try:
             self.ray.get(ref, timeout=0)
-        except self.ray.exceptions.RayError:  # the actor died (its node was lost): no more groups for it
+        # the actor died (its node was lost): no more groups for it
+        except self.ray.exceptions.RayError:
             self.busy[id(actor)] = 0
             self._end(actor)
             self._start_one()  # a replacement, placed where a CPU is free, while groups wait
@@ -721,11 +894,13 @@ class _ShortActors(Closing):
 
 
 def _mark_interrupted(videos: Iterable[_Video]) -> None:
-    """The summaries of videos whose tasks were still running say ``interrupted`` (not ``running``); their rows
-    so far stay on disk, no manifest line is written, so the next run of the batch processes them again."""
+    """The summaries of videos whose tasks were still running say ``interrupted`` (not ``running``);
+    their rows so far stay on disk, no manifest line is written, so the next run of the batch
+    processes them again."""
     from eyeblink.outputs.export import write_text_atomic
 
-    for t in (t for v in videos for t in v.tasks if t.whole):  # a split video's summary is written by its merge
+    # a split video's summary is written by its merge
+    for t in (t for v in videos for t in v.tasks if t.whole):
         path = Path(t.outdir) / f"{t.stem}.summary.json"
         try:
             summary = json.loads(path.read_text(encoding="utf-8"))
@@ -734,8 +909,11 @@ def _mark_interrupted(videos: Iterable[_Video]) -> None:
         if summary.get("status") == "running":
             from eyeblink import stopping
 
-            summary.update(status="interrupted", exit_status=stopping.STOPPED_EXIT,
-                           error=f"{stopping.reason()}: the batch stopped; run it again to process this video")
+            summary.update(
+                status="interrupted",
+                exit_status=stopping.STOPPED_EXIT,
+                error=f"{stopping.reason()}: the batch stopped; run it again to process this video",
+            )
             with contextlib.suppress(EyeblinkError):
                 write_text_atomic(path, json.dumps(summary, indent=2) + "\n")
 
@@ -749,21 +927,28 @@ def _progress_bar(enabled: bool, total: int | None, tasks: int) -> Any:
 
 
 def _get(ray: Any, ref: Any, retries: int) -> dict[str, Any]:
-    """The task's outcome; a task that failed for good (after its retries) becomes a failed outcome."""
+    """The task's outcome; a task that failed for good (after its retries) becomes a failed
+    outcome."""
     from eyeblink.errors import one_line
 
     try:
         return dict(ray.get(ref))
-    except RetryableTaskError as exc:  # Ray re-raises the task's exception type (as a RayTaskError subclass)
+    # Ray re-raises the task's exception type (as a RayTaskError subclass)
+    except RetryableTaskError as exc:
         return {"status": "failed", "error": f"{one_line(exc)} (after {retries} retries)"}
     except ray.exceptions.RayError as exc:
         cause = getattr(exc, "cause", None)
-        text = one_line(cause) if isinstance(cause, EyeblinkError) else one_line(exc).split(" Traceback")[0]
+        text = (
+            one_line(cause)
+            if isinstance(cause, EyeblinkError)
+            else one_line(exc).split(" Traceback")[0]
+        )
         return {"status": "failed", "error": f"task failed after {retries} retries: {text[:300]}"}
 
 
 def _get_group(ray: Any, ref: Any, retries: int, n: int) -> list[dict[str, Any]]:
-    """The outcomes of a task's ``n`` videos (a :func:`run_group` task returns a list; a failed task fails all)."""
+    """The outcomes of a task's ``n`` videos (a :func:`run_group` task returns a list; a failed
+    task fails all)."""
     try:
         value = ray.get(ref)
     except Exception:
@@ -771,8 +956,16 @@ def _get_group(ray: Any, ref: Any, retries: int, n: int) -> list[dict[str, Any]]
     return [dict(o) for o in value] if isinstance(value, list) else [dict(value)]
 
 
-def _settle(ray: Any, v: _Video, t: ChunkTask, outcome: dict[str, Any], pending: dict[Any, Any],
-            config: RunConfig, record: Callable[..., None], report: BatchReport) -> None:
+def _settle(
+    ray: Any,
+    v: _Video,
+    t: ChunkTask,
+    outcome: dict[str, Any],
+    pending: dict[Any, Any],
+    config: RunConfig,
+    record: Callable[..., None],
+    report: BatchReport,
+) -> None:
     """Book one finished task; when its video is complete, merge it and write the manifest line."""
     from eyeblink.errors import one_line
 
@@ -792,12 +985,21 @@ def _settle(ray: Any, v: _Video, t: ChunkTask, outcome: dict[str, Any], pending:
     if len(v.outcomes) < len(v.tasks):
         return
     if len(v.tasks) == 1:
-        record(v, "done", None, outcome.get("frames"), outcome.get("blinks"), int(outcome.get("damaged_packets") or 0),
-               closures=outcome.get("prolonged_closures"))
+        record(
+            v,
+            "done",
+            None,
+            outcome.get("frames"),
+            outcome.get("blinks"),
+            int(outcome.get("damaged_packets") or 0),
+            closures=outcome.get("prolonged_closures"),
+        )
         report.frames += int(outcome.get("frames") or 0)
         return
     try:
-        merged = merge_chunks(v.tasks, [v.outcomes[i] for i in range(len(v.tasks))], v.config or config)
+        merged = merge_chunks(
+            v.tasks, [v.outcomes[i] for i in range(len(v.tasks))], v.config or config
+        )
     except EyeblinkError as exc:
         v.failed = one_line(exc)
         record(v, "failed", v.failed)
@@ -808,6 +1010,13 @@ def _settle(ray: Any, v: _Video, t: ChunkTask, outcome: dict[str, Any], pending:
         shutil.rmtree(tk.staging, ignore_errors=True)
     with contextlib.suppress(OSError):
         (Path(v.tasks[0].outdir) / STAGING_NAME).rmdir()
-    record(v, "done", None, merged.frames, kind_counts(merged.blinks)[0],
-           int((merged.summary.get("damaged_packets") or {}).get("count") or 0), closures=kind_counts(merged.blinks)[1])
+    record(
+        v,
+        "done",
+        None,
+        merged.frames,
+        kind_counts(merged.blinks)[0],
+        int((merged.summary.get("damaged_packets") or {}).get("count") or 0),
+        closures=kind_counts(merged.blinks)[1],
+    )
     report.frames += merged.frames

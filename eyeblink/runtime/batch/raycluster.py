@@ -1,5 +1,6 @@
-"""The Ray cluster as ``eyeblink batch`` (:mod:`eyeblink.runtime.batch.driver`) uses it: importing and joining it, the
-signal handlers ``ray.init`` would replace, and Ray's own messages and notices turned into the user's one line.
+"""The Ray cluster as ``eyeblink batch`` (:mod:`eyeblink.runtime.batch.driver`) uses it: importing
+and joining it, the signal handlers ``ray.init`` would replace, and Ray's own messages and notices
+turned into the user's one line.
 
 ``ray`` is imported only by :func:`import_ray` (extra ``eyeblink[ray]``).
 """
@@ -15,24 +16,38 @@ from typing import Any
 from eyeblink.closing import Closing
 from eyeblink.errors import ConfigError, MissingExtraError
 
-__all__ = ["RayLogLevel", "RayMessages", "import_ray", "join", "keeps_the_sigterm_handler", "notices_silenced",
-           "python_signal_handlers", "restore_signal_handlers"]
+__all__ = [
+    "RayLogLevel",
+    "RayMessages",
+    "import_ray",
+    "join",
+    "keeps_the_sigterm_handler",
+    "notices_silenced",
+    "python_signal_handlers",
+    "restore_signal_handlers",
+]
 
 
 def join(ray: Any, address: str) -> None:
     """``ray.init`` of the cluster at ``address``; a cluster that cannot be joined is a one-line
-    :class:`~eyeblink.errors.ConfigError` naming the likely fix (Ray raises a chain of tracebacks)."""
+    :class:`~eyeblink.errors.ConfigError` naming the likely fix (Ray raises a chain of tracebacks).
+    """
     try:
         ray.init(address=address, configure_logging=False, log_to_driver=False)
     except (ConnectionError, RuntimeError, ray.exceptions.RayError) as exc:
         text = " ".join(str(e) for e in (exc, exc.__cause__, exc.__context__) if e is not None)
         if "InvalidAuthToken" in text or "uthentication" in text:
             mode = os.environ.get("RAY_AUTH_MODE", "not set")
-            raise ConfigError(f"cannot join the Ray cluster at {address}: it asks for an authentication token "
-                              f"(RAY_AUTH_MODE is {mode}); export RAY_AUTH_MODE=token and give this machine the "
-                              "head's token (~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)") from None
-        raise ConfigError(f"cannot join the Ray cluster at {address} ({str(exc).splitlines()[0][:200]}); check the "
-                          "address (ray start --head prints it) and that the head is running") from None
+            raise ConfigError(
+                f"cannot join the Ray cluster at {address}: it asks for an authentication token "
+                f"(RAY_AUTH_MODE is {mode}); export RAY_AUTH_MODE=token and give this machine the "
+                "head's token (~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)"
+            ) from None
+        raise ConfigError(
+            f"cannot join the Ray cluster at {address} ({str(exc).splitlines()[0][:200]}); check "
+            "the "
+            "address (ray start --head prints it) and that the head is running"
+        ) from None
 
 
 def python_signal_handlers() -> dict[int, Any]:
@@ -43,8 +58,9 @@ def python_signal_handlers() -> dict[int, Any]:
 
 @contextlib.contextmanager
 def keeps_the_sigterm_handler(ray: Any) -> Iterator[None]:
-    """``ray.init`` without its SIGTERM handler (``sys.exit(15)``: a stop while Ray starts would end the batch with
-    exit status 15 and no summary): eyeblink's stays (:mod:`eyeblink.stopping`, held while Ray starts)."""
+    """``ray.init`` without its SIGTERM handler (``sys.exit(15)``: a stop while Ray starts would end
+    the batch with exit status 15 and no summary): eyeblink's stays (:mod:`eyeblink.stopping`, held
+    while Ray starts)."""
     utils: Any = getattr(getattr(ray, "_private", None), "utils", None)
     original = getattr(utils, "set_sigterm_handler", None)
     if utils is None or original is None:
@@ -58,14 +74,16 @@ def keeps_the_sigterm_handler(ray: Any) -> Iterator[None]:
 
 
 def restore_signal_handlers(handlers: dict[int, Any]) -> None:
-    """Put back the Python handlers (``eyeblink`` treats SIGTERM as Ctrl-C) that ``ray.init`` replaced."""
+    """Put back the Python handlers (``eyeblink`` treats SIGTERM as Ctrl-C) that ``ray.init``
+    replaced."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         return
     for sig, handler in handlers.items():
-        if handler is not None:  # again at the OS level too: a C++ handler is invisible to getsignal
+        # again at the OS level too: a C++ handler is invisible to getsignal
+        if handler is not None:
             signal.signal(sig, handler)
 
 
@@ -87,12 +105,14 @@ class RayLogLevel(Closing):
 class RayMessages(Closing):
     """What a Ray cluster tells the driver about its failures, as the user should read it.
 
-    Ray's driver prints every error the cluster publishes (``ray._private.worker.listen_error_messages``) to
-    stdout: a dead raylet's last 20 log lines of internal state, the node's death, each retried task, dozens of
-    lines per lost node. While a batch runs, each such message goes whole to the ``eyeblink.ray`` logger (the
-    ``--log-file``, at INFO) and, on stderr, becomes one line: ``node ... lost`` once per node, ``a task was
-    lost with its node; retrying it`` per retried task, and the first line of anything else. :meth:`close`
-    puts Ray's printer back. (A private hook of Ray's driver: when it is not there, Ray prints as before.)
+    Ray's driver prints every error the cluster publishes
+    (``ray._private.worker.listen_error_messages``) to stdout: a dead raylet's last 20 log lines of
+    internal state, the node's death, each retried task, dozens of lines per lost node. While a
+    batch runs, each such message goes whole to the ``eyeblink.ray`` logger (the ``--log-file``, at
+    INFO) and, on stderr, becomes one line: ``node ... lost`` once per node, ``a task was lost with
+    its node; retrying it`` per retried task, and the first line of anything else. :meth:`close`
+    puts Ray's printer back. (A private hook of Ray's driver: when it is not there, Ray prints as
+    before.)
     """
 
     def __init__(self) -> None:
@@ -131,12 +151,16 @@ class RayMessages(Closing):
                 return None
             self.nodes.add(node_id or "?")
             where = f" {address.group(1)}" if address else ""
-            return (f"node{where} ({node_id or 'unknown id'}) lost; its tasks are retried on the other nodes "
-                    "(details in the --log-file)")
+            return (
+                f"node{where} ({node_id or 'unknown id'}) lost; its tasks are retried on the "
+                "other nodes "
+                "(details in the --log-file)"
+            )
         if "will be retried" in text:
             left = re.search(r"There (?:are|is) (\d+) retr", text)
-            return (f"a task was lost with its node ({node_id or 'unknown'}); retrying it"
-                    + (f" ({left.group(1)} retries left)" if left else ""))
+            return f"a task was lost with its node ({node_id or 'unknown'}); retrying it" + (
+                f" ({left.group(1)} retries left)" if left else ""
+            )
         first = text.strip().splitlines()[0] if text.strip() else ""
         return first[:200] or None
 
@@ -148,10 +172,10 @@ class RayMessages(Closing):
 
 
 def notices_silenced() -> RayLogLevel:
-    """Keep Ray's notices (e.g. "Token authentication is enabled for this Ray cluster ...", logged at
-    WARNING by ``ray.init`` on a new local cluster) off stderr below ``--log-level info``, as the TFLite
-    runtime's INFO line is (``detect.litert.native_info_silenced``): a user error stays one line. Ray's own
-    errors still show."""
+    """Keep Ray's notices (e.g. "Token authentication is enabled for this Ray cluster ...", logged
+    at WARNING by ``ray.init`` on a new local cluster) off stderr below ``--log-level info``, as the
+    TFLite runtime's INFO line is (``detect.litert.native_info_silenced``): a user error stays one
+    line. Ray's own errors still show."""
     import logging
 
     if logging.getLogger("eyeblink").getEffectiveLevel() <= logging.INFO:
@@ -163,6 +187,8 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise MissingExtraError("eyeblink batch needs Ray, which is not installed; "
-                                "pip install 'eyeblink[ray]' (or pip install 'ray[default]')") from None
+        raise MissingExtraError(
+            "eyeblink batch needs Ray, which is not installed; "
+            "pip install 'eyeblink[ray]' (or pip install 'ray[default]')"
+        ) from None
     return ray

@@ -1,8 +1,10 @@
-"""Before and after a live capture, for ``eyeblink live`` and the Python API's :func:`eyeblink.live` alike.
+"""Before and after a live capture, for ``eyeblink live`` and the Python API's :func:`eyeblink.live`
+alike.
 
-:func:`prepare` runs every check that can fail before a frame arrives and loads the models (before a stream is
-connected: see :mod:`eyeblink.runtime.live.pipeline`); :func:`finish` runs what ``process`` runs after an input once the
-capture has ended normally: the FEC calibration, trials, plots, NWB and the report.
+:func:`prepare` runs every check that can fail before a frame arrives and loads the models (before a
+stream is connected: see :mod:`eyeblink.runtime.live.pipeline`); :func:`finish` runs what
+``process`` runs after an input once the capture has ended normally: the FEC calibration, trials,
+plots, NWB and the report.
 """
 
 from __future__ import annotations
@@ -22,9 +24,17 @@ if TYPE_CHECKING:
 __all__ = ["finish", "prepare"]
 
 
-def prepare(spec: str, cfg: RunConfig, live: LiveConfig, *, name: str | None = None, stream: Any = None,
-            report: bool = False, analysis: AnalysisOptions | None = None,
-            start_method: str | None = None) -> tuple[LivePipeline, LiveSource, RunConfig]:
+def prepare(
+    spec: str,
+    cfg: RunConfig,
+    live: LiveConfig,
+    *,
+    name: str | None = None,
+    stream: Any = None,
+    report: bool = False,
+    analysis: AnalysisOptions | None = None,
+    start_method: str | None = None,
+) -> tuple[LivePipeline, LiveSource, RunConfig]:
     """Everything before the capture, for the CLI and the Python API alike: the checks, the models
     (loaded before a stream is connected), the source (not yet connected). Returns the pipeline, the
     source and the run's config. ``start_method``: how the pipeline's processes start (None: the
@@ -43,25 +53,32 @@ def prepare(spec: str, cfg: RunConfig, live: LiveConfig, *, name: str | None = N
     from eyeblink.runtime.procs.parallel import supports
 
     if not supports(cfg):
-        raise ConfigError(f"live mode runs the multiprocess pipeline, which needs the litert backend or the "
-                          f"accelerator stage (--stage accelerator with jax or tensorflow); got "
-                          f"{cfg.detect.backend!r} with --stage {cfg.detect.stage}")
+        raise ConfigError(
+            f"live mode runs the multiprocess pipeline, which needs the litert backend or the "
+            f"accelerator stage (--stage accelerator with jax or tensorflow); got "
+            f"{cfg.detect.backend!r} with --stage {cfg.detect.stage}"
+        )
     # models first: a stream is connected only once the workers are ready
     pipe = LivePipeline(cfg, live, start_method=start_method)
     source = open_live_source(spec, name=name, fps=cfg.fps, connect=False, stream=stream)
-    (analysis or AnalysisOptions()).check_stems([source.name])  # before the capture: extras, trials file
+    # before the capture: extras, trials file
+    (analysis or AnalysisOptions()).check_stems([source.name])
     return pipe, source, cfg
 
 
-def finish(result: RunResult, cfg: RunConfig, analysis: AnalysisOptions | None, *, report: bool = False) -> RunResult:
-    """After the capture ended normally (end of stream, ``--duration``, a signal, the API's stop): calibrate the
-    session's FEC column and write trials, traces, plots and NWB as ``process`` does, then the report."""
+def finish(
+    result: RunResult, cfg: RunConfig, analysis: AnalysisOptions | None, *, report: bool = False
+) -> RunResult:
+    """After the capture ended normally (end of stream, ``--duration``, a signal, the API's stop):
+    calibrate the session's FEC column and write trials, traces, plots and NWB as ``process`` does,
+    then the report."""
     from eyeblink.outputs.analysis import finalize
     from eyeblink.runtime.runner import record_failure
 
     try:
         result = finalize(result, cfg, analysis or AnalysisOptions())
-    except EyeblinkError as exc:  # e.g. a full disk: the summary says failed, as the exit status does
+    # e.g. a full disk: the summary says failed, as the exit status does
+    except EyeblinkError as exc:
         record_failure(result, exc)
         raise
     if report:

@@ -1,17 +1,19 @@
 """Memory of a long live run: the resident memory of each of its processes, watched while it runs.
 
-A live session lasts as long as the lab's session (20–60 minutes, or hours): memory that grows a little with
-every frame is invisible in a test of seconds and ends a session hours later. The sink samples the RSS of the
-run's processes (itself, the loader, the workers, the accelerator stage) every :data:`SAMPLE_EVERY_S` seconds
-(:func:`eyeblink.host.rss_bytes`: on Linux a few microseconds a process, no page-table walk). The
-reference is the run's memory at :data:`REFERENCE_S` (two minutes: models loaded, the ring and the allocators
-warm); when the total has grown by more than :data:`MAX_GROWTH` of it since (the figure the project holds
-itself to: RSS at minute 20 within 10% of minute 2), the run warns once, one line naming the process that grew
-and how fast; a NUT stream whose sender writes syncpoints (a default ``ffmpeg -f nut``) is the known cause in the
-loader, and the line says so.
+A live session lasts as long as the lab's session (20–60 minutes, or hours): memory that grows a
+little with every frame is invisible in a test of seconds and ends a session hours later. The sink
+samples the RSS of the run's processes (itself, the loader, the workers, the accelerator stage)
+every :data:`SAMPLE_EVERY_S` seconds (:func:`eyeblink.host.rss_bytes`: on Linux a few microseconds a
+process, no page-table walk). The reference is the run's memory at :data:`REFERENCE_S` (two minutes:
+models loaded, the ring and the allocators warm); when the total has grown by more than
+:data:`MAX_GROWTH` of it since (the figure the project holds itself to: RSS at minute 20 within 10%
+of minute 2), the run warns once, one line naming the process that grew and how fast; a NUT stream
+whose sender writes syncpoints (a default ``ffmpeg -f nut``) is the known cause in the loader, and
+the line says so.
 
-The figures go to the summary (``live.memory``) and to ``/metrics`` (``eyeblink_memory_rss_bytes{process}``).
-Where a process's memory cannot be read the watch records nothing and never warns.
+The figures go to the summary (``live.memory``) and to ``/metrics``
+(``eyeblink_memory_rss_bytes{process}``). Where a process's memory cannot be read the watch records
+nothing and never warns.
 """
 
 from __future__ import annotations
@@ -34,22 +36,32 @@ MIN_GROWTH_MIB = 32.0
 
 _MIB = float(2**20)
 
-NUT_HINT = ("the stream is NUT, and FFmpeg's NUT demuxer keeps every syncpoint it reads until the stream ends: "
-            "send with `ffmpeg … -f nut -syncpoints none -strict experimental` (or use another container)")
+NUT_HINT = (
+    "the stream is NUT, and FFmpeg's NUT demuxer keeps every syncpoint it reads until the stream "
+    "ends: "
+    "send with `ffmpeg … -f nut -syncpoints none -strict experimental` (or use another container)"
+)
 
 
 class MemoryWatch:
     """Samples the RSS of a run's processes; the summary's figures and the one-time growth warning.
 
-    ``processes`` returns ``{role: pid}`` of the processes to watch now (roles such as ``sink``, ``loader``,
-    ``worker0``); ``read`` reads one process's RSS (bytes or None). :meth:`sample` is cheap to call often:
-    it reads only every ``every_s`` seconds of ``now``.
+    ``processes`` returns ``{role: pid}`` of the processes to watch now (roles such as ``sink``,
+    ``loader``, ``worker0``); ``read`` reads one process's RSS (bytes or None). :meth:`sample` is
+    cheap to call often: it reads only every ``every_s`` seconds of ``now``.
     """
 
-    def __init__(self, processes: Callable[[], Mapping[str, int]], *, every_s: float = SAMPLE_EVERY_S,
-                 reference_s: float = REFERENCE_S, max_growth: float = MAX_GROWTH,
-                 min_growth_mib: float = MIN_GROWTH_MIB, read: Callable[[int], int | None] = rss_bytes,
-                 hint: Callable[[str], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        processes: Callable[[], Mapping[str, int]],
+        *,
+        every_s: float = SAMPLE_EVERY_S,
+        reference_s: float = REFERENCE_S,
+        max_growth: float = MAX_GROWTH,
+        min_growth_mib: float = MIN_GROWTH_MIB,
+        read: Callable[[int], int | None] = rss_bytes,
+        hint: Callable[[str], str | None] | None = None,
+    ) -> None:
         self.processes = processes
         self.every_s, self.reference_s = every_s, reference_s
         self.max_growth, self.min_growth_mib = max_growth, min_growth_mib
@@ -65,8 +77,8 @@ class MemoryWatch:
         self.warning: str | None = None  # the growth warning, once given
 
     def sample(self, now: float) -> str | None:
-        """Sample if ``every_s`` has passed (``now``: seconds, any monotonic clock); the warning, the first
-        time the growth passes the limit, else None."""
+        """Sample if ``every_s`` has passed (``now``: seconds, any monotonic clock); the warning,
+        the first time the growth passes the limit, else None."""
         if self.t0 is None:
             self.t0 = now
         if now < self.next_t:
@@ -103,15 +115,26 @@ class MemoryWatch:
         # the process that grew most (a role present in both samples)
         growth = {r: self.last[r] - self.reference[r] for r in self.last if r in self.reference}
         role = max(growth, key=lambda r: growth[r]) if growth else None
-        who = (f"; most of it in the {role} ({growth[role] / _MIB / minutes:+.1f} MiB a minute)"
-               if role is not None else "")
+        who = (
+            f"; most of it in the {role} ({growth[role] / _MIB / minutes:+.1f} MiB a minute)"
+            if role is not None
+            else ""
+        )
         hint = self.hint(role) if self.hint is not None and role is not None else None
-        return (f"memory grew {grown / _MIB:.0f} MiB ({grown / ref:+.0%}) since minute "
-                f"{self.reference_t / 60:.0f} of the run, to {total / _MIB:.0f} MiB{who}; "
-                + (hint if hint else "a session of hours may run out of memory: report it with the summary.json"))
+        return (
+            f"memory grew {grown / _MIB:.0f} MiB ({grown / ref:+.0%}) since minute "
+            f"{self.reference_t / 60:.0f} of the run, to {total / _MIB:.0f} MiB{who}; "
+            + (
+                hint
+                if hint
+                else "a session of hours may run out of memory: report it with the summary.json"
+            )
+        )
 
     def summary(self) -> dict[str, Any]:
-        """``live.memory`` of the summary: RSS (MiB) of the run's processes at the reference and at the end."""
+        """``live.memory`` of the summary: RSS (MiB) of the run's processes at the reference and
+        at the end."""
+
         def mib(d: Mapping[str, int] | None) -> float | None:
             return round(sum(d.values()) / _MIB, 1) if d else None
 

@@ -1,16 +1,18 @@
-"""``eyeblink live --record FILE``: the frames as received, with their timestamps, kept beside the session.
+"""``eyeblink live --record FILE``: the frames as received, with their timestamps, kept beside the
+session.
 
-The live loader hands every frame it receives (those the pipeline then drops included) to a :class:`Recorder`
-right after placing it in the ring; a thread of the loader writes them, so the capture never waits for the disk.
-A compressed stream's packets are recorded as they came (stream copy: :meth:`Recorder.put_packet`, called by the
-source for every demuxed packet). Otherwise the recording is the frames eyeblink analysed, as it saw them: gray,
-full resolution, lossless (``rawvideo``:
-no encoder CPU, ~0.3 MB a 640x480 frame, ~150 MB/s at 500 FPS; a lossless encoder such as FFV1 costs more than a
-core at that rate), in NUT with each frame's capture time as its presentation timestamp on a microsecond clock.
-So ``eyeblink process FILE`` reads the live session's timestamps back exactly. A frame the writer could not take
-in time (its queue of :data:`QUEUE_S` seconds, at most :data:`QUEUE_BYTES`, is full: the disk is too slow) is
-counted (``dropped``), never waited for. The frames go to the muxer as they are (raw packets: no encoder, no
-copy besides the packet's), ~0.25 ms of CPU a 640x480 frame.
+The live loader hands every frame it receives (those the pipeline then drops included) to a
+:class:`Recorder` right after placing it in the ring; a thread of the loader writes them, so the
+capture never waits for the disk. A compressed stream's packets are recorded as they came (stream
+copy: :meth:`Recorder.put_packet`, called by the source for every demuxed packet). Otherwise the
+recording is the frames eyeblink analysed, as it saw them: gray, full resolution, lossless
+(``rawvideo``: no encoder CPU, ~0.3 MB a 640x480 frame, ~150 MB/s at 500 FPS; a lossless encoder
+such as FFV1 costs more than a core at that rate), in NUT with each frame's capture time as its
+presentation timestamp on a microsecond clock. So ``eyeblink process FILE`` reads the live session's
+timestamps back exactly. A frame the writer could not take in time (its queue of :data:`QUEUE_S`
+seconds, at most :data:`QUEUE_BYTES`, is full: the disk is too slow) is counted (``dropped``), never
+waited for. The frames go to the muxer as they are (raw packets: no encoder, no copy besides the
+packet's), ~0.25 ms of CPU a 640x480 frame.
 """
 
 from __future__ import annotations
@@ -42,29 +44,39 @@ QUEUE_BYTES = 256 * 2**20
 
 
 def check_record_path(path: str | Path, *, overwrite: bool = False) -> Path:
-    """``--record FILE`` before anything starts: a ``.nut`` file in a folder that exists, not an existing file
-    unless ``overwrite`` (``--overwrite``: a previous session's recording is never replaced without a word)."""
+    """``--record FILE`` before anything starts: a ``.nut`` file in a folder that exists, not an
+    existing file unless ``overwrite`` (``--overwrite``: a previous session's recording is never
+    replaced without a word)."""
     p = Path(path)
     if p.suffix.lower() != RECORD_SUFFIX:
-        raise ConfigError(f"--record {path}: the recording is raw gray video in NUT; give a file ending in "
-                          f"{RECORD_SUFFIX}, e.g. --record session{RECORD_SUFFIX}")
+        raise ConfigError(
+            f"--record {path}: the recording is raw gray video in NUT; give a file ending in "
+            f"{RECORD_SUFFIX}, e.g. --record session{RECORD_SUFFIX}"
+        )
     if p.is_dir():
-        raise ConfigError(f"--record {path} is a folder; give a file name ending in {RECORD_SUFFIX}")
+        raise ConfigError(
+            f"--record {path} is a folder; give a file name ending in {RECORD_SUFFIX}"
+        )
     if not p.parent.is_dir():
         raise ConfigError(f"--record {path}: the folder {p.parent} does not exist; create it first")
     if (p.exists() or p.is_symlink()) and not overwrite:
-        raise OutputError(f"--record {path} exists (a previous recording?); give another file name, or add "
-                          "--overwrite (overwrite=True in the Python API) to replace it")
+        raise OutputError(
+            f"--record {path} exists (a previous recording?); give another file name, or add "
+            "--overwrite (overwrite=True in the Python API) to replace it"
+        )
     return p
 
 
 class Recorder:
-    """Writes frames to ``path`` (raw gray NUT, capture times as timestamps) from a thread of its own."""
+    """Writes frames to ``path`` (raw gray NUT, capture times as timestamps) from a thread of its
+    own."""
 
-    def __init__(self, path: str | Path, width: int, height: int, fps: float | None, *,
-                 template: Any = None) -> None:
-        """``template``: the PyAV stream of a compressed source, whose packets are then recorded as they came
-        (:meth:`put_packet`: stream copy, no decoding, no encoding); else raw gray frames (:meth:`put`)."""
+    def __init__(
+        self, path: str | Path, width: int, height: int, fps: float | None, *, template: Any = None
+    ) -> None:
+        """``template``: the PyAV stream of a compressed source, whose packets are then recorded as
+        they came (:meth:`put_packet`: stream copy, no decoding, no encoding); else raw gray frames
+        (:meth:`put`)."""
         import av
 
         self.path = Path(path)
@@ -86,33 +98,41 @@ class Recorder:
             self._stream.codec_context.time_base = _TIME_BASE
             self._stream.time_base = _TIME_BASE
             self.codec = "rawvideo"
-        frame_bytes = max(1, int(width) * int(height) // (8 if self.copy else 1))  # compressed: ~1/8 the size
+        # compressed: ~1/8 the size
+        frame_bytes = max(1, int(width) * int(height) // (8 if self.copy else 1))
         self._q: queue.Queue[tuple[np.ndarray, float] | None] = queue.Queue(
-            maxsize=max(16, min(int(QUEUE_S * float(rate)), QUEUE_BYTES // frame_bytes)))
+            maxsize=max(16, min(int(QUEUE_S * float(rate)), QUEUE_BYTES // frame_bytes))
+        )
         self._last_pts = -1
         self._thread = threading.Thread(target=self._write, name="eyeblink-record", daemon=True)
         self._thread.start()
 
     def put(self, image: np.ndarray, timestamp_s: float, wait: bool = False) -> None:
-        """One received frame (never waits unless ``wait``: a full queue counts the frame as dropped from the
-        recording). ``wait``: frames held before the recording started (a live survey's), handed over at once."""
+        """One received frame (never waits unless ``wait``: a full queue counts the frame as dropped
+        from the recording). ``wait``: frames held before the recording started (a live survey's),
+        handed over at once."""
         try:
-            self._q.put((image, timestamp_s), timeout=QUEUE_S) if wait else self._q.put_nowait((image, timestamp_s))
+            self._q.put((image, timestamp_s), timeout=QUEUE_S) if wait else self._q.put_nowait(
+                (image, timestamp_s)
+            )
         except queue.Full:
             self.dropped += 1
 
     def put_packet(self, packet: Any, wait: bool = False) -> None:
-        """One packet of a compressed source as it came (never waits unless ``wait``, as :meth:`put`; a full queue
-        counts it as dropped)."""
+        """One packet of a compressed source as it came (never waits unless ``wait``, as
+        :meth:`put`; a full queue counts it as dropped)."""
         import av
 
         if packet.size == 0:
             return  # the demuxer's flush packet: nothing to keep
-        # a copy: the capture thread decodes the source's packet meanwhile, and the writer changes what it muxes
+        # a copy: the capture thread decodes the source's packet meanwhile, and the writer changes
+        # what it muxes
         own = av.Packet(bytes(packet))
         own.pts, own.dts, own.is_keyframe = packet.pts, packet.dts, packet.is_keyframe
         try:
-            self._q.put((own, math.nan), timeout=QUEUE_S) if wait else self._q.put_nowait((own, math.nan))
+            self._q.put((own, math.nan), timeout=QUEUE_S) if wait else self._q.put_nowait(
+                (own, math.nan)
+            )
         except queue.Full:
             self.dropped += 1
 
@@ -131,8 +151,10 @@ class Recorder:
                 self._copy(image)
                 continue
             try:
-                packet = av.Packet(np.ascontiguousarray(image))  # a rawvideo packet is the frame's bytes
-                pts = max(round(ts * 1_000_000), self._last_pts + 1)  # strictly increasing, as the muxer wants
+                # a rawvideo packet is the frame's bytes
+                packet = av.Packet(np.ascontiguousarray(image))
+                # strictly increasing, as the muxer wants
+                pts = max(round(ts * 1_000_000), self._last_pts + 1)
                 packet.stream = self._stream
                 packet.pts = packet.dts = pts
                 packet.time_base = _TIME_BASE
@@ -143,7 +165,8 @@ class Recorder:
                 self._failed(exc)
 
     def _copy(self, packet: Any) -> None:
-        """Mux one source packet as it came, its timestamps shifted so that the first is 0 (as the session's)."""
+        """Mux one source packet as it came, its timestamps shifted so that the first is 0 (as
+        the session's)."""
         import av
 
         try:
@@ -164,7 +187,11 @@ class Recorder:
         """A frame the file could not take: counted, and said once in the log with the cause."""
         self.error = f"{type(exc).__name__}: {exc}"
         self.dropped += 1
-        log.error("--record %s: cannot write (%s); the recording stops, the session goes on", self.path, self.error)
+        log.error(
+            "--record %s: cannot write (%s); the recording stops, the session goes on",
+            self.path,
+            self.error,
+        )
 
     def close(self) -> dict[str, Any]:
         """Write what is queued, close the file; the summary's ``live.recording``."""
@@ -174,6 +201,13 @@ class Recorder:
             self._container.close()
         except Exception as exc:  # a recording that cannot be closed is reported, not fatal
             self.error = self.error or f"{type(exc).__name__}: {exc}"
-        return {"path": str(self.path), "frames": self.frames, "dropped": self.dropped, "codec": self.codec,
-                "copy": self.copy, "pixel_format": None if self.copy else "gray", "container": "nut",
-                "error": self.error}
+        return {
+            "path": str(self.path),
+            "frames": self.frames,
+            "dropped": self.dropped,
+            "codec": self.codec,
+            "copy": self.copy,
+            "pixel_format": None if self.copy else "gray",
+            "container": "nut",
+            "error": self.error,
+        }

@@ -1,14 +1,14 @@
 """Logging from every process of a run through one queue, one listener, one format.
 
 :func:`setup_logging` (called by the CLI in the parent before any worker is forked) puts a
-:class:`logging.handlers.QueueHandler` on the ``eyeblink`` logger that feeds a
-``multiprocessing`` queue, and starts a :class:`logging.handlers.QueueListener` thread in the parent
-that writes the records to stderr and, with ``--log-file``, to a file. Loader and worker processes
-get that handler and its queue: a record logged anywhere comes out of the
-parent's listener, in one format naming the process (a forked child inherits the handler; a spawned one is given
-the queue as it starts: :mod:`eyeblink.runtime.procs.processes`)::
+:class:`logging.handlers.QueueHandler` on the ``eyeblink`` logger that feeds a ``multiprocessing``
+queue, and starts a :class:`logging.handlers.QueueListener` thread in the parent that writes the
+records to stderr and, with ``--log-file``, to a file. Loader and worker processes get that handler
+and its queue: a record logged anywhere comes out of the parent's listener, in one format naming the
+process (a forked child inherits the handler; a spawned one is given the queue as it starts:
+:mod:`eyeblink.runtime.procs.processes`)::
 
-    2024-05-01 12:00:00,123 INFO  eyeblink-loader[4242] eyeblink.runtime.live.pipeline: capture started: tcp://…
+    2024-05-01 12:00:00,123 INFO  eyeblink-loader[4242] eyeblink.runtime.live.pipeline: capture …
 
 ``multiprocessing.Queue`` re-creates its lock and feeder thread in a forked child, so a child never
 inherits a lock held by the parent's feeder. :meth:`LogSetup.close` stops the listener after the
@@ -36,8 +36,13 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 class LogSetup(Closing):
     """The running listener; :meth:`close` flushes and detaches it (idempotent)."""
 
-    def __init__(self, listener: logging.handlers.QueueListener, handler: logging.Handler,
-                 outputs: list[logging.Handler], queue: Any) -> None:
+    def __init__(
+        self,
+        listener: logging.handlers.QueueListener,
+        handler: logging.Handler,
+        outputs: list[logging.Handler],
+        queue: Any,
+    ) -> None:
         self.listener = listener
         self.handler = handler
         self.outputs = outputs
@@ -57,7 +62,8 @@ class LogSetup(Closing):
 
 
 def setup_logging(level: str = "info", log_file: str | Path | None = None) -> LogSetup:
-    """Route the ``eyeblink`` loggers of this process and of every child forked later (see the module doc)."""
+    """Route the ``eyeblink`` loggers of this process and of every child forked later (see the
+    module doc)."""
     name = str(level).strip().lower()
     if name not in LOG_LEVELS:
         raise ConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
@@ -67,12 +73,14 @@ def setup_logging(level: str = "info", log_file: str | Path | None = None) -> Lo
         try:
             outputs.append(logging.FileHandler(log_file, encoding="utf-8"))
         except OSError as exc:
-            raise OutputError(f"cannot open log file {log_file} ({exc.strerror or exc}); choose another --log-file") \
-                from None
+            raise OutputError(
+                f"cannot open log file {log_file} ({exc.strerror or exc}); choose another "
+                "--log-file"
+            ) from None
     for h in outputs:
         h.setFormatter(fmt)
-    # a spawn context's queue: every start method's children can have it (a fork context's cannot be handed to a
-    # spawned child), whichever the run uses
+    # a spawn context's queue: every start method's children can have it (a fork context's cannot be
+    # handed to a spawned child), whichever the run uses
     queue = mp.get_context("spawn").Queue(-1)
     handler = logging.handlers.QueueHandler(queue)
     listener = logging.handlers.QueueListener(queue, *outputs, respect_handler_level=True)

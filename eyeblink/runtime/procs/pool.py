@@ -1,28 +1,30 @@
 """Many short recordings at once: a pool of long-lived processes, each running whole files.
 
-Labs that record eyeblink conditioning often keep one short video per trial (100 trials a session, 0.5-2 s
-each). Through the multiprocess pipeline (:mod:`eyeblink.runtime.procs.parallel`) every input costs its own start:
-a loader and ``W`` workers forked, a detector built and warmed up in each, a ring made and unlinked, the
-processes joined: 0.3-0.5 s before the first frame, longer than a short trial takes to analyse. Here the
-``W`` processes are forked once, build their detector once, keep the eye model the parent loaded (shared
-copy-on-write, as the pipeline's workers do), and each takes the next whole input as soon as it is free:
+Labs that record eyeblink conditioning often keep one short video per trial (100 trials a session,
+0.5-2 s each). Through the multiprocess pipeline (:mod:`eyeblink.runtime.procs.parallel`) every
+input costs its own start: a loader and ``W`` workers forked, a detector built and warmed up in
+each, a ring made and unlinked, the processes joined: 0.3-0.5 s before the first frame, longer than
+a short trial takes to analyse. Here the ``W`` processes are forked once, build their detector once,
+keep the eye model the parent loaded (shared copy-on-write, as the pipeline's workers do), and each
+takes the next whole input as soon as it is free:
 
     parent (deals inputs, gathers results, progress)
       ├─ file worker 0: open ─► reference pipeline (process_source) ─► finalize ─► next input …
       └─ file worker W-1: …
 
 Each input runs the single-process reference from its first frame to its last, so its rows are the
-reference's byte for byte (as every layout's are: tracking segments, :mod:`eyeblink.runtime.pipeline`), and
-its files are complete when the worker reports it, whatever the other inputs are doing. An input longer
-than :data:`POOL_MAX_FRAMES` (or of unknown length) is handed back: the caller runs it through the
-multiprocess pipeline, where one file's frames use every core.
+reference's byte for byte (as every layout's are: tracking segments,
+:mod:`eyeblink.runtime.pipeline`), and its files are complete when the worker reports it, whatever
+the other inputs are doing. An input longer than :data:`POOL_MAX_FRAMES` (or of unknown length) is
+handed back: the caller runs it through the multiprocess pipeline, where one file's frames use every
+core.
 
-Failures: an input's own error (:class:`~eyeblink.errors.EyeblinkError`: truncated, no face, ...) is that
-input's, the others go on; a run-wide one (a model that does not load, an unwritable output) stops the run;
-a worker that dies (a signal, the OOM killer) fails the input it held with a one-line
-:class:`~eyeblink.errors.WorkerError`, and the others go on in the workers left. Stops: SIGINT and SIGTERM
-reach the workers too (the parent forwards them); each stops its input at the current frame, with its rows
-and an ``interrupted`` summary on disk, as the single-process run does.
+Failures: an input's own error (:class:`~eyeblink.errors.EyeblinkError`: truncated, no face, ...) is
+that input's, the others go on; a run-wide one (a model that does not load, an unwritable output)
+stops the run; a worker that dies (a signal, the OOM killer) fails the input it held with a one-line
+:class:`~eyeblink.errors.WorkerError`, and the others go on in the workers left. Stops: SIGINT and
+SIGTERM reach the workers too (the parent forwards them); each stops its input at the current frame,
+with its rows and an ``interrupted`` summary on disk, as the single-process run does.
 """
 
 from __future__ import annotations
@@ -51,16 +53,17 @@ if TYPE_CHECKING:
     from eyeblink.landmarks import EyeModel
     from eyeblink.outputs.session import RunResult
 
-#: Inputs up to this many frames (16 tracking segments: 4 s at 500 FPS) run whole in one pool process; a
-#: longer one goes through the multiprocess pipeline, whose start (~0.3-0.5 s) is then under ~10% of its run.
+#: Inputs up to this many frames (16 tracking segments: 4 s at 500 FPS) run whole in one pool
+#: process; a longer one goes through the multiprocess pipeline, whose start (~0.3-0.5 s) is then
+#: under ~10% of its run.
 POOL_MAX_FRAMES = 2048
-
 
 
 @dataclass
 class PoolOutcome:
-    """What the pool did with its inputs: ``results`` and ``failures`` by input position, ``handed_back``:
-    the positions of inputs too long (or of unknown length) for the pool, in input order."""
+    """What the pool did with its inputs: ``results`` and ``failures`` by input position,
+    ``handed_back``: the positions of inputs too long (or of unknown length) for the pool, in input
+    order."""
 
     results: dict[int, RunResult] = field(default_factory=dict)
     failures: dict[int, EyeblinkError] = field(default_factory=dict)
@@ -70,15 +73,24 @@ class PoolOutcome:
 class FilePool:
     """``workers`` processes that each run whole inputs through the single-process reference.
 
-    ``run_one(source)`` is what a worker does with one opened input (process it, finalize it); it runs in the
-    worker with the analyzer the worker built once (``self.analyzer``). ``fatal``: the error types that stop
-    the whole run (raised in the parent once the workers have finished the inputs they hold). ``start_method``:
-    how its processes start (the run's; None: the environment's, else auto).
+    ``run_one(source)`` is what a worker does with one opened input (process it, finalize it); it
+    runs in the worker with the analyzer the worker built once (``self.analyzer``). ``fatal``: the
+    error types that stop the whole run (raised in the parent once the workers have finished the
+    inputs they hold). ``start_method``: how its processes start (the run's; None: the
+    environment's, else auto).
     """
 
-    def __init__(self, config: RunConfig, workers: int, fitter: EyeModel,
-                 run_one: Callable[[Any, Any], RunResult], fatal: tuple[type[EyeblinkError], ...],
-                 *, max_frames: int | None = None, start_method: str | None = None) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        workers: int,
+        fitter: EyeModel,
+        run_one: Callable[[Any, Any], RunResult],
+        fatal: tuple[type[EyeblinkError], ...],
+        *,
+        max_frames: int | None = None,
+        start_method: str | None = None,
+    ) -> None:
         self.cfg = config
         self.W = workers
         self.fitter = fitter
@@ -90,19 +102,21 @@ class FilePool:
         self._ctx = context(resolve_start_method(start_method))
 
     def __getstate__(self) -> dict[str, Any]:
-        """What a worker started with ``spawn`` or ``forkserver`` gets: the settings, the queues; it loads the eye
-        model itself (the parent's is shared only with forked workers)."""
+        """What a worker started with ``spawn`` or ``forkserver`` gets: the settings, the queues; it
+        loads the eye model itself (the parent's is shared only with forked workers)."""
         state = self.__dict__.copy()
         state.pop("_ctx", None)
         state["fitter"] = None
-        state["_eye_model_specs"] = model_specs((self.cfg.landmarks.model,))  # a model registered at run time too
+        # a model registered at run time too
+        state["_eye_model_specs"] = model_specs((self.cfg.landmarks.model,))
         return state
 
     # ------------------------------------------------------------------ worker side
 
     def _worker_main(self, wid: int, paths: Sequence[Path]) -> None:
         """Take input positions from this worker's queue until ``None``; report each outcome."""
-        restore = stopping.install()  # a stop (forwarded by the parent, or the terminal's) ends the input in order
+        # a stop (forwarded by the parent, or the terminal's) ends the input in order
+        restore = stopping.install()
         threading.Thread(target=self._watch_stop, name="eyeblink-stop-watch", daemon=True).start()
         try:
             from eyeblink.frame.analyzer import FrameAnalyzer, StageClock, build_fitter
@@ -110,7 +124,8 @@ class FilePool:
             from eyeblink.sources.files import open_source
 
             register_missing(getattr(self, "_eye_model_specs", {}))
-            fitter = self.fitter or build_fitter(self.cfg)  # the parent's (forked), else loaded here once
+            # the parent's (forked), else loaded here once
+            fitter = self.fitter or build_fitter(self.cfg)
             analyzer = FrameAnalyzer(self.cfg, build_detector(self.cfg), fitter, StageClock())
             self._put(("ready", wid))
             while True:
@@ -120,7 +135,8 @@ class FilePool:
                 self._put(self._one(i, paths[i], analyzer, open_source))
         except KeyboardInterrupt:
             pass
-        except BaseException as exc:  # building the detector, or a bug outside an input: the run's error
+        # building the detector, or a bug outside an input: the run's error
+        except BaseException as exc:
             self._put(("broken", wid, picklable_error(exc), traceback.format_exc()))
         finally:
             restore()
@@ -149,9 +165,16 @@ class FilePool:
         except KeyboardInterrupt as exc:  # the input's rows and its interrupted summary are on disk
             return ("stopped", i, stopping.reason(exc))
         except EyeblinkError as exc:
-            return ("fatal" if isinstance(exc, self.fatal) else "failed", i, picklable_error(exc), None)
+            return (
+                "fatal" if isinstance(exc, self.fatal) else "failed",
+                i,
+                picklable_error(exc),
+                None,
+            )
         except Exception as exc:  # a bug: the input fails with the traceback, the others go on
-            err = WorkerError(f"file worker (pid {os.getpid()}) failed on {path}: {type(exc).__name__}: {exc}")
+            err = WorkerError(
+                f"file worker (pid {os.getpid()}) failed on {path}: {type(exc).__name__}: {exc}"
+            )
             return ("failed", i, err, traceback.format_exc())
 
     def _stopped(self) -> bool:
@@ -168,14 +191,18 @@ class FilePool:
 
     # ------------------------------------------------------------------ parent side
 
-    def run(self, paths: Sequence[Path], *, on_done: Callable[[int, RunResult], None] | None = None) -> PoolOutcome:
-        """Process ``paths`` (each a whole input) on the pool; ``on_done(position, result)`` as each ends.
+    def run(
+        self, paths: Sequence[Path], *, on_done: Callable[[int, RunResult], None] | None = None
+    ) -> PoolOutcome:
+        """Process ``paths`` (each a whole input) on the pool; ``on_done(position, result)`` as each
+        ends.
 
-        Raises the stop (``KeyboardInterrupt``) once every worker has ended the input it held, or the first
-        run-wide error (``fatal``)."""
+        Raises the stop (``KeyboardInterrupt``) once every worker has ended the input it held, or
+        the first run-wide error (``fatal``)."""
         ctx = self._ctx
         self.stop = ctx.Event()
-        self.stop_signal = ctx.Value("i", 0)  # the parent's stop for the inputs in hand: its signal number
+        # the parent's stop for the inputs in hand: its signal number
+        self.stop_signal = ctx.Value("i", 0)
         self.task_qs = [ctx.Queue() for _ in range(self.W)]
         self.out_q = ctx.Queue()
         procs: list[Any] = []
@@ -187,10 +214,12 @@ class FilePool:
             with stopping.held():
                 self._shutdown(procs)
             raise
-        hold = stopping.held()  # a stop signal is only recorded meanwhile: it is read below, between messages
+        # a stop signal is only recorded meanwhile: it is read below, between messages
+        hold = stopping.held()
         try:
             self._loop(procs, state, on_done)
-        except KeyboardInterrupt as exc:  # not through eyeblink.stopping (the Python API in a program)
+        # not through eyeblink.stopping (the Python API in a program)
+        except KeyboardInterrupt as exc:
             state.stop = state.stop or exc
             self._forward_stop(signal.SIGINT)
         finally:
@@ -203,11 +232,15 @@ class FilePool:
             raise state.fatal
         out = state.out
         for i in state.todo:  # every worker died: what is left fails
-            out.failures[i] = WorkerError(f"no file worker was left to process {paths[i]}; run it again")
+            out.failures[i] = WorkerError(
+                f"no file worker was left to process {paths[i]}; run it again"
+            )
         out.handed_back.sort()
         return out
 
-    def _loop(self, procs: list[Any], st: _Dealing, on_done: Callable[[int, RunResult], None] | None) -> None:
+    def _loop(
+        self, procs: list[Any], st: _Dealing, on_done: Callable[[int, RunResult], None] | None
+    ) -> None:
         while True:
             if st.stop is None and stopping.received() is not None:
                 st.stop = stopping.Stopped(stopping.received())  # type: ignore[arg-type]
@@ -217,7 +250,9 @@ class FilePool:
                 st.holding[wid] = st.todo.pop()
                 self.task_qs[wid].put(st.holding[wid])
             busy = any(i is not None for i in st.holding.values())
-            if not busy and (not st.todo or st.fatal is not None or st.stop is not None or not st.alive):
+            if not busy and (
+                not st.todo or st.fatal is not None or st.stop is not None or not st.alive
+            ):
                 return
             try:
                 msg = self.out_q.get(timeout=POLL_S)
@@ -260,24 +295,34 @@ class FilePool:
                 st.idle.remove(wid)
             i = st.holding.pop(wid, None)
             if i is not None:
-                why = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
-                st.out.failures[i] = WorkerError(f"file worker {wid} (pid {procs[wid].pid}) died while processing "
-                                                 f"{st.paths[i]} ({why}); run it again")
+                why = (
+                    f"killed by signal {signal.Signals(-code).name}"
+                    if code < 0
+                    else f"exited with status {code}"
+                )
+                st.out.failures[i] = WorkerError(
+                    f"file worker {wid} (pid {procs[wid].pid}) died while processing "
+                    f"{st.paths[i]} ({why}); run it again"
+                )
 
     def _fork(self, paths: Sequence[Path], procs: list[Any]) -> None:
         """Start the workers (appended to ``procs`` as they start;
-        :func:`~eyeblink.runtime.procs.processes.start_children`, SIGINT and SIGTERM blocked meanwhile: a stop then
-        is recorded by the parent and forwarded)."""
+        :func:`~eyeblink.runtime.procs.processes.start_children`, SIGINT and SIGTERM blocked
+        meanwhile: a stop then is recorded by the parent and forwarded)."""
         from eyeblink.runtime.procs.processes import start_children
 
-        start_children(self._ctx, [(self._worker_main, (w, paths), f"eyeblink-files-{w}") for w in range(self.W)],
-                       procs)
+        start_children(
+            self._ctx,
+            [(self._worker_main, (w, paths), f"eyeblink-files-{w}") for w in range(self.W)],
+            procs,
+        )
 
     def _forward_stop(self, signum: int | None) -> None:
-        """Pass the parent's stop (the same signal) to every worker: each ends its input at the current frame, its
-        rows and its ``interrupted`` summary on disk. Through shared memory, not a signal: on Windows a signal sent
-        to a process ends it at once (no handler runs), and a stop that did not come from the console (a program
-        that stops its ``eyeblink.process``) would reach no worker by itself."""
+        """Pass the parent's stop (the same signal) to every worker: each ends its input at the
+        current frame, its rows and its ``interrupted`` summary on disk. Through shared memory, not
+        a signal: on Windows a signal sent to a process ends it at once (no handler runs), and a
+        stop that did not come from the console (a program that stops its ``eyeblink.process``)
+        would reach no worker by itself."""
         with self.stop_signal.get_lock():
             if not self.stop_signal.value:
                 self.stop_signal.value = int(signum or signal.SIGTERM)
@@ -291,7 +336,8 @@ class FilePool:
 
 
 class _Dealing:
-    """The parent's view of the pool while it runs: inputs left (``todo``, next last), what each worker holds."""
+    """The parent's view of the pool while it runs: inputs left (``todo``, next last), what each
+    worker holds."""
 
     def __init__(self, paths: Sequence[Path], workers: int) -> None:
         self.paths = paths

@@ -1,8 +1,9 @@
-"""Blocking queue hand-offs that notice a stopped run: the one polling loop of the runtime's processes.
+"""Blocking queue hand-offs that notice a stopped run: the one polling loop of the runtime's
+processes.
 
-A child process (a loader, a worker, a file worker of the pool) never blocks on a queue for good: it waits
-:data:`POLL_S` at a time and, between waits, asks ``stopped()`` (the run's stop event set, or the parent gone);
-when it is, the wait ends with ``stop_error``.
+A child process (a loader, a worker, a file worker of the pool) never blocks on a queue for good: it
+waits :data:`POLL_S` at a time and, between waits, asks ``stopped()`` (the run's stop event set, or
+the parent gone); when it is, the wait ends with ``stop_error``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ def get_until_stopped(q: Any, stopped: Callable[[], bool], stop_error: type[Base
                 raise stop_error from None
 
 
-def put_until_stopped(q: Any, item: Any, stopped: Callable[[], bool], stop_error: type[BaseException]) -> None:
+def put_until_stopped(
+    q: Any, item: Any, stopped: Callable[[], bool], stop_error: type[BaseException]
+) -> None:
     """Put ``item`` on ``q``; raises ``stop_error`` once ``stopped()`` while ``q`` stays full."""
     while True:
         try:

@@ -1,11 +1,12 @@
 """The record a worker sends the sink per frame, and its encoding.
 
-A worker of the multiprocess pipeline (and the accelerator stage's post-processing workers, and a chunk task of
-``eyeblink batch``) sends the sink one numpy record per frame, a record array per batch: no pickled objects.
-:func:`record_dtype` is the record of a run's settings, :func:`encode_results` fills a batch's records from the
-analysed frames' :class:`~eyeblink.frame.analyzer.FrameResult`, :func:`decode_rows` gives them back in the sink,
-bit for bit. The frame columns a worker computes (:attr:`eyeblink.outputs.columns.FrameColumn.worker`) add a
-field each (none by default).
+A worker of the multiprocess pipeline (and the accelerator stage's post-processing workers, and a
+chunk task of ``eyeblink batch``) sends the sink one numpy record per frame, a record array per
+batch: no pickled objects. :func:`record_dtype` is the record of a run's settings,
+:func:`encode_results` fills a batch's records from the analysed frames'
+:class:`~eyeblink.frame.analyzer.FrameResult`, :func:`decode_rows` gives them back in the sink, bit
+for bit. The frame columns a worker computes (:attr:`eyeblink.outputs.columns.FrameColumn.worker`)
+add a field each (none by default).
 """
 
 from __future__ import annotations
@@ -20,58 +21,98 @@ from eyeblink.frame.analyzer import FrameResult
 from eyeblink.landmarks.eyes import STRIP_SHAPE
 from eyeblink.outputs import columns as _columns
 
-__all__ = ["CROP_DTYPE", "POINTS_FIELDS", "RESULT_DTYPE", "decode_rows", "encode_batch", "encode_result",
-           "encode_results", "record_dtype", "rows_message", "rows_of"]
+__all__ = [
+    "CROP_DTYPE",
+    "POINTS_FIELDS",
+    "RESULT_DTYPE",
+    "decode_rows",
+    "encode_batch",
+    "encode_result",
+    "encode_results",
+    "record_dtype",
+    "rows_message",
+    "rows_of",
+]
 
 #: One row per frame from a worker to the sink (a numpy record array per batch: no pickled objects).
-RESULT_DTYPE = np.dtype([
-    ("index", "i8"), ("timestamp_s", "f8"), ("face", "?"), ("detected", "?"),
-    ("ear_left", "f8"), ("ear_right", "f8"), ("box", "f8", (4,)), ("score", "f8"),
-    ("keypoints", "f8", (6, 2)), ("t_decoded", "f8"),
-    # the blink detector's appearance cue (landmarks.eye_patches): 576 bytes a frame
-    ("has_patches", "?"), ("patches", "u1", (2, 12, 24)),
-    # live mode (eyeblink.runtime.live.pipeline): per-frame stage times (perf_counter, one clock for all processes)
-    # and the gap marker of a frame the live loader dropped (slot -1: no pixels, nothing analysed); ``t_got``:
-    # the worker received the frame's batch, ``t_recv``: the sink received it (eyeblink.runtime.live.hops)
-    ("t_start", "f8"), ("t_end", "f8"), ("dropped", "?"), ("t_got", "f8"), ("t_recv", "f8"),
-])
-#: ``eye_crops`` runs (``--report``): each row also carries both eyes as one small image and the eye points in
-#: its pixels (4.9 KB a frame; :mod:`eyeblink.outputs.crops`). Other runs do not pay for them.
-CROP_DTYPE = np.dtype([
-    *RESULT_DTYPE.descr, ("has_strip", "?"), ("strip", "u1", STRIP_SHAPE), ("strip_points", "f4", (12, 2)),
-])
-#: ``points`` runs (``--points``): the 12 eye points and the face mesh's head pose with its frame (129 bytes a
-#: frame, appended to the row only in those runs).
-POINTS_FIELDS = [("has_points", "?"), ("eye_points", "f4", (12, 2)), ("has_pose", "?"), ("pose", "f8", (3,)),
-                 ("pose_frame", "i8")]
+RESULT_DTYPE = np.dtype(
+    [
+        ("index", "i8"),
+        ("timestamp_s", "f8"),
+        ("face", "?"),
+        ("detected", "?"),
+        ("ear_left", "f8"),
+        ("ear_right", "f8"),
+        ("box", "f8", (4,)),
+        ("score", "f8"),
+        ("keypoints", "f8", (6, 2)),
+        ("t_decoded", "f8"),
+        # the blink detector's appearance cue (landmarks.eye_patches): 576 bytes a frame
+        ("has_patches", "?"),
+        ("patches", "u1", (2, 12, 24)),
+        # live mode (eyeblink.runtime.live.pipeline): per-frame stage times (perf_counter, one clock
+        # for all processes) and the gap marker of a frame the live loader dropped (slot -1: no
+        # pixels, nothing analysed); ``t_got``: the worker received the frame's batch, ``t_recv``:
+        # the sink received it (eyeblink.runtime.live.hops)
+        ("t_start", "f8"),
+        ("t_end", "f8"),
+        ("dropped", "?"),
+        ("t_got", "f8"),
+        ("t_recv", "f8"),
+    ]
+)
+#: ``eye_crops`` runs (``--report``): each row also carries both eyes as one small image and the eye
+#: points in its pixels (4.9 KB a frame; :mod:`eyeblink.outputs.crops`). Other runs do not pay for
+#: them.
+CROP_DTYPE = np.dtype(
+    [
+        *RESULT_DTYPE.descr,
+        ("has_strip", "?"),
+        ("strip", "u1", STRIP_SHAPE),
+        ("strip_points", "f4", (12, 2)),
+    ]
+)
+#: ``points`` runs (``--points``): the 12 eye points and the face mesh's head pose with its frame
+#: (129 bytes a frame, appended to the row only in those runs).
+POINTS_FIELDS = [
+    ("has_points", "?"),
+    ("eye_points", "f4", (12, 2)),
+    ("has_pose", "?"),
+    ("pose", "f8", (3,)),
+    ("pose_frame", "i8"),
+]
 
 
 def record_dtype(cfg: RunConfig) -> np.dtype:
-    """The record a worker sends the sink per frame: :data:`RESULT_DTYPE`, or :data:`CROP_DTYPE` with
-    ``eye_crops``, plus :data:`POINTS_FIELDS` with ``points``, plus a field per frame column the workers compute
-    (:attr:`eyeblink.outputs.columns.FrameTable.record_fields`; none by default)."""
+    """The record a worker sends the sink per frame: :data:`RESULT_DTYPE`, or :data:`CROP_DTYPE`
+    with ``eye_crops``, plus :data:`POINTS_FIELDS` with ``points``, plus a field per frame column
+    the workers compute (:attr:`eyeblink.outputs.columns.FrameTable.record_fields`; none by
+    default)."""
     base = CROP_DTYPE if cfg.eye_crops else RESULT_DTYPE
     extra = [*(POINTS_FIELDS if cfg.points else ()), *_columns.FRAME_TABLE.record_fields]
     return np.dtype([*base.descr, *extra]) if extra else base
 
 
 def rows_message(wid: int, rows: np.ndarray) -> tuple[str, int, bytes]:
-    """A batch of records as the message a worker puts on the results queue: their bytes, not the array.
+    """A batch of records as the message a worker puts on the results queue: their bytes, not the
+    array.
 
-    Pickling a record array pickles its dtype too (17 fields and more): ~50 µs to pickle and ~20 µs to unpickle a
-    batch of one row, paid per frame by a live worker's queue thread and by the sink, while its bytes cost well
-    under 1 µs each way. Both ends know the record (:func:`record_dtype` of the run's settings)."""
+    Pickling a record array pickles its dtype too (17 fields and more): ~50 µs to pickle and ~20 µs
+    to unpickle a batch of one row, paid per frame by a live worker's queue thread and by the sink,
+    while its bytes cost well under 1 µs each way. Both ends know the record (:func:`record_dtype`
+    of the run's settings)."""
     return ("rows", wid, rows.tobytes())
 
 
 def rows_of(payload: bytes, dtype: np.dtype) -> np.ndarray:
-    """The records of a :func:`rows_message` payload, a writable array of ``dtype`` (the sink stamps ``t_recv``)."""
+    """The records of a :func:`rows_message` payload, a writable array of ``dtype`` (the sink
+    stamps ``t_recv``)."""
     return np.frombuffer(bytearray(payload), dtype)
 
 
 def encode_result(row: Any, r: FrameResult) -> None:
-    """Fill one zeroed record of :func:`record_dtype` with ``r`` (the timing and ``dropped`` fields are left to
-    the caller). :func:`decode_rows` gives ``r`` back, bit for bit."""
+    """Fill one zeroed record of :func:`record_dtype` with ``r`` (the timing and ``dropped`` fields
+    are left to the caller). :func:`decode_rows` gives ``r`` back, bit for bit."""
     row["index"] = r.index
     row["timestamp_s"] = r.timestamp_s
     row["detected"] = r.detected
@@ -100,11 +141,15 @@ def encode_result(row: Any, r: FrameResult) -> None:
 
 
 def encode_results(out: np.ndarray, at: Sequence[int], results: Sequence[FrameResult]) -> None:
-    """:func:`encode_result` of ``results[k]`` into the zeroed record ``out[at[k]]``, a column at a time (a
-    worker's batch: the same records, without a dozen record-field writes per frame)."""
+    """:func:`encode_result` of ``results[k]`` into the zeroed record ``out[at[k]]``, a column at a
+    time (a worker's batch: the same records, without a dozen record-field writes per frame)."""
     if not results:
         return
-    if len(results) == 1 or "has_strip" in (out.dtype.names or ()) or "has_points" in (out.dtype.names or ()):
+    if (
+        len(results) == 1
+        or "has_strip" in (out.dtype.names or ())
+        or "has_points" in (out.dtype.names or ())
+    ):
         for j, r in zip(at, results, strict=True):
             encode_result(out[j], r)
         return
@@ -133,9 +178,10 @@ def encode_results(out: np.ndarray, at: Sequence[int], results: Sequence[FrameRe
 
 
 def decode_rows(rows: np.ndarray, shift: int = 0) -> Iterator[FrameResult]:
-    """The :class:`FrameResult` of each record (:func:`encode_result`), frame numbers (and the pose's) plus
-    ``shift``: what the sink is fed. Consecutive records of one face (the same box, score and keypoints, bit for
-    bit: a box reused between detections) share one :class:`FaceDetection`."""
+    """The :class:`FrameResult` of each record (:func:`encode_result`), frame numbers (and the
+    pose's) plus ``shift``: what the sink is fed. Consecutive records of one face (the same box,
+    score and keypoints, bit for bit: a box reused between detections) share one
+    :class:`FaceDetection`."""
     from eyeblink.detect.blazeface import FaceDetection
 
     n = len(rows)
@@ -153,15 +199,21 @@ def decode_rows(rows: np.ndarray, shift: int = 0) -> Iterator[FrameResult]:
     patches = rows["patches"]
     box, score, kp = rows["box"], rows["score"], rows["keypoints"]
     # a face's bits (box, score, keypoints), to tell a new face from the one before
-    bits = np.concatenate([np.ascontiguousarray(box).view(np.uint64).reshape(n, 4),
-                           np.ascontiguousarray(score).view(np.uint64).reshape(n, 1),
-                           np.ascontiguousarray(kp).view(np.uint64).reshape(n, 12)], axis=1)
+    bits = np.concatenate(
+        [
+            np.ascontiguousarray(box).view(np.uint64).reshape(n, 4),
+            np.ascontiguousarray(score).view(np.uint64).reshape(n, 1),
+            np.ascontiguousarray(kp).view(np.uint64).reshape(n, 12),
+        ],
+        axis=1,
+    )
     same = np.zeros(n, bool)
     same[1:] = (bits[1:] == bits[:-1]).all(axis=1)
     same_l = same.tolist()
     boxes = box.tolist()
     scores = score.tolist()
-    carried = _columns.FRAME_TABLE.carried(rows)  # the frame columns the workers computed (none by default)
+    # the frame columns the workers computed (none by default)
+    carried = _columns.FRAME_TABLE.carried(rows)
     face = None
     for j in range(n):
         if not has_face[j]:
@@ -178,14 +230,34 @@ def decode_rows(rows: np.ndarray, shift: int = 0) -> Iterator[FrameResult]:
                 eye_points = r["eye_points"].copy()
                 if r["has_pose"]:
                     pose, pose_frame = tuple(r["pose"].tolist()), int(r["pose_frame"]) + shift
-        yield FrameResult(index[j], ts[j], face, detected[j], ear_l[j], ear_r[j],
-                          patches[j].copy() if has_patches[j] else None, strip, pts, eye_points, pose, pose_frame,
-                          carried[j] if carried is not None else None)
+        yield FrameResult(
+            index[j],
+            ts[j],
+            face,
+            detected[j],
+            ear_l[j],
+            ear_r[j],
+            patches[j].copy() if has_patches[j] else None,
+            strip,
+            pts,
+            eye_points,
+            pose,
+            pose_frame,
+            carried[j] if carried is not None else None,
+        )
 
-def encode_batch(out: np.ndarray, td: np.ndarray, at: list[int], results: list[FrameResult], t_start: list[float],
-                  t_end: list[float], t_got: float = 0.0) -> None:
-    """A worker's analysed frames of one batch into their records, with their decode, receipt, start and end
-    times."""
+
+def encode_batch(
+    out: np.ndarray,
+    td: np.ndarray,
+    at: list[int],
+    results: list[FrameResult],
+    t_start: list[float],
+    t_end: list[float],
+    t_got: float = 0.0,
+) -> None:
+    """A worker's analysed frames of one batch into their records, with their decode, receipt, start
+    and end times."""
     if at:
         encode_results(out, at, results)
         idx = np.asarray(at, np.intp)

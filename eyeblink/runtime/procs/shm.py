@@ -13,15 +13,15 @@ start method inherit the mapping, so attaching costs nothing and the pages are s
 A child forked before the block exists (live mode forks its workers before the stream is opened,
 when the frame size is not known yet) attaches to it by name with :meth:`FrameRing.attach`.
 
-**Names and stale rings.** A block is named ``eyeblink_<pid>_<random>`` (:data:`RING_PREFIX`), ``<pid>``
-being the process that created it and is to unlink it. A run killed outright (SIGKILL of its process
-group, the OOM killer, a Ray worker killed at shutdown) cannot unlink its ring, and Linux keeps the memory
-until reboot; so every ``process``, ``batch`` (driver and each task) and ``live`` run starts with
-:func:`remove_stale_rings`, which unlinks the blocks with that prefix whose creator no longer runs (and logs each
-one). A pid is checked on this machine: shared memory is per machine, and a pid that was reused meanwhile only
-keeps a stale block a little longer. Where the OS keeps such blocks, and where it can list them, is
-:func:`eyeblink.host.remove_stale_shared_memory`'s (Linux; Windows frees a block with its last handle;
-macOS cannot list them).
+**Names and stale rings.** A block is named ``eyeblink_<pid>_<random>`` (:data:`RING_PREFIX`),
+``<pid>`` being the process that created it and is to unlink it. A run killed outright (SIGKILL of
+its process group, the OOM killer, a Ray worker killed at shutdown) cannot unlink its ring, and
+Linux keeps the memory until reboot; so every ``process``, ``batch`` (driver and each task) and
+``live`` run starts with :func:`remove_stale_rings`, which unlinks the blocks with that prefix whose
+creator no longer runs (and logs each one). A pid is checked on this machine: shared memory is per
+machine, and a pid that was reused meanwhile only keeps a stale block a little longer. Where the OS
+keeps such blocks, and where it can list them, is :func:`eyeblink.host.remove_stale_shared_memory`'s
+(Linux; Windows frees a block with its last handle; macOS cannot list them).
 """
 
 from __future__ import annotations
@@ -39,17 +39,27 @@ import numpy as np
 
 from eyeblink import host
 
-__all__ = ["RING_MEMORY_SHARE", "RING_PREFIX", "RING_SHM_SHARE", "FrameRing", "RingSpec", "remove_stale_rings",
-           "ring_cap_bytes", "ring_refusal"]
+__all__ = [
+    "RING_MEMORY_SHARE",
+    "RING_PREFIX",
+    "RING_SHM_SHARE",
+    "FrameRing",
+    "RingSpec",
+    "remove_stale_rings",
+    "ring_cap_bytes",
+    "ring_refusal",
+]
 
 #: Start of every ring's name: ``eyeblink_<creator pid>_<random hex>``.
 RING_PREFIX = "eyeblink_"
-log = logging.getLogger("eyeblink.runtime.shm")  # its name before runtime/procs/: the prefix users see in the log
+# its name before runtime/procs/: the prefix users see in the log
+log = logging.getLogger("eyeblink.runtime.shm")
 
 
 @dataclass(frozen=True, slots=True)
 class RingSpec:
-    """Geometry of a ring: ``slots`` frames of ``shape`` uint8 pixels (``(H, W)`` or ``(H, W, 3)``)."""
+    """Geometry of a ring: ``slots`` frames of ``shape`` uint8 pixels (``(H, W)`` or ``(H, W,
+    3)``)."""
 
     slots: int
     shape: tuple[int, ...]
@@ -58,7 +68,9 @@ class RingSpec:
         if self.slots < 1:
             raise ValueError(f"RingSpec.slots must be >= 1, got {self.slots}")
         if len(self.shape) not in (2, 3) or any(int(s) < 1 for s in self.shape):
-            raise ValueError(f"RingSpec.shape must be (H, W) or (H, W, 3) with sizes >= 1, got {self.shape}")
+            raise ValueError(
+                f"RingSpec.shape must be (H, W) or (H, W, 3) with sizes >= 1, got {self.shape}"
+            )
         if len(self.shape) == 3 and self.shape[2] != 3:
             raise ValueError(f"RingSpec.shape must have 3 channels when 3-D, got {self.shape}")
 
@@ -72,7 +84,8 @@ class RingSpec:
 
 
 class FrameRing:
-    """``slots`` uint8 frames in one shared-memory block; ``ring[i]`` is slot ``i`` as an ndarray view.
+    """``slots`` uint8 frames in one shared-memory block; ``ring[i]`` is slot ``i`` as an ndarray
+    view.
 
     Create it in the parent (``FrameRing(spec)``), fork the children, and call :meth:`close` in
     every process and :meth:`unlink` once in the parent (the context manager does both in the
@@ -81,23 +94,34 @@ class FrameRing:
     moment the slot is handed back.
     """
 
-    def __init__(self, spec: RingSpec, *, name: str | None = None,
-                 block: shared_memory.SharedMemory | None = None) -> None:
+    def __init__(
+        self,
+        spec: RingSpec,
+        *,
+        name: str | None = None,
+        block: shared_memory.SharedMemory | None = None,
+    ) -> None:
         self.spec = spec
         if block is not None:  # one this process created with reserve(): it owns it
             self._shm: shared_memory.SharedMemory | None = block
         else:
             self._shm = _create(spec.nbytes) if name is None else _attach(name)
-        self._owner_pid = _pid() if name is None else -1  # an attached ring is never unlinked by its user
+        # an attached ring is never unlinked by its user
+        self._owner_pid = _pid() if name is None else -1
         if self._shm.size < spec.nbytes:
-            raise ValueError(f"shared-memory block {self._shm.name} holds {self._shm.size} bytes, fewer than {spec}")
+            raise ValueError(
+                f"shared-memory block {self._shm.name} holds {self._shm.size} bytes, fewer than "
+                f"{spec}"
+            )
         buf = self._shm.buf
         assert buf is not None
-        self._frames: np.ndarray | None = np.ndarray((spec.slots, *spec.shape), dtype=np.uint8, buffer=buf)
+        self._frames: np.ndarray | None = np.ndarray(
+            (spec.slots, *spec.shape), dtype=np.uint8, buffer=buf
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """A child started with ``spawn`` or ``forkserver`` gets the ring by name (it maps the same block; never a
-        copy of the frames): :meth:`attach`."""
+        """A child started with ``spawn`` or ``forkserver`` gets the ring by name (it maps the same
+        block; never a copy of the frames): :meth:`attach`."""
         return FrameRing.attach, (self.name, self.spec)
 
     @staticmethod
@@ -116,7 +140,8 @@ class FrameRing:
 
     @classmethod
     def attach(cls, name: str, spec: RingSpec) -> FrameRing:
-        """The ring created elsewhere under ``name`` (by the parent, after this process was forked)."""
+        """The ring created elsewhere under ``name`` (by the parent, after this process was
+        forked)."""
         return cls(spec, name=name)
 
     @property
@@ -158,7 +183,9 @@ class FrameRing:
     def put(self, slot: int, image: np.ndarray) -> None:
         """Copy ``image`` into ``slot``; the shape must be the ring's."""
         if image.shape != self.spec.shape:
-            raise ValueError(f"frame of shape {image.shape} does not fit a ring slot of shape {self.spec.shape}")
+            raise ValueError(
+                f"frame of shape {image.shape} does not fit a ring slot of shape {self.spec.shape}"
+            )
         self[slot][...] = image
 
     def close(self) -> None:
@@ -181,8 +208,12 @@ class FrameRing:
     def __enter__(self) -> FrameRing:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.unlink()
         self.close()
 
@@ -191,19 +222,22 @@ _PAGE = 4096
 
 
 def _create(nbytes: int) -> shared_memory.SharedMemory:
-    """A new block named ``eyeblink_<pid>_<random>``, so that a leftover can be traced to its creator."""
+    """A new block named ``eyeblink_<pid>_<random>``, so that a leftover can be traced to its
+    creator."""
     for _ in range(16):
         try:
-            return shared_memory.SharedMemory(name=f"{RING_PREFIX}{os.getpid()}_{secrets.token_hex(4)}",
-                                              create=True, size=nbytes)
+            return shared_memory.SharedMemory(
+                name=f"{RING_PREFIX}{os.getpid()}_{secrets.token_hex(4)}", create=True, size=nbytes
+            )
         except FileExistsError:  # pragma: no cover - 32 random bits
             continue
     return shared_memory.SharedMemory(create=True, size=nbytes)  # pragma: no cover
 
 
 def remove_stale_rings(shm_dir: str | None = None) -> list[str]:
-    """Unlink the rings whose creating process no longer runs (in ``shm_dir``, default: where this OS keeps
-    them, :func:`eyeblink.host.shared_memory_dir`; none on macOS and Windows); returns their names.
+    """Unlink the rings whose creating process no longer runs (in ``shm_dir``, default: where this
+    OS keeps them, :func:`eyeblink.host.shared_memory_dir`; none on macOS and Windows); returns
+    their names.
 
     Only names of the form ``eyeblink_<pid>_<hex>`` are touched; a block another user owns, or one
     removed meanwhile by someone else, is left alone. Each removal is logged (``--log-level info``).
@@ -211,8 +245,12 @@ def remove_stale_rings(shm_dir: str | None = None) -> list[str]:
     removed = []
     for path, size, pid in host.remove_stale_shared_memory(RING_PREFIX, shm_dir):
         removed.append(os.path.basename(path))
-        log.info("removed the shared-memory ring %s (%.0f MB) left by process %s, which no longer runs",
-                 path, size / 1e6, pid)
+        log.info(
+            "removed the shared-memory ring %s (%.0f MB) left by process %s, which no longer runs",
+            path,
+            size / 1e6,
+            pid,
+        )
     return removed
 
 
@@ -241,31 +279,47 @@ RING_SHM_SHARE = 0.5
 
 
 def ring_cap_bytes(shm_dir: str | None = None) -> tuple[int | None, str]:
-    """The most a live ring may take now, and why: :data:`RING_MEMORY_SHARE` of the memory available and
-    :data:`RING_SHM_SHARE` of the free space where shared memory lives (``shm_dir``, default: this OS's place,
-    :func:`eyeblink.host.shared_memory_free`), whichever is less (None where neither can be read)."""
+    """The most a live ring may take now, and why: :data:`RING_MEMORY_SHARE` of the memory available
+    and :data:`RING_SHM_SHARE` of the free space where shared memory lives (``shm_dir``, default:
+    this OS's place, :func:`eyeblink.host.shared_memory_free`), whichever is less (None where
+    neither can be read)."""
     caps: list[tuple[int, str]] = []
     avail = host.memory_available_bytes()
     if avail is not None:
-        caps.append((int(RING_MEMORY_SHARE * avail), f"{RING_MEMORY_SHARE:.0%} of the "
-                                                     f"{avail / 2**30:.1f} GiB of memory available"))
+        caps.append(
+            (
+                int(RING_MEMORY_SHARE * avail),
+                f"{RING_MEMORY_SHARE:.0%} of the {avail / 2**30:.1f} GiB of memory available",
+            )
+        )
     shm = host.shared_memory_free(shm_dir)
     if shm is not None:
         free, where = shm
-        caps.append((int(RING_SHM_SHARE * free), f"{RING_SHM_SHARE:.0%} of the {free / 2**30:.1f} GiB free in "
-                                                 f"{where}"))
+        caps.append(
+            (
+                int(RING_SHM_SHARE * free),
+                f"{RING_SHM_SHARE:.0%} of the {free / 2**30:.1f} GiB free in {where}",
+            )
+        )
     if not caps:
         return None, "memory not readable here"
     return min(caps)
 
 
 def ring_refusal(spec: RingSpec, fps: float | None, buffer_s: float, cap: int, why: str) -> str:
-    """The one line of a ring past the memory cap: what it needs, what is allowed, the ``--buffer`` that fits."""
+    """The one line of a ring past the memory cap: what it needs, what is allowed, the
+    ``--buffer`` that fits."""
     height, width = spec.shape[:2]
     fits = cap / (spec.slot_bytes * fps) if fps else 0.0
     where = host.shared_memory_dir()
-    fix = (f"lower --buffer to {fits:.2g} s or less" if fits >= 0.01 else
-           f"free memory{f' (or {where})' if where else ''}, or send smaller frames")
-    return (f"the live ring for --buffer {buffer_s:g} s of {width}x{height} frames at {fps or 0:.4g} FPS needs "
-            f"{spec.nbytes / 2**20:,.0f} MiB of shared memory, more than a ring may take here "
-            f"({cap / 2**20:,.0f} MiB: {why}); {fix}")
+    fix = (
+        f"lower --buffer to {fits:.2g} s or less"
+        if fits >= 0.01
+        else f"free memory{f' (or {where})' if where else ''}, or send smaller frames"
+    )
+    return (
+        f"the live ring for --buffer {buffer_s:g} s of {width}x{height} frames at {fps or 0:.4g} "
+        "FPS needs "
+        f"{spec.nbytes / 2**20:,.0f} MiB of shared memory, more than a ring may take here "
+        f"({cap / 2**20:,.0f} MiB: {why}); {fix}"
+    )

@@ -5,10 +5,11 @@
 The tap (:class:`eyeblink.runtime.live.publish.LiveTap`) decides the eye's state and its freshness;
 the sinks only hand on what it sees, each in its own module:
 
-* :mod:`~eyeblink.runtime.live.sinks.gate` — the gate socket (``--gate-port``): JSON lines on 127.0.0.1;
+* :mod:`~eyeblink.runtime.live.sinks.gate` — the gate socket (``--gate-port``): JSON lines on
+  127.0.0.1;
 * :mod:`~eyeblink.runtime.live.sinks.lsl` — the Lab Streaming Layer outlets (``--lsl``);
-* :mod:`~eyeblink.runtime.live.sinks.view` — the browser view (``--view``; the page and its server are
-  :mod:`eyeblink.runtime.live.view`);
+* :mod:`~eyeblink.runtime.live.sinks.view` — the browser view (``--view``; the page and its server
+  are :mod:`eyeblink.runtime.live.view`);
 * :mod:`~eyeblink.runtime.live.sinks.queue` — the Python API's callbacks and iterator
   (:func:`eyeblink.live`).
 
@@ -38,8 +39,21 @@ from eyeblink.runtime.live.sinks.base import (
     StateChanged,
 )
 
-__all__ = ["ITEMS", "Blink", "Connected", "Ended", "GateLine", "Item", "Opened", "Ready", "Row",
-           "Sink", "StateChanged", "sink_classes", "sinks_from_config"]
+__all__ = [
+    "ITEMS",
+    "Blink",
+    "Connected",
+    "Ended",
+    "GateLine",
+    "Item",
+    "Opened",
+    "Ready",
+    "Row",
+    "Sink",
+    "StateChanged",
+    "sink_classes",
+    "sinks_from_config",
+]
 
 
 def sink_classes() -> list[type[Sink]]:
@@ -50,9 +64,14 @@ def sink_classes() -> list[type[Sink]]:
         if mod.name == "base":
             continue
         module = importlib.import_module(f"{__name__}.{mod.name}")
-        found += [c for c in vars(module).values()
-                  if isinstance(c, type) and issubclass(c, Sink) and c is not Sink
-                  and c.__module__ == module.__name__]
+        found += [
+            c
+            for c in vars(module).values()
+            if isinstance(c, type)
+            and issubclass(c, Sink)
+            and c is not Sink
+            and c.__module__ == module.__name__
+        ]
     return sorted(found, key=lambda c: (c.order, c.__module__, c.__name__))
 
 

@@ -32,8 +32,19 @@ if TYPE_CHECKING:
     from eyeblink.signals.blinks import BlinkEvent
     from eyeblink.signals.state import StateChange
 
-__all__ = ["ITEMS", "Blink", "Connected", "Ended", "GateLine", "Item", "Opened", "Ready", "Row",
-           "Sink", "StateChanged"]
+__all__ = [
+    "ITEMS",
+    "Blink",
+    "Connected",
+    "Ended",
+    "GateLine",
+    "Item",
+    "Opened",
+    "Ready",
+    "Row",
+    "Sink",
+    "StateChanged",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +152,9 @@ class Sink:
     preview: Any = None
 
     @classmethod
-    def from_config(cls, live: Any, *,
-                    announce: Callable[[str], None] | None = None) -> Sink | None:
+    def from_config(
+        cls, live: Any, *, announce: Callable[[str], None] | None = None
+    ) -> Sink | None:
         """The sink ``live`` (a :class:`~eyeblink.config.LiveConfig`) asks for; None: not asked."""
         return None
 

@@ -1,8 +1,10 @@
-"""The gate socket (``--gate-port``): JSON lines on a TCP socket on 127.0.0.1, for programs in any language.
+"""The gate socket (``--gate-port``): JSON lines on a TCP socket on 127.0.0.1, for programs in any
+language.
 
-A ``hello`` line on connect (the state as of now), then one line per gate event (a state change and the events it
-implies, ``stale``/``fresh``), one per blink the detector settles, and an ``end`` line when the run ends. What the
-lines say is decided by the tap (:class:`eyeblink.runtime.live.publish.LiveTap`); this module only sends them.
+A ``hello`` line on connect (the state as of now), then one line per gate event (a state change and
+the events it implies, ``stale``/``fresh``), one per blink the detector settles, and an ``end`` line
+when the run ends. What the lines say is decided by the tap
+(:class:`eyeblink.runtime.live.publish.LiveTap`); this module only sends them.
 """
 
 from __future__ import annotations
@@ -28,11 +30,23 @@ __all__ = ["GATE_EVENTS", "MAX_CLIENT_BACKLOG", "GateServer", "GateSink", "finit
 log = logging.getLogger("eyeblink.live")
 
 #: The events of the marker stream and the gate socket (a state change is ``state``; see the guide).
-GATE_EVENTS = ("state", "blink_start", "blink_end", "open_stable", "prolonged_closure", "face_lost", "face_found",
-               "stale", "fresh", "blink")
-#: a client whose unread lines exceed this is dropped (it stopped reading; the sink never waits for it)
+GATE_EVENTS = (
+    "state",
+    "blink_start",
+    "blink_end",
+    "open_stable",
+    "prolonged_closure",
+    "face_lost",
+    "face_found",
+    "stale",
+    "fresh",
+    "blink",
+)
+#: a client whose unread lines exceed this is dropped (it stopped reading; the sink never waits for
+#: it)
 MAX_CLIENT_BACKLOG = 1 << 20
-#: out of file descriptors again this soon after the last warning: the same episode, not logged twice
+#: out of file descriptors again this soon after the last warning: the same episode, not logged
+#: twice
 EXHAUSTED_QUIET_S = 5.0
 
 
@@ -42,7 +56,8 @@ def finite(x: float) -> float | None:
 
 
 class GateServer:
-    """JSON lines on a TCP socket on 127.0.0.1: a ``hello`` line on connect, then one line per event.
+    """JSON lines on a TCP socket on 127.0.0.1: a ``hello`` line on connect, then one line per
+    event.
 
     One-way: what a client sends is ignored. A client that stops reading is dropped once
     :data:`MAX_CLIENT_BACKLOG` bytes wait for it; the sink never blocks on a client.
@@ -52,8 +67,10 @@ class GateServer:
         try:
             self.sock = socket.create_server(("127.0.0.1", port))
         except OSError as exc:
-            raise ConfigError(f"--gate-port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); "
-                              "choose another port or 0 for any free one") from None
+            raise ConfigError(
+                f"--gate-port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); "
+                "choose another port or 0 for any free one"
+            ) from None
         self.port = int(self.sock.getsockname()[1])
         self.sock.settimeout(0.1)
         self._hello = hello
@@ -69,11 +86,12 @@ class GateServer:
             return len(self._clients)
 
     def _accept(self) -> None:
-        """Accept clients until closed. Out of file descriptors (EMFILE, ENFILE, ...) the thread logs it once per
-        episode, closes the clients that hung up and tries again: a connection waiting meanwhile gets its
-        ``hello`` as soon as a descriptor is free; the accept thread never dies of it. An episode that starts
-        within :data:`EXHAUSTED_QUIET_S` of the last one's warning (the hung-up clients are closed a few at a time,
-        and the waiting ones take the freed descriptors again) is the same episode: not logged again."""
+        """Accept clients until closed. Out of file descriptors (EMFILE, ENFILE, ...) the thread
+        logs it once per episode, closes the clients that hung up and tries again: a connection
+        waiting meanwhile gets its ``hello`` as soon as a descriptor is free; the accept thread
+        never dies of it. An episode that starts within :data:`EXHAUSTED_QUIET_S` of the last one's
+        warning (the hung-up clients are closed a few at a time, and the waiting ones take the freed
+        descriptors again) is the same episode: not logged again."""
         exhausted = False
         warned_at = -math.inf
         quiet = False
@@ -90,9 +108,13 @@ class GateServer:
                     quiet = time.perf_counter() - warned_at < EXHAUSTED_QUIET_S
                     if not quiet:
                         warned_at = time.perf_counter()
-                        log.warning("gate: cannot accept a client (%s; %d clients connected); clients that hung up "
-                                    "are closed and the gate keeps trying (raise the limit with ulimit -n)",
-                                    exc.strerror or exc, self.clients)
+                        log.warning(
+                            "gate: cannot accept a client (%s; %d clients connected); clients "
+                            "that hung up "
+                            "are closed and the gate keeps trying (raise the limit with ulimit -n)",
+                            exc.strerror or exc,
+                            self.clients,
+                        )
                 exhausted = True
                 self._reap()
                 time.sleep(0.05)
@@ -108,13 +130,15 @@ class GateServer:
                 self._send_to(conn, _line(self._hello()))
 
     def _reap(self) -> None:
-        """Close clients that hung up (a readable socket with nothing to read); their input is ignored."""
+        """Close clients that hung up (a readable socket with nothing to read); their input is
+        ignored."""
         with self._lock:
             conns = list(self._clients)
         if not conns:
             return
-        # poll() where the platform has it (Linux, macOS): no descriptor of its own, so it works while the process
-        # is out of them, and one past 1023 is fine; Windows has none: select(), which takes sockets, all the gate has
+        # poll() where the platform has it (Linux, macOS): no descriptor of its own, so it works
+        # while the process is out of them, and one past 1023 is fine; Windows has none: select(),
+        # which takes sockets, all the gate has
         with contextlib.suppress(OSError, ValueError):
             if hasattr(select, "poll"):
                 poller = select.poll()
@@ -210,8 +234,9 @@ class GateSink(Sink):
         self.tap: Any = None
 
     @classmethod
-    def from_config(cls, live: Any, *,
-                    announce: Callable[[str], None] | None = None) -> GateSink | None:
+    def from_config(
+        cls, live: Any, *, announce: Callable[[str], None] | None = None
+    ) -> GateSink | None:
         return cls(live.gate_port) if live.gate_port is not None else None
 
     def put(self, item: Item) -> None:
@@ -236,35 +261,66 @@ class GateSink(Sink):
         tap = self.tap
         tr = tap.tracker
         age = tap.age_s()
-        return {"event": "hello", "version": __version__, "source": tap.source, "stem": tap.stem,
-                "state": tr.state.value, "since_frame": tr.since_frame, "since_s": finite(tr.since_s),
-                "frame": tr.last_frame, "timestamp_s": finite(tr.last_s),
-                "stable_ms": tr.stable_s * 1000.0, "max_blink_ms": tr.max_blink_s * 1000.0,
-                "max_age_ms": tap.max_age_s * 1000.0, "settle_ms": tap.debouncer.settle_s * 1000.0,
-                "face_lost_ms": tap.debouncer.face_lost_s * 1000.0,
-                "latest_frame": tap.fresh_frame, "latest_s": finite(tap.fresh_s),
-                "age_ms": finite(age * 1000.0), "stale": tap.stale_now(),
-                "sent_time": time.perf_counter()}
+        return {
+            "event": "hello",
+            "version": __version__,
+            "source": tap.source,
+            "stem": tap.stem,
+            "state": tr.state.value,
+            "since_frame": tr.since_frame,
+            "since_s": finite(tr.since_s),
+            "frame": tr.last_frame,
+            "timestamp_s": finite(tr.last_s),
+            "stable_ms": tr.stable_s * 1000.0,
+            "max_blink_ms": tr.max_blink_s * 1000.0,
+            "max_age_ms": tap.max_age_s * 1000.0,
+            "settle_ms": tap.debouncer.settle_s * 1000.0,
+            "face_lost_ms": tap.debouncer.face_lost_s * 1000.0,
+            "latest_frame": tap.fresh_frame,
+            "latest_s": finite(tap.fresh_s),
+            "age_ms": finite(age * 1000.0),
+            "stale": tap.stale_now(),
+            "sent_time": time.perf_counter(),
+        }
 
     def _blink(self, ev: Any) -> None:
         if self.server is None:
             return
         tap = self.tap
-        self.server.send({"event": "blink", "blink": ev.blink, "start_frame": ev.start_frame,
-                          "end_frame": ev.end_frame, "start_s": ev.start_s, "end_s": ev.end_s,
-                          "duration_ms": ev.duration_ms, "amplitude": finite(ev.amplitude),
-                          "complete": bool(ev.complete), "kind": getattr(ev, "kind", "blink"),
-                          "lsl_time": tap.lsl_time(ev.start_s), "latest_frame": tap.fresh_frame,
-                          "latest_s": finite(tap.fresh_s), "age_ms": finite(tap.age_s() * 1000.0),
-                          "sent_time": time.perf_counter()})
+        self.server.send(
+            {
+                "event": "blink",
+                "blink": ev.blink,
+                "start_frame": ev.start_frame,
+                "end_frame": ev.end_frame,
+                "start_s": ev.start_s,
+                "end_s": ev.end_s,
+                "duration_ms": ev.duration_ms,
+                "amplitude": finite(ev.amplitude),
+                "complete": bool(ev.complete),
+                "kind": getattr(ev, "kind", "blink"),
+                "lsl_time": tap.lsl_time(ev.start_s),
+                "latest_frame": tap.fresh_frame,
+                "latest_s": finite(tap.fresh_s),
+                "age_ms": finite(tap.age_s() * 1000.0),
+                "sent_time": time.perf_counter(),
+            }
+        )
 
     def _end(self, reason: str | None) -> None:
         """The answers end: the ``end`` line, then the socket closes (before the run's files are
         written)."""
         if self.server is not None:
             tr = self.tap.tracker
-            self.server.close({"event": "end", "reason": reason, "frame": tr.last_frame,
-                               "timestamp_s": finite(tr.last_s), "sent_time": time.perf_counter()})
+            self.server.close(
+                {
+                    "event": "end",
+                    "reason": reason,
+                    "frame": tr.last_frame,
+                    "timestamp_s": finite(tr.last_s),
+                    "sent_time": time.perf_counter(),
+                }
+            )
             self.server = None
 
     def summary(self) -> int | None:

@@ -1,8 +1,9 @@
 """The Lab Streaming Layer outlets of a live session (``--lsl``, extra ``lsl``).
 
-One per-frame sample stream and one marker stream, described as the XDF conventions ask (channel labels, units,
-types, the source, eyeblink's version), so LabRecorder records them as they are. Each sample and marker carries
-its frame's capture time on LSL's clock (the tap's mapping, :meth:`eyeblink.runtime.live.publish.LiveTap.lsl_time`).
+One per-frame sample stream and one marker stream, described as the XDF conventions ask (channel
+labels, units, types, the source, eyeblink's version), so LabRecorder records them as they are. Each
+sample and marker carries its frame's capture time on LSL's clock (the tap's mapping,
+:meth:`eyeblink.runtime.live.publish.LiveTap.lsl_time`).
 """
 
 from __future__ import annotations
@@ -31,22 +32,27 @@ from eyeblink.version import __version__
 
 __all__ = ["LSL_CHANNELS", "LslOutlets", "LslSink", "check_pylsl"]
 
-#: The per-frame LSL sample: (label, unit, type) per channel, in order: openness_left, openness_right (frames.csv
-#: ear_left, ear_right), closure (online FEC), face, frame, then age (ms since the frame was received). Declared with
-#: the frames.csv columns (:attr:`eyeblink.outputs.columns.FrameColumn.lsl`, and the live-only
+#: The per-frame LSL sample: (label, unit, type) per channel, in order: openness_left,
+#: openness_right (frames.csv ear_left, ear_right), closure (online FEC), face, frame, then age (ms
+#: since the frame was received). Declared with the frames.csv columns
+#: (:attr:`eyeblink.outputs.columns.FrameColumn.lsl`, and the live-only
 #: :data:`~eyeblink.outputs.columns.LSL_LIVE_CHANNELS`): a channel is added there, not here.
 LSL_CHANNELS: tuple[tuple[str, str, str], ...] = _columns.FRAME_TABLE.lsl_channels
 #: the message when pylsl is not installed
-NO_PYLSL = "--lsl needs pylsl, which is not installed; pip install 'eyeblink[lsl]' (or pip install pylsl)"
+NO_PYLSL = (
+    "--lsl needs pylsl, which is not installed; pip install 'eyeblink[lsl]' (or pip install pylsl)"
+)
 
 
-#: liblsl's own log (its INFO lines on stderr: "Loaded default config", its git build, ...) kept to errors: the
-#: session's outlets are announced by eyeblink in one line. A user's own ``LSLAPICFG`` is left alone.
+#: liblsl's own log (its INFO lines on stderr: "Loaded default config", its git build, ...) kept to
+#: errors: the session's outlets are announced by eyeblink in one line. A user's own ``LSLAPICFG``
+#: is left alone.
 _LSL_QUIET_CFG = "[log]\nlevel = -2\n"
 
 
 def _quiet_liblsl() -> None:
-    """Point liblsl at a configuration that logs errors only, before pylsl loads it (once per process)."""
+    """Point liblsl at a configuration that logs errors only, before pylsl loads it (once per
+    process)."""
     import os
     import tempfile
 
@@ -59,53 +65,98 @@ def _quiet_liblsl() -> None:
 
 
 def _same_name_streams(pylsl: Any, name: str) -> list[Any]:
-    """LSL streams named ``name`` already on this network (0.2 s to ask): a second session by one name makes an
-    inlet that resolves by name pick either."""
+    """LSL streams named ``name`` already on this network (0.2 s to ask): a second session by one
+    name makes an inlet that resolves by name pick either."""
     try:
         return list(pylsl.resolve_byprop("name", name, minimum=1, timeout=0.2))
-    except Exception:  # resolving is an aid to the warning: a network that does not answer is no error here
+    # resolving is an aid to the warning: a network that does not answer is no error here
+    except Exception:
         return []
 
 
 class LslOutlets:
-    """The two LSL outlets of a live session: ``<name>`` (per-frame samples) and ``<name>-markers``."""
+    """The two LSL outlets of a live session: ``<name>`` (per-frame samples) and
+    ``<name>-markers``."""
 
-    def __init__(self, name: str, *, source: str, stem: str, nominal_fps: float | None, eye_model: str,
-                 timestamps: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        source: str,
+        stem: str,
+        nominal_fps: float | None,
+        eye_model: str,
+        timestamps: str | None = None,
+    ) -> None:
         _quiet_liblsl()
         try:
             import pylsl
         except ImportError:
             raise MissingExtraError(NO_PYLSL) from None
         except (OSError, RuntimeError) as exc:  # pylsl installed but liblsl missing
-            raise MissingExtraError(f"--lsl: pylsl cannot load liblsl ({exc}); pip install 'eyeblink[lsl]'") from None
+            raise MissingExtraError(
+                f"--lsl: pylsl cannot load liblsl ({exc}); pip install 'eyeblink[lsl]'"
+            ) from None
         self._pylsl = pylsl
         rate = float(nominal_fps) if nominal_fps and nominal_fps > 0 else pylsl.IRREGULAR_RATE
         self.nominal_fps = rate
         source_id = f"eyeblink:{source}:{stem}"
-        table = _columns.FRAME_TABLE  # the run's table (its channels, and the live row's fields they send)
+        # the run's table (its channels, and the live row's fields they send)
+        table = _columns.FRAME_TABLE
         self.channels = table.lsl_channels
         self._sample = operator.attrgetter(*table.lsl_fields)
-        info = pylsl.StreamInfo(name, "Eyeblink", len(self.channels), rate, pylsl.cf_double64, source_id)
-        self._describe(info, source=source, stem=stem, eye_model=eye_model, timestamps=timestamps,
-                       channels=self.channels)
-        minfo = pylsl.StreamInfo(f"{name}-markers", "Markers", 1, pylsl.IRREGULAR_RATE, pylsl.cf_string,
-                                 f"{source_id}:markers")
-        self._describe(minfo, source=source, stem=stem, eye_model=eye_model, timestamps=timestamps, channels=None)
+        info = pylsl.StreamInfo(
+            name, "Eyeblink", len(self.channels), rate, pylsl.cf_double64, source_id
+        )
+        self._describe(
+            info,
+            source=source,
+            stem=stem,
+            eye_model=eye_model,
+            timestamps=timestamps,
+            channels=self.channels,
+        )
+        minfo = pylsl.StreamInfo(
+            f"{name}-markers",
+            "Markers",
+            1,
+            pylsl.IRREGULAR_RATE,
+            pylsl.cf_string,
+            f"{source_id}:markers",
+        )
+        self._describe(
+            minfo,
+            source=source,
+            stem=stem,
+            eye_model=eye_model,
+            timestamps=timestamps,
+            channels=None,
+        )
         self.local_clock: Callable[[], float] = pylsl.local_clock
         others = _same_name_streams(pylsl, name)
         self.name_taken_by = [o.source_id() for o in others]
         if others:
-            warn(f"--lsl: another LSL stream named {name!r} is already published on this network (source "
-                 f"{others[0].source_id()!r} on {others[0].hostname()!r}); an inlet that resolves by name may get "
-                 f"either: give this session its own name with --lsl-name")
+            warn(
+                f"--lsl: another LSL stream named {name!r} is already published on this network "
+                "(source "
+                f"{others[0].source_id()!r} on {others[0].hostname()!r}); an inlet that resolves "
+                "by name may get "
+                f"either: give this session its own name with --lsl-name"
+            )
         self.samples = pylsl.StreamOutlet(info, 1, 360)  # chunk of 1 sample: sent at once
         self.markers = pylsl.StreamOutlet(minfo, 1, 360)
         self.name = name
 
     @staticmethod
-    def _describe(info: Any, *, source: str, stem: str, eye_model: str, timestamps: str | None,
-                  channels: tuple[tuple[str, str, str], ...] | None) -> None:
+    def _describe(
+        info: Any,
+        *,
+        source: str,
+        stem: str,
+        eye_model: str,
+        timestamps: str | None,
+        channels: tuple[tuple[str, str, str], ...] | None,
+    ) -> None:
         desc = info.desc()
         if channels is not None:
             chans = desc.append_child("channels")
@@ -118,8 +169,11 @@ class LslOutlets:
             ch = desc.append_child("channels").append_child("channel")
             ch.append_child_value("label", "event")
             ch.append_child_value("type", "Marker")
-            desc.append_child_value("events", ", ".join(GATE_EVENTS) + " (state:<state>; blink:<kind> for a "
-                                              "settled event that is not a blink)")
+            desc.append_child_value(
+                "events",
+                ", ".join(GATE_EVENTS) + " (state:<state>; blink:<kind> for a "
+                "settled event that is not a blink)",
+            )
         acq = desc.append_child("acquisition")
         acq.append_child_value("manufacturer", "eyeblink")
         acq.append_child_value("model", f"eyeblink {eye_model}")
@@ -129,14 +183,20 @@ class LslOutlets:
         eb.append_child_value("source", source)
         eb.append_child_value("stem", stem)
         eb.append_child_value("eye_model", eye_model)
-        eb.append_child_value("timestamps", "frame capture time (the source's clock) mapped onto local_clock at "
-                                            f"the first frame ({timestamps or 'source clock'})")
+        eb.append_child_value(
+            "timestamps",
+            "frame capture time (the source's clock) mapped onto local_clock at "
+            f"the first frame ({timestamps or 'source clock'})",
+        )
 
     def have_consumers(self) -> bool:
         return bool(self.samples.have_consumers())
 
-    def wait_for_consumers(self, timeout_s: float, cancelled: Callable[[], bool] | None = None) -> bool:
-        """Wait up to ``timeout_s`` for an inlet on the sample stream (a recorder that should get every sample)."""
+    def wait_for_consumers(
+        self, timeout_s: float, cancelled: Callable[[], bool] | None = None
+    ) -> bool:
+        """Wait up to ``timeout_s`` for an inlet on the sample stream (a recorder that should get
+        every sample)."""
         deadline = time.perf_counter() + timeout_s
         while time.perf_counter() < deadline:
             if self.samples.have_consumers():
@@ -161,7 +221,6 @@ class LslOutlets:
                 setattr(self, name, None)
 
 
-
 class LslSink(Sink):
     """The two outlets as an output of the run: made as soon as their rate is known (``--fps`` or a
     camera's at :class:`Opened`, a network stream's at :class:`Connected`), or at :class:`Opened`
@@ -183,8 +242,9 @@ class LslSink(Sink):
         self.eye_model = ""
 
     @classmethod
-    def from_config(cls, live: Any, *,
-                    announce: Callable[[str], None] | None = None) -> LslSink | None:
+    def from_config(
+        cls, live: Any, *, announce: Callable[[str], None] | None = None
+    ) -> LslSink | None:
         return cls(live.lsl_name, live.lsl_wait_s) if live.lsl else None
 
     def put(self, item: Item) -> None:
@@ -198,8 +258,10 @@ class LslSink(Sink):
             case Blink(event=ev):
                 if self.outlets is not None:
                     kind = getattr(ev, "kind", "blink")
-                    self.outlets.marker("blink" if kind == "blink" else f"blink:{kind}",
-                                        self.tap.lsl_time(ev.start_s))
+                    self.outlets.marker(
+                        "blink" if kind == "blink" else f"blink:{kind}",
+                        self.tap.lsl_time(ev.start_s),
+                    )
             case Opened():
                 self.session, self.tap = item, item.tap
                 self.nominal_fps, self.eye_model = item.nominal_fps, item.eye_model
@@ -208,8 +270,11 @@ class LslSink(Sink):
             case Ready(cancelled=cancelled):
                 if self.outlets is not None and self.wait_s > 0:
                     ok = self.outlets.wait_for_consumers(self.wait_s, cancelled)
-                    self.tap.say("lsl: an inlet is connected" if ok else
-                                 f"lsl: no inlet after {self.wait_s:g} s; starting anyway")
+                    self.tap.say(
+                        "lsl: an inlet is connected"
+                        if ok
+                        else f"lsl: no inlet after {self.wait_s:g} s; starting anyway"
+                    )
             case Connected():
                 self.nominal_fps, self.eye_model = item.nominal_fps, item.eye_model
                 self._open()
@@ -218,12 +283,20 @@ class LslSink(Sink):
         if self.outlets is not None or self.session is None:
             return
         tap, s = self.tap, self.session
-        self.outlets = lsl = LslOutlets(self.name, source=s.source, stem=s.stem,
-                                        nominal_fps=self.nominal_fps, eye_model=self.eye_model,
-                                        timestamps=s.timestamps)
-        clock = lsl.local_clock  # perf_counter -> LSL's clock (the same clock on Linux; not everywhere)
+        self.outlets = lsl = LslOutlets(
+            self.name,
+            source=s.source,
+            stem=s.stem,
+            nominal_fps=self.nominal_fps,
+            eye_model=self.eye_model,
+            timestamps=s.timestamps,
+        )
+        # perf_counter -> LSL's clock (the same clock on Linux; not everywhere)
+        clock = lsl.local_clock
         tap.set_clock(min((clock() - time.perf_counter() for _ in range(5)), key=abs))
-        rate = "irregular rate (declare --fps)" if not lsl.nominal_fps else f"{lsl.nominal_fps:g} Hz"
+        rate = (
+            "irregular rate (declare --fps)" if not lsl.nominal_fps else f"{lsl.nominal_fps:g} Hz"
+        )
         tap.say(f"lsl: streams {self.name!r} (samples, {rate}) and {self.name + '-markers'!r}")
 
     def close(self, reason: str | None = None) -> None:

@@ -1,4 +1,5 @@
-"""The Python API's output (:func:`eyeblink.live`): its callbacks, and the queue its iterator reads."""
+"""The Python API's output (:func:`eyeblink.live`): its callbacks, and the queue its iterator
+reads."""
 
 from __future__ import annotations
 
@@ -13,20 +14,25 @@ __all__ = ["QueueSink"]
 
 
 class QueueSink(Sink):
-    """Calls ``on_frame(row)``, ``on_blink(event)`` and ``on_state(change)`` in the session's thread as each is
-    written, and keeps rows (as plain tuples) and blinks in :attr:`items` for an iterator (at most ``max_items``:
-    the oldest unread one is dropped and counted in :attr:`missed`). A callback that raises is handed to
-    ``failed(exc, callback)``.
+    """Calls ``on_frame(row)``, ``on_blink(event)`` and ``on_state(change)`` in the session's thread
+    as each is written, and keeps rows (as plain tuples) and blinks in :attr:`items` for an iterator
+    (at most ``max_items``: the oldest unread one is dropped and counted in :attr:`missed`). A
+    callback that raises is handed to ``failed(exc, callback)``.
 
     Made by the API for its session (:meth:`from_config` asks for none)."""
 
     order = 40
     takes = (Row, StateChanged, GateLine, Blink)
 
-    def __init__(self, *, on_frame: Callable[[Any], Any] | None = None,
-                 on_blink: Callable[[Any], Any] | None = None,
-                 on_state: Callable[[Any], Any] | None = None, max_items: int = 50_000,
-                 failed: Callable[[BaseException, Any], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        on_frame: Callable[[Any], Any] | None = None,
+        on_blink: Callable[[Any], Any] | None = None,
+        on_state: Callable[[Any], Any] | None = None,
+        max_items: int = 50_000,
+        failed: Callable[[BaseException, Any], None] | None = None,
+    ) -> None:
         self.on_frame, self.on_blink, self.on_state = on_frame, on_blink, on_state
         self.max_items = max_items
         self.failed = failed

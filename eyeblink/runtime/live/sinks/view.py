@@ -1,5 +1,5 @@
-"""The browser view (``--view``) as an output of the run; the page, its server and the frame grab are
-:mod:`eyeblink.runtime.live.view` (which ``process --view`` uses for a file too)."""
+"""The browser view (``--view``) as an output of the run; the page, its server and the frame grab
+are :mod:`eyeblink.runtime.live.view` (which ``process --view`` uses for a file too)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ class ViewOutput(ViewSink, Sink):
             raise
 
     @classmethod
-    def from_config(cls, live: Any, *,
-                    announce: Callable[[str], None] | None = None) -> ViewOutput | None:
+    def from_config(
+        cls, live: Any, *, announce: Callable[[str], None] | None = None
+    ) -> ViewOutput | None:
         if not getattr(live, "view", False):
             return None
         return cls(port=live.view_port, host=live.view_host, announce=announce)
@@ -45,7 +46,12 @@ class ViewOutput(ViewSink, Sink):
             case Blink(event=ev):
                 self.blink(ev)
             case Opened(tap=tap):
-                self.open(source=item.source, stem=item.stem, fps=item.nominal_fps,
-                          eye_model=item.eye_model, tap=tap)
+                self.open(
+                    source=item.source,
+                    stem=item.stem,
+                    fps=item.nominal_fps,
+                    eye_model=item.eye_model,
+                    tap=tap,
+                )
             case Connected():
                 self.set_info(fps=item.nominal_fps, eye_model=item.eye_model)

@@ -1,8 +1,9 @@
-"""What every child process of a multiprocess run does: notice a stop, hand messages on, report its failure.
+"""What every child process of a multiprocess run does: notice a stop, hand messages on, report its
+failure.
 
-``_ChildRole`` is the base of the roles (:mod:`eyeblink.runtime.procs.roles`); its methods run in the loaders, the
-workers and the accelerator stage, each started from the parent with the run's state
-(:mod:`eyeblink.runtime.procs.processes`).
+``_ChildRole`` is the base of the roles (:mod:`eyeblink.runtime.procs.roles`); its methods run in
+the loaders, the workers and the accelerator stage, each started from the parent with the run's
+state (:mod:`eyeblink.runtime.procs.processes`).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ class _Stop(Exception):
 
 
 class _RunState:
-    """The run's state the roles read, as :class:`eyeblink.runtime.procs.parallel._Run` sets it (declarations for the
-    type checker: the values are the run's own)."""
+    """The run's state the roles read, as :class:`eyeblink.runtime.procs.parallel._Run` sets it
+    (declarations for the type checker: the values are the run's own)."""
 
     pipe: Any
     cfg: RunConfig
@@ -83,13 +84,16 @@ class _RunState:
 
 
 class _ChildRole(_RunState):
-    """The child side every role shares (a mixin of :class:`eyeblink.runtime.procs.parallel._Run`)."""
+    """The child side every role shares (a mixin of
+    :class:`eyeblink.runtime.procs.parallel._Run`)."""
 
     def _child_setup(self) -> None:
-        """A role's own set-up as its child starts (live mode: the switch interval, the priority)."""
-        # SIGINT and SIGTERM to the whole group (Ctrl-C, Slurm) are the parent's to handle (it drains): every child
-        # ignores them from its start (eyeblink.runtime.procs.processes); a child that does not stop when asked is
-        # killed by _shutdown; one whose parent died stops at its next queue poll (or at once, where the OS kills it)
+        """A role's own set-up as its child starts (live mode: the switch interval, the
+        priority)."""
+        # SIGINT and SIGTERM to the whole group (Ctrl-C, Slurm) are the parent's to handle (it
+        # drains): every child ignores them from its start (eyeblink.runtime.procs.processes); a
+        # child that does not stop when asked is killed by _shutdown; one whose parent died stops at
+        # its next queue poll (or at once, where the OS kills it)
 
     def _stopping(self) -> bool:
         """Whether this child should stop: the run's stop event is set, or the parent is gone."""

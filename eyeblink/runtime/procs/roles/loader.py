@@ -1,9 +1,10 @@
-"""The loader role of a multiprocess run: decode the input into the ring and deal the frames to the workers.
+"""The loader role of a multiprocess run: decode the input into the ring and deal the frames to the
+workers.
 
-One loader reads the whole input (:meth:`_LoaderRole._loader_main`); several loaders read ranges of it in turn
-(:meth:`_LoaderRole._range_loader_main`, started by the parent's ``_start_ranges``), each with its own ring slots
-and free-slot queue, never more than a window ahead of the sink. :class:`_Batcher` gathers the outgoing frame
-records into one message per batch.
+One loader reads the whole input (:meth:`_LoaderRole._loader_main`); several loaders read ranges of
+it in turn (:meth:`_LoaderRole._range_loader_main`, started by the parent's ``_start_ranges``), each
+with its own ring slots and free-slot queue, never more than a window ahead of the sink.
+:class:`_Batcher` gathers the outgoing frame records into one message per batch.
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ class _Batcher:
         self._td: list[float] = []
 
     def add(self, slot: int, timestamp_s: float, t_decoded: float) -> None:
-        """One frame (``slot`` -1: a gap the live loader dropped); sent when its batch or chunk is full."""
+        """One frame (``slot`` -1: a gap the live loader dropped); sent when its batch or chunk
+        is full."""
         preview = self._run.preview
-        if preview is not None and slot >= 0 and preview.wanted():  # the view asked for a frame (<= 30 a second)
+        # the view asked for a frame (<= 30 a second)
+        if preview is not None and slot >= 0 and preview.wanted():
             preview.put(self.n, self._run.ring[slot])  # type: ignore[index]
         self._slots.append(slot)
         self._ts.append(timestamp_s)
@@ -60,8 +63,16 @@ class _Batcher:
         if self._slots:
             run = self._run
             c = self._first // run.C
-            run._put(run._dest(c), (c, self._first, np.asarray(self._slots, np.int32),
-                                              np.asarray(self._ts), np.asarray(self._td)))
+            run._put(
+                run._dest(c),
+                (
+                    c,
+                    self._first,
+                    np.asarray(self._slots, np.int32),
+                    np.asarray(self._ts),
+                    np.asarray(self._td),
+                ),
+            )
             self._slots.clear()
             self._ts.clear()
             self._td.clear()
@@ -73,8 +84,9 @@ class _LoaderRole(_ChildRole):
 
     def _take_slot(self, free: list[int], free_q: Any, drain: bool = True) -> int:
         """A free ring slot for the next frame: wait for one if none is known, and take back every
-        other slot the workers have freed meanwhile without waiting (``drain``; the file loaders do at the start
-        of each batch: workers free slots a batch at a time, and an empty look at the queue costs a system call).
+        other slot the workers have freed meanwhile without waiting (``drain``; the file loaders do
+        at the start of each batch: workers free slots a batch at a time, and an empty look at the
+        queue costs a system call).
         """
         if not free:
             free.extend(self._get(free_q))
@@ -88,10 +100,12 @@ class _LoaderRole(_ChildRole):
         return free.pop()
 
     @contextlib.contextmanager
-    def _as_loader(self, batch: _Batcher, on_exit: Callable[[], object] | None = None) -> Iterator[None]:
-        """A loader's ends: a stop asked for (:class:`_Stop`) quits quietly; anything else is reported with the
-        frames dealt so far and ends the process with status 1 (the parent reads the report); ``on_exit`` runs
-        last in every case."""
+    def _as_loader(
+        self, batch: _Batcher, on_exit: Callable[[], object] | None = None
+    ) -> Iterator[None]:
+        """A loader's ends: a stop asked for (:class:`_Stop`) quits quietly; anything else is
+        reported with the frames dealt so far and ends the process with status 1 (the parent reads
+        the report); ``on_exit`` runs last in every case."""
         try:
             yield
         except _Stop:
@@ -151,7 +165,8 @@ class _LoaderRole(_ChildRole):
         return self.loader.pid if self.loader is not None else None
 
     def _wait_window(self, first: int) -> None:
-        """Block (stop-aware) until frame ``first`` is within :attr:`window` of the sink's write position."""
+        """Block (stop-aware) until frame ``first`` is within :attr:`window` of the sink's write
+        position."""
         assert self.written is not None
         while first - self.written.value > self.window:
             if self.stop.is_set() or not host.parent_alive():
@@ -169,7 +184,8 @@ class _LoaderRole(_ChildRole):
         free_q = self.free_qs[lid]
         decode_s = 0.0
         decoded = 0
-        ended = None  # the frame the stream ended at, when the file's last range ends early (sources.ranges)
+        # the frame the stream ended at, when the file's last range ends early (sources.ranges)
+        ended = None
         batch = _Batcher(self)
         reader = RangeReader(self.source, plan)  # one decoder for all of this loader's ranges
         try:
@@ -208,13 +224,21 @@ class _LoaderRole(_ChildRole):
             reader.close()
 
     def _merge_part(self, msg: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """Gather the loaders' ``part`` messages; the input's ``eof`` message once every loader sent one."""
+        """Gather the loaders' ``part`` messages; the input's ``eof`` message once every loader
+        sent one."""
         _, lid, decode_s, decoded, ended = msg
         self._parts[lid] = (decode_s, decoded, ended)
         if len(self._parts) < self.n_loaders:
             return None
         plan = self.plan
-        # the file's last range may end early (its last packets decode to nothing): the input ends there
+        # the file's last range may end early (its last packets decode to nothing): the input ends
+        # there
         frames = min([plan.frames, *(p[2] for p in self._parts.values() if p[2] is not None)])
-        return ("eof", frames, plan.info or None, sum(p[0] for p in self._parts.values()),
-                sum(p[1] for p in self._parts.values()), None)
+        return (
+            "eof",
+            frames,
+            plan.info or None,
+            sum(p[0] for p in self._parts.values()),
+            sum(p[1] for p in self._parts.values()),
+            None,
+        )
