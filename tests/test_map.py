@@ -37,31 +37,41 @@ def _folders() -> set[str]:
 
 
 def _rows(text: str) -> dict[str, str]:
-    """The folders table: ``{"runtime": row text, ..., "": the top level's row}``."""
+    """The folders table: ``{"runtime": row text, "runtime/live": ..., "": the top level's row}``
+    (a sub-package may have a row of its own)."""
     rows = {}
     for line in text.splitlines():
-        m = re.match(r"\| (?:`(\w+)/`|(top level)) \|(.*)\|\s*$", line)
+        m = re.match(r"\| (?:`(\w+(?:/\w+)*)/`|(top level)) \|(.*)\|\s*$", line)
         if m:
             rows[m.group(1) or ""] = m.group(3)
     return rows
+
+
+def _row_of(module: Path, rows: dict[str, str]) -> tuple[str, str]:
+    """The row that names ``module`` (its folder's, or the nearest enclosing folder's) and the
+    module's path from that folder (runtime/live/sinks/lsl.py in the `runtime/live/` row:
+    `sinks/lsl.py`)."""
+    parts = module.parts
+    for k in range(len(parts) - 1, 0, -1):
+        folder = "/".join(parts[:k])
+        if folder in rows:
+            return folder, "/".join(parts[k:])
+    return "", "/".join(parts)
 
 
 def test_every_module_is_named_in_the_map_and_every_module_it_names_exists() -> None:
     text = MAP.read_text(encoding="utf-8")
     rows = _rows(text)
     folders = _folders()
-    assert set(rows) == folders | {""}, (
+    assert {r.split("/")[0] for r in rows} == folders | {""}, (
         f"one row per folder of eyeblink/ and one for the top level: {sorted(rows)}"
     )
+    assert all((PACKAGE / r).is_dir() for r in rows), sorted(rows)
     missing = []
     for module in _modules():
-        # a module of a sub-package is named by its path in the folder (runtime/live/sinks/lsl.py:
-        # `live/sinks/lsl.py`)
-        folder, name = (
-            ("", module.name)
-            if len(module.parts) == 1
-            else (module.parts[0], "/".join(module.parts[1:]))
-        )
+        # a module of a sub-package is named by its path in the nearest folder with a row
+        # (runtime/live/sinks/lsl.py in the `runtime/live/` row: `sinks/lsl.py`)
+        folder, name = _row_of(module, rows)
         if name.endswith("__init__.py") and folder:
             continue  # the folder's row is its own
         if f"`{name}`" not in rows[folder] and f"{folder}/{name}" not in text:
@@ -74,9 +84,9 @@ def test_every_module_is_named_in_the_map_and_every_module_it_names_exists() -> 
         for f, n in re.findall(r"(?<![\w/.])(\w+)/((?:\w+/)?\w+\.py)\b", text)
         if f in folders
     }
-    # `x.py` in a folder's row; `sub/x.py` there: a sub-package's (another folder's
+    # `x.py` in a folder's row; `sub/x.py` there: a sub-package's (another folder's path when it
+    # starts with a top folder or a dot path)
     for f, row in rows.items():
-        # path when it starts with a top folder or a dot path)
         for n in re.findall(r"`((?:\w+/)*\w+\.py)`", row):
             head = n.split("/")[0]
             if "/" not in n or not (head in folders or head in ("eyeblink", "tests")):
