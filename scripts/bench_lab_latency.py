@@ -1,9 +1,8 @@
 """Latency of a live session to other programs: a frame's arrival -> its LSL sample, and -> its gate
 message.
 
-    python scripts/bench_lab_latency.py [--fps 500] [--duration 20] [--landmarks auto] [--eye-roi
-    X,Y,W,H]
-        [--json out.json]
+    python scripts/bench_lab_latency.py [--fps 500] [--duration 20] [--landmarks auto]
+                                        [--eye-roi X,Y,W,H] [--json out.json]
                                         [--view [--browser]]
 
 What runs (all real, all on this machine):

@@ -13,8 +13,8 @@ overall and after the first second), CPU seconds of the pipeline and of the send
 of the machine, and the load average (``os.getloadavg()``) before and after: the machine may be
 shared, and other jobs' CPU use shows up as drops and latency here.
 
-    python scripts/bench_live.py --duration 60 [--json out.json] [--chunk-frames 32 --batch-frames
-    4]
+    python scripts/bench_live.py --duration 60 [--json out.json]
+                                 [--chunk-frames 32 --batch-frames 4]
 """
 
 from __future__ import annotations

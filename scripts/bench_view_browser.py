@@ -1,8 +1,7 @@
 """What a browser showing the view page costs, by Chromium process, without the rest of a live run.
 
     python scripts/bench_view_browser.py [--fps 500] [--duration 30] [--warmup 5] [--no-images]
-    [--js FILE]
-                                         [--metrics] [--paused]
+                                         [--js FILE] [--metrics] [--paused]
 
 A :class:`~eyeblink.runtime.live.view.ViewSink` is fed as a live run feeds it (rows at ``--fps``, a
 blink every 3 s, a face lost for 1 s every 10 s; the preview frames the synthetic face of the

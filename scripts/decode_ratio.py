@@ -1,8 +1,8 @@
 """`eyeblink process` against FFmpeg decoding the same file alone: the "share of decode-only"
 figure, on this host.
 
-    python scripts/decode_ratio.py RECORDING [--frames 20000] [--rounds 3] [--json out.json] [--
-    PROCESS OPTIONS]
+    python scripts/decode_ratio.py RECORDING [--frames 20000] [--rounds 3] [--json out.json]
+                                   [-- PROCESS OPTIONS]
 
 What runs (all real, on this machine):
 

@@ -36,9 +36,8 @@ every ``.avi`` in DATA_DIR this:
 why, the frame count and the checks. Nothing is written into the project (an OUT_DIR inside it is
 refused: the data is research-use only).
 
-    .venv/bin/python scripts/eye_crops.py /work/shared/data/zju-dev /tmp/zju-eye [--size 240x160]
-    [--eye right|left]
-        [--corners pipeline|tag]
+    .venv/bin/python scripts/eye_crops.py /work/shared/data/zju-dev /tmp/zju-eye
+        [--size 240x160] [--eye right|left] [--corners pipeline|tag]
 """
 
 from __future__ import annotations

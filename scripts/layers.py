@@ -1,9 +1,8 @@
 """The drawing of the house: eyeblink's floors, what each module imports, and any import that runs
 up or round.
 
-    python scripts/layers.py            # the floors, each module's imports of eyeblink, then the
-    problems python scripts/layers.py --floors   # the floors only: the block ARCHITECTURE.md shows
-    (tests/test_architecture.py)
+    python scripts/layers.py            # the floors, each module's imports, then the problems
+    python scripts/layers.py --floors   # the floors only: the block ARCHITECTURE.md shows
 
 The floors are the layers contract of ``pyproject.toml`` (``[tool.importlinter]``, its first
 contract: top floor first; ``a | b`` is one floor of rooms that do not import each other). The

@@ -12,8 +12,8 @@ Scoring is ``eyeblink eval``'s: an event's span in ``.tag`` frame ids overlaps a
 one); events entirely outside a clip's annotated range are unscored (strict: counted as false
 positives).
 
-    python scripts/long_measure.py --data ../shared/data/zju-dev --cap /tmp/zju-cap [--json
-    out.json]
+    python scripts/long_measure.py --data ../shared/data/zju-dev --cap /tmp/zju-cap
+                                   [--json out.json]
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ reset per clip so the decimated stream is what a slower camera would give it) th
 12, 24; zeros where none), ``has_patches``, ``packet`` (the ``.tag`` frame id of each decoded
 frame). Nothing is written into the project; the data stays where ``--data`` says.
 
-    python scripts/zju_capture.py --data ../shared/data/zju-dev --out /tmp/zju-cap [--model mesh]
-    [--every 1,2,4]
+    python scripts/zju_capture.py --data ../shared/data/zju-dev --out /tmp/zju-cap
+                                  [--model mesh] [--every 1,2,4]
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ it repeats has its own line). Then ``eyeblink eval`` (the project's evaluation,
 this prints the overall and strict event F1 of each. The upright copy checks the copying (it should
 score as the original); the turned copy is the measure: within 0.02 of upright.
 
-    python scripts/zju_turned.py [--data DIR] [--keep DIR] [-- extra eval options, e.g. --landmarks
-    lids]
+    python scripts/zju_turned.py [--data DIR] [--keep DIR]
+                                 [-- extra eval options, e.g. --landmarks lids]
 """
 
 from __future__ import annotations
