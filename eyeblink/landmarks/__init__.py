@@ -3,7 +3,9 @@
 An eye model takes a grayscale frame and one face (a BlazeFace detection: box + eye keypoints) and
 returns an :class:`~eyeblink.landmarks.eyes.EyeFit`: the 12 eye points in dlib's order, the
 openness of each eye (``ear_left``/``ear_right``: a lid distance over the eye width) and the eye
-patches. Everything downstream (blinks, closure, trials, writers) reads only that.
+patches. A region measure (``region=True``: ``area``, ``contour``) takes the eye's region instead
+of a face (:class:`~eyeblink.landmarks.region.RegionModel`). Everything downstream (blinks,
+closure, trials, writers) reads only the fit.
 
 =============  ==========================================================  ==================
 name           model                                                       licence
