@@ -281,9 +281,11 @@ def test_a_live_stream_of_one_eye_chooses_its_measure_from_its_first_frames(
     assert all(r["dropped"] == "0" and r["face"] == "1" and r["ear_left"] != "" for r in held)
     import av
 
-    # --record: every frame received, the held ones too
+    # --record: every frame received, the held ones too (the burst after the survey included)
+    recording = json.loads((tmp_path / "rat.summary.json").read_text())["live"]["recording"]
     with av.open(str(tmp_path / "rat.nut")) as c:
-        assert sum(1 for _ in c.decode(video=0)) == 700
+        assert sum(1 for _ in c.decode(video=0)) == 700, (recording, stderr)
+    assert recording["frames"] == 700 and recording["dropped"] == 0, recording
 
 
 def test_the_region_command_draws_the_region_on_the_first_frame(

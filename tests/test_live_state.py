@@ -819,6 +819,30 @@ def test_a_wrong_record_file_is_one_line_before_anything_starts(
     )
 
 
+def test_the_recording_absorbs_a_burst_of_frames_its_writer_has_not_written_yet(
+    tmp_path: Path,
+) -> None:
+    """A burst far faster than the writer (a live survey's held frames, then the stream that backed
+    up meanwhile, arrive at once; in the loader a busy capture thread leaves the writer one frame
+    per switch of the GIL): a small eye crop at 100 FPS keeps every frame of an 8 s burst, the
+    frames in order with their timestamps; the queue is bounded by its bytes."""
+    import av
+    import numpy as np
+
+    from eyeblink.runtime.live.record import QUEUE_BYTES, Recorder
+
+    rec = Recorder(tmp_path / "burst.nut", 262, 97, 100.0)
+    assert rec.queue_frames * 262 * 97 <= QUEUE_BYTES
+    n = 800
+    for i in range(n):  # never waits: a frame that finds the queue full is dropped
+        rec.put(np.full((97, 262), i % 251, np.uint8), i / 100.0)
+    info = rec.close()
+    assert info["frames"] == n and info["dropped"] == 0 and info["error"] is None
+    with av.open(str(tmp_path / "burst.nut")) as c:
+        frames = [(f.to_ndarray()[0, 0], float(f.time)) for f in c.decode(video=0)]
+    assert frames == [(i % 251, pytest.approx(i / 100.0, abs=1e-6)) for i in range(n)]
+
+
 @pytest.mark.slow
 def test_record_keeps_every_frame_received_and_process_reads_the_live_rows_back(
     tmp_path: Path,

@@ -9,10 +9,13 @@ recording is the frames eyeblink analysed, as it saw them: gray, full resolution
 (``rawvideo``: no encoder CPU, ~0.3 MB a 640x480 frame, ~150 MB/s at 500 FPS; a lossless encoder
 such as FFV1 costs more than a core at that rate), in NUT with each frame's capture time as its
 presentation timestamp on a microsecond clock. So ``eyeblink process FILE`` reads the live session's
-timestamps back exactly. A frame the writer could not take in time (its queue of :data:`QUEUE_S`
-seconds, at most :data:`QUEUE_BYTES`, is full: the disk is too slow) is counted (``dropped``), never
-waited for. The frames go to the muxer as they are (raw packets: no encoder, no copy besides the
-packet's), ~0.25 ms of CPU a 640x480 frame.
+timestamps back exactly. The frames go to the muxer as they are (raw packets: no encoder, no copy
+besides the packet's), ~0.25 ms of CPU a 640x480 frame.
+
+The writer may fall behind by :data:`QUEUE_BYTES` of frames: a disk that stalls for a while, or the
+burst after a live survey (its held frames, then the stream that backed up meanwhile), is absorbed
+(~1.7 s of a 640x480 camera at 500 FPS, minutes of a small eye crop at 100 FPS). A frame that finds
+that queue full (the disk is too slow for the stream) is counted (``dropped``), never waited for.
 """
 
 from __future__ import annotations
@@ -37,10 +40,12 @@ log = logging.getLogger("eyeblink.live")
 RECORD_SUFFIX = ".nut"
 #: the recording's timestamps are kept to the microsecond
 _TIME_BASE = Fraction(1, 1_000_000)
-#: seconds of frames the writer may fall behind before frames are dropped from the recording ...
-QUEUE_S = 2.0
-#: ... and at most this many bytes of them (the queue is memory of the loader)
+#: the bytes of frames the writer may fall behind before frames are dropped from the recording
+#: (the queue is memory of the loader), and at least this many frames
 QUEUE_BYTES = 256 * 2**20
+QUEUE_MIN_FRAMES = 16
+#: how long a frame the survey held waits for room in the queue before it counts as dropped
+HELD_WAIT_S = 2.0
 
 
 def check_record_path(path: str | Path, *, overwrite: bool = False) -> Path:
@@ -100,8 +105,10 @@ class Recorder:
             self.codec = "rawvideo"
         # compressed: ~1/8 the size
         frame_bytes = max(1, int(width) * int(height) // (8 if self.copy else 1))
+        #: the frames the writer may fall behind by
+        self.queue_frames = max(QUEUE_MIN_FRAMES, QUEUE_BYTES // frame_bytes)
         self._q: queue.Queue[tuple[np.ndarray, float] | None] = queue.Queue(
-            maxsize=max(16, min(int(QUEUE_S * float(rate)), QUEUE_BYTES // frame_bytes))
+            maxsize=self.queue_frames
         )
         self._last_pts = -1
         self._thread = threading.Thread(target=self._write, name="eyeblink-record", daemon=True)
@@ -112,7 +119,7 @@ class Recorder:
         from the recording). ``wait``: frames held before the recording started (a live survey's),
         handed over at once."""
         try:
-            self._q.put((image, timestamp_s), timeout=QUEUE_S) if wait else self._q.put_nowait(
+            self._q.put((image, timestamp_s), timeout=HELD_WAIT_S) if wait else self._q.put_nowait(
                 (image, timestamp_s)
             )
         except queue.Full:
@@ -130,7 +137,7 @@ class Recorder:
         own = av.Packet(bytes(packet))
         own.pts, own.dts, own.is_keyframe = packet.pts, packet.dts, packet.is_keyframe
         try:
-            self._q.put((own, math.nan), timeout=QUEUE_S) if wait else self._q.put_nowait(
+            self._q.put((own, math.nan), timeout=HELD_WAIT_S) if wait else self._q.put_nowait(
                 (own, math.nan)
             )
         except queue.Full:
