@@ -825,14 +825,13 @@ def test_the_recording_absorbs_a_burst_of_frames_its_writer_has_not_written_yet(
     """A burst far faster than the writer (a live survey's held frames, then the stream that backed
     up meanwhile, arrive at once; in the loader a busy capture thread leaves the writer one frame
     per switch of the GIL): a small eye crop at 100 FPS keeps every frame of an 8 s burst, the
-    frames in order with their timestamps; the queue is bounded by its bytes."""
+    frames in order with their timestamps."""
     import av
     import numpy as np
 
-    from eyeblink.runtime.live.record import QUEUE_BYTES, Recorder
+    from eyeblink.runtime.live.record import Recorder
 
     rec = Recorder(tmp_path / "burst.nut", 262, 97, 100.0)
-    assert rec.queue_frames * 262 * 97 <= QUEUE_BYTES
     n = 800
     for i in range(n):  # never waits: a frame that finds the queue full is dropped
         rec.put(np.full((97, 262), i % 251, np.uint8), i / 100.0)
@@ -841,6 +840,57 @@ def test_the_recording_absorbs_a_burst_of_frames_its_writer_has_not_written_yet(
     with av.open(str(tmp_path / "burst.nut")) as c:
         frames = [(f.to_ndarray()[0, 0], float(f.time)) for f in c.decode(video=0)]
     assert frames == [(i % 251, pytest.approx(i / 100.0, abs=1e-6)) for i in range(n)]
+
+
+def test_a_stalled_disk_costs_the_recording_frames_never_more_memory_than_its_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file is a pipe nobody reads for a while (a disk that stalls): the frames the writer has
+    not written never hold more than ``QUEUE_BYTES``; those past it are counted as dropped, never
+    waited for; once the disk comes back the queued ones are written, and every frame is either in
+    the file or counted."""
+    import os
+    import threading
+
+    import av
+    import numpy as np
+
+    from eyeblink.runtime.live import record
+
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("a named pipe (mkfifo) is POSIX's: Windows has none")
+    bound = 20 * 262 * 97  # 20 frames of a 262x97 crop
+    monkeypatch.setattr(record, "QUEUE_BYTES", bound)
+    fifo = tmp_path / "stalled.nut"
+    os.mkfifo(fifo)
+    copy = tmp_path / "copy.nut"
+    go = threading.Event()
+
+    def disk() -> None:
+        with fifo.open("rb") as src, copy.open("wb") as dst:
+            go.wait(60)
+            while chunk := src.read(1 << 16):
+                dst.write(chunk)
+
+    reader = threading.Thread(target=disk, daemon=True)
+    reader.start()
+    rec = record.Recorder(fifo, 262, 97, 100.0)
+    most = 0
+    n = 200
+    for i in range(n):
+        rec.put(np.full((97, 262), i % 251, np.uint8), i / 100.0)
+        most = max(most, rec._queued)
+    assert most <= bound
+    assert rec.dropped >= n - 20 - 10  # the pipe takes a few frames before it is full
+    go.set()
+    info = rec.close()
+    reader.join(30)
+    assert info["frames"] + info["dropped"] == n and info["frames"] >= 20
+    with av.open(str(copy)) as c:
+        kept = [int(f.to_ndarray()[0, 0]) for f in c.decode(video=0)]
+    # in order, the first ones whole; later ones where the pipe took some and made room
+    assert len(kept) == info["frames"] and kept[:20] == list(range(20))
+    assert kept == sorted(set(kept))
 
 
 @pytest.mark.slow

@@ -40,10 +40,10 @@ log = logging.getLogger("eyeblink.live")
 RECORD_SUFFIX = ".nut"
 #: the recording's timestamps are kept to the microsecond
 _TIME_BASE = Fraction(1, 1_000_000)
-#: the bytes of frames the writer may fall behind before frames are dropped from the recording
-#: (the queue is memory of the loader), and at least this many frames
+#: the bytes of frames (or packets) the writer may fall behind by before frames are dropped from
+#: the recording: the queue is memory of the loader, counted as the frames' own sizes (a compressed
+#: stream's packets as they came, not as the stream says they are)
 QUEUE_BYTES = 256 * 2**20
-QUEUE_MIN_FRAMES = 16
 #: how long a frame the survey held waits for room in the queue before it counts as dropped
 HELD_WAIT_S = 2.0
 
@@ -103,13 +103,11 @@ class Recorder:
             self._stream.codec_context.time_base = _TIME_BASE
             self._stream.time_base = _TIME_BASE
             self.codec = "rawvideo"
-        # compressed: ~1/8 the size
-        frame_bytes = max(1, int(width) * int(height) // (8 if self.copy else 1))
-        #: the frames the writer may fall behind by
-        self.queue_frames = max(QUEUE_MIN_FRAMES, QUEUE_BYTES // frame_bytes)
-        self._q: queue.Queue[tuple[np.ndarray, float] | None] = queue.Queue(
-            maxsize=self.queue_frames
-        )
+        # what the writer has not written yet, and its bytes (at most QUEUE_BYTES; one frame at
+        # least, whatever its size)
+        self._q: queue.Queue[tuple[Any, float, int] | None] = queue.Queue()
+        self._queued = 0
+        self._room = threading.Condition()
         self._last_pts = -1
         self._thread = threading.Thread(target=self._write, name="eyeblink-record", daemon=True)
         self._thread.start()
@@ -118,12 +116,7 @@ class Recorder:
         """One received frame (never waits unless ``wait``: a full queue counts the frame as dropped
         from the recording). ``wait``: frames held before the recording started (a live survey's),
         handed over at once."""
-        try:
-            self._q.put((image, timestamp_s), timeout=HELD_WAIT_S) if wait else self._q.put_nowait(
-                (image, timestamp_s)
-            )
-        except queue.Full:
-            self.dropped += 1
+        self._enqueue(image, timestamp_s, image.nbytes, wait)
 
     def put_packet(self, packet: Any, wait: bool = False) -> None:
         """One packet of a compressed source as it came (never waits unless ``wait``, as
@@ -136,40 +129,57 @@ class Recorder:
         # what it muxes
         own = av.Packet(bytes(packet))
         own.pts, own.dts, own.is_keyframe = packet.pts, packet.dts, packet.is_keyframe
-        try:
-            self._q.put((own, math.nan), timeout=HELD_WAIT_S) if wait else self._q.put_nowait(
-                (own, math.nan)
-            )
-        except queue.Full:
-            self.dropped += 1
+        self._enqueue(own, math.nan, own.size, wait)
+
+    def _enqueue(self, item: Any, timestamp_s: float, nbytes: int, wait: bool) -> None:
+        """Queue one frame or packet for the writer if its bytes fit (:data:`QUEUE_BYTES`; waiting
+        up to :data:`HELD_WAIT_S` when ``wait``), else count it as dropped."""
+        with self._room:
+
+            def fits() -> bool:
+                return self._queued == 0 or self._queued + nbytes <= QUEUE_BYTES
+
+            if not (fits() or (wait and self._room.wait_for(fits, timeout=HELD_WAIT_S))):
+                self.dropped += 1
+                return
+            self._queued += nbytes
+        self._q.put((item, timestamp_s, nbytes))
 
     def _write(self) -> None:
-        import av
-
         while True:
             item = self._q.get()
             if item is None:
                 return
-            if self.error is not None:
-                self.dropped += 1
-                continue
-            image, ts = item
-            if self.copy:
-                self._copy(image)
-                continue
+            image, ts, nbytes = item
             try:
-                # a rawvideo packet is the frame's bytes
-                packet = av.Packet(np.ascontiguousarray(image))
-                # strictly increasing, as the muxer wants
-                pts = max(round(ts * 1_000_000), self._last_pts + 1)
-                packet.stream = self._stream
-                packet.pts = packet.dts = pts
-                packet.time_base = _TIME_BASE
-                self._last_pts = pts
-                self._container.mux(packet)
-                self.frames += 1
-            except (av.error.FFmpegError, OSError, ValueError) as exc:
-                self._failed(exc)
+                self._write_one(image, ts)
+            finally:
+                with self._room:
+                    self._queued -= nbytes
+                    self._room.notify_all()
+
+    def _write_one(self, image: Any, ts: float) -> None:
+        import av
+
+        if self.error is not None:
+            self._drop()
+            return
+        if self.copy:
+            self._copy(image)
+            return
+        try:
+            # a rawvideo packet is the frame's bytes
+            packet = av.Packet(np.ascontiguousarray(image))
+            # strictly increasing, as the muxer wants
+            pts = max(round(ts * 1_000_000), self._last_pts + 1)
+            packet.stream = self._stream
+            packet.pts = packet.dts = pts
+            packet.time_base = _TIME_BASE
+            self._last_pts = pts
+            self._container.mux(packet)
+            self.frames += 1
+        except (av.error.FFmpegError, OSError, ValueError) as exc:
+            self._failed(exc)
 
     def _copy(self, packet: Any) -> None:
         """Mux one source packet as it came, its timestamps shifted so that the first is 0 (as
@@ -190,10 +200,16 @@ class Recorder:
         except (av.error.FFmpegError, OSError, ValueError) as exc:
             self._failed(exc)
 
+    def _drop(self) -> None:
+        """One more frame missing from the recording (the capture's thread and the writer's both
+        count)."""
+        with self._room:
+            self.dropped += 1
+
     def _failed(self, exc: Exception) -> None:
         """A frame the file could not take: counted, and said once in the log with the cause."""
         self.error = f"{type(exc).__name__}: {exc}"
-        self.dropped += 1
+        self._drop()
         log.error(
             "--record %s: cannot write (%s); the recording stops, the session goes on",
             self.path,
