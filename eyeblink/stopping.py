@@ -5,8 +5,10 @@ whenever they arrive.
 
 * **recorded** (:func:`received`), so that it can never be lost: where Python discards an exception
   raised by a signal handler (an at-fork hook such as logging's lock release, a ``__del__``, a
-  weakref callback), the next check point (:func:`check`: every frame, every poll of the sink, after
-  every fork, at the end of ``main``) raises it again;
+  weakref callback such as an import's module lock), the next check point (:func:`check`: every
+  frame, every poll of the sink, after every fork, at the end of ``main``) raises it again. Python
+  says nothing of that discarded stop (:func:`_quiet_unraisable`): it is not an error, and the
+  command's one line says it was stopped;
 * **raised** as :class:`Stopped` (a :class:`KeyboardInterrupt`) at once, except inside :func:`held`
   blocks (a session's output files being created, its summary being written: raised when the block
   ends) and after ``main`` has returned (the process is exiting anyway; its outputs are complete).
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -102,6 +105,19 @@ def _on_signal(signum: int, _frame: FrameType | None) -> None:
         raise Stopped(_received)
 
 
+def _quiet_unraisable(previous: Callable[[Any], object]) -> Callable[[Any], object]:
+    """An unraisable-exception hook (:data:`sys.unraisablehook`) that says nothing of a discarded
+    :class:`Stopped` (it was recorded, and the next check point raises it) and hands every other
+    exception to ``previous``."""
+
+    def hook(unraisable: Any) -> object:
+        if isinstance(unraisable.exc_value, Stopped):
+            return None
+        return previous(unraisable)
+
+    return hook
+
+
 def install() -> Callable[[], None]:
     """Handle SIGTERM, and SIGINT unless it was inherited ignored (see the module docstring);
     returns a function that puts the previous handlers back (for ``main`` called inside another
@@ -119,6 +135,9 @@ def install() -> Callable[[], None]:
             continue  # a background job's ignored Ctrl-C stays ignored
         saved[sig] = old
         signal.signal(sig, _on_signal)
+    previous_hook = sys.unraisablehook
+    quiet = _quiet_unraisable(previous_hook)
+    sys.unraisablehook = quiet
     _raising = True
 
     def restore() -> None:
@@ -128,6 +147,8 @@ def install() -> Callable[[], None]:
         for sig, old in saved.items():
             if signal.getsignal(sig) is _on_signal:
                 signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        if sys.unraisablehook is quiet:
+            sys.unraisablehook = previous_hook
 
     return restore
 

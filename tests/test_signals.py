@@ -115,6 +115,69 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+_DISCARDED_STOP = """
+import gc, signal, sys, weakref
+from eyeblink import stopping
+
+class Thing:
+    pass
+
+def stop_inside_a_callback(_ref):
+    # the handler runs here, inside a weakref callback, as inside an import's module lock
+    signal.raise_signal(signal.SIGTERM)
+    sum(range(1000))
+
+def complain(_ref):
+    raise ValueError("a real error in a callback")
+
+restore = stopping.install()
+thing = Thing()
+ref = weakref.ref(thing, stop_inside_a_callback)
+del thing
+gc.collect()
+print("went on", flush=True)
+other = Thing()
+ref2 = weakref.ref(other, complain)
+del other
+gc.collect()
+try:
+    stopping.check()
+except stopping.Stopped as exc:
+    print("check point:", stopping.message(exc), flush=True)
+restore()
+print("hook restored:", sys.unraisablehook is sys.__unraisablehook__, flush=True)
+"""
+
+
+def test_a_stop_that_python_discards_in_a_callback_is_silent_and_raised_at_the_next_check_point(
+    tmp_path: Path,
+) -> None:
+    """A SIGTERM whose handler runs inside a weakref callback (where an import's module lock, a
+    ``__del__`` or an at-fork hook run: Python discards what they raise) prints no
+    ``Exception ignored ... Traceback``; the run goes on to its next check point, which raises the
+    stop; any other exception a callback raises is still reported as Python reports it; the hook
+    is put back afterwards."""
+    script = tmp_path / "discarded.py"
+    script.write_text(_DISCARDED_STOP)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        **CHILD_SIGNALS,
+    )  # type: ignore[call-overload]
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "went on",
+        "check point: interrupted (SIGTERM); rows computed so far are on disk",
+        "hook restored: True",
+    ], done.stdout + done.stderr
+    assert "Stopped" not in done.stderr, done.stderr
+    assert "ValueError: a real error in a callback" in done.stderr  # others: as Python says them
+    assert done.stderr.count("Exception ignored") == 1, done.stderr
+
+
 @pytest.mark.slow
 def test_an_inherited_ignored_sigint_stays_ignored_and_sigterm_still_stops(
     long_recording: Path, tmp_path: Path
