@@ -348,7 +348,7 @@ class LiveSession:
         # Ctrl-C in the block stopped the session: every row is on disk, the block ends
         return interrupted
 
-    def _catch_sigint(self) -> Callable[[], None]:
+    def _catch_sigint(self) -> Callable[[], object]:
         """In the main thread: SIGINT aborts the session (see :meth:`_abort`) until the returned
         function runs."""
         import signal
@@ -407,7 +407,8 @@ class LiveSession:
                 self._cond.wait(0.1 if left is None else min(left, 0.1))
         return True
 
-    def __iter__(self) -> Iterator[LiveRow | BlinkEvent]:
+    # a LiveRow is a named tuple built from the columns at import: to a type checker, a tuple
+    def __iter__(self) -> Iterator[tuple[Any, ...] | BlinkEvent]:
         while True:
             with self._cond:
                 while not self._items:

@@ -243,7 +243,7 @@ def cmd_ladder(args: argparse.Namespace, cfg: Any) -> int:
 
     if not args.ladder:
         raise ConfigError("--rates and --against belong to the frame-rate ladder: add --ladder")
-    rates = ladder.RATES
+    rates: tuple[float, ...] = ladder.RATES
     if args.rates:
         try:
             rates = tuple(float(x) for x in args.rates.split(","))

@@ -284,7 +284,7 @@ class FrameAnalyzer:
         t0 = time.perf_counter()
         out = self.fitter.placed_fit(frame.gray, face)  # type: ignore[attr-defined]
         self.clock.add("landmarks", time.perf_counter() - t0)
-        return out  # type: ignore[no-any-return]
+        return out
 
     def want_pose(self) -> None:
         """With ``--points``, the eye model's face mesh measures the head pose too (points.csv)."""

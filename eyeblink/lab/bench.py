@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from eyeblink.lab import add_command
 
@@ -709,7 +709,9 @@ def _decode_ranges(video: str, limit: int, loaders: int, preset: str) -> dict[st
     from eyeblink.sources.ranges import plan_ranges
 
     with open_source(video) as src:
-        worker_ms = worker_ms_per_frame(load_preset(resolve_preset(preset)), src.fallback_fps)
+        # as `process` asks (only a video file has a fallback rate)
+        fps = getattr(src, "fallback_fps", None)
+        worker_ms = worker_ms_per_frame(load_preset(resolve_preset(preset)), fps)
         wanted = choose_loaders(
             ParallelConfig(loaders=loaders), physical_cores(), src, worker_ms=worker_ms
         )
@@ -745,7 +747,7 @@ def _reference_run(cfg: Any, video: str, out: Path) -> dict[str, Any]:
 
     from eyeblink.runtime.pipeline import process_source
     from eyeblink.runtime.runner import build_analyzer
-    from eyeblink.sources.files import open_source
+    from eyeblink.sources.files import FrameSource, open_source
 
     decoded: list[float] = []
     written: list[float] = []
@@ -774,10 +776,12 @@ def _reference_run(cfg: Any, video: str, out: Path) -> dict[str, Any]:
     analyzer = build_analyzer(cfg)
     with open_source(video) as src:
         result = process_source(
-            Timed(src),
+            # a stand-in for the source: what process_source reads of it (path, name, the frame
+            # count, describe(), the frames)
+            cast(FrameSource, Timed(src)),
             out,
             cfg,
-            analyzer=analyzer,  # type: ignore[arg-type]
+            analyzer=analyzer,
             progress=lambda name, total: Bar(),
         )
     n = min(len(decoded), len(written))

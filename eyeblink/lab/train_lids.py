@@ -217,12 +217,13 @@ def shape_warp(sx: float, sy: float, keystone: float, shape: tuple[int, int]) ->
 
     h, w = shape
     cx, cy = w / 2, h / 2
-    src = np.float32([[0, 0], [w, 0], [0, h], [w, h]])
-    dst = np.float32(
+    src = np.array([[0, 0], [w, 0], [0, h], [w, h]], dtype=np.float32)
+    dst = np.array(
         [
             [cx + (x - cx) * sx * (1 - keystone if y < cy else 1 + keystone), cy + (y - cy) * sy]
             for x, y in src
-        ]
+        ],
+        dtype=np.float32,
     )
     return np.asarray(cv2.getPerspectiveTransform(dst, src), np.float64)  # output -> input
 

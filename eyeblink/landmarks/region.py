@@ -79,7 +79,7 @@ class EyeRegion:
     h: int
 
     @classmethod
-    def parse(cls, text: str | tuple[int, ...] | list[int] | EyeRegion) -> EyeRegion:
+    def parse(cls, text: str | tuple[float, ...] | list[float] | EyeRegion) -> EyeRegion:
         """``X,Y,W,H`` (whole pixels, W and H at least 4, X and Y not negative), or the four
         numbers."""
         if isinstance(text, EyeRegion):

@@ -282,7 +282,7 @@ class FrameTable:
             body.append("    _c = r.columns")
         body.append(f"    return ({', '.join(cells)},)")
         exec(compile("\n".join(body), f"<frame table row: {', '.join(self.names)}>", "exec"), env)
-        return env["row"]  # type: ignore[no-any-return]
+        return env["row"]
 
     # ---------------------------------------------------------------- the worker's record
 
@@ -336,7 +336,7 @@ class FrameTable:
         )
         env: dict[str, Any] = {"_f": _to_f8, "_new": tuple.__new__, "_cls": self.live_row_type}
         exec(compile(src, "<frame table live row>", "exec"), env)
-        return env["live_row"]  # type: ignore[no-any-return]
+        return env["live_row"]
 
 
 #: The columns of ``frames.csv``, in file order (the output contract: append, never change a

@@ -25,12 +25,15 @@ import platform
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from eyeblink import host
 from eyeblink.config import physical_cores
+
+if TYPE_CHECKING:
+    from av.video.codeccontext import VideoCodecContext
 
 __all__ = [
     "CoresBusy",
@@ -76,7 +79,7 @@ def host_info() -> dict[str, Any]:
         cls = "avx2"
     else:
         cls = "baseline" if flags else platform.machine()
-    out = {
+    out: dict[str, Any] = {
         "cpu": info.get("model name") or platform.processor() or platform.machine(),
         "logical_cpus": os.cpu_count(),
         "physical_cores": physical_cores(),
@@ -225,7 +228,8 @@ def _decode_ms(frame: np.ndarray, codec: str | None, reps: int) -> float:
         return 0.0
     import av
 
-    enc = av.CodecContext.create(codec, "w")
+    # a video codec's name: PyAV's stub types the context by the name's literal, not a str's
+    enc = cast("VideoCodecContext", av.CodecContext.create(codec, "w"))
     enc.width, enc.height = frame.shape[1], frame.shape[0]
     enc.pix_fmt = "yuvj420p" if codec == "mjpeg" else "yuv420p"
     from fractions import Fraction
@@ -237,7 +241,7 @@ def _decode_ms(frame: np.ndarray, codec: str | None, reps: int) -> float:
         vf.pts = i
         packets.extend(enc.encode(vf))
     packets.extend(enc.encode(None))
-    dec = av.CodecContext.create(codec, "r")
+    dec = cast("VideoCodecContext", av.CodecContext.create(codec, "r"))
     dec.thread_count = 1  # one thread: its CPU time is all of the decode's
     times = []
     for pkt in packets:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -211,7 +211,8 @@ def sink_chunks(
     clock = StageClock()
     for m in metas:
         clock.merge(m["seconds"], m["calls"])
-    view = _ChunkedSource(path, stem, metas)
+    # a stand-in for the source: the summary reads only its path, name and describe()
+    view = cast("FrameSource", _ChunkedSource(path, stem, metas))
     redet = _Redetections(sum(int(m["redetections"]) for m in metas))
     dtype = record_dtype(config)
     started = time.perf_counter()
@@ -221,10 +222,10 @@ def sink_chunks(
         sink = SessionSink(writer, config, clock)
         outcome = Outcome()
         try:
-            with session_outcome(sink, view) as outcome:  # type: ignore[arg-type]
+            with session_outcome(sink, view) as outcome:
                 hold.release()
                 with stopping.held():
-                    write_running_summary(writer, view, config)  # type: ignore[arg-type]
+                    write_running_summary(writer, view, config)
                 for c, m in zip(chunks, metas, strict=True):
                     _feed(sink, c, m, dtype, stem)
         finally:
@@ -238,7 +239,7 @@ def sink_chunks(
                     clock,
                     redet,
                     wall,
-                    outcome.status,  # type: ignore[arg-type]
+                    outcome.status,
                     outcome.error,
                     exit_status=outcome.exit_status,
                 )

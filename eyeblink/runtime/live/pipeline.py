@@ -57,7 +57,7 @@ import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -94,7 +94,7 @@ if TYPE_CHECKING:
     from eyeblink.runtime.live.metrics import LiveMetrics
     from eyeblink.runtime.live.publish import LiveTap
     from eyeblink.runtime.pipeline import RunResult, SessionSink
-    from eyeblink.sources.live import LiveSource
+    from eyeblink.sources.live import LiveSource, StreamSource
 
 __all__ = [
     "LIVE_BATCH_FRAMES",
@@ -753,7 +753,9 @@ class _LiveRun(_Run):
         if self.live.record is not None:
             from eyeblink.runtime.live.record import Recorder
 
-            template = source.video_stream() if getattr(source, "compressed", False) else None
+            # only a network stream (StreamSource) is ever compressed
+            compressed = getattr(source, "compressed", False)
+            template = cast("StreamSource", source).video_stream() if compressed else None
             rec = Recorder(
                 self.live.record, source.width, source.height, self.fps, template=template
             )
@@ -791,7 +793,7 @@ class _LiveRun(_Run):
 
         def capture() -> None:
             # start-up: see LIVE_STARTUP_GRACE_S
-            grace_until = time.perf_counter() + LIVE_STARTUP_GRACE_S
+            grace_until: float | None = time.perf_counter() + LIVE_STARTUP_GRACE_S
             grace_frames = int(self.startup_frames.value) + LIVE_STARTUP_GRACE_FRAMES
             try:
                 for cap in self._frames(source):

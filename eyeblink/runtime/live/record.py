@@ -168,8 +168,9 @@ class Recorder:
             self._copy(image)
             return
         try:
-            # a rawvideo packet is the frame's bytes
-            packet = av.Packet(np.ascontiguousarray(image))
+            # a rawvideo packet is the frame's bytes (PyAV takes any buffer, without a copy; its
+            # stub says bytes only)
+            packet = av.Packet(np.ascontiguousarray(image))  # type: ignore[arg-type]
             # strictly increasing, as the muxer wants
             pts = max(round(ts * 1_000_000), self._last_pts + 1)
             packet.stream = self._stream

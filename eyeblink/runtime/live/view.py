@@ -752,11 +752,11 @@ class ViewSink:
             if now - last < period:
                 wait = max(0.001, last + period - now)
                 continue
-            img = self._image
+            shown = self._image
             if (
                 not asked
-                and img is not None
-                and self._fetched < img[0]
+                and shown is not None
+                and self._fetched < shown[0]
                 and now - last < UNFETCHED_S
             ):
                 continue  # no tab has got the last one yet
@@ -864,7 +864,7 @@ class ViewSink:
         # the snapshot and the cursor at one moment: nothing missed, nothing twice
         with self._stream.cond:
             cursor = self._stream.seq
-            snap = {
+            snap: dict[str, Any] = {
                 "hello": self._hello(),
                 "rows": list(self._history),
                 "blinks": list(self._blink_history),

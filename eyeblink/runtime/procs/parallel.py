@@ -279,8 +279,10 @@ class ParallelPipeline:
         loaded in this process once."""
         if getattr(self, "_models_unloaded", False):
             register_missing(getattr(self, "_eye_model_specs", {}))
-            if getattr(self, "fitters", None):
-                self.fitters = build_fitters(self.cfg, self.fitters)
+            # live --landmarks auto: the candidates' names (their models were not pickled)
+            names = getattr(self, "fitters", None)
+            if names:
+                self.fitters = build_fitters(self.cfg, names)
                 self.fitter = next(iter(self.fitters.values()))
             else:
                 self.fitter = build_fitter(self.cfg)
@@ -639,7 +641,7 @@ class _Run(_LoaderRole, _WorkerRole, _SinkRole, _ChildRole):
         """The sink's writer (a hook: live mode appends a ``dropped`` column; ``process --view``
         shows the rows)."""
         if self.view is not None:
-            return self.view.file_writer(outdir, self.source)  # type: ignore[no-any-return]
+            return self.view.file_writer(outdir, self.source)
         return ResultWriter(outdir, stem)
 
     def _extra_warnings(self) -> list[str]:

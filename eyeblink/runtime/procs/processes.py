@@ -38,6 +38,7 @@ import pickle
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 from eyeblink import host
@@ -231,7 +232,7 @@ def unguarded_main(method: str = "spawn") -> str | None:
             return None
     elif not path or os.path.splitext(os.path.basename(path))[0] == "ipython":
         return None
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and not (
         frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__main__"
     ):
