@@ -359,7 +359,8 @@ class LiveSession:
             old = signal.signal(signal.SIGINT, lambda _s, _f: self._abort())
         except (ValueError, OSError):
             return lambda: None
-        return lambda: signal.signal(signal.SIGINT, old)
+        # None: the handler before was not Python's (an embedding application's); the default then
+        return lambda: signal.signal(signal.SIGINT, old if old is not None else signal.SIG_DFL)
 
     def _abort(self) -> None:
         """A Ctrl-C while the session ends: stop at once (no more draining)."""

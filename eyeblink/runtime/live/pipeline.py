@@ -1153,7 +1153,8 @@ class _LiveRun(_Run):
             return self.execute(outdir, None)
         finally:
             for s, h in old.items():
-                signal.signal(s, h)
+                # None: the handler before was not Python's (an embedding application's)
+                signal.signal(s, h if h is not None else signal.SIG_DFL)
 
 
 class LivePipeline(ParallelPipeline):
