@@ -37,6 +37,7 @@ import platform
 import select
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -879,26 +880,39 @@ def bind_to_parent() -> bool:
     return True
 
 
-_parent_poll: Any = None  # this process's poll of its parent's sentinel, made at the first ask
+#: each thread's poll of its parent's sentinel, made at its first ask: a poll object serves one
+#: thread at a time (two threads polling one at once: ``RuntimeError: concurrent poll()
+#: invocation``), and a child's threads ask together (a worker's queue and its stop watch)
+_parent_polls = threading.local()
+
+
+def _forget_parent_polls() -> None:
+    """In a forked child: the polls it inherited watch its parent's parent."""
+    global _parent_polls
+    _parent_polls = threading.local()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_forget_parent_polls)
 
 
 def parent_alive() -> bool:
     """Whether the process that started this one (:func:`multiprocessing.parent_process`, under
     ``fork``, ``spawn`` and ``forkserver`` alike) still runs; True in a process not started by
     :mod:`multiprocessing`. Cheap: a child's queue polls ask it. Linux, macOS: one ``poll`` of the
-    parent's sentinel (a pipe that ends with the parent), the poll object made once per process,
+    parent's sentinel (a pipe that ends with the parent), the poll object made once per thread,
     where ``Process.is_alive`` makes, registers and closes a selector at each ask. Windows:
     ``is_alive``, a ``WaitForMultipleObjects`` with no wait."""
-    global _parent_poll
     parent = multiprocessing.parent_process()
     if parent is None:
         return True
     if not hasattr(select, "poll"):
         return parent.is_alive()
-    if _parent_poll is None:
-        _parent_poll = select.poll()
-        _parent_poll.register(parent.sentinel, select.POLLIN)
-    return not _parent_poll.poll(0)
+    poll = getattr(_parent_polls, "poll", None)
+    if poll is None:
+        poll = _parent_polls.poll = select.poll()
+        poll.register(parent.sentinel, select.POLLIN)
+    return not poll.poll(0)
 
 
 # -------------------------------------------------------------------------------------------------

@@ -708,6 +708,53 @@ def _family(
     return parent, int(pid), first
 
 
+_THREADS_ASK = """
+import multiprocessing as mp, sys, threading, time
+from eyeblink import host
+
+
+def child(q):
+    errors = []
+
+    def ask():
+        end = time.perf_counter() + 1.0
+        try:
+            while time.perf_counter() < end:
+                assert host.parent_alive()
+        except BaseException as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    q.put(errors)
+
+
+if __name__ == "__main__":
+    ctx = mp.get_context(sys.argv[1])
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    print(q.get(timeout=60))
+    p.join(timeout=60)
+"""
+
+
+@pytest.mark.parametrize("method", [pytest.param("fork", marks=needs_fork), "spawn"])
+def test_threads_of_a_child_ask_for_its_parent_at_once(tmp_path: Path, method: str) -> None:
+    """A child's threads ask at the same moment (a worker's queue and its stop watch, a live
+    loader's capture and its feeder): every ask answers, none finds another's poll running."""
+    script = tmp_path / "threads.py"
+    script.write_text(_THREADS_ASK, encoding="utf-8")
+    out = subprocess.run(
+        [sys.executable, str(script), method], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 @needs_linux
 @pytest.mark.parametrize("method", [pytest.param("fork", marks=needs_fork), "spawn"])
 def test_a_bound_child_is_killed_with_its_parent(tmp_path: Path, method: str) -> None:
