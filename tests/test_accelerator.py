@@ -384,7 +384,44 @@ def test_accelerator_stage_failure_keeps_every_row_before_it(
     face_recording: tuple[Path, object], tmp_path: Path, fault: str, needles: list[str]
 ) -> None:
     """The stage raising (its traceback reaches the sink) or dying outright (the sink sees its exit
-    code): one line, exit 3, and every row before the failing batch on disk."""
+    code): one line, exit 3, and every row before the failing batch on disk. One loader: the frames
+    reach the stage in order (two loaders decode two ranges at once: see the next test)."""
+    _stage_failure(face_recording[0], tmp_path, fault, needles, loaders=1)
+
+
+def test_a_stage_failure_says_which_rows_are_on_disk_when_two_loaders_feed_it(
+    face_recording: tuple[Path, object], tmp_path: Path
+) -> None:
+    """Two loaders decode two ranges at once: the stage may meet the failing batch (frame 400, in
+    the second range) before it analysed every frame of the first, and those are never analysed.
+    The rows on disk are the frames from 0 on, and the line says where they stop."""
+    rows, error = _stage_failure(
+        face_recording[0],
+        tmp_path,
+        "raise@400",
+        ["accelerator stage", "failed at frame", "injected failure"],
+        loaders=2,
+        some_rows=False,
+    )
+    failed_at = int(error.split("failed at frame ")[1].split(":")[0])
+    if len(rows) == failed_at:
+        assert "; rows before it are in subject.frames.csv" in error
+    else:
+        assert len(rows) < failed_at
+        assert f"; only the rows before frame {len(rows)} (those analysed before it)" in error
+
+
+def _stage_failure(
+    video: Path,
+    tmp_path: Path,
+    fault: str,
+    needles: list[str],
+    *,
+    loaders: int,
+    some_rows: bool = True,
+) -> tuple[list[dict[str, str]], str]:
+    """``process`` with the stage's fault ``fault``: exit 3, one line, the rows from frame 0 on in
+    order (at least one with ``some_rows``), the summary failed; (the rows, the summary's error)."""
     env = dict(os.environ, EYEBLINK_TEST_WORKER_FAULT=fault)
     proc = subprocess.run(
         [
@@ -392,13 +429,15 @@ def test_accelerator_stage_failure_keeps_every_row_before_it(
             "-m",
             "eyeblink",
             "process",
-            str(face_recording[0]),
+            str(video),
             "-o",
             str(tmp_path),
             "--stage",
             "accelerator",
             "--workers",
             "2",
+            "--loaders",
+            str(loaders),
             "--no-progress",
         ],
         capture_output=True,
@@ -410,9 +449,11 @@ def test_accelerator_stage_failure_keeps_every_row_before_it(
     assert proc.returncode == 3, proc.stderr
     assert_user_error(proc, *needles)
     rows = read_rows(tmp_path / "subject.frames.csv")
-    assert 0 < len(rows) <= 400 and [int(r["frame"]) for r in rows] == list(range(len(rows)))
+    assert (len(rows) > 0 or not some_rows) and len(rows) <= 400
+    assert [int(r["frame"]) for r in rows] == list(range(len(rows)))
     s = _summary(tmp_path)
     assert s["status"] == "failed" and needles[-1] in s["error"] and s["frames"] == len(rows)
+    return rows, s["error"]
 
 
 @pytest.mark.parametrize(

@@ -238,14 +238,10 @@ class _SinkRole(_RunState):
             if role == "accelerator" and self.n_stage > 1:
                 who = f"accelerator stage process {wid}"
             where = f" at frame {frame}" if frame is not None and frame >= 0 else ""
-            err = WorkerError(
-                f"{who}{f' (pid {pid})' if pid else ''} failed{where}: {line}; "
-                f"rows before it are in {rows_file}"
-                f"{' (traceback in the summary)' if tb else ''}"
-            )
-            err.traceback_text = tb  # type: ignore[attr-defined]
             if failure is None:
-                failure = err
+                pid_s = f" (pid {pid})" if pid else ""
+                failure = WorkerError(f"{who}{pid_s} failed{where}: {line}")
+                failure.traceback_text = tb  # type: ignore[attr-defined]
                 fail_deadline = time.perf_counter() + self.par.drain_timeout_s
             if role == "worker" and not self.accelerated:
                 stop_at = (
@@ -367,7 +363,20 @@ class _SinkRole(_RunState):
                     continue
                 fail(role, wid, frame, line, tb, pid)
         if failure is not None:
-            raise failure
+            tb = failure.traceback_text  # type: ignore[attr-defined]
+            # what is on disk: every row before the failure, or fewer where frames before it were
+            # still queued (the accelerator stage fed by several loaders meets a later range's
+            # batch first: the frames before it are never analysed once it is gone)
+            kept = (
+                "rows before it are in"
+                if next_idx >= min(limit, expected if expected is not None else math.inf)
+                else f"only the rows before frame {next_idx} (those analysed before it) are in"
+            )
+            err = WorkerError(
+                f"{failure}; {kept} {rows_file}{' (traceback in the summary)' if tb else ''}"
+            )
+            err.traceback_text = tb  # type: ignore[attr-defined]
+            raise err
         if source_error is not None:
             raise source_error
         return info
